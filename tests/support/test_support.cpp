@@ -1,0 +1,77 @@
+#include "test_support.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace qbc::testing {
+namespace fs = std::filesystem;
+
+fs::path source_dir() {
+  const char* s = std::getenv("QBC_SOURCE_DIR");
+  return s ? fs::path(s) : fs::current_path();
+}
+
+fs::path shared_dir() {
+  if (const char* s = std::getenv("QBC_SHARED"); s && *s) return fs::path(s);
+  return (source_dir() / ".." / "shared").lexically_normal();
+}
+
+namespace {
+struct TempRoot {
+  fs::path root;
+  TempRoot() {
+    std::string tmpl = (fs::temp_directory_path() / "qbc-test-XXXXXX").string();
+    root = mkdtemp(tmpl.data());
+  }
+  ~TempRoot() {
+    std::error_code ec;
+    fs::remove_all(root, ec);
+  }
+};
+}  // namespace
+
+fs::path temp_dir() {
+  static TempRoot root;
+  static std::atomic<int> counter{0};
+  fs::path p = root.root / std::to_string(counter++);
+  fs::create_directories(p);
+  return p;
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in.good()) << "cannot read " << path;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void write_file(const fs::path& path, const std::string& contents) {
+  if (path.has_parent_path()) fs::create_directories(path.parent_path());
+  std::ofstream out(path, std::ios::binary);
+  out << contents;
+  EXPECT_TRUE(out.good()) << "cannot write " << path;
+}
+
+RunResult run_qbc(const std::string& args) {
+  RunResult r;
+  const char* bin = std::getenv("QBC_BINARY");
+  EXPECT_NE(bin, nullptr) << "QBC_BINARY not set (run through ctest)";
+  if (!bin) return r;
+  fs::path dir = temp_dir();
+  std::string cmd = std::string("'") + bin + "' " + args + " >'" + (dir / "out").string() +
+                    "' 2>'" + (dir / "err").string() + "' </dev/null";
+  int rc = std::system(cmd.c_str());
+  r.exit_code = WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc);
+  r.out = read_file(dir / "out");
+  r.err = read_file(dir / "err");
+  return r;
+}
+
+}  // namespace qbc::testing

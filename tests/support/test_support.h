@@ -1,0 +1,52 @@
+// Helpers shared by qbc's tests.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "qbc/support/status.h"
+
+namespace qbc::testing {
+
+/// The shared test assets folder: $QBC_SHARED, else ../shared next to the source tree.
+std::filesystem::path shared_dir();
+
+/// The repository root (from $QBC_SOURCE_DIR, set by ctest).
+std::filesystem::path source_dir();
+
+/// A fresh empty temporary directory, unique per call, removed at process exit.
+std::filesystem::path temp_dir();
+
+/// Reads a whole file; fails the test when it cannot.
+std::string read_file(const std::filesystem::path& path);
+/// Writes a whole file, creating parent folders.
+void write_file(const std::filesystem::path& path, const std::string& contents);
+
+/// The result of running the qbc binary.
+struct RunResult {
+  int exit_code = -1;
+  std::string out;  ///< stdout
+  std::string err;  ///< stderr
+};
+/// Runs `$QBC_BINARY args` through /bin/sh (args are passed verbatim, quote as needed).
+RunResult run_qbc(const std::string& args);
+
+}  // namespace qbc::testing
+
+/// Resolves `rel` under the shared assets folder into `var` (a std::filesystem::path).
+/// When it is missing: fails the test if $CI is set, else skips it.
+#define QBC_REQUIRE_SHARED(var, rel)                                               \
+  const std::filesystem::path var = ::qbc::testing::shared_dir() / (rel);          \
+  if (!std::filesystem::exists(var)) {                                             \
+    if (std::getenv("CI") != nullptr) FAIL() << "shared asset missing: " << var;  \
+    GTEST_SKIP() << "shared asset missing: " << var;                               \
+  }
+
+/// Asserts that a Status / StatusOr is OK, printing its message otherwise.
+#define QBC_ASSERT_OK(expr)                                   \
+  do {                                                        \
+    auto qbc_s_ = (expr);                                     \
+    ASSERT_TRUE(qbc_s_.ok()) << ::qbc::Status(qbc_s_.status()).to_string(); \
+  } while (0)
