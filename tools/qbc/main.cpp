@@ -1,1 +1,76 @@
-int main() { return 0; }
+// qbc: compiles HuggingFace decoder LLMs into quantized programs for the ARIES NPU.
+#include <CLI/CLI.hpp>
+#include <exception>
+#include <google/protobuf/stubs/common.h>
+#include <spdlog/version.h>
+
+#include "cli.h"
+#include "qbc/support/exit_codes.h"
+#include "qbc/support/logging.h"
+
+namespace {
+
+std::string version_text() {
+  std::string s = "qbc " QBC_VERSION " (" QBC_GIT_DESCRIBE ")\n";
+  s += "build: " QBC_BUILD_TYPE ", " QBC_COMPILER ", C++17\n";
+  s += "libraries: protobuf " + google::protobuf::internal::VersionString(GOOGLE_PROTOBUF_VERSION) +
+       ", spdlog " + std::to_string(SPDLOG_VER_MAJOR) + "." + std::to_string(SPDLOG_VER_MINOR) +
+       "." + std::to_string(SPDLOG_VER_PATCH) + ", CLI11 " CLI11_VERSION;
+  return s;
+}
+
+const char* kFooter =
+    "Exit codes: 0 ok, 2 bad usage/config/input, 3 unsupported model or feature,\n"
+    "            4 does not fit the target, 70 internal error.\n"
+    "Docs: docs/cli.md (commands), docs/config.md (every config key).";
+
+int run(int argc, char** argv) {
+  CLI::App app("qbc: compiles HuggingFace decoder LLMs into quantized programs for the ARIES NPU");
+  app.footer(kFooter);
+  app.set_version_flag("--version", version_text(), "Print version and build information");
+  app.require_subcommand(1);
+  int verbose = 0;
+  bool quiet = false;
+  std::string log_format = "text";
+  app.add_flag("-v,--verbose", verbose, "More logging: -v info (one line per stage), -vv debug")
+      ;
+  app.add_flag("-q,--quiet", quiet, "Errors only");
+  app.add_option("--log-format", log_format,
+                 "stderr format: text, or json (one JSON event per line: status, progress, result, "
+                 "log, error)")
+      ->check(CLI::IsMember({"text", "json"}));
+  app.fallthrough();
+
+  qbc::cli::Action action;
+  qbc::cli::register_dump_config(app, action);
+  qbc::cli::register_presets(app, action);
+  qbc::cli::register_targets(app, action);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? qbc::kExitOk : qbc::kExitBadInput;
+  }
+  qbc::init_logging(verbose, quiet, log_format == "json" ? qbc::LogFormat::kJson : qbc::LogFormat::kText);
+  if (!action) return qbc::kExitBadInput;
+  const qbc::Status st = action();
+  if (st.ok()) return qbc::kExitOk;
+  const int rc = qbc::exit_code_for(st);
+  qbc::events::error(st, rc);
+  return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Stage APIs return Status; anything thrown past them is a bug, reported as such.
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "qbc: internal error: uncaught exception: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "qbc: internal error: uncaught exception\n");
+  }
+  return qbc::kExitInternal;
+}

@@ -1,0 +1,47 @@
+// Shared pieces of the qbc command line: the command table and the config
+// flags every compile-side command accepts.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "qbc/config/config.h"
+#include "qbc/support/status.h"
+
+namespace qbc::cli {
+
+/// The action of the selected subcommand, set by its CLI11 callback.
+using Action = std::function<Status()>;
+
+/// Config flags shared by commands that resolve a configuration.
+struct ConfigFlags {
+  std::string preset;
+  std::vector<std::string> files;
+  std::vector<std::string> sets;
+  std::string target_device;
+  std::string target_profile;
+  std::string inference_scheme;
+  std::string seed;
+  std::vector<std::string> calib;
+  bool use_random_calib = false;
+};
+
+/// Adds --preset, -c/--config, --set and the explicit config flags to `cmd`.
+void add_config_flags(CLI::App& cmd, ConfigFlags& flags);
+
+/// Resolves the configuration the flags describe (defaults < target < preset <
+/// files < --set < flags) and logs its notes.
+StatusOr<config::ResolvedConfig> resolve_config(const ConfigFlags& flags);
+
+/// Writes `text` to `path` (atomically) or, when `path` is empty, to stdout.
+Status emit_output(const std::string& path, const std::string& text);
+
+/// Command registration; each sets `action` when its subcommand is selected.
+void register_dump_config(CLI::App& app, Action& action);
+void register_presets(CLI::App& app, Action& action);
+void register_targets(CLI::App& app, Action& action);
+
+}  // namespace qbc::cli

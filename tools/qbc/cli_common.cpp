@@ -1,0 +1,77 @@
+#include <cstdio>
+
+#include "cli.h"
+#include "qbc/support/file_util.h"
+#include "qbc/support/logging.h"
+
+namespace qbc::cli {
+
+void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
+  cmd.add_option("--preset", f.preset, "Start from a built-in preset (see `qbc presets`)")
+      ->group("Configuration");
+  cmd.add_option("-c,--config", f.files,
+                 "Config file (YAML or JSON); repeatable, later files override earlier ones")
+      ->group("Configuration");
+  cmd.add_option("--set", f.sets,
+                 "Override one key: key.path=value (YAML value, e.g. splitBlocks=[8,16]); repeatable")
+      ->group("Configuration");
+  cmd.add_option("--target-device", f.target_device, "Explicit targetDevice: aries-rb | regulus-rb")
+      ->group("Configuration");
+  cmd.add_option("--target-profile", f.target_profile,
+                 "Explicit targetProfile: built-in name or YAML file (see `qbc targets`)")
+      ->group("Configuration");
+  cmd.add_option("--inference-scheme", f.inference_scheme,
+                 "Explicit inferenceScheme: single | multi | global4 | global8 | all")
+      ->group("Configuration");
+  cmd.add_option("--seed", f.seed, "Explicit seed for every random choice")->group("Configuration");
+  cmd.add_option("--calib", f.calib, "Calibration data path (sets calibDataPaths); repeatable")
+      ->group("Configuration");
+  cmd.add_flag("--use-random-calib", f.use_random_calib, "Calibrate on random data (smoke tests)")
+      ->group("Configuration");
+}
+
+StatusOr<config::ResolvedConfig> resolve_config(const ConfigFlags& f) {
+  config::LoadRequest req;
+  req.preset = f.preset;
+  req.files = f.files;
+  req.sets = f.sets;
+  auto quoted = [](const std::string& s) {
+    std::string out = "\"";
+    for (char c : s) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    return out + "\"";
+  };
+  if (!f.target_device.empty()) req.flags.push_back({"targetDevice", f.target_device, "--target-device"});
+  if (!f.target_profile.empty()) {
+    req.flags.push_back({"targetProfile", quoted(f.target_profile), "--target-profile"});
+  }
+  if (!f.inference_scheme.empty()) {
+    req.flags.push_back({"inferenceScheme", f.inference_scheme, "--inference-scheme"});
+  }
+  if (!f.seed.empty()) req.flags.push_back({"seed", f.seed, "--seed"});
+  if (!f.calib.empty()) {
+    std::string list = "[";
+    for (size_t i = 0; i < f.calib.size(); ++i) list += (i ? ", " : "") + quoted(f.calib[i]);
+    req.flags.push_back({"calibDataPaths", list + "]", "--calib"});
+  }
+  if (f.use_random_calib) req.flags.push_back({"useRandomCalib", "true", "--use-random-calib"});
+  StatusOr<config::ResolvedConfig> cfg = config::resolve(req);
+  if (!cfg.ok()) return cfg.status();
+  for (const std::string& note : cfg->notes) log("config").warn("{}", note);
+  return cfg;
+}
+
+Status emit_output(const std::string& path, const std::string& text) {
+  if (path.empty() || path == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+    return ok_status();
+  }
+  QBC_RETURN_IF_ERROR(write_file_atomic(path, text));
+  log("cli").info("wrote {}", path);
+  return ok_status();
+}
+
+}  // namespace qbc::cli
