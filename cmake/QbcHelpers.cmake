@@ -29,8 +29,7 @@ function(qbc_add_gtest name)
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} qbc_test_support GTest::gtest GTest::gtest_main)
   target_compile_options(${name} PRIVATE -Wall -Wextra -Wno-unused-parameter)
-  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60
-    PROPERTIES ENVIRONMENT "QBC_SOURCE_DIR=${PROJECT_SOURCE_DIR};QBC_BINARY=$<TARGET_FILE:qbc>")
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60)
 endfunction()
 
 # qbc_embed_files(OUT_CPP SYMBOL FILES...): generates a .cpp that defines

@@ -128,7 +128,7 @@ std::string reference_markdown() {
             continue;
           }
           const FieldSpec& spec = detail::field_spec(f);
-          os << "| `" << path << "` | " << md_escape(detail::type_text(f)) << " | `"
+          os << "| `" << path << "` | " << md_escape(f->enum_type() ? std::string("enum") : detail::type_text(f)) << " | `"
              << md_escape(detail::value_text(msg, f)) << "` | " << md_escape(detail::range_text(f))
              << " | " << md_escape(spec.doc()) << " |\n";
         }

@@ -300,7 +300,8 @@ Status apply_node(const YAML::Node& node, pb::Message& msg, const std::string& p
     if (!seen.insert(f).second) {
       return invalid_argument(key_loc, ": ", path, ": key given twice in the same section");
     }
-    const std::string value_loc = location(source, value.Mark());
+    // A missing value has no position of its own; point at its key.
+    const std::string value_loc = value.IsNull() ? key_loc : location(source, value.Mark());
     if (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE) {
       if (f->is_repeated()) return internal_error(path, ": repeated sections are not supported");
       if (!value.IsNull() && !value.IsMap()) return type_error(value_loc, path, f, value);

@@ -14,7 +14,7 @@ namespace fs = std::filesystem;
 
 fs::path source_dir() {
   const char* s = std::getenv("QBC_SOURCE_DIR");
-  return s ? fs::path(s) : fs::current_path();
+  return fs::path(s && *s ? s : QBC_DEFAULT_SOURCE_DIR);
 }
 
 fs::path shared_dir() {
@@ -61,9 +61,8 @@ void write_file(const fs::path& path, const std::string& contents) {
 
 RunResult run_qbc(const std::string& args) {
   RunResult r;
-  const char* bin = std::getenv("QBC_BINARY");
-  EXPECT_NE(bin, nullptr) << "QBC_BINARY not set (run through ctest)";
-  if (!bin) return r;
+  const char* env = std::getenv("QBC_BINARY");
+  const char* bin = env && *env ? env : QBC_DEFAULT_BINARY;
   fs::path dir = temp_dir();
   std::string cmd = std::string("'") + bin + "' " + args + " >'" + (dir / "out").string() +
                     "' 2>'" + (dir / "err").string() + "' </dev/null";

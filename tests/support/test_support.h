@@ -13,7 +13,7 @@ namespace qbc::testing {
 /// The shared test assets folder: $QBC_SHARED, else ../shared next to the source tree.
 std::filesystem::path shared_dir();
 
-/// The repository root (from $QBC_SOURCE_DIR, set by ctest).
+/// The repository root ($QBC_SOURCE_DIR, else the configured source tree).
 std::filesystem::path source_dir();
 
 /// A fresh empty temporary directory, unique per call, removed at process exit.
@@ -30,7 +30,8 @@ struct RunResult {
   std::string out;  ///< stdout
   std::string err;  ///< stderr
 };
-/// Runs `$QBC_BINARY args` through /bin/sh (args are passed verbatim, quote as needed).
+/// Runs the qbc binary ($QBC_BINARY, else the built one) with `args` through /bin/sh
+/// (args are passed verbatim, quote as needed).
 RunResult run_qbc(const std::string& args);
 
 }  // namespace qbc::testing
