@@ -45,9 +45,17 @@ RunResult run_qbc(const std::string& args);
     GTEST_SKIP() << "shared asset missing: " << var;                               \
   }
 
+namespace qbc::testing {
+/// The status of a Status or StatusOr, for assertion messages.
+inline const Status& status_of(const Status& s) { return s; }
+template <typename T>
+Status status_of(const StatusOr<T>& s) { return s.status(); }
+}  // namespace qbc::testing
+
 /// Asserts that a Status / StatusOr is OK, printing its message otherwise.
-#define QBC_ASSERT_OK(expr)                                   \
-  do {                                                        \
-    auto qbc_s_ = (expr);                                     \
-    ASSERT_TRUE(qbc_s_.ok()) << ::qbc::Status(qbc_s_.status()).to_string(); \
+/// Binds by reference, so move-only values are fine.
+#define QBC_ASSERT_OK(expr)                                                           \
+  do {                                                                                \
+    const auto& qbc_s_ = (expr);                                                      \
+    ASSERT_TRUE(qbc_s_.ok()) << ::qbc::testing::status_of(qbc_s_).to_string();        \
   } while (0)
