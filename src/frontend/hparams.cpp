@@ -1,0 +1,232 @@
+// config.json → HParams: JSON parsing, architecture dispatch, unsupported-option checks and
+// parameter counting. Per-family parsing lives in arch/*_hparams.cpp.
+#include "qbc/frontend/hparams.h"
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "hparams_reader.h"
+
+namespace qbc::frontend {
+namespace {
+
+using hparams_internal::ConfigReader;
+using ParseFn = Status (*)(const ConfigReader&, HParams&);
+
+struct ArchEntry {
+  std::string_view architecture;
+  ModelFamily family;
+  ParseFn parse;
+};
+
+const std::vector<ArchEntry>& arch_table() {
+  namespace hi = hparams_internal;
+  static const std::vector<ArchEntry> table = {
+      {"LlamaForCausalLM", ModelFamily::kLlama, hi::parse_llama},
+      {"MistralForCausalLM", ModelFamily::kMistral, hi::parse_mistral},
+      {"Qwen2ForCausalLM", ModelFamily::kQwen2, hi::parse_qwen2},
+      {"Qwen3ForCausalLM", ModelFamily::kQwen3, hi::parse_qwen3},
+      {"Gemma2ForCausalLM", ModelFamily::kGemma2, hi::parse_gemma2},
+      {"Gemma3ForCausalLM", ModelFamily::kGemma3, hi::parse_gemma3},
+      {"Gemma3ForConditionalGeneration", ModelFamily::kGemma3, hi::parse_gemma3},
+      {"Phi3ForCausalLM", ModelFamily::kPhi3, hi::parse_phi3},
+  };
+  return table;
+}
+
+// Keys that signal a model qbc cannot represent yet (mixture of experts, pre-quantized).
+constexpr std::string_view kUnsupportedKeys[] = {
+    "num_local_experts",   "num_experts",           "n_routed_experts",
+    "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size",
+    "quantization_config",
+};
+
+std::string supported_list() {
+  std::string out;
+  for (std::string_view a : supported_architectures()) {
+    if (!out.empty()) out += ", ";
+    out += a;
+  }
+  return out;
+}
+
+// Converts a byte offset in `text` to 1-based line and column.
+std::pair<size_t, size_t> line_column(std::string_view text, size_t byte) {
+  size_t line = 1, column = 1;
+  for (size_t i = 0; i < byte && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return {line, column};
+}
+
+StatusOr<nlohmann::json> parse_json(std::string_view text, std::string_view source) {
+  try {
+    return nlohmann::json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::parse_error& e) {
+    // nlohmann reports the 1-based byte just past the offending character.
+    auto [line, column] = line_column(text, e.byte > 0 ? e.byte - 1 : 0);
+    return invalid_argument(source, ":", line, ":", column, ": invalid JSON: ", e.what());
+  } catch (const nlohmann::json::exception& e) {
+    return invalid_argument(source, ": invalid JSON: ", e.what());
+  }
+}
+
+Status check_unsupported_keys(const ConfigReader& cfg) {
+  for (std::string_view key : kUnsupportedKeys) {
+    const nlohmann::json* v = cfg.find(key);
+    if (v == nullptr) continue;
+    if (v->is_number() && v->get<double>() == 0.0) continue;
+    return unimplemented(cfg.where(key),
+                         ": not supported (mixture-of-experts and pre-quantized "
+                         "checkpoints cannot be imported yet)");
+  }
+  return ok_status();
+}
+
+// Gemma3TextConfig defaults, applied under a multimodal config's (often sparse) text_config.
+nlohmann::json gemma3_text_defaults() {
+  return {{"vocab_size", 262208},    {"hidden_size", 2304},      {"intermediate_size", 9216},
+          {"num_hidden_layers", 26}, {"num_attention_heads", 8}, {"num_key_value_heads", 4},
+          {"head_dim", 256}};
+}
+
+StatusOr<std::string> get_architecture(const ConfigReader& top) {
+  const nlohmann::json* archs = top.find("architectures");
+  if (archs == nullptr) return top.missing("architectures");
+  if (!archs->is_array() || archs->empty() || !(*archs)[0].is_string()) {
+    return top.wrong_type("architectures", "a non-empty array of strings");
+  }
+  return (*archs)[0].get<std::string>();
+}
+
+}  // namespace
+
+std::string_view family_name(ModelFamily family) {
+  switch (family) {
+    case ModelFamily::kLlama:
+      return "llama";
+    case ModelFamily::kMistral:
+      return "mistral";
+    case ModelFamily::kQwen2:
+      return "qwen2";
+    case ModelFamily::kQwen3:
+      return "qwen3";
+    case ModelFamily::kGemma2:
+      return "gemma2";
+    case ModelFamily::kGemma3:
+      return "gemma3";
+    case ModelFamily::kPhi3:
+      return "phi3";
+  }
+  return "unknown";
+}
+
+std::string_view rope_scaling_name(RopeScalingType type) {
+  switch (type) {
+    case RopeScalingType::kNone:
+      return "none";
+    case RopeScalingType::kLinear:
+      return "linear";
+    case RopeScalingType::kDynamic:
+      return "dynamic";
+    case RopeScalingType::kYarn:
+      return "yarn";
+    case RopeScalingType::kLlama3:
+      return "llama3";
+    case RopeScalingType::kLongRope:
+      return "longrope";
+  }
+  return "unknown";
+}
+
+const std::vector<std::string_view>& supported_architectures() {
+  static const std::vector<std::string_view> names = [] {
+    std::vector<std::string_view> out;
+    for (const ArchEntry& e : arch_table()) out.push_back(e.architecture);
+    return out;
+  }();
+  return names;
+}
+
+StatusOr<HParams> parse_hparams(std::string_view json_text, std::string_view source_view) {
+  const std::string source(source_view);
+  QBC_ASSIGN_OR_RETURN(nlohmann::json root, parse_json(json_text, source));
+  if (!root.is_object()) return invalid_argument(source, ": expected a JSON object at the top");
+  const ConfigReader top(root, source);
+  QBC_ASSIGN_OR_RETURN(std::string arch, get_architecture(top));
+  const ArchEntry* entry = nullptr;
+  for (const ArchEntry& e : arch_table()) {
+    if (e.architecture == arch) entry = &e;
+  }
+  if (entry == nullptr) {
+    return unimplemented(top.where("architectures"), ": architecture '", arch,
+                         "' is not supported (supported: ", supported_list(), ")");
+  }
+
+  // A multimodal config nests the language model under text_config; token ids may stay on top.
+  nlohmann::json text = root;
+  std::string prefix;
+  if (entry->architecture == "Gemma3ForConditionalGeneration") {
+    QBC_ASSIGN_OR_RETURN(ConfigReader sub, top.child("text_config"));
+    text = gemma3_text_defaults();
+    text.update(sub.object());
+    for (const char* key : {"bos_token_id", "eos_token_id", "torch_dtype", "dtype"}) {
+      if (!text.contains(key) && root.contains(key)) text[key] = root[key];
+    }
+    prefix = "text_config.";
+  }
+  const ConfigReader cfg(text, source, prefix);
+  QBC_RETURN_IF_ERROR(check_unsupported_keys(cfg));
+
+  HParams hp;
+  hp.architecture = arch;
+  hp.family = entry->family;
+  QBC_RETURN_IF_ERROR(entry->parse(cfg, hp));
+  return hp;
+}
+
+StatusOr<HParams> load_hparams(const std::filesystem::path& config_path) {
+  std::ifstream in(config_path, std::ios::binary);
+  if (!in) return not_found(config_path.string(), ": cannot open config file");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return data_loss(config_path.string(), ": read error");
+  return parse_hparams(ss.str(), config_path.string());
+}
+
+StatusOr<int> torch_dtype_bits(std::string_view torch_dtype) {
+  if (torch_dtype == "float32" || torch_dtype == "float") return 32;
+  if (torch_dtype == "bfloat16" || torch_dtype == "float16" || torch_dtype == "half") return 16;
+  if (torch_dtype == "float64" || torch_dtype == "double") return 64;
+  if (torch_dtype == "int8" || torch_dtype == "uint8" || torch_dtype == "float8_e4m3fn") return 8;
+  return invalid_argument("unknown torch_dtype '", torch_dtype, "'");
+}
+
+int64_t ParamCounts::bytes(int64_t params, int bits_per_param) {
+  return (params * bits_per_param + 7) / 8;
+}
+
+ParamCounts HParams::param_counts() const {
+  ParamCounts c;
+  const int64_t h = hidden_size;
+  c.num_blocks = num_hidden_layers;
+  c.embedding = vocab_size * h;
+  c.head = tie_word_embeddings ? 0 : vocab_size * h;
+  c.final_norm = h;
+  // q, k, v, o projections (fused or not, the element count is the same).
+  c.attention_per_block = h * q_dim() + 2 * h * kv_dim() + q_dim() * h;
+  if (qkv_bias) c.attention_per_block += q_dim() + 2 * kv_dim();
+  if (o_bias) c.attention_per_block += h;
+  c.mlp_per_block = 3 * h * intermediate_size;
+  if (mlp_bias) c.mlp_per_block += 2 * intermediate_size + h;
+  c.norms_per_block = (post_norms ? 4 : 2) * h + (qk_norm ? 2 * head_dim : 0);
+  return c;
+}
+
+}  // namespace qbc::frontend

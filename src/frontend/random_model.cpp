@@ -1,0 +1,346 @@
+// Random-weight HF models: tensor lists per family and a streaming safetensors writer.
+//
+// The safetensors file is written incrementally: the header is computed from the tensor specs
+// first, then each tensor is generated and written in fixed-size chunks. (The shared
+// write_safetensors() takes every tensor in memory at once, which does not fit a 2.5 GB
+// Llama-3.2-1B-shaped model, hence the private writer here.)
+#include "qbc/frontend/random_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <utility>
+
+namespace qbc::frontend {
+namespace {
+
+using OrderedJson = nlohmann::ordered_json;
+
+// --- Deterministic PRNG: splitmix64 seeding, xoshiro256**, Box-Muller ---------------------
+
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+uint64_t fnv1a64(std::string_view s) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001B3ull;
+  return h;
+}
+
+class NormalSampler {
+ public:
+  explicit NormalSampler(uint64_t seed) {
+    for (uint64_t& word : s_) word = splitmix64(seed);
+  }
+
+  /// A standard normal sample (Box-Muller; both outputs of each pair are used).
+  double next() {
+    if (has_spare_) {
+      has_spare_ = false;
+      return spare_;
+    }
+    // u1 in (0, 1] so log(u1) is finite; u2 in [0, 1).
+    const double u1 = static_cast<double>((next_u64() >> 11) + 1) * 0x1.0p-53;
+    const double u2 = static_cast<double>(next_u64() >> 11) * 0x1.0p-53;
+    const double r = std::sqrt(-2.0 * std::log(u1));
+    const double theta = 6.283185307179586 * u2;
+    spare_ = r * std::sin(theta);
+    has_spare_ = true;
+    return r * std::cos(theta);
+  }
+
+ private:
+  static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+  uint64_t next_u64() {
+    const uint64_t result = rotl(s_[1] * 5, 7) * 9;
+    const uint64_t t = s_[1] << 17;
+    s_[2] ^= s_[0];
+    s_[3] ^= s_[1];
+    s_[1] ^= s_[2];
+    s_[0] ^= s_[3];
+    s_[2] ^= t;
+    s_[3] = rotl(s_[3], 45);
+    return result;
+  }
+
+  uint64_t s_[4] = {};
+  double spare_ = 0.0;
+  bool has_spare_ = false;
+};
+
+// --- Tensor specs -------------------------------------------------------------------------
+
+void add(std::vector<HfTensorSpec>& out, std::string name, std::vector<int64_t> shape,
+         TensorRole role) {
+  out.push_back(HfTensorSpec{std::move(name), std::move(shape), role});
+}
+
+void add_block(const HParams& hp, int64_t i, std::vector<HfTensorSpec>& out) {
+  const std::string p = "model.layers." + std::to_string(i) + ".";
+  const int64_t h = hp.hidden_size, inter = hp.intermediate_size;
+  const int64_t q = hp.q_dim(), kv = hp.kv_dim();
+  add(out, p + "input_layernorm.weight", {h}, TensorRole::kNorm);
+  add(out, p + "post_attention_layernorm.weight", {h}, TensorRole::kNorm);
+  if (hp.post_norms) {
+    add(out, p + "pre_feedforward_layernorm.weight", {h}, TensorRole::kNorm);
+    add(out, p + "post_feedforward_layernorm.weight", {h}, TensorRole::kNorm);
+  }
+  const std::string a = p + "self_attn.";
+  if (hp.fused_qkv) {
+    add(out, a + "qkv_proj.weight", {q + 2 * kv, h}, TensorRole::kLinear);
+    if (hp.qkv_bias) add(out, a + "qkv_proj.bias", {q + 2 * kv}, TensorRole::kBias);
+  } else {
+    const std::pair<const char*, int64_t> projections[] = {
+        {"q_proj", q}, {"k_proj", kv}, {"v_proj", kv}};
+    for (const auto& [name, rows] : projections) {
+      add(out, a + name + ".weight", {rows, h}, TensorRole::kLinear);
+      if (hp.qkv_bias) add(out, a + name + ".bias", {rows}, TensorRole::kBias);
+    }
+  }
+  add(out, a + "o_proj.weight", {h, q}, TensorRole::kLinear);
+  if (hp.o_bias) add(out, a + "o_proj.bias", {h}, TensorRole::kBias);
+  if (hp.qk_norm) {
+    add(out, a + "q_norm.weight", {hp.head_dim}, TensorRole::kNorm);
+    add(out, a + "k_norm.weight", {hp.head_dim}, TensorRole::kNorm);
+  }
+  const std::string m = p + "mlp.";
+  if (hp.fused_gate_up) {
+    add(out, m + "gate_up_proj.weight", {2 * inter, h}, TensorRole::kLinear);
+    if (hp.mlp_bias) add(out, m + "gate_up_proj.bias", {2 * inter}, TensorRole::kBias);
+  } else {
+    for (const char* name : {"gate_proj", "up_proj"}) {
+      add(out, m + name + ".weight", {inter, h}, TensorRole::kLinear);
+      if (hp.mlp_bias) add(out, m + name + ".bias", {inter}, TensorRole::kBias);
+    }
+  }
+  add(out, m + "down_proj.weight", {h, inter}, TensorRole::kLinear);
+  if (hp.mlp_bias) add(out, m + "down_proj.bias", {h}, TensorRole::kBias);
+}
+
+// --- Streaming safetensors writer ---------------------------------------------------------
+
+size_t element_bytes(DType dtype) { return dtype == DType::kF32 ? 4 : 2; }
+
+void encode(float v, DType dtype, uint8_t* dst) {
+  if (dtype == DType::kF32) {
+    uint32_t bits;
+    std::memcpy(&bits, &v, 4);
+    for (int b = 0; b < 4; ++b) dst[b] = static_cast<uint8_t>(bits >> (8 * b));
+    return;
+  }
+  const uint16_t bits = dtype == DType::kF16 ? f32_to_fp16(v) : f32_to_bf16(v);
+  dst[0] = static_cast<uint8_t>(bits);
+  dst[1] = static_cast<uint8_t>(bits >> 8);
+}
+
+std::string safetensors_header(const std::vector<HfTensorSpec>& specs, DType dtype) {
+  OrderedJson header;
+  header["__metadata__"] = {{"format", "pt"}};
+  uint64_t offset = 0;
+  for (const HfTensorSpec& s : specs) {
+    const uint64_t size = static_cast<uint64_t>(s.num_elements()) * element_bytes(dtype);
+    header[s.name] = {{"dtype", std::string(dtype_name(dtype))},
+                      {"shape", s.shape},
+                      {"data_offsets", {offset, offset + size}}};
+    offset += size;
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned
+  return text;
+}
+
+Status write_tensor(std::ofstream& out, const HfTensorSpec& spec, const RandomModelOptions& o,
+                    float norm_base) {
+  uint64_t seed_state = o.seed ^ fnv1a64(spec.name);
+  NormalSampler rng(splitmix64(seed_state));
+  const size_t width = element_bytes(o.dtype);
+  constexpr int64_t kChunk = 1 << 16;
+  std::vector<uint8_t> buffer(static_cast<size_t>(kChunk) * width);
+  const double base = spec.role == TensorRole::kNorm ? norm_base : 0.0;
+  for (int64_t done = 0, n = spec.num_elements(); done < n; done += kChunk) {
+    const int64_t count = std::min(kChunk, n - done);
+    for (int64_t i = 0; i < count; ++i) {
+      encode(static_cast<float>(base + o.init_std * rng.next()), o.dtype, &buffer[i * width]);
+    }
+    out.write(reinterpret_cast<const char*>(buffer.data()), count * width);
+    if (!out) return invalid_argument("write error in tensor '", spec.name, "'");
+  }
+  return ok_status();
+}
+
+Status write_model_safetensors(const std::filesystem::path& path,
+                               const std::vector<HfTensorSpec>& specs, const RandomModelOptions& o,
+                               float norm_base) {
+  const std::filesystem::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return invalid_argument(tmp.string(), ": cannot open for writing");
+    const std::string header = safetensors_header(specs, o.dtype);
+    uint8_t len[8];
+    for (int b = 0; b < 8; ++b) len[b] = static_cast<uint8_t>(uint64_t(header.size()) >> (8 * b));
+    out.write(reinterpret_cast<const char*>(len), 8);
+    out.write(header.data(), static_cast<std::streamsize>(header.size()));
+    for (const HfTensorSpec& s : specs) {
+      QBC_RETURN_IF_ERROR(write_tensor(out, s, o, norm_base).with_context(tmp.string()));
+    }
+    out.close();
+    if (!out) return invalid_argument(tmp.string(), ": write error");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return invalid_argument(path.string(), ": cannot rename into place: ", ec.message());
+  return ok_status();
+}
+
+std::string_view torch_dtype_of(DType dtype) {
+  switch (dtype) {
+    case DType::kF16:
+      return "float16";
+    case DType::kBF16:
+      return "bfloat16";
+    default:
+      return "float32";
+  }
+}
+
+StatusOr<std::string> read_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return not_found(path.string(), ": cannot open config file");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+int64_t HfTensorSpec::num_elements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::vector<HfTensorSpec> hf_tensor_specs(const HParams& hp) {
+  std::vector<HfTensorSpec> out;
+  add(out, "model.embed_tokens.weight", {hp.vocab_size, hp.hidden_size}, TensorRole::kEmbedding);
+  for (int64_t i = 0; i < hp.num_hidden_layers; ++i) add_block(hp, i, out);
+  add(out, "model.norm.weight", {hp.hidden_size}, TensorRole::kNorm);
+  if (!hp.tie_word_embeddings) {
+    add(out, "lm_head.weight", {hp.vocab_size, hp.hidden_size}, TensorRole::kEmbedding);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const HfTensorSpec& a, const HfTensorSpec& b) { return a.name < b.name; });
+  return out;
+}
+
+StatusOr<std::string> apply_config_overrides(std::string_view config_json, std::string_view source,
+                                             const ConfigOverrides& ov,
+                                             std::optional<DType> dtype) {
+  OrderedJson j;
+  try {
+    j = OrderedJson::parse(config_json.begin(), config_json.end());
+  } catch (const nlohmann::json::exception& e) {
+    return invalid_argument(source, ": invalid JSON: ", e.what());
+  }
+  if (!j.is_object()) return invalid_argument(source, ": expected a JSON object at the top");
+  const std::pair<const char*, const std::optional<int64_t>*> ints[] = {
+      {"num_hidden_layers", &ov.num_hidden_layers},
+      {"hidden_size", &ov.hidden_size},
+      {"intermediate_size", &ov.intermediate_size},
+      {"vocab_size", &ov.vocab_size},
+      {"num_attention_heads", &ov.num_attention_heads},
+      {"num_key_value_heads", &ov.num_key_value_heads},
+      {"head_dim", &ov.head_dim},
+      {"max_position_embeddings", &ov.max_position_embeddings},
+      {"sliding_window", &ov.sliding_window},
+  };
+  for (const auto& [key, value] : ints) {
+    if (value->has_value()) j[key] = **value;
+  }
+  // layer_types must keep one entry per layer: truncate, or repeat the existing pattern.
+  if (ov.num_hidden_layers && j.contains("layer_types") && j["layer_types"].is_array() &&
+      !j["layer_types"].empty()) {
+    const OrderedJson old = j["layer_types"];
+    OrderedJson types = OrderedJson::array();
+    for (int64_t i = 0; i < *ov.num_hidden_layers; ++i) types.push_back(old[i % old.size()]);
+    j["layer_types"] = types;
+  }
+  if (dtype) {
+    j["torch_dtype"] = std::string(torch_dtype_of(*dtype));
+    if (j.contains("dtype")) j["dtype"] = j["torch_dtype"];
+  }
+  return j.dump(2) + "\n";
+}
+
+Status write_random_model(const RandomModelOptions& o) {
+  if (o.dtype != DType::kF32 && o.dtype != DType::kF16 && o.dtype != DType::kBF16) {
+    return unimplemented("random model dtype ", dtype_name(o.dtype),
+                         " is not supported (use F32, F16 or BF16)");
+  }
+  if (!(o.init_std >= 0.0)) return invalid_argument("init_std must be >= 0");
+  std::string source = "<built-in tiny llama config>";
+  std::string text(tiny_llama_config_json());
+  if (!o.config_path.empty()) {
+    source = o.config_path.string();
+    QBC_ASSIGN_OR_RETURN(text, read_text(o.config_path));
+  } else if (!o.config_json.empty()) {
+    source = "<config json>";
+    text = o.config_json;
+  }
+  QBC_ASSIGN_OR_RETURN(std::string config,
+                       apply_config_overrides(text, source, o.overrides, o.dtype));
+  QBC_ASSIGN_OR_RETURN(HParams hp, parse_hparams(config, source + " (with overrides)"));
+  if (hp.architecture == "Gemma3ForConditionalGeneration") {
+    return unimplemented(source,
+                         ": random multimodal Gemma3 checkpoints are not supported; "
+                         "use a Gemma3ForCausalLM (text) config");
+  }
+
+  std::error_code ec;
+  std::filesystem::create_directories(o.output_dir, ec);
+  if (ec) return invalid_argument(o.output_dir.string(), ": cannot create folder: ", ec.message());
+  const float norm_base = hp.norm_style == NormStyle::kOnePlusWeight ? 0.0f : 1.0f;
+  QBC_RETURN_IF_ERROR(write_model_safetensors(o.output_dir / "model.safetensors",
+                                              hf_tensor_specs(hp), o, norm_base));
+  const std::filesystem::path config_path = o.output_dir / "config.json";
+  std::ofstream out(config_path, std::ios::binary | std::ios::trunc);
+  out << config;
+  out.close();
+  if (!out) return invalid_argument(config_path.string(), ": write error");
+  return ok_status();
+}
+
+std::string_view tiny_llama_config_json() {
+  return R"({
+  "architectures": ["LlamaForCausalLM"],
+  "model_type": "llama",
+  "hidden_size": 64,
+  "intermediate_size": 128,
+  "num_hidden_layers": 2,
+  "num_attention_heads": 4,
+  "num_key_value_heads": 2,
+  "head_dim": 16,
+  "vocab_size": 256,
+  "max_position_embeddings": 512,
+  "rms_norm_eps": 1e-05,
+  "rope_theta": 10000.0,
+  "rope_scaling": null,
+  "hidden_act": "silu",
+  "tie_word_embeddings": false,
+  "attention_bias": false,
+  "mlp_bias": false,
+  "bos_token_id": 1,
+  "eos_token_id": 2,
+  "torch_dtype": "float32"
+}
+)";
+}
+
+}  // namespace qbc::frontend
