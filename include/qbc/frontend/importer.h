@@ -1,0 +1,34 @@
+// Builds the MBLT decoder graph of a model from its hyperparameters.
+//
+// The graph follows the vendor's contract: inputs `inputs_embeds [batch, seq,
+// hidden]` and `positions [batch, seq]`, KV-cache state held by the attention
+// nodes, the token-embedding table kept as a host-side weight, and the output
+// head (final norm, lm_head, logit soft-capping) as its own part. Node names are
+// stable and llama.cpp-like ("blk.3.attn.q_proj"); each carries its HF origin.
+#pragma once
+
+#include <cstdint>
+
+#include "qbc/frontend/hparams.h"
+#include "qbc/ir/builder.h"
+#include "qbc/ir/graph.h"
+#include "qbc/support/status.h"
+
+namespace qbc::frontend {
+
+/// Options of the import that are not in config.json.
+struct ImportOptions {
+  /// KV-cache capacity compiled into every attention node (llm.attributes.maxCacheLength).
+  int64_t max_cache_length = 4096;
+};
+
+/// The graph for `hp`, with every weight referring to its HF tensor name. The
+/// result verifies. Weight shapes are those HF stores; the importer that reads
+/// files checks the files against them.
+StatusOr<ir::Graph> build_decoder_graph(const HParams& hp, const ImportOptions& options);
+
+/// RoPE parameters of decoder layer `layer` (inverse frequencies with the
+/// model's scaling applied, as HF computes them).
+ir::RopeParams rope_params(const HParams& hp, int64_t layer);
+
+}  // namespace qbc::frontend

@@ -1,0 +1,82 @@
+// ir::Builder: the way importers and passes create nodes. Every method infers
+// the result type and checks operand shapes, returning a Status that names the
+// node on error.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "qbc/ir/graph.h"
+#include "qbc/support/status.h"
+
+namespace qbc::ir {
+
+/// Rotary-embedding parameters of a rope node (see docs/ir.md, op `rope`).
+struct RopeParams {
+  int64_t num_heads = 0;
+  int64_t head_dim = 0;
+  int64_t rotary_dim = 0;             ///< Leading dims of each head that rotate.
+  std::vector<double> inv_freq;       ///< rotary_dim / 2 inverse frequencies.
+  double attention_factor = 1.0;      ///< cos/sin multiplier (YaRN, LongRoPE).
+  double dynamic_factor = 0.0;        ///< > 0: dynamic NTK scaling with this factor.
+  int64_t original_max_positions = 0; ///< Dynamic NTK / LongRoPE switch length.
+  std::vector<double> long_inv_freq;  ///< LongRoPE: used once positions exceed the switch length.
+  double theta = 10000.0;             ///< Base, needed by dynamic NTK.
+};
+
+/// Attention parameters of an attention node.
+struct AttentionParams {
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  double scale = 0.0;     ///< Multiplies q·k.
+  double softcap = 0.0;   ///< 0 = none.
+  int64_t window = 0;     ///< Sliding window; 0 = global.
+  int64_t max_cache = 0;  ///< KV-cache capacity in tokens.
+};
+
+/// Appends type-checked nodes to a graph.
+class Builder {
+ public:
+  explicit Builder(Graph& g) : g_(g) {}
+
+  /// Node metadata applied to the following nodes until changed.
+  void set_block(int block) { block_ = block; }
+  void set_part(Part part) { part_ = part; }
+
+  /// Registers a weight (its type is what operands are checked against).
+  void weight(const std::string& name, TensorType type, const std::string& tensor,
+              WeightRole role = WeightRole::kParameter, WeightSource source = WeightSource::kModel);
+
+  StatusOr<ValueId> input(const std::string& name, TensorType type);
+  StatusOr<ValueId> rms_norm(const std::string& name, ValueId x, const std::string& weight, double eps,
+                             bool unit_offset, int64_t group, const std::string& origin);
+  StatusOr<ValueId> linear(const std::string& name, ValueId x, const std::string& weight,
+                           const std::string& bias, const std::string& origin);
+  StatusOr<ValueId> slice(const std::string& name, ValueId x, int64_t start, int64_t end,
+                          const std::string& origin);
+  StatusOr<ValueId> rope(const std::string& name, ValueId x, ValueId positions, const RopeParams& p,
+                         const std::string& origin);
+  StatusOr<ValueId> attention(const std::string& name, ValueId q, ValueId k, ValueId v,
+                              const AttentionParams& p, const std::string& origin);
+  StatusOr<ValueId> gated_act(const std::string& name, ValueId gate, ValueId up, const std::string& act,
+                              const std::string& origin);
+  StatusOr<ValueId> add(const std::string& name, ValueId a, ValueId b, const std::string& origin);
+  StatusOr<ValueId> scale(const std::string& name, ValueId x, double factor, const std::string& origin);
+  StatusOr<ValueId> softcap(const std::string& name, ValueId x, double cap, const std::string& origin);
+
+  /// Appends a node of any op with the given attrs, inferring its type.
+  StatusOr<ValueId> make(Op op, const std::string& name, std::vector<Operand> operands, Attrs attrs,
+                         const std::string& origin);
+
+ private:
+  Graph& g_;
+  int block_ = -1;
+  Part part_ = Part::kBody;
+};
+
+/// Infers the result type of node `n` in `g` from its operands and attrs.
+/// Errors name the node ("blk.3.attn.q_proj (linear): ...").
+StatusOr<TensorType> infer_type(const Graph& g, const Node& n);
+
+}  // namespace qbc::ir

@@ -1,0 +1,25 @@
+// The MBLT protobuf form (proto/mblt.proto): full fidelity, including the
+// effective compile options. Weights are never inside: see Weight::source.
+#pragma once
+
+#include <string>
+
+#include "qbc/ir/graph.h"
+#include "qbc/support/status.h"
+
+namespace qbc::ir {
+
+/// Current MBLT format version; readers reject newer files.
+inline constexpr int kMbltFormatVersion = 1;
+
+/// Serialises deterministically (same graph -> same bytes).
+std::string to_proto_bytes(const Graph& g);
+/// Parses and verifies; `label` names the source in errors.
+StatusOr<Graph> from_proto_bytes(const std::string& bytes, const std::string& label);
+
+/// Writes `g` to `path` atomically.
+Status save(const Graph& g, const std::string& path);
+/// Reads and verifies an MBLT file.
+StatusOr<Graph> load(const std::string& path);
+
+}  // namespace qbc::ir

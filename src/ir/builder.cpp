@@ -1,0 +1,256 @@
+// Shape inference (infer_type) and the Builder that applies it to every node.
+#include "qbc/ir/builder.h"
+
+#include <sstream>
+
+namespace qbc::ir {
+namespace {
+
+std::string who(const Node& n) {
+  return "node '" + n.name + "' (" + std::string(op_info(n.op).name) + ")";
+}
+
+// The type of operand `i`: a value's type or a weight's declared type.
+StatusOr<TensorType> operand_type(const Graph& g, const Node& n, size_t i) {
+  const Operand& o = n.operands[i];
+  if (o.is_weight()) {
+    const Weight* w = g.find_weight(o.weight);
+    if (!w) return invalid_argument(who(n), ": operand ", i, " names unknown weight '@", o.weight, "'");
+    return w->type;
+  }
+  if (o.value < 0 || o.value >= static_cast<ValueId>(g.nodes().size())) {
+    return invalid_argument(who(n), ": operand ", i, " refers to no node (id ", o.value, ")");
+  }
+  return g.node(o.value).type;
+}
+
+bool is_float(DType d) { return d == DType::kF32 || d == DType::kF16 || d == DType::kBF16; }
+
+// Dims equal, treating a dynamic dim as matching anything.
+bool dims_compatible(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] != b[i] && a[i] != kDynamic && b[i] != kDynamic) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+StatusOr<TensorType> infer_type(const Graph& g, const Node& n) {
+  const OpInfo& info = op_info(n.op);
+  const int count = static_cast<int>(n.operands.size());
+  if (count < info.min_operands || count > info.max_operands) {
+    return invalid_argument(who(n), ": takes ", info.min_operands, "..", info.max_operands,
+                            " operands, got ", count);
+  }
+  std::vector<TensorType> t;
+  for (size_t i = 0; i < n.operands.size(); ++i) {
+    QBC_ASSIGN_OR_RETURN(TensorType ty, operand_type(g, n, i));
+    t.push_back(std::move(ty));
+  }
+  const Attrs& a = n.attrs;
+  switch (n.op) {
+    case Op::kInput:
+      return n.type;
+    case Op::kRmsNorm: {
+      const int64_t group = a.get_int("group");
+      const int64_t width = group > 0 ? group : t[0].dim(-1);
+      if (t[0].rank() < 1 || t[1].rank() != 1 || t[1].dims[0] != width) {
+        return invalid_argument(who(n), ": weight ", t[1].to_string(), " does not match input ",
+                                t[0].to_string(), (group > 0 ? " with group " + std::to_string(group) : ""));
+      }
+      if (group > 0 && t[0].dim(-1) % group != 0) {
+        return invalid_argument(who(n), ": last dim ", t[0].dim(-1), " is not a multiple of group ", group);
+      }
+      return t[0];
+    }
+    case Op::kLinear: {
+      if (t[0].rank() < 1 || t[1].rank() != 2 || t[0].dim(-1) != t[1].dims[1]) {
+        return invalid_argument(who(n), ": contraction mismatch: input ", t[0].to_string(), " vs weight ",
+                                t[1].to_string(), " (weight is [out, in])");
+      }
+      if (count == 3 && (t[2].rank() != 1 || t[2].dims[0] != t[1].dims[0])) {
+        return invalid_argument(who(n), ": bias ", t[2].to_string(), " does not match ", t[1].dims[0],
+                                " outputs");
+      }
+      TensorType out = t[0];
+      out.dims.back() = t[1].dims[0];
+      return out;
+    }
+    case Op::kSlice: {
+      const int64_t s = a.get_int("start"), e = a.get_int("end");
+      if (s < 0 || e <= s || e > t[0].dim(-1)) {
+        return invalid_argument(who(n), ": slice [", s, ", ", e, ") is outside last dim ", t[0].dim(-1));
+      }
+      TensorType out = t[0];
+      out.dims.back() = e - s;
+      return out;
+    }
+    case Op::kRope: {
+      const int64_t heads = a.get_int("num_heads"), hd = a.get_int("head_dim"), rd = a.get_int("rotary_dim");
+      if (heads <= 0 || hd <= 0 || t[0].dim(-1) != heads * hd) {
+        return invalid_argument(who(n), ": input ", t[0].to_string(), " is not num_heads ", heads,
+                                " x head_dim ", hd);
+      }
+      if (rd <= 0 || rd > hd || rd % 2 != 0 ||
+          static_cast<int64_t>(a.get_floats("inv_freq").size()) != rd / 2) {
+        return invalid_argument(who(n), ": rotary_dim ", rd, " needs an even value <= head_dim and ",
+                                rd / 2, " inv_freq entries, got ", a.get_floats("inv_freq").size());
+      }
+      const auto lf = a.get_floats("long_inv_freq");
+      if (!lf.empty() && static_cast<int64_t>(lf.size()) != rd / 2) {
+        return invalid_argument(who(n), ": long_inv_freq needs ", rd / 2, " entries");
+      }
+      if (t[1].dtype != DType::kI64 || t[1].rank() != t[0].rank() - 1) {
+        return invalid_argument(who(n), ": positions must be i64 of rank ", t[0].rank() - 1, ", got ",
+                                t[1].to_string());
+      }
+      return t[0];
+    }
+    case Op::kAttention: {
+      const int64_t h = a.get_int("num_heads"), kv = a.get_int("num_kv_heads"), hd = a.get_int("head_dim");
+      if (h <= 0 || kv <= 0 || hd <= 0 || h % kv != 0) {
+        return invalid_argument(who(n), ": num_heads ", h, " must be a positive multiple of num_kv_heads ", kv);
+      }
+      if (t[0].dim(-1) != h * hd || t[1].dim(-1) != kv * hd || t[2].dim(-1) != kv * hd) {
+        return invalid_argument(who(n), ": q ", t[0].to_string(), ", k ", t[1].to_string(), ", v ",
+                                t[2].to_string(), " do not match ", h, " heads / ", kv, " kv heads of ", hd);
+      }
+      if (a.get_int("max_cache") <= 0) return invalid_argument(who(n), ": max_cache must be positive");
+      if (a.get_int("window") < 0) return invalid_argument(who(n), ": window must be >= 0");
+      return t[0];
+    }
+    case Op::kGatedAct: {
+      const std::string act = a.get_string("act");
+      if (act != "silu" && act != "gelu_tanh") {
+        return invalid_argument(who(n), ": act '", act, "' is not silu or gelu_tanh");
+      }
+      if (!dims_compatible(t[0].dims, t[1].dims)) {
+        return invalid_argument(who(n), ": gate ", t[0].to_string(), " and up ", t[1].to_string(), " differ");
+      }
+      return t[0];
+    }
+    case Op::kAdd:
+      if (!dims_compatible(t[0].dims, t[1].dims) || t[0].dtype != t[1].dtype) {
+        return invalid_argument(who(n), ": operands ", t[0].to_string(), " and ", t[1].to_string(), " differ");
+      }
+      return t[0];
+    case Op::kScale:
+    case Op::kSoftcap:
+      if (!is_float(t[0].dtype)) return invalid_argument(who(n), ": needs a float input");
+      if (n.op == Op::kSoftcap && a.get_float("cap") <= 0) {
+        return invalid_argument(who(n), ": cap must be positive");
+      }
+      return t[0];
+  }
+  return internal_error(who(n), ": no type rule");
+}
+
+void Builder::weight(const std::string& name, TensorType type, const std::string& tensor, WeightRole role,
+                     WeightSource source) {
+  g_.add_weight(Weight{name, std::move(type), source, tensor, role});
+}
+
+StatusOr<ValueId> Builder::make(Op op, const std::string& name, std::vector<Operand> operands, Attrs attrs,
+                                const std::string& origin) {
+  Node n;
+  n.op = op;
+  n.name = name;
+  n.operands = std::move(operands);
+  n.attrs = std::move(attrs);
+  n.origin = origin;
+  n.block = block_;
+  n.part = part_;
+  if (g_.find(name) >= 0) return invalid_argument("node name '", name, "' is used twice");
+  QBC_ASSIGN_OR_RETURN(n.type, infer_type(g_, n));
+  return g_.append(std::move(n));
+}
+
+StatusOr<ValueId> Builder::input(const std::string& name, TensorType type) {
+  Node n;
+  n.op = Op::kInput;
+  n.name = name;
+  n.type = std::move(type);
+  n.block = -1;
+  n.part = Part::kBody;
+  if (g_.find(name) >= 0) return invalid_argument("node name '", name, "' is used twice");
+  return g_.append(std::move(n));
+}
+
+StatusOr<ValueId> Builder::rms_norm(const std::string& name, ValueId x, const std::string& weight, double eps,
+                                    bool unit_offset, int64_t group, const std::string& origin) {
+  Attrs a;
+  a.set("eps", eps);
+  a.set("unit_offset", int64_t{unit_offset ? 1 : 0});
+  a.set("group", group);
+  return make(Op::kRmsNorm, name, {Operand::of(x), Operand::of_weight(weight)}, std::move(a), origin);
+}
+
+StatusOr<ValueId> Builder::linear(const std::string& name, ValueId x, const std::string& weight,
+                                  const std::string& bias, const std::string& origin) {
+  std::vector<Operand> ops = {Operand::of(x), Operand::of_weight(weight)};
+  if (!bias.empty()) ops.push_back(Operand::of_weight(bias));
+  return make(Op::kLinear, name, std::move(ops), Attrs(), origin);
+}
+
+StatusOr<ValueId> Builder::slice(const std::string& name, ValueId x, int64_t start, int64_t end,
+                                 const std::string& origin) {
+  Attrs a;
+  a.set("start", start);
+  a.set("end", end);
+  return make(Op::kSlice, name, {Operand::of(x)}, std::move(a), origin);
+}
+
+StatusOr<ValueId> Builder::rope(const std::string& name, ValueId x, ValueId positions, const RopeParams& p,
+                                const std::string& origin) {
+  Attrs a;
+  a.set("num_heads", p.num_heads);
+  a.set("head_dim", p.head_dim);
+  a.set("rotary_dim", p.rotary_dim);
+  a.set("inv_freq", p.inv_freq);
+  a.set("attention_factor", p.attention_factor);
+  a.set("theta", p.theta);
+  if (p.dynamic_factor > 0) a.set("dynamic_factor", p.dynamic_factor);
+  if (p.original_max_positions > 0) a.set("original_max_positions", p.original_max_positions);
+  if (!p.long_inv_freq.empty()) a.set("long_inv_freq", p.long_inv_freq);
+  return make(Op::kRope, name, {Operand::of(x), Operand::of(positions)}, std::move(a), origin);
+}
+
+StatusOr<ValueId> Builder::attention(const std::string& name, ValueId q, ValueId k, ValueId v,
+                                     const AttentionParams& p, const std::string& origin) {
+  Attrs a;
+  a.set("num_heads", p.num_heads);
+  a.set("num_kv_heads", p.num_kv_heads);
+  a.set("head_dim", p.head_dim);
+  a.set("scale", p.scale);
+  a.set("softcap", p.softcap);
+  a.set("window", p.window);
+  a.set("max_cache", p.max_cache);
+  return make(Op::kAttention, name, {Operand::of(q), Operand::of(k), Operand::of(v)}, std::move(a), origin);
+}
+
+StatusOr<ValueId> Builder::gated_act(const std::string& name, ValueId gate, ValueId up, const std::string& act,
+                                     const std::string& origin) {
+  Attrs a;
+  a.set("act", act);
+  return make(Op::kGatedAct, name, {Operand::of(gate), Operand::of(up)}, std::move(a), origin);
+}
+
+StatusOr<ValueId> Builder::add(const std::string& name, ValueId x, ValueId y, const std::string& origin) {
+  return make(Op::kAdd, name, {Operand::of(x), Operand::of(y)}, Attrs(), origin);
+}
+
+StatusOr<ValueId> Builder::scale(const std::string& name, ValueId x, double factor, const std::string& origin) {
+  Attrs a;
+  a.set("factor", factor);
+  return make(Op::kScale, name, {Operand::of(x)}, std::move(a), origin);
+}
+
+StatusOr<ValueId> Builder::softcap(const std::string& name, ValueId x, double cap, const std::string& origin) {
+  Attrs a;
+  a.set("cap", cap);
+  return make(Op::kSoftcap, name, {Operand::of(x)}, std::move(a), origin);
+}
+
+}  // namespace qbc::ir

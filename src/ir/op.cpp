@@ -1,0 +1,62 @@
+// Static op descriptions: arity from ops.def, attribute schemas here.
+#include "qbc/ir/op.h"
+
+#include <array>
+
+namespace qbc::ir {
+namespace {
+
+using K = AttrKind;
+
+std::vector<AttrSpec> attrs_of(Op op) {
+  switch (op) {
+    case Op::kInput: return {};
+    case Op::kRmsNorm: return {{"eps", K::kFloat, true}, {"unit_offset", K::kInt, true}, {"group", K::kInt, true}};
+    case Op::kLinear: return {};
+    case Op::kSlice: return {{"start", K::kInt, true}, {"end", K::kInt, true}};
+    case Op::kRope:
+      return {{"num_heads", K::kInt, true},        {"head_dim", K::kInt, true},
+              {"rotary_dim", K::kInt, true},       {"inv_freq", K::kFloats, true},
+              {"attention_factor", K::kFloat, true}, {"theta", K::kFloat, true},
+              {"dynamic_factor", K::kFloat, false}, {"original_max_positions", K::kInt, false},
+              {"long_inv_freq", K::kFloats, false}};
+    case Op::kAttention:
+      return {{"num_heads", K::kInt, true}, {"num_kv_heads", K::kInt, true}, {"head_dim", K::kInt, true},
+              {"scale", K::kFloat, true},   {"softcap", K::kFloat, true},    {"window", K::kInt, true},
+              {"max_cache", K::kInt, true}};
+    case Op::kGatedAct: return {{"act", K::kString, true}};
+    case Op::kAdd: return {};
+    case Op::kScale: return {{"factor", K::kFloat, true}};
+    case Op::kSoftcap: return {{"cap", K::kFloat, true}};
+  }
+  return {};
+}
+
+const std::array<OpInfo, kNumOps>& table() {
+  static const std::array<OpInfo, kNumOps> t = [] {
+    std::array<OpInfo, kNumOps> out{};
+    int i = 0;
+#define QBC_OP(e, text, in_min, in_max) \
+  out[i] = OpInfo{Op::k##e, text, in_min, in_max, attrs_of(Op::k##e)};  \
+  ++i;
+#include "qbc/ir/ops.def"
+#undef QBC_OP
+    return out;
+  }();
+  return t;
+}
+
+static_assert(kNumOps == 10, "update op tables: attrs_of, infer_type, ref evaluator, docs/ir.md");
+
+}  // namespace
+
+const OpInfo& op_info(Op op) { return table()[static_cast<size_t>(op)]; }
+
+std::optional<Op> op_from_name(std::string_view name) {
+  for (const OpInfo& info : table()) {
+    if (info.name == name) return info.op;
+  }
+  return std::nullopt;
+}
+
+}  // namespace qbc::ir

@@ -1,0 +1,159 @@
+// MBLT: builder shape checks, verifier invariants, text and protobuf round trips.
+#include <gtest/gtest.h>
+
+#include "qbc/ir/builder.h"
+#include "qbc/ir/serialize.h"
+#include "qbc/ir/text.h"
+#include "qbc/ir/verifier.h"
+#include "test_support.h"
+
+namespace qbc::ir {
+namespace {
+
+TensorType f32(std::vector<int64_t> d) { return TensorType{DType::kF32, std::move(d)}; }
+
+// A two-linear graph with a norm and a residual.
+Graph small_graph() {
+  Graph g("small");
+  Builder b(g);
+  b.weight("norm.weight", f32({8}), "model.norm.weight");
+  b.weight("fc.weight", f32({8, 8}), "fc.weight");
+  b.weight("fc.bias", f32({8}), "fc.bias");
+  b.weight("emb.weight", f32({16, 8}), "model.embed_tokens.weight", WeightRole::kHostEmbedding);
+  ValueId x = *b.input("x", f32({kDynamic, kDynamic, 8}));
+  b.set_block(0);
+  ValueId n = *b.rms_norm("blk.0.norm", x, "norm.weight", 1e-5, false, 0, "model.layers.0.norm");
+  ValueId y = *b.linear("blk.0.fc", n, "fc.weight", "fc.bias", "model.layers.0.fc");
+  ValueId r = *b.add("blk.0.residual", x, y, "model.layers.0");
+  b.set_block(-1);
+  b.set_part(Part::kHead);
+  ValueId s = *b.softcap("logits", r, 30.0, "final");
+  g.add_output(s);
+  g.source_path = "/models/x";
+  g.source_format = "hf-safetensors";
+  g.files.push_back(SourceFile{"/models/x/model.safetensors", 1234, "00ff"});
+  g.metadata["config"] = "{\"a\": \"line\\nbreak\"}\n";
+  return g;
+}
+
+TEST(IrBuilder, InfersTypesAndRejectsMismatches) {
+  Graph g = small_graph();
+  EXPECT_TRUE(verify(g).ok()) << verify(g).message();
+  EXPECT_EQ(g.node(g.find("blk.0.fc")).type.to_string(), "f32[?,?,8]");
+  Builder b(g);
+  b.weight("bad.weight", f32({4, 5}), "bad");
+  auto bad = b.linear("bad", g.find("x"), "bad.weight", "", "");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("node 'bad' (linear): contraction mismatch"), std::string::npos)
+      << bad.status().message();
+  auto dup = b.add("blk.0.fc", g.find("x"), g.find("x"), "");
+  ASSERT_FALSE(dup.ok());
+  EXPECT_NE(dup.status().message().find("used twice"), std::string::npos);
+}
+
+TEST(IrText, RoundTrip) {
+  Graph g = small_graph();
+  const std::string text = print_text(g);
+  auto back = parse_text(text, "small.mblt.txt");
+  ASSERT_TRUE(back.ok()) << back.status().message() << "\n" << text;
+  EXPECT_TRUE(*back == g);
+  EXPECT_EQ(print_text(*back), text);
+  EXPECT_NE(text.find("%blk.0.fc = linear(%blk.0.norm, @fc.weight, @fc.bias) : f32[?,?,8] block 0 from "
+                      "\"model.layers.0.fc\""),
+            std::string::npos)
+      << text;
+}
+
+TEST(IrText, ErrorsHaveLineAndColumn) {
+  const std::string text = print_text(small_graph());
+  std::string broken = text;
+  broken.replace(broken.find("linear("), 6, "lineer");
+  auto r = parse_text(broken, "t.mblt.txt");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("t.mblt.txt:"), std::string::npos);
+  EXPECT_NE(r.status().message().find("unknown op 'lineer'"), std::string::npos) << r.status().message();
+  std::string undefined = text;
+  undefined.replace(undefined.find("linear(%blk.0.norm"), 18, "linear(%nosuch.val");
+  auto u = parse_text(undefined, "t");
+  ASSERT_FALSE(u.ok());
+  EXPECT_NE(u.status().message().find("not defined before this use"), std::string::npos) << u.status().message();
+}
+
+TEST(IrProto, RoundTripIsExactAndDeterministic) {
+  Graph g = small_graph();
+  const std::string bytes = to_proto_bytes(g);
+  EXPECT_EQ(bytes, to_proto_bytes(g));
+  auto back = from_proto_bytes(bytes, "mem");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_TRUE(*back == g);
+  auto garbage = from_proto_bytes("not a protobuf at all \xff\xff", "junk.mblt");
+  ASSERT_FALSE(garbage.ok());
+  EXPECT_NE(garbage.status().message().find("junk.mblt"), std::string::npos);
+}
+
+TEST(IrProto, SaveAndLoad) {
+  const auto path = (::qbc::testing::temp_dir() / "g.mblt").string();
+  Graph g = small_graph();
+  ASSERT_TRUE(save(g, path).ok());
+  auto back = load(path);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_TRUE(*back == g);
+}
+
+// Each invariant has a test that breaks exactly it.
+TEST(IrVerifier, EachInvariant) {
+  auto expect = [](Graph g, const char* tag, const char* part) {
+    Status s = verify(g);
+    ASSERT_FALSE(s.ok()) << tag;
+    EXPECT_NE(s.message().find(tag), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find(part), std::string::npos) << s.message();
+  };
+  {
+    Graph g = small_graph();
+    g.mutable_node(g.find("blk.0.fc")).name = "blk.0.norm";
+    expect(g, "[I1]", "blk.0.norm");
+  }
+  {
+    Graph g = small_graph();
+    g.mutable_node(g.find("blk.0.norm")).operands[0].value = g.find("logits");
+    expect(g, "[I2]", "blk.0.norm");
+  }
+  {
+    Graph g = small_graph();
+    g.mutable_node(g.find("blk.0.fc")).operands[1].weight = "emb.weight";
+    expect(g, "[I3]", "host-side");
+  }
+  {
+    Graph g = small_graph();
+    g.mutable_node(g.find("logits")).attrs.set("cap", int64_t{3});
+    expect(g, "[I4]", "'cap' must be float");
+  }
+  {
+    Graph g = small_graph();
+    g.mutable_node(g.find("blk.0.fc")).type.dims.back() = 9;
+    expect(g, "[I5]", "blk.0.fc");
+  }
+  {
+    Graph g = small_graph();
+    g.clear_outputs();
+    expect(g, "[I6]", "no outputs");
+  }
+  {
+    Graph g = small_graph();
+    g.mutable_node(g.find("logits")).block = 2;
+    expect(g, "[I7]", "head node");
+  }
+  {
+    Graph g = small_graph();
+    g.add_weight(Weight{"unused.weight", f32({2}), WeightSource::kModel, "x", WeightRole::kParameter});
+    expect(g, "[I8]", "unused.weight");
+  }
+  {
+    Graph g = small_graph();
+    g.add_weight(Weight{"dyn.weight", f32({kDynamic}), WeightSource::kModel, "x", WeightRole::kHostEmbedding});
+    expect(g, "[I9]", "dyn.weight");
+  }
+}
+
+}  // namespace
+}  // namespace qbc::ir
