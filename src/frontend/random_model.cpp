@@ -1,19 +1,20 @@
-// Random-weight HF models: tensor lists per family and a streaming safetensors writer.
-//
-// The safetensors file is written incrementally: the header is computed from the tensor specs
-// first, then each tensor is generated and written in fixed-size chunks. (The shared
-// write_safetensors() takes every tensor in memory at once, which does not fit a 2.5 GB
-// Llama-3.2-1B-shaped model, hence the private writer here.)
+// Random-weight HF models: tensor lists per family, and generation of the weights, streamed in
+// chunks through SafetensorsStreamWriter so memory stays small for multi-GB shapes.
 #include "qbc/frontend/random_model.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
-#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <unordered_map>
 #include <utility>
+
+#include "qbc/frontend/safetensors_writer.h"
+#include "qbc/support/check.h"
+#include "qbc/support/file_util.h"
+#include "qbc/support/logging.h"
 
 namespace qbc::frontend {
 namespace {
@@ -125,7 +126,10 @@ void add_block(const HParams& hp, int64_t i, std::vector<HfTensorSpec>& out) {
   if (hp.mlp_bias) add(out, m + "down_proj.bias", {h}, TensorRole::kBias);
 }
 
-// --- Streaming safetensors writer ---------------------------------------------------------
+// --- Weights ---------------------------------------------------------------------------------
+
+/// A progress event every this many tensors (and after the last one).
+constexpr size_t kProgressEveryTensors = 16;
 
 size_t element_bytes(DType dtype) { return dtype == DType::kF32 ? 4 : 2; }
 
@@ -141,24 +145,10 @@ void encode(float v, DType dtype, uint8_t* dst) {
   dst[1] = static_cast<uint8_t>(bits >> 8);
 }
 
-std::string safetensors_header(const std::vector<HfTensorSpec>& specs, DType dtype) {
-  OrderedJson header;
-  header["__metadata__"] = {{"format", "pt"}};
-  uint64_t offset = 0;
-  for (const HfTensorSpec& s : specs) {
-    const uint64_t size = static_cast<uint64_t>(s.num_elements()) * element_bytes(dtype);
-    header[s.name] = {{"dtype", std::string(dtype_name(dtype))},
-                      {"shape", s.shape},
-                      {"data_offsets", {offset, offset + size}}};
-    offset += size;
-  }
-  std::string text = header.dump();
-  text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned
-  return text;
-}
-
-Status write_tensor(std::ofstream& out, const HfTensorSpec& spec, const RandomModelOptions& o,
-                    float norm_base) {
+// Generates `spec`'s values (seeded by the global seed and the tensor name, so a tensor does not
+// depend on the others) and streams them to `out` in chunks.
+Status write_tensor(SafetensorsStreamWriter& out, const HfTensorSpec& spec,
+                    const RandomModelOptions& o, float norm_base) {
   uint64_t seed_state = o.seed ^ fnv1a64(spec.name);
   NormalSampler rng(splitmix64(seed_state));
   const size_t width = element_bytes(o.dtype);
@@ -170,8 +160,7 @@ Status write_tensor(std::ofstream& out, const HfTensorSpec& spec, const RandomMo
     for (int64_t i = 0; i < count; ++i) {
       encode(static_cast<float>(base + o.init_std * rng.next()), o.dtype, &buffer[i * width]);
     }
-    out.write(reinterpret_cast<const char*>(buffer.data()), count * width);
-    if (!out) return invalid_argument("write error in tensor '", spec.name, "'");
+    QBC_RETURN_IF_ERROR(out.write(spec.name, buffer.data(), static_cast<size_t>(count) * width));
   }
   return ok_status();
 }
@@ -179,25 +168,25 @@ Status write_tensor(std::ofstream& out, const HfTensorSpec& spec, const RandomMo
 Status write_model_safetensors(const std::filesystem::path& path,
                                const std::vector<HfTensorSpec>& specs, const RandomModelOptions& o,
                                float norm_base) {
-  const std::filesystem::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return invalid_argument(tmp.string(), ": cannot open for writing");
-    const std::string header = safetensors_header(specs, o.dtype);
-    uint8_t len[8];
-    for (int b = 0; b < 8; ++b) len[b] = static_cast<uint8_t>(uint64_t(header.size()) >> (8 * b));
-    out.write(reinterpret_cast<const char*>(len), 8);
-    out.write(header.data(), static_cast<std::streamsize>(header.size()));
-    for (const HfTensorSpec& s : specs) {
-      QBC_RETURN_IF_ERROR(write_tensor(out, s, o, norm_base).with_context(tmp.string()));
-    }
-    out.close();
-    if (!out) return invalid_argument(tmp.string(), ": write error");
+  std::vector<TensorSpec> tensors;
+  std::unordered_map<std::string_view, const HfTensorSpec*> by_name;
+  for (const HfTensorSpec& s : specs) {
+    tensors.push_back(TensorSpec{s.name, o.dtype, s.shape});
+    by_name[s.name] = &s;
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) return invalid_argument(path.string(), ": cannot rename into place: ", ec.message());
-  return ok_status();
+  QBC_ASSIGN_OR_RETURN(
+      SafetensorsStreamWriter out,
+      SafetensorsStreamWriter::create(path, std::move(tensors), {{"format", "pt"}}));
+  const size_t total = out.tensors().size();
+  for (size_t i = 0; i < total; ++i) {
+    const auto spec = by_name.find(out.tensors()[i].name);
+    QBC_CHECK(spec != by_name.end()) << "writer lost tensor '" << out.tensors()[i].name << "'";
+    QBC_RETURN_IF_ERROR(write_tensor(out, *spec->second, o, norm_base));
+    if ((i + 1) % kProgressEveryTensors == 0 || i + 1 == total) {
+      events::progress("frontend", static_cast<int64_t>(i + 1), static_cast<int64_t>(total));
+    }
+  }
+  return out.finish();
 }
 
 std::string_view torch_dtype_of(DType dtype) {
@@ -309,12 +298,8 @@ Status write_random_model(const RandomModelOptions& o) {
   const float norm_base = hp.norm_style == NormStyle::kOnePlusWeight ? 0.0f : 1.0f;
   QBC_RETURN_IF_ERROR(write_model_safetensors(o.output_dir / "model.safetensors",
                                               hf_tensor_specs(hp), o, norm_base));
-  const std::filesystem::path config_path = o.output_dir / "config.json";
-  std::ofstream out(config_path, std::ios::binary | std::ios::trunc);
-  out << config;
-  out.close();
-  if (!out) return invalid_argument(config_path.string(), ": write error");
-  return ok_status();
+  // The config goes last, so a folder with a config.json always has its weights too.
+  return write_file_atomic((o.output_dir / "config.json").string(), config);
 }
 
 std::string_view tiny_llama_config_json() {

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -158,6 +159,236 @@ TEST(SafetensorsTest, WriterRejectsBadTensors) {
   s = write_safetensors(path, {make_tensor("__metadata__", DType::kF32, {1}, {1})});
   EXPECT_EQ(s.code(), Code::kInvalidArgument);
   EXPECT_FALSE(fs::exists(path));
+}
+
+// Bytes of `n` floats 0, 1, 2, ... scaled by `scale`.
+std::vector<uint8_t> f32_bytes(size_t n, float scale = 1.0f) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>(i) * scale;
+  std::vector<uint8_t> out(n * 4);
+  if (n > 0) std::memcpy(out.data(), v.data(), out.size());
+  return out;
+}
+
+bool folder_is_empty(const fs::path& dir) {
+  return fs::directory_iterator(dir) == fs::directory_iterator();
+}
+
+TEST(SafetensorsStreamWriterTest, OrdersByElementSizeThenName) {
+  const fs::path path = temp_dir() / "order.safetensors";
+  StatusOr<SafetensorsStreamWriter> w =
+      SafetensorsStreamWriter::create(path, {{"z.f16", DType::kF16, {3}},
+                                             {"b.f32", DType::kF32, {2}},
+                                             {"a.f32", DType::kF32, {1}},
+                                             {"m.f64", DType::kF64, {1}}});
+  FE_ASSERT_OK(w);
+  std::vector<std::string> names;
+  for (const TensorSpec& t : w->tensors()) names.push_back(t.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"m.f64", "a.f32", "b.f32", "z.f16"}));
+  EXPECT_EQ(w->byte_size(0), 8u);
+  EXPECT_EQ(w->byte_size(3), 6u);
+  EXPECT_TRUE(fs::exists(path.string() + ".tmp"));
+  EXPECT_FALSE(fs::exists(path));
+}
+
+TEST(SafetensorsStreamWriterTest, RejectsWrongOrderAndUnknownNames) {
+  const fs::path dir = temp_dir();
+  const fs::path path = dir / "order.safetensors";
+  const std::vector<uint8_t> eight = f32_bytes(2);
+  {
+    auto w =
+        SafetensorsStreamWriter::create(path, {{"b", DType::kF32, {2}}, {"a", DType::kF32, {2}}});
+    FE_ASSERT_OK(w);
+    const Status s = w->append("b", eight.data(), eight.size());
+    EXPECT_EQ(s.code(), Code::kInvalidArgument);
+    EXPECT_TRUE(contains(s.message(), path.string())) << s.message();
+    EXPECT_TRUE(contains(s.message(), "'b' written out of order: expected tensor 'a'"))
+        << s.message();
+    // The first error is sticky, and the temporary file is gone at once.
+    EXPECT_EQ(w->append("a", eight.data(), eight.size()).message(), s.message());
+    EXPECT_EQ(w->finish().message(), s.message());
+    EXPECT_TRUE(folder_is_empty(dir));
+  }
+  {
+    auto w = SafetensorsStreamWriter::create(path, {{"a", DType::kF32, {2}}});
+    FE_ASSERT_OK(w);
+    const Status s = w->write("nope", eight.data(), eight.size());
+    EXPECT_TRUE(contains(s.message(), "tensor 'nope' is not in the header")) << s.message();
+  }
+  {
+    auto w = SafetensorsStreamWriter::create(path, {{"a", DType::kF32, {2}}});
+    FE_ASSERT_OK(w);
+    FE_ASSERT_OK(w->append("a", eight.data(), eight.size()));
+    const Status s = w->append("a", eight.data(), eight.size());
+    EXPECT_TRUE(contains(s.message(), "tensor 'a' is written twice")) << s.message();
+  }
+  EXPECT_TRUE(folder_is_empty(dir));
+}
+
+TEST(SafetensorsStreamWriterTest, RejectsWrongSizes) {
+  const fs::path dir = temp_dir();
+  const fs::path path = dir / "size.safetensors";
+  const std::vector<uint8_t> bytes = f32_bytes(4);
+  const std::vector<TensorSpec> specs = {{"a", DType::kF32, {2}}, {"b", DType::kF32, {2}}};
+  {  // append() takes exactly the whole tensor.
+    auto w = SafetensorsStreamWriter::create(path, specs);
+    FE_ASSERT_OK(w);
+    const Status s = w->append("a", bytes.data(), 7);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument);
+    EXPECT_TRUE(contains(s.message(), "tensor 'a': shape and F32 need 8 bytes, got 7"))
+        << s.message();
+  }
+  {  // Chunks may not run past the tensor.
+    auto w = SafetensorsStreamWriter::create(path, specs);
+    FE_ASSERT_OK(w);
+    FE_ASSERT_OK(w->write("a", bytes.data(), 4));
+    const Status s = w->write("a", bytes.data(), 8);
+    EXPECT_TRUE(contains(s.message(), "tensor 'a': 12 bytes written exceed its size of 8"))
+        << s.message();
+  }
+  {  // A short tensor is caught when the next one starts...
+    auto w = SafetensorsStreamWriter::create(path, specs);
+    FE_ASSERT_OK(w);
+    FE_ASSERT_OK(w->write("a", bytes.data(), 4));
+    const Status s = w->write("b", bytes.data(), 4);
+    EXPECT_TRUE(contains(s.message(), "tensor 'a' got 4 of 8 bytes before tensor 'b'"))
+        << s.message();
+  }
+  {  // ... or at finish().
+    auto w = SafetensorsStreamWriter::create(path, specs);
+    FE_ASSERT_OK(w);
+    FE_ASSERT_OK(w->append("a", bytes.data(), 8));
+    FE_ASSERT_OK(w->write("b", bytes.data(), 4));
+    const Status s = w->finish();
+    EXPECT_TRUE(contains(s.message(), "tensor 'b' got 4 of 8 bytes at finish()")) << s.message();
+  }
+  {
+    auto w = SafetensorsStreamWriter::create(path, specs);
+    FE_ASSERT_OK(w);
+    const Status s = w->finish();
+    EXPECT_TRUE(contains(s.message(), "tensor 'a' got 0 of 8 bytes")) << s.message();
+  }
+  EXPECT_TRUE(folder_is_empty(dir));
+  // Spec errors name the path and the tensor.
+  auto bad = SafetensorsStreamWriter::create(path, {{"w", DType::kF32, {3, -1}}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(contains(bad.status().message(), path.string() + ": tensor 'w': negative dim"))
+      << bad.status().message();
+  bad = SafetensorsStreamWriter::create(path, {{"w", DType::kF32, {1LL << 40, 1LL << 40}}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(contains(bad.status().message(), "overflows")) << bad.status().message();
+  bad = SafetensorsStreamWriter::create(dir / "no-such-folder" / "x.safetensors", {});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(contains(bad.status().message(), "cannot create")) << bad.status().message();
+  EXPECT_TRUE(folder_is_empty(dir));
+}
+
+TEST(SafetensorsStreamWriterTest, UnfinishedWriterLeavesNoFile) {
+  const fs::path dir = temp_dir();
+  const fs::path path = dir / "model.safetensors";
+  const std::vector<uint8_t> bytes = f32_bytes(2);
+  {
+    auto w =
+        SafetensorsStreamWriter::create(path, {{"a", DType::kF32, {2}}, {"b", DType::kF32, {2}}});
+    FE_ASSERT_OK(w);
+    FE_ASSERT_OK(w->append("a", bytes.data(), bytes.size()));
+    EXPECT_TRUE(fs::exists(path.string() + ".tmp"));
+  }
+  EXPECT_TRUE(folder_is_empty(dir));
+  // An existing file at the target survives an abandoned rewrite, also through moves.
+  write_file(path, "old contents");
+  {
+    auto w = SafetensorsStreamWriter::create(path, {{"a", DType::kF32, {2}}});
+    FE_ASSERT_OK(w);
+    SafetensorsStreamWriter moved = std::move(*w);
+    SafetensorsStreamWriter other = std::move(moved);
+    FE_ASSERT_OK(other.write("a", bytes.data(), 4));
+    EXPECT_EQ(w->finish().code(), Code::kFailedPrecondition);  // Moved from.
+  }
+  EXPECT_EQ(qbc::testing::read_file(path), "old contents");
+  EXPECT_FALSE(fs::exists(path.string() + ".tmp"));
+  // A finished writer replaces it, and cannot be used again.
+  auto w = SafetensorsStreamWriter::create(path, {{"a", DType::kF32, {2}}});
+  FE_ASSERT_OK(w);
+  FE_ASSERT_OK(w->append("a", bytes.data(), bytes.size()));
+  FE_ASSERT_OK(w->finish());
+  EXPECT_EQ(w->finish().code(), Code::kFailedPrecondition);
+  EXPECT_EQ(fs::file_size(path), w->file_size());
+  EXPECT_FALSE(fs::exists(path.string() + ".tmp"));
+  FE_ASSERT_OK(SafetensorsFile::open(path));
+}
+
+TEST(SafetensorsStreamWriterTest, MultiChunkRoundTrip) {
+  const fs::path path = temp_dir() / "big.safetensors";
+  // 3 MiB of F32 (more than the writer's 1 MiB buffer), written in odd-sized chunks that split
+  // elements, between small tensors of other dtypes and an empty tensor that is never written.
+  const size_t big_n = 3 * 256 * 1024;
+  const std::vector<uint8_t> big = f32_bytes(big_n, 0.5f);
+  const TensorToWrite half = make_tensor("h.f16", DType::kF16, {3}, {1, 2, 3});
+  const TensorToWrite brain = make_tensor("a.bf16", DType::kBF16, {1, 5}, {1, 2, 3, 4, 5});
+  auto w = SafetensorsStreamWriter::create(path,
+                                           {{"h.f16", DType::kF16, {3}},
+                                            {"big", DType::kF32, {768, 1024}},
+                                            {"a.bf16", DType::kBF16, {1, 5}},
+                                            {"empty", DType::kF32, {0, 7}}},
+                                           {{"format", "pt"}});
+  FE_ASSERT_OK(w);
+  for (const TensorSpec& t : w->tensors()) {
+    if (t.name == "empty") continue;  // Tensors without bytes may be skipped.
+    const std::vector<uint8_t>& data = t.name == "big"     ? big
+                                       : t.name == "h.f16" ? half.data
+                                                           : brain.data;
+    const size_t chunk = t.name == "big" ? 100003 : 3;
+    for (size_t done = 0; done < data.size(); done += chunk) {
+      FE_ASSERT_OK(w->write(t.name, data.data() + done, std::min(chunk, data.size() - done)));
+    }
+  }
+  FE_ASSERT_OK(w->finish());
+  EXPECT_EQ(fs::file_size(path), w->file_size());
+
+  StatusOr<SafetensorsFile> file = SafetensorsFile::open(path);
+  FE_ASSERT_OK(file);
+  EXPECT_EQ(file->header_size() % 8, 0u);
+  EXPECT_EQ(file->metadata().at("format"), "pt");
+  ASSERT_EQ(file->tensors().size(), 4u);
+  const SafetensorsTensor* t = file->find("big");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->begin, 0u);  // Widest dtype first.
+  EXPECT_EQ(t->shape, (std::vector<int64_t>{768, 1024}));
+  ASSERT_EQ(t->data.size, big.size());
+  EXPECT_EQ(std::memcmp(t->data.data, big.data(), big.size()), 0);
+  StatusOr<const float*> zero_copy = f32_data(*t);
+  FE_ASSERT_OK(zero_copy);  // 4-byte aligned in the mapping.
+  EXPECT_EQ((*zero_copy)[big_n - 1], static_cast<float>(big_n - 1) * 0.5f);
+  std::vector<float> out;
+  FE_ASSERT_OK(read_f32(*file->find("h.f16"), &out));
+  EXPECT_EQ(out, (std::vector<float>{1, 2, 3}));
+  FE_ASSERT_OK(read_f32(*file->find("a.bf16"), &out));
+  EXPECT_EQ(out, (std::vector<float>{1, 2, 3, 4, 5}));
+  EXPECT_EQ(file->find("empty")->data.size, 0u);
+}
+
+TEST(SafetensorsStreamWriterTest, WriteSafetensorsMatchesStreaming) {
+  const fs::path dir = temp_dir();
+  const std::vector<float> v = {1, 2, 3, 4, 5, 6};
+  FE_ASSERT_OK(write_safetensors(
+      dir / "mem.safetensors",
+      {make_tensor("y", DType::kBF16, {3}, {1, 2, 3}), make_tensor("x", DType::kF32, {2, 3}, v)}));
+  const TensorToWrite x = make_tensor("x", DType::kF32, {2, 3}, v);
+  const TensorToWrite y = make_tensor("y", DType::kBF16, {3}, {1, 2, 3});
+  auto w = SafetensorsStreamWriter::create(dir / "stream.safetensors",
+                                           {{"x", DType::kF32, {2, 3}}, {"y", DType::kBF16, {3}}});
+  FE_ASSERT_OK(w);
+  FE_ASSERT_OK(w->append("x", x.data.data(), x.data.size()));
+  FE_ASSERT_OK(w->append("y", y.data.data(), y.data.size()));
+  FE_ASSERT_OK(w->finish());
+  EXPECT_EQ(qbc::testing::read_file(dir / "mem.safetensors"),
+            qbc::testing::read_file(dir / "stream.safetensors"));
+  // An empty tensor list is a valid file too.
+  FE_ASSERT_OK(write_safetensors(dir / "none.safetensors", {}));
+  StatusOr<SafetensorsFile> none = SafetensorsFile::open(dir / "none.safetensors");
+  FE_ASSERT_OK(none);
+  EXPECT_TRUE(none->tensors().empty());
 }
 
 // Writes a 2-shard checkpoint into a fresh folder and returns the folder.
