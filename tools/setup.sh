@@ -29,7 +29,7 @@ packages=(
   libprotobuf-dev protobuf-compiler
   nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev
-  libpcre2-dev
+  libpcre2-dev libxxhash-dev
   libtorch-dev libopenblas0-pthread
 )
 

@@ -43,5 +43,8 @@ Status emit_output(const std::string& path, const std::string& text);
 void register_dump_config(CLI::App& app, Action& action);
 void register_presets(CLI::App& app, Action& action);
 void register_targets(CLI::App& app, Action& action);
+void register_parse(CLI::App& app, Action& action);
+void register_inspect(CLI::App& app, Action& action);
+void register_random_model(CLI::App& app, Action& action);
 
 }  // namespace qbc::cli

@@ -42,9 +42,12 @@ int run(int argc, char** argv) {
   app.fallthrough();
 
   qbc::cli::Action action;
+  qbc::cli::register_parse(app, action);
+  qbc::cli::register_inspect(app, action);
   qbc::cli::register_dump_config(app, action);
   qbc::cli::register_presets(app, action);
   qbc::cli::register_targets(app, action);
+  qbc::cli::register_random_model(app, action);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,324 @@
+// ModelSource: opens an HF folder or a GGUF file behind one HF-shaped interface.
+#include "qbc/frontend/model_source.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <system_error>
+#include <utility>
+
+#include "gguf_model.h"
+#include "qbc/frontend/gguf.h"
+#include "qbc/frontend/random_model.h"
+#include "qbc/frontend/safetensors.h"
+#include "qbc/support/file_util.h"
+#include "qbc/support/hash.h"
+
+namespace qbc::frontend {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::string_view kExpected =
+    "expected a HuggingFace model folder (config.json + model.safetensors or "
+    "model.safetensors.index.json) or a .gguf file";
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::ostringstream os;
+  os << '[';
+  for (size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i];
+  os << ']';
+  return os.str();
+}
+
+// Joins up to `limit` names, then "... and N more".
+std::string join_limited(const std::vector<std::string>& items, size_t limit) {
+  std::string out;
+  for (size_t i = 0; i < items.size() && i < limit; ++i) out += (i ? ", " : "") + items[i];
+  if (items.size() > limit) out += ", ... and " + std::to_string(items.size() - limit) + " more";
+  return out;
+}
+
+bool has_gguf_magic(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[4] = {};
+  return in.read(magic, 4) && std::string_view(magic, 4) == "GGUF";
+}
+
+}  // namespace
+
+std::string_view transform_name(TensorTransform transform) {
+  switch (transform) {
+    case TensorTransform::kNone:
+      return "none";
+    case TensorTransform::kUnpermuteRopeRows:
+      return "unpermute-rope-rows";
+    case TensorTransform::kSubtractOne:
+      return "subtract-one";
+  }
+  return "unknown";
+}
+
+int64_t TensorInfo::num_elements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+struct ModelSource::Impl {
+  std::string_view format;
+  fs::path path;
+  HParams hparams;
+  std::string config_text;
+  fs::path tokenizer_path;
+  std::vector<TensorInfo> tensors;
+  std::map<std::string, size_t, std::less<>> index;
+  std::vector<std::string> unmapped;  // Stored names without an HF mapping.
+  std::vector<fs::path> input_files;  // For provenance, in a stable order.
+  fs::path weights_label;             // The file named in "missing tensor ... in FILE".
+  std::optional<SafetensorsCheckpoint> safetensors;
+  std::optional<GgufFile> gguf;
+  std::string gguf_arch;
+
+  void build_index() {
+    index.clear();
+    for (size_t i = 0; i < tensors.size(); ++i) index.emplace(tensors[i].name, i);
+  }
+
+  static StatusOr<std::unique_ptr<Impl>> open_hf(const fs::path& dir);
+  static StatusOr<std::unique_ptr<Impl>> open_gguf(const fs::path& file);
+};
+
+StatusOr<std::unique_ptr<ModelSource::Impl>> ModelSource::Impl::open_hf(const fs::path& dir) {
+  std::error_code ec;
+  const fs::path config = dir / "config.json";
+  if (!fs::is_regular_file(config, ec)) {
+    return invalid_argument(dir.string(), ": no config.json in this folder; ", kExpected);
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->format = "hf-safetensors";
+  impl->path = dir;
+  QBC_ASSIGN_OR_RETURN(impl->config_text, read_text_file(config.string()));
+  QBC_ASSIGN_OR_RETURN(impl->hparams, parse_hparams(impl->config_text, config.string()));
+  auto ckpt = SafetensorsCheckpoint::open(dir);
+  if (!ckpt.ok()) {
+    if (ckpt.status().code() == Code::kNotFound) {
+      return invalid_argument(dir.string(), ": no model.safetensors or ",
+                              "model.safetensors.index.json; ", kExpected, " (",
+                              ckpt.status().message(), ")");
+    }
+    return ckpt.status();
+  }
+  impl->safetensors.emplace(std::move(ckpt).value());
+  const SafetensorsCheckpoint& st = *impl->safetensors;
+
+  impl->input_files.push_back(config);
+  const fs::path index_file = dir / "model.safetensors.index.json";
+  const bool sharded = fs::is_regular_file(index_file, ec);
+  if (sharded) impl->input_files.push_back(index_file);
+  for (const SafetensorsFile& shard : st.shards()) {
+    impl->input_files.push_back(fs::absolute(shard.path(), ec));
+  }
+  if (sharded) {
+    impl->weights_label = index_file;
+  } else if (st.shards().size() == 1) {
+    impl->weights_label = fs::absolute(st.shards().front().path(), ec);
+  } else {
+    impl->weights_label = dir;
+  }
+  const fs::path tokenizer = dir / "tokenizer.json";
+  if (fs::is_regular_file(tokenizer, ec)) {
+    impl->tokenizer_path = tokenizer;
+    impl->input_files.push_back(tokenizer);
+  }
+
+  for (const SafetensorsTensor& t : st.tensors()) {
+    TensorInfo info;
+    info.name = t.name;
+    info.shape = t.shape;
+    info.dtype = std::string(dtype_name(t.dtype));
+    info.file = fs::absolute(t.file, ec);
+    info.name_in_file = t.name;
+    impl->tensors.push_back(std::move(info));
+  }
+  std::sort(impl->tensors.begin(), impl->tensors.end(),
+            [](const TensorInfo& a, const TensorInfo& b) { return a.name < b.name; });
+  impl->build_index();
+  return impl;
+}
+
+StatusOr<std::unique_ptr<ModelSource::Impl>> ModelSource::Impl::open_gguf(const fs::path& file) {
+  auto impl = std::make_unique<Impl>();
+  impl->format = "gguf";
+  impl->path = file;
+  QBC_ASSIGN_OR_RETURN(GgufFile gguf, GgufFile::open(file));
+  impl->gguf.emplace(std::move(gguf));
+  const GgufFile& g = *impl->gguf;
+  QBC_ASSIGN_OR_RETURN(impl->gguf_arch, g.get_string("general.architecture"));
+  QBC_ASSIGN_OR_RETURN(impl->config_text, gguf_model::compose_config_json(g));
+  QBC_ASSIGN_OR_RETURN(impl->hparams,
+                       parse_hparams(impl->config_text, file.string() + " (composed config.json)"));
+  QBC_ASSIGN_OR_RETURN(gguf_model::MappedTensors mapped, gguf_model::map_tensors(g, impl->hparams));
+  impl->tensors = std::move(mapped.tensors);
+  impl->unmapped = std::move(mapped.unmapped);
+  impl->build_index();
+  impl->tokenizer_path = file;
+  impl->input_files.push_back(file);
+  impl->weights_label = file;
+  return impl;
+}
+
+StatusOr<ModelSource> ModelSource::open(const fs::path& path) {
+  std::error_code ec;
+  const fs::path abs = fs::absolute(path, ec);
+  const fs::file_status st = fs::status(abs, ec);
+  if (!fs::exists(st)) {
+    return not_found(abs.string(), ": no such file or folder; ", kExpected);
+  }
+  std::unique_ptr<Impl> impl;
+  if (fs::is_directory(st)) {
+    QBC_ASSIGN_OR_RETURN(impl, Impl::open_hf(abs));
+  } else if (fs::is_regular_file(st) && has_gguf_magic(abs)) {
+    QBC_ASSIGN_OR_RETURN(impl, Impl::open_gguf(abs));
+  } else if (fs::is_regular_file(st) && abs.filename() == "config.json") {
+    QBC_ASSIGN_OR_RETURN(impl, Impl::open_hf(abs.parent_path()));
+  } else {
+    return invalid_argument(abs.string(), ": neither a folder nor a GGUF file (no 'GGUF' magic); ",
+                            kExpected);
+  }
+  return ModelSource(std::move(impl));
+}
+
+ModelSource::ModelSource(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ModelSource::ModelSource(ModelSource&&) noexcept = default;
+ModelSource& ModelSource::operator=(ModelSource&&) noexcept = default;
+ModelSource::~ModelSource() = default;
+
+std::string_view ModelSource::format() const { return impl_->format; }
+const fs::path& ModelSource::path() const { return impl_->path; }
+const HParams& ModelSource::hparams() const { return impl_->hparams; }
+const std::string& ModelSource::config_json_text() const { return impl_->config_text; }
+const fs::path& ModelSource::tokenizer_path() const { return impl_->tokenizer_path; }
+const std::vector<TensorInfo>& ModelSource::tensors() const { return impl_->tensors; }
+
+const TensorInfo* ModelSource::find(std::string_view hf_name) const {
+  auto it = impl_->index.find(hf_name);
+  return it == impl_->index.end() ? nullptr : &impl_->tensors[it->second];
+}
+
+Status ModelSource::read_f32(std::string_view hf_name, std::vector<float>* out) const {
+  const TensorInfo* info = find(hf_name);
+  if (info == nullptr) {
+    return not_found(impl_->path.string(), ": no tensor '", hf_name, "'");
+  }
+  if (impl_->safetensors) return impl_->safetensors->read_f32(info->name_in_file, out);
+  const GgufFile& g = *impl_->gguf;
+  QBC_ASSIGN_OR_RETURN(const GgufTensor* t, g.get_tensor(info->name_in_file));
+  QBC_RETURN_IF_ERROR(g.read_f32(*t, out));
+  return gguf_model::apply_transform(*info, out);
+}
+
+StatusOr<const float*> ModelSource::f32_view(std::string_view hf_name) const {
+  const TensorInfo* info = find(hf_name);
+  if (info == nullptr) {
+    return not_found(impl_->path.string(), ": no tensor '", hf_name, "'");
+  }
+  if (info->dtype != "F32" || info->transform != TensorTransform::kNone) {
+    const std::string transform =
+        info->transform == TensorTransform::kNone
+            ? std::string()
+            : ", transform " + std::string(transform_name(info->transform));
+    return failed_precondition(info->file.string(), ": tensor '", info->name,
+                               "' has no zero-copy F32 view (stored ", info->dtype, transform,
+                               "); use read_f32()");
+  }
+  ByteSpan data;
+  if (impl_->safetensors) {
+    data = impl_->safetensors->find(info->name_in_file)->data;
+  } else {
+    data = impl_->gguf->find_tensor(info->name_in_file)->data;
+  }
+  if (reinterpret_cast<uintptr_t>(data.data) % alignof(float) != 0) {
+    return failed_precondition(info->file.string(), ": tensor '", info->name,
+                               "' is not 4-byte aligned in the file; use read_f32()");
+  }
+  return reinterpret_cast<const float*>(data.data);
+}
+
+Status ModelSource::validate() const {
+  const std::vector<HfTensorSpec> specs = hf_tensor_specs(impl_->hparams);
+  std::vector<std::string> missing;
+  std::vector<std::string> bad_shapes;
+  for (const HfTensorSpec& spec : specs) {
+    const TensorInfo* info = find(spec.name);
+    if (info == nullptr) {
+      std::string gguf_name;
+      if (impl_->gguf) gguf_name = gguf_model::gguf_name_for(spec.name, impl_->gguf_arch);
+      missing.push_back(gguf_name.empty() ? spec.name : spec.name + " (" + gguf_name + ")");
+      continue;
+    }
+    if (info->shape != spec.shape) {
+      bad_shapes.push_back(
+          "tensor " + info->name +
+          (info->name_in_file != info->name ? " (" + info->name_in_file + ")" : std::string()) +
+          " in " + info->file.string() + " has shape " + shape_str(info->shape) + ", expected " +
+          shape_str(spec.shape) + " from config.json");
+    }
+  }
+  if (!missing.empty() || !bad_shapes.empty()) {
+    std::string msg;
+    if (!missing.empty()) {
+      msg = (missing.size() == 1 ? "missing tensor " : "missing tensors ") +
+            join_limited(missing, 20) + " in " + impl_->weights_label.string();
+    }
+    if (!bad_shapes.empty()) msg += (msg.empty() ? "" : "; ") + join_limited(bad_shapes, 10);
+    return invalid_argument(msg);
+  }
+  for (const TensorInfo& info : impl_->tensors) {
+    bool decodable = false;
+    if (impl_->safetensors) {
+      const std::optional<DType> dt = parse_dtype(info.dtype);
+      decodable = dt && dtype_converts_to_f32(*dt);
+    } else {
+      const GgufTensor* t = impl_->gguf->find_tensor(info.name_in_file);
+      const GgmlTypeTraits* traits = ggml_type_traits(static_cast<uint32_t>(t->type));
+      decodable = traits != nullptr && traits->decodable;
+    }
+    if (!decodable) {
+      return unimplemented(info.file.string(), ": tensor '", info.name_in_file, "' (", info.name,
+                           ") has dtype ", info.dtype, ", which qbc cannot decode yet");
+    }
+  }
+  return ok_status();
+}
+
+std::vector<std::string> ModelSource::unexpected_tensors() const {
+  std::set<std::string> expected;
+  for (const HfTensorSpec& spec : hf_tensor_specs(impl_->hparams)) expected.insert(spec.name);
+  std::vector<std::string> out = impl_->unmapped;
+  for (const TensorInfo& info : impl_->tensors) {
+    if (expected.count(info.name) == 0) out.push_back(info.name);
+  }
+  return out;
+}
+
+StatusOr<std::vector<SourceFileInfo>> ModelSource::files() const {
+  std::vector<SourceFileInfo> out;
+  for (const fs::path& p : impl_->input_files) {
+    SourceFileInfo info;
+    info.path = p;
+    std::error_code ec;
+    info.size_bytes = fs::file_size(p, ec);
+    if (ec) return invalid_argument(p.string(), ": cannot stat: ", ec.message());
+    QBC_ASSIGN_OR_RETURN(info.xxh3_128, xxh3_128_file(p));
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+}  // namespace qbc::frontend

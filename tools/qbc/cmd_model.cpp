@@ -1,0 +1,182 @@
+// qbc parse, qbc inspect: importing a model into MBLT and looking at the result.
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli.h"
+#include "qbc/driver/model_loader.h"
+#include "qbc/ir/serialize.h"
+#include "qbc/ir/text.h"
+#include "qbc/support/logging.h"
+
+namespace qbc::cli {
+namespace {
+
+struct ParseOptions {
+  ConfigFlags config;
+  std::string model;
+  std::string output;
+};
+
+Status run_parse(const ParseOptions& o) {
+  if (o.output.empty()) return invalid_argument("parse: -o OUT.mblt is required");
+  if (!driver::is_mblt_path(o.output)) return invalid_argument("parse: output ", o.output, " must end in .mblt");
+  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_config(o.config));
+  QBC_ASSIGN_OR_RETURN(driver::LoadedModel m, driver::import_model(o.model, cfg));
+  m.graph.metadata["producer"] = "qbc " QBC_VERSION " (" QBC_GIT_DESCRIBE ")";
+  QBC_RETURN_IF_ERROR(ir::save(m.graph, o.output));
+  log("cli").info("wrote {} ({} nodes, {} weights)", o.output, m.graph.nodes().size(), m.graph.weights().size());
+  nlohmann::ordered_json r = {{"output", o.output}, {"nodes", m.graph.nodes().size()},
+                              {"weights", m.graph.weights().size()}};
+  events::result("parse", r.dump());
+  return ok_status();
+}
+
+std::string human_count(int64_t n) {
+  std::ostringstream os;
+  if (n >= 1000000000) {
+    os.precision(3);
+    os << n / 1e9 << "B";
+  } else if (n >= 1000000) {
+    os.precision(3);
+    os << n / 1e6 << "M";
+  } else if (n >= 1000) {
+    os.precision(3);
+    os << n / 1e3 << "K";
+  } else {
+    os << n;
+  }
+  return os.str();
+}
+
+nlohmann::ordered_json summary(const ir::Graph& g, const std::string& path) {
+  nlohmann::ordered_json j;
+  j["file"] = path;
+  j["graph"] = g.name();
+  auto meta = [&](const char* k) {
+    auto it = g.metadata.find(k);
+    return it == g.metadata.end() ? std::string() : it->second;
+  };
+  j["producer"] = meta("producer");
+  j["architecture"] = meta("architecture");
+  j["source"] = {{"path", g.source_path}, {"format", g.source_format}};
+  nlohmann::ordered_json files = nlohmann::ordered_json::array();
+  for (const ir::SourceFile& f : g.files) files.push_back({{"path", f.path}, {"size", f.size}, {"xxh3_128", f.xxh3_128}});
+  j["source"]["files"] = files;
+  nlohmann::ordered_json inputs = nlohmann::ordered_json::array();
+  std::map<std::string, int> ops;
+  int blocks = 0;
+  for (const ir::Node& n : g.nodes()) {
+    if (n.op == ir::Op::kInput) inputs.push_back({{"name", n.name}, {"type", n.type.to_string()}});
+    ++ops[std::string(ir::op_info(n.op).name)];
+    blocks = std::max(blocks, n.block + 1);
+  }
+  j["inputs"] = inputs;
+  nlohmann::ordered_json outputs = nlohmann::ordered_json::array();
+  for (ir::ValueId o : g.outputs()) outputs.push_back({{"name", g.node(o).name}, {"type", g.node(o).type.to_string()}});
+  j["outputs"] = outputs;
+  j["blocks"] = blocks;
+  j["nodes"] = g.nodes().size();
+  j["ops"] = ops;
+  // Parameters by part: which nodes use each weight.
+  std::map<std::string, std::string> part_of;
+  for (const ir::Node& n : g.nodes()) {
+    for (const ir::Operand& op : n.operands) {
+      if (op.is_weight()) part_of[op.weight] = n.part == ir::Part::kHead ? "head" : "body";
+    }
+  }
+  int64_t host = 0, body = 0, head = 0;
+  std::map<std::string, int64_t> by_dtype;
+  std::string tied;
+  for (const auto& [name, w] : g.weights()) {
+    const int64_t n = w.type.num_elements();
+    by_dtype[std::string(ir::dtype_name(w.type.dtype))] += n;
+    if (w.role == ir::WeightRole::kHostEmbedding) {
+      host += n;
+    } else if (part_of[name] == "head") {
+      head += n;
+      if (w.tensor == g.weights().begin()->second.tensor || w.tensor == "model.embed_tokens.weight") tied = w.tensor;
+    } else {
+      body += n;
+    }
+  }
+  j["parameters"] = {{"host_embedding", host}, {"body", body}, {"head", head},
+                     {"head_tied_to", tied}, {"by_dtype", by_dtype}};
+  return j;
+}
+
+std::string summary_text(const nlohmann::ordered_json& j) {
+  std::ostringstream os;
+  os << j["file"].get<std::string>() << "\n";
+  os << "  architecture  " << j["architecture"].get<std::string>() << " (graph @" << j["graph"].get<std::string>()
+     << ")\n";
+  os << "  producer      " << j["producer"].get<std::string>() << "\n";
+  os << "  source        " << j["source"]["path"].get<std::string>() << " ("
+     << j["source"]["format"].get<std::string>() << ")\n";
+  for (const auto& f : j["source"]["files"]) {
+    os << "                " << f["path"].get<std::string>() << "  " << f["size"].get<uint64_t>()
+       << " bytes  xxh3:" << f["xxh3_128"].get<std::string>() << "\n";
+  }
+  os << "  inputs        ";
+  for (const auto& i : j["inputs"]) os << i["name"].get<std::string>() << " " << i["type"].get<std::string>() << "  ";
+  os << "\n  outputs       ";
+  for (const auto& o : j["outputs"]) os << o["name"].get<std::string>() << " " << o["type"].get<std::string>() << "  ";
+  os << "\n  blocks        " << j["blocks"].get<int>() << "\n  nodes         " << j["nodes"].get<size_t>() << " (";
+  bool first = true;
+  for (const auto& [op, n] : j["ops"].items()) {
+    os << (first ? "" : ", ") << op << " " << n.get<int>();
+    first = false;
+  }
+  const auto& p = j["parameters"];
+  const int64_t host = p["host_embedding"], body = p["body"], head = p["head"];
+  os << ")\n  parameters    body " << human_count(body) << ", head " << human_count(head);
+  if (!p["head_tied_to"].get<std::string>().empty()) os << " (tied to the embedding)";
+  os << ", host embedding " << human_count(host) << "; total "
+     << human_count(body + host + (p["head_tied_to"].get<std::string>().empty() ? head : 0)) << "\n";
+  os << "  dtypes        ";
+  for (const auto& [dt, n] : p["by_dtype"].items()) os << dt << " " << human_count(n.get<int64_t>()) << "  ";
+  os << "\n";
+  return os.str();
+}
+
+struct InspectOptions {
+  std::string file;
+  bool graph = false;
+  bool json = false;
+};
+
+Status run_inspect(const InspectOptions& o) {
+  if (!driver::is_mblt_path(o.file)) return invalid_argument("inspect: ", o.file, " is not an .mblt file");
+  QBC_ASSIGN_OR_RETURN(ir::Graph g, ir::load(o.file));
+  const nlohmann::ordered_json j = summary(g, o.file);
+  events::result("inspect", j.dump());
+  std::string out = o.json ? j.dump(2) + "\n" : summary_text(j);
+  if (o.graph) out += (o.json ? "" : "\n") + ir::print_text(g);
+  return emit_output("", out);
+}
+
+}  // namespace
+
+void register_parse(CLI::App& app, Action& action) {
+  auto o = std::make_shared<ParseOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "parse",
+      "Import a model (HF folder with config.json + safetensors, or a .gguf file) into an MBLT graph.\n"
+      "Checks every tensor against the architecture; weights are referenced, not copied.");
+  cmd->add_option("model", o->model, "HF model folder or .gguf file")->required();
+  cmd->add_option("-o,--output", o->output, "Output .mblt file")->required();
+  add_config_flags(*cmd, o->config);
+  cmd->callback([o, &action] { action = [o] { return run_parse(*o); }; });
+}
+
+void register_inspect(CLI::App& app, Action& action) {
+  auto o = std::make_shared<InspectOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "inspect", "Summarise an MBLT file: architecture, inputs/outputs, parameters by part, dtypes, provenance");
+  cmd->add_option("file", o->file, ".mblt file")->required();
+  cmd->add_flag("--graph", o->graph, "Also print the graph in MBLT text form");
+  cmd->add_flag("--json", o->json, "Print the summary as JSON");
+  cmd->callback([o, &action] { action = [o] { return run_inspect(*o); }; });
+}
+
+}  // namespace qbc::cli
