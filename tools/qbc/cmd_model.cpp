@@ -87,7 +87,10 @@ nlohmann::ordered_json summary(const ir::Graph& g, const std::string& path) {
   }
   int64_t host = 0, body = 0, head = 0;
   std::map<std::string, int64_t> by_dtype;
-  std::string tied;
+  std::string host_tensor, tied;
+  for (const auto& [name, w] : g.weights()) {
+    if (w.role == ir::WeightRole::kHostEmbedding) host_tensor = w.tensor;
+  }
   for (const auto& [name, w] : g.weights()) {
     const int64_t n = w.type.num_elements();
     by_dtype[std::string(ir::dtype_name(w.type.dtype))] += n;
@@ -95,7 +98,7 @@ nlohmann::ordered_json summary(const ir::Graph& g, const std::string& path) {
       host += n;
     } else if (part_of[name] == "head") {
       head += n;
-      if (w.tensor == g.weights().begin()->second.tensor || w.tensor == "model.embed_tokens.weight") tied = w.tensor;
+      if (w.tensor == host_tensor) tied = w.tensor;  // the head reads the embedding table
     } else {
       body += n;
     }
