@@ -1,0 +1,74 @@
+// The float reference runtime: executes an MBLT graph with LibTorch on the CPU,
+// a whole prompt at once (prefill) and then token by token with a KV cache.
+// It is the trusted reference every later stage is compared against. No
+// LibTorch type appears in this header.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "qbc/ir/graph.h"
+#include "qbc/support/status.h"
+
+namespace qbc::frontend {
+class ModelSource;
+}  // namespace qbc::frontend
+
+namespace qbc::ref {
+
+/// Supplies the float32 data of a weight (row-major, `w.type` shape).
+using WeightReader = std::function<Status(const ir::Weight& w, std::vector<float>* out)>;
+
+/// A WeightReader over a model opened with frontend::ModelSource (HF folder or GGUF): reads a
+/// `model` weight's HF tensor through ModelSource::read_f32 (dequantised, q/k un-permuted).
+/// Sidecar weights are not in the model: reading one fails with kFailedPrecondition naming it.
+/// `source` must outlive the reader.
+WeightReader model_weight_reader(const frontend::ModelSource& source);
+
+/// Options of a session.
+struct SessionOptions {
+  /// Compute in float64 instead of float32 (for equivalence tests of transforms).
+  bool float64 = false;
+  /// Intra-op threads; 0 = LibTorch's default.
+  int threads = 0;
+};
+
+/// One generation state (batch 1): the loaded weights and the KV caches.
+class Session {
+ public:
+  /// Loads every weight of `g` through `weights` and prepares empty caches.
+  /// Errors name the weight or node at fault.
+  static StatusOr<std::unique_ptr<Session>> create(const ir::Graph& g, const WeightReader& weights,
+                                                   const SessionOptions& options = {});
+  ~Session();
+
+  /// Embeds `tokens` with the host embedding table and runs them at the next
+  /// positions, appending to the KV cache. `logits` receives [tokens.size(), vocab]
+  /// row-major. Fails (kResourceExhausted) when the cache would overflow.
+  Status forward(const std::vector<int32_t>& tokens, std::vector<float>* logits);
+  /// The same from already-embedded inputs [seq, hidden] (row-major).
+  Status forward_embeds(const std::vector<float>& embeds, int64_t seq, std::vector<float>* logits);
+  /// Empties the KV caches; the next call starts at position 0.
+  void reset();
+  /// Tokens held in the cache.
+  int64_t position() const;
+  int64_t vocab_size() const;
+  int64_t hidden_size() const;
+  /// The host-side embedding of `tokens`, [tokens.size(), hidden] row-major.
+  Status embed(const std::vector<int32_t>& tokens, std::vector<float>* out) const;
+  /// Value of every node from the last forward call, by node name (for per-layer
+  /// comparisons); empty unless `keep_activations` was set before the call.
+  void set_keep_activations(bool keep);
+  Status activation(const std::string& node, std::vector<float>* out,
+                    std::vector<int64_t>* shape) const;
+
+ private:
+  Session();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace qbc::ref

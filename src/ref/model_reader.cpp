@@ -1,0 +1,17 @@
+// ref::model_weight_reader: the WeightReader over a frontend::ModelSource.
+#include "qbc/frontend/model_source.h"
+#include "qbc/ref/evaluator.h"
+
+namespace qbc::ref {
+
+WeightReader model_weight_reader(const frontend::ModelSource& source) {
+  return [&source](const ir::Weight& w, std::vector<float>* out) -> Status {
+    if (w.source != ir::WeightSource::kModel) {
+      return failed_precondition("weight '", w.name, "' lives in the MBLT sidecar ('", w.tensor,
+                                 "'), not in the model ", source.path().string());
+    }
+    return source.read_f32(w.tensor, out);
+  };
+}
+
+}  // namespace qbc::ref

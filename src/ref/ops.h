@@ -1,0 +1,58 @@
+// Tensor kernels of the float reference runtime, one per MBLT op with
+// non-trivial math (docs/ir.md is the spec). Private to src/ref. LibTorch stays
+// out of headers, so at::Tensor is only forward-declared here; the callers and
+// the definitions are in .cpp files that include <torch/torch.h>.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace at {
+class Tensor;
+}  // namespace at
+
+namespace qbc::ref::kernels {
+
+/// `x / sqrt(mean(x²) + eps) · (w + unit_offset)` over groups of `group` elements of the last
+/// dim (0 = the whole last dim). `w` has `group` (or last-dim) elements.
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps, double unit_offset,
+                    int64_t group);
+
+/// The cos and sin tables of one rope op for the given positions: [s, rotary_dim / 2] each,
+/// already multiplied by `attention_factor`, in the dtype of `like`.
+struct RopeTable {
+  std::vector<double> inv_freq;       ///< rotary_dim / 2 base inverse frequencies.
+  std::vector<double> long_inv_freq;  ///< LongRoPE frequencies (empty when unused).
+  double attention_factor = 1.0;
+  double dynamic_factor = 0.0;  ///< > 0: dynamic NTK.
+  int64_t original_max_positions = 0;
+  double theta = 10000.0;
+  int64_t rotary_dim = 0;
+
+  /// Inverse frequencies in effect when the largest position is `max_pos`.
+  std::vector<double> frequencies(int64_t max_pos) const;
+};
+
+/// Computes cos/sin [s, rotary_dim/2] for `positions` (host values, batch 1) in the
+/// dtype of `like`.
+void rope_cos_sin(const RopeTable& table, const std::vector<int64_t>& positions,
+                  const at::Tensor& like, at::Tensor* cos, at::Tensor* sin);
+
+/// Applies HF rotate_half RoPE to `x` [b, s, heads·head_dim] with tables [s, rotary_dim/2].
+at::Tensor rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
+                int64_t num_heads, int64_t head_dim, int64_t rotary_dim);
+
+/// Causal attention of `q` [1, s, H·d] (queries at positions past .. past+s-1) over the first
+/// past+s cached keys/values `k_cache`, `v_cache` [KV, T, d] (T >= past + s).
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
+                     int64_t past, int64_t num_heads, int64_t num_kv_heads, int64_t head_dim,
+                     double scale, double softcap, int64_t window);
+
+/// `act(gate) · up` for act "silu" or "gelu_tanh" (callers validate the name).
+at::Tensor gated_act(const at::Tensor& gate, const at::Tensor& up, const std::string& act);
+
+/// `cap · tanh(x / cap)`.
+at::Tensor softcap(const at::Tensor& x, double cap);
+
+}  // namespace qbc::ref::kernels

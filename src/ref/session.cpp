@@ -1,0 +1,475 @@
+// ref::Session: interprets an MBLT graph node by node with LibTorch on the CPU
+// (batch 1), each attention node owning a growable KV cache. The op semantics
+// are those of docs/ir.md; the tensor math lives in ops.cpp.
+//
+// LibTorch throws c10::Error; every public method catches at this boundary and
+// returns a Status naming the node at fault.
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ops.h"
+#include "qbc/ir/verifier.h"
+#include "qbc/ref/evaluator.h"
+
+namespace qbc::ref {
+namespace {
+
+using ir::Node;
+using ir::Op;
+
+/// One KV cache: [KV, capacity, d] tensors that grow up to max_cache tokens.
+struct KvCache {
+  at::Tensor k;
+  at::Tensor v;
+  int64_t capacity = 0;
+  int64_t max_cache = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+};
+
+/// A node prepared for execution: operands resolved, attributes decoded once.
+struct Step {
+  const Node* node = nullptr;
+  std::vector<int> inputs;      // value operands, in order
+  at::Tensor w;                 // first weight operand (rms_norm, linear)
+  at::Tensor bias;              // linear's optional bias
+  double f = 0.0;               // eps / factor / cap / scale
+  double f2 = 0.0;              // unit_offset / softcap
+  int64_t a = 0, b = 0, c = 0;  // slice start/end; rope heads/head_dim/rotary_dim; group
+  int64_t kv_heads = 0, window = 0;
+  int rope_table = -1;
+  int cache = -1;
+  bool gelu = false;
+  std::vector<int> release;  // values whose last use is this step
+};
+
+std::string node_label(const Node& n) {
+  return "node '" + n.name + "' (" + std::string(ir::op_info(n.op).name) + ")";
+}
+
+std::string torch_message(const c10::Error& e) { return e.what_without_backtrace(); }
+
+}  // namespace
+
+struct Session::Impl {
+  ir::Graph graph;
+  SessionOptions options;
+  at::ScalarType dtype = at::kFloat;
+  std::vector<Step> steps;
+  std::vector<kernels::RopeTable> rope_tables;
+  std::vector<KvCache> caches;
+  at::Tensor host_embedding;  // float32 [vocab, hidden]
+  int embeds_id = -1;
+  int positions_id = -1;
+  int output_id = -1;
+  int64_t position = 0;
+  int64_t vocab = 0;       // logits width
+  int64_t embed_rows = 0;  // rows of the host embedding table
+  int64_t hidden = 0;
+  bool keep = false;
+  std::map<std::string, at::Tensor> kept;
+
+  Status load(const WeightReader& reader);
+  Status prepare();
+  Status run(at::Tensor x, std::vector<float>* logits);
+  Status exec(Step& st, std::vector<at::Tensor>& values, int64_t s,
+              std::vector<std::pair<at::Tensor, at::Tensor>>& rope_cache);
+  Status check_tokens(const std::vector<int32_t>& tokens) const;
+};
+
+Status Session::Impl::load(const WeightReader& reader) {
+  // Weights naming the same source tensor (tied embeddings) are read once.
+  std::map<std::string, at::Tensor> by_tensor;
+  std::map<std::string, at::Tensor> by_name;
+  for (const auto& [name, w] : graph.weights()) {
+    const int64_t expected = w.type.num_elements();
+    if (expected <= 0)
+      return invalid_argument("weight '", name, "': no static shape (", w.type.to_string(), ")");
+    const std::string key =
+        std::to_string(static_cast<int>(w.source)) + "|" + w.tensor + "|" + w.type.to_string();
+    at::Tensor t;
+    if (auto it = by_tensor.find(key); it != by_tensor.end()) {
+      t = it->second;
+    } else {
+      std::vector<float> data;
+      QBC_RETURN_IF_ERROR(
+          reader(w, &data).with_context("weight '", name, "' (tensor '", w.tensor, "')"));
+      if (static_cast<int64_t>(data.size()) != expected) {
+        return invalid_argument("weight '", name, "' (tensor '", w.tensor, "'): read ", data.size(),
+                                " values, expected ", expected, " for ", w.type.to_string());
+      }
+      t = torch::from_blob(data.data(), w.type.dims, at::kFloat).clone();
+      by_tensor[key] = t;
+    }
+    if (w.role == ir::WeightRole::kHostEmbedding) {
+      if (w.type.rank() != 2)
+        return invalid_argument("host embedding '", name, "' must be 2-D, is ", w.type.to_string());
+      host_embedding = t;
+      embed_rows = w.type.dims[0];
+      vocab = embed_rows;
+    } else {
+      by_name[name] = t.to(dtype);
+    }
+  }
+  for (Step& st : steps) {
+    int nw = 0;
+    for (const ir::Operand& op : st.node->operands) {
+      if (!op.is_weight()) continue;
+      auto it = by_name.find(op.weight);
+      if (it == by_name.end())
+        return invalid_argument(node_label(*st.node), ": unknown weight '", op.weight, "'");
+      (nw++ == 0 ? st.w : st.bias) = it->second;
+    }
+  }
+  return ok_status();
+}
+
+Status Session::Impl::prepare() {
+  const auto& nodes = graph.nodes();
+  std::vector<int> last_use(nodes.size(), -1);
+  std::map<std::string, int> table_ids;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
+    Step st;
+    st.node = &n;
+    for (const ir::Operand& op : n.operands) {
+      if (op.is_weight()) continue;
+      st.inputs.push_back(op.value);
+      last_use[static_cast<size_t>(op.value)] = static_cast<int>(i);
+    }
+    const ir::Attrs& at = n.attrs;
+    switch (n.op) {
+      case Op::kInput:
+        if (n.type.dtype == ir::DType::kI64) {
+          positions_id = static_cast<int>(i);
+        } else {
+          embeds_id = static_cast<int>(i);
+          hidden = n.type.dim(-1);
+        }
+        break;
+      case Op::kRmsNorm:
+        st.f = at.get_float("eps");
+        st.f2 = static_cast<double>(at.get_int("unit_offset"));
+        st.c = at.get_int("group");
+        break;
+      case Op::kLinear:
+        break;
+      case Op::kSlice:
+        st.a = at.get_int("start");
+        st.b = at.get_int("end");
+        break;
+      case Op::kRope: {
+        kernels::RopeTable t;
+        t.inv_freq = at.get_floats("inv_freq");
+        t.long_inv_freq = at.get_floats("long_inv_freq");
+        t.attention_factor = at.get_float("attention_factor", 1.0);
+        t.dynamic_factor = at.get_float("dynamic_factor", 0.0);
+        t.original_max_positions = at.get_int("original_max_positions", 0);
+        t.theta = at.get_float("theta", 10000.0);
+        t.rotary_dim = at.get_int("rotary_dim");
+        st.a = at.get_int("num_heads");
+        st.b = at.get_int("head_dim");
+        st.c = t.rotary_dim;
+        if (t.rotary_dim <= 0 || t.rotary_dim % 2 != 0 || t.rotary_dim > st.b ||
+            static_cast<int64_t>(t.inv_freq.size()) != t.rotary_dim / 2 ||
+            (!t.long_inv_freq.empty() && t.long_inv_freq.size() != t.inv_freq.size())) {
+          return invalid_argument(node_label(n), ": rotary_dim ", t.rotary_dim,
+                                  " does not fit head_dim ", st.b, " and ", t.inv_freq.size(),
+                                  " inverse frequencies");
+        }
+        // Rope nodes with identical parameters share one cos/sin table per call.
+        std::ostringstream key;
+        key.precision(17);
+        for (const auto& [k, v] : at.all()) {
+          if (k == "num_heads" || k == "head_dim") continue;
+          key << k << '=';
+          if (const auto* d = std::get_if<double>(&v)) key << *d;
+          if (const auto* x = std::get_if<int64_t>(&v)) key << *x;
+          if (const auto* fs = std::get_if<std::vector<double>>(&v))
+            for (double d : *fs) key << d << ',';
+          key << ';';
+        }
+        auto [it, fresh] = table_ids.emplace(key.str(), static_cast<int>(rope_tables.size()));
+        if (fresh) rope_tables.push_back(std::move(t));
+        st.rope_table = it->second;
+        break;
+      }
+      case Op::kAttention: {
+        st.a = at.get_int("num_heads");
+        st.kv_heads = at.get_int("num_kv_heads");
+        st.b = at.get_int("head_dim");
+        st.f = at.get_float("scale");
+        st.f2 = at.get_float("softcap");
+        st.window = at.get_int("window");
+        KvCache cache;
+        cache.max_cache = at.get_int("max_cache");
+        cache.kv_heads = st.kv_heads;
+        cache.head_dim = st.b;
+        if (st.kv_heads <= 0 || st.a % st.kv_heads != 0 || cache.max_cache <= 0) {
+          return invalid_argument(node_label(n), ": num_heads ", st.a,
+                                  " is not a multiple of num_kv_heads ", st.kv_heads,
+                                  " or max_cache ", cache.max_cache, " is not positive");
+        }
+        st.cache = static_cast<int>(caches.size());
+        caches.push_back(cache);
+        break;
+      }
+      case Op::kGatedAct: {
+        const std::string act = at.get_string("act");
+        if (act != "silu" && act != "gelu_tanh") {
+          return unimplemented(node_label(n), ": activation '", act,
+                               "' (supported: silu, gelu_tanh)");
+        }
+        st.gelu = act == "gelu_tanh";
+        break;
+      }
+      case Op::kAdd:
+        break;
+      case Op::kScale:
+        st.f = at.get_float("factor");
+        break;
+      case Op::kSoftcap:
+        st.f = at.get_float("cap");
+        break;
+    }
+    steps.push_back(std::move(st));
+  }
+  if (embeds_id < 0 || positions_id < 0) {
+    return invalid_argument("graph '", graph.name(),
+                            "' needs inputs inputs_embeds (f32) and positions (i64)");
+  }
+  if (graph.outputs().empty()) return invalid_argument("graph '", graph.name(), "' has no output");
+  output_id = graph.outputs().front();
+  for (ir::ValueId o : graph.outputs())
+    last_use[static_cast<size_t>(o)] = static_cast<int>(nodes.size());
+  for (size_t v = 0; v < nodes.size(); ++v) {
+    if (last_use[v] >= 0 && last_use[v] < static_cast<int>(nodes.size())) {
+      steps[static_cast<size_t>(last_use[v])].release.push_back(static_cast<int>(v));
+    }
+  }
+  return ok_status();
+}
+
+Status Session::Impl::exec(Step& st, std::vector<at::Tensor>& values, int64_t s,
+                           std::vector<std::pair<at::Tensor, at::Tensor>>& rope_cache) {
+  const Node& n = *st.node;
+  auto in = [&](size_t i) -> const at::Tensor& {
+    return values[static_cast<size_t>(st.inputs[i])];
+  };
+  at::Tensor out;
+  switch (n.op) {
+    case Op::kInput:
+      return ok_status();
+    case Op::kRmsNorm:
+      out = kernels::rms_norm(in(0), st.w, st.f, st.f2, st.c);
+      break;
+    case Op::kLinear:
+      out = st.bias.defined() ? at::linear(in(0), st.w, st.bias) : at::linear(in(0), st.w);
+      break;
+    case Op::kSlice:
+      out = in(0).narrow(-1, st.a, st.b - st.a).contiguous();
+      break;
+    case Op::kRope: {
+      auto& [cos, sin] = rope_cache[static_cast<size_t>(st.rope_table)];
+      if (!cos.defined()) {
+        std::vector<int64_t> pos(static_cast<size_t>(s));
+        for (int64_t i = 0; i < s; ++i) pos[static_cast<size_t>(i)] = position + i;
+        kernels::rope_cos_sin(rope_tables[static_cast<size_t>(st.rope_table)], pos, in(0), &cos,
+                              &sin);
+      }
+      out = kernels::rope(in(0), cos, sin, st.a, st.b, st.c);
+      break;
+    }
+    case Op::kAttention: {
+      KvCache& c = caches[static_cast<size_t>(st.cache)];
+      const int64_t needed = position + s;
+      if (needed > c.capacity) {
+        const int64_t cap = std::min(c.max_cache, std::max({needed, 2 * c.capacity, int64_t{256}}));
+        at::Tensor k = at::zeros({c.kv_heads, cap, c.head_dim}, at::TensorOptions().dtype(dtype));
+        at::Tensor v = at::zeros({c.kv_heads, cap, c.head_dim}, at::TensorOptions().dtype(dtype));
+        if (position > 0) {
+          k.narrow(1, 0, position).copy_(c.k.narrow(1, 0, position));
+          v.narrow(1, 0, position).copy_(c.v.narrow(1, 0, position));
+        }
+        c.k = k;
+        c.v = v;
+        c.capacity = cap;
+      }
+      c.k.narrow(1, position, s).copy_(in(1).reshape({s, c.kv_heads, c.head_dim}).transpose(0, 1));
+      c.v.narrow(1, position, s).copy_(in(2).reshape({s, c.kv_heads, c.head_dim}).transpose(0, 1));
+      out = kernels::attention(in(0).reshape({1, s, st.a * st.b}), c.k, c.v, position, st.a,
+                               st.kv_heads, st.b, st.f, st.f2, st.window);
+      break;
+    }
+    case Op::kGatedAct:
+      out = kernels::gated_act(in(0), in(1), st.gelu ? "gelu_tanh" : "silu");
+      break;
+    case Op::kAdd:
+      out = in(0) + in(1);
+      break;
+    case Op::kScale:
+      out = in(0) * st.f;
+      break;
+    case Op::kSoftcap:
+      out = kernels::softcap(in(0), st.f);
+      break;
+  }
+  values[static_cast<size_t>(&st - steps.data())] = std::move(out);
+  return ok_status();
+}
+
+Status Session::Impl::run(at::Tensor x, std::vector<float>* logits) {
+  const int64_t s = x.size(1);
+  if (s <= 0) return invalid_argument("forward: no tokens");
+  for (const Step& st : steps) {
+    if (st.cache < 0) continue;
+    const KvCache& c = caches[static_cast<size_t>(st.cache)];
+    if (position + s > c.max_cache) {
+      return resource_exhausted(node_label(*st.node), ": KV cache overflow: ", position,
+                                " cached + ", s, " new tokens exceed max_cache ", c.max_cache);
+    }
+  }
+  std::vector<at::Tensor> values(steps.size());
+  values[static_cast<size_t>(embeds_id)] = x.to(dtype);
+  values[static_cast<size_t>(positions_id)] =
+      at::arange(position, position + s, at::kLong).view({1, s});
+  std::vector<std::pair<at::Tensor, at::Tensor>> rope_cache(rope_tables.size());
+  kept.clear();
+  for (Step& st : steps) {
+    try {
+      QBC_RETURN_IF_ERROR(exec(st, values, s, rope_cache));
+    } catch (const c10::Error& e) {
+      return internal_error(node_label(*st.node), ": ", torch_message(e));
+    } catch (const std::exception& e) {
+      return internal_error(node_label(*st.node), ": ", e.what());
+    }
+    if (keep) continue;
+    for (int v : st.release) values[static_cast<size_t>(v)] = at::Tensor();
+  }
+  position += s;
+  if (keep) {
+    for (size_t i = 0; i < steps.size(); ++i) {
+      if (values[i].defined()) kept[steps[i].node->name] = values[i];
+    }
+  }
+  if (logits != nullptr) {
+    const at::Tensor out = values[static_cast<size_t>(output_id)].to(at::kFloat).contiguous();
+    logits->assign(out.data_ptr<float>(), out.data_ptr<float>() + out.numel());
+  }
+  return ok_status();
+}
+
+Status Session::Impl::check_tokens(const std::vector<int32_t>& tokens) const {
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || tokens[i] >= embed_rows) {
+      return invalid_argument("token id ", tokens[i], " at index ", i,
+                              " is out of range for vocab size ", embed_rows);
+    }
+  }
+  return ok_status();
+}
+
+Session::Session() : impl_(std::make_unique<Impl>()) {}
+Session::~Session() = default;
+
+StatusOr<std::unique_ptr<Session>> Session::create(const ir::Graph& g, const WeightReader& weights,
+                                                   const SessionOptions& options) {
+  QBC_RETURN_IF_ERROR(ir::verify(g));
+  std::unique_ptr<Session> s(new Session());
+  Impl& im = *s->impl_;
+  im.graph = g;
+  im.options = options;
+  im.dtype = options.float64 ? at::kDouble : at::kFloat;
+  try {
+    if (options.threads > 0) at::set_num_threads(options.threads);
+    QBC_RETURN_IF_ERROR(im.prepare());
+    QBC_RETURN_IF_ERROR(im.load(weights));
+  } catch (const c10::Error& e) {
+    return internal_error("graph '", g.name(), "': ", torch_message(e));
+  } catch (const std::exception& e) {
+    return internal_error("graph '", g.name(), "': ", e.what());
+  }
+  if (!im.host_embedding.defined())
+    return invalid_argument("graph '", g.name(), "' has no host embedding weight");
+  if (im.host_embedding.size(1) != im.hidden) {
+    return invalid_argument("host embedding width ", im.host_embedding.size(1), " != hidden size ",
+                            im.hidden);
+  }
+  const ir::Node& out = g.node(im.output_id);
+  if (out.type.dim(-1) > 0) im.vocab = out.type.dim(-1);
+  return s;
+}
+
+Status Session::forward(const std::vector<int32_t>& tokens, std::vector<float>* logits) {
+  QBC_RETURN_IF_ERROR(impl_->check_tokens(tokens));
+  if (tokens.empty()) return invalid_argument("forward: no tokens");
+  try {
+    std::vector<int64_t> ids(tokens.begin(), tokens.end());
+    const at::Tensor idx =
+        torch::from_blob(ids.data(), {static_cast<int64_t>(ids.size())}, at::kLong);
+    at::Tensor x = impl_->host_embedding.index_select(0, idx).unsqueeze(0);
+    return impl_->run(x, logits);
+  } catch (const c10::Error& e) {
+    return internal_error("forward: ", torch_message(e));
+  }
+}
+
+Status Session::forward_embeds(const std::vector<float>& embeds, int64_t seq,
+                               std::vector<float>* logits) {
+  if (seq <= 0 || static_cast<int64_t>(embeds.size()) != seq * impl_->hidden) {
+    return invalid_argument("forward_embeds: ", embeds.size(), " values for ", seq,
+                            " tokens of hidden size ", impl_->hidden);
+  }
+  try {
+    at::Tensor x =
+        torch::from_blob(const_cast<float*>(embeds.data()), {1, seq, impl_->hidden}, at::kFloat);
+    return impl_->run(x.clone(), logits);
+  } catch (const c10::Error& e) {
+    return internal_error("forward_embeds: ", torch_message(e));
+  }
+}
+
+void Session::reset() { impl_->position = 0; }
+int64_t Session::position() const { return impl_->position; }
+int64_t Session::vocab_size() const { return impl_->vocab; }
+int64_t Session::hidden_size() const { return impl_->hidden; }
+
+Status Session::embed(const std::vector<int32_t>& tokens, std::vector<float>* out) const {
+  QBC_RETURN_IF_ERROR(impl_->check_tokens(tokens));
+  const int64_t h = impl_->hidden;
+  const float* table = impl_->host_embedding.data_ptr<float>();
+  out->resize(tokens.size() * static_cast<size_t>(h));
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    std::copy(table + tokens[i] * h, table + (tokens[i] + 1) * h,
+              out->begin() + static_cast<int64_t>(i) * h);
+  }
+  return ok_status();
+}
+
+void Session::set_keep_activations(bool keep) {
+  impl_->keep = keep;
+  if (!keep) impl_->kept.clear();
+}
+
+Status Session::activation(const std::string& node, std::vector<float>* out,
+                           std::vector<int64_t>* shape) const {
+  auto it = impl_->kept.find(node);
+  if (it == impl_->kept.end()) {
+    return not_found("no activation for node '", node, "' (keep_activations off, or no such node)");
+  }
+  try {
+    const at::Tensor t = it->second.to(at::kFloat).contiguous();
+    out->assign(t.data_ptr<float>(), t.data_ptr<float>() + t.numel());
+    if (shape != nullptr) shape->assign(t.sizes().begin(), t.sizes().end());
+  } catch (const c10::Error& e) {
+    return internal_error("activation '", node, "': ", torch_message(e));
+  }
+  return ok_status();
+}
+
+}  // namespace qbc::ref
