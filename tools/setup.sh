@@ -2,7 +2,7 @@
 # Installs what qbc needs (Debian 12 packages only; idempotent: apt runs only when
 # something is missing), then configures and builds it.
 #
-#   tools/setup.sh [--deps-only] [--build-dir DIR] [--asan]
+#   tools/setup.sh [--deps-only] [--build-dir DIR] [--asan] [--target T]...
 #
 # Environment: QBC_BUILD_TYPE (default Release), QBC_JOBS (default: nproc).
 set -euo pipefail
@@ -11,12 +11,14 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build_dir="$root/build"
 deps_only=0
 asan=OFF
+targets=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --deps-only) deps_only=1 ;;
     --build-dir) build_dir=$2; shift ;;
     --asan) asan=ON ;;
-    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    --target) targets+=("$2"); shift ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -53,4 +55,8 @@ export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
 jobs=${QBC_JOBS:-$(nproc)}
 cmake -S "$root" -B "$build_dir" -G Ninja \
   -DCMAKE_BUILD_TYPE="${QBC_BUILD_TYPE:-Release}" -DQBC_ASAN="$asan" >/dev/null
-cmake --build "$build_dir" -j "$jobs"
+if [ ${#targets[@]} -gt 0 ]; then
+  cmake --build "$build_dir" -j "$jobs" --target "${targets[@]}"
+else
+  cmake --build "$build_dir" -j "$jobs"
+fi

@@ -45,6 +45,8 @@ void register_presets(CLI::App& app, Action& action);
 void register_targets(CLI::App& app, Action& action);
 void register_parse(CLI::App& app, Action& action);
 void register_inspect(CLI::App& app, Action& action);
+void register_run(CLI::App& app, Action& action);
+void register_eval(CLI::App& app, Action& action);
 void register_random_model(CLI::App& app, Action& action);
 
 }  // namespace qbc::cli

@@ -1,0 +1,183 @@
+// qbc run, qbc eval: executing a model (HF folder, .gguf or .mblt) with the
+// float reference runtime.
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli.h"
+#include "qbc/driver/generate.h"
+#include "qbc/ref/perplexity.h"
+#include "qbc/support/file_util.h"
+#include "qbc/support/logging.h"
+
+namespace qbc::cli {
+namespace {
+
+struct RunOptions {
+  ConfigFlags config;
+  std::string model;
+  std::string prompt;
+  int n = 32;
+  bool greedy = false;
+  double temperature = 0;
+  int top_k = 0;
+  double top_p = 1.0;
+  uint64_t sample_seed = 0;
+  bool ids = false;
+  bool ignore_eos = false;
+  int threads = 0;
+};
+
+Status run_run(const RunOptions& o) {
+  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_config(o.config));
+  QBC_ASSIGN_OR_RETURN(driver::LoadedModel m, driver::open_model(o.model, cfg));
+  QBC_ASSIGN_OR_RETURN(frontend::Tokenizer tok, driver::load_tokenizer(m));
+  ref::SessionOptions so;
+  so.threads = o.threads;
+  QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> session, driver::make_session(m, so));
+  const std::vector<int32_t> prompt = tok.encode(o.prompt, tok.add_bos_default());
+  driver::SamplingOptions s;
+  s.greedy = o.greedy || o.temperature <= 0;
+  s.temperature = o.temperature;
+  s.top_k = o.top_k;
+  s.top_p = o.top_p;
+  s.seed = o.sample_seed;
+  std::fputs(o.prompt.c_str(), stdout);
+  std::vector<int32_t> so_far;
+  std::string printed;
+  // Stream text as it is decoded; decode the whole suffix each time so
+  // multi-byte characters split across tokens print correctly.
+  auto on_token = [&](int32_t t) {
+    so_far.push_back(t);
+    const std::string text = tok.decode(so_far);
+    if (text.size() > printed.size() && text.compare(0, printed.size(), printed) == 0) {
+      std::fputs(text.c_str() + printed.size(), stdout);
+      std::fflush(stdout);
+      printed = text;
+    }
+  };
+  QBC_ASSIGN_OR_RETURN(driver::GenerateResult r,
+                       driver::generate(*session, prompt, o.n, s, tok.eos_id(), o.ignore_eos,
+                                        driver::cache_capacity(m.graph), on_token));
+  std::fputs("\n", stdout);
+  nlohmann::ordered_json j;
+  j["prompt_tokens"] = prompt;
+  j["new_tokens"] = r.tokens;
+  j["stopped_at_eos"] = r.stopped_at_eos;
+  j["prefill_tokens_per_second"] = prompt.size() / std::max(r.prefill_seconds, 1e-9);
+  j["decode_tokens_per_second"] = r.tokens.size() / std::max(r.decode_seconds, 1e-9);
+  if (o.ids) {
+    std::ostringstream os;
+    os << "prompt ids:";
+    for (int32_t t : prompt) os << " " << t;
+    os << "\nnew ids:";
+    for (int32_t t : r.tokens) os << " " << t;
+    os << "\n";
+    std::fputs(os.str().c_str(), stdout);
+  }
+  log("runtime").info("prefill {} tokens at {:.1f} tok/s, decode {} tokens at {:.1f} tok/s", prompt.size(),
+                      j["prefill_tokens_per_second"].get<double>(), r.tokens.size(),
+                      j["decode_tokens_per_second"].get<double>());
+  events::result("run", j.dump());
+  return ok_status();
+}
+
+struct EvalOptions {
+  ConfigFlags config;
+  std::string model;
+  std::string text;
+  int64_t ctx = 256;
+  int64_t chunks = -1;
+  std::string logprobs;
+  bool logits = false;
+  bool json = false;
+  int threads = 0;
+};
+
+Status run_eval(const EvalOptions& o) {
+  if (o.ctx < 2) return invalid_argument("--ctx must be >= 2");
+  QBC_ASSIGN_OR_RETURN(std::string text, read_text_file(o.text));
+  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_config(o.config));
+  QBC_ASSIGN_OR_RETURN(driver::LoadedModel m, driver::open_model(o.model, cfg));
+  if (driver::cache_capacity(m.graph) < o.ctx) {
+    return resource_exhausted("--ctx ", o.ctx, " exceeds the KV-cache capacity ", driver::cache_capacity(m.graph),
+                              " of ", o.model, "; raise llm.attributes.maxCacheLength");
+  }
+  QBC_ASSIGN_OR_RETURN(frontend::Tokenizer tok, driver::load_tokenizer(m));
+  ref::SessionOptions so;
+  so.threads = o.threads;
+  QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> session, driver::make_session(m, so));
+  // As llama-perplexity: the whole text is one sequence, with BOS when the model adds one.
+  const std::vector<int32_t> tokens = tok.encode(text, tok.add_bos_default());
+  if (static_cast<int64_t>(tokens.size()) < o.ctx) {
+    return invalid_argument(o.text, ": ", tokens.size(), " tokens, fewer than one chunk of --ctx ", o.ctx);
+  }
+  ref::PerplexityOptions po;
+  po.max_chunks = o.chunks;
+  po.logprobs_path = o.logprobs;
+  po.write_logits = o.logits;
+  po.progress = [](int64_t chunk, int64_t n, double ppl) {
+    events::progress("eval", chunk, n);
+    log("eval").debug("chunk {}/{}: running perplexity {:.4f}", chunk, n, ppl);
+  };
+  QBC_ASSIGN_OR_RETURN(ref::PerplexityResult r, ref::perplexity(*session, tokens, o.ctx, tok.bos_id(), po));
+  nlohmann::ordered_json j = {{"model", o.model},          {"text", o.text},
+                              {"ctx", o.ctx},              {"chunks", r.chunks},
+                              {"tokens_scored", r.tokens_scored}, {"perplexity", r.ppl},
+                              {"perplexity_stderr", r.ppl_err},   {"nll_mean", r.nll_mean},
+                              {"seconds", r.seconds},      {"tokens_per_second", r.tokens_per_second}};
+  events::result("eval", j.dump());
+  if (o.json) return emit_output("", j.dump(2) + "\n");
+  std::ostringstream os;
+  os.setf(std::ios::fixed);
+  os.precision(4);
+  os << "perplexity " << r.ppl << " +/- " << r.ppl_err << " over " << r.chunks << " chunks of " << o.ctx
+     << " tokens (" << r.tokens_scored << " scored)\n";
+  os.precision(1);
+  os << "speed " << r.tokens_per_second << " tokens/s (" << r.seconds << " s)\n";
+  return emit_output("", os.str());
+}
+
+}  // namespace
+
+void register_run(CLI::App& app, Action& action) {
+  auto o = std::make_shared<RunOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "run",
+      "Generate text with the float reference runtime: prefill the prompt, then decode token by token\n"
+      "with a KV cache. MODEL is an HF folder, a .gguf file or an .mblt from `qbc parse`.");
+  cmd->add_option("model", o->model, "HF folder, .gguf or .mblt")->required();
+  cmd->add_option("-p,--prompt", o->prompt, "Prompt text")->required();
+  cmd->add_option("-n,--n-predict", o->n, "Tokens to generate (stops early at EOS)")->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--greedy", o->greedy, "Pick the most likely token (the default without --temperature)");
+  cmd->add_option("--temperature", o->temperature, "Sample with this temperature (> 0)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--top-k", o->top_k, "Sample among the k most likely tokens (0 = all)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-p", o->top_p, "Sample among the smallest set holding this probability mass");
+  cmd->add_option("--sample-seed", o->sample_seed, "Seed of the sampler (same seed, same text)");
+  cmd->add_flag("--ids", o->ids, "Also print the prompt and generated token ids");
+  cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep generating after the end-of-sequence token");
+  cmd->add_option("--threads", o->threads, "Compute threads (0 = all cores)");
+  add_config_flags(*cmd, o->config);
+  cmd->callback([o, &action] { action = [o] { return run_run(*o); }; });
+}
+
+void register_eval(CLI::App& app, Action& action) {
+  auto o = std::make_shared<EvalOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "eval",
+      "Perplexity with llama.cpp's protocol: non-overlapping chunks of --ctx tokens, BOS at each chunk\n"
+      "start, only the second half of each chunk scored. Prints perplexity and tokens/s.");
+  cmd->add_option("model", o->model, "HF folder, .gguf or .mblt")->required();
+  cmd->add_option("--text", o->text, "Text file to score")->required();
+  cmd->add_option("--ctx", o->ctx, "Tokens per chunk");
+  cmd->add_option("--chunks", o->chunks, "Score at most this many chunks (-1 = all)");
+  cmd->add_option("--logprobs", o->logprobs, "Write per-token log-probabilities to this file (format: docs/cli.md)");
+  cmd->add_flag("--logits", o->logits, "With --logprobs, also write the full logits of scored positions");
+  cmd->add_flag("--json", o->json, "Print the result as JSON");
+  cmd->add_option("--threads", o->threads, "Compute threads (0 = all cores)");
+  add_config_flags(*cmd, o->config);
+  cmd->callback([o, &action] { action = [o] { return run_eval(*o); }; });
+}
+
+}  // namespace qbc::cli
