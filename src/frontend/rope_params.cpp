@@ -78,8 +78,10 @@ ir::RopeParams rope_params(const HParams& hp, int64_t layer) {
       for (double& x : p.inv_freq) x /= rs.factor;
       break;
     case RopeScalingType::kDynamic:
+      // HF's dynamic NTK grows the base relative to config.max_position_embeddings and
+      // ignores rope_scaling.original_max_position_embeddings (_compute_dynamic_ntk_parameters).
       p.dynamic_factor = rs.factor;
-      p.original_max_positions = rs.original_max_position_embeddings;
+      p.original_max_positions = hp.max_position_embeddings;
       break;
     case RopeScalingType::kLlama3: apply_llama3(rs, p.inv_freq); break;
     case RopeScalingType::kYarn:
