@@ -42,9 +42,9 @@ TEST(RunCli, GreedyMatchesLlamaCppOnEveryFormat) {
 
 TEST(RunCli, SamplingIsDeterministicPerSeed) {
   QBC_REQUIRE_SHARED(hf, "models/stories260k/hf");
-  auto a = run_qbc("run " + q(hf) + " -p 'The cat' -n 24 --temperature 0.9 --top-k 40 --top-p 0.95 --sample-seed 7 --ids");
-  auto b = run_qbc("run " + q(hf) + " -p 'The cat' -n 24 --temperature 0.9 --top-k 40 --top-p 0.95 --sample-seed 7 --ids");
-  auto c = run_qbc("run " + q(hf) + " -p 'The cat' -n 24 --temperature 0.9 --top-k 40 --top-p 0.95 --sample-seed 8 --ids");
+  auto a = run_qbc("run " + q(hf) + " -p 'The cat' -n 24 --temperature 0.9 --top-k 40 --top-p 0.95 --seed 7 --ids");
+  auto b = run_qbc("run " + q(hf) + " -p 'The cat' -n 24 --temperature 0.9 --top-k 40 --top-p 0.95 --seed 7 --ids");
+  auto c = run_qbc("run " + q(hf) + " -p 'The cat' -n 24 --temperature 0.9 --top-k 40 --top-p 0.95 --seed 8 --ids");
   ASSERT_EQ(a.exit_code, 0) << a.err;
   EXPECT_EQ(a.out, b.out);
   EXPECT_NE(ids_after(a.out, "new ids:"), ids_after(c.out, "new ids:"));

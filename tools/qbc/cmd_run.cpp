@@ -22,7 +22,6 @@ struct RunOptions {
   double temperature = 0;
   int top_k = 0;
   double top_p = 1.0;
-  uint64_t sample_seed = 0;
   bool ids = false;
   bool ignore_eos = false;
   int threads = 0;
@@ -41,7 +40,7 @@ Status run_run(const RunOptions& o) {
   s.temperature = o.temperature;
   s.top_k = o.top_k;
   s.top_p = o.top_p;
-  s.seed = o.sample_seed;
+  s.seed = static_cast<uint64_t>(cfg.options.seed());  // --seed, or `seed` in a config
   std::fputs(o.prompt.c_str(), stdout);
   std::vector<int32_t> so_far;
   std::string printed;
@@ -145,7 +144,8 @@ void register_run(CLI::App& app, Action& action) {
   CLI::App* cmd = app.add_subcommand(
       "run",
       "Generate text with the float reference runtime: prefill the prompt, then decode token by token\n"
-      "with a KV cache. MODEL is an HF folder, a .gguf file or an .mblt from `qbc parse`.");
+      "with a KV cache. MODEL is an HF folder, a .gguf file or an .mblt from `qbc parse`.\n"
+      "Sampling is seeded by --seed (the config's `seed`): same seed, same text, on every machine.");
   cmd->add_option("model", o->model, "HF folder, .gguf or .mblt")->required();
   cmd->add_option("-p,--prompt", o->prompt, "Prompt text")->required();
   cmd->add_option("-n,--n-predict", o->n, "Tokens to generate (stops early at EOS)")->check(CLI::NonNegativeNumber);
@@ -154,7 +154,6 @@ void register_run(CLI::App& app, Action& action) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--top-k", o->top_k, "Sample among the k most likely tokens (0 = all)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--top-p", o->top_p, "Sample among the smallest set holding this probability mass");
-  cmd->add_option("--sample-seed", o->sample_seed, "Seed of the sampler (same seed, same text)");
   cmd->add_flag("--ids", o->ids, "Also print the prompt and generated token ids");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep generating after the end-of-sequence token");
   cmd->add_option("--threads", o->threads, "Compute threads (0 = all cores)");
