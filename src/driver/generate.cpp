@@ -81,7 +81,7 @@ int64_t cache_capacity(const ir::Graph& g) {
   return cap;
 }
 
-StatusOr<GenerateResult> generate(ref::Session& session, const std::vector<int32_t>& prompt, int max_new,
+StatusOr<GenerateResult> generate(ref::Runner& session, const std::vector<int32_t>& prompt, int max_new,
                                   const SamplingOptions& sampling, int32_t eos_id, bool ignore_eos,
                                   int64_t capacity, const std::function<void(int32_t)>& on_token) {
   if (prompt.empty()) return invalid_argument("the prompt encodes to no tokens");

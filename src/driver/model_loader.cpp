@@ -1,5 +1,6 @@
 #include "qbc/driver/model_loader.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "qbc/frontend/importer.h"
@@ -9,6 +10,12 @@
 
 namespace qbc::driver {
 namespace fs = std::filesystem;
+
+std::string sidecar_path(const std::string& mblt_path) {
+  fs::path p(mblt_path);
+  p.replace_extension(".weights.safetensors");
+  return p.string();
+}
 
 bool is_mblt_path(const std::string& path) {
   return fs::path(path).extension() == ".mblt";
@@ -37,7 +44,7 @@ StatusOr<LoadedModel> import_model(const std::string& path, const config::Resolv
   g.metadata["config.json"] = source->config_json_text();
   g.metadata["qbc.config"] = config::to_json(config.options);
   QBC_RETURN_IF_ERROR(ir::verify(g).with_context("import of ", path));
-  return LoadedModel{std::move(g), std::move(source)};
+  return LoadedModel{std::move(g), std::move(source), nullptr};
 }
 
 StatusOr<LoadedModel> open_model(const std::string& path, const config::ResolvedConfig& config) {
@@ -57,14 +64,26 @@ StatusOr<LoadedModel> open_model(const std::string& path, const config::Resolved
                                  f.size, "); parse the model again");
     }
   }
-  return LoadedModel{std::move(g), std::make_shared<frontend::ModelSource>(std::move(src).value())};
+  LoadedModel m{std::move(g), std::make_shared<frontend::ModelSource>(std::move(src).value()), nullptr};
+  const bool has_sidecar = std::any_of(m.graph.weights().begin(), m.graph.weights().end(), [](const auto& kv) {
+    return kv.second.source == ir::WeightSource::kSidecar;
+  });
+  if (has_sidecar) {
+    const std::string side = sidecar_path(path);
+    StatusOr<frontend::SafetensorsCheckpoint> ck = frontend::SafetensorsCheckpoint::open(side);
+    if (!ck.ok()) return ck.status().with_context(path, ": its weights sidecar");
+    m.sidecar = std::make_shared<frontend::SafetensorsCheckpoint>(std::move(ck).value());
+  }
+  return m;
 }
 
 Status read_weight(const LoadedModel& model, const ir::Weight& w, std::vector<float>* out) {
   if (w.source == ir::WeightSource::kSidecar) {
-    return unimplemented("weight '@", w.name, "' lives in a sidecar file; sidecars are not written yet");
+    if (!model.sidecar) return failed_precondition("weight '@", w.name, "' lives in a sidecar that is not open");
+    QBC_RETURN_IF_ERROR(model.sidecar->read_f32(w.tensor, out).with_context("weight '@", w.name, "'"));
+  } else {
+    QBC_RETURN_IF_ERROR(model.source->read_f32(w.tensor, out).with_context("weight '@", w.name, "'"));
   }
-  QBC_RETURN_IF_ERROR(model.source->read_f32(w.tensor, out).with_context("weight '@", w.name, "'"));
   const int64_t expected = w.type.num_elements();
   if (static_cast<int64_t>(out->size()) != expected) {
     return invalid_argument("weight '@", w.name, "' (", w.tensor, "): ", out->size(), " elements, expected ",

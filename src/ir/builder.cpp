@@ -78,6 +78,29 @@ StatusOr<TensorType> infer_type(const Graph& g, const Node& n) {
       out.dims.back() = t[1].dims[0];
       return out;
     }
+    case Op::kQLinear: {
+      const bool int_w = t[1].dtype == DType::kI8 || t[1].dtype == DType::kI4;
+      if (!int_w) return invalid_argument(who(n), ": weight must be i8 or i4, is ", t[1].to_string());
+      if (t[0].rank() < 1 || t[1].rank() != 2 || t[0].dim(-1) != t[1].dims[1]) {
+        return invalid_argument(who(n), ": contraction mismatch: input ", t[0].to_string(), " vs weight ",
+                                t[1].to_string(), " (weight is [out, in])");
+      }
+      if (t[2].rank() != 1 || t[2].dims[0] != t[1].dims[0] || t[2].dtype != DType::kF32) {
+        return invalid_argument(who(n), ": weight scale ", t[2].to_string(), " must be f32[", t[1].dims[0], "]");
+      }
+      if (count == 4 && (t[3].rank() != 1 || t[3].dims[0] != t[1].dims[0])) {
+        return invalid_argument(who(n), ": bias ", t[3].to_string(), " does not match ", t[1].dims[0], " outputs");
+      }
+      const int64_t ib = a.get_int("in_bits"), wb = a.get_int("w_bits");
+      if ((ib != 8 && ib != 16) || (wb != 4 && wb != 8) || a.get_float("in_scale") <= 0) {
+        return invalid_argument(who(n), ": in_bits ", ib, " (8|16), w_bits ", wb, " (4|8), in_scale ",
+                                a.get_float("in_scale"), " (> 0)");
+      }
+      TensorType out = t[0];
+      out.dtype = DType::kF32;
+      out.dims.back() = t[1].dims[0];
+      return out;
+    }
     case Op::kSlice: {
       const int64_t s = a.get_int("start"), e = a.get_int("end");
       if (s < 0 || e <= s || e > t[0].dim(-1)) {
@@ -118,6 +141,24 @@ StatusOr<TensorType> infer_type(const Graph& g, const Node& n) {
                                 t[2].to_string(), " do not match ", h, " heads / ", kv, " kv heads of ", hd);
       }
       if (a.get_int("max_cache") <= 0) return invalid_argument(who(n), ": max_cache must be positive");
+      const bool quant = a.has("k_bits");
+      for (const char* key : {"v_bits", "p_bits", "q_scale", "k_scale", "v_scale"}) {
+        if (a.has(key) != quant) return invalid_argument(who(n), ": KV quantization attributes must all be present or none (", key, ")");
+      }
+      if (quant) {
+        if (static_cast<int64_t>(a.get_floats("q_scale").size()) != h ||
+            static_cast<int64_t>(a.get_floats("k_scale").size()) != kv * hd ||
+            static_cast<int64_t>(a.get_floats("v_scale").size()) != kv * hd) {
+          return invalid_argument(who(n), ": q_scale needs ", h, " entries, k_scale and v_scale ", kv * hd);
+        }
+        for (const char* key : {"k_bits", "v_bits"}) {
+          const int64_t b = a.get_int(key);
+          if (b != 4 && b != 8 && b != 16) return invalid_argument(who(n), ": ", key, " must be 4, 8 or 16");
+        }
+        if (a.get_int("p_bits") != 8 && a.get_int("p_bits") != 16) {
+          return invalid_argument(who(n), ": p_bits must be 8 or 16");
+        }
+      }
       if (a.get_int("window") < 0) return invalid_argument(who(n), ": window must be >= 0");
       return t[0];
     }

@@ -13,6 +13,9 @@ std::vector<AttrSpec> attrs_of(Op op) {
     case Op::kInput: return {};
     case Op::kRmsNorm: return {{"eps", K::kFloat, true}, {"unit_offset", K::kInt, true}, {"group", K::kInt, true}};
     case Op::kLinear: return {};
+    case Op::kQLinear:
+      return {{"in_scale", K::kFloat, true}, {"in_bits", K::kInt, true}, {"w_bits", K::kInt, true},
+              {"out_fp16", K::kInt, true}};
     case Op::kSlice: return {{"start", K::kInt, true}, {"end", K::kInt, true}};
     case Op::kRope:
       return {{"num_heads", K::kInt, true},        {"head_dim", K::kInt, true},
@@ -23,7 +26,10 @@ std::vector<AttrSpec> attrs_of(Op op) {
     case Op::kAttention:
       return {{"num_heads", K::kInt, true}, {"num_kv_heads", K::kInt, true}, {"head_dim", K::kInt, true},
               {"scale", K::kFloat, true},   {"softcap", K::kFloat, true},    {"window", K::kInt, true},
-              {"max_cache", K::kInt, true}};
+              {"max_cache", K::kInt, true},
+              // Quantized KV cache (docs/numerics.md); all present or none.
+              {"k_bits", K::kInt, false}, {"v_bits", K::kInt, false}, {"p_bits", K::kInt, false},
+              {"q_scale", K::kFloats, false}, {"k_scale", K::kFloats, false}, {"v_scale", K::kFloats, false}};
     case Op::kGatedAct: return {{"act", K::kString, true}};
     case Op::kAdd: return {};
     case Op::kScale: return {{"factor", K::kFloat, true}};
@@ -46,7 +52,7 @@ const std::array<OpInfo, kNumOps>& table() {
   return t;
 }
 
-static_assert(kNumOps == 10, "update op tables: attrs_of, infer_type, ref evaluator, docs/ir.md");
+static_assert(kNumOps == 11, "update op tables: attrs_of, infer_type, ref evaluator, docs/ir.md");
 
 }  // namespace
 

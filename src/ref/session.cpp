@@ -143,7 +143,13 @@ Status Session::Impl::prepare() {
       last_use[static_cast<size_t>(op.value)] = static_cast<int>(i);
     }
     const ir::Attrs& at = n.attrs;
+    if (n.op == Op::kQLinear || (n.op == Op::kAttention && at.has("k_bits"))) {
+      return unimplemented(node_label(n), ": quantized node in the float reference runtime; "
+                           "run quantized graphs with the fake-quant evaluator");
+    }
     switch (n.op) {
+      case Op::kQLinear:
+        break;
       case Op::kInput:
         if (n.type.dtype == ir::DType::kI64) {
           positions_id = static_cast<int>(i);
@@ -264,6 +270,7 @@ Status Session::Impl::exec(Step& st, std::vector<at::Tensor>& values, int64_t s,
   at::Tensor out;
   switch (n.op) {
     case Op::kInput:
+    case Op::kQLinear:  // rejected by prepare()
       return ok_status();
     case Op::kRmsNorm:
       out = kernels::rms_norm(in(0), st.w, st.f, st.f2, st.c);

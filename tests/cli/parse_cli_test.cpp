@@ -15,15 +15,14 @@ namespace {
 namespace fs = std::filesystem;
 using ::qbc::testing::read_file;
 using ::qbc::testing::run_qbc;
+using ::qbc::testing::shell_quote;
 using ::qbc::testing::temp_dir;
 using ::qbc::testing::write_file;
-
-std::string q(const fs::path& p) { return "'" + p.string() + "'"; }
 
 // A fresh tiny random model folder.
 fs::path tiny_model() {
   const fs::path dir = temp_dir() / "model";
-  auto r = run_qbc("random-model --tiny -o " + q(dir));
+  auto r = run_qbc("random-model --tiny -o " + shell_quote(dir));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return dir;
 }
@@ -35,7 +34,7 @@ struct Broken {
 
 void expect_parse_fails(const fs::path& model, const Broken& b) {
   const fs::path out = temp_dir() / "out.mblt";
-  auto r = run_qbc("parse " + q(model) + " -o " + q(out));
+  auto r = run_qbc("parse " + shell_quote(model) + " -o " + shell_quote(out));
   EXPECT_EQ(r.exit_code, b.exit_code) << r.err;
   for (const std::string& part : b.message_parts) {
     EXPECT_NE(r.err.find(part), std::string::npos) << "stderr lacks '" << part << "': " << r.err;
@@ -47,9 +46,9 @@ void expect_parse_fails(const fs::path& model, const Broken& b) {
 TEST(ParseCli, ParsesAndInspectsStories260k) {
   QBC_REQUIRE_SHARED(hf, "models/stories260k/hf");
   const fs::path out = temp_dir() / "s.mblt";
-  auto r = run_qbc("parse " + q(hf) + " -o " + q(out));
+  auto r = run_qbc("parse " + shell_quote(hf) + " -o " + shell_quote(out));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  auto i = run_qbc("inspect --json " + q(out));
+  auto i = run_qbc("inspect --json " + shell_quote(out));
   ASSERT_EQ(i.exit_code, 0) << i.err;
   auto j = nlohmann::json::parse(i.out);
   EXPECT_EQ(j["architecture"], "LlamaForCausalLM");
@@ -59,11 +58,11 @@ TEST(ParseCli, ParsesAndInspectsStories260k) {
   bool hashed = false;
   for (const auto& f : j["source"]["files"]) hashed = hashed || f["xxh3_128"].get<std::string>().size() == 32;
   EXPECT_TRUE(hashed);
-  auto g = run_qbc("inspect --graph " + q(out));
+  auto g = run_qbc("inspect --graph " + shell_quote(out));
   EXPECT_NE(g.out.find("%blk.4.ffn.down_proj = linear("), std::string::npos);
   // Parsing is deterministic: same input, same bytes.
   const fs::path out2 = temp_dir() / "s2.mblt";
-  ASSERT_EQ(run_qbc("parse " + q(hf) + " -o " + q(out2)).exit_code, 0);
+  ASSERT_EQ(run_qbc("parse " + shell_quote(hf) + " -o " + shell_quote(out2)).exit_code, 0);
   EXPECT_EQ(read_file(out), read_file(out2));
 }
 
@@ -72,9 +71,9 @@ TEST(ParseCli, GgufAndTiedModels) {
   QBC_REQUIRE_SHARED(tied, "models/stories260k/hf-tied");
   auto inspect = [](const fs::path& m) {
     const fs::path out = temp_dir() / "m.mblt";
-    auto r = run_qbc("parse " + q(m) + " -o " + q(out));
+    auto r = run_qbc("parse " + shell_quote(m) + " -o " + shell_quote(out));
     EXPECT_EQ(r.exit_code, 0) << r.err;
-    return nlohmann::json::parse(run_qbc("inspect --json " + q(out)).out);
+    return nlohmann::json::parse(run_qbc("inspect --json " + shell_quote(out)).out);
   };
   auto g = inspect(gguf);
   EXPECT_EQ(g["source"]["format"], "gguf");
@@ -184,9 +183,9 @@ TEST(ParseCli, TruncatedGguf) {
 TEST(ParseCli, MissingModelAndBadOutput) {
   expect_parse_fails(temp_dir() / "nope", {2, {"nope"}});
   const fs::path m = tiny_model();
-  auto r = run_qbc("parse " + q(m) + " -o /nonexistent-dir/x.mblt");
+  auto r = run_qbc("parse " + shell_quote(m) + " -o /nonexistent-dir/x.mblt");
   EXPECT_EQ(r.exit_code, 2);
-  auto bad_ext = run_qbc("parse " + q(m) + " -o " + q(temp_dir() / "x.bin"));
+  auto bad_ext = run_qbc("parse " + shell_quote(m) + " -o " + shell_quote(temp_dir() / "x.bin"));
   EXPECT_EQ(bad_ext.exit_code, 2);
   EXPECT_NE(bad_ext.err.find(".mblt"), std::string::npos);
 }
@@ -194,7 +193,7 @@ TEST(ParseCli, MissingModelAndBadOutput) {
 TEST(ParseCli, InspectRejectsCorruptMblt) {
   const fs::path f = temp_dir() / "junk.mblt";
   write_file(f, "this is not protobuf \x01\x02\x03\xff");
-  auto r = run_qbc("inspect " + q(f));
+  auto r = run_qbc("inspect " + shell_quote(f));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("junk.mblt"), std::string::npos) << r.err;
 }

@@ -16,16 +16,12 @@ namespace qbc {
 namespace {
 
 namespace fs = std::filesystem;
+using ::qbc::testing::contains;
 using ::qbc::testing::read_file;
 using ::qbc::testing::run_qbc;
+using ::qbc::testing::shell_quote;
 using ::qbc::testing::temp_dir;
 using ::qbc::testing::write_file;
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
-
-std::string quoted(const fs::path& p) { return "'" + p.string() + "'"; }
 
 TEST(RandomModelCli, HelpExplainsEveryOption) {
   auto r = run_qbc("random-model --help");
@@ -40,7 +36,7 @@ TEST(RandomModelCli, HelpExplainsEveryOption) {
 
 TEST(RandomModelCli, WritesReadableTinyModel) {
   const fs::path dir = temp_dir() / "tiny";
-  auto r = run_qbc("-v random-model --tiny -o " + quoted(dir));
+  auto r = run_qbc("-v random-model --tiny -o " + shell_quote(dir));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(contains(r.out, "21 tensors")) << r.out;
   EXPECT_TRUE(contains(r.err, "21/21")) << r.err;  // progress
@@ -73,11 +69,12 @@ TEST(RandomModelCli, WritesReadableTinyModel) {
 TEST(RandomModelCli, SameSeedGivesIdenticalBytes) {
   const fs::path root = temp_dir();
   for (const char* name : {"a", "b"}) {
-    auto r = run_qbc("random-model --tiny --dtype bf16 --seed 7 -o " + quoted(root / name));
+    auto r = run_qbc("random-model --tiny --dtype bf16 --seed 7 -o " + shell_quote(root / name));
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
-  ASSERT_EQ(run_qbc("random-model --tiny --dtype bf16 --seed 8 -o " + quoted(root / "c")).exit_code,
-            0);
+  ASSERT_EQ(
+      run_qbc("random-model --tiny --dtype bf16 --seed 8 -o " + shell_quote(root / "c")).exit_code,
+      0);
   const std::string a = read_file(root / "a" / "model.safetensors");
   EXPECT_FALSE(a.empty());
   EXPECT_EQ(a, read_file(root / "b" / "model.safetensors"));
@@ -91,7 +88,7 @@ TEST(RandomModelCli, SameSeedGivesIdenticalBytes) {
 TEST(RandomModelCli, ShrinksLlama32Config) {
   QBC_REQUIRE_SHARED(config, "model-configs/Llama-3.2-1B-Instruct/config.json");
   const fs::path dir = temp_dir() / "llama";
-  auto r = run_qbc("random-model " + quoted(config) + " -o " + quoted(dir) +
+  auto r = run_qbc("random-model " + shell_quote(config) + " -o " + shell_quote(dir) +
                    " --layers 2 --hidden 128 --intermediate 256 --vocab 512 --heads 4"
                    " --kv-heads 2 --head-dim 32 --seed 3");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -124,46 +121,49 @@ TEST(RandomModelCli, ShrinksLlama32Config) {
 TEST(RandomModelCli, BadInputExits2NamingTheFile) {
   const fs::path root = temp_dir();
   const fs::path missing = root / "missing-config.json";
-  auto r = run_qbc("random-model " + quoted(missing) + " -o " + quoted(root / "out1"));
+  auto r = run_qbc("random-model " + shell_quote(missing) + " -o " + shell_quote(root / "out1"));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(contains(r.err, missing.string())) << r.err;
   EXPECT_FALSE(fs::exists(root / "out1"));
 
   const fs::path bad = root / "bad-config.json";
   write_file(bad, "{\"architectures\": [\"LlamaForCausalLM\"], ");
-  r = run_qbc("random-model " + quoted(bad) + " -o " + quoted(root / "out2"));
+  r = run_qbc("random-model " + shell_quote(bad) + " -o " + shell_quote(root / "out2"));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(contains(r.err, bad.string())) << r.err;
 
   // Inconsistent overrides are bad input too: 3 heads are not a multiple of 2 kv heads.
-  r = run_qbc("random-model --tiny --heads 3 -o " + quoted(root / "out3"));
+  r = run_qbc("random-model --tiny --heads 3 -o " + shell_quote(root / "out3"));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(contains(r.err, "num_key_value_heads")) << r.err;
 
   // A non-empty output folder needs --force, and is then overwritten in place.
   const fs::path full = root / "full";
   write_file(full / "notes.txt", "keep me");
-  r = run_qbc("random-model --tiny -o " + quoted(full));
+  r = run_qbc("random-model --tiny -o " + shell_quote(full));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(contains(r.err, full.string())) << r.err;
   EXPECT_TRUE(contains(r.err, "--force")) << r.err;
   EXPECT_FALSE(fs::exists(full / "model.safetensors"));
-  r = run_qbc("random-model --tiny --force -o " + quoted(full));
+  r = run_qbc("random-model --tiny --force -o " + shell_quote(full));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(fs::exists(full / "model.safetensors"));
   EXPECT_EQ(read_file(full / "notes.txt"), "keep me");
 
   // The output path is a file.
-  r = run_qbc("random-model --tiny -o " + quoted(full / "notes.txt"));
+  r = run_qbc("random-model --tiny -o " + shell_quote(full / "notes.txt"));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(contains(r.err, "not a folder")) << r.err;
 
   // Neither or both of CONFIG.json and --tiny; an unknown dtype.
-  EXPECT_EQ(run_qbc("random-model -o " + quoted(root / "out4")).exit_code, 2);
-  EXPECT_EQ(
-      run_qbc("random-model --tiny " + quoted(bad) + " -o " + quoted(root / "out4")).exit_code, 2);
-  EXPECT_EQ(run_qbc("random-model --tiny --dtype i8 -o " + quoted(root / "out4")).exit_code, 2);
-  EXPECT_EQ(run_qbc("random-model --tiny --layers 0 -o " + quoted(root / "out4")).exit_code, 2);
+  EXPECT_EQ(run_qbc("random-model -o " + shell_quote(root / "out4")).exit_code, 2);
+  EXPECT_EQ(run_qbc("random-model --tiny " + shell_quote(bad) + " -o " + shell_quote(root / "out4"))
+                .exit_code,
+            2);
+  EXPECT_EQ(run_qbc("random-model --tiny --dtype i8 -o " + shell_quote(root / "out4")).exit_code,
+            2);
+  EXPECT_EQ(run_qbc("random-model --tiny --layers 0 -o " + shell_quote(root / "out4")).exit_code,
+            2);
   EXPECT_FALSE(fs::exists(root / "out4"));
 }
 
@@ -171,7 +171,7 @@ TEST(RandomModelCli, UnsupportedArchitectureExits3) {
   const fs::path root = temp_dir();
   const fs::path config = root / "config.json";
   write_file(config, R"({"architectures": ["MambaForCausalLM"], "hidden_size": 64})");
-  auto r = run_qbc("random-model " + quoted(config) + " -o " + quoted(root / "out"));
+  auto r = run_qbc("random-model " + shell_quote(config) + " -o " + shell_quote(root / "out"));
   EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_TRUE(contains(r.err, "MambaForCausalLM")) << r.err;
   EXPECT_FALSE(fs::exists(root / "out"));
@@ -179,7 +179,7 @@ TEST(RandomModelCli, UnsupportedArchitectureExits3) {
 
 TEST(RandomModelCli, JsonEventsReportProgressAndResult) {
   const fs::path dir = temp_dir() / "json";
-  auto r = run_qbc("--log-format json random-model --tiny -o " + quoted(dir));
+  auto r = run_qbc("--log-format json random-model --tiny -o " + shell_quote(dir));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   bool saw_progress = false, saw_result = false;
   std::istringstream lines(r.err);

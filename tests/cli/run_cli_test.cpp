@@ -12,9 +12,8 @@ namespace {
 namespace fs = std::filesystem;
 using ::qbc::testing::read_file;
 using ::qbc::testing::run_qbc;
+using ::qbc::testing::shell_quote;
 using ::qbc::testing::temp_dir;
-
-std::string q(const fs::path& p) { return "'" + p.string() + "'"; }
 
 std::vector<int> ids_after(const std::string& out, const std::string& label) {
   std::vector<int> ids;
@@ -30,9 +29,9 @@ TEST(RunCli, GreedyMatchesLlamaCppOnEveryFormat) {
   auto golden = nlohmann::json::parse(read_file(dir / "golden/greedy.json"));
   const std::vector<int> expected = golden["runs"]["F32"]["generated_ids"].get<std::vector<int>>();
   const fs::path mblt = temp_dir() / "s.mblt";
-  ASSERT_EQ(run_qbc("parse " + q(dir / "hf") + " -o " + q(mblt)).exit_code, 0);
+  ASSERT_EQ(run_qbc("parse " + shell_quote(dir / "hf") + " -o " + shell_quote(mblt)).exit_code, 0);
   for (const fs::path& m : {dir / "hf", dir / "hf-tied", dir / "stories260K.gguf", mblt}) {
-    auto r = run_qbc("run " + q(m) + " -p 'Once upon a time' -n 32 --ids");
+    auto r = run_qbc("run " + shell_quote(m) + " -p 'Once upon a time' -n 32 --ids");
     ASSERT_EQ(r.exit_code, 0) << m << r.err;
     EXPECT_EQ(r.out.rfind("Once upon a time", 0), 0u);
     EXPECT_EQ(ids_after(r.out, "new ids:"), expected) << m;
@@ -42,9 +41,12 @@ TEST(RunCli, GreedyMatchesLlamaCppOnEveryFormat) {
 
 TEST(RunCli, SamplingIsDeterministicPerSeed) {
   QBC_REQUIRE_SHARED(hf, "models/stories260k/hf");
-  auto a = run_qbc("run " + q(hf) + " -p 'The cat' -n 24 --temperature 0.9 --top-k 40 --top-p 0.95 --seed 7 --ids");
-  auto b = run_qbc("run " + q(hf) + " -p 'The cat' -n 24 --temperature 0.9 --top-k 40 --top-p 0.95 --seed 7 --ids");
-  auto c = run_qbc("run " + q(hf) + " -p 'The cat' -n 24 --temperature 0.9 --top-k 40 --top-p 0.95 --seed 8 --ids");
+  auto a = run_qbc("run " + shell_quote(hf) +
+                   " -p 'The cat' -n 24 --temperature 0.9 --top-k 40 --top-p 0.95 --seed 7 --ids");
+  auto b = run_qbc("run " + shell_quote(hf) +
+                   " -p 'The cat' -n 24 --temperature 0.9 --top-k 40 --top-p 0.95 --seed 7 --ids");
+  auto c = run_qbc("run " + shell_quote(hf) +
+                   " -p 'The cat' -n 24 --temperature 0.9 --top-k 40 --top-p 0.95 --seed 8 --ids");
   ASSERT_EQ(a.exit_code, 0) << a.err;
   EXPECT_EQ(a.out, b.out);
   EXPECT_NE(ids_after(a.out, "new ids:"), ids_after(c.out, "new ids:"));
@@ -52,7 +54,8 @@ TEST(RunCli, SamplingIsDeterministicPerSeed) {
 
 TEST(RunCli, CacheOverflowExits4BeforeWork) {
   QBC_REQUIRE_SHARED(hf, "models/stories260k/hf");
-  auto r = run_qbc("run " + q(hf) + " -p 'Once upon a time' -n 32 --set llm.attributes.maxCacheLength=16 "
+  auto r = run_qbc("run " + shell_quote(hf) +
+                   " -p 'Once upon a time' -n 32 --set llm.attributes.maxCacheLength=16 "
                    "--set llm.attributes.maxSequenceLength=16");
   EXPECT_EQ(r.exit_code, 4) << r.err;
   EXPECT_NE(r.err.find("maxCacheLength"), std::string::npos) << r.err;
@@ -61,14 +64,16 @@ TEST(RunCli, CacheOverflowExits4BeforeWork) {
 TEST(RunCli, EvalPerplexityMatchesLlamaCpp) {
   QBC_REQUIRE_SHARED(hf, "models/stories260k/hf");
   QBC_REQUIRE_SHARED(text, "data/tinystories/tinystories_valid_head.clean.txt");
-  auto r = run_qbc("eval " + q(hf) + " --text " + q(text) + " --ctx 256 --json");
+  auto r =
+      run_qbc("eval " + shell_quote(hf) + " --text " + shell_quote(text) + " --ctx 256 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_NEAR(j["perplexity"].get<double>(), 3.5857, 0.001);
   EXPECT_EQ(j["chunks"], 58);
   EXPECT_GT(j["tokens_per_second"].get<double>(), 0.0);
   const fs::path lp = temp_dir() / "lp.bin";
-  auto w = run_qbc("eval " + q(hf) + " --text " + q(text) + " --ctx 256 --chunks 2 --logprobs " + q(lp));
+  auto w = run_qbc("eval " + shell_quote(hf) + " --text " + shell_quote(text) +
+                   " --ctx 256 --chunks 2 --logprobs " + shell_quote(lp));
   ASSERT_EQ(w.exit_code, 0) << w.err;
   EXPECT_EQ(read_file(lp).substr(0, 8), "QBCPPL01");
   EXPECT_NE(w.out.find("perplexity"), std::string::npos);
@@ -76,13 +81,13 @@ TEST(RunCli, EvalPerplexityMatchesLlamaCpp) {
 
 TEST(RunCli, EvalErrors) {
   QBC_REQUIRE_SHARED(hf, "models/stories260k/hf");
-  EXPECT_EQ(run_qbc("eval " + q(hf) + " --text /nonexistent.txt").exit_code, 2);
+  EXPECT_EQ(run_qbc("eval " + shell_quote(hf) + " --text /nonexistent.txt").exit_code, 2);
   const fs::path tiny = temp_dir() / "tiny.txt";
   ::qbc::testing::write_file(tiny, "Once upon a time.");
-  auto r = run_qbc("eval " + q(hf) + " --text " + q(tiny) + " --ctx 256");
+  auto r = run_qbc("eval " + shell_quote(hf) + " --text " + shell_quote(tiny) + " --ctx 256");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("tiny.txt"), std::string::npos) << r.err;
-  EXPECT_EQ(run_qbc("run " + q(hf) + " -p 'x' --temperature -1").exit_code, 2);
+  EXPECT_EQ(run_qbc("run " + shell_quote(hf) + " -p 'x' --temperature -1").exit_code, 2);
 }
 
 }  // namespace

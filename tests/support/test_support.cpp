@@ -59,6 +59,18 @@ void write_file(const fs::path& path, const std::string& contents) {
   EXPECT_TRUE(out.good()) << "cannot write " << path;
 }
 
+std::string shell_quote(const fs::path& path) {
+  std::string out = "'";
+  for (const char c : path.string()) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
 RunResult run_qbc(const std::string& args) {
   RunResult r;
   const char* env = std::getenv("QBC_BINARY");

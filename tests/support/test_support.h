@@ -31,8 +31,16 @@ struct RunResult {
   std::string err;  ///< stderr
 };
 /// Runs the qbc binary ($QBC_BINARY, else the built one) with `args` through /bin/sh
-/// (args are passed verbatim, quote as needed).
+/// (args are passed verbatim, quote as needed: see shell_quote()).
 RunResult run_qbc(const std::string& args);
+
+/// `path` as one /bin/sh word: single-quoted, each embedded ' written as '\''.
+std::string shell_quote(const std::filesystem::path& path);
+
+/// Whether `haystack` contains `needle`.
+inline bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
 
 }  // namespace qbc::testing
 

@@ -47,6 +47,7 @@ void register_parse(CLI::App& app, Action& action);
 void register_inspect(CLI::App& app, Action& action);
 void register_run(CLI::App& app, Action& action);
 void register_eval(CLI::App& app, Action& action);
+void register_quantize(CLI::App& app, Action& action);
 void register_random_model(CLI::App& app, Action& action);
 
 }  // namespace qbc::cli

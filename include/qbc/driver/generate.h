@@ -53,7 +53,7 @@ struct GenerateResult {
 /// stopping after `eos_id` unless `ignore_eos`. `on_token` sees each new token.
 /// Fails with kResourceExhausted (exit 4) when prompt + max_new exceed the
 /// KV-cache capacity, before doing any work.
-StatusOr<GenerateResult> generate(ref::Session& session, const std::vector<int32_t>& prompt, int max_new,
+StatusOr<GenerateResult> generate(ref::Runner& session, const std::vector<int32_t>& prompt, int max_new,
                                   const SamplingOptions& sampling, int32_t eos_id, bool ignore_eos,
                                   int64_t cache_capacity,
                                   const std::function<void(int32_t)>& on_token = nullptr);

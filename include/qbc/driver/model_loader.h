@@ -7,6 +7,7 @@
 
 #include "qbc/config/config.h"
 #include "qbc/frontend/model_source.h"
+#include "qbc/frontend/safetensors.h"
 #include "qbc/ir/graph.h"
 #include "qbc/support/status.h"
 
@@ -16,7 +17,12 @@ namespace qbc::driver {
 struct LoadedModel {
   ir::Graph graph;
   std::shared_ptr<frontend::ModelSource> source;
+  /// Weights a pass rewrote (quantized weights and scales), when the graph has any.
+  std::shared_ptr<frontend::SafetensorsCheckpoint> sidecar;
 };
+
+/// The sidecar file that holds an .mblt's rewritten weights: "x.mblt" -> "x.weights.safetensors".
+std::string sidecar_path(const std::string& mblt_path);
 
 /// Imports an HF folder or .gguf: opens it, checks every tensor against the
 /// architecture, builds and verifies the MBLT graph, and records provenance

@@ -36,34 +36,54 @@ struct SessionOptions {
   int threads = 0;
 };
 
-/// One generation state (batch 1): the loaded weights and the KV caches.
-class Session {
+/// A model that runs token by token with a KV cache (batch 1): the float
+/// reference Session and the fake-quant evaluator both implement it, so
+/// generation, perplexity and accuracy reports work on either.
+class Runner {
  public:
-  /// Loads every weight of `g` through `weights` and prepares empty caches.
-  /// Errors name the weight or node at fault.
-  static StatusOr<std::unique_ptr<Session>> create(const ir::Graph& g, const WeightReader& weights,
-                                                   const SessionOptions& options = {});
-  ~Session();
-
+  virtual ~Runner() = default;
   /// Embeds `tokens` with the host embedding table and runs them at the next
   /// positions, appending to the KV cache. `logits` receives [tokens.size(), vocab]
   /// row-major. Fails (kResourceExhausted) when the cache would overflow.
-  Status forward(const std::vector<int32_t>& tokens, std::vector<float>* logits);
+  virtual Status forward(const std::vector<int32_t>& tokens, std::vector<float>* logits) = 0;
   /// The same from already-embedded inputs [seq, hidden] (row-major).
-  Status forward_embeds(const std::vector<float>& embeds, int64_t seq, std::vector<float>* logits);
+  virtual Status forward_embeds(const std::vector<float>& embeds, int64_t seq,
+                                std::vector<float>* logits) = 0;
   /// Empties the KV caches; the next call starts at position 0.
-  void reset();
+  virtual void reset() = 0;
   /// Tokens held in the cache.
-  int64_t position() const;
-  int64_t vocab_size() const;
-  int64_t hidden_size() const;
+  virtual int64_t position() const = 0;
+  virtual int64_t vocab_size() const = 0;
+  virtual int64_t hidden_size() const = 0;
   /// The host-side embedding of `tokens`, [tokens.size(), hidden] row-major.
-  Status embed(const std::vector<int32_t>& tokens, std::vector<float>* out) const;
-  /// Value of every node from the last forward call, by node name (for per-layer
-  /// comparisons); empty unless `keep_activations` was set before the call.
-  void set_keep_activations(bool keep);
+  virtual Status embed(const std::vector<int32_t>& tokens, std::vector<float>* out) const = 0;
+  /// Keep every node's value from the following forward calls (for per-layer comparisons).
+  virtual void set_keep_activations(bool keep) = 0;
+  /// The value of `node` from the last forward call, row-major, with its shape.
+  virtual Status activation(const std::string& node, std::vector<float>* out,
+                            std::vector<int64_t>* shape) const = 0;
+};
+
+/// The float reference runtime (LibTorch): the loaded weights and the KV caches.
+class Session final : public Runner {
+ public:
+  /// Loads every weight of `g` through `weights` and prepares empty caches.
+  /// Errors name the weight or node at fault; quantized nodes are refused.
+  static StatusOr<std::unique_ptr<Session>> create(const ir::Graph& g, const WeightReader& weights,
+                                                   const SessionOptions& options = {});
+  ~Session() override;
+
+  Status forward(const std::vector<int32_t>& tokens, std::vector<float>* logits) override;
+  Status forward_embeds(const std::vector<float>& embeds, int64_t seq,
+                        std::vector<float>* logits) override;
+  void reset() override;
+  int64_t position() const override;
+  int64_t vocab_size() const override;
+  int64_t hidden_size() const override;
+  Status embed(const std::vector<int32_t>& tokens, std::vector<float>* out) const override;
+  void set_keep_activations(bool keep) override;
   Status activation(const std::string& node, std::vector<float>* out,
-                    std::vector<int64_t>* shape) const;
+                    std::vector<int64_t>* shape) const override;
 
  private:
   Session();

@@ -12,29 +12,26 @@
 #include <string>
 #include <vector>
 
+#include "gguf_bytes.h"
 #include "qbc/frontend/gguf.h"
 #include "qbc/frontend/model_source.h"
 #include "qbc/frontend/random_model.h"
+#include "test_models.h"
 #include "test_support.h"
 
 namespace qbc::frontend {
 namespace {
 
 namespace fs = std::filesystem;
+using ::qbc::testing::contains;
+using ::qbc::testing::enc;
+using ::qbc::testing::enc_array;
+using ::qbc::testing::enc_str;
+using ::qbc::testing::shrink;
 using ::qbc::testing::temp_dir;
 using ::qbc::testing::write_file;
 
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
-
 // ---- A minimal GGUF v3 writer (F32 tensors only). ----
-
-template <typename T>
-std::string enc(T value) {
-  return std::string(reinterpret_cast<const char*>(&value), sizeof(T));
-}
-std::string enc_str(const std::string& s) { return enc<uint64_t>(s.size()) + s; }
 
 class GgufWriter {
  public:
@@ -42,10 +39,10 @@ class GgufWriter {
   void f32(const std::string& key, float v) { kv(key, GgufType::kFloat32, enc(v)); }
   void str(const std::string& key, const std::string& v) { kv(key, GgufType::kString, enc_str(v)); }
   void tokens(int64_t n) {
-    std::string payload = enc<uint32_t>(static_cast<uint32_t>(GgufType::kString)) +
-                          enc<uint64_t>(static_cast<uint64_t>(n));
-    for (int64_t i = 0; i < n; ++i) payload += enc_str("t" + std::to_string(i));
-    kv("tokenizer.ggml.tokens", GgufType::kArray, payload);
+    std::string names;
+    for (int64_t i = 0; i < n; ++i) names += enc_str("t" + std::to_string(i));
+    kv("tokenizer.ggml.tokens", GgufType::kArray,
+       enc_array(GgufType::kString, static_cast<uint64_t>(n), names));
   }
   // `shape` is PyTorch order; GGUF stores it reversed.
   void tensor(const std::string& name, const std::vector<int64_t>& shape,
@@ -196,18 +193,6 @@ fs::path convert_to_gguf(const ModelSource& hf, const std::string& arch, const f
   }
   write_file(out, w.build());
   return out;
-}
-
-ConfigOverrides shrink() {
-  ConfigOverrides o;
-  o.num_hidden_layers = 2;
-  o.hidden_size = 64;
-  o.intermediate_size = 96;
-  o.vocab_size = 256;
-  o.num_attention_heads = 4;
-  o.num_key_value_heads = 2;
-  o.head_dim = 16;
-  return o;
 }
 
 // A random HF model from `config_json`, shrunk, in float32.

@@ -10,6 +10,7 @@
 #include <optional>
 #include <random>
 
+#include "gguf_bytes.h"
 #include "qbc/frontend/dtype.h"
 #include "qbc/frontend/safetensors.h"
 #include "support/test_support.h"
@@ -18,35 +19,14 @@ namespace qbc::frontend {
 namespace {
 
 namespace fs = std::filesystem;
+using ::qbc::testing::contains;
+using ::qbc::testing::enc;
+using ::qbc::testing::enc_array;
+using ::qbc::testing::enc_str;
 using ::qbc::testing::temp_dir;
 using ::qbc::testing::write_file;
 
-Status status_of(const Status& s) { return s; }
-template <typename T>
-Status status_of(const StatusOr<T>& s) {
-  return s.status();
-}
-// QBC_ASSERT_OK takes neither a Status nor a move-only StatusOr; this takes both.
-#define FE_ASSERT_OK(expr)                                  \
-  do {                                                      \
-    const ::qbc::Status fe_status_ = status_of(expr);       \
-    ASSERT_TRUE(fe_status_.ok()) << fe_status_.to_string(); \
-  } while (0)
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
-
-// ---- Encoding helpers: build GGUF bytes by hand. ----
-
-template <typename T>
-std::string enc(T value) {
-  return std::string(reinterpret_cast<const char*>(&value), sizeof(T));
-}
-std::string enc_str(const std::string& s) { return enc<uint64_t>(s.size()) + s; }
-std::string enc_array(GgufType elem, uint64_t count, const std::string& payload) {
-  return enc<uint32_t>(static_cast<uint32_t>(elem)) + enc<uint64_t>(count) + payload;
-}
+// ---- Encoding helpers: build GGUF bytes by hand (enc* in gguf_bytes.h). ----
 
 struct TensorSpec {
   std::string name;
@@ -121,7 +101,7 @@ fs::path write_temp(const std::string& name, const std::string& bytes) {
 TEST(GgufTest, ReadsStories260kF32) {
   QBC_REQUIRE_SHARED(path, "models/stories260k/stories260K.gguf");
   StatusOr<GgufFile> file = GgufFile::open(path);
-  FE_ASSERT_OK(file);
+  QBC_ASSERT_OK(file);
   EXPECT_EQ(file->version(), 3u);
   EXPECT_EQ(file->alignment(), 32u);
   EXPECT_EQ(file->data_offset() % 32, 0u);
@@ -132,13 +112,13 @@ TEST(GgufTest, ReadsStories260kF32) {
   EXPECT_EQ(*file->get_int("llama.attention.head_count_kv"), 4);
   EXPECT_NEAR(*file->get_float("llama.attention.layer_norm_rms_epsilon"), 1e-5, 1e-9);
   StatusOr<std::vector<std::string>> tokens = file->get_string_array("tokenizer.ggml.tokens");
-  FE_ASSERT_OK(tokens);
+  QBC_ASSERT_OK(tokens);
   ASSERT_EQ(tokens->size(), 512u);
   EXPECT_EQ((*tokens)[1], "<s>");
   EXPECT_EQ((*tokens)[3], "<0x00>");
   EXPECT_EQ(file->get_float_array("tokenizer.ggml.scores")->size(), 512u);
   StatusOr<std::vector<int64_t>> types = file->get_int_array("tokenizer.ggml.token_type");
-  FE_ASSERT_OK(types);
+  QBC_ASSERT_OK(types);
   EXPECT_EQ(std::count(types->begin(), types->end(), 6), 256);  // byte tokens
   EXPECT_EQ(std::count(types->begin(), types->end(), 1), 253);  // normal tokens
 
@@ -165,14 +145,14 @@ TEST(GgufTest, ReadsStories260kF32) {
 
   // The same weights as the HF checkpoint; output.weight is a copy of token_embd.
   std::vector<float> gguf_embd, output;
-  FE_ASSERT_OK(file->read_f32(*embd, &gguf_embd));
-  FE_ASSERT_OK(file->read_f32("output.weight", &output));
+  QBC_ASSERT_OK(file->read_f32(*embd, &gguf_embd));
+  QBC_ASSERT_OK(file->read_f32("output.weight", &output));
   EXPECT_EQ(gguf_embd, output);
   QBC_REQUIRE_SHARED(hf, "models/stories260k/hf/model.safetensors");
   StatusOr<SafetensorsFile> st = SafetensorsFile::open(hf);
-  FE_ASSERT_OK(st);
+  QBC_ASSERT_OK(st);
   std::vector<float> hf_embd;
-  FE_ASSERT_OK(read_f32(*st->find("model.embed_tokens.weight"), &hf_embd));
+  QBC_ASSERT_OK(read_f32(*st->find("model.embed_tokens.weight"), &hf_embd));
   EXPECT_EQ(gguf_embd, hf_embd);
 }
 
@@ -202,7 +182,7 @@ double block_bound(GgmlType type, double amax) {
 TEST(GgufTest, QuantizedFilesMatchF32WithinQuantizationError) {
   QBC_REQUIRE_SHARED(ref_path, "models/stories260k/stories260K.gguf");
   StatusOr<GgufFile> ref = GgufFile::open(ref_path);
-  FE_ASSERT_OK(ref);
+  QBC_ASSERT_OK(ref);
   const std::vector<QuantFile> files = {
       {"models/stories260k/quant/stories260K-F16.gguf", {GgmlType::kF16}},
       {"models/stories260k/quant/stories260K-Q8_0.gguf", {GgmlType::kQ8_0, GgmlType::kF16}},
@@ -213,7 +193,7 @@ TEST(GgufTest, QuantizedFilesMatchF32WithinQuantizationError) {
     SCOPED_TRACE(qf.rel);
     QBC_REQUIRE_SHARED(path, qf.rel);
     StatusOr<GgufFile> file = GgufFile::open(path);
-    FE_ASSERT_OK(file);
+    QBC_ASSERT_OK(file);
     ASSERT_EQ(file->tensors().size(), ref->tensors().size());
     std::vector<GgmlType> seen;
     for (const GgufTensor& t : file->tensors()) {
@@ -223,8 +203,8 @@ TEST(GgufTest, QuantizedFilesMatchF32WithinQuantizationError) {
       ASSERT_NE(r, nullptr);
       EXPECT_EQ(t.dims, r->dims);
       std::vector<float> want, got;
-      FE_ASSERT_OK(ref->read_f32(*r, &want));
-      FE_ASSERT_OK(file->read_f32(t, &got));
+      QBC_ASSERT_OK(ref->read_f32(*r, &want));
+      QBC_ASSERT_OK(file->read_f32(t, &got));
       ASSERT_EQ(got.size(), want.size());
       const size_t block = t.type == GgmlType::kF32 || t.type == GgmlType::kF16 ? 1 : 32;
       for (size_t b = 0; b < want.size(); b += block) {
@@ -280,7 +260,7 @@ TEST(GgufTest, DecodesHandmadeQuantBlocks) {
     SCOPED_TRACE(std::string(ggml_type_name(c.type)));
     std::vector<float> out(32);
     const ByteSpan span{reinterpret_cast<const uint8_t*>(c.block.data()), c.block.size()};
-    FE_ASSERT_OK(gguf_decode_f32(c.type, span, 32, out.data()));
+    QBC_ASSERT_OK(gguf_decode_f32(c.type, span, 32, out.data()));
     for (int j = 0; j < 32; ++j) EXPECT_EQ(out[j], c.expect(j)) << "element " << j;
     EXPECT_EQ(gguf_decode_f32(c.type, span, 64, out.data()).code(), Code::kInvalidArgument);
     EXPECT_EQ(gguf_decode_f32(c.type, span, 16, out.data()).code(), Code::kInvalidArgument);
@@ -290,9 +270,9 @@ TEST(GgufTest, DecodesHandmadeQuantBlocks) {
   const fs::path path =
       write_temp("q8.gguf", GgufBuilder().tensor({"t", {32, 2}, 8, q8 + q8, std::nullopt}).build());
   StatusOr<GgufFile> file = GgufFile::open(path);
-  FE_ASSERT_OK(file);
+  QBC_ASSERT_OK(file);
   std::vector<float> out;
-  FE_ASSERT_OK(file->read_f32("t", &out));
+  QBC_ASSERT_OK(file->read_f32("t", &out));
   ASSERT_EQ(out.size(), 64u);
   EXPECT_EQ(out[33], -240.0f);
   EXPECT_EQ(file->find_tensor("t")->shape(), (std::vector<int64_t>{2, 32}));
@@ -305,7 +285,7 @@ TEST(GgufTest, UndecodableTypeIsListedButUnimplemented) {
           .tensor({"blk.0.attn_q.weight", {256}, 12, std::string(144, '\0'), std::nullopt})
           .build());
   StatusOr<GgufFile> file = GgufFile::open(path);
-  FE_ASSERT_OK(file);
+  QBC_ASSERT_OK(file);
   const GgufTensor& t = file->tensors().at(0);
   EXPECT_EQ(t.type, GgmlType::kQ4_K);
   EXPECT_EQ(ggml_type_name(t.type), "q4_K");
@@ -353,7 +333,7 @@ TEST(GgufTest, ReadsMetadataOfEveryType) {
                         enc_array(GgufType::kString, 1, enc_str("z"))));
   const fs::path path = write_temp("meta.gguf", b.build());
   StatusOr<GgufFile> f = GgufFile::open(path);
-  FE_ASSERT_OK(f);
+  QBC_ASSERT_OK(f);
   EXPECT_EQ(f->version(), 2u);
   EXPECT_EQ(f->metadata().size(), 23u);
   EXPECT_EQ(f->metadata()[0].key, "u8");  // File order.
@@ -417,14 +397,14 @@ TEST(GgufTest, HonoursGeneralAlignment) {
                std::nullopt});
   const fs::path path = write_temp("align.gguf", b.build());
   StatusOr<GgufFile> f = GgufFile::open(path);
-  FE_ASSERT_OK(f);
+  QBC_ASSERT_OK(f);
   EXPECT_EQ(f->alignment(), 64u);
   EXPECT_EQ(f->data_offset() % 64, 0u);
   EXPECT_EQ(f->find_tensor("b")->offset, 64u);
   std::vector<float> out;
-  FE_ASSERT_OK(f->read_f32("b", &out));
+  QBC_ASSERT_OK(f->read_f32("b", &out));
   EXPECT_EQ(out, (std::vector<float>{1, -1, 0.5f, 4}));
-  FE_ASSERT_OK(f->read_f32("a", &out));
+  QBC_ASSERT_OK(f->read_f32("a", &out));
   EXPECT_EQ(out, (std::vector<float>{1, 2, 3}));
 }
 

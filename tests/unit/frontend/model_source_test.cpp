@@ -14,18 +14,17 @@
 #include "qbc/frontend/safetensors.h"
 #include "qbc/frontend/safetensors_writer.h"
 #include "qbc/support/hash.h"
+#include "test_models.h"
 #include "test_support.h"
 
 namespace qbc::frontend {
 namespace {
 
 namespace fs = std::filesystem;
+using ::qbc::testing::contains;
+using ::qbc::testing::shrink;
 using ::qbc::testing::temp_dir;
 using ::qbc::testing::write_file;
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
 
 void expect_same_hparams(const HParams& a, const HParams& b, const std::string& what) {
   EXPECT_EQ(a.architecture, b.architecture) << what;
@@ -164,18 +163,6 @@ TEST(ModelSourceTest, TinyHfCheckpointsValidate) {
 }
 
 // ---- Random models of every family. ----
-
-ConfigOverrides shrink() {
-  ConfigOverrides o;
-  o.num_hidden_layers = 2;
-  o.hidden_size = 64;
-  o.intermediate_size = 96;
-  o.vocab_size = 256;
-  o.num_attention_heads = 4;
-  o.num_key_value_heads = 2;
-  o.head_dim = 16;
-  return o;
-}
 
 fs::path write_random(const std::string& config_name, DType dtype = DType::kF32) {
   RandomModelOptions o;

@@ -11,37 +11,14 @@
 
 #include "qbc/frontend/safetensors.h"
 #include "support/test_support.h"
+#include "test_models.h"
 
 namespace qbc::frontend {
 namespace {
 
 using Json = nlohmann::json;
 namespace fs = std::filesystem;
-
-// QBC_ASSERT_OK (test_support.h) copies its argument and needs .status(), so it accepts neither
-// a plain Status nor a move-only StatusOr; this local variant takes both by reference.
-Status status_of(const Status& s) { return s; }
-template <typename T>
-Status status_of(const StatusOr<T>& s) {
-  return s.status();
-}
-#define ASSERT_OK_LOCAL(expr)                  \
-  do {                                         \
-    const ::qbc::Status st_ = status_of(expr); \
-    ASSERT_TRUE(st_.ok()) << st_.to_string();  \
-  } while (0)
-
-ConfigOverrides shrink(int64_t layers = 2) {
-  ConfigOverrides o;
-  o.num_hidden_layers = layers;
-  o.hidden_size = 64;
-  o.intermediate_size = 96;
-  o.vocab_size = 256;
-  o.num_attention_heads = 4;
-  o.num_key_value_heads = 2;
-  o.head_dim = 16;
-  return o;
-}
+using ::qbc::testing::shrink;
 
 // The HF names of one block, written out by hand per family (independent of the writer).
 std::set<std::string> expected_block(const std::string& family) {
@@ -109,10 +86,10 @@ TEST_P(RandomModelFamilies, WritesEveryHfTensor) {
   o.dtype = c.dtype;
   o.seed = 7;
   o.overrides = shrink(3);
-  ASSERT_OK_LOCAL(write_random_model(o));
+  QBC_ASSERT_OK(write_random_model(o));
 
   auto hp = load_hparams(o.output_dir / "config.json");
-  ASSERT_OK_LOCAL(hp);
+  QBC_ASSERT_OK(hp);
   EXPECT_EQ(family_name(hp->family), c.family);
   EXPECT_EQ(hp->num_hidden_layers, 3);
   EXPECT_EQ(hp->hidden_size, 64);
@@ -121,7 +98,7 @@ TEST_P(RandomModelFamilies, WritesEveryHfTensor) {
                                                       : "bfloat16");
 
   auto file = SafetensorsFile::open(o.output_dir / "model.safetensors");
-  ASSERT_OK_LOCAL(file);
+  QBC_ASSERT_OK(file);
   EXPECT_EQ(file->header_size() % 8, 0u);
   EXPECT_EQ(file->metadata().at("format"), "pt");
   std::set<std::string> expected = {"model.embed_tokens.weight", "model.norm.weight"};
@@ -195,19 +172,19 @@ TEST(RandomModel, SameSeedIsByteIdentical) {
 TEST(RandomModel, BuiltInTinyLlamaStatistics) {
   RandomModelOptions o;
   o.output_dir = qbc::testing::temp_dir() / "tiny";
-  ASSERT_OK_LOCAL(write_random_model(o));
+  QBC_ASSERT_OK(write_random_model(o));
   auto hp = load_hparams(o.output_dir / "config.json");
-  ASSERT_OK_LOCAL(hp);
+  QBC_ASSERT_OK(hp);
   EXPECT_EQ(hp->num_hidden_layers, 2);
   EXPECT_EQ(hp->hidden_size, 64);
   EXPECT_EQ(hp->num_attention_heads, 4);
   EXPECT_EQ(hp->num_key_value_heads, 2);
   EXPECT_EQ(hp->vocab_size, 256);
   auto ckpt = SafetensorsCheckpoint::open(o.output_dir);
-  ASSERT_OK_LOCAL(ckpt);
+  QBC_ASSERT_OK(ckpt);
   EXPECT_NE(ckpt->find("lm_head.weight"), nullptr);
   std::vector<float> v;
-  ASSERT_OK_LOCAL(ckpt->read_f32("model.embed_tokens.weight", &v));
+  QBC_ASSERT_OK(ckpt->read_f32("model.embed_tokens.weight", &v));
   double sum = 0, sq = 0;
   for (float x : v) {
     sum += x;
@@ -216,7 +193,7 @@ TEST(RandomModel, BuiltInTinyLlamaStatistics) {
   const double mean = sum / v.size(), std = std::sqrt(sq / v.size() - mean * mean);
   EXPECT_NEAR(mean, 0.0, 0.002);
   EXPECT_NEAR(std, 0.02, 0.002);
-  ASSERT_OK_LOCAL(ckpt->read_f32("model.layers.1.input_layernorm.weight", &v));
+  QBC_ASSERT_OK(ckpt->read_f32("model.layers.1.input_layernorm.weight", &v));
   for (float x : v) EXPECT_NEAR(x, 1.0f, 0.1f);
 }
 
@@ -225,11 +202,11 @@ TEST(RandomModel, GemmaNormsAreNearZero) {
   o.config_json = kGemma3;
   o.overrides = shrink();
   o.output_dir = qbc::testing::temp_dir() / "gemma3";
-  ASSERT_OK_LOCAL(write_random_model(o));
+  QBC_ASSERT_OK(write_random_model(o));
   auto ckpt = SafetensorsCheckpoint::open(o.output_dir);
-  ASSERT_OK_LOCAL(ckpt);
+  QBC_ASSERT_OK(ckpt);
   std::vector<float> v;
-  ASSERT_OK_LOCAL(ckpt->read_f32("model.norm.weight", &v));
+  QBC_ASSERT_OK(ckpt->read_f32("model.norm.weight", &v));
   for (float x : v) EXPECT_NEAR(x, 0.0f, 0.1f);
 }
 
@@ -241,7 +218,7 @@ TEST(RandomModel, OverridesKeepKeyOrderAndFixLayerTypes) {
   ov.num_hidden_layers = 6;
   ov.hidden_size = 64;
   auto out = apply_config_overrides(src, "src.json", ov, DType::kF16);
-  ASSERT_OK_LOCAL(out);
+  QBC_ASSERT_OK(out);
   const auto j = nlohmann::ordered_json::parse(*out);
   EXPECT_EQ(j.begin().key(), "architectures");
   EXPECT_EQ(std::next(j.begin()).key(), "zeta");
@@ -278,7 +255,7 @@ TEST(RandomModel, SpecsMatchParamCountsForSharedConfigs) {
   QBC_REQUIRE_SHARED(dir, "model-configs");
   for (const auto& entry : fs::directory_iterator(dir)) {
     auto hp = load_hparams(entry.path() / "config.json");
-    ASSERT_OK_LOCAL(hp);
+    QBC_ASSERT_OK(hp);
     int64_t total = 0;
     for (const HfTensorSpec& s : hf_tensor_specs(*hp)) total += s.num_elements();
     EXPECT_EQ(total, hp->param_counts().total()) << entry.path();
@@ -292,9 +269,9 @@ TEST(RandomModel, SpecsMatchRealHfCheckpoints) {
         "models/stories260k/hf", "models/stories260k/hf-tied"}) {
     QBC_REQUIRE_SHARED(dir, rel);
     auto hp = load_hparams(dir / "config.json");
-    ASSERT_OK_LOCAL(hp);
+    QBC_ASSERT_OK(hp);
     auto file = SafetensorsFile::open(dir / "model.safetensors");
-    ASSERT_OK_LOCAL(file);
+    QBC_ASSERT_OK(file);
     const std::vector<HfTensorSpec> specs = hf_tensor_specs(*hp);
     ASSERT_EQ(specs.size(), file->tensors().size()) << rel;
     for (size_t i = 0; i < specs.size(); ++i) {

@@ -18,25 +18,9 @@ namespace qbc::frontend {
 namespace {
 
 namespace fs = std::filesystem;
+using ::qbc::testing::contains;
 using ::qbc::testing::temp_dir;
 using ::qbc::testing::write_file;
-
-// QBC_ASSERT_OK copies its argument and needs .status(), so it takes neither a
-// Status nor a move-only StatusOr; this accepts both by reference.
-Status status_of(const Status& s) { return s; }
-template <typename T>
-Status status_of(const StatusOr<T>& s) {
-  return s.status();
-}
-#define FE_ASSERT_OK(expr)                                  \
-  do {                                                      \
-    const ::qbc::Status fe_status_ = status_of(expr);       \
-    ASSERT_TRUE(fe_status_.ok()) << fe_status_.to_string(); \
-  } while (0)
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
 
 // A raw safetensors file: u64 header length, `header`, then `data_bytes` bytes.
 std::string raw_file(const std::string& header, size_t data_bytes) {
@@ -62,7 +46,7 @@ TEST(SafetensorsTest, ReadsStories260kAndMatchesConfig) {
   const int64_t kv_heads = config_int(config, "num_key_value_heads");
 
   StatusOr<SafetensorsFile> file = SafetensorsFile::open(path);
-  FE_ASSERT_OK(file);
+  QBC_ASSERT_OK(file);
   EXPECT_EQ(file->tensors().size(), static_cast<size_t>(9 * layers + 3));
   const SafetensorsTensor* embed = file->find("model.embed_tokens.weight");
   ASSERT_NE(embed, nullptr);
@@ -79,10 +63,10 @@ TEST(SafetensorsTest, ReadsStories260kAndMatchesConfig) {
 
   // Zero-copy view and converted copy agree.
   std::vector<float> values;
-  FE_ASSERT_OK(read_f32(*embed, &values));
+  QBC_ASSERT_OK(read_f32(*embed, &values));
   ASSERT_EQ(values.size(), static_cast<size_t>(vocab * hidden));
   StatusOr<const float*> direct = f32_data(*embed);
-  FE_ASSERT_OK(direct);
+  QBC_ASSERT_OK(direct);
   EXPECT_EQ(std::memcmp(*direct, values.data(), values.size() * 4), 0);
   double sum_sq = 0;
   for (float v : values) sum_sq += double{v} * v;
@@ -93,7 +77,7 @@ TEST(SafetensorsTest, ReadsBf16CheckpointFolder) {
   QBC_REQUIRE_SHARED(dir, "models/tiny/qwen2-bf16/hf");
   QBC_REQUIRE_SHARED(file_path, "models/tiny/qwen2-bf16/hf/model.safetensors");
   StatusOr<SafetensorsCheckpoint> ckpt = SafetensorsCheckpoint::open(dir);
-  FE_ASSERT_OK(ckpt);
+  QBC_ASSERT_OK(ckpt);
   ASSERT_FALSE(ckpt->tensors().empty());
   for (const SafetensorsTensor& t : ckpt->tensors()) {
     EXPECT_EQ(t.dtype, DType::kBF16) << t.name;
@@ -103,9 +87,9 @@ TEST(SafetensorsTest, ReadsBf16CheckpointFolder) {
   EXPECT_EQ(ckpt->shards()[0].metadata().at("format"), "pt");
 
   StatusOr<const SafetensorsTensor*> bias = ckpt->get("model.layers.0.self_attn.k_proj.bias");
-  FE_ASSERT_OK(bias);
+  QBC_ASSERT_OK(bias);
   std::vector<float> values;
-  FE_ASSERT_OK(ckpt->read_f32((*bias)->name, &values));
+  QBC_ASSERT_OK(ckpt->read_f32((*bias)->name, &values));
   ASSERT_EQ(values.size(), static_cast<size_t>((*bias)->num_elements()));
   for (size_t i = 0; i < values.size(); ++i) {
     uint16_t bits;
@@ -122,7 +106,7 @@ TEST(SafetensorsTest, ReadsBf16CheckpointFolder) {
 TEST(SafetensorsTest, WriterRoundTripsF32F16Bf16AndMetadata) {
   const fs::path path = temp_dir() / "rt.safetensors";
   const std::vector<float> a = {1.0f, -2.5f, 0.1f, 3e-5f, 100.0f, -0.0f};
-  FE_ASSERT_OK(write_safetensors(
+  QBC_ASSERT_OK(write_safetensors(
       path,
       {make_tensor("a.f32", DType::kF32, {2, 3}, a), make_tensor("b.f16", DType::kF16, {6}, a),
        make_tensor("c.bf16", DType::kBF16, {3, 2}, a),
@@ -130,19 +114,19 @@ TEST(SafetensorsTest, WriterRoundTripsF32F16Bf16AndMetadata) {
       {{"format", "pt"}, {"producer", "qbc-test"}}));
   EXPECT_FALSE(fs::exists(path.string() + ".tmp." + std::to_string(::getpid())));
   StatusOr<SafetensorsFile> file = SafetensorsFile::open(path);
-  FE_ASSERT_OK(file);
+  QBC_ASSERT_OK(file);
   EXPECT_EQ(file->metadata().at("producer"), "qbc-test");
   EXPECT_EQ(file->header_size() % 8, 0u);
   ASSERT_EQ(file->tensors().size(), 4u);
   std::vector<float> out;
-  FE_ASSERT_OK(read_f32(*file->find("a.f32"), &out));
+  QBC_ASSERT_OK(read_f32(*file->find("a.f32"), &out));
   EXPECT_EQ(out, a);
-  FE_ASSERT_OK(read_f32(*file->find("b.f16"), &out));
+  QBC_ASSERT_OK(read_f32(*file->find("b.f16"), &out));
   for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(out[i], fp16_to_f32(f32_to_fp16(a[i])));
-  FE_ASSERT_OK(read_f32(*file->find("c.bf16"), &out));
+  QBC_ASSERT_OK(read_f32(*file->find("c.bf16"), &out));
   EXPECT_EQ(file->find("c.bf16")->shape, (std::vector<int64_t>{3, 2}));
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(out[i], a[i], std::fabs(a[i]) / 128);
-  FE_ASSERT_OK(read_f32(*file->find("d.empty"), &out));
+  QBC_ASSERT_OK(read_f32(*file->find("d.empty"), &out));
   EXPECT_TRUE(out.empty());
 }
 
@@ -181,7 +165,7 @@ TEST(SafetensorsStreamWriterTest, OrdersByElementSizeThenName) {
                                              {"b.f32", DType::kF32, {2}},
                                              {"a.f32", DType::kF32, {1}},
                                              {"m.f64", DType::kF64, {1}}});
-  FE_ASSERT_OK(w);
+  QBC_ASSERT_OK(w);
   std::vector<std::string> names;
   for (const TensorSpec& t : w->tensors()) names.push_back(t.name);
   EXPECT_EQ(names, (std::vector<std::string>{"m.f64", "a.f32", "b.f32", "z.f16"}));
@@ -198,7 +182,7 @@ TEST(SafetensorsStreamWriterTest, RejectsWrongOrderAndUnknownNames) {
   {
     auto w =
         SafetensorsStreamWriter::create(path, {{"b", DType::kF32, {2}}, {"a", DType::kF32, {2}}});
-    FE_ASSERT_OK(w);
+    QBC_ASSERT_OK(w);
     const Status s = w->append("b", eight.data(), eight.size());
     EXPECT_EQ(s.code(), Code::kInvalidArgument);
     EXPECT_TRUE(contains(s.message(), path.string())) << s.message();
@@ -211,14 +195,14 @@ TEST(SafetensorsStreamWriterTest, RejectsWrongOrderAndUnknownNames) {
   }
   {
     auto w = SafetensorsStreamWriter::create(path, {{"a", DType::kF32, {2}}});
-    FE_ASSERT_OK(w);
+    QBC_ASSERT_OK(w);
     const Status s = w->write("nope", eight.data(), eight.size());
     EXPECT_TRUE(contains(s.message(), "tensor 'nope' is not in the header")) << s.message();
   }
   {
     auto w = SafetensorsStreamWriter::create(path, {{"a", DType::kF32, {2}}});
-    FE_ASSERT_OK(w);
-    FE_ASSERT_OK(w->append("a", eight.data(), eight.size()));
+    QBC_ASSERT_OK(w);
+    QBC_ASSERT_OK(w->append("a", eight.data(), eight.size()));
     const Status s = w->append("a", eight.data(), eight.size());
     EXPECT_TRUE(contains(s.message(), "tensor 'a' is written twice")) << s.message();
   }
@@ -232,7 +216,7 @@ TEST(SafetensorsStreamWriterTest, RejectsWrongSizes) {
   const std::vector<TensorSpec> specs = {{"a", DType::kF32, {2}}, {"b", DType::kF32, {2}}};
   {  // append() takes exactly the whole tensor.
     auto w = SafetensorsStreamWriter::create(path, specs);
-    FE_ASSERT_OK(w);
+    QBC_ASSERT_OK(w);
     const Status s = w->append("a", bytes.data(), 7);
     EXPECT_EQ(s.code(), Code::kInvalidArgument);
     EXPECT_TRUE(contains(s.message(), "tensor 'a': shape and F32 need 8 bytes, got 7"))
@@ -240,31 +224,31 @@ TEST(SafetensorsStreamWriterTest, RejectsWrongSizes) {
   }
   {  // Chunks may not run past the tensor.
     auto w = SafetensorsStreamWriter::create(path, specs);
-    FE_ASSERT_OK(w);
-    FE_ASSERT_OK(w->write("a", bytes.data(), 4));
+    QBC_ASSERT_OK(w);
+    QBC_ASSERT_OK(w->write("a", bytes.data(), 4));
     const Status s = w->write("a", bytes.data(), 8);
     EXPECT_TRUE(contains(s.message(), "tensor 'a': 12 bytes written exceed its size of 8"))
         << s.message();
   }
   {  // A short tensor is caught when the next one starts...
     auto w = SafetensorsStreamWriter::create(path, specs);
-    FE_ASSERT_OK(w);
-    FE_ASSERT_OK(w->write("a", bytes.data(), 4));
+    QBC_ASSERT_OK(w);
+    QBC_ASSERT_OK(w->write("a", bytes.data(), 4));
     const Status s = w->write("b", bytes.data(), 4);
     EXPECT_TRUE(contains(s.message(), "tensor 'a' got 4 of 8 bytes before tensor 'b'"))
         << s.message();
   }
   {  // ... or at finish().
     auto w = SafetensorsStreamWriter::create(path, specs);
-    FE_ASSERT_OK(w);
-    FE_ASSERT_OK(w->append("a", bytes.data(), 8));
-    FE_ASSERT_OK(w->write("b", bytes.data(), 4));
+    QBC_ASSERT_OK(w);
+    QBC_ASSERT_OK(w->append("a", bytes.data(), 8));
+    QBC_ASSERT_OK(w->write("b", bytes.data(), 4));
     const Status s = w->finish();
     EXPECT_TRUE(contains(s.message(), "tensor 'b' got 4 of 8 bytes at finish()")) << s.message();
   }
   {
     auto w = SafetensorsStreamWriter::create(path, specs);
-    FE_ASSERT_OK(w);
+    QBC_ASSERT_OK(w);
     const Status s = w->finish();
     EXPECT_TRUE(contains(s.message(), "tensor 'a' got 0 of 8 bytes")) << s.message();
   }
@@ -290,8 +274,8 @@ TEST(SafetensorsStreamWriterTest, UnfinishedWriterLeavesNoFile) {
   {
     auto w =
         SafetensorsStreamWriter::create(path, {{"a", DType::kF32, {2}}, {"b", DType::kF32, {2}}});
-    FE_ASSERT_OK(w);
-    FE_ASSERT_OK(w->append("a", bytes.data(), bytes.size()));
+    QBC_ASSERT_OK(w);
+    QBC_ASSERT_OK(w->append("a", bytes.data(), bytes.size()));
     EXPECT_TRUE(fs::exists(path.string() + ".tmp"));
   }
   EXPECT_TRUE(folder_is_empty(dir));
@@ -299,23 +283,23 @@ TEST(SafetensorsStreamWriterTest, UnfinishedWriterLeavesNoFile) {
   write_file(path, "old contents");
   {
     auto w = SafetensorsStreamWriter::create(path, {{"a", DType::kF32, {2}}});
-    FE_ASSERT_OK(w);
+    QBC_ASSERT_OK(w);
     SafetensorsStreamWriter moved = std::move(*w);
     SafetensorsStreamWriter other = std::move(moved);
-    FE_ASSERT_OK(other.write("a", bytes.data(), 4));
+    QBC_ASSERT_OK(other.write("a", bytes.data(), 4));
     EXPECT_EQ(w->finish().code(), Code::kFailedPrecondition);  // Moved from.
   }
   EXPECT_EQ(qbc::testing::read_file(path), "old contents");
   EXPECT_FALSE(fs::exists(path.string() + ".tmp"));
   // A finished writer replaces it, and cannot be used again.
   auto w = SafetensorsStreamWriter::create(path, {{"a", DType::kF32, {2}}});
-  FE_ASSERT_OK(w);
-  FE_ASSERT_OK(w->append("a", bytes.data(), bytes.size()));
-  FE_ASSERT_OK(w->finish());
+  QBC_ASSERT_OK(w);
+  QBC_ASSERT_OK(w->append("a", bytes.data(), bytes.size()));
+  QBC_ASSERT_OK(w->finish());
   EXPECT_EQ(w->finish().code(), Code::kFailedPrecondition);
   EXPECT_EQ(fs::file_size(path), w->file_size());
   EXPECT_FALSE(fs::exists(path.string() + ".tmp"));
-  FE_ASSERT_OK(SafetensorsFile::open(path));
+  QBC_ASSERT_OK(SafetensorsFile::open(path));
 }
 
 TEST(SafetensorsStreamWriterTest, MultiChunkRoundTrip) {
@@ -332,7 +316,7 @@ TEST(SafetensorsStreamWriterTest, MultiChunkRoundTrip) {
                                             {"a.bf16", DType::kBF16, {1, 5}},
                                             {"empty", DType::kF32, {0, 7}}},
                                            {{"format", "pt"}});
-  FE_ASSERT_OK(w);
+  QBC_ASSERT_OK(w);
   for (const TensorSpec& t : w->tensors()) {
     if (t.name == "empty") continue;  // Tensors without bytes may be skipped.
     const std::vector<uint8_t>& data = t.name == "big"     ? big
@@ -340,14 +324,14 @@ TEST(SafetensorsStreamWriterTest, MultiChunkRoundTrip) {
                                                            : brain.data;
     const size_t chunk = t.name == "big" ? 100003 : 3;
     for (size_t done = 0; done < data.size(); done += chunk) {
-      FE_ASSERT_OK(w->write(t.name, data.data() + done, std::min(chunk, data.size() - done)));
+      QBC_ASSERT_OK(w->write(t.name, data.data() + done, std::min(chunk, data.size() - done)));
     }
   }
-  FE_ASSERT_OK(w->finish());
+  QBC_ASSERT_OK(w->finish());
   EXPECT_EQ(fs::file_size(path), w->file_size());
 
   StatusOr<SafetensorsFile> file = SafetensorsFile::open(path);
-  FE_ASSERT_OK(file);
+  QBC_ASSERT_OK(file);
   EXPECT_EQ(file->header_size() % 8, 0u);
   EXPECT_EQ(file->metadata().at("format"), "pt");
   ASSERT_EQ(file->tensors().size(), 4u);
@@ -358,12 +342,12 @@ TEST(SafetensorsStreamWriterTest, MultiChunkRoundTrip) {
   ASSERT_EQ(t->data.size, big.size());
   EXPECT_EQ(std::memcmp(t->data.data, big.data(), big.size()), 0);
   StatusOr<const float*> zero_copy = f32_data(*t);
-  FE_ASSERT_OK(zero_copy);  // 4-byte aligned in the mapping.
+  QBC_ASSERT_OK(zero_copy);  // 4-byte aligned in the mapping.
   EXPECT_EQ((*zero_copy)[big_n - 1], static_cast<float>(big_n - 1) * 0.5f);
   std::vector<float> out;
-  FE_ASSERT_OK(read_f32(*file->find("h.f16"), &out));
+  QBC_ASSERT_OK(read_f32(*file->find("h.f16"), &out));
   EXPECT_EQ(out, (std::vector<float>{1, 2, 3}));
-  FE_ASSERT_OK(read_f32(*file->find("a.bf16"), &out));
+  QBC_ASSERT_OK(read_f32(*file->find("a.bf16"), &out));
   EXPECT_EQ(out, (std::vector<float>{1, 2, 3, 4, 5}));
   EXPECT_EQ(file->find("empty")->data.size, 0u);
 }
@@ -371,23 +355,23 @@ TEST(SafetensorsStreamWriterTest, MultiChunkRoundTrip) {
 TEST(SafetensorsStreamWriterTest, WriteSafetensorsMatchesStreaming) {
   const fs::path dir = temp_dir();
   const std::vector<float> v = {1, 2, 3, 4, 5, 6};
-  FE_ASSERT_OK(write_safetensors(
+  QBC_ASSERT_OK(write_safetensors(
       dir / "mem.safetensors",
       {make_tensor("y", DType::kBF16, {3}, {1, 2, 3}), make_tensor("x", DType::kF32, {2, 3}, v)}));
   const TensorToWrite x = make_tensor("x", DType::kF32, {2, 3}, v);
   const TensorToWrite y = make_tensor("y", DType::kBF16, {3}, {1, 2, 3});
   auto w = SafetensorsStreamWriter::create(dir / "stream.safetensors",
                                            {{"x", DType::kF32, {2, 3}}, {"y", DType::kBF16, {3}}});
-  FE_ASSERT_OK(w);
-  FE_ASSERT_OK(w->append("x", x.data.data(), x.data.size()));
-  FE_ASSERT_OK(w->append("y", y.data.data(), y.data.size()));
-  FE_ASSERT_OK(w->finish());
+  QBC_ASSERT_OK(w);
+  QBC_ASSERT_OK(w->append("x", x.data.data(), x.data.size()));
+  QBC_ASSERT_OK(w->append("y", y.data.data(), y.data.size()));
+  QBC_ASSERT_OK(w->finish());
   EXPECT_EQ(qbc::testing::read_file(dir / "mem.safetensors"),
             qbc::testing::read_file(dir / "stream.safetensors"));
   // An empty tensor list is a valid file too.
-  FE_ASSERT_OK(write_safetensors(dir / "none.safetensors", {}));
+  QBC_ASSERT_OK(write_safetensors(dir / "none.safetensors", {}));
   StatusOr<SafetensorsFile> none = SafetensorsFile::open(dir / "none.safetensors");
-  FE_ASSERT_OK(none);
+  QBC_ASSERT_OK(none);
   EXPECT_TRUE(none->tensors().empty());
 }
 
@@ -420,18 +404,18 @@ TEST(SafetensorsTest, ReadsShardedCheckpoint) {
   const fs::path dir = write_sharded(kGoodIndex);
   for (const fs::path& open_path : {dir, dir / "model.safetensors.index.json"}) {
     StatusOr<SafetensorsCheckpoint> ckpt = SafetensorsCheckpoint::open(open_path);
-    FE_ASSERT_OK(ckpt);
+    QBC_ASSERT_OK(ckpt);
     ASSERT_EQ(ckpt->tensors().size(), 3u);  // "unlisted.weight" is not in the weight map.
     EXPECT_EQ(ckpt->shards().size(), 2u);
     EXPECT_EQ(ckpt->find("unlisted.weight"), nullptr);
     EXPECT_EQ(ckpt->find("embed.weight")->file, dir / "model-00001-of-00002.safetensors");
     EXPECT_EQ(ckpt->find("lm_head.weight")->file, dir / "model-00002-of-00002.safetensors");
     std::vector<float> out;
-    FE_ASSERT_OK(ckpt->read_f32("lm_head.weight", &out));
+    QBC_ASSERT_OK(ckpt->read_f32("lm_head.weight", &out));
     EXPECT_EQ(out, (std::vector<float>{-1, 0, 1}));
-    FE_ASSERT_OK(ckpt->read_f32("norm.weight", &out));
+    QBC_ASSERT_OK(ckpt->read_f32("norm.weight", &out));
     EXPECT_EQ(out, (std::vector<float>{0.5f, 1, 2}));
-    FE_ASSERT_OK(ckpt->read_f32("embed.weight", &out));
+    QBC_ASSERT_OK(ckpt->read_f32("embed.weight", &out));
     EXPECT_EQ(out[5], 6.0f);
   }
 }
@@ -511,7 +495,7 @@ TEST(SafetensorsTest, UnconvertibleDtypeNamesTensor) {
   const fs::path path = temp_dir() / "i32.safetensors";
   write_file(path, raw_file(R"({"ids":{"dtype":"I32","shape":[2],"data_offsets":[0,8]}})", 8));
   StatusOr<SafetensorsFile> file = SafetensorsFile::open(path);
-  FE_ASSERT_OK(file);
+  QBC_ASSERT_OK(file);
   std::vector<float> out;
   const Status s = read_f32(*file->find("ids"), &out);
   EXPECT_EQ(s.code(), Code::kUnimplemented);
@@ -616,11 +600,11 @@ TEST(SafetensorsTest, RejectsHostileFiles) {
 TEST(SafetensorsTest, SurvivesSeededMutations) {
   const fs::path dir = temp_dir();
   const fs::path valid = dir / "valid.safetensors";
-  FE_ASSERT_OK(write_safetensors(valid,
-                                 {make_tensor("a", DType::kF32, {2, 3}, {1, 2, 3, 4, 5, 6}),
-                                  make_tensor("b", DType::kF16, {4}, {1, 2, 3, 4}),
-                                  make_tensor("c", DType::kBF16, {2}, {7, 8})},
-                                 {{"format", "pt"}}));
+  QBC_ASSERT_OK(write_safetensors(valid,
+                                  {make_tensor("a", DType::kF32, {2, 3}, {1, 2, 3, 4, 5, 6}),
+                                   make_tensor("b", DType::kF16, {4}, {1, 2, 3, 4}),
+                                   make_tensor("c", DType::kBF16, {2}, {7, 8})},
+                                  {{"format", "pt"}}));
   const std::string original = qbc::testing::read_file(valid);
   uint64_t header_len = 0;
   std::memcpy(&header_len, original.data(), 8);

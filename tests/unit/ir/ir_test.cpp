@@ -157,3 +157,64 @@ TEST(IrVerifier, EachInvariant) {
 
 }  // namespace
 }  // namespace qbc::ir
+
+namespace qbc::ir {
+namespace {
+
+TEST(IrQuant, QLinearTypesAndChecks) {
+  Graph g("q");
+  Builder b(g);
+  b.weight("w.q", TensorType{DType::kI8, {4, 8}}, "w.q", WeightRole::kParameter, WeightSource::kSidecar);
+  b.weight("w.scale", TensorType{DType::kF32, {4}}, "w.scale", WeightRole::kParameter, WeightSource::kSidecar);
+  ValueId x = *b.input("x", TensorType{DType::kF32, {kDynamic, kDynamic, 8}});
+  Attrs a;
+  a.set("in_scale", 0.05);
+  a.set("in_bits", int64_t{8});
+  a.set("w_bits", int64_t{4});
+  a.set("out_fp16", int64_t{1});
+  auto y = b.make(Op::kQLinear, "fc", {Operand::of(x), Operand::of_weight("w.q"), Operand::of_weight("w.scale")}, a, "");
+  ASSERT_TRUE(y.ok()) << y.status().message();
+  g.add_output(*y);
+  EXPECT_TRUE(verify(g).ok());
+  EXPECT_EQ(g.node(*y).type.to_string(), "f32[?,?,4]");
+  auto back = parse_text(print_text(g), "q");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_TRUE(*back == g);
+  Attrs bad = a;
+  bad.set("w_bits", int64_t{3});
+  auto r = b.make(Op::kQLinear, "fc2", {Operand::of(x), Operand::of_weight("w.q"), Operand::of_weight("w.scale")}, bad, "");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("w_bits 3"), std::string::npos) << r.status().message();
+  // A float weight is refused.
+  b.weight("wf", TensorType{DType::kF32, {4, 8}}, "wf");
+  auto f = b.make(Op::kQLinear, "fc3", {Operand::of(x), Operand::of_weight("wf"), Operand::of_weight("w.scale")}, a, "");
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("must be i8 or i4"), std::string::npos);
+}
+
+TEST(IrQuant, AttentionKvAttributesAllOrNone) {
+  Graph g("a");
+  Builder b(g);
+  ValueId q = *b.input("q", TensorType{DType::kF32, {kDynamic, kDynamic, 8}});
+  ValueId k = *b.input("k", TensorType{DType::kF32, {kDynamic, kDynamic, 4}});
+  AttentionParams p{2, 1, 4, 0.5, 0.0, 0, 16};
+  auto plain = b.attention("att", q, k, k, p, "");
+  ASSERT_TRUE(plain.ok());
+  Node n = g.node(*plain);
+  n.name = "att2";
+  n.attrs.set("k_bits", int64_t{8});
+  auto partial = infer_type(g, n);
+  ASSERT_FALSE(partial.ok());
+  EXPECT_NE(partial.status().message().find("all be present or none"), std::string::npos);
+  n.attrs.set("v_bits", int64_t{8});
+  n.attrs.set("p_bits", int64_t{8});
+  n.attrs.set("q_scale", std::vector<double>{0.1, 0.1});
+  n.attrs.set("k_scale", std::vector<double>(4, 0.1));
+  n.attrs.set("v_scale", std::vector<double>(4, 0.1));
+  EXPECT_TRUE(infer_type(g, n).ok());
+  n.attrs.set("k_scale", std::vector<double>(3, 0.1));
+  EXPECT_FALSE(infer_type(g, n).ok());
+}
+
+}  // namespace
+}  // namespace qbc::ir

@@ -1,0 +1,50 @@
+// Calibration: running the float graph on calibration samples and turning the
+// observed activations into static quantization ranges (calibration.mode).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "compile_options.pb.h"
+#include "qbc/ir/graph.h"
+#include "qbc/ref/evaluator.h"
+#include "qbc/support/status.h"
+
+namespace qbc::quant {
+
+/// Statistics of one observed tensor (a node's output), over all calibration tokens.
+struct TensorStats {
+  float absmax = 0.0f;                   ///< max |x| over everything.
+  std::vector<float> channel_absmax;     ///< max |x| per last-dim channel.
+  std::vector<double> histogram;         ///< counts of |x| in kHistogramBins bins over [0, absmax].
+  int64_t count = 0;                     ///< elements observed.
+};
+
+/// Bins of the |x| histogram used by modes 1 and 2.
+inline constexpr int kHistogramBins = 2048;
+
+/// Per node name.
+using CalibStats = std::map<std::string, TensorStats>;
+
+/// Supplies calibration sample `i` as embedded inputs [seq, hidden].
+using SampleSource = std::function<Status(size_t i, std::vector<float>* embeds, int64_t* seq)>;
+
+/// The nodes whose outputs quantization needs: the inputs of every linear and
+/// the q, k, v inputs of every attention node.
+std::vector<std::string> observed_nodes(const ir::Graph& g);
+
+/// Runs `samples` (count `n`) through `runner` (a float session of `g`) and
+/// collects statistics of the observed nodes: a max pass, and a histogram pass
+/// when `mode` needs one. Progress is reported as events::progress("calib").
+StatusOr<CalibStats> collect_stats(const ir::Graph& g, ref::Runner& runner, size_t n,
+                                   const SampleSource& samples, int mode);
+
+/// The clipping range of a per-tensor activation for `options.calibration()`:
+/// mode 0 max, mode 1 the `percentile` quantile of |x|, mode 2 the clip that
+/// minimises the expected quantization MSE at `bits`.
+float activation_range(const TensorStats& s, const config::CalibrationConfig& options, int bits);
+
+}  // namespace qbc::quant

@@ -1,0 +1,47 @@
+// Round-to-nearest quantization of an MBLT graph per the bit configuration:
+// linears become qlinear (integer weights with per-output-channel scales, a
+// static input scale), attention nodes get a quantized KV cache. Integer
+// weights and scales go to a sidecar file; see docs/numerics.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "compile_options.pb.h"
+#include "qbc/frontend/safetensors_writer.h"
+#include "qbc/ir/graph.h"
+#include "qbc/quant/calibrate.h"
+#include "qbc/ref/evaluator.h"
+#include "qbc/support/status.h"
+
+namespace qbc::quant {
+
+/// What quantize_rtn() produced.
+struct QuantizeResult {
+  ir::Graph graph;                                   ///< The quantized graph (verifies).
+  std::vector<frontend::TensorToWrite> sidecar;      ///< Integer weights and scales, by sidecar name.
+  int quantized_linears = 0;
+  int float_linears = 0;                             ///< Left in float (weight16Bits overrides).
+};
+
+/// The precision chosen for one linear node.
+struct LinearBits {
+  int weight = 8;      ///< 4 or 8; 16 = leave the layer in float.
+  int activation = 8;  ///< 8 or 16.
+};
+
+/// Bits of the linear node `node_name` (part `head` or not) under `options.bit()`,
+/// with the layerOverrides globs applied.
+LinearBits linear_bits(const std::string& node_name, bool head, const config::CompileOptions& options);
+
+/// Checks that the calibration settings are ones qbc implements (kUnimplemented
+/// naming the key otherwise), before any work.
+Status check_supported(const config::CompileOptions& options);
+
+/// Quantizes `g` with round-to-nearest weights and calibrated static scales.
+StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stats,
+                                      const ref::WeightReader& weights,
+                                      const config::CompileOptions& options);
+
+}  // namespace qbc::quant

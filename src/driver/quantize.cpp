@@ -1,0 +1,86 @@
+#include "qbc/driver/quantize.h"
+
+#include <chrono>
+#include <filesystem>
+
+#include "qbc/driver/generate.h"
+#include "qbc/ir/serialize.h"
+#include "qbc/quant/quantize.h"
+#include "qbc/support/logging.h"
+
+namespace qbc::driver {
+namespace {
+
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+StatusOr<quant::SampleSource> calibration_source(const LoadedModel& model, ref::Runner& runner,
+                                                 const config::ResolvedConfig& config, size_t* n) {
+  const config::CompileOptions& o = config.options;
+  const int64_t seq = o.llm().attributes().calibration().use_full_seq_length()
+                          ? o.llm().attributes().max_sequence_length()
+                          : o.calibration().seq_length();
+  if (o.use_random_calib()) {
+    *n = static_cast<size_t>(o.calibration().num_samples());
+    const int64_t vocab = runner.vocab_size();
+    const uint64_t seed = static_cast<uint64_t>(o.seed());
+    ref::Runner* r = &runner;
+    log("calib").warn("calibrating on random tokens (useRandomCalib): accuracy numbers are meaningless");
+    return quant::SampleSource([r, seq, vocab, seed](size_t i, std::vector<float>* embeds, int64_t* s) {
+      uint64_t state = seed * 1000003ULL + i;
+      std::vector<int32_t> tokens(static_cast<size_t>(seq));
+      for (int32_t& t : tokens) t = static_cast<int32_t>(splitmix64(state) % static_cast<uint64_t>(vocab));
+      *s = seq;
+      return r->embed(tokens, embeds);
+    });
+  }
+  if (o.calib_data_paths_size() == 0) {
+    return invalid_argument("no calibration data: give calibDataPaths (--calib DIR, from `qbc calib prepare`) "
+                            "or useRandomCalib (--use-random-calib) for a smoke test");
+  }
+  return unimplemented("calibDataPaths: reading calibration files is not wired in yet");
+}
+
+Status quantize_to(const LoadedModel& model, const config::ResolvedConfig& config, const std::string& out_mblt,
+                   const std::string& producer) {
+  QBC_RETURN_IF_ERROR(quant::check_supported(config.options));
+  if (!is_mblt_path(out_mblt)) return invalid_argument("output ", out_mblt, " must end in .mblt");
+  const auto t0 = std::chrono::steady_clock::now();
+  QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> session, make_session(model));
+  size_t n = 0;
+  QBC_ASSIGN_OR_RETURN(quant::SampleSource samples, calibration_source(model, *session, config, &n));
+  events::status("calib", "collecting activation statistics on " + std::to_string(n) + " samples");
+  QBC_ASSIGN_OR_RETURN(quant::CalibStats stats,
+                       quant::collect_stats(model.graph, *session, n, samples, config.options.calibration().mode()));
+  events::status("quant", "quantizing weights (round to nearest)");
+  const LoadedModel* m = &model;
+  QBC_ASSIGN_OR_RETURN(quant::QuantizeResult q,
+                       quant::quantize_rtn(model.graph, stats,
+                                           [m](const ir::Weight& w, std::vector<float>* out) {
+                                             return read_weight(*m, w, out);
+                                           },
+                                           config.options));
+  q.graph.metadata["producer"] = producer;
+  q.graph.metadata["qbc.config"] = config::to_json(config.options);
+  q.graph.metadata["sidecar"] = std::filesystem::path(sidecar_path(out_mblt)).filename().string();
+  const std::string side = sidecar_path(out_mblt);
+  QBC_RETURN_IF_ERROR(frontend::write_safetensors(side, q.sidecar, {{"producer", producer}}));
+  Status saved = ir::save(q.graph, out_mblt);
+  if (!saved.ok()) {
+    std::error_code ec;
+    std::filesystem::remove(side, ec);
+    return saved;
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  log("quant").info("quantized {} linears ({} left in float) in {:.2f} s: {} + {}", q.quantized_linears,
+                    q.float_linears, secs, out_mblt, side);
+  return ok_status();
+}
+
+}  // namespace qbc::driver

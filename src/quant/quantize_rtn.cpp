@@ -1,0 +1,196 @@
+// quantize-rtn: linear -> qlinear with RTN per-output-channel weights and a
+// calibrated static input scale; attention -> quantized KV cache.
+//   %y = linear(%x, @w) : f32[?,?,64]
+//   ==> %y = qlinear(%x, @y.wq, @y.wscale) {in_bits = 8, in_scale = 0.0123, out_fp16 = 1, w_bits = 8}
+#include <fnmatch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "qbc/quant/quantize.h"
+
+namespace qbc::quant {
+namespace {
+
+bool matches_any(const google::protobuf::RepeatedPtrField<std::string>& globs, const std::string& name) {
+  for (const std::string& g : globs) {
+    if (fnmatch(g.c_str(), name.c_str(), 0) == 0) return true;
+  }
+  return false;
+}
+
+// The projection a node name belongs to ("blk.3.attn.q_proj" -> query).
+std::string projection(const std::string& name) {
+  auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
+  if (has(".attn.q_proj")) return "query";
+  if (has(".attn.k_proj")) return "key";
+  if (has(".attn.v_proj")) return "value";
+  if (has(".attn.qkv_proj")) return "qkv";
+  if (has(".attn.o_proj")) return "output";
+  if (has(".ffn.")) return "ffn";
+  return "other";
+}
+
+int qmax(int bits) { return (1 << (bits - 1)) - 1; }
+
+// Round half to even, as torch.round.
+double rne(double x) { return std::nearbyint(x); }
+
+frontend::TensorToWrite f32_tensor(const std::string& name, const std::vector<float>& v) {
+  frontend::TensorToWrite t;
+  t.name = name;
+  t.dtype = frontend::DType::kF32;
+  t.shape = {static_cast<int64_t>(v.size())};
+  t.data.resize(v.size() * sizeof(float));
+  std::memcpy(t.data.data(), v.data(), t.data.size());
+  return t;
+}
+
+}  // namespace
+
+LinearBits linear_bits(const std::string& node_name, bool head, const config::CompileOptions& options) {
+  const auto& w = options.bit().transformer().weight();
+  const auto& a = options.bit().transformer().activation();
+  LinearBits b;
+  const std::string p = head ? "head" : projection(node_name);
+  if (p == "query") b = {w.query(), a.query()};
+  else if (p == "key") b = {w.key(), a.key()};
+  else if (p == "value") b = {w.value(), a.value()};
+  else if (p == "qkv") b = {std::max({w.query(), w.key(), w.value()}), std::max({a.query(), a.key(), a.value()})};
+  else if (p == "output") b = {w.output(), a.output()};
+  else if (p == "ffn") b = {w.ffn(), a.ffn()};
+  else if (p == "head") b = {w.head(), a.head()};
+  const auto& lo = options.bit().layer_overrides();
+  if (matches_any(lo.weight8_bits(), node_name)) b.weight = 8;
+  if (matches_any(lo.weight16_bits(), node_name)) b.weight = 16;
+  if (matches_any(lo.activation16_bits(), node_name)) b.activation = 16;
+  return b;
+}
+
+Status check_supported(const config::CompileOptions& options) {
+  const auto& c = options.calibration();
+  if (c.output() != 0) {
+    return unimplemented("calibration.output ", c.output(),
+                         ": only per-layer activation scales (0) are implemented");
+  }
+  if (c.method() == 2 || c.method() == 3) {
+    return unimplemented("calibration.method ", c.method(),
+                         ": activation zero points are not implemented; use 0 or 1");
+  }
+  return ok_status();
+}
+
+StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stats,
+                                      const ref::WeightReader& weights,
+                                      const config::CompileOptions& options) {
+  QBC_RETURN_IF_ERROR(check_supported(options));
+  QuantizeResult r;
+  ir::Graph& out = r.graph;
+  out = g;
+  std::vector<float> w;
+  for (ir::ValueId id = 0; id < static_cast<ir::ValueId>(out.nodes().size()); ++id) {
+    ir::Node& n = out.mutable_node(id);
+    if (n.op == ir::Op::kLinear) {
+      const LinearBits bits = linear_bits(n.name, n.part == ir::Part::kHead, options);
+      if (bits.weight == 16) {
+        ++r.float_linears;
+        continue;
+      }
+      const std::string& x_name = out.node(n.operands[0].value).name;
+      auto st = stats.find(x_name);
+      if (st == stats.end()) return internal_error("no calibration statistics for '", x_name, "'");
+      const float range = activation_range(st->second, options.calibration(), bits.activation);
+      const ir::Weight* wt = out.find_weight(n.operands[1].weight);
+      QBC_RETURN_IF_ERROR(weights(*wt, &w).with_context("node '", n.name, "'"));
+      const int64_t rows = wt->type.dims[0], cols = wt->type.dims[1];
+      std::vector<int8_t> q(static_cast<size_t>(rows * cols));
+      std::vector<float> scale(static_cast<size_t>(rows));
+      const int qm = qmax(bits.weight);
+      for (int64_t r0 = 0; r0 < rows; ++r0) {
+        float amax = 0;
+        for (int64_t c = 0; c < cols; ++c) amax = std::max(amax, std::fabs(w[static_cast<size_t>(r0 * cols + c)]));
+        const float s = std::max(amax / static_cast<float>(qm), 1e-8f);
+        scale[static_cast<size_t>(r0)] = s;
+        for (int64_t c = 0; c < cols; ++c) {
+          const double v = rne(static_cast<double>(w[static_cast<size_t>(r0 * cols + c)]) / s);
+          q[static_cast<size_t>(r0 * cols + c)] = static_cast<int8_t>(std::clamp<double>(v, -qm - 1, qm));
+        }
+      }
+      const std::string wq = n.name + ".wq", ws = n.name + ".wscale";
+      frontend::TensorToWrite tq;
+      tq.name = wq;
+      tq.dtype = frontend::DType::kI8;
+      tq.shape = {rows, cols};
+      tq.data.assign(reinterpret_cast<const uint8_t*>(q.data()), reinterpret_cast<const uint8_t*>(q.data()) + q.size());
+      r.sidecar.push_back(std::move(tq));
+      r.sidecar.push_back(f32_tensor(ws, scale));
+      out.add_weight(ir::Weight{wq, ir::TensorType{bits.weight == 4 ? ir::DType::kI4 : ir::DType::kI8, {rows, cols}},
+                                ir::WeightSource::kSidecar, wq, ir::WeightRole::kParameter});
+      out.add_weight(ir::Weight{ws, ir::TensorType{ir::DType::kF32, {rows}}, ir::WeightSource::kSidecar, ws,
+                                ir::WeightRole::kParameter});
+      const std::string old_weight = n.operands[1].weight;
+      std::vector<ir::Operand> ops = {n.operands[0], ir::Operand::of_weight(wq), ir::Operand::of_weight(ws)};
+      if (n.operands.size() == 3) ops.push_back(n.operands[2]);
+      n.op = ir::Op::kQLinear;
+      n.operands = std::move(ops);
+      n.attrs = ir::Attrs();
+      n.attrs.set("in_scale", static_cast<double>(std::max(range / static_cast<float>(qmax(bits.activation)), 1e-8f)));
+      n.attrs.set("in_bits", int64_t{bits.activation});
+      n.attrs.set("w_bits", int64_t{bits.weight});
+      n.attrs.set("out_fp16", int64_t{n.part == ir::Part::kHead ? 0 : 1});
+      out.remove_weight(old_weight);
+      ++r.quantized_linears;
+    } else if (n.op == ir::Op::kAttention) {
+      const int64_t heads = n.attrs.get_int("num_heads"), kvh = n.attrs.get_int("num_kv_heads");
+      const int64_t hd = n.attrs.get_int("head_dim");
+      const ir::Node& knode = out.node(n.operands[1].value);
+      const int64_t rd = knode.op == ir::Op::kRope ? knode.attrs.get_int("rotary_dim") : 0;
+      auto get = [&](int i) -> StatusOr<const TensorStats*> {
+        const std::string& name = out.node(n.operands[static_cast<size_t>(i)].value).name;
+        auto it = stats.find(name);
+        if (it == stats.end()) return internal_error("no calibration statistics for '", name, "'");
+        return &it->second;
+      };
+      QBC_ASSIGN_OR_RETURN(const TensorStats* qs, get(0));
+      QBC_ASSIGN_OR_RETURN(const TensorStats* ks, get(1));
+      QBC_ASSIGN_OR_RETURN(const TensorStats* vs, get(2));
+      const int kb = options.bit().kv_cache().key(), vb = options.bit().kv_cache().value();
+      std::vector<double> k_scale(static_cast<size_t>(kvh * hd)), v_scale(static_cast<size_t>(kvh * hd));
+      for (int64_t h = 0; h < kvh; ++h) {
+        for (int64_t c = 0; c < hd; ++c) {
+          const size_t i = static_cast<size_t>(h * hd + c);
+          // Rotary pairs (c, c + rd/2) share a K scale: RoPE moves energy between them.
+          float range = ks->channel_absmax[i];
+          if (c < rd) {
+            const int64_t partner = c < rd / 2 ? c + rd / 2 : c - rd / 2;
+            range = std::max(range, ks->channel_absmax[static_cast<size_t>(h * hd + partner)]);
+          }
+          k_scale[i] = std::max(range / static_cast<double>(qmax(kb)), 1e-8);
+          v_scale[i] = std::max(vs->channel_absmax[i] / static_cast<double>(qmax(vb)), 1e-8);
+        }
+      }
+      // Q is multiplied by its KV head's K scales before its own 8-bit quantization.
+      std::vector<double> q_scale(static_cast<size_t>(heads));
+      const int64_t group = heads / kvh;
+      for (int64_t h = 0; h < heads; ++h) {
+        double m = 0;
+        for (int64_t c = 0; c < hd; ++c) {
+          m = std::max(m, qs->channel_absmax[static_cast<size_t>(h * hd + c)] *
+                              k_scale[static_cast<size_t>((h / group) * hd + c)]);
+        }
+        q_scale[static_cast<size_t>(h)] = std::max(m / qmax(8), 1e-8);
+      }
+      const bool p16 = matches_any(options.bit().layer_overrides().activation16_bits(), n.name);
+      n.attrs.set("k_bits", int64_t{kb});
+      n.attrs.set("v_bits", int64_t{vb});
+      n.attrs.set("p_bits", int64_t{p16 ? 16 : 8});
+      n.attrs.set("q_scale", q_scale);
+      n.attrs.set("k_scale", k_scale);
+      n.attrs.set("v_scale", v_scale);
+    }
+  }
+  return r;
+}
+
+}  // namespace qbc::quant
