@@ -384,8 +384,9 @@ Status Session::Impl::check_tokens(const std::vector<int32_t>& tokens) const {
 Session::Session() : impl_(std::make_unique<Impl>()) {}
 Session::~Session() = default;
 
-StatusOr<std::unique_ptr<Session>> Session::create(const ir::Graph& g, const WeightReader& weights,
-                                                   const SessionOptions& options) {
+StatusOr<std::unique_ptr<Session>> Session::create_in_plugin(const ir::Graph& g,
+                                                             const WeightReader& weights,
+                                                             const SessionOptions& options) {
   QBC_RETURN_IF_ERROR(ir::verify(g));
   std::unique_ptr<Session> s(new Session());
   Impl& im = *s->impl_;
@@ -480,3 +481,15 @@ Status Session::activation(const std::string& node, std::vector<float>* out,
 }
 
 }  // namespace qbc::ref
+
+// The plugin's entry point, looked up by the loader (session_loader.cpp) with dlsym.
+extern "C" __attribute__((visibility("default"))) qbc::ref::Session* qbc_ref_create_session(
+    const qbc::ir::Graph* g, const qbc::ref::WeightReader* weights,
+    const qbc::ref::SessionOptions* options, qbc::Status* error) {
+  auto s = qbc::ref::Session::create_in_plugin(*g, *weights, *options);
+  if (!s.ok()) {
+    *error = s.status();
+    return nullptr;
+  }
+  return std::move(s).value().release();
+}

@@ -65,12 +65,23 @@ class Runner {
 };
 
 /// The float reference runtime (LibTorch): the loaded weights and the KV caches.
-class Session final : public Runner {
+///
+/// LibTorch lives in a plugin (libqbc_ref_torch.so) that create() loads on first
+/// use, so commands that never compute with tensors (parse, inspect, dump-config)
+/// start without loading LibTorch.
+// Not `final`: calls through Session pointers must stay virtual, because the
+// implementation lives in the plugin and the qbc binary does not link it.
+class Session : public Runner {
  public:
   /// Loads every weight of `g` through `weights` and prepares empty caches.
   /// Errors name the weight or node at fault; quantized nodes are refused.
+  /// kInternal when the LibTorch plugin cannot be loaded (the message says where it looked).
   static StatusOr<std::unique_ptr<Session>> create(const ir::Graph& g, const WeightReader& weights,
                                                    const SessionOptions& options = {});
+  /// The same, inside the plugin (called by create() through the plugin's entry point).
+  static StatusOr<std::unique_ptr<Session>> create_in_plugin(const ir::Graph& g,
+                                                             const WeightReader& weights,
+                                                             const SessionOptions& options);
   ~Session() override;
 
   Status forward(const std::vector<int32_t>& tokens, std::vector<float>* logits) override;
