@@ -3,6 +3,7 @@
 #include <chrono>
 #include <filesystem>
 
+#include "qbc/calib/calib_data.h"
 #include "qbc/driver/generate.h"
 #include "qbc/ir/serialize.h"
 #include "qbc/quant/quantize.h"
@@ -44,7 +45,15 @@ StatusOr<quant::SampleSource> calibration_source(const LoadedModel& model, ref::
     return invalid_argument("no calibration data: give calibDataPaths (--calib DIR, from `qbc calib prepare`) "
                             "or useRandomCalib (--use-random-calib) for a smoke test");
   }
-  return unimplemented("calibDataPaths: reading calibration files is not wired in yet");
+  // Headers of every file are checked here, before any calibration work.
+  std::vector<std::string> paths(o.calib_data_paths().begin(), o.calib_data_paths().end());
+  QBC_ASSIGN_OR_RETURN(calib::CalibDataset ds, calib::open_calib_inputs(paths, calib::calib_input_specs(model.graph)));
+  size_t count = ds.size();
+  if (o.calibration().num_samples() > 0 && static_cast<size_t>(o.calibration().num_samples()) < count) {
+    count = static_cast<size_t>(o.calibration().num_samples());  // calibration.numSamples caps the set
+  }
+  *n = count;
+  return quant::SampleSource([ds](size_t i, std::vector<float>* embeds, int64_t* s) { return ds.load(i, embeds, s); });
 }
 
 Status quantize_to(const LoadedModel& model, const config::ResolvedConfig& config, const std::string& out_mblt,

@@ -49,5 +49,6 @@ void register_run(CLI::App& app, Action& action);
 void register_eval(CLI::App& app, Action& action);
 void register_quantize(CLI::App& app, Action& action);
 void register_random_model(CLI::App& app, Action& action);
+void register_calib(CLI::App& app, Action& action);
 
 }  // namespace qbc::cli

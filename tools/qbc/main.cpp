@@ -46,6 +46,7 @@ int run(int argc, char** argv) {
   qbc::cli::register_inspect(app, action);
   qbc::cli::register_run(app, action);
   qbc::cli::register_eval(app, action);
+  qbc::cli::register_calib(app, action);
   qbc::cli::register_quantize(app, action);
   qbc::cli::register_dump_config(app, action);
   qbc::cli::register_presets(app, action);
