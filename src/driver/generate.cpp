@@ -21,6 +21,21 @@ StatusOr<std::unique_ptr<ref::Session>> make_session(const LoadedModel& model, c
       model.graph, [m](const ir::Weight& w, std::vector<float>* out) { return read_weight(*m, w, out); }, options);
 }
 
+bool is_quantized(const ir::Graph& g) {
+  for (const ir::Node& n : g.nodes()) {
+    if (n.op == ir::Op::kQLinear || (n.op == ir::Op::kAttention && n.attrs.has("k_bits"))) return true;
+  }
+  return false;
+}
+
+StatusOr<std::unique_ptr<ref::Runner>> make_runner(const LoadedModel& model, const ref::SessionOptions& options) {
+  if (is_quantized(model.graph)) {
+    return unimplemented("running quantized graphs needs the fake-quant evaluator, which is not built yet");
+  }
+  QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> s, make_session(model, options));
+  return std::unique_ptr<ref::Runner>(std::move(s));
+}
+
 StatusOr<frontend::Tokenizer> load_tokenizer(const LoadedModel& model) {
   const std::filesystem::path& p = model.source->tokenizer_path();
   if (p.empty()) {

@@ -92,3 +92,35 @@ TEST(RunCli, EvalErrors) {
 
 }  // namespace
 }  // namespace qbc
+
+namespace qbc {
+namespace {
+
+TEST(RunCli, EvalAgainstReference) {
+  QBC_REQUIRE_SHARED(dir, "models/stories260k");
+  QBC_REQUIRE_SHARED(text, "data/tinystories/eval.clean.txt");
+  using ::qbc::testing::shell_quote;
+  // A model against itself: no divergence at all.
+  auto self = run_qbc("eval " + shell_quote(dir / "hf") + " --reference " + shell_quote(dir / "hf-tied") +
+                      " --text " + shell_quote(text) + " --ctx 256 --chunks 4 --json");
+  ASSERT_EQ(self.exit_code, 0) << self.err;
+  auto s = nlohmann::json::parse(self.out);
+  EXPECT_LT(s["kld_mean"].get<double>(), 1e-9);
+  EXPECT_DOUBLE_EQ(s["top1"].get<double>(), 1.0);
+  EXPECT_EQ(s["tokens_scored"], 4 * 127);
+  // llama.cpp's Q8_0 file against the float model: small but nonzero divergence.
+  auto q8 = run_qbc("eval " + shell_quote(dir / "quant/stories260K-Q8_0.gguf") + " --reference " +
+                    shell_quote(dir / "hf") + " --text " + shell_quote(text) + " --ctx 256 --chunks 8 --json");
+  ASSERT_EQ(q8.exit_code, 0) << q8.err;
+  auto j = nlohmann::json::parse(q8.out);
+  EXPECT_GT(j["kld_mean"].get<double>(), 0.0);
+  EXPECT_LT(j["kld_mean"].get<double>(), 0.005);
+  EXPECT_GT(j["top1"].get<double>(), 0.95);
+  EXPECT_NEAR(j["perplexity"].get<double>() / j["perplexity_reference"].get<double>(), 1.0, 0.01);
+  bool has_block = false;
+  for (const auto& l : j["layers"]) has_block = has_block || l["node"] == "blk.4.ffn.residual";
+  EXPECT_TRUE(has_block);
+}
+
+}  // namespace
+}  // namespace qbc

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "cli.h"
+#include "qbc/driver/accuracy.h"
 #include "qbc/driver/generate.h"
 #include "qbc/ref/perplexity.h"
 #include "qbc/support/file_util.h"
@@ -33,7 +34,7 @@ Status run_run(const RunOptions& o) {
   QBC_ASSIGN_OR_RETURN(frontend::Tokenizer tok, driver::load_tokenizer(m));
   ref::SessionOptions so;
   so.threads = o.threads;
-  QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> session, driver::make_session(m, so));
+  QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Runner> session, driver::make_runner(m, so));
   const std::vector<int32_t> prompt = tok.encode(o.prompt, tok.add_bos_default());
   driver::SamplingOptions s;
   s.greedy = o.greedy || o.temperature <= 0;
@@ -88,10 +89,35 @@ struct EvalOptions {
   int64_t ctx = 256;
   int64_t chunks = -1;
   std::string logprobs;
+  std::string reference;
   bool logits = false;
   bool json = false;
   int threads = 0;
 };
+
+// The accuracy report: the model against a float reference on the same tokens.
+Status run_compare(const EvalOptions& o, const driver::LoadedModel& m, ref::Runner& test,
+                   const std::vector<int32_t>& tokens, int32_t bos, const config::ResolvedConfig& cfg) {
+  QBC_ASSIGN_OR_RETURN(driver::LoadedModel r, driver::open_model(o.reference, cfg));
+  ref::SessionOptions so;
+  so.threads = o.threads;
+  QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Runner> reference, driver::make_runner(r, so));
+  // Block outputs and every projection present in both graphs.
+  std::vector<driver::LayerError> nodes;
+  for (const ir::Node& n : m.graph.nodes()) {
+    const bool projection = n.op == ir::Op::kLinear || n.op == ir::Op::kQLinear;
+    const bool block_out = n.name.size() > 13 && n.name.compare(n.name.size() - 13, 13, ".ffn.residual") == 0;
+    if ((!projection && !block_out) || r.graph.find(n.name) < 0) continue;
+    nodes.push_back({n.name, std::string(ir::op_info(n.op).name), n.block, 0});
+  }
+  driver::CompareOptions co;
+  co.ctx = o.ctx;
+  co.max_chunks = o.chunks;
+  QBC_ASSIGN_OR_RETURN(driver::AccuracyReport rep, driver::compare_models(test, *reference, tokens, bos, nodes, co));
+  const std::string json = driver::report_json(rep);
+  events::result("eval", json);
+  return emit_output("", o.json ? json : driver::format_report(rep));
+}
 
 Status run_eval(const EvalOptions& o) {
   if (o.ctx < 2) return invalid_argument("--ctx must be >= 2");
@@ -105,12 +131,13 @@ Status run_eval(const EvalOptions& o) {
   QBC_ASSIGN_OR_RETURN(frontend::Tokenizer tok, driver::load_tokenizer(m));
   ref::SessionOptions so;
   so.threads = o.threads;
-  QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> session, driver::make_session(m, so));
+  QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Runner> session, driver::make_runner(m, so));
   // As llama-perplexity: the whole text is one sequence, with BOS when the model adds one.
   const std::vector<int32_t> tokens = tok.encode(text, tok.add_bos_default());
   if (static_cast<int64_t>(tokens.size()) < o.ctx) {
     return invalid_argument(o.text, ": ", tokens.size(), " tokens, fewer than one chunk of --ctx ", o.ctx);
   }
+  if (!o.reference.empty()) return run_compare(o, m, *session, tokens, tok.bos_id(), cfg);
   ref::PerplexityOptions po;
   po.max_chunks = o.chunks;
   po.logprobs_path = o.logprobs;
@@ -172,6 +199,9 @@ void register_eval(CLI::App& app, Action& action) {
   cmd->add_option("--ctx", o->ctx, "Tokens per chunk");
   cmd->add_option("--chunks", o->chunks, "Score at most this many chunks (-1 = all)");
   cmd->add_option("--logprobs", o->logprobs, "Write per-token log-probabilities to this file (format: docs/cli.md)");
+  cmd->add_option("--reference", o->reference,
+                  "Compare against this float model (HF folder, .gguf or .mblt): perplexity of both, mean/p99\n"
+                  "KL divergence, top-1 agreement and per-layer SQNR on the same token stream");
   cmd->add_flag("--logits", o->logits, "With --logprobs, also write the full logits of scored positions");
   cmd->add_flag("--json", o->json, "Print the result as JSON");
   cmd->add_option("--threads", o->threads, "Compute threads (0 = all cores)");

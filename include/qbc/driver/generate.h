@@ -16,6 +16,14 @@ namespace qbc::driver {
 StatusOr<std::unique_ptr<ref::Session>> make_session(const LoadedModel& model,
                                                      const ref::SessionOptions& options = {});
 
+/// True when the graph has quantized nodes (qlinear, quantized KV cache).
+bool is_quantized(const ir::Graph& g);
+
+/// The runner for a model: the float reference runtime for a float graph, the
+/// fake-quant evaluator (docs/numerics.md) for a quantized one.
+StatusOr<std::unique_ptr<ref::Runner>> make_runner(const LoadedModel& model,
+                                                   const ref::SessionOptions& options = {});
+
 /// The tokenizer that ships with the model (tokenizer.json, or the GGUF vocabulary).
 StatusOr<frontend::Tokenizer> load_tokenizer(const LoadedModel& model);
 

@@ -1,0 +1,58 @@
+// The accuracy report: a model (usually quantized) against a float reference
+// on the same token stream (llama.cpp's perplexity chunks).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "qbc/ref/evaluator.h"
+#include "qbc/support/status.h"
+
+namespace qbc::driver {
+
+/// Output error of one node, accumulated over the compared positions.
+struct LayerError {
+  std::string node;
+  std::string op;
+  int block = -1;
+  double sqnr_db = 0;  ///< 10·log10(Σ ref² / Σ (ref − test)²); +inf when identical.
+};
+
+/// What compare_models() measured.
+struct AccuracyReport {
+  int64_t ctx = 0;
+  int64_t chunks = 0;
+  int64_t tokens_scored = 0;
+  double ppl = 0;             ///< Of the tested model.
+  double ppl_reference = 0;   ///< Of the reference.
+  double kld_mean = 0;        ///< Mean KL(P_ref ‖ P_test), nats.
+  double kld_p99 = 0;         ///< 99th percentile.
+  double kld_max = 0;
+  double top1 = 0;            ///< Fraction of positions with the same argmax.
+  std::vector<LayerError> layers;  ///< Block outputs and projections, in graph order.
+  double seconds = 0;
+};
+
+/// Options of compare_models().
+struct CompareOptions {
+  int64_t ctx = 256;
+  int64_t max_chunks = -1;     ///< -1 = all chunks of the text.
+  int64_t layer_chunks = 4;    ///< Chunks used for the per-layer table (activations are large).
+};
+
+/// Runs `tokens` through both runners chunk by chunk (llama.cpp protocol: BOS
+/// replaces each chunk's first token, the second half is scored) and compares
+/// next-token distributions and per-node outputs. `nodes` are the node names
+/// (with op and block) to report SQNR for; both graphs must have them.
+StatusOr<AccuracyReport> compare_models(ref::Runner& test, ref::Runner& reference,
+                                        const std::vector<int32_t>& tokens, int32_t bos_id,
+                                        const std::vector<LayerError>& nodes,
+                                        const CompareOptions& options);
+
+/// The report as a human-readable table.
+std::string format_report(const AccuracyReport& r);
+/// The report as JSON.
+std::string report_json(const AccuracyReport& r);
+
+}  // namespace qbc::driver

@@ -1,0 +1,151 @@
+#include "qbc/driver/accuracy.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "qbc/support/logging.h"
+
+namespace qbc::driver {
+namespace {
+
+// log-softmax of one row, in double.
+void log_softmax(const float* x, int64_t n, std::vector<double>* out) {
+  out->resize(static_cast<size_t>(n));
+  double m = -std::numeric_limits<double>::infinity();
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, static_cast<double>(x[i]));
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(x[i]) - m);
+  const double lse = m + std::log(sum);
+  for (int64_t i = 0; i < n; ++i) (*out)[static_cast<size_t>(i)] = static_cast<double>(x[i]) - lse;
+}
+
+}  // namespace
+
+StatusOr<AccuracyReport> compare_models(ref::Runner& test, ref::Runner& reference,
+                                        const std::vector<int32_t>& tokens, int32_t bos_id,
+                                        const std::vector<LayerError>& nodes,
+                                        const CompareOptions& o) {
+  if (o.ctx < 4) return invalid_argument("--ctx must be >= 4");
+  if (test.vocab_size() != reference.vocab_size()) {
+    return invalid_argument("the model and the reference have different vocabularies (", test.vocab_size(), " vs ",
+                            reference.vocab_size(), ")");
+  }
+  int64_t chunks = static_cast<int64_t>(tokens.size()) / o.ctx;
+  if (chunks < 1) return invalid_argument("the text has ", tokens.size(), " tokens, fewer than one chunk of ", o.ctx);
+  if (o.max_chunks > 0) chunks = std::min(chunks, o.max_chunks);
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t vocab = test.vocab_size();
+  const int64_t first = o.ctx / 2;
+  AccuracyReport r;
+  r.ctx = o.ctx;
+  r.chunks = chunks;
+  std::vector<double> klds;
+  double nll = 0, nll_ref = 0;
+  int64_t same = 0;
+  std::vector<double> signal(nodes.size(), 0.0), noise(nodes.size(), 0.0);
+  std::vector<float> lt, lr, at, ar;
+  std::vector<int64_t> shape;
+  std::vector<double> pt, pr;
+  for (int64_t c = 0; c < chunks; ++c) {
+    std::vector<int32_t> chunk(tokens.begin() + c * o.ctx, tokens.begin() + (c + 1) * o.ctx);
+    if (bos_id >= 0) chunk[0] = bos_id;
+    const bool layers = c < o.layer_chunks && !nodes.empty();
+    test.set_keep_activations(layers);
+    reference.set_keep_activations(layers);
+    test.reset();
+    reference.reset();
+    QBC_RETURN_IF_ERROR(test.forward(chunk, &lt).with_context("model, chunk ", c));
+    QBC_RETURN_IF_ERROR(reference.forward(chunk, &lr).with_context("reference, chunk ", c));
+    for (int64_t i = first; i < o.ctx - 1; ++i) {
+      const float* rowt = lt.data() + i * vocab;
+      const float* rowr = lr.data() + i * vocab;
+      log_softmax(rowt, vocab, &pt);
+      log_softmax(rowr, vocab, &pr);
+      double kl = 0;
+      for (int64_t v = 0; v < vocab; ++v) {
+        const double p = std::exp(pr[static_cast<size_t>(v)]);
+        kl += p * (pr[static_cast<size_t>(v)] - pt[static_cast<size_t>(v)]);
+      }
+      klds.push_back(std::max(kl, 0.0));
+      const size_t next = static_cast<size_t>(chunk[static_cast<size_t>(i + 1)]);
+      nll -= pt[next];
+      nll_ref -= pr[next];
+      same += (std::max_element(rowt, rowt + vocab) - rowt) == (std::max_element(rowr, rowr + vocab) - rowr);
+    }
+    if (layers) {
+      for (size_t k = 0; k < nodes.size(); ++k) {
+        QBC_RETURN_IF_ERROR(test.activation(nodes[k].node, &at, &shape).with_context("model"));
+        QBC_RETURN_IF_ERROR(reference.activation(nodes[k].node, &ar, &shape).with_context("reference"));
+        if (at.size() != ar.size()) return invalid_argument("node '", nodes[k].node, "' differs in size between models");
+        for (size_t e = 0; e < ar.size(); ++e) {
+          signal[k] += static_cast<double>(ar[e]) * ar[e];
+          noise[k] += (static_cast<double>(ar[e]) - at[e]) * (static_cast<double>(ar[e]) - at[e]);
+        }
+      }
+    }
+    events::progress("eval", c + 1, chunks);
+  }
+  test.set_keep_activations(false);
+  reference.set_keep_activations(false);
+  r.tokens_scored = static_cast<int64_t>(klds.size());
+  r.ppl = std::exp(nll / r.tokens_scored);
+  r.ppl_reference = std::exp(nll_ref / r.tokens_scored);
+  double sum = 0;
+  for (double k : klds) sum += k;
+  r.kld_mean = sum / r.tokens_scored;
+  std::vector<double> sorted = klds;
+  std::sort(sorted.begin(), sorted.end());
+  r.kld_p99 = sorted[std::min(sorted.size() - 1, static_cast<size_t>(0.99 * static_cast<double>(sorted.size())))];
+  r.kld_max = sorted.back();
+  r.top1 = static_cast<double>(same) / r.tokens_scored;
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    LayerError e = nodes[k];
+    e.sqnr_db = noise[k] == 0 ? std::numeric_limits<double>::infinity() : 10 * std::log10(signal[k] / noise[k]);
+    r.layers.push_back(e);
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+std::string format_report(const AccuracyReport& r) {
+  std::ostringstream os;
+  os.setf(std::ios::fixed);
+  os.precision(4);
+  os << "perplexity      " << r.ppl << "   (reference " << r.ppl_reference << ", ratio " << r.ppl / r.ppl_reference
+     << ")\n";
+  os.precision(5);
+  os << "KL divergence   mean " << r.kld_mean << "   p99 " << r.kld_p99 << "   max " << r.kld_max << "\n";
+  os.precision(2);
+  os << "top-1 agreement " << 100 * r.top1 << " %\n";
+  os << "scored          " << r.tokens_scored << " tokens in " << r.chunks << " chunks of " << r.ctx << "\n";
+  if (!r.layers.empty()) {
+    os << "\nper-layer SQNR (dB, higher is better)\n";
+    for (const LayerError& e : r.layers) {
+      os << "  " << e.node << std::string(e.node.size() < 28 ? 28 - e.node.size() : 1, ' ') << e.op
+         << std::string(e.op.size() < 10 ? 10 - e.op.size() : 1, ' ');
+      if (std::isinf(e.sqnr_db)) os << "exact\n";
+      else os << e.sqnr_db << "\n";
+    }
+  }
+  return os.str();
+}
+
+std::string report_json(const AccuracyReport& r) {
+  nlohmann::ordered_json j = {{"ctx", r.ctx},           {"chunks", r.chunks},          {"tokens_scored", r.tokens_scored},
+                              {"perplexity", r.ppl},    {"perplexity_reference", r.ppl_reference},
+                              {"kld_mean", r.kld_mean}, {"kld_p99", r.kld_p99},        {"kld_max", r.kld_max},
+                              {"top1", r.top1},         {"seconds", r.seconds}};
+  nlohmann::ordered_json layers = nlohmann::ordered_json::array();
+  for (const LayerError& e : r.layers) {
+    layers.push_back({{"node", e.node}, {"op", e.op}, {"block", e.block},
+                      {"sqnr_db", std::isinf(e.sqnr_db) ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(e.sqnr_db)}});
+  }
+  j["layers"] = layers;
+  return j.dump(2) + "\n";
+}
+
+}  // namespace qbc::driver
