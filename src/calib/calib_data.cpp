@@ -360,11 +360,4 @@ StatusOr<CalibDataset> make_random_calib(std::shared_ptr<const EmbeddingTable> t
   return CalibDataset(std::move(state));
 }
 
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
 }  // namespace qbc::calib

@@ -1,5 +1,7 @@
 #include "qbc/driver/generate.h"
 
+#include "qbc/support/random.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -48,14 +50,7 @@ StatusOr<frontend::Tokenizer> load_tokenizer(const LoadedModel& model) {
 
 Sampler::Sampler(const SamplingOptions& options) : opt_(options), state_(options.seed ^ 0x9e3779b97f4a7c15ULL) {}
 
-// splitmix64: portable and deterministic.
-double Sampler::uniform() {
-  uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  z ^= z >> 31;
-  return static_cast<double>(z >> 11) * (1.0 / 9007199254740992.0);
-}
+double Sampler::uniform() { return uniform01(state_); }
 
 int32_t Sampler::sample(const float* logits, int64_t vocab) {
   if (opt_.greedy) return static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);

@@ -10,36 +10,26 @@
 #include "qbc/support/logging.h"
 
 namespace qbc::driver {
-namespace {
 
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-}  // namespace
-
-StatusOr<quant::SampleSource> calibration_source(const LoadedModel& model, ref::Runner& runner,
+StatusOr<quant::SampleSource> calibration_source(const LoadedModel& model,
                                                  const config::ResolvedConfig& config, size_t* n) {
   const config::CompileOptions& o = config.options;
   const int64_t seq = o.llm().attributes().calibration().use_full_seq_length()
                           ? o.llm().attributes().max_sequence_length()
                           : o.calibration().seq_length();
   if (o.use_random_calib()) {
-    *n = static_cast<size_t>(o.calibration().num_samples());
-    const int64_t vocab = runner.vocab_size();
-    const uint64_t seed = static_cast<uint64_t>(o.seed());
-    ref::Runner* r = &runner;
+    // Seeded random token ids embedded with the model's own table (calib::make_random_calib).
+    QBC_ASSIGN_OR_RETURN(const ir::Weight* emb, calib::find_host_embedding(model.graph));
+    auto table = std::make_shared<calib::EmbeddingTable>();
+    QBC_RETURN_IF_ERROR(read_weight(model, *emb, &table->data));
+    table->vocab = emb->type.dims[0];
+    table->hidden = emb->type.dims[1];
+    QBC_ASSIGN_OR_RETURN(calib::CalibDataset ds,
+                         calib::make_random_calib(table, "inputs_embeds", static_cast<size_t>(o.calibration().num_samples()),
+                                                  seq, static_cast<uint64_t>(o.seed())));
+    *n = ds.size();
     log("calib").warn("calibrating on random tokens (useRandomCalib): accuracy numbers are meaningless");
-    return quant::SampleSource([r, seq, vocab, seed](size_t i, std::vector<float>* embeds, int64_t* s) {
-      uint64_t state = seed * 1000003ULL + i;
-      std::vector<int32_t> tokens(static_cast<size_t>(seq));
-      for (int32_t& t : tokens) t = static_cast<int32_t>(splitmix64(state) % static_cast<uint64_t>(vocab));
-      *s = seq;
-      return r->embed(tokens, embeds);
-    });
+    return quant::SampleSource([ds](size_t i, std::vector<float>* embeds, int64_t* s) { return ds.load(i, embeds, s); });
   }
   if (o.calib_data_paths_size() == 0) {
     return invalid_argument("no calibration data: give calibDataPaths (--calib DIR, from `qbc calib prepare`) "
@@ -63,7 +53,7 @@ Status quantize_to(const LoadedModel& model, const config::ResolvedConfig& confi
   const auto t0 = std::chrono::steady_clock::now();
   QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> session, make_session(model));
   size_t n = 0;
-  QBC_ASSIGN_OR_RETURN(quant::SampleSource samples, calibration_source(model, *session, config, &n));
+  QBC_ASSIGN_OR_RETURN(quant::SampleSource samples, calibration_source(model, config, &n));
   events::status("calib", "collecting activation statistics on " + std::to_string(n) + " samples");
   QBC_ASSIGN_OR_RETURN(quant::CalibStats stats,
                        quant::collect_stats(model.graph, *session, n, samples, config.options.calibration().mode()));

@@ -1,6 +1,7 @@
 // Random-weight HF models: tensor lists per family, and generation of the weights, streamed in
 // chunks through SafetensorsStreamWriter so memory stays small for multi-GB shapes.
 #include "qbc/frontend/random_model.h"
+#include "qbc/support/random.h"
 
 #include <algorithm>
 #include <cmath>
@@ -23,12 +24,6 @@ using OrderedJson = nlohmann::ordered_json;
 
 // --- Deterministic PRNG: splitmix64 seeding, xoshiro256**, Box-Muller ---------------------
 
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 uint64_t fnv1a64(std::string_view s) {
   uint64_t h = 0xCBF29CE484222325ull;

@@ -23,6 +23,7 @@
 
 #include "qbc/calib/npy.h"
 #include "qbc/ir/graph.h"
+#include "qbc/support/random.h"
 #include "qbc/support/status.h"
 
 namespace qbc::calib {
@@ -124,8 +125,7 @@ StatusOr<CalibDataset> make_random_calib(std::shared_ptr<const EmbeddingTable> t
                                          const std::string& input_name, size_t num_samples,
                                          int64_t seq_len, uint64_t seed, int32_t bos_id = -1);
 
-/// One step of the splitmix64 generator (Steele, Lea, Flood 2014): advances `state` and
-/// returns the next 64-bit value. Portable, so seeded choices match on every machine.
-uint64_t splitmix64(uint64_t& state);
+/// The portable generator of seeded choices (support/random.h).
+using ::qbc::splitmix64;
 
 }  // namespace qbc::calib

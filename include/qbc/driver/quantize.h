@@ -12,7 +12,7 @@ namespace qbc::driver {
 /// Calibration samples from the configuration: `calibDataPaths` (npy folders,
 /// .txt lists, JSON maps) or `useRandomCalib`. `n` receives the sample count.
 /// Fails (exit 2) before any work when no source is configured or a file is bad.
-StatusOr<quant::SampleSource> calibration_source(const LoadedModel& model, ref::Runner& runner,
+StatusOr<quant::SampleSource> calibration_source(const LoadedModel& model,
                                                  const config::ResolvedConfig& config, size_t* n);
 
 /// Calibrates `model` and writes the quantized graph to `out_mblt` and its
