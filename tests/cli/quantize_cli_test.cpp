@@ -1,0 +1,82 @@
+// qbc calib prepare -> qbc quantize end to end: outputs, determinism, errors.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "test_support.h"
+
+namespace qbc {
+namespace {
+
+namespace fs = std::filesystem;
+using ::qbc::testing::read_file;
+using ::qbc::testing::run_qbc;
+using ::qbc::testing::shell_quote;
+using ::qbc::testing::temp_dir;
+
+TEST(QuantizeCli, CalibratedRtnIsDeterministic) {
+  QBC_REQUIRE_SHARED(hf, "models/stories260k/hf");
+  QBC_REQUIRE_SHARED(text, "data/tinystories/calib.clean.txt");
+  const fs::path dir = temp_dir();
+  auto prep = run_qbc("calib prepare " + shell_quote(hf) + " --text " + shell_quote(text) +
+                      " --num-samples 4 --seq-len 64 -o " + shell_quote(dir / "calib"));
+  ASSERT_EQ(prep.exit_code, 0) << prep.err;
+  // Two runs into two folders: byte-identical outputs.
+  for (const char* sub : {"one", "two"}) {
+    fs::create_directories(dir / sub);
+    auto q = run_qbc("quantize " + shell_quote(hf) + " --preset llm_fast --calib " + shell_quote(dir / "calib") +
+                     " -o " + shell_quote(dir / sub / "q.mblt"));
+    ASSERT_EQ(q.exit_code, 0) << q.err;
+  }
+  EXPECT_TRUE(read_file(dir / "one/q.mblt") == read_file(dir / "two/q.mblt"));
+  EXPECT_TRUE(read_file(dir / "one/q.weights.safetensors") == read_file(dir / "two/q.weights.safetensors"));
+  auto j = nlohmann::json::parse(run_qbc("inspect --json " + shell_quote(dir / "one/q.mblt")).out);
+  EXPECT_EQ(j["ops"]["qlinear"], 36);
+  EXPECT_EQ(j["ops"].count("linear"), 0u);
+  auto g = run_qbc("inspect --graph " + shell_quote(dir / "one/q.mblt"));
+  EXPECT_NE(g.out.find("k_bits = 8"), std::string::npos);
+  EXPECT_NE(g.out.find("@blk.0.attn.q_proj.wq : i8[64,64] = sidecar"), std::string::npos);
+}
+
+TEST(QuantizeCli, BitsAndOverridesReachTheGraph) {
+  QBC_REQUIRE_SHARED(hf, "models/stories260k/hf");
+  const fs::path dir = temp_dir();
+  auto q = run_qbc("quantize " + shell_quote(hf) + " --use-random-calib --set calibration.numSamples=2 "
+                   "--set calibration.seqLength=16 --set bit.transformer.weight.ffn=4 "
+                   "--set 'bit.layerOverrides.weight8Bits=[\"blk.0.*\"]' "
+                   "--set 'bit.layerOverrides.activation16Bits=[\"blk.*.ffn.down_proj\"]' "
+                   "--set bit.kvCache.key=4 -o " + shell_quote(dir / "q.mblt"));
+  ASSERT_EQ(q.exit_code, 0) << q.err;
+  const std::string g = run_qbc("inspect --graph " + shell_quote(dir / "q.mblt")).out;
+  auto line = [&](const std::string& node) {
+    const size_t at = g.find("%" + node + " = ");
+    return at == std::string::npos ? std::string() : g.substr(at, g.find('\n', at) - at);
+  };
+  EXPECT_NE(line("blk.1.ffn.up_proj").find("w_bits = 4"), std::string::npos) << line("blk.1.ffn.up_proj");
+  EXPECT_NE(line("blk.0.ffn.up_proj").find("w_bits = 8"), std::string::npos) << line("blk.0.ffn.up_proj");
+  EXPECT_NE(line("blk.2.ffn.down_proj").find("in_bits = 16"), std::string::npos);
+  EXPECT_NE(line("blk.2.attn.q_proj").find("in_bits = 8"), std::string::npos);
+  EXPECT_NE(line("blk.2.attn.sdpa").find("k_bits = 4"), std::string::npos);
+  EXPECT_NE(line("logits").find("out_fp16 = 0"), std::string::npos);
+}
+
+TEST(QuantizeCli, ErrorsBeforeAnyWork) {
+  QBC_REQUIRE_SHARED(hf, "models/stories260k/hf");
+  const fs::path dir = temp_dir();
+  auto none = run_qbc("quantize " + shell_quote(hf) + " -o " + shell_quote(dir / "q.mblt"));
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_NE(none.err.find("no calibration data"), std::string::npos) << none.err;
+  auto zp = run_qbc("quantize " + shell_quote(hf) + " --use-random-calib --set calibration.method=2 -o " +
+                    shell_quote(dir / "q.mblt"));
+  EXPECT_EQ(zp.exit_code, 3);
+  EXPECT_NE(zp.err.find("calibration.method"), std::string::npos) << zp.err;
+  // A missing calibration folder is named.
+  auto mism = run_qbc("quantize " + shell_quote(hf) + " --calib " + shell_quote(dir / "nope") + " -o " +
+                      shell_quote(dir / "q.mblt"));
+  EXPECT_EQ(mism.exit_code, 2);
+  EXPECT_NE(mism.err.find("nope"), std::string::npos) << mism.err;
+  EXPECT_TRUE(!fs::exists(dir / "q.mblt") && !fs::exists(dir / "q.weights.safetensors"));
+}
+
+}  // namespace
+}  // namespace qbc
