@@ -1,5 +1,6 @@
 #include "qbc/driver/generate.h"
 
+#include "qbc/quant/fakequant.h"
 #include "qbc/support/random.h"
 
 #include <algorithm>
@@ -32,7 +33,12 @@ bool is_quantized(const ir::Graph& g) {
 
 StatusOr<std::unique_ptr<ref::Runner>> make_runner(const LoadedModel& model, const ref::SessionOptions& options) {
   if (is_quantized(model.graph)) {
-    return unimplemented("running quantized graphs needs the fake-quant evaluator, which is not built yet");
+    const LoadedModel* m = &model;
+    QBC_ASSIGN_OR_RETURN(std::unique_ptr<quant::FakeQuantSession> s,
+                         quant::FakeQuantSession::create(model.graph, [m](const ir::Weight& w, std::vector<float>* out) {
+                           return read_weight(*m, w, out);
+                         }));
+    return std::unique_ptr<ref::Runner>(std::move(s));
   }
   QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> s, make_session(model, options));
   return std::unique_ptr<ref::Runner>(std::move(s));

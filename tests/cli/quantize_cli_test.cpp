@@ -80,3 +80,37 @@ TEST(QuantizeCli, ErrorsBeforeAnyWork) {
 
 }  // namespace
 }  // namespace qbc
+
+namespace qbc {
+namespace {
+
+// The quantized model runs on the fake-quant evaluator through run and eval.
+// Bounds are loose sanity checks of the pipeline; the accuracy targets are
+// tracked in docs/numerics.md.
+TEST(QuantizeCli, QuantizedModelRunsAndIsCompared) {
+  QBC_REQUIRE_SHARED(hf, "models/stories260k/hf");
+  QBC_REQUIRE_SHARED(calib_text, "data/tinystories/calib.clean.txt");
+  QBC_REQUIRE_SHARED(eval_text, "data/tinystories/eval.clean.txt");
+  const fs::path dir = temp_dir();
+  ASSERT_EQ(run_qbc("calib prepare " + shell_quote(hf) + " --text " + shell_quote(calib_text) +
+                    " --num-samples 8 --seq-len 128 -o " + shell_quote(dir / "calib")).exit_code, 0);
+  auto q = run_qbc("quantize " + shell_quote(hf) + " --preset llm_fast --calib " + shell_quote(dir / "calib") +
+                   " -o " + shell_quote(dir / "q.mblt"));
+  ASSERT_EQ(q.exit_code, 0) << q.err;
+  auto r = run_qbc("run " + shell_quote(dir / "q.mblt") + " -p 'Once upon a time' -n 8 --ids");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("new ids:"), std::string::npos);
+  auto e = run_qbc("eval " + shell_quote(dir / "q.mblt") + " --reference " + shell_quote(hf) + " --text " +
+                   shell_quote(eval_text) + " --ctx 256 --chunks 6 --json");
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  auto j = nlohmann::json::parse(e.out);
+  EXPECT_GT(j["kld_mean"].get<double>(), 0.0);  // quantization changes the distribution
+  EXPECT_LT(j["perplexity"].get<double>() / j["perplexity_reference"].get<double>(), 1.1);
+  EXPECT_GT(j["top1"].get<double>(), 0.85);
+  bool quantized_layer = false;
+  for (const auto& l : j["layers"]) quantized_layer = quantized_layer || l["op"] == "qlinear";
+  EXPECT_TRUE(quantized_layer);
+}
+
+}  // namespace
+}  // namespace qbc

@@ -1,0 +1,286 @@
+// Kernels of the fake-quant evaluator: one function per rule of docs/numerics.md.
+// Built with -ffp-contract=off: each `a * b + c` below is two roundings, as the spec
+// names them. Integer matmuls accumulate in int64: 8-bit codes would fit int32, but
+// 16-bit inputs (qlinear in_bits 16, u16 P against int16 V) could overflow it, and
+// int64 is exact for every case, so the result equals the NPU's exact accumulator.
+#include "fakequant_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "qbc/quant/fakequant.h"
+
+namespace qbc::quant {
+
+float round_fp16(double x) {
+  if (std::isnan(x) || x == 0.0) return static_cast<float>(x);
+  const double a = std::fabs(x);
+  // 65520 is halfway between the largest fp16 (65504) and 2^16; its tie goes to infinity.
+  if (a >= 65520.0)
+    return std::copysign(std::numeric_limits<float>::infinity(), static_cast<float>(x));
+  int e = 0;
+  std::frexp(a, &e);                      // a = m * 2^e, m in [0.5, 1)
+  const int lead = std::max(e - 1, -14);  // exponent of the leading bit; subnormals below 2^-14
+  const double quantum = std::ldexp(1.0, lead - 10);
+  // x / quantum is exact (power of two); nearbyint rounds half to even.
+  return static_cast<float>(std::nearbyint(x / quantum) * quantum);
+}
+
+int64_t quant_max(int bits) { return (int64_t{1} << (bits - 1)) - 1; }
+
+int32_t quantize_symmetric(double x, float scale, int bits) {
+  const double q = std::nearbyint(x / static_cast<double>(scale));
+  const double hi = static_cast<double>(quant_max(bits));
+  if (std::isnan(q)) return 0;
+  return static_cast<int32_t>(std::min(std::max(q, -hi - 1.0), hi));
+}
+
+float prob_scale(int bits) { return 1.0f / static_cast<float>((int64_t{1} << bits) - 1); }
+
+namespace fq {
+namespace {
+
+/// P's code: clamp(rne(p / s_p), 0, 2^bits - 1), in fp64.
+int32_t quantize_prob(float p, float sp, int bits) {
+  const double q = std::nearbyint(static_cast<double>(p) / static_cast<double>(sp));
+  const double hi = static_cast<double>((int64_t{1} << bits) - 1);
+  return static_cast<int32_t>(std::min(std::max(q, 0.0), hi));
+}
+
+/// Max-subtracted softmax in fp32 over `n` scores, exp in fp64, sum in index order.
+void softmax(std::vector<float>& x) {
+  float m = -std::numeric_limits<float>::infinity();
+  for (float v : x) m = std::max(m, v);
+  float sum = 0.0f;
+  for (float& v : x) {
+    const float d = v - m;
+    v = static_cast<float>(std::exp(static_cast<double>(d)));
+    sum += v;
+  }
+  for (float& v : x) v = v / sum;
+}
+
+}  // namespace
+
+float maybe_fp16(float v, bool fp16) { return fp16 ? round_fp16(v) : v; }
+
+void qlinear(const float* x, int64_t s, const QLinear& p, float* y) {
+  std::vector<int32_t> qx(static_cast<size_t>(p.in));
+  for (int64_t t = 0; t < s; ++t) {
+    for (int64_t i = 0; i < p.in; ++i) {
+      qx[static_cast<size_t>(i)] = quantize_symmetric(x[t * p.in + i], p.in_scale, p.in_bits);
+    }
+    for (int64_t c = 0; c < p.out; ++c) {
+      const int32_t* w = p.wq.data() + c * p.in;
+      int64_t acc = 0;
+      for (int64_t i = 0; i < p.in; ++i) acc += int64_t{qx[static_cast<size_t>(i)]} * w[i];
+      const float m = p.in_scale * p.wscale[static_cast<size_t>(c)];  // fp32(s_x * s_w[c])
+      float v = static_cast<float>(acc) * m;
+      if (!p.bias.empty()) v = v + p.bias[static_cast<size_t>(c)];
+      y[t * p.out + c] = maybe_fp16(v, p.out_fp16);
+    }
+  }
+}
+
+void linear(const float* x, int64_t s, const std::vector<float>& w, const std::vector<float>& bias,
+            int64_t out, int64_t in, bool fp16, float* y) {
+  for (int64_t t = 0; t < s; ++t) {
+    const float* xr = x + t * in;
+    for (int64_t c = 0; c < out; ++c) {
+      const float* wr = w.data() + c * in;
+      float acc = 0.0f;
+      for (int64_t i = 0; i < in; ++i) acc += xr[i] * wr[i];
+      if (!bias.empty()) acc = acc + bias[static_cast<size_t>(c)];
+      y[t * out + c] = maybe_fp16(acc, fp16);
+    }
+  }
+}
+
+void rms_norm(const float* x, int64_t s, int64_t n, const std::vector<float>& w, double eps,
+              double unit_offset, int64_t group, float* y) {
+  const int64_t g = group > 0 ? group : n;
+  for (int64_t start = 0; start < s * n; start += g) {
+    double ss = 0.0;
+    for (int64_t i = 0; i < g; ++i) {
+      const double v = x[start + i];
+      ss += v * v;
+    }
+    const double r = 1.0 / std::sqrt(ss / static_cast<double>(g) + eps);
+    for (int64_t i = 0; i < g; ++i) {
+      const double wi = static_cast<double>(w[static_cast<size_t>(i)]) + unit_offset;
+      y[start + i] = round_fp16(static_cast<double>(x[start + i]) * r * wi);
+    }
+  }
+}
+
+std::vector<double> Rope::frequencies(int64_t max_pos) const {
+  const int64_t length = max_pos + 1;
+  if (!long_inv_freq.empty() && original_max_positions > 0 && length > original_max_positions) {
+    return long_inv_freq;
+  }
+  if (dynamic_factor > 0.0 && original_max_positions > 0 && length > original_max_positions) {
+    const double r = static_cast<double>(rotary_dim);
+    const double base = theta * std::pow(dynamic_factor * static_cast<double>(length) /
+                                                 static_cast<double>(original_max_positions) -
+                                             (dynamic_factor - 1.0),
+                                         r / (r - 2.0));
+    std::vector<double> f(inv_freq.size());
+    for (size_t i = 0; i < f.size(); ++i)
+      f[i] = 1.0 / std::pow(base, static_cast<double>(2 * i) / r);
+    return f;
+  }
+  return inv_freq;
+}
+
+void rope(const float* x, int64_t s, int64_t first_pos, const Rope& p, float* y) {
+  const std::vector<double> f = p.frequencies(first_pos + s - 1);
+  const int64_t half = p.rotary_dim / 2;
+  const int64_t width = p.heads * p.head_dim;
+  std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
+  for (int64_t t = 0; t < s; ++t) {
+    const double pos = static_cast<double>(first_pos + t);
+    for (int64_t i = 0; i < half; ++i) {  // the NPU's fp16 table, computed in fp64
+      const double a = pos * f[static_cast<size_t>(i)];
+      cs[static_cast<size_t>(i)] = round_fp16(std::cos(a) * p.attention_factor);
+      sn[static_cast<size_t>(i)] = round_fp16(std::sin(a) * p.attention_factor);
+    }
+    for (int64_t h = 0; h < p.heads; ++h) {
+      const float* xr = x + t * width + h * p.head_dim;
+      float* yr = y + t * width + h * p.head_dim;
+      for (int64_t i = 0; i < half; ++i) {
+        const float c = cs[static_cast<size_t>(i)], sv = sn[static_cast<size_t>(i)];
+        const float x1 = xr[i], x2 = xr[i + half];
+        yr[i] = round_fp16(x1 * c - x2 * sv);
+        yr[i + half] = round_fp16(x2 * c + x1 * sv);
+      }
+      for (int64_t i = p.rotary_dim; i < p.head_dim; ++i) yr[i] = xr[i];
+    }
+  }
+}
+
+void attention(const float* q, const float* k, const float* v, int64_t s, const Attention& p,
+               KvCache& cache, float* y) {
+  const int64_t d = p.head_dim, kvw = p.kv_heads * d, qw = p.heads * d;
+  const int64_t groups = p.heads / p.kv_heads;
+  // Append this call's keys and values (K is already rotated; static per-channel scales).
+  for (int64_t t = 0; t < s; ++t) {
+    for (int64_t c = 0; c < kvw; ++c) {
+      const float kv = k[t * kvw + c], vv = v[t * kvw + c];
+      if (p.quantized) {
+        cache.k_codes.push_back(
+            quantize_symmetric(kv, p.k_scale[static_cast<size_t>(c)], p.k_bits));
+        cache.v_codes.push_back(
+            quantize_symmetric(vv, p.v_scale[static_cast<size_t>(c)], p.v_bits));
+      } else {
+        cache.k_values.push_back(kv);
+        cache.v_values.push_back(vv);
+      }
+    }
+  }
+  cache.tokens += s;
+  const int64_t past = cache.tokens - s;
+  const float scale = static_cast<float>(p.scale);
+  const float cap = static_cast<float>(p.softcap);
+  const float sp = prob_scale(p.p_bits);
+  std::vector<int32_t> qq(static_cast<size_t>(d));
+  std::vector<float> scores;
+  for (int64_t t = 0; t < s; ++t) {
+    const int64_t pos = past + t;
+    const int64_t lo = p.window > 0 ? std::max<int64_t>(0, pos - p.window + 1) : 0;
+    for (int64_t h = 0; h < p.heads; ++h) {
+      const int64_t kvh = h / groups;
+      const float* qr = q + t * qw + h * d;
+      float mq = 0.0f;  // score multiplier of the quantized path: fp32(s_q * scale)
+      if (p.quantized) {
+        const float sq = p.q_scale[static_cast<size_t>(h)];
+        for (int64_t c = 0; c < d; ++c) {
+          const float sk = p.k_scale[static_cast<size_t>(kvh * d + c)];
+          qq[static_cast<size_t>(c)] = quantize_symmetric(round_fp16(qr[c] * sk), sq, 8);
+        }
+        mq = static_cast<float>(static_cast<double>(sq) * p.scale);
+      }
+      scores.assign(static_cast<size_t>(pos - lo + 1), 0.0f);
+      for (int64_t j = lo; j <= pos; ++j) {
+        const int64_t row = j * kvw + kvh * d;
+        float sc = 0.0f;
+        if (p.quantized) {
+          int64_t acc = 0;
+          for (int64_t c = 0; c < d; ++c) {
+            acc +=
+                int64_t{qq[static_cast<size_t>(c)]} * cache.k_codes[static_cast<size_t>(row + c)];
+          }
+          sc = static_cast<float>(acc) * mq;
+        } else {
+          for (int64_t c = 0; c < d; ++c)
+            sc += qr[c] * cache.k_values[static_cast<size_t>(row + c)];
+          sc = sc * scale;
+        }
+        if (p.softcap > 0.0) sc = softcap_value(sc, cap);
+        scores[static_cast<size_t>(j - lo)] = sc;
+      }
+      softmax(scores);
+      float* yr = y + t * qw + h * d;
+      if (p.quantized) {
+        std::vector<int32_t> codes(scores.size());
+        for (size_t j = 0; j < scores.size(); ++j)
+          codes[j] = quantize_prob(scores[j], sp, p.p_bits);
+        for (int64_t c = 0; c < d; ++c) {
+          int64_t acc = 0;
+          for (int64_t j = lo; j <= pos; ++j) {
+            acc += int64_t{codes[static_cast<size_t>(j - lo)]} *
+                   cache.v_codes[static_cast<size_t>(j * kvw + kvh * d + c)];
+          }
+          const float m = sp * p.v_scale[static_cast<size_t>(kvh * d + c)];  // fp32(s_p * s_v[c])
+          yr[c] = round_fp16(static_cast<float>(acc) * m);
+        }
+      } else {
+        for (int64_t c = 0; c < d; ++c) {
+          float acc = 0.0f;
+          for (int64_t j = lo; j <= pos; ++j) {
+            acc += scores[static_cast<size_t>(j - lo)] *
+                   cache.v_values[static_cast<size_t>(j * kvw + kvh * d + c)];
+          }
+          yr[c] = round_fp16(acc);
+        }
+      }
+    }
+  }
+}
+
+void gated_act(const float* gate, const float* up, int64_t count, bool gelu, bool fp16, float* y) {
+  for (int64_t i = 0; i < count; ++i) {
+    const float g = gate[i];
+    float a = 0.0f;
+    if (gelu) {
+      const float k = static_cast<float>(std::sqrt(2.0 / M_PI));
+      const float inner = k * (g + 0.044715f * (g * g * g));
+      const float th = static_cast<float>(std::tanh(static_cast<double>(inner)));
+      a = 0.5f * g * (1.0f + th);
+    } else {
+      const float e = static_cast<float>(std::exp(-static_cast<double>(g)));
+      a = g / (1.0f + e);
+    }
+    y[i] = maybe_fp16(a * up[i], fp16);
+  }
+}
+
+void add(const float* a, const float* b, int64_t count, bool fp16, float* y) {
+  for (int64_t i = 0; i < count; ++i) y[i] = maybe_fp16(a[i] + b[i], fp16);
+}
+
+void scale(const float* x, int64_t count, float factor, bool fp16, float* y) {
+  for (int64_t i = 0; i < count; ++i) y[i] = maybe_fp16(x[i] * factor, fp16);
+}
+
+float softcap_value(float x, float cap) {
+  const float th = static_cast<float>(std::tanh(static_cast<double>(x / cap)));
+  return cap * th;
+}
+
+void softcap(const float* x, int64_t count, float cap, bool fp16, float* y) {
+  for (int64_t i = 0; i < count; ++i) y[i] = maybe_fp16(softcap_value(x[i], cap), fp16);
+}
+
+}  // namespace fq
+}  // namespace qbc::quant

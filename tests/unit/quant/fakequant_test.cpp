@@ -1,0 +1,597 @@
+// Tests of the fake-quant evaluator (docs/numerics.md): bit-exact qlinear and quantized
+// attention against hand-computed integers and an independent transcription of the spec,
+// stories260K unquantized against the float reference runtime, and determinism
+// (two sessions; prompt at once vs token by token) of a quantized stories260K.
+#include "qbc/quant/fakequant.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "qbc/frontend/dtype.h"
+#include "qbc/frontend/hparams.h"
+#include "qbc/frontend/importer.h"
+#include "qbc/frontend/model_source.h"
+#include "qbc/ir/builder.h"
+#include "test_support.h"
+
+namespace qbc::quant {
+namespace {
+
+using ir::DType;
+using ir::TensorType;
+
+/// fp16 rounding through the frontend's converter (independent of round_fp16).
+float h(float x) { return frontend::fp16_to_f32(frontend::f32_to_fp16(x)); }
+
+bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+using WeightMap = std::map<std::string, std::vector<float>>;
+
+ref::WeightReader map_reader(const WeightMap& m, const ref::WeightReader& fallback = nullptr) {
+  return [&m, fallback](const ir::Weight& w, std::vector<float>* out) -> Status {
+    auto it = m.find(w.name);
+    if (it != m.end()) {
+      *out = it->second;
+      return ok_status();
+    }
+    if (fallback) return fallback(w, out);
+    return not_found("no test weight '", w.name, "'");
+  };
+}
+
+/// Graph inputs and a host embedding table of `hidden` columns (4 rows, unused by nodes).
+struct Tiny {
+  ir::Graph g{"tiny"};
+  ir::Builder b{g};
+  WeightMap weights;
+  ir::ValueId x = -1;
+  explicit Tiny(int64_t hidden) {
+    x = *b.input("inputs_embeds", TensorType{DType::kF32, {ir::kDynamic, ir::kDynamic, hidden}});
+    (void)*b.input("positions", TensorType{DType::kI64, {ir::kDynamic, ir::kDynamic}});
+    b.weight("token_embd.weight", TensorType{DType::kF32, {4, hidden}}, "tok",
+             ir::WeightRole::kHostEmbedding);
+    weights["token_embd.weight"].assign(static_cast<size_t>(4 * hidden), 0.0f);
+  }
+  void add_weight(const std::string& name, DType dt, std::vector<int64_t> dims,
+                  std::vector<float> v) {
+    b.weight(name, TensorType{dt, std::move(dims)}, name, ir::WeightRole::kParameter,
+             ir::WeightSource::kSidecar);
+    weights[name] = std::move(v);
+  }
+};
+
+struct QLinearCase {
+  std::vector<float> wq, wscale, bias;
+  int64_t out = 0, in = 0;
+  double in_scale = 1.0;
+  int in_bits = 8, w_bits = 8;
+  bool out_fp16 = true;
+};
+
+StatusOr<std::unique_ptr<FakeQuantSession>> qlinear_session(const QLinearCase& c, Tiny& t) {
+  t.add_weight("proj.wq", DType::kI8, {c.out, c.in}, c.wq);
+  t.add_weight("proj.wscale", DType::kF32, {c.out}, c.wscale);
+  std::vector<ir::Operand> ops = {ir::Operand::of(t.x), ir::Operand::of_weight("proj.wq"),
+                                  ir::Operand::of_weight("proj.wscale")};
+  if (!c.bias.empty()) {
+    t.add_weight("proj.bias", DType::kF32, {c.out}, c.bias);
+    ops.push_back(ir::Operand::of_weight("proj.bias"));
+  }
+  ir::Attrs a;
+  a.set("in_scale", c.in_scale);
+  a.set("in_bits", int64_t{c.in_bits});
+  a.set("w_bits", int64_t{c.w_bits});
+  a.set("out_fp16", int64_t{c.out_fp16 ? 1 : 0});
+  QBC_ASSIGN_OR_RETURN(ir::ValueId y, t.b.make(ir::Op::kQLinear, "proj", ops, a, "m.proj"));
+  t.g.add_output(y);
+  return FakeQuantSession::create(t.g, map_reader(t.weights));
+}
+
+std::vector<float> run_qlinear(const QLinearCase& c, const std::vector<float>& x, int64_t seq) {
+  Tiny t(c.in);
+  auto s = qlinear_session(c, t);
+  std::vector<float> y;
+  EXPECT_TRUE(s.ok() && (*s)->forward_embeds(x, seq, &y).ok()) << s.status().to_string();
+  return y;
+}
+
+TEST(FakeQuantPrimitives, RoundFp16MatchesConverterAndRoundsOnceFromFp64) {
+  uint32_t state = 12345;
+  for (int i = 0; i < 200000; ++i) {
+    state = state * 1664525u + 1013904223u;
+    float f;
+    std::memcpy(&f, &state, sizeof f);
+    if (std::isnan(f)) continue;
+    ASSERT_EQ(round_fp16(f), h(f)) << f;
+  }
+  // 1 + 2^-11 + 2^-40 lies just above a tie: direct rounding goes up, fp32 first would tie down.
+  const double x = 1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40);
+  EXPECT_EQ(round_fp16(x), 1.0f + std::ldexp(1.0f, -10));
+  EXPECT_EQ(h(static_cast<float>(x)), 1.0f);
+  EXPECT_TRUE(std::isinf(round_fp16(65520.0)));
+  EXPECT_EQ(round_fp16(65519.0), 65504.0f);
+}
+
+TEST(FakeQuantPrimitives, QuantizerRoundsHalfToEvenAndClamps) {
+  // fp64 division by the fp32 scale: 1 / fp32(0.1) = 9.99999985 -> 10, 0.05 / fp32(0.1) < 0.5.
+  const struct {
+    double x;
+    float scale;
+    int bits, want;
+  } cases[] = {{2.5, 1, 8, 2},        {3.5, 1, 8, 4},     {-2.5, 1, 8, -2},  {-3.5, 1, 8, -4},
+               {200, 1, 8, 127},      {-200, 1, 8, -128}, {7.5, 1, 4, 7},    {-9, 1, 4, -8},
+               {40000, 1, 16, 32767}, {1.0, 0.1f, 8, 10}, {0.05, 0.1f, 8, 0}};
+  for (const auto& c : cases) EXPECT_EQ(quantize_symmetric(c.x, c.scale, c.bits), c.want) << c.x;
+  EXPECT_EQ(prob_scale(8), 1.0f / 255.0f);
+  EXPECT_EQ(prob_scale(16), 1.0f / 65535.0f);
+}
+
+TEST(FakeQuantQLinear, HandAccumulatorsWithTiesAndClamping) {
+  QLinearCase c;
+  c.in = 5;
+  c.out = 2;
+  c.in_scale = 0.5;
+  c.wq = {1, 1, 1, 1, 1, 3, -2, 5, 1, 0};
+  c.wscale = {2.0f, 2.0f};  // M = 1: the outputs are the accumulators
+  // x / 0.5: token 0 -> [2.5, 3.5, -2.5, 200, -200] -> [2, 4, -2, 127, -128];
+  //          token 1 -> [1.5, -1.5, 0.5, -0.5, 127.5] -> [2, -2, 0, 0, 127].
+  const std::vector<float> x = {1.25f, 1.75f,  -1.25f, 100.0f, -100.0f,
+                                0.75f, -0.75f, 0.25f,  -0.25f, 63.75f};
+  const std::vector<float> y = run_qlinear(c, x, 2);
+  // acc0 = 2+4-2+127-128 = 3; acc1 = 6-8-10+127 = 115; acc2 = 2-2+127 = 127; acc3 = 6+4 = 10.
+  EXPECT_EQ(y, (std::vector<float>{3.0f, 115.0f, 127.0f, 10.0f}));
+}
+
+TEST(FakeQuantQLinear, BiasAndOutputRoundingFollowTheRequantRule) {
+  QLinearCase c;
+  c.in = 3;
+  c.out = 2;
+  c.in_scale = 0.1f;  // an fp32 scale stored as a double attribute
+  c.wq = {7, -3, 2, -128, 127, 5};
+  c.wscale = {0.3f, 0.07f};
+  c.bias = {0.1f, -1.5f};
+  const std::vector<float> x = {1.0f, -0.5f, 2.0f};  // codes [10, -5, 20]
+  const int64_t acc[2] = {70 + 15 + 40, -1280 - 635 + 100};
+  std::vector<float> want16, want32;
+  for (int ch = 0; ch < 2; ++ch) {
+    volatile float m = 0.1f * c.wscale[static_cast<size_t>(ch)];
+    volatile float p = static_cast<float>(acc[ch]) * m;
+    volatile float v = p + c.bias[static_cast<size_t>(ch)];
+    want32.push_back(static_cast<float>(v));
+    want16.push_back(h(v));
+  }
+  EXPECT_EQ(run_qlinear(c, x, 1), want16);
+  c.out_fp16 = false;
+  const std::vector<float> y32 = run_qlinear(c, x, 1);
+  EXPECT_EQ(y32, want32);
+  EXPECT_NE(y32, want16);  // the head path really skips the fp16 rounding
+}
+
+TEST(FakeQuantQLinear, SixteenBitInputsAndFp16OutputRounding) {
+  QLinearCase c;
+  c.in = 4;
+  c.out = 2;
+  c.in_scale = 0.5;
+  c.in_bits = 16;
+  c.wq = {1, 1, 1, 1, 2, -1, 1, 0};
+  c.wscale = {2.0f, 2.0f};
+  const std::vector<float> x = {20000.0f, 100.0f, -20000.0f, 1.25f};
+  // 16 bits: codes [32767, 200, -32768, 2]: acc 201 and 65534-200-32768 = 32566, which
+  // fp16 rounds to 32560 (spacing 16).
+  EXPECT_EQ(run_qlinear(c, x, 1), (std::vector<float>{201.0f, 32560.0f}));
+  c.in_bits = 8;  // codes [127, 127, -128, 2]: 128 and 254-127-128 = -1
+  EXPECT_EQ(run_qlinear(c, x, 1), (std::vector<float>{128.0f, -1.0f}));
+}
+
+TEST(FakeQuantQLinear, FourBitWeightsUseMinusEightToSeven) {
+  QLinearCase c;
+  c.in = 2;
+  c.out = 1;
+  c.in_scale = 1.0;
+  c.w_bits = 4;
+  c.wq = {-8, 7};
+  c.wscale = {1.0f};
+  EXPECT_EQ(run_qlinear(c, {3.0f, 5.0f}, 1), (std::vector<float>{-24.0f + 35.0f}));
+  for (auto [bits, bad] : {std::pair{4, 8.0f}, {4, -9.0f}, {4, 1.5f}, {8, 128.0f}}) {
+    c.w_bits = bits;
+    c.wq = {bad, 0.0f};
+    Tiny t(2);
+    auto s = qlinear_session(c, t);
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_EQ(s.status().code(), Code::kInvalidArgument);
+    EXPECT_TRUE(::qbc::testing::contains(s.status().message(), "'proj'")) << s.status().message();
+  }
+}
+
+/// q, k, v sliced out of one input row; attention "attn" is the output.
+struct AttnCase {
+  int64_t heads = 4, kv = 2, d = 4, window = 0, max_cache = 16;
+  int p_bits = 8;
+  double scale = 0.5;
+  std::vector<float> q_scale, k_scale, v_scale;
+  AttnCase() {
+    for (int64_t c = 0; c < kv * d; ++c) {
+      const int64_t pair = c % d % (d / 2);  // channels i and i + d/2 share a scale
+      k_scale.push_back(2.0f / 127.0f * (1.0f + 0.25f * static_cast<float>(pair + c / d)));
+      v_scale.push_back(2.0f / 127.0f * (1.0f + 0.125f * static_cast<float>(c)));
+    }
+    for (int64_t i = 0; i < heads; ++i) q_scale.push_back(0.06f / 127.0f * (1.0f + 0.1f * i));
+  }
+  int64_t width() const { return (heads + 2 * kv) * d; }
+};
+
+StatusOr<std::unique_ptr<FakeQuantSession>> attention_session(const AttnCase& c, bool quant) {
+  Tiny t(c.width());
+  const int64_t qw = c.heads * c.d, kw = c.kv * c.d;
+  QBC_ASSIGN_OR_RETURN(ir::ValueId q, t.b.slice("q", t.x, 0, qw, "m.q"));
+  QBC_ASSIGN_OR_RETURN(ir::ValueId k, t.b.slice("k", t.x, qw, qw + kw, "m.k"));
+  QBC_ASSIGN_OR_RETURN(ir::ValueId v, t.b.slice("v", t.x, qw + kw, qw + 2 * kw, "m.v"));
+  const ir::AttentionParams ap{c.heads, c.kv, c.d, c.scale, 0.0, c.window, c.max_cache};
+  QBC_ASSIGN_OR_RETURN(ir::ValueId y, t.b.attention("attn", q, k, v, ap, "m.attn"));
+  if (quant) {  // the builder makes float attention; the quantized attributes go on top
+    ir::Attrs& a = t.g.mutable_node(y).attrs;
+    a.set("k_bits", int64_t{8});
+    a.set("v_bits", int64_t{8});
+    a.set("p_bits", int64_t{c.p_bits});
+    a.set("q_scale", std::vector<double>(c.q_scale.begin(), c.q_scale.end()));
+    a.set("k_scale", std::vector<double>(c.k_scale.begin(), c.k_scale.end()));
+    a.set("v_scale", std::vector<double>(c.v_scale.begin(), c.v_scale.end()));
+  }
+  t.g.add_output(y);
+  return FakeQuantSession::create(t.g, map_reader(t.weights));
+}
+
+std::vector<float> attention_inputs(const AttnCase& c, int64_t seq) {
+  std::vector<float> x;
+  uint32_t state = 99;
+  for (int64_t i = 0; i < seq * c.width(); ++i) {
+    state = state * 1664525u + 1013904223u;
+    x.push_back(h(static_cast<float>(state >> 8) / 16777216.0f * 4.0f - 2.0f));
+  }
+  return x;
+}
+
+/// The quantized attention rules of docs/numerics.md, transcribed independently.
+std::vector<float> spec_attention(const AttnCase& c, const std::vector<float>& x, int64_t seq) {
+  const int64_t d = c.d, w = c.width(), qw = c.heads * d, kw = c.kv * d;
+  auto code = [](double v, float s, double lo, double hi) {
+    return std::min(hi, std::max(lo, std::nearbyint(v / static_cast<double>(s))));
+  };
+  std::vector<float> y(static_cast<size_t>(seq * qw));
+  const float sp = 1.0f / static_cast<float>((1 << c.p_bits) - 1);
+  for (int64_t p = 0; p < seq; ++p) {
+    for (int64_t hq = 0; hq < c.heads; ++hq) {
+      const int64_t g = hq / (c.heads / c.kv);
+      std::vector<double> qq(static_cast<size_t>(d));
+      for (int64_t i = 0; i < d; ++i) {
+        const float sk = c.k_scale[static_cast<size_t>(g * d + i)];
+        qq[static_cast<size_t>(i)] = code(h(x[p * w + hq * d + i] * sk), c.q_scale[hq], -128, 127);
+      }
+      std::vector<float> sc;
+      std::vector<int64_t> js;
+      for (int64_t j = 0; j < seq; ++j) {
+        if (j > p || (c.window > 0 && p - j >= c.window)) continue;
+        double acc = 0;
+        for (int64_t i = 0; i < d; ++i) {
+          const size_t kc = static_cast<size_t>(g * d + i);
+          acc += qq[static_cast<size_t>(i)] *
+                 code(x[j * w + qw + g * d + i], c.k_scale[kc], -128, 127);
+        }
+        sc.push_back(static_cast<float>(acc) * static_cast<float>(c.q_scale[hq] * c.scale));
+        js.push_back(j);
+      }
+      const float m = *std::max_element(sc.begin(), sc.end());
+      float sum = 0;
+      for (float& v : sc) sum += (v = static_cast<float>(std::exp(static_cast<double>(v - m))));
+      for (int64_t i = 0; i < d; ++i) {
+        const size_t vc = static_cast<size_t>(g * d + i);
+        double acc = 0;
+        for (size_t n = 0; n < js.size(); ++n) {
+          const double pc = code(sc[n] / sum, sp, 0, (1 << c.p_bits) - 1);
+          acc += pc * code(x[js[n] * w + qw + kw + g * d + i], c.v_scale[vc], -128, 127);
+        }
+        volatile float mv = sp * c.v_scale[vc];
+        y[static_cast<size_t>(p * qw + hq * d + i)] = h(static_cast<float>(acc) * mv);
+      }
+    }
+  }
+  return y;
+}
+
+TEST(FakeQuantAttention, MatchesSpecBitExactlyWithGqaWindowAndIntegerCache) {
+  for (int p_bits : {8, 16}) {
+    for (int64_t window : {int64_t{0}, int64_t{3}}) {
+      AttnCase c;
+      c.p_bits = p_bits;
+      c.window = window;
+      const int64_t seq = 7;
+      const std::vector<float> x = attention_inputs(c, seq);
+      auto s = attention_session(c, true);
+      QBC_ASSERT_OK(s);
+      std::vector<float> y;
+      QBC_ASSERT_OK((*s)->forward_embeds(x, seq, &y));
+      EXPECT_TRUE(bitwise_equal(y, spec_attention(c, x, seq))) << p_bits << " " << window;
+      KvCacheSnapshot kv;
+      QBC_ASSERT_OK((*s)->kv_cache("attn", &kv));
+      ASSERT_TRUE(kv.quantized);
+      ASSERT_EQ(kv.tokens, seq);
+      ASSERT_EQ(kv.k_codes.size(), static_cast<size_t>(seq * c.kv * c.d));
+      EXPECT_TRUE(kv.k_values.empty());
+      const int64_t qw = c.heads * c.d, kw = c.kv * c.d;
+      for (int64_t t = 0; t < seq; ++t) {
+        for (int64_t ch = 0; ch < kw; ++ch) {
+          const size_t i = static_cast<size_t>(t * kw + ch);
+          const float k = x[t * c.width() + qw + ch], v = x[t * c.width() + qw + kw + ch];
+          EXPECT_EQ(kv.k_codes[i], std::nearbyint(k / static_cast<double>(c.k_scale[ch])));
+          EXPECT_EQ(kv.v_codes[i], std::nearbyint(v / static_cast<double>(c.v_scale[ch])));
+        }
+      }
+      // Token by token gives the same bits (static scales, per-query computation).
+      (*s)->reset();
+      std::vector<float> stepwise, one;
+      for (int64_t t = 0; t < seq; ++t) {
+        std::vector<float> xt(x.begin() + t * c.width(), x.begin() + (t + 1) * c.width());
+        QBC_ASSERT_OK((*s)->forward_embeds(xt, 1, &one));
+        stepwise.insert(stepwise.end(), one.begin(), one.end());
+      }
+      EXPECT_TRUE(bitwise_equal(stepwise, y));
+    }
+  }
+}
+
+TEST(FakeQuantAttention, ProbabilityBitsChangeTheResultAndFloatPathIsClose) {
+  AttnCase c;
+  const int64_t seq = 9;
+  const std::vector<float> x = attention_inputs(c, seq);
+  std::vector<float> y8, y16, yf;
+  for (auto [p_bits, y] : {std::pair{8, &y8}, std::pair{16, &y16}}) {
+    c.p_bits = p_bits;
+    auto s = attention_session(c, true);
+    QBC_ASSERT_OK(s);
+    QBC_ASSERT_OK((*s)->forward_embeds(x, seq, y));
+  }
+  auto sf = attention_session(c, false);
+  QBC_ASSERT_OK(sf);
+  QBC_ASSERT_OK((*sf)->forward_embeds(x, seq, &yf));
+  double d8 = 0, d16 = 0;
+  for (size_t i = 0; i < yf.size(); ++i) {
+    d8 = std::max(d8, std::fabs(static_cast<double>(y8[i]) - yf[i]));
+    d16 = std::max(d16, std::fabs(static_cast<double>(y16[i]) - yf[i]));
+  }
+  std::printf("[fakequant] tiny attention max|q - float|: p8 %.4g, p16 %.4g\n", d8, d16);
+  EXPECT_NE(y8, y16);
+  EXPECT_LT(std::max(d8, d16), 0.1);
+  KvCacheSnapshot kv;
+  QBC_ASSERT_OK((*sf)->kv_cache("attn", &kv));
+  EXPECT_FALSE(kv.quantized);
+  EXPECT_EQ(kv.k_values.size(), static_cast<size_t>(seq * c.kv * c.d));
+}
+
+TEST(FakeQuantAttention, CacheOverflowIsResourceExhaustedNamingTheNode) {
+  AttnCase c;
+  c.max_cache = 4;
+  auto s = attention_session(c, true);
+  QBC_ASSERT_OK(s);
+  std::vector<float> y;
+  QBC_ASSERT_OK((*s)->forward_embeds(attention_inputs(c, 3), 3, &y));
+  const Status st = (*s)->forward_embeds(attention_inputs(c, 2), 2, &y);
+  EXPECT_EQ(st.code(), Code::kResourceExhausted);
+  EXPECT_TRUE(::qbc::testing::contains(st.message(), "'attn'")) << st.message();
+  EXPECT_EQ((*s)->position(), 3);
+}
+
+// ---- stories260K --------------------------------------------------------------------------
+
+struct Model {
+  std::unique_ptr<frontend::ModelSource> source;
+  ir::Graph graph;
+  std::vector<int32_t> medium, calib;  // golden ids: medium_64, long_200
+};
+
+StatusOr<Model> load_stories(const std::filesystem::path& dir) {
+  Model m;
+  QBC_ASSIGN_OR_RETURN(frontend::ModelSource src, frontend::ModelSource::open(dir / "hf"));
+  m.source = std::make_unique<frontend::ModelSource>(std::move(src));
+  QBC_ASSIGN_OR_RETURN(frontend::HParams hp, frontend::load_hparams(dir / "hf" / "config.json"));
+  frontend::ImportOptions opts;
+  opts.max_cache_length = 256;
+  QBC_ASSIGN_OR_RETURN(m.graph, frontend::build_decoder_graph(hp, opts));
+  const auto j =
+      nlohmann::json::parse(::qbc::testing::read_file(dir / "golden" / "logits_golden.json"));
+  for (const auto& s : j.at("sequences")) {
+    if (s.at("name") == "medium_64") m.medium = s.at("ids").get<std::vector<int32_t>>();
+    if (s.at("name") == "long_200") m.calib = s.at("ids").get<std::vector<int32_t>>();
+  }
+  return m;
+}
+
+/// Logits of `ids` run one token per forward call.
+std::vector<float> token_by_token(ref::Runner& r, const std::vector<int32_t>& ids) {
+  std::vector<float> all, one;
+  for (int32_t id : ids) {
+    EXPECT_TRUE(r.forward({id}, &one).ok());
+    all.insert(all.end(), one.begin(), one.end());
+  }
+  return all;
+}
+
+int64_t argmax_row(const std::vector<float>& l, int64_t row, int64_t n) {
+  const auto b = l.begin() + row * n;
+  return std::max_element(b, b + n) - b;
+}
+
+/// Max |a - b| and the fraction of rows whose argmax agrees.
+std::pair<double, double> compare(const std::vector<float>& a, const std::vector<float>& b,
+                                  int64_t n) {
+  double d = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    d = std::max(d, std::fabs(static_cast<double>(a[i]) - b[i]));
+  const int64_t rows = static_cast<int64_t>(a.size()) / n;
+  int64_t same = 0;
+  for (int64_t r = 0; r < rows; ++r) same += argmax_row(a, r, n) == argmax_row(b, r, n);
+  return {d, static_cast<double>(same) / static_cast<double>(rows)};
+}
+
+TEST(FakeQuantStories, UnquantizedMatchesFloatReferenceUpToFp16) {
+  QBC_REQUIRE_SHARED(dir, "models/stories260k");
+  auto m = load_stories(dir);
+  QBC_ASSERT_OK(m);
+  const ref::WeightReader reader = ref::model_weight_reader(*m->source);
+  auto fq = FakeQuantSession::create(m->graph, reader);
+  QBC_ASSERT_OK(fq);
+  auto fl = ref::Session::create(m->graph, reader);
+  QBC_ASSERT_OK(fl);
+  EXPECT_EQ((*fq)->vocab_size(), 512);
+  EXPECT_EQ((*fq)->hidden_size(), 64);
+  std::vector<float> a, b;
+  QBC_ASSERT_OK((*fq)->forward(m->medium, &a));
+  QBC_ASSERT_OK((*fl)->forward(m->medium, &b));
+  ASSERT_EQ(a.size(), b.size());
+  const auto [d, agree] = compare(a, b, 512);
+  std::printf("[fakequant] stories260K fp16 vs float medium_64: max|d| = %.4g, argmax %.4f\n", d,
+              agree);
+  EXPECT_LE(d, 0.05);
+  EXPECT_GE(agree, 0.99);
+  // Prompt at once vs token by token: bitwise identical.
+  (*fq)->reset();
+  EXPECT_TRUE(bitwise_equal(token_by_token(**fq, m->medium), a));
+}
+
+/// A test-side RTN quantization of every linear and attention node (8-bit, max
+/// calibration on `calib` through the unquantized evaluator). Sidecar weights go to `side`.
+StatusOr<ir::Graph> quantize_for_test(const Model& m, const ref::WeightReader& reader, int p_bits,
+                                      WeightMap* side) {
+  QBC_ASSIGN_OR_RETURN(auto run, FakeQuantSession::create(m.graph, reader));
+  run->set_keep_activations(true);
+  QBC_RETURN_IF_ERROR(run->forward(m.calib, nullptr));
+  ir::Graph g = m.graph;
+  auto act = [&](const ir::Node& n, size_t i, std::vector<float>* out) {
+    return run->activation(g.node(n.operands[i].value).name, out, nullptr);
+  };
+  auto absmax = [](const float* p, size_t n) {
+    float r = 0;
+    for (size_t i = 0; i < n; ++i) r = std::max(r, std::fabs(p[i]));
+    return std::max(r / 127.0f, 1e-8f);
+  };
+  auto add_side = [&](const std::string& name, TensorType type, std::vector<float> v) {
+    (*side)[name] = std::move(v);
+    g.add_weight({name, std::move(type), ir::WeightSource::kSidecar, name});
+  };
+  for (ir::Node& n : g.mutable_nodes()) {
+    std::vector<float> x;
+    if (n.op == ir::Op::kLinear) {
+      QBC_RETURN_IF_ERROR(act(n, 0, &x));
+      const ir::Weight w = *g.find_weight(n.operands[1].weight);
+      std::vector<float> wf;
+      QBC_RETURN_IF_ERROR(reader(w, &wf));
+      const int64_t out = w.type.dims[0], in = w.type.dims[1];
+      std::vector<float> codes, scales;
+      for (int64_t c = 0; c < out; ++c) {
+        scales.push_back(absmax(wf.data() + c * in, static_cast<size_t>(in)));
+        for (int64_t i = 0; i < in; ++i) {
+          codes.push_back(static_cast<float>(quantize_symmetric(wf[c * in + i], scales.back(), 8)));
+        }
+      }
+      add_side(n.name + ".wq", {DType::kI8, {out, in}}, codes);
+      add_side(n.name + ".wscale", {DType::kF32, {out}}, scales);
+      g.remove_weight(w.name);
+      n.op = ir::Op::kQLinear;
+      n.operands[1] = ir::Operand::of_weight(n.name + ".wq");
+      n.operands.insert(n.operands.begin() + 2, ir::Operand::of_weight(n.name + ".wscale"));
+      n.attrs.set("in_scale", static_cast<double>(absmax(x.data(), x.size())));
+      n.attrs.set("in_bits", int64_t{8});
+      n.attrs.set("w_bits", int64_t{8});
+      n.attrs.set("out_fp16", int64_t{n.part == ir::Part::kBody ? 1 : 0});
+    } else if (n.op == ir::Op::kAttention) {
+      const int64_t heads = n.attrs.get_int("num_heads"), d = n.attrs.get_int("head_dim");
+      const int64_t kvw = n.attrs.get_int("num_kv_heads") * d, seq = m.calib.size();
+      std::vector<float> q, k, v;
+      for (auto [i, dst] : {std::pair{0, &q}, {1, &k}, {2, &v}}) {
+        QBC_RETURN_IF_ERROR(act(n, i, dst));
+      }
+      std::vector<double> ks(static_cast<size_t>(kvw)), vs(ks.size()), qs;
+      for (int64_t c = 0; c < kvw; ++c) {
+        const int64_t pair = c % d < d / 2 ? c + d / 2 : c - d / 2;
+        float km = 0, vm = 0;
+        for (int64_t t = 0; t < seq; ++t) {
+          km = std::max({km, std::fabs(k[t * kvw + c]), std::fabs(k[t * kvw + pair])});
+          vm = std::max(vm, std::fabs(v[t * kvw + c]));
+        }
+        ks[c] = std::max(km / 127.0f, 1e-8f);
+        vs[c] = std::max(vm / 127.0f, 1e-8f);
+      }
+      const int64_t groups = heads / (kvw / d);
+      for (int64_t hq = 0; hq < heads; ++hq) {
+        float qm = 0;
+        for (int64_t t = 0; t < seq; ++t) {
+          for (int64_t i = 0; i < d; ++i) {
+            const float sk = static_cast<float>(ks[(hq / groups) * d + i]);
+            qm = std::max(qm, std::fabs(round_fp16(q[t * heads * d + hq * d + i] * sk)));
+          }
+        }
+        qs.push_back(std::max(qm / 127.0f, 1e-8f));
+      }
+      n.attrs.set("k_bits", int64_t{8});
+      n.attrs.set("v_bits", int64_t{8});
+      n.attrs.set("p_bits", int64_t{p_bits});
+      n.attrs.set("q_scale", qs);
+      n.attrs.set("k_scale", ks);
+      n.attrs.set("v_scale", vs);
+    }
+  }
+  return g;
+}
+
+TEST(FakeQuantStories, QuantizedIsDeterministicAndBatchIndependent) {
+  QBC_REQUIRE_SHARED(dir, "models/stories260k");
+  auto m = load_stories(dir);
+  QBC_ASSERT_OK(m);
+  const ref::WeightReader base = ref::model_weight_reader(*m->source);
+  auto fl = FakeQuantSession::create(m->graph, base);
+  QBC_ASSERT_OK(fl);
+  std::vector<float> ref_logits;
+  QBC_ASSERT_OK((*fl)->forward(m->medium, &ref_logits));
+  for (int p_bits : {8, 16}) {
+    WeightMap side;
+    auto g = quantize_for_test(*m, base, p_bits, &side);
+    QBC_ASSERT_OK(g);
+    const ref::WeightReader reader = map_reader(side, base);
+    auto s1 = FakeQuantSession::create(*g, reader);
+    auto s2 = FakeQuantSession::create(*g, reader);
+    QBC_ASSERT_OK(s1);
+    QBC_ASSERT_OK(s2);
+    std::vector<float> a, b;
+    QBC_ASSERT_OK((*s1)->forward(m->medium, &a));
+    QBC_ASSERT_OK((*s2)->forward(m->medium, &b));
+    EXPECT_TRUE(bitwise_equal(a, b)) << "two sessions, p_bits " << p_bits;
+    (*s1)->reset();
+    EXPECT_TRUE(bitwise_equal(token_by_token(**s1, m->medium), a))
+        << "prefill vs token by token, p_bits " << p_bits;
+    KvCacheSnapshot kv;
+    QBC_ASSERT_OK((*s1)->kv_cache("blk.0.attn.sdpa", &kv));
+    EXPECT_TRUE(kv.quantized);
+    EXPECT_EQ(kv.tokens, static_cast<int64_t>(m->medium.size()));
+    const auto [lo, hi] = std::minmax_element(kv.k_codes.begin(), kv.k_codes.end());
+    EXPECT_GE(*lo, -128);
+    EXPECT_LE(*hi, 127);
+    const auto [d, agree] = compare(a, ref_logits, 512);
+    std::printf(
+        "[fakequant] stories260K W8A8 KV8 P%d vs fp16 medium_64: max|d| = %.4g, "
+        "argmax %.4f\n",
+        p_bits, d, agree);
+    EXPECT_GE(agree, 0.7);
+  }
+}
+
+}  // namespace
+}  // namespace qbc::quant
