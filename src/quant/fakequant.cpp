@@ -376,13 +376,7 @@ Status FakeQuantSession::Impl::run(const std::vector<float>& x, int64_t s,
 }
 
 Status FakeQuantSession::Impl::check_tokens(const std::vector<int32_t>& tokens) const {
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    if (tokens[i] < 0 || tokens[i] >= embed_rows) {
-      return invalid_argument("token id ", tokens[i], " at index ", i,
-                              " is out of range for vocab size ", embed_rows);
-    }
-  }
-  return ok_status();
+  return ref::check_token_ids(tokens, embed_rows);
 }
 
 FakeQuantSession::FakeQuantSession() : impl_(std::make_unique<Impl>()) {}

@@ -9,6 +9,8 @@
 #include <cmath>
 #include <limits>
 
+#include "qbc/ir/rope_frequencies.h"
+
 #include "qbc/quant/fakequant.h"
 
 namespace qbc::quant {
@@ -115,22 +117,8 @@ void rms_norm(const float* x, int64_t s, int64_t n, const std::vector<float>& w,
 }
 
 std::vector<double> Rope::frequencies(int64_t max_pos) const {
-  const int64_t length = max_pos + 1;
-  if (!long_inv_freq.empty() && original_max_positions > 0 && length > original_max_positions) {
-    return long_inv_freq;
-  }
-  if (dynamic_factor > 0.0 && original_max_positions > 0 && length > original_max_positions) {
-    const double r = static_cast<double>(rotary_dim);
-    const double base = theta * std::pow(dynamic_factor * static_cast<double>(length) /
-                                                 static_cast<double>(original_max_positions) -
-                                             (dynamic_factor - 1.0),
-                                         r / (r - 2.0));
-    std::vector<double> f(inv_freq.size());
-    for (size_t i = 0; i < f.size(); ++i)
-      f[i] = 1.0 / std::pow(base, static_cast<double>(2 * i) / r);
-    return f;
-  }
-  return inv_freq;
+  return ir::rope_frequencies(inv_freq, long_inv_freq, dynamic_factor, original_max_positions, theta,
+                              rotary_dim, max_pos);
 }
 
 void rope(const float* x, int64_t s, int64_t first_pos, const Rope& p, float* y) {

@@ -3,6 +3,8 @@
 
 #include <torch/torch.h>
 
+#include "qbc/ir/rope_frequencies.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -22,23 +24,8 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps, double
 }
 
 std::vector<double> RopeTable::frequencies(int64_t max_pos) const {
-  const int64_t length = max_pos + 1;
-  if (!long_inv_freq.empty() && original_max_positions > 0 && length > original_max_positions) {
-    return long_inv_freq;
-  }
-  if (dynamic_factor > 0.0 && original_max_positions > 0 && length > original_max_positions) {
-    const double r = static_cast<double>(rotary_dim);
-    const double base = theta * std::pow(dynamic_factor * static_cast<double>(length) /
-                                                 static_cast<double>(original_max_positions) -
-                                             (dynamic_factor - 1.0),
-                                         r / (r - 2.0));
-    std::vector<double> f(inv_freq.size());
-    for (size_t i = 0; i < f.size(); ++i) {
-      f[i] = 1.0 / std::pow(base, static_cast<double>(2 * i) / r);
-    }
-    return f;
-  }
-  return inv_freq;
+  return ir::rope_frequencies(inv_freq, long_inv_freq, dynamic_factor, original_max_positions, theta,
+                              rotary_dim, max_pos);
 }
 
 void rope_cos_sin(const RopeTable& table, const std::vector<int64_t>& positions,

@@ -372,13 +372,7 @@ Status Session::Impl::run(at::Tensor x, std::vector<float>* logits) {
 }
 
 Status Session::Impl::check_tokens(const std::vector<int32_t>& tokens) const {
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    if (tokens[i] < 0 || tokens[i] >= embed_rows) {
-      return invalid_argument("token id ", tokens[i], " at index ", i,
-                              " is out of range for vocab size ", embed_rows);
-    }
-  }
-  return ok_status();
+  return ref::check_token_ids(tokens, embed_rows);
 }
 
 Session::Session() : impl_(std::make_unique<Impl>()) {}

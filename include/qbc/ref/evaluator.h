@@ -36,6 +36,17 @@ struct SessionOptions {
   int threads = 0;
 };
 
+/// OK when every token id is in [0, vocab); otherwise names the first bad id and its index.
+inline Status check_token_ids(const std::vector<int32_t>& tokens, int64_t vocab) {
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || tokens[i] >= vocab) {
+      return invalid_argument("token id ", tokens[i], " at index ", i, " is out of range for vocab size ",
+                              vocab);
+    }
+  }
+  return ok_status();
+}
+
 /// A model that runs token by token with a KV cache (batch 1): the float
 /// reference Session and the fake-quant evaluator both implement it, so
 /// generation, perplexity and accuracy reports work on either.
