@@ -170,8 +170,9 @@ void register_run(CLI::App& app, Action& action) {
   auto o = std::make_shared<RunOptions>();
   CLI::App* cmd = app.add_subcommand(
       "run",
-      "Generate text with the float reference runtime: prefill the prompt, then decode token by token\n"
-      "with a KV cache. MODEL is an HF folder, a .gguf file or an .mblt from `qbc parse`.\n"
+      "Generate text: prefill the prompt, then decode token by token with a KV cache. MODEL is an HF\n"
+      "folder, a .gguf, or an .mblt (float graphs run on the LibTorch reference runtime, quantized\n"
+      "ones on the fake-quant evaluator of docs/numerics.md).\n"
       "Sampling is seeded by --seed (the config's `seed`): same seed, same text, on every machine.");
   cmd->add_option("model", o->model, "HF folder, .gguf or .mblt")->required();
   cmd->add_option("-p,--prompt", o->prompt, "Prompt text")->required();
