@@ -3,6 +3,8 @@
 // one sample at a time.
 #include "qbc/calib/calib_data.h"
 
+#include "qbc/ref/evaluator.h"
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -227,18 +229,7 @@ std::vector<CalibInputSpec> calib_input_specs(const ir::Graph& g) {
 }
 
 Status EmbeddingTable::embed(const std::vector<int32_t>& tokens, std::vector<float>* out) const {
-  const size_t h = static_cast<size_t>(hidden);
-  out->resize(tokens.size() * h);
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    const int32_t t = tokens[i];
-    if (t < 0 || t >= vocab) {
-      return invalid_argument("token id ", t, " at position ", i,
-                              " is outside the embedding table [0, ", vocab, ")");
-    }
-    std::copy_n(data.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(t) * h), h,
-                out->begin() + static_cast<ptrdiff_t>(i * h));
-  }
-  return ok_status();
+  return ref::embed_tokens(data.data(), vocab, hidden, tokens, out);
 }
 
 StatusOr<const ir::Weight*> find_host_embedding(const ir::Graph& g) {

@@ -419,14 +419,7 @@ int64_t FakeQuantSession::vocab_size() const { return impl_->vocab; }
 int64_t FakeQuantSession::hidden_size() const { return impl_->hidden; }
 
 Status FakeQuantSession::embed(const std::vector<int32_t>& tokens, std::vector<float>* out) const {
-  QBC_RETURN_IF_ERROR(impl_->check_tokens(tokens));
-  const int64_t h = impl_->hidden;
-  out->resize(tokens.size() * static_cast<size_t>(h));
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    const float* row = impl_->host_embedding.data() + tokens[i] * h;
-    std::copy(row, row + h, out->begin() + static_cast<int64_t>(i) * h);
-  }
-  return ok_status();
+  return ref::embed_tokens(impl_->host_embedding.data(), impl_->embed_rows, impl_->hidden, tokens, out);
 }
 
 void FakeQuantSession::set_keep_activations(bool keep) {

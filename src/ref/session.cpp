@@ -442,15 +442,8 @@ int64_t Session::vocab_size() const { return impl_->vocab; }
 int64_t Session::hidden_size() const { return impl_->hidden; }
 
 Status Session::embed(const std::vector<int32_t>& tokens, std::vector<float>* out) const {
-  QBC_RETURN_IF_ERROR(impl_->check_tokens(tokens));
-  const int64_t h = impl_->hidden;
-  const float* table = impl_->host_embedding.data_ptr<float>();
-  out->resize(tokens.size() * static_cast<size_t>(h));
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    std::copy(table + tokens[i] * h, table + (tokens[i] + 1) * h,
-              out->begin() + static_cast<int64_t>(i) * h);
-  }
-  return ok_status();
+  return embed_tokens(impl_->host_embedding.data_ptr<float>(), impl_->embed_rows, impl_->hidden, tokens,
+                      out);
 }
 
 void Session::set_keep_activations(bool keep) {

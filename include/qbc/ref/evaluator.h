@@ -4,6 +4,7 @@
 // LibTorch type appears in this header.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -36,13 +37,26 @@ struct SessionOptions {
   int threads = 0;
 };
 
-/// OK when every token id is in [0, vocab); otherwise names the first bad id and its index.
+/// OK when every token id is in [0, vocab); otherwise names the first bad id and its position.
 inline Status check_token_ids(const std::vector<int32_t>& tokens, int64_t vocab) {
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (tokens[i] < 0 || tokens[i] >= vocab) {
-      return invalid_argument("token id ", tokens[i], " at index ", i, " is out of range for vocab size ",
-                              vocab);
+      return invalid_argument("token id ", tokens[i], " at position ", i,
+                              " is out of range for vocab size ", vocab);
     }
+  }
+  return ok_status();
+}
+
+/// The host-side embedding: rows `tokens` of `table` [vocab, hidden] into `out`
+/// [tokens.size(), hidden], after check_token_ids.
+inline Status embed_tokens(const float* table, int64_t vocab, int64_t hidden,
+                           const std::vector<int32_t>& tokens, std::vector<float>* out) {
+  QBC_RETURN_IF_ERROR(check_token_ids(tokens, vocab));
+  out->resize(tokens.size() * static_cast<size_t>(hidden));
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    std::copy_n(table + static_cast<int64_t>(tokens[i]) * hidden, hidden,
+                out->begin() + static_cast<int64_t>(i) * hidden);
   }
   return ok_status();
 }
