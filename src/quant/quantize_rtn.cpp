@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "qbc/quant/quantize.h"
 
@@ -37,15 +36,6 @@ int qmax(int bits) { return (1 << (bits - 1)) - 1; }
 // Round half to even, as torch.round.
 double rne(double x) { return std::nearbyint(x); }
 
-frontend::TensorToWrite f32_tensor(const std::string& name, const std::vector<float>& v) {
-  frontend::TensorToWrite t;
-  t.name = name;
-  t.dtype = frontend::DType::kF32;
-  t.shape = {static_cast<int64_t>(v.size())};
-  t.data.resize(v.size() * sizeof(float));
-  std::memcpy(t.data.data(), v.data(), t.data.size());
-  return t;
-}
 
 }  // namespace
 
@@ -124,7 +114,7 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
       tq.shape = {rows, cols};
       tq.data.assign(reinterpret_cast<const uint8_t*>(q.data()), reinterpret_cast<const uint8_t*>(q.data()) + q.size());
       r.sidecar.push_back(std::move(tq));
-      r.sidecar.push_back(f32_tensor(ws, scale));
+      r.sidecar.push_back(frontend::make_tensor(ws, frontend::DType::kF32, {rows}, scale));
       out.add_weight(ir::Weight{wq, ir::TensorType{bits.weight == 4 ? ir::DType::kI4 : ir::DType::kI8, {rows, cols}},
                                 ir::WeightSource::kSidecar, wq, ir::WeightRole::kParameter});
       out.add_weight(ir::Weight{ws, ir::TensorType{ir::DType::kF32, {rows}}, ir::WeightSource::kSidecar, ws,
