@@ -26,7 +26,7 @@ StatusOr<std::unique_ptr<ref::Session>> make_session(const LoadedModel& model, c
 
 bool is_quantized(const ir::Graph& g) {
   for (const ir::Node& n : g.nodes()) {
-    if (n.op == ir::Op::kQLinear || (n.op == ir::Op::kAttention && n.attrs.has("k_bits"))) return true;
+    if (ir::is_quantized(n)) return true;
   }
   return false;
 }

@@ -7,6 +7,10 @@ bool Node::operator==(const Node& o) const {
          origin == o.origin && block == o.block && part == o.part;
 }
 
+bool is_quantized(const Node& n) {
+  return n.op == Op::kQLinear || (n.op == Op::kAttention && n.attrs.has("k_bits"));
+}
+
 ValueId Graph::append(Node n) {
   const ValueId id = static_cast<ValueId>(nodes_.size());
   by_name_.emplace(n.name, id);  // the verifier reports duplicates

@@ -143,7 +143,7 @@ Status Session::Impl::prepare() {
       last_use[static_cast<size_t>(op.value)] = static_cast<int>(i);
     }
     const ir::Attrs& at = n.attrs;
-    if (n.op == Op::kQLinear || (n.op == Op::kAttention && at.has("k_bits"))) {
+    if (ir::is_quantized(n)) {
       return unimplemented(node_label(n), ": quantized node in the float reference runtime; "
                            "run quantized graphs with the fake-quant evaluator");
     }

@@ -49,6 +49,10 @@ struct Node {
   bool operator==(const Node& o) const;
 };
 
+/// True for nodes that compute with integer numerics (docs/numerics.md): qlinear, and
+/// attention with a quantized KV cache.
+bool is_quantized(const Node& n);
+
 /// Where a weight's bytes live.
 enum class WeightSource {
   kModel,    ///< In the source model, by HF canonical tensor name (frontend::ModelSource).
