@@ -96,6 +96,9 @@ StatusOr<TensorType> infer_type(const Graph& g, const Node& n) {
         return invalid_argument(who(n), ": in_bits ", ib, " (8|16), w_bits ", wb, " (4|8), in_scale ",
                                 a.get_float("in_scale"), " (> 0)");
       }
+      if (a.has("in_dynamic") && a.get_int("in_dynamic") != 0 && a.get_int("in_dynamic") != 1) {
+        return invalid_argument(who(n), ": in_dynamic must be 0 or 1, got ", a.get_int("in_dynamic"));
+      }
       TensorType out = t[0];
       out.dtype = DType::kF32;
       out.dims.back() = t[1].dims[0];
@@ -145,15 +148,34 @@ StatusOr<TensorType> infer_type(const Graph& g, const Node& n) {
       for (const char* key : {"v_bits", "p_bits", "q_scale", "k_scale", "v_scale"}) {
         if (a.has(key) != quant) return invalid_argument(who(n), ": KV quantization attributes must all be present or none (", key, ")");
       }
+      if (!quant && (a.has("k_offset") || a.has("v_offset"))) {
+        return invalid_argument(who(n), ": k_offset / v_offset need a quantized KV cache (k_bits ...)");
+      }
       if (quant) {
         if (static_cast<int64_t>(a.get_floats("q_scale").size()) != h ||
             static_cast<int64_t>(a.get_floats("k_scale").size()) != kv * hd ||
             static_cast<int64_t>(a.get_floats("v_scale").size()) != kv * hd) {
           return invalid_argument(who(n), ": q_scale needs ", h, " entries, k_scale and v_scale ", kv * hd);
         }
+        for (const char* key : {"k_offset", "v_offset"}) {
+          if (a.has(key) && static_cast<int64_t>(a.get_floats(key).size()) != kv * hd) {
+            return invalid_argument(who(n), ": ", key, " needs ", kv * hd, " entries (one per KV channel)");
+          }
+        }
+        if (a.has("k_offset") && a.get_float("softcap") > 0.0) {
+          for (double o : a.get_floats("k_offset")) {
+            if (o != 0.0) {
+              return invalid_argument(who(n), ": k_offset must be zero with softcap: the offset is only ",
+                                      "softmax-invariant without score soft-capping");
+            }
+          }
+        }
         for (const char* key : {"k_bits", "v_bits"}) {
           const int64_t b = a.get_int(key);
           if (b != 4 && b != 8 && b != 16) return invalid_argument(who(n), ": ", key, " must be 4, 8 or 16");
+        }
+        if (a.has("q_dynamic") && a.get_int("q_dynamic") != 0 && a.get_int("q_dynamic") != 1) {
+          return invalid_argument(who(n), ": q_dynamic must be 0 or 1, got ", a.get_int("q_dynamic"));
         }
         if (a.get_int("p_bits") != 8 && a.get_int("p_bits") != 16) {
           return invalid_argument(who(n), ": p_bits must be 8 or 16");

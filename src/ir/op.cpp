@@ -15,7 +15,10 @@ std::vector<AttrSpec> attrs_of(Op op) {
     case Op::kLinear: return {};
     case Op::kQLinear:
       return {{"in_scale", K::kFloat, true}, {"in_bits", K::kInt, true}, {"w_bits", K::kInt, true},
-              {"out_fp16", K::kInt, true}};
+              {"out_fp16", K::kInt, true},
+              // 1: per-token dynamic input scale (docs/numerics.md); in_scale then only
+              // records the calibrated static scale.
+              {"in_dynamic", K::kInt, false}};
     case Op::kSlice: return {{"start", K::kInt, true}, {"end", K::kInt, true}};
     case Op::kRope:
       return {{"num_heads", K::kInt, true},        {"head_dim", K::kInt, true},
@@ -29,7 +32,11 @@ std::vector<AttrSpec> attrs_of(Op op) {
               {"max_cache", K::kInt, true},
               // Quantized KV cache (docs/numerics.md); all present or none.
               {"k_bits", K::kInt, false}, {"v_bits", K::kInt, false}, {"p_bits", K::kInt, false},
-              {"q_scale", K::kFloats, false}, {"k_scale", K::kFloats, false}, {"v_scale", K::kFloats, false}};
+              {"q_scale", K::kFloats, false}, {"k_scale", K::kFloats, false}, {"v_scale", K::kFloats, false},
+              // Optional zero offsets of the quantized K and V codes (docs/numerics.md).
+              {"k_offset", K::kFloats, false}, {"v_offset", K::kFloats, false},
+              // 1: per-(token, head) dynamic Q scale; q_scale then records the static one.
+              {"q_dynamic", K::kInt, false}};
     case Op::kGatedAct: return {{"act", K::kString, true}};
     case Op::kAdd: return {};
     case Op::kScale: return {{"factor", K::kFloat, true}};

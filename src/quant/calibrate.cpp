@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "qbc/support/logging.h"
 
@@ -9,11 +10,19 @@ namespace qbc::quant {
 namespace {
 
 void observe_max(TensorStats& s, const std::vector<float>& x, int64_t channels) {
-  if (s.channel_absmax.empty()) s.channel_absmax.assign(static_cast<size_t>(channels), 0.0f);
+  const size_t nc = static_cast<size_t>(channels);
+  if (s.channel_absmax.empty()) {
+    s.channel_absmax.assign(nc, 0.0f);
+    s.channel_min.assign(nc, std::numeric_limits<float>::infinity());
+    s.channel_max.assign(nc, -std::numeric_limits<float>::infinity());
+  }
   for (size_t i = 0; i < x.size(); ++i) {
     const float a = std::fabs(x[i]);
-    float& c = s.channel_absmax[i % static_cast<size_t>(channels)];
+    const size_t ch = i % nc;
+    float& c = s.channel_absmax[ch];
     c = std::max(c, a);
+    s.channel_min[ch] = std::min(s.channel_min[ch], x[i]);
+    s.channel_max[ch] = std::max(s.channel_max[ch], x[i]);
     s.absmax = std::max(s.absmax, a);
   }
   s.count += static_cast<int64_t>(x.size());
@@ -41,6 +50,9 @@ std::vector<std::string> observed_nodes(const ir::Graph& g) {
     if (n.op == ir::Op::kLinear) add(n.operands[0].value);
     if (n.op == ir::Op::kAttention) {
       for (int i = 0; i < 3; ++i) add(n.operands[static_cast<size_t>(i)].value);
+      // Rotated keys: their position-robust range comes from the pre-RoPE values.
+      const ir::Node& k = g.node(n.operands[1].value);
+      if (k.op == ir::Op::kRope) add(k.operands[0].value);
     }
   }
   return out;

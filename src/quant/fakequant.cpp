@@ -47,6 +47,7 @@ Status decode_kv_quant(const Node& n, fq::Attention* a) {
   a->k_bits = static_cast<int>(at.get_int("k_bits"));
   a->v_bits = static_cast<int>(at.get_int("v_bits"));
   a->p_bits = static_cast<int>(at.get_int("p_bits"));
+  a->q_dynamic = at.has("q_dynamic") && at.get_int("q_dynamic") != 0;
   const std::pair<const char*, std::vector<float>*> lists[] = {
       {"q_scale", &a->q_scale}, {"k_scale", &a->k_scale}, {"v_scale", &a->v_scale}};
   for (const auto& [key, dst] : lists) {
@@ -57,6 +58,19 @@ Status decode_kv_quant(const Node& n, fq::Attention* a) {
                                 "; scales must be positive and finite");
       }
       dst->push_back(f);
+    }
+  }
+  const size_t width = a->k_scale.size();
+  for (const auto& [key, dst] : {std::pair<const char*, std::vector<float>*>{"k_offset", &a->k_offset},
+                                 {"v_offset", &a->v_offset}}) {
+    dst->assign(width, 0.0f);
+    if (!at.has(key)) continue;
+    const std::vector<double> offsets = at.get_floats(key);
+    for (size_t i = 0; i < offsets.size() && i < width; ++i) {
+      if (!std::isfinite(offsets[i])) {
+        return invalid_argument(node_label(n), ": ", key, " holds ", offsets[i], "; offsets must be finite");
+      }
+      (*dst)[i] = static_cast<float>(offsets[i]);
     }
   }
   return ok_status();
@@ -103,6 +117,7 @@ Status FakeQuantSession::Impl::prepare_step(Step& st) {
       st.ql.in_scale = static_cast<float>(at.get_float("in_scale"));
       st.ql.in_bits = static_cast<int>(at.get_int("in_bits"));
       st.ql.out_fp16 = at.get_int("out_fp16") != 0;
+      st.ql.in_dynamic = at.has("in_dynamic") && at.get_int("in_dynamic") != 0;
       if (!(st.ql.in_scale > 0.0f) || !std::isfinite(st.ql.in_scale)) {
         return invalid_argument(node_label(n), ": in_scale ", at.get_float("in_scale"),
                                 " is not a positive finite fp32 value");

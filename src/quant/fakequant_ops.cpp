@@ -31,8 +31,8 @@ float round_fp16(double x) {
 
 int64_t quant_max(int bits) { return (int64_t{1} << (bits - 1)) - 1; }
 
-int32_t quantize_symmetric(double x, float scale, int bits) {
-  const double q = std::nearbyint(x / static_cast<double>(scale));
+int32_t quantize_symmetric(double x, float scale, int bits, float offset) {
+  const double q = std::nearbyint((x - static_cast<double>(offset)) / static_cast<double>(scale));
   const double hi = static_cast<double>(quant_max(bits));
   if (std::isnan(q)) return 0;
   return static_cast<int32_t>(std::min(std::max(q, -hi - 1.0), hi));
@@ -67,17 +67,26 @@ void softmax(std::vector<float>& x) {
 
 float maybe_fp16(float v, bool fp16) { return fp16 ? round_fp16(v) : v; }
 
+float per_token_scale(const float* x, int64_t n, int bits) {
+  float m = 0.0f;
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(x[i]));
+  return std::max(static_cast<float>(static_cast<double>(m) / static_cast<double>(quant_max(bits))),
+                  kMinScale);
+}
+
 void qlinear(const float* x, int64_t s, const QLinear& p, float* y) {
   std::vector<int32_t> qx(static_cast<size_t>(p.in));
   for (int64_t t = 0; t < s; ++t) {
+    const float* xr = x + t * p.in;
+    const float in_scale = p.in_dynamic ? per_token_scale(xr, p.in, p.in_bits) : p.in_scale;
     for (int64_t i = 0; i < p.in; ++i) {
-      qx[static_cast<size_t>(i)] = quantize_symmetric(x[t * p.in + i], p.in_scale, p.in_bits);
+      qx[static_cast<size_t>(i)] = quantize_symmetric(xr[i], in_scale, p.in_bits);
     }
     for (int64_t c = 0; c < p.out; ++c) {
       const int32_t* w = p.wq.data() + c * p.in;
       int64_t acc = 0;
       for (int64_t i = 0; i < p.in; ++i) acc += int64_t{qx[static_cast<size_t>(i)]} * w[i];
-      const float m = p.in_scale * p.wscale[static_cast<size_t>(c)];  // fp32(s_x * s_w[c])
+      const float m = in_scale * p.wscale[static_cast<size_t>(c)];  // fp32(s_x * s_w[c])
       float v = static_cast<float>(acc) * m;
       if (!p.bias.empty()) v = v + p.bias[static_cast<size_t>(c)];
       y[t * p.out + c] = maybe_fp16(v, p.out_fp16);
@@ -156,10 +165,9 @@ void attention(const float* q, const float* k, const float* v, int64_t s, const 
     for (int64_t c = 0; c < kvw; ++c) {
       const float kv = k[t * kvw + c], vv = v[t * kvw + c];
       if (p.quantized) {
-        cache.k_codes.push_back(
-            quantize_symmetric(kv, p.k_scale[static_cast<size_t>(c)], p.k_bits));
-        cache.v_codes.push_back(
-            quantize_symmetric(vv, p.v_scale[static_cast<size_t>(c)], p.v_bits));
+        const size_t ci = static_cast<size_t>(c);
+        cache.k_codes.push_back(quantize_symmetric(kv, p.k_scale[ci], p.k_bits, p.k_offset[ci]));
+        cache.v_codes.push_back(quantize_symmetric(vv, p.v_scale[ci], p.v_bits, p.v_offset[ci]));
       } else {
         cache.k_values.push_back(kv);
         cache.v_values.push_back(vv);
@@ -172,6 +180,7 @@ void attention(const float* q, const float* k, const float* v, int64_t s, const 
   const float cap = static_cast<float>(p.softcap);
   const float sp = prob_scale(p.p_bits);
   std::vector<int32_t> qq(static_cast<size_t>(d));
+  std::vector<float> qk(static_cast<size_t>(d));
   std::vector<float> scores;
   for (int64_t t = 0; t < s; ++t) {
     const int64_t pos = past + t;
@@ -181,10 +190,12 @@ void attention(const float* q, const float* k, const float* v, int64_t s, const 
       const float* qr = q + t * qw + h * d;
       float mq = 0.0f;  // score multiplier of the quantized path: fp32(s_q * scale)
       if (p.quantized) {
-        const float sq = p.q_scale[static_cast<size_t>(h)];
+        for (int64_t c = 0; c < d; ++c) {  // Q times its KV head's K scales, fp16
+          qk[static_cast<size_t>(c)] = round_fp16(qr[c] * p.k_scale[static_cast<size_t>(kvh * d + c)]);
+        }
+        const float sq = p.q_dynamic ? per_token_scale(qk.data(), d, 8) : p.q_scale[static_cast<size_t>(h)];
         for (int64_t c = 0; c < d; ++c) {
-          const float sk = p.k_scale[static_cast<size_t>(kvh * d + c)];
-          qq[static_cast<size_t>(c)] = quantize_symmetric(round_fp16(qr[c] * sk), sq, 8);
+          qq[static_cast<size_t>(c)] = quantize_symmetric(qk[static_cast<size_t>(c)], sq, 8);
         }
         mq = static_cast<float>(static_cast<double>(sq) * p.scale);
       }
@@ -211,16 +222,23 @@ void attention(const float* q, const float* k, const float* v, int64_t s, const 
       float* yr = y + t * qw + h * d;
       if (p.quantized) {
         std::vector<int32_t> codes(scores.size());
-        for (size_t j = 0; j < scores.size(); ++j)
+        int64_t code_sum = 0;
+        for (size_t j = 0; j < scores.size(); ++j) {
           codes[j] = quantize_prob(scores[j], sp, p.p_bits);
+          code_sum += codes[j];
+        }
+        // The probability mass P actually carries, which multiplies the V offsets.
+        const float mass = static_cast<float>(code_sum) * sp;
         for (int64_t c = 0; c < d; ++c) {
           int64_t acc = 0;
           for (int64_t j = lo; j <= pos; ++j) {
             acc += int64_t{codes[static_cast<size_t>(j - lo)]} *
                    cache.v_codes[static_cast<size_t>(j * kvw + kvh * d + c)];
           }
-          const float m = sp * p.v_scale[static_cast<size_t>(kvh * d + c)];  // fp32(s_p * s_v[c])
-          yr[c] = round_fp16(static_cast<float>(acc) * m);
+          const size_t ci = static_cast<size_t>(kvh * d + c);
+          const float m = sp * p.v_scale[ci];  // fp32(s_p * s_v[c])
+          const float offset_term = mass * p.v_offset[ci];
+          yr[c] = round_fp16(static_cast<float>(acc) * m + offset_term);
         }
       } else {
         for (int64_t c = 0; c < d; ++c) {

@@ -18,10 +18,17 @@ struct QLinear {
   std::vector<int32_t> wq;    ///< [out, in] integer codes.
   std::vector<float> wscale;  ///< [out]
   std::vector<float> bias;    ///< [out] or empty.
-  float in_scale = 1.0f;      ///< fp32, as the spec stores scales.
+  float in_scale = 1.0f;      ///< fp32, as the spec stores scales (static scaling).
   int in_bits = 8;
+  bool in_dynamic = false;    ///< per-token scale max|x[t, :]| / qmax instead of in_scale.
   bool out_fp16 = true;
 };
+
+/// The smallest scale any quantizer uses.
+inline constexpr float kMinScale = 1e-8f;
+
+/// A per-token dynamic scale: fp32(max_i |x[i]| / qmax(bits)), at least kMinScale.
+float per_token_scale(const float* x, int64_t n, int bits);
 
 /// y[s, out] = quantized linear of x[s, in] (docs/numerics.md "linear (quantized)").
 void qlinear(const float* x, int64_t s, const QLinear& p, float* y);
@@ -54,7 +61,9 @@ struct Attention {
   double scale = 0.0, softcap = 0.0;
   bool quantized = false;
   int k_bits = 8, v_bits = 8, p_bits = 8;
+  bool q_dynamic = false;  ///< per-(token, head) Q scale instead of q_scale.
   std::vector<float> q_scale, k_scale, v_scale;  ///< fp32: [H], [KV*d], [KV*d].
+  std::vector<float> k_offset, v_offset;         ///< fp32 [KV*d] code offsets (zeros when absent).
 };
 
 /// One attention node's KV cache, [tokens, KV*d] rows appended per token.

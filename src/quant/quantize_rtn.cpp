@@ -9,6 +9,8 @@
 
 #include "qbc/quant/quantize.h"
 
+#include "qbc/quant/key_ranges.h"
+
 namespace qbc::quant {
 namespace {
 
@@ -32,6 +34,23 @@ std::string projection(const std::string& name) {
 }
 
 int qmax(int bits) { return (1 << (bits - 1)) - 1; }
+
+/// `x` rounded to the fp32 a node's float attribute is used as.
+double fp32(double x) { return static_cast<double>(static_cast<float>(x)); }
+
+/// Midpoint of channel i's calibrated [min, max], rounded to fp32.
+double channel_midpoint(const TensorStats& s, size_t i) {
+  if (s.channel_min.size() <= i || !(s.channel_min[i] <= s.channel_max[i])) return 0.0;
+  return fp32(0.5 * (static_cast<double>(s.channel_min[i]) + static_cast<double>(s.channel_max[i])));
+}
+
+/// Largest |x - offset| channel i reached in calibration.
+double channel_reach(const TensorStats& s, size_t i, double offset) {
+  if (s.channel_min.size() <= i || !(s.channel_min[i] <= s.channel_max[i])) {
+    return static_cast<double>(s.channel_absmax[i]);
+  }
+  return std::max(std::fabs(s.channel_max[i] - offset), std::fabs(s.channel_min[i] - offset));
+}
 
 // Round half to even, as torch.round.
 double rne(double x) { return std::nearbyint(x); }
@@ -76,6 +95,7 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
                                       const config::CompileOptions& options) {
   QBC_RETURN_IF_ERROR(check_supported(options));
   QuantizeResult r;
+  const bool per_token = options.bit().activation_scaling() == config::ACTIVATION_SCALING_PER_TOKEN;
   ir::Graph& out = r.graph;
   out = g;
   std::vector<float> w;
@@ -127,6 +147,7 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
       n.attrs = ir::Attrs();
       n.attrs.set("in_scale", static_cast<double>(std::max(range / static_cast<float>(qmax(bits.activation)), 1e-8f)));
       n.attrs.set("in_bits", int64_t{bits.activation});
+      if (per_token) n.attrs.set("in_dynamic", int64_t{1});
       n.attrs.set("w_bits", int64_t{bits.weight});
       n.attrs.set("out_fp16", int64_t{n.part == ir::Part::kHead ? 0 : 1});
       out.remove_weight(old_weight);
@@ -146,18 +167,42 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
       QBC_ASSIGN_OR_RETURN(const TensorStats* ks, get(1));
       QBC_ASSIGN_OR_RETURN(const TensorStats* vs, get(2));
       const int kb = options.bit().kv_cache().key(), vb = options.bit().kv_cache().value();
-      std::vector<double> k_scale(static_cast<size_t>(kvh * hd)), v_scale(static_cast<size_t>(kvh * hd));
+      const size_t kv_width = static_cast<size_t>(kvh * hd);
+      // Key ranges over every position the cache serves (max_cache), derived from the
+      // pre-RoPE statistics (key_ranges.h); calibration alone covers its own length only.
+      std::vector<ChannelRange> k_range(kv_width);
+      if (knode.op == ir::Op::kRope) {
+        const std::string& pre = out.node(knode.operands[0].value).name;
+        auto it = stats.find(pre);
+        if (it == stats.end()) return internal_error("no calibration statistics for '", pre, "'");
+        k_range = rotated_key_ranges(knode, it->second, n.attrs.get_int("max_cache"));
+      } else {
+        for (size_t i = 0; i < kv_width; ++i) k_range[i] = {ks->channel_min[i], ks->channel_max[i]};
+      }
+      // Offsets: the midpoint of each channel's range. A K offset shifts every key's score
+      // by the same q.offset, which softmax cancels (not so under soft-capping, so it
+      // stays 0 there); a V offset is added back after P.V.
+      const bool k_centered = n.attrs.get_float("softcap") <= 0.0;
+      std::vector<double> k_offset(kv_width, 0.0), v_offset(kv_width, 0.0);
+      for (size_t i = 0; i < kv_width; ++i) {
+        if (k_centered) k_offset[i] = fp32(0.5 * (k_range[i].lo + k_range[i].hi));
+        v_offset[i] = channel_midpoint(*vs, i);
+      }
+      auto k_reach = [&](size_t i) {
+        return std::max(std::fabs(k_range[i].hi - k_offset[i]), std::fabs(k_range[i].lo - k_offset[i]));
+      };
+      std::vector<double> k_scale(kv_width), v_scale(kv_width);
       for (int64_t h = 0; h < kvh; ++h) {
         for (int64_t c = 0; c < hd; ++c) {
           const size_t i = static_cast<size_t>(h * hd + c);
           // Rotary pairs (c, c + rd/2) share a K scale: RoPE moves energy between them.
-          float range = ks->channel_absmax[i];
+          double range = k_reach(i);
           if (c < rd) {
-            const int64_t partner = c < rd / 2 ? c + rd / 2 : c - rd / 2;
-            range = std::max(range, ks->channel_absmax[static_cast<size_t>(h * hd + partner)]);
+            const size_t partner = static_cast<size_t>(h * hd + (c < rd / 2 ? c + rd / 2 : c - rd / 2));
+            range = std::max(range, k_reach(partner));
           }
           k_scale[i] = std::max(range / static_cast<double>(qmax(kb)), 1e-8);
-          v_scale[i] = std::max(vs->channel_absmax[i] / static_cast<double>(qmax(vb)), 1e-8);
+          v_scale[i] = std::max(channel_reach(*vs, i, v_offset[i]) / static_cast<double>(qmax(vb)), 1e-8);
         }
       }
       // Q is multiplied by its KV head's K scales before its own 8-bit quantization.
@@ -166,7 +211,7 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
       for (int64_t h = 0; h < heads; ++h) {
         double m = 0;
         for (int64_t c = 0; c < hd; ++c) {
-          m = std::max(m, qs->channel_absmax[static_cast<size_t>(h * hd + c)] *
+          m = std::max(m, static_cast<double>(qs->channel_absmax[static_cast<size_t>(h * hd + c)]) *
                               k_scale[static_cast<size_t>((h / group) * hd + c)]);
         }
         q_scale[static_cast<size_t>(h)] = std::max(m / qmax(8), 1e-8);
@@ -176,8 +221,11 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
       n.attrs.set("v_bits", int64_t{vb});
       n.attrs.set("p_bits", int64_t{p16 ? 16 : 8});
       n.attrs.set("q_scale", q_scale);
+      if (per_token) n.attrs.set("q_dynamic", int64_t{1});
       n.attrs.set("k_scale", k_scale);
       n.attrs.set("v_scale", v_scale);
+      n.attrs.set("k_offset", k_offset);
+      n.attrs.set("v_offset", v_offset);
     }
   }
   return r;

@@ -58,6 +58,22 @@ TEST(QuantizeCli, BitsAndOverridesReachTheGraph) {
   EXPECT_NE(line("blk.2.attn.q_proj").find("in_bits = 8"), std::string::npos);
   EXPECT_NE(line("blk.2.attn.sdpa").find("k_bits = 4"), std::string::npos);
   EXPECT_NE(line("logits").find("out_fp16 = 0"), std::string::npos);
+  // Default activation scaling is per token (in_dynamic / q_dynamic); KV codes carry offsets.
+  EXPECT_NE(line("blk.2.attn.q_proj").find("in_dynamic = 1"), std::string::npos);
+  EXPECT_NE(line("blk.2.attn.sdpa").find("q_dynamic = 1"), std::string::npos);
+  EXPECT_NE(line("blk.2.attn.sdpa").find("k_offset = ["), std::string::npos);
+  EXPECT_NE(line("blk.2.attn.sdpa").find("v_offset = ["), std::string::npos);
+  auto st = run_qbc("quantize " + shell_quote(hf) + " --use-random-calib --set calibration.numSamples=2 "
+                    "--set calibration.seqLength=16 --set bit.activationScaling=static -o " +
+                    shell_quote(dir / "s.mblt"));
+  ASSERT_EQ(st.exit_code, 0) << st.err;
+  const std::string gs = run_qbc("inspect --graph " + shell_quote(dir / "s.mblt")).out;
+  EXPECT_EQ(gs.find("in_dynamic"), std::string::npos);
+  EXPECT_EQ(gs.find("q_dynamic"), std::string::npos);
+  auto bad = run_qbc("quantize " + shell_quote(hf) + " --use-random-calib --set bit.activationScaling=dynamic -o " +
+                     shell_quote(dir / "b.mblt"));
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("per-token"), std::string::npos) << bad.err;
 }
 
 TEST(QuantizeCli, ErrorsBeforeAnyWork) {
@@ -76,6 +92,21 @@ TEST(QuantizeCli, ErrorsBeforeAnyWork) {
   EXPECT_EQ(mism.exit_code, 2);
   EXPECT_NE(mism.err.find("nope"), std::string::npos) << mism.err;
   EXPECT_TRUE(!fs::exists(dir / "q.mblt") && !fs::exists(dir / "q.weights.safetensors"));
+}
+
+TEST(QuantizeCli, CalibrationLongerThanTheCompiledCacheIsRefused) {
+  QBC_REQUIRE_SHARED(hf, "models/stories260k/hf");
+  QBC_REQUIRE_SHARED(text, "data/tinystories/calib.clean.txt");
+  const fs::path dir = temp_dir();
+  ASSERT_EQ(run_qbc("calib prepare " + shell_quote(hf) + " --text " + shell_quote(text) +
+                    " --num-samples 2 --seq-len 64 -o " + shell_quote(dir / "calib")).exit_code, 0);
+  auto q = run_qbc("quantize " + shell_quote(hf) + " --calib " + shell_quote(dir / "calib") +
+                   " --set llm.attributes.maxCacheLength=32 --set llm.attributes.maxSequenceLength=32 -o " +
+                   shell_quote(dir / "q.mblt"));
+  EXPECT_EQ(q.exit_code, 2);
+  EXPECT_NE(q.err.find("sample_0000.npy"), std::string::npos) << q.err;
+  EXPECT_NE(q.err.find("64 tokens does not fit the compiled KV cache of 32"), std::string::npos) << q.err;
+  EXPECT_FALSE(fs::exists(dir / "q.mblt"));
 }
 
 }  // namespace

@@ -19,6 +19,8 @@ namespace qbc::quant {
 struct TensorStats {
   float absmax = 0.0f;                   ///< max |x| over everything.
   std::vector<float> channel_absmax;     ///< max |x| per last-dim channel.
+  std::vector<float> channel_min;        ///< min x per last-dim channel.
+  std::vector<float> channel_max;        ///< max x per last-dim channel.
   std::vector<double> histogram;         ///< counts of |x| in kHistogramBins bins over [0, absmax].
   int64_t count = 0;                     ///< elements observed.
 };

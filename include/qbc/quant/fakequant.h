@@ -24,9 +24,10 @@ float round_fp16(double x);
 /// The largest code of a symmetric `bits`-bit quantizer: 2^(bits-1) - 1.
 int64_t quant_max(int bits);
 
-/// The symmetric quantizer of docs/numerics.md: clamp(rne(x / scale), -qmax-1, qmax),
-/// the division and rounding in fp64 from the fp32 `scale`.
-int32_t quantize_symmetric(double x, float scale, int bits);
+/// The symmetric quantizer of docs/numerics.md: clamp(rne((x - offset) / scale), -qmax-1,
+/// qmax), the subtraction, division and rounding in fp64 from the fp32 `scale` and
+/// `offset` (a KV channel's offset; 0 everywhere else).
+int32_t quantize_symmetric(double x, float scale, int bits, float offset = 0.0f);
 
 /// The softmax probability codes: P is stored as unsigned `bits`-bit integers (8 or
 /// 16) with the fixed scale fp32(1 / (2^bits - 1)).

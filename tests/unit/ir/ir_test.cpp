@@ -181,6 +181,11 @@ TEST(IrQuant, QLinearTypesAndChecks) {
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_TRUE(*back == g);
   Attrs bad = a;
+  bad.set("in_dynamic", int64_t{2});
+  auto d = b.make(Op::kQLinear, "fc1d", {Operand::of(x), Operand::of_weight("w.q"), Operand::of_weight("w.scale")}, bad, "");
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("in_dynamic must be 0 or 1"), std::string::npos) << d.status().message();
+  bad = a;
   bad.set("w_bits", int64_t{3});
   auto r = b.make(Op::kQLinear, "fc2", {Operand::of(x), Operand::of_weight("w.q"), Operand::of_weight("w.scale")}, bad, "");
   ASSERT_FALSE(r.ok());
@@ -212,6 +217,34 @@ TEST(IrQuant, AttentionKvAttributesAllOrNone) {
   n.attrs.set("k_scale", std::vector<double>(4, 0.1));
   n.attrs.set("v_scale", std::vector<double>(4, 0.1));
   EXPECT_TRUE(infer_type(g, n).ok());
+  // Offsets: one per KV channel; a nonzero K offset is refused under soft-capping
+  // (it is only softmax-invariant without it); q_dynamic is 0 or 1.
+  Node o = n;
+  o.attrs.set("k_offset", std::vector<double>(4, 0.5));
+  o.attrs.set("v_offset", std::vector<double>(4, -0.5));
+  o.attrs.set("q_dynamic", int64_t{1});
+  EXPECT_TRUE(infer_type(g, o).ok());
+  Node short_offset = o;
+  short_offset.attrs.set("v_offset", std::vector<double>(3, 0.0));
+  auto so = infer_type(g, short_offset);
+  ASSERT_FALSE(so.ok());
+  EXPECT_NE(so.status().message().find("v_offset needs 4 entries"), std::string::npos) << so.status().message();
+  Node capped = o;
+  capped.attrs.set("softcap", 50.0);
+  auto sc = infer_type(g, capped);
+  ASSERT_FALSE(sc.ok());
+  EXPECT_NE(sc.status().message().find("k_offset must be zero with softcap"), std::string::npos);
+  capped.attrs.set("k_offset", std::vector<double>(4, 0.0));
+  EXPECT_TRUE(infer_type(g, capped).ok());
+  Node dyn = o;
+  dyn.attrs.set("q_dynamic", int64_t{2});
+  EXPECT_FALSE(infer_type(g, dyn).ok());
+  Node float_offsets = g.node(*plain);
+  float_offsets.name = "att3";
+  float_offsets.attrs.set("k_offset", std::vector<double>(4, 0.0));
+  auto fo = infer_type(g, float_offsets);
+  ASSERT_FALSE(fo.ok());
+  EXPECT_NE(fo.status().message().find("need a quantized KV cache"), std::string::npos);
   n.attrs.set("k_scale", std::vector<double>(3, 0.1));
   EXPECT_FALSE(infer_type(g, n).ok());
 }

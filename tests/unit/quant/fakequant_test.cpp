@@ -76,6 +76,7 @@ struct QLinearCase {
   double in_scale = 1.0;
   int in_bits = 8, w_bits = 8;
   bool out_fp16 = true;
+  bool in_dynamic = false;
 };
 
 StatusOr<std::unique_ptr<FakeQuantSession>> qlinear_session(const QLinearCase& c, Tiny& t) {
@@ -92,6 +93,7 @@ StatusOr<std::unique_ptr<FakeQuantSession>> qlinear_session(const QLinearCase& c
   a.set("in_bits", int64_t{c.in_bits});
   a.set("w_bits", int64_t{c.w_bits});
   a.set("out_fp16", int64_t{c.out_fp16 ? 1 : 0});
+  if (c.in_dynamic) a.set("in_dynamic", int64_t{1});
   QBC_ASSIGN_OR_RETURN(ir::ValueId y, t.b.make(ir::Op::kQLinear, "proj", ops, a, "m.proj"));
   t.g.add_output(y);
   return FakeQuantSession::create(t.g, map_reader(t.weights));
@@ -193,6 +195,48 @@ TEST(FakeQuantQLinear, SixteenBitInputsAndFp16OutputRounding) {
   EXPECT_EQ(run_qlinear(c, x, 1), (std::vector<float>{128.0f, -1.0f}));
 }
 
+TEST(FakeQuantQLinear, PerTokenDynamicScaleIsTheRowMaxOverQmax) {
+  QLinearCase c;
+  c.in = 3;
+  c.out = 2;
+  c.in_scale = 1000.0;  // the recorded static scale: ignored when in_dynamic
+  c.in_dynamic = true;
+  c.wq = {1, 2, 3, -4, 0, 7};
+  c.wscale = {0.5f, 0.25f};
+  c.out_fp16 = false;
+  // Rows with very different ranges: a static scale could not serve both.
+  // fp16 values: the NPU input buffer is fp16.
+  const std::vector<float> x = {h(0.1f), h(-0.2f), h(0.05f), 300.0f, 12.5f, -7.0f};
+  std::vector<float> want;
+  for (int t = 0; t < 2; ++t) {
+    const float* xr = x.data() + 3 * t;
+    const double m = std::max({std::fabs(xr[0]), std::fabs(xr[1]), std::fabs(xr[2])});
+    const float s = static_cast<float>(m / 127.0);
+    int64_t q[3];
+    for (int i = 0; i < 3; ++i) q[i] = static_cast<int64_t>(std::nearbyint(xr[i] / static_cast<double>(s)));
+    EXPECT_EQ(std::max({std::llabs(q[0]), std::llabs(q[1]), std::llabs(q[2])}), 127);
+    for (int ch = 0; ch < 2; ++ch) {
+      int64_t acc = 0;
+      for (int i = 0; i < 3; ++i) acc += q[i] * static_cast<int64_t>(c.wq[static_cast<size_t>(ch * 3 + i)]);
+      volatile float mult = s * c.wscale[static_cast<size_t>(ch)];
+      volatile float v = static_cast<float>(acc) * mult;
+      want.push_back(static_cast<float>(v));
+    }
+  }
+  EXPECT_EQ(run_qlinear(c, x, 2), want);
+  // Prefill and token-by-token agree: the scale depends on the row only.
+  Tiny t(c.in);
+  auto s = qlinear_session(c, t);
+  QBC_ASSERT_OK(s);
+  std::vector<float> y0, y1;
+  QBC_ASSERT_OK((*s)->forward_embeds({x.begin(), x.begin() + 3}, 1, &y0));
+  QBC_ASSERT_OK((*s)->forward_embeds({x.begin() + 3, x.end()}, 1, &y1));
+  y0.insert(y0.end(), y1.begin(), y1.end());
+  EXPECT_TRUE(bitwise_equal(y0, want));
+  // An all-zero row quantizes to zeros instead of dividing by zero.
+  EXPECT_EQ(run_qlinear(c, {0.0f, 0.0f, 0.0f}, 1), (std::vector<float>{0.0f, 0.0f}));
+}
+
 TEST(FakeQuantQLinear, FourBitWeightsUseMinusEightToSeven) {
   QLinearCase c;
   c.in = 2;
@@ -218,7 +262,9 @@ struct AttnCase {
   int64_t heads = 4, kv = 2, d = 4, window = 0, max_cache = 16;
   int p_bits = 8;
   double scale = 0.5;
+  bool q_dynamic = false;
   std::vector<float> q_scale, k_scale, v_scale;
+  std::vector<float> k_offset, v_offset;  // empty: attributes absent
   AttnCase() {
     for (int64_t c = 0; c < kv * d; ++c) {
       const int64_t pair = c % d % (d / 2);  // channels i and i + d/2 share a scale
@@ -246,6 +292,9 @@ StatusOr<std::unique_ptr<FakeQuantSession>> attention_session(const AttnCase& c,
     a.set("q_scale", std::vector<double>(c.q_scale.begin(), c.q_scale.end()));
     a.set("k_scale", std::vector<double>(c.k_scale.begin(), c.k_scale.end()));
     a.set("v_scale", std::vector<double>(c.v_scale.begin(), c.v_scale.end()));
+    if (!c.k_offset.empty()) a.set("k_offset", std::vector<double>(c.k_offset.begin(), c.k_offset.end()));
+    if (!c.v_offset.empty()) a.set("v_offset", std::vector<double>(c.v_offset.begin(), c.v_offset.end()));
+    if (c.q_dynamic) a.set("q_dynamic", int64_t{1});
   }
   t.g.add_output(y);
   return FakeQuantSession::create(t.g, map_reader(t.weights));
@@ -264,19 +313,25 @@ std::vector<float> attention_inputs(const AttnCase& c, int64_t seq) {
 /// The quantized attention rules of docs/numerics.md, transcribed independently.
 std::vector<float> spec_attention(const AttnCase& c, const std::vector<float>& x, int64_t seq) {
   const int64_t d = c.d, w = c.width(), qw = c.heads * d, kw = c.kv * d;
-  auto code = [](double v, float s, double lo, double hi) {
-    return std::min(hi, std::max(lo, std::nearbyint(v / static_cast<double>(s))));
+  auto code = [](double v, float s, double lo, double hi, float offset = 0.0f) {
+    return std::min(hi, std::max(lo, std::nearbyint((v - static_cast<double>(offset)) / static_cast<double>(s))));
   };
+  auto offset = [](const std::vector<float>& o, size_t i) { return o.empty() ? 0.0f : o[i]; };
   std::vector<float> y(static_cast<size_t>(seq * qw));
   const float sp = 1.0f / static_cast<float>((1 << c.p_bits) - 1);
   for (int64_t p = 0; p < seq; ++p) {
     for (int64_t hq = 0; hq < c.heads; ++hq) {
       const int64_t g = hq / (c.heads / c.kv);
       std::vector<double> qq(static_cast<size_t>(d));
+      std::vector<float> qs(static_cast<size_t>(d));
+      double qmax_abs = 0;
       for (int64_t i = 0; i < d; ++i) {
         const float sk = c.k_scale[static_cast<size_t>(g * d + i)];
-        qq[static_cast<size_t>(i)] = code(h(x[p * w + hq * d + i] * sk), c.q_scale[hq], -128, 127);
+        qs[static_cast<size_t>(i)] = h(x[p * w + hq * d + i] * sk);
+        qmax_abs = std::max(qmax_abs, std::fabs(static_cast<double>(qs[static_cast<size_t>(i)])));
       }
+      const float sq = c.q_dynamic ? static_cast<float>(qmax_abs / 127.0) : c.q_scale[hq];
+      for (int64_t i = 0; i < d; ++i) qq[static_cast<size_t>(i)] = code(qs[static_cast<size_t>(i)], sq, -128, 127);
       std::vector<float> sc;
       std::vector<int64_t> js;
       for (int64_t j = 0; j < seq; ++j) {
@@ -285,23 +340,28 @@ std::vector<float> spec_attention(const AttnCase& c, const std::vector<float>& x
         for (int64_t i = 0; i < d; ++i) {
           const size_t kc = static_cast<size_t>(g * d + i);
           acc += qq[static_cast<size_t>(i)] *
-                 code(x[j * w + qw + g * d + i], c.k_scale[kc], -128, 127);
+                 code(x[j * w + qw + g * d + i], c.k_scale[kc], -128, 127, offset(c.k_offset, kc));
         }
-        sc.push_back(static_cast<float>(acc) * static_cast<float>(c.q_scale[hq] * c.scale));
+        sc.push_back(static_cast<float>(acc) * static_cast<float>(static_cast<double>(sq) * c.scale));
         js.push_back(j);
       }
       const float m = *std::max_element(sc.begin(), sc.end());
       float sum = 0;
       for (float& v : sc) sum += (v = static_cast<float>(std::exp(static_cast<double>(v - m))));
+      double code_sum = 0;
+      for (size_t n = 0; n < js.size(); ++n) code_sum += code(sc[n] / sum, sp, 0, (1 << c.p_bits) - 1);
       for (int64_t i = 0; i < d; ++i) {
         const size_t vc = static_cast<size_t>(g * d + i);
         double acc = 0;
         for (size_t n = 0; n < js.size(); ++n) {
           const double pc = code(sc[n] / sum, sp, 0, (1 << c.p_bits) - 1);
-          acc += pc * code(x[js[n] * w + qw + kw + g * d + i], c.v_scale[vc], -128, 127);
+          acc += pc * code(x[js[n] * w + qw + kw + g * d + i], c.v_scale[vc], -128, 127, offset(c.v_offset, vc));
         }
         volatile float mv = sp * c.v_scale[vc];
-        y[static_cast<size_t>(p * qw + hq * d + i)] = h(static_cast<float>(acc) * mv);
+        volatile float mass = static_cast<float>(code_sum) * sp;
+        volatile float ov = mass * offset(c.v_offset, vc);
+        volatile float pv = static_cast<float>(acc) * mv;
+        y[static_cast<size_t>(p * qw + hq * d + i)] = h(pv + ov);
       }
     }
   }
@@ -347,6 +407,54 @@ TEST(FakeQuantAttention, MatchesSpecBitExactlyWithGqaWindowAndIntegerCache) {
       EXPECT_TRUE(bitwise_equal(stepwise, y));
     }
   }
+}
+
+TEST(FakeQuantAttention, OffsetsAndDynamicQMatchTheSpec) {
+  AttnCase c;
+  const int64_t seq = 6;
+  std::vector<float> x = attention_inputs(c, seq);
+  const int64_t qw = c.heads * c.d, kw = c.kv * c.d;
+  // Give K and V a large constant per-channel offset (the low-frequency rotary channels
+  // of real keys look like this), scales sized for the centred range.
+  for (int64_t ch = 0; ch < kw; ++ch) {
+    c.k_offset.push_back(6.0f + static_cast<float>(ch));
+    c.v_offset.push_back(-3.0f + 0.5f * static_cast<float>(ch));
+    for (int64_t t = 0; t < seq; ++t) {
+      x[t * c.width() + qw + ch] = h(x[t * c.width() + qw + ch] + c.k_offset.back());
+      x[t * c.width() + qw + kw + ch] = h(x[t * c.width() + qw + kw + ch] + c.v_offset.back());
+    }
+  }
+  for (bool dyn : {false, true}) {
+    c.q_dynamic = dyn;
+    auto s = attention_session(c, true);
+    QBC_ASSERT_OK(s);
+    std::vector<float> y;
+    QBC_ASSERT_OK((*s)->forward_embeds(x, seq, &y));
+    EXPECT_TRUE(bitwise_equal(y, spec_attention(c, x, seq))) << "q_dynamic " << dyn;
+  }
+  // The K offset is softmax-invariant and the V offset is added back, so the quantized
+  // result tracks the float attention; without offsets the codes clamp and it does not.
+  auto sf = attention_session(c, false);
+  QBC_ASSERT_OK(sf);
+  std::vector<float> yf, yo, yn;
+  QBC_ASSERT_OK((*sf)->forward_embeds(x, seq, &yf));
+  auto so = attention_session(c, true);
+  QBC_ASSERT_OK(so);
+  QBC_ASSERT_OK((*so)->forward_embeds(x, seq, &yo));
+  c.k_offset.clear();
+  c.v_offset.clear();
+  auto sn = attention_session(c, true);
+  QBC_ASSERT_OK(sn);
+  QBC_ASSERT_OK((*sn)->forward_embeds(x, seq, &yn));
+  double err_offset = 0, err_none = 0;
+  for (size_t i = 0; i < yf.size(); ++i) {
+    err_offset = std::max(err_offset, std::fabs(static_cast<double>(yo[i]) - yf[i]));
+    err_none = std::max(err_none, std::fabs(static_cast<double>(yn[i]) - yf[i]));
+  }
+  std::printf("[fakequant] offset attention max|q - float|: with offsets %.4g, without %.4g\n", err_offset,
+              err_none);
+  EXPECT_LT(err_offset, 0.1);
+  EXPECT_GT(err_none, 4 * err_offset);
 }
 
 TEST(FakeQuantAttention, ProbabilityBitsChangeTheResultAndFloatPathIsClose) {
