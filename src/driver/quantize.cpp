@@ -6,7 +6,9 @@
 #include "qbc/calib/calib_data.h"
 #include "qbc/driver/generate.h"
 #include "qbc/ir/serialize.h"
+#include "qbc/quant/pass.h"
 #include "qbc/quant/quantize.h"
+#include "qbc/quant/transforms.h"
 #include "qbc/support/logging.h"
 
 namespace qbc::driver {
@@ -43,6 +45,21 @@ StatusOr<quant::SampleSource> calibration_source(const LoadedModel& model,
     count = static_cast<size_t>(o.calibration().num_samples());  // calibration.numSamples caps the set
   }
   *n = count;
+  // Every sample must fit the KV cache the model is compiled for.
+  int64_t cache = 0;
+  for (const ir::Node& node : model.graph.nodes()) {
+    if (node.op == ir::Op::kAttention) cache = node.attrs.get_int("max_cache");
+  }
+  for (size_t i = 0; i < count && i < ds.samples().size() && cache > 0; ++i) {
+    for (const auto& [name, in] : ds.samples()[i].inputs) {
+      if (in.seq > cache) {
+        return invalid_argument(in.path.string(), ": calibration sample of ", in.seq,
+                                " tokens does not fit the compiled KV cache of ", cache,
+                                " (llm.attributes.maxCacheLength); use shorter samples "
+                                "(qbc calib prepare --seq-len) or a larger maxCacheLength");
+      }
+    }
+  }
   return quant::SampleSource([ds](size_t i, std::vector<float>* embeds, int64_t* s) { return ds.load(i, embeds, s); });
 }
 
@@ -51,20 +68,33 @@ Status quantize_to(const LoadedModel& model, const config::ResolvedConfig& confi
   QBC_RETURN_IF_ERROR(quant::check_supported(config.options));
   if (!is_mblt_path(out_mblt)) return invalid_argument("output ", out_mblt, " must end in .mblt");
   const auto t0 = std::chrono::steady_clock::now();
-  QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> session, make_session(model));
+  // Everything that can be refused is checked before any work.
+  QBC_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<quant::Pass>> transforms,
+                       quant::pre_calibration_transforms(config.options));
   size_t n = 0;
   QBC_ASSIGN_OR_RETURN(quant::SampleSource samples, calibration_source(model, config, &n));
+  const LoadedModel* m = &model;
+  quant::WeightStore store([m](const ir::Weight& w, std::vector<float>* out) { return read_weight(*m, w, out); });
+  ir::Graph graph = model.graph;
+  quant::PassContext ctx;
+  ctx.graph = &graph;
+  ctx.weights = &store;
+  ctx.options = &config.options;
+  std::vector<quant::PassRecord> records;
+  QBC_RETURN_IF_ERROR(quant::run_passes(transforms, ctx, &records));
+  QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> session, ref::Session::create(graph, store.reader()));
   events::status("calib", "collecting activation statistics on " + std::to_string(n) + " samples");
   QBC_ASSIGN_OR_RETURN(quant::CalibStats stats,
-                       quant::collect_stats(model.graph, *session, n, samples, config.options.calibration().mode()));
+                       quant::collect_stats(graph, *session, n, samples, config.options.calibration().mode()));
+  session.reset();
   events::status("quant", "quantizing weights (round to nearest)");
-  const LoadedModel* m = &model;
-  QBC_ASSIGN_OR_RETURN(quant::QuantizeResult q,
-                       quant::quantize_rtn(model.graph, stats,
-                                           [m](const ir::Weight& w, std::vector<float>* out) {
-                                             return read_weight(*m, w, out);
-                                           },
-                                           config.options));
+  QBC_ASSIGN_OR_RETURN(quant::QuantizeResult q, quant::quantize_rtn(graph, stats, store.reader(), config.options));
+  // Float weights a transform rewrote (folded norms, rotated embeddings) travel in the sidecar.
+  for (const auto& [name, data] : store.rewritten_weights()) {
+    const ir::Weight* w = q.graph.find_weight(name);
+    if (w == nullptr) continue;
+    q.sidecar.push_back(frontend::make_tensor(w->tensor, frontend::DType::kF32, w->type.dims, data));
+  }
   q.graph.metadata["producer"] = producer;
   q.graph.metadata["qbc.config"] = config::to_json(config.options);
   q.graph.metadata["sidecar"] = std::filesystem::path(sidecar_path(out_mblt)).filename().string();

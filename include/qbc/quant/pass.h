@@ -1,0 +1,54 @@
+// Quantization passes: graph + weight rewrites that run in a fixed pipeline order.
+// Every pass says whether it changed anything; the pipeline runs ir::verify() and a
+// weight-size check after each one, logs it, and records its wall time (qbc compile -v).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "qbc/config/config.h"
+#include "qbc/ir/graph.h"
+#include "qbc/quant/calibrate.h"
+#include "qbc/quant/weight_store.h"
+#include "qbc/support/status.h"
+
+namespace qbc::quant {
+
+/// What a pass works on.
+struct PassContext {
+  ir::Graph* graph = nullptr;
+  WeightStore* weights = nullptr;
+  const config::CompileOptions* options = nullptr;
+  /// Activation statistics of the current graph, for passes that need them (scale
+  /// migrations, weight-scale search); null before calibration.
+  const CalibStats* stats = nullptr;
+};
+
+class Pass {
+ public:
+  virtual ~Pass() = default;
+  /// The config key spelling the pass is known by ("normConv", "spinR1", ...).
+  virtual std::string name() const = 0;
+  /// Rewrites ctx.graph / ctx.weights. Returns true when anything changed.
+  virtual StatusOr<bool> run(PassContext& ctx) = 0;
+};
+
+/// Replaces the data of graph weight `name` with `values` (float32) in ctx.weights and
+/// re-declares the weight as an f32 sidecar tensor of its own: it no longer equals the
+/// source model's tensor (nor a tied twin of it), and quantize writes it to the sidecar.
+void rewrite_weight(PassContext& ctx, const std::string& name, std::vector<float> values);
+
+/// One pass's run, for -v output and the ablation table.
+struct PassRecord {
+  std::string name;
+  bool changed = false;
+  double seconds = 0.0;
+};
+
+/// Runs `passes` in order on ctx with ir::verify() and check_rewritten_sizes() after each;
+/// errors carry the pass name. Appends a record per pass to `records` when non-null.
+Status run_passes(const std::vector<std::unique_ptr<Pass>>& passes, PassContext& ctx,
+                  std::vector<PassRecord>* records = nullptr);
+
+}  // namespace qbc::quant

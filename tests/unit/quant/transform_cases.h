@@ -1,0 +1,136 @@
+// Models every equivalence-transform test runs on: stories260K (untied and tied) and
+// small random models of every supported family (GQA, biases, QK-norms, Gemma's
+// post-norms and soft-caps, Phi-3's fused projections and partial rotary), plus the
+// check that a pass list leaves the float logits unchanged.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "qbc/frontend/hparams.h"
+#include "qbc/frontend/importer.h"
+#include "qbc/frontend/model_source.h"
+#include "qbc/frontend/random_model.h"
+#include "qbc/quant/pass.h"
+#include "qbc/ref/evaluator.h"
+#include "test_support.h"
+
+namespace qbc::testing {
+
+struct TransformCase {
+  std::string name;
+  std::string shared_dir;     ///< A shared HF folder (relative to ../shared), or
+  std::string shared_config;  ///< a shared config.json to shrink, or
+  std::string inline_json;    ///< an inline config.
+  std::string merge_patch;    ///< JSON merged into the config.
+};
+
+inline std::ostream& operator<<(std::ostream& os, const TransformCase& c) { return os << c.name; }
+
+inline std::vector<TransformCase> transform_cases() {
+  return {
+      {"stories260k", "models/stories260k/hf", "", "", ""},
+      {"stories260k_tied", "models/stories260k/hf-tied", "", "", ""},
+      {"llama32_gqa_tied", "", "model-configs/Llama-3.2-1B-Instruct/config.json", "", ""},
+      {"qwen25_bias_tied", "", "model-configs/Qwen2.5-0.5B-Instruct/config.json", "", ""},
+      {"qwen3_qk_norm", "", "model-configs/Qwen3-0.6B/config.json", "", ""},
+      {"mistral", "", "model-configs/Mistral-7B-Instruct-v0.3/config.json", "", ""},
+      {"gemma2_post_norm_softcap", "", "model-configs/gemma-2-2b-it/config.json", "",
+       R"({"attn_logit_softcapping": 5.0, "final_logit_softcapping": 8.0})"},
+      {"phi3_fused_partial_rotary", "", "", R"({
+        "architectures": ["Phi3ForCausalLM"], "model_type": "phi3",
+        "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256,
+        "max_position_embeddings": 4096, "partial_rotary_factor": 0.5, "rms_norm_eps": 1e-05,
+        "rope_theta": 10000.0, "rope_scaling": null, "sliding_window": null, "hidden_act": "silu",
+        "tie_word_embeddings": false, "attention_bias": false, "bos_token_id": 1, "eos_token_id": 2,
+        "torch_dtype": "float32"})", ""},
+  };
+}
+
+/// A loaded case: the model source (owns the files' mapping) and its float graph.
+struct LoadedCase {
+  std::unique_ptr<frontend::ModelSource> source;
+  ir::Graph graph;
+  int64_t vocab = 0;
+};
+
+/// Opens (or writes, for random cases: 2 layers, hidden 64, 4 query / 2 KV heads of 16,
+/// weights N(0, 0.08) so logits are far from flat) the case's model.
+inline StatusOr<LoadedCase> load_transform_case(const TransformCase& c, const std::filesystem::path& shared) {
+  std::filesystem::path dir;
+  if (!c.shared_dir.empty()) {
+    dir = shared / c.shared_dir;
+  } else {
+    frontend::RandomModelOptions opt;
+    if (!c.shared_config.empty()) {
+      frontend::ConfigOverrides o;
+      o.num_hidden_layers = 2;
+      o.hidden_size = 64;
+      o.intermediate_size = 96;
+      o.vocab_size = 256;
+      o.num_attention_heads = 4;
+      o.num_key_value_heads = 2;
+      o.head_dim = 16;
+      o.max_position_embeddings = 4096;
+      QBC_ASSIGN_OR_RETURN(opt.config_json,
+                           frontend::apply_config_overrides(read_file(shared / c.shared_config),
+                                                            c.shared_config, o, std::nullopt));
+    } else {
+      opt.config_json = c.inline_json;
+    }
+    if (!c.merge_patch.empty()) {
+      nlohmann::json j = nlohmann::json::parse(opt.config_json);
+      j.merge_patch(nlohmann::json::parse(c.merge_patch));
+      opt.config_json = j.dump(2);
+    }
+    dir = temp_dir() / c.name;
+    opt.output_dir = dir;
+    opt.seed = 11;
+    opt.init_std = 0.08;
+    QBC_RETURN_IF_ERROR(frontend::write_random_model(opt));
+  }
+  LoadedCase out;
+  QBC_ASSIGN_OR_RETURN(frontend::ModelSource src, frontend::ModelSource::open(dir));
+  out.source = std::make_unique<frontend::ModelSource>(std::move(src));
+  frontend::ImportOptions io;
+  io.max_cache_length = 64;
+  QBC_ASSIGN_OR_RETURN(out.graph, frontend::build_decoder_graph(out.source->hparams(), io));
+  out.vocab = out.source->hparams().vocab_size;
+  return out;
+}
+
+/// Fixed token ids (< vocab) for the equivalence checks.
+inline std::vector<int32_t> transform_test_ids(int64_t vocab, size_t n = 24) {
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < n; ++i) ids.push_back(static_cast<int32_t>((1 + 37 * i + (i * i) % 11) % vocab));
+  return ids;
+}
+
+/// Float32 logits of `ids` through the reference runtime.
+inline StatusOr<std::vector<float>> float_logits(const ir::Graph& g, const ref::WeightReader& reader,
+                                                 const std::vector<int32_t>& ids) {
+  QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> s, ref::Session::create(g, reader));
+  std::vector<float> logits;
+  QBC_RETURN_IF_ERROR(s->forward(ids, &logits));
+  return logits;
+}
+
+/// max |a - b| / max |a|.
+inline double max_relative_error(const std::vector<float>& a, const std::vector<float>& b) {
+  double d = 0, m = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    d = std::max(d, std::fabs(static_cast<double>(a[i]) - b[i]));
+    m = std::max(m, std::fabs(static_cast<double>(a[i])));
+  }
+  return a.size() == b.size() && m > 0 ? d / m : INFINITY;
+}
+
+}  // namespace qbc::testing
