@@ -3,12 +3,16 @@
 #include <chrono>
 #include <filesystem>
 
+#include <nlohmann/json.hpp>
+
 #include "qbc/calib/calib_data.h"
 #include "qbc/driver/generate.h"
+#include "qbc/frontend/safetensors_spill.h"
 #include "qbc/ir/serialize.h"
 #include "qbc/quant/pass.h"
 #include "qbc/quant/quantize.h"
 #include "qbc/quant/transforms.h"
+#include "qbc/support/file_util.h"
 #include "qbc/support/logging.h"
 
 namespace qbc::driver {
@@ -63,49 +67,146 @@ StatusOr<quant::SampleSource> calibration_source(const LoadedModel& model,
   return quant::SampleSource([ds](size_t i, std::vector<float>* embeds, int64_t* s) { return ds.load(i, embeds, s); });
 }
 
+namespace {
+
+/// FLOPs of the float linears per token (2 per weight).
+double linear_flops_per_token(const ir::Graph& g) {
+  double per_token = 0;
+  for (const ir::Node& node : g.nodes()) {
+    if (node.op != ir::Op::kLinear) continue;
+    if (const ir::Weight* w = g.find_weight(node.operands[1].weight); w != nullptr) {
+      per_token += 2.0 * static_cast<double>(w->type.num_elements());
+    }
+  }
+  return per_token;
+}
+
+/// What the calibration ran on, for the output's metadata.
+std::string calibration_provenance(const config::CompileOptions& o, size_t n, int64_t tokens) {
+  nlohmann::json j;
+  j["samples"] = n;
+  j["tokens"] = tokens;
+  j["mode"] = o.calibration().mode();
+  if (o.use_random_calib()) {
+    j["source"] = "useRandomCalib";
+    j["seed"] = o.seed();
+  } else {
+    j["source"] = nlohmann::json::array();
+    for (const std::string& p : o.calib_data_paths()) {
+      nlohmann::json e;
+      e["path"] = p;
+      const std::filesystem::path prov = std::filesystem::path(p) / "provenance.json";
+      std::error_code ec;
+      if (std::filesystem::is_regular_file(prov, ec)) {
+        auto text = read_text_file(prov.string());
+        if (text.ok()) e["provenance"] = nlohmann::json::parse(*text, nullptr, false);
+      }
+      j["source"].push_back(e);
+    }
+  }
+  return j.dump();
+}
+
+}  // namespace
+
 Status quantize_to(const LoadedModel& model, const config::ResolvedConfig& config, const std::string& out_mblt,
-                   const std::string& producer) {
-  QBC_RETURN_IF_ERROR(quant::check_supported(config.options));
+                   const std::string& producer, int threads) {
+  const config::CompileOptions& options = config.options;
+  QBC_RETURN_IF_ERROR(quant::check_supported(options));
   if (!is_mblt_path(out_mblt)) return invalid_argument("output ", out_mblt, " must end in .mblt");
   const auto t0 = std::chrono::steady_clock::now();
   // Everything that can be refused is checked before any work.
   QBC_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<quant::Pass>> transforms,
-                       quant::pre_calibration_transforms(config.options));
+                       quant::pre_calibration_transforms(options));
   size_t n = 0;
   QBC_ASSIGN_OR_RETURN(quant::SampleSource samples, calibration_source(model, config, &n));
+
   const LoadedModel* m = &model;
   quant::WeightStore store([m](const ir::Weight& w, std::vector<float>* out) { return read_weight(*m, w, out); });
   ir::Graph graph = model.graph;
   quant::PassContext ctx;
   ctx.graph = &graph;
   ctx.weights = &store;
-  ctx.options = &config.options;
-  std::vector<quant::PassRecord> records;
-  QBC_RETURN_IF_ERROR(quant::run_passes(transforms, ctx, &records));
-  QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> session, ref::Session::create(graph, store.reader()));
-  events::status("calib", "collecting activation statistics on " + std::to_string(n) + " samples");
-  QBC_ASSIGN_OR_RETURN(quant::CalibStats stats,
-                       quant::collect_stats(graph, *session, n, samples, config.options.calibration().mode()));
-  session.reset();
+  ctx.options = &options;
+  std::vector<quant::PassRecord> stages;
+  auto timed = [&stages](const char* name, auto&& fn) -> Status {
+    const auto t = std::chrono::steady_clock::now();
+    Status s = fn();
+    stages.push_back({name, true, std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count()});
+    return s;
+  };
+
+  // 1. Equivalence transforms of the float model.
+  QBC_RETURN_IF_ERROR(quant::run_passes(transforms, ctx, &stages));
+
+  ref::SessionOptions session_options;
+  session_options.threads = threads;
+  quant::CalibStats stats;
+  // 2. Scale migrations, from statistics of the transformed float model.
+  std::vector<std::unique_ptr<quant::Pass>> scales = quant::scale_transforms(options);
+  if (!scales.empty()) {
+    events::status("calib", "statistics for the scale migrations on " + std::to_string(n) + " samples");
+    QBC_RETURN_IF_ERROR(timed("calibrateScales", [&]() -> Status {
+      QBC_ASSIGN_OR_RETURN(stats, quant::collect_stats_blockwise(graph, store.reader(), n, samples,
+                                                                 options.calibration().mode(), session_options));
+      return ok_status();
+    }));
+    ctx.stats = &stats;
+    QBC_RETURN_IF_ERROR(quant::run_passes(scales, ctx, &stages));
+    ctx.stats = nullptr;
+  }
+
+  // 3. Calibration of the final float model, block by block.
+  events::status("calib", "collecting activation statistics on " + std::to_string(n) + " samples, block by block");
+  QBC_RETURN_IF_ERROR(timed("calibrate", [&]() -> Status {
+    QBC_ASSIGN_OR_RETURN(stats, quant::collect_stats_blockwise(graph, store.reader(), n, samples,
+                                                               options.calibration().mode(), session_options));
+    return ok_status();
+  }));
+  int64_t tokens = 0;
+  for (const auto& [name, st] : stats) {
+    if (!st.channel_absmax.empty()) {
+      tokens = st.count / static_cast<int64_t>(st.channel_absmax.size());
+      break;
+    }
+  }
+  const int passes = options.calibration().mode() == 0 ? 1 : 2;
+  log("calib").info("calibration: {} tokens x {} pass(es) in {:.2f} s, {:.1f} GFLOP/s in linears", tokens, passes,
+                    stages.back().seconds,
+                    linear_flops_per_token(graph) * static_cast<double>(tokens * passes) /
+                        std::max(stages.back().seconds, 1e-9) / 1e9);
+
+  // 4. Weights (spilled to disk as they are made: memory stays at one layer) and KV cache.
   events::status("quant", "quantizing weights (round to nearest)");
-  QBC_ASSIGN_OR_RETURN(quant::QuantizeResult q, quant::quantize_rtn(graph, stats, store.reader(), config.options));
-  // Float weights a transform rewrote (folded norms, rotated embeddings) travel in the sidecar.
-  for (const auto& [name, data] : store.rewritten_weights()) {
-    const ir::Weight* w = q.graph.find_weight(name);
-    if (w == nullptr) continue;
-    q.sidecar.push_back(frontend::make_tensor(w->tensor, frontend::DType::kF32, w->type.dims, data));
-  }
-  q.graph.metadata["producer"] = producer;
-  q.graph.metadata["qbc.config"] = config::to_json(config.options);
-  q.graph.metadata["sidecar"] = std::filesystem::path(sidecar_path(out_mblt)).filename().string();
   const std::string side = sidecar_path(out_mblt);
-  QBC_RETURN_IF_ERROR(frontend::write_safetensors(side, q.sidecar, {{"producer", producer}}));
-  Status saved = ir::save(q.graph, out_mblt);
-  if (!saved.ok()) {
-    std::error_code ec;
-    std::filesystem::remove(side, ec);
+  frontend::SafetensorsSpillWriter sidecar(side);
+  quant::QuantizeResult q;
+  QBC_RETURN_IF_ERROR(timed("quantizeRtn", [&]() -> Status {
+    QBC_ASSIGN_OR_RETURN(q, quant::quantize_rtn(graph, stats, store.reader(), options,
+                                                [&sidecar](frontend::TensorToWrite t) { return sidecar.add(std::move(t)); }));
+    return ok_status();
+  }));
+
+  // 5. Output: the sidecar (with the float weights a transform rewrote), then the graph.
+  QBC_RETURN_IF_ERROR(timed("write", [&]() -> Status {
+    for (const auto& [name, data] : store.rewritten_weights()) {
+      const ir::Weight* w = q.graph.find_weight(name);
+      if (w == nullptr) continue;
+      QBC_RETURN_IF_ERROR(sidecar.add(frontend::make_tensor(w->tensor, frontend::DType::kF32, w->type.dims, data)));
+    }
+    q.graph.metadata["producer"] = producer;
+    q.graph.metadata["qbc.config"] = config::to_json(options);
+    q.graph.metadata["qbc.calibration"] = calibration_provenance(options, n, tokens);
+    q.graph.metadata["sidecar"] = std::filesystem::path(side).filename().string();
+    QBC_RETURN_IF_ERROR(sidecar.finish({{"producer", producer}}));
+    Status saved = ir::save(q.graph, out_mblt);
+    if (!saved.ok()) {
+      std::error_code ec;
+      std::filesystem::remove(side, ec);
+    }
     return saved;
-  }
+  }));
+  for (const quant::PassRecord& r : stages) log("quant").info("stage {:<14} {:8.2f} s", r.name, r.seconds);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   log("quant").info("quantized {} linears ({} left in float) in {:.2f} s: {} + {}", q.quantized_linears,
                     q.float_linears, secs, out_mblt, side);

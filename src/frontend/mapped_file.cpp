@@ -56,6 +56,14 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   return *this;
 }
 
+void release_pages(ByteSpan span) {
+  if (span.empty()) return;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(span.data) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(span.data) + span.size) / page * page;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 MappedFile::~MappedFile() { reset(); }
 
 void MappedFile::reset() {

@@ -201,7 +201,9 @@ Status read_f32(const SafetensorsTensor& tensor, std::vector<float>* out) {
   }
   const size_t count = static_cast<size_t>(tensor.num_elements());
   out->resize(count);
-  return convert_to_f32(tensor.dtype, tensor.data.data, count, out->data());
+  QBC_RETURN_IF_ERROR(convert_to_f32(tensor.dtype, tensor.data.data, count, out->data()));
+  release_pages(tensor.data);  // the float copy is what callers keep
+  return ok_status();
 }
 
 StatusOr<const float*> f32_data(const SafetensorsTensor& tensor) {

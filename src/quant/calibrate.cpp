@@ -7,7 +7,6 @@
 #include "qbc/support/logging.h"
 
 namespace qbc::quant {
-namespace {
 
 void observe_max(TensorStats& s, const std::vector<float>& x, int64_t channels) {
   const size_t nc = static_cast<size_t>(channels);
@@ -37,8 +36,6 @@ void observe_histogram(TensorStats& s, const std::vector<float>& x) {
     s.histogram[static_cast<size_t>(b)] += 1.0;
   }
 }
-
-}  // namespace
 
 std::vector<std::string> observed_nodes(const ir::Graph& g) {
   std::vector<std::string> out;

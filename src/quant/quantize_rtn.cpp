@@ -92,7 +92,7 @@ Status check_supported(const config::CompileOptions& options) {
 
 StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stats,
                                       const ref::WeightReader& weights,
-                                      const config::CompileOptions& options) {
+                                      const config::CompileOptions& options, const TensorSink& sink) {
   QBC_RETURN_IF_ERROR(check_supported(options));
   QuantizeResult r;
   const bool per_token = options.bit().activation_scaling() == config::ACTIVATION_SCALING_PER_TOKEN;
@@ -133,8 +133,14 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
       tq.dtype = frontend::DType::kI8;
       tq.shape = {rows, cols};
       tq.data.assign(reinterpret_cast<const uint8_t*>(q.data()), reinterpret_cast<const uint8_t*>(q.data()) + q.size());
-      r.sidecar.push_back(std::move(tq));
-      r.sidecar.push_back(frontend::make_tensor(ws, frontend::DType::kF32, {rows}, scale));
+      frontend::TensorToWrite ts = frontend::make_tensor(ws, frontend::DType::kF32, {rows}, scale);
+      if (sink) {
+        QBC_RETURN_IF_ERROR(sink(std::move(tq)));
+        QBC_RETURN_IF_ERROR(sink(std::move(ts)));
+      } else {
+        r.sidecar.push_back(std::move(tq));
+        r.sidecar.push_back(std::move(ts));
+      }
       out.add_weight(ir::Weight{wq, ir::TensorType{bits.weight == 4 ? ir::DType::kI4 : ir::DType::kI8, {rows, cols}},
                                 ir::WeightSource::kSidecar, wq, ir::WeightRole::kParameter});
       out.add_weight(ir::Weight{ws, ir::TensorType{ir::DType::kF32, {rows}}, ir::WeightSource::kSidecar, ws,

@@ -1,6 +1,10 @@
 #include "transform_util.h"
 
+#include <algorithm>
+#include <cmath>
 #include <map>
+
+#include "qbc/quant/hadamard.h"
 
 namespace qbc::quant {
 
@@ -69,6 +73,91 @@ std::vector<BlockNodes> block_nodes(const ir::Graph& g) {
   std::vector<BlockNodes> out;
   for (auto& [i, b] : blocks) out.push_back(b);
   return out;
+}
+
+uint64_t mix_seed(uint64_t x) {
+  uint64_t z = x + 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+StatusOr<Rotation> Rotation::make(int64_t n, uint64_t seed) {
+  Rotation r;
+  r.n_ = n;
+  if (hadamard_supported(n)) {
+    r.signs_ = hadamard_signs(n, seed);
+    return r;
+  }
+  if (n <= 0 || n > kMaxDenseHadamardOrder) {
+    return invalid_argument("no rotation of size ", n, ": not a Hadamard order and outside (0, ",
+                            kMaxDenseHadamardOrder, "] for a dense random orthogonal matrix");
+  }
+  // Rows of a seeded Gaussian matrix, orthonormalised by modified Gram-Schmidt (twice).
+  std::vector<double>& q = r.dense_;
+  q.resize(static_cast<size_t>(n * n));
+  uint64_t state = seed;
+  auto uniform = [&state]() {  // (0, 1]
+    state = mix_seed(state);
+    return (static_cast<double>(state >> 11) + 1.0) * (1.0 / 9007199254740992.0);
+  };
+  for (size_t i = 0; i < q.size(); i += 2) {
+    const double rad = std::sqrt(-2.0 * std::log(uniform()));
+    const double ang = 6.283185307179586 * uniform();
+    q[i] = rad * std::cos(ang);
+    if (i + 1 < q.size()) q[i + 1] = rad * std::sin(ang);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    double* qi = q.data() + i * n;
+    for (int pass = 0; pass < 2; ++pass) {
+      for (int64_t j = 0; j < i; ++j) {
+        const double* qj = q.data() + j * n;
+        double dot = 0;
+        for (int64_t k = 0; k < n; ++k) dot += qi[k] * qj[k];
+        for (int64_t k = 0; k < n; ++k) qi[k] -= dot * qj[k];
+      }
+    }
+    double norm = 0;
+    for (int64_t k = 0; k < n; ++k) norm += qi[k] * qi[k];
+    norm = std::sqrt(norm);
+    if (!(norm > 1e-12)) {
+      return internal_error("random orthogonal matrix of size ", n, ": degenerate row ", i);
+    }
+    for (int64_t k = 0; k < n; ++k) qi[k] /= norm;
+  }
+  return r;
+}
+
+Status Rotation::right_multiply_rows(double* x, int64_t count) const {
+  const int64_t n = n_;
+  if (dense_.empty()) {
+    // x·R = x·H·diag(s)/√n, i.e. (Hᵀ·x/√n) ⊙ s.
+    QBC_RETURN_IF_ERROR(hadamard_transform(x, n, count, /*transpose=*/true));
+    for (int64_t c = 0; c < count; ++c) {
+      double* xc = x + c * n;
+      for (int64_t j = 0; j < n; ++j) xc[j] *= static_cast<double>(signs_[static_cast<size_t>(j)]);
+    }
+    return ok_status();
+  }
+  std::vector<double> y(static_cast<size_t>(n));
+  for (int64_t c = 0; c < count; ++c) {
+    double* xc = x + c * n;
+    std::fill(y.begin(), y.end(), 0.0);
+    for (int64_t i = 0; i < n; ++i) {
+      const double xi = xc[i];
+      const double* row = dense_.data() + i * n;
+      for (int64_t j = 0; j < n; ++j) y[static_cast<size_t>(j)] += xi * row[j];
+    }
+    std::copy(y.begin(), y.end(), xc);
+  }
+  return ok_status();
+}
+
+StatusOr<std::vector<double>> Rotation::matrix() const {
+  std::vector<double> m(static_cast<size_t>(n_ * n_), 0.0);
+  for (int64_t i = 0; i < n_; ++i) m[static_cast<size_t>(i * n_ + i)] = 1.0;
+  QBC_RETURN_IF_ERROR(right_multiply_rows(m.data(), n_));
+  return m;
 }
 
 }  // namespace qbc::quant

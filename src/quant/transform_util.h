@@ -41,4 +41,30 @@ struct BlockNodes {
 };
 std::vector<BlockNodes> block_nodes(const ir::Graph& g);
 
+/// A seeded orthogonal n×n matrix R for the rotation passes (spinR1, spinR2): the random
+/// Hadamard random_hadamard(n, seed) = H_n·diag(s)/√n of qbc/quant/hadamard.h when n is a
+/// supported Hadamard order (applied with the fast transform), otherwise a dense random
+/// orthogonal matrix (Gram–Schmidt QR of a seeded Gaussian; quant.md §3.6, "when there is
+/// no K"). Deterministic in (n, seed) on every machine.
+class Rotation {
+ public:
+  static StatusOr<Rotation> make(int64_t n, uint64_t seed);
+  int64_t size() const { return n_; }
+  /// True when R is the random Hadamard (false: the dense fallback).
+  bool is_hadamard() const { return dense_.empty(); }
+  /// Replaces each of the `count` contiguous length-n rows x at `x` by x·R (the same as
+  /// applying Rᵀ to each as a column vector).
+  Status right_multiply_rows(double* x, int64_t count) const;
+  /// R itself, row-major n×n.
+  StatusOr<std::vector<double>> matrix() const;
+
+ private:
+  int64_t n_ = 0;
+  std::vector<int8_t> signs_;  ///< s of the random Hadamard.
+  std::vector<double> dense_;  ///< The fallback matrix, row-major; empty for a Hadamard.
+};
+
+/// splitmix64's output for `x` (one step from state x): a seed mixer for derived seeds.
+uint64_t mix_seed(uint64_t x);
+
 }  // namespace qbc::quant

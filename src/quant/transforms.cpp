@@ -1,7 +1,23 @@
 // Which equivalence transforms run, and in which order (quant.md §15).
 #include "qbc/quant/transforms.h"
 
+#include "qbc/quant/norm_smooth.h"
+
 namespace qbc::quant {
+namespace {
+
+/// optimizeFfn: a documented no-op. Its candidate meanings for this target (fusing gate
+/// and up into one GEMM, fusing SiLU·up into the GEMM epilogue, reordering FFN channels
+/// for the 8-core tiling) do not change any value the numerics contract defines, so
+/// they belong to the backend's lowering, not to a float-graph rewrite; measured: an
+/// identical quantized model with and without it (docs/quantization.md).
+class OptimizeFfn final : public Pass {
+ public:
+  std::string name() const override { return "optimizeFfn"; }
+  StatusOr<bool> run(PassContext&) override { return false; }
+};
+
+}  // namespace
 
 StatusOr<std::vector<std::unique_ptr<Pass>>> pre_calibration_transforms(const config::CompileOptions& options) {
   const auto& et = options.equivalent_transformation();
@@ -12,9 +28,27 @@ StatusOr<std::vector<std::unique_ptr<Pass>>> pre_calibration_transforms(const co
       return invalid_argument("equivalentTransformation.spinR1 needs normConv: the residual-stream rotation is "
                               "only function-preserving once RMSNorm gains are folded into the linears");
     }
-    return unimplemented("equivalentTransformation.spinR1 is not implemented yet");
+    passes.push_back(make_spin_r1(static_cast<uint64_t>(et.spin_r1().seed())));
   }
-  if (et.spin_r2().apply()) return unimplemented("equivalentTransformation.spinR2 is not implemented yet");
+  if (et.spin_r2().apply()) passes.push_back(make_spin_r2(static_cast<uint64_t>(et.spin_r2().seed())));
+  if (et.qk_rotation().apply()) {
+    return unimplemented("equivalentTransformation.qkRotation is not implemented: a full head-dim rotation of Q/K "
+                         "must run online after RoPE (R3), which the numerics contract has no op for yet");
+  }
+  if (et.optimize_ffn().apply()) passes.push_back(std::make_unique<OptimizeFfn>());
+  return passes;
+}
+
+std::vector<std::unique_ptr<Pass>> scale_transforms(const config::CompileOptions& options) {
+  const auto& et = options.equivalent_transformation();
+  std::vector<std::unique_ptr<Pass>> passes;
+  // Each reads statistics of values the others do not change (q/k after RoPE, the
+  // attention output, the down_proj input, the norm outputs), so one calibration
+  // serves all of them.
+  if (et.qk().apply()) passes.push_back(make_qk_scale());
+  if (et.vo().apply()) passes.push_back(make_vo_scale());
+  if (et.ud().apply()) passes.push_back(make_ud_scale(et.ud().smoothing_factor()));
+  if (et.norm_smooth().apply()) passes.push_back(make_norm_smooth(et.norm_smooth().smoothing_factor()));
   return passes;
 }
 

@@ -4,6 +4,7 @@
 //
 // LibTorch throws c10::Error; every public method catches at this boundary and
 // returns a Status naming the node at fault.
+#include <memory>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -96,14 +97,16 @@ Status Session::Impl::load(const WeightReader& reader) {
     if (auto it = by_tensor.find(key); it != by_tensor.end()) {
       t = it->second;
     } else {
-      std::vector<float> data;
+      auto data = std::make_unique<std::vector<float>>();
       QBC_RETURN_IF_ERROR(
-          reader(w, &data).with_context("weight '", name, "' (tensor '", w.tensor, "')"));
-      if (static_cast<int64_t>(data.size()) != expected) {
-        return invalid_argument("weight '", name, "' (tensor '", w.tensor, "'): read ", data.size(),
+          reader(w, data.get()).with_context("weight '", name, "' (tensor '", w.tensor, "')"));
+      if (static_cast<int64_t>(data->size()) != expected) {
+        return invalid_argument("weight '", name, "' (tensor '", w.tensor, "'): read ", data->size(),
                                 " values, expected ", expected, " for ", w.type.to_string());
       }
-      t = torch::from_blob(data.data(), w.type.dims, at::kFloat).clone();
+      // The tensor adopts the vector's buffer: no second copy of a (possibly 1 GB) weight.
+      std::vector<float>* owned = data.release();
+      t = torch::from_blob(owned->data(), w.type.dims, [owned](void*) { delete owned; }, at::kFloat);
       by_tensor[key] = t;
     }
     if (w.role == ir::WeightRole::kHostEmbedding) {
@@ -396,9 +399,8 @@ StatusOr<std::unique_ptr<Session>> Session::create_in_plugin(const ir::Graph& g,
   } catch (const std::exception& e) {
     return internal_error("graph '", g.name(), "': ", e.what());
   }
-  if (!im.host_embedding.defined())
-    return invalid_argument("graph '", g.name(), "' has no host embedding weight");
-  if (im.host_embedding.size(1) != im.hidden) {
+  // A graph without a host embedding (a calibration segment) runs from embeddings only.
+  if (im.host_embedding.defined() && im.host_embedding.size(1) != im.hidden) {
     return invalid_argument("host embedding width ", im.host_embedding.size(1), " != hidden size ",
                             im.hidden);
   }
@@ -408,6 +410,9 @@ StatusOr<std::unique_ptr<Session>> Session::create_in_plugin(const ir::Graph& g,
 }
 
 Status Session::forward(const std::vector<int32_t>& tokens, std::vector<float>* logits) {
+  if (!impl_->host_embedding.defined()) {
+    return failed_precondition("graph '", impl_->graph.name(), "' has no host embedding weight: use forward_embeds");
+  }
   QBC_RETURN_IF_ERROR(impl_->check_tokens(tokens));
   if (tokens.empty()) return invalid_argument("forward: no tokens");
   try {
@@ -442,6 +447,9 @@ int64_t Session::vocab_size() const { return impl_->vocab; }
 int64_t Session::hidden_size() const { return impl_->hidden; }
 
 Status Session::embed(const std::vector<int32_t>& tokens, std::vector<float>* out) const {
+  if (!impl_->host_embedding.defined()) {
+    return failed_precondition("graph '", impl_->graph.name(), "' has no host embedding weight");
+  }
   return embed_tokens(impl_->host_embedding.data_ptr<float>(), impl_->embed_rows, impl_->hidden, tokens,
                       out);
 }

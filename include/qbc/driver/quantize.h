@@ -17,7 +17,9 @@ StatusOr<quant::SampleSource> calibration_source(const LoadedModel& model,
 
 /// Calibrates `model` and writes the quantized graph to `out_mblt` and its
 /// integer weights to the sidecar beside it. Nothing is left behind on failure.
+/// `threads`: compute threads of the float calibration runs (0 = all cores); the
+/// output does not depend on it.
 Status quantize_to(const LoadedModel& model, const config::ResolvedConfig& config,
-                   const std::string& out_mblt, const std::string& producer);
+                   const std::string& out_mblt, const std::string& producer, int threads = 0);
 
 }  // namespace qbc::driver

@@ -20,6 +20,12 @@ struct ByteSpan {
   ByteSpan subspan(size_t offset, size_t count) const { return {data + offset, count}; }
 };
 
+/// Tells the kernel the whole pages inside `span` (part of a MappedFile) will not be
+/// needed soon, so they leave the process's resident set; a later access reads them
+/// from the file again. Used after converting a tensor, so reading a multi-GB model
+/// tensor by tensor keeps memory at one tensor. No-op for an empty span.
+void release_pages(ByteSpan span);
+
 /// A read-only, private memory mapping of a whole file. Move-only; unmaps on
 /// destruction. Pointers into the mapping stay valid across moves.
 class MappedFile {

@@ -34,6 +34,11 @@ using CalibStats = std::map<std::string, TensorStats>;
 /// Supplies calibration sample `i` as embedded inputs [seq, hidden].
 using SampleSource = std::function<Status(size_t i, std::vector<float>* embeds, int64_t* seq)>;
 
+/// Folds `x` (rows of `channels` values) into the max / per-channel min-max statistics.
+void observe_max(TensorStats& s, const std::vector<float>& x, int64_t channels);
+/// Folds `x` into the |x| histogram over [0, s.absmax] (after the max pass).
+void observe_histogram(TensorStats& s, const std::vector<float>& x);
+
 /// The nodes whose outputs quantization needs: the inputs of every linear and
 /// the q, k, v inputs of every attention node.
 std::vector<std::string> observed_nodes(const ir::Graph& g);
@@ -43,6 +48,16 @@ std::vector<std::string> observed_nodes(const ir::Graph& g);
 /// when `mode` needs one. Progress is reported as events::progress("calib").
 StatusOr<CalibStats> collect_stats(const ir::Graph& g, ref::Runner& runner, size_t n,
                                    const SampleSource& samples, int mode);
+
+/// The same statistics, computed block by block so that only one decoder block's
+/// weights and activations are in memory at a time: the graph is cut into segments
+/// (block 0 with whatever precedes it, each further block, the head), each segment
+/// becomes its own float session over `weights`, and every sample's residual stream
+/// is carried from one segment to the next ([seq, hidden] floats per sample). Equal
+/// to collect_stats() on the same samples up to float summation order.
+StatusOr<CalibStats> collect_stats_blockwise(const ir::Graph& g, const ref::WeightReader& weights, size_t n,
+                                             const SampleSource& samples, int mode,
+                                             const ref::SessionOptions& session = {});
 
 /// The clipping range of a per-tensor activation for `options.calibration()`:
 /// mode 0 max, mode 1 the `percentile` quantile of |x|, mode 2 the clip that

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -39,9 +40,14 @@ LinearBits linear_bits(const std::string& node_name, bool head, const config::Co
 /// naming the key otherwise), before any work.
 Status check_supported(const config::CompileOptions& options);
 
-/// Quantizes `g` with round-to-nearest weights and calibrated static scales.
+/// Receives each sidecar tensor as soon as it is made (so a multi-GB model never holds
+/// all its integer weights in memory).
+using TensorSink = std::function<Status(frontend::TensorToWrite)>;
+
+/// Quantizes `g` with round-to-nearest weights and calibrated scales. Sidecar tensors go
+/// to `sink` when given, else to QuantizeResult::sidecar.
 StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stats,
                                       const ref::WeightReader& weights,
-                                      const config::CompileOptions& options);
+                                      const config::CompileOptions& options, const TensorSink& sink = nullptr);
 
 }  // namespace qbc::quant

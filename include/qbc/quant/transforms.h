@@ -17,8 +17,32 @@ namespace qbc::quant {
 /// else (Gemma's post-norms, QK-norms) are left alone.
 std::unique_ptr<Pass> make_norm_conv();
 
+/// spinR1: rotates the residual stream by a seeded random Hadamard R (hidden×hidden):
+/// host embedding E ← E·R, every linear reading the stream (q/k/v/gate/up/lm_head)
+/// W ← W·R, every linear writing it (o/down) W ← Rᵀ·W (and bias). Needs unit-gain norms
+/// (normConv first); refuses graphs where a node touching the stream cannot absorb R.
+std::unique_ptr<Pass> make_spin_r1(uint64_t seed);
+
+/// spinR2: per layer, a seeded random Hadamard R2 (head_dim×head_dim) on each V head's
+/// output rows (and bias) and the matching o_proj input columns of every query head.
+std::unique_ptr<Pass> make_spin_r2(uint64_t seed);
+
+/// Scale migrations (need ctx.stats of the current graph; quant.md §3.7):
+/// qk: Q·s, K/s per channel, s tied per rotary pair and per GQA group (and shared across
+///     heads for QK-norm models, where it goes into the q_norm/k_norm gains);
+/// vo: V rows / s, o_proj columns · s (s expanded over each GQA group);
+/// ud: up rows / s, down columns · s, s = max|x|^α / max|W|^(1-α) (never gate).
+std::unique_ptr<Pass> make_qk_scale();
+std::unique_ptr<Pass> make_vo_scale();
+std::unique_ptr<Pass> make_ud_scale(double alpha);
+
 /// The transforms `options` enables that run before calibration, in pipeline order
 /// (normConv, spinR1, spinR2). Unbuilt transforms are refused with kUnimplemented.
 StatusOr<std::vector<std::unique_ptr<Pass>>> pre_calibration_transforms(const config::CompileOptions& options);
+
+/// The scale migrations `options` enables (qk, vo, ud, normSmooth), in order. They need
+/// statistics of the graph the pre-calibration transforms left, and change it, so
+/// quantization calibrates again after them.
+std::vector<std::unique_ptr<Pass>> scale_transforms(const config::CompileOptions& options);
 
 }  // namespace qbc::quant

@@ -1,0 +1,168 @@
+// Block-by-block calibration: one decoder block's weights and activations in memory.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "qbc/quant/calibrate.h"
+#include "qbc/support/logging.h"
+
+namespace qbc::quant {
+namespace {
+
+/// A run of consecutive nodes executed by one session.
+struct Segment {
+  std::vector<ir::ValueId> nodes;
+  ir::ValueId input = -1;   ///< The one f32 value it reads from outside (the residual stream).
+  ir::ValueId output = -1;  ///< The value later segments (or the graph output) read.
+};
+
+/// Cuts `g` at block boundaries. Block -1 nodes before the first block join block 0's
+/// segment; those after the last block form the head segment.
+StatusOr<std::vector<Segment>> segments_of(const ir::Graph& g) {
+  const auto& nodes = g.nodes();
+  int first_block = -1;
+  for (const ir::Node& n : nodes) {
+    if (n.block >= 0) {
+      first_block = n.block;
+      break;
+    }
+  }
+  std::vector<int> key(nodes.size(), -1);
+  std::map<int, size_t> index;  // segment key -> position
+  std::vector<Segment> out;
+  bool seen_block = false;
+  int last = first_block;
+  for (ir::ValueId id = 0; id < static_cast<ir::ValueId>(nodes.size()); ++id) {
+    const ir::Node& n = nodes[static_cast<size_t>(id)];
+    if (n.op == ir::Op::kInput) continue;
+    int k = n.block;
+    if (k >= 0) {
+      seen_block = true;
+      last = k;
+    } else {
+      k = seen_block ? last + 1 : first_block;  // prefix joins the first block; the rest is the head
+    }
+    if (k < last && n.block >= 0) return internal_error("node '", n.name, "' of block ", k, " follows block ", last);
+    key[static_cast<size_t>(id)] = k;
+    if (!index.count(k)) {
+      index[k] = out.size();
+      out.emplace_back();
+    }
+    out[index[k]].nodes.push_back(id);
+  }
+  // Each segment's outside input and its output for later segments.
+  for (size_t s = 0; s < out.size(); ++s) {
+    std::set<ir::ValueId> inside(out[s].nodes.begin(), out[s].nodes.end());
+    std::set<ir::ValueId> outside;
+    for (ir::ValueId id : out[s].nodes) {
+      for (const ir::Operand& o : g.node(id).operands) {
+        if (o.is_weight() || inside.count(o.value)) continue;
+        if (g.node(o.value).type.dtype == ir::DType::kI64) continue;  // positions
+        outside.insert(o.value);
+      }
+    }
+    if (outside.size() != 1) {
+      return unimplemented("block-wise calibration: segment starting at node '", g.node(out[s].nodes[0]).name,
+                           "' reads ", outside.size(), " values from earlier blocks (expected the residual stream)");
+    }
+    out[s].input = *outside.begin();
+  }
+  for (size_t s = 0; s + 1 < out.size(); ++s) out[s].output = out[s + 1].input;
+  if (g.outputs().empty()) return invalid_argument("graph '", g.name(), "' has no output");
+  out.back().output = g.outputs()[0];
+  for (size_t s = 0; s + 1 < out.size(); ++s) {
+    if (std::find(out[s].nodes.begin(), out[s].nodes.end(), out[s].output) == out[s].nodes.end()) {
+      return unimplemented("block-wise calibration: segment ", s + 1, " reads '", g.node(out[s].output).name,
+                           "', which segment ", s, " does not produce");
+    }
+  }
+  return out;
+}
+
+/// The segment as a graph of its own: an f32 input named like the value it replaces,
+/// the positions input, its nodes, their weights, one output.
+StatusOr<ir::Graph> segment_graph(const ir::Graph& g, const Segment& seg, size_t index) {
+  ir::Graph sub(g.name() + ".segment" + std::to_string(index));
+  std::map<ir::ValueId, ir::ValueId> remap;
+  ir::Node in;
+  in.op = ir::Op::kInput;
+  in.name = g.node(seg.input).name;
+  in.type = g.node(seg.input).type;
+  remap[seg.input] = sub.append(in);
+  for (ir::ValueId id = 0; id < static_cast<ir::ValueId>(g.nodes().size()); ++id) {
+    const ir::Node& n = g.node(id);
+    if (n.op == ir::Op::kInput && n.type.dtype == ir::DType::kI64) remap[id] = sub.append(n);
+  }
+  for (ir::ValueId id : seg.nodes) {
+    ir::Node n = g.node(id);
+    for (ir::Operand& o : n.operands) {
+      if (o.is_weight()) {
+        const ir::Weight* w = g.find_weight(o.weight);
+        if (w == nullptr) return invalid_argument("node '", n.name, "': unknown weight '", o.weight, "'");
+        sub.add_weight(*w);
+        continue;
+      }
+      auto it = remap.find(o.value);
+      if (it == remap.end()) return internal_error("node '", n.name, "': operand outside its segment");
+      o.value = it->second;
+    }
+    remap[id] = sub.append(std::move(n));
+  }
+  sub.add_output(remap.at(seg.output));
+  return sub;
+}
+
+}  // namespace
+
+StatusOr<CalibStats> collect_stats_blockwise(const ir::Graph& g, const ref::WeightReader& weights, size_t n,
+                                             const SampleSource& samples, int mode,
+                                             const ref::SessionOptions& session_options) {
+  if (n == 0) return invalid_argument("calibration: no samples");
+  QBC_ASSIGN_OR_RETURN(std::vector<Segment> segs, segments_of(g));
+  const std::vector<std::string> observed = observed_nodes(g);
+  // The residual stream of every sample at the current segment boundary.
+  std::vector<std::vector<float>> stream(n);
+  std::vector<int64_t> seqs(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    QBC_RETURN_IF_ERROR(samples(i, &stream[i], &seqs[i]).with_context("calibration sample ", i));
+  }
+  CalibStats stats;
+  const int passes = mode == 0 ? 1 : 2;
+  const int64_t total = static_cast<int64_t>(segs.size() * n) * passes;
+  int64_t done = 0;
+  std::vector<float> out, act;
+  std::vector<int64_t> shape;
+  for (size_t s = 0; s < segs.size(); ++s) {
+    QBC_ASSIGN_OR_RETURN(ir::Graph sub, segment_graph(g, segs[s], s));
+    std::vector<std::string> here;
+    for (const std::string& name : observed) {
+      const ir::ValueId id = sub.find(name);
+      if (id >= 0 && sub.node(id).op != ir::Op::kInput) here.push_back(name);
+    }
+    QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> session, ref::Session::create(sub, weights, session_options));
+    session->set_keep_activations(true);
+    std::vector<std::vector<float>> next(n);
+    for (int pass = 0; pass < passes; ++pass) {
+      for (size_t i = 0; i < n; ++i) {
+        session->reset();
+        QBC_RETURN_IF_ERROR(session->forward_embeds(stream[i], seqs[i], &out)
+                                .with_context("calibration sample ", i, ", block segment ", s));
+        for (const std::string& name : here) {
+          QBC_RETURN_IF_ERROR(session->activation(name, &act, &shape));
+          TensorStats& st = stats[name];
+          if (pass == 0) {
+            observe_max(st, act, shape.empty() ? 1 : shape.back());
+          } else {
+            observe_histogram(st, act);
+          }
+        }
+        if (pass == 0 && s + 1 < segs.size()) next[i] = out;
+        events::progress("calib", ++done, total);
+      }
+    }
+    if (s + 1 < segs.size()) stream = std::move(next);
+  }
+  return stats;
+}
+
+}  // namespace qbc::quant
