@@ -12,6 +12,7 @@
 #include "qbc/quant/pass.h"
 #include "qbc/quant/quantize.h"
 #include "qbc/quant/transforms.h"
+#include "qbc/quant/weight_passes.h"
 #include "qbc/support/file_util.h"
 #include "qbc/support/logging.h"
 
@@ -118,6 +119,7 @@ Status quantize_to(const LoadedModel& model, const config::ResolvedConfig& confi
   // Everything that can be refused is checked before any work.
   QBC_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<quant::Pass>> transforms,
                        quant::pre_calibration_transforms(options));
+  QBC_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<quant::Pass>> weight_passes, quant::weight_passes(options));
   size_t n = 0;
   QBC_ASSIGN_OR_RETURN(quant::SampleSource samples, calibration_source(model, config, &n));
 
@@ -156,7 +158,17 @@ Status quantize_to(const LoadedModel& model, const config::ResolvedConfig& confi
     ctx.stats = nullptr;
   }
 
-  // 3. Calibration of the final float model, block by block.
+  // 3. Passes that choose the integer weights (weight-scale search, GPTQ).
+  quant::FixedWeightMap fixed;
+  if (!weight_passes.empty()) {
+    ctx.samples = &samples;
+    ctx.num_samples = n;
+    ctx.session = session_options;
+    ctx.fixed = &fixed;
+    QBC_RETURN_IF_ERROR(quant::run_passes(weight_passes, ctx, &stages));
+  }
+
+  // 4. Calibration of the final model (with the chosen weights), block by block.
   events::status("calib", "collecting activation statistics on " + std::to_string(n) + " samples, block by block");
   QBC_RETURN_IF_ERROR(timed("calibrate", [&]() -> Status {
     QBC_ASSIGN_OR_RETURN(stats, quant::collect_stats_blockwise(graph, store.reader(), n, samples,
@@ -176,18 +188,19 @@ Status quantize_to(const LoadedModel& model, const config::ResolvedConfig& confi
                     linear_flops_per_token(graph) * static_cast<double>(tokens * passes) /
                         std::max(stages.back().seconds, 1e-9) / 1e9);
 
-  // 4. Weights (spilled to disk as they are made: memory stays at one layer) and KV cache.
+  // 5. Weights (spilled to disk as they are made: memory stays at one layer) and KV cache.
   events::status("quant", "quantizing weights (round to nearest)");
   const std::string side = sidecar_path(out_mblt);
   frontend::SafetensorsSpillWriter sidecar(side);
   quant::QuantizeResult q;
   QBC_RETURN_IF_ERROR(timed("quantizeRtn", [&]() -> Status {
     QBC_ASSIGN_OR_RETURN(q, quant::quantize_rtn(graph, stats, store.reader(), options,
-                                                [&sidecar](frontend::TensorToWrite t) { return sidecar.add(std::move(t)); }));
+                                                [&sidecar](frontend::TensorToWrite t) { return sidecar.add(std::move(t)); },
+                                                &fixed));
     return ok_status();
   }));
 
-  // 5. Output: the sidecar (with the float weights a transform rewrote), then the graph.
+  // 6. Output: the sidecar (with the float weights a transform rewrote), then the graph.
   QBC_RETURN_IF_ERROR(timed("write", [&]() -> Status {
     for (const auto& [name, data] : store.rewritten_weights()) {
       const ir::Weight* w = q.graph.find_weight(name);

@@ -1,8 +1,10 @@
-// Block-by-block calibration: one decoder block's weights and activations in memory.
+// Block-by-block execution (BlockRunner) and calibration: one decoder block's weights
+// and activations in memory.
 #include <algorithm>
 #include <map>
 #include <set>
 
+#include "qbc/quant/block_runner.h"
 #include "qbc/quant/calibrate.h"
 #include "qbc/support/logging.h"
 
@@ -10,7 +12,7 @@ namespace qbc::quant {
 namespace {
 
 /// A run of consecutive nodes executed by one session.
-struct Segment {
+struct SegmentPlan {
   std::vector<ir::ValueId> nodes;
   ir::ValueId input = -1;   ///< The one f32 value it reads from outside (the residual stream).
   ir::ValueId output = -1;  ///< The value later segments (or the graph output) read.
@@ -18,7 +20,7 @@ struct Segment {
 
 /// Cuts `g` at block boundaries. Block -1 nodes before the first block join block 0's
 /// segment; those after the last block form the head segment.
-StatusOr<std::vector<Segment>> segments_of(const ir::Graph& g) {
+StatusOr<std::vector<SegmentPlan>> segments_of(const ir::Graph& g) {
   const auto& nodes = g.nodes();
   int first_block = -1;
   for (const ir::Node& n : nodes) {
@@ -29,7 +31,7 @@ StatusOr<std::vector<Segment>> segments_of(const ir::Graph& g) {
   }
   std::vector<int> key(nodes.size(), -1);
   std::map<int, size_t> index;  // segment key -> position
-  std::vector<Segment> out;
+  std::vector<SegmentPlan> out;
   bool seen_block = false;
   int last = first_block;
   for (ir::ValueId id = 0; id < static_cast<ir::ValueId>(nodes.size()); ++id) {
@@ -81,7 +83,7 @@ StatusOr<std::vector<Segment>> segments_of(const ir::Graph& g) {
 
 /// The segment as a graph of its own: an f32 input named like the value it replaces,
 /// the positions input, its nodes, their weights, one output.
-StatusOr<ir::Graph> segment_graph(const ir::Graph& g, const Segment& seg, size_t index) {
+StatusOr<ir::Graph> segment_graph(const ir::Graph& g, const SegmentPlan& seg, size_t index) {
   ir::Graph sub(g.name() + ".segment" + std::to_string(index));
   std::map<ir::ValueId, ir::ValueId> remap;
   ir::Node in;
@@ -114,41 +116,86 @@ StatusOr<ir::Graph> segment_graph(const ir::Graph& g, const Segment& seg, size_t
 
 }  // namespace
 
+StatusOr<BlockRunner> BlockRunner::create(const ir::Graph& g, size_t n, const SampleSource& samples,
+                                          const ref::SessionOptions& session) {
+  if (n == 0) return invalid_argument("calibration: no samples");
+  BlockRunner r;
+  r.session_ = session;
+  QBC_ASSIGN_OR_RETURN(std::vector<SegmentPlan> segs, segments_of(g));
+  for (size_t s = 0; s < segs.size(); ++s) {
+    QBC_ASSIGN_OR_RETURN(ir::Graph sub, segment_graph(g, segs[s], s));
+    r.graphs_.push_back(std::move(sub));
+    r.segments_.push_back({segs[s].nodes, segs[s].input, segs[s].output});
+  }
+  for (const ir::Node& node : g.nodes()) r.full_names_.push_back(node.name);
+  r.stream_.resize(n);
+  r.seqs_.assign(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    QBC_RETURN_IF_ERROR(samples(i, &r.stream_[i], &r.seqs_[i]).with_context("calibration sample ", i));
+  }
+  return r;
+}
+
+std::vector<std::string> BlockRunner::node_names(size_t s) const {
+  std::vector<std::string> out;
+  for (ir::ValueId id : segments_[s].nodes) out.push_back(full_names_[static_cast<size_t>(id)]);
+  return out;
+}
+
+Status BlockRunner::run(size_t s, const ref::WeightReader& weights, const Visitor& visit) {
+  if (s != current_) return internal_error("BlockRunner: segment ", s, " run while the stream is at ", current_);
+  QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> session, ref::Session::create(graphs_[s], weights, session_));
+  session->set_keep_activations(true);
+  std::vector<float> out;
+  for (size_t i = 0; i < stream_.size(); ++i) {
+    session->reset();
+    QBC_RETURN_IF_ERROR(session->forward_embeds(stream_[i], seqs_[i], &out)
+                            .with_context("calibration sample ", i, ", segment ", s));
+    if (visit) QBC_RETURN_IF_ERROR(visit(i, *session));
+  }
+  return ok_status();
+}
+
+Status BlockRunner::advance(size_t s, const ref::WeightReader& weights) {
+  if (s != current_) return internal_error("BlockRunner: segment ", s, " advanced while the stream is at ", current_);
+  if (s + 1 < segments_.size()) {
+    QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> session, ref::Session::create(graphs_[s], weights, session_));
+    std::vector<float> out;
+    for (size_t i = 0; i < stream_.size(); ++i) {
+      session->reset();
+      QBC_RETURN_IF_ERROR(session->forward_embeds(stream_[i], seqs_[i], &out)
+                              .with_context("calibration sample ", i, ", segment ", s));
+      stream_[i] = std::move(out);
+      out = {};
+    }
+  }
+  ++current_;
+  return ok_status();
+}
+
 StatusOr<CalibStats> collect_stats_blockwise(const ir::Graph& g, const ref::WeightReader& weights, size_t n,
                                              const SampleSource& samples, int mode,
                                              const ref::SessionOptions& session_options) {
-  if (n == 0) return invalid_argument("calibration: no samples");
-  QBC_ASSIGN_OR_RETURN(std::vector<Segment> segs, segments_of(g));
+  QBC_ASSIGN_OR_RETURN(BlockRunner runner, BlockRunner::create(g, n, samples, session_options));
   const std::vector<std::string> observed = observed_nodes(g);
-  // The residual stream of every sample at the current segment boundary.
-  std::vector<std::vector<float>> stream(n);
-  std::vector<int64_t> seqs(n, 0);
-  for (size_t i = 0; i < n; ++i) {
-    QBC_RETURN_IF_ERROR(samples(i, &stream[i], &seqs[i]).with_context("calibration sample ", i));
-  }
   CalibStats stats;
   const int passes = mode == 0 ? 1 : 2;
-  const int64_t total = static_cast<int64_t>(segs.size() * n) * passes;
+  const int64_t total = static_cast<int64_t>(runner.num_segments() * n) * passes;
   int64_t done = 0;
-  std::vector<float> out, act;
+  std::vector<float> act;
   std::vector<int64_t> shape;
-  for (size_t s = 0; s < segs.size(); ++s) {
-    QBC_ASSIGN_OR_RETURN(ir::Graph sub, segment_graph(g, segs[s], s));
+  for (size_t s = 0; s < runner.num_segments(); ++s) {
     std::vector<std::string> here;
+    const ir::Graph& sub = runner.segment(s);
     for (const std::string& name : observed) {
       const ir::ValueId id = sub.find(name);
       if (id >= 0 && sub.node(id).op != ir::Op::kInput) here.push_back(name);
     }
-    QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> session, ref::Session::create(sub, weights, session_options));
-    session->set_keep_activations(true);
-    std::vector<std::vector<float>> next(n);
+    // Pass 0 also advances the stream (its outputs are the next segment's inputs).
     for (int pass = 0; pass < passes; ++pass) {
-      for (size_t i = 0; i < n; ++i) {
-        session->reset();
-        QBC_RETURN_IF_ERROR(session->forward_embeds(stream[i], seqs[i], &out)
-                                .with_context("calibration sample ", i, ", block segment ", s));
+      QBC_RETURN_IF_ERROR(runner.run(s, weights, [&](size_t, ref::Session& session) -> Status {
         for (const std::string& name : here) {
-          QBC_RETURN_IF_ERROR(session->activation(name, &act, &shape));
+          QBC_RETURN_IF_ERROR(session.activation(name, &act, &shape));
           TensorStats& st = stats[name];
           if (pass == 0) {
             observe_max(st, act, shape.empty() ? 1 : shape.back());
@@ -156,11 +203,11 @@ StatusOr<CalibStats> collect_stats_blockwise(const ir::Graph& g, const ref::Weig
             observe_histogram(st, act);
           }
         }
-        if (pass == 0 && s + 1 < segs.size()) next[i] = out;
         events::progress("calib", ++done, total);
-      }
+        return ok_status();
+      }));
     }
-    if (s + 1 < segs.size()) stream = std::move(next);
+    QBC_RETURN_IF_ERROR(runner.advance(s, weights));
   }
   return stats;
 }

@@ -92,7 +92,8 @@ Status check_supported(const config::CompileOptions& options) {
 
 StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stats,
                                       const ref::WeightReader& weights,
-                                      const config::CompileOptions& options, const TensorSink& sink) {
+                                      const config::CompileOptions& options, const TensorSink& sink,
+                                      const FixedWeightMap* fixed) {
   QBC_RETURN_IF_ERROR(check_supported(options));
   QuantizeResult r;
   const bool per_token = options.bit().activation_scaling() == config::ACTIVATION_SCALING_PER_TOKEN;
@@ -112,12 +113,27 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
       if (st == stats.end()) return internal_error("no calibration statistics for '", x_name, "'");
       const float range = activation_range(st->second, options.calibration(), bits.activation);
       const ir::Weight* wt = out.find_weight(n.operands[1].weight);
-      QBC_RETURN_IF_ERROR(weights(*wt, &w).with_context("node '", n.name, "'"));
       const int64_t rows = wt->type.dims[0], cols = wt->type.dims[1];
       std::vector<int8_t> q(static_cast<size_t>(rows * cols));
       std::vector<float> scale(static_cast<size_t>(rows));
       const int qm = qmax(bits.weight);
-      for (int64_t r0 = 0; r0 < rows; ++r0) {
+      const FixedWeights* chosen = nullptr;
+      if (fixed != nullptr) {
+        auto it = fixed->find(n.name);
+        if (it != fixed->end()) chosen = &it->second;
+      }
+      if (chosen != nullptr) {  // a pass (hessianQuant, searchWeightScale) chose the integers
+        if (chosen->bits != bits.weight || chosen->codes.size() != q.size() || chosen->scales.size() != scale.size()) {
+          return internal_error("node '", n.name, "': weights fixed by a pass at ", chosen->bits, " bits with ",
+                                chosen->codes.size(), " codes do not match ", bits.weight, "-bit [", rows, ", ",
+                                cols, "]");
+        }
+        q = chosen->codes;
+        scale = chosen->scales;
+      } else {
+        QBC_RETURN_IF_ERROR(weights(*wt, &w).with_context("node '", n.name, "'"));
+      }
+      for (int64_t r0 = 0; r0 < rows && chosen == nullptr; ++r0) {
         float amax = 0;
         for (int64_t c = 0; c < cols; ++c) amax = std::max(amax, std::fabs(w[static_cast<size_t>(r0 * cols + c)]));
         const float s = std::max(amax / static_cast<float>(qm), 1e-8f);

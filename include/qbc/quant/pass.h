@@ -10,6 +10,7 @@
 #include "qbc/config/config.h"
 #include "qbc/ir/graph.h"
 #include "qbc/quant/calibrate.h"
+#include "qbc/quant/quantize.h"
 #include "qbc/quant/weight_store.h"
 #include "qbc/support/status.h"
 
@@ -23,6 +24,14 @@ struct PassContext {
   /// Activation statistics of the current graph, for passes that need them (scale
   /// migrations, weight-scale search); null before calibration.
   const CalibStats* stats = nullptr;
+  /// Calibration samples, for passes that run the model block by block (BlockRunner):
+  /// hessianQuant, searchWeightScale. Null when not available.
+  const SampleSource* samples = nullptr;
+  size_t num_samples = 0;
+  ref::SessionOptions session;
+  /// Integer weights passes chose, by linear node name; quantize_rtn uses them instead
+  /// of round-to-nearest. Null when the pipeline does not collect them.
+  FixedWeightMap* fixed = nullptr;
 };
 
 class Pass {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -44,10 +45,22 @@ Status check_supported(const config::CompileOptions& options);
 /// all its integer weights in memory).
 using TensorSink = std::function<Status(frontend::TensorToWrite)>;
 
-/// Quantizes `g` with round-to-nearest weights and calibrated scales. Sidecar tensors go
-/// to `sink` when given, else to QuantizeResult::sidecar.
+/// Integer weights a pass chose for one linear node (GPTQ, a clip search): codes
+/// [out, in] row-major in [-2^(bits-1), 2^(bits-1) - 1] and one scale per output channel.
+struct FixedWeights {
+  int bits = 8;
+  std::vector<int8_t> codes;
+  std::vector<float> scales;
+};
+/// By linear node name.
+using FixedWeightMap = std::map<std::string, FixedWeights>;
+
+/// Quantizes `g` with round-to-nearest weights (or the ones in `fixed`) and calibrated
+/// activation scales. Sidecar tensors go to `sink` when given, else to
+/// QuantizeResult::sidecar.
 StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stats,
                                       const ref::WeightReader& weights,
-                                      const config::CompileOptions& options, const TensorSink& sink = nullptr);
+                                      const config::CompileOptions& options, const TensorSink& sink = nullptr,
+                                      const FixedWeightMap* fixed = nullptr);
 
 }  // namespace qbc::quant

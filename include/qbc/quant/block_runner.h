@@ -1,0 +1,60 @@
+// Runs a float graph block by block over a calibration set: the graph is cut into
+// segments (block 0 with whatever precedes it, each further block, the head), and every
+// sample's residual stream is carried from one segment to the next. Only one segment's
+// weights are loaded at a time, so calibration, GPTQ and weight-scale search stay at
+// one decoder block of memory however large the model is.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "qbc/ir/graph.h"
+#include "qbc/quant/calibrate.h"
+#include "qbc/ref/evaluator.h"
+#include "qbc/support/status.h"
+
+namespace qbc::quant {
+
+class BlockRunner {
+ public:
+  /// Cuts `g` into segments and loads every sample's embeddings (n samples). Errors name
+  /// the node when the graph is not a chain of blocks joined by one residual stream.
+  static StatusOr<BlockRunner> create(const ir::Graph& g, size_t n, const SampleSource& samples,
+                                      const ref::SessionOptions& session = {});
+
+  size_t num_segments() const { return segments_.size(); }
+  size_t num_samples() const { return stream_.size(); }
+  /// Segment `s` as a graph of its own (an f32 input named like the residual value it
+  /// replaces, the positions input, its nodes and their weights, one output).
+  const ir::Graph& segment(size_t s) const { return graphs_[s]; }
+  /// Names of the nodes of segment `s` (in the full graph's order).
+  std::vector<std::string> node_names(size_t s) const;
+
+  /// Called after each sample's forward pass with the session (activations kept).
+  using Visitor = std::function<Status(size_t sample, ref::Session& session)>;
+  /// Runs segment `s` (which must be the current one: segments go in order) with
+  /// `weights` on every sample's current stream and calls `visit` after each.
+  Status run(size_t s, const ref::WeightReader& weights, const Visitor& visit);
+  /// Runs segment `s` once more with `weights` and makes its outputs the stream the next
+  /// segment reads (call once per segment, after the last run()).
+  Status advance(size_t s, const ref::WeightReader& weights);
+
+ private:
+  struct Segment {
+    std::vector<ir::ValueId> nodes;
+    ir::ValueId input = -1, output = -1;
+  };
+  BlockRunner() = default;
+  std::vector<Segment> segments_;
+  std::vector<ir::Graph> graphs_;
+  std::vector<std::string> full_names_;  // node names of the full graph, by ValueId
+  std::vector<std::vector<float>> stream_;
+  std::vector<int64_t> seqs_;
+  ref::SessionOptions session_;
+  size_t current_ = 0;
+};
+
+}  // namespace qbc::quant

@@ -1,0 +1,32 @@
+// Passes that choose the integer weights themselves (docs/quantization.md). They run
+// after the equivalence transforms and before the final calibration, block by block
+// over the calibration set (BlockRunner), and need ctx.samples and ctx.fixed.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "qbc/config/config.h"
+#include "qbc/quant/pass.h"
+
+namespace qbc::quant {
+
+/// searchWeightScale (AWQ-style): for each enabled projection group (query/key/value
+/// share their input, out, ffn), a per-input-channel scale s = mean|x|^α searched over a
+/// grid of α, folded into the producer of the input (norm gain, v rows, up rows) and the
+/// weight columns, minimising the block output error of the quantized weights; then a
+/// per-row clip ratio search on the output error. Records the chosen integers in
+/// ctx.fixed and rewrites the float weights.
+std::unique_ptr<Pass> make_search_weight_scale(const config::SearchWeightScaleConfig& config);
+
+/// hessianQuant (GPTQ): per block, in true sequential order (q/k/v, o, gate/up, down),
+/// Hessians from the inputs those linears see with the earlier ones already quantized;
+/// GPTQ with act-order, static groups, blockSize and percDamp with retry. Records the
+/// integers in ctx.fixed and writes the dequantized weights to ctx.weights, so later
+/// blocks and the final calibration see the quantized model.
+std::unique_ptr<Pass> make_hessian_quant(const config::HessianQuantConfig& config);
+
+/// The weight passes `options` enables, in pipeline order (searchWeightScale, hessianQuant).
+StatusOr<std::vector<std::unique_ptr<Pass>>> weight_passes(const config::CompileOptions& options);
+
+}  // namespace qbc::quant
