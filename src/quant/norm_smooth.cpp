@@ -15,11 +15,6 @@
 namespace qbc::quant {
 namespace {
 
-double smooth_scale(double x, double w, double alpha) {
-  if (!(x > 0) || !(w > 0) || !std::isfinite(x) || !std::isfinite(w)) return 1.0;
-  return std::clamp(std::pow(x, alpha) / std::pow(w, 1.0 - alpha), 1e-5, 1e5);
-}
-
 class NormSmooth final : public Pass {
  public:
   explicit NormSmooth(double alpha) : alpha_(alpha) {}

@@ -41,23 +41,6 @@ namespace {
 
 constexpr double kAlpha = 0.75;
 
-/// λ = k^α / q^(1−α). No information (a zero or non-finite maximum) leaves the channel
-/// alone; otherwise λ is kept in [1e-5, 1e5].
-double smooth_scale(double k, double q, double alpha) {
-  if (!(k > 0) || !(q > 0) || !std::isfinite(k) || !std::isfinite(q)) return 1.0;
-  return std::clamp(std::pow(k, alpha) / std::pow(q, 1.0 - alpha), 1e-5, 1e5);
-}
-
-StatusOr<const std::vector<float>*> channel_max(const PassContext& ctx, const std::string& node, int64_t channels) {
-  auto it = ctx.stats->find(node);
-  if (it == ctx.stats->end()) return failed_precondition("no calibration statistics for node '", node, "'");
-  if (static_cast<int64_t>(it->second.channel_absmax.size()) != channels) {
-    return failed_precondition("calibration statistics of '", node, "' have ", it->second.channel_absmax.size(),
-                               " channels, the graph has ", channels);
-  }
-  return &it->second.channel_absmax;
-}
-
 /// Output rows [offset, offset + count) of linear `node`.
 struct Rows {
   ir::ValueId linear = -1;

@@ -30,6 +30,22 @@ void write_matrix(PassContext& ctx, const std::string& name, const Matrix& m) {
   rewrite_weight(ctx, name, std::move(f));
 }
 
+double smooth_scale(double a, double b, double alpha) {
+  if (!(a > 0) || !(b > 0) || !std::isfinite(a) || !std::isfinite(b)) return 1.0;
+  return std::clamp(std::pow(a, alpha) / std::pow(b, 1.0 - alpha), 1e-5, 1e5);
+}
+
+StatusOr<const std::vector<float>*> channel_max(const PassContext& ctx, const std::string& node, int64_t channels) {
+  if (ctx.stats == nullptr) return failed_precondition("no calibration statistics (needed for node '", node, "')");
+  auto it = ctx.stats->find(node);
+  if (it == ctx.stats->end()) return failed_precondition("no calibration statistics for node '", node, "'");
+  if (static_cast<int64_t>(it->second.channel_absmax.size()) != channels) {
+    return failed_precondition("calibration statistics of '", node, "' have ", it->second.channel_absmax.size(),
+                               " channels, the graph has ", channels);
+  }
+  return &it->second.channel_absmax;
+}
+
 std::vector<std::vector<ir::ValueId>> consumers(const ir::Graph& g) {
   std::vector<std::vector<ir::ValueId>> out(g.nodes().size());
   for (ir::ValueId id = 0; id < static_cast<ir::ValueId>(g.nodes().size()); ++id) {

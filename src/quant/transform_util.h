@@ -25,6 +25,15 @@ StatusOr<Matrix> read_matrix(const PassContext& ctx, const std::string& name);
 /// Writes `m` back (rounded once to fp32) as weight `name`.
 void write_matrix(PassContext& ctx, const std::string& name, const Matrix& m);
 
+/// A migration scale a^α / b^(1−α) (SmoothQuant's rule). No information (a zero or
+/// non-finite input) gives 1 (the channel is left alone); otherwise the result is kept
+/// in [1e-5, 1e5].
+double smooth_scale(double a, double b, double alpha);
+
+/// The per-channel max |x| of node `node` in ctx.stats, which must have `channels`
+/// channels (kFailedPrecondition naming the node otherwise).
+StatusOr<const std::vector<float>*> channel_max(const PassContext& ctx, const std::string& node, int64_t channels);
+
 /// For every value, the nodes that read it (in graph order).
 std::vector<std::vector<ir::ValueId>> consumers(const ir::Graph& g);
 

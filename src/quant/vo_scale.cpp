@@ -26,23 +26,6 @@ namespace {
 
 constexpr double kAlpha = 0.5;
 
-/// No information (a zero or non-finite maximum) leaves the channel alone; otherwise
-/// s is kept in [1e-5, 1e5].
-double smooth_scale(double x, double w, double alpha) {
-  if (!(x > 0) || !(w > 0) || !std::isfinite(x) || !std::isfinite(w)) return 1.0;
-  return std::clamp(std::pow(x, alpha) / std::pow(w, 1.0 - alpha), 1e-5, 1e5);
-}
-
-StatusOr<const std::vector<float>*> channel_max(const PassContext& ctx, const std::string& node, int64_t channels) {
-  auto it = ctx.stats->find(node);
-  if (it == ctx.stats->end()) return failed_precondition("no calibration statistics for node '", node, "'");
-  if (static_cast<int64_t>(it->second.channel_absmax.size()) != channels) {
-    return failed_precondition("calibration statistics of '", node, "' have ", it->second.channel_absmax.size(),
-                               " channels, the graph has ", channels);
-  }
-  return &it->second.channel_absmax;
-}
-
 class VoScale final : public Pass {
  public:
   std::string name() const override { return "vo"; }

@@ -145,3 +145,25 @@ TEST(QuantizeCli, QuantizedModelRunsAndIsCompared) {
 
 }  // namespace
 }  // namespace qbc
+
+namespace qbc {
+namespace {
+
+// configs/examples/w4v8.yaml is --preset llm plus the W4V8 bits, in one flag.
+TEST(QuantizeCli, W4V8ExampleIsTheLlmPresetWithFourBitWeights) {
+  const auto cfg = ::qbc::testing::source_dir() / "configs/examples/w4v8.yaml";
+  auto a = run_qbc("dump-config -c " + shell_quote(cfg) + " --format json");
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  auto b = run_qbc("dump-config --preset llm --set bit.transformer.weight.query=4 --set bit.transformer.weight.key=4 "
+                   "--set bit.transformer.weight.output=4 --set bit.transformer.weight.ffn=4 --format json");
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_EQ(a.out, b.out);
+  auto j = nlohmann::json::parse(a.out);
+  EXPECT_EQ(j["bit"]["transformer"]["weight"]["value"], 8);
+  EXPECT_EQ(j["bit"]["transformer"]["weight"]["head"], 8);
+  EXPECT_EQ(j["bit"]["transformer"]["weight"]["ffn"], 4);
+  EXPECT_EQ(j["equivalentTransformation"]["spinR1"]["apply"], true);
+}
+
+}  // namespace
+}  // namespace qbc

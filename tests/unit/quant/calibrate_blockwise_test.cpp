@@ -33,13 +33,7 @@ class BlockwiseCalibration : public ::testing::TestWithParam<::qbc::testing::Tra
 
 TEST_P(BlockwiseCalibration, EqualsWholeModelCalibration) {
   const auto& c = GetParam();
-  QBC_REQUIRE_SHARED(shared, "");
-  if (!c.shared_dir.empty()) {
-    QBC_REQUIRE_SHARED(dir, c.shared_dir);
-  }
-  if (!c.shared_config.empty()) {
-    QBC_REQUIRE_SHARED(cfg, c.shared_config);
-  }
+  QBC_REQUIRE_TRANSFORM_CASE(shared, c);
   auto m = ::qbc::testing::load_transform_case(c, shared);
   QBC_ASSERT_OK(m);
   const ref::WeightReader reader = ref::model_weight_reader(*m->source);

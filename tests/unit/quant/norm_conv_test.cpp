@@ -17,13 +17,7 @@ class NormConvFamilies : public ::testing::TestWithParam<TransformCase> {};
 
 TEST_P(NormConvFamilies, LogitsUnchangedAndGainsFolded) {
   const TransformCase& c = GetParam();
-  QBC_REQUIRE_SHARED(shared, "");
-  if (!c.shared_dir.empty()) {
-    QBC_REQUIRE_SHARED(dir, c.shared_dir);
-  }
-  if (!c.shared_config.empty()) {
-    QBC_REQUIRE_SHARED(cfg, c.shared_config);
-  }
+  QBC_REQUIRE_TRANSFORM_CASE(shared, c);
   auto m = ::qbc::testing::load_transform_case(c, shared);
   QBC_ASSERT_OK(m);
   const ref::WeightReader source = ref::model_weight_reader(*m->source);

@@ -94,13 +94,7 @@ StatusOr<std::unique_ptr<ScaleSetup>> load(const TransformCase& c, const std::fi
 
 #define LOAD_CASE_OR_FAIL(var)                \
   const TransformCase& c = GetParam();        \
-  QBC_REQUIRE_SHARED(shared, "");             \
-  if (!c.shared_dir.empty()) {                \
-    QBC_REQUIRE_SHARED(dir, c.shared_dir);    \
-  }                                           \
-  if (!c.shared_config.empty()) {             \
-    QBC_REQUIRE_SHARED(cfg, c.shared_config); \
-  }                                           \
+  QBC_REQUIRE_TRANSFORM_CASE(shared, c);      \
   auto loaded = load(c, shared);              \
   QBC_ASSERT_OK(loaded);                      \
   ScaleSetup& var = **loaded

@@ -81,13 +81,7 @@ class SpinFamilies : public ::testing::TestWithParam<TransformCase> {};
 
 TEST_P(SpinFamilies, LogitsUnchanged) {
   const TransformCase& c = GetParam();
-  QBC_REQUIRE_SHARED(shared, "");
-  if (!c.shared_dir.empty()) {
-    QBC_REQUIRE_SHARED(dir, c.shared_dir);
-  }
-  if (!c.shared_config.empty()) {
-    QBC_REQUIRE_SHARED(cfg, c.shared_config);
-  }
+  QBC_REQUIRE_TRANSFORM_CASE(shared, c);
   auto m = load(c);
   QBC_ASSERT_OK(m);
   const std::vector<int32_t> ids = ::qbc::testing::transform_test_ids(m->vocab);

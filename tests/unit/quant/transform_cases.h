@@ -22,6 +22,17 @@
 #include "qbc/ref/evaluator.h"
 #include "test_support.h"
 
+/// Resolves the shared folder into `shared` and checks the case's shared assets exist
+/// (failing under CI, skipping otherwise, as QBC_REQUIRE_SHARED).
+#define QBC_REQUIRE_TRANSFORM_CASE(shared, c)                 \
+  QBC_REQUIRE_SHARED(shared, "");                             \
+  if (!(c).shared_dir.empty()) {                              \
+    QBC_REQUIRE_SHARED(qbc_case_dir_, (c).shared_dir);        \
+  }                                                           \
+  if (!(c).shared_config.empty()) {                           \
+    QBC_REQUIRE_SHARED(qbc_case_config_, (c).shared_config); \
+  }
+
 namespace qbc::testing {
 
 struct TransformCase {
