@@ -3,7 +3,7 @@
 # useRandomCalib, 16 samples x 256 tokens (--preset llm_fast): wall time, peak RSS
 # against the bound (2 x the largest block's float32 weights + 1.5 GB; the head counts
 # as a block), and calibration throughput as a fraction of the measured GEMM peak.
-# Usage: bench/quantize.sh [WORKDIR] [extra qbc quantize args...]
+# Usage: [QBC_BENCH_PRESET=llm] bench/quantize.sh [WORKDIR] [extra qbc quantize args...]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 shared=${QBC_SHARED:-$root/../shared}
@@ -19,7 +19,7 @@ if [ ! -f "$model/model.safetensors" ]; then
   "$qbc" random-model "$config" --dtype bf16 -o "$model" --force >/dev/null
 fi
 peak=$("$root/build/tools/qbc-gemm-peak" | awk '{print $2}')
-/usr/bin/time -f "%e %M" -o "$work/time.txt" "$qbc" quantize "$model" --preset llm_fast --use-random-calib \
+/usr/bin/time -f "%e %M" -o "$work/time.txt" "$qbc" quantize "$model" --preset "${QBC_BENCH_PRESET:-llm_fast}" --use-random-calib \
   --set calibration.numSamples=16 --set calibration.seqLength=256 -o "$work/q.mblt" -v "$@" 2> "$work/quantize.log"
 read -r wall kb < "$work/time.txt"
 calib=$(grep -o 'calibration: .*' "$work/quantize.log" | tail -1)

@@ -138,8 +138,19 @@ Status quantize_to(const LoadedModel& model, const config::ResolvedConfig& confi
     return s;
   };
 
-  // 1. Equivalence transforms of the float model.
+  // 1. Equivalence transforms of the float model. Rewrites of the model's input they
+  // make (spinR1 rotates the embeddings) apply to the calibration samples from here on.
+  std::vector<quant::InputTransform> input_transforms;
+  ctx.input_transforms = &input_transforms;
   QBC_RETURN_IF_ERROR(quant::run_passes(transforms, ctx, &stages));
+  ctx.input_transforms = nullptr;
+  if (!input_transforms.empty()) {
+    samples = [raw = samples, input_transforms](size_t i, std::vector<float>* embeds, int64_t* seq) -> Status {
+      QBC_RETURN_IF_ERROR(raw(i, embeds, seq));
+      for (const quant::InputTransform& t : input_transforms) QBC_RETURN_IF_ERROR(t(embeds, *seq));
+      return ok_status();
+    };
+  }
 
   ref::SessionOptions session_options;
   session_options.threads = threads;
@@ -202,9 +213,11 @@ Status quantize_to(const LoadedModel& model, const config::ResolvedConfig& confi
 
   // 6. Output: the sidecar (with the float weights a transform rewrote), then the graph.
   QBC_RETURN_IF_ERROR(timed("write", [&]() -> Status {
-    for (const auto& [name, data] : store.rewritten_weights()) {
+    std::vector<float> data;
+    for (const std::string& name : store.rewritten_names()) {
       const ir::Weight* w = q.graph.find_weight(name);
       if (w == nullptr) continue;
+      QBC_RETURN_IF_ERROR(store.read(*w, &data));
       QBC_RETURN_IF_ERROR(sidecar.add(frontend::make_tensor(w->tensor, frontend::DType::kF32, w->type.dims, data)));
     }
     q.graph.metadata["producer"] = producer;

@@ -190,6 +190,18 @@ class SpinR1 final : public Pass {
       QBC_RETURN_IF_ERROR(r.right_multiply_rows(e.v.data(), e.rows));
       write_matrix(ctx, embed_name, e);
     }
+    // Embeddings made outside the graph (calibration files) must be rotated the same way.
+    if (ctx.input_transforms != nullptr) {
+      ctx.input_transforms->push_back([r, hidden](std::vector<float>* x, int64_t seq) -> Status {
+        if (static_cast<int64_t>(x->size()) != seq * hidden) {
+          return invalid_argument("spinR1: ", x->size(), " input values are not ", seq, " rows of ", hidden);
+        }
+        std::vector<double> d(x->begin(), x->end());
+        QBC_RETURN_IF_ERROR(r.right_multiply_rows(d.data(), seq));
+        for (size_t i = 0; i < d.size(); ++i) (*x)[i] = static_cast<float>(d[i]);
+        return ok_status();
+      });
+    }
     for (ir::ValueId id : linears) {
       const std::string node_name =
           g.node(id).name;  // copies: write_matrix edits the graph's weights

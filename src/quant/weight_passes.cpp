@@ -6,7 +6,7 @@ namespace qbc::quant {
 StatusOr<std::vector<std::unique_ptr<Pass>>> weight_passes(const config::CompileOptions& options) {
   std::vector<std::unique_ptr<Pass>> passes;
   if (options.search_weight_scale().apply()) {
-    return unimplemented("searchWeightScale is not implemented yet");
+    passes.push_back(make_search_weight_scale(options.search_weight_scale()));  // TEMP (awq e2e)
   }
   if (options.hessian_quant().apply()) {
     return unimplemented("hessianQuant is not implemented yet");

@@ -21,11 +21,11 @@ TEST(QuantizeCli, CalibratedRtnIsDeterministic) {
   auto prep = run_qbc("calib prepare " + shell_quote(hf) + " --text " + shell_quote(text) +
                       " --num-samples 4 --seq-len 64 -o " + shell_quote(dir / "calib"));
   ASSERT_EQ(prep.exit_code, 0) << prep.err;
-  // Two runs into two folders: byte-identical outputs.
-  for (const char* sub : {"one", "two"}) {
+  // Two runs into two folders, on 1 and 2 calibration threads: byte-identical outputs.
+  for (const auto& [sub, threads] : {std::pair{"one", "1"}, std::pair{"two", "2"}}) {
     fs::create_directories(dir / sub);
     auto q = run_qbc("quantize " + shell_quote(hf) + " --preset llm_fast --calib " + shell_quote(dir / "calib") +
-                     " -o " + shell_quote(dir / sub / "q.mblt"));
+                     " --threads " + threads + " -o " + shell_quote(dir / sub / "q.mblt"));
     ASSERT_EQ(q.exit_code, 0) << q.err;
   }
   EXPECT_TRUE(read_file(dir / "one/q.mblt") == read_file(dir / "two/q.mblt"));
@@ -163,6 +163,41 @@ TEST(QuantizeCli, W4V8ExampleIsTheLlmPresetWithFourBitWeights) {
   EXPECT_EQ(j["bit"]["transformer"]["weight"]["head"], 8);
   EXPECT_EQ(j["bit"]["transformer"]["weight"]["ffn"], 4);
   EXPECT_EQ(j["equivalentTransformation"]["spinR1"]["apply"], true);
+}
+
+}  // namespace
+}  // namespace qbc
+
+namespace qbc {
+namespace {
+
+// The transform pipeline (llm preset: normConv, spinR1/R2, qk/vo/ud) is deterministic
+// too, whatever the thread count, and keeps the quantized model close to float.
+TEST(QuantizeCli, LlmPresetIsDeterministicAndAccurate) {
+  QBC_REQUIRE_SHARED(hf, "models/stories260k/hf");
+  QBC_REQUIRE_SHARED(text, "data/tinystories/calib.clean.txt");
+  QBC_REQUIRE_SHARED(eval_text, "data/tinystories/eval.clean.txt");
+  const fs::path dir = temp_dir();
+  ASSERT_EQ(run_qbc("calib prepare " + shell_quote(hf) + " --text " + shell_quote(text) +
+                    " --num-samples 8 --seq-len 128 -o " + shell_quote(dir / "calib")).exit_code, 0);
+  for (const auto& [sub, threads] : {std::pair{"one", "1"}, std::pair{"two", "2"}}) {
+    fs::create_directories(dir / sub);
+    auto q = run_qbc("compile " + shell_quote(hf) + " --preset llm --calib " + shell_quote(dir / "calib") +
+                     " --threads " + threads + " -v -o " + shell_quote(dir / sub / "q.mblt"));
+    ASSERT_EQ(q.exit_code, 0) << q.err;
+    for (const char* stage : {"stage normConv", "stage spinR1", "stage spinR2", "stage qk", "stage vo", "stage ud",
+                              "stage calibrate", "stage quantizeRtn"}) {
+      EXPECT_NE(q.err.find(stage), std::string::npos) << stage << "\n" << q.err;
+    }
+  }
+  EXPECT_TRUE(read_file(dir / "one/q.mblt") == read_file(dir / "two/q.mblt"));
+  EXPECT_TRUE(read_file(dir / "one/q.weights.safetensors") == read_file(dir / "two/q.weights.safetensors"));
+  auto e = run_qbc("eval " + shell_quote(dir / "one/q.mblt") + " --reference " + shell_quote(hf) + " --text " +
+                   shell_quote(eval_text) + " --ctx 256 --chunks 8 --json");
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  auto j = nlohmann::json::parse(e.out);
+  EXPECT_LT(j["perplexity"].get<double>() / j["perplexity_reference"].get<double>(), 1.05);
+  EXPECT_GT(j["top1"].get<double>(), 0.9);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // weight-size check after each one, logs it, and records its wall time (qbc compile -v).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +16,9 @@
 #include "qbc/support/status.h"
 
 namespace qbc::quant {
+
+/// A rewrite of the embedded input rows in place (see PassContext::input_transforms).
+using InputTransform = std::function<Status(std::vector<float>* embeds, int64_t seq)>;
 
 /// What a pass works on.
 struct PassContext {
@@ -32,6 +36,11 @@ struct PassContext {
   /// Integer weights passes chose, by linear node name; quantize_rtn uses them instead
   /// of round-to-nearest. Null when the pipeline does not collect them.
   FixedWeightMap* fixed = nullptr;
+  /// Rewrites of the graph input (inputs_embeds, [seq, hidden] row-major) that a pass
+  /// made part of the model's contract, e.g. spinR1's x ← x·R: the host embedding table
+  /// is rewritten with them, but embeddings computed elsewhere (calibration .npy files,
+  /// random calibration) must go through them too. Null when nobody collects them.
+  std::vector<InputTransform>* input_transforms = nullptr;
 };
 
 class Pass {

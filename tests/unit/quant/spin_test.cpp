@@ -32,6 +32,7 @@ class Pipeline {
       : store_(ref::model_weight_reader(*m.source)), graph_(m.graph) {
     ctx_.graph = &graph_;
     ctx_.weights = &store_;
+    ctx_.input_transforms = &input_transforms_;
   }
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
@@ -46,6 +47,7 @@ class Pipeline {
   }
   const ir::Graph& graph() const { return graph_; }
   const WeightStore& store() const { return store_; }
+  const std::vector<InputTransform>& input_transforms() const { return input_transforms_; }
   std::vector<float> weight(const std::string& name) const {
     std::vector<float> out;
     const ir::Weight* w = graph_.find_weight(name);
@@ -59,6 +61,7 @@ class Pipeline {
  private:
   WeightStore store_;
   ir::Graph graph_;
+  std::vector<InputTransform> input_transforms_;
   PassContext ctx_;
 };
 
@@ -222,6 +225,20 @@ TEST(SpinR1, HostEmbeddingAndHeadAreRotated) {
   };
   check_rows(e0, e1, "host embedding");
   check_rows(h0, h1, "lm_head");
+  // Embeddings made outside the graph (calibration .npy files hold rows of the original
+  // table) go through the input transform spinR1 registered: they become rows of E·R.
+  ASSERT_EQ(p.input_transforms().size(), 1u);
+  const std::vector<int64_t> rows = {3, 0, 37, vocab - 1};
+  std::vector<float> x;
+  for (int64_t row : rows) x.insert(x.end(), e0.begin() + row * hidden, e0.begin() + (row + 1) * hidden);
+  QBC_ASSERT_OK(p.input_transforms()[0](&x, static_cast<int64_t>(rows.size())));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    for (int64_t j = 0; j < hidden; ++j) {
+      ASSERT_NEAR(x[i * hidden + j], e1[rows[i] * hidden + j], 1e-6) << "row " << rows[i];
+    }
+  }
+  std::vector<float> bad(3);
+  EXPECT_FALSE(p.input_transforms()[0](&bad, 1).ok());
   // Untied: the head had absorbed the final norm, so the two differ.
   EXPECT_NE(e1, h1);
 }

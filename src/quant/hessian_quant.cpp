@@ -1,0 +1,207 @@
+// hessianQuant: GPTQ (docs/research/quant.md §6, arXiv 2210.17323) over a whole model,
+// block by block and true-sequential.
+//
+// The calibration set runs through the float graph one segment (decoder block, or the
+// head) at a time (BlockRunner). Inside a segment the linears are grouped by the value
+// they read: all linears reading the same input form one group (q/k/v; o; gate/up;
+// down; lm_head in the head segment). For each group in graph order the segment is run
+// again with the current weights (the earlier groups already quantized), the group's
+// input activations are accumulated into one Hessian, and every linear of the group is
+// quantized with gptq_quantize() at the bits linear_bits() gives it (16: left in float),
+// one scale per output channel (docs/numerics.md has no group scales). The codes go to
+// ctx.fixed (quantize_rtn uses them instead of round-to-nearest) and the dequantized
+// weights are written back to ctx.weights, so the next group, the next block (advance
+// runs the quantized segment) and the final calibration see the quantized model.
+//
+// Linears whose weight another node also reads are skipped with a warning: one set of
+// integers cannot be optimal for two different inputs.
+//
+// hessianDtype: the Hessian is always accumulated, factorised and applied in fp64
+// (HessianAccumulator, gptq_quantize), which is at least as precise as fp32 or bf16;
+// the option is accepted and a note is logged. Results are deterministic: the runner
+// visits samples in order and HessianAccumulator / gptq_quantize do not depend on the
+// thread count.
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "qbc/quant/block_runner.h"
+#include "qbc/quant/gptq.h"
+#include "qbc/quant/weight_passes.h"
+#include "qbc/support/logging.h"
+#include "transform_util.h"
+
+namespace qbc::quant {
+namespace {
+
+/// One linear to quantize.
+struct Target {
+  ir::ValueId id = -1;
+  std::string name;    ///< Node name.
+  std::string weight;  ///< Its weight's name.
+  int bits = 8;
+};
+
+/// Linears of one segment that read the same input value.
+struct Group {
+  ir::ValueId input = -1;
+  std::string input_name;
+  std::vector<Target> linears;
+};
+
+const char* dtype_name(config::HessianDtype d) {
+  switch (d) {
+    case config::HESSIAN_DTYPE_BF16:
+      return "bf16";
+    case config::HESSIAN_DTYPE_FP32:
+      return "fp32";
+    default:
+      return "fp32 (default)";
+  }
+}
+
+class HessianQuant final : public Pass {
+ public:
+  explicit HessianQuant(config::HessianQuantConfig config) : config_(std::move(config)) {}
+  std::string name() const override { return "hessianQuant"; }
+
+  StatusOr<bool> run(PassContext& ctx) override {
+    if (ctx.graph == nullptr || ctx.weights == nullptr || ctx.options == nullptr) {
+      return internal_error("hessianQuant: incomplete pass context");
+    }
+    if (ctx.samples == nullptr || ctx.num_samples == 0) {
+      return failed_precondition("hessianQuant needs calibration samples");
+    }
+    if (ctx.fixed == nullptr) return failed_precondition("hessianQuant needs a map for the integer weights");
+    const auto& attr = config_.attributes();
+    GptqOptions gopt;
+    gopt.group_size = 0;  // per output channel: the NPU has no group scales
+    gopt.act_order = attr.act_order();
+    gopt.block_size = attr.block_size();
+    gopt.perc_damp = attr.perc_damp();
+    if (gopt.block_size < 1) return invalid_argument("hessianQuant: blockSize ", gopt.block_size, " is not >= 1");
+    if (!(gopt.perc_damp > 0.0 && gopt.perc_damp <= 1.0)) {
+      return invalid_argument("hessianQuant: percDamp ", gopt.perc_damp, " is not in (0, 1]");
+    }
+    log("gptq").info("hessianDtype {}: Hessians are accumulated and factorised in fp64, at least as precise",
+                     dtype_name(config_.hessian_dtype()));
+
+    const ir::Graph& g = *ctx.graph;
+    // How many nodes read each weight (a shared weight cannot get one set of integers).
+    std::map<std::string, int> weight_users;
+    for (const ir::Node& n : g.nodes()) {
+      std::set<std::string> here;
+      for (const ir::Operand& o : n.operands) {
+        if (o.is_weight()) here.insert(o.weight);
+      }
+      for (const std::string& w : here) ++weight_users[w];
+    }
+
+    QBC_ASSIGN_OR_RETURN(BlockRunner runner, BlockRunner::create(g, ctx.num_samples, *ctx.samples, ctx.session));
+
+    // The groups of every segment, in graph order, before anything is rewritten.
+    std::vector<std::vector<Group>> plan(runner.num_segments());
+    int64_t total = 0;
+    for (size_t s = 0; s < runner.num_segments(); ++s) {
+      std::map<ir::ValueId, size_t> by_input;
+      for (const std::string& node_name : runner.node_names(s)) {
+        const ir::ValueId id = g.find(node_name);
+        if (id < 0) return internal_error("hessianQuant: node '", node_name, "' not in the graph");
+        const ir::Node& n = g.node(id);
+        if (n.op != ir::Op::kLinear) continue;
+        if (n.operands.size() < 2 || !n.operands[1].is_weight() || n.operands[0].is_weight()) {
+          return unimplemented("hessianQuant: linear '", n.name, "' does not read an activation and a weight");
+        }
+        const LinearBits bits = linear_bits(n.name, n.part == ir::Part::kHead, *ctx.options);
+        if (bits.weight == 16) continue;
+        const std::string& wname = n.operands[1].weight;
+        if (weight_users[wname] > 1) {
+          log("gptq").warn("hessianQuant: skipping '{}': its weight '{}' is shared with another node", n.name,
+                           wname);
+          continue;
+        }
+        const ir::Weight* w = g.find_weight(wname);
+        if (w == nullptr || w->type.dims.size() != 2) {
+          return unimplemented("hessianQuant: linear '", n.name, "' has no 2-D weight");
+        }
+        const ir::ValueId in = n.operands[0].value;
+        auto it = by_input.find(in);
+        if (it == by_input.end()) {
+          it = by_input.emplace(in, plan[s].size()).first;
+          plan[s].push_back({in, g.node(in).name, {}});
+        }
+        plan[s][it->second].linears.push_back({id, n.name, wname, bits.weight});
+        ++total;
+      }
+    }
+    if (total == 0) {
+      log("gptq").info("hessianQuant: no linear to quantize");
+      return false;
+    }
+
+    const ref::WeightReader reader = ctx.weights->reader();
+    int64_t done = 0;
+    std::vector<float> act;
+    std::vector<int64_t> shape;
+    for (size_t s = 0; s < runner.num_segments(); ++s) {
+      for (const Group& grp : plan[s]) {
+        const ir::Weight* w0 = g.find_weight(grp.linears[0].weight);
+        const int64_t in = w0->type.dims[1];
+        HessianAccumulator acc(in);
+        QBC_RETURN_IF_ERROR(runner.run(s, reader, [&](size_t sample, ref::Session& session) -> Status {
+          QBC_RETURN_IF_ERROR(session.activation(grp.input_name, &act, &shape)
+                                  .with_context("hessianQuant: input '", grp.input_name, "'"));
+          if (act.size() % static_cast<size_t>(in) != 0) {
+            return internal_error("hessianQuant: activation '", grp.input_name, "' of ", act.size(),
+                                  " values is not a multiple of ", in, " features");
+          }
+          return acc.add(act.data(), static_cast<int64_t>(act.size()) / in)
+              .with_context("hessianQuant: sample ", sample, ", input '", grp.input_name, "'");
+        }));
+        QBC_ASSIGN_OR_RETURN(std::vector<double> H, acc.hessian());
+        for (size_t li = 0; li < grp.linears.size(); ++li) {
+          const Target& t = grp.linears[li];
+          QBC_ASSIGN_OR_RETURN(Matrix m, read_matrix(ctx, t.weight));
+          if (m.cols != in) {
+            return internal_error("hessianQuant: '", t.name, "' has ", m.cols, " inputs, its group ", in);
+          }
+          std::vector<float> W(m.v.begin(), m.v.end());
+          GptqOptions o = gopt;
+          o.bits = t.bits;
+          std::vector<double> h = li + 1 == grp.linears.size() ? std::move(H) : H;
+          StatusOr<GptqResult> q = gptq_quantize(W, m.rows, m.cols, std::move(h), o);
+          if (!q.ok()) return q.status().with_context("hessianQuant: node '", t.name, "'");
+          GptqResult r = std::move(q).value();
+          log("gptq").debug("{}: {}-bit, proxy loss {:.6g}, damp {:.3g} (retries {}), dead columns {}", t.name,
+                            t.bits, r.proxy_loss, r.damp_fraction, r.damp_retries, r.dead_columns);
+          if (r.damp_retries > 0) {
+            log("gptq").warn("hessianQuant: '{}': Hessian needed damping {:.3g} of its mean diagonal", t.name,
+                             r.damp_fraction);
+          }
+          std::vector<float> deq = dequantize(r);
+          FixedWeights fw;
+          fw.bits = t.bits;
+          fw.codes = std::move(r.codes);
+          fw.scales = std::move(r.scales);
+          (*ctx.fixed)[t.name] = std::move(fw);
+          rewrite_weight(ctx, t.weight, std::move(deq));
+          events::progress("gptq", ++done, total);
+        }
+      }
+      QBC_RETURN_IF_ERROR(runner.advance(s, reader));
+    }
+    return true;
+  }
+
+ private:
+  config::HessianQuantConfig config_;
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> make_hessian_quant(const config::HessianQuantConfig& config) {
+  return std::make_unique<HessianQuant>(config);
+}
+
+}  // namespace qbc::quant
