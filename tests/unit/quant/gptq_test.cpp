@@ -450,34 +450,5 @@ TEST(HessianAccumulator, Errors) {
   EXPECT_EQ(acc.samples(), 0);
 }
 
-// ---------------------------------------------------------------------------
-// Timing of layer-sized problems; run with --gtest_also_run_disabled_tests.
-
-TEST(GptqTiming, DISABLED_LayerSizes) {
-  for (int64_t in : {2048, 8192}) {
-    const int64_t out = 2048, rows = 4096;
-    std::mt19937 rng(1);
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    std::vector<float> X(static_cast<size_t>(rows * in)), W(static_cast<size_t>(out * in));
-    for (float& v : X) v = normal(rng);
-    for (float& v : W) v = 0.02f * normal(rng);
-    using Clock = std::chrono::steady_clock;
-    auto t0 = Clock::now();
-    HessianAccumulator acc(in);
-    QBC_ASSERT_OK(acc.add(X.data(), rows));
-    std::vector<double> H = *acc.hessian();
-    auto t1 = Clock::now();
-    GptqOptions o;
-    o.bits = 4;
-    StatusOr<GptqResult> g = gptq_quantize(W, out, in, std::move(H), o);
-    QBC_ASSERT_OK(g);
-    auto t2 = Clock::now();
-    std::printf("out %lld in %lld: Hessian of %lld rows %.2f s, GPTQ %.2f s\n",
-                static_cast<long long>(out), static_cast<long long>(in),
-                static_cast<long long>(rows), std::chrono::duration<double>(t1 - t0).count(),
-                std::chrono::duration<double>(t2 - t1).count());
-  }
-}
-
 }  // namespace
 }  // namespace qbc::quant
