@@ -85,8 +85,17 @@ StatusOr<TensorType> infer_type(const Graph& g, const Node& n) {
         return invalid_argument(who(n), ": contraction mismatch: input ", t[0].to_string(), " vs weight ",
                                 t[1].to_string(), " (weight is [out, in])");
       }
-      if (t[2].rank() != 1 || t[2].dims[0] != t[1].dims[0] || t[2].dtype != DType::kF32) {
+      const int64_t wg = a.get_int("w_group", 0);
+      if (wg < 0) return invalid_argument(who(n), ": w_group ", wg, " must be >= 0");
+      if (wg == 0 && (t[2].rank() != 1 || t[2].dims[0] != t[1].dims[0] || t[2].dtype != DType::kF32)) {
         return invalid_argument(who(n), ": weight scale ", t[2].to_string(), " must be f32[", t[1].dims[0], "]");
+      }
+      if (wg > 0) {
+        const int64_t groups = (t[1].dims[1] + wg - 1) / wg;
+        if (t[2].rank() != 2 || t[2].dims[0] != t[1].dims[0] || t[2].dims[1] != groups || t[2].dtype != DType::kF32) {
+          return invalid_argument(who(n), ": weight scale ", t[2].to_string(), " must be f32[", t[1].dims[0], ",",
+                                  groups, "] for w_group ", wg);
+        }
       }
       if (count == 4 && (t[3].rank() != 1 || t[3].dims[0] != t[1].dims[0])) {
         return invalid_argument(who(n), ": bias ", t[3].to_string(), " does not match ", t[1].dims[0], " outputs");

@@ -18,7 +18,10 @@ std::vector<AttrSpec> attrs_of(Op op) {
               {"out_fp16", K::kInt, true},
               // 1: per-token dynamic input scale (docs/numerics.md); in_scale then only
               // records the calibrated static scale.
-              {"in_dynamic", K::kInt, false}};
+              {"in_dynamic", K::kInt, false},
+              // > 0: one weight scale per group of this many input columns (the last group
+              // may be shorter); wscale is then f32[out, ceil(in / w_group)].
+              {"w_group", K::kInt, false}};
     case Op::kSlice: return {{"start", K::kInt, true}, {"end", K::kInt, true}};
     case Op::kRope:
       return {{"num_heads", K::kInt, true},        {"head_dim", K::kInt, true},

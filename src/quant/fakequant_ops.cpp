@@ -82,12 +82,21 @@ void qlinear(const float* x, int64_t s, const QLinear& p, float* y) {
     for (int64_t i = 0; i < p.in; ++i) {
       qx[static_cast<size_t>(i)] = quantize_symmetric(xr[i], in_scale, p.in_bits);
     }
+    const int64_t group = p.group > 0 ? p.group : p.in;
+    const int64_t groups = (p.in + group - 1) / group;
     for (int64_t c = 0; c < p.out; ++c) {
       const int32_t* w = p.wq.data() + c * p.in;
-      int64_t acc = 0;
-      for (int64_t i = 0; i < p.in; ++i) acc += int64_t{qx[static_cast<size_t>(i)]} * w[i];
-      const float m = in_scale * p.wscale[static_cast<size_t>(c)];  // fp32(s_x * s_w[c])
-      float v = static_cast<float>(acc) * m;
+      // Per group: an exact integer partial sum, requantized in fp32 and accumulated in
+      // fp32 in group order (one group: the per-channel rule).
+      float v = 0.0f;
+      for (int64_t gi = 0; gi < groups; ++gi) {
+        int64_t acc = 0;
+        const int64_t end = std::min(p.in, (gi + 1) * group);
+        for (int64_t i = gi * group; i < end; ++i) acc += int64_t{qx[static_cast<size_t>(i)]} * w[i];
+        const float m = in_scale * p.wscale[static_cast<size_t>(c * groups + gi)];  // fp32(s_x * s_w[c, g])
+        const float part = static_cast<float>(acc) * m;
+        v = gi == 0 ? part : v + part;
+      }
       if (!p.bias.empty()) v = v + p.bias[static_cast<size_t>(c)];
       y[t * p.out + c] = maybe_fp16(v, p.out_fp16);
     }

@@ -16,11 +16,12 @@ float maybe_fp16(float v, bool fp16);
 struct QLinear {
   int64_t out = 0, in = 0;
   std::vector<int32_t> wq;    ///< [out, in] integer codes.
-  std::vector<float> wscale;  ///< [out]
+  std::vector<float> wscale;  ///< [out], or [out, groups] when group > 0
   std::vector<float> bias;    ///< [out] or empty.
   float in_scale = 1.0f;      ///< fp32, as the spec stores scales (static scaling).
   int in_bits = 8;
   bool in_dynamic = false;    ///< per-token scale max|x[t, :]| / qmax instead of in_scale.
+  int64_t group = 0;          ///< > 0: wscale is [out, ceil(in / group)], one scale per group.
   bool out_fp16 = true;
 };
 

@@ -76,7 +76,7 @@ class HessianQuant final : public Pass {
     if (ctx.fixed == nullptr) return failed_precondition("hessianQuant needs a map for the integer weights");
     const auto& attr = config_.attributes();
     GptqOptions gopt;
-    gopt.group_size = 0;  // per output channel: the NPU has no group scales
+    gopt.group_size = 0;  // set per linear from bit.weightGroupSize
     gopt.act_order = attr.act_order();
     gopt.block_size = attr.block_size();
     gopt.perc_damp = attr.perc_damp();
@@ -169,6 +169,7 @@ class HessianQuant final : public Pass {
           std::vector<float> W(m.v.begin(), m.v.end());
           GptqOptions o = gopt;
           o.bits = t.bits;
+          o.group_size = weight_group(*ctx.options, m.cols);  // static groups when > 0
           std::vector<double> h = li + 1 == grp.linears.size() ? std::move(H) : H;
           StatusOr<GptqResult> q = gptq_quantize(W, m.rows, m.cols, std::move(h), o);
           if (!q.ok()) return q.status().with_context("hessianQuant: node '", t.name, "'");

@@ -58,6 +58,11 @@ double rne(double x) { return std::nearbyint(x); }
 
 }  // namespace
 
+int64_t weight_group(const config::CompileOptions& options, int64_t in) {
+  const int64_t g = options.bit().weight_group_size();
+  return g > 0 && g < in ? g : 0;  // a group as wide as the row is the per-channel rule
+}
+
 LinearBits linear_bits(const std::string& node_name, bool head, const config::CompileOptions& options) {
   const auto& w = options.bit().transformer().weight();
   const auto& a = options.bit().transformer().activation();
@@ -114,8 +119,10 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
       const float range = activation_range(st->second, options.calibration(), bits.activation);
       const ir::Weight* wt = out.find_weight(n.operands[1].weight);
       const int64_t rows = wt->type.dims[0], cols = wt->type.dims[1];
+      const int64_t group = weight_group(options, cols);
+      const int64_t groups = group > 0 ? (cols + group - 1) / group : 1;
       std::vector<int8_t> q(static_cast<size_t>(rows * cols));
-      std::vector<float> scale(static_cast<size_t>(rows));
+      std::vector<float> scale(static_cast<size_t>(rows * groups));
       const int qm = qmax(bits.weight);
       const FixedWeights* chosen = nullptr;
       if (fixed != nullptr) {
@@ -133,23 +140,28 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
       } else {
         QBC_RETURN_IF_ERROR(weights(*wt, &w).with_context("node '", n.name, "'"));
       }
+      const int64_t span = group > 0 ? group : cols;
       for (int64_t r0 = 0; r0 < rows && chosen == nullptr; ++r0) {
-        float amax = 0;
-        for (int64_t c = 0; c < cols; ++c) amax = std::max(amax, std::fabs(w[static_cast<size_t>(r0 * cols + c)]));
-        const float s = std::max(amax / static_cast<float>(qm), 1e-8f);
-        scale[static_cast<size_t>(r0)] = s;
-        for (int64_t c = 0; c < cols; ++c) {
-          const double v = rne(static_cast<double>(w[static_cast<size_t>(r0 * cols + c)]) / s);
-          q[static_cast<size_t>(r0 * cols + c)] = static_cast<int8_t>(std::clamp<double>(v, -qm - 1, qm));
+        for (int64_t gi = 0; gi < groups; ++gi) {
+          const int64_t c0 = gi * span, c1 = std::min(cols, c0 + span);
+          float amax = 0;
+          for (int64_t c = c0; c < c1; ++c) amax = std::max(amax, std::fabs(w[static_cast<size_t>(r0 * cols + c)]));
+          const float s = std::max(amax / static_cast<float>(qm), 1e-8f);
+          scale[static_cast<size_t>(r0 * groups + gi)] = s;
+          for (int64_t c = c0; c < c1; ++c) {
+            const double v = rne(static_cast<double>(w[static_cast<size_t>(r0 * cols + c)]) / s);
+            q[static_cast<size_t>(r0 * cols + c)] = static_cast<int8_t>(std::clamp<double>(v, -qm - 1, qm));
+          }
         }
       }
+      const std::vector<int64_t> scale_shape = group > 0 ? std::vector<int64_t>{rows, groups} : std::vector<int64_t>{rows};
       const std::string wq = n.name + ".wq", ws = n.name + ".wscale";
       frontend::TensorToWrite tq;
       tq.name = wq;
       tq.dtype = frontend::DType::kI8;
       tq.shape = {rows, cols};
       tq.data.assign(reinterpret_cast<const uint8_t*>(q.data()), reinterpret_cast<const uint8_t*>(q.data()) + q.size());
-      frontend::TensorToWrite ts = frontend::make_tensor(ws, frontend::DType::kF32, {rows}, scale);
+      frontend::TensorToWrite ts = frontend::make_tensor(ws, frontend::DType::kF32, scale_shape, scale);
       if (sink) {
         QBC_RETURN_IF_ERROR(sink(std::move(tq)));
         QBC_RETURN_IF_ERROR(sink(std::move(ts)));
@@ -159,7 +171,7 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
       }
       out.add_weight(ir::Weight{wq, ir::TensorType{bits.weight == 4 ? ir::DType::kI4 : ir::DType::kI8, {rows, cols}},
                                 ir::WeightSource::kSidecar, wq, ir::WeightRole::kParameter});
-      out.add_weight(ir::Weight{ws, ir::TensorType{ir::DType::kF32, {rows}}, ir::WeightSource::kSidecar, ws,
+      out.add_weight(ir::Weight{ws, ir::TensorType{ir::DType::kF32, scale_shape}, ir::WeightSource::kSidecar, ws,
                                 ir::WeightRole::kParameter});
       const std::string old_weight = n.operands[1].weight;
       std::vector<ir::Operand> ops = {n.operands[0], ir::Operand::of_weight(wq), ir::Operand::of_weight(ws)};
@@ -171,6 +183,7 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
       n.attrs.set("in_bits", int64_t{bits.activation});
       if (per_token) n.attrs.set("in_dynamic", int64_t{1});
       n.attrs.set("w_bits", int64_t{bits.weight});
+      if (group > 0) n.attrs.set("w_group", group);
       n.attrs.set("out_fp16", int64_t{n.part == ir::Part::kHead ? 0 : 1});
       out.remove_weight(old_weight);
       ++r.quantized_linears;

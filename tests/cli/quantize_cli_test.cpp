@@ -70,6 +70,13 @@ TEST(QuantizeCli, BitsAndOverridesReachTheGraph) {
   const std::string gs = run_qbc("inspect --graph " + shell_quote(dir / "s.mblt")).out;
   EXPECT_EQ(gs.find("in_dynamic"), std::string::npos);
   EXPECT_EQ(gs.find("q_dynamic"), std::string::npos);
+  // Group-wise weight scales: w_group on the node, scales [out, ceil(in / 32)].
+  auto gq = run_qbc("quantize " + shell_quote(hf) + " --use-random-calib --set calibration.numSamples=2 "
+                    "--set calibration.seqLength=16 --set bit.weightGroupSize=32 -o " + shell_quote(dir / "g.mblt"));
+  ASSERT_EQ(gq.exit_code, 0) << gq.err;
+  const std::string gg = run_qbc("inspect --graph " + shell_quote(dir / "g.mblt")).out;
+  EXPECT_NE(gg.find("@blk.0.ffn.down_proj.wscale : f32[64,6]"), std::string::npos);  // 172 inputs: 6 groups
+  EXPECT_NE(gg.find("w_group = 32"), std::string::npos);
   auto bad = run_qbc("quantize " + shell_quote(hf) + " --use-random-calib --set bit.activationScaling=dynamic -o " +
                      shell_quote(dir / "b.mblt"));
   EXPECT_EQ(bad.exit_code, 2);

@@ -37,6 +37,11 @@ struct LinearBits {
 /// with the layerOverrides globs applied.
 LinearBits linear_bits(const std::string& node_name, bool head, const config::CompileOptions& options);
 
+/// The weight group size for a linear with `in` inputs under `options.bit()`:
+/// bit.weightGroupSize, or 0 (one scale per output channel) when that is 0 or covers
+/// the whole row.
+int64_t weight_group(const config::CompileOptions& options, int64_t in);
+
 /// Checks that the calibration settings are ones qbc implements (kUnimplemented
 /// naming the key otherwise), before any work.
 Status check_supported(const config::CompileOptions& options);
@@ -46,7 +51,8 @@ Status check_supported(const config::CompileOptions& options);
 using TensorSink = std::function<Status(frontend::TensorToWrite)>;
 
 /// Integer weights a pass chose for one linear node (GPTQ, a clip search): codes
-/// [out, in] row-major in [-2^(bits-1), 2^(bits-1) - 1] and one scale per output channel.
+/// [out, in] row-major in [-2^(bits-1), 2^(bits-1) - 1] and one scale per output
+/// channel, or per (output channel, group) row-major when weight_group() > 0.
 struct FixedWeights {
   int bits = 8;
   std::vector<int8_t> codes;

@@ -77,11 +77,16 @@ struct QLinearCase {
   int in_bits = 8, w_bits = 8;
   bool out_fp16 = true;
   bool in_dynamic = false;
+  int64_t w_group = 0;
 };
 
 StatusOr<std::unique_ptr<FakeQuantSession>> qlinear_session(const QLinearCase& c, Tiny& t) {
   t.add_weight("proj.wq", DType::kI8, {c.out, c.in}, c.wq);
-  t.add_weight("proj.wscale", DType::kF32, {c.out}, c.wscale);
+  if (c.w_group > 0) {
+    t.add_weight("proj.wscale", DType::kF32, {c.out, (c.in + c.w_group - 1) / c.w_group}, c.wscale);
+  } else {
+    t.add_weight("proj.wscale", DType::kF32, {c.out}, c.wscale);
+  }
   std::vector<ir::Operand> ops = {ir::Operand::of(t.x), ir::Operand::of_weight("proj.wq"),
                                   ir::Operand::of_weight("proj.wscale")};
   if (!c.bias.empty()) {
@@ -94,6 +99,7 @@ StatusOr<std::unique_ptr<FakeQuantSession>> qlinear_session(const QLinearCase& c
   a.set("w_bits", int64_t{c.w_bits});
   a.set("out_fp16", int64_t{c.out_fp16 ? 1 : 0});
   if (c.in_dynamic) a.set("in_dynamic", int64_t{1});
+  if (c.w_group > 0) a.set("w_group", c.w_group);
   QBC_ASSIGN_OR_RETURN(ir::ValueId y, t.b.make(ir::Op::kQLinear, "proj", ops, a, "m.proj"));
   t.g.add_output(y);
   return FakeQuantSession::create(t.g, map_reader(t.weights));
@@ -235,6 +241,48 @@ TEST(FakeQuantQLinear, PerTokenDynamicScaleIsTheRowMaxOverQmax) {
   EXPECT_TRUE(bitwise_equal(y0, want));
   // An all-zero row quantizes to zeros instead of dividing by zero.
   EXPECT_EQ(run_qlinear(c, {0.0f, 0.0f, 0.0f}, 1), (std::vector<float>{0.0f, 0.0f}));
+}
+
+TEST(FakeQuantQLinear, GroupScalesRequantizeEachPartialSumInGroupOrder) {
+  QLinearCase c;
+  c.in = 5;  // groups of 2: [0, 2), [2, 4), [4, 5) (the last one shorter)
+  c.out = 2;
+  c.w_group = 2;
+  c.in_scale = 0.5;
+  c.out_fp16 = false;
+  c.wq = {1, 2, 3, 4, 5, -1, -2, -3, -4, 7};
+  c.wscale = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f};  // [out, 3]
+  const std::vector<float> x = {1.0f, -2.0f, 0.5f, 1.5f, 3.0f};  // codes [2, -4, 1, 3, 6]
+  const int64_t codes[5] = {2, -4, 1, 3, 6};
+  std::vector<float> want;
+  for (int ch = 0; ch < 2; ++ch) {
+    float v = 0;
+    for (int g = 0; g < 3; ++g) {
+      int64_t acc = 0;
+      for (int i = 2 * g; i < std::min(5, 2 * g + 2); ++i) acc += codes[i] * static_cast<int64_t>(c.wq[ch * 5 + i]);
+      volatile float m = 0.5f * c.wscale[static_cast<size_t>(ch * 3 + g)];
+      volatile float part = static_cast<float>(acc) * m;
+      volatile float sum = g == 0 ? part : v + part;
+      v = sum;
+    }
+    want.push_back(v);
+  }
+  EXPECT_EQ(run_qlinear(c, x, 1), want);
+  // A wrongly shaped scale tensor is refused by the verifier.
+  c.wscale.resize(4);
+  Tiny t(c.in);
+  t.add_weight("proj.wq", DType::kI8, {c.out, c.in}, c.wq);
+  t.add_weight("proj.wscale", DType::kF32, {c.out, 2}, c.wscale);
+  ir::Attrs a;
+  a.set("in_scale", 0.5);
+  a.set("in_bits", int64_t{8});
+  a.set("w_bits", int64_t{8});
+  a.set("out_fp16", int64_t{0});
+  a.set("w_group", int64_t{2});
+  auto y = t.b.make(ir::Op::kQLinear, "proj", {ir::Operand::of(t.x), ir::Operand::of_weight("proj.wq"),
+                                               ir::Operand::of_weight("proj.wscale")}, a, "m.proj");
+  ASSERT_FALSE(y.ok());
+  EXPECT_TRUE(::qbc::testing::contains(y.status().message(), "must be f32[2,3] for w_group 2")) << y.status().message();
 }
 
 TEST(FakeQuantQLinear, FourBitWeightsUseMinusEightToSeven) {
