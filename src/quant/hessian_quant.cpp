@@ -80,6 +80,7 @@ class HessianQuant final : public Pass {
     gopt.act_order = attr.act_order();
     gopt.block_size = attr.block_size();
     gopt.perc_damp = attr.perc_damp();
+    gopt.mse_clip = attr.mse_clip();
     if (gopt.block_size < 1) return invalid_argument("hessianQuant: blockSize ", gopt.block_size, " is not >= 1");
     if (!(gopt.perc_damp > 0.0 && gopt.perc_damp <= 1.0)) {
       return invalid_argument("hessianQuant: percDamp ", gopt.perc_damp, " is not in (0, 1]");
