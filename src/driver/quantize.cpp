@@ -36,7 +36,16 @@ StatusOr<quant::SampleSource> calibration_source(const LoadedModel& model,
                                                   seq, static_cast<uint64_t>(o.seed())));
     *n = ds.size();
     log("calib").warn("calibrating on random tokens (useRandomCalib): accuracy numbers are meaningless");
-    return quant::SampleSource([ds](size_t i, std::vector<float>* embeds, int64_t* s) { return ds.load(i, embeds, s); });
+    // Embed every sample now, so the (vocab x hidden, 1 GB for a 128K vocabulary) table
+    // is freed before the model is run.
+    auto rows = std::make_shared<std::vector<std::pair<std::vector<float>, int64_t>>>(ds.size());
+    for (size_t i = 0; i < ds.size(); ++i) QBC_RETURN_IF_ERROR(ds.load(i, &(*rows)[i].first, &(*rows)[i].second));
+    return quant::SampleSource([rows](size_t i, std::vector<float>* embeds, int64_t* s) -> Status {
+      if (i >= rows->size()) return invalid_argument("calibration sample ", i, " of ", rows->size());
+      *embeds = (*rows)[i].first;
+      *s = (*rows)[i].second;
+      return ok_status();
+    });
   }
   if (o.calib_data_paths_size() == 0) {
     return invalid_argument("no calibration data: give calibDataPaths (--calib DIR, from `qbc calib prepare`) "

@@ -142,7 +142,7 @@ std::vector<std::string> BlockRunner::node_names(size_t s) const {
   return out;
 }
 
-Status BlockRunner::run(size_t s, const ref::WeightReader& weights, const Visitor& visit) {
+Status BlockRunner::run(size_t s, const ref::WeightReader& weights, const Visitor& visit, bool keep_outputs) {
   if (s != current_) return internal_error("BlockRunner: segment ", s, " run while the stream is at ", current_);
   QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> session, ref::Session::create(graphs_[s], weights, session_));
   session->set_keep_activations(true);
@@ -152,7 +152,25 @@ Status BlockRunner::run(size_t s, const ref::WeightReader& weights, const Visito
     QBC_RETURN_IF_ERROR(session->forward_embeds(stream_[i], seqs_[i], &out)
                             .with_context("calibration sample ", i, ", segment ", s));
     if (visit) QBC_RETURN_IF_ERROR(visit(i, *session));
+    if (keep_outputs && s + 1 < segments_.size()) {
+      kept_outputs_.resize(stream_.size());
+      kept_outputs_[i] = std::move(out);
+      out = {};
+    }
   }
+  return ok_status();
+}
+
+Status BlockRunner::advance_from_last_run(size_t s) {
+  if (s != current_) return internal_error("BlockRunner: segment ", s, " advanced while the stream is at ", current_);
+  if (s + 1 < segments_.size()) {
+    if (kept_outputs_.size() != stream_.size()) {
+      return internal_error("BlockRunner: segment ", s, " has no kept outputs to advance from");
+    }
+    stream_ = std::move(kept_outputs_);
+    kept_outputs_.clear();
+  }
+  ++current_;
   return ok_status();
 }
 
@@ -191,7 +209,7 @@ StatusOr<CalibStats> collect_stats_blockwise(const ir::Graph& g, const ref::Weig
       const ir::ValueId id = sub.find(name);
       if (id >= 0 && sub.node(id).op != ir::Op::kInput) here.push_back(name);
     }
-    // Pass 0 also advances the stream (its outputs are the next segment's inputs).
+    // Pass 0's outputs are the next segment's inputs: no second forward to advance.
     for (int pass = 0; pass < passes; ++pass) {
       QBC_RETURN_IF_ERROR(runner.run(s, weights, [&](size_t, ref::Session& session) -> Status {
         for (const std::string& name : here) {
@@ -205,9 +223,9 @@ StatusOr<CalibStats> collect_stats_blockwise(const ir::Graph& g, const ref::Weig
         }
         events::progress("calib", ++done, total);
         return ok_status();
-      }));
+      }, /*keep_outputs=*/pass == 0));
     }
-    QBC_RETURN_IF_ERROR(runner.advance(s, weights));
+    QBC_RETURN_IF_ERROR(runner.advance_from_last_run(s));
   }
   return stats;
 }

@@ -36,8 +36,12 @@ class BlockRunner {
   /// Called after each sample's forward pass with the session (activations kept).
   using Visitor = std::function<Status(size_t sample, ref::Session& session)>;
   /// Runs segment `s` (which must be the current one: segments go in order) with
-  /// `weights` on every sample's current stream and calls `visit` after each.
-  Status run(size_t s, const ref::WeightReader& weights, const Visitor& visit);
+  /// `weights` on every sample's current stream and calls `visit` after each. With
+  /// `keep_outputs`, the outputs are kept for advance_from_last_run().
+  Status run(size_t s, const ref::WeightReader& weights, const Visitor& visit, bool keep_outputs = false);
+  /// Makes the outputs of the last run(s, ..., keep_outputs = true) the next segment's
+  /// stream, without running the segment again.
+  Status advance_from_last_run(size_t s);
   /// Runs segment `s` once more with `weights` and makes its outputs the stream the next
   /// segment reads (call once per segment, after the last run()).
   Status advance(size_t s, const ref::WeightReader& weights);
@@ -51,7 +55,7 @@ class BlockRunner {
   std::vector<Segment> segments_;
   std::vector<ir::Graph> graphs_;
   std::vector<std::string> full_names_;  // node names of the full graph, by ValueId
-  std::vector<std::vector<float>> stream_;
+  std::vector<std::vector<float>> stream_, kept_outputs_;
   std::vector<int64_t> seqs_;
   ref::SessionOptions session_;
   size_t current_ = 0;
