@@ -121,27 +121,16 @@ class QkScale final : public Pass {
 
   StatusOr<bool> run(PassContext& ctx) override {
     if (ctx.stats == nullptr) return failed_precondition("qk needs calibration statistics of the current graph");
-    const ir::Graph& g = *ctx.graph;
-    const auto users = consumers(g);
-    bool changed = false;
-    for (ir::ValueId id = 0; id < static_cast<ir::ValueId>(g.nodes().size()); ++id) {
-      if (g.node(id).op != ir::Op::kAttention) continue;
-      QBC_ASSIGN_OR_RETURN(bool c, run_attention(ctx, users, id));
-      changed = changed || c;
-    }
-    return changed;
+    return for_each_attention(ctx, [this](PassContext& c, const std::vector<std::vector<ir::ValueId>>& users,
+                                          ir::ValueId att) { return run_attention(c, users, att); });
   }
 
  private:
   StatusOr<bool> run_attention(PassContext& ctx, const std::vector<std::vector<ir::ValueId>>& users, ir::ValueId att) {
     const ir::Graph& g = *ctx.graph;
     const ir::Node& a = g.node(att);
-    const int64_t H = a.attrs.get_int("num_heads"), KV = a.attrs.get_int("num_kv_heads");
-    const int64_t d = a.attrs.get_int("head_dim");
-    if (H <= 0 || KV <= 0 || d <= 0 || H % KV != 0) {
-      return invalid_argument("attention '", a.name, "': ", H, " query heads, ", KV, " KV heads of ", d);
-    }
-    const int64_t group = H / KV;
+    QBC_ASSIGN_OR_RETURN(const AttentionHeads heads, attention_heads(a));
+    const int64_t H = heads.heads, KV = heads.kv_heads, d = heads.head_dim, group = heads.group;
     const ir::ValueId q_rope = a.operands[0].value, k_rope = a.operands[1].value;
     const ir::Node& qr = g.node(q_rope);
     const ir::Node& kr = g.node(k_rope);

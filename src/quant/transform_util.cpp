@@ -46,6 +46,30 @@ StatusOr<const std::vector<float>*> channel_max(const PassContext& ctx, const st
   return &it->second.channel_absmax;
 }
 
+StatusOr<bool> for_each_attention(PassContext& ctx, const AttentionVisitor& fn) {
+  const auto users = consumers(*ctx.graph);
+  bool changed = false;
+  for (ir::ValueId id = 0; id < static_cast<ir::ValueId>(ctx.graph->nodes().size()); ++id) {
+    if (ctx.graph->node(id).op != ir::Op::kAttention) continue;
+    QBC_ASSIGN_OR_RETURN(bool c, fn(ctx, users, id));
+    changed = changed || c;
+  }
+  return changed;
+}
+
+StatusOr<AttentionHeads> attention_heads(const ir::Node& a) {
+  AttentionHeads h;
+  h.heads = a.attrs.get_int("num_heads");
+  h.kv_heads = a.attrs.get_int("num_kv_heads");
+  h.head_dim = a.attrs.get_int("head_dim");
+  if (h.heads <= 0 || h.kv_heads <= 0 || h.head_dim <= 0 || h.heads % h.kv_heads != 0) {
+    return invalid_argument("attention '", a.name, "': ", h.heads, " query heads, ", h.kv_heads, " KV heads of ",
+                            h.head_dim);
+  }
+  h.group = h.heads / h.kv_heads;
+  return h;
+}
+
 std::vector<std::vector<ir::ValueId>> consumers(const ir::Graph& g) {
   std::vector<std::vector<ir::ValueId>> out(g.nodes().size());
   for (ir::ValueId id = 0; id < static_cast<ir::ValueId>(g.nodes().size()); ++id) {

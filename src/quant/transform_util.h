@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,19 @@ double smooth_scale(double a, double b, double alpha);
 /// The per-channel max |x| of node `node` in ctx.stats, which must have `channels`
 /// channels (kFailedPrecondition naming the node otherwise).
 StatusOr<const std::vector<float>*> channel_max(const PassContext& ctx, const std::string& node, int64_t channels);
+
+/// Runs `fn(attention node id, consumers)` on every attention node of ctx.graph, in
+/// graph order; true when any call changed something. For passes that rewrite the
+/// projections around attention (qk, vo).
+using AttentionVisitor =
+    std::function<StatusOr<bool>(PassContext& ctx, const std::vector<std::vector<ir::ValueId>>& users, ir::ValueId att)>;
+StatusOr<bool> for_each_attention(PassContext& ctx, const AttentionVisitor& fn);
+
+/// Head counts of an attention node, checked (H a positive multiple of KV).
+struct AttentionHeads {
+  int64_t heads = 0, kv_heads = 0, head_dim = 0, group = 0;  ///< group = heads / kv_heads
+};
+StatusOr<AttentionHeads> attention_heads(const ir::Node& attention);
 
 /// For every value, the nodes that read it (in graph order).
 std::vector<std::vector<ir::ValueId>> consumers(const ir::Graph& g);
