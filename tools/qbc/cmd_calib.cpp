@@ -1,5 +1,6 @@
 // qbc calib prepare: calibration samples from text, embedded with the model's own table.
 #include <filesystem>
+#include "qbc_git_describe.h"
 #include <nlohmann/json.hpp>
 #include <sstream>
 

@@ -1,5 +1,6 @@
 // qbc parse, qbc inspect: importing a model into MBLT and looking at the result.
 #include <map>
+#include "qbc_git_describe.h"
 #include <nlohmann/json.hpp>
 #include <sstream>
 

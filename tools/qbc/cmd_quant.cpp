@@ -1,5 +1,6 @@
 // qbc quantize, qbc compile: calibration and quantization of a model.
 #include "cli.h"
+#include "qbc_git_describe.h"
 #include "qbc/driver/quantize.h"
 #include "qbc/support/logging.h"
 

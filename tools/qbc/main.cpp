@@ -1,5 +1,6 @@
 // qbc: compiles HuggingFace decoder LLMs into quantized programs for the ARIES NPU.
 #include <CLI/CLI.hpp>
+#include "qbc_git_describe.h"
 #include <exception>
 #include <google/protobuf/stubs/common.h>
 #include <spdlog/version.h>
