@@ -8,7 +8,21 @@
 
 namespace qbc::quant {
 
-void observe_max(TensorStats& s, const std::vector<float>& x, int64_t channels) {
+void observe_max(TensorStats& s, const std::vector<float>& x, int64_t channels, const RotaryPairing* pairing) {
+  if (pairing != nullptr && pairing->head_dim > 0 && pairing->rotary_dim > 1 && channels % pairing->head_dim == 0) {
+    const int64_t heads = channels / pairing->head_dim, half = pairing->rotary_dim / 2;
+    if (s.pair_radius.empty()) s.pair_radius.assign(static_cast<size_t>(heads * half), 0.0f);
+    for (size_t row = 0; row + static_cast<size_t>(channels) <= x.size(); row += static_cast<size_t>(channels)) {
+      for (int64_t h = 0; h < heads; ++h) {
+        for (int64_t i = 0; i < half; ++i) {
+          const double a = x[row + static_cast<size_t>(h * pairing->head_dim + i)];
+          const double b = x[row + static_cast<size_t>(h * pairing->head_dim + i + half)];
+          float& r = s.pair_radius[static_cast<size_t>(h * half + i)];
+          r = std::max(r, static_cast<float>(std::sqrt(a * a + b * b)));
+        }
+      }
+    }
+  }
   const size_t nc = static_cast<size_t>(channels);
   if (s.channel_absmax.empty()) {
     s.channel_absmax.assign(nc, 0.0f);
@@ -37,6 +51,17 @@ void observe_histogram(TensorStats& s, const std::vector<float>& x) {
   }
 }
 
+std::map<std::string, RotaryPairing> rotated_key_inputs(const ir::Graph& g) {
+  std::map<std::string, RotaryPairing> out;
+  for (const ir::Node& n : g.nodes()) {
+    if (n.op != ir::Op::kAttention) continue;
+    const ir::Node& k = g.node(n.operands[1].value);
+    if (k.op != ir::Op::kRope) continue;
+    out[g.node(k.operands[0].value).name] = {k.attrs.get_int("head_dim"), k.attrs.get_int("rotary_dim")};
+  }
+  return out;
+}
+
 std::vector<std::string> observed_nodes(const ir::Graph& g) {
   std::vector<std::string> out;
   auto add = [&](ir::ValueId v) {
@@ -59,6 +84,7 @@ StatusOr<CalibStats> collect_stats(const ir::Graph& g, ref::Runner& runner, size
                                    const SampleSource& samples, int mode) {
   if (n == 0) return invalid_argument("calibration: no samples");
   const std::vector<std::string> nodes = observed_nodes(g);
+  const std::map<std::string, RotaryPairing> pairings = rotated_key_inputs(g);
   CalibStats stats;
   runner.set_keep_activations(true);
   const int passes = mode == 0 ? 1 : 2;
@@ -74,7 +100,8 @@ StatusOr<CalibStats> collect_stats(const ir::Graph& g, ref::Runner& runner, size
         QBC_RETURN_IF_ERROR(runner.activation(name, &act, &shape));
         TensorStats& s = stats[name];
         if (pass == 0) {
-          observe_max(s, act, shape.empty() ? 1 : shape.back());
+          auto p = pairings.find(name);
+          observe_max(s, act, shape.empty() ? 1 : shape.back(), p == pairings.end() ? nullptr : &p->second);
         } else {
           observe_histogram(s, act);
         }

@@ -196,6 +196,7 @@ StatusOr<CalibStats> collect_stats_blockwise(const ir::Graph& g, const ref::Weig
                                              const ref::SessionOptions& session_options) {
   QBC_ASSIGN_OR_RETURN(BlockRunner runner, BlockRunner::create(g, n, samples, session_options));
   const std::vector<std::string> observed = observed_nodes(g);
+  const std::map<std::string, RotaryPairing> pairings = rotated_key_inputs(g);
   CalibStats stats;
   const int passes = mode == 0 ? 1 : 2;
   const int64_t total = static_cast<int64_t>(runner.num_segments() * n) * passes;
@@ -216,7 +217,8 @@ StatusOr<CalibStats> collect_stats_blockwise(const ir::Graph& g, const ref::Weig
           QBC_RETURN_IF_ERROR(session.activation(name, &act, &shape));
           TensorStats& st = stats[name];
           if (pass == 0) {
-            observe_max(st, act, shape.empty() ? 1 : shape.back());
+            auto p = pairings.find(name);
+            observe_max(st, act, shape.empty() ? 1 : shape.back(), p == pairings.end() ? nullptr : &p->second);
           } else {
             observe_histogram(st, act);
           }

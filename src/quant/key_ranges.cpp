@@ -72,6 +72,17 @@ std::vector<ChannelRange> rotated_key_ranges(const ir::Node& rope, const TensorS
           hi_b = std::max(hi_b, cb + eb);
         }
       }
+      // Tighter and always valid: a rotated channel never exceeds f times the largest
+      // pair radius seen (|a cos - b sin| <= |(a, b)|); the 1e-3 margin covers the fp16
+      // cos/sin table, whose entries may have cos² + sin² slightly above 1.
+      const size_t pr = static_cast<size_t>(h * pairs + i);
+      if (pre.pair_radius.size() > pr) {
+        const double r = std::fabs(f) * static_cast<double>(pre.pair_radius[pr]) * (1.0 + 1e-3);
+        lo_a = std::max(lo_a, -r);
+        hi_a = std::min(hi_a, r);
+        lo_b = std::max(lo_b, -r);
+        hi_b = std::min(hi_b, r);
+      }
       out[ia] = {lo_a, hi_a};
       out[ib] = {lo_b, hi_b};
     }

@@ -21,6 +21,9 @@ struct TensorStats {
   std::vector<float> channel_absmax;     ///< max |x| per last-dim channel.
   std::vector<float> channel_min;        ///< min x per last-dim channel.
   std::vector<float> channel_max;        ///< max x per last-dim channel.
+  /// For the input of a rope node: per rotary pair (head h, pair i; index h·rotary_dim/2 + i)
+  /// the largest |(x_i, x_{i+rotary_dim/2})| seen. Empty elsewhere.
+  std::vector<float> pair_radius;
   std::vector<double> histogram;         ///< counts of |x| in kHistogramBins bins over [0, absmax].
   int64_t count = 0;                     ///< elements observed.
 };
@@ -34,8 +37,19 @@ using CalibStats = std::map<std::string, TensorStats>;
 /// Supplies calibration sample `i` as embedded inputs [seq, hidden].
 using SampleSource = std::function<Status(size_t i, std::vector<float>* embeds, int64_t* seq)>;
 
-/// Folds `x` (rows of `channels` values) into the max / per-channel min-max statistics.
-void observe_max(TensorStats& s, const std::vector<float>& x, int64_t channels);
+/// How a rope node pairs the channels of its input: heads of head_dim, the first
+/// rotary_dim of each rotated as pairs (i, i + rotary_dim/2).
+struct RotaryPairing {
+  int64_t head_dim = 0, rotary_dim = 0;
+};
+
+/// Folds `x` (rows of `channels` values) into the max / per-channel min-max statistics,
+/// and into pair_radius when `pairing` is given.
+void observe_max(TensorStats& s, const std::vector<float>& x, int64_t channels,
+                 const RotaryPairing* pairing = nullptr);
+
+/// The inputs of the rope nodes that rotate keys, by node name, with their pairing.
+std::map<std::string, RotaryPairing> rotated_key_inputs(const ir::Graph& g);
 /// Folds `x` into the |x| histogram over [0, s.absmax] (after the max pass).
 void observe_histogram(TensorStats& s, const std::vector<float>& x);
 

@@ -22,6 +22,11 @@ void expect_same_stats(const CalibStats& a, const CalibStats& b) {
       EXPECT_NEAR(s.channel_min[c], t.channel_min[c], 1e-5 * s.absmax) << name << " " << c;
       EXPECT_NEAR(s.channel_max[c], t.channel_max[c], 1e-5 * s.absmax) << name << " " << c;
     }
+    ASSERT_EQ(s.pair_radius.size(), t.pair_radius.size()) << name;
+    for (size_t p = 0; p < s.pair_radius.size(); ++p) {
+      EXPECT_NEAR(s.pair_radius[p], t.pair_radius[p], 1e-5 * s.absmax) << name << " pair " << p;
+      EXPECT_GT(s.pair_radius[p], 0.0f) << name << " pair " << p;
+    }
     double ha = 0, hb = 0;
     for (double v : s.histogram) ha += v;
     for (double v : t.histogram) hb += v;
@@ -59,6 +64,10 @@ TEST_P(BlockwiseCalibration, EqualsWholeModelCalibration) {
     auto b = collect_stats_blockwise(m->graph, reader, embeds.size(), samples, mode);
     QBC_ASSERT_OK(b);
     EXPECT_FALSE(a->empty());
+    // The pre-RoPE keys carry their rotary pair radii.
+    const auto keys = rotated_key_inputs(m->graph);
+    ASSERT_FALSE(keys.empty());
+    for (const auto& [name, pairing] : keys) EXPECT_FALSE(a->at(name).pair_radius.empty()) << name;
     expect_same_stats(*a, *b);
   }
 }

@@ -40,12 +40,20 @@ TEST(KeyRanges, EveryRotatedKeyAtEveryPositionIsInside) {
   pre.channel_min.assign(heads * hd, INFINITY);
   pre.channel_max.assign(heads * hd, -INFINITY);
   pre.channel_absmax.assign(heads * hd, 0.0f);
+  pre.pair_radius.assign(heads * rd / 2, 0.0f);
   for (int s = 0; s < 200; ++s) {
     std::vector<double> k(heads * hd);
     for (int64_t c = 0; c < heads * hd; ++c) {
       k[c] = static_cast<float>(3.0 * (c % 4) - 4.0 + 2.0 * (uniform01(state) - 0.5));
       pre.channel_min[c] = std::min(pre.channel_min[c], static_cast<float>(k[c]));
       pre.channel_max[c] = std::max(pre.channel_max[c], static_cast<float>(k[c]));
+    }
+    for (int64_t h = 0; h < heads; ++h) {
+      for (int64_t i = 0; i < rd / 2; ++i) {
+        const double a = k[h * hd + i], b = k[h * hd + i + rd / 2];
+        float& r = pre.pair_radius[h * rd / 2 + i];
+        r = std::max(r, static_cast<float>(std::sqrt(a * a + b * b)));
+      }
     }
     keys.push_back(k);
   }
@@ -66,6 +74,10 @@ TEST(KeyRanges, EveryRotatedKeyAtEveryPositionIsInside) {
           ASSERT_GE(rb, r[b].lo - tol) << "pos " << p << " channel " << b;
           ASSERT_LE(rb, r[b].hi + tol) << "pos " << p << " channel " << b;
         }
+        // Pair 0 turns through full circles: its range is the radius bound, not the box's.
+        const double r0 = fac * pre.pair_radius[h * rd / 2] * (1 + 1e-3);
+        EXPECT_LE(r[h * hd].hi, r0 + 1e-12);
+        EXPECT_GE(r[h * hd].lo, -r0 - 1e-12);
         for (int64_t c = rd; c < hd; ++c) {  // past rotary_dim: the pre-RoPE range
           EXPECT_EQ(r[h * hd + c].lo, pre.channel_min[h * hd + c]);
           EXPECT_EQ(r[h * hd + c].hi, pre.channel_max[h * hd + c]);
