@@ -25,7 +25,9 @@ using ::qbc::testing::all_logits;
 using ::qbc::testing::distance;
 using ::qbc::testing::Distance;
 using ::qbc::testing::four_bit_options;
+using ::qbc::testing::setup_weight_pass_run;
 using ::qbc::testing::text_sequences;
+using ::qbc::testing::WeightPassRun;
 
 using ::qbc::testing::TransformCase;
 
@@ -35,48 +37,10 @@ config::HessianQuantConfig hq_config() {
   return c;
 }
 
-/// A model, its weights and a pass context over them.
-struct ModelRun {
-  ::qbc::testing::LoadedCase model;
-  std::unique_ptr<WeightStore> store;
-  config::CompileOptions options;
-  std::vector<std::vector<float>> embeds;
-  int64_t hidden = 0;
-  SampleSource samples;
-  FixedWeightMap fixed;
-  PassContext ctx;
-};
-
-/// Loads the case, embeds `calib` and sets up a context with samples and a fixed map.
-Status setup(ModelRun& r, const TransformCase& c, const std::filesystem::path& shared,
-             const std::vector<std::vector<int32_t>>& calib, const config::CompileOptions& options) {
-  QBC_ASSIGN_OR_RETURN(r.model, ::qbc::testing::load_transform_case(c, shared));
-  r.store = std::make_unique<WeightStore>(ref::model_weight_reader(*r.model.source));
-  r.options = options;
-  QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> s, ref::Session::create(r.model.graph, r.store->reader()));
-  r.hidden = s->hidden_size();
-  for (const auto& ids : calib) {
-    std::vector<float> e;
-    QBC_RETURN_IF_ERROR(s->embed(ids, &e));
-    r.embeds.push_back(std::move(e));
-  }
-  r.samples = [&r](size_t i, std::vector<float>* out, int64_t* seq) {
-    *out = r.embeds[i];
-    *seq = static_cast<int64_t>(out->size()) / r.hidden;
-    return ok_status();
-  };
-  r.ctx.graph = &r.model.graph;
-  r.ctx.weights = r.store.get();
-  r.ctx.options = &r.options;
-  r.ctx.samples = &r.samples;
-  r.ctx.num_samples = r.embeds.size();
-  r.ctx.fixed = &r.fixed;
-  return ok_status();
-}
 
 /// Every linear not left in float has fixed integers in range whose dequantization is
 /// exactly the rewritten float weight.
-void expect_fixed_complete(ModelRun& r) {
+void expect_fixed_complete(WeightPassRun& r) {
   const ir::Graph& g = r.model.graph;
   int linears = 0;
   for (const ir::Node& n : g.nodes()) {
@@ -116,7 +80,7 @@ void expect_fixed_complete(ModelRun& r) {
 
 /// Writes round-to-nearest dequantized weights (per output channel, absmax) for every
 /// quantized linear of r's graph.
-Status apply_rtn(ModelRun& r) {
+Status apply_rtn(WeightPassRun& r) {
   const ir::Graph g = r.model.graph;
   for (const ir::Node& n : g.nodes()) {
     if (n.op != ir::Op::kLinear) continue;
@@ -148,10 +112,10 @@ TEST(HessianQuant, Stories260kBeatsRoundToNearestAt4Bits) {
   const TransformCase c = ::qbc::testing::transform_cases()[0];
   ASSERT_EQ(c.name, "stories260k");
 
-  ModelRun fp, rtn, gptq;
-  QBC_ASSERT_OK(setup(fp, c, shared, calib, four_bit_options()));
-  QBC_ASSERT_OK(setup(rtn, c, shared, calib, four_bit_options()));
-  QBC_ASSERT_OK(setup(gptq, c, shared, calib, four_bit_options()));
+  WeightPassRun fp, rtn, gptq;
+  QBC_ASSERT_OK(setup_weight_pass_run(fp, c, shared, calib, four_bit_options()));
+  QBC_ASSERT_OK(setup_weight_pass_run(rtn, c, shared, calib, four_bit_options()));
+  QBC_ASSERT_OK(setup_weight_pass_run(gptq, c, shared, calib, four_bit_options()));
 
   auto pass = make_hessian_quant(hq_config());
   EXPECT_EQ(pass->name(), "hessianQuant");
@@ -193,9 +157,9 @@ TEST(HessianQuant, Deterministic) {
   }
   config::HessianQuantConfig hc = hq_config();
   hc.mutable_attributes()->set_block_size(16);  // several lazy-update blocks per row
-  ModelRun a, b;
-  QBC_ASSERT_OK(setup(a, c, shared, calib, four_bit_options()));
-  QBC_ASSERT_OK(setup(b, c, shared, calib, four_bit_options()));
+  WeightPassRun a, b;
+  QBC_ASSERT_OK(setup_weight_pass_run(a, c, shared, calib, four_bit_options()));
+  QBC_ASSERT_OK(setup_weight_pass_run(b, c, shared, calib, four_bit_options()));
   QBC_ASSERT_OK(make_hessian_quant(hc)->run(a.ctx));
   QBC_ASSERT_OK(make_hessian_quant(hc)->run(b.ctx));
   ASSERT_EQ(a.fixed.size(), b.fixed.size());
@@ -216,14 +180,14 @@ TEST(HessianQuant, SkipsFloatLayersAndNeedsSamples) {
   const TransformCase c = ::qbc::testing::transform_cases()[0];
   config::CompileOptions o = four_bit_options();
   o.mutable_bit()->mutable_layer_overrides()->add_weight16_bits("*down_proj*");
-  ModelRun r;
-  QBC_ASSERT_OK(setup(r, c, shared, {::qbc::testing::transform_test_ids(512, 24)}, o));
+  WeightPassRun r;
+  QBC_ASSERT_OK(setup_weight_pass_run(r, c, shared, {::qbc::testing::transform_test_ids(512, 24)}, o));
   QBC_ASSERT_OK(make_hessian_quant(hq_config())->run(r.ctx));
   for (const auto& [name, f] : r.fixed) EXPECT_EQ(name.find("down_proj"), std::string::npos) << name;
   expect_fixed_complete(r);
 
-  ModelRun none;
-  QBC_ASSERT_OK(setup(none, c, shared, {}, o));
+  WeightPassRun none;
+  QBC_ASSERT_OK(setup_weight_pass_run(none, c, shared, {}, o));
   none.ctx.samples = nullptr;
   EXPECT_FALSE(make_hessian_quant(hq_config())->run(none.ctx).ok());
 }
@@ -242,9 +206,9 @@ TEST_P(HessianQuantFamilies, RunsThrough) {
     for (int32_t& id : ids) id = static_cast<int32_t>((id + 17 * i) % 256);
     calib.push_back(ids);
   }
-  ModelRun fp, r;
-  QBC_ASSERT_OK(setup(fp, c, shared, calib, four_bit_options()));
-  QBC_ASSERT_OK(setup(r, c, shared, calib, four_bit_options()));
+  WeightPassRun fp, r;
+  QBC_ASSERT_OK(setup_weight_pass_run(fp, c, shared, calib, four_bit_options()));
+  QBC_ASSERT_OK(setup_weight_pass_run(r, c, shared, calib, four_bit_options()));
   auto changed = make_hessian_quant(hq_config())->run(r.ctx);
   QBC_ASSERT_OK(changed);
   EXPECT_TRUE(*changed);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "qbc/frontend/tokenizer.h"
+#include "qbc/quant/gptq.h"
 #include "qbc/quant/weight_passes.h"
 #include "qbc/quant/weight_store.h"
 #include "transform_cases.h"
@@ -25,7 +26,9 @@ using ::qbc::testing::all_logits;
 using ::qbc::testing::distance;
 using ::qbc::testing::Distance;
 using ::qbc::testing::four_bit_options;
+using ::qbc::testing::setup_weight_pass_run;
 using ::qbc::testing::text_sequences;
+using ::qbc::testing::WeightPassRun;
 
 using ::qbc::testing::TransformCase;
 
@@ -45,42 +48,7 @@ std::vector<std::vector<int32_t>> synthetic_sequences(int64_t vocab, size_t n) {
   return out;
 }
 
-struct Model {
-  ::qbc::testing::LoadedCase model;
-  std::unique_ptr<WeightStore> store;
-  config::CompileOptions options;
-  std::vector<std::vector<float>> embeds;
-  int64_t hidden = 0;
-  SampleSource samples;
-  FixedWeightMap fixed;
-  PassContext ctx;
-};
-
-Status setup(Model& r, const TransformCase& c, const std::filesystem::path& shared,
-             const std::vector<std::vector<int32_t>>& calib, const config::CompileOptions& options) {
-  QBC_ASSIGN_OR_RETURN(r.model, ::qbc::testing::load_transform_case(c, shared));
-  r.store = std::make_unique<WeightStore>(ref::model_weight_reader(*r.model.source));
-  r.options = options;
-  QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> s, ref::Session::create(r.model.graph, r.store->reader()));
-  r.hidden = s->hidden_size();
-  for (const auto& ids : calib) {
-    std::vector<float> e;
-    QBC_RETURN_IF_ERROR(s->embed(ids, &e));
-    r.embeds.push_back(std::move(e));
-  }
-  r.samples = [&r](size_t i, std::vector<float>* out, int64_t* seq) {
-    *out = r.embeds[i];
-    *seq = static_cast<int64_t>(out->size()) / r.hidden;
-    return ok_status();
-  };
-  r.ctx.graph = &r.model.graph;
-  r.ctx.weights = r.store.get();
-  r.ctx.options = &r.options;
-  r.ctx.samples = &r.samples;
-  r.ctx.num_samples = r.embeds.size();
-  r.ctx.fixed = &r.fixed;
-  return ok_status();
-}
+using Model = WeightPassRun;
 
 /// Every fixed entry has the linear's bits and shape, codes in range, positive scales.
 void expect_fixed_valid(const Model& r) {
@@ -122,16 +90,10 @@ Status quantize_model(Model& r, bool use_fixed) {
         }
       }
     } else {
-      const int qm = (1 << (bits - 1)) - 1;
-      for (int64_t i = 0; i < rows; ++i) {
-        float amax = 0;
-        for (int64_t j = 0; j < cols; ++j) amax = std::max(amax, std::fabs(data[i * cols + j]));
-        const float s = std::max(amax / static_cast<float>(qm), 1e-8f);
-        for (int64_t j = 0; j < cols; ++j) {
-          const double q = std::clamp<double>(std::nearbyint(data[i * cols + j] / static_cast<double>(s)), -qm - 1, qm);
-          data[i * cols + j] = static_cast<float>(static_cast<double>(s) * q);
-        }
-      }
+      GptqOptions o;
+      o.bits = bits;
+      QBC_ASSIGN_OR_RETURN(GptqResult q, rtn_quantize(data, rows, cols, o));
+      data = dequantize(q);
     }
     rewrite_weight(r.ctx, w->name, std::move(data));
   }
@@ -155,7 +117,7 @@ TEST_P(SearchWeightScaleFamilies, FoldingLeavesFloatLogitsUnchanged) {
   {
     auto m = ::qbc::testing::load_transform_case(c, shared);
     QBC_ASSERT_OK(m);
-    QBC_ASSERT_OK(setup(r, c, shared, synthetic_sequences(m->vocab, 6), four_bit_options()));
+    QBC_ASSERT_OK(setup_weight_pass_run(r, c, shared, synthetic_sequences(m->vocab, 6), four_bit_options()));
   }
   const std::vector<int32_t> ids = ::qbc::testing::transform_test_ids(r.model.vocab);
   auto before = ::qbc::testing::float_logits(r.model.graph, r.store->reader(), ids);
@@ -193,7 +155,7 @@ TEST_P(SearchWeightScaleFamilies, FoldingLeavesFloatLogitsUnchanged) {
   out_only.mutable_transformer()->set_value(false);
   out_only.mutable_transformer()->set_ffn(false);
   Model o;
-  QBC_ASSERT_OK(setup(o, c, shared, synthetic_sequences(r.model.vocab, 6), four_bit_options()));
+  QBC_ASSERT_OK(setup_weight_pass_run(o, c, shared, synthetic_sequences(r.model.vocab, 6), four_bit_options()));
   QBC_ASSERT_OK(make_search_weight_scale(out_only)->run(o.ctx));
   auto after_o = ::qbc::testing::float_logits(o.model.graph, o.store->reader(), ids);
   QBC_ASSERT_OK(after_o);
@@ -232,10 +194,10 @@ TEST(SearchWeightScale, Stories260kBeatsRoundToNearestAt4Bits) {
   ASSERT_EQ(c.name, "stories260k");
 
   Model fp, rtn, awq, scale_only;
-  QBC_ASSERT_OK(setup(fp, c, shared, calib, four_bit_options()));
-  QBC_ASSERT_OK(setup(rtn, c, shared, calib, four_bit_options()));
-  QBC_ASSERT_OK(setup(awq, c, shared, calib, four_bit_options()));
-  QBC_ASSERT_OK(setup(scale_only, c, shared, calib, four_bit_options()));
+  QBC_ASSERT_OK(setup_weight_pass_run(fp, c, shared, calib, four_bit_options()));
+  QBC_ASSERT_OK(setup_weight_pass_run(rtn, c, shared, calib, four_bit_options()));
+  QBC_ASSERT_OK(setup_weight_pass_run(awq, c, shared, calib, four_bit_options()));
+  QBC_ASSERT_OK(setup_weight_pass_run(scale_only, c, shared, calib, four_bit_options()));
   auto changed = make_search_weight_scale(awq_config())->run(awq.ctx);
   QBC_ASSERT_OK(changed);
   EXPECT_TRUE(*changed);
@@ -279,8 +241,8 @@ TEST(SearchWeightScale, Deterministic) {
   const TransformCase c = ::qbc::testing::transform_cases()[0];
   const auto calib = synthetic_sequences(512, 4);
   Model a, b;
-  QBC_ASSERT_OK(setup(a, c, shared, calib, four_bit_options()));
-  QBC_ASSERT_OK(setup(b, c, shared, calib, four_bit_options()));
+  QBC_ASSERT_OK(setup_weight_pass_run(a, c, shared, calib, four_bit_options()));
+  QBC_ASSERT_OK(setup_weight_pass_run(b, c, shared, calib, four_bit_options()));
   QBC_ASSERT_OK(make_search_weight_scale(awq_config())->run(a.ctx));
   QBC_ASSERT_OK(make_search_weight_scale(awq_config())->run(b.ctx));
   ASSERT_FALSE(a.fixed.empty());
@@ -312,7 +274,7 @@ TEST(SearchWeightScale, FlagsFloatLayersAndPreconditions) {
   t->set_out(false);
   t->set_ffn(true);
   Model r;
-  QBC_ASSERT_OK(setup(r, c, shared, calib, o));
+  QBC_ASSERT_OK(setup_weight_pass_run(r, c, shared, calib, o));
   QBC_ASSERT_OK(make_search_weight_scale(cfg)->run(r.ctx));
   ASSERT_FALSE(r.fixed.empty());
   for (const auto& [name, f] : r.fixed) {
@@ -328,14 +290,14 @@ TEST(SearchWeightScale, FlagsFloatLayersAndPreconditions) {
   // Everything off: no change.
   t->set_ffn(false);
   Model off;
-  QBC_ASSERT_OK(setup(off, c, shared, calib, four_bit_options()));
+  QBC_ASSERT_OK(setup_weight_pass_run(off, c, shared, calib, four_bit_options()));
   auto changed = make_search_weight_scale(cfg)->run(off.ctx);
   QBC_ASSERT_OK(changed);
   EXPECT_FALSE(*changed);
   EXPECT_TRUE(off.fixed.empty());
 
   Model none;
-  QBC_ASSERT_OK(setup(none, c, shared, calib, four_bit_options()));
+  QBC_ASSERT_OK(setup_weight_pass_run(none, c, shared, calib, four_bit_options()));
   none.ctx.samples = nullptr;
   EXPECT_FALSE(make_search_weight_scale(awq_config())->run(none.ctx).ok());
 }

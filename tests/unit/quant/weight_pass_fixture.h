@@ -1,6 +1,7 @@
 // Helpers shared by the tests of the weight passes (hessianQuant, searchWeightScale):
-// 4-bit options, token sequences from a text file, all logits of a model, and the
-// KL / MSE distance between two models' logits.
+// a model with a pass context over embedded calibration samples, 4-bit options,
+// token sequences from a text file, all logits of a model, and the KL / MSE distance
+// between two models' logits.
 #pragma once
 
 #include <algorithm>
@@ -12,6 +13,8 @@
 
 #include "qbc/config/config.h"
 #include "qbc/frontend/tokenizer.h"
+#include "qbc/quant/pass.h"
+#include "qbc/quant/weight_store.h"
 #include "transform_cases.h"
 
 namespace qbc::testing {
@@ -92,6 +95,45 @@ StatusOr<std::vector<std::vector<float>>> all_logits(const ir::Graph& g, const r
     out.push_back(std::move(l));
   }
   return out;
+}
+
+/// A model, its weights and a pass context over them.
+struct WeightPassRun {
+  ::qbc::testing::LoadedCase model;
+  std::unique_ptr<quant::WeightStore> store;
+  config::CompileOptions options;
+  std::vector<std::vector<float>> embeds;
+  int64_t hidden = 0;
+  quant::SampleSource samples;
+  quant::FixedWeightMap fixed;
+  quant::PassContext ctx;
+};
+
+/// Loads the case, embeds `calib` and sets up a context with samples and a fixed map.
+inline Status setup_weight_pass_run(WeightPassRun& r, const TransformCase& c, const std::filesystem::path& shared,
+             const std::vector<std::vector<int32_t>>& calib, const config::CompileOptions& options) {
+  QBC_ASSIGN_OR_RETURN(r.model, ::qbc::testing::load_transform_case(c, shared));
+  r.store = std::make_unique<quant::WeightStore>(ref::model_weight_reader(*r.model.source));
+  r.options = options;
+  QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> s, ref::Session::create(r.model.graph, r.store->reader()));
+  r.hidden = s->hidden_size();
+  for (const auto& ids : calib) {
+    std::vector<float> e;
+    QBC_RETURN_IF_ERROR(s->embed(ids, &e));
+    r.embeds.push_back(std::move(e));
+  }
+  r.samples = [&r](size_t i, std::vector<float>* out, int64_t* seq) {
+    *out = r.embeds[i];
+    *seq = static_cast<int64_t>(out->size()) / r.hidden;
+    return ok_status();
+  };
+  r.ctx.graph = &r.model.graph;
+  r.ctx.weights = r.store.get();
+  r.ctx.options = &r.options;
+  r.ctx.samples = &r.samples;
+  r.ctx.num_samples = r.embeds.size();
+  r.ctx.fixed = &r.fixed;
+  return ok_status();
 }
 
 }  // namespace qbc::testing
