@@ -251,10 +251,10 @@ Status FakeQuantSession::Impl::load_qlinear(
     p.wq[i] = static_cast<int32_t>(c);
   }
   p.wscale = by_name.at(n.operands[2].weight);
-  for (float s : p.wscale) {
-    if (!(s > 0.0f) || !std::isfinite(s)) {
+  for (float s : p.wscale) {  // negative: the extreme weight sits on the long end (numerics.md)
+    if (!(std::fabs(s) >= 1e-8f) || !std::isfinite(s)) {
       return invalid_argument(node_label(n), ": weight scale '", n.operands[2].weight, "' holds ",
-                              s, "; scales must be positive and finite");
+                              s, "; weight scales must be finite with |s| >= 1e-8");
     }
   }
   if (n.operands.size() > 3) p.bias = by_name.at(n.operands[3].weight);

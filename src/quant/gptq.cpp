@@ -63,23 +63,31 @@ double clip_error(const double* w, int64_t len, float s, int qm, double norm, do
   return sum;
 }
 
-/// The scale of the weights w[0, len): absmax / qmax in fp32 (as quantize_rtn), or
-/// the MSE grid search over shrunk ranges (the first minimum wins).
-float segment_scale(const double* w, int64_t len, int qm, const GptqOptions& o) {
-  float amax = 0;
-  for (int64_t j = 0; j < len; ++j) amax = std::max(amax, static_cast<float>(std::fabs(w[j])));
-  const float s0 = std::max(amax / static_cast<float>(qm), 1e-8f);
-  if (!o.mse_clip || amax == 0) return s0;
+/// The scale of the weights w[0, len) (docs/numerics.md): the candidates
+/// extreme_scale(e, p, end) for both ends and p = 1 (p = 1, 1 − 1/grid, ... with
+/// mse_clip), in that order; the first with the least Σ|ŵ − w|^norm wins (norm 2, or
+/// mse_norm with mse_clip). The first candidate is the absmax rule.
+float segment_scale(const double* w, int64_t len, int bits, const GptqOptions& o) {
+  const int qm = qmax_of(bits);
+  double e = 0;
+  for (int64_t j = 0; j < len; ++j) {
+    if (std::fabs(w[j]) > std::fabs(e)) e = w[j];
+  }
+  const float s0 = extreme_scale(e, 1.0, bits, ScaleEnd::kQmax);
+  if (e == 0) return s0;
+  const double norm = o.mse_clip ? o.mse_norm : 2.0;
+  const int steps = o.mse_clip ? static_cast<int>(o.mse_max_shrink * o.mse_grid + 1e-9) : 1;
   float best = s0;
-  double best_err = clip_error(w, len, s0, qm, o.mse_norm, std::numeric_limits<double>::infinity());
-  const int steps = static_cast<int>(o.mse_max_shrink * o.mse_grid + 1e-9);
-  for (int i = 1; i < steps; ++i) {
+  double best_err = std::numeric_limits<double>::infinity();
+  for (int i = 0; i < std::max(steps, 1); ++i) {
     const double p = 1.0 - static_cast<double>(i) / o.mse_grid;
-    const float s = std::max(static_cast<float>(p * amax / qm), 1e-8f);
-    const double err = clip_error(w, len, s, qm, o.mse_norm, best_err);
-    if (err < best_err) {
-      best_err = err;
-      best = s;
+    for (ScaleEnd end : {ScaleEnd::kQmax, ScaleEnd::kLongEnd}) {
+      const float s = extreme_scale(e, p, bits, end);
+      const double err = clip_error(w, len, s, qm, norm, best_err);
+      if (err < best_err) {
+        best_err = err;
+        best = s;
+      }
     }
   }
   return best;
@@ -91,12 +99,11 @@ std::vector<float> compute_scales(const std::vector<double>& W, int64_t out, int
   const int64_t gs = o.group_size > 0 ? o.group_size : in;
   const int64_t groups = (in + gs - 1) / gs;
   std::vector<float> scales(static_cast<size_t>(out * groups));
-  const int qm = qmax_of(o.bits);
   parallel_chunks(out, 16, threads, [&](int64_t a, int64_t b) {
     for (int64_t r = a; r < b; ++r) {
       for (int64_t g = 0; g < groups; ++g) {
         const int64_t c0 = g * gs, len = std::min(gs, in - c0);
-        scales[r * groups + g] = segment_scale(W.data() + r * in + c0, len, qm, o);
+        scales[r * groups + g] = segment_scale(W.data() + r * in + c0, len, o.bits, o);
       }
     }
   });
@@ -144,6 +151,15 @@ constexpr int64_t kSweepRows = 128;    // output rows per GPTQ work item
 }  // namespace
 
 // ---------------------------------------------------------------------------
+
+float extreme_scale(double e, double p, int bits, ScaleEnd end) {
+  const int levels = end == ScaleEnd::kQmax ? qmax_of(bits) : qmax_of(bits) + 1;
+  const float amax = static_cast<float>(std::fabs(e));
+  const float mag = p == 1.0 ? amax / static_cast<float>(levels)
+                             : static_cast<float>(p * static_cast<double>(amax) / levels);
+  const float s = std::max(mag, 1e-8f);
+  return end == ScaleEnd::kLongEnd && e > 0 ? -s : s;
+}
 
 int64_t GptqResult::groups() const {
   return group_size > 0 ? (in + group_size - 1) / group_size : 1;

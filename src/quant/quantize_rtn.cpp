@@ -9,6 +9,7 @@
 
 #include "qbc/quant/quantize.h"
 
+#include "qbc/quant/gptq.h"
 #include "qbc/quant/key_ranges.h"
 
 namespace qbc::quant {
@@ -51,9 +52,6 @@ double channel_reach(const TensorStats& s, size_t i, double offset) {
   }
   return std::max(std::fabs(s.channel_max[i] - offset), std::fabs(s.channel_min[i] - offset));
 }
-
-// Round half to even, as torch.round.
-double rne(double x) { return std::nearbyint(x); }
 
 
 }  // namespace
@@ -123,7 +121,6 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
       const int64_t groups = group > 0 ? (cols + group - 1) / group : 1;
       std::vector<int8_t> q(static_cast<size_t>(rows * cols));
       std::vector<float> scale(static_cast<size_t>(rows * groups));
-      const int qm = qmax(bits.weight);
       const FixedWeights* chosen = nullptr;
       if (fixed != nullptr) {
         auto it = fixed->find(n.name);
@@ -140,19 +137,15 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
       } else {
         QBC_RETURN_IF_ERROR(weights(*wt, &w).with_context("node '", n.name, "'"));
       }
-      const int64_t span = group > 0 ? group : cols;
-      for (int64_t r0 = 0; r0 < rows && chosen == nullptr; ++r0) {
-        for (int64_t gi = 0; gi < groups; ++gi) {
-          const int64_t c0 = gi * span, c1 = std::min(cols, c0 + span);
-          float amax = 0;
-          for (int64_t c = c0; c < c1; ++c) amax = std::max(amax, std::fabs(w[static_cast<size_t>(r0 * cols + c)]));
-          const float s = std::max(amax / static_cast<float>(qm), 1e-8f);
-          scale[static_cast<size_t>(r0 * groups + gi)] = s;
-          for (int64_t c = c0; c < c1; ++c) {
-            const double v = rne(static_cast<double>(w[static_cast<size_t>(r0 * cols + c)]) / s);
-            q[static_cast<size_t>(r0 * cols + c)] = static_cast<int8_t>(std::clamp<double>(v, -qm - 1, qm));
-          }
-        }
+      if (chosen == nullptr) {  // round to nearest, scales by the rule of docs/numerics.md
+        GptqOptions o;
+        o.bits = bits.weight;
+        o.group_size = group;
+        o.num_threads = 1;
+        StatusOr<GptqResult> rq = rtn_quantize(w, rows, cols, o);
+        if (!rq.ok()) return rq.status().with_context("node '", n.name, "'");
+        q = std::move(rq->codes);
+        scale = std::move(rq->scales);
       }
       const std::vector<int64_t> scale_shape = group > 0 ? std::vector<int64_t>{rows, groups} : std::vector<int64_t>{rows};
       const std::string wq = n.name + ".wq", ws = n.name + ".wscale";

@@ -20,8 +20,9 @@
 // s never has a larger error than RTN on the calibration rows. The folds are exact in
 // float (up to one fp32 rounding), so the float model is unchanged.
 // Then, on the folded weights and the matching inputs X / s, each row's clip ratio
-// r ∈ {1, 0.95, ..., 0.5} (scale = r·max|w| / qmax; r = 1 is RTN, tried first) that
-// minimises ||X·(w − ŵ)||²; the codes and scales go to ctx.fixed.
+// r ∈ {1, 0.95, ..., 0.5}, with the row's extreme on either end of the code range
+// (extreme_scale; r = 1 on ±qmax is absmax RTN, tried first), that minimises
+// ||X·(w − ŵ)||²; the codes and scales go to ctx.fixed.
 //
 // Folding into v rows / up rows does not change their own quantization: per-row
 // symmetric quantization is invariant to scaling a row. So every group of a block is
@@ -50,6 +51,7 @@
 #include <vector>
 
 #include "qbc/quant/block_runner.h"
+#include "qbc/quant/gptq.h"
 #include "qbc/quant/weight_passes.h"
 #include "qbc/support/logging.h"
 #include "transform_util.h"
@@ -562,21 +564,24 @@ class SearchWeightScale final : public Pass {
     const int64_t in = wm.cols;
     parallel_for(wm.rows, threads_, [&](int64_t r) {
       std::vector<double> d(static_cast<size_t>(in));
-      double amax = 0;
-      for (int64_t c = 0; c < in; ++c) amax = std::max(amax, std::fabs(wm.at(r, c)));
+      double extreme = 0;  // the value of largest magnitude, the first on ties
+      for (int64_t c = 0; c < in; ++c) {
+        if (std::fabs(wm.at(r, c)) > std::fabs(extreme)) extreme = wm.at(r, c);
+      }
       double best_err = std::numeric_limits<double>::infinity();
-      float best = 0;
-      for (int i = 0; i <= kClipSteps; ++i) {
-        const double ratio = 1.0 - 0.05 * i;
-        const float q = row_scale(amax, i == 0 ? 1.0 : ratio, qm);
-        for (int64_t c = 0; c < in; ++c) {
-          const double v = wm.at(r, c);
-          d[c] = (v - static_cast<double>(q) * code_of(v, q, qm)) * inv[c];
-        }
-        const double e = err.error(d.data());
-        if (e < best_err) {
-          best_err = e;
-          best = q;
+      float best = extreme_scale(extreme, 1.0, bits, ScaleEnd::kQmax);
+      for (int i = 0; i <= kClipSteps && extreme != 0; ++i) {
+        for (ScaleEnd end : {ScaleEnd::kQmax, ScaleEnd::kLongEnd}) {
+          const float q = extreme_scale(extreme, 1.0 - 0.05 * i, bits, end);
+          for (int64_t c = 0; c < in; ++c) {
+            const double v = wm.at(r, c);
+            d[c] = (v - static_cast<double>(q) * code_of(v, q, qm)) * inv[c];
+          }
+          const double e = err.error(d.data());
+          if (e < best_err) {
+            best_err = e;
+            best = q;
+          }
         }
       }
       f.scales[r] = best;

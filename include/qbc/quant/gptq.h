@@ -96,7 +96,8 @@ struct GptqResult {
   int64_t group_size = 0;  ///< 0 = per output channel.
   /// Codes [out, in] in the original column order, each in [−2^(bits−1), 2^(bits−1) − 1].
   std::vector<int8_t> codes;
-  /// Scales [out, groups()] (fp32, ≥ 1e-8): group g covers columns
+  /// Scales [out, groups()] (fp32, |s| ≥ 1e-8, negative for ScaleEnd::kLongEnd of a
+  /// positive extreme): group g covers columns
   /// [g·group_size, min((g+1)·group_size, in)).
   std::vector<float> scales;
 
@@ -116,6 +117,21 @@ struct GptqResult {
   /// The scale of weight (row, col).
   float scale(int64_t row, int64_t col) const;
 };
+
+/// Which end of the two's-complement code range [−qmax−1, qmax] a row's (or
+/// group's) extreme weight e — its value of largest magnitude, the first on ties —
+/// is mapped to.
+enum class ScaleEnd {
+  kQmax,     ///< s = p·|e| / qmax: e lands on ±qmax, s > 0 (the absmax rule).
+  kLongEnd,  ///< s = −p·e / (qmax + 1): e lands on −(qmax + 1), the end with one
+             ///< more level; s < 0 when e > 0 (llama.cpp's Q4_0 rule). At 4 bits
+             ///< this uses all 16 codes instead of 15.
+};
+
+/// The weight scale of extreme `e` shrunk by `p` in (0, 1] (docs/numerics.md):
+/// for p = 1, fp32(|e|) / fp32(qmax [+1]) in fp32; otherwise p·fp32(|e|) / (qmax [+1])
+/// in fp64 rounded once to fp32; the magnitude is kept ≥ 1e-8 and the sign set by `end`.
+float extreme_scale(double e, double p, int bits, ScaleEnd end);
 
 /// Ŵ[out, in] = scale · code, each computed in fp64 and rounded to fp32.
 std::vector<float> dequantize(const GptqResult& r);

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -302,6 +303,28 @@ TEST(FakeQuantQLinear, FourBitWeightsUseMinusEightToSeven) {
     ASSERT_FALSE(s.ok()) << bad;
     EXPECT_EQ(s.status().code(), Code::kInvalidArgument);
     EXPECT_TRUE(::qbc::testing::contains(s.status().message(), "'proj'")) << s.status().message();
+  }
+}
+
+// A negative weight scale (the long-end rule of numerics.md, a positive extreme on
+// code -8) multiplies like any other; a zero or non-finite one is refused.
+TEST(FakeQuantQLinear, NegativeWeightScalesAreTheLongEndRule) {
+  QLinearCase c;
+  c.in = 2;
+  c.out = 1;
+  c.in_scale = 1.0;
+  c.w_bits = 4;
+  c.wq = {-8, 3};
+  c.wscale = {-0.25f};  // the weights 2.0 and -0.75
+  c.out_fp16 = false;
+  EXPECT_EQ(run_qlinear(c, {3.0f, 5.0f}, 1), (std::vector<float>{(-24.0f + 15.0f) * -0.25f}));
+  for (float bad : {0.0f, 1e-9f, -std::numeric_limits<float>::infinity()}) {
+    c.wscale = {bad};
+    Tiny t(2);
+    auto s = qlinear_session(c, t);
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_EQ(s.status().code(), Code::kInvalidArgument);
+    EXPECT_TRUE(::qbc::testing::contains(s.status().message(), "|s| >= 1e-8")) << s.status().message();
   }
 }
 

@@ -63,7 +63,7 @@ void expect_fixed_complete(WeightPassRun& r) {
     ASSERT_EQ(data.size(), f.codes.size());
     int64_t bad = 0, mismatched = 0;
     for (int64_t i = 0; i < rows; ++i) {
-      EXPECT_TRUE(f.scales[static_cast<size_t>(i)] > 0 && std::isfinite(f.scales[static_cast<size_t>(i)]));
+      EXPECT_TRUE(std::fabs(f.scales[static_cast<size_t>(i)]) >= 1e-8f && std::isfinite(f.scales[static_cast<size_t>(i)]));
       for (int64_t j = 0; j < cols; ++j) {
         const int q = f.codes[static_cast<size_t>(i * cols + j)];
         if (q < lo || q > hi) ++bad;
