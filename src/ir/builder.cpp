@@ -97,8 +97,24 @@ StatusOr<TensorType> infer_type(const Graph& g, const Node& n) {
                                   groups, "] for w_group ", wg);
         }
       }
-      if (count == 4 && (t[3].rank() != 1 || t[3].dims[0] != t[1].dims[0])) {
-        return invalid_argument(who(n), ": bias ", t[3].to_string(), " does not match ", t[1].dims[0], " outputs");
+      const int64_t wz = a.get_int("w_zero", 0);
+      if (wz != 0 && wz != 1) return invalid_argument(who(n), ": w_zero must be 0 or 1, got ", wz);
+      if (wz == 1) {
+        if (count < 4) return invalid_argument(who(n), ": w_zero = 1 needs a zero-point operand after the scale");
+        if (t[3].dims != t[2].dims || t[3].dtype != t[1].dtype) {
+          return invalid_argument(who(n), ": zero points ", t[3].to_string(), " must be ",
+                                  dtype_name(t[1].dtype), " shaped like the scale ", t[2].to_string());
+        }
+      }
+      const int bias_at = wz == 1 ? 4 : 3;
+      if (count > bias_at + 1) {
+        return invalid_argument(who(n), ": takes at most ", bias_at + 1, " operands with w_zero = ", wz, ", got ",
+                                count);
+      }
+      if (count == bias_at + 1 && (t[static_cast<size_t>(bias_at)].rank() != 1 ||
+                                   t[static_cast<size_t>(bias_at)].dims[0] != t[1].dims[0])) {
+        return invalid_argument(who(n), ": bias ", t[static_cast<size_t>(bias_at)].to_string(), " does not match ",
+                                t[1].dims[0], " outputs");
       }
       const int64_t ib = a.get_int("in_bits"), wb = a.get_int("w_bits");
       if ((ib != 8 && ib != 16) || (wb != 4 && wb != 8) || a.get_float("in_scale") <= 0) {

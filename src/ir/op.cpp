@@ -21,7 +21,10 @@ std::vector<AttrSpec> attrs_of(Op op) {
               {"in_dynamic", K::kInt, false},
               // > 0: one weight scale per group of this many input columns (the last group
               // may be shorter); wscale is then f32[out, ceil(in / w_group)].
-              {"w_group", K::kInt, false}};
+              {"w_group", K::kInt, false},
+              // 1: operand 3 is the integer zero point per scale, ŵ = s·(q − z); the bias
+              // (if any) is then operand 4.
+              {"w_zero", K::kInt, false}};
     case Op::kSlice: return {{"start", K::kInt, true}, {"end", K::kInt, true}};
     case Op::kRope:
       return {{"num_heads", K::kInt, true},        {"head_dim", K::kInt, true},

@@ -257,7 +257,24 @@ Status FakeQuantSession::Impl::load_qlinear(
                               s, "; weight scales must be finite with |s| >= 1e-8");
     }
   }
-  if (n.operands.size() > 3) p.bias = by_name.at(n.operands[3].weight);
+  size_t bias_at = 3;
+  if (n.attrs.get_int("w_zero", 0) == 1) {  // ŵ = s·(q − z): the zero points share the codes' range
+    bias_at = 4;
+    const std::vector<float>& zeros = by_name.at(n.operands[3].weight);
+    if (zeros.size() != p.wscale.size()) {
+      return invalid_argument(node_label(n), ": ", zeros.size(), " zero points for ", p.wscale.size(), " scales");
+    }
+    p.wzero.resize(zeros.size());
+    for (size_t i = 0; i < zeros.size(); ++i) {
+      const double z = zeros[i];
+      if (z != std::nearbyint(z) || z < -hi - 1.0 || z > hi) {
+        return invalid_argument(node_label(n), ": zero point '", n.operands[3].weight, "' element ", i, " is ", z,
+                                ", not an integer in [", -hi - 1.0, ", ", hi, "] for w_bits ", w_bits);
+      }
+      p.wzero[i] = static_cast<int32_t>(z);
+    }
+  }
+  if (n.operands.size() > bias_at) p.bias = by_name.at(n.operands[bias_at].weight);
   return ok_status();
 }
 

@@ -76,6 +76,8 @@ float per_token_scale(const float* x, int64_t n, int bits) {
 
 void qlinear(const float* x, int64_t s, const QLinear& p, float* y) {
   std::vector<int32_t> qx(static_cast<size_t>(p.in));
+  // Σ q_x per weight group, for the zero-point correction.
+  std::vector<int64_t> code_sum(static_cast<size_t>(p.group > 0 ? (p.in + p.group - 1) / p.group : 1));
   for (int64_t t = 0; t < s; ++t) {
     const float* xr = x + t * p.in;
     const float in_scale = p.in_dynamic ? per_token_scale(xr, p.in, p.in_bits) : p.in_scale;
@@ -84,6 +86,8 @@ void qlinear(const float* x, int64_t s, const QLinear& p, float* y) {
     }
     const int64_t group = p.group > 0 ? p.group : p.in;
     const int64_t groups = (p.in + group - 1) / group;
+    std::fill(code_sum.begin(), code_sum.end(), 0);
+    for (int64_t i = 0; i < p.in && !p.wzero.empty(); ++i) code_sum[i / group] += qx[static_cast<size_t>(i)];
     for (int64_t c = 0; c < p.out; ++c) {
       const int32_t* w = p.wq.data() + c * p.in;
       // Per group: an exact integer partial sum, requantized in fp32 and accumulated in
@@ -93,6 +97,8 @@ void qlinear(const float* x, int64_t s, const QLinear& p, float* y) {
         int64_t acc = 0;
         const int64_t end = std::min(p.in, (gi + 1) * group);
         for (int64_t i = gi * group; i < end; ++i) acc += int64_t{qx[static_cast<size_t>(i)]} * w[i];
+        // Zero point: Σ q_x (q_w − z) = Σ q_x q_w − z · Σ q_x, exact in integers.
+        if (!p.wzero.empty()) acc -= int64_t{p.wzero[static_cast<size_t>(c * groups + gi)]} * code_sum[gi];
         const float m = in_scale * p.wscale[static_cast<size_t>(c * groups + gi)];  // fp32(s_x * s_w[c, g])
         const float part = static_cast<float>(acc) * m;
         v = gi == 0 ? part : v + part;

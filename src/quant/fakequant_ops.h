@@ -17,6 +17,7 @@ struct QLinear {
   int64_t out = 0, in = 0;
   std::vector<int32_t> wq;    ///< [out, in] integer codes.
   std::vector<float> wscale;  ///< [out], or [out, groups] when group > 0
+  std::vector<int32_t> wzero; ///< Zero point per scale, or empty (symmetric).
   std::vector<float> bias;    ///< [out] or empty.
   float in_scale = 1.0f;      ///< fp32, as the spec stores scales (static scaling).
   int in_bits = 8;

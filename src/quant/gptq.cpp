@@ -47,20 +47,58 @@ using gptq_detail::resolve_threads;
 
 int qmax_of(int bits) { return (1 << (bits - 1)) - 1; }
 
-double code_of(double w, double s, int qm) {
-  return std::clamp(std::nearbyint(w / s), static_cast<double>(-qm - 1), static_cast<double>(qm));
+/// The code of w: clamp(rne(w / s) + z, −qmax − 1, qmax).
+double code_of(double w, double s, int qm, double z = 0) {
+  return std::clamp(std::nearbyint(w / s) + z, static_cast<double>(-qm - 1), static_cast<double>(qm));
 }
 
-/// Σ |s·q(w) − w|^norm over w[0, len), stopping early once it reaches `bound`.
-double clip_error(const double* w, int64_t len, float s, int qm, double norm, double bound) {
+/// Σ |s·(q(w) − z) − w|^norm over w[0, len), stopping early once it reaches `bound`.
+double clip_error(const double* w, int64_t len, float s, int qm, double norm, double bound, double z = 0) {
   const double ds = s;
   double sum = 0;
   for (int64_t j = 0; j < len; ++j) {
-    const double d = std::fabs(ds * code_of(w[j], ds, qm) - w[j]);
+    const double d = std::fabs(ds * (code_of(w[j], ds, qm, z) - z) - w[j]);
     sum += norm == 2.0 ? d * d : std::pow(d, norm);
     if (sum >= bound) break;
   }
   return sum;
+}
+
+/// A scale and its zero point.
+struct ScaleZero {
+  float scale = 1e-8f;
+  int zero = 0;
+};
+
+/// The asymmetric parameters of w[0, len) (docs/numerics.md): the range [lo, hi] =
+/// [min(min w, 0), max(max w, 0)] shrunk by p = 1 (p = 1, 1 − 1/grid, ... with
+/// mse_clip), s = fp32(p·(hi − lo) / (2^b − 1)) (≥ 1e-8), z = clamp(rne(−p·lo / s), 0,
+/// 2^b − 1) − 2^(b−1) in the signed code range; the first with the least error wins.
+ScaleZero segment_affine(const double* w, int64_t len, int bits, const GptqOptions& o) {
+  const int qm = qmax_of(bits);
+  double lo = 0, hi = 0;
+  for (int64_t j = 0; j < len; ++j) {
+    lo = std::min(lo, w[j]);
+    hi = std::max(hi, w[j]);
+  }
+  if (hi - lo == 0) return {};
+  const double levels = static_cast<double>((int64_t{1} << bits) - 1);
+  const double norm = o.mse_clip ? o.mse_norm : 2.0;
+  const int steps = o.mse_clip ? static_cast<int>(o.mse_max_shrink * o.mse_grid + 1e-9) : 1;
+  ScaleZero best;
+  double best_err = std::numeric_limits<double>::infinity();
+  for (int i = 0; i < std::max(steps, 1); ++i) {
+    const double p = 1.0 - static_cast<double>(i) / o.mse_grid;
+    const float s = std::max(static_cast<float>(p * (hi - lo) / levels), 1e-8f);
+    const double zu = std::clamp(std::nearbyint(-p * lo / static_cast<double>(s)), 0.0, levels);
+    const double z = zu - static_cast<double>(qm + 1);
+    const double err = clip_error(w, len, s, qm, norm, best_err, z);
+    if (err < best_err) {
+      best_err = err;
+      best = {s, static_cast<int>(z)};
+    }
+  }
+  return best;
 }
 
 /// The scale of the weights w[0, len) (docs/numerics.md): the candidates
@@ -93,21 +131,28 @@ float segment_scale(const double* w, int64_t len, int bits, const GptqOptions& o
   return best;
 }
 
-/// Scales [out, groups] of W (fp64, original column order).
-std::vector<float> compute_scales(const std::vector<double>& W, int64_t out, int64_t in,
-                                  const GptqOptions& o, int threads) {
+/// Scales (and zero points when o.zero_point) [out, groups] of W (fp64, original column order).
+void compute_params(const std::vector<double>& W, int64_t out, int64_t in, const GptqOptions& o, int threads,
+                    GptqResult& r) {
   const int64_t gs = o.group_size > 0 ? o.group_size : in;
   const int64_t groups = (in + gs - 1) / gs;
-  std::vector<float> scales(static_cast<size_t>(out * groups));
+  r.scales.assign(static_cast<size_t>(out * groups), 0.0f);
+  r.zeros.assign(o.zero_point ? static_cast<size_t>(out * groups) : 0, 0);
   parallel_chunks(out, 16, threads, [&](int64_t a, int64_t b) {
-    for (int64_t r = a; r < b; ++r) {
+    for (int64_t row = a; row < b; ++row) {
       for (int64_t g = 0; g < groups; ++g) {
         const int64_t c0 = g * gs, len = std::min(gs, in - c0);
-        scales[r * groups + g] = segment_scale(W.data() + r * in + c0, len, o.bits, o);
+        const double* w = W.data() + row * in + c0;
+        if (o.zero_point) {
+          const ScaleZero sz = segment_affine(w, len, o.bits, o);
+          r.scales[row * groups + g] = sz.scale;
+          r.zeros[row * groups + g] = static_cast<int8_t>(sz.zero);
+        } else {
+          r.scales[row * groups + g] = segment_scale(w, len, o.bits, o);
+        }
       }
     }
   });
-  return scales;
 }
 
 Status check_inputs(const std::vector<float>& W, int64_t out, int64_t in, const GptqOptions& o) {
@@ -169,12 +214,16 @@ float GptqResult::scale(int64_t row, int64_t col) const {
   return scales[row * groups() + (group_size > 0 ? col / group_size : 0)];
 }
 
+int GptqResult::zero(int64_t row, int64_t col) const {
+  return zeros.empty() ? 0 : zeros[row * groups() + (group_size > 0 ? col / group_size : 0)];
+}
+
 std::vector<float> dequantize(const GptqResult& r) {
   std::vector<float> w(r.codes.size());
   for (int64_t row = 0; row < r.out; ++row) {
     for (int64_t c = 0; c < r.in; ++c) {
       const int64_t k = row * r.in + c;
-      w[k] = static_cast<float>(static_cast<double>(r.scale(row, c)) * r.codes[k]);
+      w[k] = static_cast<float>(static_cast<double>(r.scale(row, c)) * (r.codes[k] - r.zero(row, c)));
     }
   }
   return w;
@@ -245,11 +294,11 @@ StatusOr<GptqResult> rtn_quantize(const std::vector<float>& W, int64_t out, int6
   const int threads = resolve_threads(options.num_threads);
   const std::vector<double> wd(W.begin(), W.end());
   GptqResult r = make_result(out, in, options);
-  r.scales = compute_scales(wd, out, in, options, threads);
+  compute_params(wd, out, in, options, threads, r);
   const int qm = qmax_of(options.bits);
   for (int64_t row = 0; row < out; ++row) {
     for (int64_t c = 0; c < in; ++c) {
-      r.codes[row * in + c] = static_cast<int8_t>(code_of(wd[row * in + c], r.scale(row, c), qm));
+      r.codes[row * in + c] = static_cast<int8_t>(code_of(wd[row * in + c], r.scale(row, c), qm, r.zero(row, c)));
     }
   }
   return r;
@@ -292,7 +341,7 @@ StatusOr<GptqResult> gptq_quantize(const std::vector<float>& W, int64_t out, int
     ++r.dead_columns;
     for (int64_t row = 0; row < out; ++row) wd[row * n + i] = 0;
   }
-  r.scales = compute_scales(wd, out, n, o, threads);
+  compute_params(wd, out, n, o, threads, r);
 
   std::vector<int64_t> perm(static_cast<size_t>(n));
   std::iota(perm.begin(), perm.end(), 0);
@@ -326,14 +375,17 @@ StatusOr<GptqResult> gptq_quantize(const std::vector<float>& W, int64_t out, int
       for (int64_t row = a; row < b; ++row) {
         double* __restrict w = wp.data() + row * n;
         const float* s_row = r.scales.data() + row * groups;
+        const int8_t* z_row = o.zero_point ? r.zeros.data() + row * groups : nullptr;
         double loss = row_loss[row];
         for (int64_t i = i1; i < i2; ++i) {
           const int64_t col = perm[i];
-          const double s = s_row[o.group_size > 0 ? col / o.group_size : 0];
-          const double code = code_of(w[i], s, qm);
+          const int64_t g = o.group_size > 0 ? col / o.group_size : 0;
+          const double s = s_row[g];
+          const double z = z_row != nullptr ? z_row[g] : 0;
+          const double code = code_of(w[i], s, qm, z);
           r.codes[row * n + col] = static_cast<int8_t>(code);
           const double* __restrict u = U + i * n;
-          const double e = (w[i] - s * code) / u[i];
+          const double e = (w[i] - s * (code - z)) / u[i];
           loss += e * e;
           for (int64_t j = i + 1; j < i2; ++j) w[j] -= e * u[j];
           err_neg[(row - a) * cnt + (i - i1)] = -e;

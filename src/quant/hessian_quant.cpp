@@ -8,7 +8,7 @@
 // again with the current weights (the earlier groups already quantized), the group's
 // input activations are accumulated into one Hessian, and every linear of the group is
 // quantized with gptq_quantize() at the bits linear_bits() gives it (16: left in float),
-// one scale per output channel (docs/numerics.md has no group scales). The codes go to
+// with the scales (and zero points) of bit.weightGroupSize / bit.weightZeroPoint. The codes go to
 // ctx.fixed (quantize_rtn uses them instead of round-to-nearest) and the dequantized
 // weights are written back to ctx.weights, so the next group, the next block (advance
 // runs the quantized segment) and the final calibration see the quantized model.
@@ -81,6 +81,7 @@ class HessianQuant final : public Pass {
     gopt.block_size = attr.block_size();
     gopt.perc_damp = attr.perc_damp();
     gopt.mse_clip = attr.mse_clip();
+    gopt.zero_point = ctx.options->bit().weight_zero_point();
     if (gopt.block_size < 1) return invalid_argument("hessianQuant: blockSize ", gopt.block_size, " is not >= 1");
     if (!(gopt.perc_damp > 0.0 && gopt.perc_damp <= 1.0)) {
       return invalid_argument("hessianQuant: percDamp ", gopt.perc_damp, " is not in (0, 1]");
@@ -186,6 +187,7 @@ class HessianQuant final : public Pass {
           fw.bits = t.bits;
           fw.codes = std::move(r.codes);
           fw.scales = std::move(r.scales);
+          fw.zeros = std::move(r.zeros);
           (*ctx.fixed)[t.name] = std::move(fw);
           rewrite_weight(ctx, t.weight, std::move(deq));
           events::progress("gptq", ++done, total);

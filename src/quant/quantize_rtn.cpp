@@ -121,6 +121,7 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
       const int64_t groups = group > 0 ? (cols + group - 1) / group : 1;
       std::vector<int8_t> q(static_cast<size_t>(rows * cols));
       std::vector<float> scale(static_cast<size_t>(rows * groups));
+      std::vector<int8_t> zero;  // empty: symmetric
       const FixedWeights* chosen = nullptr;
       if (fixed != nullptr) {
         auto it = fixed->find(n.name);
@@ -132,8 +133,13 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
                                 chosen->codes.size(), " codes do not match ", bits.weight, "-bit [", rows, ", ",
                                 cols, "]");
         }
+        if (!chosen->zeros.empty() && chosen->zeros.size() != scale.size()) {
+          return internal_error("node '", n.name, "': ", chosen->zeros.size(), " zero points for ", scale.size(),
+                                " scales");
+        }
         q = chosen->codes;
         scale = chosen->scales;
+        zero = chosen->zeros;
       } else {
         QBC_RETURN_IF_ERROR(weights(*wt, &w).with_context("node '", n.name, "'"));
       }
@@ -141,11 +147,13 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
         GptqOptions o;
         o.bits = bits.weight;
         o.group_size = group;
+        o.zero_point = options.bit().weight_zero_point();
         o.num_threads = 1;
         StatusOr<GptqResult> rq = rtn_quantize(w, rows, cols, o);
         if (!rq.ok()) return rq.status().with_context("node '", n.name, "'");
         q = std::move(rq->codes);
         scale = std::move(rq->scales);
+        zero = std::move(rq->zeros);
       }
       const std::vector<int64_t> scale_shape = group > 0 ? std::vector<int64_t>{rows, groups} : std::vector<int64_t>{rows};
       const std::string wq = n.name + ".wq", ws = n.name + ".wscale";
@@ -154,20 +162,38 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
       tq.dtype = frontend::DType::kI8;
       tq.shape = {rows, cols};
       tq.data.assign(reinterpret_cast<const uint8_t*>(q.data()), reinterpret_cast<const uint8_t*>(q.data()) + q.size());
-      frontend::TensorToWrite ts = frontend::make_tensor(ws, frontend::DType::kF32, scale_shape, scale);
-      if (sink) {
-        QBC_RETURN_IF_ERROR(sink(std::move(tq)));
-        QBC_RETURN_IF_ERROR(sink(std::move(ts)));
-      } else {
-        r.sidecar.push_back(std::move(tq));
-        r.sidecar.push_back(std::move(ts));
+      std::vector<frontend::TensorToWrite> tensors;
+      tensors.push_back(std::move(tq));
+      tensors.push_back(frontend::make_tensor(ws, frontend::DType::kF32, scale_shape, scale));
+      const std::string wz = n.name + ".wzero";
+      if (!zero.empty()) {
+        frontend::TensorToWrite tz;
+        tz.name = wz;
+        tz.dtype = frontend::DType::kI8;
+        tz.shape = scale_shape;
+        tz.data.assign(reinterpret_cast<const uint8_t*>(zero.data()),
+                       reinterpret_cast<const uint8_t*>(zero.data()) + zero.size());
+        tensors.push_back(std::move(tz));
       }
-      out.add_weight(ir::Weight{wq, ir::TensorType{bits.weight == 4 ? ir::DType::kI4 : ir::DType::kI8, {rows, cols}},
-                                ir::WeightSource::kSidecar, wq, ir::WeightRole::kParameter});
+      for (frontend::TensorToWrite& t : tensors) {
+        if (sink) {
+          QBC_RETURN_IF_ERROR(sink(std::move(t)));
+        } else {
+          r.sidecar.push_back(std::move(t));
+        }
+      }
+      const ir::DType code_type = bits.weight == 4 ? ir::DType::kI4 : ir::DType::kI8;
+      out.add_weight(ir::Weight{wq, ir::TensorType{code_type, {rows, cols}}, ir::WeightSource::kSidecar, wq,
+                                ir::WeightRole::kParameter});
       out.add_weight(ir::Weight{ws, ir::TensorType{ir::DType::kF32, scale_shape}, ir::WeightSource::kSidecar, ws,
                                 ir::WeightRole::kParameter});
       const std::string old_weight = n.operands[1].weight;
       std::vector<ir::Operand> ops = {n.operands[0], ir::Operand::of_weight(wq), ir::Operand::of_weight(ws)};
+      if (!zero.empty()) {
+        out.add_weight(ir::Weight{wz, ir::TensorType{code_type, scale_shape}, ir::WeightSource::kSidecar, wz,
+                                  ir::WeightRole::kParameter});
+        ops.push_back(ir::Operand::of_weight(wz));
+      }
       if (n.operands.size() == 3) ops.push_back(n.operands[2]);
       n.op = ir::Op::kQLinear;
       n.operands = std::move(ops);
@@ -177,6 +203,7 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
       if (per_token) n.attrs.set("in_dynamic", int64_t{1});
       n.attrs.set("w_bits", int64_t{bits.weight});
       if (group > 0) n.attrs.set("w_group", group);
+      if (!zero.empty()) n.attrs.set("w_zero", int64_t{1});
       n.attrs.set("out_fp16", int64_t{n.part == ir::Part::kHead ? 0 : 1});
       out.remove_weight(old_weight);
       ++r.quantized_linears;

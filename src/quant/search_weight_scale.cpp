@@ -451,9 +451,12 @@ class SearchWeightScale final : public Pass {
     // 5. Clip search on the folded weights, with the folded inputs X / s.
     for (size_t gi = 0; gi < groups.size(); ++gi) {
       for (const Member& m : groups[gi].members) {
-        // The clip search chooses one scale per row; with group scales (bit.weightGroupSize)
-        // round-to-nearest or GPTQ chooses the integers of the folded weights instead.
-        if (!m.fix || weight_group(*ctx.options, w[m.weight].cols) > 0) continue;
+        // The clip search chooses one symmetric scale per row; with group scales
+        // (bit.weightGroupSize) or zero points (bit.weightZeroPoint) round-to-nearest or
+        // GPTQ chooses the integers of the folded weights instead.
+        if (!m.fix || weight_group(*ctx.options, w[m.weight].cols) > 0 || ctx.options->bit().weight_zero_point()) {
+          continue;
+        }
         std::vector<double> inv(scales[gi].size());
         for (size_t c = 0; c < inv.size(); ++c) inv[c] = 1.0 / scales[gi][c];
         (*ctx.fixed)[m.node] = clip(errs[gi], w[m.weight], inv, m.bits);

@@ -77,6 +77,19 @@ TEST(QuantizeCli, BitsAndOverridesReachTheGraph) {
   const std::string gg = run_qbc("inspect --graph " + shell_quote(dir / "g.mblt")).out;
   EXPECT_NE(gg.find("@blk.0.ffn.down_proj.wscale : f32[64,6]"), std::string::npos);  // 172 inputs: 6 groups
   EXPECT_NE(gg.find("w_group = 32"), std::string::npos);
+  // Zero points: an i4/i8 zero-point tensor shaped like the scales, w_zero on the node,
+  // and the result evaluates.
+  auto zq = run_qbc("quantize " + shell_quote(hf) + " --use-random-calib --set calibration.numSamples=2 "
+                    "--set calibration.seqLength=16 --set bit.weightGroupSize=32 --set bit.weightZeroPoint=true "
+                    "--set bit.transformer.weight.ffn=4 -o " + shell_quote(dir / "z.mblt"));
+  ASSERT_EQ(zq.exit_code, 0) << zq.err;
+  const std::string gz = run_qbc("inspect --graph " + shell_quote(dir / "z.mblt")).out;
+  EXPECT_NE(gz.find("@blk.0.ffn.down_proj.wzero : i4[64,6]"), std::string::npos) << gz.substr(0, 2000);
+  EXPECT_NE(gz.find("@blk.0.attn.q_proj.wzero : i8[64,2]"), std::string::npos);
+  EXPECT_NE(gz.find("w_zero = 1"), std::string::npos);
+  auto ze = run_qbc("run " + shell_quote(dir / "z.mblt") + " --prompt " + shell_quote("Once upon a time") +
+                    " -n 4");
+  EXPECT_EQ(ze.exit_code, 0) << ze.err;
   auto bad = run_qbc("quantize " + shell_quote(hf) + " --use-random-calib --set bit.activationScaling=dynamic -o " +
                      shell_quote(dir / "b.mblt"));
   EXPECT_EQ(bad.exit_code, 2);

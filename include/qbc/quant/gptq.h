@@ -84,6 +84,8 @@ struct GptqOptions {
   int mse_grid = 100;
   /// Largest shrink tried by the MSE search (i < mse_max_shrink · mse_grid).
   double mse_max_shrink = 0.8;
+  /// Asymmetric: an integer zero point z per scale, ŵ = s · (q − z) (docs/numerics.md).
+  bool zero_point = false;
   /// Worker threads; 0 = one per hardware thread. Results do not depend on it.
   int num_threads = 0;
 };
@@ -101,6 +103,9 @@ struct GptqResult {
   /// [g·group_size, min((g+1)·group_size, in)).
   std::vector<float> scales;
 
+  /// Zero points [out, groups()] in the code range when zero_point, else empty (z = 0).
+  std::vector<int8_t> zeros;
+
   // Statistics of the GPTQ run (zero for rtn_quantize).
   double damp = 0;           ///< The damping λ actually added to diag(H).
   double damp_fraction = 0;  ///< λ / mean(diag H) (perc_damp · 10^retries).
@@ -116,6 +121,8 @@ struct GptqResult {
   int64_t groups() const;
   /// The scale of weight (row, col).
   float scale(int64_t row, int64_t col) const;
+  /// The zero point of weight (row, col) (0 when symmetric).
+  int zero(int64_t row, int64_t col) const;
 };
 
 /// Which end of the two's-complement code range [−qmax−1, qmax] a row's (or
@@ -133,7 +140,7 @@ enum class ScaleEnd {
 /// in fp64 rounded once to fp32; the magnitude is kept ≥ 1e-8 and the sign set by `end`.
 float extreme_scale(double e, double p, int bits, ScaleEnd end);
 
-/// Ŵ[out, in] = scale · code, each computed in fp64 and rounded to fp32.
+/// Ŵ[out, in] = scale · (code − zero), each computed in fp64 and rounded to fp32.
 std::vector<float> dequantize(const GptqResult& r);
 
 /// Round-to-nearest quantization of `W[out, in]` with the scale rule of

@@ -57,6 +57,7 @@ struct FixedWeights {
   int bits = 8;
   std::vector<int8_t> codes;
   std::vector<float> scales;
+  std::vector<int8_t> zeros;  ///< One per scale, or empty: symmetric (z = 0).
 };
 /// By linear node name.
 using FixedWeightMap = std::map<std::string, FixedWeights>;

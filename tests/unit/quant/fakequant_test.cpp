@@ -73,6 +73,7 @@ struct Tiny {
 
 struct QLinearCase {
   std::vector<float> wq, wscale, bias;
+  std::vector<float> wzero;  ///< Zero points shaped like wscale, or empty (symmetric).
   int64_t out = 0, in = 0;
   double in_scale = 1.0;
   int in_bits = 8, w_bits = 8;
@@ -90,6 +91,12 @@ StatusOr<std::unique_ptr<FakeQuantSession>> qlinear_session(const QLinearCase& c
   }
   std::vector<ir::Operand> ops = {ir::Operand::of(t.x), ir::Operand::of_weight("proj.wq"),
                                   ir::Operand::of_weight("proj.wscale")};
+  if (!c.wzero.empty()) {
+    const std::vector<int64_t> dims = c.w_group > 0 ? std::vector<int64_t>{c.out, (c.in + c.w_group - 1) / c.w_group}
+                                                    : std::vector<int64_t>{c.out};
+    t.add_weight("proj.wzero", DType::kI8, dims, c.wzero);
+    ops.push_back(ir::Operand::of_weight("proj.wzero"));
+  }
   if (!c.bias.empty()) {
     t.add_weight("proj.bias", DType::kF32, {c.out}, c.bias);
     ops.push_back(ir::Operand::of_weight("proj.bias"));
@@ -101,6 +108,7 @@ StatusOr<std::unique_ptr<FakeQuantSession>> qlinear_session(const QLinearCase& c
   a.set("out_fp16", int64_t{c.out_fp16 ? 1 : 0});
   if (c.in_dynamic) a.set("in_dynamic", int64_t{1});
   if (c.w_group > 0) a.set("w_group", c.w_group);
+  if (!c.wzero.empty()) a.set("w_zero", int64_t{1});
   QBC_ASSIGN_OR_RETURN(ir::ValueId y, t.b.make(ir::Op::kQLinear, "proj", ops, a, "m.proj"));
   t.g.add_output(y);
   return FakeQuantSession::create(t.g, map_reader(t.weights));
@@ -284,6 +292,69 @@ TEST(FakeQuantQLinear, GroupScalesRequantizeEachPartialSumInGroupOrder) {
                                                ir::Operand::of_weight("proj.wscale")}, a, "m.proj");
   ASSERT_FALSE(y.ok());
   EXPECT_TRUE(::qbc::testing::contains(y.status().message(), "must be f32[2,3] for w_group 2")) << y.status().message();
+}
+
+// Zero points (numerics.md): each group's accumulator is Σ q_x·q_w − z·Σ q_x, which
+// equals Σ q_x·(q_w − z) exactly; the bias follows the zero-point operand.
+TEST(FakeQuantQLinear, ZeroPointsSubtractTheGroupCodeSum) {
+  QLinearCase c;
+  c.in = 5;  // groups [0, 2), [2, 4), [4, 5)
+  c.out = 2;
+  c.w_group = 2;
+  c.w_bits = 4;
+  c.in_scale = 0.5;
+  c.out_fp16 = false;
+  c.wq = {-8, 7, 3, 0, 5, -1, -2, -3, -4, 7};
+  c.wscale = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f};
+  c.wzero = {-8, 3, 0, 7, -1, -5};
+  c.bias = {0.25f, -1.0f};
+  const std::vector<float> x = {1.0f, -2.0f, 0.5f, 1.5f, 3.0f};  // codes [2, -4, 1, 3, 6]
+  const int64_t codes[5] = {2, -4, 1, 3, 6};
+  std::vector<float> want;
+  for (int ch = 0; ch < 2; ++ch) {
+    float v = 0;
+    for (int g = 0; g < 3; ++g) {
+      int64_t acc = 0;  // the definition: codes against (q_w - z)
+      for (int i = 2 * g; i < std::min(5, 2 * g + 2); ++i) {
+        acc += codes[i] * (static_cast<int64_t>(c.wq[ch * 5 + i]) - static_cast<int64_t>(c.wzero[ch * 3 + g]));
+      }
+      volatile float m = 0.5f * c.wscale[static_cast<size_t>(ch * 3 + g)];
+      volatile float part = static_cast<float>(acc) * m;
+      volatile float sum = g == 0 ? part : v + part;
+      v = sum;
+    }
+    volatile float b = v + c.bias[static_cast<size_t>(ch)];
+    want.push_back(static_cast<float>(b));
+  }
+  const std::vector<float> y = run_qlinear(c, x, 1);
+  EXPECT_EQ(y, want);
+  QLinearCase sym = c;
+  sym.wzero.clear();
+  EXPECT_NE(run_qlinear(sym, x, 1), want);  // the zero points really enter
+  // A zero point outside the 4-bit code range is refused, naming the node.
+  c.wzero[4] = 8;
+  Tiny t(c.in);
+  auto s = qlinear_session(c, t);
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(::qbc::testing::contains(s.status().message(), "'proj'")) << s.status().message();
+  EXPECT_TRUE(::qbc::testing::contains(s.status().message(), "zero point")) << s.status().message();
+  // A zero-point tensor not shaped like the scales is refused by the verifier.
+  Tiny t2(c.in);
+  t2.add_weight("proj.wq", DType::kI8, {c.out, c.in}, c.wq);
+  t2.add_weight("proj.wscale", DType::kF32, {c.out, 3}, c.wscale);
+  t2.add_weight("proj.wzero", DType::kI8, {c.out}, {0.0f, 0.0f});
+  ir::Attrs a;
+  a.set("in_scale", 0.5);
+  a.set("in_bits", int64_t{8});
+  a.set("w_bits", int64_t{4});
+  a.set("out_fp16", int64_t{0});
+  a.set("w_group", int64_t{2});
+  a.set("w_zero", int64_t{1});
+  auto y2 = t2.b.make(ir::Op::kQLinear, "proj", {ir::Operand::of(t2.x), ir::Operand::of_weight("proj.wq"),
+                                                 ir::Operand::of_weight("proj.wscale"),
+                                                 ir::Operand::of_weight("proj.wzero")}, a, "m.proj");
+  ASSERT_FALSE(y2.ok());
+  EXPECT_TRUE(::qbc::testing::contains(y2.status().message(), "shaped like the scale")) << y2.status().message();
 }
 
 TEST(FakeQuantQLinear, FourBitWeightsUseMinusEightToSeven) {

@@ -328,6 +328,75 @@ TEST(Rtn, LongEndLowersTheWeightError) {
   EXPECT_LT(total_rule, 0.95 * total_abs);
 }
 
+// Zero points: the affine rule of docs/numerics.md, per group; codes and zeros in the
+// signed code range, ŵ = s·(q − z).
+TEST(Rtn, ZeroPointFollowsTheAffineRule) {
+  Problem p = make_problem(32, 64, 4, 12);
+  for (int64_t row = 0; row < p.out; row += 2) {  // every other row skewed: all weights >= -0.01
+    for (int64_t c = 0; c < p.in; ++c) p.W[row * p.in + c] = std::fabs(p.W[row * p.in + c]) - 0.01f;
+  }
+  GptqOptions o;
+  o.bits = 4;
+  o.group_size = 32;
+  o.zero_point = true;
+  const GptqResult r = *rtn_quantize(p.W, p.out, p.in, o);
+  ASSERT_EQ(r.zeros.size(), r.scales.size());
+  GptqOptions sym = o;
+  sym.zero_point = false;
+  const GptqResult rs = *rtn_quantize(p.W, p.out, p.in, sym);
+  EXPECT_TRUE(rs.zeros.empty());
+  const std::vector<float> wa = dequantize(r), ws = dequantize(rs);
+  double err_a = 0, err_s = 0;
+  for (int64_t row = 0; row < p.out; ++row) {
+    for (int64_t g = 0; g < 2; ++g) {
+      double lo = 0, hi = 0;
+      for (int64_t c = 32 * g; c < 32 * (g + 1); ++c) {
+        lo = std::min(lo, static_cast<double>(p.W[row * p.in + c]));
+        hi = std::max(hi, static_cast<double>(p.W[row * p.in + c]));
+      }
+      const float s = std::max(static_cast<float>((hi - lo) / 15.0), 1e-8f);
+      const double z = std::clamp(std::nearbyint(-lo / s), 0.0, 15.0) - 8.0;
+      ASSERT_EQ(r.scales[row * 2 + g], s) << row << "," << g;
+      ASSERT_EQ(r.zeros[row * 2 + g], static_cast<int8_t>(z)) << row << "," << g;
+      for (int64_t c = 32 * g; c < 32 * (g + 1); ++c) {
+        const int64_t k = row * p.in + c;
+        const double q = std::clamp(std::nearbyint(p.W[k] / s) + z, -8.0, 7.0);
+        ASSERT_EQ(r.codes[k], static_cast<int8_t>(q));
+        ASSERT_EQ(wa[k], static_cast<float>(static_cast<double>(s) * (q - z)));
+        err_a += (wa[k] - p.W[k]) * (wa[k] - p.W[k]);
+        err_s += (ws[k] - p.W[k]) * (ws[k] - p.W[k]);
+      }
+    }
+  }
+  EXPECT_LT(err_a, 0.8 * err_s);  // the skewed rows make the symmetric grid waste half its codes
+}
+
+// GPTQ with zero points: codes and zeros in range, and a lower output error than
+// symmetric GPTQ on rows whose weights are skewed.
+TEST(Gptq, ZeroPointsLowerTheOutputErrorOnSkewedRows) {
+  Problem p = make_problem(32, 64, 512, 13);
+  for (float& w : p.W) w = std::fabs(w) + 0.02f;
+  GptqOptions o;
+  o.bits = 4;
+  o.group_size = 32;
+  o.zero_point = true;
+  StatusOr<GptqResult> a = gptq_quantize(p.W, p.out, p.in, hessian_of(p), o);
+  QBC_ASSERT_OK(a);
+  o.zero_point = false;
+  StatusOr<GptqResult> b = gptq_quantize(p.W, p.out, p.in, hessian_of(p), o);
+  QBC_ASSERT_OK(b);
+  ASSERT_EQ(a->zeros.size(), a->scales.size());
+  for (int8_t z : a->zeros) {
+    EXPECT_GE(z, -8);
+    EXPECT_LE(z, 7);
+  }
+  for (int8_t q : a->codes) {
+    EXPECT_GE(q, -8);
+    EXPECT_LE(q, 7);
+  }
+  EXPECT_LT(output_mse(p, dequantize(*a)), 0.7 * output_mse(p, dequantize(*b)));
+}
+
 // The MSE grid search never does worse than absmax on its own objective.
 TEST(Rtn, MseClipLowersTheWeightError) {
   const Problem p = make_problem(16, 64, 4, 11);
