@@ -22,11 +22,13 @@
 // visits samples in order and HessianAccumulator / gptq_quantize do not depend on the
 // thread count.
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "qbc/quant/block_runner.h"
+#include "qbc/quant/float_target.h"
 #include "qbc/quant/gptq.h"
 #include "qbc/quant/weight_passes.h"
 #include "qbc/support/logging.h"
@@ -143,25 +145,72 @@ class HessianQuant final : public Pass {
     }
 
     const ref::WeightReader reader = ctx.weights->reader();
+    // floatTarget: a second runner carries the float model's stream; each segment reads
+    // its linears' float weights from a snapshot taken before any of them is quantized.
+    std::optional<BlockRunner> float_runner;
+    if (attr.float_target()) {
+      QBC_ASSIGN_OR_RETURN(BlockRunner fr, BlockRunner::create(g, ctx.num_samples, *ctx.samples, ctx.session));
+      float_runner.emplace(std::move(fr));
+    }
+    std::map<std::string, std::vector<float>> float_weights;
+    const ref::WeightReader float_reader = [&](const ir::Weight& w, std::vector<float>* out) -> Status {
+      auto it = float_weights.find(w.name);
+      if (it == float_weights.end()) return reader(w, out);
+      *out = it->second;
+      return ok_status();
+    };
     int64_t done = 0;
     std::vector<float> act;
     std::vector<int64_t> shape;
+    std::vector<std::vector<float>> float_inputs;  // per sample, the group's input in the float model
     for (size_t s = 0; s < runner.num_segments(); ++s) {
+      float_weights.clear();
+      if (float_runner) {
+        for (const Group& grp : plan[s]) {
+          for (const Target& t : grp.linears) {
+            const ir::Weight* w = g.find_weight(t.weight);
+            QBC_RETURN_IF_ERROR(reader(*w, &float_weights[t.weight]).with_context("hessianQuant: '", t.weight, "'"));
+          }
+        }
+      }
       for (const Group& grp : plan[s]) {
         const ir::Weight* w0 = g.find_weight(grp.linears[0].weight);
         const int64_t in = w0->type.dims[1];
+        auto rows_of = [&](const std::vector<float>& a) -> StatusOr<int64_t> {
+          if (a.size() % static_cast<size_t>(in) != 0) {
+            return internal_error("hessianQuant: activation '", grp.input_name, "' of ", a.size(),
+                                  " values is not a multiple of ", in, " features");
+          }
+          return static_cast<int64_t>(a.size()) / in;
+        };
+        if (float_runner) {
+          float_inputs.assign(ctx.num_samples, {});
+          QBC_RETURN_IF_ERROR(float_runner->run(s, float_reader, [&](size_t sample, ref::Session& session) -> Status {
+            return session.activation(grp.input_name, &float_inputs[sample], &shape)
+                .with_context("hessianQuant: float input '", grp.input_name, "'");
+          }));
+        }
         HessianAccumulator acc(in);
+        CrossAccumulator cross(float_runner ? in : 0);
         QBC_RETURN_IF_ERROR(runner.run(s, reader, [&](size_t sample, ref::Session& session) -> Status {
           QBC_RETURN_IF_ERROR(session.activation(grp.input_name, &act, &shape)
                                   .with_context("hessianQuant: input '", grp.input_name, "'"));
-          if (act.size() % static_cast<size_t>(in) != 0) {
-            return internal_error("hessianQuant: activation '", grp.input_name, "' of ", act.size(),
-                                  " values is not a multiple of ", in, " features");
+          QBC_ASSIGN_OR_RETURN(const int64_t rows, rows_of(act));
+          QBC_RETURN_IF_ERROR(acc.add(act.data(), rows)
+                                  .with_context("hessianQuant: sample ", sample, ", input '", grp.input_name, "'"));
+          if (!float_runner) return ok_status();
+          if (float_inputs[sample].size() != act.size()) {
+            return internal_error("hessianQuant: float and quantized inputs of '", grp.input_name, "' differ in size");
           }
-          return acc.add(act.data(), static_cast<int64_t>(act.size()) / in)
-              .with_context("hessianQuant: sample ", sample, ", input '", grp.input_name, "'");
+          Status st = cross.add(float_inputs[sample].data(), act.data(), rows);
+          std::vector<float>().swap(float_inputs[sample]);
+          return st.with_context("hessianQuant: sample ", sample, ", input '", grp.input_name, "'");
         }));
         QBC_ASSIGN_OR_RETURN(std::vector<double> H, acc.hessian());
+        std::vector<double> C;
+        if (float_runner) {
+          QBC_ASSIGN_OR_RETURN(C, cross.cross());
+        }
         for (size_t li = 0; li < grp.linears.size(); ++li) {
           const Target& t = grp.linears[li];
           QBC_ASSIGN_OR_RETURN(Matrix m, read_matrix(ctx, t.weight));
@@ -169,6 +218,11 @@ class HessianQuant final : public Pass {
             return internal_error("hessianQuant: '", t.name, "' has ", m.cols, " inputs, its group ", in);
           }
           std::vector<float> W(m.v.begin(), m.v.end());
+          if (float_runner) {
+            StatusOr<std::vector<float>> wt = float_target_weights(W, m.rows, m.cols, H, C, gopt.perc_damp);
+            if (!wt.ok()) return wt.status().with_context("hessianQuant: float target of '", t.name, "'");
+            W = std::move(wt).value();
+          }
           GptqOptions o = gopt;
           o.bits = t.bits;
           o.group_size = weight_group(*ctx.options, m.cols);  // static groups when > 0
@@ -194,6 +248,7 @@ class HessianQuant final : public Pass {
         }
       }
       QBC_RETURN_IF_ERROR(runner.advance(s, reader));
+      if (float_runner) QBC_RETURN_IF_ERROR(float_runner->advance(s, float_reader));
     }
     return true;
   }

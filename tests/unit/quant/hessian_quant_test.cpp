@@ -67,7 +67,9 @@ void expect_fixed_complete(WeightPassRun& r) {
       for (int64_t j = 0; j < cols; ++j) {
         const int q = f.codes[static_cast<size_t>(i * cols + j)];
         if (q < lo || q > hi) ++bad;
-        const float deq = static_cast<float>(static_cast<double>(f.scales[static_cast<size_t>(i)]) * q);
+        const int z = f.zeros.empty() ? 0 : f.zeros[static_cast<size_t>(i)];
+        if (z < lo || z > hi) ++bad;
+        const float deq = static_cast<float>(static_cast<double>(f.scales[static_cast<size_t>(i)]) * (q - z));
         if (deq != data[static_cast<size_t>(i * cols + j)]) ++mismatched;
       }
     }
@@ -112,10 +114,14 @@ TEST(HessianQuant, Stories260kBeatsRoundToNearestAt4Bits) {
   const TransformCase c = ::qbc::testing::transform_cases()[0];
   ASSERT_EQ(c.name, "stories260k");
 
-  WeightPassRun fp, rtn, gptq;
+  WeightPassRun fp, rtn, gptq, ft, zp;
   QBC_ASSERT_OK(setup_weight_pass_run(fp, c, shared, calib, four_bit_options()));
   QBC_ASSERT_OK(setup_weight_pass_run(rtn, c, shared, calib, four_bit_options()));
   QBC_ASSERT_OK(setup_weight_pass_run(gptq, c, shared, calib, four_bit_options()));
+  QBC_ASSERT_OK(setup_weight_pass_run(ft, c, shared, calib, four_bit_options()));
+  config::CompileOptions zero_opts = four_bit_options();
+  zero_opts.mutable_bit()->set_weight_zero_point(true);
+  QBC_ASSERT_OK(setup_weight_pass_run(zp, c, shared, calib, zero_opts));
 
   auto pass = make_hessian_quant(hq_config());
   EXPECT_EQ(pass->name(), "hessianQuant");
@@ -129,6 +135,15 @@ TEST(HessianQuant, Stories260kBeatsRoundToNearestAt4Bits) {
     EXPECT_EQ(f.bits, head ? 8 : 4) << name;
   }
   QBC_ASSERT_OK(apply_rtn(rtn));
+  config::HessianQuantConfig ft_config = hq_config();
+  ft_config.mutable_attributes()->set_float_target(true);
+  QBC_ASSERT_OK(make_hessian_quant(ft_config)->run(ft.ctx));
+  expect_fixed_complete(ft);
+  QBC_ASSERT_OK(make_hessian_quant(hq_config())->run(zp.ctx));
+  expect_fixed_complete(zp);
+  size_t with_zeros = 0;
+  for (const auto& [name, f] : zp.fixed) with_zeros += f.zeros.size() == f.scales.size();
+  EXPECT_EQ(with_zeros, zp.fixed.size());
 
   auto ref_logits = all_logits(fp.model.graph, fp.store->reader(), held_out);
   QBC_ASSERT_OK(ref_logits);
@@ -136,13 +151,23 @@ TEST(HessianQuant, Stories260kBeatsRoundToNearestAt4Bits) {
   QBC_ASSERT_OK(rtn_logits);
   auto gptq_logits = all_logits(gptq.model.graph, gptq.store->reader(), held_out);
   QBC_ASSERT_OK(gptq_logits);
+  auto ft_logits = all_logits(ft.model.graph, ft.store->reader(), held_out);
+  QBC_ASSERT_OK(ft_logits);
+  auto zp_logits = all_logits(zp.model.graph, zp.store->reader(), held_out);
+  QBC_ASSERT_OK(zp_logits);
   const Distance d_rtn = distance(*ref_logits, *rtn_logits, fp.model.vocab);
   const Distance d_gptq = distance(*ref_logits, *gptq_logits, fp.model.vocab);
+  const Distance d_ft = distance(*ref_logits, *ft_logits, fp.model.vocab);
+  const Distance d_zp = distance(*ref_logits, *zp_logits, fp.model.vocab);
   std::printf("stories260K W4 held-out: RTN  KL %.6f  MSE %.6f\n", d_rtn.kl, d_rtn.mse);
   std::printf("stories260K W4 held-out: GPTQ KL %.6f  MSE %.6f\n", d_gptq.kl, d_gptq.mse);
+  std::printf("stories260K W4 held-out: GPTQ floatTarget KL %.6f  MSE %.6f\n", d_ft.kl, d_ft.mse);
+  std::printf("stories260K W4 held-out: GPTQ zero points KL %.6f  MSE %.6f\n", d_zp.kl, d_zp.mse);
   EXPECT_GT(d_rtn.kl, 0.0);
   EXPECT_LT(d_gptq.kl, d_rtn.kl);
   EXPECT_LT(d_gptq.mse, d_rtn.mse);
+  EXPECT_LT(d_ft.kl, d_gptq.kl);  // aiming at the float outputs removes the earlier layers' error
+  EXPECT_LT(d_zp.kl, d_rtn.kl);
 }
 
 TEST(HessianQuant, Deterministic) {

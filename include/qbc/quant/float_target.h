@@ -1,0 +1,49 @@
+// Float-target weight correction for GPTQ (hessianQuant.attributes.floatTarget).
+//
+// GPTQ fits Ŵ to W on the inputs X_q a linear sees in the partly quantized model. Its
+// target W·X_q is not the float model's output W·X_f: the error the earlier layers left
+// in X_q stays. This moves the target first. With, over N calibration rows,
+//   H = (2/N) Σ x_q x_qᵀ   (the GPTQ Hessian)     C = (2/N) Σ x_f x_qᵀ
+// the ridge problem  min_W' ||W X_f − W' X_q||² + λ ||W' − W||²  has the solution
+//   W' = W + W (C − H)(H + λI)⁻¹,   λ = perc_damp · mean(diag H)
+// (W' = W exactly when X_q = X_f), and GPTQ then quantizes W' with H. The idea is
+// GPTAQ's asymmetric calibration (arXiv 2504.02692) applied once per linear.
+//
+// Numerics: fp64 throughout, fixed reduction orders, no fused multiply-adds: the result
+// does not depend on the thread count. Plain C++ (no LibTorch).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "qbc/support/status.h"
+
+namespace qbc::quant {
+
+/// Accumulates C = (2/N) · Σ_n f_n q_nᵀ over N row pairs (f_n, q_n) of `in` features:
+/// row i of C pairs float feature i with quantized feature j. Deterministic like
+/// HessianAccumulator (rows are added in the order given).
+class CrossAccumulator {
+ public:
+  explicit CrossAccumulator(int64_t in, int num_threads = 0);
+  /// Adds `rows` pairs: f[rows, in] (float model) and q[rows, in] (quantized model).
+  Status add(const float* f, const float* q, int64_t rows);
+  int64_t samples() const { return samples_; }
+  /// C as an [in, in] row-major matrix. Fails when no rows were added.
+  StatusOr<std::vector<double>> cross() const;
+
+ private:
+  int64_t in_ = 0;
+  int num_threads_ = 0;
+  int64_t samples_ = 0;
+  std::vector<double> sum_;
+};
+
+/// W' = W + W (C − H)(H + λI)⁻¹ for W[out, in] (row-major), H and C [in, in] from the
+/// same rows; λ = perc_damp · mean(diag H), ×10 on a failed factorisation (as GPTQ).
+/// Columns with H_ii = 0 get no correction.
+StatusOr<std::vector<float>> float_target_weights(const std::vector<float>& W, int64_t out, int64_t in,
+                                                  std::vector<double> H, const std::vector<double>& C,
+                                                  double perc_damp, int num_threads = 0);
+
+}  // namespace qbc::quant

@@ -1,0 +1,122 @@
+// Float-target weight correction (include/qbc/quant/float_target.h).
+//
+// With U = chol((H + λI)⁻¹, upper) from the GPTQ factorisation (UᵀU = (H + λI)⁻¹):
+//   A = W (C − H)      [out, in]
+//   W' = W + (A Uᵀ) U
+// three products of gemm_acc (fixed k order, no FMA), so any thread count gives the
+// same bits.
+#include "qbc/quant/float_target.h"
+
+#include <cmath>
+#include <numeric>
+
+#include "gptq_linalg.h"
+
+namespace qbc::quant {
+
+using gptq_detail::gemm_acc;
+using gptq_detail::inverse_cholesky_upper;
+using gptq_detail::mirror_upper;
+using gptq_detail::parallel_chunks;
+using gptq_detail::permute_symmetric;
+using gptq_detail::resolve_threads;
+
+namespace {
+constexpr int64_t kTile = 256;  // rows per rank-k update
+}  // namespace
+
+CrossAccumulator::CrossAccumulator(int64_t in, int num_threads)
+    : in_(std::max<int64_t>(in, 0)),
+      num_threads_(resolve_threads(num_threads)),
+      sum_(static_cast<size_t>(in_ * in_), 0.0) {}
+
+Status CrossAccumulator::add(const float* f, const float* q, int64_t rows) {
+  if (rows < 0) return invalid_argument("cross moments: negative row count ", rows);
+  if (rows == 0) return ok_status();
+  if (f == nullptr || q == nullptr) return invalid_argument("cross moments: null rows");
+  const int64_t n = in_;
+  for (int64_t k = 0; k < rows * n; ++k) {
+    if (!std::isfinite(f[k]) || !std::isfinite(q[k])) {
+      return invalid_argument("cross moments: row ", samples_ + k / n, " feature ", k % n, " is not finite");
+    }
+  }
+  std::vector<double> ft, qd;  // a tile: f transposed [n, kt], q [kt, n]
+  for (int64_t t0 = 0; t0 < rows; t0 += kTile) {
+    const int64_t kt = std::min(kTile, rows - t0);
+    ft.resize(static_cast<size_t>(kt * n));
+    qd.resize(static_cast<size_t>(kt * n));
+    for (int64_t t = 0; t < kt; ++t) {
+      for (int64_t i = 0; i < n; ++i) {
+        ft[i * kt + t] = f[(t0 + t) * n + i];
+        qd[t * n + i] = q[(t0 + t) * n + i];
+      }
+    }
+    parallel_chunks(n, 64, num_threads_, [&](int64_t a, int64_t b) {
+      gemm_acc(b - a, n, kt, ft.data() + a * kt, kt, qd.data(), n, sum_.data() + a * n, n);
+    });
+  }
+  samples_ += rows;
+  return ok_status();
+}
+
+StatusOr<std::vector<double>> CrossAccumulator::cross() const {
+  if (samples_ == 0) return failed_precondition("cross moments: no calibration rows were added");
+  const double factor = 2.0 / static_cast<double>(samples_);
+  std::vector<double> c(sum_.size());
+  for (size_t k = 0; k < c.size(); ++k) c[k] = sum_[k] * factor;
+  return c;
+}
+
+StatusOr<std::vector<float>> float_target_weights(const std::vector<float>& W, int64_t out, int64_t in,
+                                                  std::vector<double> H, const std::vector<double>& C,
+                                                  double perc_damp, int num_threads) {
+  const int64_t n = in;
+  if (out <= 0 || n <= 0 || static_cast<int64_t>(W.size()) != out * n) {
+    return invalid_argument("float target: weight of ", W.size(), " values is not [", out, ", ", n, "]");
+  }
+  if (static_cast<int64_t>(H.size()) != n * n || static_cast<int64_t>(C.size()) != n * n) {
+    return invalid_argument("float target: H and C must be [", n, ", ", n, "]");
+  }
+  const int threads = resolve_threads(num_threads);
+  // D = C − H, with no correction through dead columns (H_ii = 0: never seen by X_q).
+  std::vector<double> D(static_cast<size_t>(n * n));
+  std::vector<bool> dead(static_cast<size_t>(n), false);
+  for (int64_t i = 0; i < n; ++i) dead[i] = H[i * n + i] == 0;
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < n; ++j) D[i * n + j] = dead[i] || dead[j] ? 0.0 : C[i * n + j] - H[i * n + j];
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    if (dead[i]) H[i * n + i] = 1;
+  }
+  // U = chol((H + λI)⁻¹, upper), no permutation: the reversal J is the GPTQ routine's.
+  std::vector<int64_t> rev(static_cast<size_t>(n));
+  std::iota(rev.rbegin(), rev.rend(), 0);
+  permute_symmetric(H, n, rev, threads);
+  GptqOptions o;
+  o.perc_damp = perc_damp;
+  QBC_ASSIGN_OR_RETURN(const gptq_detail::Damping dmp, inverse_cholesky_upper(H, n, o, rev, threads));
+  (void)dmp;
+  std::vector<double> Ut(static_cast<size_t>(n * n), 0.0), U(static_cast<size_t>(n * n), 0.0);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = i; j < n; ++j) {
+      U[i * n + j] = H[i * n + j];
+      Ut[j * n + i] = H[i * n + j];
+    }
+  }
+  std::vector<double> Wd(W.begin(), W.end()), A(static_cast<size_t>(out * n), 0.0),
+      B(static_cast<size_t>(out * n), 0.0), E(static_cast<size_t>(out * n), 0.0);
+  parallel_chunks(out, 64, threads, [&](int64_t a, int64_t b) {
+    gemm_acc(b - a, n, n, Wd.data() + a * n, n, D.data(), n, A.data() + a * n, n);
+    gemm_acc(b - a, n, n, A.data() + a * n, n, Ut.data(), n, B.data() + a * n, n);
+    gemm_acc(b - a, n, n, B.data() + a * n, n, U.data(), n, E.data() + a * n, n);
+  });
+  std::vector<float> r(W.size());
+  for (size_t k = 0; k < r.size(); ++k) {
+    const double v = Wd[k] + E[k];
+    if (!std::isfinite(v)) return internal_error("float target: non-finite corrected weight at ", k);
+    r[k] = static_cast<float>(v);
+  }
+  return r;
+}
+
+}  // namespace qbc::quant

@@ -1,0 +1,127 @@
+// Tests of the float-target correction (include/qbc/quant/float_target.h): no change
+// when the quantized model's inputs equal the float model's, the ridge solution when
+// they differ (it lowers ||W X_f − W' X_q|| and approaches least squares as the damping
+// goes to 0), dead columns, and determinism across thread counts.
+#include "qbc/quant/float_target.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "qbc/quant/gptq.h"
+#include "test_support.h"
+
+namespace qbc::quant {
+namespace {
+
+struct Data {
+  int64_t out = 0, in = 0, rows = 0;
+  std::vector<float> W, Xf, Xq;  // [out, in], [rows, in], [rows, in]
+};
+
+/// X_q = X_f + a feature-mixing error (what earlier quantized layers leave).
+Data make_data(int64_t out, int64_t in, int64_t rows, float err, uint32_t seed) {
+  Data d{out, in, rows, {}, {}, {}};
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  d.W.resize(static_cast<size_t>(out * in));
+  for (float& v : d.W) v = 0.1f * n(rng);
+  std::vector<float> mix(static_cast<size_t>(in * in));
+  for (float& v : mix) v = err * n(rng) / std::sqrt(static_cast<float>(in));
+  d.Xf.resize(static_cast<size_t>(rows * in));
+  d.Xq.resize(d.Xf.size());
+  for (float& v : d.Xf) v = n(rng);
+  for (int64_t t = 0; t < rows; ++t) {
+    for (int64_t j = 0; j < in; ++j) {
+      double acc = d.Xf[t * in + j];
+      for (int64_t k = 0; k < in; ++k) acc += d.Xf[t * in + k] * mix[k * in + j];
+      d.Xq[t * in + j] = static_cast<float>(acc + 0.01 * n(rng));
+    }
+  }
+  return d;
+}
+
+std::vector<double> hessian(const Data& d, const std::vector<float>& X) {
+  HessianAccumulator acc(d.in);
+  EXPECT_TRUE(acc.add(X.data(), d.rows).ok());
+  return *acc.hessian();
+}
+
+std::vector<double> cross(const Data& d, int threads = 0) {
+  CrossAccumulator acc(d.in, threads);
+  EXPECT_TRUE(acc.add(d.Xf.data(), d.Xq.data(), d.rows).ok());
+  return *acc.cross();
+}
+
+/// Σ_t ||W x_f,t − W' x_q,t||².
+double target_error(const Data& d, const std::vector<float>& Wp) {
+  double e = 0;
+  for (int64_t t = 0; t < d.rows; ++t) {
+    for (int64_t o = 0; o < d.out; ++o) {
+      double a = 0, b = 0;
+      for (int64_t i = 0; i < d.in; ++i) {
+        a += static_cast<double>(d.W[o * d.in + i]) * d.Xf[t * d.in + i];
+        b += static_cast<double>(Wp[o * d.in + i]) * d.Xq[t * d.in + i];
+      }
+      e += (a - b) * (a - b);
+    }
+  }
+  return e;
+}
+
+TEST(CrossAccumulator, EqualsTheNaiveSum) {
+  const Data d = make_data(2, 7, 300, 0.3f, 1);
+  const std::vector<double> c = cross(d);
+  for (int64_t i = 0; i < d.in; ++i) {
+    for (int64_t j = 0; j < d.in; ++j) {
+      double s = 0;
+      for (int64_t t = 0; t < d.rows; ++t) s += static_cast<double>(d.Xf[t * d.in + i]) * d.Xq[t * d.in + j];
+      EXPECT_NEAR(c[i * d.in + j], 2.0 * s / d.rows, 1e-9 * (1 + std::fabs(s)));
+    }
+  }
+  CrossAccumulator empty(3);
+  EXPECT_FALSE(empty.cross().ok());
+  std::vector<float> bad = {1.0f, NAN, 0.0f};
+  EXPECT_FALSE(empty.add(bad.data(), bad.data(), 1).ok());
+}
+
+TEST(FloatTarget, EqualInputsLeaveTheWeightsUnchanged) {
+  Data d = make_data(8, 16, 200, 0.0f, 2);
+  d.Xq = d.Xf;
+  const std::vector<double> H = hessian(d, d.Xq);
+  StatusOr<std::vector<float>> w = float_target_weights(d.W, d.out, d.in, H, cross(d), 0.01);
+  QBC_ASSERT_OK(w);
+  EXPECT_EQ(*w, d.W);
+}
+
+TEST(FloatTarget, MovesTheWeightsTowardsTheFloatOutputs) {
+  const Data d = make_data(8, 16, 400, 0.3f, 3);
+  const std::vector<double> H = hessian(d, d.Xq), C = cross(d);
+  const double before = target_error(d, d.W);
+  StatusOr<std::vector<float>> w = float_target_weights(d.W, d.out, d.in, H, C, 0.01);
+  QBC_ASSERT_OK(w);
+  const double after = target_error(d, *w);
+  EXPECT_LT(after, 0.1 * before);
+  // Less damping: closer to least squares, never worse on the fitted rows.
+  StatusOr<std::vector<float>> w2 = float_target_weights(d.W, d.out, d.in, H, C, 1e-6);
+  QBC_ASSERT_OK(w2);
+  EXPECT_LE(target_error(d, *w2), after * (1 + 1e-9));
+}
+
+TEST(FloatTarget, DeadColumnsAndThreadCounts) {
+  Data d = make_data(5, 12, 300, 0.3f, 4);
+  for (int64_t t = 0; t < d.rows; ++t) d.Xq[t * d.in + 3] = 0.0f;  // column 3 never reaches the layer
+  const std::vector<double> H = hessian(d, d.Xq);
+  StatusOr<std::vector<float>> a = float_target_weights(d.W, d.out, d.in, H, cross(d, 1), 0.01, 1);
+  StatusOr<std::vector<float>> b = float_target_weights(d.W, d.out, d.in, H, cross(d, 3), 0.01, 3);
+  QBC_ASSERT_OK(a);
+  QBC_ASSERT_OK(b);
+  EXPECT_EQ(*a, *b);
+  for (int64_t o = 0; o < d.out; ++o) EXPECT_EQ((*a)[o * d.in + 3], d.W[o * d.in + 3]);  // no correction there
+  EXPECT_FALSE(float_target_weights(d.W, d.out, d.in + 1, H, cross(d), 0.01).ok());
+}
+
+}  // namespace
+}  // namespace qbc::quant
