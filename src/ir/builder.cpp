@@ -121,6 +121,15 @@ StatusOr<TensorType> infer_type(const Graph& g, const Node& n) {
         return invalid_argument(who(n), ": in_bits ", ib, " (8|16), w_bits ", wb, " (4|8), in_scale ",
                                 a.get_float("in_scale"), " (> 0)");
       }
+      const int64_t asym = a.get_int("in_asym", 0);
+      if (asym != 0 && asym != 1) return invalid_argument(who(n), ": in_asym must be 0 or 1, got ", asym);
+      if (asym == 1 && a.get_int("in_dynamic", 0) == 0) {
+        const int64_t z = a.get_int("in_zero", 1 << 20), half = int64_t{1} << (ib - 1);
+        if (z < -half || z >= half) {
+          return invalid_argument(who(n), ": static asymmetric input needs in_zero in [", -half, ", ", half - 1,
+                                  "] for in_bits ", ib);
+        }
+      }
       if (a.has("in_dynamic") && a.get_int("in_dynamic") != 0 && a.get_int("in_dynamic") != 1) {
         return invalid_argument(who(n), ": in_dynamic must be 0 or 1, got ", a.get_int("in_dynamic"));
       }

@@ -19,6 +19,9 @@ std::vector<AttrSpec> attrs_of(Op op) {
               // 1: per-token dynamic input scale (docs/numerics.md); in_scale then only
               // records the calibrated static scale.
               {"in_dynamic", K::kInt, false},
+              // 1: asymmetric input codes, x ≈ s_x·(q − z_x): per token (in_dynamic) or with
+              // the calibrated zero point in_zero (static).
+              {"in_asym", K::kInt, false}, {"in_zero", K::kInt, false},
               // > 0: one weight scale per group of this many input columns (the last group
               // may be shorter); wscale is then f32[out, ceil(in / w_group)].
               {"w_group", K::kInt, false},

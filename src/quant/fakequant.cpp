@@ -118,6 +118,8 @@ Status FakeQuantSession::Impl::prepare_step(Step& st) {
       st.ql.in_bits = static_cast<int>(at.get_int("in_bits"));
       st.ql.out_fp16 = at.get_int("out_fp16") != 0;
       st.ql.in_dynamic = at.has("in_dynamic") && at.get_int("in_dynamic") != 0;
+      st.ql.in_asym = at.get_int("in_asym", 0) == 1;
+      st.ql.in_zero = st.ql.in_asym && !st.ql.in_dynamic ? static_cast<int32_t>(at.get_int("in_zero")) : 0;
       st.ql.group = at.get_int("w_group", 0);
       if (!(st.ql.in_scale > 0.0f) || !std::isfinite(st.ql.in_scale)) {
         return invalid_argument(node_label(n), ": in_scale ", at.get_float("in_scale"),

@@ -74,31 +74,54 @@ float per_token_scale(const float* x, int64_t n, int bits) {
                   kMinScale);
 }
 
+void per_token_affine(const float* x, int64_t n, int bits, float* scale, int32_t* zero) {
+  float lo = 0.0f, hi = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    lo = std::min(lo, x[i]);
+    hi = std::max(hi, x[i]);
+  }
+  const double levels = static_cast<double>((int64_t{1} << bits) - 1);
+  const float s = std::max(static_cast<float>((static_cast<double>(hi) - static_cast<double>(lo)) / levels), kMinScale);
+  const double zu = std::min(std::max(std::nearbyint(-static_cast<double>(lo) / static_cast<double>(s)), 0.0), levels);
+  *scale = s;
+  *zero = static_cast<int32_t>(zu) - static_cast<int32_t>(quant_max(bits) + 1);
+}
+
+int32_t quantize_affine(double x, float scale, int32_t zero, int bits) {
+  const double q = std::nearbyint(x / static_cast<double>(scale)) + zero;
+  const double hi = static_cast<double>(quant_max(bits));
+  if (std::isnan(q)) return zero;
+  return static_cast<int32_t>(std::min(std::max(q, -hi - 1.0), hi));
+}
+
 void qlinear(const float* x, int64_t s, const QLinear& p, float* y) {
   std::vector<int32_t> qx(static_cast<size_t>(p.in));
-  // Σ q_x per weight group, for the zero-point correction.
-  std::vector<int64_t> code_sum(static_cast<size_t>(p.group > 0 ? (p.in + p.group - 1) / p.group : 1));
   for (int64_t t = 0; t < s; ++t) {
     const float* xr = x + t * p.in;
-    const float in_scale = p.in_dynamic ? per_token_scale(xr, p.in, p.in_bits) : p.in_scale;
+    float in_scale = p.in_scale;
+    int32_t in_zero = p.in_zero;
+    if (p.in_dynamic && p.in_asym) {
+      per_token_affine(xr, p.in, p.in_bits, &in_scale, &in_zero);
+    } else if (p.in_dynamic) {
+      in_scale = per_token_scale(xr, p.in, p.in_bits);
+    }
     for (int64_t i = 0; i < p.in; ++i) {
-      qx[static_cast<size_t>(i)] = quantize_symmetric(xr[i], in_scale, p.in_bits);
+      // The code minus its zero point: x ≈ s_x · qx.
+      qx[static_cast<size_t>(i)] = p.in_asym ? quantize_affine(xr[i], in_scale, in_zero, p.in_bits) - in_zero
+                                             : quantize_symmetric(xr[i], in_scale, p.in_bits);
     }
     const int64_t group = p.group > 0 ? p.group : p.in;
     const int64_t groups = (p.in + group - 1) / group;
-    std::fill(code_sum.begin(), code_sum.end(), 0);
-    for (int64_t i = 0; i < p.in && !p.wzero.empty(); ++i) code_sum[i / group] += qx[static_cast<size_t>(i)];
     for (int64_t c = 0; c < p.out; ++c) {
       const int32_t* w = p.wq.data() + c * p.in;
-      // Per group: an exact integer partial sum, requantized in fp32 and accumulated in
-      // fp32 in group order (one group: the per-channel rule).
+      // Per group: an exact integer partial sum Σ (q_x − z_x)(q_w − z_w), requantized in
+      // fp32 and accumulated in fp32 in group order (one group: the per-channel rule).
       float v = 0.0f;
       for (int64_t gi = 0; gi < groups; ++gi) {
+        const int64_t zw = p.wzero.empty() ? 0 : p.wzero[static_cast<size_t>(c * groups + gi)];
         int64_t acc = 0;
         const int64_t end = std::min(p.in, (gi + 1) * group);
-        for (int64_t i = gi * group; i < end; ++i) acc += int64_t{qx[static_cast<size_t>(i)]} * w[i];
-        // Zero point: Σ q_x (q_w − z) = Σ q_x q_w − z · Σ q_x, exact in integers.
-        if (!p.wzero.empty()) acc -= int64_t{p.wzero[static_cast<size_t>(c * groups + gi)]} * code_sum[gi];
+        for (int64_t i = gi * group; i < end; ++i) acc += int64_t{qx[static_cast<size_t>(i)]} * (w[i] - zw);
         const float m = in_scale * p.wscale[static_cast<size_t>(c * groups + gi)];  // fp32(s_x * s_w[c, g])
         const float part = static_cast<float>(acc) * m;
         v = gi == 0 ? part : v + part;

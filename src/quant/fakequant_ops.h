@@ -22,6 +22,8 @@ struct QLinear {
   float in_scale = 1.0f;      ///< fp32, as the spec stores scales (static scaling).
   int in_bits = 8;
   bool in_dynamic = false;    ///< per-token scale max|x[t, :]| / qmax instead of in_scale.
+  bool in_asym = false;       ///< asymmetric input codes (a zero point per token, or in_zero).
+  int32_t in_zero = 0;        ///< the static input zero point (in_asym, not in_dynamic).
   int64_t group = 0;          ///< > 0: wscale is [out, ceil(in / group)], one scale per group.
   bool out_fp16 = true;
 };
@@ -31,6 +33,14 @@ inline constexpr float kMinScale = 1e-8f;
 
 /// A per-token dynamic scale: fp32(max_i |x[i]| / qmax(bits)), at least kMinScale.
 float per_token_scale(const float* x, int64_t n, int bits);
+
+/// The per-token asymmetric scale and zero point of x[0, n) (docs/numerics.md): [lo, hi] =
+/// [min(min x, 0), max(max x, 0)], s = fp32((hi − lo) / (2^bits − 1)) (fp64 division, at
+/// least kMinScale), z = clamp(rne(−lo / s), 0, 2^bits − 1) − 2^(bits−1).
+void per_token_affine(const float* x, int64_t n, int bits, float* scale, int32_t* zero);
+
+/// clamp(rne(x / scale) + zero, −2^(bits−1), 2^(bits−1) − 1), in fp64.
+int32_t quantize_affine(double x, float scale, int32_t zero, int bits);
 
 /// y[s, out] = quantized linear of x[s, in] (docs/numerics.md "linear (quantized)").
 void qlinear(const float* x, int64_t s, const QLinear& p, float* y);

@@ -54,6 +54,32 @@ double channel_reach(const TensorStats& s, size_t i, double offset) {
 }
 
 
+/// A static asymmetric input quantizer.
+struct AffineRange {
+  float scale = 1e-8f;
+  int64_t zero = 0;
+};
+
+/// The calibrated range [min x, max x] (widened to hold 0, and clipped to ±`clip`, the
+/// observer's symmetric range for calibration.mode 1 / 2) as s = fp32((hi − lo) /
+/// (2^b − 1)) and z = clamp(rne(−lo / s), 0, 2^b − 1) − 2^(b−1) (docs/numerics.md).
+AffineRange static_affine(const TensorStats& s, float clip, int bits) {
+  double lo = 0, hi = 0;
+  for (size_t i = 0; i < s.channel_min.size() && i < s.channel_max.size(); ++i) {
+    if (!(s.channel_min[i] <= s.channel_max[i])) continue;  // a channel never observed
+    lo = std::min(lo, static_cast<double>(s.channel_min[i]));
+    hi = std::max(hi, static_cast<double>(s.channel_max[i]));
+  }
+  lo = std::max(lo, -static_cast<double>(clip));
+  hi = std::min(hi, static_cast<double>(clip));
+  const double levels = static_cast<double>((int64_t{1} << bits) - 1);
+  AffineRange a;
+  a.scale = std::max(static_cast<float>((hi - lo) / levels), 1e-8f);
+  a.zero = static_cast<int64_t>(std::clamp(std::nearbyint(-lo / static_cast<double>(a.scale)), 0.0, levels)) -
+           (int64_t{1} << (bits - 1));
+  return a;
+}
+
 }  // namespace
 
 int64_t weight_group(const config::CompileOptions& options, int64_t in) {
@@ -86,10 +112,6 @@ Status check_supported(const config::CompileOptions& options) {
     return unimplemented("calibration.output ", c.output(),
                          ": only per-layer activation scales (0) are implemented");
   }
-  if (c.method() == 2 || c.method() == 3) {
-    return unimplemented("calibration.method ", c.method(),
-                         ": activation zero points are not implemented; use 0 or 1");
-  }
   return ok_status();
 }
 
@@ -100,6 +122,7 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
   QBC_RETURN_IF_ERROR(check_supported(options));
   QuantizeResult r;
   const bool per_token = options.bit().activation_scaling() == config::ACTIVATION_SCALING_PER_TOKEN;
+  const bool asym_inputs = options.calibration().method() >= 2;
   ir::Graph& out = r.graph;
   out = g;
   std::vector<float> w;
@@ -201,6 +224,14 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
       n.attrs.set("in_scale", static_cast<double>(std::max(range / static_cast<float>(qmax(bits.activation)), 1e-8f)));
       n.attrs.set("in_bits", int64_t{bits.activation});
       if (per_token) n.attrs.set("in_dynamic", int64_t{1});
+      if (asym_inputs) {  // calibration.method 2 / 3: a zero point per token, or a calibrated one
+        n.attrs.set("in_asym", int64_t{1});
+        if (!per_token) {
+          const AffineRange a = static_affine(st->second, range, bits.activation);
+          n.attrs.set("in_scale", static_cast<double>(a.scale));
+          n.attrs.set("in_zero", int64_t{a.zero});
+        }
+      }
       n.attrs.set("w_bits", int64_t{bits.weight});
       if (group > 0) n.attrs.set("w_group", group);
       if (!zero.empty()) n.attrs.set("w_zero", int64_t{1});

@@ -92,6 +92,24 @@ TEST(QuantizeCli, BitsAndOverridesReachTheGraph) {
   auto ze = run_qbc("run " + shell_quote(dir / "z.mblt") + " --prompt " + shell_quote("Once upon a time") +
                     " -n 4");
   EXPECT_EQ(ze.exit_code, 0) << ze.err;
+  // Activation zero points (calibration.method 2: per token; with static scaling, calibrated).
+  for (const char* scaling : {"per-token", "static"}) {
+    const fs::path out = dir / (std::string("a-") + scaling + ".mblt");
+    auto aq = run_qbc("quantize " + shell_quote(hf) + " --use-random-calib --set calibration.numSamples=2 "
+                      "--set calibration.seqLength=16 --set calibration.method=2 --set bit.activationScaling=" +
+                      scaling + " -o " + shell_quote(out));
+    ASSERT_EQ(aq.exit_code, 0) << aq.err;
+    const std::string ga = run_qbc("inspect --graph " + shell_quote(out)).out;
+    EXPECT_NE(ga.find("in_asym = 1"), std::string::npos) << scaling;
+    EXPECT_EQ(ga.find("in_zero") != std::string::npos, std::string(scaling) == "static") << scaling;
+    EXPECT_EQ(run_qbc("run " + shell_quote(out) + " --prompt " + shell_quote("Once upon a time") + " -n 4").exit_code,
+              0) << scaling;
+  }
+  // The multimodal preset (calibration.method 3) quantizes.
+  auto mm = run_qbc("quantize " + shell_quote(hf) + " --preset multimodal --use-random-calib "
+                    "--set calibration.numSamples=2 --set calibration.seqLength=16 -o " + shell_quote(dir / "mm.mblt"));
+  ASSERT_EQ(mm.exit_code, 0) << mm.err;
+  EXPECT_NE(run_qbc("inspect --graph " + shell_quote(dir / "mm.mblt")).out.find("in_asym = 1"), std::string::npos);
   auto bad = run_qbc("quantize " + shell_quote(hf) + " --use-random-calib --set bit.activationScaling=dynamic -o " +
                      shell_quote(dir / "b.mblt"));
   EXPECT_EQ(bad.exit_code, 2);
@@ -104,10 +122,10 @@ TEST(QuantizeCli, ErrorsBeforeAnyWork) {
   auto none = run_qbc("quantize " + shell_quote(hf) + " -o " + shell_quote(dir / "q.mblt"));
   EXPECT_EQ(none.exit_code, 2);
   EXPECT_NE(none.err.find("no calibration data"), std::string::npos) << none.err;
-  auto zp = run_qbc("quantize " + shell_quote(hf) + " --use-random-calib --set calibration.method=2 -o " +
+  auto pc = run_qbc("quantize " + shell_quote(hf) + " --use-random-calib --set calibration.output=1 -o " +
                     shell_quote(dir / "q.mblt"));
-  EXPECT_EQ(zp.exit_code, 3);
-  EXPECT_NE(zp.err.find("calibration.method"), std::string::npos) << zp.err;
+  EXPECT_EQ(pc.exit_code, 3);
+  EXPECT_NE(pc.err.find("calibration.output"), std::string::npos) << pc.err;
   // A missing calibration folder is named.
   auto mism = run_qbc("quantize " + shell_quote(hf) + " --calib " + shell_quote(dir / "nope") + " -o " +
                       shell_quote(dir / "q.mblt"));

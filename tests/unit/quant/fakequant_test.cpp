@@ -79,6 +79,8 @@ struct QLinearCase {
   int in_bits = 8, w_bits = 8;
   bool out_fp16 = true;
   bool in_dynamic = false;
+  bool in_asym = false;
+  int64_t in_zero = 0;  ///< static asymmetric inputs only
   int64_t w_group = 0;
 };
 
@@ -107,6 +109,8 @@ StatusOr<std::unique_ptr<FakeQuantSession>> qlinear_session(const QLinearCase& c
   a.set("w_bits", int64_t{c.w_bits});
   a.set("out_fp16", int64_t{c.out_fp16 ? 1 : 0});
   if (c.in_dynamic) a.set("in_dynamic", int64_t{1});
+  if (c.in_asym) a.set("in_asym", int64_t{1});
+  if (c.in_asym && !c.in_dynamic) a.set("in_zero", c.in_zero);
   if (c.w_group > 0) a.set("w_group", c.w_group);
   if (!c.wzero.empty()) a.set("w_zero", int64_t{1});
   QBC_ASSIGN_OR_RETURN(ir::ValueId y, t.b.make(ir::Op::kQLinear, "proj", ops, a, "m.proj"));
@@ -260,6 +264,63 @@ TEST(FakeQuantQLinear, PerTokenDynamicScaleIsTheRowMaxOverQmax) {
   EXPECT_TRUE(bitwise_equal(y0, want));
   // An all-zero row quantizes to zeros instead of dividing by zero.
   EXPECT_EQ(run_qlinear(c, {0.0f, 0.0f, 0.0f}, 1), (std::vector<float>{0.0f, 0.0f}));
+}
+
+// Asymmetric inputs (calibration.method 2 / 3): per token, [lo, hi] = [min(min x, 0),
+// max(max x, 0)], s = (hi − lo) / 255, z = rne(−lo / s) − 128, and the accumulator is
+// Σ (q_x − z)·q_w; statically, the node's in_scale and in_zero.
+TEST(FakeQuantQLinear, AsymmetricInputsPerTokenAndStatic) {
+  QLinearCase c;
+  c.in = 3;
+  c.out = 2;
+  c.in_scale = 1000.0;
+  c.in_dynamic = true;
+  c.in_asym = true;
+  c.wq = {1, 2, 3, -4, 0, 7};
+  c.wscale = {0.5f, 0.25f};
+  c.out_fp16 = false;
+  const std::vector<float> x = {h(0.5f), h(2.0f), h(1.25f), h(-3.0f), h(-1.0f), h(-0.5f)};
+  std::vector<float> want;
+  for (int t = 0; t < 2; ++t) {
+    const float* xr = x.data() + 3 * t;
+    const double lo = std::min({0.0f, xr[0], xr[1], xr[2]}), hi = std::max({0.0f, xr[0], xr[1], xr[2]});
+    const float s = static_cast<float>((hi - lo) / 255.0);
+    const int64_t z = static_cast<int64_t>(std::nearbyint(-lo / s)) - 128;
+    EXPECT_EQ(z, t == 0 ? -128 : 127);  // an all-positive row uses the whole range upwards, and vice versa
+    int64_t q[3];
+    for (int i = 0; i < 3; ++i) {
+      q[i] = std::clamp<int64_t>(static_cast<int64_t>(std::nearbyint(xr[i] / static_cast<double>(s))) + z, -128, 127);
+    }
+    for (int ch = 0; ch < 2; ++ch) {
+      int64_t acc = 0;
+      for (int i = 0; i < 3; ++i) acc += (q[i] - z) * static_cast<int64_t>(c.wq[static_cast<size_t>(ch * 3 + i)]);
+      volatile float mult = s * c.wscale[static_cast<size_t>(ch)];
+      volatile float v = static_cast<float>(acc) * mult;
+      want.push_back(static_cast<float>(v));
+    }
+  }
+  EXPECT_EQ(run_qlinear(c, x, 2), want);
+  // Static: the calibrated scale and zero point from the node.
+  c.in_dynamic = false;
+  c.in_scale = 0.02;
+  c.in_zero = -28;
+  const std::vector<float> xs = {1.0f, -0.5f, 3.0f};  // codes rne(x / 0.02) - 28 = [22, -53, 122]
+  const int64_t qs[3] = {22, -53, 122};
+  std::vector<float> want_s;
+  for (int ch = 0; ch < 2; ++ch) {
+    int64_t acc = 0;
+    for (int i = 0; i < 3; ++i) acc += (qs[i] + 28) * static_cast<int64_t>(c.wq[static_cast<size_t>(ch * 3 + i)]);
+    volatile float mult = 0.02f * c.wscale[static_cast<size_t>(ch)];
+    volatile float v = static_cast<float>(acc) * mult;
+    want_s.push_back(static_cast<float>(v));
+  }
+  EXPECT_EQ(run_qlinear(c, xs, 1), want_s);
+  // A static asymmetric input without a zero point in range is refused by the verifier.
+  c.in_zero = 128;
+  Tiny t(c.in);
+  auto bad = qlinear_session(c, t);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(::qbc::testing::contains(bad.status().message(), "in_zero")) << bad.status().message();
 }
 
 TEST(FakeQuantQLinear, GroupScalesRequantizeEachPartialSumInGroupOrder) {
