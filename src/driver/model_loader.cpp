@@ -33,15 +33,6 @@ StatusOr<LoadedModel> import_model(const std::string& path, const config::Resolv
   }
   frontend::ImportOptions opt;
   opt.max_cache_length = config.options.llm().attributes().max_cache_length();
-  const int64_t trained = source->hparams().max_position_embeddings;
-  if (trained > 0 && opt.max_cache_length > trained) {
-    log("frontend").warn(
-        "llm.attributes.maxCacheLength {} exceeds the model's max_position_embeddings {}: positions past {} are "
-        "outside what the model was trained for, and the static 8-bit key scales must still cover every "
-        "rotation up to {} (coarser keys; docs/numerics.md). Set maxCacheLength (and maxSequenceLength) to {} "
-        "unless you need the longer cache.",
-        opt.max_cache_length, trained, trained, opt.max_cache_length, trained);
-  }
   QBC_ASSIGN_OR_RETURN(ir::Graph g, frontend::build_decoder_graph(source->hparams(), opt));
   g.source_path = fs::weakly_canonical(fs::absolute(source->path())).string();
   g.source_format = std::string(source->format());

@@ -117,6 +117,25 @@ std::string calibration_provenance(const config::CompileOptions& o, size_t n, in
   return j.dump();
 }
 
+/// A KV cache compiled for more positions than the model was trained on costs key
+/// precision: the static key scales must cover every rotation up to max_cache.
+void warn_cache_past_training(const LoadedModel& model) {
+  const int64_t trained = model.source ? model.source->hparams().max_position_embeddings : 0;
+  for (const ir::Node& n : model.graph.nodes()) {
+    if (n.op != ir::Op::kAttention) continue;
+    const int64_t cache = n.attrs.get_int("max_cache");
+    if (trained > 0 && cache > trained) {
+      log("quantize").warn(
+          "the KV cache is compiled for {} positions (llm.attributes.maxCacheLength) but the model's "
+          "max_position_embeddings is {}: positions past {} are outside what it was trained for, and the static "
+          "key scales must still cover every rotation up to {} (coarser keys; docs/numerics.md). Set "
+          "maxCacheLength (and maxSequenceLength) to {} unless you need the longer cache.",
+          cache, trained, trained, cache, trained);
+    }
+    return;
+  }
+}
+
 }  // namespace
 
 Status quantize_to(const LoadedModel& model, const config::ResolvedConfig& config, const std::string& out_mblt,
@@ -131,6 +150,7 @@ Status quantize_to(const LoadedModel& model, const config::ResolvedConfig& confi
   QBC_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<quant::Pass>> weight_passes, quant::weight_passes(options));
   size_t n = 0;
   QBC_ASSIGN_OR_RETURN(quant::SampleSource samples, calibration_source(model, config, &n));
+  warn_cache_past_training(model);
 
   const LoadedModel* m = &model;
   quant::WeightStore store([m](const ir::Weight& w, std::vector<float>* out) { return read_weight(*m, w, out); });

@@ -1,12 +1,12 @@
 // Float-target weight correction (include/qbc/quant/float_target.h).
 //
 // With U = chol((H + λI)⁻¹, upper) from the GPTQ factorisation (UᵀU = (H + λI)⁻¹):
-//   A = W (C − H)      [out, in]
-//   W' = W + (A Uᵀ) U
-// three products of gemm_acc (fixed k order, no FMA), so any thread count gives the
-// same bits.
+//   M = ((C − H) Uᵀ) U   once per group of linears sharing an input   [in, in]
+//   W' = W + W M         per linear
+// products of gemm_acc (fixed k order, no FMA), so any thread count gives the same bits.
 #include "qbc/quant/float_target.h"
 
+#include <atomic>
 #include <cmath>
 #include <numeric>
 
@@ -67,55 +67,72 @@ StatusOr<std::vector<double>> CrossAccumulator::cross() const {
   return c;
 }
 
-StatusOr<std::vector<float>> float_target_weights(const std::vector<float>& W, int64_t out, int64_t in,
-                                                  std::vector<double> H, const std::vector<double>& C,
-                                                  double perc_damp, int num_threads) {
+StatusOr<std::vector<double>> float_target_correction(const std::vector<double>& H, std::vector<double> C,
+                                                      double perc_damp, int num_threads) {
+  const int64_t n = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(H.size()))));
+  if (n <= 0 || static_cast<int64_t>(H.size()) != n * n || C.size() != H.size()) {
+    return invalid_argument("float target: H (", H.size(), " values) and C (", C.size(),
+                            " values) must be the same square matrix size");
+  }
+  const int threads = resolve_threads(num_threads);
+  // D = C − H in C's buffer, with no correction through dead inputs (H_ii = 0).
+  std::vector<bool> dead(static_cast<size_t>(n), false);
+  for (int64_t i = 0; i < n; ++i) dead[i] = H[i * n + i] == 0;
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < n; ++j) C[i * n + j] = dead[i] || dead[j] ? 0.0 : C[i * n + j] - H[i * n + j];
+  }
+  // U = chol((H + λI)⁻¹, upper) in original order: GPTQ's routine with the identity
+  // act order (it wants the Hessian reversed).
+  std::vector<double> U = H;
+  for (int64_t i = 0; i < n; ++i) {
+    if (dead[i]) U[i * n + i] = 1;
+  }
+  std::vector<int64_t> rev(static_cast<size_t>(n));
+  std::iota(rev.rbegin(), rev.rend(), 0);
+  permute_symmetric(U, n, rev, threads);
+  GptqOptions o;
+  o.perc_damp = perc_damp;
+  QBC_RETURN_IF_ERROR(inverse_cholesky_upper(U, n, o, rev, threads).status());
+  std::vector<double> Ut(static_cast<size_t>(n * n), 0.0);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < i; ++j) U[i * n + j] = 0;  // the strict lower part is work space
+    for (int64_t j = i; j < n; ++j) Ut[j * n + i] = U[i * n + j];
+  }
+  // M = (D Uᵀ) U; D's buffer takes M.
+  std::vector<double> T(static_cast<size_t>(n * n), 0.0);
+  parallel_chunks(n, 64, threads, [&](int64_t a, int64_t b) {
+    gemm_acc(b - a, n, n, C.data() + a * n, n, Ut.data(), n, T.data() + a * n, n);
+  });
+  std::fill(C.begin(), C.end(), 0.0);
+  parallel_chunks(n, 64, threads, [&](int64_t a, int64_t b) {
+    gemm_acc(b - a, n, n, T.data() + a * n, n, U.data(), n, C.data() + a * n, n);
+  });
+  return C;
+}
+
+StatusOr<std::vector<float>> apply_float_target(const std::vector<float>& W, int64_t out, int64_t in,
+                                                const std::vector<double>& M, int num_threads) {
   const int64_t n = in;
   if (out <= 0 || n <= 0 || static_cast<int64_t>(W.size()) != out * n) {
     return invalid_argument("float target: weight of ", W.size(), " values is not [", out, ", ", n, "]");
   }
-  if (static_cast<int64_t>(H.size()) != n * n || static_cast<int64_t>(C.size()) != n * n) {
-    return invalid_argument("float target: H and C must be [", n, ", ", n, "]");
+  if (static_cast<int64_t>(M.size()) != n * n) {
+    return invalid_argument("float target: correction of ", M.size(), " values is not [", n, ", ", n, "]");
   }
   const int threads = resolve_threads(num_threads);
-  // D = C − H, with no correction through dead columns (H_ii = 0: never seen by X_q).
-  std::vector<double> D(static_cast<size_t>(n * n));
-  std::vector<bool> dead(static_cast<size_t>(n), false);
-  for (int64_t i = 0; i < n; ++i) dead[i] = H[i * n + i] == 0;
-  for (int64_t i = 0; i < n; ++i) {
-    for (int64_t j = 0; j < n; ++j) D[i * n + j] = dead[i] || dead[j] ? 0.0 : C[i * n + j] - H[i * n + j];
-  }
-  for (int64_t i = 0; i < n; ++i) {
-    if (dead[i]) H[i * n + i] = 1;
-  }
-  // U = chol((H + λI)⁻¹, upper), no permutation: the reversal J is the GPTQ routine's.
-  std::vector<int64_t> rev(static_cast<size_t>(n));
-  std::iota(rev.rbegin(), rev.rend(), 0);
-  permute_symmetric(H, n, rev, threads);
-  GptqOptions o;
-  o.perc_damp = perc_damp;
-  QBC_ASSIGN_OR_RETURN(const gptq_detail::Damping dmp, inverse_cholesky_upper(H, n, o, rev, threads));
-  (void)dmp;
-  std::vector<double> Ut(static_cast<size_t>(n * n), 0.0), U(static_cast<size_t>(n * n), 0.0);
-  for (int64_t i = 0; i < n; ++i) {
-    for (int64_t j = i; j < n; ++j) {
-      U[i * n + j] = H[i * n + j];
-      Ut[j * n + i] = H[i * n + j];
-    }
-  }
-  std::vector<double> Wd(W.begin(), W.end()), A(static_cast<size_t>(out * n), 0.0),
-      B(static_cast<size_t>(out * n), 0.0), E(static_cast<size_t>(out * n), 0.0);
-  parallel_chunks(out, 64, threads, [&](int64_t a, int64_t b) {
-    gemm_acc(b - a, n, n, Wd.data() + a * n, n, D.data(), n, A.data() + a * n, n);
-    gemm_acc(b - a, n, n, A.data() + a * n, n, Ut.data(), n, B.data() + a * n, n);
-    gemm_acc(b - a, n, n, B.data() + a * n, n, U.data(), n, E.data() + a * n, n);
-  });
   std::vector<float> r(W.size());
-  for (size_t k = 0; k < r.size(); ++k) {
-    const double v = Wd[k] + E[k];
-    if (!std::isfinite(v)) return internal_error("float target: non-finite corrected weight at ", k);
-    r[k] = static_cast<float>(v);
-  }
+  std::atomic<bool> failed{false};
+  parallel_chunks(out, 64, threads, [&](int64_t a, int64_t b) {
+    std::vector<double> w(static_cast<size_t>((b - a) * n)), e(static_cast<size_t>((b - a) * n), 0.0);
+    for (int64_t k = 0; k < (b - a) * n; ++k) w[k] = W[a * n + k];
+    gemm_acc(b - a, n, n, w.data(), n, M.data(), n, e.data(), n);
+    for (int64_t k = 0; k < (b - a) * n; ++k) {
+      const double v = w[k] + e[k];
+      if (!std::isfinite(v)) failed = true;
+      r[a * n + k] = static_cast<float>(v);
+    }
+  });
+  if (failed) return internal_error("float target: a corrected weight is not finite");
   return r;
 }
 

@@ -132,25 +132,38 @@ float segment_scale(const double* w, int64_t len, int bits, const GptqOptions& o
 }
 
 /// Scales (and zero points when o.zero_point) [out, groups] of W (fp64, original column order).
-void compute_params(const std::vector<double>& W, int64_t out, int64_t in, const GptqOptions& o, int threads,
-                    GptqResult& r) {
+/// The scales (and, when o.zero_point, zero points) of the groups of one row w[0, in).
+void row_params(const double* w, int64_t in, const GptqOptions& o, float* scales, int8_t* zeros) {
+  const int64_t gs = o.group_size > 0 ? o.group_size : in;
+  for (int64_t g = 0, c0 = 0; c0 < in; ++g, c0 += gs) {
+    const int64_t len = std::min(gs, in - c0);
+    if (o.zero_point) {
+      const ScaleZero sz = segment_affine(w + c0, len, o.bits, o);
+      scales[g] = sz.scale;
+      zeros[g] = static_cast<int8_t>(sz.zero);
+    } else {
+      scales[g] = segment_scale(w + c0, len, o.bits, o);
+    }
+  }
+}
+
+/// Sizes r.scales (and r.zeros) to [out, groups].
+void size_params(int64_t out, int64_t in, const GptqOptions& o, GptqResult& r) {
   const int64_t gs = o.group_size > 0 ? o.group_size : in;
   const int64_t groups = (in + gs - 1) / gs;
   r.scales.assign(static_cast<size_t>(out * groups), 0.0f);
   r.zeros.assign(o.zero_point ? static_cast<size_t>(out * groups) : 0, 0);
+}
+
+/// Scales (and zero points when o.zero_point) [out, groups] of W (fp64, original column order).
+void compute_params(const std::vector<double>& W, int64_t out, int64_t in, const GptqOptions& o, int threads,
+                    GptqResult& r) {
+  size_params(out, in, o, r);
+  const int64_t groups = r.groups();
   parallel_chunks(out, 16, threads, [&](int64_t a, int64_t b) {
     for (int64_t row = a; row < b; ++row) {
-      for (int64_t g = 0; g < groups; ++g) {
-        const int64_t c0 = g * gs, len = std::min(gs, in - c0);
-        const double* w = W.data() + row * in + c0;
-        if (o.zero_point) {
-          const ScaleZero sz = segment_affine(w, len, o.bits, o);
-          r.scales[row * groups + g] = sz.scale;
-          r.zeros[row * groups + g] = static_cast<int8_t>(sz.zero);
-        } else {
-          r.scales[row * groups + g] = segment_scale(w, len, o.bits, o);
-        }
-      }
+      row_params(W.data() + row * in, in, o, r.scales.data() + row * groups,
+                 o.zero_point ? r.zeros.data() + row * groups : nullptr);
     }
   });
 }
@@ -204,6 +217,12 @@ float extreme_scale(double e, double p, int bits, ScaleEnd end) {
                              : static_cast<float>(p * static_cast<double>(amax) / levels);
   const float s = std::max(mag, 1e-8f);
   return end == ScaleEnd::kLongEnd && e > 0 ? -s : s;
+}
+
+float rtn_scale(const double* w, int64_t len, int bits) {
+  GptqOptions o;
+  o.bits = bits;
+  return segment_scale(w, len, bits, o);
 }
 
 int64_t GptqResult::groups() const {
@@ -292,15 +311,23 @@ StatusOr<GptqResult> rtn_quantize(const std::vector<float>& W, int64_t out, int6
                                   const GptqOptions& options) {
   QBC_RETURN_IF_ERROR(check_inputs(W, out, in, options).with_context("rtn"));
   const int threads = resolve_threads(options.num_threads);
-  const std::vector<double> wd(W.begin(), W.end());
   GptqResult r = make_result(out, in, options);
-  compute_params(wd, out, in, options, threads, r);
+  size_params(out, in, options, r);
+  const int64_t groups = r.groups();
   const int qm = qmax_of(options.bits);
-  for (int64_t row = 0; row < out; ++row) {
-    for (int64_t c = 0; c < in; ++c) {
-      r.codes[row * in + c] = static_cast<int8_t>(code_of(wd[row * in + c], r.scale(row, c), qm, r.zero(row, c)));
+  // Row by row through an fp64 copy of one row: no fp64 copy of the whole matrix (an
+  // LM head can be gigabytes).
+  parallel_chunks(out, 16, threads, [&](int64_t a, int64_t b) {
+    std::vector<double> wd(static_cast<size_t>(in));
+    for (int64_t row = a; row < b; ++row) {
+      for (int64_t c = 0; c < in; ++c) wd[c] = W[row * in + c];
+      row_params(wd.data(), in, options, r.scales.data() + row * groups,
+                 options.zero_point ? r.zeros.data() + row * groups : nullptr);
+      for (int64_t c = 0; c < in; ++c) {
+        r.codes[row * in + c] = static_cast<int8_t>(code_of(wd[c], r.scale(row, c), qm, r.zero(row, c)));
+      }
     }
-  }
+  });
   return r;
 }
 

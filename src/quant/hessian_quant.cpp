@@ -16,6 +16,13 @@
 // Linears whose weight another node also reads are skipped with a warning: one set of
 // integers cannot be optimal for two different inputs.
 //
+// floatTarget (a qbc extension, include/qbc/quant/float_target.h): a second BlockRunner
+// carries the float model's stream (each segment's linears read from a snapshot taken
+// before any of them is quantized); for each group the float inputs X_f of every sample
+// are kept until the quantized run has paired them with X_q (samples × seq × in floats),
+// and each linear's float weight becomes W + W·(C − H)(H + λI)⁻¹ before GPTQ. Cost: one
+// more float forward of the segment per group, and about four more in×in fp64 matrices.
+//
 // hessianDtype: the Hessian is always accumulated, factorised and applied in fp64
 // (HessianAccumulator, gptq_quantize), which is at least as precise as fp32 or bf16;
 // the option is accepted and a note is logged. Results are deterministic: the runner
@@ -190,27 +197,32 @@ class HessianQuant final : public Pass {
                 .with_context("hessianQuant: float input '", grp.input_name, "'");
           }));
         }
-        HessianAccumulator acc(in);
-        CrossAccumulator cross(float_runner ? in : 0);
+        std::optional<HessianAccumulator> acc(std::in_place, in);
+        std::optional<CrossAccumulator> cross(std::in_place, float_runner ? in : 0);
         QBC_RETURN_IF_ERROR(runner.run(s, reader, [&](size_t sample, ref::Session& session) -> Status {
           QBC_RETURN_IF_ERROR(session.activation(grp.input_name, &act, &shape)
                                   .with_context("hessianQuant: input '", grp.input_name, "'"));
           QBC_ASSIGN_OR_RETURN(const int64_t rows, rows_of(act));
-          QBC_RETURN_IF_ERROR(acc.add(act.data(), rows)
+          QBC_RETURN_IF_ERROR(acc->add(act.data(), rows)
                                   .with_context("hessianQuant: sample ", sample, ", input '", grp.input_name, "'"));
           if (!float_runner) return ok_status();
           if (float_inputs[sample].size() != act.size()) {
             return internal_error("hessianQuant: float and quantized inputs of '", grp.input_name, "' differ in size");
           }
-          Status st = cross.add(float_inputs[sample].data(), act.data(), rows);
+          Status st = cross->add(float_inputs[sample].data(), act.data(), rows);
           std::vector<float>().swap(float_inputs[sample]);
           return st.with_context("hessianQuant: sample ", sample, ", input '", grp.input_name, "'");
         }));
-        QBC_ASSIGN_OR_RETURN(std::vector<double> H, acc.hessian());
-        std::vector<double> C;
+        QBC_ASSIGN_OR_RETURN(std::vector<double> H, acc->hessian());
+        acc.reset();
+        std::vector<double> M;  // floatTarget: W' = W + W·M for every linear of the group
         if (float_runner) {
-          QBC_ASSIGN_OR_RETURN(C, cross.cross());
+          QBC_ASSIGN_OR_RETURN(std::vector<double> C, cross->cross());
+          StatusOr<std::vector<double>> m = float_target_correction(H, std::move(C), gopt.perc_damp);
+          if (!m.ok()) return m.status().with_context("hessianQuant: float target of input '", grp.input_name, "'");
+          M = std::move(m).value();
         }
+        cross.reset();
         for (size_t li = 0; li < grp.linears.size(); ++li) {
           const Target& t = grp.linears[li];
           QBC_ASSIGN_OR_RETURN(Matrix m, read_matrix(ctx, t.weight));
@@ -219,7 +231,7 @@ class HessianQuant final : public Pass {
           }
           std::vector<float> W(m.v.begin(), m.v.end());
           if (float_runner) {
-            StatusOr<std::vector<float>> wt = float_target_weights(W, m.rows, m.cols, H, C, gopt.perc_damp);
+            StatusOr<std::vector<float>> wt = apply_float_target(W, m.rows, m.cols, M);
             if (!wt.ok()) return wt.status().with_context("hessianQuant: float target of '", t.name, "'");
             W = std::move(wt).value();
           }

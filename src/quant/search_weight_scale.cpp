@@ -92,13 +92,6 @@ void parallel_for(int64_t n, int threads, const F& f) {
   for (std::thread& t : pool) t.join();
 }
 
-/// The per-row RTN scale of numerics.md (fp32 absmax / qmax, at least 1e-8), or the
-/// clipped one r·absmax / qmax rounded once to fp32.
-float row_scale(double amax, double r, int qm) {
-  if (r == 1.0) return std::max(static_cast<float>(amax) / static_cast<float>(qm), 1e-8f);
-  return std::max(static_cast<float>(r * static_cast<double>(static_cast<float>(amax)) / qm), 1e-8f);
-}
-
 double code_of(double w, double s, int qm) {
   return std::clamp(std::nearbyint(w / s), static_cast<double>(-qm - 1), static_cast<double>(qm));
 }
@@ -497,12 +490,8 @@ class SearchWeightScale final : public Pass {
         std::vector<double> row_err(static_cast<size_t>(wm.rows));
         parallel_for(wm.rows, threads_, [&](int64_t r) {
           std::vector<double> ws(static_cast<size_t>(in)), d(static_cast<size_t>(in));
-          double amax = 0;
-          for (int64_t c = 0; c < in; ++c) {
-            ws[c] = wm.at(r, c) * sc[c];
-            amax = std::max(amax, std::fabs(ws[c]));
-          }
-          const double q = row_scale(amax, 1.0, qm);
+          for (int64_t c = 0; c < in; ++c) ws[c] = wm.at(r, c) * sc[c];
+          const double q = rtn_scale(ws.data(), in, m.bits);
           for (int64_t c = 0; c < in; ++c) d[c] = wm.at(r, c) - q * code_of(ws[c], q, qm) / sc[c];
           row_err[r] = err.error(d.data());
         });

@@ -5,7 +5,7 @@
 // in X_q stays. This moves the target first. With, over N calibration rows,
 //   H = (2/N) Σ x_q x_qᵀ   (the GPTQ Hessian)     C = (2/N) Σ x_f x_qᵀ
 // the ridge problem  min_W' ||W X_f − W' X_q||² + λ ||W' − W||²  has the solution
-//   W' = W + W (C − H)(H + λI)⁻¹,   λ = perc_damp · mean(diag H)
+//   W' = W + W·M,   M = (C − H)(H + λI)⁻¹,   λ = perc_damp · mean(diag H)
 // (W' = W exactly when X_q = X_f), and GPTQ then quantizes W' with H. The idea is
 // GPTAQ's asymmetric calibration (arXiv 2504.02692) applied once per linear.
 //
@@ -39,11 +39,15 @@ class CrossAccumulator {
   std::vector<double> sum_;
 };
 
-/// W' = W + W (C − H)(H + λI)⁻¹ for W[out, in] (row-major), H and C [in, in] from the
-/// same rows; λ = perc_damp · mean(diag H), ×10 on a failed factorisation (as GPTQ).
-/// Columns with H_ii = 0 get no correction.
-StatusOr<std::vector<float>> float_target_weights(const std::vector<float>& W, int64_t out, int64_t in,
-                                                  std::vector<double> H, const std::vector<double>& C,
-                                                  double perc_damp, int num_threads = 0);
+/// The correction M = (C − H)(H + λI)⁻¹ [in, in] shared by every linear reading the same
+/// input, from H and C [in, in] of the same rows (C is consumed as work space);
+/// λ = perc_damp · mean(diag H), ×10 on a failed factorisation (as GPTQ). Rows and
+/// columns of dead inputs (H_ii = 0) are zero. Memory: about 4 more in×in fp64 matrices.
+StatusOr<std::vector<double>> float_target_correction(const std::vector<double>& H, std::vector<double> C,
+                                                      double perc_damp, int num_threads = 0);
+
+/// W' = W + W · M for W[out, in] (row-major) and M from float_target_correction().
+StatusOr<std::vector<float>> apply_float_target(const std::vector<float>& W, int64_t out, int64_t in,
+                                                const std::vector<double>& M, int num_threads = 0);
 
 }  // namespace qbc::quant

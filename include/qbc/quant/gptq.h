@@ -140,6 +140,11 @@ enum class ScaleEnd {
 /// in fp64 rounded once to fp32; the magnitude is kept ≥ 1e-8 and the sign set by `end`.
 float extreme_scale(double e, double p, int bits, ScaleEnd end);
 
+/// The symmetric RTN scale of the weights w[0, len) (docs/numerics.md): of
+/// extreme_scale(e, 1, bits, kQmax) and (…, kLongEnd), the one with the smaller
+/// squared error, kQmax on ties.
+float rtn_scale(const double* w, int64_t len, int bits);
+
 /// Ŵ[out, in] = scale · (code − zero), each computed in fp64 and rounded to fp32.
 std::vector<float> dequantize(const GptqResult& r);
 

@@ -55,6 +55,14 @@ std::vector<double> cross(const Data& d, int threads = 0) {
   return *acc.cross();
 }
 
+/// W' = W + W·M, M from H and C.
+StatusOr<std::vector<float>> float_target_weights(const std::vector<float>& W, int64_t out, int64_t in,
+                                                  const std::vector<double>& H, const std::vector<double>& C,
+                                                  double damp, int threads = 0) {
+  QBC_ASSIGN_OR_RETURN(std::vector<double> M, float_target_correction(H, C, damp, threads));
+  return apply_float_target(W, out, in, M, threads);
+}
+
 /// Σ_t ||W x_f,t − W' x_q,t||².
 double target_error(const Data& d, const std::vector<float>& Wp) {
   double e = 0;
@@ -121,6 +129,7 @@ TEST(FloatTarget, DeadColumnsAndThreadCounts) {
   EXPECT_EQ(*a, *b);
   for (int64_t o = 0; o < d.out; ++o) EXPECT_EQ((*a)[o * d.in + 3], d.W[o * d.in + 3]);  // no correction there
   EXPECT_FALSE(float_target_weights(d.W, d.out, d.in + 1, H, cross(d), 0.01).ok());
+  EXPECT_FALSE(float_target_correction(H, std::vector<double>(3, 0.0), 0.01).ok());
 }
 
 }  // namespace
