@@ -206,6 +206,23 @@ TEST(QuantizeCli, W4V8ExampleIsTheLlmPresetWithFourBitWeights) {
   EXPECT_EQ(j["equivalentTransformation"]["spinR1"]["apply"], true);
 }
 
+// configs/examples/w4v8-gptq.yaml is --preset llm_fast plus the W4V8 bits, group-32
+// scales with zero points and hessianQuant aimed at the float outputs.
+TEST(QuantizeCli, W4V8GptqExampleIsLlmFastWithTheAccurateFourBitRecipe) {
+  const auto cfg = ::qbc::testing::source_dir() / "configs/examples/w4v8-gptq.yaml";
+  auto a = run_qbc("dump-config -c " + shell_quote(cfg) + " --format json");
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  auto b = run_qbc("dump-config --preset llm_fast --set bit.transformer.weight.query=4 "
+                   "--set bit.transformer.weight.key=4 --set bit.transformer.weight.output=4 "
+                   "--set bit.transformer.weight.ffn=4 --set bit.weightGroupSize=32 --set bit.weightZeroPoint=true "
+                   "--set hessianQuant.apply=true --set hessianQuant.attributes.floatTarget=true --format json");
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_EQ(a.out, b.out);
+  auto j = nlohmann::json::parse(a.out);
+  EXPECT_EQ(j["hessianQuant"]["attributes"]["floatTarget"], true);
+  EXPECT_EQ(j["equivalentTransformation"]["spinR1"]["apply"], false);
+}
+
 }  // namespace
 }  // namespace qbc
 
@@ -275,9 +292,16 @@ TEST(QuantizeCli, WeightPassesRunAndBeatRoundToNearest) {
   EXPECT_NE(log.find("stage searchWeightScale"), std::string::npos) << log;
   EXPECT_NE(log.find("stage hessianQuant"), std::string::npos) << log;
   EXPECT_FALSE(read_file(dir / "rtn.weights.safetensors") == read_file(dir / "gptq.weights.safetensors"));
-  const double rtn = kld("rtn"), gptq = kld("gptq");
-  std::printf("[quantize] stories260K W4V8 KLD: RTN %.4f, searchWeightScale+hessianQuant %.4f\n", rtn, gptq);
+  // The accurate recipe of configs/examples/w4v8-gptq.yaml, deterministic for any thread count.
+  const auto recipe = ::qbc::testing::source_dir() / "configs/examples/w4v8-gptq.yaml";
+  quantize("best", " -c " + shell_quote(recipe) + " --threads 1");
+  quantize("best2", " -c " + shell_quote(recipe) + " --threads 2");
+  EXPECT_TRUE(read_file(dir / "best.weights.safetensors") == read_file(dir / "best2.weights.safetensors"));
+  const double rtn = kld("rtn"), gptq = kld("gptq"), best = kld("best");
+  std::printf("[quantize] stories260K W4V8 KLD: RTN %.4f, searchWeightScale+hessianQuant %.4f, w4v8-gptq.yaml %.4f\n",
+              rtn, gptq, best);
   EXPECT_LT(gptq, rtn);
+  EXPECT_LT(best, gptq);
 }
 
 }  // namespace
