@@ -182,8 +182,11 @@ StatusOr<TensorType> infer_type(const Graph& g, const Node& n) {
       for (const char* key : {"v_bits", "p_bits", "q_scale", "k_scale", "v_scale"}) {
         if (a.has(key) != quant) return invalid_argument(who(n), ": KV quantization attributes must all be present or none (", key, ")");
       }
-      if (!quant && (a.has("k_offset") || a.has("v_offset"))) {
-        return invalid_argument(who(n), ": k_offset / v_offset need a quantized KV cache (k_bits ...)");
+      if (!quant && (a.has("k_offset") || a.has("v_offset") || a.has("k_rot_offset"))) {
+        return invalid_argument(who(n), ": k_offset / v_offset / k_rot_offset need a quantized KV cache (k_bits ...)");
+      }
+      if (a.has("k_rot_offset") && g.node(n.operands[1].value).op != Op::kRope) {
+        return invalid_argument(who(n), ": k_rot_offset needs K from a rope node (its offsets rotate with it)");
       }
       if (quant) {
         if (static_cast<int64_t>(a.get_floats("q_scale").size()) != h ||
@@ -191,7 +194,7 @@ StatusOr<TensorType> infer_type(const Graph& g, const Node& n) {
             static_cast<int64_t>(a.get_floats("v_scale").size()) != kv * hd) {
           return invalid_argument(who(n), ": q_scale needs ", h, " entries, k_scale and v_scale ", kv * hd);
         }
-        for (const char* key : {"k_offset", "v_offset"}) {
+        for (const char* key : {"k_offset", "v_offset", "k_rot_offset"}) {
           if (a.has(key) && static_cast<int64_t>(a.get_floats(key).size()) != kv * hd) {
             return invalid_argument(who(n), ": ", key, " needs ", kv * hd, " entries (one per KV channel)");
           }

@@ -44,6 +44,9 @@ std::vector<AttrSpec> attrs_of(Op op) {
               {"q_scale", K::kFloats, false}, {"k_scale", K::kFloats, false}, {"v_scale", K::kFloats, false},
               // Optional zero offsets of the quantized K and V codes (docs/numerics.md).
               {"k_offset", K::kFloats, false}, {"v_offset", K::kFloats, false},
+              // Rotating key offsets: pre-RoPE per-channel m; the cache stores k − rope(m)
+              // and scores add q·rope(m) (docs/numerics.md).
+              {"k_rot_offset", K::kFloats, false},
               // 1: per-(token, head) dynamic Q scale; q_scale then records the static one.
               {"q_dynamic", K::kInt, false}};
     case Op::kGatedAct: return {{"act", K::kString, true}};

@@ -40,6 +40,29 @@ struct Step {
   float factor = 1.0f;  // scale factor / softcap cap
 };
 
+/// Decodes a rope node's parameters.
+Status decode_rope(const Node& n, fq::Rope* out) {
+  const ir::Attrs& at = n.attrs;
+  fq::Rope& r = *out;
+  r.heads = at.get_int("num_heads");
+  r.head_dim = at.get_int("head_dim");
+  r.rotary_dim = at.get_int("rotary_dim");
+  r.inv_freq = at.get_floats("inv_freq");
+  r.long_inv_freq = at.get_floats("long_inv_freq");
+  r.attention_factor = at.get_float("attention_factor", 1.0);
+  r.dynamic_factor = at.get_float("dynamic_factor", 0.0);
+  r.original_max_positions = at.get_int("original_max_positions", 0);
+  r.theta = at.get_float("theta", 10000.0);
+  if (r.rotary_dim <= 0 || r.rotary_dim % 2 != 0 || r.rotary_dim > r.head_dim ||
+      static_cast<int64_t>(r.inv_freq.size()) != r.rotary_dim / 2 ||
+      (!r.long_inv_freq.empty() && r.long_inv_freq.size() != r.inv_freq.size())) {
+    return invalid_argument(node_label(n), ": rotary_dim ", r.rotary_dim,
+                            " does not fit head_dim ", r.head_dim, " and ", r.inv_freq.size(),
+                            " inverse frequencies");
+  }
+  return ok_status();
+}
+
 /// Decodes the quantized-KV attributes of an attention node.
 Status decode_kv_quant(const Node& n, fq::Attention* a) {
   const ir::Attrs& at = n.attrs;
@@ -138,26 +161,9 @@ Status FakeQuantSession::Impl::prepare_step(Step& st) {
       st.start = at.get_int("start");
       st.end = at.get_int("end");
       break;
-    case Op::kRope: {
-      fq::Rope& r = st.rope;
-      r.heads = at.get_int("num_heads");
-      r.head_dim = at.get_int("head_dim");
-      r.rotary_dim = at.get_int("rotary_dim");
-      r.inv_freq = at.get_floats("inv_freq");
-      r.long_inv_freq = at.get_floats("long_inv_freq");
-      r.attention_factor = at.get_float("attention_factor", 1.0);
-      r.dynamic_factor = at.get_float("dynamic_factor", 0.0);
-      r.original_max_positions = at.get_int("original_max_positions", 0);
-      r.theta = at.get_float("theta", 10000.0);
-      if (r.rotary_dim <= 0 || r.rotary_dim % 2 != 0 || r.rotary_dim > r.head_dim ||
-          static_cast<int64_t>(r.inv_freq.size()) != r.rotary_dim / 2 ||
-          (!r.long_inv_freq.empty() && r.long_inv_freq.size() != r.inv_freq.size())) {
-        return invalid_argument(node_label(n), ": rotary_dim ", r.rotary_dim,
-                                " does not fit head_dim ", r.head_dim, " and ", r.inv_freq.size(),
-                                " inverse frequencies");
-      }
+    case Op::kRope:
+      QBC_RETURN_IF_ERROR(decode_rope(n, &st.rope));
       break;
-    }
     case Op::kAttention: {
       fq::Attention& a = st.attn;
       a.heads = at.get_int("num_heads");
@@ -173,6 +179,20 @@ Status FakeQuantSession::Impl::prepare_step(Step& st) {
                                 a.max_cache, " is not positive");
       }
       if (at.has("k_bits")) QBC_RETURN_IF_ERROR(decode_kv_quant(n, &a));
+      if (a.quantized && at.has("k_rot_offset")) {  // the K producer's RoPE rotates the offsets too
+        const Node& k = graph.node(n.operands[1].value);
+        if (k.op != Op::kRope) return invalid_argument(node_label(n), ": k_rot_offset needs K from a rope node");
+        QBC_RETURN_IF_ERROR(decode_rope(k, &a.k_rope));
+        const std::vector<double> m = at.get_floats("k_rot_offset");
+        if (m.size() != a.k_scale.size()) {
+          return invalid_argument(node_label(n), ": k_rot_offset has ", m.size(), " values, K has ",
+                                  a.k_scale.size(), " channels");
+        }
+        for (double v : m) {
+          if (!std::isfinite(v)) return invalid_argument(node_label(n), ": k_rot_offset holds ", v);
+          a.k_rot_offset.push_back(static_cast<float>(v));
+        }
+      }
       st.cache = static_cast<int>(caches.size());
       caches.emplace_back();
       break;

@@ -198,10 +198,28 @@ void attention(const float* q, const float* k, const float* v, int64_t s, const 
                KvCache& cache, float* y) {
   const int64_t d = p.head_dim, kvw = p.kv_heads * d, qw = p.heads * d;
   const int64_t groups = p.heads / p.kv_heads;
+  // Rotating key offsets: rope(m) at this call's positions, through the fp16 table the
+  // rope op used for these keys (same frequencies, same rounding).
+  const bool rot = p.quantized && !p.k_rot_offset.empty();
+  std::vector<float> rot_rows;
+  if (rot) {
+    rot_rows.assign(static_cast<size_t>(s * kvw), 0.0f);
+    Rope r = p.k_rope;
+    r.heads = p.kv_heads;
+    std::vector<float> m_rows(static_cast<size_t>(s * kvw));
+    for (int64_t t = 0; t < s; ++t) std::copy(p.k_rot_offset.begin(), p.k_rot_offset.end(), m_rows.begin() + t * kvw);
+    rope(m_rows.data(), s, cache.tokens, r, rot_rows.data());
+  }
   // Append this call's keys and values (K is already rotated; static per-channel scales).
   for (int64_t t = 0; t < s; ++t) {
     for (int64_t c = 0; c < kvw; ++c) {
-      const float kv = k[t * kvw + c], vv = v[t * kvw + c];
+      float kv = k[t * kvw + c];
+      const float vv = v[t * kvw + c];
+      if (rot) {
+        const float off = rot_rows[static_cast<size_t>(t * kvw + c)];
+        cache.k_rot.push_back(off);
+        kv = kv - off;
+      }
       if (p.quantized) {
         const size_t ci = static_cast<size_t>(c);
         cache.k_codes.push_back(quantize_symmetric(kv, p.k_scale[ci], p.k_bits, p.k_offset[ci]));
@@ -248,6 +266,11 @@ void attention(const float* q, const float* k, const float* v, int64_t s, const 
                 int64_t{qq[static_cast<size_t>(c)]} * cache.k_codes[static_cast<size_t>(row + c)];
           }
           sc = static_cast<float>(acc) * mq;
+          if (rot) {  // + q · rope(m) of this key, in fp32, channel order
+            float corr = 0.0f;
+            for (int64_t c = 0; c < d; ++c) corr += qr[c] * cache.k_rot[static_cast<size_t>(row + c)];
+            sc = sc + corr * scale;
+          }
         } else {
           for (int64_t c = 0; c < d; ++c)
             sc += qr[c] * cache.k_values[static_cast<size_t>(row + c)];

@@ -76,6 +76,10 @@ struct Attention {
   bool q_dynamic = false;  ///< per-(token, head) Q scale instead of q_scale.
   std::vector<float> q_scale, k_scale, v_scale;  ///< fp32: [H], [KV*d], [KV*d].
   std::vector<float> k_offset, v_offset;         ///< fp32 [KV*d] code offsets (zeros when absent).
+  /// Rotating key offsets: fp32 [KV*d] pre-RoPE offsets m (zero for channels without),
+  /// or empty. Each key is stored minus rope(m) at its position, with K's rope `k_rope`.
+  std::vector<float> k_rot_offset;
+  Rope k_rope;
 };
 
 /// One attention node's KV cache, [tokens, KV*d] rows appended per token.
@@ -83,6 +87,7 @@ struct KvCache {
   int64_t tokens = 0;
   std::vector<int32_t> k_codes, v_codes;  ///< Quantized caches.
   std::vector<float> k_values, v_values;  ///< Float caches (fp16 values).
+  std::vector<float> k_rot;               ///< rope(m) per stored key [tokens, KV*d] (k_rot_offset).
 };
 
 /// Appends k, v[s, KV*d] to `cache` (quantizing them when p.quantized), then computes

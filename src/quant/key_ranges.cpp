@@ -90,4 +90,48 @@ std::vector<ChannelRange> rotated_key_ranges(const ir::Node& rope, const TensorS
   return out;
 }
 
+RotatingKeyOffsets rotating_key_offsets(const ir::Node& rope, const TensorStats& pre, int64_t positions,
+                                        bool centered, double gain) {
+  RotatingKeyOffsets r;
+  r.ranges = rotated_key_ranges(rope, pre, positions);
+  const ir::Attrs& a = rope.attrs;
+  const int64_t heads = a.get_int("num_heads"), hd = a.get_int("head_dim"), rd = a.get_int("rotary_dim");
+  const size_t width = static_cast<size_t>(heads * hd);
+  r.m.assign(width, 0.0);
+  if (pre.channel_min.size() != width || pre.channel_max.size() != width || positions <= 0) return r;
+  // The same statistics around each channel's centre: the keys minus m (no radius
+  // bound: the radius was seen around 0).
+  TensorStats shifted = pre;
+  shifted.pair_radius.clear();
+  std::vector<double> centre(width);
+  for (size_t i = 0; i < width; ++i) {
+    centre[i] = static_cast<double>(static_cast<float>(0.5 * (static_cast<double>(pre.channel_min[i]) +
+                                                               pre.channel_max[i])));  // fp32, as stored
+    shifted.channel_min[i] = static_cast<float>(pre.channel_min[i] - centre[i]);
+    shifted.channel_max[i] = static_cast<float>(pre.channel_max[i] - centre[i]);
+  }
+  const std::vector<ChannelRange> moved = rotated_key_ranges(rope, shifted, positions);
+  auto reach = [&](const ChannelRange& c) {
+    const double mid = centered ? 0.5 * (c.lo + c.hi) : 0.0;
+    return std::max(std::fabs(c.hi - mid), std::fabs(c.lo - mid));
+  };
+  const int64_t pairs = rd / 2;
+  for (int64_t h = 0; h < heads; ++h) {
+    for (int64_t i = 0; i < pairs; ++i) {
+      const size_t ia = static_cast<size_t>(h * hd + i), ib = ia + static_cast<size_t>(pairs);
+      const double before = std::max(reach(r.ranges[ia]), reach(r.ranges[ib]));
+      const double after = std::max(reach(moved[ia]), reach(moved[ib]));
+      if (!(after <= gain * before)) continue;
+      // The stored key is an fp16 difference of fp16 values: widen by a few fp16 steps.
+      for (size_t c : {ia, ib}) {
+        const double ulp = std::ldexp(std::fabs(centre[c]) + std::fabs(moved[c].hi) + std::fabs(moved[c].lo), -9);
+        r.ranges[c] = {moved[c].lo - ulp, moved[c].hi + ulp};
+        r.m[c] = centre[c];
+      }
+      ++r.pairs;
+    }
+  }
+  return r;
+}
+
 }  // namespace qbc::quant

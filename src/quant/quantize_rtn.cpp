@@ -256,19 +256,29 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
       const size_t kv_width = static_cast<size_t>(kvh * hd);
       // Key ranges over every position the cache serves (max_cache), derived from the
       // pre-RoPE statistics (key_ranges.h); calibration alone covers its own length only.
-      std::vector<ChannelRange> k_range(kv_width);
-      if (knode.op == ir::Op::kRope) {
-        const std::string& pre = out.node(knode.operands[0].value).name;
-        auto it = stats.find(pre);
-        if (it == stats.end()) return internal_error("no calibration statistics for '", pre, "'");
-        k_range = rotated_key_ranges(knode, it->second, n.attrs.get_int("max_cache"));
-      } else {
-        for (size_t i = 0; i < kv_width; ++i) k_range[i] = {ks->channel_min[i], ks->channel_max[i]};
-      }
       // Offsets: the midpoint of each channel's range. A K offset shifts every key's score
       // by the same q.offset, which softmax cancels (not so under soft-capping, so it
       // stays 0 there); a V offset is added back after P.V.
       const bool k_centered = n.attrs.get_float("softcap") <= 0.0;
+      std::vector<ChannelRange> k_range(kv_width);
+      std::vector<double> k_rot_offset;  // rotating offsets (empty: none)
+      if (knode.op == ir::Op::kRope) {
+        const std::string& pre = out.node(knode.operands[0].value).name;
+        auto it = stats.find(pre);
+        if (it == stats.end()) return internal_error("no calibration statistics for '", pre, "'");
+        if (options.bit().kv_cache().rotating_key_offsets()) {
+          RotatingKeyOffsets ro = rotating_key_offsets(knode, it->second, n.attrs.get_int("max_cache"), k_centered);
+          k_range = std::move(ro.ranges);
+          if (ro.pairs > 0) {
+            k_rot_offset.resize(kv_width);
+            for (size_t i = 0; i < kv_width; ++i) k_rot_offset[i] = ro.m[i];
+          }
+        } else {
+          k_range = rotated_key_ranges(knode, it->second, n.attrs.get_int("max_cache"));
+        }
+      } else {
+        for (size_t i = 0; i < kv_width; ++i) k_range[i] = {ks->channel_min[i], ks->channel_max[i]};
+      }
       std::vector<double> k_offset(kv_width, 0.0), v_offset(kv_width, 0.0);
       for (size_t i = 0; i < kv_width; ++i) {
         if (k_centered) k_offset[i] = fp32(0.5 * (k_range[i].lo + k_range[i].hi));
@@ -312,6 +322,7 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
       n.attrs.set("v_scale", v_scale);
       n.attrs.set("k_offset", k_offset);
       n.attrs.set("v_offset", v_offset);
+      if (!k_rot_offset.empty()) n.attrs.set("k_rot_offset", k_rot_offset);
     }
   }
   return r;

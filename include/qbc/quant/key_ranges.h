@@ -29,4 +29,21 @@ struct ChannelRange {
 std::vector<ChannelRange> rotated_key_ranges(const ir::Node& rope, const TensorStats& pre_rope,
                                              int64_t positions);
 
+/// Rotating key offsets (docs/numerics.md, attention attribute k_rot_offset): a rotary
+/// pair whose keys sit far from 0 before RoPE (a large centre m, a small spread) sweeps a
+/// circle of radius |m| after it, which a static scale must cover. Storing k − rope(m)
+/// instead, and adding q·rope(m) to the score, leaves only the spread to quantize.
+struct RotatingKeyOffsets {
+  std::vector<double> m;             ///< Pre-RoPE offset per channel (0 where unused).
+  std::vector<ChannelRange> ranges;  ///< Ranges of the stored keys at every position.
+  int64_t pairs = 0;                 ///< Rotary pairs that use their offset.
+};
+
+/// For each rotary pair of `rope`'s output: m = the centre of its pre-RoPE box, and the
+/// pair uses it when the reach it must quantize (the largest |x − c| over the pair's two
+/// channels, c = each range's midpoint when `centered`, else 0) shrinks to at most
+/// `gain` times the reach of rotated_key_ranges(). Other channels keep those ranges.
+RotatingKeyOffsets rotating_key_offsets(const ir::Node& rope, const TensorStats& pre_rope, int64_t positions,
+                                        bool centered, double gain = 0.75);
+
 }  // namespace qbc::quant

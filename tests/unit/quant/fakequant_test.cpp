@@ -21,6 +21,7 @@
 #include "qbc/frontend/importer.h"
 #include "qbc/frontend/model_source.h"
 #include "qbc/ir/builder.h"
+#include "qbc/ir/verifier.h"
 #include "test_support.h"
 
 namespace qbc::quant {
@@ -55,10 +56,10 @@ struct Tiny {
   ir::Graph g{"tiny"};
   ir::Builder b{g};
   WeightMap weights;
-  ir::ValueId x = -1;
+  ir::ValueId x = -1, positions = -1;
   explicit Tiny(int64_t hidden) {
     x = *b.input("inputs_embeds", TensorType{DType::kF32, {ir::kDynamic, ir::kDynamic, hidden}});
-    (void)*b.input("positions", TensorType{DType::kI64, {ir::kDynamic, ir::kDynamic}});
+    positions = *b.input("positions", TensorType{DType::kI64, {ir::kDynamic, ir::kDynamic}});
     b.weight("token_embd.weight", TensorType{DType::kF32, {4, hidden}}, "tok",
              ir::WeightRole::kHostEmbedding);
     weights["token_embd.weight"].assign(static_cast<size_t>(4 * hidden), 0.0f);
@@ -567,6 +568,101 @@ std::vector<float> spec_attention(const AttnCase& c, const std::vector<float>& x
     }
   }
   return y;
+}
+
+/// q, k = rope(k_pre), v from one input row; the keys' first rotary pair sits around a
+/// large centre (a low-frequency pair of a real model). Quantized with `k_scale` (and
+/// the rotating offsets `rot` when not empty), or float when `quant` is false.
+StatusOr<std::unique_ptr<FakeQuantSession>> rotary_attention_session(bool quant, const std::vector<double>& k_scale,
+                                                                      const std::vector<double>& rot) {
+  const int64_t heads = 2, kv = 1, d = 4, width = (heads + 2 * kv) * d;
+  Tiny t(width);
+  QBC_ASSIGN_OR_RETURN(ir::ValueId q, t.b.slice("q", t.x, 0, heads * d, "m.q"));
+  QBC_ASSIGN_OR_RETURN(ir::ValueId kp, t.b.slice("k_pre", t.x, heads * d, (heads + kv) * d, "m.k"));
+  QBC_ASSIGN_OR_RETURN(ir::ValueId v, t.b.slice("v", t.x, (heads + kv) * d, width, "m.v"));
+  ir::RopeParams rp;
+  rp.num_heads = kv;
+  rp.head_dim = d;
+  rp.rotary_dim = d;
+  rp.inv_freq = {0.5, 0.02};
+  QBC_ASSIGN_OR_RETURN(ir::ValueId k, t.b.rope("k", kp, t.positions, rp, "m.rope"));
+  const ir::AttentionParams ap{heads, kv, d, 0.5, 0.0, 0, 64};
+  QBC_ASSIGN_OR_RETURN(ir::ValueId y, t.b.attention("attn", q, k, v, ap, "m.attn"));
+  if (quant) {
+    ir::Attrs& a = t.g.mutable_node(y).attrs;
+    a.set("k_bits", int64_t{8});
+    a.set("v_bits", int64_t{8});
+    a.set("p_bits", int64_t{8});
+    a.set("q_scale", std::vector<double>{0.05, 0.05});
+    a.set("q_dynamic", int64_t{1});
+    a.set("k_scale", k_scale);
+    a.set("v_scale", std::vector<double>(4, 2.0 / 127));
+    if (!rot.empty()) a.set("k_rot_offset", rot);
+  }
+  t.g.add_output(y);
+  return FakeQuantSession::create(t.g, map_reader(t.weights));
+}
+
+// Rotating key offsets: storing k − rope(m) and adding q·rope(m) to the score is exact
+// up to rounding, so a scale that covers only the spread around m (not the circle |m|
+// sweeps) is much closer to float attention; prefill and token by token agree, and the
+// offset rides with K's rope (refused without one).
+TEST(FakeQuantAttention, RotatingKeyOffsetsFollowTheRotation) {
+  const int64_t seq = 40, width = 16;
+  std::vector<float> x(static_cast<size_t>(seq * width));
+  uint32_t state = 7;
+  for (int64_t t = 0; t < seq; ++t) {
+    for (int64_t i = 0; i < width; ++i) {
+      state = state * 1664525u + 1013904223u;
+      float r = static_cast<float>(state >> 8) / 16777216.0f * 2.0f - 1.0f;
+      if (i == 8) r = 20.0f + r;  // k_pre channel 0 (pair 0 with channel 2) around 20
+      if (i == 10) r = -6.0f + r;
+      x[static_cast<size_t>(t * width + i)] = h(r);
+    }
+  }
+  auto run = [&](bool quant, const std::vector<double>& ks, const std::vector<double>& rot, int64_t chunk) {
+    auto s = rotary_attention_session(quant, ks, rot);
+    EXPECT_TRUE(s.ok()) << s.status().to_string();
+    std::vector<float> y, part;
+    for (int64_t t0 = 0; t0 < seq; t0 += chunk) {
+      EXPECT_TRUE((*s)->forward_embeds({x.begin() + t0 * width, x.begin() + (t0 + chunk) * width}, chunk, &part).ok());
+      y.insert(y.end(), part.begin(), part.end());
+    }
+    return y;
+  };
+  const std::vector<float> ref = run(false, {}, {}, seq);
+  // Without offsets the pair's scale must cover radius |(20, -6)| + 1.5; with them, the spread (~1.5).
+  const double wide = 22.5 / 127, narrow = 1.6 / 127;
+  const std::vector<float> plain = run(true, {wide, 1.2 / 127, wide, 1.2 / 127}, {}, seq);
+  const std::vector<double> rot = {20.0, 0.0, -6.0, 0.0};
+  const std::vector<float> moved = run(true, {narrow, 1.2 / 127, narrow, 1.2 / 127}, rot, seq);
+  auto err = [&](const std::vector<float>& y) {
+    double e = 0;
+    for (size_t i = 0; i < y.size(); ++i) e += (y[i] - ref[i]) * (y[i] - ref[i]);
+    return e;
+  };
+  std::printf("rotating key offsets: squared error %.3g without, %.3g with\n", err(plain), err(moved));
+  EXPECT_GT(err(plain), 0.0);
+  EXPECT_LT(err(moved), 0.5 * err(plain));  // Q, P and V rounding are common to both
+  EXPECT_TRUE(bitwise_equal(moved, run(true, {narrow, 1.2 / 127, narrow, 1.2 / 127}, rot, 1)));
+  // Without a rope in front of K the offsets cannot rotate: the verifier refuses them.
+  AttnCase c;
+  c.k_offset.clear();
+  Tiny t(c.width());
+  auto q = *t.b.slice("q", t.x, 0, c.heads * c.d, "m.q");
+  auto k = *t.b.slice("k", t.x, c.heads * c.d, (c.heads + c.kv) * c.d, "m.k");
+  auto y = *t.b.attention("attn", q, k, k, ir::AttentionParams{c.heads, c.kv, c.d, 0.5, 0.0, 0, 16}, "m.attn");
+  ir::Attrs& a = t.g.mutable_node(y).attrs;
+  a.set("k_bits", int64_t{8});
+  a.set("v_bits", int64_t{8});
+  a.set("p_bits", int64_t{8});
+  a.set("q_scale", std::vector<double>(static_cast<size_t>(c.heads), 0.01));
+  a.set("k_scale", std::vector<double>(static_cast<size_t>(c.kv * c.d), 0.01));
+  a.set("v_scale", std::vector<double>(static_cast<size_t>(c.kv * c.d), 0.01));
+  a.set("k_rot_offset", std::vector<double>(static_cast<size_t>(c.kv * c.d), 1.0));
+  Status st = ir::verify(t.g);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(::qbc::testing::contains(st.message(), "k_rot_offset needs K from a rope node")) << st.message();
 }
 
 TEST(FakeQuantAttention, MatchesSpecBitExactlyWithGqaWindowAndIntegerCache) {

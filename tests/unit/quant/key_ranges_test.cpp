@@ -110,3 +110,49 @@ TEST(KeyRanges, TightAtOnePositionAndWiderForLongerCaches) {
 
 }  // namespace
 }  // namespace qbc::quant
+
+namespace qbc::quant {
+namespace {
+
+// rotating_key_offsets: a pair far from 0 takes its pre-RoPE centre as offset and its
+// stored keys, rope(k − m), stay inside the (much smaller) returned ranges at every
+// position; a pair centred on 0 keeps the plain ranges and no offset.
+TEST(KeyRanges, RotatingOffsetsShrinkFarPairsAndContainEveryStoredKey) {
+  const int64_t positions = 3000;
+  const ir::Node rope = rope_node(1, 4, 4, 10000.0, 1.0);  // pair 0: channels 0, 2; pair 1: 1, 3
+  TensorStats pre;
+  pre.channel_min = {-1.0f, 19.0f, -0.5f, -7.0f};
+  pre.channel_max = {1.0f, 21.0f, 0.5f, -5.0f};
+  pre.channel_absmax = {1.0f, 21.0f, 0.5f, 7.0f};
+  const RotatingKeyOffsets ro = rotating_key_offsets(rope, pre, positions, /*centered=*/true);
+  const std::vector<ChannelRange> plain = rotated_key_ranges(rope, pre, positions);
+  EXPECT_EQ(ro.pairs, 1);
+  EXPECT_EQ(ro.m[0], 0.0);
+  EXPECT_EQ(ro.m[2], 0.0);
+  EXPECT_EQ(ro.m[1], 20.0);
+  EXPECT_EQ(ro.m[3], -6.0);
+  for (int c : {0, 2}) {
+    EXPECT_EQ(ro.ranges[c].lo, plain[c].lo);
+    EXPECT_EQ(ro.ranges[c].hi, plain[c].hi);
+  }
+  // Pair 1 (frequency 0.01) turns 30 rad over 3000 positions: without the offset its
+  // range is the circle of radius ~21; with it, the spread (half-widths 1, 1).
+  EXPECT_GT(plain[1].hi - plain[1].lo, 40.0);
+  EXPECT_LT(ro.ranges[1].hi - ro.ranges[1].lo, 3.0);
+  uint64_t state = 3;
+  const double w = 0.01;
+  for (int s = 0; s < 100; ++s) {
+    const double a = 19.0 + 2.0 * uniform01(state), b = -7.0 + 2.0 * uniform01(state);
+    for (int64_t p = 0; p < positions; p += 7) {
+      const double c = std::cos(p * w), sn = std::sin(p * w);
+      const double sa = (a - ro.m[1]) * c - (b - ro.m[3]) * sn, sb = (b - ro.m[3]) * c + (a - ro.m[1]) * sn;
+      ASSERT_GE(sa, ro.ranges[1].lo) << p;
+      ASSERT_LE(sa, ro.ranges[1].hi) << p;
+      ASSERT_GE(sb, ro.ranges[3].lo) << p;
+      ASSERT_LE(sb, ro.ranges[3].hi) << p;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace qbc::quant
