@@ -306,3 +306,36 @@ TEST(QuantizeCli, WeightPassesRunAndBeatRoundToNearest) {
 
 }  // namespace
 }  // namespace qbc
+
+namespace qbc {
+namespace {
+
+// Rotating key offsets (on by default): the quantized graph carries k_rot_offset, the
+// switch turns it off, and with it the W8 model is closer to float over a 4096-position
+// cache (stories260K's low-frequency key pairs sit far from 0).
+TEST(QuantizeCli, RotatingKeyOffsetsAreOnByDefaultAndHelp) {
+  QBC_REQUIRE_SHARED(hf, "models/stories260k/hf");
+  QBC_REQUIRE_SHARED(text, "data/tinystories/calib.clean.txt");
+  QBC_REQUIRE_SHARED(eval_text, "data/tinystories/eval.clean.txt");
+  const fs::path dir = temp_dir();
+  ASSERT_EQ(run_qbc("calib prepare " + shell_quote(hf) + " --text " + shell_quote(text) +
+                    " --num-samples 16 --seq-len 128 -o " + shell_quote(dir / "calib")).exit_code, 0);
+  double kld[2] = {0, 0};
+  for (int on = 0; on < 2; ++on) {
+    const fs::path out = dir / (on ? "on.mblt" : "off.mblt");
+    auto q = run_qbc("quantize " + shell_quote(hf) + " --preset llm_fast --calib " + shell_quote(dir / "calib") +
+                     (on ? "" : " --set bit.kvCache.rotatingKeyOffsets=false") + " -o " + shell_quote(out));
+    ASSERT_EQ(q.exit_code, 0) << q.err;
+    const std::string g = run_qbc("inspect --graph " + shell_quote(out)).out;
+    EXPECT_EQ(g.find("k_rot_offset") != std::string::npos, on == 1);
+    auto e = run_qbc("eval " + shell_quote(out) + " --reference " + shell_quote(hf) + " --text " +
+                     shell_quote(eval_text) + " --ctx 256 --chunks 16 --json");
+    ASSERT_EQ(e.exit_code, 0) << e.err;
+    kld[on] = nlohmann::json::parse(e.out)["kld_mean"].get<double>();
+  }
+  std::printf("[quantize] stories260K W8 KLD: rotating key offsets off %.5f, on %.5f\n", kld[0], kld[1]);
+  EXPECT_LT(kld[1], 0.8 * kld[0]);
+}
+
+}  // namespace
+}  // namespace qbc
