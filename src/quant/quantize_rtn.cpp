@@ -121,8 +121,11 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
                                       const FixedWeightMap* fixed) {
   QBC_RETURN_IF_ERROR(check_supported(options));
   QuantizeResult r;
-  const bool per_token = options.bit().activation_scaling() == config::ACTIVATION_SCALING_PER_TOKEN;
-  const bool asym_inputs = options.calibration().method() >= 2;
+  const config::ActivationScaling scaling = options.bit().activation_scaling();
+  const bool per_token = scaling == config::ACTIVATION_SCALING_PER_TOKEN ||
+                         scaling == config::ACTIVATION_SCALING_PER_TOKEN_ASYMMETRIC;
+  const bool asym_inputs =
+      options.calibration().method() >= 2 || scaling == config::ACTIVATION_SCALING_PER_TOKEN_ASYMMETRIC;
   ir::Graph& out = r.graph;
   out = g;
   std::vector<float> w;
