@@ -14,6 +14,13 @@ using ::qbc::testing::run_qbc;
 using ::qbc::testing::shell_quote;
 using ::qbc::testing::temp_dir;
 
+/// `qbc calib prepare MODEL --text TEXT --num-samples N --seq-len L -o OUT`; its exit code.
+int prepare_calib(const fs::path& model, const fs::path& text, int samples, int seq_len, const fs::path& out) {
+  return run_qbc("calib prepare " + shell_quote(model) + " --text " + shell_quote(text) + " --num-samples " +
+                 std::to_string(samples) + " --seq-len " + std::to_string(seq_len) + " -o " + shell_quote(out))
+      .exit_code;
+}
+
 TEST(QuantizeCli, CalibratedRtnIsDeterministic) {
   QBC_REQUIRE_SHARED(hf, "models/stories260k/hf");
   QBC_REQUIRE_SHARED(text, "data/tinystories/calib.clean.txt");
@@ -139,8 +146,7 @@ TEST(QuantizeCli, CalibrationLongerThanTheCompiledCacheIsRefused) {
   QBC_REQUIRE_SHARED(hf, "models/stories260k/hf");
   QBC_REQUIRE_SHARED(text, "data/tinystories/calib.clean.txt");
   const fs::path dir = temp_dir();
-  ASSERT_EQ(run_qbc("calib prepare " + shell_quote(hf) + " --text " + shell_quote(text) +
-                    " --num-samples 2 --seq-len 64 -o " + shell_quote(dir / "calib")).exit_code, 0);
+  ASSERT_EQ(prepare_calib(hf, text, 2, 64, dir / "calib"), 0);
   auto q = run_qbc("quantize " + shell_quote(hf) + " --calib " + shell_quote(dir / "calib") +
                    " --set llm.attributes.maxCacheLength=32 --set llm.attributes.maxSequenceLength=32 -o " +
                    shell_quote(dir / "q.mblt"));
@@ -164,8 +170,7 @@ TEST(QuantizeCli, QuantizedModelRunsAndIsCompared) {
   QBC_REQUIRE_SHARED(calib_text, "data/tinystories/calib.clean.txt");
   QBC_REQUIRE_SHARED(eval_text, "data/tinystories/eval.clean.txt");
   const fs::path dir = temp_dir();
-  ASSERT_EQ(run_qbc("calib prepare " + shell_quote(hf) + " --text " + shell_quote(calib_text) +
-                    " --num-samples 8 --seq-len 128 -o " + shell_quote(dir / "calib")).exit_code, 0);
+  ASSERT_EQ(prepare_calib(hf, calib_text, 8, 128, dir / "calib"), 0);
   auto q = run_qbc("quantize " + shell_quote(hf) + " --preset llm_fast --calib " + shell_quote(dir / "calib") +
                    " -o " + shell_quote(dir / "q.mblt"));
   ASSERT_EQ(q.exit_code, 0) << q.err;
@@ -236,8 +241,7 @@ TEST(QuantizeCli, LlmPresetIsDeterministicAndAccurate) {
   QBC_REQUIRE_SHARED(text, "data/tinystories/calib.clean.txt");
   QBC_REQUIRE_SHARED(eval_text, "data/tinystories/eval.clean.txt");
   const fs::path dir = temp_dir();
-  ASSERT_EQ(run_qbc("calib prepare " + shell_quote(hf) + " --text " + shell_quote(text) +
-                    " --num-samples 8 --seq-len 128 -o " + shell_quote(dir / "calib")).exit_code, 0);
+  ASSERT_EQ(prepare_calib(hf, text, 8, 128, dir / "calib"), 0);
   for (const auto& [sub, threads] : {std::pair{"one", "1"}, std::pair{"two", "2"}}) {
     fs::create_directories(dir / sub);
     auto q = run_qbc("compile " + shell_quote(hf) + " --preset llm --calib " + shell_quote(dir / "calib") +
@@ -271,8 +275,7 @@ TEST(QuantizeCli, WeightPassesRunAndBeatRoundToNearest) {
   QBC_REQUIRE_SHARED(text, "data/tinystories/calib.clean.txt");
   QBC_REQUIRE_SHARED(eval_text, "data/tinystories/eval.clean.txt");
   const fs::path dir = temp_dir();
-  ASSERT_EQ(run_qbc("calib prepare " + shell_quote(hf) + " --text " + shell_quote(text) +
-                    " --num-samples 16 --seq-len 128 -o " + shell_quote(dir / "calib")).exit_code, 0);
+  ASSERT_EQ(prepare_calib(hf, text, 16, 128, dir / "calib"), 0);
   const std::string w4 = " --set bit.transformer.weight.query=4 --set bit.transformer.weight.key=4"
                          " --set bit.transformer.weight.output=4 --set bit.transformer.weight.ffn=4";
   auto quantize = [&](const std::string& name, const std::string& extra) {
@@ -318,8 +321,7 @@ TEST(QuantizeCli, RotatingKeyOffsetsAreOnByDefaultAndHelp) {
   QBC_REQUIRE_SHARED(text, "data/tinystories/calib.clean.txt");
   QBC_REQUIRE_SHARED(eval_text, "data/tinystories/eval.clean.txt");
   const fs::path dir = temp_dir();
-  ASSERT_EQ(run_qbc("calib prepare " + shell_quote(hf) + " --text " + shell_quote(text) +
-                    " --num-samples 16 --seq-len 128 -o " + shell_quote(dir / "calib")).exit_code, 0);
+  ASSERT_EQ(prepare_calib(hf, text, 16, 128, dir / "calib"), 0);
   double kld[2] = {0, 0};
   for (int on = 0; on < 2; ++on) {
     const fs::path out = dir / (on ? "on.mblt" : "off.mblt");
