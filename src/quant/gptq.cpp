@@ -323,8 +323,13 @@ StatusOr<GptqResult> rtn_quantize(const std::vector<float>& W, int64_t out, int6
       for (int64_t c = 0; c < in; ++c) wd[c] = W[row * in + c];
       row_params(wd.data(), in, options, r.scales.data() + row * groups,
                  options.zero_point ? r.zeros.data() + row * groups : nullptr);
-      for (int64_t c = 0; c < in; ++c) {
-        r.codes[row * in + c] = static_cast<int8_t>(code_of(wd[c], r.scale(row, c), qm, r.zero(row, c)));
+      const int64_t gs = options.group_size > 0 ? options.group_size : in;
+      for (int64_t g = 0, c0 = 0; c0 < in; ++g, c0 += gs) {
+        const double sc = r.scales[row * groups + g];
+        const double z = options.zero_point ? r.zeros[row * groups + g] : 0;
+        for (int64_t c = c0; c < std::min(in, c0 + gs); ++c) {
+          r.codes[row * in + c] = static_cast<int8_t>(code_of(wd[c], sc, qm, z));
+        }
       }
     }
   });

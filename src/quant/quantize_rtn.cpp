@@ -174,7 +174,7 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
         o.bits = bits.weight;
         o.group_size = group;
         o.zero_point = options.bit().weight_zero_point();
-        o.num_threads = 1;
+        o.num_threads = 0;  // rows in parallel; the result does not depend on the thread count
         StatusOr<GptqResult> rq = rtn_quantize(w, rows, cols, o);
         if (!rq.ok()) return rq.status().with_context("node '", n.name, "'");
         q = std::move(rq->codes);
