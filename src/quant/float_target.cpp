@@ -43,14 +43,8 @@ Status CrossAccumulator::add(const float* f, const float* q, int64_t rows) {
   std::vector<double> ft, qd;  // a tile: f transposed [n, kt], q [kt, n]
   for (int64_t t0 = 0; t0 < rows; t0 += kTile) {
     const int64_t kt = std::min(kTile, rows - t0);
-    ft.resize(static_cast<size_t>(kt * n));
-    qd.resize(static_cast<size_t>(kt * n));
-    for (int64_t t = 0; t < kt; ++t) {
-      for (int64_t i = 0; i < n; ++i) {
-        ft[i * kt + t] = f[(t0 + t) * n + i];
-        qd[t * n + i] = q[(t0 + t) * n + i];
-      }
-    }
+    gptq_detail::load_tile(f, t0, kt, n, nullptr, &ft);
+    gptq_detail::load_tile(q, t0, kt, n, &qd, nullptr);
     parallel_chunks(n, 64, num_threads_, [&](int64_t a, int64_t b) {
       gemm_acc(b - a, n, kt, ft.data() + a * kt, kt, qd.data(), n, sum_.data() + a * n, n);
     });

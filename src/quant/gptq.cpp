@@ -269,15 +269,7 @@ Status HessianAccumulator::add(const float* x, int64_t rows) {
   std::vector<double> xd, xt;  // a tile of rows [kt, n] and its transpose [n, kt]
   for (int64_t t0 = 0; t0 < rows; t0 += kHessianTile) {
     const int64_t kt = std::min(kHessianTile, rows - t0);
-    xd.resize(static_cast<size_t>(kt * n));
-    xt.resize(static_cast<size_t>(kt * n));
-    for (int64_t t = 0; t < kt; ++t) {
-      for (int64_t i = 0; i < n; ++i) {
-        const double v = x[(t0 + t) * n + i];
-        xd[t * n + i] = v;
-        xt[i * kt + t] = v;
-      }
-    }
+    gptq_detail::load_tile(x, t0, kt, n, &xd, &xt);
     // S[i][j] += Σ_t x[t][i] · x[t][j] for j ≥ i, by chunks of rows i.
     double* S = sum_.data();
     parallel_chunks(n, 128, num_threads_, [&](int64_t a, int64_t b) {
