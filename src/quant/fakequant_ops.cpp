@@ -38,6 +38,15 @@ int32_t quantize_symmetric(double x, float scale, int bits, float offset) {
   return static_cast<int32_t>(std::min(std::max(q, -hi - 1.0), hi));
 }
 
+AffineParams affine_params(double span, double neg_lo, int bits) {
+  const double levels = static_cast<double>((int64_t{1} << bits) - 1);
+  AffineParams a;
+  a.scale = std::max(static_cast<float>(span / levels), 1e-8f);
+  const double zu = std::min(std::max(std::nearbyint(neg_lo / static_cast<double>(a.scale)), 0.0), levels);
+  a.zero = static_cast<int32_t>(zu) - static_cast<int32_t>(quant_max(bits) + 1);
+  return a;
+}
+
 float prob_scale(int bits) { return 1.0f / static_cast<float>((int64_t{1} << bits) - 1); }
 
 namespace fq {
@@ -80,11 +89,10 @@ void per_token_affine(const float* x, int64_t n, int bits, float* scale, int32_t
     lo = std::min(lo, x[i]);
     hi = std::max(hi, x[i]);
   }
-  const double levels = static_cast<double>((int64_t{1} << bits) - 1);
-  const float s = std::max(static_cast<float>((static_cast<double>(hi) - static_cast<double>(lo)) / levels), kMinScale);
-  const double zu = std::min(std::max(std::nearbyint(-static_cast<double>(lo) / static_cast<double>(s)), 0.0), levels);
-  *scale = s;
-  *zero = static_cast<int32_t>(zu) - static_cast<int32_t>(quant_max(bits) + 1);
+  const AffineParams a =
+      affine_params(static_cast<double>(hi) - static_cast<double>(lo), -static_cast<double>(lo), bits);
+  *scale = a.scale;
+  *zero = a.zero;
 }
 
 int32_t quantize_affine(double x, float scale, int32_t zero, int bits) {
@@ -204,11 +212,9 @@ void attention(const float* q, const float* k, const float* v, int64_t s, const 
   std::vector<float> rot_rows;
   if (rot) {
     rot_rows.assign(static_cast<size_t>(s * kvw), 0.0f);
-    Rope r = p.k_rope;
-    r.heads = p.kv_heads;
     std::vector<float> m_rows(static_cast<size_t>(s * kvw));
     for (int64_t t = 0; t < s; ++t) std::copy(p.k_rot_offset.begin(), p.k_rot_offset.end(), m_rows.begin() + t * kvw);
-    rope(m_rows.data(), s, cache.tokens, r, rot_rows.data());
+    rope(m_rows.data(), s, cache.tokens, p.k_rope, rot_rows.data());  // K's rope: kv_heads heads
   }
   // Append this call's keys and values (K is already rotated; static per-channel scales).
   for (int64_t t = 0; t < s; ++t) {

@@ -18,6 +18,7 @@
 #include "qbc/quant/gptq.h"
 
 #include "gptq_linalg.h"
+#include "qbc/quant/fakequant.h"
 
 #include <algorithm>
 #include <atomic>
@@ -64,17 +65,11 @@ double clip_error(const double* w, int64_t len, float s, int qm, double norm, do
   return sum;
 }
 
-/// A scale and its zero point.
-struct ScaleZero {
-  float scale = 1e-8f;
-  int zero = 0;
-};
-
 /// The asymmetric parameters of w[0, len) (docs/numerics.md): the range [lo, hi] =
 /// [min(min w, 0), max(max w, 0)] shrunk by p = 1 (p = 1, 1 − 1/grid, ... with
 /// mse_clip), s = fp32(p·(hi − lo) / (2^b − 1)) (≥ 1e-8), z = clamp(rne(−p·lo / s), 0,
 /// 2^b − 1) − 2^(b−1) in the signed code range; the first with the least error wins.
-ScaleZero segment_affine(const double* w, int64_t len, int bits, const GptqOptions& o) {
+AffineParams segment_affine(const double* w, int64_t len, int bits, const GptqOptions& o) {
   const int qm = qmax_of(bits);
   double lo = 0, hi = 0;
   for (int64_t j = 0; j < len; ++j) {
@@ -82,20 +77,17 @@ ScaleZero segment_affine(const double* w, int64_t len, int bits, const GptqOptio
     hi = std::max(hi, w[j]);
   }
   if (hi - lo == 0) return {};
-  const double levels = static_cast<double>((int64_t{1} << bits) - 1);
   const double norm = o.mse_clip ? o.mse_norm : 2.0;
   const int steps = o.mse_clip ? static_cast<int>(o.mse_max_shrink * o.mse_grid + 1e-9) : 1;
-  ScaleZero best;
+  AffineParams best;
   double best_err = std::numeric_limits<double>::infinity();
   for (int i = 0; i < std::max(steps, 1); ++i) {
     const double p = 1.0 - static_cast<double>(i) / o.mse_grid;
-    const float s = std::max(static_cast<float>(p * (hi - lo) / levels), 1e-8f);
-    const double zu = std::clamp(std::nearbyint(-p * lo / static_cast<double>(s)), 0.0, levels);
-    const double z = zu - static_cast<double>(qm + 1);
-    const double err = clip_error(w, len, s, qm, norm, best_err, z);
+    const AffineParams a = affine_params(p * (hi - lo), -p * lo, bits);
+    const double err = clip_error(w, len, a.scale, qm, norm, best_err, a.zero);
     if (err < best_err) {
       best_err = err;
-      best = {s, static_cast<int>(z)};
+      best = a;
     }
   }
   return best;
@@ -107,10 +99,7 @@ ScaleZero segment_affine(const double* w, int64_t len, int bits, const GptqOptio
 /// mse_norm with mse_clip). The first candidate is the absmax rule.
 float segment_scale(const double* w, int64_t len, int bits, const GptqOptions& o) {
   const int qm = qmax_of(bits);
-  double e = 0;
-  for (int64_t j = 0; j < len; ++j) {
-    if (std::fabs(w[j]) > std::fabs(e)) e = w[j];
-  }
+  const double e = extreme_weight(w, len);
   const float s0 = extreme_scale(e, 1.0, bits, ScaleEnd::kQmax);
   if (e == 0) return s0;
   const double norm = o.mse_clip ? o.mse_norm : 2.0;
@@ -138,7 +127,7 @@ void row_params(const double* w, int64_t in, const GptqOptions& o, float* scales
   for (int64_t g = 0, c0 = 0; c0 < in; ++g, c0 += gs) {
     const int64_t len = std::min(gs, in - c0);
     if (o.zero_point) {
-      const ScaleZero sz = segment_affine(w + c0, len, o.bits, o);
+      const AffineParams sz = segment_affine(w + c0, len, o.bits, o);
       scales[g] = sz.scale;
       zeros[g] = static_cast<int8_t>(sz.zero);
     } else {
@@ -209,6 +198,14 @@ constexpr int64_t kSweepRows = 128;    // output rows per GPTQ work item
 }  // namespace
 
 // ---------------------------------------------------------------------------
+
+double extreme_weight(const double* w, int64_t len) {
+  double e = 0;
+  for (int64_t j = 0; j < len; ++j) {
+    if (std::fabs(w[j]) > std::fabs(e)) e = w[j];
+  }
+  return e;
+}
 
 float extreme_scale(double e, double p, int bits, ScaleEnd end) {
   const int levels = end == ScaleEnd::kQmax ? qmax_of(bits) : qmax_of(bits) + 1;

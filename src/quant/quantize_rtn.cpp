@@ -9,6 +9,7 @@
 
 #include "qbc/quant/quantize.h"
 
+#include "qbc/quant/fakequant.h"
 #include "qbc/quant/gptq.h"
 #include "qbc/quant/key_ranges.h"
 
@@ -54,16 +55,22 @@ double channel_reach(const TensorStats& s, size_t i, double offset) {
 }
 
 
-/// A static asymmetric input quantizer.
-struct AffineRange {
-  float scale = 1e-8f;
-  int64_t zero = 0;
-};
+/// An i8 sidecar tensor holding `codes`.
+frontend::TensorToWrite int8_tensor(const std::string& name, std::vector<int64_t> shape,
+                                    const std::vector<int8_t>& codes) {
+  frontend::TensorToWrite t;
+  t.name = name;
+  t.dtype = frontend::DType::kI8;
+  t.shape = std::move(shape);
+  t.data.assign(reinterpret_cast<const uint8_t*>(codes.data()),
+                reinterpret_cast<const uint8_t*>(codes.data()) + codes.size());
+  return t;
+}
 
-/// The calibrated range [min x, max x] (widened to hold 0, and clipped to ±`clip`, the
-/// observer's symmetric range for calibration.mode 1 / 2) as s = fp32((hi − lo) /
-/// (2^b − 1)) and z = clamp(rne(−lo / s), 0, 2^b − 1) − 2^(b−1) (docs/numerics.md).
-AffineRange static_affine(const TensorStats& s, float clip, int bits) {
+/// The static asymmetric input quantizer of the calibrated range [min x, max x]
+/// (widened to hold 0, and clipped to ±`clip`, the observer's symmetric range for
+/// calibration.mode 1 / 2; docs/numerics.md).
+AffineParams static_affine(const TensorStats& s, float clip, int bits) {
   double lo = 0, hi = 0;
   for (size_t i = 0; i < s.channel_min.size() && i < s.channel_max.size(); ++i) {
     if (!(s.channel_min[i] <= s.channel_max[i])) continue;  // a channel never observed
@@ -72,12 +79,7 @@ AffineRange static_affine(const TensorStats& s, float clip, int bits) {
   }
   lo = std::max(lo, -static_cast<double>(clip));
   hi = std::min(hi, static_cast<double>(clip));
-  const double levels = static_cast<double>((int64_t{1} << bits) - 1);
-  AffineRange a;
-  a.scale = std::max(static_cast<float>((hi - lo) / levels), 1e-8f);
-  a.zero = static_cast<int64_t>(std::clamp(std::nearbyint(-lo / static_cast<double>(a.scale)), 0.0, levels)) -
-           (int64_t{1} << (bits - 1));
-  return a;
+  return affine_params(hi - lo, -lo, bits);
 }
 
 }  // namespace
@@ -183,24 +185,11 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
       }
       const std::vector<int64_t> scale_shape = group > 0 ? std::vector<int64_t>{rows, groups} : std::vector<int64_t>{rows};
       const std::string wq = n.name + ".wq", ws = n.name + ".wscale";
-      frontend::TensorToWrite tq;
-      tq.name = wq;
-      tq.dtype = frontend::DType::kI8;
-      tq.shape = {rows, cols};
-      tq.data.assign(reinterpret_cast<const uint8_t*>(q.data()), reinterpret_cast<const uint8_t*>(q.data()) + q.size());
-      std::vector<frontend::TensorToWrite> tensors;
-      tensors.push_back(std::move(tq));
-      tensors.push_back(frontend::make_tensor(ws, frontend::DType::kF32, scale_shape, scale));
       const std::string wz = n.name + ".wzero";
-      if (!zero.empty()) {
-        frontend::TensorToWrite tz;
-        tz.name = wz;
-        tz.dtype = frontend::DType::kI8;
-        tz.shape = scale_shape;
-        tz.data.assign(reinterpret_cast<const uint8_t*>(zero.data()),
-                       reinterpret_cast<const uint8_t*>(zero.data()) + zero.size());
-        tensors.push_back(std::move(tz));
-      }
+      std::vector<frontend::TensorToWrite> tensors;
+      tensors.push_back(int8_tensor(wq, {rows, cols}, q));
+      tensors.push_back(frontend::make_tensor(ws, frontend::DType::kF32, scale_shape, scale));
+      if (!zero.empty()) tensors.push_back(int8_tensor(wz, scale_shape, zero));
       for (frontend::TensorToWrite& t : tensors) {
         if (sink) {
           QBC_RETURN_IF_ERROR(sink(std::move(t)));
@@ -230,7 +219,7 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
       if (asym_inputs) {  // calibration.method 2 / 3: a zero point per token, or a calibrated one
         n.attrs.set("in_asym", int64_t{1});
         if (!per_token) {
-          const AffineRange a = static_affine(st->second, range, bits.activation);
+          const AffineParams a = static_affine(st->second, range, bits.activation);
           n.attrs.set("in_scale", static_cast<double>(a.scale));
           n.attrs.set("in_zero", int64_t{a.zero});
         }
@@ -257,12 +246,10 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
       QBC_ASSIGN_OR_RETURN(const TensorStats* vs, get(2));
       const int kb = options.bit().kv_cache().key(), vb = options.bit().kv_cache().value();
       const size_t kv_width = static_cast<size_t>(kvh * hd);
+      // K offsets are centred unless the scores are soft-capped (see below).
+      const bool k_centered = n.attrs.get_float("softcap") <= 0.0;
       // Key ranges over every position the cache serves (max_cache), derived from the
       // pre-RoPE statistics (key_ranges.h); calibration alone covers its own length only.
-      // Offsets: the midpoint of each channel's range. A K offset shifts every key's score
-      // by the same q.offset, which softmax cancels (not so under soft-capping, so it
-      // stays 0 there); a V offset is added back after P.V.
-      const bool k_centered = n.attrs.get_float("softcap") <= 0.0;
       std::vector<ChannelRange> k_range(kv_width);
       std::vector<double> k_rot_offset;  // rotating offsets (empty: none)
       if (knode.op == ir::Op::kRope) {
@@ -272,16 +259,16 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
         if (options.bit().kv_cache().rotating_key_offsets()) {
           RotatingKeyOffsets ro = rotating_key_offsets(knode, it->second, n.attrs.get_int("max_cache"), k_centered);
           k_range = std::move(ro.ranges);
-          if (ro.pairs > 0) {
-            k_rot_offset.resize(kv_width);
-            for (size_t i = 0; i < kv_width; ++i) k_rot_offset[i] = ro.m[i];
-          }
+          if (ro.pairs > 0) k_rot_offset = std::move(ro.m);
         } else {
           k_range = rotated_key_ranges(knode, it->second, n.attrs.get_int("max_cache"));
         }
       } else {
         for (size_t i = 0; i < kv_width; ++i) k_range[i] = {ks->channel_min[i], ks->channel_max[i]};
       }
+      // Offsets: the midpoint of each channel's range. A K offset shifts every key's score
+      // by the same q.offset, which softmax cancels (not so under soft-capping, so it
+      // stays 0 there); a V offset is added back after P.V.
       std::vector<double> k_offset(kv_width, 0.0), v_offset(kv_width, 0.0);
       for (size_t i = 0; i < kv_width; ++i) {
         if (k_centered) k_offset[i] = fp32(0.5 * (k_range[i].lo + k_range[i].hi));

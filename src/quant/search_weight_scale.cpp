@@ -39,21 +39,19 @@
 // in index order; threads only split independent output rows (or Gram rows), whose
 // results are combined in index order.
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <limits>
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
-#include <system_error>
-#include <thread>
 #include <vector>
 
 #include "qbc/quant/block_runner.h"
 #include "qbc/quant/gptq.h"
 #include "qbc/quant/weight_passes.h"
 #include "qbc/support/logging.h"
+#include "gptq_linalg.h"
 #include "transform_util.h"
 
 namespace qbc::quant {
@@ -65,31 +63,12 @@ constexpr int kClipSteps = 10;      // r = 1 − 0.05·i, i = 0..10
 
 int qmax_of(int bits) { return (1 << (bits - 1)) - 1; }
 
-int resolve_threads(int requested) {
-  if (requested > 0) return requested;
-  const unsigned hw = std::thread::hardware_concurrency();
-  return hw == 0 ? 1 : static_cast<int>(std::min(hw, 32u));
-}
-
 /// Calls f(i) for i in [0, n) on up to `threads` threads (each i is independent).
 template <typename F>
 void parallel_for(int64_t n, int threads, const F& f) {
-  if (n <= 0) return;
-  std::atomic<int64_t> next{0};
-  auto worker = [&] {
-    for (int64_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) f(i);
-  };
-  std::vector<std::thread> pool;
-  const int64_t extra = std::min<int64_t>(threads, n) - 1;
-  for (int64_t t = 0; t < extra; ++t) {
-    try {
-      pool.emplace_back(worker);
-    } catch (const std::system_error&) {
-      break;
-    }
-  }
-  worker();
-  for (std::thread& t : pool) t.join();
+  gptq_detail::parallel_chunks(n, 1, threads, [&](int64_t a, int64_t b) {
+    for (int64_t i = a; i < b; ++i) f(i);
+  });
 }
 
 double code_of(double w, double s, int qm) {
@@ -214,7 +193,7 @@ class SearchWeightScale final : public Pass {
     if (ctx.fixed == nullptr) return failed_precondition("searchWeightScale needs a map for the chosen integer weights");
     const auto& t = config_.transformer();
     if (!(t.query() || t.key() || t.value() || t.out() || t.ffn())) return false;
-    threads_ = resolve_threads(ctx.session.threads);
+    threads_ = gptq_detail::resolve_threads(ctx.session.threads);
 
     const ir::Graph& g = *ctx.graph;
     const auto users = consumers(g);
@@ -556,10 +535,7 @@ class SearchWeightScale final : public Pass {
     const int64_t in = wm.cols;
     parallel_for(wm.rows, threads_, [&](int64_t r) {
       std::vector<double> d(static_cast<size_t>(in));
-      double extreme = 0;  // the value of largest magnitude, the first on ties
-      for (int64_t c = 0; c < in; ++c) {
-        if (std::fabs(wm.at(r, c)) > std::fabs(extreme)) extreme = wm.at(r, c);
-      }
+      const double extreme = extreme_weight(wm.v.data() + r * in, in);
       double best_err = std::numeric_limits<double>::infinity();
       float best = extreme_scale(extreme, 1.0, bits, ScaleEnd::kQmax);
       for (int i = 0; i <= kClipSteps && extreme != 0; ++i) {

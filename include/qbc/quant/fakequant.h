@@ -29,6 +29,17 @@ int64_t quant_max(int bits);
 /// `offset` (a KV channel's offset; 0 everywhere else).
 int32_t quantize_symmetric(double x, float scale, int bits, float offset = 0.0f);
 
+/// The scale and zero point of an asymmetric `bits`-bit quantizer (docs/numerics.md).
+struct AffineParams {
+  float scale = 1e-8f;
+  int32_t zero = 0;  ///< A code of the signed range [−2^(bits−1), 2^(bits−1) − 1].
+};
+
+/// The asymmetric quantizer of a range [lo, hi] holding 0, given as `span` = hi − lo and
+/// `neg_lo` = −lo (callers form them in fp64 in their own order): s = max(fp32(span /
+/// (2^bits − 1)), 1e-8) and z = clamp(rne(neg_lo / s), 0, 2^bits − 1) − 2^(bits−1).
+AffineParams affine_params(double span, double neg_lo, int bits);
+
 /// The softmax probability codes: P is stored as unsigned `bits`-bit integers (8 or
 /// 16) with the fixed scale fp32(1 / (2^bits - 1)).
 float prob_scale(int bits);

@@ -135,6 +135,9 @@ enum class ScaleEnd {
              ///< this uses all 16 codes instead of 15.
 };
 
+/// The extreme of w[0, len): its value of largest magnitude, the first on ties (0 when empty).
+double extreme_weight(const double* w, int64_t len);
+
 /// The weight scale of extreme `e` shrunk by `p` in (0, 1] (docs/numerics.md):
 /// for p = 1, fp32(|e|) / fp32(qmax [+1]) in fp32; otherwise p·fp32(|e|) / (qmax [+1])
 /// in fp64 rounded once to fp32; the magnitude is kept ≥ 1e-8 and the sign set by `end`.
