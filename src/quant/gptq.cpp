@@ -46,8 +46,6 @@ using gptq_detail::resolve_threads;
 // ---------------------------------------------------------------------------
 // Scales (docs/numerics.md, docs/research/quant.md §2.1 and §2.3).
 
-int qmax_of(int bits) { return (1 << (bits - 1)) - 1; }
-
 /// The code of w: clamp(rne(w / s) + z, −qmax − 1, qmax).
 double code_of(double w, double s, int qm, double z = 0) {
   return std::clamp(std::nearbyint(w / s) + z, static_cast<double>(-qm - 1), static_cast<double>(qm));
@@ -70,7 +68,7 @@ double clip_error(const double* w, int64_t len, float s, int qm, double norm, do
 /// mse_clip), s = fp32(p·(hi − lo) / (2^b − 1)) (≥ 1e-8), z = clamp(rne(−p·lo / s), 0,
 /// 2^b − 1) − 2^(b−1) in the signed code range; the first with the least error wins.
 AffineParams segment_affine(const double* w, int64_t len, int bits, const GptqOptions& o) {
-  const int qm = qmax_of(bits);
+  const int qm = static_cast<int>(quant_max(bits));
   double lo = 0, hi = 0;
   for (int64_t j = 0; j < len; ++j) {
     lo = std::min(lo, w[j]);
@@ -98,7 +96,7 @@ AffineParams segment_affine(const double* w, int64_t len, int bits, const GptqOp
 /// mse_clip), in that order; the first with the least Σ|ŵ − w|^norm wins (norm 2, or
 /// mse_norm with mse_clip). The first candidate is the absmax rule.
 float segment_scale(const double* w, int64_t len, int bits, const GptqOptions& o) {
-  const int qm = qmax_of(bits);
+  const int qm = static_cast<int>(quant_max(bits));
   const double e = extreme_weight(w, len);
   const float s0 = extreme_scale(e, 1.0, bits, ScaleEnd::kQmax);
   if (e == 0) return s0;
@@ -208,7 +206,7 @@ double extreme_weight(const double* w, int64_t len) {
 }
 
 float extreme_scale(double e, double p, int bits, ScaleEnd end) {
-  const int levels = end == ScaleEnd::kQmax ? qmax_of(bits) : qmax_of(bits) + 1;
+  const int levels = static_cast<int>(quant_max(bits)) + (end == ScaleEnd::kLongEnd ? 1 : 0);
   const float amax = static_cast<float>(std::fabs(e));
   const float mag = p == 1.0 ? amax / static_cast<float>(levels)
                              : static_cast<float>(p * static_cast<double>(amax) / levels);
@@ -303,7 +301,7 @@ StatusOr<GptqResult> rtn_quantize(const std::vector<float>& W, int64_t out, int6
   GptqResult r = make_result(out, in, options);
   size_params(out, in, options, r);
   const int64_t groups = r.groups();
-  const int qm = qmax_of(options.bits);
+  const int qm = static_cast<int>(quant_max(options.bits));
   // Row by row through an fp64 copy of one row: no fp64 copy of the whole matrix (an
   // LM head can be gigabytes).
   parallel_chunks(out, 16, threads, [&](int64_t a, int64_t b) {
@@ -385,7 +383,7 @@ StatusOr<GptqResult> gptq_quantize(const std::vector<float>& W, int64_t out, int
 
   // The sweep. Rows of W are independent given U: each work item owns a chunk of rows.
   const double* U = H.data();
-  const int qm = qmax_of(o.bits);
+  const int qm = static_cast<int>(quant_max(o.bits));
   const int64_t groups = r.groups();
   const int64_t bs = std::min(o.block_size, n);
   std::vector<double> row_loss(static_cast<size_t>(out), 0.0);

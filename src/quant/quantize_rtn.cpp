@@ -35,8 +35,6 @@ std::string projection(const std::string& name) {
   return "other";
 }
 
-int qmax(int bits) { return (1 << (bits - 1)) - 1; }
-
 /// `x` rounded to the fp32 a node's float attribute is used as.
 double fp32(double x) { return static_cast<double>(static_cast<float>(x)); }
 
@@ -213,7 +211,7 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
       n.op = ir::Op::kQLinear;
       n.operands = std::move(ops);
       n.attrs = ir::Attrs();
-      n.attrs.set("in_scale", static_cast<double>(std::max(range / static_cast<float>(qmax(bits.activation)), 1e-8f)));
+      n.attrs.set("in_scale", static_cast<double>(std::max(range / static_cast<float>(quant_max(bits.activation)), 1e-8f)));
       n.attrs.set("in_bits", int64_t{bits.activation});
       if (per_token) n.attrs.set("in_dynamic", int64_t{1});
       if (asym_inputs) {  // calibration.method 2 / 3: a zero point per token, or a calibrated one
@@ -287,8 +285,8 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
             const size_t partner = static_cast<size_t>(h * hd + (c < rd / 2 ? c + rd / 2 : c - rd / 2));
             range = std::max(range, k_reach(partner));
           }
-          k_scale[i] = std::max(range / static_cast<double>(qmax(kb)), 1e-8);
-          v_scale[i] = std::max(channel_reach(*vs, i, v_offset[i]) / static_cast<double>(qmax(vb)), 1e-8);
+          k_scale[i] = std::max(range / static_cast<double>(quant_max(kb)), 1e-8);
+          v_scale[i] = std::max(channel_reach(*vs, i, v_offset[i]) / static_cast<double>(quant_max(vb)), 1e-8);
         }
       }
       // Q is multiplied by its KV head's K scales before its own 8-bit quantization.
@@ -300,7 +298,7 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
           m = std::max(m, static_cast<double>(qs->channel_absmax[static_cast<size_t>(h * hd + c)]) *
                               k_scale[static_cast<size_t>((h / group) * hd + c)]);
         }
-        q_scale[static_cast<size_t>(h)] = std::max(m / qmax(8), 1e-8);
+        q_scale[static_cast<size_t>(h)] = std::max(m / static_cast<double>(quant_max(8)), 1e-8);
       }
       const bool p16 = matches_any(options.bit().layer_overrides().activation16_bits(), n.name);
       n.attrs.set("k_bits", int64_t{kb});

@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "qbc/quant/block_runner.h"
+#include "qbc/quant/fakequant.h"
 #include "qbc/quant/gptq.h"
 #include "qbc/quant/weight_passes.h"
 #include "qbc/support/logging.h"
@@ -60,8 +61,6 @@ namespace {
 constexpr int64_t kMaxRows = 4096;  // calibration rows kept per group input
 constexpr int kAlphaGrid = 20;      // α = i / 20, i = 0..20
 constexpr int kClipSteps = 10;      // r = 1 − 0.05·i, i = 0..10
-
-int qmax_of(int bits) { return (1 << (bits - 1)) - 1; }
 
 /// Calls f(i) for i in [0, n) on up to `threads` threads (each i is independent).
 template <typename F>
@@ -465,7 +464,7 @@ class SearchWeightScale final : public Pass {
       for (const Member& m : grp.members) {
         if (m.bits >= 16) continue;
         const Matrix& wm = w.at(m.weight);
-        const int qm = qmax_of(m.bits);
+        const int qm = static_cast<int>(quant_max(m.bits));
         std::vector<double> row_err(static_cast<size_t>(wm.rows));
         parallel_for(wm.rows, threads_, [&](int64_t r) {
           std::vector<double> ws(static_cast<size_t>(in)), d(static_cast<size_t>(in));
@@ -531,7 +530,7 @@ class SearchWeightScale final : public Pass {
     f.bits = bits;
     f.codes.assign(static_cast<size_t>(wm.rows * wm.cols), 0);
     f.scales.assign(static_cast<size_t>(wm.rows), 0.0f);
-    const int qm = qmax_of(bits);
+    const int qm = static_cast<int>(quant_max(bits));
     const int64_t in = wm.cols;
     parallel_for(wm.rows, threads_, [&](int64_t r) {
       std::vector<double> d(static_cast<size_t>(in));
