@@ -25,27 +25,33 @@ namespace {
 constexpr int64_t kTile = 256;  // rows per rank-k update
 }  // namespace
 
-CrossAccumulator::CrossAccumulator(int64_t in, int num_threads)
-    : in_(std::max<int64_t>(in, 0)),
+CrossAccumulator::CrossAccumulator(int64_t f_dim, int64_t q_dim, int num_threads)
+    : f_dim_(std::max<int64_t>(f_dim, 0)),
+      in_(std::max<int64_t>(q_dim, 0)),
       num_threads_(resolve_threads(num_threads)),
-      sum_(static_cast<size_t>(in_ * in_), 0.0) {}
+      sum_(static_cast<size_t>(f_dim_ * in_), 0.0) {}
 
 Status CrossAccumulator::add(const float* f, const float* q, int64_t rows) {
   if (rows < 0) return invalid_argument("cross moments: negative row count ", rows);
   if (rows == 0) return ok_status();
   if (f == nullptr || q == nullptr) return invalid_argument("cross moments: null rows");
-  const int64_t n = in_;
+  const int64_t n = in_, m = f_dim_;
   for (int64_t k = 0; k < rows * n; ++k) {
-    if (!std::isfinite(f[k]) || !std::isfinite(q[k])) {
+    if (!std::isfinite(q[k])) {
       return invalid_argument("cross moments: row ", samples_ + k / n, " feature ", k % n, " is not finite");
     }
   }
-  std::vector<double> ft, qd;  // a tile: f transposed [n, kt], q [kt, n]
+  for (int64_t k = 0; k < rows * m; ++k) {
+    if (!std::isfinite(f[k])) {
+      return invalid_argument("cross moments: row ", samples_ + k / m, " target feature ", k % m, " is not finite");
+    }
+  }
+  std::vector<double> ft, qd;  // a tile: f transposed [m, kt], q [kt, n]
   for (int64_t t0 = 0; t0 < rows; t0 += kTile) {
     const int64_t kt = std::min(kTile, rows - t0);
-    gptq_detail::load_tile(f, t0, kt, n, nullptr, &ft);
+    gptq_detail::load_tile(f, t0, kt, m, nullptr, &ft);
     gptq_detail::load_tile(q, t0, kt, n, &qd, nullptr);
-    parallel_chunks(n, 64, num_threads_, [&](int64_t a, int64_t b) {
+    parallel_chunks(m, 64, num_threads_, [&](int64_t a, int64_t b) {
       gemm_acc(b - a, n, kt, ft.data() + a * kt, kt, qd.data(), n, sum_.data() + a * n, n);
     });
   }
@@ -61,19 +67,22 @@ StatusOr<std::vector<double>> CrossAccumulator::cross() const {
   return c;
 }
 
-StatusOr<std::vector<double>> float_target_correction(const std::vector<double>& H, std::vector<double> C,
-                                                      double perc_damp, int num_threads) {
+StatusOr<std::vector<double>> ridge_right_solve(const std::vector<double>& H, std::vector<double> B, int64_t rows,
+                                                double perc_damp, int num_threads) {
   const int64_t n = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(H.size()))));
-  if (n <= 0 || static_cast<int64_t>(H.size()) != n * n || C.size() != H.size()) {
-    return invalid_argument("float target: H (", H.size(), " values) and C (", C.size(),
-                            " values) must be the same square matrix size");
+  if (n <= 0 || static_cast<int64_t>(H.size()) != n * n || rows < 0 ||
+      static_cast<int64_t>(B.size()) != rows * n) {
+    return invalid_argument("ridge solve: H (", H.size(), " values) is not square or B (", B.size(),
+                            " values) is not [", rows, ", n]");
   }
   const int threads = resolve_threads(num_threads);
-  // D = C − H in C's buffer, with no correction through dead inputs (H_ii = 0).
+  // No correction through dead inputs (H_ii = 0).
   std::vector<bool> dead(static_cast<size_t>(n), false);
   for (int64_t i = 0; i < n; ++i) dead[i] = H[i * n + i] == 0;
-  for (int64_t i = 0; i < n; ++i) {
-    for (int64_t j = 0; j < n; ++j) C[i * n + j] = dead[i] || dead[j] ? 0.0 : C[i * n + j] - H[i * n + j];
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      if (dead[j]) B[i * n + j] = 0.0;
+    }
   }
   // U = chol((H + λI)⁻¹, upper) in original order: GPTQ's routine with the identity
   // act order (it wants the Hessian reversed).
@@ -92,16 +101,32 @@ StatusOr<std::vector<double>> float_target_correction(const std::vector<double>&
     for (int64_t j = 0; j < i; ++j) U[i * n + j] = 0;  // the strict lower part is work space
     for (int64_t j = i; j < n; ++j) Ut[j * n + i] = U[i * n + j];
   }
-  // M = (D Uᵀ) U; D's buffer takes M.
-  std::vector<double> T(static_cast<size_t>(n * n), 0.0);
-  parallel_chunks(n, 64, threads, [&](int64_t a, int64_t b) {
-    gemm_acc(b - a, n, n, C.data() + a * n, n, Ut.data(), n, T.data() + a * n, n);
+  // B (H + λI)⁻¹ = (B Uᵀ) U; B's buffer takes the result.
+  std::vector<double> T(static_cast<size_t>(rows * n), 0.0);
+  parallel_chunks(rows, 64, threads, [&](int64_t a, int64_t b) {
+    gemm_acc(b - a, n, n, B.data() + a * n, n, Ut.data(), n, T.data() + a * n, n);
   });
-  std::fill(C.begin(), C.end(), 0.0);
-  parallel_chunks(n, 64, threads, [&](int64_t a, int64_t b) {
-    gemm_acc(b - a, n, n, T.data() + a * n, n, U.data(), n, C.data() + a * n, n);
+  std::fill(B.begin(), B.end(), 0.0);
+  parallel_chunks(rows, 64, threads, [&](int64_t a, int64_t b) {
+    gemm_acc(b - a, n, n, T.data() + a * n, n, U.data(), n, B.data() + a * n, n);
   });
-  return C;
+  return B;
+}
+
+StatusOr<std::vector<double>> float_target_correction(const std::vector<double>& H, std::vector<double> C,
+                                                      double perc_damp, int num_threads) {
+  if (C.size() != H.size()) {
+    return invalid_argument("float target: H (", H.size(), " values) and C (", C.size(),
+                            " values) must be the same square matrix size");
+  }
+  for (size_t k = 0; k < C.size(); ++k) C[k] -= H[k];  // D = C − H
+  const int64_t n = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(H.size()))));
+  // Rows of dead inputs carry no correction either.
+  for (int64_t i = 0; i < n && n * n == static_cast<int64_t>(H.size()); ++i) {
+    if (H[i * n + i] != 0) continue;
+    for (int64_t j = 0; j < n; ++j) C[i * n + j] = 0.0;
+  }
+  return ridge_right_solve(H, std::move(C), n, perc_damp, num_threads);
 }
 
 StatusOr<std::vector<float>> apply_float_target(const std::vector<float>& W, int64_t out, int64_t in,

@@ -20,8 +20,13 @@
 // carries the float model's stream (each segment's linears read from a snapshot taken
 // before any of them is quantized); for each group the float inputs X_f of every sample
 // are kept until the quantized run has paired them with X_q (samples × seq × in floats),
-// and each linear's float weight becomes W + W·(C − H)(H + λI)⁻¹ before GPTQ. Cost: one
-// more float forward of the segment per group, and about four more in×in fp64 matrices.
+// and each linear's float weight becomes W + W·(C − H)(H + λI)⁻¹ before GPTQ. A linear
+// whose output is added to the residual stream (o_proj, down_proj) also aims at the float
+// model's residual stream: it gets + E(H + λI)⁻¹ with E = (2/N) Σ (r_f − r_q) x_qᵀ, the
+// drift r_f − r_q the earlier layers left in the stream it is added to, so the writer
+// cancels what of that drift its inputs can predict. Cost: one more float forward of the
+// segment per group, about four more in×in fp64 matrices, and for a writer the float
+// residual of every sample (samples × seq × hidden floats) and an [out, in] matrix.
 //
 // hessianDtype: the Hessian is always accumulated, factorised and applied in fp64
 // (HessianAccumulator, gptq_quantize), which is at least as precise as fp32 or bf16;
@@ -57,6 +62,9 @@ struct Group {
   ir::ValueId input = -1;
   std::string input_name;
   std::vector<Target> linears;
+  /// floatTarget: the residual stream the group's only linear is added to (o_proj,
+  /// down_proj), "" when it is not a residual writer.
+  std::string residual_name;
 };
 
 const char* dtype_name(config::HessianDtype d) {
@@ -110,6 +118,7 @@ class HessianQuant final : public Pass {
     }
 
     QBC_ASSIGN_OR_RETURN(BlockRunner runner, BlockRunner::create(g, ctx.num_samples, *ctx.samples, ctx.session));
+    const auto users = consumers(g);
 
     // The groups of every segment, in graph order, before anything is rewritten.
     std::vector<std::vector<Group>> plan(runner.num_segments());
@@ -140,10 +149,20 @@ class HessianQuant final : public Pass {
         auto it = by_input.find(in);
         if (it == by_input.end()) {
           it = by_input.emplace(in, plan[s].size()).first;
-          plan[s].push_back({in, g.node(in).name, {}});
+          plan[s].push_back({in, g.node(in).name, {}, {}});
         }
         plan[s][it->second].linears.push_back({id, n.name, wname, bits.weight});
         ++total;
+      }
+      if (!attr.float_target()) continue;
+      for (Group& grp : plan[s]) {  // residual writers: a lone linear feeding an add
+        if (grp.linears.size() != 1) continue;
+        const auto& u = users[static_cast<size_t>(grp.linears[0].id)];
+        if (u.size() != 1 || g.node(u[0]).op != ir::Op::kAdd) continue;
+        const ir::Node& add = g.node(u[0]);
+        for (const ir::Operand& o : add.operands) {
+          if (!o.is_weight() && o.value != grp.linears[0].id) grp.residual_name = g.node(o.value).name;
+        }
       }
     }
     if (total == 0) {
@@ -170,6 +189,8 @@ class HessianQuant final : public Pass {
     std::vector<float> act;
     std::vector<int64_t> shape;
     std::vector<std::vector<float>> float_inputs;  // per sample, the group's input in the float model
+    std::vector<std::vector<float>> float_resid;   // per sample, the residual stream in the float model
+    std::vector<float> resid;
     for (size_t s = 0; s < runner.num_segments(); ++s) {
       float_weights.clear();
       if (float_runner) {
@@ -192,13 +213,22 @@ class HessianQuant final : public Pass {
         };
         if (float_runner) {
           float_inputs.assign(ctx.num_samples, {});
+          float_resid.assign(ctx.num_samples, {});
           QBC_RETURN_IF_ERROR(float_runner->run(s, float_reader, [&](size_t sample, ref::Session& session) -> Status {
+            if (!grp.residual_name.empty()) {
+              QBC_RETURN_IF_ERROR(session.activation(grp.residual_name, &float_resid[sample], &shape)
+                                      .with_context("hessianQuant: float residual '", grp.residual_name, "'"));
+            }
             return session.activation(grp.input_name, &float_inputs[sample], &shape)
                 .with_context("hessianQuant: float input '", grp.input_name, "'");
           }));
         }
         std::optional<HessianAccumulator> acc(std::in_place, in);
         std::optional<CrossAccumulator> cross(std::in_place, float_runner ? in : 0);
+        // E = (2/N) Σ (r_f − r_q) x_qᵀ [out, in] for a residual writer.
+        const int64_t out0 = w0->type.dims[0];
+        const bool writer = float_runner && !grp.residual_name.empty();
+        std::optional<CrossAccumulator> rcross(std::in_place, writer ? out0 : 0, writer ? in : 0);
         QBC_RETURN_IF_ERROR(runner.run(s, reader, [&](size_t sample, ref::Session& session) -> Status {
           QBC_RETURN_IF_ERROR(session.activation(grp.input_name, &act, &shape)
                                   .with_context("hessianQuant: input '", grp.input_name, "'"));
@@ -211,18 +241,41 @@ class HessianQuant final : public Pass {
           }
           Status st = cross->add(float_inputs[sample].data(), act.data(), rows);
           std::vector<float>().swap(float_inputs[sample]);
+          if (writer && st.ok()) {
+            QBC_RETURN_IF_ERROR(session.activation(grp.residual_name, &resid, &shape)
+                                    .with_context("hessianQuant: residual '", grp.residual_name, "'"));
+            std::vector<float>& drift = float_resid[sample];
+            if (drift.size() != resid.size() || static_cast<int64_t>(resid.size()) != rows * out0) {
+              return internal_error("hessianQuant: residual '", grp.residual_name, "' has ", resid.size(),
+                                    " values in the quantized model and ", drift.size(), " in the float model, expected ",
+                                    rows * out0);
+            }
+            for (size_t k = 0; k < drift.size(); ++k) drift[k] -= resid[k];
+            st = rcross->add(drift.data(), act.data(), rows);
+            std::vector<float>().swap(drift);
+          }
           return st.with_context("hessianQuant: sample ", sample, ", input '", grp.input_name, "'");
         }));
         QBC_ASSIGN_OR_RETURN(std::vector<double> H, acc->hessian());
         acc.reset();
         std::vector<double> M;  // floatTarget: W' = W + W·M for every linear of the group
+        std::vector<double> R;  // floatTarget, residual writers: W' += E (H + λI)⁻¹
         if (float_runner) {
           QBC_ASSIGN_OR_RETURN(std::vector<double> C, cross->cross());
           StatusOr<std::vector<double>> m = float_target_correction(H, std::move(C), gopt.perc_damp);
           if (!m.ok()) return m.status().with_context("hessianQuant: float target of input '", grp.input_name, "'");
           M = std::move(m).value();
+          if (writer) {
+            QBC_ASSIGN_OR_RETURN(std::vector<double> E, rcross->cross());
+            StatusOr<std::vector<double>> r = ridge_right_solve(H, std::move(E), out0, gopt.perc_damp);
+            if (!r.ok()) return r.status().with_context("hessianQuant: residual target of '", grp.linears[0].name, "'");
+            R = std::move(r).value();
+            log("gptq").debug("{}: also aims at the float residual stream '{}'", grp.linears[0].name,
+                              grp.residual_name);
+          }
         }
         cross.reset();
+        rcross.reset();
         for (size_t li = 0; li < grp.linears.size(); ++li) {
           const Target& t = grp.linears[li];
           QBC_ASSIGN_OR_RETURN(Matrix m, read_matrix(ctx, t.weight));
@@ -234,6 +287,10 @@ class HessianQuant final : public Pass {
             StatusOr<std::vector<float>> wt = apply_float_target(W, m.rows, m.cols, M);
             if (!wt.ok()) return wt.status().with_context("hessianQuant: float target of '", t.name, "'");
             W = std::move(wt).value();
+            if (!R.empty()) {
+              if (R.size() != W.size()) return internal_error("hessianQuant: residual target of '", t.name, "' is mis-sized");
+              for (size_t k = 0; k < W.size(); ++k) W[k] = static_cast<float>(static_cast<double>(W[k]) + R[k]);
+            }
           }
           GptqOptions o = gopt;
           o.bits = t.bits;

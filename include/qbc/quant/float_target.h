@@ -25,7 +25,9 @@ namespace qbc::quant {
 /// HessianAccumulator (rows are added in the order given).
 class CrossAccumulator {
  public:
-  explicit CrossAccumulator(int64_t in, int num_threads = 0);
+  explicit CrossAccumulator(int64_t in, int num_threads = 0) : CrossAccumulator(in, in, num_threads) {}
+  /// C = (2/N) · Σ f_n q_nᵀ for f_n of `f_dim` and q_n of `q_dim` features: [f_dim, q_dim].
+  CrossAccumulator(int64_t f_dim, int64_t q_dim, int num_threads = 0);
   /// Adds `rows` pairs: f[rows, in] (float model) and q[rows, in] (quantized model).
   Status add(const float* f, const float* q, int64_t rows);
   int64_t samples() const { return samples_; }
@@ -33,6 +35,7 @@ class CrossAccumulator {
   StatusOr<std::vector<double>> cross() const;
 
  private:
+  int64_t f_dim_ = 0;
   int64_t in_ = 0;
   int num_threads_ = 0;
   int64_t samples_ = 0;
@@ -46,6 +49,10 @@ class CrossAccumulator {
 StatusOr<std::vector<double>> float_target_correction(const std::vector<double>& H, std::vector<double> C,
                                                       double perc_damp, int num_threads = 0);
 
+/// B (H + λI)⁻¹ for B[rows, n] (row-major) and H [n, n], λ = perc_damp · mean(diag H)
+/// (×10 on a failed factorisation); columns of dead inputs (H_ii = 0) are zero.
+StatusOr<std::vector<double>> ridge_right_solve(const std::vector<double>& H, std::vector<double> B, int64_t rows,
+                                                double perc_damp, int num_threads = 0);
 /// W' = W + W · M for W[out, in] (row-major) and M from float_target_correction().
 StatusOr<std::vector<float>> apply_float_target(const std::vector<float>& W, int64_t out, int64_t in,
                                                 const std::vector<double>& M, int num_threads = 0);

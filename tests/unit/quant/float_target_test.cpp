@@ -132,5 +132,101 @@ TEST(FloatTarget, DeadColumnsAndThreadCounts) {
   EXPECT_FALSE(float_target_correction(H, std::vector<double>(3, 0.0), 0.01).ok());
 }
 
+TEST(CrossAccumulator, TargetsOfAnotherWidth) {
+  const Data d = make_data(2, 6, 250, 0.3f, 5);
+  const int64_t m = 3;  // targets: the first 3 features of X_f, doubled
+  std::vector<float> f(static_cast<size_t>(d.rows * m));
+  for (int64_t t = 0; t < d.rows; ++t) {
+    for (int64_t i = 0; i < m; ++i) f[t * m + i] = 2.0f * d.Xf[t * d.in + i];
+  }
+  CrossAccumulator acc(m, d.in, 2);
+  QBC_ASSERT_OK(acc.add(f.data(), d.Xq.data(), d.rows));
+  StatusOr<std::vector<double>> c = acc.cross();
+  QBC_ASSERT_OK(c);
+  ASSERT_EQ(c->size(), static_cast<size_t>(m * d.in));
+  const std::vector<double> square = cross(d);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < d.in; ++j) {
+      EXPECT_NEAR((*c)[i * d.in + j], 2.0 * square[i * d.in + j], 1e-9 * (1 + std::fabs(square[i * d.in + j])));
+    }
+  }
+}
+
+TEST(RidgeRightSolve, SolvesAgainstTheDampedHessian) {
+  Data d = make_data(4, 9, 300, 0.3f, 6);
+  for (int64_t t = 0; t < d.rows; ++t) d.Xq[t * d.in + 2] = 0.0f;  // a dead input
+  const std::vector<double> H = hessian(d, d.Xq);
+  const int64_t n = d.in, rows = 5;
+  std::mt19937 rng(7);
+  std::normal_distribution<double> nd(0.0, 1.0);
+  std::vector<double> B(static_cast<size_t>(rows * n));
+  for (double& v : B) v = nd(rng);
+  const double damp = 0.05;
+  StatusOr<std::vector<double>> X = ridge_right_solve(H, B, rows, damp, 1);
+  QBC_ASSERT_OK(X);
+  StatusOr<std::vector<double>> X3 = ridge_right_solve(H, B, rows, damp, 3);
+  QBC_ASSERT_OK(X3);
+  EXPECT_EQ(*X, *X3);
+  double mean_diag = 0;  // a dead input counts with a unit diagonal (as in GPTQ)
+  for (int64_t i = 0; i < n; ++i) mean_diag += H[i * n + i] == 0 ? 1.0 : H[i * n + i];
+  const double lambda = damp * mean_diag / n;
+  for (int64_t r = 0; r < rows; ++r) {
+    EXPECT_EQ((*X)[r * n + 2], 0.0);  // no correction through a dead input
+    for (int64_t j = 0; j < n; ++j) {
+      if (j == 2) continue;
+      // (X (H + λI))_rj = B_rj on the live inputs.
+      double v = 0;
+      for (int64_t k = 0; k < n; ++k) v += (*X)[r * n + k] * (H[k * n + j] + (k == j ? lambda : 0.0));
+      EXPECT_NEAR(v, B[r * n + j], 1e-8 * (1 + std::fabs(B[r * n + j])));
+    }
+  }
+  EXPECT_FALSE(ridge_right_solve(H, B, rows + 1, damp).ok());
+}
+
+TEST(FloatTarget, ResidualDriftIsCancelledWhereTheInputsPredictIt) {
+  // A residual writer: its output is added to a stream that already drifted by D = X_q·Gᵀ
+  // (a drift its own inputs predict). W' = W + (W(C − H) + E)(H + λI)⁻¹ with
+  // E = (2/N) Σ d x_qᵀ aims at W x_f + d, and gets much closer than the plain float target.
+  const Data d = make_data(6, 10, 500, 0.2f, 8);
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd(0.0f, 0.05f);
+  std::vector<float> G(static_cast<size_t>(d.out * d.in)), D(static_cast<size_t>(d.rows * d.out));
+  for (float& v : G) v = nd(rng);
+  for (int64_t t = 0; t < d.rows; ++t) {
+    for (int64_t o = 0; o < d.out; ++o) {
+      double a = 0;
+      for (int64_t i = 0; i < d.in; ++i) a += static_cast<double>(G[o * d.in + i]) * d.Xq[t * d.in + i];
+      D[t * d.out + o] = static_cast<float>(a);
+    }
+  }
+  const std::vector<double> H = hessian(d, d.Xq), C = cross(d);
+  CrossAccumulator eacc(d.out, d.in);
+  QBC_ASSERT_OK(eacc.add(D.data(), d.Xq.data(), d.rows));
+  StatusOr<std::vector<double>> E = eacc.cross();
+  QBC_ASSERT_OK(E);
+  StatusOr<std::vector<double>> R = ridge_right_solve(H, *E, d.out, 1e-4);
+  QBC_ASSERT_OK(R);
+  StatusOr<std::vector<float>> plain = float_target_weights(d.W, d.out, d.in, H, C, 1e-4);
+  QBC_ASSERT_OK(plain);
+  std::vector<float> with_drift = *plain;
+  for (size_t k = 0; k < with_drift.size(); ++k) with_drift[k] = static_cast<float>(with_drift[k] + (*R)[k]);
+  // Σ_t ||W x_f + d − W' x_q||².
+  auto err = [&](const std::vector<float>& Wp) {
+    double e = 0;
+    for (int64_t t = 0; t < d.rows; ++t) {
+      for (int64_t o = 0; o < d.out; ++o) {
+        double a = D[t * d.out + o], b = 0;
+        for (int64_t i = 0; i < d.in; ++i) {
+          a += static_cast<double>(d.W[o * d.in + i]) * d.Xf[t * d.in + i];
+          b += static_cast<double>(Wp[o * d.in + i]) * d.Xq[t * d.in + i];
+        }
+        e += (a - b) * (a - b);
+      }
+    }
+    return e;
+  };
+  EXPECT_LT(err(with_drift), 0.1 * err(*plain));
+}
+
 }  // namespace
 }  // namespace qbc::quant

@@ -292,7 +292,9 @@ TEST(Rtn, FollowsTheNumericsRule) {
       const double w = p.W[row * p.in + c];
       EXPECT_EQ(r->codes[row * p.in + c], static_cast<int8_t>(code(w, s)));
     }
-    if (s == s_long) EXPECT_EQ(code(e, s), -8.0);  // the extreme sits on the long end
+    if (s == s_long) {
+      EXPECT_EQ(code(e, s), -8.0);  // the extreme sits on the long end
+    }
   }
   // Gaussian rows: both rules win on some rows, and a positive extreme gives s < 0.
   EXPECT_GT(long_end, 0);
