@@ -200,4 +200,28 @@ StatusOr<std::vector<double>> Rotation::matrix() const {
   return m;
 }
 
+StatusOr<Rows> producer_rows(const ir::Graph& g, const std::vector<std::vector<ir::ValueId>>& users, ir::ValueId v,
+                             ir::ValueId reader) {
+  const ir::Node& n = g.node(v);
+  const auto& vu = users[static_cast<size_t>(v)];
+  if (vu.size() != 1 || vu[0] != reader) {
+    return unimplemented("'", n.name, "' feeds more than '", g.node(reader).name, "'; its rows cannot be rewritten");
+  }
+  if (n.op == ir::Op::kLinear) return Rows{v, 0, n.type.dims.back()};
+  if (n.op == ir::Op::kSlice && g.node(n.operands[0].value).op == ir::Op::kLinear) {
+    const ir::ValueId lin = n.operands[0].value;
+    const int64_t start = n.attrs.get_int("start"), end = n.attrs.get_int("end");
+    for (ir::ValueId other : users[static_cast<size_t>(lin)]) {
+      const ir::Node& o = g.node(other);
+      if (other == v) continue;
+      if (o.op != ir::Op::kSlice || (o.attrs.get_int("start") < end && o.attrs.get_int("end") > start)) {
+        return unimplemented("'", g.node(lin).name, "' rows [", start, ", ", end, ") are also read by '", o.name, "'");
+      }
+    }
+    return Rows{lin, start, end - start};
+  }
+  return unimplemented("'", n.name, "' is not a linear or a slice of one");
+}
+
+
 }  // namespace qbc::quant

@@ -51,6 +51,18 @@ StatusOr<AttentionHeads> attention_heads(const ir::Node& attention);
 /// For every value, the nodes that read it (in graph order).
 std::vector<std::vector<ir::ValueId>> consumers(const ir::Graph& g);
 
+/// Output rows [offset, offset + count) of a linear.
+struct Rows {
+  ir::ValueId linear = -1;
+  int64_t offset = 0, count = 0;
+};
+
+/// The linear rows that make value `v` (a linear, or a slice of one), which only
+/// `reader` may read; the linear's other readers must be slices of other rows
+/// (kUnimplemented naming the nodes otherwise). For passes that rewrite q/k rows.
+StatusOr<Rows> producer_rows(const ir::Graph& g, const std::vector<std::vector<ir::ValueId>>& users, ir::ValueId v,
+                             ir::ValueId reader);
+
 /// The weight name of operand `i` of node `id`, or "" when it is not a weight.
 std::string weight_operand(const ir::Graph& g, ir::ValueId id, size_t i);
 

@@ -31,10 +31,7 @@ StatusOr<std::vector<std::unique_ptr<Pass>>> pre_calibration_transforms(const co
     passes.push_back(make_spin_r1(static_cast<uint64_t>(et.spin_r1().seed())));
   }
   if (et.spin_r2().apply()) passes.push_back(make_spin_r2(static_cast<uint64_t>(et.spin_r2().seed())));
-  if (et.qk_rotation().apply()) {
-    return unimplemented("equivalentTransformation.qkRotation is not implemented: a full head-dim rotation of Q/K "
-                         "must run online after RoPE (R3), which the numerics contract has no op for yet");
-  }
+  if (et.qk_rotation().apply()) passes.push_back(make_qk_rotation());
   if (et.optimize_ffn().apply()) passes.push_back(std::make_unique<OptimizeFfn>());
   return passes;
 }

@@ -27,6 +27,12 @@ std::unique_ptr<Pass> make_spin_r1(uint64_t seed);
 /// output rows (and bias) and the matching o_proj input columns of every query head.
 std::unique_ptr<Pass> make_spin_r2(uint64_t seed);
 
+/// qkRotation: per (KV head, channel pair), the 2-D rotation of the q_proj rows (of every
+/// query head of the group) and k_proj rows (and biases) that commutes with RoPE, its
+/// angle chosen from 16 in [0, π/2) to minimise the rows' round-to-nearest error at the
+/// configured weight bits (0 included). QK-norm attention is left alone.
+std::unique_ptr<Pass> make_qk_rotation();
+
 /// Scale migrations (need ctx.stats of the current graph; quant.md §3.7):
 /// qk: Q·s, K/s per channel, s tied per rotary pair and per GQA group (and shared across
 ///     heads for QK-norm models, where it goes into the q_norm/k_norm gains);
@@ -37,7 +43,7 @@ std::unique_ptr<Pass> make_vo_scale();
 std::unique_ptr<Pass> make_ud_scale(double alpha);
 
 /// The transforms `options` enables that run before calibration, in pipeline order
-/// (normConv, spinR1, spinR2). Unbuilt transforms are refused with kUnimplemented.
+/// (normConv, spinR1, spinR2, qkRotation, optimizeFfn). Unbuilt transforms are refused with kUnimplemented.
 StatusOr<std::vector<std::unique_ptr<Pass>>> pre_calibration_transforms(const config::CompileOptions& options);
 
 /// The scale migrations `options` enables (qk, vo, ud, normSmooth), in order. They need
