@@ -20,6 +20,11 @@
 // larger. Data-free (no calibration statistics). Rows whose per-row scale is set by one
 // large weight gain the most (a pair of rows of very different size is balanced).
 //
+// Measured (docs/quantization.md): harmless at 8 bits, harmful at 4 — the criterion weighs
+// the rows of a pair alike, while a q row's error counts in proportion to the key energy
+// of its channel (stories260K's low-frequency key pairs sit far from 0 in one channel).
+// The right criterion needs each pair's 2×2 q and k second moments from calibration.
+//
 // Left alone, with a note: QK-norm models (a per-head RMSNorm gain sits between the
 // projection and RoPE and does not commute with R_φ unless the pair's gains are equal).
 // All arithmetic in fp64, rounded to fp32 once.

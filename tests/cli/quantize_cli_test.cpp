@@ -195,13 +195,16 @@ TEST(QuantizeCli, QuantizedModelRunsAndIsCompared) {
 namespace qbc {
 namespace {
 
-// configs/examples/w4v8.yaml is --preset llm plus the W4V8 bits, in one flag.
+// configs/examples/w4v8.yaml is --preset llm plus the W4V8 bits and the 4-bit weight
+// quantizer of w4v8-gptq.yaml, in one flag.
 TEST(QuantizeCli, W4V8ExampleIsTheLlmPresetWithFourBitWeights) {
   const auto cfg = ::qbc::testing::source_dir() / "configs/examples/w4v8.yaml";
   auto a = run_qbc("dump-config -c " + shell_quote(cfg) + " --format json");
   ASSERT_EQ(a.exit_code, 0) << a.err;
   auto b = run_qbc("dump-config --preset llm --set bit.transformer.weight.query=4 --set bit.transformer.weight.key=4 "
-                   "--set bit.transformer.weight.output=4 --set bit.transformer.weight.ffn=4 --format json");
+                   "--set bit.transformer.weight.output=4 --set bit.transformer.weight.ffn=4 "
+                   "--set bit.weightGroupSize=32 --set bit.weightZeroPoint=true --set hessianQuant.apply=true "
+                   "--set hessianQuant.attributes.floatTarget=true --format json");
   ASSERT_EQ(b.exit_code, 0) << b.err;
   EXPECT_EQ(a.out, b.out);
   auto j = nlohmann::json::parse(a.out);
@@ -209,6 +212,7 @@ TEST(QuantizeCli, W4V8ExampleIsTheLlmPresetWithFourBitWeights) {
   EXPECT_EQ(j["bit"]["transformer"]["weight"]["head"], 8);
   EXPECT_EQ(j["bit"]["transformer"]["weight"]["ffn"], 4);
   EXPECT_EQ(j["equivalentTransformation"]["spinR1"]["apply"], true);
+  EXPECT_EQ(j["hessianQuant"]["attributes"]["floatTarget"], true);
 }
 
 // configs/examples/w4v8-gptq.yaml is --preset llm_fast plus the W4V8 bits, group-32
