@@ -35,9 +35,18 @@
 // only (s = 1); the norm-fed groups are searched as usual. Linears at 16 weight bits are folded (the
 // fold is exact) but neither contribute to the error nor get fixed integers.
 //
-// Deterministic: fp64 arithmetic, fixed evenly spaced row subsample, every reduction
-// in index order; threads only split independent output rows (or Gram rows), whose
-// results are combined in index order.
+// Cost (what keeps it usable on real models): the output error of a candidate is
+// evaluated for a batch of weight rows with one gemm_acc product, through the input's
+// Gram matrix when the input has at most 512 features (all kept calibration rows), or
+// on 512 evenly spaced calibration rows otherwise; the α search scores at most 256
+// evenly spaced output rows of each linear (α is one number per group). Per block that
+// is about 22 clip candidates × rows × in × 512 multiply-adds for the clip search and a
+// small fraction of it for the α search.
+//
+// Deterministic: fp64 arithmetic, fixed evenly spaced row subsamples, every reduction
+// in index order (gemm_acc's products do not depend on how they are split); threads
+// only split independent output rows (or Gram rows), whose results are combined in
+// index order.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -61,6 +70,10 @@ namespace {
 constexpr int64_t kMaxRows = 4096;  // calibration rows kept per group input
 constexpr int kAlphaGrid = 20;      // α = i / 20, i = 0..20
 constexpr int kClipSteps = 10;      // r = 1 − 0.05·i, i = 0..10
+constexpr int64_t kGramMaxIn = 512;  // OutputError: Gram matrix up to this many inputs
+constexpr int64_t kErrorRows = 512;  // OutputError: calibration rows kept beyond that
+constexpr int64_t kSearchRows = 256; // α search: output rows of each linear scored
+constexpr int64_t kRowChunk = 64;    // weight rows per batched error evaluation
 
 /// Calls f(i) for i in [0, n) on up to `threads` threads (each i is independent).
 template <typename F>
@@ -74,17 +87,20 @@ double code_of(double w, double s, int qm) {
   return std::clamp(std::nearbyint(w / s), static_cast<double>(-qm - 1), static_cast<double>(qm));
 }
 
-/// Calibration rows X [n, in] of one linear input, and ||X·d||² for a weight-row error d:
-/// dᵀ(XᵀX)d through the Gram matrix when in ≤ n, otherwise directly.
+/// Calibration rows X [n, in] of one linear input, and ||X·d||² for weight-row errors d,
+/// a batch of rows at a time through gemm_acc: dᵀ(XᵀX)d through the Gram matrix when
+/// in ≤ min(n, kGramMaxIn) (all n rows), otherwise ||X'·d||² on at most kErrorRows
+/// evenly spaced rows X' of X. Per row that is at most max(kGramMaxIn, kErrorRows)·in
+/// multiply-adds, whatever the model size.
 class OutputError {
  public:
-  OutputError(std::vector<double> x, int64_t n, int64_t in, int threads) : x_(std::move(x)), n_(n), in_(in) {
-    if (in_ <= n_) {
+  OutputError(std::vector<double> x, int64_t n, int64_t in, int threads) : n_(n), in_(in) {
+    if (in_ <= n_ && in_ <= kGramMaxIn) {
       gram_.assign(static_cast<size_t>(in_ * in_), 0.0);
       parallel_for(in_, threads, [&](int64_t i) {
         double* gi = gram_.data() + i * in_;
         for (int64_t t = 0; t < n_; ++t) {
-          const double* xt = x_.data() + t * in_;
+          const double* xt = x.data() + t * in_;
           const double xi = xt[i];
           if (xi == 0) continue;
           for (int64_t j = i; j < in_; ++j) gi[j] += xi * xt[j];
@@ -93,34 +109,41 @@ class OutputError {
       for (int64_t i = 0; i < in_; ++i) {
         for (int64_t j = 0; j < i; ++j) gram_[i * in_ + j] = gram_[j * in_ + i];
       }
-      std::vector<double>().swap(x_);
+      return;
+    }
+    // X'ᵀ [in, m] for m ≤ kErrorRows evenly spaced rows.
+    m_ = std::min(n_, kErrorRows);
+    xt_.assign(static_cast<size_t>(in_ * m_), 0.0);
+    for (int64_t k = 0; k < m_; ++k) {
+      const int64_t t = m_ == n_ ? k : (k * n_) / m_;
+      for (int64_t i = 0; i < in_; ++i) xt_[i * m_ + k] = x[t * in_ + i];
     }
   }
   int64_t cols() const { return in_; }
-  double error(const double* d) const {
-    double sum = 0;
+  /// out[r] = ||X·d_r||² for the `rows` rows d_r of D [rows, in] (single-threaded).
+  void errors(const double* D, int64_t rows, double* out) const {
     if (!gram_.empty()) {
-      for (int64_t i = 0; i < in_; ++i) {
-        if (d[i] == 0) continue;
-        const double* gi = gram_.data() + i * in_;
-        double acc = 0;
-        for (int64_t j = 0; j < in_; ++j) acc += gi[j] * d[j];
-        sum += d[i] * acc;
+      std::vector<double> T(static_cast<size_t>(rows * in_), 0.0);
+      gptq_detail::gemm_acc(rows, in_, in_, D, in_, gram_.data(), in_, T.data(), in_);
+      for (int64_t r = 0; r < rows; ++r) {
+        double sum = 0;
+        for (int64_t c = 0; c < in_; ++c) sum += D[r * in_ + c] * T[r * in_ + c];
+        out[r] = sum;
       }
-      return sum;
+      return;
     }
-    for (int64_t t = 0; t < n_; ++t) {
-      const double* xt = x_.data() + t * in_;
-      double y = 0;
-      for (int64_t i = 0; i < in_; ++i) y += xt[i] * d[i];
-      sum += y * y;
+    std::vector<double> Y(static_cast<size_t>(rows * m_), 0.0);
+    gptq_detail::gemm_acc(rows, m_, in_, D, in_, xt_.data(), m_, Y.data(), m_);
+    for (int64_t r = 0; r < rows; ++r) {
+      double sum = 0;
+      for (int64_t t = 0; t < m_; ++t) sum += Y[r * m_ + t] * Y[r * m_ + t];
+      out[r] = sum;
     }
-    return sum;
   }
 
  private:
-  std::vector<double> x_, gram_;
-  int64_t n_, in_;
+  std::vector<double> gram_, xt_;
+  int64_t n_, in_, m_ = 0;
 };
 
 /// Rows of one activation, subsampled: at most `per_sample` evenly spaced tokens of each
@@ -465,15 +488,27 @@ class SearchWeightScale final : public Pass {
         if (m.bits >= 16) continue;
         const Matrix& wm = w.at(m.weight);
         const int qm = static_cast<int>(quant_max(m.bits));
-        std::vector<double> row_err(static_cast<size_t>(wm.rows));
-        parallel_for(wm.rows, threads_, [&](int64_t r) {
-          std::vector<double> ws(static_cast<size_t>(in)), d(static_cast<size_t>(in));
-          for (int64_t c = 0; c < in; ++c) ws[c] = wm.at(r, c) * sc[c];
-          const double q = rtn_scale(ws.data(), in, m.bits);
-          for (int64_t c = 0; c < in; ++c) d[c] = wm.at(r, c) - q * code_of(ws[c], q, qm) / sc[c];
-          row_err[r] = err.error(d.data());
+        // At most kSearchRows evenly spaced rows: α is one number per group.
+        const int64_t nr = std::min(wm.rows, kSearchRows);
+        const int64_t chunks = (nr + kRowChunk - 1) / kRowChunk;
+        std::vector<double> chunk_err(static_cast<size_t>(chunks), 0.0);
+        parallel_for(chunks, threads_, [&](int64_t ci) {
+          const int64_t k0 = ci * kRowChunk, k1 = std::min(nr, k0 + kRowChunk);
+          std::vector<double> D(static_cast<size_t>((k1 - k0) * in)), ws(static_cast<size_t>(in));
+          std::vector<double> e(static_cast<size_t>(k1 - k0));
+          for (int64_t k = k0; k < k1; ++k) {
+            const int64_t r = nr == wm.rows ? k : (k * wm.rows) / nr;
+            for (int64_t c = 0; c < in; ++c) ws[c] = wm.at(r, c) * sc[c];
+            const double q = rtn_scale(ws.data(), in, m.bits);
+            double* d = D.data() + (k - k0) * in;
+            for (int64_t c = 0; c < in; ++c) d[c] = wm.at(r, c) - q * code_of(ws[c], q, qm) / sc[c];
+          }
+          err.errors(D.data(), k1 - k0, e.data());
+          double sum = 0;
+          for (double v : e) sum += v;
+          chunk_err[ci] = sum;
         });
-        for (double e : row_err) total += e;
+        for (double v : chunk_err) total += v;
       }
       if (total < best_err) {
         best_err = total;
@@ -532,28 +567,38 @@ class SearchWeightScale final : public Pass {
     f.scales.assign(static_cast<size_t>(wm.rows), 0.0f);
     const int qm = static_cast<int>(quant_max(bits));
     const int64_t in = wm.cols;
-    parallel_for(wm.rows, threads_, [&](int64_t r) {
-      std::vector<double> d(static_cast<size_t>(in));
-      const double extreme = extreme_weight(wm.v.data() + r * in, in);
-      double best_err = std::numeric_limits<double>::infinity();
-      float best = extreme_scale(extreme, 1.0, bits, ScaleEnd::kQmax);
-      for (int i = 0; i <= kClipSteps && extreme != 0; ++i) {
+    const int64_t chunks = (wm.rows + kRowChunk - 1) / kRowChunk;
+    parallel_for(chunks, threads_, [&](int64_t ci) {
+      const int64_t r0 = ci * kRowChunk, r1 = std::min(wm.rows, r0 + kRowChunk), nr = r1 - r0;
+      std::vector<double> D(static_cast<size_t>(nr * in)), e(static_cast<size_t>(nr));
+      std::vector<double> extreme(static_cast<size_t>(nr)), best_err(static_cast<size_t>(nr), INFINITY);
+      for (int64_t r = r0; r < r1; ++r) {
+        extreme[r - r0] = extreme_weight(wm.v.data() + r * in, in);
+        f.scales[r] = extreme_scale(extreme[r - r0], 1.0, bits, ScaleEnd::kQmax);
+      }
+      // Candidates in the order of the search: r = 1, 0.95, ..., each on ±qmax then the long end.
+      for (int i = 0; i <= kClipSteps; ++i) {
         for (ScaleEnd end : {ScaleEnd::kQmax, ScaleEnd::kLongEnd}) {
-          const float q = extreme_scale(extreme, 1.0 - 0.05 * i, bits, end);
-          for (int64_t c = 0; c < in; ++c) {
-            const double v = wm.at(r, c);
-            d[c] = (v - static_cast<double>(q) * code_of(v, q, qm)) * inv[c];
+          std::vector<float> q(static_cast<size_t>(nr));
+          for (int64_t r = r0; r < r1; ++r) {
+            q[r - r0] = extreme_scale(extreme[r - r0], 1.0 - 0.05 * i, bits, end);
+            double* d = D.data() + (r - r0) * in;
+            for (int64_t c = 0; c < in; ++c) {
+              const double v = wm.at(r, c);
+              d[c] = extreme[r - r0] == 0 ? 0.0 : (v - static_cast<double>(q[r - r0]) * code_of(v, q[r - r0], qm)) * inv[c];
+            }
           }
-          const double e = err.error(d.data());
-          if (e < best_err) {
-            best_err = e;
-            best = q;
+          err.errors(D.data(), nr, e.data());
+          for (int64_t r = r0; r < r1; ++r) {
+            if (extreme[r - r0] != 0 && e[r - r0] < best_err[r - r0]) {
+              best_err[r - r0] = e[r - r0];
+              f.scales[r] = q[r - r0];
+            }
           }
         }
       }
-      f.scales[r] = best;
-      for (int64_t c = 0; c < in; ++c) {
-        f.codes[r * in + c] = static_cast<int8_t>(code_of(wm.at(r, c), best, qm));
+      for (int64_t r = r0; r < r1; ++r) {
+        for (int64_t c = 0; c < in; ++c) f.codes[r * in + c] = static_cast<int8_t>(code_of(wm.at(r, c), f.scales[r], qm));
       }
     });
     return f;
