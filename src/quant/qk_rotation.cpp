@@ -128,28 +128,15 @@ class QkRotation final : public Pass {
     const ir::Node& a = g.node(att);
     QBC_ASSIGN_OR_RETURN(const AttentionHeads heads, attention_heads(a));
     const int64_t H = heads.heads, KV = heads.kv_heads, d = heads.head_dim, group = heads.group;
-    const ir::ValueId q_rope = a.operands[0].value, k_rope = a.operands[1].value;
-    const ir::Node& qr = g.node(q_rope);
-    const ir::Node& kr = g.node(k_rope);
-    if (qr.op != ir::Op::kRope || kr.op != ir::Op::kRope) {
-      return unimplemented("qkRotation: attention '", a.name, "': q or k is not a rope node");
-    }
-    const int64_t rotary = qr.attrs.get_int("rotary_dim");
-    if (kr.attrs.get_int("rotary_dim") != rotary || rotary % 2 != 0 || rotary > d) {
-      return unimplemented("qkRotation: attention '", a.name, "': q and k rotary dims ", rotary, ", ",
-                           kr.attrs.get_int("rotary_dim"), " (head_dim ", d, ")");
-    }
-    const ir::ValueId qsrc = qr.operands[0].value, ksrc = kr.operands[0].value;
+    StatusOr<QkRope> rope = qk_rope(g, users, att, d);
+    if (!rope.ok()) return rope.status().with_context("qkRotation");
+    const ir::ValueId q_rope = rope->q_rope, k_rope = rope->k_rope;
+    const int64_t rotary = rope->rotary;
+    const ir::ValueId qsrc = rope->q_src, ksrc = rope->k_src;
     if (g.node(qsrc).op == ir::Op::kRmsNorm || g.node(ksrc).op == ir::Op::kRmsNorm) {
       log("transforms").info("qkRotation: '{}' left alone: a per-head norm gain sits between the projections and RoPE",
                              a.name);
       return false;
-    }
-    for (ir::ValueId r : {q_rope, k_rope}) {
-      const auto& ru = users[static_cast<size_t>(r)];
-      if (ru.size() != 1 || ru[0] != att) {
-        return unimplemented("qkRotation: '", g.node(r).name, "' feeds more than '", a.name, "'");
-      }
     }
     QBC_ASSIGN_OR_RETURN(Rows qrows, producer_rows(g, users, qsrc, q_rope));
     QBC_ASSIGN_OR_RETURN(Rows krows, producer_rows(g, users, ksrc, k_rope));

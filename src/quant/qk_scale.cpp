@@ -100,25 +100,15 @@ class QkScale final : public Pass {
     const ir::Node& a = g.node(att);
     QBC_ASSIGN_OR_RETURN(const AttentionHeads heads, attention_heads(a));
     const int64_t H = heads.heads, KV = heads.kv_heads, d = heads.head_dim, group = heads.group;
-    const ir::ValueId q_rope = a.operands[0].value, k_rope = a.operands[1].value;
+    QBC_ASSIGN_OR_RETURN(const QkRope rope, qk_rope(g, users, att, d));
+    const ir::ValueId q_rope = rope.q_rope, k_rope = rope.k_rope;
     const ir::Node& qr = g.node(q_rope);
     const ir::Node& kr = g.node(k_rope);
-    if (qr.op != ir::Op::kRope || kr.op != ir::Op::kRope) {
-      return unimplemented("attention '", a.name, "': q or k is not a rope node");
-    }
-    const int64_t rotary = qr.attrs.get_int("rotary_dim");
-    if (kr.attrs.get_int("rotary_dim") != rotary || rotary % 2 != 0 || rotary > d) {
-      return unimplemented("attention '", a.name, "': q and k rotary dims ", rotary, ", ",
-                           kr.attrs.get_int("rotary_dim"), " (head_dim ", d, ")");
-    }
-    for (ir::ValueId r : {q_rope, k_rope}) {
-      const auto& ru = users[static_cast<size_t>(r)];
-      if (ru.size() != 1 || ru[0] != att) return unimplemented("'", g.node(r).name, "' feeds more than '", a.name, "'");
-    }
+    const int64_t rotary = rope.rotary;
     QBC_ASSIGN_OR_RETURN(const std::vector<float>* qmax, channel_max(ctx, qr.name, H * d));
     QBC_ASSIGN_OR_RETURN(const std::vector<float>* kmax, channel_max(ctx, kr.name, KV * d));
 
-    const ir::ValueId qsrc = qr.operands[0].value, ksrc = kr.operands[0].value;
+    const ir::ValueId qsrc = rope.q_src, ksrc = rope.k_src;
     const bool qk_norm = g.node(qsrc).op == ir::Op::kRmsNorm || g.node(ksrc).op == ir::Op::kRmsNorm;
     // The Q and K statistics of each λ: per KV head (max over the query heads of the
     // group), or one vector for all heads when the scale lives in shared norm gains.

@@ -224,4 +224,29 @@ StatusOr<Rows> producer_rows(const ir::Graph& g, const std::vector<std::vector<i
 }
 
 
+StatusOr<QkRope> qk_rope(const ir::Graph& g, const std::vector<std::vector<ir::ValueId>>& users, ir::ValueId att,
+                         int64_t head_dim) {
+  const ir::Node& a = g.node(att);
+  QkRope r;
+  r.q_rope = a.operands[0].value;
+  r.k_rope = a.operands[1].value;
+  const ir::Node& qr = g.node(r.q_rope);
+  const ir::Node& kr = g.node(r.k_rope);
+  if (qr.op != ir::Op::kRope || kr.op != ir::Op::kRope) {
+    return unimplemented("attention '", a.name, "': q or k is not a rope node");
+  }
+  r.rotary = qr.attrs.get_int("rotary_dim");
+  if (kr.attrs.get_int("rotary_dim") != r.rotary || r.rotary % 2 != 0 || r.rotary > head_dim) {
+    return unimplemented("attention '", a.name, "': q and k rotary dims ", r.rotary, ", ",
+                         kr.attrs.get_int("rotary_dim"), " (head_dim ", head_dim, ")");
+  }
+  for (ir::ValueId v : {r.q_rope, r.k_rope}) {
+    const auto& u = users[static_cast<size_t>(v)];
+    if (u.size() != 1 || u[0] != att) return unimplemented("'", g.node(v).name, "' feeds more than '", a.name, "'");
+  }
+  r.q_src = qr.operands[0].value;
+  r.k_src = kr.operands[0].value;
+  return r;
+}
+
 }  // namespace qbc::quant

@@ -48,6 +48,16 @@ struct AttentionHeads {
 };
 StatusOr<AttentionHeads> attention_heads(const ir::Node& attention);
 
+/// The rope nodes feeding an attention's q and k, each read only by it, with their
+/// sources (the projection, a slice of a fused one, or a QK-norm) and the rotary width
+/// (even, ≤ head_dim, equal for q and k); kUnimplemented naming the attention otherwise.
+struct QkRope {
+  ir::ValueId q_rope = -1, k_rope = -1, q_src = -1, k_src = -1;
+  int64_t rotary = 0;
+};
+StatusOr<QkRope> qk_rope(const ir::Graph& g, const std::vector<std::vector<ir::ValueId>>& users, ir::ValueId att,
+                         int64_t head_dim);
+
 /// For every value, the nodes that read it (in graph order).
 std::vector<std::vector<ir::ValueId>> consumers(const ir::Graph& g);
 
