@@ -118,7 +118,6 @@ float segment_scale(const double* w, int64_t len, int bits, const GptqOptions& o
   return best;
 }
 
-/// Scales (and zero points when o.zero_point) [out, groups] of W (fp64, original column order).
 /// The scales (and, when o.zero_point, zero points) of the groups of one row w[0, in).
 void row_params(const double* w, int64_t in, const GptqOptions& o, float* scales, int8_t* zeros) {
   const int64_t gs = o.group_size > 0 ? o.group_size : in;
@@ -140,19 +139,6 @@ void size_params(int64_t out, int64_t in, const GptqOptions& o, GptqResult& r) {
   const int64_t groups = (in + gs - 1) / gs;
   r.scales.assign(static_cast<size_t>(out * groups), 0.0f);
   r.zeros.assign(o.zero_point ? static_cast<size_t>(out * groups) : 0, 0);
-}
-
-/// Scales (and zero points when o.zero_point) [out, groups] of W (fp64, original column order).
-void compute_params(const std::vector<double>& W, int64_t out, int64_t in, const GptqOptions& o, int threads,
-                    GptqResult& r) {
-  size_params(out, in, o, r);
-  const int64_t groups = r.groups();
-  parallel_chunks(out, 16, threads, [&](int64_t a, int64_t b) {
-    for (int64_t row = a; row < b; ++row) {
-      row_params(W.data() + row * in, in, o, r.scales.data() + row * groups,
-                 o.zero_point ? r.zeros.data() + row * groups : nullptr);
-    }
-  });
 }
 
 Status check_inputs(const std::vector<float>& W, int64_t out, int64_t in, const GptqOptions& o) {
@@ -352,15 +338,27 @@ StatusOr<GptqResult> gptq_quantize(const std::vector<float>& W, int64_t out, int
   const int threads = resolve_threads(o.num_threads);
   GptqResult r = make_result(out, n, o);
 
-  // Dead columns: no calibration input ever reached them.
-  std::vector<double> wd(W.begin(), W.end());
+  // Dead columns: no calibration input ever reached them (their weights count as 0).
+  std::vector<bool> dead(static_cast<size_t>(n), false);
   for (int64_t i = 0; i < n; ++i) {
     if (H[i * n + i] != 0) continue;
     H[i * n + i] = 1;
+    dead[i] = true;
     ++r.dead_columns;
-    for (int64_t row = 0; row < out; ++row) wd[row * n + i] = 0;
   }
-  compute_params(wd, out, n, o, threads, r);
+  // Scales from the original-order rows (one fp64 row at a time: no fp64 copy of the
+  // whole matrix beside the act-order one; an LM head is gigabytes).
+  size_params(out, n, o, r);
+  {
+    const int64_t groups = r.groups();
+    parallel_chunks(out, 16, threads, [&](int64_t a, int64_t b) {
+      std::vector<double> row(static_cast<size_t>(n));
+      for (int64_t i = a; i < b; ++i) {
+        for (int64_t c = 0; c < n; ++c) row[c] = dead[c] ? 0.0 : static_cast<double>(W[i * n + c]);
+        row_params(row.data(), n, o, r.scales.data() + i * groups, o.zero_point ? r.zeros.data() + i * groups : nullptr);
+      }
+    });
+  }
 
   std::vector<int64_t> perm(static_cast<size_t>(n));
   std::iota(perm.begin(), perm.end(), 0);
@@ -370,9 +368,8 @@ StatusOr<GptqResult> gptq_quantize(const std::vector<float>& W, int64_t out, int
   }
   std::vector<double> wp(static_cast<size_t>(out * n));  // W in act order
   for (int64_t row = 0; row < out; ++row) {
-    for (int64_t i = 0; i < n; ++i) wp[row * n + i] = wd[row * n + perm[i]];
+    for (int64_t i = 0; i < n; ++i) wp[row * n + i] = dead[perm[i]] ? 0.0 : static_cast<double>(W[row * n + perm[i]]);
   }
-  std::vector<double>().swap(wd);
 
   std::vector<int64_t> q(perm.rbegin(), perm.rend());  // act order, reversed
   permute_symmetric(H, n, q, threads);

@@ -283,6 +283,7 @@ class HessianQuant final : public Pass {
             return internal_error("hessianQuant: '", t.name, "' has ", m.cols, " inputs, its group ", in);
           }
           std::vector<float> W(m.v.begin(), m.v.end());
+          std::vector<double>().swap(m.v);  // an LM head is gigabytes in fp64
           if (float_runner) {
             StatusOr<std::vector<float>> wt = apply_float_target(W, m.rows, m.cols, M);
             if (!wt.ok()) return wt.status().with_context("hessianQuant: float target of '", t.name, "'");
