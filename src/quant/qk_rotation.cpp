@@ -112,21 +112,20 @@ StatusOr<LinearWeights> read_linear(const PassContext& ctx, ir::ValueId node) {
   return lw;
 }
 
-class QkRotation final : public Pass {
+class QkRotation final : public AttentionPass {
  public:
   std::string name() const override { return "qkRotation"; }
 
-  StatusOr<bool> run(PassContext& ctx) override {
+ private:
+  Status precondition(const PassContext& ctx) const override {
     if (ctx.options == nullptr) return internal_error("qkRotation: no compile options in the pass context");
-    return for_each_attention(ctx, [this](PassContext& c, const std::vector<std::vector<ir::ValueId>>& users,
-                                          ir::ValueId att) { return run_attention(c, users, att); });
+    return ok_status();
   }
 
- private:
-  StatusOr<bool> run_attention(PassContext& ctx, const std::vector<std::vector<ir::ValueId>>& users, ir::ValueId att) {
+  StatusOr<bool> run_attention(PassContext& ctx, const Users& users, ir::ValueId att,
+                               const AttentionHeads& heads) override {
     const ir::Graph& g = *ctx.graph;
     const ir::Node& a = g.node(att);
-    QBC_ASSIGN_OR_RETURN(const AttentionHeads heads, attention_heads(a));
     const int64_t H = heads.heads, KV = heads.kv_heads, d = heads.head_dim, group = heads.group;
     StatusOr<QkRope> rope = qk_rope(g, users, att, d);
     if (!rope.ok()) return rope.status().with_context("qkRotation");

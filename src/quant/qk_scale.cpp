@@ -84,21 +84,20 @@ void tie_pairs(std::vector<double>& x, int64_t rotary) {
   }
 }
 
-class QkScale final : public Pass {
+class QkScale final : public AttentionPass {
  public:
   std::string name() const override { return "qk"; }
 
-  StatusOr<bool> run(PassContext& ctx) override {
+ private:
+  Status precondition(const PassContext& ctx) const override {
     if (ctx.stats == nullptr) return failed_precondition("qk needs calibration statistics of the current graph");
-    return for_each_attention(ctx, [this](PassContext& c, const std::vector<std::vector<ir::ValueId>>& users,
-                                          ir::ValueId att) { return run_attention(c, users, att); });
+    return ok_status();
   }
 
- private:
-  StatusOr<bool> run_attention(PassContext& ctx, const std::vector<std::vector<ir::ValueId>>& users, ir::ValueId att) {
+  StatusOr<bool> run_attention(PassContext& ctx, const Users& users, ir::ValueId att,
+                               const AttentionHeads& heads) override {
     const ir::Graph& g = *ctx.graph;
     const ir::Node& a = g.node(att);
-    QBC_ASSIGN_OR_RETURN(const AttentionHeads heads, attention_heads(a));
     const int64_t H = heads.heads, KV = heads.kv_heads, d = heads.head_dim, group = heads.group;
     QBC_ASSIGN_OR_RETURN(const QkRope rope, qk_rope(g, users, att, d));
     const ir::ValueId q_rope = rope.q_rope, k_rope = rope.k_rope;

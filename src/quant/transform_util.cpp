@@ -46,12 +46,14 @@ StatusOr<const std::vector<float>*> channel_max(const PassContext& ctx, const st
   return &it->second.channel_absmax;
 }
 
-StatusOr<bool> for_each_attention(PassContext& ctx, const AttentionVisitor& fn) {
-  const auto users = consumers(*ctx.graph);
+StatusOr<bool> AttentionPass::run(PassContext& ctx) {
+  QBC_RETURN_IF_ERROR(precondition(ctx));
+  const Users users = consumers(*ctx.graph);
   bool changed = false;
   for (ir::ValueId id = 0; id < static_cast<ir::ValueId>(ctx.graph->nodes().size()); ++id) {
     if (ctx.graph->node(id).op != ir::Op::kAttention) continue;
-    QBC_ASSIGN_OR_RETURN(bool c, fn(ctx, users, id));
+    QBC_ASSIGN_OR_RETURN(const AttentionHeads heads, attention_heads(ctx.graph->node(id)));
+    QBC_ASSIGN_OR_RETURN(bool c, run_attention(ctx, users, id, heads));
     changed = changed || c;
   }
   return changed;

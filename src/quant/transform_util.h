@@ -35,18 +35,26 @@ double smooth_scale(double a, double b, double alpha);
 /// channels (kFailedPrecondition naming the node otherwise).
 StatusOr<const std::vector<float>*> channel_max(const PassContext& ctx, const std::string& node, int64_t channels);
 
-/// Runs `fn(attention node id, consumers)` on every attention node of ctx.graph, in
-/// graph order; true when any call changed something. For passes that rewrite the
-/// projections around attention (qk, vo).
-using AttentionVisitor =
-    std::function<StatusOr<bool>(PassContext& ctx, const std::vector<std::vector<ir::ValueId>>& users, ir::ValueId att)>;
-StatusOr<bool> for_each_attention(PassContext& ctx, const AttentionVisitor& fn);
-
 /// Head counts of an attention node, checked (H a positive multiple of KV).
 struct AttentionHeads {
   int64_t heads = 0, kv_heads = 0, head_dim = 0, group = 0;  ///< group = heads / kv_heads
 };
 StatusOr<AttentionHeads> attention_heads(const ir::Node& attention);
+
+/// A pass that rewrites the projections around each attention node (qk, vo,
+/// qkRotation): run() checks precondition() once, then calls run_attention() on every
+/// attention node in graph order with its checked head counts; true when any call
+/// changed something.
+class AttentionPass : public Pass {
+ public:
+  using Users = std::vector<std::vector<ir::ValueId>>;
+  StatusOr<bool> run(PassContext& ctx) final;
+
+ protected:
+  virtual Status precondition(const PassContext& ctx) const = 0;
+  virtual StatusOr<bool> run_attention(PassContext& ctx, const Users& users, ir::ValueId att,
+                                       const AttentionHeads& heads) = 0;
+};
 
 /// The rope nodes feeding an attention's q and k, each read only by it, with their
 /// sources (the projection, a slice of a fused one, or a QK-norm) and the rotary width

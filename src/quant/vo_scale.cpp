@@ -26,21 +26,20 @@ namespace {
 
 constexpr double kAlpha = 0.5;
 
-class VoScale final : public Pass {
+class VoScale final : public AttentionPass {
  public:
   std::string name() const override { return "vo"; }
 
-  StatusOr<bool> run(PassContext& ctx) override {
+ private:
+  Status precondition(const PassContext& ctx) const override {
     if (ctx.stats == nullptr) return failed_precondition("vo needs calibration statistics of the current graph");
-    return for_each_attention(ctx, [this](PassContext& c, const std::vector<std::vector<ir::ValueId>>& users,
-                                          ir::ValueId att) { return run_attention(c, users, att); });
+    return ok_status();
   }
 
- private:
-  StatusOr<bool> run_attention(PassContext& ctx, const std::vector<std::vector<ir::ValueId>>& users, ir::ValueId att) {
+  StatusOr<bool> run_attention(PassContext& ctx, const Users& users, ir::ValueId att,
+                               const AttentionHeads& heads) override {
     const ir::Graph& g = *ctx.graph;
     const ir::Node& a = g.node(att);
-    QBC_ASSIGN_OR_RETURN(const AttentionHeads heads, attention_heads(a));
     const int64_t H = heads.heads, KV = heads.kv_heads, d = heads.head_dim, group = heads.group;
 
     // Producer: the v projection (or v slice of a fused qkv), read only by this attention.
