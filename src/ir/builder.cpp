@@ -302,6 +302,27 @@ StatusOr<ValueId> Builder::slice(const std::string& name, ValueId x, int64_t sta
   return make(Op::kSlice, name, {Operand::of(x)}, std::move(a), origin);
 }
 
+StatusOr<RopeParams> rope_params_of(const Node& n) {
+  const Attrs& at = n.attrs;
+  RopeParams r;
+  r.num_heads = at.get_int("num_heads");
+  r.head_dim = at.get_int("head_dim");
+  r.rotary_dim = at.get_int("rotary_dim");
+  r.inv_freq = at.get_floats("inv_freq");
+  r.long_inv_freq = at.get_floats("long_inv_freq");
+  r.attention_factor = at.get_float("attention_factor", 1.0);
+  r.dynamic_factor = at.get_float("dynamic_factor", 0.0);
+  r.original_max_positions = at.get_int("original_max_positions", 0);
+  r.theta = at.get_float("theta", 10000.0);
+  if (r.rotary_dim <= 0 || r.rotary_dim % 2 != 0 || r.rotary_dim > r.head_dim ||
+      static_cast<int64_t>(r.inv_freq.size()) != r.rotary_dim / 2 ||
+      (!r.long_inv_freq.empty() && r.long_inv_freq.size() != r.inv_freq.size())) {
+    return invalid_argument("node '", n.name, "' (", op_info(n.op).name, "): rotary_dim ", r.rotary_dim,
+                            " does not fit head_dim ", r.head_dim, " and ", r.inv_freq.size(), " inverse frequencies");
+  }
+  return r;
+}
+
 StatusOr<ValueId> Builder::rope(const std::string& name, ValueId x, ValueId positions, const RopeParams& p,
                                 const std::string& origin) {
   Attrs a;

@@ -4,6 +4,8 @@
 // or fp32 values (the head's outputs).
 #include "qbc/quant/fakequant.h"
 
+#include "qbc/ir/builder.h"
+
 #include <cmath>
 #include <map>
 #include <string>
@@ -40,26 +42,19 @@ struct Step {
   float factor = 1.0f;  // scale factor / softcap cap
 };
 
-/// Decodes a rope node's parameters.
+/// Decodes a rope node's parameters (ir::rope_params_of checks them).
 Status decode_rope(const Node& n, fq::Rope* out) {
-  const ir::Attrs& at = n.attrs;
+  QBC_ASSIGN_OR_RETURN(const ir::RopeParams p, ir::rope_params_of(n));
   fq::Rope& r = *out;
-  r.heads = at.get_int("num_heads");
-  r.head_dim = at.get_int("head_dim");
-  r.rotary_dim = at.get_int("rotary_dim");
-  r.inv_freq = at.get_floats("inv_freq");
-  r.long_inv_freq = at.get_floats("long_inv_freq");
-  r.attention_factor = at.get_float("attention_factor", 1.0);
-  r.dynamic_factor = at.get_float("dynamic_factor", 0.0);
-  r.original_max_positions = at.get_int("original_max_positions", 0);
-  r.theta = at.get_float("theta", 10000.0);
-  if (r.rotary_dim <= 0 || r.rotary_dim % 2 != 0 || r.rotary_dim > r.head_dim ||
-      static_cast<int64_t>(r.inv_freq.size()) != r.rotary_dim / 2 ||
-      (!r.long_inv_freq.empty() && r.long_inv_freq.size() != r.inv_freq.size())) {
-    return invalid_argument(node_label(n), ": rotary_dim ", r.rotary_dim,
-                            " does not fit head_dim ", r.head_dim, " and ", r.inv_freq.size(),
-                            " inverse frequencies");
-  }
+  r.heads = p.num_heads;
+  r.head_dim = p.head_dim;
+  r.rotary_dim = p.rotary_dim;
+  r.inv_freq = p.inv_freq;
+  r.long_inv_freq = p.long_inv_freq;
+  r.attention_factor = p.attention_factor;
+  r.dynamic_factor = p.dynamic_factor;
+  r.original_max_positions = p.original_max_positions;
+  r.theta = p.theta;
   return ok_status();
 }
 

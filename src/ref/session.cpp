@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ops.h"
+#include "qbc/ir/builder.h"
 #include "qbc/ir/verifier.h"
 #include "qbc/ref/evaluator.h"
 
@@ -173,24 +174,18 @@ Status Session::Impl::prepare() {
         st.b = at.get_int("end");
         break;
       case Op::kRope: {
+        QBC_ASSIGN_OR_RETURN(const ir::RopeParams p, ir::rope_params_of(n));
         kernels::RopeTable t;
-        t.inv_freq = at.get_floats("inv_freq");
-        t.long_inv_freq = at.get_floats("long_inv_freq");
-        t.attention_factor = at.get_float("attention_factor", 1.0);
-        t.dynamic_factor = at.get_float("dynamic_factor", 0.0);
-        t.original_max_positions = at.get_int("original_max_positions", 0);
-        t.theta = at.get_float("theta", 10000.0);
-        t.rotary_dim = at.get_int("rotary_dim");
-        st.a = at.get_int("num_heads");
-        st.b = at.get_int("head_dim");
+        t.inv_freq = p.inv_freq;
+        t.long_inv_freq = p.long_inv_freq;
+        t.attention_factor = p.attention_factor;
+        t.dynamic_factor = p.dynamic_factor;
+        t.original_max_positions = p.original_max_positions;
+        t.theta = p.theta;
+        t.rotary_dim = p.rotary_dim;
+        st.a = p.num_heads;
+        st.b = p.head_dim;
         st.c = t.rotary_dim;
-        if (t.rotary_dim <= 0 || t.rotary_dim % 2 != 0 || t.rotary_dim > st.b ||
-            static_cast<int64_t>(t.inv_freq.size()) != t.rotary_dim / 2 ||
-            (!t.long_inv_freq.empty() && t.long_inv_freq.size() != t.inv_freq.size())) {
-          return invalid_argument(node_label(n), ": rotary_dim ", t.rotary_dim,
-                                  " does not fit head_dim ", st.b, " and ", t.inv_freq.size(),
-                                  " inverse frequencies");
-        }
         // Rope nodes with identical parameters share one cos/sin table per call.
         std::ostringstream key;
         key.precision(17);

@@ -35,6 +35,11 @@ struct AttentionParams {
   int64_t max_cache = 0;  ///< KV-cache capacity in tokens.
 };
 
+/// The parameters Builder::rope() wrote on rope node `n`, checked: an even rotary_dim
+/// in (0, head_dim] with rotary_dim / 2 inverse frequencies (and as many LongRoPE ones,
+/// if any). kInvalidArgument naming the node otherwise. For the runtimes that execute it.
+StatusOr<RopeParams> rope_params_of(const Node& n);
+
 /// Appends type-checked nodes to a graph.
 class Builder {
  public:
