@@ -125,23 +125,24 @@ class OutputError {
     if (!gram_.empty()) {
       std::vector<double> T(static_cast<size_t>(rows * in_), 0.0);
       gptq_detail::gemm_acc(rows, in_, in_, D, in_, gram_.data(), in_, T.data(), in_);
-      for (int64_t r = 0; r < rows; ++r) {
-        double sum = 0;
-        for (int64_t c = 0; c < in_; ++c) sum += D[r * in_ + c] * T[r * in_ + c];
-        out[r] = sum;
-      }
+      row_dots(D, T.data(), rows, in_, out);  // d_rᵀ(G d_r)
       return;
     }
     std::vector<double> Y(static_cast<size_t>(rows * m_), 0.0);
     gptq_detail::gemm_acc(rows, m_, in_, D, in_, xt_.data(), m_, Y.data(), m_);
+    row_dots(Y.data(), Y.data(), rows, m_, out);  // ||X' d_r||²
+  }
+
+ private:
+  /// out[r] = Σ_c a[r][c]·b[r][c] for row-major [rows, cols] a and b, in index order.
+  static void row_dots(const double* a, const double* b, int64_t rows, int64_t cols, double* out) {
     for (int64_t r = 0; r < rows; ++r) {
       double sum = 0;
-      for (int64_t t = 0; t < m_; ++t) sum += Y[r * m_ + t] * Y[r * m_ + t];
+      for (int64_t c = 0; c < cols; ++c) sum += a[r * cols + c] * b[r * cols + c];
       out[r] = sum;
     }
   }
 
- private:
   std::vector<double> gram_, xt_;
   int64_t n_, in_, m_ = 0;
 };
