@@ -149,6 +149,7 @@ Status check_inputs(const std::vector<float>& W, int64_t out, int64_t in, const 
   }
   if (o.bits < 2 || o.bits > 8) return invalid_argument("bits = ", o.bits, " (supported: 2..8)");
   if (o.group_size < 0) return invalid_argument("group_size = ", o.group_size, " is negative");
+  if (o.refine_sweeps < 0) return invalid_argument("refine_sweeps = ", o.refine_sweeps, " is negative");
   if (o.mse_clip &&
       (!(o.mse_norm > 0) || o.mse_grid < 1 || !(o.mse_max_shrink >= 0) || o.mse_max_shrink >= 1)) {
     return invalid_argument(
@@ -178,6 +179,63 @@ GptqResult make_result(int64_t out, int64_t in, const GptqOptions& o) {
 
 constexpr int64_t kHessianTile = 256;  // calibration rows per rank-k update
 constexpr int64_t kSweepRows = 128;    // output rows per GPTQ work item
+
+/// Greedy coordinate descent on the codes of rows [a, b) of r (the refine_sweeps of
+/// GptqOptions). A is H + λI [n, n] in the original column order, `target` row i of W
+/// (dead columns 0). Per row, with δ = target − Ŵ and g = Aδ, a pass visits the columns
+/// in order; column i moves its code by k = rne(g_i / (s·A_ii)) clamped to the code
+/// range, which changes δᵀAδ by s·k·(s·k·A_ii − 2·g_i), and takes the move when that is
+/// negative (g then loses s·k·A[i, :]). Returns the rows' Σ δᵀAδ (computed afresh from
+/// the final codes) and adds the moved codes to *moved.
+double refine_rows(const std::vector<float>& W, const std::vector<bool>& dead, const double* A, int64_t n,
+                   int sweeps, int qm, GptqResult& r, int64_t a, int64_t b, int64_t* moved) {
+  const int64_t m = b - a;
+  std::vector<double> d(static_cast<size_t>(m * n)), g;
+  auto residual = [&] {
+    for (int64_t row = a; row < b; ++row) {
+      for (int64_t c = 0; c < n; ++c) {
+        const double w = dead[c] ? 0.0 : static_cast<double>(W[row * n + c]);
+        const double what = static_cast<double>(r.scale(row, c)) * (r.codes[row * n + c] - r.zero(row, c));
+        d[(row - a) * n + c] = w - what;
+      }
+    }
+    g.assign(static_cast<size_t>(m * n), 0.0);
+    gemm_acc(m, n, n, d.data(), n, A, n, g.data(), n);
+  };
+  residual();
+  int64_t count = 0;
+  for (int64_t row = a; row < b; ++row) {
+    double* __restrict dr = d.data() + (row - a) * n;
+    double* __restrict gr = g.data() + (row - a) * n;
+    int8_t* codes = r.codes.data() + row * n;
+    for (int sweep = 0; sweep < sweeps; ++sweep) {
+      bool changed = false;
+      for (int64_t i = 0; i < n; ++i) {
+        if (dead[i]) continue;
+        const double s = r.scale(row, i), aii = A[i * n + i];
+        const double want = std::nearbyint(gr[i] / (s * aii));
+        const double to = std::clamp(codes[i] + want, static_cast<double>(-qm - 1), static_cast<double>(qm));
+        const double k = to - codes[i];
+        if (k == 0) continue;
+        const double step = s * k;
+        if (!(step * (step * aii - 2.0 * gr[i]) < 0)) continue;
+        codes[i] = static_cast<int8_t>(to);
+        dr[i] -= step;
+        const double* __restrict ai = A + i * n;
+        for (int64_t j = 0; j < n; ++j) gr[j] -= ai[j] * step;
+        changed = true;
+        ++count;
+      }
+      if (!changed) break;
+    }
+  }
+  // The loss from the final codes, not from the updated g (which carries rounding).
+  residual();
+  double loss = 0;
+  for (int64_t k = 0; k < m * n; ++k) loss += d[k] * g[k];
+  *moved += count;
+  return loss;
+}
 
 }  // namespace
 
@@ -371,6 +429,10 @@ StatusOr<GptqResult> gptq_quantize(const std::vector<float>& W, int64_t out, int
     for (int64_t i = 0; i < n; ++i) wp[row * n + i] = dead[perm[i]] ? 0.0 : static_cast<double>(W[row * n + perm[i]]);
   }
 
+  // refine_sweeps: H (mirrored, dead columns at 1) in the original order, + λI below.
+  std::vector<double> A;
+  if (o.refine_sweeps > 0) A = H;
+
   std::vector<int64_t> q(perm.rbegin(), perm.rend());  // act order, reversed
   permute_symmetric(H, n, q, threads);
   QBC_ASSIGN_OR_RETURN(const Damping dmp, inverse_cholesky_upper(H, n, o, q, threads));
@@ -415,7 +477,21 @@ StatusOr<GptqResult> gptq_quantize(const std::vector<float>& W, int64_t out, int
   });
   double loss = 0;
   for (double l : row_loss) loss += l;
-  r.proxy_loss = 0.5 * loss;
+  r.proxy_loss = r.sweep_proxy_loss = 0.5 * loss;
+  if (o.refine_sweeps > 0) {
+    std::vector<double>().swap(H);   // U and the act-order weights are no longer needed
+    std::vector<double>().swap(wp);
+    for (int64_t i = 0; i < n; ++i) A[i * n + i] += dmp.lambda;
+    std::vector<double> refined(static_cast<size_t>(out), 0.0);
+    std::vector<int64_t> moved(static_cast<size_t>((out + kSweepRows - 1) / kSweepRows), 0);
+    parallel_chunks(out, kSweepRows, threads, [&](int64_t a, int64_t b) {
+      refined[a / kSweepRows] = refine_rows(W, dead, A.data(), n, o.refine_sweeps, qm, r, a, b, &moved[a / kSweepRows]);
+    });
+    double total = 0;
+    for (double l : refined) total += l;
+    r.proxy_loss = 0.5 * total;
+    for (int64_t c : moved) r.refined_codes += c;
+  }
   return r;
 }
 

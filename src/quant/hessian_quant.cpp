@@ -98,6 +98,7 @@ class HessianQuant final : public Pass {
     gopt.block_size = attr.block_size();
     gopt.perc_damp = attr.perc_damp();
     gopt.mse_clip = attr.mse_clip();
+    gopt.refine_sweeps = attr.refine_sweeps();
     gopt.zero_point = ctx.options->bit().weight_zero_point();
     if (gopt.block_size < 1) return invalid_argument("hessianQuant: blockSize ", gopt.block_size, " is not >= 1");
     if (!(gopt.perc_damp > 0.0 && gopt.perc_damp <= 1.0)) {
@@ -300,8 +301,9 @@ class HessianQuant final : public Pass {
           StatusOr<GptqResult> q = gptq_quantize(W, m.rows, m.cols, std::move(h), o);
           if (!q.ok()) return q.status().with_context("hessianQuant: node '", t.name, "'");
           GptqResult r = std::move(q).value();
-          log("gptq").debug("{}: {}-bit, proxy loss {:.6g}, damp {:.3g} (retries {}), dead columns {}", t.name,
-                            t.bits, r.proxy_loss, r.damp_fraction, r.damp_retries, r.dead_columns);
+          log("gptq").debug("{}: {}-bit, proxy loss {:.6g} (sweep {:.6g}, {} codes refined), damp {:.3g} (retries {}), dead columns {}",
+                            t.name, t.bits, r.proxy_loss, r.sweep_proxy_loss, r.refined_codes, r.damp_fraction,
+                            r.damp_retries, r.dead_columns);
           if (r.damp_retries > 0) {
             log("gptq").warn("hessianQuant: '{}': Hessian needed damping {:.3g} of its mean diagonal", t.name,
                              r.damp_fraction);

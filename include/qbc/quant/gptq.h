@@ -86,6 +86,11 @@ struct GptqOptions {
   double mse_max_shrink = 0.8;
   /// Asymmetric: an integer zero point z per scale, ŵ = s · (q − z) (docs/numerics.md).
   bool zero_point = false;
+  /// After the sweep, at most this many passes of greedy coordinate descent on the
+  /// codes (0 = none): column by column, each code moves by the integer step that most
+  /// lowers δᵀ(H + λI)δ for its row (δ = W − Ŵ), within the code range; a pass that
+  /// moves nothing ends it. The loss never rises (a qbc extension; docs/quantization.md).
+  int refine_sweeps = 0;
   /// Worker threads; 0 = one per hardware thread. Results do not depend on it.
   int num_threads = 0;
 };
@@ -116,6 +121,11 @@ struct GptqResult {
   /// ½ Σ_rows δᵀ(H + λI)δ for δ = W − Ŵ (dead columns zeroed), i.e. the mean
   /// over calibration rows of ‖x (W − Ŵ)ᵀ‖² plus the damping term.
   double proxy_loss = 0;
+  /// proxy_loss at the end of the GPTQ sweep, before the coordinate-descent passes
+  /// (equal to proxy_loss when refine_sweeps is 0).
+  double sweep_proxy_loss = 0;
+  /// Codes the coordinate-descent passes changed.
+  int64_t refined_codes = 0;
 
   /// Scale groups per row: 1, or ceil(in / group_size).
   int64_t groups() const;
@@ -167,7 +177,8 @@ StatusOr<GptqResult> rtn_quantize(const std::vector<float>& W, int64_t out, int6
 /// failure, at most max_damp_retries times); the upper Cholesky factor U of
 /// H⁻¹ is formed; columns are quantized in blocks of block_size with error
 /// feedback (w_j −= (w_i − ŵ_i)/U_ii · U_ij) and a lazy batch update of the
-/// later columns after each block; the codes are returned in the original order.
+/// later columns after each block; then, with refine_sweeps, coordinate descent on
+/// the codes against H + λI (original order); the codes are returned in the original order.
 ///
 /// Errors (kInvalidArgument): sizes that do not match, bad options, non-finite
 /// weights or Hessian entries, a negative diagonal; (kFailedPrecondition) the
