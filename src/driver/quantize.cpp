@@ -167,12 +167,21 @@ Status quantize_to(const LoadedModel& model, const config::ResolvedConfig& confi
     return s;
   };
 
+  ref::SessionOptions session_options;
+  session_options.threads = threads;
+
   // 1. Equivalence transforms of the float model. Rewrites of the model's input they
   // make (spinR1 rotates the embeddings) apply to the calibration samples from here on.
+  // The samples are the raw ones here (the spinR1 check measures the unrotated model).
   std::vector<quant::InputTransform> input_transforms;
   ctx.input_transforms = &input_transforms;
+  ctx.samples = &samples;
+  ctx.num_samples = n;
+  ctx.session = session_options;
   QBC_RETURN_IF_ERROR(quant::run_passes(transforms, ctx, &stages));
   ctx.input_transforms = nullptr;
+  ctx.samples = nullptr;
+  ctx.num_samples = 0;
   if (!input_transforms.empty()) {
     samples = [raw = samples, input_transforms](size_t i, std::vector<float>* embeds, int64_t* seq) -> Status {
       QBC_RETURN_IF_ERROR(raw(i, embeds, seq));
@@ -181,8 +190,6 @@ Status quantize_to(const LoadedModel& model, const config::ResolvedConfig& confi
     };
   }
 
-  ref::SessionOptions session_options;
-  session_options.threads = threads;
   quant::CalibStats stats;
   // 2. Scale migrations, from statistics of the transformed float model.
   std::vector<std::unique_ptr<quant::Pass>> scales = quant::scale_transforms(options);

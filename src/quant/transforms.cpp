@@ -22,13 +22,21 @@ class OptimizeFfn final : public Pass {
 StatusOr<std::vector<std::unique_ptr<Pass>>> pre_calibration_transforms(const config::CompileOptions& options) {
   const auto& et = options.equivalent_transformation();
   std::vector<std::unique_ptr<Pass>> passes;
-  if (et.norm_conv().apply()) passes.push_back(make_norm_conv());
-  if (et.spin_r1().apply()) {
-    if (!et.norm_conv().apply()) {
-      return invalid_argument("equivalentTransformation.spinR1 needs normConv: the residual-stream rotation is "
-                              "only function-preserving once RMSNorm gains are folded into the linears");
-    }
-    passes.push_back(make_spin_r1(static_cast<uint64_t>(et.spin_r1().seed())));
+  const bool r1 = et.spin_r1().apply();
+  if (r1 && !et.norm_conv().apply()) {
+    return invalid_argument("equivalentTransformation.spinR1 needs normConv: the residual-stream rotation is "
+                            "only function-preserving once RMSNorm gains are folded into the linears");
+  }
+  const auto seed = static_cast<uint64_t>(et.spin_r1().seed());
+  if (r1 && et.spin_r1().policy() == config::ROTATION_POLICY_IF_BETTER) {
+    // Measure first; normConv (here only spinR1's prerequisite) and spinR1 run only when it helps.
+    auto gate = std::make_shared<RotationGate>();
+    passes.push_back(make_rotation_check(seed, gate));
+    passes.push_back(gate_on_rotation(make_norm_conv(), gate));
+    passes.push_back(gate_on_rotation(make_spin_r1(seed), gate));
+  } else {
+    if (et.norm_conv().apply()) passes.push_back(make_norm_conv());
+    if (r1) passes.push_back(make_spin_r1(seed));
   }
   if (et.spin_r2().apply()) passes.push_back(make_spin_r2(static_cast<uint64_t>(et.spin_r2().seed())));
   if (et.qk_rotation().apply()) passes.push_back(make_qk_rotation());

@@ -96,6 +96,10 @@ TEST(ConfigLoad, PresetMeanings) {
   EXPECT_EQ(mm->options.calibration().method(), 3);
   EXPECT_TRUE(mm->options.llm().apply());
   EXPECT_FALSE(llm->options.hessian_quant().apply());
+  // llm measures the rotation before committing to it, and searches weight scales.
+  EXPECT_EQ(et.spin_r1().policy(), config::ROTATION_POLICY_IF_BETTER);
+  EXPECT_TRUE(llm->options.search_weight_scale().apply());
+  EXPECT_FALSE(fast->options.search_weight_scale().apply());
 }
 
 // Each layer overrides the one below it, and origins name the winning layer.

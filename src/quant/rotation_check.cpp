@@ -1,0 +1,287 @@
+// spinR1Check (equivalentTransformation.spinR1.policy ifBetter): does rotating the
+// residual stream make this model's weights easier to quantize? Measured before normConv
+// and spinR1 run, on the float model and calibration rows (docs/quantization.md).
+//
+// For every linear the two passes would change, the relative output error of its
+// round-to-nearest weights (the configured bits, groups and zero points; the MSE clip
+// when hessianQuant will clip) on calibration inputs,
+//   e = ‖X (Q(W) − W)ᵀ‖² / ‖X Wᵀ‖²,
+// is computed twice:
+//   plain    as the model is:      readers (q/k/v, gate/up) see y = γ'⊙x̂ and keep W;
+//                                  writers (o, down) keep W;
+//   rotated  after normConv+spinR1: readers see x̂·R and hold W·diag(γ')·R;
+//                                  writers hold Rᵀ·W (their inputs do not change).
+// x̂ = x / √(mean(x²) + eps) is the norm's unit-gain output, γ' = γ + unit_offset, R the
+// rotation spinR1 will use (same seed). The rotation is kept when the mean of e over
+// these linears is lower rotated. The head (and the final norm) is left out of the
+// measure: it is one linear of many, at the head's bits, and costs the most to score.
+// Calibration rows: kRows tokens per block input, spread over the first kSamples samples;
+// each linear is scored on at most kOutRows of its output rows (evenly spaced).
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "gptq_linalg.h"
+#include "qbc/quant/block_runner.h"
+#include "qbc/quant/gptq.h"
+#include "qbc/quant/quantize.h"
+#include "qbc/quant/transforms.h"
+#include "qbc/support/logging.h"
+#include "transform_util.h"
+
+namespace qbc::quant {
+namespace {
+
+constexpr int64_t kRows = 256;     // calibration tokens scored per block input
+constexpr size_t kSamples = 16;    // calibration samples run (the first ones)
+constexpr int64_t kOutRows = 256;  // output rows scored per linear
+
+/// Up to `keep` tokens of one activation [seq, cols], evenly spaced and shifted per
+/// sample so that the same positions are not always taken, appended as fp64 rows.
+void take_rows(const std::vector<float>& act, int64_t cols, size_t sample, int64_t keep, std::vector<double>* x) {
+  const int64_t seq = static_cast<int64_t>(act.size()) / cols;
+  keep = std::min(keep, seq);
+  if (keep <= 0) return;
+  const int64_t stride = seq / keep;
+  const int64_t shift = stride > 1 ? static_cast<int64_t>(sample * 37) % stride : 0;
+  for (int64_t k = 0; k < keep; ++k) {
+    const int64_t t = k * stride + shift;
+    x->insert(x->end(), act.begin() + t * cols, act.begin() + (t + 1) * cols);
+  }
+}
+
+/// ‖X Mᵀ‖² for X [n, in] and M [out, in] (fp64, fixed summation order).
+double product_energy(const std::vector<double>& X, int64_t n, const std::vector<double>& M, int64_t out, int64_t in,
+                      int threads) {
+  std::vector<double> mt(static_cast<size_t>(in * out));
+  for (int64_t r = 0; r < out; ++r) {
+    for (int64_t c = 0; c < in; ++c) mt[c * out + r] = M[r * in + c];
+  }
+  std::vector<double> e(static_cast<size_t>(n * out), 0.0);
+  gptq_detail::parallel_chunks(n, 16, threads, [&](int64_t a, int64_t b) {
+    gptq_detail::gemm_acc(b - a, out, in, X.data() + a * in, in, mt.data(), out, e.data() + a * out, out);
+  });
+  double sum = 0;
+  for (double v : e) sum += v * v;
+  return sum;
+}
+
+/// The relative output error e of the header for weight `w` on inputs X, scored on at
+/// most kOutRows evenly spaced rows of w (rows quantize independently, so this is the
+/// error of those outputs exactly).
+StatusOr<double> relative_error(const std::vector<double>& X, int64_t n, const Matrix& w, const GptqOptions& o,
+                                int threads) {
+  const int64_t rows = std::min(w.rows, kOutRows), in = w.cols;
+  std::vector<float> wf(static_cast<size_t>(rows * in));
+  std::vector<double> wd(wf.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t src = (r * w.rows) / rows;
+    for (int64_t c = 0; c < in; ++c) {
+      wf[r * in + c] = static_cast<float>(w.at(src, c));
+      wd[r * in + c] = wf[r * in + c];
+    }
+  }
+  QBC_ASSIGN_OR_RETURN(const GptqResult q, rtn_quantize(wf, rows, in, o));
+  const std::vector<float> deq = dequantize(q);
+  std::vector<double> d(wf.size());
+  for (size_t k = 0; k < d.size(); ++k) d[k] = static_cast<double>(deq[k]) - wd[k];
+  const double energy = product_energy(X, n, wd, rows, in, threads);
+  if (!(energy > 0)) return 0.0;
+  return product_energy(X, n, d, rows, in, threads) / energy;
+}
+
+class RotationCheck final : public Pass {
+ public:
+  RotationCheck(uint64_t seed, std::shared_ptr<RotationGate> gate) : seed_(seed), gate_(std::move(gate)) {}
+  std::string name() const override { return "spinR1Check"; }
+
+  StatusOr<bool> run(PassContext& ctx) override {
+    if (ctx.samples == nullptr || ctx.num_samples == 0) {
+      return failed_precondition("spinR1 policy ifBetter needs calibration samples to measure the rotation");
+    }
+    const ir::Graph& g = *ctx.graph;
+    const int threads = gptq_detail::resolve_threads(ctx.session.threads);
+    const std::vector<BlockNodes> blocks = block_nodes(g);
+    const size_t samples = std::min<size_t>(ctx.num_samples, kSamples);
+    QBC_ASSIGN_OR_RETURN(BlockRunner runner, BlockRunner::create(g, samples, *ctx.samples, ctx.session));
+    const ref::WeightReader reader = ctx.weights->reader();
+    const int64_t per_sample = std::max<int64_t>(1, kRows / static_cast<int64_t>(samples));
+    std::unique_ptr<Rotation> rot;
+    double plain = 0, rotated = 0;
+    int64_t linears = 0;
+
+    for (size_t s = 0; s < runner.num_segments(); ++s) {
+      const std::vector<std::string> names = runner.node_names(s);
+      const std::set<std::string> here(names.begin(), names.end());
+      const BlockNodes* b = nullptr;
+      for (const BlockNodes& cand : blocks) {
+        if (cand.attn_norm >= 0 && here.count(g.node(cand.attn_norm).name)) b = &cand;
+      }
+      if (b == nullptr) {
+        if (s + 1 < runner.num_segments()) QBC_RETURN_IF_ERROR(runner.advance(s, reader));
+        continue;
+      }
+      // The block's norms with their readers, and its writers.
+      struct Norm {
+        ir::ValueId node;
+        std::vector<ir::ValueId> readers;
+      };
+      std::vector<Norm> norms;
+      auto add_norm = [&](ir::ValueId norm, std::initializer_list<ir::ValueId> rs) {
+        Norm nm{norm, {}};
+        for (ir::ValueId r : rs) {
+          if (r >= 0) nm.readers.push_back(r);
+        }
+        if (norm >= 0 && !nm.readers.empty()) norms.push_back(std::move(nm));
+      };
+      add_norm(b->attn_norm, {b->q, b->k, b->v, b->qkv});
+      add_norm(b->ffn_norm, {b->gate, b->up, b->gate_up});
+      std::vector<ir::ValueId> writers;
+      for (ir::ValueId w : {b->o, b->down}) {
+        if (w >= 0) writers.push_back(w);
+      }
+      // Inputs: each norm's input (the residual stream) and each writer's input.
+      std::map<ir::ValueId, std::vector<double>> rows;
+      for (const Norm& nm : norms) rows[g.node(nm.node).operands[0].value];
+      for (ir::ValueId w : writers) rows[g.node(w).operands[0].value];
+      std::map<ir::ValueId, int64_t> widths;
+      std::vector<float> act;
+      std::vector<int64_t> shape;
+      QBC_RETURN_IF_ERROR(runner.run(s, reader, [&](size_t sample, ref::Session& session) -> Status {
+        for (auto& [id, x] : rows) {
+          QBC_RETURN_IF_ERROR(session.activation(g.node(id).name, &act, &shape));
+          const int64_t cols = shape.empty() ? 1 : shape.back();
+          widths[id] = cols;
+          take_rows(act, cols, sample, per_sample, &x);
+        }
+        return ok_status();
+      }, /*keep_outputs=*/true));
+
+      auto score = [&](const std::string& node, const std::vector<double>& xp, const std::vector<double>& xr,
+                       int64_t n, const Matrix& wp, const Matrix& wr) -> Status {
+        const GptqOptions o = quantizer(ctx, node, wp.cols);
+        if (o.bits >= 16) return ok_status();
+        QBC_ASSIGN_OR_RETURN(const double ep, relative_error(xp, n, wp, o, threads));
+        QBC_ASSIGN_OR_RETURN(const double er, relative_error(xr, n, wr, o, threads));
+        log("quantize").debug("spinR1Check: '{}': relative output error {:.6g} plain, {:.6g} rotated", node, ep, er);
+        plain += ep;
+        rotated += er;
+        ++linears;
+        return ok_status();
+      };
+
+      for (const Norm& nm : norms) {
+        const ir::Node& norm = g.node(nm.node);
+        const ir::ValueId in_id = norm.operands[0].value;
+        const int64_t hidden = widths[in_id];
+        if (!rot) {
+          QBC_ASSIGN_OR_RETURN(Rotation r, Rotation::make(hidden, seed_));
+          rot = std::make_unique<Rotation>(std::move(r));
+        }
+        if (rot->size() != hidden) return internal_error("spinR1Check: norm '", norm.name, "' is ", hidden, " wide");
+        QBC_ASSIGN_OR_RETURN(Matrix gamma, read_matrix(ctx, weight_operand(g, nm.node, 1)));
+        if (gamma.cols * gamma.rows != hidden) {
+          return failed_precondition("spinR1Check: norm '", norm.name, "' has ", gamma.cols * gamma.rows,
+                                     " gains for ", hidden, " channels");
+        }
+        const double u = static_cast<double>(norm.attrs.get_int("unit_offset"));
+        const double eps = norm.attrs.get_float("eps");
+        std::vector<double> y = std::move(rows[in_id]);  // becomes γ'⊙x̂
+        const int64_t n = static_cast<int64_t>(y.size()) / hidden;
+        std::vector<double> xr(y.size());                // x̂·R
+        for (int64_t t = 0; t < n; ++t) {
+          double ms = 0;
+          for (int64_t c = 0; c < hidden; ++c) ms += y[t * hidden + c] * y[t * hidden + c];
+          const double inv = 1.0 / std::sqrt(ms / static_cast<double>(hidden) + eps);
+          for (int64_t c = 0; c < hidden; ++c) {
+            xr[t * hidden + c] = y[t * hidden + c] * inv;
+            y[t * hidden + c] = xr[t * hidden + c] * (gamma.v[c] + u);
+          }
+        }
+        QBC_RETURN_IF_ERROR(rot->right_multiply_rows(xr.data(), n));
+        for (ir::ValueId r : nm.readers) {
+          QBC_ASSIGN_OR_RETURN(Matrix w, read_matrix(ctx, weight_operand(g, r, 1)));
+          if (w.cols != hidden) return internal_error("spinR1Check: '", g.node(r).name, "' reads ", w.cols, " features");
+          Matrix wr = w;  // W·diag(γ')·R
+          for (int64_t i = 0; i < wr.rows; ++i) {
+            for (int64_t c = 0; c < hidden; ++c) wr.at(i, c) *= gamma.v[c] + u;
+          }
+          QBC_RETURN_IF_ERROR(rot->right_multiply_rows(wr.v.data(), wr.rows));
+          QBC_RETURN_IF_ERROR(score(g.node(r).name, y, xr, n, w, wr));
+        }
+      }
+      for (ir::ValueId wid : writers) {
+        const std::vector<double>& x = rows[g.node(wid).operands[0].value];
+        QBC_ASSIGN_OR_RETURN(Matrix w, read_matrix(ctx, weight_operand(g, wid, 1)));
+        if (!rot || rot->size() != w.rows) continue;
+        Matrix t{w.cols, w.rows, std::vector<double>(w.v.size())};  // Wᵀ, its rows times R, back: Rᵀ·W
+        for (int64_t i = 0; i < w.rows; ++i) {
+          for (int64_t c = 0; c < w.cols; ++c) t.at(c, i) = w.at(i, c);
+        }
+        QBC_RETURN_IF_ERROR(rot->right_multiply_rows(t.v.data(), t.rows));
+        Matrix wr = w;
+        for (int64_t i = 0; i < w.rows; ++i) {
+          for (int64_t c = 0; c < w.cols; ++c) wr.at(i, c) = t.at(c, i);
+        }
+        QBC_RETURN_IF_ERROR(score(g.node(wid).name, x, x, static_cast<int64_t>(x.size()) / w.cols, w, wr));
+      }
+      if (s + 1 < runner.num_segments()) QBC_RETURN_IF_ERROR(runner.advance_from_last_run(s));
+    }
+    if (linears == 0) return failed_precondition("spinR1Check: no quantized linear reads or writes the residual stream");
+    gate_->decided = true;
+    gate_->plain = plain / static_cast<double>(linears);
+    gate_->rotated = rotated / static_cast<double>(linears);
+    gate_->linears = linears;
+    gate_->rotate = gate_->rotated < gate_->plain;
+    log("quantize").info(
+        "spinR1 policy ifBetter: round-to-nearest output error of the {} linears the rotation changes, mean relative "
+        "{:.4g} as is and {:.4g} rotated ({:+.1f} %): {}",
+        linears, gate_->plain, gate_->rotated, 100.0 * (gate_->rotated / gate_->plain - 1.0),
+        gate_->rotate ? "normConv and spinR1 run"
+                      : "normConv and spinR1 are skipped (equivalentTransformation.spinR1.policy: always runs them)");
+    return false;  // measures only
+  }
+
+ private:
+  static GptqOptions quantizer(const PassContext& ctx, const std::string& node, int64_t in) {
+    GptqOptions o;
+    o.bits = linear_bits(node, false, *ctx.options).weight;
+    o.group_size = weight_group(*ctx.options, in);
+    o.zero_point = ctx.options->bit().weight_zero_point();
+    o.mse_clip = ctx.options->hessian_quant().apply() && ctx.options->hessian_quant().attributes().mse_clip();
+    o.num_threads = 0;
+    return o;
+  }
+
+  uint64_t seed_;
+  std::shared_ptr<RotationGate> gate_;
+};
+
+/// A pass that runs `inner` unless the gate decided against the rotation.
+class Gated final : public Pass {
+ public:
+  Gated(std::unique_ptr<Pass> inner, std::shared_ptr<const RotationGate> gate)
+      : inner_(std::move(inner)), gate_(std::move(gate)) {}
+  std::string name() const override { return inner_->name(); }
+  StatusOr<bool> run(PassContext& ctx) override {
+    if (!gate_->decided) return internal_error(inner_->name(), ": the spinR1 check did not run before it");
+    if (!gate_->rotate) return false;
+    return inner_->run(ctx);
+  }
+
+ private:
+  std::unique_ptr<Pass> inner_;
+  std::shared_ptr<const RotationGate> gate_;
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> make_rotation_check(uint64_t seed, std::shared_ptr<RotationGate> gate) {
+  return std::make_unique<RotationCheck>(seed, std::move(gate));
+}
+
+std::unique_ptr<Pass> gate_on_rotation(std::unique_ptr<Pass> inner, std::shared_ptr<const RotationGate> gate) {
+  return std::make_unique<Gated>(std::move(inner), std::move(gate));
+}
+
+}  // namespace qbc::quant
