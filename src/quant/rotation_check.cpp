@@ -19,7 +19,6 @@
 // each linear is scored on at most kOutRows of its output rows (evenly spaced).
 #include <algorithm>
 #include <cmath>
-#include <set>
 
 #include "gptq_linalg.h"
 #include "qbc/quant/block_runner.h"
@@ -111,13 +110,8 @@ class RotationCheck final : public Pass {
     int64_t linears = 0;
 
     for (size_t s = 0; s < runner.num_segments(); ++s) {
-      const std::vector<std::string> names = runner.node_names(s);
-      const std::set<std::string> here(names.begin(), names.end());
-      const BlockNodes* b = nullptr;
-      for (const BlockNodes& cand : blocks) {
-        if (cand.attn_norm >= 0 && here.count(g.node(cand.attn_norm).name)) b = &cand;
-      }
-      if (b == nullptr) {
+      const BlockNodes* b = block_among(g, blocks, runner.node_names(s));
+      if (b == nullptr || b->attn_norm < 0) {
         if (s + 1 < runner.num_segments()) QBC_RETURN_IF_ERROR(runner.advance(s, reader));
         continue;
       }

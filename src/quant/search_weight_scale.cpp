@@ -52,7 +52,6 @@
 #include <limits>
 #include <map>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -226,14 +225,7 @@ class SearchWeightScale final : public Pass {
     bool changed = false;
     size_t done = 0;
     for (size_t s = 0; s < runner.num_segments(); ++s) {
-      const std::vector<std::string> names = runner.node_names(s);
-      const std::set<std::string> here(names.begin(), names.end());
-      const BlockNodes* b = nullptr;
-      for (const BlockNodes& cand : blocks) {
-        for (ir::ValueId id : {cand.attn_norm, cand.q, cand.qkv, cand.o, cand.down}) {
-          if (id >= 0 && here.count(g.node(id).name)) b = &cand;
-        }
-      }
+      const BlockNodes* b = block_among(g, blocks, runner.node_names(s));
       if (b == nullptr) {
         if (s + 1 == runner.num_segments()) break;  // the head: not searched
         QBC_RETURN_IF_ERROR(runner.advance(s, reader));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "qbc/quant/hadamard.h"
 
@@ -249,6 +250,18 @@ StatusOr<QkRope> qk_rope(const ir::Graph& g, const std::vector<std::vector<ir::V
   r.q_src = qr.operands[0].value;
   r.k_src = kr.operands[0].value;
   return r;
+}
+
+const BlockNodes* block_among(const ir::Graph& g, const std::vector<BlockNodes>& blocks,
+                              const std::vector<std::string>& names) {
+  const std::set<std::string> here(names.begin(), names.end());
+  const BlockNodes* b = nullptr;
+  for (const BlockNodes& cand : blocks) {
+    for (ir::ValueId id : {cand.attn_norm, cand.q, cand.qkv, cand.o, cand.down}) {
+      if (id >= 0 && here.count(g.node(id).name)) b = &cand;
+    }
+  }
+  return b;
 }
 
 }  // namespace qbc::quant

@@ -93,6 +93,10 @@ struct BlockNodes {
               down = -1;
 };
 std::vector<BlockNodes> block_nodes(const ir::Graph& g);
+/// The block of `blocks` that has a node (attention norm, q/qkv, o or down) among `names`
+/// (a BlockRunner segment's nodes), or null (the segments before and after the blocks).
+const BlockNodes* block_among(const ir::Graph& g, const std::vector<BlockNodes>& blocks,
+                              const std::vector<std::string>& names);
 
 /// A seeded orthogonal n×n matrix R for the rotation passes (spinR1, spinR2): the random
 /// Hadamard random_hadamard(n, seed) = H_n·diag(s)/√n of qbc/quant/hadamard.h when n is a
