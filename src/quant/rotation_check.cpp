@@ -227,7 +227,9 @@ class RotationCheck final : public Pass {
     gate_->rotated = rotated / static_cast<double>(linears);
     gate_->linears = linears;
     gate_->rotate = gate_->rotated < gate_->plain;
-    log("quantize").info(
+    // A skipped transform the config asked for is shown at the default log level.
+    log("quantize").log(
+        gate_->rotate ? spdlog::level::info : spdlog::level::warn,
         "spinR1 policy ifBetter: round-to-nearest output error of the {} linears the rotation changes, mean relative "
         "{:.4g} as is and {:.4g} rotated ({:+.1f} %): {}",
         linears, gate_->plain, gate_->rotated, 100.0 * (gate_->rotated / gate_->plain - 1.0),
