@@ -181,8 +181,8 @@ constexpr int64_t kHessianTile = 256;  // calibration rows per rank-k update
 constexpr int64_t kSweepRows = 128;    // output rows per GPTQ work item
 
 /// Greedy coordinate descent on the codes of rows [a, b) of r (the refine_sweeps of
-/// GptqOptions). A is H + λI [n, n] in the original column order, `target` row i of W
-/// (dead columns 0). Per row, with δ = target − Ŵ and g = Aδ, a pass visits the columns
+/// GptqOptions). A is H + λI [n, n] in the original column order. Per row, with
+/// δ = w − ŵ (w the row of W, dead columns 0) and g = Aδ, a pass visits the columns
 /// in order; column i moves its code by k = rne(g_i / (s·A_ii)) clamped to the code
 /// range, which changes δᵀAδ by s·k·(s·k·A_ii − 2·g_i), and takes the move when that is
 /// negative (g then loses s·k·A[i, :]). Returns the rows' Σ δᵀAδ (computed afresh from
@@ -482,8 +482,9 @@ StatusOr<GptqResult> gptq_quantize(const std::vector<float>& W, int64_t out, int
     std::vector<double>().swap(H);   // U and the act-order weights are no longer needed
     std::vector<double>().swap(wp);
     for (int64_t i = 0; i < n; ++i) A[i * n + i] += dmp.lambda;
-    std::vector<double> refined(static_cast<size_t>(out), 0.0);
-    std::vector<int64_t> moved(static_cast<size_t>((out + kSweepRows - 1) / kSweepRows), 0);
+    const size_t chunks = static_cast<size_t>((out + kSweepRows - 1) / kSweepRows);
+    std::vector<double> refined(chunks, 0.0);  // per work item, summed in row order below
+    std::vector<int64_t> moved(chunks, 0);
     parallel_chunks(out, kSweepRows, threads, [&](int64_t a, int64_t b) {
       refined[a / kSweepRows] = refine_rows(W, dead, A.data(), n, o.refine_sweeps, qm, r, a, b, &moved[a / kSweepRows]);
     });

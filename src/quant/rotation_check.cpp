@@ -21,6 +21,7 @@
 #include <cmath>
 
 #include "gptq_linalg.h"
+#include "output_error.h"
 #include "qbc/quant/block_runner.h"
 #include "qbc/quant/gptq.h"
 #include "qbc/quant/quantize.h"
@@ -49,27 +50,23 @@ void take_rows(const std::vector<float>& act, int64_t cols, size_t sample, int64
   }
 }
 
-/// ‖X Mᵀ‖² for X [n, in] and M [out, in] (fp64, fixed summation order).
-double product_energy(const std::vector<double>& X, int64_t n, const std::vector<double>& M, int64_t out, int64_t in,
-                      int threads) {
-  std::vector<double> mt(static_cast<size_t>(in * out));
-  for (int64_t r = 0; r < out; ++r) {
-    for (int64_t c = 0; c < in; ++c) mt[c * out + r] = M[r * in + c];
-  }
-  std::vector<double> e(static_cast<size_t>(n * out), 0.0);
-  gptq_detail::parallel_chunks(n, 16, threads, [&](int64_t a, int64_t b) {
-    gptq_detail::gemm_acc(b - a, out, in, X.data() + a * in, in, mt.data(), out, e.data() + a * out, out);
+/// Σ_r ‖X·m_r‖² over the rows m_r of M [rows, in], a chunk of rows per work item,
+/// summed in row order.
+double total_error(const OutputError& err, const std::vector<double>& M, int64_t rows, int threads) {
+  const int64_t in = err.cols();
+  std::vector<double> per(static_cast<size_t>(rows));
+  gptq_detail::parallel_chunks(rows, 16, threads, [&](int64_t a, int64_t b) {
+    err.errors(M.data() + a * in, b - a, per.data() + a);
   });
   double sum = 0;
-  for (double v : e) sum += v * v;
+  for (double v : per) sum += v;
   return sum;
 }
 
-/// The relative output error e of the header for weight `w` on inputs X, scored on at
-/// most kOutRows evenly spaced rows of w (rows quantize independently, so this is the
-/// error of those outputs exactly).
-StatusOr<double> relative_error(const std::vector<double>& X, int64_t n, const Matrix& w, const GptqOptions& o,
-                                int threads) {
+/// The relative output error e of the header for weight `w` on the inputs of `err`,
+/// scored on at most kOutRows evenly spaced rows of w (rows quantize independently, so
+/// this is the error of those outputs exactly).
+StatusOr<double> relative_error(const OutputError& err, const Matrix& w, const GptqOptions& o, int threads) {
   const int64_t rows = std::min(w.rows, kOutRows), in = w.cols;
   std::vector<float> wf(static_cast<size_t>(rows * in));
   std::vector<double> wd(wf.size());
@@ -84,9 +81,9 @@ StatusOr<double> relative_error(const std::vector<double>& X, int64_t n, const M
   const std::vector<float> deq = dequantize(q);
   std::vector<double> d(wf.size());
   for (size_t k = 0; k < d.size(); ++k) d[k] = static_cast<double>(deq[k]) - wd[k];
-  const double energy = product_energy(X, n, wd, rows, in, threads);
+  const double energy = total_error(err, wd, rows, threads);
   if (!(energy > 0)) return 0.0;
-  return product_energy(X, n, d, rows, in, threads) / energy;
+  return total_error(err, d, rows, threads) / energy;
 }
 
 class RotationCheck final : public Pass {
@@ -151,12 +148,12 @@ class RotationCheck final : public Pass {
         return ok_status();
       }, /*keep_outputs=*/true));
 
-      auto score = [&](const std::string& node, const std::vector<double>& xp, const std::vector<double>& xr,
-                       int64_t n, const Matrix& wp, const Matrix& wr) -> Status {
+      auto score = [&](const std::string& node, const OutputError& xp, const OutputError& xr, const Matrix& wp,
+                       const Matrix& wr) -> Status {
         const GptqOptions o = quantizer(ctx, node, wp.cols);
         if (o.bits >= 16) return ok_status();
-        QBC_ASSIGN_OR_RETURN(const double ep, relative_error(xp, n, wp, o, threads));
-        QBC_ASSIGN_OR_RETURN(const double er, relative_error(xr, n, wr, o, threads));
+        QBC_ASSIGN_OR_RETURN(const double ep, relative_error(xp, wp, o, threads));
+        QBC_ASSIGN_OR_RETURN(const double er, relative_error(xr, wr, o, threads));
         log("quantize").debug("spinR1Check: '{}': relative output error {:.6g} plain, {:.6g} rotated", node, ep, er);
         plain += ep;
         rotated += er;
@@ -193,6 +190,7 @@ class RotationCheck final : public Pass {
           }
         }
         QBC_RETURN_IF_ERROR(rot->right_multiply_rows(xr.data(), n));
+        const OutputError plain_in(std::move(y), n, hidden, threads), rotated_in(std::move(xr), n, hidden, threads);
         for (ir::ValueId r : nm.readers) {
           QBC_ASSIGN_OR_RETURN(Matrix w, read_matrix(ctx, weight_operand(g, r, 1)));
           if (w.cols != hidden) return internal_error("spinR1Check: '", g.node(r).name, "' reads ", w.cols, " features");
@@ -201,23 +199,18 @@ class RotationCheck final : public Pass {
             for (int64_t c = 0; c < hidden; ++c) wr.at(i, c) *= gamma.v[c] + u;
           }
           QBC_RETURN_IF_ERROR(rot->right_multiply_rows(wr.v.data(), wr.rows));
-          QBC_RETURN_IF_ERROR(score(g.node(r).name, y, xr, n, w, wr));
+          QBC_RETURN_IF_ERROR(score(g.node(r).name, plain_in, rotated_in, w, wr));
         }
       }
       for (ir::ValueId wid : writers) {
-        const std::vector<double>& x = rows[g.node(wid).operands[0].value];
+        std::vector<double>& x = rows[g.node(wid).operands[0].value];
         QBC_ASSIGN_OR_RETURN(Matrix w, read_matrix(ctx, weight_operand(g, wid, 1)));
         if (!rot || rot->size() != w.rows) continue;
-        Matrix t{w.cols, w.rows, std::vector<double>(w.v.size())};  // Wᵀ, its rows times R, back: Rᵀ·W
-        for (int64_t i = 0; i < w.rows; ++i) {
-          for (int64_t c = 0; c < w.cols; ++c) t.at(c, i) = w.at(i, c);
-        }
-        QBC_RETURN_IF_ERROR(rot->right_multiply_rows(t.v.data(), t.rows));
         Matrix wr = w;
-        for (int64_t i = 0; i < w.rows; ++i) {
-          for (int64_t c = 0; c < w.cols; ++c) wr.at(i, c) = t.at(c, i);
-        }
-        QBC_RETURN_IF_ERROR(score(g.node(wid).name, x, x, static_cast<int64_t>(x.size()) / w.cols, w, wr));
+        QBC_RETURN_IF_ERROR(rot->left_multiply_transposed(&wr));  // Rᵀ·W
+        const int64_t n = static_cast<int64_t>(x.size()) / w.cols;
+        const OutputError in(std::move(x), n, w.cols, threads);  // unchanged by the rotation
+        QBC_RETURN_IF_ERROR(score(g.node(wid).name, in, in, w, wr));
       }
       if (s + 1 < runner.num_segments()) QBC_RETURN_IF_ERROR(runner.advance_from_last_run(s));
     }

@@ -61,6 +61,7 @@
 #include "qbc/quant/weight_passes.h"
 #include "qbc/support/logging.h"
 #include "gptq_linalg.h"
+#include "output_error.h"
 #include "transform_util.h"
 
 namespace qbc::quant {
@@ -69,8 +70,6 @@ namespace {
 constexpr int64_t kMaxRows = 4096;  // calibration rows kept per group input
 constexpr int kAlphaGrid = 20;      // α = i / 20, i = 0..20
 constexpr int kClipSteps = 10;      // r = 1 − 0.05·i, i = 0..10
-constexpr int64_t kGramMaxIn = 512;  // OutputError: Gram matrix up to this many inputs
-constexpr int64_t kErrorRows = 512;  // OutputError: calibration rows kept beyond that
 constexpr int64_t kSearchRows = 256; // α search: output rows of each linear scored
 constexpr int64_t kRowChunk = 64;    // weight rows per batched error evaluation
 
@@ -85,66 +84,6 @@ void parallel_for(int64_t n, int threads, const F& f) {
 double code_of(double w, double s, int qm) {
   return std::clamp(std::nearbyint(w / s), static_cast<double>(-qm - 1), static_cast<double>(qm));
 }
-
-/// Calibration rows X [n, in] of one linear input, and ||X·d||² for weight-row errors d,
-/// a batch of rows at a time through gemm_acc: dᵀ(XᵀX)d through the Gram matrix when
-/// in ≤ min(n, kGramMaxIn) (all n rows), otherwise ||X'·d||² on at most kErrorRows
-/// evenly spaced rows X' of X. Per row that is at most max(kGramMaxIn, kErrorRows)·in
-/// multiply-adds, whatever the model size.
-class OutputError {
- public:
-  OutputError(std::vector<double> x, int64_t n, int64_t in, int threads) : n_(n), in_(in) {
-    if (in_ <= n_ && in_ <= kGramMaxIn) {
-      gram_.assign(static_cast<size_t>(in_ * in_), 0.0);
-      parallel_for(in_, threads, [&](int64_t i) {
-        double* gi = gram_.data() + i * in_;
-        for (int64_t t = 0; t < n_; ++t) {
-          const double* xt = x.data() + t * in_;
-          const double xi = xt[i];
-          if (xi == 0) continue;
-          for (int64_t j = i; j < in_; ++j) gi[j] += xi * xt[j];
-        }
-      });
-      for (int64_t i = 0; i < in_; ++i) {
-        for (int64_t j = 0; j < i; ++j) gram_[i * in_ + j] = gram_[j * in_ + i];
-      }
-      return;
-    }
-    // X'ᵀ [in, m] for m ≤ kErrorRows evenly spaced rows.
-    m_ = std::min(n_, kErrorRows);
-    xt_.assign(static_cast<size_t>(in_ * m_), 0.0);
-    for (int64_t k = 0; k < m_; ++k) {
-      const int64_t t = m_ == n_ ? k : (k * n_) / m_;
-      for (int64_t i = 0; i < in_; ++i) xt_[i * m_ + k] = x[t * in_ + i];
-    }
-  }
-  int64_t cols() const { return in_; }
-  /// out[r] = ||X·d_r||² for the `rows` rows d_r of D [rows, in] (single-threaded).
-  void errors(const double* D, int64_t rows, double* out) const {
-    if (!gram_.empty()) {
-      std::vector<double> T(static_cast<size_t>(rows * in_), 0.0);
-      gptq_detail::gemm_acc(rows, in_, in_, D, in_, gram_.data(), in_, T.data(), in_);
-      row_dots(D, T.data(), rows, in_, out);  // d_rᵀ(G d_r)
-      return;
-    }
-    std::vector<double> Y(static_cast<size_t>(rows * m_), 0.0);
-    gptq_detail::gemm_acc(rows, m_, in_, D, in_, xt_.data(), m_, Y.data(), m_);
-    row_dots(Y.data(), Y.data(), rows, m_, out);  // ||X' d_r||²
-  }
-
- private:
-  /// out[r] = Σ_c a[r][c]·b[r][c] for row-major [rows, cols] a and b, in index order.
-  static void row_dots(const double* a, const double* b, int64_t rows, int64_t cols, double* out) {
-    for (int64_t r = 0; r < rows; ++r) {
-      double sum = 0;
-      for (int64_t c = 0; c < cols; ++c) sum += a[r * cols + c] * b[r * cols + c];
-      out[r] = sum;
-    }
-  }
-
-  std::vector<double> gram_, xt_;
-  int64_t n_, in_, m_ = 0;
-};
 
 /// Rows of one activation, subsampled: at most `per_sample` evenly spaced tokens of each
 /// sample, as fp64.

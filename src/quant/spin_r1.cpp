@@ -220,10 +220,7 @@ class SpinR1 final : public Pass {
           return internal_error("'", node_name, "' writes the stream but its weight has ", w.rows,
                                 " rows, not ", hidden);
         }
-        // W ← Rᵀ·W: each column c becomes Rᵀ·c, i.e. each row of Wᵀ is multiplied by R.
-        Matrix t = transposed(w);
-        QBC_RETURN_IF_ERROR(r.right_multiply_rows(t.v.data(), t.rows));
-        w = transposed(t);
+        QBC_RETURN_IF_ERROR(r.left_multiply_transposed(&w));  // W ← Rᵀ·W
         if (!bname.empty()) {
           QBC_ASSIGN_OR_RETURN(Matrix b, read_matrix(ctx, bname));
           QBC_RETURN_IF_ERROR(r.right_multiply_rows(b.v.data(), 1));  // b ← Rᵀ·b
@@ -241,16 +238,6 @@ class SpinR1 final : public Pass {
     std::ostringstream os;
     (os << ... << p);
     return os.str();
-  }
-  static Matrix transposed(const Matrix& m) {
-    Matrix t;
-    t.rows = m.cols;
-    t.cols = m.rows;
-    t.v.resize(m.v.size());
-    for (int64_t i = 0; i < m.rows; ++i) {
-      for (int64_t j = 0; j < m.cols; ++j) t.at(j, i) = m.at(i, j);
-    }
-    return t;
   }
 
   uint64_t seed_;

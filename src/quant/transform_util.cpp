@@ -196,6 +196,19 @@ Status Rotation::right_multiply_rows(double* x, int64_t count) const {
   return ok_status();
 }
 
+Status Rotation::left_multiply_transposed(Matrix* w) const {
+  if (w->rows != n_) return internal_error("rotation of order ", n_, " applied to a matrix of ", w->rows, " rows");
+  std::vector<double> t(w->v.size());  // Wᵀ [cols, n]
+  for (int64_t i = 0; i < w->rows; ++i) {
+    for (int64_t c = 0; c < w->cols; ++c) t[static_cast<size_t>(c * n_ + i)] = w->at(i, c);
+  }
+  QBC_RETURN_IF_ERROR(right_multiply_rows(t.data(), w->cols));
+  for (int64_t i = 0; i < w->rows; ++i) {
+    for (int64_t c = 0; c < w->cols; ++c) w->at(i, c) = t[static_cast<size_t>(c * n_ + i)];
+  }
+  return ok_status();
+}
+
 StatusOr<std::vector<double>> Rotation::matrix() const {
   std::vector<double> m(static_cast<size_t>(n_ * n_), 0.0);
   for (int64_t i = 0; i < n_; ++i) m[static_cast<size_t>(i * n_ + i)] = 1.0;

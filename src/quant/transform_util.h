@@ -112,6 +112,8 @@ class Rotation {
   /// Replaces each of the `count` contiguous length-n rows x at `x` by x·R (the same as
   /// applying Rᵀ to each as a column vector).
   Status right_multiply_rows(double* x, int64_t count) const;
+  /// W ← Rᵀ·W for W [n, cols] (each column c becomes Rᵀ·c: the rows of Wᵀ times R).
+  Status left_multiply_transposed(Matrix* w) const;
   /// R itself, row-major n×n.
   StatusOr<std::vector<double>> matrix() const;
 

@@ -24,15 +24,7 @@ using ::qbc::testing::setup_weight_pass_run;
 using ::qbc::testing::TransformCase;
 using ::qbc::testing::WeightPassRun;
 
-const TransformCase& llama_case() {
-  static const TransformCase c = [] {
-    for (const TransformCase& t : ::qbc::testing::transform_cases()) {
-      if (t.name == "llama32_gqa_tied") return t;
-    }
-    return TransformCase{};
-  }();
-  return c;
-}
+const TransformCase& llama_case() { return ::qbc::testing::find_transform_case("llama32_gqa_tied"); }
 
 std::vector<std::vector<int32_t>> calib_ids(int64_t vocab) {
   std::vector<std::vector<int32_t>> out;

@@ -69,14 +69,7 @@ StatusOr<LoadedCase> load(const TransformCase& c) {
   return ::qbc::testing::load_transform_case(c, ::qbc::testing::shared_dir());
 }
 
-const TransformCase& find_case(const std::string& name) {
-  static const std::vector<TransformCase> cases = ::qbc::testing::transform_cases();
-  for (const TransformCase& c : cases) {
-    if (c.name == name) return c;
-  }
-  ADD_FAILURE() << "no transform case " << name;
-  return cases.front();
-}
+const TransformCase& find_case(const std::string& name) { return ::qbc::testing::find_transform_case(name); }
 
 bool has_post_norm(const ir::Graph& g) { return g.find("blk.0.attn.post_norm") >= 0; }
 

@@ -66,6 +66,17 @@ inline std::vector<TransformCase> transform_cases() {
   };
 }
 
+/// The case of transform_cases() called `name` (a test failure, and the first case, when
+/// there is none).
+inline const TransformCase& find_transform_case(const std::string& name) {
+  static const std::vector<TransformCase> cases = transform_cases();
+  for (const TransformCase& c : cases) {
+    if (c.name == name) return c;
+  }
+  ADD_FAILURE() << "no transform case " << name;
+  return cases.front();
+}
+
 /// A loaded case: the model source (owns the files' mapping) and its float graph.
 struct LoadedCase {
   std::unique_ptr<frontend::ModelSource> source;
