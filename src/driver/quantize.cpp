@@ -10,9 +10,8 @@
 #include "qbc/frontend/safetensors_spill.h"
 #include "qbc/ir/serialize.h"
 #include "qbc/quant/pass.h"
+#include "qbc/quant/pipeline.h"
 #include "qbc/quant/quantize.h"
-#include "qbc/quant/transforms.h"
-#include "qbc/quant/weight_passes.h"
 #include "qbc/support/file_util.h"
 #include "qbc/support/logging.h"
 
@@ -79,18 +78,6 @@ StatusOr<quant::SampleSource> calibration_source(const LoadedModel& model,
 
 namespace {
 
-/// FLOPs of the float linears per token (2 per weight).
-double linear_flops_per_token(const ir::Graph& g) {
-  double per_token = 0;
-  for (const ir::Node& node : g.nodes()) {
-    if (node.op != ir::Op::kLinear) continue;
-    if (const ir::Weight* w = g.find_weight(node.operands[1].weight); w != nullptr) {
-      per_token += 2.0 * static_cast<double>(w->type.num_elements());
-    }
-  }
-  return per_token;
-}
-
 /// What the calibration ran on, for the output's metadata.
 std::string calibration_provenance(const config::CompileOptions& o, size_t n, int64_t tokens) {
   nlohmann::json j;
@@ -138,141 +125,97 @@ void warn_cache_past_training(const LoadedModel& model) {
 
 }  // namespace
 
-Status quantize_to(const LoadedModel& model, const config::ResolvedConfig& config, const std::string& out_mblt,
-                   const std::string& producer, int threads) {
+StatusOr<QuantizeSummary> quantize_to(const LoadedModel& model, const config::ResolvedConfig& config,
+                                      const std::string& out_mblt, const QuantizeRun& run) {
   const config::CompileOptions& options = config.options;
   QBC_RETURN_IF_ERROR(quant::check_supported(options));
   if (!is_mblt_path(out_mblt)) return invalid_argument("output ", out_mblt, " must end in .mblt");
   const auto t0 = std::chrono::steady_clock::now();
-  // Everything that can be refused is checked before any work.
-  QBC_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<quant::Pass>> transforms,
-                       quant::pre_calibration_transforms(options));
-  QBC_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<quant::Pass>> weight_passes, quant::weight_passes(options));
+  // Everything that can be refused is checked before any work: the pipeline, its passes'
+  // options, --disable-pass names, and every pass's needs (below, before the first pass).
+  QBC_ASSIGN_OR_RETURN(std::vector<pass::PipelineEntry> entries, quant::quant_pipeline(options));
+  QBC_ASSIGN_OR_RETURN(pass::PassManager<quant::PassContext> pipeline,
+                       quant::build_pipeline(entries, options, run.instrumentation));
   size_t n = 0;
-  QBC_ASSIGN_OR_RETURN(quant::SampleSource samples, calibration_source(model, config, &n));
+  QBC_ASSIGN_OR_RETURN(quant::SampleSource raw_samples, calibration_source(model, config, &n));
   warn_cache_past_training(model);
 
   const LoadedModel* m = &model;
   quant::WeightStore store([m](const ir::Weight& w, std::vector<float>* out) { return read_weight(*m, w, out); });
   ir::Graph graph = model.graph;
+  const std::string side = sidecar_path(out_mblt);
+  frontend::SafetensorsSpillWriter sidecar(side);
+
+  // Rewrites of the model's input that passes make (spinR1 rotates the embeddings)
+  // apply to the calibration samples from the moment they are made: a pass sees the
+  // input of the model as the passes before it left it (the spinR1 check, before
+  // spinR1, the raw one).
+  std::vector<quant::InputTransform> input_transforms;
+  const quant::SampleSource samples = [&raw_samples, &input_transforms](size_t i, std::vector<float>* embeds,
+                                                                        int64_t* seq) -> Status {
+    QBC_RETURN_IF_ERROR(raw_samples(i, embeds, seq));
+    for (const quant::InputTransform& t : input_transforms) QBC_RETURN_IF_ERROR(t(embeds, *seq));
+    return ok_status();
+  };
+  quant::FixedWeightMap fixed;
   quant::PassContext ctx;
   ctx.graph = &graph;
   ctx.weights = &store;
   ctx.options = &options;
-  std::vector<quant::PassRecord> stages;
-  auto timed = [&stages](const char* name, auto&& fn) -> Status {
-    const auto t = std::chrono::steady_clock::now();
-    Status s = fn();
-    stages.push_back({name, true, std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count()});
-    return s;
-  };
-
-  ref::SessionOptions session_options;
-  session_options.threads = threads;
-
-  // 1. Equivalence transforms of the float model. Rewrites of the model's input they
-  // make (spinR1 rotates the embeddings) apply to the calibration samples from here on.
-  // The samples are the raw ones here (the spinR1 check measures the unrotated model).
-  std::vector<quant::InputTransform> input_transforms;
-  ctx.input_transforms = &input_transforms;
   ctx.samples = &samples;
   ctx.num_samples = n;
-  ctx.session = session_options;
-  QBC_RETURN_IF_ERROR(quant::run_passes(transforms, ctx, &stages));
-  ctx.input_transforms = nullptr;
-  ctx.samples = nullptr;
-  ctx.num_samples = 0;
-  if (!input_transforms.empty()) {
-    samples = [raw = samples, input_transforms](size_t i, std::vector<float>* embeds, int64_t* seq) -> Status {
-      QBC_RETURN_IF_ERROR(raw(i, embeds, seq));
-      for (const quant::InputTransform& t : input_transforms) QBC_RETURN_IF_ERROR(t(embeds, *seq));
-      return ok_status();
-    };
-  }
+  ctx.session.threads = run.threads;
+  ctx.fixed = &fixed;
+  ctx.input_transforms = &input_transforms;
+  // Weights are spilled to disk as they are made: memory stays at one layer.
+  ctx.sink = [&sidecar](frontend::TensorToWrite t) { return sidecar.add(std::move(t)); };
 
-  quant::CalibStats stats;
-  // 2. Scale migrations, from statistics of the transformed float model.
-  std::vector<std::unique_ptr<quant::Pass>> scales = quant::scale_transforms(options);
-  if (!scales.empty()) {
-    events::status("calib", "statistics for the scale migrations on " + std::to_string(n) + " samples");
-    QBC_RETURN_IF_ERROR(timed("calibrateScales", [&]() -> Status {
-      QBC_ASSIGN_OR_RETURN(stats, quant::collect_stats_blockwise(graph, store.reader(), n, samples,
-                                                                 options.calibration().mode(), session_options));
-      return ok_status();
-    }));
-    ctx.stats = &stats;
-    QBC_RETURN_IF_ERROR(quant::run_passes(scales, ctx, &stages));
-    ctx.stats = nullptr;
-  }
+  std::vector<quant::PassRecord> stages;
+  QBC_RETURN_IF_ERROR(pipeline.run(ctx, &stages));
 
-  // 3. Passes that choose the integer weights (weight-scale search, GPTQ).
-  quant::FixedWeightMap fixed;
-  if (!weight_passes.empty()) {
-    ctx.samples = &samples;
-    ctx.num_samples = n;
-    ctx.session = session_options;
-    ctx.fixed = &fixed;
-    QBC_RETURN_IF_ERROR(quant::run_passes(weight_passes, ctx, &stages));
-  }
-
-  // 4. Calibration of the final model (with the chosen weights), block by block.
-  events::status("calib", "collecting activation statistics on " + std::to_string(n) + " samples, block by block");
-  QBC_RETURN_IF_ERROR(timed("calibrate", [&]() -> Status {
-    QBC_ASSIGN_OR_RETURN(stats, quant::collect_stats_blockwise(graph, store.reader(), n, samples,
-                                                               options.calibration().mode(), session_options));
-    return ok_status();
-  }));
+  // Output: the sidecar (with the float weights a transform rewrote), then the graph.
+  const auto tw = std::chrono::steady_clock::now();
   int64_t tokens = 0;
-  for (const auto& [name, st] : stats) {
+  for (const auto& [name, st] : ctx.owned_stats) {
     if (!st.channel_absmax.empty()) {
       tokens = st.count / static_cast<int64_t>(st.channel_absmax.size());
       break;
     }
   }
-  const int passes = options.calibration().mode() == 0 ? 1 : 2;
-  log("calib").info("calibration: {} tokens x {} pass(es) in {:.2f} s, {:.1f} GFLOP/s in linears", tokens, passes,
-                    stages.back().seconds,
-                    linear_flops_per_token(graph) * static_cast<double>(tokens * passes) /
-                        std::max(stages.back().seconds, 1e-9) / 1e9);
-
-  // 5. Weights (spilled to disk as they are made: memory stays at one layer) and KV cache.
-  events::status("quant", "quantizing weights (round to nearest)");
-  const std::string side = sidecar_path(out_mblt);
-  frontend::SafetensorsSpillWriter sidecar(side);
-  quant::QuantizeResult q;
-  QBC_RETURN_IF_ERROR(timed("quantizeRtn", [&]() -> Status {
-    QBC_ASSIGN_OR_RETURN(q, quant::quantize_rtn(graph, stats, store.reader(), options,
-                                                [&sidecar](frontend::TensorToWrite t) { return sidecar.add(std::move(t)); },
-                                                &fixed));
-    return ok_status();
-  }));
-
-  // 6. Output: the sidecar (with the float weights a transform rewrote), then the graph.
-  QBC_RETURN_IF_ERROR(timed("write", [&]() -> Status {
-    std::vector<float> data;
-    for (const std::string& name : store.rewritten_names()) {
-      const ir::Weight* w = q.graph.find_weight(name);
-      if (w == nullptr) continue;
-      QBC_RETURN_IF_ERROR(store.read(*w, &data));
-      QBC_RETURN_IF_ERROR(sidecar.add(frontend::make_tensor(w->tensor, frontend::DType::kF32, w->type.dims, data)));
-    }
-    q.graph.metadata["producer"] = producer;
-    q.graph.metadata["qbc.config"] = config::to_json(options);
-    q.graph.metadata["qbc.calibration"] = calibration_provenance(options, n, tokens);
-    q.graph.metadata["sidecar"] = std::filesystem::path(side).filename().string();
-    QBC_RETURN_IF_ERROR(sidecar.finish({{"producer", producer}}));
-    Status saved = ir::save(q.graph, out_mblt);
-    if (!saved.ok()) {
-      std::error_code ec;
-      std::filesystem::remove(side, ec);
-    }
+  std::vector<float> data;
+  for (const std::string& name : store.rewritten_names()) {
+    const ir::Weight* w = graph.find_weight(name);
+    if (w == nullptr) continue;
+    QBC_RETURN_IF_ERROR(store.read(*w, &data));
+    QBC_RETURN_IF_ERROR(sidecar.add(frontend::make_tensor(w->tensor, frontend::DType::kF32, w->type.dims, data)));
+  }
+  graph.metadata["producer"] = run.producer;
+  graph.metadata["qbc.config"] = config::to_json(options);
+  graph.metadata["qbc.calibration"] = calibration_provenance(options, n, tokens);
+  graph.metadata["sidecar"] = std::filesystem::path(side).filename().string();
+  QBC_RETURN_IF_ERROR(sidecar.finish({{"producer", run.producer}}));
+  if (Status saved = ir::save(graph, out_mblt); !saved.ok()) {
+    std::error_code ec;
+    std::filesystem::remove(side, ec);
     return saved;
-  }));
+  }
+  stages.push_back({"write", true, std::chrono::duration<double>(std::chrono::steady_clock::now() - tw).count()});
   for (const quant::PassRecord& r : stages) log("quant").info("stage {:<14} {:8.2f} s", r.name, r.seconds);
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  log("quant").info("quantized {} linears ({} left in float) in {:.2f} s: {} + {}", q.quantized_linears,
-                    q.float_linears, secs, out_mblt, side);
-  return ok_status();
+
+  QuantizeSummary summary;
+  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  summary.quantized_linears = ctx.quantized_linears;
+  summary.float_linears = ctx.float_linears;
+  summary.samples = n;
+  summary.tokens = tokens;
+  summary.mblt = out_mblt;
+  summary.sidecar = side;
+  std::error_code ec;
+  summary.mblt_bytes = static_cast<int64_t>(std::filesystem::file_size(out_mblt, ec));
+  summary.sidecar_bytes = static_cast<int64_t>(std::filesystem::file_size(side, ec));
+  log("quant").info("quantized {} linears ({} left in float) in {:.2f} s: {} + {}", summary.quantized_linears,
+                    summary.float_linears, summary.seconds, out_mblt, side);
+  return summary;
 }
 
 }  // namespace qbc::driver

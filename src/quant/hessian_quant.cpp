@@ -82,15 +82,9 @@ class HessianQuant final : public Pass {
  public:
   explicit HessianQuant(config::HessianQuantConfig config) : config_(std::move(config)) {}
   std::string name() const override { return "hessianQuant"; }
+  pass::ResourceSet needs() const override { return kCalibSamples | kFixedWeights; }
 
   StatusOr<bool> run(PassContext& ctx) override {
-    if (ctx.graph == nullptr || ctx.weights == nullptr || ctx.options == nullptr) {
-      return internal_error("hessianQuant: incomplete pass context");
-    }
-    if (ctx.samples == nullptr || ctx.num_samples == 0) {
-      return failed_precondition("hessianQuant needs calibration samples");
-    }
-    if (ctx.fixed == nullptr) return failed_precondition("hessianQuant needs a map for the integer weights");
     const auto& attr = config_.attributes();
     GptqOptions gopt;
     gopt.group_size = 0;  // set per linear from bit.weightGroupSize

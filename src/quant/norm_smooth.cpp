@@ -19,13 +19,12 @@ class NormSmooth final : public Pass {
  public:
   explicit NormSmooth(double alpha) : alpha_(alpha) {}
   std::string name() const override { return "normSmooth"; }
+  pass::ResourceSet needs() const override { return kScaleStats; }
 
   StatusOr<bool> run(PassContext& ctx) override {
     if (!(alpha_ >= 0.0 && alpha_ <= 1.0)) {
       return invalid_argument("normSmooth: smoothing factor ", alpha_, " is not in [0, 1]");
     }
-    if (ctx.stats == nullptr)
-      return failed_precondition("normSmooth needs calibration statistics of the current graph");
     const ir::Graph& g = *ctx.graph;
     const auto users = consumers(g);
     bool changed = false;

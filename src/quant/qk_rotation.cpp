@@ -117,10 +117,6 @@ class QkRotation final : public AttentionPass {
   std::string name() const override { return "qkRotation"; }
 
  private:
-  Status precondition(const PassContext& ctx) const override {
-    if (ctx.options == nullptr) return internal_error("qkRotation: no compile options in the pass context");
-    return ok_status();
-  }
 
   StatusOr<bool> run_attention(PassContext& ctx, const Users& users, ir::ValueId att,
                                const AttentionHeads& heads) override {

@@ -87,12 +87,9 @@ void tie_pairs(std::vector<double>& x, int64_t rotary) {
 class QkScale final : public AttentionPass {
  public:
   std::string name() const override { return "qk"; }
+  pass::ResourceSet needs() const override { return kScaleStats; }
 
  private:
-  Status precondition(const PassContext& ctx) const override {
-    if (ctx.stats == nullptr) return failed_precondition("qk needs calibration statistics of the current graph");
-    return ok_status();
-  }
 
   StatusOr<bool> run_attention(PassContext& ctx, const Users& users, ir::ValueId att,
                                const AttentionHeads& heads) override {

@@ -88,13 +88,12 @@ StatusOr<double> relative_error(const OutputError& err, const Matrix& w, const G
 
 class RotationCheck final : public Pass {
  public:
-  RotationCheck(uint64_t seed, std::shared_ptr<RotationGate> gate) : seed_(seed), gate_(std::move(gate)) {}
+  explicit RotationCheck(uint64_t seed) : seed_(seed) {}
   std::string name() const override { return "spinR1Check"; }
+  pass::ResourceSet needs() const override { return kCalibSamples; }
+  pass::ResourceSet provides() const override { return kRotationVerdict; }
 
   StatusOr<bool> run(PassContext& ctx) override {
-    if (ctx.samples == nullptr || ctx.num_samples == 0) {
-      return failed_precondition("spinR1 policy ifBetter needs calibration samples to measure the rotation");
-    }
     const ir::Graph& g = *ctx.graph;
     const int threads = gptq_detail::resolve_threads(ctx.session.threads);
     const std::vector<BlockNodes> blocks = block_nodes(g);
@@ -215,18 +214,19 @@ class RotationCheck final : public Pass {
       if (s + 1 < runner.num_segments()) QBC_RETURN_IF_ERROR(runner.advance_from_last_run(s));
     }
     if (linears == 0) return failed_precondition("spinR1Check: no quantized linear reads or writes the residual stream");
-    gate_->decided = true;
-    gate_->plain = plain / static_cast<double>(linears);
-    gate_->rotated = rotated / static_cast<double>(linears);
-    gate_->linears = linears;
-    gate_->rotate = gate_->rotated < gate_->plain;
+    RotationGate* gate = &ctx.rotation;
+    gate->decided = true;
+    gate->plain = plain / static_cast<double>(linears);
+    gate->rotated = rotated / static_cast<double>(linears);
+    gate->linears = linears;
+    gate->rotate = gate->rotated < gate->plain;
     // A skipped transform the config asked for is shown at the default log level.
     log("quantize").log(
-        gate_->rotate ? spdlog::level::info : spdlog::level::warn,
+        gate->rotate ? spdlog::level::info : spdlog::level::warn,
         "spinR1 policy ifBetter: round-to-nearest output error of the {} linears the rotation changes, mean relative "
         "{:.4g} as is and {:.4g} rotated ({:+.1f} %): {}",
-        linears, gate_->plain, gate_->rotated, 100.0 * (gate_->rotated / gate_->plain - 1.0),
-        gate_->rotate ? "normConv and spinR1 run"
+        linears, gate->plain, gate->rotated, 100.0 * (gate->rotated / gate->plain - 1.0),
+        gate->rotate ? "normConv and spinR1 run"
                       : "normConv and spinR1 are skipped (equivalentTransformation.spinR1.policy: always runs them)");
     return false;  // measures only
   }
@@ -243,34 +243,28 @@ class RotationCheck final : public Pass {
   }
 
   uint64_t seed_;
-  std::shared_ptr<RotationGate> gate_;
 };
 
-/// A pass that runs `inner` unless the gate decided against the rotation.
+/// A pass that runs `inner` unless the spinR1 check decided against the rotation.
 class Gated final : public Pass {
  public:
-  Gated(std::unique_ptr<Pass> inner, std::shared_ptr<const RotationGate> gate)
-      : inner_(std::move(inner)), gate_(std::move(gate)) {}
+  explicit Gated(std::unique_ptr<Pass> inner) : inner_(std::move(inner)) {}
   std::string name() const override { return inner_->name(); }
+  pass::ResourceSet needs() const override { return inner_->needs() | kRotationVerdict; }
+  pass::ResourceSet provides() const override { return inner_->provides(); }
   StatusOr<bool> run(PassContext& ctx) override {
-    if (!gate_->decided) return internal_error(inner_->name(), ": the spinR1 check did not run before it");
-    if (!gate_->rotate) return false;
+    if (!ctx.rotation.rotate) return false;
     return inner_->run(ctx);
   }
 
  private:
   std::unique_ptr<Pass> inner_;
-  std::shared_ptr<const RotationGate> gate_;
 };
 
 }  // namespace
 
-std::unique_ptr<Pass> make_rotation_check(uint64_t seed, std::shared_ptr<RotationGate> gate) {
-  return std::make_unique<RotationCheck>(seed, std::move(gate));
-}
+std::unique_ptr<Pass> make_rotation_check(uint64_t seed) { return std::make_unique<RotationCheck>(seed); }
 
-std::unique_ptr<Pass> gate_on_rotation(std::unique_ptr<Pass> inner, std::shared_ptr<const RotationGate> gate) {
-  return std::make_unique<Gated>(std::move(inner), std::move(gate));
-}
+std::unique_ptr<Pass> gate_on_rotation(std::unique_ptr<Pass> inner) { return std::make_unique<Gated>(std::move(inner)); }
 
 }  // namespace qbc::quant

@@ -145,13 +145,9 @@ class SearchWeightScale final : public Pass {
  public:
   explicit SearchWeightScale(const config::SearchWeightScaleConfig& config) : config_(config) {}
   std::string name() const override { return "searchWeightScale"; }
+  pass::ResourceSet needs() const override { return kCalibSamples | kFixedWeights; }
 
   StatusOr<bool> run(PassContext& ctx) override {
-    if (ctx.options == nullptr) return failed_precondition("searchWeightScale needs the compile options");
-    if (ctx.samples == nullptr || ctx.num_samples == 0) {
-      return failed_precondition("searchWeightScale needs calibration samples");
-    }
-    if (ctx.fixed == nullptr) return failed_precondition("searchWeightScale needs a map for the chosen integer weights");
     const auto& t = config_.transformer();
     if (!(t.query() || t.key() || t.value() || t.out() || t.ffn())) return false;
     threads_ = gptq_detail::resolve_threads(ctx.session.threads);

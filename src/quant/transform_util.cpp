@@ -37,7 +37,7 @@ double smooth_scale(double a, double b, double alpha) {
 }
 
 StatusOr<const std::vector<float>*> channel_max(const PassContext& ctx, const std::string& node, int64_t channels) {
-  if (ctx.stats == nullptr) return failed_precondition("no calibration statistics (needed for node '", node, "')");
+  if (ctx.stats == nullptr) return internal_error("no calibration statistics (needed for node '", node, "')");
   auto it = ctx.stats->find(node);
   if (it == ctx.stats->end()) return failed_precondition("no calibration statistics for node '", node, "'");
   if (static_cast<int64_t>(it->second.channel_absmax.size()) != channels) {
@@ -48,7 +48,6 @@ StatusOr<const std::vector<float>*> channel_max(const PassContext& ctx, const st
 }
 
 StatusOr<bool> AttentionPass::run(PassContext& ctx) {
-  QBC_RETURN_IF_ERROR(precondition(ctx));
   const Users users = consumers(*ctx.graph);
   bool changed = false;
   for (ir::ValueId id = 0; id < static_cast<ir::ValueId>(ctx.graph->nodes().size()); ++id) {

@@ -42,16 +42,15 @@ struct AttentionHeads {
 StatusOr<AttentionHeads> attention_heads(const ir::Node& attention);
 
 /// A pass that rewrites the projections around each attention node (qk, vo,
-/// qkRotation): run() checks precondition() once, then calls run_attention() on every
-/// attention node in graph order with its checked head counts; true when any call
-/// changed something.
+/// qkRotation): run() calls run_attention() on every attention node in graph order with
+/// its checked head counts; true when any call changed something. What a subclass needs
+/// from the context it declares with needs() (the pass manager checks it).
 class AttentionPass : public Pass {
  public:
   using Users = std::vector<std::vector<ir::ValueId>>;
   StatusOr<bool> run(PassContext& ctx) final;
 
  protected:
-  virtual Status precondition(const PassContext& ctx) const = 0;
   virtual StatusOr<bool> run_attention(PassContext& ctx, const Users& users, ir::ValueId att,
                                        const AttentionHeads& heads) = 0;
 };

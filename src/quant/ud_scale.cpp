@@ -20,11 +20,11 @@ class UdScale final : public Pass {
  public:
   explicit UdScale(double alpha) : alpha_(alpha) {}
   std::string name() const override { return "ud"; }
+  pass::ResourceSet needs() const override { return kScaleStats; }
 
   StatusOr<bool> run(PassContext& ctx) override {
     if (!(alpha_ >= 0.0 && alpha_ <= 1.0))
       return invalid_argument("ud: smoothing factor ", alpha_, " is not in [0, 1]");
-    if (ctx.stats == nullptr) return failed_precondition("ud needs calibration statistics of the current graph");
     const ir::Graph& g = *ctx.graph;
     const auto users = consumers(g);
     bool changed = false;

@@ -29,12 +29,9 @@ constexpr double kAlpha = 0.5;
 class VoScale final : public AttentionPass {
  public:
   std::string name() const override { return "vo"; }
+  pass::ResourceSet needs() const override { return kScaleStats; }
 
  private:
-  Status precondition(const PassContext& ctx) const override {
-    if (ctx.stats == nullptr) return failed_precondition("vo needs calibration statistics of the current graph");
-    return ok_status();
-  }
 
   StatusOr<bool> run_attention(PassContext& ctx, const Users& users, ir::ValueId att,
                                const AttentionHeads& heads) override {

@@ -9,6 +9,8 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "qbc/support/progress.h"
+
 namespace qbc {
 namespace {
 
@@ -17,11 +19,49 @@ struct LogState {
   spdlog::sink_ptr sink;
   spdlog::level::level_enum level = spdlog::level::warn;
   LogFormat format = LogFormat::kText;
+  bool quiet = false;
 };
 
 LogState& state() {
   static LogState s;
   return s;
+}
+
+using Clock = std::chrono::steady_clock;
+
+// The live progress line. Its own mutex: log sinks take it to clear and redraw the
+// line around a log record, so nothing may log while holding it.
+struct LiveLine {
+  std::mutex mu;
+  bool enabled = false;  // text mode, stderr a terminal, not -q
+  bool shown = false;    // a line is on the terminal now
+  Clock::time_point start = Clock::now(), work_start = Clock::now(), drawn;
+  progress::Line line;
+};
+
+LiveLine& live() {
+  static LiveLine l;
+  return l;
+}
+
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Callers hold live().mu.
+void draw_locked(LiveLine& l) {
+  l.line.seconds = since(l.start);
+  l.line.step_seconds = since(l.work_start);
+  const std::string text = "\r" + progress::format(l.line) + "\033[K";
+  std::fwrite(text.data(), 1, text.size(), stderr);
+  std::fflush(stderr);
+  l.shown = true;
+  l.drawn = Clock::now();
+}
+
+void clear_locked(LiveLine& l) {
+  if (!l.shown) return;
+  std::fputs("\r\033[K", stderr);
+  std::fflush(stderr);
+  l.shown = false;
 }
 
 double now_seconds() {
@@ -51,12 +91,34 @@ class JsonSink final : public spdlog::sinks::base_sink<std::mutex> {
   void flush_() override { std::fflush(stderr); }
 };
 
+// Text logs on stderr; a live progress line is cleared before a record and redrawn after it.
+class TextSink final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  TextSink()
+      : inner_(std::make_shared<spdlog::sinks::stderr_color_sink_st>(
+            isatty(fileno(stderr)) ? spdlog::color_mode::automatic : spdlog::color_mode::never)) {
+    inner_->set_pattern("[%L] %n: %v");
+  }
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    LiveLine& l = live();
+    std::lock_guard<std::mutex> lock(l.mu);
+    const bool redraw = l.shown;
+    clear_locked(l);
+    inner_->log(msg);
+    if (redraw) draw_locked(l);
+  }
+  void flush_() override { inner_->flush(); }
+  void set_pattern_(const std::string& pattern) override { inner_->set_pattern(pattern); }
+
+ private:
+  std::shared_ptr<spdlog::sinks::stderr_color_sink_st> inner_;
+};
+
 spdlog::sink_ptr make_sink(LogFormat format) {
   if (format == LogFormat::kJson) return std::make_shared<JsonSink>();
-  auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>(
-      isatty(fileno(stderr)) ? spdlog::color_mode::automatic : spdlog::color_mode::never);
-  sink->set_pattern("[%L] %n: %v");
-  return sink;
+  return std::make_shared<TextSink>();
 }
 
 }  // namespace
@@ -65,6 +127,13 @@ void init_logging(int verbosity, bool quiet, LogFormat format) {
   LogState& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   s.format = format;
+  s.quiet = quiet;
+  {
+    LiveLine& l = live();
+    std::lock_guard<std::mutex> live_lock(l.mu);
+    l.enabled = format == LogFormat::kText && !quiet && isatty(fileno(stderr));
+    l.start = Clock::now();
+  }
   s.level = quiet            ? spdlog::level::err
             : verbosity <= 0 ? spdlog::level::warn
             : verbosity == 1 ? spdlog::level::info
@@ -103,12 +172,89 @@ void status(std::string_view stage, std::string_view message) {
 }
 
 void progress(std::string_view stage, int64_t done, int64_t total) {
+  LiveLine& l = live();
+  progress::Line snapshot;
+  {
+    std::lock_guard<std::mutex> lock(l.mu);
+    if (l.line.unit != stage || done < l.line.done) {
+      // New work (another unit, or the count restarted): the estimate starts over.
+      l.line.unit = std::string(stage);
+      l.work_start = Clock::now();
+    }
+    l.line.done = done;
+    l.line.total = total;
+    if (l.enabled) {
+      if (!l.shown || done == total || since(l.drawn) > 0.1) draw_locked(l);
+      return;
+    }
+    l.line.seconds = since(l.start);
+    l.line.step_seconds = since(l.work_start);
+    snapshot = l.line;
+  }
   if (json_events()) {
-    write_json_line({{"event", "progress"}, {"time", now_seconds()}, {"stage", stage},
-                     {"done", done}, {"total", total}});
+    nlohmann::json j = {{"event", "progress"}, {"time", now_seconds()}, {"stage", stage},
+                        {"done", done}, {"total", total}, {"elapsed_s", snapshot.seconds}};
+    if (snapshot.steps > 0) {
+      j["step"] = snapshot.step;
+      j["steps"] = snapshot.steps;
+      j["pass"] = snapshot.pass;
+    }
+    if (const double left = progress::remaining_seconds(snapshot); left >= 0) j["remaining_s"] = left;
+    write_json_line(j);
   } else {
     log(stage).info("{}/{}", done, total);
   }
+}
+
+void step(std::string_view stage, int step, int steps, std::string_view name) {
+  LiveLine& l = live();
+  double seconds = 0;
+  {
+    std::lock_guard<std::mutex> lock(l.mu);
+    l.line = progress::Line{};
+    l.line.stage = std::string(stage);
+    l.line.step = step;
+    l.line.steps = steps;
+    l.line.pass = std::string(name);
+    l.work_start = Clock::now();
+    if (l.enabled) {
+      draw_locked(l);
+      return;
+    }
+    seconds = since(l.start);
+  }
+  if (json_events()) {
+    write_json_line({{"event", "progress"}, {"time", now_seconds()}, {"stage", stage}, {"step", step},
+                     {"steps", steps}, {"pass", name}, {"elapsed_s", seconds}});
+  } else {
+    log(stage).info("step {}/{}: {}", step, steps, name);
+  }
+}
+
+void step_done(std::string_view stage) {
+  LiveLine& l = live();
+  std::lock_guard<std::mutex> lock(l.mu);
+  clear_locked(l);
+  l.line = progress::Line{};
+}
+
+void summary(std::string_view command, std::string_view text, std::string_view json) {
+  {
+    LiveLine& l = live();
+    std::lock_guard<std::mutex> lock(l.mu);
+    clear_locked(l);
+    l.line = progress::Line{};
+  }
+  if (json_events()) {
+    nlohmann::json j = {{"event", "summary"}, {"time", now_seconds()}, {"command", command}, {"message", text}};
+    j["result"] = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+    write_json_line(j);
+    return;
+  }
+  if (state().quiet) return;
+  std::fprintf(stderr, "qbc %.*s: %.*s\n", static_cast<int>(command.size()), command.data(),
+               static_cast<int>(text.size()), text.data());
+  std::fflush(stderr);
 }
 
 void result(std::string_view command, std::string_view json) {
@@ -123,6 +269,11 @@ void error(const Status& st, int exit_code) {
     write_json_line({{"event", "error"}, {"time", now_seconds()}, {"code", code_name(st.code())},
                      {"exit_code", exit_code}, {"message", st.message()}});
   } else {
+    {
+      LiveLine& l = live();
+      std::lock_guard<std::mutex> lock(l.mu);
+      clear_locked(l);
+    }
     std::fprintf(stderr, "qbc: error: %s\n", st.message().c_str());
     std::fflush(stderr);
   }

@@ -8,6 +8,7 @@
 #include "qbc/driver/model_loader.h"
 #include "qbc/ir/serialize.h"
 #include "qbc/ir/text.h"
+#include "qbc/support/file_util.h"
 #include "qbc/support/logging.h"
 
 namespace qbc::cli {
@@ -149,9 +150,22 @@ struct InspectOptions {
   bool json = false;
 };
 
+/// True for the text form of MBLT (the --dump-after files).
+bool is_mblt_text_path(const std::string& path) {
+  const std::string ext = ".mblt.txt";
+  return path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0;
+}
+
 Status run_inspect(const InspectOptions& o) {
-  if (!driver::is_mblt_path(o.file)) return invalid_argument("inspect: ", o.file, " is not an .mblt file");
-  QBC_ASSIGN_OR_RETURN(ir::Graph g, ir::load(o.file));
+  ir::Graph g;
+  if (is_mblt_text_path(o.file)) {
+    QBC_ASSIGN_OR_RETURN(std::string text, read_text_file(o.file));
+    QBC_ASSIGN_OR_RETURN(g, ir::parse_text(text, o.file));
+  } else if (driver::is_mblt_path(o.file)) {
+    QBC_ASSIGN_OR_RETURN(g, ir::load(o.file));
+  } else {
+    return invalid_argument("inspect: ", o.file, " is not an .mblt file (or .mblt.txt, the text form)");
+  }
   const nlohmann::ordered_json j = summary(g, o.file);
   events::result("inspect", j.dump());
   std::string out = o.json ? j.dump(2) + "\n" : summary_text(j);
@@ -177,7 +191,7 @@ void register_inspect(CLI::App& app, Action& action) {
   auto o = std::make_shared<InspectOptions>();
   CLI::App* cmd = app.add_subcommand(
       "inspect", "Summarise an MBLT file: architecture, inputs/outputs, parameters by part, dtypes, provenance");
-  cmd->add_option("file", o->file, ".mblt file")->required();
+  cmd->add_option("file", o->file, ".mblt file, or its text form .mblt.txt (qbc quantize --dump-after)")->required();
   cmd->add_flag("--graph", o->graph, "Also print the graph in MBLT text form");
   cmd->add_flag("--json", o->json, "Print the summary as JSON");
   cmd->callback([o, &action] { action = [o] { return run_inspect(*o); }; });

@@ -5,6 +5,7 @@
 
 #include "qbc/config/config.h"
 #include "qbc/driver/model_loader.h"
+#include "qbc/pass/pipeline.h"
 #include "qbc/quant/calibrate.h"
 
 namespace qbc::driver {
@@ -15,11 +16,30 @@ namespace qbc::driver {
 StatusOr<quant::SampleSource> calibration_source(const LoadedModel& model,
                                                  const config::ResolvedConfig& config, size_t* n);
 
-/// Calibrates `model` and writes the quantized graph to `out_mblt` and its
-/// integer weights to the sidecar beside it. Nothing is left behind on failure.
-/// `threads`: compute threads of the float calibration runs (0 = all cores); the
-/// output does not depend on it.
-Status quantize_to(const LoadedModel& model, const config::ResolvedConfig& config,
-                   const std::string& out_mblt, const std::string& producer, int threads = 0);
+/// How one quantize run is carried out; none of it changes the output.
+struct QuantizeRun {
+  std::string producer;  ///< Recorded in the outputs' metadata.
+  /// Compute threads of the float calibration runs (0 = all cores).
+  int threads = 0;
+  /// --disable-pass, --dump-after, --dump-dir.
+  pass::Instrumentation instrumentation;
+};
+
+/// What a quantize run wrote and did, for the command's summary line.
+struct QuantizeSummary {
+  std::string mblt, sidecar;
+  int64_t mblt_bytes = 0, sidecar_bytes = 0;
+  int quantized_linears = 0, float_linears = 0;
+  size_t samples = 0;
+  int64_t tokens = 0;  ///< Calibration tokens per pass over the samples.
+  double seconds = 0;
+};
+
+/// Runs the quant pipeline (quant::quant_pipeline) on `model` and writes the quantized
+/// graph to `out_mblt` and its integer weights to the sidecar beside it. Nothing is
+/// left behind on failure. Everything that can be refused (configuration, pipeline,
+/// --disable-pass names, calibration files) is refused before any work.
+StatusOr<QuantizeSummary> quantize_to(const LoadedModel& model, const config::ResolvedConfig& config,
+                                      const std::string& out_mblt, const QuantizeRun& run);
 
 }  // namespace qbc::driver

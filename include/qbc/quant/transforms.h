@@ -1,6 +1,7 @@
 // The equivalence transforms (docs/quantization.md): function-preserving rewrites of
 // the float graph and weights that make weights and activations easier to quantize.
-// Each is a Pass (qbc/quant/pass.h); this header makes them and orders them.
+// Each is a Pass (qbc/quant/pass.h); this header makes them, and the quant pipeline
+// (qbc/quant/pipeline.h) orders them.
 #pragma once
 
 #include <cstdint>
@@ -24,25 +25,16 @@ std::unique_ptr<Pass> make_norm_conv();
 /// (normConv first); refuses graphs where a node touching the stream cannot absorb R.
 std::unique_ptr<Pass> make_spin_r1(uint64_t seed);
 
-/// What the spinR1 check measured (spinR1.policy ifBetter), shared with the passes it gates.
-struct RotationGate {
-  bool decided = false;  ///< The check ran.
-  bool rotate = true;    ///< normConv and spinR1 run.
-  double plain = 0;      ///< Mean relative RTN output error of the measured linears, as is.
-  double rotated = 0;    ///< The same after normConv + spinR1.
-  int64_t linears = 0;   ///< Linears measured.
-};
-
 /// spinR1Check: on calibration rows of the float model, the mean relative output error
 /// of round-to-nearest weights (configured bits, groups, zero points) over the linears
 /// normConv + spinR1 change (q/k/v, gate/up, o, down of every block), without and with
-/// the rotation of `seed`; records in `gate` whether the rotation lowers it. Changes
-/// nothing. Needs ctx.samples.
-std::unique_ptr<Pass> make_rotation_check(uint64_t seed, std::shared_ptr<RotationGate> gate);
+/// the rotation of `seed`; records in ctx.rotation whether the rotation lowers it.
+/// Changes nothing. Needs kCalibSamples, provides kRotationVerdict.
+std::unique_ptr<Pass> make_rotation_check(uint64_t seed);
 
-/// `inner`, run only when `gate` (filled by the spinR1 check, which must run first) says
-/// to rotate; otherwise the pass reports no change.
-std::unique_ptr<Pass> gate_on_rotation(std::unique_ptr<Pass> inner, std::shared_ptr<const RotationGate> gate);
+/// `inner`, run only when ctx.rotation (the spinR1 check's verdict, kRotationVerdict)
+/// says to rotate; otherwise the pass reports no change.
+std::unique_ptr<Pass> gate_on_rotation(std::unique_ptr<Pass> inner);
 
 /// spinR2: per layer, a seeded random Hadamard R2 (head_dim×head_dim) on each V head's
 /// output rows (and bias) and the matching o_proj input columns of every query head.
@@ -54,6 +46,9 @@ std::unique_ptr<Pass> make_spin_r2(uint64_t seed);
 /// configured weight bits (0 included). QK-norm attention is left alone.
 std::unique_ptr<Pass> make_qk_rotation();
 
+/// optimizeFfn: accepted and documented as a no-op (a backend concern; see its file).
+std::unique_ptr<Pass> make_optimize_ffn();
+
 /// Scale migrations (need ctx.stats of the current graph; quant.md §3.7):
 /// qk: Q·s, K/s per channel, s tied per rotary pair and per GQA group (and shared across
 ///     heads for QK-norm models, where it goes into the q_norm/k_norm gains);
@@ -62,15 +57,5 @@ std::unique_ptr<Pass> make_qk_rotation();
 std::unique_ptr<Pass> make_qk_scale();
 std::unique_ptr<Pass> make_vo_scale();
 std::unique_ptr<Pass> make_ud_scale(double alpha);
-
-/// The transforms `options` enables that run before calibration, in pipeline order
-/// (spinR1Check when spinR1.policy is ifBetter, normConv, spinR1, spinR2, qkRotation,
-/// optimizeFfn). spinR1Check needs ctx.samples. Unbuilt transforms are refused with kUnimplemented.
-StatusOr<std::vector<std::unique_ptr<Pass>>> pre_calibration_transforms(const config::CompileOptions& options);
-
-/// The scale migrations `options` enables (qk, vo, ud, normSmooth), in order. They need
-/// statistics of the graph the pre-calibration transforms left, and change it, so
-/// quantization calibrates again after them.
-std::vector<std::unique_ptr<Pass>> scale_transforms(const config::CompileOptions& options);
 
 }  // namespace qbc::quant

@@ -1,6 +1,6 @@
 // Passes that choose the integer weights themselves (docs/quantization.md). They run
 // after the equivalence transforms and before the final calibration, block by block
-// over the calibration set (BlockRunner), and need ctx.samples and ctx.fixed.
+// over the calibration set (BlockRunner), and need kCalibSamples and kFixedWeights.
 #pragma once
 
 #include <memory>
@@ -25,8 +25,5 @@ std::unique_ptr<Pass> make_search_weight_scale(const config::SearchWeightScaleCo
 /// integers in ctx.fixed and writes the dequantized weights to ctx.weights, so later
 /// blocks and the final calibration see the quantized model.
 std::unique_ptr<Pass> make_hessian_quant(const config::HessianQuantConfig& config);
-
-/// The weight passes `options` enables, in pipeline order (searchWeightScale, hessianQuant).
-StatusOr<std::vector<std::unique_ptr<Pass>>> weight_passes(const config::CompileOptions& options);
 
 }  // namespace qbc::quant

@@ -36,8 +36,19 @@ bool json_events();
 namespace events {
 /// A stage starts or ends, e.g. status("parse", "started").
 void status(std::string_view stage, std::string_view message);
-/// Progress of long work: `done` of `total` units in `stage`.
+/// Progress of long work: `done` of `total` units in `stage`. On a terminal (text
+/// mode, not -q) it redraws the live progress line (support/progress.h); with json it
+/// is a progress event carrying the running pipeline step and the time left; in text
+/// mode without a terminal it is an info log ("done/total", -v).
 void progress(std::string_view stage, int64_t done, int64_t total);
+/// A pipeline runs its pass `name`, step `step` of `steps` (the pass manager calls this).
+void step(std::string_view stage, int step, int steps, std::string_view name);
+/// The pipeline of `stage` ended: the live line is cleared.
+void step_done(std::string_view stage);
+/// The one line a command that wrote files ends with: what it wrote, sizes, time,
+/// key figures. Printed to stderr as "qbc <command>: <text>" unless -q; with json a
+/// summary event with `json` (serialised object) as its "result".
+void summary(std::string_view command, std::string_view text, std::string_view json = "{}");
 /// A command's result as a JSON document (already serialised).
 void result(std::string_view command, std::string_view json);
 /// A failure: the status and the exit code it maps to.

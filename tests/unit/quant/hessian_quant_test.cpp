@@ -221,10 +221,7 @@ class HessianQuantFamilies : public ::testing::TestWithParam<TransformCase> {};
 
 TEST_P(HessianQuantFamilies, RunsThrough) {
   const auto& c = GetParam();
-  QBC_REQUIRE_SHARED(shared, "");
-  if (!c.shared_config.empty()) {
-    QBC_REQUIRE_SHARED(cfg, c.shared_config);
-  }
+  QBC_REQUIRE_TRANSFORM_CASE(shared, c);
   std::vector<std::vector<int32_t>> calib;
   for (size_t i = 0; i < 4; ++i) {
     std::vector<int32_t> ids = ::qbc::testing::transform_test_ids(256, 16 + 5 * i);

@@ -174,9 +174,9 @@ INSTANTIATE_TEST_SUITE_P(All, QkRotationFamilies, ::testing::ValuesIn(::qbc::tes
                          [](const auto& info) { return info.param.name; });
 
 TEST(QkRotation, NeverRaisesTheRoundingErrorItTargetsAndIsDeterministic) {
-  QBC_REQUIRE_TRANSFORM_CASE(shared, (TransformCase{"stories260k", "models/stories260k/hf", "", "", ""}));
-  auto m = ::qbc::testing::load_transform_case({"stories260k", "models/stories260k/hf", "", "", ""},
-                                               ::qbc::testing::shared_dir());
+  const TransformCase& c = ::qbc::testing::find_transform_case("stories260k");
+  QBC_REQUIRE_TRANSFORM_CASE(shared, c);
+  auto m = ::qbc::testing::load_transform_case(c, shared);
   QBC_ASSERT_OK(m);
   const config::CompileOptions options = qk4_options();
   auto a = rotate(*m, options);

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "qbc/ir/text.h"
+#include "qbc/quant/pipeline.h"
 #include "qbc/quant/quantize.h"
 #include "qbc/quant/transforms.h"
 #include "test_support.h"
@@ -67,18 +69,15 @@ void rewrite_linears(WeightPassRun& r, F fill) {
   }
 }
 
-/// Runs the passes policy ifBetter makes (check, gated normConv, gated spinR1).
-StatusOr<std::shared_ptr<RotationGate>> run_gated(WeightPassRun& r, uint64_t seed) {
-  auto gate = std::make_shared<RotationGate>();
+/// Runs the passes policy ifBetter makes (check, gated normConv, gated spinR1) through
+/// the pass manager; returns the verdict.
+StatusOr<RotationGate> run_gated(WeightPassRun& r, uint64_t seed) {
   std::vector<std::unique_ptr<Pass>> passes;
-  passes.push_back(make_rotation_check(seed, gate));
-  passes.push_back(gate_on_rotation(make_norm_conv(), gate));
-  passes.push_back(gate_on_rotation(make_spin_r1(seed), gate));
-  for (auto& p : passes) {
-    QBC_ASSIGN_OR_RETURN(bool changed, p->run(r.ctx));
-    (void)changed;
-  }
-  return gate;
+  passes.push_back(make_rotation_check(seed));
+  passes.push_back(gate_on_rotation(make_norm_conv()));
+  passes.push_back(gate_on_rotation(make_spin_r1(seed)));
+  QBC_RETURN_IF_ERROR(run_passes(passes, r.ctx));
+  return r.ctx.rotation;
 }
 
 config::CompileOptions options_4bit_per_row() {
@@ -91,7 +90,7 @@ config::CompileOptions options_4bit_per_row() {
 // Weights already on the 4-bit per-row grid have no round-to-nearest error; the rotated
 // ones do, so the check must skip, and nothing may change.
 TEST(RotationCheck, GridWeightsSkipTheRotationAndChangeNothing) {
-  QBC_REQUIRE_SHARED(cfg, "model-configs/Llama-3.2-1B-Instruct/config.json");
+  QBC_REQUIRE_FAMILY_CONFIG("model-configs/Llama-3.2-1B-Instruct/config.json");
   WeightPassRun r;
   const auto ids = calib_ids(256);
   QBC_ASSERT_OK(setup_weight_pass_run(r, llama_case(), ::qbc::testing::shared_dir(), ids, options_4bit_per_row()));
@@ -106,7 +105,7 @@ TEST(RotationCheck, GridWeightsSkipTheRotationAndChangeNothing) {
   const auto before = all_weights(r);
   auto gate = run_gated(r, 3);
   QBC_ASSERT_OK(gate);
-  const RotationGate& verdict = **gate;
+  const RotationGate& verdict = *gate;
   EXPECT_TRUE(verdict.decided);
   EXPECT_EQ(verdict.linears, static_cast<int64_t>(body_linears(r.model.graph).size()));
   EXPECT_EQ(verdict.plain, 0.0);
@@ -119,7 +118,7 @@ TEST(RotationCheck, GridWeightsSkipTheRotationAndChangeNothing) {
 // outliers and the rest round to coarse steps; the rotation spreads them, so it is kept,
 // and the result is exactly what normConv + spinR1 give unconditionally.
 TEST(RotationCheck, OutlierColumnsKeepTheRotationAsPolicyAlwaysWould) {
-  QBC_REQUIRE_SHARED(cfg, "model-configs/Llama-3.2-1B-Instruct/config.json");
+  QBC_REQUIRE_FAMILY_CONFIG("model-configs/Llama-3.2-1B-Instruct/config.json");
   auto outliers = [](int64_t rows, int64_t cols, std::mt19937& rng) {
     std::normal_distribution<float> normal(0.0f, 0.02f);
     std::vector<float> v(static_cast<size_t>(rows * cols));
@@ -136,9 +135,9 @@ TEST(RotationCheck, OutlierColumnsKeepTheRotationAsPolicyAlwaysWould) {
   rewrite_linears(always, outliers);
   auto gate = run_gated(gated, 3);
   QBC_ASSERT_OK(gate);
-  EXPECT_TRUE((*gate)->decided);
-  EXPECT_LT((*gate)->rotated, 0.8 * (*gate)->plain);
-  EXPECT_TRUE((*gate)->rotate);
+  EXPECT_TRUE(gate->decided);
+  EXPECT_LT(gate->rotated, 0.8 * gate->plain);
+  EXPECT_TRUE(gate->rotate);
 
   std::vector<std::unique_ptr<Pass>> direct;
   direct.push_back(make_norm_conv());
@@ -148,40 +147,60 @@ TEST(RotationCheck, OutlierColumnsKeepTheRotationAsPolicyAlwaysWould) {
   EXPECT_TRUE(a == b) << "ifBetter, when it rotates, differs from policy always";
 }
 
+// What the check and the passes it gates need is declared, and the pass manager refuses
+// a pipeline that does not provide it, before any pass runs.
 TEST(RotationCheck, NeedsSamplesAndGatedPassesNeedTheCheck) {
-  QBC_REQUIRE_SHARED(cfg, "model-configs/Llama-3.2-1B-Instruct/config.json");
+  QBC_REQUIRE_FAMILY_CONFIG("model-configs/Llama-3.2-1B-Instruct/config.json");
   WeightPassRun r;
   QBC_ASSERT_OK(setup_weight_pass_run(r, llama_case(), ::qbc::testing::shared_dir(), calib_ids(256),
                                       options_4bit_per_row()));
-  auto gate = std::make_shared<RotationGate>();
-  auto spin = gate_on_rotation(make_spin_r1(0), gate);
-  EXPECT_EQ(spin->name(), "spinR1");
-  StatusOr<bool> early = spin->run(r.ctx);
+  const std::string before = ir::print_text(r.model.graph);
+  std::vector<std::unique_ptr<Pass>> alone;
+  alone.push_back(gate_on_rotation(make_spin_r1(0)));
+  EXPECT_EQ(alone[0]->name(), "spinR1");
+  Status early = run_passes(alone, r.ctx);
   ASSERT_FALSE(early.ok());
-  EXPECT_TRUE(::qbc::testing::contains(early.status().message(), "check did not run"));
+  EXPECT_EQ(early.code(), Code::kFailedPrecondition);
+  EXPECT_TRUE(::qbc::testing::contains(early.message(), "pass spinR1 needs the spinR1 check's verdict"))
+      << early.message();
+  EXPECT_EQ(ir::print_text(*r.ctx.graph), before) << "a refused pipeline ran a pass";
+
   r.ctx.samples = nullptr;
   r.ctx.num_samples = 0;
-  StatusOr<bool> no_samples = make_rotation_check(0, gate)->run(r.ctx);
+  std::vector<std::unique_ptr<Pass>> check;
+  check.push_back(make_rotation_check(0));
+  check.push_back(gate_on_rotation(make_spin_r1(0)));
+  Status no_samples = run_passes(check, r.ctx);
   ASSERT_FALSE(no_samples.ok());
-  EXPECT_TRUE(::qbc::testing::contains(no_samples.status().message(), "calibration samples"));
+  EXPECT_TRUE(::qbc::testing::contains(no_samples.message(), "pass spinR1Check needs calibration samples"))
+      << no_samples.message();
 }
 
+// The pipeline the policy builds: `always` runs normConv and spinR1 unconditionally,
+// ifBetter puts the check first and gates both on it.
 TEST(RotationCheck, PolicyBuildsTheGatedPipeline) {
   config::CompileOptions o = config::defaults();
   auto* et = o.mutable_equivalent_transformation();
   et->mutable_norm_conv()->set_apply(true);
   et->mutable_spin_r1()->set_apply(true);
-  StatusOr<std::vector<std::unique_ptr<Pass>>> always = pre_calibration_transforms(o);
+  auto names = [](const std::vector<pass::PipelineEntry>& entries) {
+    std::vector<std::string> out;
+    for (const pass::PipelineEntry& e : entries) {
+      if (e.pass != "calibrate" && e.pass != "quantizeRtn") out.push_back(e.pass);
+    }
+    return out;
+  };
+  StatusOr<std::vector<pass::PipelineEntry>> always = quant_pipeline(o);
   QBC_ASSERT_OK(always);
-  ASSERT_EQ(always->size(), 2u);
-  EXPECT_EQ((*always)[0]->name(), "normConv");
+  EXPECT_EQ(names(*always), (std::vector<std::string>{"normConv", "spinR1"}));
   et->mutable_spin_r1()->set_policy(config::ROTATION_POLICY_IF_BETTER);
-  StatusOr<std::vector<std::unique_ptr<Pass>>> checked = pre_calibration_transforms(o);
+  StatusOr<std::vector<pass::PipelineEntry>> checked = quant_pipeline(o);
   QBC_ASSERT_OK(checked);
-  ASSERT_EQ(checked->size(), 3u);
-  EXPECT_EQ((*checked)[0]->name(), "spinR1Check");
-  EXPECT_EQ((*checked)[1]->name(), "normConv");
-  EXPECT_EQ((*checked)[2]->name(), "spinR1");
+  EXPECT_EQ(names(*checked), (std::vector<std::string>{"spinR1Check", "normConv", "spinR1"}));
+  StatusOr<pass::PassManager<PassContext>> pm = build_pipeline(*checked, o, {});
+  QBC_ASSERT_OK(pm);
+  EXPECT_EQ(pm->passes()[1]->needs() & kRotationVerdict, kRotationVerdict) << "normConv is not gated";
+  EXPECT_EQ(pm->passes()[2]->needs() & kRotationVerdict, kRotationVerdict) << "spinR1 is not gated";
 }
 
 }  // namespace

@@ -424,13 +424,20 @@ TEST(ScaleTransforms, MissingStatsAreAFailedPrecondition) {
   for (auto make : std::vector<std::function<std::unique_ptr<Pass>()>>{
            [] { return make_qk_scale(); }, [] { return make_vo_scale(); }, [] { return make_ud_scale(0.8); },
            [] { return make_norm_smooth(0.5); }}) {
-    std::unique_ptr<Pass> pass = make();
+    std::vector<std::unique_ptr<Pass>> passes;
+    passes.push_back(make());
+    Pass* pass = passes[0].get();
+    const config::CompileOptions options = config::defaults();
     PassContext ctx;
     ctx.graph = &g;
     ctx.weights = &store;
-    auto none = pass->run(ctx);
+    ctx.options = &options;
+    // No statistics at all: the pass manager refuses the pass before it runs.
+    const Status none = run_passes(passes, ctx);
     ASSERT_FALSE(none.ok()) << pass->name();
-    EXPECT_EQ(none.status().code(), Code::kFailedPrecondition) << pass->name();
+    EXPECT_EQ(none.code(), Code::kFailedPrecondition) << pass->name();
+    EXPECT_TRUE(::qbc::testing::contains(none.message(), "needs statistics of the transformed float graph"))
+        << none.message();
     CalibStats empty;
     ctx.stats = &empty;
     auto missing = pass->run(ctx);

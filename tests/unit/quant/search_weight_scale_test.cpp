@@ -106,13 +106,7 @@ class SearchWeightScaleFamilies : public ::testing::TestWithParam<TransformCase>
 
 TEST_P(SearchWeightScaleFamilies, FoldingLeavesFloatLogitsUnchanged) {
   const TransformCase& c = GetParam();
-  QBC_REQUIRE_SHARED(shared, "");
-  if (!c.shared_dir.empty()) {
-    QBC_REQUIRE_SHARED(dir, c.shared_dir);
-  }
-  if (!c.shared_config.empty()) {
-    QBC_REQUIRE_SHARED(cfg, c.shared_config);
-  }
+  QBC_REQUIRE_TRANSFORM_CASE(shared, c);
   Model r;
   {
     auto m = ::qbc::testing::load_transform_case(c, shared);
@@ -299,7 +293,13 @@ TEST(SearchWeightScale, FlagsFloatLayersAndPreconditions) {
   Model none;
   QBC_ASSERT_OK(setup_weight_pass_run(none, c, shared, calib, four_bit_options()));
   none.ctx.samples = nullptr;
-  EXPECT_FALSE(make_search_weight_scale(awq_config())->run(none.ctx).ok());
+  std::vector<std::unique_ptr<Pass>> search;
+  search.push_back(make_search_weight_scale(awq_config()));
+  const Status no_samples = run_passes(search, none.ctx);
+  ASSERT_FALSE(no_samples.ok());
+  EXPECT_EQ(no_samples.code(), Code::kFailedPrecondition);
+  EXPECT_TRUE(::qbc::testing::contains(no_samples.message(), "pass searchWeightScale needs calibration samples"))
+      << no_samples.message();
 }
 
 }  // namespace

@@ -21,6 +21,7 @@ namespace {
 
 using ::qbc::testing::LoadedCase;
 using ::qbc::testing::TransformCase;
+using ::qbc::testing::kLlamaFallback;
 
 constexpr uint64_t kSeedR1 = 7;
 constexpr uint64_t kSeedR2 = 9;
@@ -150,7 +151,7 @@ TEST(SpinR1, RefusedWithoutNormConvNamingTheNorm) {
 }
 
 TEST(SpinR1, Gemma2RefusedEvenWithoutNormConvAndSpinR2Works) {
-  QBC_REQUIRE_SHARED(cfg, "model-configs/gemma-2-2b-it/config.json");
+  QBC_REQUIRE_FAMILY_CONFIG("model-configs/gemma-2-2b-it/config.json");
   auto m = load(find_case("gemma2_post_norm_softcap"));
   QBC_ASSERT_OK(m);
   {
@@ -239,9 +240,9 @@ TEST(SpinR1, HostEmbeddingAndHeadAreRotated) {
 // Llama with biases everywhere: q/k/v/gate/up biases sit on the output side (R1 leaves
 // them alone), o/down biases are rotated by Rᵀ; the v bias is rotated per head by R2.
 TEST(Spin, BiasesOnEveryProjection) {
-  QBC_REQUIRE_SHARED(cfg, "model-configs/Llama-3.2-1B-Instruct/config.json");
+  QBC_REQUIRE_FAMILY_CONFIG("model-configs/Llama-3.2-1B-Instruct/config.json");
   const TransformCase c{"llama32_all_biases", "", "model-configs/Llama-3.2-1B-Instruct/config.json",
-                        "", R"({"attention_bias": true, "mlp_bias": true})"};
+                        "", R"({"attention_bias": true, "mlp_bias": true})", kLlamaFallback};
   auto m = load(c);
   QBC_ASSERT_OK(m);
   ASSERT_NE(m->graph.find_weight("blk.0.attn.o_proj.bias"), nullptr);
@@ -270,10 +271,11 @@ TEST(Spin, BiasesOnEveryProjection) {
 // hidden 50 and head_dim 10 are no Hadamard orders: both passes fall back to a seeded
 // dense random orthogonal matrix and stay exact.
 TEST(Spin, NonHadamardSizesFallBackToDenseRotations) {
-  QBC_REQUIRE_SHARED(cfg, "model-configs/Llama-3.2-1B-Instruct/config.json");
+  QBC_REQUIRE_FAMILY_CONFIG("model-configs/Llama-3.2-1B-Instruct/config.json");
   const TransformCase c{
       "llama32_size50", "", "model-configs/Llama-3.2-1B-Instruct/config.json", "",
-      R"({"hidden_size": 50, "head_dim": 10, "num_attention_heads": 5, "num_key_value_heads": 5})"};
+      R"({"hidden_size": 50, "head_dim": 10, "num_attention_heads": 5, "num_key_value_heads": 5})",
+      kLlamaFallback};
   ASSERT_FALSE(hadamard_supported(50));
   ASSERT_FALSE(hadamard_supported(10));
   auto m = load(c);
@@ -304,7 +306,7 @@ std::map<std::string, std::vector<float>> rewritten_after(const LoadedCase& m, u
 }
 
 TEST(Spin, DeterministicAndSeedDependent) {
-  QBC_REQUIRE_SHARED(cfg, "model-configs/Llama-3.2-1B-Instruct/config.json");
+  QBC_REQUIRE_FAMILY_CONFIG("model-configs/Llama-3.2-1B-Instruct/config.json");
   auto m = load(find_case("llama32_gqa_tied"));
   QBC_ASSERT_OK(m);
   const auto a = rewritten_after(*m, 1, 2);
