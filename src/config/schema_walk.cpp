@@ -162,6 +162,29 @@ Status set_scalar(const YAML::Node& node, pb::Message& msg, const pb::FieldDescr
       }
       return ok_status();
     }
+    // No unsigned field in compile_options.proto today; read them like the signed ones, so a new
+    // one is not an "unhandled field type" (emit and value_text print them already).
+    case pb::FieldDescriptor::CPPTYPE_UINT32:
+    case pb::FieldDescriptor::CPPTYPE_UINT64: {
+      uint64_t v = 0;
+      auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+      if (quoted || text.empty() || ec != std::errc() || end != text.data() + text.size()) {
+        return type_error(loc, path, f, node);
+      }
+      if (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_UINT32 &&
+          v > std::numeric_limits<uint32_t>::max()) {
+        return invalid_argument(loc, ": ", path, ": value ", text,
+                                " does not fit an unsigned 32-bit integer");
+      }
+      QBC_RETURN_IF_ERROR(check_range(loc, path, f, static_cast<double>(v), text));
+      if (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_UINT32) {
+        rep ? r->AddUInt32(&msg, f, static_cast<uint32_t>(v))
+            : r->SetUInt32(&msg, f, static_cast<uint32_t>(v));
+      } else {
+        rep ? r->AddUInt64(&msg, f, v) : r->SetUInt64(&msg, f, v);
+      }
+      return ok_status();
+    }
     case pb::FieldDescriptor::CPPTYPE_DOUBLE:
     case pb::FieldDescriptor::CPPTYPE_FLOAT: {
       double v = 0;
@@ -427,9 +450,9 @@ std::string type_text(const pb::FieldDescriptor* f) {
   switch (f->cpp_type()) {
     case pb::FieldDescriptor::CPPTYPE_BOOL: base = "bool"; break;
     case pb::FieldDescriptor::CPPTYPE_INT32:
-    case pb::FieldDescriptor::CPPTYPE_INT64:
+    case pb::FieldDescriptor::CPPTYPE_INT64: base = "int"; break;
     case pb::FieldDescriptor::CPPTYPE_UINT32:
-    case pb::FieldDescriptor::CPPTYPE_UINT64: base = "int"; break;
+    case pb::FieldDescriptor::CPPTYPE_UINT64: base = "unsigned int"; break;
     case pb::FieldDescriptor::CPPTYPE_DOUBLE:
     case pb::FieldDescriptor::CPPTYPE_FLOAT: base = "number"; break;
     case pb::FieldDescriptor::CPPTYPE_STRING: base = "string"; break;
