@@ -24,12 +24,14 @@ std::string read_file(const std::filesystem::path& path);
 /// Writes a whole file, creating parent folders.
 void write_file(const std::filesystem::path& path, const std::string& contents);
 
-/// The result of running the qbc binary.
+/// The result of running the qbc binary or another command.
 struct RunResult {
   int exit_code = -1;
   std::string out;  ///< stdout
   std::string err;  ///< stderr
 };
+/// Runs `command` (any /bin/sh text) with stdin from /dev/null, capturing stdout and stderr.
+RunResult run_command(const std::string& command);
 /// Runs the qbc binary ($QBC_BINARY, else the built one) with `args` through /bin/sh
 /// (args are passed verbatim, quote as needed: see shell_quote()).
 RunResult run_qbc(const std::string& args);
