@@ -48,24 +48,26 @@ inline bool contains(const std::string& haystack, const std::string& needle) {
 
 /// Resolves `rel` under the shared assets folder into `var` (a std::filesystem::path).
 /// When it is missing: fails the test if $CI is set, else skips it.
-#define QBC_REQUIRE_SHARED(var, rel)                                               \
-  const std::filesystem::path var = ::qbc::testing::shared_dir() / (rel);          \
-  if (!std::filesystem::exists(var)) {                                             \
-    if (std::getenv("CI") != nullptr) FAIL() << "shared asset missing: " << var;  \
-    GTEST_SKIP() << "shared asset missing: " << var;                               \
+#define QBC_REQUIRE_SHARED(var, rel)                                             \
+  const std::filesystem::path var = ::qbc::testing::shared_dir() / (rel);        \
+  if (!std::filesystem::exists(var)) {                                           \
+    if (std::getenv("CI") != nullptr) FAIL() << "shared asset missing: " << var; \
+    GTEST_SKIP() << "shared asset missing: " << var;                             \
   }
 
 namespace qbc::testing {
 /// The status of a Status or StatusOr, for assertion messages.
 inline const Status& status_of(const Status& s) { return s; }
 template <typename T>
-Status status_of(const StatusOr<T>& s) { return s.status(); }
+Status status_of(const StatusOr<T>& s) {
+  return s.status();
+}
 }  // namespace qbc::testing
 
 /// Asserts that a Status / StatusOr is OK, printing its message otherwise.
 /// Binds by reference, so move-only values are fine.
-#define QBC_ASSERT_OK(expr)                                                           \
-  do {                                                                                \
-    const auto& qbc_s_ = (expr);                                                      \
-    ASSERT_TRUE(qbc_s_.ok()) << ::qbc::testing::status_of(qbc_s_).to_string();        \
+#define QBC_ASSERT_OK(expr)                                                    \
+  do {                                                                         \
+    const auto& qbc_s_ = (expr);                                               \
+    ASSERT_TRUE(qbc_s_.ok()) << ::qbc::testing::status_of(qbc_s_).to_string(); \
   } while (0)
