@@ -231,6 +231,14 @@ END {
     if (x in stage && x in pkind && pkind[x] == "only")
       viol(ufile[k] ": qbc_use_torch(" utarget[k] "); policy \"" rule_text(x) "\" forbids LibTorch (" pwhy[x] ")")
   }
+  # The policy keeps the closure of an "only" stage on its side: what it allows is "only" too.
+  m = split(porder, pp, " ")
+  for (i = 1; i <= m; i++) {
+    if (pkind[pp[i]] != "only") continue
+    n2 = split(plist[pp[i]], dd, " ")
+    for (j = 1; j <= n2; j++) if (pkind[dd[j]] != "only")
+      viol("tools/check_layering.sh: policy \"" rule_text(pp[i]) "\" allows " dd[j] ", which has no \"only\" entry")
+  }
   # Structure: every stage defines its library; every include/qbc/<dir> belongs to a stage.
   for (i = 1; i <= ns; i++) {
     x = st[i]
