@@ -2,7 +2,9 @@
 #
 # qbc_add_library(NAME SOURCES ... DEPS ...): a stage library whose PUBLIC
 # include dir is include/ and PRIVATE include dir is its own src/<stage>/, so a
-# stage cannot reach into another stage's private headers.
+# stage cannot reach into another stage's private headers. -Werror=switch (always, not
+# only with QBC_WERROR): a switch over an enum without `default:` must name every
+# enumerator, so a new op (ir/ops.def) fails to build until every evaluator handles it.
 function(qbc_add_library name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
   add_library(${name} STATIC ${ARG_SOURCES})
@@ -10,7 +12,7 @@ function(qbc_add_library name)
     PUBLIC ${PROJECT_SOURCE_DIR}/include
     PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
   target_link_libraries(${name} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
-  target_compile_options(${name} PRIVATE -Wall -Wextra -Wno-unused-parameter)
+  target_compile_options(${name} PRIVATE -Wall -Wextra -Wno-unused-parameter -Werror=switch)
   if(QBC_WERROR)
     target_compile_options(${name} PRIVATE -Werror)
   endif()

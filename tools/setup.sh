@@ -25,9 +25,10 @@ while [ $# -gt 0 ]; do
 done
 
 # The package list. libopenblas0-pthread matters: without it Debian's LibTorch
-# falls back to reference BLAS and matmuls run about 9x slower.
+# falls back to reference BLAS and matmuls run about 9x slower. clang-format is for
+# the ctest test `format` (tools/check_format.sh).
 packages=(
-  g++ cmake ninja-build ccache pkg-config git
+  g++ cmake ninja-build ccache pkg-config git clang-format
   libprotobuf-dev protobuf-compiler
   nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev

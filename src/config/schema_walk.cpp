@@ -89,7 +89,8 @@ std::string unknown_key_message(const pb::Descriptor* desc, const std::string& p
     }
   }
   os << "; valid keys here: ";
-  for (int i = 0; i < desc->field_count(); ++i) os << (i ? ", " : "") << desc->field(i)->json_name();
+  for (int i = 0; i < desc->field_count(); ++i)
+    os << (i ? ", " : "") << desc->field(i)->json_name();
   return os.str();
 }
 
@@ -97,10 +98,17 @@ Status type_error(const std::string& loc, const std::string& path, const pb::Fie
                   const YAML::Node& node) {
   std::string got;
   switch (node.Type()) {
-    case YAML::NodeType::Null: got = "nothing"; break;
-    case YAML::NodeType::Sequence: got = "a list"; break;
-    case YAML::NodeType::Map: got = "a mapping"; break;
-    default: got = "'" + node.Scalar() + "'";
+    case YAML::NodeType::Null:
+      got = "nothing";
+      break;
+    case YAML::NodeType::Sequence:
+      got = "a list";
+      break;
+    case YAML::NodeType::Map:
+      got = "a mapping";
+      break;
+    default:
+      got = "'" + node.Scalar() + "'";
   }
   return invalid_argument(loc, ": ", path, ": expected ", type_text(f), ", got ", got);
 }
@@ -115,8 +123,9 @@ Status check_range(const std::string& loc, const std::string& path, const pb::Fi
   }
   if (spec.has_min() && (v < spec.min() || (spec.min_exclusive() && v == spec.min()))) bad = true;
   if (spec.has_max() && v > spec.max()) bad = true;
-  if (bad) return invalid_argument(loc, ": ", path, ": value ", text, " is out of range (allowed: ",
-                                   range_text(f), ")");
+  if (bad)
+    return invalid_argument(loc, ": ", path, ": value ", text,
+                            " is out of range (allowed: ", range_text(f), ")");
   return ok_status();
 }
 
@@ -151,7 +160,8 @@ Status set_scalar(const YAML::Node& node, pb::Message& msg, const pb::FieldDescr
       }
       if (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_INT32 &&
           (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())) {
-        return invalid_argument(loc, ": ", path, ": value ", text, " does not fit a 32-bit integer");
+        return invalid_argument(loc, ": ", path, ": value ", text,
+                                " does not fit a 32-bit integer");
       }
       QBC_RETURN_IF_ERROR(check_range(loc, path, f, static_cast<double>(v), text));
       if (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_INT32) {
@@ -159,6 +169,29 @@ Status set_scalar(const YAML::Node& node, pb::Message& msg, const pb::FieldDescr
             : r->SetInt32(&msg, f, static_cast<int32_t>(v));
       } else {
         rep ? r->AddInt64(&msg, f, v) : r->SetInt64(&msg, f, v);
+      }
+      return ok_status();
+    }
+    // No unsigned field in compile_options.proto today; read them like the signed ones, so a new
+    // one is not an "unhandled field type" (emit and value_text print them already).
+    case pb::FieldDescriptor::CPPTYPE_UINT32:
+    case pb::FieldDescriptor::CPPTYPE_UINT64: {
+      uint64_t v = 0;
+      auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+      if (quoted || text.empty() || ec != std::errc() || end != text.data() + text.size()) {
+        return type_error(loc, path, f, node);
+      }
+      if (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_UINT32 &&
+          v > std::numeric_limits<uint32_t>::max()) {
+        return invalid_argument(loc, ": ", path, ": value ", text,
+                                " does not fit an unsigned 32-bit integer");
+      }
+      QBC_RETURN_IF_ERROR(check_range(loc, path, f, static_cast<double>(v), text));
+      if (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_UINT32) {
+        rep ? r->AddUInt32(&msg, f, static_cast<uint32_t>(v))
+            : r->SetUInt32(&msg, f, static_cast<uint32_t>(v));
+      } else {
+        rep ? r->AddUInt64(&msg, f, v) : r->SetUInt64(&msg, f, v);
       }
       return ok_status();
     }
@@ -174,7 +207,8 @@ Status set_scalar(const YAML::Node& node, pb::Message& msg, const pb::FieldDescr
       if (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_DOUBLE) {
         rep ? r->AddDouble(&msg, f, v) : r->SetDouble(&msg, f, v);
       } else {
-        rep ? r->AddFloat(&msg, f, static_cast<float>(v)) : r->SetFloat(&msg, f, static_cast<float>(v));
+        rep ? r->AddFloat(&msg, f, static_cast<float>(v))
+            : r->SetFloat(&msg, f, static_cast<float>(v));
       }
       return ok_status();
     }
@@ -195,14 +229,16 @@ Status set_scalar(const YAML::Node& node, pb::Message& msg, const pb::FieldDescr
       os << loc << ": " << path << ": '" << text << "' is not one of " << range_text(f);
       for (int i = 0; i < e->value_count(); ++i) {
         std::string s = enum_spelling(e->value(i));
-        if (e->value(i)->number() != 0 && edit_distance(normalize_key(s), normalize_key(text)) <= 2) {
+        if (e->value(i)->number() != 0 &&
+            edit_distance(normalize_key(s), normalize_key(text)) <= 2) {
           os << "; did you mean '" << s << "'?";
           break;
         }
       }
       return invalid_argument(os.str());
     }
-    case pb::FieldDescriptor::CPPTYPE_MESSAGE: break;
+    case pb::FieldDescriptor::CPPTYPE_MESSAGE:
+      break;
   }
   return internal_error(loc, ": ", path, ": unhandled field type");
 }
@@ -219,7 +255,8 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   for (size_t i = 1; i <= a.size(); ++i) {
     cur[0] = i;
     for (size_t j = 1; j <= b.size(); ++j) {
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      cur[j] =
+          std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
     }
     std::swap(prev, cur);
   }
@@ -258,8 +295,8 @@ StatusOr<YAML::Node> parse_document(const std::string& text, const std::string& 
       auto [line, col] = line_col(text, e.byte > 0 ? e.byte - 1 : 0);
       std::string what = e.what();
       size_t p = what.find("syntax error");
-      return invalid_argument(label, ":", line, ":", col, ": malformed JSON: ",
-                              p == std::string::npos ? what : what.substr(p));
+      return invalid_argument(label, ":", line, ":", col,
+                              ": malformed JSON: ", p == std::string::npos ? what : what.substr(p));
     }
   }
   try {
@@ -408,7 +445,8 @@ std::string one_value(const pb::Message& m, const pb::FieldDescriptor* f, int in
       return quote(rep ? r->GetRepeatedString(m, f, index) : r->GetString(m, f));
     case pb::FieldDescriptor::CPPTYPE_ENUM:
       return enum_spelling(rep ? r->GetRepeatedEnum(m, f, index) : r->GetEnum(m, f));
-    case pb::FieldDescriptor::CPPTYPE_MESSAGE: break;
+    case pb::FieldDescriptor::CPPTYPE_MESSAGE:
+      break;
   }
   return "?";
 }
@@ -425,16 +463,30 @@ std::string value_text(const pb::Message& parent, const pb::FieldDescriptor* fie
 std::string type_text(const pb::FieldDescriptor* f) {
   std::string base;
   switch (f->cpp_type()) {
-    case pb::FieldDescriptor::CPPTYPE_BOOL: base = "bool"; break;
+    case pb::FieldDescriptor::CPPTYPE_BOOL:
+      base = "bool";
+      break;
     case pb::FieldDescriptor::CPPTYPE_INT32:
     case pb::FieldDescriptor::CPPTYPE_INT64:
+      base = "int";
+      break;
     case pb::FieldDescriptor::CPPTYPE_UINT32:
-    case pb::FieldDescriptor::CPPTYPE_UINT64: base = "int"; break;
+    case pb::FieldDescriptor::CPPTYPE_UINT64:
+      base = "unsigned int";
+      break;
     case pb::FieldDescriptor::CPPTYPE_DOUBLE:
-    case pb::FieldDescriptor::CPPTYPE_FLOAT: base = "number"; break;
-    case pb::FieldDescriptor::CPPTYPE_STRING: base = "string"; break;
-    case pb::FieldDescriptor::CPPTYPE_ENUM: base = "one of " + range_text(f); break;
-    case pb::FieldDescriptor::CPPTYPE_MESSAGE: base = "section"; break;
+    case pb::FieldDescriptor::CPPTYPE_FLOAT:
+      base = "number";
+      break;
+    case pb::FieldDescriptor::CPPTYPE_STRING:
+      base = "string";
+      break;
+    case pb::FieldDescriptor::CPPTYPE_ENUM:
+      base = "one of " + range_text(f);
+      break;
+    case pb::FieldDescriptor::CPPTYPE_MESSAGE:
+      base = "section";
+      break;
   }
   return f->is_repeated() ? "list of " + base : base;
 }

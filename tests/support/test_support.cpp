@@ -71,18 +71,21 @@ std::string shell_quote(const fs::path& path) {
   return out + "'";
 }
 
-RunResult run_qbc(const std::string& args) {
+RunResult run_command(const std::string& command) {
   RunResult r;
-  const char* env = std::getenv("QBC_BINARY");
-  const char* bin = env && *env ? env : QBC_DEFAULT_BINARY;
   fs::path dir = temp_dir();
-  std::string cmd = std::string("'") + bin + "' " + args + " >'" + (dir / "out").string() +
-                    "' 2>'" + (dir / "err").string() + "' </dev/null";
+  std::string cmd = "{ " + command + "\n} >" + shell_quote(dir / "out") + " 2>" +
+                    shell_quote(dir / "err") + " </dev/null";
   int rc = std::system(cmd.c_str());
   r.exit_code = WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc);
   r.out = read_file(dir / "out");
   r.err = read_file(dir / "err");
   return r;
+}
+
+RunResult run_qbc(const std::string& args) {
+  const char* env = std::getenv("QBC_BINARY");
+  return run_command(shell_quote(env && *env ? env : QBC_DEFAULT_BINARY) + " " + args);
 }
 
 }  // namespace qbc::testing

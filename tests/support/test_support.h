@@ -24,12 +24,14 @@ std::string read_file(const std::filesystem::path& path);
 /// Writes a whole file, creating parent folders.
 void write_file(const std::filesystem::path& path, const std::string& contents);
 
-/// The result of running the qbc binary.
+/// The result of running the qbc binary or another command.
 struct RunResult {
   int exit_code = -1;
   std::string out;  ///< stdout
   std::string err;  ///< stderr
 };
+/// Runs `command` (any /bin/sh text) with stdin from /dev/null, capturing stdout and stderr.
+RunResult run_command(const std::string& command);
 /// Runs the qbc binary ($QBC_BINARY, else the built one) with `args` through /bin/sh
 /// (args are passed verbatim, quote as needed: see shell_quote()).
 RunResult run_qbc(const std::string& args);
@@ -46,24 +48,26 @@ inline bool contains(const std::string& haystack, const std::string& needle) {
 
 /// Resolves `rel` under the shared assets folder into `var` (a std::filesystem::path).
 /// When it is missing: fails the test if $CI is set, else skips it.
-#define QBC_REQUIRE_SHARED(var, rel)                                               \
-  const std::filesystem::path var = ::qbc::testing::shared_dir() / (rel);          \
-  if (!std::filesystem::exists(var)) {                                             \
-    if (std::getenv("CI") != nullptr) FAIL() << "shared asset missing: " << var;  \
-    GTEST_SKIP() << "shared asset missing: " << var;                               \
+#define QBC_REQUIRE_SHARED(var, rel)                                             \
+  const std::filesystem::path var = ::qbc::testing::shared_dir() / (rel);        \
+  if (!std::filesystem::exists(var)) {                                           \
+    if (std::getenv("CI") != nullptr) FAIL() << "shared asset missing: " << var; \
+    GTEST_SKIP() << "shared asset missing: " << var;                             \
   }
 
 namespace qbc::testing {
 /// The status of a Status or StatusOr, for assertion messages.
 inline const Status& status_of(const Status& s) { return s; }
 template <typename T>
-Status status_of(const StatusOr<T>& s) { return s.status(); }
+Status status_of(const StatusOr<T>& s) {
+  return s.status();
+}
 }  // namespace qbc::testing
 
 /// Asserts that a Status / StatusOr is OK, printing its message otherwise.
 /// Binds by reference, so move-only values are fine.
-#define QBC_ASSERT_OK(expr)                                                           \
-  do {                                                                                \
-    const auto& qbc_s_ = (expr);                                                      \
-    ASSERT_TRUE(qbc_s_.ok()) << ::qbc::testing::status_of(qbc_s_).to_string();        \
+#define QBC_ASSERT_OK(expr)                                                    \
+  do {                                                                         \
+    const auto& qbc_s_ = (expr);                                               \
+    ASSERT_TRUE(qbc_s_.ok()) << ::qbc::testing::status_of(qbc_s_).to_string(); \
   } while (0)
