@@ -9,8 +9,7 @@
 #include <cmath>
 #include <limits>
 
-#include "qbc/ir/rope_frequencies.h"
-
+#include "qbc/numerics/rope_frequencies.h"
 #include "qbc/quant/fakequant.h"
 
 namespace qbc::quant {
@@ -172,8 +171,8 @@ void rms_norm(const float* x, int64_t s, int64_t n, const std::vector<float>& w,
 }
 
 std::vector<double> Rope::frequencies(int64_t max_pos) const {
-  return ir::rope_frequencies(inv_freq, long_inv_freq, dynamic_factor, original_max_positions, theta,
-                              rotary_dim, max_pos);
+  return numerics::rope_frequencies(inv_freq, long_inv_freq, dynamic_factor, original_max_positions,
+                                    theta, rotary_dim, max_pos);
 }
 
 void rope(const float* x, int64_t s, int64_t first_pos, const Rope& p, float* y) {
