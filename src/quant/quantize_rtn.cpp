@@ -9,7 +9,7 @@
 
 #include "qbc/quant/quantize.h"
 
-#include "qbc/quant/fakequant.h"
+#include "qbc/numerics/quantizer.h"
 #include "qbc/quant/gptq.h"
 #include "qbc/quant/key_ranges.h"
 
@@ -68,7 +68,7 @@ frontend::TensorToWrite int8_tensor(const std::string& name, std::vector<int64_t
 /// The static asymmetric input quantizer of the calibrated range [min x, max x]
 /// (widened to hold 0, and clipped to ±`clip`, the observer's symmetric range for
 /// calibration.mode 1 / 2; docs/numerics.md).
-AffineParams static_affine(const TensorStats& s, float clip, int bits) {
+numerics::AffineParams static_affine(const TensorStats& s, float clip, int bits) {
   double lo = 0, hi = 0;
   for (size_t i = 0; i < s.channel_min.size() && i < s.channel_max.size(); ++i) {
     if (!(s.channel_min[i] <= s.channel_max[i])) continue;  // a channel never observed
@@ -77,7 +77,7 @@ AffineParams static_affine(const TensorStats& s, float clip, int bits) {
   }
   lo = std::max(lo, -static_cast<double>(clip));
   hi = std::min(hi, static_cast<double>(clip));
-  return affine_params(hi - lo, -lo, bits);
+  return numerics::affine_params(hi - lo, -lo, bits);
 }
 
 }  // namespace
@@ -211,13 +211,15 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
       n.op = ir::Op::kQLinear;
       n.operands = std::move(ops);
       n.attrs = ir::Attrs();
-      n.attrs.set("in_scale", static_cast<double>(std::max(range / static_cast<float>(quant_max(bits.activation)), 1e-8f)));
+      n.attrs.set("in_scale",
+                  static_cast<double>(std::max(
+                      range / static_cast<float>(numerics::quant_max(bits.activation)), 1e-8f)));
       n.attrs.set("in_bits", int64_t{bits.activation});
       if (per_token) n.attrs.set("in_dynamic", int64_t{1});
       if (asym_inputs) {  // calibration.method 2 / 3: a zero point per token, or a calibrated one
         n.attrs.set("in_asym", int64_t{1});
         if (!per_token) {
-          const AffineParams a = static_affine(st->second, range, bits.activation);
+          const numerics::AffineParams a = static_affine(st->second, range, bits.activation);
           n.attrs.set("in_scale", static_cast<double>(a.scale));
           n.attrs.set("in_zero", int64_t{a.zero});
         }
@@ -285,8 +287,10 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
             const size_t partner = static_cast<size_t>(h * hd + (c < rd / 2 ? c + rd / 2 : c - rd / 2));
             range = std::max(range, k_reach(partner));
           }
-          k_scale[i] = std::max(range / static_cast<double>(quant_max(kb)), 1e-8);
-          v_scale[i] = std::max(channel_reach(*vs, i, v_offset[i]) / static_cast<double>(quant_max(vb)), 1e-8);
+          k_scale[i] = std::max(range / static_cast<double>(numerics::quant_max(kb)), 1e-8);
+          v_scale[i] = std::max(
+              channel_reach(*vs, i, v_offset[i]) / static_cast<double>(numerics::quant_max(vb)),
+              1e-8);
         }
       }
       // Q is multiplied by its KV head's K scales before its own 8-bit quantization.
@@ -298,7 +302,8 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
           m = std::max(m, static_cast<double>(qs->channel_absmax[static_cast<size_t>(h * hd + c)]) *
                               k_scale[static_cast<size_t>((h / group) * hd + c)]);
         }
-        q_scale[static_cast<size_t>(h)] = std::max(m / static_cast<double>(quant_max(8)), 1e-8);
+        q_scale[static_cast<size_t>(h)] =
+            std::max(m / static_cast<double>(numerics::quant_max(8)), 1e-8);
       }
       const bool p16 = matches_any(options.bit().layer_overrides().activation16_bits(), n.name);
       n.attrs.set("k_bits", int64_t{kb});

@@ -55,8 +55,8 @@
 #include <string>
 #include <vector>
 
+#include "qbc/numerics/quantizer.h"
 #include "qbc/quant/block_runner.h"
-#include "qbc/quant/fakequant.h"
 #include "qbc/quant/gptq.h"
 #include "qbc/quant/weight_passes.h"
 #include "qbc/support/logging.h"
@@ -419,7 +419,7 @@ class SearchWeightScale final : public Pass {
       for (const Member& m : grp.members) {
         if (m.bits >= 16) continue;
         const Matrix& wm = w.at(m.weight);
-        const int qm = static_cast<int>(quant_max(m.bits));
+        const int qm = static_cast<int>(numerics::quant_max(m.bits));
         // At most kSearchRows evenly spaced rows: α is one number per group.
         const int64_t nr = std::min(wm.rows, kSearchRows);
         const int64_t chunks = (nr + kRowChunk - 1) / kRowChunk;
@@ -497,7 +497,7 @@ class SearchWeightScale final : public Pass {
     f.bits = bits;
     f.codes.assign(static_cast<size_t>(wm.rows * wm.cols), 0);
     f.scales.assign(static_cast<size_t>(wm.rows), 0.0f);
-    const int qm = static_cast<int>(quant_max(bits));
+    const int qm = static_cast<int>(numerics::quant_max(bits));
     const int64_t in = wm.cols;
     const int64_t chunks = (wm.rows + kRowChunk - 1) / kRowChunk;
     parallel_for(chunks, threads_, [&](int64_t ci) {

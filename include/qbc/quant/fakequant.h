@@ -2,7 +2,8 @@
 // numerics (docs/numerics.md). It runs an MBLT graph, quantized or not, with plain
 // C++ loops: integer matmuls for `qlinear` and quantized attention, fp16 values
 // between ops, fp32/fp64 arithmetic inside an op exactly as the spec names it.
-// Single-threaded and deterministic: every reduction runs in index order.
+// Single-threaded and deterministic: every reduction runs in index order. The per-op
+// kernels and scalar rules are in qbc/numerics/; this is the graph-walking part.
 #pragma once
 
 #include <cstdint>
@@ -15,34 +16,6 @@
 #include "qbc/support/status.h"
 
 namespace qbc::quant {
-
-/// Rounds `x` once, to nearest even, to the closest IEEE binary16 value (returned as
-/// float; overflow gives ±infinity, NaN stays NaN). Rounds directly from fp64, so it
-/// avoids the double rounding of fp64 -> fp32 -> fp16.
-float round_fp16(double x);
-
-/// The largest code of a symmetric `bits`-bit quantizer: 2^(bits-1) - 1.
-int64_t quant_max(int bits);
-
-/// The symmetric quantizer of docs/numerics.md: clamp(rne((x - offset) / scale), -qmax-1,
-/// qmax), the subtraction, division and rounding in fp64 from the fp32 `scale` and
-/// `offset` (a KV channel's offset; 0 everywhere else).
-int32_t quantize_symmetric(double x, float scale, int bits, float offset = 0.0f);
-
-/// The scale and zero point of an asymmetric `bits`-bit quantizer (docs/numerics.md).
-struct AffineParams {
-  float scale = 1e-8f;
-  int32_t zero = 0;  ///< A code of the signed range [−2^(bits−1), 2^(bits−1) − 1].
-};
-
-/// The asymmetric quantizer of a range [lo, hi] holding 0, given as `span` = hi − lo and
-/// `neg_lo` = −lo (callers form them in fp64 in their own order): s = max(fp32(span /
-/// (2^bits − 1)), 1e-8) and z = clamp(rne(neg_lo / s), 0, 2^bits − 1) − 2^(bits−1).
-AffineParams affine_params(double span, double neg_lo, int bits);
-
-/// The softmax probability codes: P is stored as unsigned `bits`-bit integers (8 or
-/// 16) with the fixed scale fp32(1 / (2^bits - 1)).
-float prob_scale(int bits);
 
 /// A copy of one attention node's KV cache.
 struct KvCacheSnapshot {

@@ -22,6 +22,8 @@
 #include "qbc/frontend/model_source.h"
 #include "qbc/ir/builder.h"
 #include "qbc/ir/verifier.h"
+#include "qbc/numerics/fp16.h"
+#include "qbc/numerics/quantizer.h"
 #include "test_support.h"
 
 namespace qbc::quant {
@@ -144,14 +146,14 @@ TEST(FakeQuantPrimitives, RoundFp16MatchesConverterAndRoundsOnceFromFp64) {
     float f;
     std::memcpy(&f, &state, sizeof f);
     if (std::isnan(f)) continue;
-    ASSERT_EQ(round_fp16(f), h(f)) << f;
+    ASSERT_EQ(numerics::round_fp16(f), h(f)) << f;
   }
   // 1 + 2^-11 + 2^-40 lies just above a tie: direct rounding goes up, fp32 first would tie down.
   const double x = 1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40);
-  EXPECT_EQ(round_fp16(x), 1.0f + std::ldexp(1.0f, -10));
+  EXPECT_EQ(numerics::round_fp16(x), 1.0f + std::ldexp(1.0f, -10));
   EXPECT_EQ(h(static_cast<float>(x)), 1.0f);
-  EXPECT_TRUE(std::isinf(round_fp16(65520.0)));
-  EXPECT_EQ(round_fp16(65519.0), 65504.0f);
+  EXPECT_TRUE(std::isinf(numerics::round_fp16(65520.0)));
+  EXPECT_EQ(numerics::round_fp16(65519.0), 65504.0f);
 }
 
 TEST(FakeQuantPrimitives, QuantizerRoundsHalfToEvenAndClamps) {
@@ -163,9 +165,10 @@ TEST(FakeQuantPrimitives, QuantizerRoundsHalfToEvenAndClamps) {
   } cases[] = {{2.5, 1, 8, 2},        {3.5, 1, 8, 4},     {-2.5, 1, 8, -2},  {-3.5, 1, 8, -4},
                {200, 1, 8, 127},      {-200, 1, 8, -128}, {7.5, 1, 4, 7},    {-9, 1, 4, -8},
                {40000, 1, 16, 32767}, {1.0, 0.1f, 8, 10}, {0.05, 0.1f, 8, 0}};
-  for (const auto& c : cases) EXPECT_EQ(quantize_symmetric(c.x, c.scale, c.bits), c.want) << c.x;
-  EXPECT_EQ(prob_scale(8), 1.0f / 255.0f);
-  EXPECT_EQ(prob_scale(16), 1.0f / 65535.0f);
+  for (const auto& c : cases)
+    EXPECT_EQ(numerics::quantize_symmetric(c.x, c.scale, c.bits), c.want) << c.x;
+  EXPECT_EQ(numerics::prob_scale(8), 1.0f / 255.0f);
+  EXPECT_EQ(numerics::prob_scale(16), 1.0f / 65535.0f);
 }
 
 TEST(FakeQuantQLinear, HandAccumulatorsWithTiesAndClamping) {
@@ -904,7 +907,8 @@ StatusOr<ir::Graph> quantize_for_test(const Model& m, const ref::WeightReader& r
       for (int64_t c = 0; c < out; ++c) {
         scales.push_back(absmax(wf.data() + c * in, static_cast<size_t>(in)));
         for (int64_t i = 0; i < in; ++i) {
-          codes.push_back(static_cast<float>(quantize_symmetric(wf[c * in + i], scales.back(), 8)));
+          codes.push_back(
+              static_cast<float>(numerics::quantize_symmetric(wf[c * in + i], scales.back(), 8)));
         }
       }
       add_side(n.name + ".wq", {DType::kI8, {out, in}}, codes);
@@ -941,7 +945,7 @@ StatusOr<ir::Graph> quantize_for_test(const Model& m, const ref::WeightReader& r
         for (int64_t t = 0; t < seq; ++t) {
           for (int64_t i = 0; i < d; ++i) {
             const float sk = static_cast<float>(ks[(hq / groups) * d + i]);
-            qm = std::max(qm, std::fabs(round_fp16(q[t * heads * d + hq * d + i] * sk)));
+            qm = std::max(qm, std::fabs(numerics::round_fp16(q[t * heads * d + hq * d + i] * sk)));
           }
         }
         qs.push_back(std::max(qm / 127.0f, 1e-8f));
