@@ -11,16 +11,17 @@ status=0
 declare -A allowed=(
   [support]=""
   [numerics]="support"
+  [runner]="support"
   [config]="support"
   [frontend]="support ir"
   [ir]="support"
-  [ref]="support numerics ir frontend"
-  [calib]="support config ir ref frontend"
-  [quant]="support numerics config ir ref calib frontend"
+  [ref]="support numerics runner ir frontend"
+  [calib]="support runner config ir ref frontend"
+  [quant]="support numerics runner config ir ref calib frontend"
   [npu]="support config ir"
   [mxq]="support"
   [runtime]="support mxq"
-  [driver]="support config frontend ir ref calib quant npu mxq"
+  [driver]="support runner config frontend ir ref calib quant npu mxq"
 )
 
 for stage in "${!allowed[@]}"; do

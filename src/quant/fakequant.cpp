@@ -433,7 +433,7 @@ Status FakeQuantSession::Impl::run(const std::vector<float>& x, int64_t s,
 }
 
 Status FakeQuantSession::Impl::check_tokens(const std::vector<int32_t>& tokens) const {
-  return ref::check_token_ids(tokens, embed_rows);
+  return runner::check_token_ids(tokens, embed_rows);
 }
 
 FakeQuantSession::FakeQuantSession() : impl_(std::make_unique<Impl>()) {}
@@ -476,7 +476,8 @@ int64_t FakeQuantSession::vocab_size() const { return impl_->vocab; }
 int64_t FakeQuantSession::hidden_size() const { return impl_->hidden; }
 
 Status FakeQuantSession::embed(const std::vector<int32_t>& tokens, std::vector<float>* out) const {
-  return ref::embed_tokens(impl_->host_embedding.data(), impl_->embed_rows, impl_->hidden, tokens, out);
+  return runner::embed_tokens(impl_->host_embedding.data(), impl_->embed_rows, impl_->hidden,
+                              tokens, out);
 }
 
 void FakeQuantSession::set_keep_activations(bool keep) {

@@ -370,7 +370,7 @@ Status Session::Impl::run(at::Tensor x, std::vector<float>* logits) {
 }
 
 Status Session::Impl::check_tokens(const std::vector<int32_t>& tokens) const {
-  return ref::check_token_ids(tokens, embed_rows);
+  return runner::check_token_ids(tokens, embed_rows);
 }
 
 Session::Session() : impl_(std::make_unique<Impl>()) {}
@@ -445,8 +445,8 @@ Status Session::embed(const std::vector<int32_t>& tokens, std::vector<float>* ou
   if (!impl_->host_embedding.defined()) {
     return failed_precondition("graph '", impl_->graph.name(), "' has no host embedding weight");
   }
-  return embed_tokens(impl_->host_embedding.data_ptr<float>(), impl_->embed_rows, impl_->hidden, tokens,
-                      out);
+  return runner::embed_tokens(impl_->host_embedding.data_ptr<float>(), impl_->embed_rows,
+                              impl_->hidden, tokens, out);
 }
 
 void Session::set_keep_activations(bool keep) {

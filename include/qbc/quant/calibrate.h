@@ -11,6 +11,7 @@
 #include "compile_options.pb.h"
 #include "qbc/ir/graph.h"
 #include "qbc/ref/evaluator.h"
+#include "qbc/runner/runner.h"
 #include "qbc/support/status.h"
 
 namespace qbc::quant {
@@ -60,7 +61,7 @@ std::vector<std::string> observed_nodes(const ir::Graph& g);
 /// Runs `samples` (count `n`) through `runner` (a float session of `g`) and
 /// collects statistics of the observed nodes: a max pass, and a histogram pass
 /// when `mode` needs one. Progress is reported as events::progress("calib").
-StatusOr<CalibStats> collect_stats(const ir::Graph& g, ref::Runner& runner, size_t n,
+StatusOr<CalibStats> collect_stats(const ir::Graph& g, runner::Runner& runner, size_t n,
                                    const SampleSource& samples, int mode);
 
 /// The same statistics, computed block by block so that only one decoder block's

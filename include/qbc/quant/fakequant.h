@@ -13,6 +13,7 @@
 
 #include "qbc/ir/graph.h"
 #include "qbc/ref/evaluator.h"
+#include "qbc/runner/runner.h"
 #include "qbc/support/status.h"
 
 namespace qbc::quant {
@@ -30,7 +31,7 @@ struct KvCacheSnapshot {
 };
 
 /// Runs an MBLT graph with the integer/fp16 numerics of docs/numerics.md (batch 1),
-/// token by token with a KV cache per attention node. Implements ref::Runner, so
+/// token by token with a KV cache per attention node. Implements runner::Runner, so
 /// perplexity, generation and accuracy reports run on it like on ref::Session.
 ///
 /// Value rules: `inputs_embeds` is rounded to fp16 at the boundary; body ops produce
@@ -39,7 +40,7 @@ struct KvCacheSnapshot {
 /// each token's computation does not depend on how tokens are batched: a prompt run at
 /// once and the same prompt run token by token give bitwise identical logits (unless a
 /// rope node switches frequencies by sequence length, as dynamic NTK and LongRoPE do).
-class FakeQuantSession final : public ref::Runner {
+class FakeQuantSession final : public runner::Runner {
  public:
   /// Loads every weight of `g` through `weights` (integer weights arrive as exact
   /// integer-valued floats) and prepares empty caches. Errors name the node or weight.

@@ -792,7 +792,7 @@ StatusOr<Model> load_stories(const std::filesystem::path& dir) {
 }
 
 /// Logits of `ids` run one token per forward call.
-std::vector<float> token_by_token(ref::Runner& r, const std::vector<int32_t>& ids) {
+std::vector<float> token_by_token(runner::Runner& r, const std::vector<int32_t>& ids) {
   std::vector<float> all, one;
   for (int32_t id : ids) {
     EXPECT_TRUE(r.forward({id}, &one).ok());

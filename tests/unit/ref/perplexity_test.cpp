@@ -15,6 +15,7 @@
 #include "qbc/frontend/importer.h"
 #include "qbc/frontend/model_source.h"
 #include "qbc/frontend/tokenizer.h"
+#include "qbc/ref/evaluator.h"
 #include "test_support.h"
 
 namespace qbc::ref {
