@@ -119,7 +119,7 @@ struct FakeQuantSession::Impl {
 
   Status prepare();
   Status prepare_step(Step& st);
-  Status load(const ref::WeightReader& reader);
+  Status load(const ir::WeightReader& reader);
   Status load_qlinear(Step& st, const std::map<std::string, std::vector<float>>& by_name);
   Status run(const std::vector<float>& x, int64_t s, std::vector<float>* logits);
   void exec(Step& st, std::vector<std::vector<float>>& values, int64_t s);
@@ -301,7 +301,7 @@ Status FakeQuantSession::Impl::load_qlinear(
   return ok_status();
 }
 
-Status FakeQuantSession::Impl::load(const ref::WeightReader& reader) {
+Status FakeQuantSession::Impl::load(const ir::WeightReader& reader) {
   std::map<std::string, std::vector<float>> by_name;
   for (const auto& [name, w] : graph.weights()) {
     const int64_t expected = w.type.num_elements();
@@ -440,7 +440,7 @@ FakeQuantSession::FakeQuantSession() : impl_(std::make_unique<Impl>()) {}
 FakeQuantSession::~FakeQuantSession() = default;
 
 StatusOr<std::unique_ptr<FakeQuantSession>> FakeQuantSession::create(
-    const ir::Graph& g, const ref::WeightReader& weights) {
+    const ir::Graph& g, const ir::WeightReader& weights) {
   QBC_RETURN_IF_ERROR(ir::verify(g));
   std::unique_ptr<FakeQuantSession> s(new FakeQuantSession());
   Impl& im = *s->impl_;

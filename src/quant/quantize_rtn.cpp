@@ -116,7 +116,7 @@ Status check_supported(const config::CompileOptions& options) {
 }
 
 StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stats,
-                                      const ref::WeightReader& weights,
+                                      const ir::WeightReader& weights,
                                       const config::CompileOptions& options, const TensorSink& sink,
                                       const FixedWeightMap* fixed) {
   QBC_RETURN_IF_ERROR(check_supported(options));

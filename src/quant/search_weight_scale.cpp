@@ -160,7 +160,7 @@ class SearchWeightScale final : public Pass {
     const auto users = consumers(g);
     const std::vector<BlockNodes> blocks = block_nodes(g);
     QBC_ASSIGN_OR_RETURN(BlockRunner runner, BlockRunner::create(g, ctx.num_samples, *ctx.samples, ctx.session));
-    const ref::WeightReader reader = ctx.weights->reader();
+    const ir::WeightReader reader = ctx.weights->reader();
     bool changed = false;
     size_t done = 0;
     for (size_t s = 0; s < runner.num_segments(); ++s) {
@@ -287,8 +287,8 @@ class SearchWeightScale final : public Pass {
     return kept;
   }
 
-  StatusOr<bool> run_block(PassContext& ctx, BlockRunner& runner, size_t s, const ref::WeightReader& reader,
-                           std::vector<Group> groups) {
+  StatusOr<bool> run_block(PassContext& ctx, BlockRunner& runner, size_t s,
+                           const ir::WeightReader& reader, std::vector<Group> groups) {
     const ir::Graph& g = *ctx.graph;
     // 1. The group inputs, on the float stream.
     std::map<std::string, Rows> rows;

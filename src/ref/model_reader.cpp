@@ -4,7 +4,7 @@
 
 namespace qbc::ref {
 
-WeightReader model_weight_reader(const frontend::ModelSource& source) {
+ir::WeightReader model_weight_reader(const frontend::ModelSource& source) {
   return [&source](const ir::Weight& w, std::vector<float>* out) -> Status {
     if (w.source != ir::WeightSource::kModel) {
       return failed_precondition("weight '", w.name, "' lives in the MBLT sidecar ('", w.tensor,

@@ -10,6 +10,7 @@
 
 #include "compile_options.pb.h"
 #include "qbc/ir/graph.h"
+#include "qbc/ir/weight_reader.h"
 #include "qbc/ref/evaluator.h"
 #include "qbc/runner/runner.h"
 #include "qbc/support/status.h"
@@ -70,8 +71,8 @@ StatusOr<CalibStats> collect_stats(const ir::Graph& g, runner::Runner& runner, s
 /// becomes its own float session over `weights`, and every sample's residual stream
 /// is carried from one segment to the next ([seq, hidden] floats per sample). Equal
 /// to collect_stats() on the same samples up to float summation order.
-StatusOr<CalibStats> collect_stats_blockwise(const ir::Graph& g, const ref::WeightReader& weights, size_t n,
-                                             const SampleSource& samples, int mode,
+StatusOr<CalibStats> collect_stats_blockwise(const ir::Graph& g, const ir::WeightReader& weights,
+                                             size_t n, const SampleSource& samples, int mode,
                                              const ref::SessionOptions& session = {});
 
 /// The clipping range of a per-tensor activation for `options.calibration()`:

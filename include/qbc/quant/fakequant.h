@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "qbc/ir/graph.h"
-#include "qbc/ref/evaluator.h"
+#include "qbc/ir/weight_reader.h"
 #include "qbc/runner/runner.h"
 #include "qbc/support/status.h"
 
@@ -45,7 +45,7 @@ class FakeQuantSession final : public runner::Runner {
   /// Loads every weight of `g` through `weights` (integer weights arrive as exact
   /// integer-valued floats) and prepares empty caches. Errors name the node or weight.
   static StatusOr<std::unique_ptr<FakeQuantSession>> create(const ir::Graph& g,
-                                                            const ref::WeightReader& weights);
+                                                            const ir::WeightReader& weights);
   ~FakeQuantSession() override;
 
   Status forward(const std::vector<int32_t>& tokens, std::vector<float>* logits) override;

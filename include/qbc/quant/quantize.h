@@ -13,8 +13,8 @@
 #include "compile_options.pb.h"
 #include "qbc/frontend/safetensors_writer.h"
 #include "qbc/ir/graph.h"
+#include "qbc/ir/weight_reader.h"
 #include "qbc/quant/calibrate.h"
-#include "qbc/ref/evaluator.h"
 #include "qbc/support/status.h"
 
 namespace qbc::quant {
@@ -66,8 +66,9 @@ using FixedWeightMap = std::map<std::string, FixedWeights>;
 /// activation scales. Sidecar tensors go to `sink` when given, else to
 /// QuantizeResult::sidecar.
 StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stats,
-                                      const ref::WeightReader& weights,
-                                      const config::CompileOptions& options, const TensorSink& sink = nullptr,
+                                      const ir::WeightReader& weights,
+                                      const config::CompileOptions& options,
+                                      const TensorSink& sink = nullptr,
                                       const FixedWeightMap* fixed = nullptr);
 
 }  // namespace qbc::quant

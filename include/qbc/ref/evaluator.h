@@ -5,12 +5,12 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "qbc/ir/graph.h"
+#include "qbc/ir/weight_reader.h"
 #include "qbc/runner/runner.h"
 #include "qbc/support/status.h"
 
@@ -20,14 +20,11 @@ class ModelSource;
 
 namespace qbc::ref {
 
-/// Supplies the float32 data of a weight (row-major, `w.type` shape).
-using WeightReader = std::function<Status(const ir::Weight& w, std::vector<float>* out)>;
-
 /// A WeightReader over a model opened with frontend::ModelSource (HF folder or GGUF): reads a
 /// `model` weight's HF tensor through ModelSource::read_f32 (dequantised, q/k un-permuted).
 /// Sidecar weights are not in the model: reading one fails with kFailedPrecondition naming it.
 /// `source` must outlive the reader.
-WeightReader model_weight_reader(const frontend::ModelSource& source);
+ir::WeightReader model_weight_reader(const frontend::ModelSource& source);
 
 /// Options of a session.
 struct SessionOptions {
@@ -49,11 +46,12 @@ class Session : public runner::Runner {
   /// Loads every weight of `g` through `weights` and prepares empty caches.
   /// Errors name the weight or node at fault; quantized nodes are refused.
   /// kInternal when the LibTorch plugin cannot be loaded (the message says where it looked).
-  static StatusOr<std::unique_ptr<Session>> create(const ir::Graph& g, const WeightReader& weights,
+  static StatusOr<std::unique_ptr<Session>> create(const ir::Graph& g,
+                                                   const ir::WeightReader& weights,
                                                    const SessionOptions& options = {});
   /// The same, inside the plugin (called by create() through the plugin's entry point).
   static StatusOr<std::unique_ptr<Session>> create_in_plugin(const ir::Graph& g,
-                                                             const WeightReader& weights,
+                                                             const ir::WeightReader& weights,
                                                              const SessionOptions& options);
   ~Session() override;
 

@@ -24,6 +24,7 @@
 #include "qbc/ir/verifier.h"
 #include "qbc/numerics/fp16.h"
 #include "qbc/numerics/quantizer.h"
+#include "qbc/ref/evaluator.h"
 #include "test_support.h"
 
 namespace qbc::quant {
@@ -41,7 +42,7 @@ bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
 
 using WeightMap = std::map<std::string, std::vector<float>>;
 
-ref::WeightReader map_reader(const WeightMap& m, const ref::WeightReader& fallback = nullptr) {
+ir::WeightReader map_reader(const WeightMap& m, const ir::WeightReader& fallback = nullptr) {
   return [&m, fallback](const ir::Weight& w, std::vector<float>* out) -> Status {
     auto it = m.find(w.name);
     if (it != m.end()) {
@@ -822,7 +823,7 @@ TEST(FakeQuantStories, UnquantizedMatchesFloatReferenceUpToFp16) {
   QBC_REQUIRE_SHARED(dir, "models/stories260k");
   auto m = load_stories(dir);
   QBC_ASSERT_OK(m);
-  const ref::WeightReader reader = ref::model_weight_reader(*m->source);
+  const ir::WeightReader reader = ref::model_weight_reader(*m->source);
   auto fq = FakeQuantSession::create(m->graph, reader);
   QBC_ASSERT_OK(fq);
   auto fl = ref::Session::create(m->graph, reader);
@@ -845,7 +846,7 @@ TEST(FakeQuantStories, UnquantizedMatchesFloatReferenceUpToFp16) {
 
 /// A test-side RTN quantization of every linear and attention node (8-bit, max
 /// calibration on `calib` through the unquantized evaluator). Sidecar weights go to `side`.
-StatusOr<ir::Graph> quantize_for_test(const Model& m, const ref::WeightReader& reader, int p_bits,
+StatusOr<ir::Graph> quantize_for_test(const Model& m, const ir::WeightReader& reader, int p_bits,
                                       WeightMap* side) {
   QBC_ASSIGN_OR_RETURN(auto run, FakeQuantSession::create(m.graph, reader));
   run->set_keep_activations(true);
@@ -933,7 +934,7 @@ TEST(FakeQuantStories, QuantizedIsDeterministicAndBatchIndependent) {
   QBC_REQUIRE_SHARED(dir, "models/stories260k");
   auto m = load_stories(dir);
   QBC_ASSERT_OK(m);
-  const ref::WeightReader base = ref::model_weight_reader(*m->source);
+  const ir::WeightReader base = ref::model_weight_reader(*m->source);
   auto fl = FakeQuantSession::create(m->graph, base);
   QBC_ASSERT_OK(fl);
   std::vector<float> ref_logits;
@@ -942,7 +943,7 @@ TEST(FakeQuantStories, QuantizedIsDeterministicAndBatchIndependent) {
     WeightMap side;
     auto g = quantize_for_test(*m, base, p_bits, &side);
     QBC_ASSERT_OK(g);
-    const ref::WeightReader reader = map_reader(side, base);
+    const ir::WeightReader reader = map_reader(side, base);
     auto s1 = FakeQuantSession::create(*g, reader);
     auto s2 = FakeQuantSession::create(*g, reader);
     QBC_ASSERT_OK(s1);

@@ -20,7 +20,7 @@ TEST_P(NormConvFamilies, LogitsUnchangedAndGainsFolded) {
   QBC_REQUIRE_TRANSFORM_CASE(shared, c);
   auto m = ::qbc::testing::load_transform_case(c, shared);
   QBC_ASSERT_OK(m);
-  const ref::WeightReader source = ref::model_weight_reader(*m->source);
+  const ir::WeightReader source = ref::model_weight_reader(*m->source);
   const std::vector<int32_t> ids = ::qbc::testing::transform_test_ids(m->vocab);
   auto before = ::qbc::testing::float_logits(m->graph, source, ids);
   QBC_ASSERT_OK(before);

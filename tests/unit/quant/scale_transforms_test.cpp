@@ -35,7 +35,7 @@ std::vector<std::vector<int32_t>> calib_sequences(int64_t vocab) {
 }
 
 /// Statistics of `g` (mode 0: maxima only) on calib_sequences through the float Session.
-StatusOr<CalibStats> calibrate(const ir::Graph& g, const ref::WeightReader& reader, int64_t vocab) {
+StatusOr<CalibStats> calibrate(const ir::Graph& g, const ir::WeightReader& reader, int64_t vocab) {
   QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> session, ref::Session::create(g, reader));
   const std::vector<std::vector<int32_t>> seqs = calib_sequences(vocab);
   ref::Session* s = session.get();
@@ -49,7 +49,7 @@ StatusOr<CalibStats> calibrate(const ir::Graph& g, const ref::WeightReader& read
 /// A loaded case with its original logits, a weight store and a working copy of the graph.
 struct ScaleSetup {
   ::qbc::testing::LoadedCase m;
-  ref::WeightReader source;
+  ir::WeightReader source;
   std::unique_ptr<WeightStore> store;
   ir::Graph g;
   std::vector<int32_t> ids;

@@ -87,8 +87,9 @@ Distance distance(const std::vector<std::vector<float>>& base, const std::vector
   return d;
 }
 
-StatusOr<std::vector<std::vector<float>>> all_logits(const ir::Graph& g, const ref::WeightReader& reader,
-                                                     const std::vector<std::vector<int32_t>>& seqs) {
+StatusOr<std::vector<std::vector<float>>> all_logits(
+    const ir::Graph& g, const ir::WeightReader& reader,
+    const std::vector<std::vector<int32_t>>& seqs) {
   std::vector<std::vector<float>> out;
   for (const auto& ids : seqs) {
     QBC_ASSIGN_OR_RETURN(std::vector<float> l, ::qbc::testing::float_logits(g, reader, ids));
