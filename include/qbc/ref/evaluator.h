@@ -14,17 +14,7 @@
 #include "qbc/runner/runner.h"
 #include "qbc/support/status.h"
 
-namespace qbc::frontend {
-class ModelSource;
-}  // namespace qbc::frontend
-
 namespace qbc::ref {
-
-/// A WeightReader over a model opened with frontend::ModelSource (HF folder or GGUF): reads a
-/// `model` weight's HF tensor through ModelSource::read_f32 (dequantised, q/k un-permuted).
-/// Sidecar weights are not in the model: reading one fails with kFailedPrecondition naming it.
-/// `source` must outlive the reader.
-ir::WeightReader model_weight_reader(const frontend::ModelSource& source);
 
 /// Options of a session.
 struct SessionOptions {

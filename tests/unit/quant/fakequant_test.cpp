@@ -20,6 +20,7 @@
 #include "qbc/frontend/hparams.h"
 #include "qbc/frontend/importer.h"
 #include "qbc/frontend/model_source.h"
+#include "qbc/frontend/model_weight_reader.h"
 #include "qbc/ir/builder.h"
 #include "qbc/ir/verifier.h"
 #include "qbc/numerics/fp16.h"
@@ -823,7 +824,7 @@ TEST(FakeQuantStories, UnquantizedMatchesFloatReferenceUpToFp16) {
   QBC_REQUIRE_SHARED(dir, "models/stories260k");
   auto m = load_stories(dir);
   QBC_ASSERT_OK(m);
-  const ir::WeightReader reader = ref::model_weight_reader(*m->source);
+  const ir::WeightReader reader = frontend::model_weight_reader(*m->source);
   auto fq = FakeQuantSession::create(m->graph, reader);
   QBC_ASSERT_OK(fq);
   auto fl = ref::Session::create(m->graph, reader);
@@ -934,7 +935,7 @@ TEST(FakeQuantStories, QuantizedIsDeterministicAndBatchIndependent) {
   QBC_REQUIRE_SHARED(dir, "models/stories260k");
   auto m = load_stories(dir);
   QBC_ASSERT_OK(m);
-  const ir::WeightReader base = ref::model_weight_reader(*m->source);
+  const ir::WeightReader base = frontend::model_weight_reader(*m->source);
   auto fl = FakeQuantSession::create(m->graph, base);
   QBC_ASSERT_OK(fl);
   std::vector<float> ref_logits;

@@ -17,6 +17,7 @@
 #include "qbc/frontend/hparams.h"
 #include "qbc/frontend/importer.h"
 #include "qbc/frontend/model_source.h"
+#include "qbc/frontend/model_weight_reader.h"
 #include "qbc/frontend/random_model.h"
 #include "qbc/ir/weight_reader.h"
 #include "qbc/quant/pass.h"
