@@ -16,7 +16,7 @@
 #include "ops.h"
 #include "qbc/ir/builder.h"
 #include "qbc/ir/verifier.h"
-#include "qbc/ref/evaluator.h"
+#include "qbc/ref/session.h"
 
 namespace qbc::ref {
 namespace {

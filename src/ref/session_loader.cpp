@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <mutex>
 
-#include "qbc/ref/evaluator.h"
+#include "qbc/ref/session.h"
 
 namespace qbc::ref {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "qbc/driver/model_loader.h"
 #include "qbc/frontend/tokenizer.h"
-#include "qbc/ref/evaluator.h"
+#include "qbc/ref/session.h"
 #include "qbc/runner/runner.h"
 
 namespace qbc::driver {

@@ -14,7 +14,7 @@
 #include "qbc/ir/graph.h"
 #include "qbc/ir/weight_reader.h"
 #include "qbc/quant/calibrate.h"
-#include "qbc/ref/evaluator.h"
+#include "qbc/ref/session.h"
 #include "qbc/support/status.h"
 
 namespace qbc::quant {

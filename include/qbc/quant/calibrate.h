@@ -11,7 +11,7 @@
 #include "compile_options.pb.h"
 #include "qbc/ir/graph.h"
 #include "qbc/ir/weight_reader.h"
-#include "qbc/ref/evaluator.h"
+#include "qbc/ref/session.h"
 #include "qbc/runner/runner.h"
 #include "qbc/support/status.h"
 

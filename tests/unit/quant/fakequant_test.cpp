@@ -25,7 +25,7 @@
 #include "qbc/ir/verifier.h"
 #include "qbc/numerics/fp16.h"
 #include "qbc/numerics/quantizer.h"
-#include "qbc/ref/evaluator.h"
+#include "qbc/ref/session.h"
 #include "test_support.h"
 
 namespace qbc::quant {

@@ -21,7 +21,7 @@
 #include "qbc/frontend/random_model.h"
 #include "qbc/ir/weight_reader.h"
 #include "qbc/quant/pass.h"
-#include "qbc/ref/evaluator.h"
+#include "qbc/ref/session.h"
 #include "test_support.h"
 
 /// Resolves the shared folder into `shared` and checks the case's shared assets exist

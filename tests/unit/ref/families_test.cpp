@@ -24,7 +24,7 @@
 #include "qbc/frontend/importer.h"
 #include "qbc/frontend/model_source.h"
 #include "qbc/frontend/random_model.h"
-#include "qbc/ref/evaluator.h"
+#include "qbc/ref/session.h"
 #include "test_support.h"
 
 namespace qbc::ref::testing {

@@ -19,7 +19,7 @@
 #include "qbc/frontend/model_source.h"
 #include "qbc/frontend/model_weight_reader.h"
 #include "qbc/frontend/tokenizer.h"
-#include "qbc/ref/evaluator.h"
+#include "qbc/ref/session.h"
 #include "test_support.h"
 
 namespace qbc::ref {
