@@ -12,16 +12,17 @@ declare -A allowed=(
   [support]=""
   [numerics]="support"
   [runner]="support"
+  [tensorfile]="support"
   [config]="support"
-  [frontend]="support ir"
+  [frontend]="support tensorfile ir"
   [ir]="support"
   [ref]="support numerics runner ir"
   [calib]="support runner config ir ref frontend"
-  [quant]="support numerics runner config ir ref calib frontend"
+  [quant]="support numerics runner tensorfile config ir ref calib"
   [npu]="support config ir"
   [mxq]="support"
   [runtime]="support mxq"
-  [driver]="support runner config frontend ir ref calib quant npu mxq"
+  [driver]="support runner tensorfile config frontend ir ref calib quant npu mxq"
 )
 
 for stage in "${!allowed[@]}"; do

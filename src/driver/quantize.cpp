@@ -7,7 +7,6 @@
 
 #include "qbc/calib/calib_data.h"
 #include "qbc/driver/generate.h"
-#include "qbc/frontend/safetensors_spill.h"
 #include "qbc/ir/serialize.h"
 #include "qbc/quant/pass.h"
 #include "qbc/quant/quantize.h"
@@ -15,6 +14,7 @@
 #include "qbc/quant/weight_passes.h"
 #include "qbc/support/file_util.h"
 #include "qbc/support/logging.h"
+#include "qbc/tensorfile/safetensors_spill.h"
 
 namespace qbc::driver {
 
@@ -238,12 +238,14 @@ Status quantize_to(const LoadedModel& model, const config::ResolvedConfig& confi
   // 5. Weights (spilled to disk as they are made: memory stays at one layer) and KV cache.
   events::status("quant", "quantizing weights (round to nearest)");
   const std::string side = sidecar_path(out_mblt);
-  frontend::SafetensorsSpillWriter sidecar(side);
+  tensorfile::SafetensorsSpillWriter sidecar(side);
   quant::QuantizeResult q;
   QBC_RETURN_IF_ERROR(timed("quantizeRtn", [&]() -> Status {
-    QBC_ASSIGN_OR_RETURN(q, quant::quantize_rtn(graph, stats, store.reader(), options,
-                                                [&sidecar](frontend::TensorToWrite t) { return sidecar.add(std::move(t)); },
-                                                &fixed));
+    const quant::TensorSink sink = [&sidecar](tensorfile::TensorToWrite t) {
+      return sidecar.add(std::move(t));
+    };
+    QBC_ASSIGN_OR_RETURN(q,
+                         quant::quantize_rtn(graph, stats, store.reader(), options, sink, &fixed));
     return ok_status();
   }));
 
@@ -254,7 +256,8 @@ Status quantize_to(const LoadedModel& model, const config::ResolvedConfig& confi
       const ir::Weight* w = q.graph.find_weight(name);
       if (w == nullptr) continue;
       QBC_RETURN_IF_ERROR(store.read(*w, &data));
-      QBC_RETURN_IF_ERROR(sidecar.add(frontend::make_tensor(w->tensor, frontend::DType::kF32, w->type.dims, data)));
+      QBC_RETURN_IF_ERROR(sidecar.add(
+          tensorfile::make_tensor(w->tensor, tensorfile::DType::kF32, w->type.dims, data)));
     }
     q.graph.metadata["producer"] = producer;
     q.graph.metadata["qbc.config"] = config::to_json(options);

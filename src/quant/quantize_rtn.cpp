@@ -12,6 +12,7 @@
 #include "qbc/numerics/quantizer.h"
 #include "qbc/quant/gptq.h"
 #include "qbc/quant/key_ranges.h"
+#include "qbc/tensorfile/safetensors_writer.h"
 
 namespace qbc::quant {
 namespace {
@@ -54,11 +55,11 @@ double channel_reach(const TensorStats& s, size_t i, double offset) {
 
 
 /// An i8 sidecar tensor holding `codes`.
-frontend::TensorToWrite int8_tensor(const std::string& name, std::vector<int64_t> shape,
-                                    const std::vector<int8_t>& codes) {
-  frontend::TensorToWrite t;
+tensorfile::TensorToWrite int8_tensor(const std::string& name, std::vector<int64_t> shape,
+                                      const std::vector<int8_t>& codes) {
+  tensorfile::TensorToWrite t;
   t.name = name;
-  t.dtype = frontend::DType::kI8;
+  t.dtype = tensorfile::DType::kI8;
   t.shape = std::move(shape);
   t.data.assign(reinterpret_cast<const uint8_t*>(codes.data()),
                 reinterpret_cast<const uint8_t*>(codes.data()) + codes.size());
@@ -184,11 +185,11 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
       const std::vector<int64_t> scale_shape = group > 0 ? std::vector<int64_t>{rows, groups} : std::vector<int64_t>{rows};
       const std::string wq = n.name + ".wq", ws = n.name + ".wscale";
       const std::string wz = n.name + ".wzero";
-      std::vector<frontend::TensorToWrite> tensors;
+      std::vector<tensorfile::TensorToWrite> tensors;
       tensors.push_back(int8_tensor(wq, {rows, cols}, q));
-      tensors.push_back(frontend::make_tensor(ws, frontend::DType::kF32, scale_shape, scale));
+      tensors.push_back(tensorfile::make_tensor(ws, tensorfile::DType::kF32, scale_shape, scale));
       if (!zero.empty()) tensors.push_back(int8_tensor(wz, scale_shape, zero));
-      for (frontend::TensorToWrite& t : tensors) {
+      for (tensorfile::TensorToWrite& t : tensors) {
         if (sink) {
           QBC_RETURN_IF_ERROR(sink(std::move(t)));
         } else {

@@ -1,4 +1,4 @@
-// round_fp16 (docs/numerics.md "Principles"): agrees with the frontend's fp16 converter on
+// round_fp16 (docs/numerics.md "Principles"): agrees with tensorfile's fp16 converter on
 // random fp32 values and rounds once, directly from fp64.
 #include "qbc/numerics/fp16.h"
 
@@ -8,13 +8,13 @@
 #include <cstdint>
 #include <cstring>
 
-#include "qbc/frontend/dtype.h"
+#include "qbc/tensorfile/dtype.h"
 
 namespace qbc::numerics {
 namespace {
 
-/// fp16 rounding through the frontend's converter (independent of round_fp16).
-float h(float x) { return frontend::fp16_to_f32(frontend::f32_to_fp16(x)); }
+/// fp16 rounding through tensorfile's converter (independent of round_fp16).
+float h(float x) { return tensorfile::fp16_to_f32(tensorfile::f32_to_fp16(x)); }
 
 TEST(NumericsFp16, RoundFp16MatchesConverterAndRoundsOnceFromFp64) {
   uint32_t state = 12345;

@@ -16,7 +16,6 @@
 #include <string>
 #include <vector>
 
-#include "qbc/frontend/dtype.h"
 #include "qbc/frontend/hparams.h"
 #include "qbc/frontend/importer.h"
 #include "qbc/frontend/model_source.h"
@@ -26,6 +25,7 @@
 #include "qbc/numerics/fp16.h"
 #include "qbc/numerics/quantizer.h"
 #include "qbc/ref/session.h"
+#include "qbc/tensorfile/dtype.h"
 #include "test_support.h"
 
 namespace qbc::quant {
@@ -34,8 +34,8 @@ namespace {
 using ir::DType;
 using ir::TensorType;
 
-/// fp16 rounding through the frontend's converter (independent of round_fp16).
-float h(float x) { return frontend::fp16_to_f32(frontend::f32_to_fp16(x)); }
+/// fp16 rounding through tensorfile's converter (independent of round_fp16).
+float h(float x) { return tensorfile::fp16_to_f32(tensorfile::f32_to_fp16(x)); }
 
 bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
