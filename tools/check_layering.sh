@@ -17,11 +17,11 @@ declare -A allowed=(
   [frontend]="support tensorfile ir"
   [ir]="support"
   [ref]="support numerics runner ir"
-  [calib]="support runner config ir ref frontend"
-  [quant]="support numerics runner tensorfile config ir ref calib"
+  [calib]="support runner ir frontend"
+  [quant]="support numerics runner tensorfile config ir ref"
   [npu]="support config ir"
   [mxq]="support"
-  [runtime]="support mxq"
+  [runtime]="support numerics runner mxq"
   [driver]="support runner tensorfile config frontend ir ref calib quant npu mxq"
 )
 
