@@ -18,6 +18,16 @@ function(qbc_add_library name)
   endif()
 endfunction()
 
+# qbc_add_interface_library(NAME DEPS ...): a header-only stage library (no sources). Its
+# INTERFACE include dir is include/ and its DEPS are INTERFACE link dependencies, so linking
+# it gives a target the stage's headers and what they include.
+function(qbc_add_interface_library name)
+  cmake_parse_arguments(ARG "" "" "DEPS" ${ARGN})
+  add_library(${name} INTERFACE)
+  target_include_directories(${name} INTERFACE ${PROJECT_SOURCE_DIR}/include)
+  target_link_libraries(${name} INTERFACE ${ARG_DEPS})
+endfunction()
+
 # qbc_use_torch(TARGET): links LibTorch and precompiles its heavy headers for
 # TARGET. Only targets whose .cpp files compute with tensors call this.
 function(qbc_use_torch target)

@@ -3,7 +3,7 @@
 // one sample at a time.
 #include "qbc/calib/calib_data.h"
 
-#include "qbc/ref/evaluator.h"
+#include "qbc/runner/runner.h"
 
 #include <algorithm>
 #include <cmath>
@@ -229,7 +229,7 @@ std::vector<CalibInputSpec> calib_input_specs(const ir::Graph& g) {
 }
 
 Status EmbeddingTable::embed(const std::vector<int32_t>& tokens, std::vector<float>* out) const {
-  return ref::embed_tokens(data.data(), vocab, hidden, tokens, out);
+  return runner::embed_tokens(data.data(), vocab, hidden, tokens, out);
 }
 
 StatusOr<const ir::Weight*> find_host_embedding(const ir::Graph& g) {

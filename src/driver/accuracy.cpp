@@ -25,7 +25,7 @@ void log_softmax(const float* x, int64_t n, std::vector<double>* out) {
 
 }  // namespace
 
-StatusOr<AccuracyReport> compare_models(ref::Runner& test, ref::Runner& reference,
+StatusOr<AccuracyReport> compare_models(runner::Runner& test, runner::Runner& reference,
                                         const std::vector<int32_t>& tokens, int32_t bos_id,
                                         const std::vector<LayerError>& nodes,
                                         const CompareOptions& o) {

@@ -31,17 +31,18 @@ bool is_quantized(const ir::Graph& g) {
   return false;
 }
 
-StatusOr<std::unique_ptr<ref::Runner>> make_runner(const LoadedModel& model, const ref::SessionOptions& options) {
+StatusOr<std::unique_ptr<runner::Runner>> make_runner(const LoadedModel& model,
+                                                      const ref::SessionOptions& options) {
   if (is_quantized(model.graph)) {
     const LoadedModel* m = &model;
     QBC_ASSIGN_OR_RETURN(std::unique_ptr<quant::FakeQuantSession> s,
                          quant::FakeQuantSession::create(model.graph, [m](const ir::Weight& w, std::vector<float>* out) {
                            return read_weight(*m, w, out);
                          }));
-    return std::unique_ptr<ref::Runner>(std::move(s));
+    return std::unique_ptr<runner::Runner>(std::move(s));
   }
   QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> s, make_session(model, options));
-  return std::unique_ptr<ref::Runner>(std::move(s));
+  return std::unique_ptr<runner::Runner>(std::move(s));
 }
 
 StatusOr<frontend::Tokenizer> load_tokenizer(const LoadedModel& model) {
@@ -97,9 +98,10 @@ int64_t cache_capacity(const ir::Graph& g) {
   return cap;
 }
 
-StatusOr<GenerateResult> generate(ref::Runner& session, const std::vector<int32_t>& prompt, int max_new,
-                                  const SamplingOptions& sampling, int32_t eos_id, bool ignore_eos,
-                                  int64_t capacity, const std::function<void(int32_t)>& on_token) {
+StatusOr<GenerateResult> generate(runner::Runner& session, const std::vector<int32_t>& prompt,
+                                  int max_new, const SamplingOptions& sampling, int32_t eos_id,
+                                  bool ignore_eos, int64_t capacity,
+                                  const std::function<void(int32_t)>& on_token) {
   if (prompt.empty()) return invalid_argument("the prompt encodes to no tokens");
   if (max_new < 0) return invalid_argument("-n must be >= 0");
   if (!sampling.greedy && sampling.temperature <= 0) return invalid_argument("--temperature must be > 0");

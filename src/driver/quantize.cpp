@@ -7,13 +7,13 @@
 
 #include "qbc/calib/calib_data.h"
 #include "qbc/driver/generate.h"
-#include "qbc/frontend/safetensors_spill.h"
 #include "qbc/ir/serialize.h"
 #include "qbc/quant/pass.h"
 #include "qbc/quant/pipeline.h"
 #include "qbc/quant/quantize.h"
 #include "qbc/support/file_util.h"
 #include "qbc/support/logging.h"
+#include "qbc/tensorfile/safetensors_spill.h"
 
 namespace qbc::driver {
 
@@ -144,7 +144,7 @@ StatusOr<QuantizeSummary> quantize_to(const LoadedModel& model, const config::Re
   quant::WeightStore store([m](const ir::Weight& w, std::vector<float>* out) { return read_weight(*m, w, out); });
   ir::Graph graph = model.graph;
   const std::string side = sidecar_path(out_mblt);
-  frontend::SafetensorsSpillWriter sidecar(side);
+  tensorfile::SafetensorsSpillWriter sidecar(side);
 
   // Rewrites of the model's input that passes make (spinR1 rotates the embeddings)
   // apply to the calibration samples from the moment they are made: a pass sees the
@@ -168,7 +168,7 @@ StatusOr<QuantizeSummary> quantize_to(const LoadedModel& model, const config::Re
   ctx.fixed = &fixed;
   ctx.input_transforms = &input_transforms;
   // Weights are spilled to disk as they are made: memory stays at one layer.
-  ctx.sink = [&sidecar](frontend::TensorToWrite t) { return sidecar.add(std::move(t)); };
+  ctx.sink = [&sidecar](tensorfile::TensorToWrite t) { return sidecar.add(std::move(t)); };
 
   std::vector<quant::PassRecord> stages;
   QBC_RETURN_IF_ERROR(pipeline.run(ctx, &stages));
@@ -187,7 +187,7 @@ StatusOr<QuantizeSummary> quantize_to(const LoadedModel& model, const config::Re
     const ir::Weight* w = graph.find_weight(name);
     if (w == nullptr) continue;
     QBC_RETURN_IF_ERROR(store.read(*w, &data));
-    QBC_RETURN_IF_ERROR(sidecar.add(frontend::make_tensor(w->tensor, frontend::DType::kF32, w->type.dims, data)));
+    QBC_RETURN_IF_ERROR(sidecar.add(tensorfile::make_tensor(w->tensor, tensorfile::DType::kF32, w->type.dims, data)));
   }
   graph.metadata["producer"] = run.producer;
   graph.metadata["qbc.config"] = config::to_json(options);

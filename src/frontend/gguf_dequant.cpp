@@ -9,8 +9,8 @@
 // nibble); bit j of qh is the 5th bit of element j.
 #include <cstring>
 
-#include "qbc/frontend/dtype.h"
 #include "qbc/frontend/gguf.h"
+#include "qbc/tensorfile/dtype.h"
 
 namespace qbc::frontend {
 namespace {
@@ -53,7 +53,7 @@ constexpr GgmlTypeTraits kTypes[] = {
 float load_fp16(const uint8_t* p) {
   uint16_t bits;
   std::memcpy(&bits, p, sizeof(bits));
-  return fp16_to_f32(bits);
+  return tensorfile::fp16_to_f32(bits);
 }
 
 // Decodes one block of 32 elements of a 4/5-bit type: `qs` has 16 bytes,
@@ -125,11 +125,11 @@ Status gguf_decode_f32(GgmlType type, ByteSpan data, int64_t count, float* out) 
   }
   switch (type) {
     case GgmlType::kF32:
-      return convert_to_f32(DType::kF32, data.data, blocks, out);
+      return tensorfile::convert_to_f32(tensorfile::DType::kF32, data.data, blocks, out);
     case GgmlType::kF16:
-      return convert_to_f32(DType::kF16, data.data, blocks, out);
+      return tensorfile::convert_to_f32(tensorfile::DType::kF16, data.data, blocks, out);
     case GgmlType::kBF16:
-      return convert_to_f32(DType::kBF16, data.data, blocks, out);
+      return tensorfile::convert_to_f32(tensorfile::DType::kBF16, data.data, blocks, out);
     default:
       for (uint64_t i = 0; i < blocks; ++i) {
         decode_block(type, data.data + i * traits->type_size, out + i * traits->block_size);

@@ -141,7 +141,7 @@ StatusOr<std::unique_ptr<ModelSource::Impl>> ModelSource::Impl::open_hf(const fs
     TensorInfo info;
     info.name = t.name;
     info.shape = t.shape;
-    info.dtype = std::string(dtype_name(t.dtype));
+    info.dtype = std::string(tensorfile::dtype_name(t.dtype));
     info.file = fs::absolute(t.file, ec);
     info.name_in_file = t.name;
     impl->tensors.push_back(std::move(info));
@@ -282,8 +282,8 @@ Status ModelSource::validate() const {
   for (const TensorInfo& info : impl_->tensors) {
     bool decodable = false;
     if (impl_->safetensors) {
-      const std::optional<DType> dt = parse_dtype(info.dtype);
-      decodable = dt && dtype_converts_to_f32(*dt);
+      const std::optional<tensorfile::DType> dt = tensorfile::parse_dtype(info.dtype);
+      decodable = dt && tensorfile::dtype_converts_to_f32(*dt);
     } else {
       const GgufTensor* t = impl_->gguf->find_tensor(info.name_in_file);
       const GgmlTypeTraits* traits = ggml_type_traits(static_cast<uint32_t>(t->type));

@@ -12,10 +12,10 @@
 #include <unordered_map>
 #include <utility>
 
-#include "qbc/frontend/safetensors_writer.h"
 #include "qbc/support/check.h"
 #include "qbc/support/file_util.h"
 #include "qbc/support/logging.h"
+#include "qbc/tensorfile/safetensors_writer.h"
 
 namespace qbc::frontend {
 namespace {
@@ -126,23 +126,24 @@ void add_block(const HParams& hp, int64_t i, std::vector<HfTensorSpec>& out) {
 /// A progress event every this many tensors (and after the last one).
 constexpr size_t kProgressEveryTensors = 16;
 
-size_t element_bytes(DType dtype) { return dtype == DType::kF32 ? 4 : 2; }
+size_t element_bytes(tensorfile::DType dtype) { return dtype == tensorfile::DType::kF32 ? 4 : 2; }
 
-void encode(float v, DType dtype, uint8_t* dst) {
-  if (dtype == DType::kF32) {
+void encode(float v, tensorfile::DType dtype, uint8_t* dst) {
+  if (dtype == tensorfile::DType::kF32) {
     uint32_t bits;
     std::memcpy(&bits, &v, 4);
     for (int b = 0; b < 4; ++b) dst[b] = static_cast<uint8_t>(bits >> (8 * b));
     return;
   }
-  const uint16_t bits = dtype == DType::kF16 ? f32_to_fp16(v) : f32_to_bf16(v);
+  const uint16_t bits =
+      dtype == tensorfile::DType::kF16 ? tensorfile::f32_to_fp16(v) : tensorfile::f32_to_bf16(v);
   dst[0] = static_cast<uint8_t>(bits);
   dst[1] = static_cast<uint8_t>(bits >> 8);
 }
 
 // Generates `spec`'s values (seeded by the global seed and the tensor name, so a tensor does not
 // depend on the others) and streams them to `out` in chunks.
-Status write_tensor(SafetensorsStreamWriter& out, const HfTensorSpec& spec,
+Status write_tensor(tensorfile::SafetensorsStreamWriter& out, const HfTensorSpec& spec,
                     const RandomModelOptions& o, float norm_base) {
   uint64_t seed_state = o.seed ^ fnv1a64(spec.name);
   NormalSampler rng(splitmix64(seed_state));
@@ -163,15 +164,15 @@ Status write_tensor(SafetensorsStreamWriter& out, const HfTensorSpec& spec,
 Status write_model_safetensors(const std::filesystem::path& path,
                                const std::vector<HfTensorSpec>& specs, const RandomModelOptions& o,
                                float norm_base) {
-  std::vector<TensorSpec> tensors;
+  std::vector<tensorfile::TensorSpec> tensors;
   std::unordered_map<std::string_view, const HfTensorSpec*> by_name;
   for (const HfTensorSpec& s : specs) {
-    tensors.push_back(TensorSpec{s.name, o.dtype, s.shape});
+    tensors.push_back(tensorfile::TensorSpec{s.name, o.dtype, s.shape});
     by_name[s.name] = &s;
   }
   QBC_ASSIGN_OR_RETURN(
-      SafetensorsStreamWriter out,
-      SafetensorsStreamWriter::create(path, std::move(tensors), {{"format", "pt"}}));
+      tensorfile::SafetensorsStreamWriter out,
+      tensorfile::SafetensorsStreamWriter::create(path, std::move(tensors), {{"format", "pt"}}));
   const size_t total = out.tensors().size();
   for (size_t i = 0; i < total; ++i) {
     const auto spec = by_name.find(out.tensors()[i].name);
@@ -184,11 +185,11 @@ Status write_model_safetensors(const std::filesystem::path& path,
   return out.finish();
 }
 
-std::string_view torch_dtype_of(DType dtype) {
+std::string_view torch_dtype_of(tensorfile::DType dtype) {
   switch (dtype) {
-    case DType::kF16:
+    case tensorfile::DType::kF16:
       return "float16";
-    case DType::kBF16:
+    case tensorfile::DType::kBF16:
       return "bfloat16";
     default:
       return "float32";
@@ -226,7 +227,7 @@ std::vector<HfTensorSpec> hf_tensor_specs(const HParams& hp) {
 
 StatusOr<std::string> apply_config_overrides(std::string_view config_json, std::string_view source,
                                              const ConfigOverrides& ov,
-                                             std::optional<DType> dtype) {
+                                             std::optional<tensorfile::DType> dtype) {
   OrderedJson j;
   try {
     j = OrderedJson::parse(config_json.begin(), config_json.end());
@@ -264,8 +265,9 @@ StatusOr<std::string> apply_config_overrides(std::string_view config_json, std::
 }
 
 Status write_random_model(const RandomModelOptions& o) {
-  if (o.dtype != DType::kF32 && o.dtype != DType::kF16 && o.dtype != DType::kBF16) {
-    return unimplemented("random model dtype ", dtype_name(o.dtype),
+  if (o.dtype != tensorfile::DType::kF32 && o.dtype != tensorfile::DType::kF16 &&
+      o.dtype != tensorfile::DType::kBF16) {
+    return unimplemented("random model dtype ", tensorfile::dtype_name(o.dtype),
                          " is not supported (use F32, F16 or BF16)");
   }
   if (!(o.init_std >= 0.0)) return invalid_argument("init_std must be >= 0");

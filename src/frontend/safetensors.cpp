@@ -11,6 +11,7 @@
 #include <limits>
 #include <string>
 
+#include "qbc/tensorfile/safetensors_format.h"
 #include "safetensors_json.h"
 
 namespace qbc::frontend {
@@ -43,7 +44,7 @@ Status parse_tensor_entry(const std::string& name, const Json& entry, uint64_t d
     return invalid_argument("'dtype' is a JSON ", dtype_it->type_name(), ", expected a string");
   }
   const std::string& dtype_name_str = dtype_it->get_ref<const std::string&>();
-  const std::optional<DType> dtype = parse_dtype(dtype_name_str);
+  const std::optional<tensorfile::DType> dtype = tensorfile::parse_dtype(dtype_name_str);
   if (!dtype) return invalid_argument("unknown dtype '", dtype_name_str, "'");
   t->dtype = *dtype;
 
@@ -82,12 +83,13 @@ Status parse_tensor_entry(const std::string& name, const Json& entry, uint64_t d
                      data_size, " bytes (file truncated?)");
   }
   uint64_t expected_bytes = 0;
-  if (__builtin_mul_overflow(num_elements, static_cast<uint64_t>(dtype_size(*dtype)),
+  if (__builtin_mul_overflow(num_elements, static_cast<uint64_t>(tensorfile::dtype_size(*dtype)),
                              &expected_bytes) ||
       expected_bytes != t->end - t->begin) {
     return invalid_argument("shape ", shape_it->dump(), " of ", dtype_name_str, " needs ",
-                            num_elements, " x ", dtype_size(*dtype), " bytes but data_offsets [",
-                            t->begin, ", ", t->end, "] span ", t->end - t->begin);
+                            num_elements, " x ", tensorfile::dtype_size(*dtype),
+                            " bytes but data_offsets [", t->begin, ", ", t->end, "] span ",
+                            t->end - t->begin);
   }
   return ok_status();
 }
@@ -147,9 +149,10 @@ StatusOr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::path& pat
   }
   uint64_t header_size = 0;
   std::memcpy(&header_size, mapped.data(), sizeof(header_size));
-  if (header_size > kMaxSafetensorsHeaderBytes) {
+  if (header_size > tensorfile::kMaxSafetensorsHeaderBytes) {
     return invalid_argument(where, ": header length ", header_size, " exceeds the limit of ",
-                            kMaxSafetensorsHeaderBytes, " bytes (not a safetensors file?)");
+                            tensorfile::kMaxSafetensorsHeaderBytes,
+                            " bytes (not a safetensors file?)");
   }
   if (header_size > file_size - 8) {
     return data_loss(where, ": header length ", header_size, " runs past the end of the ",
@@ -195,21 +198,23 @@ const SafetensorsTensor* SafetensorsFile::find(std::string_view name) const {
 }
 
 Status read_f32(const SafetensorsTensor& tensor, std::vector<float>* out) {
-  if (!dtype_converts_to_f32(tensor.dtype)) {
+  if (!tensorfile::dtype_converts_to_f32(tensor.dtype)) {
     return unimplemented(tensor.file.string(), ": tensor '", tensor.name,
-                         "': ", dtype_name(tensor.dtype), " cannot be converted to F32");
+                         "': ", tensorfile::dtype_name(tensor.dtype),
+                         " cannot be converted to F32");
   }
   const size_t count = static_cast<size_t>(tensor.num_elements());
   out->resize(count);
-  QBC_RETURN_IF_ERROR(convert_to_f32(tensor.dtype, tensor.data.data, count, out->data()));
+  QBC_RETURN_IF_ERROR(
+      tensorfile::convert_to_f32(tensor.dtype, tensor.data.data, count, out->data()));
   release_pages(tensor.data);  // the float copy is what callers keep
   return ok_status();
 }
 
 StatusOr<const float*> f32_data(const SafetensorsTensor& tensor) {
-  if (tensor.dtype != DType::kF32) {
+  if (tensor.dtype != tensorfile::DType::kF32) {
     return invalid_argument(tensor.file.string(), ": tensor '", tensor.name, "' is ",
-                            dtype_name(tensor.dtype), ", not F32");
+                            tensorfile::dtype_name(tensor.dtype), ", not F32");
   }
   if (reinterpret_cast<uintptr_t>(tensor.data.data) % alignof(float) != 0) {
     return invalid_argument(tensor.file.string(), ": tensor '", tensor.name,

@@ -80,7 +80,7 @@ std::vector<std::string> observed_nodes(const ir::Graph& g) {
   return out;
 }
 
-StatusOr<CalibStats> collect_stats(const ir::Graph& g, ref::Runner& runner, size_t n,
+StatusOr<CalibStats> collect_stats(const ir::Graph& g, runner::Runner& runner, size_t n,
                                    const SampleSource& samples, int mode) {
   if (n == 0) return invalid_argument("calibration: no samples");
   const std::vector<std::string> nodes = observed_nodes(g);

@@ -142,7 +142,8 @@ std::vector<std::string> BlockRunner::node_names(size_t s) const {
   return out;
 }
 
-Status BlockRunner::run(size_t s, const ref::WeightReader& weights, const Visitor& visit, bool keep_outputs) {
+Status BlockRunner::run(size_t s, const ir::WeightReader& weights, const Visitor& visit,
+                        bool keep_outputs) {
   if (s != current_) return internal_error("BlockRunner: segment ", s, " run while the stream is at ", current_);
   QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> session, ref::Session::create(graphs_[s], weights, session_));
   session->set_keep_activations(true);
@@ -174,7 +175,7 @@ Status BlockRunner::advance_from_last_run(size_t s) {
   return ok_status();
 }
 
-Status BlockRunner::advance(size_t s, const ref::WeightReader& weights) {
+Status BlockRunner::advance(size_t s, const ir::WeightReader& weights) {
   if (s != current_) return internal_error("BlockRunner: segment ", s, " advanced while the stream is at ", current_);
   if (s + 1 < segments_.size()) {
     QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> session, ref::Session::create(graphs_[s], weights, session_));
@@ -191,8 +192,8 @@ Status BlockRunner::advance(size_t s, const ref::WeightReader& weights) {
   return ok_status();
 }
 
-StatusOr<CalibStats> collect_stats_blockwise(const ir::Graph& g, const ref::WeightReader& weights, size_t n,
-                                             const SampleSource& samples, int mode,
+StatusOr<CalibStats> collect_stats_blockwise(const ir::Graph& g, const ir::WeightReader& weights,
+                                             size_t n, const SampleSource& samples, int mode,
                                              const ref::SessionOptions& session_options) {
   QBC_ASSIGN_OR_RETURN(BlockRunner runner, BlockRunner::create(g, n, samples, session_options));
   const std::vector<std::string> observed = observed_nodes(g);

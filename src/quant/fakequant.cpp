@@ -1,5 +1,5 @@
 // FakeQuantSession: interprets an MBLT graph node by node (batch 1) with the
-// numerics of docs/numerics.md; the per-op arithmetic lives in fakequant_ops.cpp.
+// numerics of docs/numerics.md; the per-op arithmetic lives in qbc_numerics (qbc/numerics/).
 // Values between nodes are [s, width] rows of floats that hold fp16 values (body)
 // or fp32 values (the head's outputs).
 #include "qbc/quant/fakequant.h"
@@ -12,8 +12,14 @@
 #include <utility>
 #include <vector>
 
-#include "fakequant_ops.h"
 #include "qbc/ir/verifier.h"
+#include "qbc/numerics/attention.h"
+#include "qbc/numerics/elementwise.h"
+#include "qbc/numerics/fp16.h"
+#include "qbc/numerics/linear.h"
+#include "qbc/numerics/norm.h"
+#include "qbc/numerics/quantizer.h"
+#include "qbc/numerics/rope.h"
 
 namespace qbc::quant {
 namespace {
@@ -32,20 +38,20 @@ struct Step {
   int64_t width = 0;        // last dim of the result
   bool fp16 = true;         // round the result to fp16
   std::vector<float> w, bias;
-  fq::QLinear ql;
+  numerics::QLinear ql;
   double eps = 0.0, unit_offset = 0.0;
   int64_t group = 0, start = 0, end = 0;
-  fq::Rope rope;
-  fq::Attention attn;
+  numerics::Rope rope;
+  numerics::Attention attn;
   int cache = -1;
   bool gelu = false;
   float factor = 1.0f;  // scale factor / softcap cap
 };
 
 /// Decodes a rope node's parameters (ir::rope_params_of checks them).
-Status decode_rope(const Node& n, fq::Rope* out) {
+Status decode_rope(const Node& n, numerics::Rope* out) {
   QBC_ASSIGN_OR_RETURN(const ir::RopeParams p, ir::rope_params_of(n));
-  fq::Rope& r = *out;
+  numerics::Rope& r = *out;
   r.heads = p.num_heads;
   r.head_dim = p.head_dim;
   r.rotary_dim = p.rotary_dim;
@@ -59,7 +65,7 @@ Status decode_rope(const Node& n, fq::Rope* out) {
 }
 
 /// Decodes the quantized-KV attributes of an attention node.
-Status decode_kv_quant(const Node& n, fq::Attention* a) {
+Status decode_kv_quant(const Node& n, numerics::Attention* a) {
   const ir::Attrs& at = n.attrs;
   a->quantized = true;
   a->k_bits = static_cast<int>(at.get_int("k_bits"));
@@ -99,7 +105,7 @@ Status decode_kv_quant(const Node& n, fq::Attention* a) {
 struct FakeQuantSession::Impl {
   ir::Graph graph;
   std::vector<Step> steps;
-  std::vector<fq::KvCache> caches;
+  std::vector<numerics::KvCache> caches;
   std::vector<float> host_embedding;  // fp32 [embed_rows, hidden]
   int embeds_id = -1;
   int positions_id = -1;
@@ -113,7 +119,7 @@ struct FakeQuantSession::Impl {
 
   Status prepare();
   Status prepare_step(Step& st);
-  Status load(const ref::WeightReader& reader);
+  Status load(const ir::WeightReader& reader);
   Status load_qlinear(Step& st, const std::map<std::string, std::vector<float>>& by_name);
   Status run(const std::vector<float>& x, int64_t s, std::vector<float>* logits);
   void exec(Step& st, std::vector<std::vector<float>>& values, int64_t s);
@@ -160,7 +166,7 @@ Status FakeQuantSession::Impl::prepare_step(Step& st) {
       QBC_RETURN_IF_ERROR(decode_rope(n, &st.rope));
       break;
     case Op::kAttention: {
-      fq::Attention& a = st.attn;
+      numerics::Attention& a = st.attn;
       a.heads = at.get_int("num_heads");
       a.kv_heads = at.get_int("num_kv_heads");
       a.head_dim = at.get_int("head_dim");
@@ -251,11 +257,11 @@ Status FakeQuantSession::Impl::load_qlinear(
     Step& st, const std::map<std::string, std::vector<float>>& by_name) {
   const Node& n = *st.node;
   const ir::Weight* wq = graph.find_weight(n.operands[1].weight);
-  fq::QLinear& p = st.ql;
+  numerics::QLinear& p = st.ql;
   p.out = wq->type.dims[0];
   p.in = wq->type.dims[1];
   const int w_bits = static_cast<int>(n.attrs.get_int("w_bits"));
-  const double hi = static_cast<double>(quant_max(w_bits));
+  const double hi = static_cast<double>(numerics::quant_max(w_bits));
   const std::vector<float>& codes = by_name.at(wq->name);
   p.wq.resize(codes.size());
   for (size_t i = 0; i < codes.size(); ++i) {
@@ -295,7 +301,7 @@ Status FakeQuantSession::Impl::load_qlinear(
   return ok_status();
 }
 
-Status FakeQuantSession::Impl::load(const ref::WeightReader& reader) {
+Status FakeQuantSession::Impl::load(const ir::WeightReader& reader) {
   std::map<std::string, std::vector<float>> by_name;
   for (const auto& [name, w] : graph.weights()) {
     const int64_t expected = w.type.num_elements();
@@ -356,13 +362,13 @@ void FakeQuantSession::Impl::exec(Step& st, std::vector<std::vector<float>>& val
     case Op::kInput:
       break;
     case Op::kQLinear:
-      fq::qlinear(in(0), s, st.ql, out.data());
+      numerics::qlinear(in(0), s, st.ql, out.data());
       break;
     case Op::kLinear:
-      fq::linear(in(0), s, st.w, st.bias, st.width, in_width(0), st.fp16, out.data());
+      numerics::linear(in(0), s, st.w, st.bias, st.width, in_width(0), st.fp16, out.data());
       break;
     case Op::kRmsNorm:
-      fq::rms_norm(in(0), s, st.width, st.w, st.eps, st.unit_offset, st.group, out.data());
+      numerics::rms_norm(in(0), s, st.width, st.w, st.eps, st.unit_offset, st.group, out.data());
       break;
     case Op::kSlice: {
       const int64_t w = in_width(0);
@@ -373,23 +379,23 @@ void FakeQuantSession::Impl::exec(Step& st, std::vector<std::vector<float>>& val
       break;
     }
     case Op::kRope:
-      fq::rope(in(0), s, position, st.rope, out.data());
+      numerics::rope(in(0), s, position, st.rope, out.data());
       break;
     case Op::kAttention:
-      fq::attention(in(0), in(1), in(2), s, st.attn, caches[static_cast<size_t>(st.cache)],
-                    out.data());
+      numerics::attention(in(0), in(1), in(2), s, st.attn, caches[static_cast<size_t>(st.cache)],
+                          out.data());
       break;
     case Op::kGatedAct:
-      fq::gated_act(in(0), in(1), count, st.gelu, st.fp16, out.data());
+      numerics::gated_act(in(0), in(1), count, st.gelu, st.fp16, out.data());
       break;
     case Op::kAdd:
-      fq::add(in(0), in(1), count, st.fp16, out.data());
+      numerics::add(in(0), in(1), count, st.fp16, out.data());
       break;
     case Op::kScale:
-      fq::scale(in(0), count, st.factor, st.fp16, out.data());
+      numerics::scale(in(0), count, st.factor, st.fp16, out.data());
       break;
     case Op::kSoftcap:
-      fq::softcap(in(0), count, st.factor, st.fp16, out.data());
+      numerics::softcap(in(0), count, st.factor, st.fp16, out.data());
       break;
   }
 }
@@ -408,7 +414,8 @@ Status FakeQuantSession::Impl::run(const std::vector<float>& x, int64_t s,
   std::vector<std::vector<float>> values(steps.size());
   std::vector<float>& embeds = values[static_cast<size_t>(embeds_id)];
   embeds.resize(x.size());
-  for (size_t i = 0; i < x.size(); ++i) embeds[i] = round_fp16(x[i]);  // NPU input buffer: fp16
+  // NPU input buffer: fp16.
+  for (size_t i = 0; i < x.size(); ++i) embeds[i] = numerics::round_fp16(x[i]);
   std::vector<float>& pos = values[static_cast<size_t>(positions_id)];
   for (int64_t t = 0; t < s; ++t) pos.push_back(static_cast<float>(position + t));
   for (Step& st : steps) exec(st, values, s);
@@ -426,14 +433,14 @@ Status FakeQuantSession::Impl::run(const std::vector<float>& x, int64_t s,
 }
 
 Status FakeQuantSession::Impl::check_tokens(const std::vector<int32_t>& tokens) const {
-  return ref::check_token_ids(tokens, embed_rows);
+  return runner::check_token_ids(tokens, embed_rows);
 }
 
 FakeQuantSession::FakeQuantSession() : impl_(std::make_unique<Impl>()) {}
 FakeQuantSession::~FakeQuantSession() = default;
 
 StatusOr<std::unique_ptr<FakeQuantSession>> FakeQuantSession::create(
-    const ir::Graph& g, const ref::WeightReader& weights) {
+    const ir::Graph& g, const ir::WeightReader& weights) {
   QBC_RETURN_IF_ERROR(ir::verify(g));
   std::unique_ptr<FakeQuantSession> s(new FakeQuantSession());
   Impl& im = *s->impl_;
@@ -461,7 +468,7 @@ Status FakeQuantSession::forward_embeds(const std::vector<float>& embeds, int64_
 
 void FakeQuantSession::reset() {
   impl_->position = 0;
-  for (fq::KvCache& c : impl_->caches) c = fq::KvCache();
+  for (numerics::KvCache& c : impl_->caches) c = numerics::KvCache();
 }
 
 int64_t FakeQuantSession::position() const { return impl_->position; }
@@ -469,7 +476,8 @@ int64_t FakeQuantSession::vocab_size() const { return impl_->vocab; }
 int64_t FakeQuantSession::hidden_size() const { return impl_->hidden; }
 
 Status FakeQuantSession::embed(const std::vector<int32_t>& tokens, std::vector<float>* out) const {
-  return ref::embed_tokens(impl_->host_embedding.data(), impl_->embed_rows, impl_->hidden, tokens, out);
+  return runner::embed_tokens(impl_->host_embedding.data(), impl_->embed_rows, impl_->hidden,
+                              tokens, out);
 }
 
 void FakeQuantSession::set_keep_activations(bool keep) {
@@ -492,7 +500,7 @@ Status FakeQuantSession::kv_cache(const std::string& node, KvCacheSnapshot* out)
   for (const Step& st : impl_->steps) {
     if (st.node->name != node) continue;
     if (st.cache < 0) return not_found("node '", node, "' is not an attention node");
-    const fq::KvCache& c = impl_->caches[static_cast<size_t>(st.cache)];
+    const numerics::KvCache& c = impl_->caches[static_cast<size_t>(st.cache)];
     *out = KvCacheSnapshot();
     out->quantized = st.attn.quantized;
     out->tokens = c.tokens;

@@ -18,7 +18,7 @@
 #include "qbc/quant/gptq.h"
 
 #include "gptq_linalg.h"
-#include "qbc/quant/fakequant.h"
+#include "qbc/numerics/quantizer.h"
 
 #include <algorithm>
 #include <atomic>
@@ -67,8 +67,9 @@ double clip_error(const double* w, int64_t len, float s, int qm, double norm, do
 /// [min(min w, 0), max(max w, 0)] shrunk by p = 1 (p = 1, 1 − 1/grid, ... with
 /// mse_clip), s = fp32(p·(hi − lo) / (2^b − 1)) (≥ 1e-8), z = clamp(rne(−p·lo / s), 0,
 /// 2^b − 1) − 2^(b−1) in the signed code range; the first with the least error wins.
-AffineParams segment_affine(const double* w, int64_t len, int bits, const GptqOptions& o) {
-  const int qm = static_cast<int>(quant_max(bits));
+numerics::AffineParams segment_affine(const double* w, int64_t len, int bits,
+                                      const GptqOptions& o) {
+  const int qm = static_cast<int>(numerics::quant_max(bits));
   double lo = 0, hi = 0;
   for (int64_t j = 0; j < len; ++j) {
     lo = std::min(lo, w[j]);
@@ -77,11 +78,11 @@ AffineParams segment_affine(const double* w, int64_t len, int bits, const GptqOp
   if (hi - lo == 0) return {};
   const double norm = o.mse_clip ? o.mse_norm : 2.0;
   const int steps = o.mse_clip ? static_cast<int>(o.mse_max_shrink * o.mse_grid + 1e-9) : 1;
-  AffineParams best;
+  numerics::AffineParams best;
   double best_err = std::numeric_limits<double>::infinity();
   for (int i = 0; i < std::max(steps, 1); ++i) {
     const double p = 1.0 - static_cast<double>(i) / o.mse_grid;
-    const AffineParams a = affine_params(p * (hi - lo), -p * lo, bits);
+    const numerics::AffineParams a = numerics::affine_params(p * (hi - lo), -p * lo, bits);
     const double err = clip_error(w, len, a.scale, qm, norm, best_err, a.zero);
     if (err < best_err) {
       best_err = err;
@@ -96,7 +97,7 @@ AffineParams segment_affine(const double* w, int64_t len, int bits, const GptqOp
 /// mse_clip), in that order; the first with the least Σ|ŵ − w|^norm wins (norm 2, or
 /// mse_norm with mse_clip). The first candidate is the absmax rule.
 float segment_scale(const double* w, int64_t len, int bits, const GptqOptions& o) {
-  const int qm = static_cast<int>(quant_max(bits));
+  const int qm = static_cast<int>(numerics::quant_max(bits));
   const double e = extreme_weight(w, len);
   const float s0 = extreme_scale(e, 1.0, bits, ScaleEnd::kQmax);
   if (e == 0) return s0;
@@ -124,7 +125,7 @@ void row_params(const double* w, int64_t in, const GptqOptions& o, float* scales
   for (int64_t g = 0, c0 = 0; c0 < in; ++g, c0 += gs) {
     const int64_t len = std::min(gs, in - c0);
     if (o.zero_point) {
-      const AffineParams sz = segment_affine(w + c0, len, o.bits, o);
+      const numerics::AffineParams sz = segment_affine(w + c0, len, o.bits, o);
       scales[g] = sz.scale;
       zeros[g] = static_cast<int8_t>(sz.zero);
     } else {
@@ -250,7 +251,8 @@ double extreme_weight(const double* w, int64_t len) {
 }
 
 float extreme_scale(double e, double p, int bits, ScaleEnd end) {
-  const int levels = static_cast<int>(quant_max(bits)) + (end == ScaleEnd::kLongEnd ? 1 : 0);
+  const int levels =
+      static_cast<int>(numerics::quant_max(bits)) + (end == ScaleEnd::kLongEnd ? 1 : 0);
   const float amax = static_cast<float>(std::fabs(e));
   const float mag = p == 1.0 ? amax / static_cast<float>(levels)
                              : static_cast<float>(p * static_cast<double>(amax) / levels);
@@ -345,7 +347,7 @@ StatusOr<GptqResult> rtn_quantize(const std::vector<float>& W, int64_t out, int6
   GptqResult r = make_result(out, in, options);
   size_params(out, in, options, r);
   const int64_t groups = r.groups();
-  const int qm = static_cast<int>(quant_max(options.bits));
+  const int qm = static_cast<int>(numerics::quant_max(options.bits));
   // Row by row through an fp64 copy of one row: no fp64 copy of the whole matrix (an
   // LM head can be gigabytes).
   parallel_chunks(out, 16, threads, [&](int64_t a, int64_t b) {
@@ -442,7 +444,7 @@ StatusOr<GptqResult> gptq_quantize(const std::vector<float>& W, int64_t out, int
 
   // The sweep. Rows of W are independent given U: each work item owns a chunk of rows.
   const double* U = H.data();
-  const int qm = static_cast<int>(quant_max(o.bits));
+  const int qm = static_cast<int>(numerics::quant_max(o.bits));
   const int64_t groups = r.groups();
   const int64_t bs = std::min(o.block_size, n);
   std::vector<double> row_loss(static_cast<size_t>(out), 0.0);

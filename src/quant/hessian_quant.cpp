@@ -165,7 +165,7 @@ class HessianQuant final : public Pass {
       return false;
     }
 
-    const ref::WeightReader reader = ctx.weights->reader();
+    const ir::WeightReader reader = ctx.weights->reader();
     // floatTarget: a second runner carries the float model's stream; each segment reads
     // its linears' float weights from a snapshot taken before any of them is quantized.
     std::optional<BlockRunner> float_runner;
@@ -174,7 +174,8 @@ class HessianQuant final : public Pass {
       float_runner.emplace(std::move(fr));
     }
     std::map<std::string, std::vector<float>> float_weights;
-    const ref::WeightReader float_reader = [&](const ir::Weight& w, std::vector<float>* out) -> Status {
+    const ir::WeightReader float_reader = [&](const ir::Weight& w,
+                                              std::vector<float>* out) -> Status {
       auto it = float_weights.find(w.name);
       if (it == float_weights.end()) return reader(w, out);
       *out = it->second;

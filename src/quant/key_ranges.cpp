@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "qbc/ir/rope_frequencies.h"
+#include "qbc/numerics/rope_frequencies.h"
 
 namespace qbc::quant {
 namespace {
@@ -50,9 +50,9 @@ std::vector<ChannelRange> rotated_key_ranges(const ir::Node& rope, const TensorS
   const double dyn = a.get_float("dynamic_factor", 0.0), theta = a.get_float("theta", 10000.0);
   const int64_t orig = a.get_int("original_max_positions", 0);
   std::vector<std::vector<double>> sets = {
-      ir::rope_frequencies(inv, long_inv, dyn, orig, theta, rd, positions - 1)};
+      numerics::rope_frequencies(inv, long_inv, dyn, orig, theta, rd, positions - 1)};
   if (orig > 0 && orig < positions) {
-    sets.push_back(ir::rope_frequencies(inv, long_inv, dyn, orig, theta, rd, orig - 1));
+    sets.push_back(numerics::rope_frequencies(inv, long_inv, dyn, orig, theta, rd, orig - 1));
   }
   const int64_t pairs = rd / 2;
   for (int64_t h = 0; h < heads; ++h) {

@@ -9,9 +9,10 @@
 
 #include "qbc/quant/quantize.h"
 
-#include "qbc/quant/fakequant.h"
+#include "qbc/numerics/quantizer.h"
 #include "qbc/quant/gptq.h"
 #include "qbc/quant/key_ranges.h"
+#include "qbc/tensorfile/safetensors_writer.h"
 
 namespace qbc::quant {
 namespace {
@@ -54,11 +55,11 @@ double channel_reach(const TensorStats& s, size_t i, double offset) {
 
 
 /// An i8 sidecar tensor holding `codes`.
-frontend::TensorToWrite int8_tensor(const std::string& name, std::vector<int64_t> shape,
-                                    const std::vector<int8_t>& codes) {
-  frontend::TensorToWrite t;
+tensorfile::TensorToWrite int8_tensor(const std::string& name, std::vector<int64_t> shape,
+                                      const std::vector<int8_t>& codes) {
+  tensorfile::TensorToWrite t;
   t.name = name;
-  t.dtype = frontend::DType::kI8;
+  t.dtype = tensorfile::DType::kI8;
   t.shape = std::move(shape);
   t.data.assign(reinterpret_cast<const uint8_t*>(codes.data()),
                 reinterpret_cast<const uint8_t*>(codes.data()) + codes.size());
@@ -68,7 +69,7 @@ frontend::TensorToWrite int8_tensor(const std::string& name, std::vector<int64_t
 /// The static asymmetric input quantizer of the calibrated range [min x, max x]
 /// (widened to hold 0, and clipped to ±`clip`, the observer's symmetric range for
 /// calibration.mode 1 / 2; docs/numerics.md).
-AffineParams static_affine(const TensorStats& s, float clip, int bits) {
+numerics::AffineParams static_affine(const TensorStats& s, float clip, int bits) {
   double lo = 0, hi = 0;
   for (size_t i = 0; i < s.channel_min.size() && i < s.channel_max.size(); ++i) {
     if (!(s.channel_min[i] <= s.channel_max[i])) continue;  // a channel never observed
@@ -77,7 +78,7 @@ AffineParams static_affine(const TensorStats& s, float clip, int bits) {
   }
   lo = std::max(lo, -static_cast<double>(clip));
   hi = std::min(hi, static_cast<double>(clip));
-  return affine_params(hi - lo, -lo, bits);
+  return numerics::affine_params(hi - lo, -lo, bits);
 }
 
 }  // namespace
@@ -116,7 +117,7 @@ Status check_supported(const config::CompileOptions& options) {
 }
 
 StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stats,
-                                      const ref::WeightReader& weights,
+                                      const ir::WeightReader& weights,
                                       const config::CompileOptions& options, const TensorSink& sink,
                                       const FixedWeightMap* fixed) {
   QBC_RETURN_IF_ERROR(check_supported(options));
@@ -184,11 +185,11 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
       const std::vector<int64_t> scale_shape = group > 0 ? std::vector<int64_t>{rows, groups} : std::vector<int64_t>{rows};
       const std::string wq = n.name + ".wq", ws = n.name + ".wscale";
       const std::string wz = n.name + ".wzero";
-      std::vector<frontend::TensorToWrite> tensors;
+      std::vector<tensorfile::TensorToWrite> tensors;
       tensors.push_back(int8_tensor(wq, {rows, cols}, q));
-      tensors.push_back(frontend::make_tensor(ws, frontend::DType::kF32, scale_shape, scale));
+      tensors.push_back(tensorfile::make_tensor(ws, tensorfile::DType::kF32, scale_shape, scale));
       if (!zero.empty()) tensors.push_back(int8_tensor(wz, scale_shape, zero));
-      for (frontend::TensorToWrite& t : tensors) {
+      for (tensorfile::TensorToWrite& t : tensors) {
         if (sink) {
           QBC_RETURN_IF_ERROR(sink(std::move(t)));
         } else {
@@ -211,13 +212,15 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
       n.op = ir::Op::kQLinear;
       n.operands = std::move(ops);
       n.attrs = ir::Attrs();
-      n.attrs.set("in_scale", static_cast<double>(std::max(range / static_cast<float>(quant_max(bits.activation)), 1e-8f)));
+      n.attrs.set("in_scale",
+                  static_cast<double>(std::max(
+                      range / static_cast<float>(numerics::quant_max(bits.activation)), 1e-8f)));
       n.attrs.set("in_bits", int64_t{bits.activation});
       if (per_token) n.attrs.set("in_dynamic", int64_t{1});
       if (asym_inputs) {  // calibration.method 2 / 3: a zero point per token, or a calibrated one
         n.attrs.set("in_asym", int64_t{1});
         if (!per_token) {
-          const AffineParams a = static_affine(st->second, range, bits.activation);
+          const numerics::AffineParams a = static_affine(st->second, range, bits.activation);
           n.attrs.set("in_scale", static_cast<double>(a.scale));
           n.attrs.set("in_zero", int64_t{a.zero});
         }
@@ -285,8 +288,10 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
             const size_t partner = static_cast<size_t>(h * hd + (c < rd / 2 ? c + rd / 2 : c - rd / 2));
             range = std::max(range, k_reach(partner));
           }
-          k_scale[i] = std::max(range / static_cast<double>(quant_max(kb)), 1e-8);
-          v_scale[i] = std::max(channel_reach(*vs, i, v_offset[i]) / static_cast<double>(quant_max(vb)), 1e-8);
+          k_scale[i] = std::max(range / static_cast<double>(numerics::quant_max(kb)), 1e-8);
+          v_scale[i] = std::max(
+              channel_reach(*vs, i, v_offset[i]) / static_cast<double>(numerics::quant_max(vb)),
+              1e-8);
         }
       }
       // Q is multiplied by its KV head's K scales before its own 8-bit quantization.
@@ -298,7 +303,8 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
           m = std::max(m, static_cast<double>(qs->channel_absmax[static_cast<size_t>(h * hd + c)]) *
                               k_scale[static_cast<size_t>((h / group) * hd + c)]);
         }
-        q_scale[static_cast<size_t>(h)] = std::max(m / static_cast<double>(quant_max(8)), 1e-8);
+        q_scale[static_cast<size_t>(h)] =
+            std::max(m / static_cast<double>(numerics::quant_max(8)), 1e-8);
       }
       const bool p16 = matches_any(options.bit().layer_overrides().activation16_bits(), n.name);
       n.attrs.set("k_bits", int64_t{kb});

@@ -99,7 +99,7 @@ class RotationCheck final : public Pass {
     const std::vector<BlockNodes> blocks = block_nodes(g);
     const size_t samples = std::min<size_t>(ctx.num_samples, kSamples);
     QBC_ASSIGN_OR_RETURN(BlockRunner runner, BlockRunner::create(g, samples, *ctx.samples, ctx.session));
-    const ref::WeightReader reader = ctx.weights->reader();
+    const ir::WeightReader reader = ctx.weights->reader();
     const int64_t per_sample = std::max<int64_t>(1, kRows / static_cast<int64_t>(samples));
     std::unique_ptr<Rotation> rot;
     double plain = 0, rotated = 0;

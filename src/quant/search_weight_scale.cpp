@@ -55,8 +55,8 @@
 #include <string>
 #include <vector>
 
+#include "qbc/numerics/quantizer.h"
 #include "qbc/quant/block_runner.h"
-#include "qbc/quant/fakequant.h"
 #include "qbc/quant/gptq.h"
 #include "qbc/quant/weight_passes.h"
 #include "qbc/support/logging.h"
@@ -156,7 +156,7 @@ class SearchWeightScale final : public Pass {
     const auto users = consumers(g);
     const std::vector<BlockNodes> blocks = block_nodes(g);
     QBC_ASSIGN_OR_RETURN(BlockRunner runner, BlockRunner::create(g, ctx.num_samples, *ctx.samples, ctx.session));
-    const ref::WeightReader reader = ctx.weights->reader();
+    const ir::WeightReader reader = ctx.weights->reader();
     bool changed = false;
     size_t done = 0;
     for (size_t s = 0; s < runner.num_segments(); ++s) {
@@ -283,8 +283,8 @@ class SearchWeightScale final : public Pass {
     return kept;
   }
 
-  StatusOr<bool> run_block(PassContext& ctx, BlockRunner& runner, size_t s, const ref::WeightReader& reader,
-                           std::vector<Group> groups) {
+  StatusOr<bool> run_block(PassContext& ctx, BlockRunner& runner, size_t s,
+                           const ir::WeightReader& reader, std::vector<Group> groups) {
     const ir::Graph& g = *ctx.graph;
     // 1. The group inputs, on the float stream.
     std::map<std::string, Rows> rows;
@@ -415,7 +415,7 @@ class SearchWeightScale final : public Pass {
       for (const Member& m : grp.members) {
         if (m.bits >= 16) continue;
         const Matrix& wm = w.at(m.weight);
-        const int qm = static_cast<int>(quant_max(m.bits));
+        const int qm = static_cast<int>(numerics::quant_max(m.bits));
         // At most kSearchRows evenly spaced rows: α is one number per group.
         const int64_t nr = std::min(wm.rows, kSearchRows);
         const int64_t chunks = (nr + kRowChunk - 1) / kRowChunk;
@@ -493,7 +493,7 @@ class SearchWeightScale final : public Pass {
     f.bits = bits;
     f.codes.assign(static_cast<size_t>(wm.rows * wm.cols), 0);
     f.scales.assign(static_cast<size_t>(wm.rows), 0.0f);
-    const int qm = static_cast<int>(quant_max(bits));
+    const int qm = static_cast<int>(numerics::quant_max(bits));
     const int64_t in = wm.cols;
     const int64_t chunks = (wm.rows + kRowChunk - 1) / kRowChunk;
     parallel_for(chunks, threads_, [&](int64_t ci) {

@@ -2,7 +2,7 @@
 
 namespace qbc::quant {
 
-WeightStore::WeightStore(ref::WeightReader source) : source_(std::move(source)) {}
+WeightStore::WeightStore(ir::WeightReader source) : source_(std::move(source)) {}
 
 WeightStore::~WeightStore() {
   if (scratch_ != nullptr) std::fclose(scratch_);
@@ -72,7 +72,7 @@ std::map<std::string, std::vector<float>> WeightStore::rewritten_weights() const
   return out;
 }
 
-ref::WeightReader WeightStore::reader() const {
+ir::WeightReader WeightStore::reader() const {
   return [this](const ir::Weight& w, std::vector<float>* out) { return read(w, out); };
 }
 

@@ -3,10 +3,10 @@
 
 #include <torch/torch.h>
 
-#include "qbc/ir/rope_frequencies.h"
-
 #include <algorithm>
 #include <cmath>
+
+#include "qbc/numerics/rope_frequencies.h"
 
 namespace qbc::ref::kernels {
 
@@ -24,8 +24,8 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps, double
 }
 
 std::vector<double> RopeTable::frequencies(int64_t max_pos) const {
-  return ir::rope_frequencies(inv_freq, long_inv_freq, dynamic_factor, original_max_positions, theta,
-                              rotary_dim, max_pos);
+  return numerics::rope_frequencies(inv_freq, long_inv_freq, dynamic_factor, original_max_positions,
+                                    theta, rotary_dim, max_pos);
 }
 
 void rope_cos_sin(const RopeTable& table, const std::vector<int64_t>& positions,

@@ -26,7 +26,7 @@ void put(std::ofstream& f, const T& v) {
 
 }  // namespace
 
-StatusOr<PerplexityResult> perplexity(Runner& session, const std::vector<int32_t>& tokens,
+StatusOr<PerplexityResult> perplexity(runner::Runner& session, const std::vector<int32_t>& tokens,
                                       int64_t ctx, int32_t bos_id,
                                       const PerplexityOptions& options) {
   const int64_t n_tokens = static_cast<int64_t>(tokens.size());

@@ -16,7 +16,7 @@
 #include "ops.h"
 #include "qbc/ir/builder.h"
 #include "qbc/ir/verifier.h"
-#include "qbc/ref/evaluator.h"
+#include "qbc/ref/session.h"
 
 namespace qbc::ref {
 namespace {
@@ -76,7 +76,7 @@ struct Session::Impl {
   bool keep = false;
   std::map<std::string, at::Tensor> kept;
 
-  Status load(const WeightReader& reader);
+  Status load(const ir::WeightReader& reader);
   Status prepare();
   Status run(at::Tensor x, std::vector<float>* logits);
   Status exec(Step& st, std::vector<at::Tensor>& values, int64_t s,
@@ -84,7 +84,7 @@ struct Session::Impl {
   Status check_tokens(const std::vector<int32_t>& tokens) const;
 };
 
-Status Session::Impl::load(const WeightReader& reader) {
+Status Session::Impl::load(const ir::WeightReader& reader) {
   // Weights naming the same source tensor (tied embeddings) are read once.
   std::map<std::string, at::Tensor> by_tensor;
   std::map<std::string, at::Tensor> by_name;
@@ -370,14 +370,14 @@ Status Session::Impl::run(at::Tensor x, std::vector<float>* logits) {
 }
 
 Status Session::Impl::check_tokens(const std::vector<int32_t>& tokens) const {
-  return ref::check_token_ids(tokens, embed_rows);
+  return runner::check_token_ids(tokens, embed_rows);
 }
 
 Session::Session() : impl_(std::make_unique<Impl>()) {}
 Session::~Session() = default;
 
 StatusOr<std::unique_ptr<Session>> Session::create_in_plugin(const ir::Graph& g,
-                                                             const WeightReader& weights,
+                                                             const ir::WeightReader& weights,
                                                              const SessionOptions& options) {
   QBC_RETURN_IF_ERROR(ir::verify(g));
   std::unique_ptr<Session> s(new Session());
@@ -445,8 +445,8 @@ Status Session::embed(const std::vector<int32_t>& tokens, std::vector<float>* ou
   if (!impl_->host_embedding.defined()) {
     return failed_precondition("graph '", impl_->graph.name(), "' has no host embedding weight");
   }
-  return embed_tokens(impl_->host_embedding.data_ptr<float>(), impl_->embed_rows, impl_->hidden, tokens,
-                      out);
+  return runner::embed_tokens(impl_->host_embedding.data_ptr<float>(), impl_->embed_rows,
+                              impl_->hidden, tokens, out);
 }
 
 void Session::set_keep_activations(bool keep) {
@@ -474,7 +474,7 @@ Status Session::activation(const std::string& node, std::vector<float>* out,
 
 // The plugin's entry point, looked up by the loader (session_loader.cpp) with dlsym.
 extern "C" __attribute__((visibility("default"))) qbc::ref::Session* qbc_ref_create_session(
-    const qbc::ir::Graph* g, const qbc::ref::WeightReader* weights,
+    const qbc::ir::Graph* g, const qbc::ir::WeightReader* weights,
     const qbc::ref::SessionOptions* options, qbc::Status* error) {
   auto s = qbc::ref::Session::create_in_plugin(*g, *weights, *options);
   if (!s.ok()) {

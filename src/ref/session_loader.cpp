@@ -8,12 +8,13 @@
 #include <filesystem>
 #include <mutex>
 
-#include "qbc/ref/evaluator.h"
+#include "qbc/ref/session.h"
 
 namespace qbc::ref {
 namespace {
 
-using CreateFn = Session* (*)(const ir::Graph*, const WeightReader*, const SessionOptions*, Status*);
+using CreateFn = Session* (*)(const ir::Graph*, const ir::WeightReader*, const SessionOptions*,
+                              Status*);
 
 constexpr const char* kPluginName = "libqbc_ref_torch.so";
 
@@ -53,7 +54,8 @@ const Plugin& plugin() {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Session>> Session::create(const ir::Graph& g, const WeightReader& weights,
+StatusOr<std::unique_ptr<Session>> Session::create(const ir::Graph& g,
+                                                   const ir::WeightReader& weights,
                                                    const SessionOptions& options) {
   const Plugin& p = plugin();
   if (!p.create) return internal_error("cannot load the LibTorch reference runtime", p.error);

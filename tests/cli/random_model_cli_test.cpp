@@ -10,6 +10,7 @@
 #include "qbc/frontend/hparams.h"
 #include "qbc/frontend/random_model.h"
 #include "qbc/frontend/safetensors.h"
+#include "qbc/tensorfile/dtype.h"
 #include "test_support.h"
 
 namespace qbc {
@@ -55,7 +56,7 @@ TEST(RandomModelCli, WritesReadableTinyModel) {
     const frontend::SafetensorsTensor* t = ckpt->find(s.name);
     ASSERT_NE(t, nullptr) << s.name;
     EXPECT_EQ(t->shape, s.shape) << s.name;
-    EXPECT_EQ(t->dtype, frontend::DType::kF32) << s.name;
+    EXPECT_EQ(t->dtype, tensorfile::DType::kF32) << s.name;
   }
   std::vector<float> v;
   QBC_ASSERT_OK(ckpt->read_f32("model.norm.weight", &v));
@@ -109,7 +110,7 @@ TEST(RandomModelCli, ShrinksLlama32Config) {
   EXPECT_EQ(ckpt->find("lm_head.weight"), nullptr);  // Llama 3.2 ties its embeddings.
   const frontend::SafetensorsTensor* k = ckpt->find("model.layers.1.self_attn.k_proj.weight");
   ASSERT_NE(k, nullptr);
-  EXPECT_EQ(k->dtype, frontend::DType::kBF16);
+  EXPECT_EQ(k->dtype, tensorfile::DType::kBF16);
   EXPECT_EQ(k->shape, (std::vector<int64_t>{64, 128}));
   // Keys the overrides do not touch are kept.
   const auto src = nlohmann::json::parse(read_file(config));

@@ -33,7 +33,13 @@ Status run_dump_config(const DumpOptions& o) {
   if (o.origins) return emit_output(o.output, config::origins_table(cfg.options, cfg.origins));
   const std::string json = config::to_json(cfg.options);
   events::result("dump-config", json);
-  return emit_output(o.output, format == "json" ? json : config::to_yaml(cfg.options));
+  const std::string text = format == "json" ? json : config::to_yaml(cfg.options);
+  QBC_RETURN_IF_ERROR(emit_output(o.output, text));
+  if (!o.output.empty() && o.output != "-") {
+    events::summary("dump-config", "wrote " + o.output + " (" + format + ", " + std::to_string(text.size()) +
+                                       " bytes, every key of the effective configuration)");
+  }
+  return ok_status();
 }
 
 Status run_presets(bool as_json) {

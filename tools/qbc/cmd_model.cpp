@@ -1,4 +1,6 @@
 // qbc parse, qbc inspect: importing a model into MBLT and looking at the result.
+#include <chrono>
+#include <filesystem>
 #include <map>
 #include "qbc_git_describe.h"
 #include <nlohmann/json.hpp>
@@ -10,6 +12,7 @@
 #include "qbc/ir/text.h"
 #include "qbc/support/file_util.h"
 #include "qbc/support/logging.h"
+#include "qbc/support/progress.h"
 
 namespace qbc::cli {
 namespace {
@@ -23,14 +26,22 @@ struct ParseOptions {
 Status run_parse(const ParseOptions& o) {
   if (o.output.empty()) return invalid_argument("parse: -o OUT.mblt is required");
   if (!driver::is_mblt_path(o.output)) return invalid_argument("parse: output ", o.output, " must end in .mblt");
+  const auto t0 = std::chrono::steady_clock::now();
   QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_config(o.config));
   QBC_ASSIGN_OR_RETURN(driver::LoadedModel m, driver::import_model(o.model, cfg));
   m.graph.metadata["producer"] = "qbc " QBC_VERSION " (" QBC_GIT_DESCRIBE ")";
   QBC_RETURN_IF_ERROR(ir::save(m.graph, o.output));
-  log("cli").info("wrote {} ({} nodes, {} weights)", o.output, m.graph.nodes().size(), m.graph.weights().size());
-  nlohmann::ordered_json r = {{"output", o.output}, {"nodes", m.graph.nodes().size()},
-                              {"weights", m.graph.weights().size()}};
+  std::error_code ec;
+  const auto bytes = static_cast<int64_t>(std::filesystem::file_size(o.output, ec));
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  nlohmann::ordered_json r = {{"output", o.output}, {"bytes", bytes}, {"nodes", m.graph.nodes().size()},
+                              {"weights", m.graph.weights().size()}, {"seconds", secs}};
   events::result("parse", r.dump());
+  events::summary("parse", "wrote " + o.output + " (" + std::to_string(bytes) + " bytes; " +
+                               std::to_string(m.graph.nodes().size()) + " nodes, " +
+                               std::to_string(m.graph.weights().size()) + " weights referenced in the source) in " +
+                               progress::format_duration(secs),
+                  r.dump());
   return ok_status();
 }
 

@@ -15,6 +15,7 @@
 #include "qbc/frontend/random_model.h"
 #include "qbc/support/file_util.h"
 #include "qbc/support/logging.h"
+#include "qbc/tensorfile/dtype.h"
 
 namespace qbc::cli {
 namespace {
@@ -36,31 +37,31 @@ struct RandomModelFlags {
   Override layers, hidden, intermediate, vocab, heads, kv_heads, head_dim;
 };
 
-StatusOr<frontend::DType> parse_dtype_flag(const std::string& name) {
-  if (name == "f32") return frontend::DType::kF32;
-  if (name == "f16") return frontend::DType::kF16;
-  if (name == "bf16") return frontend::DType::kBF16;
+StatusOr<tensorfile::DType> parse_dtype_flag(const std::string& name) {
+  if (name == "f32") return tensorfile::DType::kF32;
+  if (name == "f16") return tensorfile::DType::kF16;
+  if (name == "bf16") return tensorfile::DType::kBF16;
   return invalid_argument("--dtype ", name, ": expected f32, f16 or bf16");
 }
 
 // The weight dtype when --dtype is not given: the config's torch_dtype ("dtype" in newer
 // configs) when it is float32, float16 or bfloat16, else f32. Unreadable configs give f32 here;
 // write_random_model() reports them properly.
-frontend::DType default_dtype(const std::string& config_path) {
-  if (config_path.empty()) return frontend::DType::kF32;
+tensorfile::DType default_dtype(const std::string& config_path) {
+  if (config_path.empty()) return tensorfile::DType::kF32;
   StatusOr<std::string> text = read_text_file(config_path);
-  if (!text.ok()) return frontend::DType::kF32;
+  if (!text.ok()) return tensorfile::DType::kF32;
   const nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) return frontend::DType::kF32;
+  if (!j.is_object()) return tensorfile::DType::kF32;
   for (const char* key : {"torch_dtype", "dtype"}) {
     const auto it = j.find(key);
     if (it == j.end() || !it->is_string()) continue;
     const std::string& v = it->get_ref<const std::string&>();
-    if (v == "float16") return frontend::DType::kF16;
-    if (v == "bfloat16") return frontend::DType::kBF16;
-    return frontend::DType::kF32;
+    if (v == "float16") return tensorfile::DType::kF16;
+    if (v == "bfloat16") return tensorfile::DType::kBF16;
+    return tensorfile::DType::kF32;
   }
-  return frontend::DType::kF32;
+  return tensorfile::DType::kF32;
 }
 
 // The output folder must be missing, empty, or (with --force) an existing folder.
@@ -138,7 +139,7 @@ Status run_random_model(const RandomModelFlags& f) {
   }
   const size_t tensors = frontend::hf_tensor_specs(hp).size();
   const int64_t params = hp.param_counts().total();
-  const std::string dtype_text(frontend::dtype_name(o.dtype));
+  const std::string dtype_text(tensorfile::dtype_name(o.dtype));
   log("frontend")
       .info("random-model: wrote {} tensors ({} parameters, {} bytes) to {} in {:.2f} s", tensors,
             params, bytes, dir.string(), seconds);

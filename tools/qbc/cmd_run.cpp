@@ -34,7 +34,7 @@ Status run_run(const RunOptions& o) {
   QBC_ASSIGN_OR_RETURN(frontend::Tokenizer tok, driver::load_tokenizer(m));
   ref::SessionOptions so;
   so.threads = o.threads;
-  QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Runner> session, driver::make_runner(m, so));
+  QBC_ASSIGN_OR_RETURN(std::unique_ptr<runner::Runner> session, driver::make_runner(m, so));
   const std::vector<int32_t> prompt = tok.encode(o.prompt, tok.add_bos_default());
   driver::SamplingOptions s;
   s.greedy = o.greedy || o.temperature <= 0;
@@ -96,12 +96,13 @@ struct EvalOptions {
 };
 
 // The accuracy report: the model against a float reference on the same tokens.
-Status run_compare(const EvalOptions& o, const driver::LoadedModel& m, ref::Runner& test,
-                   const std::vector<int32_t>& tokens, int32_t bos, const config::ResolvedConfig& cfg) {
+Status run_compare(const EvalOptions& o, const driver::LoadedModel& m, runner::Runner& test,
+                   const std::vector<int32_t>& tokens, int32_t bos,
+                   const config::ResolvedConfig& cfg) {
   QBC_ASSIGN_OR_RETURN(driver::LoadedModel r, driver::open_model(o.reference, cfg));
   ref::SessionOptions so;
   so.threads = o.threads;
-  QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Runner> reference, driver::make_runner(r, so));
+  QBC_ASSIGN_OR_RETURN(std::unique_ptr<runner::Runner> reference, driver::make_runner(r, so));
   // Block outputs and every projection present in both graphs.
   std::vector<driver::LayerError> nodes;
   for (const ir::Node& n : m.graph.nodes()) {
@@ -131,7 +132,7 @@ Status run_eval(const EvalOptions& o) {
   QBC_ASSIGN_OR_RETURN(frontend::Tokenizer tok, driver::load_tokenizer(m));
   ref::SessionOptions so;
   so.threads = o.threads;
-  QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Runner> session, driver::make_runner(m, so));
+  QBC_ASSIGN_OR_RETURN(std::unique_ptr<runner::Runner> session, driver::make_runner(m, so));
   // As llama-perplexity: the whole text is one sequence, with BOS when the model adds one.
   const std::vector<int32_t> tokens = tok.encode(text, tok.add_bos_default());
   if (static_cast<int64_t>(tokens.size()) < o.ctx) {

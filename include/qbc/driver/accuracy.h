@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "qbc/ref/evaluator.h"
+#include "qbc/runner/runner.h"
 #include "qbc/support/status.h"
 
 namespace qbc::driver {
@@ -45,7 +45,7 @@ struct CompareOptions {
 /// replaces each chunk's first token, the second half is scored) and compares
 /// next-token distributions and per-node outputs. `nodes` are the node names
 /// (with op and block) to report SQNR for; both graphs must have them.
-StatusOr<AccuracyReport> compare_models(ref::Runner& test, ref::Runner& reference,
+StatusOr<AccuracyReport> compare_models(runner::Runner& test, runner::Runner& reference,
                                         const std::vector<int32_t>& tokens, int32_t bos_id,
                                         const std::vector<LayerError>& nodes,
                                         const CompareOptions& options);

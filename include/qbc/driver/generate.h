@@ -8,7 +8,8 @@
 
 #include "qbc/driver/model_loader.h"
 #include "qbc/frontend/tokenizer.h"
-#include "qbc/ref/evaluator.h"
+#include "qbc/ref/session.h"
+#include "qbc/runner/runner.h"
 
 namespace qbc::driver {
 
@@ -21,8 +22,8 @@ bool is_quantized(const ir::Graph& g);
 
 /// The runner for a model: the float reference runtime for a float graph, the
 /// fake-quant evaluator (docs/numerics.md) for a quantized one.
-StatusOr<std::unique_ptr<ref::Runner>> make_runner(const LoadedModel& model,
-                                                   const ref::SessionOptions& options = {});
+StatusOr<std::unique_ptr<runner::Runner>> make_runner(const LoadedModel& model,
+                                                      const ref::SessionOptions& options = {});
 
 /// The tokenizer that ships with the model (tokenizer.json, or the GGUF vocabulary).
 StatusOr<frontend::Tokenizer> load_tokenizer(const LoadedModel& model);
@@ -61,9 +62,9 @@ struct GenerateResult {
 /// stopping after `eos_id` unless `ignore_eos`. `on_token` sees each new token.
 /// Fails with kResourceExhausted (exit 4) when prompt + max_new exceed the
 /// KV-cache capacity, before doing any work.
-StatusOr<GenerateResult> generate(ref::Runner& session, const std::vector<int32_t>& prompt, int max_new,
-                                  const SamplingOptions& sampling, int32_t eos_id, bool ignore_eos,
-                                  int64_t cache_capacity,
+StatusOr<GenerateResult> generate(runner::Runner& session, const std::vector<int32_t>& prompt,
+                                  int max_new, const SamplingOptions& sampling, int32_t eos_id,
+                                  bool ignore_eos, int64_t cache_capacity,
                                   const std::function<void(int32_t)>& on_token = nullptr);
 
 /// The smallest KV-cache capacity over the graph's attention nodes.

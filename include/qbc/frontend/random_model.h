@@ -13,9 +13,9 @@
 #include <string_view>
 #include <vector>
 
-#include "qbc/frontend/dtype.h"
 #include "qbc/frontend/hparams.h"
 #include "qbc/support/status.h"
+#include "qbc/tensorfile/dtype.h"
 
 namespace qbc::frontend {
 
@@ -70,7 +70,7 @@ struct RandomModelOptions {
   /// Folder receiving config.json and model.safetensors (created when missing).
   std::filesystem::path output_dir;
   /// Weight dtype: kF32, kF16 or kBF16.
-  DType dtype = DType::kF32;
+  tensorfile::DType dtype = tensorfile::DType::kF32;
   /// PRNG seed; equal seeds give byte-identical files.
   uint64_t seed = 0;
   /// Keys replaced in the source config before anything is written.
@@ -84,7 +84,7 @@ struct RandomModelOptions {
 /// config in errors (kInvalidArgument for bad JSON).
 StatusOr<std::string> apply_config_overrides(std::string_view config_json, std::string_view source,
                                              const ConfigOverrides& overrides,
-                                             std::optional<DType> dtype);
+                                             std::optional<tensorfile::DType> dtype);
 
 /// Writes `<output_dir>/config.json` (the source config with overrides applied and torch_dtype
 /// updated) and `<output_dir>/model.safetensors` holding every tensor of hf_tensor_specs() with

@@ -12,19 +12,16 @@
 #include <string_view>
 #include <vector>
 
-#include "qbc/frontend/dtype.h"
 #include "qbc/frontend/mapped_file.h"
 #include "qbc/support/status.h"
+#include "qbc/tensorfile/dtype.h"
 
 namespace qbc::frontend {
-
-/// Header length limit (100 MiB), as in the reference safetensors implementation.
-inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100ull << 20;
 
 /// One tensor of a safetensors file: its header entry plus a view of its bytes.
 struct SafetensorsTensor {
   std::string name;
-  DType dtype = DType::kF32;
+  tensorfile::DType dtype = tensorfile::DType::kF32;
   /// Row-major (PyTorch) shape; empty for a scalar.
   std::vector<int64_t> shape;
   /// `data_offsets` from the header: [begin, end) relative to the data area.

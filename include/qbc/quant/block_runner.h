@@ -12,8 +12,9 @@
 #include <vector>
 
 #include "qbc/ir/graph.h"
+#include "qbc/ir/weight_reader.h"
 #include "qbc/quant/calibrate.h"
-#include "qbc/ref/evaluator.h"
+#include "qbc/ref/session.h"
 #include "qbc/support/status.h"
 
 namespace qbc::quant {
@@ -38,13 +39,14 @@ class BlockRunner {
   /// Runs segment `s` (which must be the current one: segments go in order) with
   /// `weights` on every sample's current stream and calls `visit` after each. With
   /// `keep_outputs`, the outputs are kept for advance_from_last_run().
-  Status run(size_t s, const ref::WeightReader& weights, const Visitor& visit, bool keep_outputs = false);
+  Status run(size_t s, const ir::WeightReader& weights, const Visitor& visit,
+             bool keep_outputs = false);
   /// Makes the outputs of the last run(s, ..., keep_outputs = true) the next segment's
   /// stream, without running the segment again.
   Status advance_from_last_run(size_t s);
   /// Runs segment `s` once more with `weights` and makes its outputs the stream the next
   /// segment reads (call once per segment, after the last run()).
-  Status advance(size_t s, const ref::WeightReader& weights);
+  Status advance(size_t s, const ir::WeightReader& weights);
 
  private:
   struct Segment {

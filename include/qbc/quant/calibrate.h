@@ -10,7 +10,9 @@
 
 #include "compile_options.pb.h"
 #include "qbc/ir/graph.h"
-#include "qbc/ref/evaluator.h"
+#include "qbc/ir/weight_reader.h"
+#include "qbc/ref/session.h"
+#include "qbc/runner/runner.h"
 #include "qbc/support/status.h"
 
 namespace qbc::quant {
@@ -60,7 +62,7 @@ std::vector<std::string> observed_nodes(const ir::Graph& g);
 /// Runs `samples` (count `n`) through `runner` (a float session of `g`) and
 /// collects statistics of the observed nodes: a max pass, and a histogram pass
 /// when `mode` needs one. Progress is reported as events::progress("calib").
-StatusOr<CalibStats> collect_stats(const ir::Graph& g, ref::Runner& runner, size_t n,
+StatusOr<CalibStats> collect_stats(const ir::Graph& g, runner::Runner& runner, size_t n,
                                    const SampleSource& samples, int mode);
 
 /// The same statistics, computed block by block so that only one decoder block's
@@ -69,8 +71,8 @@ StatusOr<CalibStats> collect_stats(const ir::Graph& g, ref::Runner& runner, size
 /// becomes its own float session over `weights`, and every sample's residual stream
 /// is carried from one segment to the next ([seq, hidden] floats per sample). Equal
 /// to collect_stats() on the same samples up to float summation order.
-StatusOr<CalibStats> collect_stats_blockwise(const ir::Graph& g, const ref::WeightReader& weights, size_t n,
-                                             const SampleSource& samples, int mode,
+StatusOr<CalibStats> collect_stats_blockwise(const ir::Graph& g, const ir::WeightReader& weights,
+                                             size_t n, const SampleSource& samples, int mode,
                                              const ref::SessionOptions& session = {});
 
 /// The clipping range of a per-tensor activation for `options.calibration()`:

@@ -2,7 +2,8 @@
 // numerics (docs/numerics.md). It runs an MBLT graph, quantized or not, with plain
 // C++ loops: integer matmuls for `qlinear` and quantized attention, fp16 values
 // between ops, fp32/fp64 arithmetic inside an op exactly as the spec names it.
-// Single-threaded and deterministic: every reduction runs in index order.
+// Single-threaded and deterministic: every reduction runs in index order. The per-op
+// kernels and scalar rules are in qbc/numerics/; this is the graph-walking part.
 #pragma once
 
 #include <cstdint>
@@ -11,38 +12,11 @@
 #include <vector>
 
 #include "qbc/ir/graph.h"
-#include "qbc/ref/evaluator.h"
+#include "qbc/ir/weight_reader.h"
+#include "qbc/runner/runner.h"
 #include "qbc/support/status.h"
 
 namespace qbc::quant {
-
-/// Rounds `x` once, to nearest even, to the closest IEEE binary16 value (returned as
-/// float; overflow gives ±infinity, NaN stays NaN). Rounds directly from fp64, so it
-/// avoids the double rounding of fp64 -> fp32 -> fp16.
-float round_fp16(double x);
-
-/// The largest code of a symmetric `bits`-bit quantizer: 2^(bits-1) - 1.
-int64_t quant_max(int bits);
-
-/// The symmetric quantizer of docs/numerics.md: clamp(rne((x - offset) / scale), -qmax-1,
-/// qmax), the subtraction, division and rounding in fp64 from the fp32 `scale` and
-/// `offset` (a KV channel's offset; 0 everywhere else).
-int32_t quantize_symmetric(double x, float scale, int bits, float offset = 0.0f);
-
-/// The scale and zero point of an asymmetric `bits`-bit quantizer (docs/numerics.md).
-struct AffineParams {
-  float scale = 1e-8f;
-  int32_t zero = 0;  ///< A code of the signed range [−2^(bits−1), 2^(bits−1) − 1].
-};
-
-/// The asymmetric quantizer of a range [lo, hi] holding 0, given as `span` = hi − lo and
-/// `neg_lo` = −lo (callers form them in fp64 in their own order): s = max(fp32(span /
-/// (2^bits − 1)), 1e-8) and z = clamp(rne(neg_lo / s), 0, 2^bits − 1) − 2^(bits−1).
-AffineParams affine_params(double span, double neg_lo, int bits);
-
-/// The softmax probability codes: P is stored as unsigned `bits`-bit integers (8 or
-/// 16) with the fixed scale fp32(1 / (2^bits - 1)).
-float prob_scale(int bits);
 
 /// A copy of one attention node's KV cache.
 struct KvCacheSnapshot {
@@ -57,7 +31,7 @@ struct KvCacheSnapshot {
 };
 
 /// Runs an MBLT graph with the integer/fp16 numerics of docs/numerics.md (batch 1),
-/// token by token with a KV cache per attention node. Implements ref::Runner, so
+/// token by token with a KV cache per attention node. Implements runner::Runner, so
 /// perplexity, generation and accuracy reports run on it like on ref::Session.
 ///
 /// Value rules: `inputs_embeds` is rounded to fp16 at the boundary; body ops produce
@@ -66,12 +40,12 @@ struct KvCacheSnapshot {
 /// each token's computation does not depend on how tokens are batched: a prompt run at
 /// once and the same prompt run token by token give bitwise identical logits (unless a
 /// rope node switches frequencies by sequence length, as dynamic NTK and LongRoPE do).
-class FakeQuantSession final : public ref::Runner {
+class FakeQuantSession final : public runner::Runner {
  public:
   /// Loads every weight of `g` through `weights` (integer weights arrive as exact
   /// integer-valued floats) and prepares empty caches. Errors name the node or weight.
   static StatusOr<std::unique_ptr<FakeQuantSession>> create(const ir::Graph& g,
-                                                            const ref::WeightReader& weights);
+                                                            const ir::WeightReader& weights);
   ~FakeQuantSession() override;
 
   Status forward(const std::vector<int32_t>& tokens, std::vector<float>* logits) override;

@@ -16,6 +16,7 @@
 #include "qbc/quant/calibrate.h"
 #include "qbc/quant/quantize.h"
 #include "qbc/quant/weight_store.h"
+#include "qbc/ref/session.h"
 #include "qbc/support/status.h"
 
 namespace qbc::quant {

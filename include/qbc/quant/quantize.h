@@ -11,18 +11,18 @@
 #include <vector>
 
 #include "compile_options.pb.h"
-#include "qbc/frontend/safetensors_writer.h"
 #include "qbc/ir/graph.h"
+#include "qbc/ir/weight_reader.h"
 #include "qbc/quant/calibrate.h"
-#include "qbc/ref/evaluator.h"
 #include "qbc/support/status.h"
+#include "qbc/tensorfile/safetensors_writer.h"
 
 namespace qbc::quant {
 
 /// What quantize_rtn() produced.
 struct QuantizeResult {
   ir::Graph graph;                                   ///< The quantized graph (verifies).
-  std::vector<frontend::TensorToWrite> sidecar;      ///< Integer weights and scales, by sidecar name.
+  std::vector<tensorfile::TensorToWrite> sidecar;  ///< Integer weights and scales, by sidecar name.
   int quantized_linears = 0;
   int float_linears = 0;                             ///< Left in float (weight16Bits overrides).
 };
@@ -48,7 +48,7 @@ Status check_supported(const config::CompileOptions& options);
 
 /// Receives each sidecar tensor as soon as it is made (so a multi-GB model never holds
 /// all its integer weights in memory).
-using TensorSink = std::function<Status(frontend::TensorToWrite)>;
+using TensorSink = std::function<Status(tensorfile::TensorToWrite)>;
 
 /// Integer weights a pass chose for one linear node (GPTQ, a clip search): codes
 /// [out, in] row-major in [-2^(bits-1), 2^(bits-1) - 1] and one scale per output
@@ -66,8 +66,9 @@ using FixedWeightMap = std::map<std::string, FixedWeights>;
 /// activation scales. Sidecar tensors go to `sink` when given, else to
 /// QuantizeResult::sidecar.
 StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stats,
-                                      const ref::WeightReader& weights,
-                                      const config::CompileOptions& options, const TensorSink& sink = nullptr,
+                                      const ir::WeightReader& weights,
+                                      const config::CompileOptions& options,
+                                      const TensorSink& sink = nullptr,
                                       const FixedWeightMap* fixed = nullptr);
 
 }  // namespace qbc::quant

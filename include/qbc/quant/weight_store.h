@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "qbc/ir/graph.h"
-#include "qbc/ref/evaluator.h"
+#include "qbc/ir/weight_reader.h"
 #include "qbc/support/status.h"
 
 namespace qbc::quant {
@@ -23,7 +23,7 @@ namespace qbc::quant {
 class WeightStore {
  public:
   /// `source` reads weights that no pass has rewritten; it must outlive the store.
-  explicit WeightStore(ref::WeightReader source);
+  explicit WeightStore(ir::WeightReader source);
   ~WeightStore();
   WeightStore(const WeightStore&) = delete;
   WeightStore& operator=(const WeightStore&) = delete;
@@ -44,7 +44,7 @@ class WeightStore {
   /// The first storage failure, or OK (checked after every pass by run_passes).
   const Status& status() const { return error_; }
   /// A WeightReader over this store (the store must outlive it).
-  ref::WeightReader reader() const;
+  ir::WeightReader reader() const;
 
  private:
   struct Slot {
@@ -52,7 +52,7 @@ class WeightStore {
     uint64_t count = 0;
   };
   Status read_slot(const std::string& name, const Slot& slot, std::vector<float>* out) const;
-  ref::WeightReader source_;
+  ir::WeightReader source_;
   std::FILE* scratch_ = nullptr;
   uint64_t end_ = 0;  ///< Floats used in the scratch file.
   std::map<std::string, Slot> slots_;

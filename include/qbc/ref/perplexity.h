@@ -32,7 +32,7 @@
 #include <functional>
 #include <vector>
 
-#include "qbc/ref/evaluator.h"
+#include "qbc/runner/runner.h"
 #include "qbc/support/status.h"
 
 namespace qbc::ref {
@@ -75,7 +75,7 @@ struct PerplexityResult {
 /// Resets `session` before each chunk and leaves it reset. kInvalidArgument when ctx < 2, when
 /// there are fewer than 2·ctx tokens, or for bad token ids; the session's errors (e.g.
 /// kResourceExhausted when ctx exceeds the KV cache) otherwise; errors name the chunk.
-StatusOr<PerplexityResult> perplexity(Runner& session, const std::vector<int32_t>& tokens,
+StatusOr<PerplexityResult> perplexity(runner::Runner& session, const std::vector<int32_t>& tokens,
                                       int64_t ctx, int32_t bos_id,
                                       const PerplexityOptions& options = {});
 

@@ -11,8 +11,8 @@
 #include <random>
 
 #include "gguf_bytes.h"
-#include "qbc/frontend/dtype.h"
 #include "qbc/frontend/safetensors.h"
+#include "qbc/tensorfile/dtype.h"
 #include "support/test_support.h"
 
 namespace qbc::frontend {
@@ -226,7 +226,7 @@ TEST(GgufTest, QuantizedFilesMatchF32WithinQuantizationError) {
 
 // ---- Handmade quant blocks (layouts from ggml-common.h). ----
 
-std::string fp16_bytes(float v) { return enc<uint16_t>(f32_to_fp16(v)); }
+std::string fp16_bytes(float v) { return enc<uint16_t>(tensorfile::f32_to_fp16(v)); }
 
 std::string nibbles() {  // byte j: low nibble j, high nibble 15 - j
   std::string qs;

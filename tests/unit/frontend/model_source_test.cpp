@@ -12,8 +12,8 @@
 
 #include "qbc/frontend/random_model.h"
 #include "qbc/frontend/safetensors.h"
-#include "qbc/frontend/safetensors_writer.h"
 #include "qbc/support/hash.h"
+#include "qbc/tensorfile/safetensors_writer.h"
 #include "test_models.h"
 #include "test_support.h"
 
@@ -164,7 +164,8 @@ TEST(ModelSourceTest, TinyHfCheckpointsValidate) {
 
 // ---- Random models of every family. ----
 
-fs::path write_random(const std::string& config_name, DType dtype = DType::kF32) {
+fs::path write_random(const std::string& config_name,
+                      tensorfile::DType dtype = tensorfile::DType::kF32) {
   RandomModelOptions o;
   if (!config_name.empty()) {
     o.config_path = ::qbc::testing::shared_dir() / "model-configs" / config_name / "config.json";
@@ -183,7 +184,7 @@ TEST(ModelSourceTest, RandomModelsOfEveryFamilyValidate) {
   for (const char* name :
        {"Llama-3.2-1B-Instruct", "Mistral-7B-Instruct-v0.3", "Qwen2.5-0.5B-Instruct", "Qwen3-0.6B",
         "gemma-2-2b-it", "SmolLM2-135M-Instruct"}) {
-    const fs::path dir = write_random(name, DType::kBF16);
+    const fs::path dir = write_random(name, tensorfile::DType::kBF16);
     auto src = ModelSource::open(dir);
     QBC_ASSERT_OK(src);
     QBC_ASSERT_OK(src->validate());
@@ -196,12 +197,12 @@ TEST(ModelSourceTest, RandomModelsOfEveryFamilyValidate) {
 // Rewrites `dir`/model.safetensors through `edit`, which may drop or change tensors.
 template <typename Edit>
 void rewrite_checkpoint(const fs::path& dir, Edit edit) {
-  std::vector<TensorToWrite> out;
+  std::vector<tensorfile::TensorToWrite> out;
   {
     auto file = SafetensorsFile::open(dir / "model.safetensors");
     ASSERT_TRUE(file.ok()) << file.status().to_string();
     for (const SafetensorsTensor& t : file->tensors()) {
-      TensorToWrite w;
+      tensorfile::TensorToWrite w;
       w.name = t.name;
       w.dtype = t.dtype;
       w.shape = t.shape;
@@ -209,14 +210,15 @@ void rewrite_checkpoint(const fs::path& dir, Edit edit) {
       if (edit(w)) out.push_back(std::move(w));
     }
   }
-  const Status s = write_safetensors(dir / "model.safetensors", out);
+  const Status s = tensorfile::write_safetensors(dir / "model.safetensors", out);
   ASSERT_TRUE(s.ok()) << s.to_string();
 }
 
 TEST(ModelSourceTest, MissingTensorIsNamedWithItsFile) {
   const fs::path dir = write_random("");
-  rewrite_checkpoint(
-      dir, [](const TensorToWrite& t) { return t.name != "model.layers.1.mlp.down_proj.weight"; });
+  rewrite_checkpoint(dir, [](const tensorfile::TensorToWrite& t) {
+    return t.name != "model.layers.1.mlp.down_proj.weight";
+  });
   auto src = ModelSource::open(dir);
   QBC_ASSERT_OK(src);
   const Status s = src->validate();
@@ -229,7 +231,7 @@ TEST(ModelSourceTest, MissingTensorIsNamedWithItsFile) {
 
 TEST(ModelSourceTest, TransposedTensorIsNamedWithShapes) {
   const fs::path dir = write_random("");
-  rewrite_checkpoint(dir, [](TensorToWrite& t) {
+  rewrite_checkpoint(dir, [](tensorfile::TensorToWrite& t) {
     if (t.name == "model.layers.1.mlp.down_proj.weight") std::swap(t.shape[0], t.shape[1]);
     return true;
   });
@@ -246,7 +248,7 @@ TEST(ModelSourceTest, TransposedTensorIsNamedWithShapes) {
 
 TEST(ModelSourceTest, ExtraTensorsAreWarningsNotErrors) {
   const fs::path dir = write_random("");
-  rewrite_checkpoint(dir, [](TensorToWrite& t) {
+  rewrite_checkpoint(dir, [](tensorfile::TensorToWrite& t) {
     if (t.name == "model.norm.weight") t.name = "model.rotary_emb.inv_freq";
     return true;
   });
@@ -259,12 +261,13 @@ TEST(ModelSourceTest, ExtraTensorsAreWarningsNotErrors) {
 
 TEST(ModelSourceTest, ShardedCheckpointThroughIndex) {
   const fs::path dir = write_random("");
-  std::vector<TensorToWrite> first, second;
+  std::vector<tensorfile::TensorToWrite> first, second;
   {
     auto file = SafetensorsFile::open(dir / "model.safetensors");
     QBC_ASSERT_OK(file);
     for (const SafetensorsTensor& t : file->tensors()) {
-      TensorToWrite w{t.name, t.dtype, t.shape, {t.data.data, t.data.data + t.data.size}};
+      tensorfile::TensorToWrite w{
+          t.name, t.dtype, t.shape, {t.data.data, t.data.data + t.data.size}};
       (t.name < "model.layers.1" ? first : second).push_back(std::move(w));
     }
   }
@@ -272,8 +275,8 @@ TEST(ModelSourceTest, ShardedCheckpointThroughIndex) {
   for (const auto* shard : {&first, &second}) {
     const std::string file =
         shard == &first ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
-    QBC_ASSERT_OK(write_safetensors(dir / file, *shard));
-    for (const TensorToWrite& t : *shard) {
+    QBC_ASSERT_OK(tensorfile::write_safetensors(dir / file, *shard));
+    for (const tensorfile::TensorToWrite& t : *shard) {
       weight_map += (weight_map.empty() ? "" : ",") + ("\"" + t.name + "\": \"" + file + "\"");
     }
   }

@@ -46,7 +46,7 @@ struct FamilyCase {
   const char* family;
   const char* shared_config;  // under model-configs/, or nullptr for `inline_config`
   const char* inline_config;
-  DType dtype;
+  tensorfile::DType dtype;
   bool tied;
 };
 
@@ -61,14 +61,14 @@ constexpr const char* kPhi3 = R"({"architectures": ["Phi3ForCausalLM"],
   "tie_word_embeddings": false, "sliding_window": 2047, "torch_dtype": "bfloat16"})";
 
 const FamilyCase kCases[] = {
-    {"llama", "Llama-3.2-1B-Instruct", nullptr, DType::kBF16, true},
-    {"llama", "SmolLM2-135M-Instruct", nullptr, DType::kF32, true},
-    {"mistral", "Mistral-7B-Instruct-v0.3", nullptr, DType::kF16, false},
-    {"qwen2", "Qwen2.5-0.5B-Instruct", nullptr, DType::kF32, true},
-    {"qwen3", "Qwen3-0.6B", nullptr, DType::kBF16, true},
-    {"gemma2", "gemma-2-2b-it", nullptr, DType::kF32, true},
-    {"gemma3", nullptr, kGemma3, DType::kBF16, true},
-    {"phi3", nullptr, kPhi3, DType::kF16, false},
+    {"llama", "Llama-3.2-1B-Instruct", nullptr, tensorfile::DType::kBF16, true},
+    {"llama", "SmolLM2-135M-Instruct", nullptr, tensorfile::DType::kF32, true},
+    {"mistral", "Mistral-7B-Instruct-v0.3", nullptr, tensorfile::DType::kF16, false},
+    {"qwen2", "Qwen2.5-0.5B-Instruct", nullptr, tensorfile::DType::kF32, true},
+    {"qwen3", "Qwen3-0.6B", nullptr, tensorfile::DType::kBF16, true},
+    {"gemma2", "gemma-2-2b-it", nullptr, tensorfile::DType::kF32, true},
+    {"gemma3", nullptr, kGemma3, tensorfile::DType::kBF16, true},
+    {"phi3", nullptr, kPhi3, tensorfile::DType::kF16, false},
 };
 
 class RandomModelFamilies : public ::testing::TestWithParam<FamilyCase> {};
@@ -93,9 +93,9 @@ TEST_P(RandomModelFamilies, WritesEveryHfTensor) {
   EXPECT_EQ(family_name(hp->family), c.family);
   EXPECT_EQ(hp->num_hidden_layers, 3);
   EXPECT_EQ(hp->hidden_size, 64);
-  EXPECT_EQ(hp->torch_dtype, c.dtype == DType::kF32   ? "float32"
-                             : c.dtype == DType::kF16 ? "float16"
-                                                      : "bfloat16");
+  EXPECT_EQ(hp->torch_dtype, c.dtype == tensorfile::DType::kF32   ? "float32"
+                             : c.dtype == tensorfile::DType::kF16 ? "float16"
+                                                                  : "bfloat16");
 
   auto file = SafetensorsFile::open(o.output_dir / "model.safetensors");
   QBC_ASSERT_OK(file);
@@ -147,7 +147,7 @@ INSTANTIATE_TEST_SUITE_P(Families, RandomModelFamilies, ::testing::ValuesIn(kCas
                            return std::string(info.param.family) + "_" + std::to_string(info.index);
                          });
 
-std::string write_tiny(uint64_t seed, DType dtype, const std::string& tag) {
+std::string write_tiny(uint64_t seed, tensorfile::DType dtype, const std::string& tag) {
   RandomModelOptions o;
   o.output_dir = qbc::testing::temp_dir() / tag;
   o.seed = seed;
@@ -158,7 +158,8 @@ std::string write_tiny(uint64_t seed, DType dtype, const std::string& tag) {
 }
 
 TEST(RandomModel, SameSeedIsByteIdentical) {
-  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+  for (tensorfile::DType dtype :
+       {tensorfile::DType::kF32, tensorfile::DType::kF16, tensorfile::DType::kBF16}) {
     const std::string a = write_tiny(42, dtype, "a");
     const std::string b = write_tiny(42, dtype, "b");
     const std::string c = write_tiny(43, dtype, "c");
@@ -217,7 +218,7 @@ TEST(RandomModel, OverridesKeepKeyOrderAndFixLayerTypes) {
   ConfigOverrides ov;
   ov.num_hidden_layers = 6;
   ov.hidden_size = 64;
-  auto out = apply_config_overrides(src, "src.json", ov, DType::kF16);
+  auto out = apply_config_overrides(src, "src.json", ov, tensorfile::DType::kF16);
   QBC_ASSERT_OK(out);
   const auto j = nlohmann::ordered_json::parse(*out);
   EXPECT_EQ(j.begin().key(), "architectures");
@@ -232,10 +233,10 @@ TEST(RandomModel, OverridesKeepKeyOrderAndFixLayerTypes) {
 TEST(RandomModel, Errors) {
   RandomModelOptions o;
   o.output_dir = qbc::testing::temp_dir() / "err";
-  o.dtype = DType::kI8;
+  o.dtype = tensorfile::DType::kI8;
   EXPECT_EQ(write_random_model(o).code(), Code::kUnimplemented);
 
-  o.dtype = DType::kF32;
+  o.dtype = tensorfile::DType::kF32;
   o.config_json = R"({"architectures": ["Gemma3ForConditionalGeneration"],
                       "text_config": {"hidden_size": 64}})";
   EXPECT_EQ(write_random_model(o).code(), Code::kUnimplemented);

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "qbc/frontend/safetensors_writer.h"
+#include "qbc/tensorfile/safetensors_writer.h"
 #include "support/test_support.h"
 
 namespace qbc::frontend {
@@ -21,6 +21,12 @@ namespace fs = std::filesystem;
 using ::qbc::testing::contains;
 using ::qbc::testing::temp_dir;
 using ::qbc::testing::write_file;
+using tensorfile::DType;
+using tensorfile::make_tensor;
+using tensorfile::SafetensorsStreamWriter;
+using tensorfile::TensorSpec;
+using tensorfile::TensorToWrite;
+using tensorfile::write_safetensors;
 
 // A raw safetensors file: u64 header length, `header`, then `data_bytes` bytes.
 std::string raw_file(const std::string& header, size_t data_bytes) {
@@ -94,7 +100,7 @@ TEST(SafetensorsTest, ReadsBf16CheckpointFolder) {
   for (size_t i = 0; i < values.size(); ++i) {
     uint16_t bits;
     std::memcpy(&bits, (*bias)->data.data + 2 * i, 2);
-    EXPECT_EQ(values[i], bf16_to_f32(bits));
+    EXPECT_EQ(values[i], tensorfile::bf16_to_f32(bits));
     EXPECT_TRUE(std::isfinite(values[i]));
   }
   EXPECT_EQ(f32_data(**bias).status().code(), Code::kInvalidArgument);  // Not F32.
@@ -122,7 +128,8 @@ TEST(SafetensorsTest, WriterRoundTripsF32F16Bf16AndMetadata) {
   QBC_ASSERT_OK(read_f32(*file->find("a.f32"), &out));
   EXPECT_EQ(out, a);
   QBC_ASSERT_OK(read_f32(*file->find("b.f16"), &out));
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(out[i], fp16_to_f32(f32_to_fp16(a[i])));
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_EQ(out[i], tensorfile::fp16_to_f32(tensorfile::f32_to_fp16(a[i])));
   QBC_ASSERT_OK(read_f32(*file->find("c.bf16"), &out));
   EXPECT_EQ(file->find("c.bf16")->shape, (std::vector<int64_t>{3, 2}));
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(out[i], a[i], std::fabs(a[i]) / 128);

@@ -41,7 +41,7 @@ TEST_P(BlockwiseCalibration, EqualsWholeModelCalibration) {
   QBC_REQUIRE_TRANSFORM_CASE(shared, c);
   auto m = ::qbc::testing::load_transform_case(c, shared);
   QBC_ASSERT_OK(m);
-  const ref::WeightReader reader = ref::model_weight_reader(*m->source);
+  const ir::WeightReader reader = frontend::model_weight_reader(*m->source);
   auto whole = ref::Session::create(m->graph, reader);
   QBC_ASSERT_OK(whole);
   std::vector<std::vector<float>> embeds;

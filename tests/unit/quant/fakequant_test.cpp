@@ -16,12 +16,16 @@
 #include <string>
 #include <vector>
 
-#include "qbc/frontend/dtype.h"
 #include "qbc/frontend/hparams.h"
 #include "qbc/frontend/importer.h"
 #include "qbc/frontend/model_source.h"
+#include "qbc/frontend/model_weight_reader.h"
 #include "qbc/ir/builder.h"
 #include "qbc/ir/verifier.h"
+#include "qbc/numerics/fp16.h"
+#include "qbc/numerics/quantizer.h"
+#include "qbc/ref/session.h"
+#include "qbc/tensorfile/dtype.h"
 #include "test_support.h"
 
 namespace qbc::quant {
@@ -30,8 +34,8 @@ namespace {
 using ir::DType;
 using ir::TensorType;
 
-/// fp16 rounding through the frontend's converter (independent of round_fp16).
-float h(float x) { return frontend::fp16_to_f32(frontend::f32_to_fp16(x)); }
+/// fp16 rounding through tensorfile's converter (independent of round_fp16).
+float h(float x) { return tensorfile::fp16_to_f32(tensorfile::f32_to_fp16(x)); }
 
 bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
@@ -39,7 +43,7 @@ bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
 
 using WeightMap = std::map<std::string, std::vector<float>>;
 
-ref::WeightReader map_reader(const WeightMap& m, const ref::WeightReader& fallback = nullptr) {
+ir::WeightReader map_reader(const WeightMap& m, const ir::WeightReader& fallback = nullptr) {
   return [&m, fallback](const ir::Weight& w, std::vector<float>* out) -> Status {
     auto it = m.find(w.name);
     if (it != m.end()) {
@@ -135,37 +139,6 @@ std::vector<float> run_qlinear(const QLinearCase& c, const std::vector<float>& x
   std::vector<float> y;
   EXPECT_TRUE(s.ok() && (*s)->forward_embeds(x, seq, &y).ok()) << s.status().to_string();
   return y;
-}
-
-TEST(FakeQuantPrimitives, RoundFp16MatchesConverterAndRoundsOnceFromFp64) {
-  uint32_t state = 12345;
-  for (int i = 0; i < 200000; ++i) {
-    state = state * 1664525u + 1013904223u;
-    float f;
-    std::memcpy(&f, &state, sizeof f);
-    if (std::isnan(f)) continue;
-    ASSERT_EQ(round_fp16(f), h(f)) << f;
-  }
-  // 1 + 2^-11 + 2^-40 lies just above a tie: direct rounding goes up, fp32 first would tie down.
-  const double x = 1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40);
-  EXPECT_EQ(round_fp16(x), 1.0f + std::ldexp(1.0f, -10));
-  EXPECT_EQ(h(static_cast<float>(x)), 1.0f);
-  EXPECT_TRUE(std::isinf(round_fp16(65520.0)));
-  EXPECT_EQ(round_fp16(65519.0), 65504.0f);
-}
-
-TEST(FakeQuantPrimitives, QuantizerRoundsHalfToEvenAndClamps) {
-  // fp64 division by the fp32 scale: 1 / fp32(0.1) = 9.99999985 -> 10, 0.05 / fp32(0.1) < 0.5.
-  const struct {
-    double x;
-    float scale;
-    int bits, want;
-  } cases[] = {{2.5, 1, 8, 2},        {3.5, 1, 8, 4},     {-2.5, 1, 8, -2},  {-3.5, 1, 8, -4},
-               {200, 1, 8, 127},      {-200, 1, 8, -128}, {7.5, 1, 4, 7},    {-9, 1, 4, -8},
-               {40000, 1, 16, 32767}, {1.0, 0.1f, 8, 10}, {0.05, 0.1f, 8, 0}};
-  for (const auto& c : cases) EXPECT_EQ(quantize_symmetric(c.x, c.scale, c.bits), c.want) << c.x;
-  EXPECT_EQ(prob_scale(8), 1.0f / 255.0f);
-  EXPECT_EQ(prob_scale(16), 1.0f / 65535.0f);
 }
 
 TEST(FakeQuantQLinear, HandAccumulatorsWithTiesAndClamping) {
@@ -821,7 +794,7 @@ StatusOr<Model> load_stories(const std::filesystem::path& dir) {
 }
 
 /// Logits of `ids` run one token per forward call.
-std::vector<float> token_by_token(ref::Runner& r, const std::vector<int32_t>& ids) {
+std::vector<float> token_by_token(runner::Runner& r, const std::vector<int32_t>& ids) {
   std::vector<float> all, one;
   for (int32_t id : ids) {
     EXPECT_TRUE(r.forward({id}, &one).ok());
@@ -851,7 +824,7 @@ TEST(FakeQuantStories, UnquantizedMatchesFloatReferenceUpToFp16) {
   QBC_REQUIRE_SHARED(dir, "models/stories260k");
   auto m = load_stories(dir);
   QBC_ASSERT_OK(m);
-  const ref::WeightReader reader = ref::model_weight_reader(*m->source);
+  const ir::WeightReader reader = frontend::model_weight_reader(*m->source);
   auto fq = FakeQuantSession::create(m->graph, reader);
   QBC_ASSERT_OK(fq);
   auto fl = ref::Session::create(m->graph, reader);
@@ -874,7 +847,7 @@ TEST(FakeQuantStories, UnquantizedMatchesFloatReferenceUpToFp16) {
 
 /// A test-side RTN quantization of every linear and attention node (8-bit, max
 /// calibration on `calib` through the unquantized evaluator). Sidecar weights go to `side`.
-StatusOr<ir::Graph> quantize_for_test(const Model& m, const ref::WeightReader& reader, int p_bits,
+StatusOr<ir::Graph> quantize_for_test(const Model& m, const ir::WeightReader& reader, int p_bits,
                                       WeightMap* side) {
   QBC_ASSIGN_OR_RETURN(auto run, FakeQuantSession::create(m.graph, reader));
   run->set_keep_activations(true);
@@ -904,7 +877,8 @@ StatusOr<ir::Graph> quantize_for_test(const Model& m, const ref::WeightReader& r
       for (int64_t c = 0; c < out; ++c) {
         scales.push_back(absmax(wf.data() + c * in, static_cast<size_t>(in)));
         for (int64_t i = 0; i < in; ++i) {
-          codes.push_back(static_cast<float>(quantize_symmetric(wf[c * in + i], scales.back(), 8)));
+          codes.push_back(
+              static_cast<float>(numerics::quantize_symmetric(wf[c * in + i], scales.back(), 8)));
         }
       }
       add_side(n.name + ".wq", {DType::kI8, {out, in}}, codes);
@@ -941,7 +915,7 @@ StatusOr<ir::Graph> quantize_for_test(const Model& m, const ref::WeightReader& r
         for (int64_t t = 0; t < seq; ++t) {
           for (int64_t i = 0; i < d; ++i) {
             const float sk = static_cast<float>(ks[(hq / groups) * d + i]);
-            qm = std::max(qm, std::fabs(round_fp16(q[t * heads * d + hq * d + i] * sk)));
+            qm = std::max(qm, std::fabs(numerics::round_fp16(q[t * heads * d + hq * d + i] * sk)));
           }
         }
         qs.push_back(std::max(qm / 127.0f, 1e-8f));
@@ -961,7 +935,7 @@ TEST(FakeQuantStories, QuantizedIsDeterministicAndBatchIndependent) {
   QBC_REQUIRE_SHARED(dir, "models/stories260k");
   auto m = load_stories(dir);
   QBC_ASSERT_OK(m);
-  const ref::WeightReader base = ref::model_weight_reader(*m->source);
+  const ir::WeightReader base = frontend::model_weight_reader(*m->source);
   auto fl = FakeQuantSession::create(m->graph, base);
   QBC_ASSERT_OK(fl);
   std::vector<float> ref_logits;
@@ -970,7 +944,7 @@ TEST(FakeQuantStories, QuantizedIsDeterministicAndBatchIndependent) {
     WeightMap side;
     auto g = quantize_for_test(*m, base, p_bits, &side);
     QBC_ASSERT_OK(g);
-    const ref::WeightReader reader = map_reader(side, base);
+    const ir::WeightReader reader = map_reader(side, base);
     auto s1 = FakeQuantSession::create(*g, reader);
     auto s2 = FakeQuantSession::create(*g, reader);
     QBC_ASSERT_OK(s1);

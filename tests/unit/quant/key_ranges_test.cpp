@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "qbc/ir/builder.h"
-#include "qbc/ir/rope_frequencies.h"
+#include "qbc/numerics/rope_frequencies.h"
 #include "qbc/support/random.h"
 
 namespace qbc::quant {
@@ -59,8 +59,8 @@ TEST(KeyRanges, EveryRotatedKeyAtEveryPositionIsInside) {
   }
   const std::vector<ChannelRange> r = rotated_key_ranges(rope, pre, positions);
   ASSERT_EQ(r.size(), static_cast<size_t>(heads * hd));
-  const std::vector<double> f = ir::rope_frequencies(rope.attrs.get_floats("inv_freq"), {}, 0.0, 0, 10000.0, rd,
-                                                     positions - 1);
+  const std::vector<double> f = numerics::rope_frequencies(rope.attrs.get_floats("inv_freq"), {},
+                                                           0.0, 0, 10000.0, rd, positions - 1);
   const double fac = 1.1, tol = 1e-9;
   for (const auto& k : keys) {
     for (int64_t p = 0; p < positions; ++p) {

@@ -20,7 +20,7 @@ TEST_P(NormConvFamilies, LogitsUnchangedAndGainsFolded) {
   QBC_REQUIRE_TRANSFORM_CASE(shared, c);
   auto m = ::qbc::testing::load_transform_case(c, shared);
   QBC_ASSERT_OK(m);
-  const ref::WeightReader source = ref::model_weight_reader(*m->source);
+  const ir::WeightReader source = frontend::model_weight_reader(*m->source);
   const std::vector<int32_t> ids = ::qbc::testing::transform_test_ids(m->vocab);
   auto before = ::qbc::testing::float_logits(m->graph, source, ids);
   QBC_ASSERT_OK(before);
@@ -68,7 +68,7 @@ TEST(NormConv, TiedHeadIsUntiedNotTheHostEmbedding) {
   QBC_REQUIRE_SHARED(dir, "models/stories260k/hf-tied");
   auto m = ::qbc::testing::load_transform_case({"tied", "models/stories260k/hf-tied", "", "", ""}, shared);
   QBC_ASSERT_OK(m);
-  WeightStore store(ref::model_weight_reader(*m->source));
+  WeightStore store(frontend::model_weight_reader(*m->source));
   ir::Graph g = m->graph;
   PassContext ctx;
   ctx.graph = &g;

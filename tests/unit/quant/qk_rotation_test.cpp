@@ -32,14 +32,14 @@ config::CompileOptions qk4_options() {
 
 /// A graph copy and its weight store after qkRotation.
 struct Rotated {
-  Rotated(ref::WeightReader source, ir::Graph g) : store(std::move(source)), graph(std::move(g)) {}
+  Rotated(ir::WeightReader source, ir::Graph g) : store(std::move(source)), graph(std::move(g)) {}
   WeightStore store;
   ir::Graph graph;
   bool changed = false;
 };
 
 StatusOr<std::unique_ptr<Rotated>> rotate(const LoadedCase& m, const config::CompileOptions& options) {
-  auto r = std::make_unique<Rotated>(ref::model_weight_reader(*m.source), m.graph);
+  auto r = std::make_unique<Rotated>(frontend::model_weight_reader(*m.source), m.graph);
   PassContext ctx;
   ctx.graph = &r->graph;
   ctx.weights = &r->store;
@@ -121,7 +121,8 @@ TEST_P(QkRotationFamilies, LogitsUnchangedAndPairsTiedAcrossTheGroup) {
   ASSERT_TRUE((*r)->changed) << "no pair of a 4-bit q/k found a better angle";
 
   const std::vector<int32_t> ids = ::qbc::testing::transform_test_ids(m->vocab);
-  auto before = ::qbc::testing::float_logits(m->graph, ref::model_weight_reader(*m->source), ids);
+  auto before =
+      ::qbc::testing::float_logits(m->graph, frontend::model_weight_reader(*m->source), ids);
   auto after = ::qbc::testing::float_logits(g, (*r)->store.reader(), ids);
   QBC_ASSERT_OK(before);
   QBC_ASSERT_OK(after);
@@ -135,7 +136,7 @@ TEST_P(QkRotationFamilies, LogitsUnchangedAndPairsTiedAcrossTheGroup) {
   const int64_t d = att.attrs.get_int("head_dim"), group = H / KV;
   const int64_t rotary = g.node(g.find("blk.0.attn.q_rope")).attrs.get_int("rotary_dim");
   const QkWeights w = qk_weights(g, 0);
-  const ref::WeightReader orig = ref::model_weight_reader(*m->source);
+  const ir::WeightReader orig = frontend::model_weight_reader(*m->source);
   std::vector<float> q0, k0;
   QBC_ASSERT_OK(orig(*m->graph.find_weight(w.q), &q0));
   QBC_ASSERT_OK(orig(*m->graph.find_weight(w.k), &k0));
@@ -184,7 +185,7 @@ TEST(QkRotation, NeverRaisesTheRoundingErrorItTargetsAndIsDeterministic) {
   QBC_ASSERT_OK(a);
   QBC_ASSERT_OK(b);
   ASSERT_TRUE((*a)->changed);
-  const ref::WeightReader orig = ref::model_weight_reader(*m->source);
+  const ir::WeightReader orig = frontend::model_weight_reader(*m->source);
   double before = 0, after = 0;
   for (const ir::Node& n : m->graph.nodes()) {
     if (n.op != ir::Op::kLinear) continue;

@@ -35,7 +35,7 @@ std::vector<std::vector<int32_t>> calib_sequences(int64_t vocab) {
 }
 
 /// Statistics of `g` (mode 0: maxima only) on calib_sequences through the float Session.
-StatusOr<CalibStats> calibrate(const ir::Graph& g, const ref::WeightReader& reader, int64_t vocab) {
+StatusOr<CalibStats> calibrate(const ir::Graph& g, const ir::WeightReader& reader, int64_t vocab) {
   QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> session, ref::Session::create(g, reader));
   const std::vector<std::vector<int32_t>> seqs = calib_sequences(vocab);
   ref::Session* s = session.get();
@@ -49,7 +49,7 @@ StatusOr<CalibStats> calibrate(const ir::Graph& g, const ref::WeightReader& read
 /// A loaded case with its original logits, a weight store and a working copy of the graph.
 struct ScaleSetup {
   ::qbc::testing::LoadedCase m;
-  ref::WeightReader source;
+  ir::WeightReader source;
   std::unique_ptr<WeightStore> store;
   ir::Graph g;
   std::vector<int32_t> ids;
@@ -83,7 +83,7 @@ struct ScaleSetup {
 StatusOr<std::unique_ptr<ScaleSetup>> load(const TransformCase& c, const std::filesystem::path& shared) {
   auto s = std::make_unique<ScaleSetup>();
   QBC_ASSIGN_OR_RETURN(s->m, ::qbc::testing::load_transform_case(c, shared));
-  s->source = ref::model_weight_reader(*s->m.source);
+  s->source = frontend::model_weight_reader(*s->m.source);
   s->store = std::make_unique<WeightStore>(s->source);
   s->g = s->m.graph;
   s->ids = ::qbc::testing::transform_test_ids(s->m.vocab);
@@ -419,7 +419,7 @@ TEST(ScaleTransforms, MissingStatsAreAFailedPrecondition) {
   QBC_REQUIRE_SHARED(dir, "models/stories260k/hf");
   auto m = ::qbc::testing::load_transform_case({"stories260k", "models/stories260k/hf", "", "", ""}, shared);
   QBC_ASSERT_OK(m);
-  WeightStore store(ref::model_weight_reader(*m->source));
+  WeightStore store(frontend::model_weight_reader(*m->source));
   ir::Graph g = m->graph;
   for (auto make : std::vector<std::function<std::unique_ptr<Pass>()>>{
            [] { return make_qk_scale(); }, [] { return make_vo_scale(); }, [] { return make_ud_scale(0.8); },

@@ -30,7 +30,7 @@ constexpr uint64_t kSeedR2 = 9;
 class Pipeline {
  public:
   explicit Pipeline(const LoadedCase& m)
-      : store_(ref::model_weight_reader(*m.source)), graph_(m.graph) {
+      : store_(frontend::model_weight_reader(*m.source)), graph_(m.graph) {
     ctx_.graph = &graph_;
     ctx_.weights = &store_;
     ctx_.input_transforms = &input_transforms_;
@@ -82,7 +82,8 @@ TEST_P(SpinFamilies, LogitsUnchanged) {
   auto m = load(c);
   QBC_ASSERT_OK(m);
   const std::vector<int32_t> ids = ::qbc::testing::transform_test_ids(m->vocab);
-  auto before = ::qbc::testing::float_logits(m->graph, ref::model_weight_reader(*m->source), ids);
+  auto before =
+      ::qbc::testing::float_logits(m->graph, frontend::model_weight_reader(*m->source), ids);
   QBC_ASSERT_OK(before);
   const bool post_norm = has_post_norm(m->graph);
 
@@ -248,7 +249,8 @@ TEST(Spin, BiasesOnEveryProjection) {
   ASSERT_NE(m->graph.find_weight("blk.0.attn.o_proj.bias"), nullptr);
   ASSERT_NE(m->graph.find_weight("blk.0.ffn.down_proj.bias"), nullptr);
   const std::vector<int32_t> ids = ::qbc::testing::transform_test_ids(m->vocab);
-  auto before = ::qbc::testing::float_logits(m->graph, ref::model_weight_reader(*m->source), ids);
+  auto before =
+      ::qbc::testing::float_logits(m->graph, frontend::model_weight_reader(*m->source), ids);
   QBC_ASSERT_OK(before);
   Pipeline p(*m);
   QBC_ASSERT_OK(p.run(true, true, true));
@@ -283,7 +285,8 @@ TEST(Spin, NonHadamardSizesFallBackToDenseRotations) {
   ASSERT_EQ(m->graph.find_weight("token_embd.weight")->type.dims[1], 50);
   ASSERT_EQ(m->graph.node(m->graph.find("blk.0.attn.sdpa")).attrs.get_int("head_dim"), 10);
   const std::vector<int32_t> ids = ::qbc::testing::transform_test_ids(m->vocab);
-  auto before = ::qbc::testing::float_logits(m->graph, ref::model_weight_reader(*m->source), ids);
+  auto before =
+      ::qbc::testing::float_logits(m->graph, frontend::model_weight_reader(*m->source), ids);
   QBC_ASSERT_OK(before);
   Pipeline p(*m);
   QBC_ASSERT_OK(p.run(true, true, true));

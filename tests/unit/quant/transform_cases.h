@@ -17,9 +17,11 @@
 #include "qbc/frontend/hparams.h"
 #include "qbc/frontend/importer.h"
 #include "qbc/frontend/model_source.h"
+#include "qbc/frontend/model_weight_reader.h"
 #include "qbc/frontend/random_model.h"
+#include "qbc/ir/weight_reader.h"
 #include "qbc/quant/pass.h"
-#include "qbc/ref/evaluator.h"
+#include "qbc/ref/session.h"
 #include "test_support.h"
 
 /// Resolves the shared folder into `shared` and checks the case's shared asset: under CI
@@ -210,7 +212,7 @@ inline std::vector<int32_t> transform_test_ids(int64_t vocab, size_t n = 24) {
 }
 
 /// Float32 logits of `ids` through the reference runtime.
-inline StatusOr<std::vector<float>> float_logits(const ir::Graph& g, const ref::WeightReader& reader,
+inline StatusOr<std::vector<float>> float_logits(const ir::Graph& g, const ir::WeightReader& reader,
                                                  const std::vector<int32_t>& ids) {
   QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> s, ref::Session::create(g, reader));
   std::vector<float> logits;

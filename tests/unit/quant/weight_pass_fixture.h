@@ -87,8 +87,9 @@ Distance distance(const std::vector<std::vector<float>>& base, const std::vector
   return d;
 }
 
-StatusOr<std::vector<std::vector<float>>> all_logits(const ir::Graph& g, const ref::WeightReader& reader,
-                                                     const std::vector<std::vector<int32_t>>& seqs) {
+StatusOr<std::vector<std::vector<float>>> all_logits(
+    const ir::Graph& g, const ir::WeightReader& reader,
+    const std::vector<std::vector<int32_t>>& seqs) {
   std::vector<std::vector<float>> out;
   for (const auto& ids : seqs) {
     QBC_ASSIGN_OR_RETURN(std::vector<float> l, ::qbc::testing::float_logits(g, reader, ids));
@@ -113,7 +114,7 @@ struct WeightPassRun {
 inline Status setup_weight_pass_run(WeightPassRun& r, const TransformCase& c, const std::filesystem::path& shared,
              const std::vector<std::vector<int32_t>>& calib, const config::CompileOptions& options) {
   QBC_ASSIGN_OR_RETURN(r.model, ::qbc::testing::load_transform_case(c, shared));
-  r.store = std::make_unique<quant::WeightStore>(ref::model_weight_reader(*r.model.source));
+  r.store = std::make_unique<quant::WeightStore>(frontend::model_weight_reader(*r.model.source));
   r.options = options;
   QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> s, ref::Session::create(r.model.graph, r.store->reader()));
   r.hidden = s->hidden_size();

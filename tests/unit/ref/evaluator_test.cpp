@@ -1,7 +1,7 @@
 // Unit tests of ref::Session on small hand-built graphs: each op against a direct
 // implementation of docs/ir.md in double precision, GQA against explicitly repeated KV
 // heads, sliding windows, the KV cache limit, token validation and float64 mode.
-#include "qbc/ref/evaluator.h"
+#include "qbc/ref/session.h"
 
 #include <gtest/gtest.h>
 

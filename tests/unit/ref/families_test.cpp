@@ -24,7 +24,7 @@
 #include "qbc/frontend/importer.h"
 #include "qbc/frontend/model_source.h"
 #include "qbc/frontend/random_model.h"
-#include "qbc/ref/evaluator.h"
+#include "qbc/ref/session.h"
 #include "test_support.h"
 
 namespace qbc::ref::testing {
@@ -495,7 +495,7 @@ TEST_P(Families, SessionMatchesNaiveDecoder) {
 
   auto graph = frontend::build_decoder_graph(hp, frontend::ImportOptions{64});
   QBC_ASSERT_OK(graph);
-  const WeightReader reader = [&](const ir::Weight& w, std::vector<float>* out) {
+  const ir::WeightReader reader = [&](const ir::Weight& w, std::vector<float>* out) {
     return source->read_f32(w.tensor, out);
   };
   std::string report = c.name + ": max|logit| " + std::to_string(scale);

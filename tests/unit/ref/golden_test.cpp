@@ -17,8 +17,9 @@
 #include "qbc/frontend/hparams.h"
 #include "qbc/frontend/importer.h"
 #include "qbc/frontend/model_source.h"
+#include "qbc/frontend/model_weight_reader.h"
 #include "qbc/frontend/tokenizer.h"
-#include "qbc/ref/evaluator.h"
+#include "qbc/ref/session.h"
 #include "test_support.h"
 
 namespace qbc::ref {
@@ -45,7 +46,8 @@ StatusOr<Loaded> load_model(const fs::path& path) {
   frontend::ImportOptions opts;
   opts.max_cache_length = 512;
   QBC_ASSIGN_OR_RETURN(m.graph, frontend::build_decoder_graph(hp, opts));
-  QBC_ASSIGN_OR_RETURN(m.session, Session::create(m.graph, model_weight_reader(*m.source)));
+  QBC_ASSIGN_OR_RETURN(m.session,
+                       Session::create(m.graph, frontend::model_weight_reader(*m.source)));
   return m;
 }
 

@@ -14,7 +14,9 @@
 
 #include "qbc/frontend/importer.h"
 #include "qbc/frontend/model_source.h"
+#include "qbc/frontend/model_weight_reader.h"
 #include "qbc/frontend/tokenizer.h"
+#include "qbc/ref/session.h"
 #include "test_support.h"
 
 namespace qbc::ref {
@@ -40,7 +42,7 @@ StatusOr<Fixture> open_stories(const fs::path& model_dir, const fs::path& text_f
   frontend::ImportOptions opts;
   opts.max_cache_length = max_cache;
   QBC_ASSIGN_OR_RETURN(ir::Graph g, frontend::build_decoder_graph(hp, opts));
-  QBC_ASSIGN_OR_RETURN(f.session, Session::create(g, model_weight_reader(*f.source)));
+  QBC_ASSIGN_OR_RETURN(f.session, Session::create(g, frontend::model_weight_reader(*f.source)));
   QBC_ASSIGN_OR_RETURN(frontend::Tokenizer tok, frontend::Tokenizer::from_hf_dir(model_dir));
   std::string text = ::qbc::testing::read_file(text_file);
   if (!text.empty() && text.back() == '\n') text.pop_back();

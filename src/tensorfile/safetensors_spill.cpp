@@ -1,8 +1,8 @@
-#include "qbc/frontend/safetensors_spill.h"
+#include "qbc/tensorfile/safetensors_spill.h"
 
 #include <algorithm>
 
-namespace qbc::frontend {
+namespace qbc::tensorfile {
 
 SafetensorsSpillWriter::SafetensorsSpillWriter(std::filesystem::path path)
     : path_(std::move(path)), spill_path_(path_.string() + ".spill") {}
@@ -15,14 +15,16 @@ SafetensorsSpillWriter::~SafetensorsSpillWriter() {
 
 Status SafetensorsSpillWriter::add(TensorToWrite t) {
   if (!error_.ok()) return error_;
-  if (entries_.count(t.name)) return invalid_argument(path_.string(), ": tensor '", t.name, "' added twice");
+  if (entries_.count(t.name))
+    return invalid_argument(path_.string(), ": tensor '", t.name, "' added twice");
   if (spill_ == nullptr) {
     spill_ = std::fopen(spill_path_.c_str(), "w+b");
-    if (spill_ == nullptr) return error_ = invalid_argument(spill_path_.string(), ": cannot create the spill file");
+    if (spill_ == nullptr)
+      return error_ = invalid_argument(spill_path_.string(), ": cannot create the spill file");
   }
   if (!t.data.empty() && std::fwrite(t.data.data(), 1, t.data.size(), spill_) != t.data.size()) {
     return error_ = resource_exhausted(spill_path_.string(), ": write failed for tensor '", t.name,
-                                      "' (disk full?)");
+                                       "' (disk full?)");
   }
   Entry e;
   e.spec = TensorSpec{t.name, t.dtype, t.shape};
@@ -37,8 +39,10 @@ Status SafetensorsSpillWriter::finish(const std::map<std::string, std::string>& 
   if (!error_.ok()) return error_;
   std::vector<TensorSpec> specs;
   for (const auto& [name, e] : entries_) specs.push_back(e.spec);
-  QBC_ASSIGN_OR_RETURN(SafetensorsStreamWriter w, SafetensorsStreamWriter::create(path_, specs, metadata));
-  if (spill_ != nullptr && std::fflush(spill_) != 0) return resource_exhausted(spill_path_.string(), ": flush failed");
+  QBC_ASSIGN_OR_RETURN(SafetensorsStreamWriter w,
+                       SafetensorsStreamWriter::create(path_, specs, metadata));
+  if (spill_ != nullptr && std::fflush(spill_) != 0)
+    return resource_exhausted(spill_path_.string(), ": flush failed");
   std::vector<uint8_t> buf(size_t{1} << 24);
   for (const TensorSpec& spec : w.tensors()) {
     const Entry& e = entries_.at(spec.name);
@@ -66,4 +70,4 @@ Status SafetensorsSpillWriter::finish(const std::map<std::string, std::string>& 
   return ok_status();
 }
 
-}  // namespace qbc::frontend
+}  // namespace qbc::tensorfile

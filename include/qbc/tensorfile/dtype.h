@@ -9,7 +9,7 @@
 
 #include "qbc/support/status.h"
 
-namespace qbc::frontend {
+namespace qbc::tensorfile {
 
 /// Element type of a tensor stored in a model file. Names follow safetensors
 /// ("F32", "BF16", ...); see dtype_name() and parse_dtype().
@@ -62,4 +62,4 @@ uint16_t f32_to_bf16(float value);
 /// float32 at `dst`. Returns kUnimplemented when !dtype_converts_to_f32(dtype).
 Status convert_to_f32(DType dtype, const uint8_t* src, size_t count, float* dst);
 
-}  // namespace qbc::frontend
+}  // namespace qbc::tensorfile

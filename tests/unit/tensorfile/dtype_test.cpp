@@ -1,5 +1,5 @@
 // Tests for the element type table and the 16-bit float conversions.
-#include "qbc/frontend/dtype.h"
+#include "qbc/tensorfile/dtype.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <limits>
 #include <vector>
 
-namespace qbc::frontend {
+namespace qbc::tensorfile {
 namespace {
 
 TEST(DTypeTest, NamesRoundTripAndSizes) {
@@ -118,4 +118,4 @@ TEST(DTypeTest, ConvertToF32HandlesUnalignedSources) {
 }
 
 }  // namespace
-}  // namespace qbc::frontend
+}  // namespace qbc::tensorfile

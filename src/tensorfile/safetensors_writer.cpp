@@ -1,5 +1,5 @@
-// safetensors writer (see qbc/frontend/safetensors_writer.h).
-#include "qbc/frontend/safetensors_writer.h"
+// safetensors writer (see qbc/tensorfile/safetensors_writer.h).
+#include "qbc/tensorfile/safetensors_writer.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -12,10 +12,10 @@
 #include <set>
 #include <utility>
 
-#include "qbc/frontend/safetensors.h"
 #include "qbc/support/check.h"
+#include "qbc/tensorfile/safetensors_format.h"
 
-namespace qbc::frontend {
+namespace qbc::tensorfile {
 namespace {
 
 namespace fs = std::filesystem;
@@ -365,4 +365,4 @@ Status write_safetensors(const fs::path& path, const std::vector<TensorToWrite>&
   return writer.finish();
 }
 
-}  // namespace qbc::frontend
+}  // namespace qbc::tensorfile

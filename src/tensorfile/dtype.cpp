@@ -1,9 +1,9 @@
-// Element type table and float conversions (see qbc/frontend/dtype.h).
-#include "qbc/frontend/dtype.h"
+// Element type table and float conversions (see qbc/tensorfile/dtype.h).
+#include "qbc/tensorfile/dtype.h"
 
 #include <cstring>
 
-namespace qbc::frontend {
+namespace qbc::tensorfile {
 namespace {
 
 struct DTypeInfo {
@@ -138,4 +138,4 @@ Status convert_to_f32(DType dtype, const uint8_t* src, size_t count, float* dst)
   }
 }
 
-}  // namespace qbc::frontend
+}  // namespace qbc::tensorfile

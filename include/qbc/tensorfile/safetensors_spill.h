@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "qbc/frontend/safetensors_writer.h"
 #include "qbc/support/status.h"
+#include "qbc/tensorfile/safetensors_writer.h"
 
-namespace qbc::frontend {
+namespace qbc::tensorfile {
 
 class SafetensorsSpillWriter {
  public:
@@ -43,4 +43,4 @@ class SafetensorsSpillWriter {
   Status error_;
 };
 
-}  // namespace qbc::frontend
+}  // namespace qbc::tensorfile

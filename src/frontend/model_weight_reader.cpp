@@ -1,10 +1,9 @@
-// ref::model_weight_reader: the WeightReader over a frontend::ModelSource.
-#include "qbc/frontend/model_source.h"
-#include "qbc/ref/evaluator.h"
+// frontend::model_weight_reader: the WeightReader over a frontend::ModelSource.
+#include "qbc/frontend/model_weight_reader.h"
 
-namespace qbc::ref {
+namespace qbc::frontend {
 
-WeightReader model_weight_reader(const frontend::ModelSource& source) {
+ir::WeightReader model_weight_reader(const ModelSource& source) {
   return [&source](const ir::Weight& w, std::vector<float>* out) -> Status {
     if (w.source != ir::WeightSource::kModel) {
       return failed_precondition("weight '", w.name, "' lives in the MBLT sidecar ('", w.tensor,
@@ -14,4 +13,4 @@ WeightReader model_weight_reader(const frontend::ModelSource& source) {
   };
 }
 
-}  // namespace qbc::ref
+}  // namespace qbc::frontend

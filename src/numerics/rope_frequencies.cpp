@@ -1,8 +1,9 @@
-#include "qbc/ir/rope_frequencies.h"
+// The rope frequency schedule (see qbc/numerics/rope_frequencies.h).
+#include "qbc/numerics/rope_frequencies.h"
 
 #include <cmath>
 
-namespace qbc::ir {
+namespace qbc::numerics {
 
 std::vector<double> rope_frequencies(const std::vector<double>& inv_freq,
                                      const std::vector<double>& long_inv_freq,
@@ -19,10 +20,11 @@ std::vector<double> rope_frequencies(const std::vector<double>& inv_freq,
                                              (dynamic_factor - 1.0),
                                          r / (r - 2.0));
     std::vector<double> f(inv_freq.size());
-    for (size_t i = 0; i < f.size(); ++i) f[i] = 1.0 / std::pow(base, static_cast<double>(2 * i) / r);
+    for (size_t i = 0; i < f.size(); ++i)
+      f[i] = 1.0 / std::pow(base, static_cast<double>(2 * i) / r);
     return f;
   }
   return inv_freq;
 }
 
-}  // namespace qbc::ir
+}  // namespace qbc::numerics

@@ -1,11 +1,12 @@
 // The frequency schedule of a `rope` node (docs/ir.md), shared by every runtime
-// that executes MBLT so the LongRoPE and dynamic-NTK switches agree exactly.
+// that executes MBLT so the LongRoPE and dynamic-NTK switches agree exactly: the
+// frequencies f_i of docs/numerics.md "rope".
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-namespace qbc::ir {
+namespace qbc::numerics {
 
 /// Inverse frequencies in effect for a call whose largest position is `max_pos`:
 /// `long_inv_freq` once max_pos + 1 exceeds `original_max_positions` (LongRoPE),
@@ -15,4 +16,4 @@ std::vector<double> rope_frequencies(const std::vector<double>& inv_freq,
                                      double dynamic_factor, int64_t original_max_positions,
                                      double theta, int64_t rotary_dim, int64_t max_pos);
 
-}  // namespace qbc::ir
+}  // namespace qbc::numerics

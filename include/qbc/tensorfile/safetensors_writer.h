@@ -14,10 +14,10 @@
 #include <string_view>
 #include <vector>
 
-#include "qbc/frontend/dtype.h"
 #include "qbc/support/status.h"
+#include "qbc/tensorfile/dtype.h"
 
-namespace qbc::frontend {
+namespace qbc::tensorfile {
 
 /// Name, dtype and row-major shape of one tensor of a safetensors file.
 struct TensorSpec {
@@ -125,4 +125,4 @@ Status write_safetensors(const std::filesystem::path& path,
                          const std::vector<TensorToWrite>& tensors,
                          const std::map<std::string, std::string>& metadata = {});
 
-}  // namespace qbc::frontend
+}  // namespace qbc::tensorfile

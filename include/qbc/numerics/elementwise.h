@@ -1,0 +1,20 @@
+// The elementwise kernels: docs/numerics.md "gated_act, add, scale, softcap" (fp32
+// arithmetic, transcendental functions in fp64, one rounding to fp16 when `fp16`).
+#pragma once
+
+#include <cstdint>
+
+namespace qbc::numerics {
+
+/// act(gate) * up with act "silu" (gelu = false) or "gelu_tanh"; fp16 when `fp16`.
+void gated_act(const float* gate, const float* up, int64_t count, bool gelu, bool fp16, float* y);
+/// a + b.
+void add(const float* a, const float* b, int64_t count, bool fp16, float* y);
+/// x * factor.
+void scale(const float* x, int64_t count, float factor, bool fp16, float* y);
+/// cap * tanh(x / cap), tanh in fp64.
+float softcap_value(float x, float cap);
+/// softcap_value over a buffer.
+void softcap(const float* x, int64_t count, float cap, bool fp16, float* y);
+
+}  // namespace qbc::numerics

@@ -1,0 +1,47 @@
+// The quantizers of docs/numerics.md "Quantizers": symmetric codes, asymmetric codes with
+// zero points, per-token activation scales (symmetric and asymmetric), the smallest scale,
+// and the fixed scale of the softmax probability codes ("attention (with KV cache)").
+#pragma once
+
+#include <cstdint>
+
+namespace qbc::numerics {
+
+/// The smallest scale any quantizer uses.
+inline constexpr float kMinScale = 1e-8f;
+
+/// The largest code of a symmetric `bits`-bit quantizer: 2^(bits-1) - 1.
+int64_t quant_max(int bits);
+
+/// The symmetric quantizer of docs/numerics.md: clamp(rne((x - offset) / scale), -qmax-1,
+/// qmax), the subtraction, division and rounding in fp64 from the fp32 `scale` and
+/// `offset` (a KV channel's offset; 0 everywhere else).
+int32_t quantize_symmetric(double x, float scale, int bits, float offset = 0.0f);
+
+/// The scale and zero point of an asymmetric `bits`-bit quantizer (docs/numerics.md).
+struct AffineParams {
+  float scale = 1e-8f;
+  int32_t zero = 0;  ///< A code of the signed range [−2^(bits−1), 2^(bits−1) − 1].
+};
+
+/// The asymmetric quantizer of a range [lo, hi] holding 0, given as `span` = hi − lo and
+/// `neg_lo` = −lo (callers form them in fp64 in their own order): s = max(fp32(span /
+/// (2^bits − 1)), 1e-8) and z = clamp(rne(neg_lo / s), 0, 2^bits − 1) − 2^(bits−1).
+AffineParams affine_params(double span, double neg_lo, int bits);
+
+/// clamp(rne(x / scale) + zero, −2^(bits−1), 2^(bits−1) − 1), in fp64.
+int32_t quantize_affine(double x, float scale, int32_t zero, int bits);
+
+/// A per-token dynamic scale: fp32(max_i |x[i]| / qmax(bits)), at least kMinScale.
+float per_token_scale(const float* x, int64_t n, int bits);
+
+/// The per-token asymmetric scale and zero point of x[0, n) (docs/numerics.md): [lo, hi] =
+/// [min(min x, 0), max(max x, 0)], s = fp32((hi − lo) / (2^bits − 1)) (fp64 division, at
+/// least kMinScale), z = clamp(rne(−lo / s), 0, 2^bits − 1) − 2^(bits−1).
+void per_token_affine(const float* x, int64_t n, int bits, float* scale, int32_t* zero);
+
+/// The softmax probability codes: P is stored as unsigned `bits`-bit integers (8 or
+/// 16) with the fixed scale fp32(1 / (2^bits - 1)).
+float prob_scale(int bits);
+
+}  // namespace qbc::numerics

@@ -1,0 +1,25 @@
+// The rotary embedding kernel: docs/numerics.md "rope" (fp16 cos/sin tables computed in
+// fp64, the rotation in fp32, one rounding to fp16). Values are rows of floats ([s, n]
+// row-major, batch 1) holding fp16 values.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace qbc::numerics {
+
+/// A rope node's frequency parameters (ir::RopeParams as attributes).
+struct Rope {
+  int64_t heads = 0, head_dim = 0, rotary_dim = 0;
+  std::vector<double> inv_freq, long_inv_freq;
+  double attention_factor = 1.0, dynamic_factor = 0.0, theta = 10000.0;
+  int64_t original_max_positions = 0;
+  /// Frequencies for a call whose largest position is `max_pos` (LongRoPE / dynamic NTK
+  /// switch exactly as the float runtime's RopeTable::frequencies).
+  std::vector<double> frequencies(int64_t max_pos) const;
+};
+
+/// Rotates x[s, heads*head_dim] at positions first_pos.. with fp16 cos/sin tables.
+void rope(const float* x, int64_t s, int64_t first_pos, const Rope& p, float* y);
+
+}  // namespace qbc::numerics

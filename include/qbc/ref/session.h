@@ -1,0 +1,66 @@
+// The float reference runtime: executes an MBLT graph with LibTorch on the CPU,
+// a whole prompt at once (prefill) and then token by token with a KV cache.
+// It is the trusted reference every later stage is compared against. No
+// LibTorch type appears in this header.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "qbc/ir/graph.h"
+#include "qbc/ir/weight_reader.h"
+#include "qbc/runner/runner.h"
+#include "qbc/support/status.h"
+
+namespace qbc::ref {
+
+/// Options of a session.
+struct SessionOptions {
+  /// Compute in float64 instead of float32 (for equivalence tests of transforms).
+  bool float64 = false;
+  /// Intra-op threads; 0 = LibTorch's default.
+  int threads = 0;
+};
+
+/// The float reference runtime (LibTorch): the loaded weights and the KV caches.
+///
+/// LibTorch lives in a plugin (libqbc_ref_torch.so) that create() loads on first
+/// use, so commands that never compute with tensors (parse, inspect, dump-config)
+/// start without loading LibTorch.
+// Not `final`: calls through Session pointers must stay virtual, because the
+// implementation lives in the plugin and the qbc binary does not link it.
+class Session : public runner::Runner {
+ public:
+  /// Loads every weight of `g` through `weights` and prepares empty caches.
+  /// Errors name the weight or node at fault; quantized nodes are refused.
+  /// kInternal when the LibTorch plugin cannot be loaded (the message says where it looked).
+  static StatusOr<std::unique_ptr<Session>> create(const ir::Graph& g,
+                                                   const ir::WeightReader& weights,
+                                                   const SessionOptions& options = {});
+  /// The same, inside the plugin (called by create() through the plugin's entry point).
+  static StatusOr<std::unique_ptr<Session>> create_in_plugin(const ir::Graph& g,
+                                                             const ir::WeightReader& weights,
+                                                             const SessionOptions& options);
+  ~Session() override;
+
+  Status forward(const std::vector<int32_t>& tokens, std::vector<float>* logits) override;
+  Status forward_embeds(const std::vector<float>& embeds, int64_t seq,
+                        std::vector<float>* logits) override;
+  void reset() override;
+  int64_t position() const override;
+  int64_t vocab_size() const override;
+  int64_t hidden_size() const override;
+  Status embed(const std::vector<int32_t>& tokens, std::vector<float>* out) const override;
+  void set_keep_activations(bool keep) override;
+  Status activation(const std::string& node, std::vector<float>* out,
+                    std::vector<int64_t>* shape) const override;
+
+ private:
+  Session();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace qbc::ref
