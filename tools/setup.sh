@@ -53,6 +53,8 @@ fi
 [ "$deps_only" = 1 ] && exit 0
 
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+# Paths relative to the checkout in ccache's keys, so a fresh clone elsewhere (CI) hits the cache.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root}
 jobs=${QBC_JOBS:-$(nproc)}
 cmake -S "$root" -B "$build_dir" -G Ninja \
   -DCMAKE_BUILD_TYPE="${QBC_BUILD_TYPE:-Release}" -DQBC_ASAN="$asan" >/dev/null
