@@ -1,5 +1,6 @@
 #include "qbc/support/progress.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
