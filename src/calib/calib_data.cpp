@@ -3,14 +3,13 @@
 // one sample at a time.
 #include "qbc/calib/calib_data.h"
 
-#include "qbc/runner/runner.h"
-
 #include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "qbc/runner/runner.h"
 #include "qbc/support/file_util.h"
 
 namespace qbc::calib {

@@ -32,9 +32,12 @@ bool is_default(const ResolvedConfig& c, const std::string& path) {
 int cores_needed(InferenceScheme s) {
   switch (s) {
     case INFERENCE_SCHEME_MULTI:
-    case INFERENCE_SCHEME_GLOBAL4: return 4;
-    case INFERENCE_SCHEME_GLOBAL8: return 8;
-    default: return 1;
+    case INFERENCE_SCHEME_GLOBAL4:
+      return 4;
+    case INFERENCE_SCHEME_GLOBAL8:
+      return 8;
+    default:
+      return 1;
   }
 }
 
@@ -51,8 +54,8 @@ Status check_lengths(const ResolvedConfig& c) {
     if (a.max_core_data_length() > a.max_data_length()) {
       return invalid_argument(at(c, "llm.attributes.maxCoreDataLength"), ": ",
                               a.max_core_data_length(), " exceeds llm.attributes.maxDataLength ",
-                              a.max_data_length(), " (from ", from(c, "llm.attributes.maxDataLength"),
-                              ")");
+                              a.max_data_length(), " (from ",
+                              from(c, "llm.attributes.maxDataLength"), ")");
     }
     if (a.max_cache_length() < a.max_core_data_length()) {
       return invalid_argument(at(c, "llm.attributes.maxCacheLength"), ": ", a.max_cache_length(),
@@ -118,12 +121,14 @@ Status check_scheme(ResolvedConfig& c) {
     int cluster = -1, core = -1;
     char colon = 0, extra = 0;
     std::istringstream is(id);
-    bool parsed = static_cast<bool>(is >> cluster >> colon >> core) && colon == ':' && !(is >> extra);
+    bool parsed =
+        static_cast<bool>(is >> cluster >> colon >> core) && colon == ':' && !(is >> extra);
     if (!parsed || cluster < 0 || core < 0 || cluster >= t.clusters() ||
         core >= t.cores_per_cluster()) {
       return invalid_argument(at(c, "llm.attributes.runtime.npuCoreIds"), ": entry '", id,
-                              "' is not a core of target '", t.name(), "' (expected \"cluster:core\" with cluster < ",
-                              t.clusters(), " and core < ", t.cores_per_cluster(), ")");
+                              "' is not a core of target '", t.name(),
+                              "' (expected \"cluster:core\" with cluster < ", t.clusters(),
+                              " and core < ", t.cores_per_cluster(), ")");
     }
     if (!seen.insert(id).second) {
       return invalid_argument(at(c, "llm.attributes.runtime.npuCoreIds"), ": core '", id,
@@ -154,27 +159,35 @@ constexpr int kRandomSeqLength = 256;
 void shrink_random_calibration(ResolvedConfig& c) {
   if (!c.options.use_random_calib()) return;
   CalibrationConfig* cal = c.options.mutable_calibration();
-  std::string changed;
+  bool shrunk = false;
   if (!user_set(c, "calibration.numSamples") && cal->num_samples() > kRandomSamples) {
+    shrunk = true;
     cal->set_num_samples(kRandomSamples);
     c.origins["calibration.numSamples"] = Origin{"useRandomCalib smoke-test rule", 0, 0};
-    changed += std::to_string(kRandomSamples) + " samples";
   }
   auto* full = c.options.mutable_llm()->mutable_attributes()->mutable_calibration();
-  const bool length_chosen = user_set(c, "calibration.seqLength") || user_set(c, "llm.attributes.calibration.useFullSeqLength");
+  const bool length_chosen = user_set(c, "calibration.seqLength") ||
+                             user_set(c, "llm.attributes.calibration.useFullSeqLength");
   if (!length_chosen) {
     if (full->use_full_seq_length()) {
+      shrunk = true;
       full->set_use_full_seq_length(false);
-      c.origins["llm.attributes.calibration.useFullSeqLength"] = Origin{"useRandomCalib smoke-test rule", 0, 0};
+      c.origins["llm.attributes.calibration.useFullSeqLength"] =
+          Origin{"useRandomCalib smoke-test rule", 0, 0};
     }
     if (cal->seq_length() > kRandomSeqLength) {
+      shrunk = true;
       cal->set_seq_length(kRandomSeqLength);
       c.origins["calibration.seqLength"] = Origin{"useRandomCalib smoke-test rule", 0, 0};
     }
-    changed += std::string(changed.empty() ? "" : " of ") + std::to_string(cal->seq_length()) + " tokens";
   }
-  if (!changed.empty()) {
-    c.notes.push_back("useRandomCalib is a smoke test: calibrating on " + changed +
+  if (shrunk) {
+    const int64_t seq = full->use_full_seq_length()
+                            ? c.options.llm().attributes().max_sequence_length()
+                            : cal->seq_length();
+    c.notes.push_back("useRandomCalib is a smoke test: calibrating on " +
+                      std::to_string(cal->num_samples()) + " samples of " + std::to_string(seq) +
+                      " tokens" +
                       " (set calibration.numSamples / calibration.seqLength to choose)");
   }
 }

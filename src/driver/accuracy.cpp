@@ -31,11 +31,13 @@ StatusOr<AccuracyReport> compare_models(runner::Runner& test, runner::Runner& re
                                         const CompareOptions& o) {
   if (o.ctx < 4) return invalid_argument("--ctx must be >= 4");
   if (test.vocab_size() != reference.vocab_size()) {
-    return invalid_argument("the model and the reference have different vocabularies (", test.vocab_size(), " vs ",
-                            reference.vocab_size(), ")");
+    return invalid_argument("the model and the reference have different vocabularies (",
+                            test.vocab_size(), " vs ", reference.vocab_size(), ")");
   }
   int64_t chunks = static_cast<int64_t>(tokens.size()) / o.ctx;
-  if (chunks < 1) return invalid_argument("the text has ", tokens.size(), " tokens, fewer than one chunk of ", o.ctx);
+  if (chunks < 1)
+    return invalid_argument("the text has ", tokens.size(), " tokens, fewer than one chunk of ",
+                            o.ctx);
   if (o.max_chunks > 0) chunks = std::min(chunks, o.max_chunks);
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t vocab = test.vocab_size();
@@ -74,13 +76,16 @@ StatusOr<AccuracyReport> compare_models(runner::Runner& test, runner::Runner& re
       const size_t next = static_cast<size_t>(chunk[static_cast<size_t>(i + 1)]);
       nll -= pt[next];
       nll_ref -= pr[next];
-      same += (std::max_element(rowt, rowt + vocab) - rowt) == (std::max_element(rowr, rowr + vocab) - rowr);
+      same += (std::max_element(rowt, rowt + vocab) - rowt) ==
+              (std::max_element(rowr, rowr + vocab) - rowr);
     }
     if (layers) {
       for (size_t k = 0; k < nodes.size(); ++k) {
         QBC_RETURN_IF_ERROR(test.activation(nodes[k].node, &at, &shape).with_context("model"));
-        QBC_RETURN_IF_ERROR(reference.activation(nodes[k].node, &ar, &shape).with_context("reference"));
-        if (at.size() != ar.size()) return invalid_argument("node '", nodes[k].node, "' differs in size between models");
+        QBC_RETURN_IF_ERROR(
+            reference.activation(nodes[k].node, &ar, &shape).with_context("reference"));
+        if (at.size() != ar.size())
+          return invalid_argument("node '", nodes[k].node, "' differs in size between models");
         for (size_t e = 0; e < ar.size(); ++e) {
           signal[k] += static_cast<double>(ar[e]) * ar[e];
           noise[k] += (static_cast<double>(ar[e]) - at[e]) * (static_cast<double>(ar[e]) - at[e]);
@@ -99,12 +104,14 @@ StatusOr<AccuracyReport> compare_models(runner::Runner& test, runner::Runner& re
   r.kld_mean = sum / r.tokens_scored;
   std::vector<double> sorted = klds;
   std::sort(sorted.begin(), sorted.end());
-  r.kld_p99 = sorted[std::min(sorted.size() - 1, static_cast<size_t>(0.99 * static_cast<double>(sorted.size())))];
+  r.kld_p99 = sorted[std::min(sorted.size() - 1,
+                              static_cast<size_t>(0.99 * static_cast<double>(sorted.size())))];
   r.kld_max = sorted.back();
   r.top1 = static_cast<double>(same) / r.tokens_scored;
   for (size_t k = 0; k < nodes.size(); ++k) {
     LayerError e = nodes[k];
-    e.sqnr_db = noise[k] == 0 ? std::numeric_limits<double>::infinity() : 10 * std::log10(signal[k] / noise[k]);
+    e.sqnr_db = noise[k] == 0 ? std::numeric_limits<double>::infinity()
+                              : 10 * std::log10(signal[k] / noise[k]);
     r.layers.push_back(e);
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -115,34 +122,47 @@ std::string format_report(const AccuracyReport& r) {
   std::ostringstream os;
   os.setf(std::ios::fixed);
   os.precision(4);
-  os << "perplexity      " << r.ppl << "   (reference " << r.ppl_reference << ", ratio " << r.ppl / r.ppl_reference
-     << ")\n";
+  os << "perplexity      " << r.ppl << "   (reference " << r.ppl_reference << ", ratio "
+     << r.ppl / r.ppl_reference << ")\n";
   os.precision(5);
-  os << "KL divergence   mean " << r.kld_mean << "   p99 " << r.kld_p99 << "   max " << r.kld_max << "\n";
+  os << "KL divergence   mean " << r.kld_mean << "   p99 " << r.kld_p99 << "   max " << r.kld_max
+     << "\n";
   os.precision(2);
   os << "top-1 agreement " << 100 * r.top1 << " %\n";
-  os << "scored          " << r.tokens_scored << " tokens in " << r.chunks << " chunks of " << r.ctx << "\n";
+  os << "scored          " << r.tokens_scored << " tokens in " << r.chunks << " chunks of " << r.ctx
+     << "\n";
   if (!r.layers.empty()) {
     os << "\nper-layer SQNR (dB, higher is better)\n";
     for (const LayerError& e : r.layers) {
       os << "  " << e.node << std::string(e.node.size() < 28 ? 28 - e.node.size() : 1, ' ') << e.op
          << std::string(e.op.size() < 10 ? 10 - e.op.size() : 1, ' ');
-      if (std::isinf(e.sqnr_db)) os << "exact\n";
-      else os << e.sqnr_db << "\n";
+      if (std::isinf(e.sqnr_db))
+        os << "exact\n";
+      else
+        os << e.sqnr_db << "\n";
     }
   }
   return os.str();
 }
 
 std::string report_json(const AccuracyReport& r) {
-  nlohmann::ordered_json j = {{"ctx", r.ctx},           {"chunks", r.chunks},          {"tokens_scored", r.tokens_scored},
-                              {"perplexity", r.ppl},    {"perplexity_reference", r.ppl_reference},
-                              {"kld_mean", r.kld_mean}, {"kld_p99", r.kld_p99},        {"kld_max", r.kld_max},
-                              {"top1", r.top1},         {"seconds", r.seconds}};
+  nlohmann::ordered_json j = {{"ctx", r.ctx},
+                              {"chunks", r.chunks},
+                              {"tokens_scored", r.tokens_scored},
+                              {"perplexity", r.ppl},
+                              {"perplexity_reference", r.ppl_reference},
+                              {"kld_mean", r.kld_mean},
+                              {"kld_p99", r.kld_p99},
+                              {"kld_max", r.kld_max},
+                              {"top1", r.top1},
+                              {"seconds", r.seconds}};
   nlohmann::ordered_json layers = nlohmann::ordered_json::array();
   for (const LayerError& e : r.layers) {
-    layers.push_back({{"node", e.node}, {"op", e.op}, {"block", e.block},
-                      {"sqnr_db", std::isinf(e.sqnr_db) ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(e.sqnr_db)}});
+    layers.push_back({{"node", e.node},
+                      {"op", e.op},
+                      {"block", e.block},
+                      {"sqnr_db", std::isinf(e.sqnr_db) ? nlohmann::ordered_json(nullptr)
+                                                        : nlohmann::ordered_json(e.sqnr_db)}});
   }
   j["layers"] = layers;
   return j.dump(2) + "\n";

@@ -1,13 +1,13 @@
 #include "qbc/driver/generate.h"
 
-#include "qbc/quant/fakequant.h"
-#include "qbc/support/random.h"
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
 #include <numeric>
+
+#include "qbc/quant/fakequant.h"
+#include "qbc/support/random.h"
 
 namespace qbc::driver {
 namespace {
@@ -18,10 +18,13 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<ref::Session>> make_session(const LoadedModel& model, const ref::SessionOptions& options) {
+StatusOr<std::unique_ptr<ref::Session>> make_session(const LoadedModel& model,
+                                                     const ref::SessionOptions& options) {
   const LoadedModel* m = &model;
   return ref::Session::create(
-      model.graph, [m](const ir::Weight& w, std::vector<float>* out) { return read_weight(*m, w, out); }, options);
+      model.graph,
+      [m](const ir::Weight& w, std::vector<float>* out) { return read_weight(*m, w, out); },
+      options);
 }
 
 bool is_quantized(const ir::Graph& g) {
@@ -36,9 +39,10 @@ StatusOr<std::unique_ptr<runner::Runner>> make_runner(const LoadedModel& model,
   if (is_quantized(model.graph)) {
     const LoadedModel* m = &model;
     QBC_ASSIGN_OR_RETURN(std::unique_ptr<quant::FakeQuantSession> s,
-                         quant::FakeQuantSession::create(model.graph, [m](const ir::Weight& w, std::vector<float>* out) {
-                           return read_weight(*m, w, out);
-                         }));
+                         quant::FakeQuantSession::create(
+                             model.graph, [m](const ir::Weight& w, std::vector<float>* out) {
+                               return read_weight(*m, w, out);
+                             }));
     return std::unique_ptr<runner::Runner>(std::move(s));
   }
   QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> s, make_session(model, options));
@@ -48,14 +52,16 @@ StatusOr<std::unique_ptr<runner::Runner>> make_runner(const LoadedModel& model,
 StatusOr<frontend::Tokenizer> load_tokenizer(const LoadedModel& model) {
   const std::filesystem::path& p = model.source->tokenizer_path();
   if (p.empty()) {
-    return not_found(model.source->path().string(), ": no tokenizer found (expected tokenizer.json next to "
+    return not_found(model.source->path().string(),
+                     ": no tokenizer found (expected tokenizer.json next to "
                      "config.json, or a GGUF vocabulary)");
   }
   if (model.source->format() == "gguf") return frontend::Tokenizer::from_gguf(p);
   return frontend::Tokenizer::from_hf_dir(p.parent_path());
 }
 
-Sampler::Sampler(const SamplingOptions& options) : opt_(options), state_(options.seed ^ 0x9e3779b97f4a7c15ULL) {}
+Sampler::Sampler(const SamplingOptions& options)
+    : opt_(options), state_(options.seed ^ 0x9e3779b97f4a7c15ULL) {}
 
 double Sampler::uniform() { return uniform01(state_); }
 
@@ -71,7 +77,8 @@ int32_t Sampler::sample(const float* logits, int64_t vocab) {
   std::vector<double> p(ids.size());
   const double top = logits[ids[0]];
   double sum = 0;
-  for (size_t i = 0; i < ids.size(); ++i) sum += p[i] = std::exp((logits[ids[i]] - top) / opt_.temperature);
+  for (size_t i = 0; i < ids.size(); ++i)
+    sum += p[i] = std::exp((logits[ids[i]] - top) / opt_.temperature);
   double cum = 0;
   size_t keep = ids.size();
   for (size_t i = 0; i < ids.size(); ++i) {
@@ -104,15 +111,17 @@ StatusOr<GenerateResult> generate(runner::Runner& session, const std::vector<int
                                   const std::function<void(int32_t)>& on_token) {
   if (prompt.empty()) return invalid_argument("the prompt encodes to no tokens");
   if (max_new < 0) return invalid_argument("-n must be >= 0");
-  if (!sampling.greedy && sampling.temperature <= 0) return invalid_argument("--temperature must be > 0");
+  if (!sampling.greedy && sampling.temperature <= 0)
+    return invalid_argument("--temperature must be > 0");
   if (!sampling.greedy && (sampling.top_p <= 0 || sampling.top_p > 1)) {
     return invalid_argument("--top-p must be in (0, 1]");
   }
   const int64_t needed = session.position() + static_cast<int64_t>(prompt.size()) + max_new;
   if (needed > capacity) {
-    return resource_exhausted("prompt (", prompt.size(), " tokens) + ", max_new, " new tokens need ", needed,
-                              " cache slots, but the KV cache holds ", capacity,
-                              "; raise llm.attributes.maxCacheLength (and re-parse) or generate fewer tokens");
+    return resource_exhausted(
+        "prompt (", prompt.size(), " tokens) + ", max_new, " new tokens need ", needed,
+        " cache slots, but the KV cache holds ", capacity,
+        "; raise llm.attributes.maxCacheLength (and re-parse) or generate fewer tokens");
   }
   GenerateResult r;
   std::vector<float> logits;

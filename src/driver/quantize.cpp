@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <filesystem>
-
 #include <nlohmann/json.hpp>
 
 #include "qbc/calib/calib_data.h"
@@ -30,32 +29,41 @@ StatusOr<quant::SampleSource> calibration_source(const LoadedModel& model,
     QBC_RETURN_IF_ERROR(read_weight(model, *emb, &table->data));
     table->vocab = emb->type.dims[0];
     table->hidden = emb->type.dims[1];
-    QBC_ASSIGN_OR_RETURN(calib::CalibDataset ds,
-                         calib::make_random_calib(table, "inputs_embeds", static_cast<size_t>(o.calibration().num_samples()),
-                                                  seq, static_cast<uint64_t>(o.seed())));
+    QBC_ASSIGN_OR_RETURN(
+        calib::CalibDataset ds,
+        calib::make_random_calib(table, "inputs_embeds",
+                                 static_cast<size_t>(o.calibration().num_samples()), seq,
+                                 static_cast<uint64_t>(o.seed())));
     *n = ds.size();
-    log("calib").warn("calibrating on random tokens (useRandomCalib): accuracy numbers are meaningless");
+    log("calib").warn(
+        "calibrating on random tokens (useRandomCalib): accuracy numbers are meaningless");
     // Embed every sample now, so the (vocab x hidden, 1 GB for a 128K vocabulary) table
     // is freed before the model is run.
     auto rows = std::make_shared<std::vector<std::pair<std::vector<float>, int64_t>>>(ds.size());
-    for (size_t i = 0; i < ds.size(); ++i) QBC_RETURN_IF_ERROR(ds.load(i, &(*rows)[i].first, &(*rows)[i].second));
+    for (size_t i = 0; i < ds.size(); ++i)
+      QBC_RETURN_IF_ERROR(ds.load(i, &(*rows)[i].first, &(*rows)[i].second));
     return quant::SampleSource([rows](size_t i, std::vector<float>* embeds, int64_t* s) -> Status {
-      if (i >= rows->size()) return invalid_argument("calibration sample ", i, " of ", rows->size());
+      if (i >= rows->size())
+        return invalid_argument("calibration sample ", i, " of ", rows->size());
       *embeds = (*rows)[i].first;
       *s = (*rows)[i].second;
       return ok_status();
     });
   }
   if (o.calib_data_paths_size() == 0) {
-    return invalid_argument("no calibration data: give calibDataPaths (--calib DIR, from `qbc calib prepare`) "
-                            "or useRandomCalib (--use-random-calib) for a smoke test");
+    return invalid_argument(
+        "no calibration data: give calibDataPaths (--calib DIR, from `qbc calib prepare`) "
+        "or useRandomCalib (--use-random-calib) for a smoke test");
   }
   // Headers of every file are checked here, before any calibration work.
   std::vector<std::string> paths(o.calib_data_paths().begin(), o.calib_data_paths().end());
-  QBC_ASSIGN_OR_RETURN(calib::CalibDataset ds, calib::open_calib_inputs(paths, calib::calib_input_specs(model.graph)));
+  QBC_ASSIGN_OR_RETURN(calib::CalibDataset ds,
+                       calib::open_calib_inputs(paths, calib::calib_input_specs(model.graph)));
   size_t count = ds.size();
-  if (o.calibration().num_samples() > 0 && static_cast<size_t>(o.calibration().num_samples()) < count) {
-    count = static_cast<size_t>(o.calibration().num_samples());  // calibration.numSamples caps the set
+  if (o.calibration().num_samples() > 0 &&
+      static_cast<size_t>(o.calibration().num_samples()) < count) {
+    count =
+        static_cast<size_t>(o.calibration().num_samples());  // calibration.numSamples caps the set
   }
   *n = count;
   // Every sample must fit the KV cache the model is compiled for.
@@ -73,7 +81,8 @@ StatusOr<quant::SampleSource> calibration_source(const LoadedModel& model,
       }
     }
   }
-  return quant::SampleSource([ds](size_t i, std::vector<float>* embeds, int64_t* s) { return ds.load(i, embeds, s); });
+  return quant::SampleSource(
+      [ds](size_t i, std::vector<float>* embeds, int64_t* s) { return ds.load(i, embeds, s); });
 }
 
 namespace {
@@ -112,12 +121,16 @@ void warn_cache_past_training(const LoadedModel& model) {
     if (n.op != ir::Op::kAttention) continue;
     const int64_t cache = n.attrs.get_int("max_cache");
     if (trained > 0 && cache > trained) {
-      log("quantize").warn(
-          "the KV cache is compiled for {} positions (llm.attributes.maxCacheLength) but the model's "
-          "max_position_embeddings is {}: positions past {} are outside what it was trained for, and the static "
-          "key scales must still cover every rotation up to {} (coarser keys; docs/numerics.md). Set "
-          "maxCacheLength (and maxSequenceLength) to {} unless you need the longer cache.",
-          cache, trained, trained, cache, trained);
+      log("quantize")
+          .warn(
+              "the KV cache is compiled for {} positions (llm.attributes.maxCacheLength) but the "
+              "model's "
+              "max_position_embeddings is {}: positions past {} are outside what it was trained "
+              "for, and the static "
+              "key scales must still cover every rotation up to {} (coarser keys; "
+              "docs/numerics.md). Set "
+              "maxCacheLength (and maxSequenceLength) to {} unless you need the longer cache.",
+              cache, trained, trained, cache, trained);
     }
     return;
   }
@@ -125,7 +138,8 @@ void warn_cache_past_training(const LoadedModel& model) {
 
 }  // namespace
 
-StatusOr<QuantizeSummary> quantize_to(const LoadedModel& model, const config::ResolvedConfig& config,
+StatusOr<QuantizeSummary> quantize_to(const LoadedModel& model,
+                                      const config::ResolvedConfig& config,
                                       const std::string& out_mblt, const QuantizeRun& run) {
   const config::CompileOptions& options = config.options;
   QBC_RETURN_IF_ERROR(quant::check_supported(options));
@@ -141,7 +155,8 @@ StatusOr<QuantizeSummary> quantize_to(const LoadedModel& model, const config::Re
   warn_cache_past_training(model);
 
   const LoadedModel* m = &model;
-  quant::WeightStore store([m](const ir::Weight& w, std::vector<float>* out) { return read_weight(*m, w, out); });
+  quant::WeightStore store(
+      [m](const ir::Weight& w, std::vector<float>* out) { return read_weight(*m, w, out); });
   ir::Graph graph = model.graph;
   const std::string side = sidecar_path(out_mblt);
   tensorfile::SafetensorsSpillWriter sidecar(side);
@@ -151,7 +166,8 @@ StatusOr<QuantizeSummary> quantize_to(const LoadedModel& model, const config::Re
   // input of the model as the passes before it left it (the spinR1 check, before
   // spinR1, the raw one).
   std::vector<quant::InputTransform> input_transforms;
-  const quant::SampleSource samples = [&raw_samples, &input_transforms](size_t i, std::vector<float>* embeds,
+  const quant::SampleSource samples = [&raw_samples, &input_transforms](size_t i,
+                                                                        std::vector<float>* embeds,
                                                                         int64_t* seq) -> Status {
     QBC_RETURN_IF_ERROR(raw_samples(i, embeds, seq));
     for (const quant::InputTransform& t : input_transforms) QBC_RETURN_IF_ERROR(t(embeds, *seq));
@@ -187,7 +203,8 @@ StatusOr<QuantizeSummary> quantize_to(const LoadedModel& model, const config::Re
     const ir::Weight* w = graph.find_weight(name);
     if (w == nullptr) continue;
     QBC_RETURN_IF_ERROR(store.read(*w, &data));
-    QBC_RETURN_IF_ERROR(sidecar.add(tensorfile::make_tensor(w->tensor, tensorfile::DType::kF32, w->type.dims, data)));
+    QBC_RETURN_IF_ERROR(sidecar.add(
+        tensorfile::make_tensor(w->tensor, tensorfile::DType::kF32, w->type.dims, data)));
   }
   graph.metadata["producer"] = run.producer;
   graph.metadata["qbc.config"] = config::to_json(options);
@@ -199,8 +216,10 @@ StatusOr<QuantizeSummary> quantize_to(const LoadedModel& model, const config::Re
     std::filesystem::remove(side, ec);
     return saved;
   }
-  stages.push_back({"write", true, std::chrono::duration<double>(std::chrono::steady_clock::now() - tw).count()});
-  for (const quant::PassRecord& r : stages) log("quant").info("stage {:<14} {:8.2f} s", r.name, r.seconds);
+  stages.push_back({"write", true,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - tw).count()});
+  for (const quant::PassRecord& r : stages)
+    log("quant").info("stage {:<14} {:8.2f} s", r.name, r.seconds);
 
   QuantizeSummary summary;
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -213,8 +232,9 @@ StatusOr<QuantizeSummary> quantize_to(const LoadedModel& model, const config::Re
   std::error_code ec;
   summary.mblt_bytes = static_cast<int64_t>(std::filesystem::file_size(out_mblt, ec));
   summary.sidecar_bytes = static_cast<int64_t>(std::filesystem::file_size(side, ec));
-  log("quant").info("quantized {} linears ({} left in float) in {:.2f} s: {} + {}", summary.quantized_linears,
-                    summary.float_linears, summary.seconds, out_mblt, side);
+  log("quant").info("quantized {} linears ({} left in float) in {:.2f} s: {} + {}",
+                    summary.quantized_linears, summary.float_linears, summary.seconds, out_mblt,
+                    side);
   return summary;
 }
 

@@ -1,7 +1,6 @@
 // Random-weight HF models: tensor lists per family, and generation of the weights, streamed in
 // chunks through SafetensorsStreamWriter so memory stays small for multi-GB shapes.
 #include "qbc/frontend/random_model.h"
-#include "qbc/support/random.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,6 +14,7 @@
 #include "qbc/support/check.h"
 #include "qbc/support/file_util.h"
 #include "qbc/support/logging.h"
+#include "qbc/support/random.h"
 #include "qbc/tensorfile/safetensors_writer.h"
 
 namespace qbc::frontend {
@@ -23,7 +23,6 @@ namespace {
 using OrderedJson = nlohmann::ordered_json;
 
 // --- Deterministic PRNG: splitmix64 seeding, xoshiro256**, Box-Muller ---------------------
-
 
 uint64_t fnv1a64(std::string_view s) {
   uint64_t h = 0xCBF29CE484222325ull;

@@ -25,11 +25,6 @@ std::string dump_name(size_t index, const std::string& pass, const std::string& 
 Status write_dump(const UnitHooks& hooks, const Instrumentation& instr, size_t index,
                   const std::string& pass) {
   QBC_ASSIGN_OR_RETURN(std::string text, hooks.dump());
-  std::error_code ec;
-  std::filesystem::create_directories(instr.dump_dir, ec);
-  if (ec)
-    return invalid_argument("--dump-dir ", instr.dump_dir,
-                            ": cannot create the folder: ", ec.message());
   const std::string path =
       (std::filesystem::path(instr.dump_dir) / dump_name(index, pass, hooks.dump_extension))
           .string();
@@ -71,6 +66,14 @@ Status run_steps(const std::vector<Step>& steps, const UnitHooks& hooks,
                  const Instrumentation& instr, std::vector<PassRecord>* records) {
   QBC_RETURN_IF_ERROR(check_needs(steps, hooks, instr));
   const bool dump_all = listed(instr.dump_after, "all");
+  if (!instr.dump_after.empty()) {
+    // Before any work: a folder that cannot be made must not fail a long run at its end.
+    std::error_code ec;
+    std::filesystem::create_directories(instr.dump_dir, ec);
+    if (ec)
+      return invalid_argument("--dump-dir ", instr.dump_dir,
+                              ": cannot create the folder: ", ec.message());
+  }
   const int total = static_cast<int>(steps.size());
   for (size_t i = 0; i < steps.size(); ++i) {
     const Step& s = steps[i];
@@ -88,6 +91,7 @@ Status run_steps(const std::vector<Step>& steps, const UnitHooks& hooks,
     const auto t0 = std::chrono::steady_clock::now();
     StatusOr<bool> changed = s.run();
     if (!changed.ok()) return changed.status().with_context("pass ", s.name);
+    if (hooks.health) QBC_RETURN_IF_ERROR(hooks.health().with_context("after pass ", s.name));
     if (Status v = hooks.verify(); !v.ok()) {
       // A pass that leaves the unit invalid is a bug in the pass, whatever the input was.
       return internal_error(hooks.stage, ": pass ", s.name,

@@ -8,11 +8,14 @@
 
 namespace qbc::quant {
 
-void observe_max(TensorStats& s, const std::vector<float>& x, int64_t channels, const RotaryPairing* pairing) {
-  if (pairing != nullptr && pairing->head_dim > 0 && pairing->rotary_dim > 1 && channels % pairing->head_dim == 0) {
+void observe_max(TensorStats& s, const std::vector<float>& x, int64_t channels,
+                 const RotaryPairing* pairing) {
+  if (pairing != nullptr && pairing->head_dim > 0 && pairing->rotary_dim > 1 &&
+      channels % pairing->head_dim == 0) {
     const int64_t heads = channels / pairing->head_dim, half = pairing->rotary_dim / 2;
     if (s.pair_radius.empty()) s.pair_radius.assign(static_cast<size_t>(heads * half), 0.0f);
-    for (size_t row = 0; row + static_cast<size_t>(channels) <= x.size(); row += static_cast<size_t>(channels)) {
+    for (size_t row = 0; row + static_cast<size_t>(channels) <= x.size();
+         row += static_cast<size_t>(channels)) {
       for (int64_t h = 0; h < heads; ++h) {
         for (int64_t i = 0; i < half; ++i) {
           const double a = x[row + static_cast<size_t>(h * pairing->head_dim + i)];
@@ -57,7 +60,8 @@ std::map<std::string, RotaryPairing> rotated_key_inputs(const ir::Graph& g) {
     if (n.op != ir::Op::kAttention) continue;
     const ir::Node& k = g.node(n.operands[1].value);
     if (k.op != ir::Op::kRope) continue;
-    out[g.node(k.operands[0].value).name] = {k.attrs.get_int("head_dim"), k.attrs.get_int("rotary_dim")};
+    out[g.node(k.operands[0].value).name] = {k.attrs.get_int("head_dim"),
+                                             k.attrs.get_int("rotary_dim")};
   }
   return out;
 }
@@ -95,18 +99,21 @@ StatusOr<CalibStats> collect_stats(const ir::Graph& g, runner::Runner& runner, s
       int64_t seq = 0;
       QBC_RETURN_IF_ERROR(samples(i, &embeds, &seq).with_context("calibration sample ", i));
       runner.reset();
-      QBC_RETURN_IF_ERROR(runner.forward_embeds(embeds, seq, &logits).with_context("calibration sample ", i));
+      QBC_RETURN_IF_ERROR(
+          runner.forward_embeds(embeds, seq, &logits).with_context("calibration sample ", i));
       for (const std::string& name : nodes) {
         QBC_RETURN_IF_ERROR(runner.activation(name, &act, &shape));
         TensorStats& s = stats[name];
         if (pass == 0) {
           auto p = pairings.find(name);
-          observe_max(s, act, shape.empty() ? 1 : shape.back(), p == pairings.end() ? nullptr : &p->second);
+          observe_max(s, act, shape.empty() ? 1 : shape.back(),
+                      p == pairings.end() ? nullptr : &p->second);
         } else {
           observe_histogram(s, act);
         }
       }
-      events::progress("calib", static_cast<int64_t>(pass * n + i + 1), static_cast<int64_t>(passes * n));
+      events::progress("calib", static_cast<int64_t>(pass * n + i + 1),
+                       static_cast<int64_t>(passes * n));
     }
   }
   runner.set_keep_activations(false);

@@ -42,9 +42,11 @@ StatusOr<std::vector<SegmentPlan>> segments_of(const ir::Graph& g) {
       seen_block = true;
       last = k;
     } else {
-      k = seen_block ? last + 1 : first_block;  // prefix joins the first block; the rest is the head
+      k = seen_block ? last + 1
+                     : first_block;  // prefix joins the first block; the rest is the head
     }
-    if (k < last && n.block >= 0) return internal_error("node '", n.name, "' of block ", k, " follows block ", last);
+    if (k < last && n.block >= 0)
+      return internal_error("node '", n.name, "' of block ", k, " follows block ", last);
     key[static_cast<size_t>(id)] = k;
     if (!index.count(k)) {
       index[k] = out.size();
@@ -64,8 +66,9 @@ StatusOr<std::vector<SegmentPlan>> segments_of(const ir::Graph& g) {
       }
     }
     if (outside.size() != 1) {
-      return unimplemented("block-wise calibration: segment starting at node '", g.node(out[s].nodes[0]).name,
-                           "' reads ", outside.size(), " values from earlier blocks (expected the residual stream)");
+      return unimplemented("block-wise calibration: segment starting at node '",
+                           g.node(out[s].nodes[0]).name, "' reads ", outside.size(),
+                           " values from earlier blocks (expected the residual stream)");
     }
     out[s].input = *outside.begin();
   }
@@ -74,8 +77,8 @@ StatusOr<std::vector<SegmentPlan>> segments_of(const ir::Graph& g) {
   out.back().output = g.outputs()[0];
   for (size_t s = 0; s + 1 < out.size(); ++s) {
     if (std::find(out[s].nodes.begin(), out[s].nodes.end(), out[s].output) == out[s].nodes.end()) {
-      return unimplemented("block-wise calibration: segment ", s + 1, " reads '", g.node(out[s].output).name,
-                           "', which segment ", s, " does not produce");
+      return unimplemented("block-wise calibration: segment ", s + 1, " reads '",
+                           g.node(out[s].output).name, "', which segment ", s, " does not produce");
     }
   }
   return out;
@@ -100,12 +103,14 @@ StatusOr<ir::Graph> segment_graph(const ir::Graph& g, const SegmentPlan& seg, si
     for (ir::Operand& o : n.operands) {
       if (o.is_weight()) {
         const ir::Weight* w = g.find_weight(o.weight);
-        if (w == nullptr) return invalid_argument("node '", n.name, "': unknown weight '", o.weight, "'");
+        if (w == nullptr)
+          return invalid_argument("node '", n.name, "': unknown weight '", o.weight, "'");
         sub.add_weight(*w);
         continue;
       }
       auto it = remap.find(o.value);
-      if (it == remap.end()) return internal_error("node '", n.name, "': operand outside its segment");
+      if (it == remap.end())
+        return internal_error("node '", n.name, "': operand outside its segment");
       o.value = it->second;
     }
     remap[id] = sub.append(std::move(n));
@@ -131,7 +136,8 @@ StatusOr<BlockRunner> BlockRunner::create(const ir::Graph& g, size_t n, const Sa
   r.stream_.resize(n);
   r.seqs_.assign(n, 0);
   for (size_t i = 0; i < n; ++i) {
-    QBC_RETURN_IF_ERROR(samples(i, &r.stream_[i], &r.seqs_[i]).with_context("calibration sample ", i));
+    QBC_RETURN_IF_ERROR(
+        samples(i, &r.stream_[i], &r.seqs_[i]).with_context("calibration sample ", i));
   }
   return r;
 }
@@ -144,8 +150,10 @@ std::vector<std::string> BlockRunner::node_names(size_t s) const {
 
 Status BlockRunner::run(size_t s, const ir::WeightReader& weights, const Visitor& visit,
                         bool keep_outputs) {
-  if (s != current_) return internal_error("BlockRunner: segment ", s, " run while the stream is at ", current_);
-  QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> session, ref::Session::create(graphs_[s], weights, session_));
+  if (s != current_)
+    return internal_error("BlockRunner: segment ", s, " run while the stream is at ", current_);
+  QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> session,
+                       ref::Session::create(graphs_[s], weights, session_));
   session->set_keep_activations(true);
   std::vector<float> out;
   for (size_t i = 0; i < stream_.size(); ++i) {
@@ -163,7 +171,9 @@ Status BlockRunner::run(size_t s, const ir::WeightReader& weights, const Visitor
 }
 
 Status BlockRunner::advance_from_last_run(size_t s) {
-  if (s != current_) return internal_error("BlockRunner: segment ", s, " advanced while the stream is at ", current_);
+  if (s != current_)
+    return internal_error("BlockRunner: segment ", s, " advanced while the stream is at ",
+                          current_);
   if (s + 1 < segments_.size()) {
     if (kept_outputs_.size() != stream_.size()) {
       return internal_error("BlockRunner: segment ", s, " has no kept outputs to advance from");
@@ -176,9 +186,12 @@ Status BlockRunner::advance_from_last_run(size_t s) {
 }
 
 Status BlockRunner::advance(size_t s, const ir::WeightReader& weights) {
-  if (s != current_) return internal_error("BlockRunner: segment ", s, " advanced while the stream is at ", current_);
+  if (s != current_)
+    return internal_error("BlockRunner: segment ", s, " advanced while the stream is at ",
+                          current_);
   if (s + 1 < segments_.size()) {
-    QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> session, ref::Session::create(graphs_[s], weights, session_));
+    QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> session,
+                         ref::Session::create(graphs_[s], weights, session_));
     std::vector<float> out;
     for (size_t i = 0; i < stream_.size(); ++i) {
       session->reset();
@@ -213,20 +226,24 @@ StatusOr<CalibStats> collect_stats_blockwise(const ir::Graph& g, const ir::Weigh
     }
     // Pass 0's outputs are the next segment's inputs: no second forward to advance.
     for (int pass = 0; pass < passes; ++pass) {
-      QBC_RETURN_IF_ERROR(runner.run(s, weights, [&](size_t, ref::Session& session) -> Status {
-        for (const std::string& name : here) {
-          QBC_RETURN_IF_ERROR(session.activation(name, &act, &shape));
-          TensorStats& st = stats[name];
-          if (pass == 0) {
-            auto p = pairings.find(name);
-            observe_max(st, act, shape.empty() ? 1 : shape.back(), p == pairings.end() ? nullptr : &p->second);
-          } else {
-            observe_histogram(st, act);
-          }
-        }
-        events::progress("calib", ++done, total);
-        return ok_status();
-      }, /*keep_outputs=*/pass == 0));
+      QBC_RETURN_IF_ERROR(runner.run(
+          s, weights,
+          [&](size_t, ref::Session& session) -> Status {
+            for (const std::string& name : here) {
+              QBC_RETURN_IF_ERROR(session.activation(name, &act, &shape));
+              TensorStats& st = stats[name];
+              if (pass == 0) {
+                auto p = pairings.find(name);
+                observe_max(st, act, shape.empty() ? 1 : shape.back(),
+                            p == pairings.end() ? nullptr : &p->second);
+              } else {
+                observe_histogram(st, act);
+              }
+            }
+            events::progress("calib", ++done, total);
+            return ok_status();
+          },
+          /*keep_outputs=*/pass == 0));
     }
     QBC_RETURN_IF_ERROR(runner.advance_from_last_run(s));
   }

@@ -4,14 +4,13 @@
 // or fp32 values (the head's outputs).
 #include "qbc/quant/fakequant.h"
 
-#include "qbc/ir/builder.h"
-
 #include <cmath>
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "qbc/ir/builder.h"
 #include "qbc/ir/verifier.h"
 #include "qbc/numerics/attention.h"
 #include "qbc/numerics/elementwise.h"
@@ -85,14 +84,16 @@ Status decode_kv_quant(const Node& n, numerics::Attention* a) {
     }
   }
   const size_t width = a->k_scale.size();
-  for (const auto& [key, dst] : {std::pair<const char*, std::vector<float>*>{"k_offset", &a->k_offset},
-                                 {"v_offset", &a->v_offset}}) {
+  for (const auto& [key, dst] :
+       {std::pair<const char*, std::vector<float>*>{"k_offset", &a->k_offset},
+        {"v_offset", &a->v_offset}}) {
     dst->assign(width, 0.0f);
     if (!at.has(key)) continue;
     const std::vector<double> offsets = at.get_floats(key);
     for (size_t i = 0; i < offsets.size() && i < width; ++i) {
       if (!std::isfinite(offsets[i])) {
-        return invalid_argument(node_label(n), ": ", key, " holds ", offsets[i], "; offsets must be finite");
+        return invalid_argument(node_label(n), ": ", key, " holds ", offsets[i],
+                                "; offsets must be finite");
       }
       (*dst)[i] = static_cast<float>(offsets[i]);
     }
@@ -143,7 +144,8 @@ Status FakeQuantSession::Impl::prepare_step(Step& st) {
       st.ql.out_fp16 = at.get_int("out_fp16") != 0;
       st.ql.in_dynamic = at.has("in_dynamic") && at.get_int("in_dynamic") != 0;
       st.ql.in_asym = at.get_int("in_asym", 0) == 1;
-      st.ql.in_zero = st.ql.in_asym && !st.ql.in_dynamic ? static_cast<int32_t>(at.get_int("in_zero")) : 0;
+      st.ql.in_zero =
+          st.ql.in_asym && !st.ql.in_dynamic ? static_cast<int32_t>(at.get_int("in_zero")) : 0;
       st.ql.group = at.get_int("w_group", 0);
       if (!(st.ql.in_scale > 0.0f) || !std::isfinite(st.ql.in_scale)) {
         return invalid_argument(node_label(n), ": in_scale ", at.get_float("in_scale"),
@@ -182,7 +184,8 @@ Status FakeQuantSession::Impl::prepare_step(Step& st) {
       if (at.has("k_bits")) QBC_RETURN_IF_ERROR(decode_kv_quant(n, &a));
       if (a.quantized && at.has("k_rot_offset")) {  // the K producer's RoPE rotates the offsets too
         const Node& k = graph.node(n.operands[1].value);
-        if (k.op != Op::kRope) return invalid_argument(node_label(n), ": k_rot_offset needs K from a rope node");
+        if (k.op != Op::kRope)
+          return invalid_argument(node_label(n), ": k_rot_offset needs K from a rope node");
         QBC_RETURN_IF_ERROR(decode_rope(k, &a.k_rope));
         const std::vector<double> m = at.get_floats("k_rot_offset");
         if (m.size() != a.k_scale.size()) {
@@ -285,14 +288,16 @@ Status FakeQuantSession::Impl::load_qlinear(
     bias_at = 4;
     const std::vector<float>& zeros = by_name.at(n.operands[3].weight);
     if (zeros.size() != p.wscale.size()) {
-      return invalid_argument(node_label(n), ": ", zeros.size(), " zero points for ", p.wscale.size(), " scales");
+      return invalid_argument(node_label(n), ": ", zeros.size(), " zero points for ",
+                              p.wscale.size(), " scales");
     }
     p.wzero.resize(zeros.size());
     for (size_t i = 0; i < zeros.size(); ++i) {
       const double z = zeros[i];
       if (z != std::nearbyint(z) || z < -hi - 1.0 || z > hi) {
-        return invalid_argument(node_label(n), ": zero point '", n.operands[3].weight, "' element ", i, " is ", z,
-                                ", not an integer in [", -hi - 1.0, ", ", hi, "] for w_bits ", w_bits);
+        return invalid_argument(node_label(n), ": zero point '", n.operands[3].weight, "' element ",
+                                i, " is ", z, ", not an integer in [", -hi - 1.0, ", ", hi,
+                                "] for w_bits ", w_bits);
       }
       p.wzero[i] = static_cast<int32_t>(z);
     }

@@ -17,9 +17,6 @@
 // any vector width (gemm_acc has an AVX2 clone) gives bit-identical results.
 #include "qbc/quant/gptq.h"
 
-#include "gptq_linalg.h"
-#include "qbc/numerics/quantizer.h"
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -29,6 +26,9 @@
 #include <system_error>
 #include <thread>
 #include <utility>
+
+#include "gptq_linalg.h"
+#include "qbc/numerics/quantizer.h"
 
 namespace qbc::quant {
 namespace {
@@ -42,17 +42,18 @@ using gptq_detail::parallel_chunks;
 using gptq_detail::permute_symmetric;
 using gptq_detail::resolve_threads;
 
-
 // ---------------------------------------------------------------------------
 // Scales (docs/numerics.md, docs/research/quant.md §2.1 and §2.3).
 
 /// The code of w: clamp(rne(w / s) + z, −qmax − 1, qmax).
 double code_of(double w, double s, int qm, double z = 0) {
-  return std::clamp(std::nearbyint(w / s) + z, static_cast<double>(-qm - 1), static_cast<double>(qm));
+  return std::clamp(std::nearbyint(w / s) + z, static_cast<double>(-qm - 1),
+                    static_cast<double>(qm));
 }
 
 /// Σ |s·(q(w) − z) − w|^norm over w[0, len), stopping early once it reaches `bound`.
-double clip_error(const double* w, int64_t len, float s, int qm, double norm, double bound, double z = 0) {
+double clip_error(const double* w, int64_t len, float s, int qm, double norm, double bound,
+                  double z = 0) {
   const double ds = s;
   double sum = 0;
   for (int64_t j = 0; j < len; ++j) {
@@ -150,7 +151,8 @@ Status check_inputs(const std::vector<float>& W, int64_t out, int64_t in, const 
   }
   if (o.bits < 2 || o.bits > 8) return invalid_argument("bits = ", o.bits, " (supported: 2..8)");
   if (o.group_size < 0) return invalid_argument("group_size = ", o.group_size, " is negative");
-  if (o.refine_sweeps < 0) return invalid_argument("refine_sweeps = ", o.refine_sweeps, " is negative");
+  if (o.refine_sweeps < 0)
+    return invalid_argument("refine_sweeps = ", o.refine_sweeps, " is negative");
   if (o.mse_clip &&
       (!(o.mse_norm > 0) || o.mse_grid < 1 || !(o.mse_max_shrink >= 0) || o.mse_max_shrink >= 1)) {
     return invalid_argument(
@@ -188,15 +190,17 @@ constexpr int64_t kSweepRows = 128;    // output rows per GPTQ work item
 /// range, which changes δᵀAδ by s·k·(s·k·A_ii − 2·g_i), and takes the move when that is
 /// negative (g then loses s·k·A[i, :]). Returns the rows' Σ δᵀAδ (computed afresh from
 /// the final codes) and adds the moved codes to *moved.
-double refine_rows(const std::vector<float>& W, const std::vector<bool>& dead, const double* A, int64_t n,
-                   int sweeps, int qm, GptqResult& r, int64_t a, int64_t b, int64_t* moved) {
+double refine_rows(const std::vector<float>& W, const std::vector<bool>& dead, const double* A,
+                   int64_t n, int sweeps, int qm, GptqResult& r, int64_t a, int64_t b,
+                   int64_t* moved) {
   const int64_t m = b - a;
   std::vector<double> d(static_cast<size_t>(m * n)), g;
   auto residual = [&] {
     for (int64_t row = a; row < b; ++row) {
       for (int64_t c = 0; c < n; ++c) {
         const double w = dead[c] ? 0.0 : static_cast<double>(W[row * n + c]);
-        const double what = static_cast<double>(r.scale(row, c)) * (r.codes[row * n + c] - r.zero(row, c));
+        const double what =
+            static_cast<double>(r.scale(row, c)) * (r.codes[row * n + c] - r.zero(row, c));
         d[(row - a) * n + c] = w - what;
       }
     }
@@ -215,7 +219,8 @@ double refine_rows(const std::vector<float>& W, const std::vector<bool>& dead, c
         if (dead[i]) continue;
         const double s = r.scale(row, i), aii = A[i * n + i];
         const double want = std::nearbyint(gr[i] / (s * aii));
-        const double to = std::clamp(codes[i] + want, static_cast<double>(-qm - 1), static_cast<double>(qm));
+        const double to =
+            std::clamp(codes[i] + want, static_cast<double>(-qm - 1), static_cast<double>(qm));
         const double k = to - codes[i];
         if (k == 0) continue;
         const double step = s * k;
@@ -283,7 +288,8 @@ std::vector<float> dequantize(const GptqResult& r) {
   for (int64_t row = 0; row < r.out; ++row) {
     for (int64_t c = 0; c < r.in; ++c) {
       const int64_t k = row * r.in + c;
-      w[k] = static_cast<float>(static_cast<double>(r.scale(row, c)) * (r.codes[k] - r.zero(row, c)));
+      w[k] =
+          static_cast<float>(static_cast<double>(r.scale(row, c)) * (r.codes[k] - r.zero(row, c)));
     }
   }
   return w;
@@ -415,7 +421,8 @@ StatusOr<GptqResult> gptq_quantize(const std::vector<float>& W, int64_t out, int
       std::vector<double> row(static_cast<size_t>(n));
       for (int64_t i = a; i < b; ++i) {
         for (int64_t c = 0; c < n; ++c) row[c] = dead[c] ? 0.0 : static_cast<double>(W[i * n + c]);
-        row_params(row.data(), n, o, r.scales.data() + i * groups, o.zero_point ? r.zeros.data() + i * groups : nullptr);
+        row_params(row.data(), n, o, r.scales.data() + i * groups,
+                   o.zero_point ? r.zeros.data() + i * groups : nullptr);
       }
     });
   }
@@ -428,7 +435,8 @@ StatusOr<GptqResult> gptq_quantize(const std::vector<float>& W, int64_t out, int
   }
   std::vector<double> wp(static_cast<size_t>(out * n));  // W in act order
   for (int64_t row = 0; row < out; ++row) {
-    for (int64_t i = 0; i < n; ++i) wp[row * n + i] = dead[perm[i]] ? 0.0 : static_cast<double>(W[row * n + perm[i]]);
+    for (int64_t i = 0; i < n; ++i)
+      wp[row * n + i] = dead[perm[i]] ? 0.0 : static_cast<double>(W[row * n + perm[i]]);
   }
 
   // refine_sweeps: H (mirrored, dead columns at 1) in the original order, + λI below.
@@ -481,14 +489,15 @@ StatusOr<GptqResult> gptq_quantize(const std::vector<float>& W, int64_t out, int
   for (double l : row_loss) loss += l;
   r.proxy_loss = r.sweep_proxy_loss = 0.5 * loss;
   if (o.refine_sweeps > 0) {
-    std::vector<double>().swap(H);   // U and the act-order weights are no longer needed
+    std::vector<double>().swap(H);  // U and the act-order weights are no longer needed
     std::vector<double>().swap(wp);
     for (int64_t i = 0; i < n; ++i) A[i * n + i] += dmp.lambda;
     const size_t chunks = static_cast<size_t>((out + kSweepRows - 1) / kSweepRows);
     std::vector<double> refined(chunks, 0.0);  // per work item, summed in row order below
     std::vector<int64_t> moved(chunks, 0);
     parallel_chunks(out, kSweepRows, threads, [&](int64_t a, int64_t b) {
-      refined[a / kSweepRows] = refine_rows(W, dead, A.data(), n, o.refine_sweeps, qm, r, a, b, &moved[a / kSweepRows]);
+      refined[a / kSweepRows] =
+          refine_rows(W, dead, A.data(), n, o.refine_sweeps, qm, r, a, b, &moved[a / kSweepRows]);
     });
     double total = 0;
     for (double l : refined) total += l;

@@ -94,12 +94,14 @@ class HessianQuant final : public Pass {
     gopt.mse_clip = attr.mse_clip();
     gopt.refine_sweeps = attr.refine_sweeps();
     gopt.zero_point = ctx.options->bit().weight_zero_point();
-    if (gopt.block_size < 1) return invalid_argument("hessianQuant: blockSize ", gopt.block_size, " is not >= 1");
+    if (gopt.block_size < 1)
+      return invalid_argument("hessianQuant: blockSize ", gopt.block_size, " is not >= 1");
     if (!(gopt.perc_damp > 0.0 && gopt.perc_damp <= 1.0)) {
       return invalid_argument("hessianQuant: percDamp ", gopt.perc_damp, " is not in (0, 1]");
     }
-    log("gptq").info("hessianDtype {}: Hessians are accumulated and factorised in fp64, at least as precise",
-                     dtype_name(config_.hessian_dtype()));
+    log("gptq").info(
+        "hessianDtype {}: Hessians are accumulated and factorised in fp64, at least as precise",
+        dtype_name(config_.hessian_dtype()));
 
     const ir::Graph& g = *ctx.graph;
     // How many nodes read each weight (a shared weight cannot get one set of integers).
@@ -112,7 +114,8 @@ class HessianQuant final : public Pass {
       for (const std::string& w : here) ++weight_users[w];
     }
 
-    QBC_ASSIGN_OR_RETURN(BlockRunner runner, BlockRunner::create(g, ctx.num_samples, *ctx.samples, ctx.session));
+    QBC_ASSIGN_OR_RETURN(BlockRunner runner,
+                         BlockRunner::create(g, ctx.num_samples, *ctx.samples, ctx.session));
     const auto users = consumers(g);
 
     // The groups of every segment, in graph order, before anything is rewritten.
@@ -126,14 +129,16 @@ class HessianQuant final : public Pass {
         const ir::Node& n = g.node(id);
         if (n.op != ir::Op::kLinear) continue;
         if (n.operands.size() < 2 || !n.operands[1].is_weight() || n.operands[0].is_weight()) {
-          return unimplemented("hessianQuant: linear '", n.name, "' does not read an activation and a weight");
+          return unimplemented("hessianQuant: linear '", n.name,
+                               "' does not read an activation and a weight");
         }
         const LinearBits bits = linear_bits(n.name, n.part == ir::Part::kHead, *ctx.options);
         if (bits.weight == 16) continue;
         const std::string& wname = n.operands[1].weight;
         if (weight_users[wname] > 1) {
-          log("gptq").warn("hessianQuant: skipping '{}': its weight '{}' is shared with another node", n.name,
-                           wname);
+          log("gptq").warn(
+              "hessianQuant: skipping '{}': its weight '{}' is shared with another node", n.name,
+              wname);
           continue;
         }
         const ir::Weight* w = g.find_weight(wname);
@@ -156,7 +161,8 @@ class HessianQuant final : public Pass {
         if (u.size() != 1 || g.node(u[0]).op != ir::Op::kAdd) continue;
         const ir::Node& add = g.node(u[0]);
         for (const ir::Operand& o : add.operands) {
-          if (!o.is_weight() && o.value != grp.linears[0].id) grp.residual_name = g.node(o.value).name;
+          if (!o.is_weight() && o.value != grp.linears[0].id)
+            grp.residual_name = g.node(o.value).name;
         }
       }
     }
@@ -170,7 +176,8 @@ class HessianQuant final : public Pass {
     // its linears' float weights from a snapshot taken before any of them is quantized.
     std::optional<BlockRunner> float_runner;
     if (attr.float_target()) {
-      QBC_ASSIGN_OR_RETURN(BlockRunner fr, BlockRunner::create(g, ctx.num_samples, *ctx.samples, ctx.session));
+      QBC_ASSIGN_OR_RETURN(BlockRunner fr,
+                           BlockRunner::create(g, ctx.num_samples, *ctx.samples, ctx.session));
       float_runner.emplace(std::move(fr));
     }
     std::map<std::string, std::vector<float>> float_weights;
@@ -184,8 +191,10 @@ class HessianQuant final : public Pass {
     int64_t done = 0;
     std::vector<float> act;
     std::vector<int64_t> shape;
-    std::vector<std::vector<float>> float_inputs;  // per sample, the group's input in the float model
-    std::vector<std::vector<float>> float_resid;   // per sample, the residual stream in the float model
+    std::vector<std::vector<float>>
+        float_inputs;  // per sample, the group's input in the float model
+    std::vector<std::vector<float>>
+        float_resid;  // per sample, the residual stream in the float model
     std::vector<float> resid;
     for (size_t s = 0; s < runner.num_segments(); ++s) {
       float_weights.clear();
@@ -193,7 +202,8 @@ class HessianQuant final : public Pass {
         for (const Group& grp : plan[s]) {
           for (const Target& t : grp.linears) {
             const ir::Weight* w = g.find_weight(t.weight);
-            QBC_RETURN_IF_ERROR(reader(*w, &float_weights[t.weight]).with_context("hessianQuant: '", t.weight, "'"));
+            QBC_RETURN_IF_ERROR(reader(*w, &float_weights[t.weight])
+                                    .with_context("hessianQuant: '", t.weight, "'"));
           }
         }
       }
@@ -210,14 +220,16 @@ class HessianQuant final : public Pass {
         if (float_runner) {
           float_inputs.assign(ctx.num_samples, {});
           float_resid.assign(ctx.num_samples, {});
-          QBC_RETURN_IF_ERROR(float_runner->run(s, float_reader, [&](size_t sample, ref::Session& session) -> Status {
-            if (!grp.residual_name.empty()) {
-              QBC_RETURN_IF_ERROR(session.activation(grp.residual_name, &float_resid[sample], &shape)
-                                      .with_context("hessianQuant: float residual '", grp.residual_name, "'"));
-            }
-            return session.activation(grp.input_name, &float_inputs[sample], &shape)
-                .with_context("hessianQuant: float input '", grp.input_name, "'");
-          }));
+          QBC_RETURN_IF_ERROR(float_runner->run(
+              s, float_reader, [&](size_t sample, ref::Session& session) -> Status {
+                if (!grp.residual_name.empty()) {
+                  QBC_RETURN_IF_ERROR(
+                      session.activation(grp.residual_name, &float_resid[sample], &shape)
+                          .with_context("hessianQuant: float residual '", grp.residual_name, "'"));
+                }
+                return session.activation(grp.input_name, &float_inputs[sample], &shape)
+                    .with_context("hessianQuant: float input '", grp.input_name, "'");
+              }));
         }
         std::optional<HessianAccumulator> acc(std::in_place, in);
         std::optional<CrossAccumulator> cross(std::in_place, float_runner ? in : 0);
@@ -225,49 +237,62 @@ class HessianQuant final : public Pass {
         const int64_t out0 = w0->type.dims[0];
         const bool writer = float_runner && !grp.residual_name.empty();
         std::optional<CrossAccumulator> rcross(std::in_place, writer ? out0 : 0, writer ? in : 0);
-        QBC_RETURN_IF_ERROR(runner.run(s, reader, [&](size_t sample, ref::Session& session) -> Status {
-          QBC_RETURN_IF_ERROR(session.activation(grp.input_name, &act, &shape)
-                                  .with_context("hessianQuant: input '", grp.input_name, "'"));
-          QBC_ASSIGN_OR_RETURN(const int64_t rows, rows_of(act));
-          QBC_RETURN_IF_ERROR(acc->add(act.data(), rows)
-                                  .with_context("hessianQuant: sample ", sample, ", input '", grp.input_name, "'"));
-          if (!float_runner) return ok_status();
-          if (float_inputs[sample].size() != act.size()) {
-            return internal_error("hessianQuant: float and quantized inputs of '", grp.input_name, "' differ in size");
-          }
-          Status st = cross->add(float_inputs[sample].data(), act.data(), rows);
-          std::vector<float>().swap(float_inputs[sample]);
-          if (writer && st.ok()) {
-            QBC_RETURN_IF_ERROR(session.activation(grp.residual_name, &resid, &shape)
-                                    .with_context("hessianQuant: residual '", grp.residual_name, "'"));
-            std::vector<float>& drift = float_resid[sample];
-            if (drift.size() != resid.size() || static_cast<int64_t>(resid.size()) != rows * out0) {
-              return internal_error("hessianQuant: residual '", grp.residual_name, "' has ", resid.size(),
-                                    " values in the quantized model and ", drift.size(), " in the float model, expected ",
-                                    rows * out0);
-            }
-            for (size_t k = 0; k < drift.size(); ++k) drift[k] -= resid[k];
-            st = rcross->add(drift.data(), act.data(), rows);
-            std::vector<float>().swap(drift);
-          }
-          return st.with_context("hessianQuant: sample ", sample, ", input '", grp.input_name, "'");
-        }));
+        QBC_RETURN_IF_ERROR(
+            runner.run(s, reader, [&](size_t sample, ref::Session& session) -> Status {
+              QBC_RETURN_IF_ERROR(session.activation(grp.input_name, &act, &shape)
+                                      .with_context("hessianQuant: input '", grp.input_name, "'"));
+              QBC_ASSIGN_OR_RETURN(const int64_t rows, rows_of(act));
+              QBC_RETURN_IF_ERROR(acc->add(act.data(), rows)
+                                      .with_context("hessianQuant: sample ", sample, ", input '",
+                                                    grp.input_name, "'"));
+              if (!float_runner) return ok_status();
+              if (float_inputs[sample].size() != act.size()) {
+                return internal_error("hessianQuant: float and quantized inputs of '",
+                                      grp.input_name, "' differ in size");
+              }
+              Status st = cross->add(float_inputs[sample].data(), act.data(), rows);
+              std::vector<float>().swap(float_inputs[sample]);
+              if (writer && st.ok()) {
+                QBC_RETURN_IF_ERROR(
+                    session.activation(grp.residual_name, &resid, &shape)
+                        .with_context("hessianQuant: residual '", grp.residual_name, "'"));
+                std::vector<float>& drift = float_resid[sample];
+                if (drift.size() != resid.size() ||
+                    static_cast<int64_t>(resid.size()) != rows * out0) {
+                  return internal_error("hessianQuant: residual '", grp.residual_name, "' has ",
+                                        resid.size(), " values in the quantized model and ",
+                                        drift.size(), " in the float model, expected ",
+                                        rows * out0);
+                }
+                for (size_t k = 0; k < drift.size(); ++k) drift[k] -= resid[k];
+                st = rcross->add(drift.data(), act.data(), rows);
+                std::vector<float>().swap(drift);
+              }
+              return st.with_context("hessianQuant: sample ", sample, ", input '", grp.input_name,
+                                     "'");
+            }));
         QBC_ASSIGN_OR_RETURN(std::vector<double> H, acc->hessian());
         acc.reset();
         std::vector<double> M;  // floatTarget: W' = W + W·M for every linear of the group
         std::vector<double> R;  // floatTarget, residual writers: W' += E (H + λI)⁻¹
         if (float_runner) {
           QBC_ASSIGN_OR_RETURN(std::vector<double> C, cross->cross());
-          StatusOr<std::vector<double>> m = float_target_correction(H, std::move(C), gopt.perc_damp);
-          if (!m.ok()) return m.status().with_context("hessianQuant: float target of input '", grp.input_name, "'");
+          StatusOr<std::vector<double>> m =
+              float_target_correction(H, std::move(C), gopt.perc_damp);
+          if (!m.ok())
+            return m.status().with_context("hessianQuant: float target of input '", grp.input_name,
+                                           "'");
           M = std::move(m).value();
           if (writer) {
             QBC_ASSIGN_OR_RETURN(std::vector<double> E, rcross->cross());
-            StatusOr<std::vector<double>> r = ridge_right_solve(H, std::move(E), out0, gopt.perc_damp);
-            if (!r.ok()) return r.status().with_context("hessianQuant: residual target of '", grp.linears[0].name, "'");
+            StatusOr<std::vector<double>> r =
+                ridge_right_solve(H, std::move(E), out0, gopt.perc_damp);
+            if (!r.ok())
+              return r.status().with_context("hessianQuant: residual target of '",
+                                             grp.linears[0].name, "'");
             R = std::move(r).value();
-            log("gptq").debug("{}: also aims at the float residual stream '{}'", grp.linears[0].name,
-                              grp.residual_name);
+            log("gptq").debug("{}: also aims at the float residual stream '{}'",
+                              grp.linears[0].name, grp.residual_name);
           }
         }
         cross.reset();
@@ -276,17 +301,22 @@ class HessianQuant final : public Pass {
           const Target& t = grp.linears[li];
           QBC_ASSIGN_OR_RETURN(Matrix m, read_matrix(ctx, t.weight));
           if (m.cols != in) {
-            return internal_error("hessianQuant: '", t.name, "' has ", m.cols, " inputs, its group ", in);
+            return internal_error("hessianQuant: '", t.name, "' has ", m.cols,
+                                  " inputs, its group ", in);
           }
           std::vector<float> W(m.v.begin(), m.v.end());
           std::vector<double>().swap(m.v);  // an LM head is gigabytes in fp64
           if (float_runner) {
             StatusOr<std::vector<float>> wt = apply_float_target(W, m.rows, m.cols, M);
-            if (!wt.ok()) return wt.status().with_context("hessianQuant: float target of '", t.name, "'");
+            if (!wt.ok())
+              return wt.status().with_context("hessianQuant: float target of '", t.name, "'");
             W = std::move(wt).value();
             if (!R.empty()) {
-              if (R.size() != W.size()) return internal_error("hessianQuant: residual target of '", t.name, "' is mis-sized");
-              for (size_t k = 0; k < W.size(); ++k) W[k] = static_cast<float>(static_cast<double>(W[k]) + R[k]);
+              if (R.size() != W.size())
+                return internal_error("hessianQuant: residual target of '", t.name,
+                                      "' is mis-sized");
+              for (size_t k = 0; k < W.size(); ++k)
+                W[k] = static_cast<float>(static_cast<double>(W[k]) + R[k]);
             }
           }
           GptqOptions o = gopt;
@@ -296,12 +326,15 @@ class HessianQuant final : public Pass {
           StatusOr<GptqResult> q = gptq_quantize(W, m.rows, m.cols, std::move(h), o);
           if (!q.ok()) return q.status().with_context("hessianQuant: node '", t.name, "'");
           GptqResult r = std::move(q).value();
-          log("gptq").debug("{}: {}-bit, proxy loss {:.6g} (sweep {:.6g}, {} codes refined), damp {:.3g} (retries {}), dead columns {}",
-                            t.name, t.bits, r.proxy_loss, r.sweep_proxy_loss, r.refined_codes, r.damp_fraction,
-                            r.damp_retries, r.dead_columns);
+          log("gptq").debug(
+              "{}: {}-bit, proxy loss {:.6g} (sweep {:.6g}, {} codes refined), damp {:.3g} "
+              "(retries {}), dead columns {}",
+              t.name, t.bits, r.proxy_loss, r.sweep_proxy_loss, r.refined_codes, r.damp_fraction,
+              r.damp_retries, r.dead_columns);
           if (r.damp_retries > 0) {
-            log("gptq").warn("hessianQuant: '{}': Hessian needed damping {:.3g} of its mean diagonal", t.name,
-                             r.damp_fraction);
+            log("gptq").warn(
+                "hessianQuant: '{}': Hessian needed damping {:.3g} of its mean diagonal", t.name,
+                r.damp_fraction);
           }
           std::vector<float> deq = dequantize(r);
           FixedWeights fw;

@@ -30,23 +30,31 @@ std::vector<double> reached_angles(double w, int64_t positions) {
 
 }  // namespace
 
-std::vector<ChannelRange> rotated_key_ranges(const ir::Node& rope, const TensorStats& pre, int64_t positions) {
+std::vector<ChannelRange> rotated_key_ranges(const ir::Node& rope, const TensorStats& pre,
+                                             int64_t positions) {
   const ir::Attrs& a = rope.attrs;
-  const int64_t heads = a.get_int("num_heads"), hd = a.get_int("head_dim"), rd = a.get_int("rotary_dim");
+  const int64_t heads = a.get_int("num_heads"), hd = a.get_int("head_dim"),
+                rd = a.get_int("rotary_dim");
   const double f = a.get_float("attention_factor", 1.0);
   const size_t width = static_cast<size_t>(heads * hd);
   std::vector<ChannelRange> out(width);
-  auto centre = [&](size_t i) { return 0.5 * (static_cast<double>(pre.channel_min[i]) + pre.channel_max[i]); };
-  auto half = [&](size_t i) { return 0.5 * (static_cast<double>(pre.channel_max[i]) - pre.channel_min[i]); };
+  auto centre = [&](size_t i) {
+    return 0.5 * (static_cast<double>(pre.channel_min[i]) + pre.channel_max[i]);
+  };
+  auto half = [&](size_t i) {
+    return 0.5 * (static_cast<double>(pre.channel_max[i]) - pre.channel_min[i]);
+  };
   if (pre.channel_min.size() != width || positions <= 0) {
     for (size_t i = 0; i < width && i < pre.channel_absmax.size(); ++i) {
-      out[i] = {-static_cast<double>(pre.channel_absmax[i]), static_cast<double>(pre.channel_absmax[i])};
+      out[i] = {-static_cast<double>(pre.channel_absmax[i]),
+                static_cast<double>(pre.channel_absmax[i])};
     }
     return out;
   }
   for (size_t i = 0; i < width; ++i) out[i] = {centre(i) - half(i), centre(i) + half(i)};
   // The frequency sets a call may use: LongRoPE / dynamic NTK switch with the length.
-  const std::vector<double> inv = a.get_floats("inv_freq"), long_inv = a.get_floats("long_inv_freq");
+  const std::vector<double> inv = a.get_floats("inv_freq"),
+                            long_inv = a.get_floats("long_inv_freq");
   const double dyn = a.get_float("dynamic_factor", 0.0), theta = a.get_float("theta", 10000.0);
   const int64_t orig = a.get_int("original_max_positions", 0);
   std::vector<std::vector<double>> sets = {
@@ -59,13 +67,15 @@ std::vector<ChannelRange> rotated_key_ranges(const ir::Node& rope, const TensorS
     for (int64_t i = 0; i < pairs; ++i) {
       const size_t ia = static_cast<size_t>(h * hd + i), ib = ia + static_cast<size_t>(pairs);
       const double ma = centre(ia), mb = centre(ib), ha = half(ia), hb = half(ib);
-      double lo_a = std::numeric_limits<double>::infinity(), hi_a = -lo_a, lo_b = lo_a, hi_b = -lo_a;
+      double lo_a = std::numeric_limits<double>::infinity(), hi_a = -lo_a, lo_b = lo_a,
+             hi_b = -lo_a;
       for (const std::vector<double>& freq : sets) {
         for (double phi : reached_angles(freq[static_cast<size_t>(i)], positions)) {
           const double c = f * std::cos(phi), s = f * std::sin(phi);
           // rope: a' = a cos - b sin, b' = b cos + a sin.
           const double ca = ma * c - mb * s, cb = mb * c + ma * s;
-          const double ea = std::fabs(c) * ha + std::fabs(s) * hb, eb = std::fabs(s) * ha + std::fabs(c) * hb;
+          const double ea = std::fabs(c) * ha + std::fabs(s) * hb,
+                       eb = std::fabs(s) * ha + std::fabs(c) * hb;
           lo_a = std::min(lo_a, ca - ea);
           hi_a = std::max(hi_a, ca + ea);
           lo_b = std::min(lo_b, cb - eb);
@@ -90,23 +100,25 @@ std::vector<ChannelRange> rotated_key_ranges(const ir::Node& rope, const TensorS
   return out;
 }
 
-RotatingKeyOffsets rotating_key_offsets(const ir::Node& rope, const TensorStats& pre, int64_t positions,
-                                        bool centered, double gain) {
+RotatingKeyOffsets rotating_key_offsets(const ir::Node& rope, const TensorStats& pre,
+                                        int64_t positions, bool centered, double gain) {
   RotatingKeyOffsets r;
   r.ranges = rotated_key_ranges(rope, pre, positions);
   const ir::Attrs& a = rope.attrs;
-  const int64_t heads = a.get_int("num_heads"), hd = a.get_int("head_dim"), rd = a.get_int("rotary_dim");
+  const int64_t heads = a.get_int("num_heads"), hd = a.get_int("head_dim"),
+                rd = a.get_int("rotary_dim");
   const size_t width = static_cast<size_t>(heads * hd);
   r.m.assign(width, 0.0);
-  if (pre.channel_min.size() != width || pre.channel_max.size() != width || positions <= 0) return r;
+  if (pre.channel_min.size() != width || pre.channel_max.size() != width || positions <= 0)
+    return r;
   // The same statistics around each channel's centre: the keys minus m (no radius
   // bound: the radius was seen around 0).
   TensorStats shifted = pre;
   shifted.pair_radius.clear();
   std::vector<double> centre(width);
   for (size_t i = 0; i < width; ++i) {
-    centre[i] = static_cast<double>(static_cast<float>(0.5 * (static_cast<double>(pre.channel_min[i]) +
-                                                               pre.channel_max[i])));  // fp32, as stored
+    centre[i] = static_cast<double>(static_cast<float>(
+        0.5 * (static_cast<double>(pre.channel_min[i]) + pre.channel_max[i])));  // fp32, as stored
     shifted.channel_min[i] = static_cast<float>(pre.channel_min[i] - centre[i]);
     shifted.channel_max[i] = static_cast<float>(pre.channel_max[i] - centre[i]);
   }
@@ -124,7 +136,8 @@ RotatingKeyOffsets rotating_key_offsets(const ir::Node& rope, const TensorStats&
       if (!(after <= gain * before)) continue;
       // The stored key is an fp16 difference of fp16 values: widen by a few fp16 steps.
       for (size_t c : {ia, ib}) {
-        const double ulp = std::ldexp(std::fabs(centre[c]) + std::fabs(moved[c].hi) + std::fabs(moved[c].lo), -9);
+        const double ulp =
+            std::ldexp(std::fabs(centre[c]) + std::fabs(moved[c].hi) + std::fabs(moved[c].lo), -9);
         r.ranges[c] = {moved[c].lo - ulp, moved[c].hi + ulp};
         r.m[c] = centre[c];
       }

@@ -37,7 +37,8 @@ class NormSmooth final : public Pass {
       if (!only_linears) continue;
 
       auto it = ctx.stats->find(n.name);
-      if (it == ctx.stats->end()) return failed_precondition("no calibration statistics for node '", n.name, "'");
+      if (it == ctx.stats->end())
+        return failed_precondition("no calibration statistics for node '", n.name, "'");
       const std::vector<float>& xmax = it->second.channel_absmax;
       const std::string gname = weight_operand(g, id, 1);
       QBC_ASSIGN_OR_RETURN(Matrix gain, read_matrix(ctx, gname));
@@ -50,15 +51,17 @@ class NormSmooth final : public Pass {
       std::vector<double> wmax(static_cast<size_t>(gain.cols), 0.0);
       for (ir::ValueId r : readers) {
         const std::string wname = weight_operand(g, r, 1);
-        if (std::find(wnames.begin(), wnames.end(), wname) != wnames.end()) continue;  // one weight, two readers
+        if (std::find(wnames.begin(), wnames.end(), wname) != wnames.end())
+          continue;  // one weight, two readers
         QBC_ASSIGN_OR_RETURN(Matrix w, read_matrix(ctx, wname));
         if (w.cols != gain.cols) {
-          return internal_error("node '", g.node(r).name, "': weight has ", w.cols, " columns, norm '", n.name,
-                                "' has ", gain.cols);
+          return internal_error("node '", g.node(r).name, "': weight has ", w.cols,
+                                " columns, norm '", n.name, "' has ", gain.cols);
         }
         for (int64_t row = 0; row < w.rows; ++row) {
           for (int64_t c = 0; c < w.cols; ++c) {
-            wmax[static_cast<size_t>(c)] = std::max(wmax[static_cast<size_t>(c)], std::fabs(w.at(row, c)));
+            wmax[static_cast<size_t>(c)] =
+                std::max(wmax[static_cast<size_t>(c)], std::fabs(w.at(row, c)));
           }
         }
         ws.push_back(std::move(w));

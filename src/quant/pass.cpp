@@ -32,6 +32,8 @@ std::string PassContext::describe(pass::ResourceSet resources) {
   return out.empty() ? "nothing" : out;
 }
 
+Status PassContext::health() const { return weights->status(); }
+
 Status PassContext::verify() const {
   QBC_RETURN_IF_ERROR(ir::verify(*graph));
   return check_rewritten_sizes(*graph, *weights);

@@ -28,7 +28,8 @@ bool check_rotation(const Options& o) {
   return et(o).spin_r1().apply() && et(o).spin_r1().policy() == config::ROTATION_POLICY_IF_BETTER;
 }
 bool any_scale_migration(const Options& o) {
-  return et(o).qk().apply() || et(o).vo().apply() || et(o).ud().apply() || et(o).norm_smooth().apply();
+  return et(o).qk().apply() || et(o).vo().apply() || et(o).ud().apply() ||
+         et(o).norm_smooth().apply();
 }
 bool always(const Options&) { return true; }
 
@@ -91,30 +92,43 @@ PassRegistry::Factory plain(Make make) {
 }  // namespace
 
 void register_quant_passes(PassRegistry& r) {
-  const auto spin_seed = [](const Options& o) { return static_cast<uint64_t>(et(o).spin_r1().seed()); };
+  const auto spin_seed = [](const Options& o) {
+    return static_cast<uint64_t>(et(o).spin_r1().seed());
+  };
   r.add("spinR1Check", "measure whether spinR1 lowers the round-to-nearest output error",
         plain([spin_seed](const Options& o) { return make_rotation_check(spin_seed(o)); }));
-  r.add("normConv", "fold RMSNorm gains into the linears they feed", maybe_gated([](const Options&) { return make_norm_conv(); }));
+  r.add("normConv", "fold RMSNorm gains into the linears they feed",
+        maybe_gated([](const Options&) { return make_norm_conv(); }));
   r.add("spinR1", "rotate the residual stream by a seeded random Hadamard",
         maybe_gated([spin_seed](const Options& o) { return make_spin_r1(spin_seed(o)); }));
   r.add("spinR2", "rotate each V head's output and the matching o_proj inputs",
-        plain([](const Options& o) { return make_spin_r2(static_cast<uint64_t>(et(o).spin_r2().seed())); }));
+        plain([](const Options& o) {
+          return make_spin_r2(static_cast<uint64_t>(et(o).spin_r2().seed()));
+        }));
   r.add("qkRotation", "rotate q/k channel pairs (commuting with RoPE) to lower their weight error",
         plain([](const Options&) { return make_qk_rotation(); }));
-  r.add("optimizeFfn", "no-op (a backend lowering concern)", plain([](const Options&) { return make_optimize_ffn(); }));
+  r.add("optimizeFfn", "no-op (a backend lowering concern)",
+        plain([](const Options&) { return make_optimize_ffn(); }));
   r.add("calibrateScales", "activation statistics for the scale migrations",
         plain([](const Options&) { return make_calibrate(/*for_scales=*/true); }));
-  r.add("qk", "migrate scale between q and k", plain([](const Options&) { return make_qk_scale(); }));
-  r.add("vo", "migrate scale between v and o_proj", plain([](const Options&) { return make_vo_scale(); }));
+  r.add("qk", "migrate scale between q and k",
+        plain([](const Options&) { return make_qk_scale(); }));
+  r.add("vo", "migrate scale between v and o_proj",
+        plain([](const Options&) { return make_vo_scale(); }));
   r.add("ud", "migrate scale between up_proj and down_proj",
         plain([](const Options& o) { return make_ud_scale(et(o).ud().smoothing_factor()); }));
   r.add("normSmooth", "migrate scale from norm outputs into the linears they feed",
-        plain([](const Options& o) { return make_norm_smooth(et(o).norm_smooth().smoothing_factor()); }));
+        plain([](const Options& o) {
+          return make_norm_smooth(et(o).norm_smooth().smoothing_factor());
+        }));
   r.add("searchWeightScale", "AWQ-style per-channel scale and clip search",
         plain([](const Options& o) { return make_search_weight_scale(o.search_weight_scale()); }));
-  r.add("hessianQuant", "GPTQ", plain([](const Options& o) { return make_hessian_quant(o.hessian_quant()); }));
-  r.add("calibrate", "activation statistics of the final model", plain([](const Options&) { return make_calibrate(false); }));
-  r.add("quantizeRtn", "integer weights, activation and KV-cache scales", plain([](const Options&) { return make_quantize_rtn(); }));
+  r.add("hessianQuant", "GPTQ",
+        plain([](const Options& o) { return make_hessian_quant(o.hessian_quant()); }));
+  r.add("calibrate", "activation statistics of the final model",
+        plain([](const Options&) { return make_calibrate(false); }));
+  r.add("quantizeRtn", "integer weights, activation and KV-cache scales",
+        plain([](const Options&) { return make_quantize_rtn(); }));
 }
 
 const PassRegistry& quant_passes() {
@@ -128,8 +142,9 @@ const PassRegistry& quant_passes() {
 
 StatusOr<std::vector<pass::PipelineEntry>> quant_pipeline(const Options& o) {
   if (et(o).spin_r1().apply() && !et(o).norm_conv().apply()) {
-    return invalid_argument("equivalentTransformation.spinR1 needs normConv: the residual-stream rotation is "
-                            "only function-preserving once RMSNorm gains are folded into the linears");
+    return invalid_argument(
+        "equivalentTransformation.spinR1 needs normConv: the residual-stream rotation is "
+        "only function-preserving once RMSNorm gains are folded into the linears");
   }
   std::vector<pass::PipelineEntry> entries;
   for (const Stage& s : kPipeline) {
@@ -138,31 +153,51 @@ StatusOr<std::vector<pass::PipelineEntry>> quant_pipeline(const Options& o) {
   return entries;
 }
 
-bool is_fixed_stage(const std::string& pass) { return pass == "calibrate" || pass == "quantizeRtn"; }
+bool is_fixed_stage(const std::string& pass) {
+  return pass == "calibrate" || pass == "quantizeRtn";
+}
 
-Status check_disabled(const std::vector<pass::PipelineEntry>& entries, const std::vector<std::string>& disabled) {
+Status check_disabled(const std::vector<pass::PipelineEntry>& entries,
+                      const std::vector<std::string>& disabled) {
   std::string listing;
   for (const pass::PipelineEntry& e : entries) listing += (listing.empty() ? "" : ", ") + e.pass;
   for (const std::string& name : disabled) {
     if (!quant_passes().contains(name)) {
       std::string known;
       for (const std::string& n : quant_passes().names()) known += (known.empty() ? "" : ", ") + n;
-      return invalid_argument("--disable-pass ", name, ": no such pass (quant passes: ", known, ")");
+      return invalid_argument("--disable-pass ", name, ": no such pass (quant passes: ", known,
+                              ")");
     }
     if (is_fixed_stage(name)) {
-      return invalid_argument("--disable-pass ", name, ": a fixed stage of the quant pipeline cannot be disabled");
+      return invalid_argument("--disable-pass ", name,
+                              ": a fixed stage of the quant pipeline cannot be disabled");
     }
     if (!pass::contains_pass(entries, name)) {
-      log("quant").warn("--disable-pass {}: the pass is not in this pipeline (its key is off); pipeline: {}", name,
-                        listing);
+      log("quant").warn(
+          "--disable-pass {}: the pass is not in this pipeline (its key is off); pipeline: {}",
+          name, listing);
     }
   }
   return ok_status();
 }
 
-StatusOr<pass::PassManager<PassContext>> build_pipeline(const std::vector<pass::PipelineEntry>& entries,
-                                                        const Options& options, pass::Instrumentation instr) {
+Status check_instrumentation(const std::vector<pass::PipelineEntry>& entries,
+                             const pass::Instrumentation& instr) {
   QBC_RETURN_IF_ERROR(check_disabled(entries, instr.disabled));
+  for (const std::string& name : instr.dump_after) {
+    if (name == "all" || pass::contains_pass(entries, name)) continue;
+    std::string listing;
+    for (const pass::PipelineEntry& e : entries) listing += (listing.empty() ? "" : ", ") + e.pass;
+    return invalid_argument("--dump-after ", name, ": not a pass of this pipeline (", listing,
+                            ", or all)");
+  }
+  return ok_status();
+}
+
+StatusOr<pass::PassManager<PassContext>> build_pipeline(
+    const std::vector<pass::PipelineEntry>& entries, const Options& options,
+    pass::Instrumentation instr) {
+  QBC_RETURN_IF_ERROR(check_instrumentation(entries, instr));
   pass::PassManager<PassContext> pm(std::move(instr));
   for (const pass::PipelineEntry& e : entries) {
     QBC_ASSIGN_OR_RETURN(std::unique_ptr<Pass> p, quant_passes().create(e.pass, options));

@@ -117,7 +117,6 @@ class QkRotation final : public AttentionPass {
   std::string name() const override { return "qkRotation"; }
 
  private:
-
   StatusOr<bool> run_attention(PassContext& ctx, const Users& users, ir::ValueId att,
                                const AttentionHeads& heads) override {
     const ir::Graph& g = *ctx.graph;
@@ -129,14 +128,18 @@ class QkRotation final : public AttentionPass {
     const int64_t rotary = rope->rotary;
     const ir::ValueId qsrc = rope->q_src, ksrc = rope->k_src;
     if (g.node(qsrc).op == ir::Op::kRmsNorm || g.node(ksrc).op == ir::Op::kRmsNorm) {
-      log("transforms").info("qkRotation: '{}' left alone: a per-head norm gain sits between the projections and RoPE",
-                             a.name);
+      log("transforms")
+          .info(
+              "qkRotation: '{}' left alone: a per-head norm gain sits between the projections and "
+              "RoPE",
+              a.name);
       return false;
     }
     QBC_ASSIGN_OR_RETURN(Rows qrows, producer_rows(g, users, qsrc, q_rope));
     QBC_ASSIGN_OR_RETURN(Rows krows, producer_rows(g, users, ksrc, k_rope));
     if (qrows.count != H * d || krows.count != KV * d) {
-      return internal_error("qkRotation: attention '", a.name, "': projection rows ", qrows.count, ", ", krows.count);
+      return internal_error("qkRotation: attention '", a.name, "': projection rows ", qrows.count,
+                            ", ", krows.count);
     }
     const bool fused = qrows.linear == krows.linear;
     QBC_ASSIGN_OR_RETURN(LinearWeights ql, read_linear(ctx, qrows.linear));

@@ -67,7 +67,8 @@ Status scale_gain(PassContext& ctx, ir::ValueId node, const std::vector<double>&
   const std::string name = weight_operand(g, node, 1);
   QBC_ASSIGN_OR_RETURN(Matrix m, read_matrix(ctx, name));
   if (m.v.size() != factor.size()) {
-    return internal_error("norm '", g.node(node).name, "' has ", m.v.size(), " gains, the scale ", factor.size());
+    return internal_error("norm '", g.node(node).name, "' has ", m.v.size(), " gains, the scale ",
+                          factor.size());
   }
   const double u = static_cast<double>(g.node(node).attrs.get_int("unit_offset"));
   for (size_t c = 0; c < factor.size(); ++c) m.v[c] = (m.v[c] + u) * factor[c] - u;
@@ -90,7 +91,6 @@ class QkScale final : public AttentionPass {
   pass::ResourceSet needs() const override { return kScaleStats; }
 
  private:
-
   StatusOr<bool> run_attention(PassContext& ctx, const Users& users, ir::ValueId att,
                                const AttentionHeads& heads) override {
     const ir::Graph& g = *ctx.graph;
@@ -109,7 +109,8 @@ class QkScale final : public AttentionPass {
     // The Q and K statistics of each λ: per KV head (max over the query heads of the
     // group), or one vector for all heads when the scale lives in shared norm gains.
     const int64_t sets = qk_norm ? 1 : KV;
-    std::vector<std::vector<double>> qs(static_cast<size_t>(sets), std::vector<double>(static_cast<size_t>(d), 0.0));
+    std::vector<std::vector<double>> qs(static_cast<size_t>(sets),
+                                        std::vector<double>(static_cast<size_t>(d), 0.0));
     std::vector<std::vector<double>> ks = qs;
     for (int64_t h = 0; h < H; ++h) {
       auto& q = qs[static_cast<size_t>(qk_norm ? 0 : h / group)];
@@ -142,13 +143,15 @@ class QkScale final : public AttentionPass {
     if (qk_norm) {
       const ir::Node& qn = g.node(qsrc);
       const ir::Node& kn = g.node(ksrc);
-      if (qn.op != ir::Op::kRmsNorm || kn.op != ir::Op::kRmsNorm || qn.attrs.get_int("group") != d ||
-          kn.attrs.get_int("group") != d) {
-        return unimplemented("attention '", a.name, "': q/k norms must both be per-head (group ", d, ")");
+      if (qn.op != ir::Op::kRmsNorm || kn.op != ir::Op::kRmsNorm ||
+          qn.attrs.get_int("group") != d || kn.attrs.get_int("group") != d) {
+        return unimplemented("attention '", a.name, "': q/k norms must both be per-head (group ", d,
+                             ")");
       }
       for (ir::ValueId nrm : {qsrc, ksrc}) {
         const auto& nu = users[static_cast<size_t>(nrm)];
-        if (nu.size() != 1) return unimplemented("'", g.node(nrm).name, "' feeds more than its rope");
+        if (nu.size() != 1)
+          return unimplemented("'", g.node(nrm).name, "' feeds more than its rope");
       }
       if (qn.operands[1].weight == kn.operands[1].weight) {
         return unimplemented("'", qn.name, "' and '", kn.name, "' share their gain weight");
@@ -163,24 +166,29 @@ class QkScale final : public AttentionPass {
     QBC_ASSIGN_OR_RETURN(Rows qrows, producer_rows(g, users, qsrc, q_rope));
     QBC_ASSIGN_OR_RETURN(Rows krows, producer_rows(g, users, ksrc, k_rope));
     if (qrows.count != H * d || krows.count != KV * d) {
-      return internal_error("attention '", a.name, "': projection rows ", qrows.count, ", ", krows.count);
+      return internal_error("attention '", a.name, "': projection rows ", qrows.count, ", ",
+                            krows.count);
     }
     std::vector<double> fq(static_cast<size_t>(H * d)), fk(static_cast<size_t>(KV * d));
     for (int64_t h = 0; h < H; ++h) {
       for (int64_t c = 0; c < d; ++c)
-        fq[static_cast<size_t>(h * d + c)] = lambda[static_cast<size_t>(h / group)][static_cast<size_t>(c)];
+        fq[static_cast<size_t>(h * d + c)] =
+            lambda[static_cast<size_t>(h / group)][static_cast<size_t>(c)];
     }
     for (int64_t kv = 0; kv < KV; ++kv) {
       for (int64_t c = 0; c < d; ++c)
-        fk[static_cast<size_t>(kv * d + c)] = 1.0 / lambda[static_cast<size_t>(kv)][static_cast<size_t>(c)];
+        fk[static_cast<size_t>(kv * d + c)] =
+            1.0 / lambda[static_cast<size_t>(kv)][static_cast<size_t>(c)];
     }
     if (qrows.linear == krows.linear) {
       // Fused qkv: one read-modify-write of the shared weight.
       Rows all{qrows.linear, std::min(qrows.offset, krows.offset), 0};
       const int64_t end = std::max(qrows.offset + qrows.count, krows.offset + krows.count);
       std::vector<double> f(static_cast<size_t>(end - all.offset), 1.0);
-      for (size_t i = 0; i < fq.size(); ++i) f[static_cast<size_t>(qrows.offset - all.offset) + i] = fq[i];
-      for (size_t i = 0; i < fk.size(); ++i) f[static_cast<size_t>(krows.offset - all.offset) + i] = fk[i];
+      for (size_t i = 0; i < fq.size(); ++i)
+        f[static_cast<size_t>(qrows.offset - all.offset) + i] = fq[i];
+      for (size_t i = 0; i < fk.size(); ++i)
+        f[static_cast<size_t>(krows.offset - all.offset) + i] = fk[i];
       QBC_RETURN_IF_ERROR(scale_rows(ctx, all, f));
     } else {
       QBC_RETURN_IF_ERROR(scale_rows(ctx, qrows, fq));

@@ -1,23 +1,24 @@
 // quantize-rtn: linear -> qlinear with RTN per-output-channel weights and a
 // calibrated static input scale; attention -> quantized KV cache.
 //   %y = linear(%x, @w) : f32[?,?,64]
-//   ==> %y = qlinear(%x, @y.wq, @y.wscale) {in_bits = 8, in_scale = 0.0123, out_fp16 = 1, w_bits = 8}
+//   ==> %y = qlinear(%x, @y.wq, @y.wscale) {in_bits = 8, in_scale = 0.0123, out_fp16 = 1, w_bits =
+//   8}
 #include <fnmatch.h>
 
 #include <algorithm>
 #include <cmath>
 
-#include "qbc/quant/quantize.h"
-
 #include "qbc/numerics/quantizer.h"
 #include "qbc/quant/gptq.h"
 #include "qbc/quant/key_ranges.h"
+#include "qbc/quant/quantize.h"
 #include "qbc/tensorfile/safetensors_writer.h"
 
 namespace qbc::quant {
 namespace {
 
-bool matches_any(const google::protobuf::RepeatedPtrField<std::string>& globs, const std::string& name) {
+bool matches_any(const google::protobuf::RepeatedPtrField<std::string>& globs,
+                 const std::string& name) {
   for (const std::string& g : globs) {
     if (fnmatch(g.c_str(), name.c_str(), 0) == 0) return true;
   }
@@ -42,7 +43,8 @@ double fp32(double x) { return static_cast<double>(static_cast<float>(x)); }
 /// Midpoint of channel i's calibrated [min, max], rounded to fp32.
 double channel_midpoint(const TensorStats& s, size_t i) {
   if (s.channel_min.size() <= i || !(s.channel_min[i] <= s.channel_max[i])) return 0.0;
-  return fp32(0.5 * (static_cast<double>(s.channel_min[i]) + static_cast<double>(s.channel_max[i])));
+  return fp32(0.5 *
+              (static_cast<double>(s.channel_min[i]) + static_cast<double>(s.channel_max[i])));
 }
 
 /// Largest |x - offset| channel i reached in calibration.
@@ -52,7 +54,6 @@ double channel_reach(const TensorStats& s, size_t i, double offset) {
   }
   return std::max(std::fabs(s.channel_max[i] - offset), std::fabs(s.channel_min[i] - offset));
 }
-
 
 /// An i8 sidecar tensor holding `codes`.
 tensorfile::TensorToWrite int8_tensor(const std::string& name, std::vector<int64_t> shape,
@@ -88,18 +89,26 @@ int64_t weight_group(const config::CompileOptions& options, int64_t in) {
   return g > 0 && g < in ? g : 0;  // a group as wide as the row is the per-channel rule
 }
 
-LinearBits linear_bits(const std::string& node_name, bool head, const config::CompileOptions& options) {
+LinearBits linear_bits(const std::string& node_name, bool head,
+                       const config::CompileOptions& options) {
   const auto& w = options.bit().transformer().weight();
   const auto& a = options.bit().transformer().activation();
   LinearBits b;
   const std::string p = head ? "head" : projection(node_name);
-  if (p == "query") b = {w.query(), a.query()};
-  else if (p == "key") b = {w.key(), a.key()};
-  else if (p == "value") b = {w.value(), a.value()};
-  else if (p == "qkv") b = {std::max({w.query(), w.key(), w.value()}), std::max({a.query(), a.key(), a.value()})};
-  else if (p == "output") b = {w.output(), a.output()};
-  else if (p == "ffn") b = {w.ffn(), a.ffn()};
-  else if (p == "head") b = {w.head(), a.head()};
+  if (p == "query")
+    b = {w.query(), a.query()};
+  else if (p == "key")
+    b = {w.key(), a.key()};
+  else if (p == "value")
+    b = {w.value(), a.value()};
+  else if (p == "qkv")
+    b = {std::max({w.query(), w.key(), w.value()}), std::max({a.query(), a.key(), a.value()})};
+  else if (p == "output")
+    b = {w.output(), a.output()};
+  else if (p == "ffn")
+    b = {w.ffn(), a.ffn()};
+  else if (p == "head")
+    b = {w.head(), a.head()};
   const auto& lo = options.bit().layer_overrides();
   if (matches_any(lo.weight8_bits(), node_name)) b.weight = 8;
   if (matches_any(lo.weight16_bits(), node_name)) b.weight = 16;
@@ -125,8 +134,8 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
   const config::ActivationScaling scaling = options.bit().activation_scaling();
   const bool per_token = scaling == config::ACTIVATION_SCALING_PER_TOKEN ||
                          scaling == config::ACTIVATION_SCALING_PER_TOKEN_ASYMMETRIC;
-  const bool asym_inputs =
-      options.calibration().method() >= 2 || scaling == config::ACTIVATION_SCALING_PER_TOKEN_ASYMMETRIC;
+  const bool asym_inputs = options.calibration().method() >= 2 ||
+                           scaling == config::ACTIVATION_SCALING_PER_TOKEN_ASYMMETRIC;
   ir::Graph& out = r.graph;
   out = g;
   std::vector<float> w;
@@ -155,14 +164,15 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
         if (it != fixed->end()) chosen = &it->second;
       }
       if (chosen != nullptr) {  // a pass (hessianQuant, searchWeightScale) chose the integers
-        if (chosen->bits != bits.weight || chosen->codes.size() != q.size() || chosen->scales.size() != scale.size()) {
-          return internal_error("node '", n.name, "': weights fixed by a pass at ", chosen->bits, " bits with ",
-                                chosen->codes.size(), " codes do not match ", bits.weight, "-bit [", rows, ", ",
-                                cols, "]");
+        if (chosen->bits != bits.weight || chosen->codes.size() != q.size() ||
+            chosen->scales.size() != scale.size()) {
+          return internal_error("node '", n.name, "': weights fixed by a pass at ", chosen->bits,
+                                " bits with ", chosen->codes.size(), " codes do not match ",
+                                bits.weight, "-bit [", rows, ", ", cols, "]");
         }
         if (!chosen->zeros.empty() && chosen->zeros.size() != scale.size()) {
-          return internal_error("node '", n.name, "': ", chosen->zeros.size(), " zero points for ", scale.size(),
-                                " scales");
+          return internal_error("node '", n.name, "': ", chosen->zeros.size(), " zero points for ",
+                                scale.size(), " scales");
         }
         q = chosen->codes;
         scale = chosen->scales;
@@ -182,7 +192,8 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
         scale = std::move(rq->scales);
         zero = std::move(rq->zeros);
       }
-      const std::vector<int64_t> scale_shape = group > 0 ? std::vector<int64_t>{rows, groups} : std::vector<int64_t>{rows};
+      const std::vector<int64_t> scale_shape =
+          group > 0 ? std::vector<int64_t>{rows, groups} : std::vector<int64_t>{rows};
       const std::string wq = n.name + ".wq", ws = n.name + ".wscale";
       const std::string wz = n.name + ".wzero";
       std::vector<tensorfile::TensorToWrite> tensors;
@@ -197,15 +208,16 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
         }
       }
       const ir::DType code_type = bits.weight == 4 ? ir::DType::kI4 : ir::DType::kI8;
-      out.add_weight(ir::Weight{wq, ir::TensorType{code_type, {rows, cols}}, ir::WeightSource::kSidecar, wq,
-                                ir::WeightRole::kParameter});
-      out.add_weight(ir::Weight{ws, ir::TensorType{ir::DType::kF32, scale_shape}, ir::WeightSource::kSidecar, ws,
-                                ir::WeightRole::kParameter});
+      out.add_weight(ir::Weight{wq, ir::TensorType{code_type, {rows, cols}},
+                                ir::WeightSource::kSidecar, wq, ir::WeightRole::kParameter});
+      out.add_weight(ir::Weight{ws, ir::TensorType{ir::DType::kF32, scale_shape},
+                                ir::WeightSource::kSidecar, ws, ir::WeightRole::kParameter});
       const std::string old_weight = n.operands[1].weight;
-      std::vector<ir::Operand> ops = {n.operands[0], ir::Operand::of_weight(wq), ir::Operand::of_weight(ws)};
+      std::vector<ir::Operand> ops = {n.operands[0], ir::Operand::of_weight(wq),
+                                      ir::Operand::of_weight(ws)};
       if (!zero.empty()) {
-        out.add_weight(ir::Weight{wz, ir::TensorType{code_type, scale_shape}, ir::WeightSource::kSidecar, wz,
-                                  ir::WeightRole::kParameter});
+        out.add_weight(ir::Weight{wz, ir::TensorType{code_type, scale_shape},
+                                  ir::WeightSource::kSidecar, wz, ir::WeightRole::kParameter});
         ops.push_back(ir::Operand::of_weight(wz));
       }
       if (n.operands.size() == 3) ops.push_back(n.operands[2]);
@@ -258,7 +270,8 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
         auto it = stats.find(pre);
         if (it == stats.end()) return internal_error("no calibration statistics for '", pre, "'");
         if (options.bit().kv_cache().rotating_key_offsets()) {
-          RotatingKeyOffsets ro = rotating_key_offsets(knode, it->second, n.attrs.get_int("max_cache"), k_centered);
+          RotatingKeyOffsets ro =
+              rotating_key_offsets(knode, it->second, n.attrs.get_int("max_cache"), k_centered);
           k_range = std::move(ro.ranges);
           if (ro.pairs > 0) k_rot_offset = std::move(ro.m);
         } else {
@@ -276,7 +289,8 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
         v_offset[i] = channel_midpoint(*vs, i);
       }
       auto k_reach = [&](size_t i) {
-        return std::max(std::fabs(k_range[i].hi - k_offset[i]), std::fabs(k_range[i].lo - k_offset[i]));
+        return std::max(std::fabs(k_range[i].hi - k_offset[i]),
+                        std::fabs(k_range[i].lo - k_offset[i]));
       };
       std::vector<double> k_scale(kv_width), v_scale(kv_width);
       for (int64_t h = 0; h < kvh; ++h) {
@@ -285,7 +299,8 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
           // Rotary pairs (c, c + rd/2) share a K scale: RoPE moves energy between them.
           double range = k_reach(i);
           if (c < rd) {
-            const size_t partner = static_cast<size_t>(h * hd + (c < rd / 2 ? c + rd / 2 : c - rd / 2));
+            const size_t partner =
+                static_cast<size_t>(h * hd + (c < rd / 2 ? c + rd / 2 : c - rd / 2));
             range = std::max(range, k_reach(partner));
           }
           k_scale[i] = std::max(range / static_cast<double>(numerics::quant_max(kb)), 1e-8);

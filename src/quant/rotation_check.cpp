@@ -38,7 +38,8 @@ constexpr int64_t kOutRows = 256;  // output rows scored per linear
 
 /// Up to `keep` tokens of one activation [seq, cols], evenly spaced and shifted per
 /// sample so that the same positions are not always taken, appended as fp64 rows.
-void take_rows(const std::vector<float>& act, int64_t cols, size_t sample, int64_t keep, std::vector<double>* x) {
+void take_rows(const std::vector<float>& act, int64_t cols, size_t sample, int64_t keep,
+               std::vector<double>* x) {
   const int64_t seq = static_cast<int64_t>(act.size()) / cols;
   keep = std::min(keep, seq);
   if (keep <= 0) return;
@@ -52,7 +53,8 @@ void take_rows(const std::vector<float>& act, int64_t cols, size_t sample, int64
 
 /// Σ_r ‖X·m_r‖² over the rows m_r of M [rows, in], a chunk of rows per work item,
 /// summed in row order.
-double total_error(const OutputError& err, const std::vector<double>& M, int64_t rows, int threads) {
+double total_error(const OutputError& err, const std::vector<double>& M, int64_t rows,
+                   int threads) {
   const int64_t in = err.cols();
   std::vector<double> per(static_cast<size_t>(rows));
   gptq_detail::parallel_chunks(rows, 16, threads, [&](int64_t a, int64_t b) {
@@ -66,7 +68,8 @@ double total_error(const OutputError& err, const std::vector<double>& M, int64_t
 /// The relative output error e of the header for weight `w` on the inputs of `err`,
 /// scored on at most kOutRows evenly spaced rows of w (rows quantize independently, so
 /// this is the error of those outputs exactly).
-StatusOr<double> relative_error(const OutputError& err, const Matrix& w, const GptqOptions& o, int threads) {
+StatusOr<double> relative_error(const OutputError& err, const Matrix& w, const GptqOptions& o,
+                                int threads) {
   const int64_t rows = std::min(w.rows, kOutRows), in = w.cols;
   std::vector<float> wf(static_cast<size_t>(rows * in));
   std::vector<double> wd(wf.size());
@@ -98,7 +101,8 @@ class RotationCheck final : public Pass {
     const int threads = gptq_detail::resolve_threads(ctx.session.threads);
     const std::vector<BlockNodes> blocks = block_nodes(g);
     const size_t samples = std::min<size_t>(ctx.num_samples, kSamples);
-    QBC_ASSIGN_OR_RETURN(BlockRunner runner, BlockRunner::create(g, samples, *ctx.samples, ctx.session));
+    QBC_ASSIGN_OR_RETURN(BlockRunner runner,
+                         BlockRunner::create(g, samples, *ctx.samples, ctx.session));
     const ir::WeightReader reader = ctx.weights->reader();
     const int64_t per_sample = std::max<int64_t>(1, kRows / static_cast<int64_t>(samples));
     std::unique_ptr<Rotation> rot;
@@ -137,23 +141,28 @@ class RotationCheck final : public Pass {
       std::map<ir::ValueId, int64_t> widths;
       std::vector<float> act;
       std::vector<int64_t> shape;
-      QBC_RETURN_IF_ERROR(runner.run(s, reader, [&](size_t sample, ref::Session& session) -> Status {
-        for (auto& [id, x] : rows) {
-          QBC_RETURN_IF_ERROR(session.activation(g.node(id).name, &act, &shape));
-          const int64_t cols = shape.empty() ? 1 : shape.back();
-          widths[id] = cols;
-          take_rows(act, cols, sample, per_sample, &x);
-        }
-        return ok_status();
-      }, /*keep_outputs=*/true));
+      QBC_RETURN_IF_ERROR(runner.run(
+          s, reader,
+          [&](size_t sample, ref::Session& session) -> Status {
+            for (auto& [id, x] : rows) {
+              QBC_RETURN_IF_ERROR(session.activation(g.node(id).name, &act, &shape));
+              const int64_t cols = shape.empty() ? 1 : shape.back();
+              widths[id] = cols;
+              take_rows(act, cols, sample, per_sample, &x);
+            }
+            return ok_status();
+          },
+          /*keep_outputs=*/true));
 
-      auto score = [&](const std::string& node, const OutputError& xp, const OutputError& xr, const Matrix& wp,
-                       const Matrix& wr) -> Status {
+      auto score = [&](const std::string& node, const OutputError& xp, const OutputError& xr,
+                       const Matrix& wp, const Matrix& wr) -> Status {
         const GptqOptions o = quantizer(ctx, node, wp.cols);
         if (o.bits >= 16) return ok_status();
         QBC_ASSIGN_OR_RETURN(const double ep, relative_error(xp, wp, o, threads));
         QBC_ASSIGN_OR_RETURN(const double er, relative_error(xr, wr, o, threads));
-        log("quantize").debug("spinR1Check: '{}': relative output error {:.6g} plain, {:.6g} rotated", node, ep, er);
+        log("quantize")
+            .debug("spinR1Check: '{}': relative output error {:.6g} plain, {:.6g} rotated", node,
+                   ep, er);
         plain += ep;
         rotated += er;
         ++linears;
@@ -168,17 +177,18 @@ class RotationCheck final : public Pass {
           QBC_ASSIGN_OR_RETURN(Rotation r, Rotation::make(hidden, seed_));
           rot = std::make_unique<Rotation>(std::move(r));
         }
-        if (rot->size() != hidden) return internal_error("spinR1Check: norm '", norm.name, "' is ", hidden, " wide");
+        if (rot->size() != hidden)
+          return internal_error("spinR1Check: norm '", norm.name, "' is ", hidden, " wide");
         QBC_ASSIGN_OR_RETURN(Matrix gamma, read_matrix(ctx, weight_operand(g, nm.node, 1)));
         if (gamma.cols * gamma.rows != hidden) {
-          return failed_precondition("spinR1Check: norm '", norm.name, "' has ", gamma.cols * gamma.rows,
-                                     " gains for ", hidden, " channels");
+          return failed_precondition("spinR1Check: norm '", norm.name, "' has ",
+                                     gamma.cols * gamma.rows, " gains for ", hidden, " channels");
         }
         const double u = static_cast<double>(norm.attrs.get_int("unit_offset"));
         const double eps = norm.attrs.get_float("eps");
         std::vector<double> y = std::move(rows[in_id]);  // becomes γ'⊙x̂
         const int64_t n = static_cast<int64_t>(y.size()) / hidden;
-        std::vector<double> xr(y.size());                // x̂·R
+        std::vector<double> xr(y.size());  // x̂·R
         for (int64_t t = 0; t < n; ++t) {
           double ms = 0;
           for (int64_t c = 0; c < hidden; ++c) ms += y[t * hidden + c] * y[t * hidden + c];
@@ -189,10 +199,13 @@ class RotationCheck final : public Pass {
           }
         }
         QBC_RETURN_IF_ERROR(rot->right_multiply_rows(xr.data(), n));
-        const OutputError plain_in(std::move(y), n, hidden, threads), rotated_in(std::move(xr), n, hidden, threads);
+        const OutputError plain_in(std::move(y), n, hidden, threads),
+            rotated_in(std::move(xr), n, hidden, threads);
         for (ir::ValueId r : nm.readers) {
           QBC_ASSIGN_OR_RETURN(Matrix w, read_matrix(ctx, weight_operand(g, r, 1)));
-          if (w.cols != hidden) return internal_error("spinR1Check: '", g.node(r).name, "' reads ", w.cols, " features");
+          if (w.cols != hidden)
+            return internal_error("spinR1Check: '", g.node(r).name, "' reads ", w.cols,
+                                  " features");
           Matrix wr = w;  // W·diag(γ')·R
           for (int64_t i = 0; i < wr.rows; ++i) {
             for (int64_t c = 0; c < hidden; ++c) wr.at(i, c) *= gamma.v[c] + u;
@@ -213,7 +226,9 @@ class RotationCheck final : public Pass {
       }
       if (s + 1 < runner.num_segments()) QBC_RETURN_IF_ERROR(runner.advance_from_last_run(s));
     }
-    if (linears == 0) return failed_precondition("spinR1Check: no quantized linear reads or writes the residual stream");
+    if (linears == 0)
+      return failed_precondition(
+          "spinR1Check: no quantized linear reads or writes the residual stream");
     RotationGate* gate = &ctx.rotation;
     gate->decided = true;
     gate->plain = plain / static_cast<double>(linears);
@@ -221,13 +236,15 @@ class RotationCheck final : public Pass {
     gate->linears = linears;
     gate->rotate = gate->rotated < gate->plain;
     // A skipped transform the config asked for is shown at the default log level.
-    log("quantize").log(
-        gate->rotate ? spdlog::level::info : spdlog::level::warn,
-        "spinR1 policy ifBetter: round-to-nearest output error of the {} linears the rotation changes, mean relative "
-        "{:.4g} as is and {:.4g} rotated ({:+.1f} %): {}",
-        linears, gate->plain, gate->rotated, 100.0 * (gate->rotated / gate->plain - 1.0),
-        gate->rotate ? "normConv and spinR1 run"
-                      : "normConv and spinR1 are skipped (equivalentTransformation.spinR1.policy: always runs them)");
+    log("quantize")
+        .log(gate->rotate ? spdlog::level::info : spdlog::level::warn,
+             "spinR1 policy ifBetter: round-to-nearest output error of the {} linears the rotation "
+             "changes, mean relative "
+             "{:.4g} as is and {:.4g} rotated ({:+.1f} %): {}",
+             linears, gate->plain, gate->rotated, 100.0 * (gate->rotated / gate->plain - 1.0),
+             gate->rotate ? "normConv and spinR1 run"
+                          : "normConv and spinR1 are skipped "
+                            "(equivalentTransformation.spinR1.policy: always runs them)");
     return false;  // measures only
   }
 
@@ -237,7 +254,8 @@ class RotationCheck final : public Pass {
     o.bits = linear_bits(node, false, *ctx.options).weight;
     o.group_size = weight_group(*ctx.options, in);
     o.zero_point = ctx.options->bit().weight_zero_point();
-    o.mse_clip = ctx.options->hessian_quant().apply() && ctx.options->hessian_quant().attributes().mse_clip();
+    o.mse_clip = ctx.options->hessian_quant().apply() &&
+                 ctx.options->hessian_quant().attributes().mse_clip();
     o.num_threads = 0;
     return o;
   }
@@ -263,8 +281,12 @@ class Gated final : public Pass {
 
 }  // namespace
 
-std::unique_ptr<Pass> make_rotation_check(uint64_t seed) { return std::make_unique<RotationCheck>(seed); }
+std::unique_ptr<Pass> make_rotation_check(uint64_t seed) {
+  return std::make_unique<RotationCheck>(seed);
+}
 
-std::unique_ptr<Pass> gate_on_rotation(std::unique_ptr<Pass> inner) { return std::make_unique<Gated>(std::move(inner)); }
+std::unique_ptr<Pass> gate_on_rotation(std::unique_ptr<Pass> inner) {
+  return std::make_unique<Gated>(std::move(inner));
+}
 
 }  // namespace qbc::quant

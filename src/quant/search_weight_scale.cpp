@@ -32,8 +32,8 @@
 // Not handled (left to RTN, with the float weights untouched): the LM head; norms that
 // feed anything but linears or per-head norms (group > 0). When v or up is a slice of a
 // fused linear (Phi-3's qkv_proj / gate_up_proj), o_proj / down_proj get the clip search
-// only (s = 1); the norm-fed groups are searched as usual. Linears at 16 weight bits are folded (the
-// fold is exact) but neither contribute to the error nor get fixed integers.
+// only (s = 1); the norm-fed groups are searched as usual. Linears at 16 weight bits are folded
+// (the fold is exact) but neither contribute to the error nor get fixed integers.
 //
 // Cost (what keeps it usable on real models): the output error of a candidate is
 // evaluated for a batch of weight rows with one gemm_acc product, through the input's
@@ -55,23 +55,23 @@
 #include <string>
 #include <vector>
 
+#include "gptq_linalg.h"
+#include "output_error.h"
 #include "qbc/numerics/quantizer.h"
 #include "qbc/quant/block_runner.h"
 #include "qbc/quant/gptq.h"
 #include "qbc/quant/weight_passes.h"
 #include "qbc/support/logging.h"
-#include "gptq_linalg.h"
-#include "output_error.h"
 #include "transform_util.h"
 
 namespace qbc::quant {
 namespace {
 
-constexpr int64_t kMaxRows = 4096;  // calibration rows kept per group input
-constexpr int kAlphaGrid = 20;      // α = i / 20, i = 0..20
-constexpr int kClipSteps = 10;      // r = 1 − 0.05·i, i = 0..10
-constexpr int64_t kSearchRows = 256; // α search: output rows of each linear scored
-constexpr int64_t kRowChunk = 64;    // weight rows per batched error evaluation
+constexpr int64_t kMaxRows = 4096;    // calibration rows kept per group input
+constexpr int kAlphaGrid = 20;        // α = i / 20, i = 0..20
+constexpr int kClipSteps = 10;        // r = 1 − 0.05·i, i = 0..10
+constexpr int64_t kSearchRows = 256;  // α search: output rows of each linear scored
+constexpr int64_t kRowChunk = 64;     // weight rows per batched error evaluation
 
 /// Calls f(i) for i in [0, n) on up to `threads` threads (each i is independent).
 template <typename F>
@@ -94,8 +94,8 @@ struct Rows {
   int64_t tokens = 0;
 };
 
-Status add_rows(const std::vector<float>& act, const std::vector<int64_t>& shape, int64_t per_sample, Rows* r,
-                const std::string& name) {
+Status add_rows(const std::vector<float>& act, const std::vector<int64_t>& shape,
+                int64_t per_sample, Rows* r, const std::string& name) {
   const int64_t cols = shape.empty() ? 1 : shape.back();
   if (cols <= 0) return internal_error("activation '", name, "' has no columns");
   const int64_t seq = static_cast<int64_t>(act.size()) / cols;
@@ -103,9 +103,11 @@ Status add_rows(const std::vector<float>& act, const std::vector<int64_t>& shape
     r->cols = cols;
     r->abs_sum.assign(static_cast<size_t>(cols), 0.0);
   }
-  if (r->cols != cols) return internal_error("activation '", name, "' changed width: ", r->cols, " vs ", cols);
+  if (r->cols != cols)
+    return internal_error("activation '", name, "' changed width: ", r->cols, " vs ", cols);
   for (int64_t t = 0; t < seq; ++t) {
-    for (int64_t c = 0; c < cols; ++c) r->abs_sum[static_cast<size_t>(c)] += std::fabs(act[t * cols + c]);
+    for (int64_t c = 0; c < cols; ++c)
+      r->abs_sum[static_cast<size_t>(c)] += std::fabs(act[t * cols + c]);
   }
   r->tokens += seq;
   const int64_t keep = std::min(seq, per_sample);
@@ -155,7 +157,8 @@ class SearchWeightScale final : public Pass {
     const ir::Graph& g = *ctx.graph;
     const auto users = consumers(g);
     const std::vector<BlockNodes> blocks = block_nodes(g);
-    QBC_ASSIGN_OR_RETURN(BlockRunner runner, BlockRunner::create(g, ctx.num_samples, *ctx.samples, ctx.session));
+    QBC_ASSIGN_OR_RETURN(BlockRunner runner,
+                         BlockRunner::create(g, ctx.num_samples, *ctx.samples, ctx.session));
     const ir::WeightReader reader = ctx.weights->reader();
     bool changed = false;
     size_t done = 0;
@@ -179,7 +182,8 @@ class SearchWeightScale final : public Pass {
 
  private:
   /// The groups of block `b` that the config enables and the graph allows.
-  StatusOr<std::vector<Group>> plan_block(const PassContext& ctx, const std::vector<std::vector<ir::ValueId>>& users,
+  StatusOr<std::vector<Group>> plan_block(const PassContext& ctx,
+                                          const std::vector<std::vector<ir::ValueId>>& users,
                                           const BlockNodes& b) const {
     const ir::Graph& g = *ctx.graph;
     const auto& t = config_.transformer();
@@ -189,11 +193,16 @@ class SearchWeightScale final : public Pass {
       m.weight = weight_operand(g, id, 1);
       m.bits = linear_bits(m.node, g.node(id).part == ir::Part::kHead, *ctx.options).weight;
       bool flag = t.ffn();
-      if (id == b.q) flag = t.query();
-      else if (id == b.k) flag = t.key();
-      else if (id == b.v) flag = t.value();
-      else if (id == b.qkv) flag = t.query() || t.key() || t.value();
-      else if (id == b.o) flag = t.out();
+      if (id == b.q)
+        flag = t.query();
+      else if (id == b.k)
+        flag = t.key();
+      else if (id == b.v)
+        flag = t.value();
+      else if (id == b.qkv)
+        flag = t.query() || t.key() || t.value();
+      else if (id == b.o)
+        flag = t.out();
       m.fix = flag && m.bits < 16;
       return m;
     };
@@ -212,7 +221,8 @@ class SearchWeightScale final : public Pass {
       grp.unit_offset = static_cast<double>(n.attrs.get_int("unit_offset"));
       if (grp.gain.empty()) return std::nullopt;
       for (ir::ValueId r : readers) {
-        if (g.node(r).op != ir::Op::kLinear || g.node(r).operands[0].value != norm) return std::nullopt;
+        if (g.node(r).op != ir::Op::kLinear || g.node(r).operands[0].value != norm)
+          return std::nullopt;
         Member m = member(r);
         bool dup = false;
         for (const Member& o : grp.members) dup = dup || o.weight == m.weight;
@@ -240,16 +250,18 @@ class SearchWeightScale final : public Pass {
       grp.members.push_back(member(b.o));
       // The scale needs a separate v_proj read only by this attention, read only by
       // o_proj; otherwise (a fused qkv) only the clip search runs.
-      grp.search = b.v >= 0 && a.op == ir::Op::kAttention && a.operands.size() > 2 && a.operands[2].value == b.v &&
-                   only_reader(att, b.o) && only_reader(b.v, att) && g.node(b.v).op == ir::Op::kLinear;
+      grp.search = b.v >= 0 && a.op == ir::Op::kAttention && a.operands.size() > 2 &&
+                   a.operands[2].value == b.v && only_reader(att, b.o) && only_reader(b.v, att) &&
+                   g.node(b.v).op == ir::Op::kLinear;
       if (grp.search) {
         grp.producer = b.v;
         grp.heads = a.attrs.get_int("num_heads");
         grp.kv_heads = a.attrs.get_int("num_kv_heads");
         grp.head_dim = a.attrs.get_int("head_dim");
-        if (grp.heads <= 0 || grp.kv_heads <= 0 || grp.head_dim <= 0 || grp.heads % grp.kv_heads != 0) {
-          return invalid_argument("attention '", a.name, "': ", grp.heads, " query heads, ", grp.kv_heads,
-                                  " KV heads of ", grp.head_dim);
+        if (grp.heads <= 0 || grp.kv_heads <= 0 || grp.head_dim <= 0 ||
+            grp.heads % grp.kv_heads != 0) {
+          return invalid_argument("attention '", a.name, "': ", grp.heads, " query heads, ",
+                                  grp.kv_heads, " KV heads of ", grp.head_dim);
         }
       }
       out.push_back(std::move(grp));
@@ -267,8 +279,8 @@ class SearchWeightScale final : public Pass {
         // The scale needs a separate up_proj read only by the gated activation, read
         // only by down_proj; otherwise (a fused gate_up) only the clip search runs.
         grp.search = b.up >= 0 && an.op == ir::Op::kGatedAct && an.operands.size() > 1 &&
-                     an.operands[1].value == b.up && only_reader(act, b.down) && only_reader(b.up, act) &&
-                     g.node(b.up).op == ir::Op::kLinear;
+                     an.operands[1].value == b.up && only_reader(act, b.down) &&
+                     only_reader(b.up, act) && g.node(b.up).op == ir::Op::kLinear;
         if (grp.search) grp.producer = b.up;
         out.push_back(std::move(grp));
       }
@@ -289,7 +301,8 @@ class SearchWeightScale final : public Pass {
     // 1. The group inputs, on the float stream.
     std::map<std::string, Rows> rows;
     for (const Group& grp : groups) rows[grp.input];
-    const int64_t per_sample = std::max<int64_t>(1, kMaxRows / static_cast<int64_t>(ctx.num_samples));
+    const int64_t per_sample =
+        std::max<int64_t>(1, kMaxRows / static_cast<int64_t>(ctx.num_samples));
     std::vector<float> act;
     std::vector<int64_t> shape;
     QBC_RETURN_IF_ERROR(runner.run(s, reader, [&](size_t, ref::Session& session) -> Status {
@@ -326,18 +339,22 @@ class SearchWeightScale final : public Pass {
       const int64_t in = r.cols;
       for (const Member& m : grp.members) {
         if (w[m.weight].cols != in) {
-          return internal_error("'", m.node, "' has ", w[m.weight].cols, " input columns, its input '", grp.input,
-                                "' ", in);
+          return internal_error("'", m.node, "' has ", w[m.weight].cols,
+                                " input columns, its input '", grp.input, "' ", in);
         }
       }
       std::vector<double> mean(static_cast<size_t>(in));
-      for (int64_t c = 0; c < in; ++c) mean[c] = r.abs_sum[c] / static_cast<double>(std::max<int64_t>(r.tokens, 1));
-      if (grp.kind == Group::kValue && grp.search) {  // GQA tie: the mean over the query heads of each group
+      for (int64_t c = 0; c < in; ++c)
+        mean[c] = r.abs_sum[c] / static_cast<double>(std::max<int64_t>(r.tokens, 1));
+      if (grp.kind == Group::kValue &&
+          grp.search) {  // GQA tie: the mean over the query heads of each group
         const int64_t H = grp.heads, KV = grp.kv_heads, d = grp.head_dim, gs = H / KV;
-        if (in != H * d) return internal_error("'", grp.input, "' has ", in, " channels, expected ", H * d);
+        if (in != H * d)
+          return internal_error("'", grp.input, "' has ", in, " channels, expected ", H * d);
         std::vector<double> kv(static_cast<size_t>(KV * d), 0.0);
         for (int64_t h = 0; h < H; ++h) {
-          for (int64_t c = 0; c < d; ++c) kv[(h / gs) * d + c] += mean[h * d + c] / static_cast<double>(gs);
+          for (int64_t c = 0; c < d; ++c)
+            kv[(h / gs) * d + c] += mean[h * d + c] / static_cast<double>(gs);
         }
         for (int64_t h = 0; h < H; ++h) {
           for (int64_t c = 0; c < d; ++c) mean[h * d + c] = kv[(h / gs) * d + c];
@@ -376,7 +393,8 @@ class SearchWeightScale final : public Pass {
         // The clip search chooses one symmetric scale per row; with group scales
         // (bit.weightGroupSize) or zero points (bit.weightZeroPoint) round-to-nearest or
         // GPTQ chooses the integers of the folded weights instead.
-        if (!m.fix || weight_group(*ctx.options, w[m.weight].cols) > 0 || ctx.options->bit().weight_zero_point()) {
+        if (!m.fix || weight_group(*ctx.options, w[m.weight].cols) > 0 ||
+            ctx.options->bit().weight_zero_point()) {
           continue;
         }
         std::vector<double> inv(scales[gi].size());
@@ -389,8 +407,9 @@ class SearchWeightScale final : public Pass {
   }
 
   /// The α search of one group: returns s (all ones for α = 0) and the chosen α.
-  std::vector<double> search(const OutputError& err, const std::vector<double>& mean, const Group& grp,
-                             const std::map<std::string, Matrix>& w, double* best_alpha) const {
+  std::vector<double> search(const OutputError& err, const std::vector<double>& mean,
+                             const Group& grp, const std::map<std::string, Matrix>& w,
+                             double* best_alpha) const {
     const int64_t in = err.cols();
     std::vector<double> best(static_cast<size_t>(in), 1.0);
     if (!grp.search) return best;
@@ -488,7 +507,8 @@ class SearchWeightScale final : public Pass {
   }
 
   /// Per-row clip search of `wm` (already folded, fp32 values) whose input is X·diag(inv).
-  FixedWeights clip(const OutputError& err, const Matrix& wm, const std::vector<double>& inv, int bits) const {
+  FixedWeights clip(const OutputError& err, const Matrix& wm, const std::vector<double>& inv,
+                    int bits) const {
     FixedWeights f;
     f.bits = bits;
     f.codes.assign(static_cast<size_t>(wm.rows * wm.cols), 0);
@@ -499,7 +519,8 @@ class SearchWeightScale final : public Pass {
     parallel_for(chunks, threads_, [&](int64_t ci) {
       const int64_t r0 = ci * kRowChunk, r1 = std::min(wm.rows, r0 + kRowChunk), nr = r1 - r0;
       std::vector<double> D(static_cast<size_t>(nr * in)), e(static_cast<size_t>(nr));
-      std::vector<double> extreme(static_cast<size_t>(nr)), best_err(static_cast<size_t>(nr), INFINITY);
+      std::vector<double> extreme(static_cast<size_t>(nr)),
+          best_err(static_cast<size_t>(nr), INFINITY);
       for (int64_t r = r0; r < r1; ++r) {
         extreme[r - r0] = extreme_weight(wm.v.data() + r * in, in);
         f.scales[r] = extreme_scale(extreme[r - r0], 1.0, bits, ScaleEnd::kQmax);
@@ -513,7 +534,10 @@ class SearchWeightScale final : public Pass {
             double* d = D.data() + (r - r0) * in;
             for (int64_t c = 0; c < in; ++c) {
               const double v = wm.at(r, c);
-              d[c] = extreme[r - r0] == 0 ? 0.0 : (v - static_cast<double>(q[r - r0]) * code_of(v, q[r - r0], qm)) * inv[c];
+              d[c] =
+                  extreme[r - r0] == 0
+                      ? 0.0
+                      : (v - static_cast<double>(q[r - r0]) * code_of(v, q[r - r0], qm)) * inv[c];
             }
           }
           err.errors(D.data(), nr, e.data());
@@ -526,7 +550,8 @@ class SearchWeightScale final : public Pass {
         }
       }
       for (int64_t r = r0; r < r1; ++r) {
-        for (int64_t c = 0; c < in; ++c) f.codes[r * in + c] = static_cast<int8_t>(code_of(wm.at(r, c), f.scales[r], qm));
+        for (int64_t c = 0; c < in; ++c)
+          f.codes[r * in + c] = static_cast<int8_t>(code_of(wm.at(r, c), f.scales[r], qm));
       }
     });
     return f;

@@ -18,8 +18,8 @@ StatusOr<Matrix> read_matrix(const PassContext& ctx, const std::string& name) {
   m.rows = w->type.rank() == 2 ? w->type.dims[0] : 1;
   m.cols = w->type.dims.back();
   if (static_cast<int64_t>(f.size()) != m.rows * m.cols) {
-    return data_loss("weight '", name, "' holds ", f.size(), " values, its type ", w->type.to_string(), " needs ",
-                     m.rows * m.cols);
+    return data_loss("weight '", name, "' holds ", f.size(), " values, its type ",
+                     w->type.to_string(), " needs ", m.rows * m.cols);
   }
   m.v.assign(f.begin(), f.end());
   return m;
@@ -36,13 +36,17 @@ double smooth_scale(double a, double b, double alpha) {
   return std::clamp(std::pow(a, alpha) / std::pow(b, 1.0 - alpha), 1e-5, 1e5);
 }
 
-StatusOr<const std::vector<float>*> channel_max(const PassContext& ctx, const std::string& node, int64_t channels) {
-  if (ctx.stats == nullptr) return internal_error("no calibration statistics (needed for node '", node, "')");
+StatusOr<const std::vector<float>*> channel_max(const PassContext& ctx, const std::string& node,
+                                                int64_t channels) {
+  if (ctx.stats == nullptr)
+    return internal_error("no calibration statistics (needed for node '", node, "')");
   auto it = ctx.stats->find(node);
-  if (it == ctx.stats->end()) return failed_precondition("no calibration statistics for node '", node, "'");
+  if (it == ctx.stats->end())
+    return failed_precondition("no calibration statistics for node '", node, "'");
   if (static_cast<int64_t>(it->second.channel_absmax.size()) != channels) {
-    return failed_precondition("calibration statistics of '", node, "' have ", it->second.channel_absmax.size(),
-                               " channels, the graph has ", channels);
+    return failed_precondition("calibration statistics of '", node, "' have ",
+                               it->second.channel_absmax.size(), " channels, the graph has ",
+                               channels);
   }
   return &it->second.channel_absmax;
 }
@@ -65,8 +69,8 @@ StatusOr<AttentionHeads> attention_heads(const ir::Node& a) {
   h.kv_heads = a.attrs.get_int("num_kv_heads");
   h.head_dim = a.attrs.get_int("head_dim");
   if (h.heads <= 0 || h.kv_heads <= 0 || h.head_dim <= 0 || h.heads % h.kv_heads != 0) {
-    return invalid_argument("attention '", a.name, "': ", h.heads, " query heads, ", h.kv_heads, " KV heads of ",
-                            h.head_dim);
+    return invalid_argument("attention '", a.name, "': ", h.heads, " query heads, ", h.kv_heads,
+                            " KV heads of ", h.head_dim);
   }
   h.group = h.heads / h.kv_heads;
   return h;
@@ -91,14 +95,22 @@ std::string weight_operand(const ir::Graph& g, ir::ValueId id, size_t i) {
 std::vector<BlockNodes> block_nodes(const ir::Graph& g) {
   std::map<int, BlockNodes> blocks;
   static const std::pair<const char*, ir::ValueId BlockNodes::*> kNames[] = {
-      {"attn_norm", &BlockNodes::attn_norm}, {"attn.q_proj", &BlockNodes::q},
-      {"attn.k_proj", &BlockNodes::k},       {"attn.v_proj", &BlockNodes::v},
-      {"attn.qkv_proj", &BlockNodes::qkv},   {"attn.q_norm", &BlockNodes::q_norm},
-      {"attn.k_norm", &BlockNodes::k_norm},  {"attn.q_rope", &BlockNodes::q_rope},
-      {"attn.k_rope", &BlockNodes::k_rope},  {"attn.sdpa", &BlockNodes::sdpa},
-      {"attn.o_proj", &BlockNodes::o},       {"ffn_norm", &BlockNodes::ffn_norm},
-      {"ffn.gate_proj", &BlockNodes::gate},  {"ffn.up_proj", &BlockNodes::up},
-      {"ffn.gate_up_proj", &BlockNodes::gate_up}, {"ffn.act", &BlockNodes::act},
+      {"attn_norm", &BlockNodes::attn_norm},
+      {"attn.q_proj", &BlockNodes::q},
+      {"attn.k_proj", &BlockNodes::k},
+      {"attn.v_proj", &BlockNodes::v},
+      {"attn.qkv_proj", &BlockNodes::qkv},
+      {"attn.q_norm", &BlockNodes::q_norm},
+      {"attn.k_norm", &BlockNodes::k_norm},
+      {"attn.q_rope", &BlockNodes::q_rope},
+      {"attn.k_rope", &BlockNodes::k_rope},
+      {"attn.sdpa", &BlockNodes::sdpa},
+      {"attn.o_proj", &BlockNodes::o},
+      {"ffn_norm", &BlockNodes::ffn_norm},
+      {"ffn.gate_proj", &BlockNodes::gate},
+      {"ffn.up_proj", &BlockNodes::up},
+      {"ffn.gate_up_proj", &BlockNodes::gate_up},
+      {"ffn.act", &BlockNodes::act},
       {"ffn.down_proj", &BlockNodes::down}};
   for (ir::ValueId id = 0; id < static_cast<ir::ValueId>(g.nodes().size()); ++id) {
     const ir::Node& n = g.node(id);
@@ -196,7 +208,8 @@ Status Rotation::right_multiply_rows(double* x, int64_t count) const {
 }
 
 Status Rotation::left_multiply_transposed(Matrix* w) const {
-  if (w->rows != n_) return internal_error("rotation of order ", n_, " applied to a matrix of ", w->rows, " rows");
+  if (w->rows != n_)
+    return internal_error("rotation of order ", n_, " applied to a matrix of ", w->rows, " rows");
   std::vector<double> t(w->v.size());  // Wᵀ [cols, n]
   for (int64_t i = 0; i < w->rows; ++i) {
     for (int64_t c = 0; c < w->cols; ++c) t[static_cast<size_t>(c * n_ + i)] = w->at(i, c);
@@ -215,12 +228,13 @@ StatusOr<std::vector<double>> Rotation::matrix() const {
   return m;
 }
 
-StatusOr<Rows> producer_rows(const ir::Graph& g, const std::vector<std::vector<ir::ValueId>>& users, ir::ValueId v,
-                             ir::ValueId reader) {
+StatusOr<Rows> producer_rows(const ir::Graph& g, const std::vector<std::vector<ir::ValueId>>& users,
+                             ir::ValueId v, ir::ValueId reader) {
   const ir::Node& n = g.node(v);
   const auto& vu = users[static_cast<size_t>(v)];
   if (vu.size() != 1 || vu[0] != reader) {
-    return unimplemented("'", n.name, "' feeds more than '", g.node(reader).name, "'; its rows cannot be rewritten");
+    return unimplemented("'", n.name, "' feeds more than '", g.node(reader).name,
+                         "'; its rows cannot be rewritten");
   }
   if (n.op == ir::Op::kLinear) return Rows{v, 0, n.type.dims.back()};
   if (n.op == ir::Op::kSlice && g.node(n.operands[0].value).op == ir::Op::kLinear) {
@@ -229,8 +243,10 @@ StatusOr<Rows> producer_rows(const ir::Graph& g, const std::vector<std::vector<i
     for (ir::ValueId other : users[static_cast<size_t>(lin)]) {
       const ir::Node& o = g.node(other);
       if (other == v) continue;
-      if (o.op != ir::Op::kSlice || (o.attrs.get_int("start") < end && o.attrs.get_int("end") > start)) {
-        return unimplemented("'", g.node(lin).name, "' rows [", start, ", ", end, ") are also read by '", o.name, "'");
+      if (o.op != ir::Op::kSlice ||
+          (o.attrs.get_int("start") < end && o.attrs.get_int("end") > start)) {
+        return unimplemented("'", g.node(lin).name, "' rows [", start, ", ", end,
+                             ") are also read by '", o.name, "'");
       }
     }
     return Rows{lin, start, end - start};
@@ -238,9 +254,8 @@ StatusOr<Rows> producer_rows(const ir::Graph& g, const std::vector<std::vector<i
   return unimplemented("'", n.name, "' is not a linear or a slice of one");
 }
 
-
-StatusOr<QkRope> qk_rope(const ir::Graph& g, const std::vector<std::vector<ir::ValueId>>& users, ir::ValueId att,
-                         int64_t head_dim) {
+StatusOr<QkRope> qk_rope(const ir::Graph& g, const std::vector<std::vector<ir::ValueId>>& users,
+                         ir::ValueId att, int64_t head_dim) {
   const ir::Node& a = g.node(att);
   QkRope r;
   r.q_rope = a.operands[0].value;
@@ -257,7 +272,8 @@ StatusOr<QkRope> qk_rope(const ir::Graph& g, const std::vector<std::vector<ir::V
   }
   for (ir::ValueId v : {r.q_rope, r.k_rope}) {
     const auto& u = users[static_cast<size_t>(v)];
-    if (u.size() != 1 || u[0] != att) return unimplemented("'", g.node(v).name, "' feeds more than '", a.name, "'");
+    if (u.size() != 1 || u[0] != att)
+      return unimplemented("'", g.node(v).name, "' feeds more than '", a.name, "'");
   }
   r.q_src = qr.operands[0].value;
   r.k_src = kr.operands[0].value;

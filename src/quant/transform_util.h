@@ -33,7 +33,8 @@ double smooth_scale(double a, double b, double alpha);
 
 /// The per-channel max |x| of node `node` in ctx.stats, which must have `channels`
 /// channels (kFailedPrecondition naming the node otherwise).
-StatusOr<const std::vector<float>*> channel_max(const PassContext& ctx, const std::string& node, int64_t channels);
+StatusOr<const std::vector<float>*> channel_max(const PassContext& ctx, const std::string& node,
+                                                int64_t channels);
 
 /// Head counts of an attention node, checked (H a positive multiple of KV).
 struct AttentionHeads {
@@ -62,8 +63,8 @@ struct QkRope {
   ir::ValueId q_rope = -1, k_rope = -1, q_src = -1, k_src = -1;
   int64_t rotary = 0;
 };
-StatusOr<QkRope> qk_rope(const ir::Graph& g, const std::vector<std::vector<ir::ValueId>>& users, ir::ValueId att,
-                         int64_t head_dim);
+StatusOr<QkRope> qk_rope(const ir::Graph& g, const std::vector<std::vector<ir::ValueId>>& users,
+                         ir::ValueId att, int64_t head_dim);
 
 /// For every value, the nodes that read it (in graph order).
 std::vector<std::vector<ir::ValueId>> consumers(const ir::Graph& g);
@@ -77,8 +78,8 @@ struct Rows {
 /// The linear rows that make value `v` (a linear, or a slice of one), which only
 /// `reader` may read; the linear's other readers must be slices of other rows
 /// (kUnimplemented naming the nodes otherwise). For passes that rewrite q/k rows.
-StatusOr<Rows> producer_rows(const ir::Graph& g, const std::vector<std::vector<ir::ValueId>>& users, ir::ValueId v,
-                             ir::ValueId reader);
+StatusOr<Rows> producer_rows(const ir::Graph& g, const std::vector<std::vector<ir::ValueId>>& users,
+                             ir::ValueId v, ir::ValueId reader);
 
 /// The weight name of operand `i` of node `id`, or "" when it is not a weight.
 std::string weight_operand(const ir::Graph& g, ir::ValueId id, size_t i);
@@ -87,9 +88,9 @@ std::string weight_operand(const ir::Graph& g, ir::ValueId id, size_t i);
 /// builder gives them ("blk.N.attn.q_proj", ...); -1 where the model has none.
 struct BlockNodes {
   int block = -1;
-  ir::ValueId attn_norm = -1, q = -1, k = -1, v = -1, qkv = -1, q_norm = -1, k_norm = -1, q_rope = -1,
-              k_rope = -1, sdpa = -1, o = -1, ffn_norm = -1, gate = -1, up = -1, gate_up = -1, act = -1,
-              down = -1;
+  ir::ValueId attn_norm = -1, q = -1, k = -1, v = -1, qkv = -1, q_norm = -1, k_norm = -1,
+              q_rope = -1, k_rope = -1, sdpa = -1, o = -1, ffn_norm = -1, gate = -1, up = -1,
+              gate_up = -1, act = -1, down = -1;
 };
 std::vector<BlockNodes> block_nodes(const ir::Graph& g);
 /// The block of `blocks` that has a node (attention norm, q/qkv, o or down) among `names`

@@ -37,7 +37,8 @@ class UdScale final : public Pass {
   }
 
  private:
-  StatusOr<bool> run_ffn(PassContext& ctx, const std::vector<std::vector<ir::ValueId>>& users, ir::ValueId act) {
+  StatusOr<bool> run_ffn(PassContext& ctx, const std::vector<std::vector<ir::ValueId>>& users,
+                         ir::ValueId act) {
     const ir::Graph& g = *ctx.graph;
     const ir::Node& an = g.node(act);
     // Consumer: down_proj, the only reader of the gated activation.
@@ -50,7 +51,8 @@ class UdScale final : public Pass {
     const ir::ValueId up = an.operands[1].value;
     const ir::Node& un = g.node(up);
     const auto& uu = users[static_cast<size_t>(up)];
-    if (uu.size() != 1 || uu[0] != act) return unimplemented("'", un.name, "' feeds more than '", an.name, "'");
+    if (uu.size() != 1 || uu[0] != act)
+      return unimplemented("'", un.name, "' feeds more than '", an.name, "'");
     ir::ValueId ulin = up;
     int64_t uoff = 0;
     if (un.op == ir::Op::kSlice) {
@@ -59,27 +61,31 @@ class UdScale final : public Pass {
       const int64_t uend = un.attrs.get_int("end");
       for (ir::ValueId other : users[static_cast<size_t>(ulin)]) {
         const ir::Node& o = g.node(other);
-        if (other != up &&
-            (o.op != ir::Op::kSlice || (o.attrs.get_int("start") < uend && o.attrs.get_int("end") > uoff))) {
-          return unimplemented("'", g.node(ulin).name, "' rows of '", un.name, "' are also read by '", o.name, "'");
+        if (other != up && (o.op != ir::Op::kSlice ||
+                            (o.attrs.get_int("start") < uend && o.attrs.get_int("end") > uoff))) {
+          return unimplemented("'", g.node(ulin).name, "' rows of '", un.name,
+                               "' are also read by '", o.name, "'");
         }
       }
     }
-    if (g.node(ulin).op != ir::Op::kLinear) return unimplemented("'", un.name, "' is not a linear or a slice of one");
+    if (g.node(ulin).op != ir::Op::kLinear)
+      return unimplemented("'", un.name, "' is not a linear or a slice of one");
 
     auto it = ctx.stats->find(an.name);
-    if (it == ctx.stats->end()) return failed_precondition("no calibration statistics for node '", an.name, "'");
+    if (it == ctx.stats->end())
+      return failed_precondition("no calibration statistics for node '", an.name, "'");
     const std::vector<float>& xmax = it->second.channel_absmax;
     const std::string dname = weight_operand(g, down, 1);
     QBC_ASSIGN_OR_RETURN(Matrix wd, read_matrix(ctx, dname));
     if (static_cast<int64_t>(xmax.size()) != wd.cols || an.type.dims.back() != wd.cols) {
-      return failed_precondition("calibration statistics of '", an.name, "' have ", xmax.size(), " channels, '",
-                                 g.node(down).name, "' reads ", wd.cols);
+      return failed_precondition("calibration statistics of '", an.name, "' have ", xmax.size(),
+                                 " channels, '", g.node(down).name, "' reads ", wd.cols);
     }
     std::vector<double> wmax(static_cast<size_t>(wd.cols), 0.0);
     for (int64_t r = 0; r < wd.rows; ++r) {
       for (int64_t c = 0; c < wd.cols; ++c)
-        wmax[static_cast<size_t>(c)] = std::max(wmax[static_cast<size_t>(c)], std::fabs(wd.at(r, c)));
+        wmax[static_cast<size_t>(c)] =
+            std::max(wmax[static_cast<size_t>(c)], std::fabs(wd.at(r, c)));
     }
     std::vector<double> s(wmax.size());
     bool identity = true;

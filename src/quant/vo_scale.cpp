@@ -32,7 +32,6 @@ class VoScale final : public AttentionPass {
   pass::ResourceSet needs() const override { return kScaleStats; }
 
  private:
-
   StatusOr<bool> run_attention(PassContext& ctx, const Users& users, ir::ValueId att,
                                const AttentionHeads& heads) override {
     const ir::Graph& g = *ctx.graph;
@@ -43,7 +42,8 @@ class VoScale final : public AttentionPass {
     const ir::ValueId v = a.operands[2].value;
     const ir::Node& vn = g.node(v);
     const auto& vu = users[static_cast<size_t>(v)];
-    if (vu.size() != 1 || vu[0] != att) return unimplemented("'", vn.name, "' feeds more than '", a.name, "'");
+    if (vu.size() != 1 || vu[0] != att)
+      return unimplemented("'", vn.name, "' feeds more than '", a.name, "'");
     ir::ValueId vlin = v;
     int64_t voff = 0;
     if (vn.op == ir::Op::kSlice) {
@@ -52,13 +52,15 @@ class VoScale final : public AttentionPass {
       const int64_t vend = vn.attrs.get_int("end");
       for (ir::ValueId other : users[static_cast<size_t>(vlin)]) {
         const ir::Node& o = g.node(other);
-        if (other != v &&
-            (o.op != ir::Op::kSlice || (o.attrs.get_int("start") < vend && o.attrs.get_int("end") > voff))) {
-          return unimplemented("'", g.node(vlin).name, "' rows of '", vn.name, "' are also read by '", o.name, "'");
+        if (other != v && (o.op != ir::Op::kSlice ||
+                           (o.attrs.get_int("start") < vend && o.attrs.get_int("end") > voff))) {
+          return unimplemented("'", g.node(vlin).name, "' rows of '", vn.name,
+                               "' are also read by '", o.name, "'");
         }
       }
     }
-    if (g.node(vlin).op != ir::Op::kLinear) return unimplemented("'", vn.name, "' is not a linear or a slice of one");
+    if (g.node(vlin).op != ir::Op::kLinear)
+      return unimplemented("'", vn.name, "' is not a linear or a slice of one");
     // Consumer: o_proj, the only reader of the attention output.
     const auto& au = users[static_cast<size_t>(att)];
     if (au.size() != 1 || g.node(au[0]).op != ir::Op::kLinear) {
@@ -78,7 +80,8 @@ class VoScale final : public AttentionPass {
     const std::string oname = weight_operand(g, o, 1);
     QBC_ASSIGN_OR_RETURN(Matrix wo, read_matrix(ctx, oname));
     if (wo.cols != H * d) {
-      return internal_error("'", g.node(o).name, "' has ", wo.cols, " input columns, attention '", a.name, "' ", H * d);
+      return internal_error("'", g.node(o).name, "' has ", wo.cols, " input columns, attention '",
+                            a.name, "' ", H * d);
     }
     std::vector<double> wmax(static_cast<size_t>(KV * d), 0.0);
     for (int64_t r = 0; r < wo.rows; ++r) {
@@ -115,7 +118,8 @@ class VoScale final : public AttentionPass {
     // o_proj columns · s, expanded over each group (its bias is on the output side).
     for (int64_t r = 0; r < wo.rows; ++r) {
       for (int64_t h = 0; h < H; ++h) {
-        for (int64_t c = 0; c < d; ++c) wo.at(r, h * d + c) *= s[static_cast<size_t>((h / group) * d + c)];
+        for (int64_t c = 0; c < d; ++c)
+          wo.at(r, h * d + c) *= s[static_cast<size_t>((h / group) * d + c)];
       }
     }
     write_matrix(ctx, oname, wo);

@@ -8,7 +8,8 @@ WeightStore::~WeightStore() {
   if (scratch_ != nullptr) std::fclose(scratch_);
 }
 
-Status WeightStore::read_slot(const std::string& name, const Slot& slot, std::vector<float>* out) const {
+Status WeightStore::read_slot(const std::string& name, const Slot& slot,
+                              std::vector<float>* out) const {
   out->resize(slot.count);
   if (slot.count == 0) return ok_status();
   if (std::fseek(scratch_, static_cast<long>(slot.offset * sizeof(float)), SEEK_SET) != 0 ||
@@ -30,7 +31,8 @@ Status WeightStore::write(const std::string& name, const std::vector<float>& val
   if (!error_.ok()) return error_;
   if (scratch_ == nullptr) {
     scratch_ = std::tmpfile();  // anonymous: removed by the OS however the process ends
-    if (scratch_ == nullptr) return error_ = resource_exhausted("cannot create a scratch file for rewritten weights");
+    if (scratch_ == nullptr)
+      return error_ = resource_exhausted("cannot create a scratch file for rewritten weights");
   }
   Slot slot;
   auto it = slots_.find(name);
@@ -44,8 +46,9 @@ Status WeightStore::write(const std::string& name, const std::vector<float>& val
   if (std::fseek(scratch_, static_cast<long>(slot.offset * sizeof(float)), SEEK_SET) != 0 ||
       std::fwrite(values.data(), sizeof(float), values.size(), scratch_) != values.size() ||
       std::fflush(scratch_) != 0) {
-    return error_ = resource_exhausted("cannot store rewritten weight '", name, "' in the scratch file (",
-                                       values.size() * sizeof(float), " bytes; disk full?)");
+    return error_ = resource_exhausted("cannot store rewritten weight '", name,
+                                       "' in the scratch file (", values.size() * sizeof(float),
+                                       " bytes; disk full?)");
   }
   slots_[name] = slot;
   return ok_status();
@@ -84,8 +87,8 @@ Status check_rewritten_sizes(const ir::Graph& g, const WeightStore& store) {
     const int64_t want = w->type.num_elements();
     const int64_t have = store.rewritten_size(name);
     if (want >= 0 && have != want) {
-      return internal_error("weight '", name, "' was rewritten with ", have, " values but its type ",
-                            w->type.to_string(), " holds ", want);
+      return internal_error("weight '", name, "' was rewritten with ", have,
+                            " values but its type ", w->type.to_string(), " holds ", want);
     }
   }
   return ok_status();

@@ -4,11 +4,13 @@
 //
 // LibTorch throws c10::Error; every public method catches at this boundary and
 // returns a Status naming the node at fault.
-#include <memory>
+#include "qbc/ref/session.h"
+
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,7 +18,6 @@
 #include "ops.h"
 #include "qbc/ir/builder.h"
 #include "qbc/ir/verifier.h"
-#include "qbc/ref/session.h"
 
 namespace qbc::ref {
 namespace {
@@ -102,12 +103,14 @@ Status Session::Impl::load(const ir::WeightReader& reader) {
       QBC_RETURN_IF_ERROR(
           reader(w, data.get()).with_context("weight '", name, "' (tensor '", w.tensor, "')"));
       if (static_cast<int64_t>(data->size()) != expected) {
-        return invalid_argument("weight '", name, "' (tensor '", w.tensor, "'): read ", data->size(),
-                                " values, expected ", expected, " for ", w.type.to_string());
+        return invalid_argument("weight '", name, "' (tensor '", w.tensor, "'): read ",
+                                data->size(), " values, expected ", expected, " for ",
+                                w.type.to_string());
       }
       // The tensor adopts the vector's buffer: no second copy of a (possibly 1 GB) weight.
       std::vector<float>* owned = data.release();
-      t = torch::from_blob(owned->data(), w.type.dims, [owned](void*) { delete owned; }, at::kFloat);
+      t = torch::from_blob(
+          owned->data(), w.type.dims, [owned](void*) { delete owned; }, at::kFloat);
       by_tensor[key] = t;
     }
     if (w.role == ir::WeightRole::kHostEmbedding) {
@@ -148,7 +151,8 @@ Status Session::Impl::prepare() {
     }
     const ir::Attrs& at = n.attrs;
     if (ir::is_quantized(n)) {
-      return unimplemented(node_label(n), ": quantized node in the float reference runtime; "
+      return unimplemented(node_label(n),
+                           ": quantized node in the float reference runtime; "
                            "run quantized graphs with the fake-quant evaluator");
     }
     switch (n.op) {
@@ -406,7 +410,8 @@ StatusOr<std::unique_ptr<Session>> Session::create_in_plugin(const ir::Graph& g,
 
 Status Session::forward(const std::vector<int32_t>& tokens, std::vector<float>* logits) {
   if (!impl_->host_embedding.defined()) {
-    return failed_precondition("graph '", impl_->graph.name(), "' has no host embedding weight: use forward_embeds");
+    return failed_precondition("graph '", impl_->graph.name(),
+                               "' has no host embedding weight: use forward_embeds");
   }
   QBC_RETURN_IF_ERROR(impl_->check_tokens(tokens));
   if (tokens.empty()) return invalid_argument("forward: no tokens");

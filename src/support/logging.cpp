@@ -44,7 +44,9 @@ LiveLine& live() {
   return l;
 }
 
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 // Callers hold live().mu.
 void draw_locked(LiveLine& l) {
@@ -165,13 +167,15 @@ namespace events {
 
 void status(std::string_view stage, std::string_view message) {
   if (json_events()) {
-    write_json_line({{"event", "status"}, {"time", now_seconds()}, {"stage", stage}, {"message", message}});
+    write_json_line(
+        {{"event", "status"}, {"time", now_seconds()}, {"stage", stage}, {"message", message}});
   } else {
     log(stage).info("{}", message);
   }
 }
 
 void progress(std::string_view stage, int64_t done, int64_t total) {
+  if (state().quiet) return;
   LiveLine& l = live();
   progress::Line snapshot;
   {
@@ -184,7 +188,13 @@ void progress(std::string_view stage, int64_t done, int64_t total) {
     l.line.done = done;
     l.line.total = total;
     if (l.enabled) {
-      if (!l.shown || done == total || since(l.drawn) > 0.1) draw_locked(l);
+      if (done >= total && l.line.steps == 0) {
+        // Work outside a pipeline ended: what the command prints next starts on a clean line.
+        clear_locked(l);
+        l.line = progress::Line{};
+      } else if (!l.shown || done == total || since(l.drawn) > 0.1) {
+        draw_locked(l);
+      }
       return;
     }
     l.line.seconds = since(l.start);
@@ -192,14 +202,16 @@ void progress(std::string_view stage, int64_t done, int64_t total) {
     snapshot = l.line;
   }
   if (json_events()) {
-    nlohmann::json j = {{"event", "progress"}, {"time", now_seconds()}, {"stage", stage},
-                        {"done", done}, {"total", total}, {"elapsed_s", snapshot.seconds}};
+    nlohmann::json j = {{"event", "progress"}, {"time", now_seconds()},
+                        {"stage", stage},      {"done", done},
+                        {"total", total},      {"elapsed_s", snapshot.seconds}};
     if (snapshot.steps > 0) {
       j["step"] = snapshot.step;
       j["steps"] = snapshot.steps;
       j["pass"] = snapshot.pass;
     }
-    if (const double left = progress::remaining_seconds(snapshot); left >= 0) j["remaining_s"] = left;
+    if (const double left = progress::remaining_seconds(snapshot); left >= 0)
+      j["remaining_s"] = left;
     write_json_line(j);
   } else {
     log(stage).info("{}/{}", done, total);
@@ -207,6 +219,7 @@ void progress(std::string_view stage, int64_t done, int64_t total) {
 }
 
 void step(std::string_view stage, int step, int steps, std::string_view name) {
+  if (state().quiet) return;
   LiveLine& l = live();
   double seconds = 0;
   {
@@ -224,8 +237,13 @@ void step(std::string_view stage, int step, int steps, std::string_view name) {
     seconds = since(l.start);
   }
   if (json_events()) {
-    write_json_line({{"event", "progress"}, {"time", now_seconds()}, {"stage", stage}, {"step", step},
-                     {"steps", steps}, {"pass", name}, {"elapsed_s", seconds}});
+    write_json_line({{"event", "progress"},
+                     {"time", now_seconds()},
+                     {"stage", stage},
+                     {"step", step},
+                     {"steps", steps},
+                     {"pass", name},
+                     {"elapsed_s", seconds}});
   } else {
     log(stage).info("step {}/{}: {}", step, steps, name);
   }
@@ -245,13 +263,14 @@ void summary(std::string_view command, std::string_view text, std::string_view j
     clear_locked(l);
     l.line = progress::Line{};
   }
+  if (state().quiet) return;
   if (json_events()) {
-    nlohmann::json j = {{"event", "summary"}, {"time", now_seconds()}, {"command", command}, {"message", text}};
+    nlohmann::json j = {
+        {"event", "summary"}, {"time", now_seconds()}, {"command", command}, {"message", text}};
     j["result"] = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
     write_json_line(j);
     return;
   }
-  if (state().quiet) return;
   std::fprintf(stderr, "qbc %.*s: %.*s\n", static_cast<int>(command.size()), command.data(),
                static_cast<int>(text.size()), text.data());
   std::fflush(stderr);
@@ -266,8 +285,11 @@ void result(std::string_view command, std::string_view json) {
 
 void error(const Status& st, int exit_code) {
   if (json_events()) {
-    write_json_line({{"event", "error"}, {"time", now_seconds()}, {"code", code_name(st.code())},
-                     {"exit_code", exit_code}, {"message", st.message()}});
+    write_json_line({{"event", "error"},
+                     {"time", now_seconds()},
+                     {"code", code_name(st.code())},
+                     {"exit_code", exit_code},
+                     {"message", st.message()}});
   } else {
     {
       LiveLine& l = live();

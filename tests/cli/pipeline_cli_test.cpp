@@ -120,6 +120,22 @@ TEST(PipelineCli, DisableAndDumpAfterAllOnTheTinyModel) {
                        "qlinear"));
 }
 
+TEST(PipelineCli, QuietSilencesSummaryAndUnknownDumpNamesExit2) {
+  const fs::path dir = temp_dir();
+  ASSERT_EQ(run_qbc("random-model --tiny -o " + shell_quote(dir / "tiny")).exit_code, 0);
+  auto q = run_qbc("-q quantize " + shell_quote(dir / "tiny") +
+                   " --preset llm_fast --use-random-calib -o " + shell_quote(dir / "q.mblt"));
+  ASSERT_EQ(q.exit_code, 0) << q.err;
+  EXPECT_EQ(q.err, "");
+  EXPECT_TRUE(fs::exists(dir / "q.mblt"));
+  auto bad = run_qbc("quantize " + shell_quote(dir / "tiny") +
+                     " --preset llm_fast --use-random-calib --dump-after qk -o " +
+                     shell_quote(dir / "r.mblt"));
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_TRUE(contains(bad.err, "--dump-after qk: not a pass of this pipeline")) << bad.err;
+  EXPECT_FALSE(fs::exists(dir / "r.mblt"));
+}
+
 TEST(PipelineCli, JsonEventsCarrySummaryAndSteps) {
   const fs::path dir = temp_dir();
   ASSERT_EQ(run_qbc("random-model --tiny -o " + shell_quote(dir / "tiny")).exit_code, 0);

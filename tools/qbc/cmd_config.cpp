@@ -11,7 +11,8 @@ namespace qbc::cli {
 namespace {
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 struct DumpOptions {
@@ -26,7 +27,8 @@ Status run_dump_config(const DumpOptions& o) {
   if (o.reference) return emit_output(o.output, config::reference_markdown());
   std::string format = o.format;
   if (format.empty()) format = ends_with(o.output, ".json") ? "json" : "yaml";
-  if (!o.output.empty() && format == "json" && (ends_with(o.output, ".yaml") || ends_with(o.output, ".yml"))) {
+  if (!o.output.empty() && format == "json" &&
+      (ends_with(o.output, ".yaml") || ends_with(o.output, ".yml"))) {
     return invalid_argument("--format json conflicts with output file name ", o.output);
   }
   QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_config(o.config));
@@ -36,7 +38,8 @@ Status run_dump_config(const DumpOptions& o) {
   const std::string text = format == "json" ? json : config::to_yaml(cfg.options);
   QBC_RETURN_IF_ERROR(emit_output(o.output, text));
   if (!o.output.empty() && o.output != "-") {
-    events::summary("dump-config", "wrote " + o.output + " (" + format + ", " + std::to_string(text.size()) +
+    events::summary("dump-config", "wrote " + o.output + " (" + format + ", " +
+                                       std::to_string(text.size()) +
                                        " bytes, every key of the effective configuration)");
   }
   return ok_status();
@@ -60,18 +63,20 @@ Status run_targets(const std::string& name, bool as_json) {
   if (name.empty()) {
     for (const std::string& n : config::builtin_target_names()) {
       QBC_ASSIGN_OR_RETURN(config::TargetFile t, config::load_target(n));
-      out.push_back({{"name", n}, {"description", t.profile.description()},
-                     {"cores", config::total_cores(t.profile)}, {"path", t.path}});
-      os << n << std::string(n.size() < 12 ? 12 - n.size() : 1, ' ') << t.profile.description() << "\n";
+      out.push_back({{"name", n},
+                     {"description", t.profile.description()},
+                     {"cores", config::total_cores(t.profile)},
+                     {"path", t.path}});
+      os << n << std::string(n.size() < 12 ? 12 - n.size() : 1, ' ') << t.profile.description()
+         << "\n";
     }
   } else {
     QBC_ASSIGN_OR_RETURN(config::TargetFile t, config::load_target(name));
-    nlohmann::ordered_json profile = nlohmann::ordered_json::parse(
-        [&] {
-          config::CompileOptions o;
-          *o.mutable_target() = t.profile;
-          return config::to_json(o);
-        }())["target"];
+    nlohmann::ordered_json profile = nlohmann::ordered_json::parse([&] {
+      config::CompileOptions o;
+      *o.mutable_target() = t.profile;
+      return config::to_json(o);
+    }())["target"];
     os << "# " << t.path << "\n";
     for (auto& [key, value] : profile.items()) {
       auto it = t.provenance.find(key);
@@ -95,11 +100,14 @@ void register_dump_config(CLI::App& app, Action& action) {
   CLI::App* cmd = app.add_subcommand(
       "dump-config",
       "Print the fully resolved configuration: every key with its value, in schema order.\n"
-      "Layers, lowest first: built-in defaults < target profile < --preset < -c files (in order) <\n"
+      "Layers, lowest first: built-in defaults < target profile < --preset < -c files (in order) "
+      "<\n"
       "--set key=value (in order) < explicit flags. The output loads back unchanged with -c.");
   add_config_flags(*cmd, opts->config);
-  cmd->add_option("-o,--output", opts->output, "Write to this file (.yaml/.yml or .json) instead of stdout");
-  cmd->add_option("--format", opts->format, "Output format: yaml | json (default: from -o, else yaml)")
+  cmd->add_option("-o,--output", opts->output,
+                  "Write to this file (.yaml/.yml or .json) instead of stdout");
+  cmd->add_option("--format", opts->format,
+                  "Output format: yaml | json (default: from -o, else yaml)")
       ->check(CLI::IsMember({"yaml", "json"}));
   cmd->add_flag("--origins", opts->origins,
                 "Print each key with the file:line (or default/preset/--set) its value came from");
@@ -110,7 +118,8 @@ void register_dump_config(CLI::App& app, Action& action) {
 
 void register_presets(CLI::App& app, Action& action) {
   auto as_json = std::make_shared<bool>(false);
-  CLI::App* cmd = app.add_subcommand("presets", "List the built-in presets with a one-line description");
+  CLI::App* cmd =
+      app.add_subcommand("presets", "List the built-in presets with a one-line description");
   cmd->add_flag("--json", *as_json, "Print as JSON");
   cmd->callback([as_json, &action] { action = [as_json] { return run_presets(*as_json); }; });
 }

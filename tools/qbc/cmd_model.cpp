@@ -2,7 +2,6 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
-#include "qbc_git_describe.h"
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -13,6 +12,7 @@
 #include "qbc/support/file_util.h"
 #include "qbc/support/logging.h"
 #include "qbc/support/progress.h"
+#include "qbc_git_describe.h"
 
 namespace qbc::cli {
 namespace {
@@ -25,7 +25,8 @@ struct ParseOptions {
 
 Status run_parse(const ParseOptions& o) {
   if (o.output.empty()) return invalid_argument("parse: -o OUT.mblt is required");
-  if (!driver::is_mblt_path(o.output)) return invalid_argument("parse: output ", o.output, " must end in .mblt");
+  if (!driver::is_mblt_path(o.output))
+    return invalid_argument("parse: output ", o.output, " must end in .mblt");
   const auto t0 = std::chrono::steady_clock::now();
   QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_config(o.config));
   QBC_ASSIGN_OR_RETURN(driver::LoadedModel m, driver::import_model(o.model, cfg));
@@ -34,13 +35,17 @@ Status run_parse(const ParseOptions& o) {
   std::error_code ec;
   const auto bytes = static_cast<int64_t>(std::filesystem::file_size(o.output, ec));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  nlohmann::ordered_json r = {{"output", o.output}, {"bytes", bytes}, {"nodes", m.graph.nodes().size()},
-                              {"weights", m.graph.weights().size()}, {"seconds", secs}};
+  nlohmann::ordered_json r = {{"output", o.output},
+                              {"bytes", bytes},
+                              {"nodes", m.graph.nodes().size()},
+                              {"weights", m.graph.weights().size()},
+                              {"seconds", secs}};
   events::result("parse", r.dump());
-  events::summary("parse", "wrote " + o.output + " (" + std::to_string(bytes) + " bytes; " +
-                               std::to_string(m.graph.nodes().size()) + " nodes, " +
-                               std::to_string(m.graph.weights().size()) + " weights referenced in the source) in " +
-                               progress::format_duration(secs),
+  events::summary("parse",
+                  "wrote " + o.output + " (" + std::to_string(bytes) + " bytes; " +
+                      std::to_string(m.graph.nodes().size()) + " nodes, " +
+                      std::to_string(m.graph.weights().size()) +
+                      " weights referenced in the source) in " + progress::format_duration(secs),
                   r.dump());
   return ok_status();
 }
@@ -74,7 +79,8 @@ nlohmann::ordered_json summary(const ir::Graph& g, const std::string& path) {
   j["architecture"] = meta("architecture");
   j["source"] = {{"path", g.source_path}, {"format", g.source_format}};
   nlohmann::ordered_json files = nlohmann::ordered_json::array();
-  for (const ir::SourceFile& f : g.files) files.push_back({{"path", f.path}, {"size", f.size}, {"xxh3_128", f.xxh3_128}});
+  for (const ir::SourceFile& f : g.files)
+    files.push_back({{"path", f.path}, {"size", f.size}, {"xxh3_128", f.xxh3_128}});
   j["source"]["files"] = files;
   nlohmann::ordered_json inputs = nlohmann::ordered_json::array();
   std::map<std::string, int> ops;
@@ -86,7 +92,8 @@ nlohmann::ordered_json summary(const ir::Graph& g, const std::string& path) {
   }
   j["inputs"] = inputs;
   nlohmann::ordered_json outputs = nlohmann::ordered_json::array();
-  for (ir::ValueId o : g.outputs()) outputs.push_back({{"name", g.node(o).name}, {"type", g.node(o).type.to_string()}});
+  for (ir::ValueId o : g.outputs())
+    outputs.push_back({{"name", g.node(o).name}, {"type", g.node(o).type.to_string()}});
   j["outputs"] = outputs;
   j["blocks"] = blocks;
   j["nodes"] = g.nodes().size();
@@ -116,16 +123,19 @@ nlohmann::ordered_json summary(const ir::Graph& g, const std::string& path) {
       body += n;
     }
   }
-  j["parameters"] = {{"host_embedding", host}, {"body", body}, {"head", head},
-                     {"head_tied_to", tied}, {"by_dtype", by_dtype}};
+  j["parameters"] = {{"host_embedding", host},
+                     {"body", body},
+                     {"head", head},
+                     {"head_tied_to", tied},
+                     {"by_dtype", by_dtype}};
   return j;
 }
 
 std::string summary_text(const nlohmann::ordered_json& j) {
   std::ostringstream os;
   os << j["file"].get<std::string>() << "\n";
-  os << "  architecture  " << j["architecture"].get<std::string>() << " (graph @" << j["graph"].get<std::string>()
-     << ")\n";
+  os << "  architecture  " << j["architecture"].get<std::string>() << " (graph @"
+     << j["graph"].get<std::string>() << ")\n";
   os << "  producer      " << j["producer"].get<std::string>() << "\n";
   os << "  source        " << j["source"]["path"].get<std::string>() << " ("
      << j["source"]["format"].get<std::string>() << ")\n";
@@ -134,10 +144,13 @@ std::string summary_text(const nlohmann::ordered_json& j) {
        << " bytes  xxh3:" << f["xxh3_128"].get<std::string>() << "\n";
   }
   os << "  inputs        ";
-  for (const auto& i : j["inputs"]) os << i["name"].get<std::string>() << " " << i["type"].get<std::string>() << "  ";
+  for (const auto& i : j["inputs"])
+    os << i["name"].get<std::string>() << " " << i["type"].get<std::string>() << "  ";
   os << "\n  outputs       ";
-  for (const auto& o : j["outputs"]) os << o["name"].get<std::string>() << " " << o["type"].get<std::string>() << "  ";
-  os << "\n  blocks        " << j["blocks"].get<int>() << "\n  nodes         " << j["nodes"].get<size_t>() << " (";
+  for (const auto& o : j["outputs"])
+    os << o["name"].get<std::string>() << " " << o["type"].get<std::string>() << "  ";
+  os << "\n  blocks        " << j["blocks"].get<int>() << "\n  nodes         "
+     << j["nodes"].get<size_t>() << " (";
   bool first = true;
   for (const auto& [op, n] : j["ops"].items()) {
     os << (first ? "" : ", ") << op << " " << n.get<int>();
@@ -148,9 +161,11 @@ std::string summary_text(const nlohmann::ordered_json& j) {
   os << ")\n  parameters    body " << human_count(body) << ", head " << human_count(head);
   if (!p["head_tied_to"].get<std::string>().empty()) os << " (tied to the embedding)";
   os << ", host embedding " << human_count(host) << "; total "
-     << human_count(body + host + (p["head_tied_to"].get<std::string>().empty() ? head : 0)) << "\n";
+     << human_count(body + host + (p["head_tied_to"].get<std::string>().empty() ? head : 0))
+     << "\n";
   os << "  dtypes        ";
-  for (const auto& [dt, n] : p["by_dtype"].items()) os << dt << " " << human_count(n.get<int64_t>()) << "  ";
+  for (const auto& [dt, n] : p["by_dtype"].items())
+    os << dt << " " << human_count(n.get<int64_t>()) << "  ";
   os << "\n";
   return os.str();
 }
@@ -175,7 +190,8 @@ Status run_inspect(const InspectOptions& o) {
   } else if (driver::is_mblt_path(o.file)) {
     QBC_ASSIGN_OR_RETURN(g, ir::load(o.file));
   } else {
-    return invalid_argument("inspect: ", o.file, " is not an .mblt file (or .mblt.txt, the text form)");
+    return invalid_argument("inspect: ", o.file,
+                            " is not an .mblt file (or .mblt.txt, the text form)");
   }
   const nlohmann::ordered_json j = summary(g, o.file);
   events::result("inspect", j.dump());
@@ -190,7 +206,8 @@ void register_parse(CLI::App& app, Action& action) {
   auto o = std::make_shared<ParseOptions>();
   CLI::App* cmd = app.add_subcommand(
       "parse",
-      "Import a model (HF folder with config.json + safetensors, or a .gguf file) into an MBLT graph.\n"
+      "Import a model (HF folder with config.json + safetensors, or a .gguf file) into an MBLT "
+      "graph.\n"
       "Checks every tensor against the architecture; weights are referenced, not copied.");
   cmd->add_option("model", o->model, "HF model folder or .gguf file")->required();
   cmd->add_option("-o,--output", o->output, "Output .mblt file")->required();
@@ -200,9 +217,12 @@ void register_parse(CLI::App& app, Action& action) {
 
 void register_inspect(CLI::App& app, Action& action) {
   auto o = std::make_shared<InspectOptions>();
-  CLI::App* cmd = app.add_subcommand(
-      "inspect", "Summarise an MBLT file: architecture, inputs/outputs, parameters by part, dtypes, provenance");
-  cmd->add_option("file", o->file, ".mblt file, or its text form .mblt.txt (qbc quantize --dump-after)")->required();
+  CLI::App* cmd = app.add_subcommand("inspect",
+                                     "Summarise an MBLT file: architecture, inputs/outputs, "
+                                     "parameters by part, dtypes, provenance");
+  cmd->add_option("file", o->file,
+                  ".mblt file, or its text form .mblt.txt (qbc quantize --dump-after)")
+      ->required();
   cmd->add_flag("--graph", o->graph, "Also print the graph in MBLT text form");
   cmd->add_flag("--json", o->json, "Print the summary as JSON");
   cmd->callback([o, &action] { action = [o] { return run_inspect(*o); }; });

@@ -36,7 +36,7 @@ std::string bytes_text(int64_t bytes) {
 Status print_pipeline(const QuantizeOptions& o, const config::ResolvedConfig& cfg) {
   QBC_ASSIGN_OR_RETURN(std::vector<pass::PipelineEntry> entries,
                        quant::quant_pipeline(cfg.options));
-  QBC_RETURN_IF_ERROR(quant::check_disabled(entries, o.instr.disabled));
+  QBC_RETURN_IF_ERROR(quant::check_instrumentation(entries, o.instr));
   const std::string text = pass::format_pipeline("quant", entries, o.instr.disabled);
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fflush(stdout);

@@ -75,8 +75,8 @@ Status run_run(const RunOptions& o) {
     os << "\n";
     std::fputs(os.str().c_str(), stdout);
   }
-  log("runtime").info("prefill {} tokens at {:.1f} tok/s, decode {} tokens at {:.1f} tok/s", prompt.size(),
-                      j["prefill_tokens_per_second"].get<double>(), r.tokens.size(),
+  log("runtime").info("prefill {} tokens at {:.1f} tok/s, decode {} tokens at {:.1f} tok/s",
+                      prompt.size(), j["prefill_tokens_per_second"].get<double>(), r.tokens.size(),
                       j["decode_tokens_per_second"].get<double>());
   events::result("run", j.dump());
   return ok_status();
@@ -107,14 +107,16 @@ Status run_compare(const EvalOptions& o, const driver::LoadedModel& m, runner::R
   std::vector<driver::LayerError> nodes;
   for (const ir::Node& n : m.graph.nodes()) {
     const bool projection = n.op == ir::Op::kLinear || n.op == ir::Op::kQLinear;
-    const bool block_out = n.name.size() > 13 && n.name.compare(n.name.size() - 13, 13, ".ffn.residual") == 0;
+    const bool block_out =
+        n.name.size() > 13 && n.name.compare(n.name.size() - 13, 13, ".ffn.residual") == 0;
     if ((!projection && !block_out) || r.graph.find(n.name) < 0) continue;
     nodes.push_back({n.name, std::string(ir::op_info(n.op).name), n.block, 0});
   }
   driver::CompareOptions co;
   co.ctx = o.ctx;
   co.max_chunks = o.chunks;
-  QBC_ASSIGN_OR_RETURN(driver::AccuracyReport rep, driver::compare_models(test, *reference, tokens, bos, nodes, co));
+  QBC_ASSIGN_OR_RETURN(driver::AccuracyReport rep,
+                       driver::compare_models(test, *reference, tokens, bos, nodes, co));
   const std::string json = driver::report_json(rep);
   events::result("eval", json);
   return emit_output("", o.json ? json : driver::format_report(rep));
@@ -126,8 +128,9 @@ Status run_eval(const EvalOptions& o) {
   QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_config(o.config));
   QBC_ASSIGN_OR_RETURN(driver::LoadedModel m, driver::open_model(o.model, cfg));
   if (driver::cache_capacity(m.graph) < o.ctx) {
-    return resource_exhausted("--ctx ", o.ctx, " exceeds the KV-cache capacity ", driver::cache_capacity(m.graph),
-                              " of ", o.model, "; raise llm.attributes.maxCacheLength");
+    return resource_exhausted("--ctx ", o.ctx, " exceeds the KV-cache capacity ",
+                              driver::cache_capacity(m.graph), " of ", o.model,
+                              "; raise llm.attributes.maxCacheLength");
   }
   QBC_ASSIGN_OR_RETURN(frontend::Tokenizer tok, driver::load_tokenizer(m));
   ref::SessionOptions so;
@@ -136,7 +139,8 @@ Status run_eval(const EvalOptions& o) {
   // As llama-perplexity: the whole text is one sequence, with BOS when the model adds one.
   const std::vector<int32_t> tokens = tok.encode(text, tok.add_bos_default());
   if (static_cast<int64_t>(tokens.size()) < o.ctx) {
-    return invalid_argument(o.text, ": ", tokens.size(), " tokens, fewer than one chunk of --ctx ", o.ctx);
+    return invalid_argument(o.text, ": ", tokens.size(), " tokens, fewer than one chunk of --ctx ",
+                            o.ctx);
   }
   if (!o.reference.empty()) return run_compare(o, m, *session, tokens, tok.bos_id(), cfg);
   ref::PerplexityOptions po;
@@ -147,19 +151,25 @@ Status run_eval(const EvalOptions& o) {
     events::progress("eval", chunk, n);
     log("eval").debug("chunk {}/{}: running perplexity {:.4f}", chunk, n, ppl);
   };
-  QBC_ASSIGN_OR_RETURN(ref::PerplexityResult r, ref::perplexity(*session, tokens, o.ctx, tok.bos_id(), po));
-  nlohmann::ordered_json j = {{"model", o.model},          {"text", o.text},
-                              {"ctx", o.ctx},              {"chunks", r.chunks},
-                              {"tokens_scored", r.tokens_scored}, {"perplexity", r.ppl},
-                              {"perplexity_stderr", r.ppl_err},   {"nll_mean", r.nll_mean},
-                              {"seconds", r.seconds},      {"tokens_per_second", r.tokens_per_second}};
+  QBC_ASSIGN_OR_RETURN(ref::PerplexityResult r,
+                       ref::perplexity(*session, tokens, o.ctx, tok.bos_id(), po));
+  nlohmann::ordered_json j = {{"model", o.model},
+                              {"text", o.text},
+                              {"ctx", o.ctx},
+                              {"chunks", r.chunks},
+                              {"tokens_scored", r.tokens_scored},
+                              {"perplexity", r.ppl},
+                              {"perplexity_stderr", r.ppl_err},
+                              {"nll_mean", r.nll_mean},
+                              {"seconds", r.seconds},
+                              {"tokens_per_second", r.tokens_per_second}};
   events::result("eval", j.dump());
   if (o.json) return emit_output("", j.dump(2) + "\n");
   std::ostringstream os;
   os.setf(std::ios::fixed);
   os.precision(4);
-  os << "perplexity " << r.ppl << " +/- " << r.ppl_err << " over " << r.chunks << " chunks of " << o.ctx
-     << " tokens (" << r.tokens_scored << " scored)\n";
+  os << "perplexity " << r.ppl << " +/- " << r.ppl_err << " over " << r.chunks << " chunks of "
+     << o.ctx << " tokens (" << r.tokens_scored << " scored)\n";
   os.precision(1);
   os << "speed " << r.tokens_per_second << " tokens/s (" << r.seconds << " s)\n";
   return emit_output("", os.str());
@@ -169,20 +179,26 @@ Status run_eval(const EvalOptions& o) {
 
 void register_run(CLI::App& app, Action& action) {
   auto o = std::make_shared<RunOptions>();
-  CLI::App* cmd = app.add_subcommand(
-      "run",
-      "Generate text: prefill the prompt, then decode token by token with a KV cache. MODEL is an HF\n"
-      "folder, a .gguf, or an .mblt (float graphs run on the LibTorch reference runtime, quantized\n"
-      "ones on the fake-quant evaluator of docs/numerics.md).\n"
-      "Sampling is seeded by --seed (the config's `seed`): same seed, same text, on every machine.");
+  CLI::App* cmd = app.add_subcommand("run",
+                                     "Generate text: prefill the prompt, then decode token by "
+                                     "token with a KV cache. MODEL is an HF\n"
+                                     "folder, a .gguf, or an .mblt (float graphs run on the "
+                                     "LibTorch reference runtime, quantized\n"
+                                     "ones on the fake-quant evaluator of docs/numerics.md).\n"
+                                     "Sampling is seeded by --seed (the config's `seed`): same "
+                                     "seed, same text, on every machine.");
   cmd->add_option("model", o->model, "HF folder, .gguf or .mblt")->required();
   cmd->add_option("-p,--prompt", o->prompt, "Prompt text")->required();
-  cmd->add_option("-n,--n-predict", o->n, "Tokens to generate (stops early at EOS)")->check(CLI::NonNegativeNumber);
-  cmd->add_flag("--greedy", o->greedy, "Pick the most likely token (the default without --temperature)");
+  cmd->add_option("-n,--n-predict", o->n, "Tokens to generate (stops early at EOS)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--greedy", o->greedy,
+                "Pick the most likely token (the default without --temperature)");
   cmd->add_option("--temperature", o->temperature, "Sample with this temperature (> 0)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--top-k", o->top_k, "Sample among the k most likely tokens (0 = all)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-p", o->top_p, "Sample among the smallest set holding this probability mass");
+  cmd->add_option("--top-k", o->top_k, "Sample among the k most likely tokens (0 = all)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-p", o->top_p,
+                  "Sample among the smallest set holding this probability mass");
   cmd->add_flag("--ids", o->ids, "Also print the prompt and generated token ids");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep generating after the end-of-sequence token");
   cmd->add_option("--threads", o->threads, "Compute threads (0 = all cores)");
@@ -194,17 +210,21 @@ void register_eval(CLI::App& app, Action& action) {
   auto o = std::make_shared<EvalOptions>();
   CLI::App* cmd = app.add_subcommand(
       "eval",
-      "Perplexity with llama.cpp's protocol: non-overlapping chunks of --ctx tokens, BOS at each chunk\n"
+      "Perplexity with llama.cpp's protocol: non-overlapping chunks of --ctx tokens, BOS at each "
+      "chunk\n"
       "start, only the second half of each chunk scored. Prints perplexity and tokens/s.");
   cmd->add_option("model", o->model, "HF folder, .gguf or .mblt")->required();
   cmd->add_option("--text", o->text, "Text file to score")->required();
   cmd->add_option("--ctx", o->ctx, "Tokens per chunk");
   cmd->add_option("--chunks", o->chunks, "Score at most this many chunks (-1 = all)");
-  cmd->add_option("--logprobs", o->logprobs, "Write per-token log-probabilities to this file (format: docs/cli.md)");
-  cmd->add_option("--reference", o->reference,
-                  "Compare against this float model (HF folder, .gguf or .mblt): perplexity of both, mean/p99\n"
-                  "KL divergence, top-1 agreement and per-layer SQNR on the same token stream");
-  cmd->add_flag("--logits", o->logits, "With --logprobs, also write the full logits of scored positions");
+  cmd->add_option("--logprobs", o->logprobs,
+                  "Write per-token log-probabilities to this file (format: docs/cli.md)");
+  cmd->add_option(
+      "--reference", o->reference,
+      "Compare against this float model (HF folder, .gguf or .mblt): perplexity of both, mean/p99\n"
+      "KL divergence, top-1 agreement and per-layer SQNR on the same token stream");
+  cmd->add_flag("--logits", o->logits,
+                "With --logprobs, also write the full logits of scored positions");
   cmd->add_flag("--json", o->json, "Print the result as JSON");
   cmd->add_option("--threads", o->threads, "Compute threads (0 = all cores)");
   add_config_flags(*cmd, o->config);

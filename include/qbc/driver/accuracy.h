@@ -24,12 +24,12 @@ struct AccuracyReport {
   int64_t ctx = 0;
   int64_t chunks = 0;
   int64_t tokens_scored = 0;
-  double ppl = 0;             ///< Of the tested model.
-  double ppl_reference = 0;   ///< Of the reference.
-  double kld_mean = 0;        ///< Mean KL(P_ref ‖ P_test), nats.
-  double kld_p99 = 0;         ///< 99th percentile.
+  double ppl = 0;            ///< Of the tested model.
+  double ppl_reference = 0;  ///< Of the reference.
+  double kld_mean = 0;       ///< Mean KL(P_ref ‖ P_test), nats.
+  double kld_p99 = 0;        ///< 99th percentile.
   double kld_max = 0;
-  double top1 = 0;            ///< Fraction of positions with the same argmax.
+  double top1 = 0;                 ///< Fraction of positions with the same argmax.
   std::vector<LayerError> layers;  ///< Block outputs and projections, in graph order.
   double seconds = 0;
 };
@@ -37,8 +37,8 @@ struct AccuracyReport {
 /// Options of compare_models().
 struct CompareOptions {
   int64_t ctx = 256;
-  int64_t max_chunks = -1;     ///< -1 = all chunks of the text.
-  int64_t layer_chunks = 4;    ///< Chunks used for the per-layer table (activations are large).
+  int64_t max_chunks = -1;   ///< -1 = all chunks of the text.
+  int64_t layer_chunks = 4;  ///< Chunks used for the per-layer table (activations are large).
 };
 
 /// Runs `tokens` through both runners chunk by chunk (llama.cpp protocol: BOS

@@ -39,7 +39,8 @@ struct QuantizeSummary {
 /// graph to `out_mblt` and its integer weights to the sidecar beside it. Nothing is
 /// left behind on failure. Everything that can be refused (configuration, pipeline,
 /// --disable-pass names, calibration files) is refused before any work.
-StatusOr<QuantizeSummary> quantize_to(const LoadedModel& model, const config::ResolvedConfig& config,
+StatusOr<QuantizeSummary> quantize_to(const LoadedModel& model,
+                                      const config::ResolvedConfig& config,
                                       const std::string& out_mblt, const QuantizeRun& run);
 
 }  // namespace qbc::driver

@@ -40,8 +40,11 @@ struct UnitHooks {
   std::string dump_extension;              ///< e.g. "mblt.txt".
   std::function<ResourceSet()> available;  ///< Resources the context holds now.
   std::function<std::string(ResourceSet)> describe;  ///< Names of resource bits, for errors.
-  std::function<Status()> verify;                    ///< The unit's invariants.
-  std::function<StatusOr<std::string>()> dump;       ///< The unit as text.
+  /// The unit's storage (a failed write to scratch space): returned as it is, with the
+  /// pass's name, since it is not the pass's bug (e.g. a full disk, exit 4). May be empty.
+  std::function<Status()> health;
+  std::function<Status()> verify;               ///< The unit's invariants.
+  std::function<StatusOr<std::string>()> dump;  ///< The unit as text.
 };
 
 /// Checks that each step not in instr.disabled needs only what hooks.available() and the
@@ -60,7 +63,8 @@ Status run_steps(const std::vector<Step>& steps, const UnitHooks& hooks,
 ///   static constexpr const char* kDumpExtension;  // "mblt.txt"
 ///   static std::string describe(ResourceSet);
 ///   ResourceSet available() const;
-///   Status verify() const;
+///   Status health() const;   // storage errors (passed through)
+///   Status verify() const;   // invariants (an internal error when broken)
 ///   StatusOr<std::string> dump_text() const;
 template <class Context>
 UnitHooks hooks_for(Context& ctx) {
@@ -69,6 +73,7 @@ UnitHooks hooks_for(Context& ctx) {
   hooks.dump_extension = Context::kDumpExtension;
   hooks.available = [&ctx] { return ctx.available(); };
   hooks.describe = [](ResourceSet r) { return Context::describe(r); };
+  hooks.health = [&ctx] { return ctx.health(); };
   hooks.verify = [&ctx] { return ctx.verify(); };
   hooks.dump = [&ctx] { return ctx.dump_text(); };
   return hooks;

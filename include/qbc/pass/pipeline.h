@@ -18,9 +18,11 @@ struct PipelineEntry {
 
 /// What the user asked of a pipeline run (qbc --disable-pass, --dump-after, --dump-dir).
 struct Instrumentation {
-  /// Pass names not to run. Each must name a pass of the pipeline (else refused, exit 2).
+  /// Pass names not to run. The stage checks them (quant: an unregistered name or a fixed
+  /// stage is refused, a registered pass outside this pipeline only warned about).
   std::vector<std::string> disabled;
-  /// Pass names after which the unit is dumped as text; "all" dumps after every pass.
+  /// Pass names after which the unit is dumped as text; "all" dumps after every pass
+  /// (the stage refuses names that are not passes of the pipeline).
   std::vector<std::string> dump_after;
   /// Folder of the dumps (created): NN-<pass>.<dump_extension>, NN the position in the pipeline.
   std::string dump_dir = "qbc-dump";

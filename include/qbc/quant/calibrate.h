@@ -19,15 +19,15 @@ namespace qbc::quant {
 
 /// Statistics of one observed tensor (a node's output), over all calibration tokens.
 struct TensorStats {
-  float absmax = 0.0f;                   ///< max |x| over everything.
-  std::vector<float> channel_absmax;     ///< max |x| per last-dim channel.
-  std::vector<float> channel_min;        ///< min x per last-dim channel.
-  std::vector<float> channel_max;        ///< max x per last-dim channel.
+  float absmax = 0.0f;                ///< max |x| over everything.
+  std::vector<float> channel_absmax;  ///< max |x| per last-dim channel.
+  std::vector<float> channel_min;     ///< min x per last-dim channel.
+  std::vector<float> channel_max;     ///< max x per last-dim channel.
   /// For the input of a rope node: per rotary pair (head h, pair i; index h·rotary_dim/2 + i)
   /// the largest |(x_i, x_{i+rotary_dim/2})| seen. Empty elsewhere.
   std::vector<float> pair_radius;
-  std::vector<double> histogram;         ///< counts of |x| in kHistogramBins bins over [0, absmax].
-  int64_t count = 0;                     ///< elements observed.
+  std::vector<double> histogram;  ///< counts of |x| in kHistogramBins bins over [0, absmax].
+  int64_t count = 0;              ///< elements observed.
 };
 
 /// Bins of the |x| histogram used by modes 1 and 2.

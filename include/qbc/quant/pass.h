@@ -45,6 +45,11 @@ enum Resource : pass::ResourceSet {
 
 /// What a quant pass works on. graph, weights and options are always set.
 struct PassContext {
+  PassContext() = default;
+  // `stats` may point into owned_stats: a copy would point into the original.
+  PassContext(const PassContext&) = delete;
+  PassContext& operator=(const PassContext&) = delete;
+
   static constexpr const char* kStage = "quant";
   static constexpr const char* kDumpExtension = "mblt.txt";
 
@@ -83,6 +88,8 @@ struct PassContext {
   pass::ResourceSet available() const;
   /// Names of resource bits ("calibration samples, statistics of the final graph").
   static std::string describe(pass::ResourceSet resources);
+  /// The weight store's sticky write error (scratch space exhausted), if any.
+  Status health() const;
   /// ir::verify() and check_rewritten_sizes().
   Status verify() const;
   /// The graph in MBLT text form.

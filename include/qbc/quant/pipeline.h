@@ -35,6 +35,11 @@ bool is_fixed_stage(const std::string& pass);
 Status check_disabled(const std::vector<pass::PipelineEntry>& entries,
                       const std::vector<std::string>& disabled);
 
+/// check_disabled, and the --dump-after names: `all` or passes of `entries` (else refused,
+/// kInvalidArgument listing them), before any work.
+Status check_instrumentation(const std::vector<pass::PipelineEntry>& entries,
+                             const pass::Instrumentation& instr);
+
 /// The passes of `entries` made from `options`, in order.
 StatusOr<pass::PassManager<PassContext>> build_pipeline(
     const std::vector<pass::PipelineEntry>& entries, const config::CompileOptions& options,

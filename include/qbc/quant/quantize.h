@@ -21,10 +21,10 @@ namespace qbc::quant {
 
 /// What quantize_rtn() produced.
 struct QuantizeResult {
-  ir::Graph graph;                                   ///< The quantized graph (verifies).
+  ir::Graph graph;                                 ///< The quantized graph (verifies).
   std::vector<tensorfile::TensorToWrite> sidecar;  ///< Integer weights and scales, by sidecar name.
   int quantized_linears = 0;
-  int float_linears = 0;                             ///< Left in float (weight16Bits overrides).
+  int float_linears = 0;  ///< Left in float (weight16Bits overrides).
 };
 
 /// The precision chosen for one linear node.
@@ -35,7 +35,8 @@ struct LinearBits {
 
 /// Bits of the linear node `node_name` (part `head` or not) under `options.bit()`,
 /// with the layerOverrides globs applied.
-LinearBits linear_bits(const std::string& node_name, bool head, const config::CompileOptions& options);
+LinearBits linear_bits(const std::string& node_name, bool head,
+                       const config::CompileOptions& options);
 
 /// The weight group size for a linear with `in` inputs under `options.bit()`:
 /// bit.weightGroupSize, or 0 (one scale per output channel) when that is 0 or covers

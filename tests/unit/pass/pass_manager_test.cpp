@@ -25,7 +25,9 @@ struct ToyContext {
   static constexpr const char* kDumpExtension = "toy.txt";
   std::vector<int> unit;
   ResourceSet held = 0;
+  Status storage;  ///< What health() reports.
   ResourceSet available() const { return held; }
+  Status health() const { return storage; }
   static std::string describe(ResourceSet r) {
     std::string out;
     if (r & kTable) out += "the table";
@@ -138,6 +140,17 @@ TEST(PassManager, VerifierFailureIsAnInternalErrorNamingThePass) {
   EXPECT_TRUE(testing::contains(s.message(), "invariant T1: the unit is not sorted"))
       << s.message();
   EXPECT_EQ(ctx.unit, (std::vector<int>{5, 1}));
+}
+
+// A storage failure (scratch space exhausted) is not the pass's bug: its code survives.
+TEST(PassManager, StorageFailuresKeepTheirCode) {
+  ToyContext ctx;
+  ctx.storage = resource_exhausted("scratch space: disk full?");
+  const Status s = run_passes(make({Append("writer", 1)}), ctx, {}, nullptr);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), Code::kResourceExhausted);
+  EXPECT_TRUE(testing::contains(s.message(), "after pass writer")) << s.message();
+  EXPECT_TRUE(testing::contains(s.message(), "disk full?")) << s.message();
 }
 
 TEST(PassManager, APassThatDoesNotProvideWhatItDeclaresIsABug) {

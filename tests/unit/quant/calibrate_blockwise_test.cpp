@@ -72,7 +72,8 @@ TEST_P(BlockwiseCalibration, EqualsWholeModelCalibration) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(All, BlockwiseCalibration, ::testing::ValuesIn(::qbc::testing::transform_cases()),
+INSTANTIATE_TEST_SUITE_P(All, BlockwiseCalibration,
+                         ::testing::ValuesIn(::qbc::testing::transform_cases()),
                          [](const auto& info) { return info.param.name; });
 
 }  // namespace

@@ -8,9 +8,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -99,8 +99,9 @@ StatusOr<std::unique_ptr<FakeQuantSession>> qlinear_session(const QLinearCase& c
   std::vector<ir::Operand> ops = {ir::Operand::of(t.x), ir::Operand::of_weight("proj.wq"),
                                   ir::Operand::of_weight("proj.wscale")};
   if (!c.wzero.empty()) {
-    const std::vector<int64_t> dims = c.w_group > 0 ? std::vector<int64_t>{c.out, (c.in + c.w_group - 1) / c.w_group}
-                                                    : std::vector<int64_t>{c.out};
+    const std::vector<int64_t> dims =
+        c.w_group > 0 ? std::vector<int64_t>{c.out, (c.in + c.w_group - 1) / c.w_group}
+                      : std::vector<int64_t>{c.out};
     t.add_weight("proj.wzero", DType::kI8, dims, c.wzero);
     ops.push_back(ir::Operand::of_weight("proj.wzero"));
   }
@@ -216,11 +217,13 @@ TEST(FakeQuantQLinear, PerTokenDynamicScaleIsTheRowMaxOverQmax) {
     const double m = std::max({std::fabs(xr[0]), std::fabs(xr[1]), std::fabs(xr[2])});
     const float s = static_cast<float>(m / 127.0);
     int64_t q[3];
-    for (int i = 0; i < 3; ++i) q[i] = static_cast<int64_t>(std::nearbyint(xr[i] / static_cast<double>(s)));
+    for (int i = 0; i < 3; ++i)
+      q[i] = static_cast<int64_t>(std::nearbyint(xr[i] / static_cast<double>(s)));
     EXPECT_EQ(std::max({std::llabs(q[0]), std::llabs(q[1]), std::llabs(q[2])}), 127);
     for (int ch = 0; ch < 2; ++ch) {
       int64_t acc = 0;
-      for (int i = 0; i < 3; ++i) acc += q[i] * static_cast<int64_t>(c.wq[static_cast<size_t>(ch * 3 + i)]);
+      for (int i = 0; i < 3; ++i)
+        acc += q[i] * static_cast<int64_t>(c.wq[static_cast<size_t>(ch * 3 + i)]);
       volatile float mult = s * c.wscale[static_cast<size_t>(ch)];
       volatile float v = static_cast<float>(acc) * mult;
       want.push_back(static_cast<float>(v));
@@ -257,17 +260,21 @@ TEST(FakeQuantQLinear, AsymmetricInputsPerTokenAndStatic) {
   std::vector<float> want;
   for (int t = 0; t < 2; ++t) {
     const float* xr = x.data() + 3 * t;
-    const double lo = std::min({0.0f, xr[0], xr[1], xr[2]}), hi = std::max({0.0f, xr[0], xr[1], xr[2]});
+    const double lo = std::min({0.0f, xr[0], xr[1], xr[2]}),
+                 hi = std::max({0.0f, xr[0], xr[1], xr[2]});
     const float s = static_cast<float>((hi - lo) / 255.0);
     const int64_t z = static_cast<int64_t>(std::nearbyint(-lo / s)) - 128;
-    EXPECT_EQ(z, t == 0 ? -128 : 127);  // an all-positive row uses the whole range upwards, and vice versa
+    EXPECT_EQ(z, t == 0 ? -128
+                        : 127);  // an all-positive row uses the whole range upwards, and vice versa
     int64_t q[3];
     for (int i = 0; i < 3; ++i) {
-      q[i] = std::clamp<int64_t>(static_cast<int64_t>(std::nearbyint(xr[i] / static_cast<double>(s))) + z, -128, 127);
+      q[i] = std::clamp<int64_t>(
+          static_cast<int64_t>(std::nearbyint(xr[i] / static_cast<double>(s))) + z, -128, 127);
     }
     for (int ch = 0; ch < 2; ++ch) {
       int64_t acc = 0;
-      for (int i = 0; i < 3; ++i) acc += (q[i] - z) * static_cast<int64_t>(c.wq[static_cast<size_t>(ch * 3 + i)]);
+      for (int i = 0; i < 3; ++i)
+        acc += (q[i] - z) * static_cast<int64_t>(c.wq[static_cast<size_t>(ch * 3 + i)]);
       volatile float mult = s * c.wscale[static_cast<size_t>(ch)];
       volatile float v = static_cast<float>(acc) * mult;
       want.push_back(static_cast<float>(v));
@@ -283,7 +290,8 @@ TEST(FakeQuantQLinear, AsymmetricInputsPerTokenAndStatic) {
   std::vector<float> want_s;
   for (int ch = 0; ch < 2; ++ch) {
     int64_t acc = 0;
-    for (int i = 0; i < 3; ++i) acc += (qs[i] + 28) * static_cast<int64_t>(c.wq[static_cast<size_t>(ch * 3 + i)]);
+    for (int i = 0; i < 3; ++i)
+      acc += (qs[i] + 28) * static_cast<int64_t>(c.wq[static_cast<size_t>(ch * 3 + i)]);
     volatile float mult = 0.02f * c.wscale[static_cast<size_t>(ch)];
     volatile float v = static_cast<float>(acc) * mult;
     want_s.push_back(static_cast<float>(v));
@@ -294,7 +302,8 @@ TEST(FakeQuantQLinear, AsymmetricInputsPerTokenAndStatic) {
   Tiny t(c.in);
   auto bad = qlinear_session(c, t);
   ASSERT_FALSE(bad.ok());
-  EXPECT_TRUE(::qbc::testing::contains(bad.status().message(), "in_zero")) << bad.status().message();
+  EXPECT_TRUE(::qbc::testing::contains(bad.status().message(), "in_zero"))
+      << bad.status().message();
 }
 
 TEST(FakeQuantQLinear, GroupScalesRequantizeEachPartialSumInGroupOrder) {
@@ -305,7 +314,7 @@ TEST(FakeQuantQLinear, GroupScalesRequantizeEachPartialSumInGroupOrder) {
   c.in_scale = 0.5;
   c.out_fp16 = false;
   c.wq = {1, 2, 3, 4, 5, -1, -2, -3, -4, 7};
-  c.wscale = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f};  // [out, 3]
+  c.wscale = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f};               // [out, 3]
   const std::vector<float> x = {1.0f, -2.0f, 0.5f, 1.5f, 3.0f};  // codes [2, -4, 1, 3, 6]
   const int64_t codes[5] = {2, -4, 1, 3, 6};
   std::vector<float> want;
@@ -313,7 +322,8 @@ TEST(FakeQuantQLinear, GroupScalesRequantizeEachPartialSumInGroupOrder) {
     float v = 0;
     for (int g = 0; g < 3; ++g) {
       int64_t acc = 0;
-      for (int i = 2 * g; i < std::min(5, 2 * g + 2); ++i) acc += codes[i] * static_cast<int64_t>(c.wq[ch * 5 + i]);
+      for (int i = 2 * g; i < std::min(5, 2 * g + 2); ++i)
+        acc += codes[i] * static_cast<int64_t>(c.wq[ch * 5 + i]);
       volatile float m = 0.5f * c.wscale[static_cast<size_t>(ch * 3 + g)];
       volatile float part = static_cast<float>(acc) * m;
       volatile float sum = g == 0 ? part : v + part;
@@ -333,10 +343,13 @@ TEST(FakeQuantQLinear, GroupScalesRequantizeEachPartialSumInGroupOrder) {
   a.set("w_bits", int64_t{8});
   a.set("out_fp16", int64_t{0});
   a.set("w_group", int64_t{2});
-  auto y = t.b.make(ir::Op::kQLinear, "proj", {ir::Operand::of(t.x), ir::Operand::of_weight("proj.wq"),
-                                               ir::Operand::of_weight("proj.wscale")}, a, "m.proj");
+  auto y = t.b.make(ir::Op::kQLinear, "proj",
+                    {ir::Operand::of(t.x), ir::Operand::of_weight("proj.wq"),
+                     ir::Operand::of_weight("proj.wscale")},
+                    a, "m.proj");
   ASSERT_FALSE(y.ok());
-  EXPECT_TRUE(::qbc::testing::contains(y.status().message(), "must be f32[2,3] for w_group 2")) << y.status().message();
+  EXPECT_TRUE(::qbc::testing::contains(y.status().message(), "must be f32[2,3] for w_group 2"))
+      << y.status().message();
 }
 
 // Zero points (numerics.md): each group's accumulator is Σ q_x·q_w − z·Σ q_x, which
@@ -361,7 +374,8 @@ TEST(FakeQuantQLinear, ZeroPointsSubtractTheGroupCodeSum) {
     for (int g = 0; g < 3; ++g) {
       int64_t acc = 0;  // the definition: codes against (q_w - z)
       for (int i = 2 * g; i < std::min(5, 2 * g + 2); ++i) {
-        acc += codes[i] * (static_cast<int64_t>(c.wq[ch * 5 + i]) - static_cast<int64_t>(c.wzero[ch * 3 + g]));
+        acc += codes[i] *
+               (static_cast<int64_t>(c.wq[ch * 5 + i]) - static_cast<int64_t>(c.wzero[ch * 3 + g]));
       }
       volatile float m = 0.5f * c.wscale[static_cast<size_t>(ch * 3 + g)];
       volatile float part = static_cast<float>(acc) * m;
@@ -391,11 +405,13 @@ TEST(FakeQuantQLinear, ZeroPointsSubtractTheGroupCodeSum) {
   a.set("out_fp16", int64_t{0});
   a.set("w_group", int64_t{2});
   a.set("w_zero", int64_t{1});
-  auto y2 = t2.b.make(ir::Op::kQLinear, "proj", {ir::Operand::of(t2.x), ir::Operand::of_weight("proj.wq"),
-                                                 ir::Operand::of_weight("proj.wscale"),
-                                                 ir::Operand::of_weight("proj.wzero")}, a, "m.proj");
+  auto y2 = t2.b.make(ir::Op::kQLinear, "proj",
+                      {ir::Operand::of(t2.x), ir::Operand::of_weight("proj.wq"),
+                       ir::Operand::of_weight("proj.wscale"), ir::Operand::of_weight("proj.wzero")},
+                      a, "m.proj");
   ASSERT_FALSE(y2.ok());
-  EXPECT_TRUE(::qbc::testing::contains(y2.status().message(), "shaped like the scale")) << y2.status().message();
+  EXPECT_TRUE(::qbc::testing::contains(y2.status().message(), "shaped like the scale"))
+      << y2.status().message();
 }
 
 TEST(FakeQuantQLinear, FourBitWeightsUseMinusEightToSeven) {
@@ -467,8 +483,10 @@ StatusOr<std::unique_ptr<FakeQuantSession>> attention_session(const AttnCase& c,
     a.set("q_scale", std::vector<double>(c.q_scale.begin(), c.q_scale.end()));
     a.set("k_scale", std::vector<double>(c.k_scale.begin(), c.k_scale.end()));
     a.set("v_scale", std::vector<double>(c.v_scale.begin(), c.v_scale.end()));
-    if (!c.k_offset.empty()) a.set("k_offset", std::vector<double>(c.k_offset.begin(), c.k_offset.end()));
-    if (!c.v_offset.empty()) a.set("v_offset", std::vector<double>(c.v_offset.begin(), c.v_offset.end()));
+    if (!c.k_offset.empty())
+      a.set("k_offset", std::vector<double>(c.k_offset.begin(), c.k_offset.end()));
+    if (!c.v_offset.empty())
+      a.set("v_offset", std::vector<double>(c.v_offset.begin(), c.v_offset.end()));
     if (c.q_dynamic) a.set("q_dynamic", int64_t{1});
   }
   t.g.add_output(y);
@@ -489,7 +507,8 @@ std::vector<float> attention_inputs(const AttnCase& c, int64_t seq) {
 std::vector<float> spec_attention(const AttnCase& c, const std::vector<float>& x, int64_t seq) {
   const int64_t d = c.d, w = c.width(), qw = c.heads * d, kw = c.kv * d;
   auto code = [](double v, float s, double lo, double hi, float offset = 0.0f) {
-    return std::min(hi, std::max(lo, std::nearbyint((v - static_cast<double>(offset)) / static_cast<double>(s))));
+    return std::min(hi, std::max(lo, std::nearbyint((v - static_cast<double>(offset)) /
+                                                    static_cast<double>(s))));
   };
   auto offset = [](const std::vector<float>& o, size_t i) { return o.empty() ? 0.0f : o[i]; };
   std::vector<float> y(static_cast<size_t>(seq * qw));
@@ -506,7 +525,8 @@ std::vector<float> spec_attention(const AttnCase& c, const std::vector<float>& x
         qmax_abs = std::max(qmax_abs, std::fabs(static_cast<double>(qs[static_cast<size_t>(i)])));
       }
       const float sq = c.q_dynamic ? static_cast<float>(qmax_abs / 127.0) : c.q_scale[hq];
-      for (int64_t i = 0; i < d; ++i) qq[static_cast<size_t>(i)] = code(qs[static_cast<size_t>(i)], sq, -128, 127);
+      for (int64_t i = 0; i < d; ++i)
+        qq[static_cast<size_t>(i)] = code(qs[static_cast<size_t>(i)], sq, -128, 127);
       std::vector<float> sc;
       std::vector<int64_t> js;
       for (int64_t j = 0; j < seq; ++j) {
@@ -517,20 +537,23 @@ std::vector<float> spec_attention(const AttnCase& c, const std::vector<float>& x
           acc += qq[static_cast<size_t>(i)] *
                  code(x[j * w + qw + g * d + i], c.k_scale[kc], -128, 127, offset(c.k_offset, kc));
         }
-        sc.push_back(static_cast<float>(acc) * static_cast<float>(static_cast<double>(sq) * c.scale));
+        sc.push_back(static_cast<float>(acc) *
+                     static_cast<float>(static_cast<double>(sq) * c.scale));
         js.push_back(j);
       }
       const float m = *std::max_element(sc.begin(), sc.end());
       float sum = 0;
       for (float& v : sc) sum += (v = static_cast<float>(std::exp(static_cast<double>(v - m))));
       double code_sum = 0;
-      for (size_t n = 0; n < js.size(); ++n) code_sum += code(sc[n] / sum, sp, 0, (1 << c.p_bits) - 1);
+      for (size_t n = 0; n < js.size(); ++n)
+        code_sum += code(sc[n] / sum, sp, 0, (1 << c.p_bits) - 1);
       for (int64_t i = 0; i < d; ++i) {
         const size_t vc = static_cast<size_t>(g * d + i);
         double acc = 0;
         for (size_t n = 0; n < js.size(); ++n) {
           const double pc = code(sc[n] / sum, sp, 0, (1 << c.p_bits) - 1);
-          acc += pc * code(x[js[n] * w + qw + kw + g * d + i], c.v_scale[vc], -128, 127, offset(c.v_offset, vc));
+          acc += pc * code(x[js[n] * w + qw + kw + g * d + i], c.v_scale[vc], -128, 127,
+                           offset(c.v_offset, vc));
         }
         volatile float mv = sp * c.v_scale[vc];
         volatile float mass = static_cast<float>(code_sum) * sp;
@@ -546,8 +569,8 @@ std::vector<float> spec_attention(const AttnCase& c, const std::vector<float>& x
 /// q, k = rope(k_pre), v from one input row; the keys' first rotary pair sits around a
 /// large centre (a low-frequency pair of a real model). Quantized with `k_scale` (and
 /// the rotating offsets `rot` when not empty), or float when `quant` is false.
-StatusOr<std::unique_ptr<FakeQuantSession>> rotary_attention_session(bool quant, const std::vector<double>& k_scale,
-                                                                      const std::vector<double>& rot) {
+StatusOr<std::unique_ptr<FakeQuantSession>> rotary_attention_session(
+    bool quant, const std::vector<double>& k_scale, const std::vector<double>& rot) {
   const int64_t heads = 2, kv = 1, d = 4, width = (heads + 2 * kv) * d;
   Tiny t(width);
   QBC_ASSIGN_OR_RETURN(ir::ValueId q, t.b.slice("q", t.x, 0, heads * d, "m.q"));
@@ -593,18 +616,22 @@ TEST(FakeQuantAttention, RotatingKeyOffsetsFollowTheRotation) {
       x[static_cast<size_t>(t * width + i)] = h(r);
     }
   }
-  auto run = [&](bool quant, const std::vector<double>& ks, const std::vector<double>& rot, int64_t chunk) {
+  auto run = [&](bool quant, const std::vector<double>& ks, const std::vector<double>& rot,
+                 int64_t chunk) {
     auto s = rotary_attention_session(quant, ks, rot);
     EXPECT_TRUE(s.ok()) << s.status().to_string();
     std::vector<float> y, part;
     for (int64_t t0 = 0; t0 < seq; t0 += chunk) {
-      EXPECT_TRUE((*s)->forward_embeds({x.begin() + t0 * width, x.begin() + (t0 + chunk) * width}, chunk, &part).ok());
+      EXPECT_TRUE((*s)->forward_embeds({x.begin() + t0 * width, x.begin() + (t0 + chunk) * width},
+                                       chunk, &part)
+                      .ok());
       y.insert(y.end(), part.begin(), part.end());
     }
     return y;
   };
   const std::vector<float> ref = run(false, {}, {}, seq);
-  // Without offsets the pair's scale must cover radius |(20, -6)| + 1.5; with them, the spread (~1.5).
+  // Without offsets the pair's scale must cover radius |(20, -6)| + 1.5; with them, the spread
+  // (~1.5).
   const double wide = 22.5 / 127, narrow = 1.6 / 127;
   const std::vector<float> plain = run(true, {wide, 1.2 / 127, wide, 1.2 / 127}, {}, seq);
   const std::vector<double> rot = {20.0, 0.0, -6.0, 0.0};
@@ -614,7 +641,8 @@ TEST(FakeQuantAttention, RotatingKeyOffsetsFollowTheRotation) {
     for (size_t i = 0; i < y.size(); ++i) e += (y[i] - ref[i]) * (y[i] - ref[i]);
     return e;
   };
-  std::printf("rotating key offsets: squared error %.3g without, %.3g with\n", err(plain), err(moved));
+  std::printf("rotating key offsets: squared error %.3g without, %.3g with\n", err(plain),
+              err(moved));
   EXPECT_GT(err(plain), 0.0);
   EXPECT_LT(err(moved), 0.5 * err(plain));  // Q, P and V rounding are common to both
   EXPECT_TRUE(bitwise_equal(moved, run(true, {narrow, 1.2 / 127, narrow, 1.2 / 127}, rot, 1)));
@@ -624,7 +652,8 @@ TEST(FakeQuantAttention, RotatingKeyOffsetsFollowTheRotation) {
   Tiny t(c.width());
   auto q = *t.b.slice("q", t.x, 0, c.heads * c.d, "m.q");
   auto k = *t.b.slice("k", t.x, c.heads * c.d, (c.heads + c.kv) * c.d, "m.k");
-  auto y = *t.b.attention("attn", q, k, k, ir::AttentionParams{c.heads, c.kv, c.d, 0.5, 0.0, 0, 16}, "m.attn");
+  auto y = *t.b.attention("attn", q, k, k, ir::AttentionParams{c.heads, c.kv, c.d, 0.5, 0.0, 0, 16},
+                          "m.attn");
   ir::Attrs& a = t.g.mutable_node(y).attrs;
   a.set("k_bits", int64_t{8});
   a.set("v_bits", int64_t{8});
@@ -635,7 +664,8 @@ TEST(FakeQuantAttention, RotatingKeyOffsetsFollowTheRotation) {
   a.set("k_rot_offset", std::vector<double>(static_cast<size_t>(c.kv * c.d), 1.0));
   Status st = ir::verify(t.g);
   ASSERT_FALSE(st.ok());
-  EXPECT_TRUE(::qbc::testing::contains(st.message(), "k_rot_offset needs K from a rope node")) << st.message();
+  EXPECT_TRUE(::qbc::testing::contains(st.message(), "k_rot_offset needs K from a rope node"))
+      << st.message();
 }
 
 TEST(FakeQuantAttention, MatchesSpecBitExactlyWithGqaWindowAndIntegerCache) {
@@ -721,8 +751,8 @@ TEST(FakeQuantAttention, OffsetsAndDynamicQMatchTheSpec) {
     err_offset = std::max(err_offset, std::fabs(static_cast<double>(yo[i]) - yf[i]));
     err_none = std::max(err_none, std::fabs(static_cast<double>(yn[i]) - yf[i]));
   }
-  std::printf("[fakequant] offset attention max|q - float|: with offsets %.4g, without %.4g\n", err_offset,
-              err_none);
+  std::printf("[fakequant] offset attention max|q - float|: with offsets %.4g, without %.4g\n",
+              err_offset, err_none);
   EXPECT_LT(err_offset, 0.1);
   EXPECT_GT(err_none, 4 * err_offset);
 }

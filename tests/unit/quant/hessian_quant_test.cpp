@@ -37,7 +37,6 @@ config::HessianQuantConfig hq_config() {
   return c;
 }
 
-
 /// Every linear not left in float has fixed integers in range whose dequantization is
 /// exactly the rewritten float weight.
 void expect_fixed_complete(WeightPassRun& r) {
@@ -63,13 +62,15 @@ void expect_fixed_complete(WeightPassRun& r) {
     ASSERT_EQ(data.size(), f.codes.size());
     int64_t bad = 0, mismatched = 0;
     for (int64_t i = 0; i < rows; ++i) {
-      EXPECT_TRUE(std::fabs(f.scales[static_cast<size_t>(i)]) >= 1e-8f && std::isfinite(f.scales[static_cast<size_t>(i)]));
+      EXPECT_TRUE(std::fabs(f.scales[static_cast<size_t>(i)]) >= 1e-8f &&
+                  std::isfinite(f.scales[static_cast<size_t>(i)]));
       for (int64_t j = 0; j < cols; ++j) {
         const int q = f.codes[static_cast<size_t>(i * cols + j)];
         if (q < lo || q > hi) ++bad;
         const int z = f.zeros.empty() ? 0 : f.zeros[static_cast<size_t>(i)];
         if (z < lo || z > hi) ++bad;
-        const float deq = static_cast<float>(static_cast<double>(f.scales[static_cast<size_t>(i)]) * (q - z));
+        const float deq =
+            static_cast<float>(static_cast<double>(f.scales[static_cast<size_t>(i)]) * (q - z));
         if (deq != data[static_cast<size_t>(i * cols + j)]) ++mismatched;
       }
     }
@@ -206,9 +207,11 @@ TEST(HessianQuant, SkipsFloatLayersAndNeedsSamples) {
   config::CompileOptions o = four_bit_options();
   o.mutable_bit()->mutable_layer_overrides()->add_weight16_bits("*down_proj*");
   WeightPassRun r;
-  QBC_ASSERT_OK(setup_weight_pass_run(r, c, shared, {::qbc::testing::transform_test_ids(512, 24)}, o));
+  QBC_ASSERT_OK(
+      setup_weight_pass_run(r, c, shared, {::qbc::testing::transform_test_ids(512, 24)}, o));
   QBC_ASSERT_OK(make_hessian_quant(hq_config())->run(r.ctx));
-  for (const auto& [name, f] : r.fixed) EXPECT_EQ(name.find("down_proj"), std::string::npos) << name;
+  for (const auto& [name, f] : r.fixed)
+    EXPECT_EQ(name.find("down_proj"), std::string::npos) << name;
   expect_fixed_complete(r);
 
   WeightPassRun none;

@@ -20,7 +20,8 @@ ir::Node rope_node(int64_t heads, int64_t hd, int64_t rd, double theta, double f
   n.op = ir::Op::kRope;
   n.name = "k_rope";
   std::vector<double> inv;
-  for (int64_t i = 0; i < rd / 2; ++i) inv.push_back(std::pow(theta, -2.0 * static_cast<double>(i) / rd));
+  for (int64_t i = 0; i < rd / 2; ++i)
+    inv.push_back(std::pow(theta, -2.0 * static_cast<double>(i) / rd));
   n.attrs.set("num_heads", heads);
   n.attrs.set("head_dim", hd);
   n.attrs.set("rotary_dim", rd);
@@ -93,7 +94,8 @@ TEST(KeyRanges, TightAtOnePositionAndWiderForLongerCaches) {
   pre.channel_min = {-1.0f, 9.0f, -0.5f, -12.0f};
   pre.channel_max = {1.0f, 11.0f, 0.5f, -10.0f};
   pre.channel_absmax = {1.0f, 11.0f, 0.5f, 12.0f};
-  const std::vector<ChannelRange> one = rotated_key_ranges(rope, pre, 1);  // position 0: no rotation
+  const std::vector<ChannelRange> one =
+      rotated_key_ranges(rope, pre, 1);  // position 0: no rotation
   for (int c = 0; c < 4; ++c) {
     EXPECT_NEAR(one[c].lo, pre.channel_min[c], 1e-12);
     EXPECT_NEAR(one[c].hi, pre.channel_max[c], 1e-12);
@@ -145,7 +147,8 @@ TEST(KeyRanges, RotatingOffsetsShrinkFarPairsAndContainEveryStoredKey) {
     const double a = 19.0 + 2.0 * uniform01(state), b = -7.0 + 2.0 * uniform01(state);
     for (int64_t p = 0; p < positions; p += 7) {
       const double c = std::cos(p * w), sn = std::sin(p * w);
-      const double sa = (a - ro.m[1]) * c - (b - ro.m[3]) * sn, sb = (b - ro.m[3]) * c + (a - ro.m[1]) * sn;
+      const double sa = (a - ro.m[1]) * c - (b - ro.m[3]) * sn,
+                   sb = (b - ro.m[3]) * c + (a - ro.m[1]) * sn;
       ASSERT_GE(sa, ro.ranges[1].lo) << p;
       ASSERT_LE(sa, ro.ranges[1].hi) << p;
       ASSERT_GE(sb, ro.ranges[3].lo) << p;

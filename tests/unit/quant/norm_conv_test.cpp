@@ -46,13 +46,15 @@ TEST_P(NormConvFamilies, LogitsUnchangedAndGainsFolded) {
   const auto nodes = g.nodes();
   for (const ir::Node& n : nodes) {
     if (n.op != ir::Op::kRmsNorm) continue;
-    const bool qk_or_post = n.name.find("q_norm") != std::string::npos || n.name.find("k_norm") != std::string::npos ||
+    const bool qk_or_post = n.name.find("q_norm") != std::string::npos ||
+                            n.name.find("k_norm") != std::string::npos ||
                             n.name.find("post_norm") != std::string::npos;
     EXPECT_EQ(store.rewritten(n.operands[1].weight), !qk_or_post) << n.name;
     if (qk_or_post) continue;
     std::vector<float> w;
     QBC_ASSERT_OK(store.read(*g.find_weight(n.operands[1].weight), &w));
-    for (float v : w) ASSERT_EQ(v + static_cast<float>(n.attrs.get_int("unit_offset")), 1.0f) << n.name;
+    for (float v : w)
+      ASSERT_EQ(v + static_cast<float>(n.attrs.get_int("unit_offset")), 1.0f) << n.name;
   }
   // A second run has nothing left to fold.
   records.clear();
@@ -60,13 +62,15 @@ TEST_P(NormConvFamilies, LogitsUnchangedAndGainsFolded) {
   EXPECT_FALSE(records[0].changed);
 }
 
-INSTANTIATE_TEST_SUITE_P(All, NormConvFamilies, ::testing::ValuesIn(::qbc::testing::transform_cases()),
+INSTANTIATE_TEST_SUITE_P(All, NormConvFamilies,
+                         ::testing::ValuesIn(::qbc::testing::transform_cases()),
                          [](const auto& info) { return info.param.name; });
 
 TEST(NormConv, TiedHeadIsUntiedNotTheHostEmbedding) {
   QBC_REQUIRE_SHARED(shared, "");
   QBC_REQUIRE_SHARED(dir, "models/stories260k/hf-tied");
-  auto m = ::qbc::testing::load_transform_case({"tied", "models/stories260k/hf-tied", "", "", ""}, shared);
+  auto m = ::qbc::testing::load_transform_case({"tied", "models/stories260k/hf-tied", "", "", ""},
+                                               shared);
   QBC_ASSERT_OK(m);
   WeightStore store(frontend::model_weight_reader(*m->source));
   ir::Graph g = m->graph;

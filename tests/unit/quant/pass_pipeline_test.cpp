@@ -112,13 +112,24 @@ TEST(QuantPipeline, FollowsTheConfigurationAndEndsWithTheFixedStages) {
 }
 
 TEST(QuantPipeline, DisablePassNamesAreChecked) {
-  const std::vector<pass::PipelineEntry> entries = *quant_pipeline(config::defaults());
+  const auto pipeline = quant_pipeline(config::defaults());
+  QBC_ASSERT_OK(pipeline);
+  const std::vector<pass::PipelineEntry>& entries = *pipeline;
   QBC_ASSERT_OK(check_disabled(entries, {"spinR2"}));  // registered, only not enabled: a warning
   const Status unknown = check_disabled(entries, {"spinR3"});
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(exit_code_for(unknown), kExitBadInput);
   EXPECT_TRUE(testing::contains(unknown.message(), "--disable-pass spinR3: no such pass"))
       << unknown.message();
+  pass::Instrumentation dump;
+  dump.dump_after = {"calibrate", "all"};
+  QBC_ASSERT_OK(check_instrumentation(entries, dump));
+  dump.dump_after = {"spinR2"};  // registered, but not in this pipeline: nothing would be dumped
+  const Status no_dump = check_instrumentation(entries, dump);
+  ASSERT_FALSE(no_dump.ok());
+  EXPECT_TRUE(
+      testing::contains(no_dump.message(), "--dump-after spinR2: not a pass of this pipeline"))
+      << no_dump.message();
   const Status fixed = check_disabled(entries, {"quantizeRtn"});
   ASSERT_FALSE(fixed.ok());
   EXPECT_TRUE(testing::contains(fixed.message(), "cannot be disabled")) << fixed.message();

@@ -38,7 +38,8 @@ struct Rotated {
   bool changed = false;
 };
 
-StatusOr<std::unique_ptr<Rotated>> rotate(const LoadedCase& m, const config::CompileOptions& options) {
+StatusOr<std::unique_ptr<Rotated>> rotate(const LoadedCase& m,
+                                          const config::CompileOptions& options) {
   auto r = std::make_unique<Rotated>(frontend::model_weight_reader(*m.source), m.graph);
   PassContext ctx;
   ctx.graph = &r->graph;
@@ -85,7 +86,8 @@ QkWeights qk_weights(const ir::Graph& g, int b) {
 
 /// The angle φ that maps rows (a, b) of `before` onto rows (a, b) of `after`
 /// (a' = cos φ·a − sin φ·b, b' = sin φ·a + cos φ·b), by least squares.
-double angle(const std::vector<float>& before, const std::vector<float>& after, int64_t in, int64_t a, int64_t b) {
+double angle(const std::vector<float>& before, const std::vector<float>& after, int64_t in,
+             int64_t a, int64_t b) {
   double c = 0, s = 0;
   for (int64_t j = 0; j < in; ++j) {
     const double x = before[a * in + j], y = before[b * in + j];
@@ -150,7 +152,8 @@ TEST_P(QkRotationFamilies, LogitsUnchangedAndPairsTiedAcrossTheGroup) {
       turned += std::fabs(phi) > 1e-6;
       for (int64_t h = kv * group; h < (kv + 1) * group; ++h) {
         const int64_t qa = w.q_off + h * d + i, qb = qa + rotary / 2;
-        EXPECT_NEAR(angle(q0, q1, in, qa, qb), phi, 1e-5) << "kv head " << kv << ", query head " << h << ", pair " << i;
+        EXPECT_NEAR(angle(q0, q1, in, qa, qb), phi, 1e-5)
+            << "kv head " << kv << ", query head " << h << ", pair " << i;
       }
     }
   }
@@ -167,11 +170,13 @@ TEST_P(QkRotationFamilies, LogitsUnchangedAndPairsTiedAcrossTheGroup) {
     QBC_ASSERT_OK(broken.write(w.q, untied));
     auto wrong = ::qbc::testing::float_logits(g, broken.reader(), ids);
     QBC_ASSERT_OK(wrong);
-    EXPECT_GT(::qbc::testing::max_relative_error(*before, *wrong), 1e-3) << "the Q/K pair tie is not needed?";
+    EXPECT_GT(::qbc::testing::max_relative_error(*before, *wrong), 1e-3)
+        << "the Q/K pair tie is not needed?";
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(All, QkRotationFamilies, ::testing::ValuesIn(::qbc::testing::transform_cases()),
+INSTANTIATE_TEST_SUITE_P(All, QkRotationFamilies,
+                         ::testing::ValuesIn(::qbc::testing::transform_cases()),
                          [](const auto& info) { return info.param.name; });
 
 TEST(QkRotation, NeverRaisesTheRoundingErrorItTargetsAndIsDeterministic) {
@@ -189,7 +194,8 @@ TEST(QkRotation, NeverRaisesTheRoundingErrorItTargetsAndIsDeterministic) {
   double before = 0, after = 0;
   for (const ir::Node& n : m->graph.nodes()) {
     if (n.op != ir::Op::kLinear) continue;
-    if (n.name.find("q_proj") == std::string::npos && n.name.find("k_proj") == std::string::npos) continue;
+    if (n.name.find("q_proj") == std::string::npos && n.name.find("k_proj") == std::string::npos)
+      continue;
     const ir::Weight& w = *m->graph.find_weight(n.operands[1].weight);
     std::vector<float> w0;
     QBC_ASSERT_OK(orig(w, &w0));
@@ -202,14 +208,15 @@ TEST(QkRotation, NeverRaisesTheRoundingErrorItTargetsAndIsDeterministic) {
       EXPECT_TRUE(r.ok());
       const std::vector<float> dq = dequantize(*r);
       double e = 0;
-      for (size_t k = 0; k < x.size(); ++k) e += (static_cast<double>(dq[k]) - x[k]) * (dq[k] - x[k]);
+      for (size_t k = 0; k < x.size(); ++k)
+        e += (static_cast<double>(dq[k]) - x[k]) * (dq[k] - x[k]);
       return e;
     };
     before += err(w0);
     after += err(w1);
   }
-  std::printf("stories260K q/k 4-bit RTN squared error: %.6g -> %.6g (%.1f%% lower)\n", before, after,
-              100.0 * (1 - after / before));
+  std::printf("stories260K q/k 4-bit RTN squared error: %.6g -> %.6g (%.1f%% lower)\n", before,
+              after, 100.0 * (1 - after / before));
   EXPECT_LT(after, before);  // the sum the angles were chosen on (per pair, q and k rows together)
 }
 

@@ -26,13 +26,16 @@ using ::qbc::testing::setup_weight_pass_run;
 using ::qbc::testing::TransformCase;
 using ::qbc::testing::WeightPassRun;
 
-const TransformCase& llama_case() { return ::qbc::testing::find_transform_case("llama32_gqa_tied"); }
+const TransformCase& llama_case() {
+  return ::qbc::testing::find_transform_case("llama32_gqa_tied");
+}
 
 std::vector<std::vector<int32_t>> calib_ids(int64_t vocab) {
   std::vector<std::vector<int32_t>> out;
   for (int s = 0; s < 6; ++s) {
     std::vector<int32_t> ids;
-    for (int i = 0; i < 40; ++i) ids.push_back(static_cast<int32_t>((3 + 53 * s + 17 * i + i * i) % vocab));
+    for (int i = 0; i < 40; ++i)
+      ids.push_back(static_cast<int32_t>((3 + 53 * s + 17 * i + i * i) % vocab));
     out.push_back(std::move(ids));
   }
   return out;
@@ -93,12 +96,14 @@ TEST(RotationCheck, GridWeightsSkipTheRotationAndChangeNothing) {
   QBC_REQUIRE_FAMILY_CONFIG("model-configs/Llama-3.2-1B-Instruct/config.json");
   WeightPassRun r;
   const auto ids = calib_ids(256);
-  QBC_ASSERT_OK(setup_weight_pass_run(r, llama_case(), ::qbc::testing::shared_dir(), ids, options_4bit_per_row()));
+  QBC_ASSERT_OK(setup_weight_pass_run(r, llama_case(), ::qbc::testing::shared_dir(), ids,
+                                      options_4bit_per_row()));
   rewrite_linears(r, [](int64_t rows, int64_t cols, std::mt19937& rng) {
     std::uniform_int_distribution<int> code(-7, 7);
     std::vector<float> v(static_cast<size_t>(rows * cols));
     for (int64_t i = 0; i < rows; ++i) {
-      for (int64_t j = 0; j < cols; ++j) v[i * cols + j] = 0.01f * static_cast<float>(j == 0 ? 7 : code(rng));
+      for (int64_t j = 0; j < cols; ++j)
+        v[i * cols + j] = 0.01f * static_cast<float>(j == 0 ? 7 : code(rng));
     }
     return v;
   });
@@ -123,14 +128,17 @@ TEST(RotationCheck, OutlierColumnsKeepTheRotationAsPolicyAlwaysWould) {
     std::normal_distribution<float> normal(0.0f, 0.02f);
     std::vector<float> v(static_cast<size_t>(rows * cols));
     for (int64_t i = 0; i < rows; ++i) {
-      for (int64_t j = 0; j < cols; ++j) v[i * cols + j] = normal(rng) * (j % 16 == 3 ? 40.0f : 1.0f);
+      for (int64_t j = 0; j < cols; ++j)
+        v[i * cols + j] = normal(rng) * (j % 16 == 3 ? 40.0f : 1.0f);
     }
     return v;
   };
   const auto ids = calib_ids(256);
   WeightPassRun gated, always;
-  QBC_ASSERT_OK(setup_weight_pass_run(gated, llama_case(), ::qbc::testing::shared_dir(), ids, options_4bit_per_row()));
-  QBC_ASSERT_OK(setup_weight_pass_run(always, llama_case(), ::qbc::testing::shared_dir(), ids, options_4bit_per_row()));
+  QBC_ASSERT_OK(setup_weight_pass_run(gated, llama_case(), ::qbc::testing::shared_dir(), ids,
+                                      options_4bit_per_row()));
+  QBC_ASSERT_OK(setup_weight_pass_run(always, llama_case(), ::qbc::testing::shared_dir(), ids,
+                                      options_4bit_per_row()));
   rewrite_linears(gated, outliers);
   rewrite_linears(always, outliers);
   auto gate = run_gated(gated, 3);
@@ -161,7 +169,8 @@ TEST(RotationCheck, NeedsSamplesAndGatedPassesNeedTheCheck) {
   Status early = run_passes(alone, r.ctx);
   ASSERT_FALSE(early.ok());
   EXPECT_EQ(early.code(), Code::kFailedPrecondition);
-  EXPECT_TRUE(::qbc::testing::contains(early.message(), "pass spinR1 needs the spinR1 check's verdict"))
+  EXPECT_TRUE(
+      ::qbc::testing::contains(early.message(), "pass spinR1 needs the spinR1 check's verdict"))
       << early.message();
   EXPECT_EQ(ir::print_text(*r.ctx.graph), before) << "a refused pipeline ran a pass";
 
@@ -172,7 +181,8 @@ TEST(RotationCheck, NeedsSamplesAndGatedPassesNeedTheCheck) {
   check.push_back(gate_on_rotation(make_spin_r1(0)));
   Status no_samples = run_passes(check, r.ctx);
   ASSERT_FALSE(no_samples.ok());
-  EXPECT_TRUE(::qbc::testing::contains(no_samples.message(), "pass spinR1Check needs calibration samples"))
+  EXPECT_TRUE(
+      ::qbc::testing::contains(no_samples.message(), "pass spinR1Check needs calibration samples"))
       << no_samples.message();
 }
 
@@ -199,7 +209,8 @@ TEST(RotationCheck, PolicyBuildsTheGatedPipeline) {
   EXPECT_EQ(names(*checked), (std::vector<std::string>{"spinR1Check", "normConv", "spinR1"}));
   StatusOr<pass::PassManager<PassContext>> pm = build_pipeline(*checked, o, {});
   QBC_ASSERT_OK(pm);
-  EXPECT_EQ(pm->passes()[1]->needs() & kRotationVerdict, kRotationVerdict) << "normConv is not gated";
+  EXPECT_EQ(pm->passes()[1]->needs() & kRotationVerdict, kRotationVerdict)
+      << "normConv is not gated";
   EXPECT_EQ(pm->passes()[2]->needs() & kRotationVerdict, kRotationVerdict) << "spinR1 is not gated";
 }
 

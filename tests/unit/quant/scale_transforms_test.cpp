@@ -56,31 +56,33 @@ struct ScaleSetup {
   std::vector<float> before;
   CalibStats stats;
 
-  PassContext ctx() {
-    PassContext c;
+  /// Points `c` at this case's graph, weights and stats.
+  void fill(PassContext& c) {
     c.graph = &g;
     c.weights = store.get();
     c.stats = &stats;
-    return c;
   }
   /// Runs `pass` with this->stats; returns whether it changed anything.
   StatusOr<bool> run(std::unique_ptr<Pass> pass) {
     std::vector<std::unique_ptr<Pass>> passes;
     passes.push_back(std::move(pass));
     std::vector<PassRecord> records;
-    PassContext c = ctx();
+    PassContext c;
+    fill(c);
     QBC_RETURN_IF_ERROR(run_passes(passes, c, &records));
     return records.at(0).changed;
   }
   /// max relative logit error of the current graph and weights against the original.
   StatusOr<double> logit_error() const {
-    QBC_ASSIGN_OR_RETURN(std::vector<float> after, ::qbc::testing::float_logits(g, store->reader(), ids));
+    QBC_ASSIGN_OR_RETURN(std::vector<float> after,
+                         ::qbc::testing::float_logits(g, store->reader(), ids));
     return ::qbc::testing::max_relative_error(before, after);
   }
   StatusOr<CalibStats> recalibrate() const { return calibrate(g, store->reader(), m.vocab); }
 };
 
-StatusOr<std::unique_ptr<ScaleSetup>> load(const TransformCase& c, const std::filesystem::path& shared) {
+StatusOr<std::unique_ptr<ScaleSetup>> load(const TransformCase& c,
+                                           const std::filesystem::path& shared) {
   auto s = std::make_unique<ScaleSetup>();
   QBC_ASSIGN_OR_RETURN(s->m, ::qbc::testing::load_transform_case(c, shared));
   s->source = frontend::model_weight_reader(*s->m.source);
@@ -92,11 +94,11 @@ StatusOr<std::unique_ptr<ScaleSetup>> load(const TransformCase& c, const std::fi
   return s;
 }
 
-#define LOAD_CASE_OR_FAIL(var)                \
-  const TransformCase& c = GetParam();        \
-  QBC_REQUIRE_TRANSFORM_CASE(shared, c);      \
-  auto loaded = load(c, shared);              \
-  QBC_ASSERT_OK(loaded);                      \
+#define LOAD_CASE_OR_FAIL(var)           \
+  const TransformCase& c = GetParam();   \
+  QBC_REQUIRE_TRANSFORM_CASE(shared, c); \
+  auto loaded = load(c, shared);         \
+  QBC_ASSERT_OK(loaded);                 \
   ScaleSetup& var = **loaded
 
 /// The attention nodes with their shape attributes and the rotary dim of their q.
@@ -188,7 +190,8 @@ TEST_P(ScaleFamilies, QkRotaryPairTie) {
   for (const Attn& a : attentions(s.g)) {
     std::vector<float>& k = s.stats.at(a.k_rope).channel_absmax;
     for (int64_t kv = 0; kv < a.KV; ++kv) {
-      for (int64_t i = 0; i < a.rotary / 2; ++i) k[static_cast<size_t>(kv * a.d + i + a.rotary / 2)] *= 100.0f;
+      for (int64_t i = 0; i < a.rotary / 2; ++i)
+        k[static_cast<size_t>(kv * a.d + i + a.rotary / 2)] *= 100.0f;
     }
   }
   auto changed = s.run(make_qk_scale());
@@ -226,10 +229,12 @@ TEST_P(ScaleFamilies, QkRotaryPairTie) {
     f[static_cast<size_t>(ch)] = static_cast<double>(new_w[best]) / old_w[best];
   }
   for (int64_t i = 0; i < a.rotary / 2; ++i) {
-    EXPECT_NEAR(f[static_cast<size_t>(i)] / f[static_cast<size_t>(i + a.rotary / 2)], 1.0, 1e-5) << "pair " << i;
+    EXPECT_NEAR(f[static_cast<size_t>(i)] / f[static_cast<size_t>(i + a.rotary / 2)], 1.0, 1e-5)
+        << "pair " << i;
   }
   for (int64_t i = a.rotary; i + 1 < a.d; ++i) {
-    EXPECT_GT(std::fabs(f[static_cast<size_t>(i)] / f[static_cast<size_t>(i + 1)] - 1.0), 1e-4) << "free channel " << i;
+    EXPECT_GT(std::fabs(f[static_cast<size_t>(i)] / f[static_cast<size_t>(i + 1)] - 1.0), 1e-4)
+        << "free channel " << i;
   }
 }
 
@@ -249,7 +254,9 @@ TEST_P(ScaleFamilies, UdNeverTouchesTheGate) {
       QBC_ASSERT_OK(s.source(*s.m.graph.find_weight(name), &old_w));  // the source's declaration
       QBC_ASSERT_OK(s.store->read(w, &new_w));
       const size_t half = old_w.size() / 2;
-      EXPECT_TRUE(std::equal(old_w.begin(), old_w.begin() + static_cast<std::ptrdiff_t>(half), new_w.begin())) << name;
+      EXPECT_TRUE(std::equal(old_w.begin(), old_w.begin() + static_cast<std::ptrdiff_t>(half),
+                             new_w.begin()))
+          << name;
       EXPECT_FALSE(std::equal(old_w.begin() + static_cast<std::ptrdiff_t>(half), old_w.end(),
                               new_w.begin() + static_cast<std::ptrdiff_t>(half)))
           << name;
@@ -299,15 +306,18 @@ TEST_P(QkNormFamilies, QkNormGainSharedByAllHeads) {
     }
     for (int64_t kv = 0; kv < a.KV; ++kv) {
       for (int64_t c2 = 0; c2 < a.d; ++c2)
-        k[static_cast<size_t>(kv * a.d + c2)] *= std::pow(11.0f, static_cast<float>((kv + 2 * c2) % 3));
+        k[static_cast<size_t>(kv * a.d + c2)] *=
+            std::pow(11.0f, static_cast<float>((kv + 2 * c2) % 3));
     }
   }
   auto changed = s.run(make_qk_scale());
   QBC_ASSERT_OK(changed);
   EXPECT_TRUE(*changed);
   for (const auto& [name, w] : s.g.weights()) {
-    const bool proj = name.find("attn.q_proj") != std::string::npos || name.find("attn.k_proj") != std::string::npos;
-    const bool gain = name.find("attn.q_norm") != std::string::npos || name.find("attn.k_norm") != std::string::npos;
+    const bool proj = name.find("attn.q_proj") != std::string::npos ||
+                      name.find("attn.k_proj") != std::string::npos;
+    const bool gain = name.find("attn.q_norm") != std::string::npos ||
+                      name.find("attn.k_norm") != std::string::npos;
     if (proj) {
       EXPECT_FALSE(s.store->rewritten(name)) << name;
     }
@@ -331,8 +341,8 @@ TEST_P(ScaleFamilies, VoGqaTieAndExpansion) {
     const int64_t group = a.H / a.KV;
     std::vector<float>& x = s.stats.at(a.sdpa).channel_absmax;
     for (int64_t h = 0; h < a.H; ++h) {
-      const float f =
-          std::pow(30.0f, static_cast<float>(h % group)) * std::pow(50.0f, static_cast<float>((h / group) % 3));
+      const float f = std::pow(30.0f, static_cast<float>(h % group)) *
+                      std::pow(50.0f, static_cast<float>((h / group) % 3));
       for (int64_t c2 = 0; c2 < a.d; ++c2) x[static_cast<size_t>(h * a.d + c2)] *= f;
     }
   }
@@ -362,9 +372,12 @@ TEST_P(ScaleFamilies, PassesFlattenWhatTheyTarget) {
     return n.size() >= sfx.size() && n.compare(n.size() - sfx.size(), sfx.size(), sfx) == 0;
   };
   const std::vector<P> passes = {
-      {"ud", [] { return make_ud_scale(0.8); }, [&](const std::string& n) { return ends_with(n, ".ffn.act"); }, true},
-      {"qk", [] { return make_qk_scale(); }, [&](const std::string& n) { return ends_with(n, ".attn.k_rope"); }, true},
-      {"vo", [] { return make_vo_scale(); }, [&](const std::string& n) { return ends_with(n, ".attn.sdpa"); }, false},
+      {"ud", [] { return make_ud_scale(0.8); },
+       [&](const std::string& n) { return ends_with(n, ".ffn.act"); }, true},
+      {"qk", [] { return make_qk_scale(); },
+       [&](const std::string& n) { return ends_with(n, ".attn.k_rope"); }, true},
+      {"vo", [] { return make_vo_scale(); },
+       [&](const std::string& n) { return ends_with(n, ".attn.sdpa"); }, false},
       {"normSmooth", [] { return make_norm_smooth(0.5); },
        [&](const std::string& n) {
          return ends_with(n, "attn_norm") || ends_with(n, "ffn_norm") || n == "output_norm";
@@ -382,8 +395,10 @@ TEST_P(ScaleFamilies, PassesFlattenWhatTheyTarget) {
     for (const ir::Node& node : s.g.nodes()) {
       const std::string& t = node.name;
       if (!p.is_target(t)) continue;
-      const double rb = range_ratio(s.stats.at(t).channel_absmax), ra = range_ratio(after->at(t).channel_absmax);
-      std::printf("[%s flattens] %s %s: max/mean %.3g -> %.3g", p.name, c.name.c_str(), t.c_str(), rb, ra);
+      const double rb = range_ratio(s.stats.at(t).channel_absmax),
+                   ra = range_ratio(after->at(t).channel_absmax);
+      std::printf("[%s flattens] %s %s: max/mean %.3g -> %.3g", p.name, c.name.c_str(), t.c_str(),
+                  rb, ra);
       if (std::string(p.name) == "qk") {  // where K's range went
         const std::string q = t.substr(0, t.size() - 6) + "q_rope";
         std::printf(" (q: %.3g -> %.3g)", range_ratio(s.stats.at(q).channel_absmax),
@@ -417,13 +432,14 @@ INSTANTIATE_TEST_SUITE_P(All, ScaleFamilies, ::testing::ValuesIn(::qbc::testing:
 TEST(ScaleTransforms, MissingStatsAreAFailedPrecondition) {
   QBC_REQUIRE_SHARED(shared, "");
   QBC_REQUIRE_SHARED(dir, "models/stories260k/hf");
-  auto m = ::qbc::testing::load_transform_case({"stories260k", "models/stories260k/hf", "", "", ""}, shared);
+  auto m = ::qbc::testing::load_transform_case({"stories260k", "models/stories260k/hf", "", "", ""},
+                                               shared);
   QBC_ASSERT_OK(m);
   WeightStore store(frontend::model_weight_reader(*m->source));
   ir::Graph g = m->graph;
   for (auto make : std::vector<std::function<std::unique_ptr<Pass>()>>{
-           [] { return make_qk_scale(); }, [] { return make_vo_scale(); }, [] { return make_ud_scale(0.8); },
-           [] { return make_norm_smooth(0.5); }}) {
+           [] { return make_qk_scale(); }, [] { return make_vo_scale(); },
+           [] { return make_ud_scale(0.8); }, [] { return make_norm_smooth(0.5); }}) {
     std::vector<std::unique_ptr<Pass>> passes;
     passes.push_back(make());
     Pass* pass = passes[0].get();
@@ -436,14 +452,16 @@ TEST(ScaleTransforms, MissingStatsAreAFailedPrecondition) {
     const Status none = run_passes(passes, ctx);
     ASSERT_FALSE(none.ok()) << pass->name();
     EXPECT_EQ(none.code(), Code::kFailedPrecondition) << pass->name();
-    EXPECT_TRUE(::qbc::testing::contains(none.message(), "needs statistics of the transformed float graph"))
+    EXPECT_TRUE(
+        ::qbc::testing::contains(none.message(), "needs statistics of the transformed float graph"))
         << none.message();
     CalibStats empty;
     ctx.stats = &empty;
     auto missing = pass->run(ctx);
     ASSERT_FALSE(missing.ok()) << pass->name();
     EXPECT_EQ(missing.status().code(), Code::kFailedPrecondition) << pass->name();
-    EXPECT_TRUE(::qbc::testing::contains(missing.status().message(), "blk.0.")) << missing.status().message();
+    EXPECT_TRUE(::qbc::testing::contains(missing.status().message(), "blk.0."))
+        << missing.status().message();
   }
   EXPECT_TRUE(store.rewritten_weights().empty());
 }

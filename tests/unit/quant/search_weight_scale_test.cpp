@@ -86,7 +86,8 @@ Status quantize_model(Model& r, bool use_fixed) {
     if (use_fixed && it != r.fixed.end()) {
       for (int64_t i = 0; i < rows; ++i) {
         for (int64_t j = 0; j < cols; ++j) {
-          data[i * cols + j] = static_cast<float>(static_cast<double>(it->second.scales[i]) * it->second.codes[i * cols + j]);
+          data[i * cols + j] = static_cast<float>(static_cast<double>(it->second.scales[i]) *
+                                                  it->second.codes[i * cols + j]);
         }
       }
     } else {
@@ -111,7 +112,8 @@ TEST_P(SearchWeightScaleFamilies, FoldingLeavesFloatLogitsUnchanged) {
   {
     auto m = ::qbc::testing::load_transform_case(c, shared);
     QBC_ASSERT_OK(m);
-    QBC_ASSERT_OK(setup_weight_pass_run(r, c, shared, synthetic_sequences(m->vocab, 6), four_bit_options()));
+    QBC_ASSERT_OK(
+        setup_weight_pass_run(r, c, shared, synthetic_sequences(m->vocab, 6), four_bit_options()));
   }
   const std::vector<int32_t> ids = ::qbc::testing::transform_test_ids(r.model.vocab);
   auto before = ::qbc::testing::float_logits(r.model.graph, r.store->reader(), ids);
@@ -134,8 +136,10 @@ TEST_P(SearchWeightScaleFamilies, FoldingLeavesFloatLogitsUnchanged) {
       ++folded_v;
     }
   }
-  std::printf("[searchWeightScale] %s: max relative logit error %.3g, %d norms and %d v_proj folded, %zu fixed\n",
-              c.name.c_str(), err, folded_norms, folded_v, r.fixed.size());
+  std::printf(
+      "[searchWeightScale] %s: max relative logit error %.3g, %d norms and %d v_proj folded, %zu "
+      "fixed\n",
+      c.name.c_str(), err, folded_norms, folded_v, r.fixed.size());
   EXPECT_LE(err, 1e-4);
   EXPECT_GT(folded_norms + folded_v, 0) << "no scale was folded: the check would be vacuous";
   EXPECT_FALSE(r.fixed.empty());
@@ -149,7 +153,8 @@ TEST_P(SearchWeightScaleFamilies, FoldingLeavesFloatLogitsUnchanged) {
   out_only.mutable_transformer()->set_value(false);
   out_only.mutable_transformer()->set_ffn(false);
   Model o;
-  QBC_ASSERT_OK(setup_weight_pass_run(o, c, shared, synthetic_sequences(r.model.vocab, 6), four_bit_options()));
+  QBC_ASSERT_OK(setup_weight_pass_run(o, c, shared, synthetic_sequences(r.model.vocab, 6),
+                                      four_bit_options()));
   QBC_ASSERT_OK(make_search_weight_scale(out_only)->run(o.ctx));
   auto after_o = ::qbc::testing::float_logits(o.model.graph, o.store->reader(), ids);
   QBC_ASSERT_OK(after_o);
@@ -161,8 +166,10 @@ TEST_P(SearchWeightScaleFamilies, FoldingLeavesFloatLogitsUnchanged) {
     }
   }
   const double err_o = ::qbc::testing::max_relative_error(*before, *after_o);
-  std::printf("[searchWeightScale] %s, o_proj group only: max relative logit error %.3g, %d v_proj folded\n",
-              c.name.c_str(), err_o, v_rows_folded);
+  std::printf(
+      "[searchWeightScale] %s, o_proj group only: max relative logit error %.3g, %d v_proj "
+      "folded\n",
+      c.name.c_str(), err_o, v_rows_folded);
   EXPECT_LE(err_o, 1e-4);
   if (c.name != "phi3_fused_partial_rotary") {
     EXPECT_GT(v_rows_folded, 0);
@@ -170,7 +177,8 @@ TEST_P(SearchWeightScaleFamilies, FoldingLeavesFloatLogitsUnchanged) {
   for (const auto& [name, f] : o.fixed) EXPECT_NE(name.find("o_proj"), std::string::npos) << name;
 }
 
-INSTANTIATE_TEST_SUITE_P(All, SearchWeightScaleFamilies, ::testing::ValuesIn(::qbc::testing::transform_cases()),
+INSTANTIATE_TEST_SUITE_P(All, SearchWeightScaleFamilies,
+                         ::testing::ValuesIn(::qbc::testing::transform_cases()),
                          [](const auto& info) { return info.param.name; });
 
 TEST(SearchWeightScale, Stories260kBeatsRoundToNearestAt4Bits) {
@@ -272,10 +280,13 @@ TEST(SearchWeightScale, FlagsFloatLayersAndPreconditions) {
   QBC_ASSERT_OK(make_search_weight_scale(cfg)->run(r.ctx));
   ASSERT_FALSE(r.fixed.empty());
   for (const auto& [name, f] : r.fixed) {
-    EXPECT_TRUE(name.find("gate_proj") != std::string::npos || name.find("up_proj") != std::string::npos) << name;
+    EXPECT_TRUE(name.find("gate_proj") != std::string::npos ||
+                name.find("up_proj") != std::string::npos)
+        << name;
   }
   for (const ir::Node& n : r.model.graph.nodes()) {
-    if (n.name.find("attn") != std::string::npos && n.operands.size() > 1 && n.operands[1].is_weight()) {
+    if (n.name.find("attn") != std::string::npos && n.operands.size() > 1 &&
+        n.operands[1].is_weight()) {
       EXPECT_FALSE(r.store->rewritten(n.operands[1].weight)) << n.name;
     }
   }
@@ -298,7 +309,8 @@ TEST(SearchWeightScale, FlagsFloatLayersAndPreconditions) {
   const Status no_samples = run_passes(search, none.ctx);
   ASSERT_FALSE(no_samples.ok());
   EXPECT_EQ(no_samples.code(), Code::kFailedPrecondition);
-  EXPECT_TRUE(::qbc::testing::contains(no_samples.message(), "pass searchWeightScale needs calibration samples"))
+  EXPECT_TRUE(::qbc::testing::contains(no_samples.message(),
+                                       "pass searchWeightScale needs calibration samples"))
       << no_samples.message();
 }
 

@@ -19,9 +19,9 @@
 namespace qbc::quant {
 namespace {
 
+using ::qbc::testing::kLlamaFallback;
 using ::qbc::testing::LoadedCase;
 using ::qbc::testing::TransformCase;
-using ::qbc::testing::kLlamaFallback;
 
 constexpr uint64_t kSeedR1 = 7;
 constexpr uint64_t kSeedR2 = 9;
@@ -70,7 +70,9 @@ StatusOr<LoadedCase> load(const TransformCase& c) {
   return ::qbc::testing::load_transform_case(c, ::qbc::testing::shared_dir());
 }
 
-const TransformCase& find_case(const std::string& name) { return ::qbc::testing::find_transform_case(name); }
+const TransformCase& find_case(const std::string& name) {
+  return ::qbc::testing::find_transform_case(name);
+}
 
 bool has_post_norm(const ir::Graph& g) { return g.find("blk.0.attn.post_norm") >= 0; }
 
@@ -225,7 +227,8 @@ TEST(SpinR1, HostEmbeddingAndHeadAreRotated) {
   ASSERT_EQ(p.input_transforms().size(), 1u);
   const std::vector<int64_t> rows = {3, 0, 37, vocab - 1};
   std::vector<float> x;
-  for (int64_t row : rows) x.insert(x.end(), e0.begin() + row * hidden, e0.begin() + (row + 1) * hidden);
+  for (int64_t row : rows)
+    x.insert(x.end(), e0.begin() + row * hidden, e0.begin() + (row + 1) * hidden);
   QBC_ASSERT_OK(p.input_transforms()[0](&x, static_cast<int64_t>(rows.size())));
   for (size_t i = 0; i < rows.size(); ++i) {
     for (int64_t j = 0; j < hidden; ++j) {
@@ -242,8 +245,12 @@ TEST(SpinR1, HostEmbeddingAndHeadAreRotated) {
 // them alone), o/down biases are rotated by Rᵀ; the v bias is rotated per head by R2.
 TEST(Spin, BiasesOnEveryProjection) {
   QBC_REQUIRE_FAMILY_CONFIG("model-configs/Llama-3.2-1B-Instruct/config.json");
-  const TransformCase c{"llama32_all_biases", "", "model-configs/Llama-3.2-1B-Instruct/config.json",
-                        "", R"({"attention_bias": true, "mlp_bias": true})", kLlamaFallback};
+  const TransformCase c{"llama32_all_biases",
+                        "",
+                        "model-configs/Llama-3.2-1B-Instruct/config.json",
+                        "",
+                        R"({"attention_bias": true, "mlp_bias": true})",
+                        kLlamaFallback};
   auto m = load(c);
   QBC_ASSERT_OK(m);
   ASSERT_NE(m->graph.find_weight("blk.0.attn.o_proj.bias"), nullptr);
@@ -275,7 +282,10 @@ TEST(Spin, BiasesOnEveryProjection) {
 TEST(Spin, NonHadamardSizesFallBackToDenseRotations) {
   QBC_REQUIRE_FAMILY_CONFIG("model-configs/Llama-3.2-1B-Instruct/config.json");
   const TransformCase c{
-      "llama32_size50", "", "model-configs/Llama-3.2-1B-Instruct/config.json", "",
+      "llama32_size50",
+      "",
+      "model-configs/Llama-3.2-1B-Instruct/config.json",
+      "",
       R"({"hidden_size": 50, "head_dim": 10, "num_attention_heads": 5, "num_key_value_heads": 5})",
       kLlamaFallback};
   ASSERT_FALSE(hadamard_supported(50));

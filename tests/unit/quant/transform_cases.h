@@ -27,17 +27,18 @@
 /// Resolves the shared folder into `shared` and checks the case's shared asset: under CI
 /// a missing one fails the test; elsewhere the case falls back to its own family config
 /// (TransformCase::fallback_json), so the family suite never skips.
-#define QBC_REQUIRE_TRANSFORM_CASE(shared, c)                                                   \
-  const std::filesystem::path shared = ::qbc::testing::shared_dir();                            \
-  if (std::getenv("CI") != nullptr && !::qbc::testing::case_asset_present(c, shared)) {         \
-    FAIL() << "shared asset missing: " << (shared / (c).shared_dir / (c).shared_config);        \
+#define QBC_REQUIRE_TRANSFORM_CASE(shared, c)                                            \
+  const std::filesystem::path shared = ::qbc::testing::shared_dir();                     \
+  if (std::getenv("CI") != nullptr && !::qbc::testing::case_asset_present(c, shared)) {  \
+    FAIL() << "shared asset missing: " << (shared / (c).shared_dir / (c).shared_config); \
   }
 
 /// A test on a shrunk family config (`rel` under ../shared): under CI a missing one
 /// fails; elsewhere the case's fallback config stands in (load_transform_case).
-#define QBC_REQUIRE_FAMILY_CONFIG(rel)                                                         \
-  if (std::getenv("CI") != nullptr && !std::filesystem::exists(::qbc::testing::shared_dir() / (rel))) { \
-    FAIL() << "shared asset missing: " << (::qbc::testing::shared_dir() / (rel));             \
+#define QBC_REQUIRE_FAMILY_CONFIG(rel)                                            \
+  if (std::getenv("CI") != nullptr &&                                             \
+      !std::filesystem::exists(::qbc::testing::shared_dir() / (rel))) {           \
+    FAIL() << "shared asset missing: " << (::qbc::testing::shared_dir() / (rel)); \
   }
 
 namespace qbc::testing {
@@ -75,6 +76,12 @@ inline constexpr const char* kStoriesFallback = R"({
   "vocab_size": 512, "max_position_embeddings": 512, "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
   "tie_word_embeddings": false, "hidden_act": "silu", "bos_token_id": 1, "eos_token_id": 2,
   "torch_dtype": "float32"})";
+inline constexpr const char* kStoriesTiedFallback = R"({
+  "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
+  "intermediate_size": 172, "num_hidden_layers": 5, "num_attention_heads": 8, "num_key_value_heads": 4,
+  "vocab_size": 512, "max_position_embeddings": 512, "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
+  "tie_word_embeddings": true, "hidden_act": "silu", "bos_token_id": 1, "eos_token_id": 2,
+  "torch_dtype": "float32"})";
 inline constexpr const char* kQwen2Fallback = R"({
   "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 64,
   "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
@@ -109,11 +116,14 @@ inline std::ostream& operator<<(std::ostream& os, const TransformCase& c) { retu
 inline std::vector<TransformCase> transform_cases() {
   return {
       {"stories260k", "models/stories260k/hf", "", "", "", kStoriesFallback},
-      {"stories260k_tied", "models/stories260k/hf-tied", "", "", "", kStoriesFallback},
-      {"llama32_gqa_tied", "", "model-configs/Llama-3.2-1B-Instruct/config.json", "", "", kLlamaFallback},
-      {"qwen25_bias_tied", "", "model-configs/Qwen2.5-0.5B-Instruct/config.json", "", "", kQwen2Fallback},
+      {"stories260k_tied", "models/stories260k/hf-tied", "", "", "", kStoriesTiedFallback},
+      {"llama32_gqa_tied", "", "model-configs/Llama-3.2-1B-Instruct/config.json", "", "",
+       kLlamaFallback},
+      {"qwen25_bias_tied", "", "model-configs/Qwen2.5-0.5B-Instruct/config.json", "", "",
+       kQwen2Fallback},
       {"qwen3_qk_norm", "", "model-configs/Qwen3-0.6B/config.json", "", "", kQwen3Fallback},
-      {"mistral", "", "model-configs/Mistral-7B-Instruct-v0.3/config.json", "", "", kMistralFallback},
+      {"mistral", "", "model-configs/Mistral-7B-Instruct-v0.3/config.json", "", "",
+       kMistralFallback},
       {"gemma2_post_norm_softcap", "", "model-configs/gemma-2-2b-it/config.json", "",
        R"({"attn_logit_softcapping": 5.0, "final_logit_softcapping": 8.0})", kGemma2Fallback},
       {"phi3_fused_partial_rotary", "", "", R"({
@@ -123,7 +133,8 @@ inline std::vector<TransformCase> transform_cases() {
         "max_position_embeddings": 4096, "partial_rotary_factor": 0.5, "rms_norm_eps": 1e-05,
         "rope_theta": 10000.0, "rope_scaling": null, "sliding_window": null, "hidden_act": "silu",
         "tie_word_embeddings": false, "attention_bias": false, "bos_token_id": 1, "eos_token_id": 2,
-        "torch_dtype": "float32"})", "", ""},
+        "torch_dtype": "float32"})",
+       "", ""},
   };
 }
 
@@ -147,7 +158,8 @@ struct LoadedCase {
 
 /// Opens (or writes, for random cases: 2 layers, hidden 64, 4 query / 2 KV heads of 16,
 /// weights N(0, 0.08) so logits are far from flat) the case's model.
-inline StatusOr<LoadedCase> load_transform_case(const TransformCase& c, const std::filesystem::path& shared) {
+inline StatusOr<LoadedCase> load_transform_case(const TransformCase& c,
+                                                const std::filesystem::path& shared) {
   std::filesystem::path dir;
   const bool present = case_asset_present(c, shared);
   if (!present && c.fallback_json.empty()) {
@@ -176,10 +188,11 @@ inline StatusOr<LoadedCase> load_transform_case(const TransformCase& c, const st
       o.num_key_value_heads = 2;
       o.head_dim = 16;
       o.max_position_embeddings = 4096;
-      QBC_ASSIGN_OR_RETURN(opt.config_json,
-                           frontend::apply_config_overrides(
-                               present ? read_file(shared / c.shared_config) : c.fallback_json,
-                               present ? c.shared_config : c.name + " (fallback config)", o, std::nullopt));
+      QBC_ASSIGN_OR_RETURN(
+          opt.config_json,
+          frontend::apply_config_overrides(
+              present ? read_file(shared / c.shared_config) : c.fallback_json,
+              present ? c.shared_config : c.name + " (fallback config)", o, std::nullopt));
     } else {
       opt.config_json = c.inline_json;
     }
@@ -207,7 +220,8 @@ inline StatusOr<LoadedCase> load_transform_case(const TransformCase& c, const st
 /// Fixed token ids (< vocab) for the equivalence checks.
 inline std::vector<int32_t> transform_test_ids(int64_t vocab, size_t n = 24) {
   std::vector<int32_t> ids;
-  for (size_t i = 0; i < n; ++i) ids.push_back(static_cast<int32_t>((1 + 37 * i + (i * i) % 11) % vocab));
+  for (size_t i = 0; i < n; ++i)
+    ids.push_back(static_cast<int32_t>((1 + 37 * i + (i * i) % 11) % vocab));
   return ids;
 }
 

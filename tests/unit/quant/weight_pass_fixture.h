@@ -32,8 +32,9 @@ config::CompileOptions four_bit_options() {
 }
 
 /// The first `n` lines of `file`, tokenized (BOS added) and cut to `len` tokens.
-std::vector<std::vector<int32_t>> text_sequences(const frontend::Tokenizer& tok, const std::filesystem::path& file,
-                                                 size_t skip, size_t n, size_t len) {
+std::vector<std::vector<int32_t>> text_sequences(const frontend::Tokenizer& tok,
+                                                 const std::filesystem::path& file, size_t skip,
+                                                 size_t n, size_t len) {
   std::ifstream in(file);
   std::string line;
   std::vector<std::vector<int32_t>> out;
@@ -52,8 +53,8 @@ std::vector<std::vector<int32_t>> text_sequences(const frontend::Tokenizer& tok,
 struct Distance {
   double kl = 0, mse = 0;
 };
-Distance distance(const std::vector<std::vector<float>>& base, const std::vector<std::vector<float>>& q,
-                  int64_t vocab) {
+Distance distance(const std::vector<std::vector<float>>& base,
+                  const std::vector<std::vector<float>>& q, int64_t vocab) {
   Distance d;
   int64_t tokens = 0, values = 0;
   for (size_t s = 0; s < base.size(); ++s) {
@@ -111,12 +112,15 @@ struct WeightPassRun {
 };
 
 /// Loads the case, embeds `calib` and sets up a context with samples and a fixed map.
-inline Status setup_weight_pass_run(WeightPassRun& r, const TransformCase& c, const std::filesystem::path& shared,
-             const std::vector<std::vector<int32_t>>& calib, const config::CompileOptions& options) {
+inline Status setup_weight_pass_run(WeightPassRun& r, const TransformCase& c,
+                                    const std::filesystem::path& shared,
+                                    const std::vector<std::vector<int32_t>>& calib,
+                                    const config::CompileOptions& options) {
   QBC_ASSIGN_OR_RETURN(r.model, ::qbc::testing::load_transform_case(c, shared));
   r.store = std::make_unique<quant::WeightStore>(frontend::model_weight_reader(*r.model.source));
   r.options = options;
-  QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> s, ref::Session::create(r.model.graph, r.store->reader()));
+  QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> s,
+                       ref::Session::create(r.model.graph, r.store->reader()));
   r.hidden = s->hidden_size();
   for (const auto& ids : calib) {
     std::vector<float> e;

@@ -1,8 +1,6 @@
 // Unit tests of ref::Session on small hand-built graphs: each op against a direct
 // implementation of docs/ir.md in double precision, GQA against explicitly repeated KV
 // heads, sliding windows, the KV cache limit, token validation and float64 mode.
-#include "qbc/ref/session.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +11,7 @@
 #include <vector>
 
 #include "qbc/ir/builder.h"
+#include "qbc/ref/session.h"
 #include "test_support.h"
 
 namespace qbc::ref {
