@@ -10,6 +10,7 @@
 #include "qbc/quant/pass.h"
 #include "qbc/quant/pipeline.h"
 #include "qbc/quant/quantize.h"
+#include "qbc/quant/stage_passes.h"
 #include "qbc/support/file_util.h"
 #include "qbc/support/logging.h"
 #include "qbc/tensorfile/safetensors_spill.h"
@@ -191,13 +192,7 @@ StatusOr<QuantizeSummary> quantize_to(const LoadedModel& model,
 
   // Output: the sidecar (with the float weights a transform rewrote), then the graph.
   const auto tw = std::chrono::steady_clock::now();
-  int64_t tokens = 0;
-  for (const auto& [name, st] : ctx.owned_stats) {
-    if (!st.channel_absmax.empty()) {
-      tokens = st.count / static_cast<int64_t>(st.channel_absmax.size());
-      break;
-    }
-  }
+  const int64_t tokens = quant::stats_tokens(ctx.owned_stats);
   std::vector<float> data;
   for (const std::string& name : store.rewritten_names()) {
     const ir::Weight* w = graph.find_weight(name);

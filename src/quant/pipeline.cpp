@@ -153,19 +153,34 @@ StatusOr<std::vector<pass::PipelineEntry>> quant_pipeline(const Options& o) {
   return entries;
 }
 
+namespace {
+
+/// "a, b, c".
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+/// The pass names of `entries`, joined.
+std::string pipeline_listing(const std::vector<pass::PipelineEntry>& entries) {
+  std::vector<std::string> names;
+  for (const pass::PipelineEntry& e : entries) names.push_back(e.pass);
+  return joined(names);
+}
+
+}  // namespace
+
 bool is_fixed_stage(const std::string& pass) {
   return pass == "calibrate" || pass == "quantizeRtn";
 }
 
 Status check_disabled(const std::vector<pass::PipelineEntry>& entries,
                       const std::vector<std::string>& disabled) {
-  std::string listing;
-  for (const pass::PipelineEntry& e : entries) listing += (listing.empty() ? "" : ", ") + e.pass;
   for (const std::string& name : disabled) {
     if (!quant_passes().contains(name)) {
-      std::string known;
-      for (const std::string& n : quant_passes().names()) known += (known.empty() ? "" : ", ") + n;
-      return invalid_argument("--disable-pass ", name, ": no such pass (quant passes: ", known,
+      return invalid_argument("--disable-pass ", name,
+                              ": no such pass (quant passes: ", joined(quant_passes().names()),
                               ")");
     }
     if (is_fixed_stage(name)) {
@@ -175,7 +190,7 @@ Status check_disabled(const std::vector<pass::PipelineEntry>& entries,
     if (!pass::contains_pass(entries, name)) {
       log("quant").warn(
           "--disable-pass {}: the pass is not in this pipeline (its key is off); pipeline: {}",
-          name, listing);
+          name, pipeline_listing(entries));
     }
   }
   return ok_status();
@@ -186,10 +201,8 @@ Status check_instrumentation(const std::vector<pass::PipelineEntry>& entries,
   QBC_RETURN_IF_ERROR(check_disabled(entries, instr.disabled));
   for (const std::string& name : instr.dump_after) {
     if (name == "all" || pass::contains_pass(entries, name)) continue;
-    std::string listing;
-    for (const pass::PipelineEntry& e : entries) listing += (listing.empty() ? "" : ", ") + e.pass;
-    return invalid_argument("--dump-after ", name, ": not a pass of this pipeline (", listing,
-                            ", or all)");
+    return invalid_argument("--dump-after ", name, ": not a pass of this pipeline (",
+                            pipeline_listing(entries), ", or all)");
   }
   return ok_status();
 }

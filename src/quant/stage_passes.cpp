@@ -21,15 +21,6 @@ double linear_flops_per_token(const ir::Graph& g) {
   return per_token;
 }
 
-/// Tokens the statistics were collected on (per pass over the samples).
-int64_t stats_tokens(const CalibStats& stats) {
-  for (const auto& [name, st] : stats) {
-    if (!st.channel_absmax.empty())
-      return st.count / static_cast<int64_t>(st.channel_absmax.size());
-  }
-  return 0;
-}
-
 class Calibrate final : public Pass {
  public:
   explicit Calibrate(bool for_scales) : for_scales_(for_scales) {}
@@ -85,6 +76,14 @@ class QuantizeRtn final : public Pass {
 };
 
 }  // namespace
+
+int64_t stats_tokens(const CalibStats& stats) {
+  for (const auto& [name, st] : stats) {
+    if (!st.channel_absmax.empty())
+      return st.count / static_cast<int64_t>(st.channel_absmax.size());
+  }
+  return 0;
+}
 
 std::unique_ptr<Pass> make_calibrate(bool for_scales) {
   return std::make_unique<Calibrate>(for_scales);

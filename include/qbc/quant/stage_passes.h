@@ -20,4 +20,8 @@ std::unique_ptr<Pass> make_calibrate(bool for_scales);
 /// quantized one (counts in ctx.quantized_linears / float_linears). Needs kFinalStats, kTensorSink.
 std::unique_ptr<Pass> make_quantize_rtn();
 
+/// Tokens `stats` were collected on (per pass over the samples): the count of the first
+/// per-channel statistic over its channels; 0 without one.
+int64_t stats_tokens(const CalibStats& stats);
+
 }  // namespace qbc::quant

@@ -69,8 +69,8 @@ INSTANTIATE_TEST_SUITE_P(All, NormConvFamilies,
 TEST(NormConv, TiedHeadIsUntiedNotTheHostEmbedding) {
   QBC_REQUIRE_SHARED(shared, "");
   QBC_REQUIRE_SHARED(dir, "models/stories260k/hf-tied");
-  auto m = ::qbc::testing::load_transform_case({"tied", "models/stories260k/hf-tied", "", "", ""},
-                                               shared);
+  auto m = ::qbc::testing::load_transform_case(
+      {"tied", "models/stories260k/hf-tied", "", "", "", ""}, shared);
   QBC_ASSERT_OK(m);
   WeightStore store(frontend::model_weight_reader(*m->source));
   ir::Graph g = m->graph;

@@ -432,8 +432,8 @@ INSTANTIATE_TEST_SUITE_P(All, ScaleFamilies, ::testing::ValuesIn(::qbc::testing:
 TEST(ScaleTransforms, MissingStatsAreAFailedPrecondition) {
   QBC_REQUIRE_SHARED(shared, "");
   QBC_REQUIRE_SHARED(dir, "models/stories260k/hf");
-  auto m = ::qbc::testing::load_transform_case({"stories260k", "models/stories260k/hf", "", "", ""},
-                                               shared);
+  auto m = ::qbc::testing::load_transform_case(
+      {"stories260k", "models/stories260k/hf", "", "", "", ""}, shared);
   QBC_ASSERT_OK(m);
   WeightStore store(frontend::model_weight_reader(*m->source));
   ir::Graph g = m->graph;

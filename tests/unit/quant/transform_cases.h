@@ -167,18 +167,12 @@ inline StatusOr<LoadedCase> load_transform_case(const TransformCase& c,
   }
   if (!c.shared_dir.empty() && present) {
     dir = shared / c.shared_dir;
-  } else if (!c.shared_dir.empty()) {
-    // The shared model is absent (outside CI): a random model of its family and shape.
-    frontend::RandomModelOptions opt;
-    opt.config_json = c.fallback_json;
-    dir = temp_dir() / c.name;
-    opt.output_dir = dir;
-    opt.seed = 11;
-    opt.init_std = 0.08;
-    QBC_RETURN_IF_ERROR(frontend::write_random_model(opt));
   } else {
     frontend::RandomModelOptions opt;
-    if (!c.shared_config.empty()) {
+    if (!c.shared_dir.empty()) {
+      // The shared model is absent (outside CI): a random model of its family and shape.
+      opt.config_json = c.fallback_json;
+    } else if (!c.shared_config.empty()) {
       frontend::ConfigOverrides o;
       o.num_hidden_layers = 2;
       o.hidden_size = 64;
