@@ -17,14 +17,8 @@
 namespace qbc::numerics {
 namespace {
 
-/// P's code: clamp(rne(p / s_p), 0, 2^bits - 1), in fp64.
-int32_t quantize_prob(float p, float sp, int bits) {
-  const double q = std::nearbyint(static_cast<double>(p) / static_cast<double>(sp));
-  const double hi = static_cast<double>((int64_t{1} << bits) - 1);
-  return static_cast<int32_t>(std::min(std::max(q, 0.0), hi));
-}
-
-/// Max-subtracted softmax in fp32 over `n` scores, exp in fp64, sum in index order.
+/// Max-subtracted softmax in fp32 over `n` scores, exp in fp64, sum in index order
+/// (the float path of unquantized graphs only; the quantized path is tile-invariant).
 void softmax(std::vector<float>& x) {
   float m = -std::numeric_limits<float>::infinity();
   for (float v : x) m = std::max(m, v);
@@ -39,30 +33,68 @@ void softmax(std::vector<float>& x) {
 
 }  // namespace
 
+void query_codes(const float* qr, int64_t head, const Attention& p, QueryCodes* out) {
+  const int64_t d = p.head_dim;
+  const int64_t kvh = head / (p.heads / p.kv_heads);
+  std::vector<float> qk(static_cast<size_t>(d));
+  for (int64_t c = 0; c < d; ++c)  // Q times its KV head's K scales, fp16
+    qk[static_cast<size_t>(c)] = round_fp16(qr[c] * p.k_scale[static_cast<size_t>(kvh * d + c)]);
+  const float sq =
+      p.q_dynamic ? per_token_scale(qk.data(), d, 8) : p.q_scale[static_cast<size_t>(head)];
+  out->codes.resize(static_cast<size_t>(d));
+  for (int64_t c = 0; c < d; ++c)
+    out->codes[static_cast<size_t>(c)] = quantize_symmetric(qk[static_cast<size_t>(c)], sq, 8);
+  out->mq = static_cast<float>(static_cast<double>(sq) * p.scale);
+}
+
+float key_score(const QueryCodes& q, const float* qr, const int32_t* kcodes, const float* krot,
+                const Attention& p) {
+  const int64_t d = p.head_dim;
+  int64_t acc = 0;
+  for (int64_t c = 0; c < d; ++c) acc += int64_t{q.codes[static_cast<size_t>(c)]} * kcodes[c];
+  float sc = static_cast<float>(acc) * q.mq;
+  if (krot != nullptr) {  // + q · rope(m) of this key, in fp32, channel order
+    float corr = 0.0f;
+    for (int64_t c = 0; c < d; ++c) corr += qr[c] * krot[c];
+    sc = sc + corr * static_cast<float>(p.scale);
+  }
+  if (p.softcap > 0.0) sc = softcap_value(sc, static_cast<float>(p.softcap));
+  return sc;
+}
+
+void rotated_key_offset(const Attention& p, int64_t pos, float* out) {
+  rope(p.k_rot_offset.data(), 1, pos, p.k_rope, out);  // K's rope: kv_heads heads
+}
+
+int32_t exp_code(float score, float max, int bits) {
+  if (std::isinf(score) && score < 0.0f) return 0;
+  const double hi = static_cast<double>((int64_t{1} << bits) - 1);
+  const float diff = score - max;
+  const double q = std::nearbyint(std::exp(static_cast<double>(diff)) * hi);
+  return static_cast<int32_t>(std::min(std::max(q, 0.0), hi));
+}
+
+float attention_output(int64_t acc, int64_t esum, float v_scale, float v_offset) {
+  return round_fp16(static_cast<double>(acc) / static_cast<double>(esum) *
+                        static_cast<double>(v_scale) +
+                    static_cast<double>(v_offset));
+}
+
 void attention(const float* q, const float* k, const float* v, int64_t s, const Attention& p,
                KvCache& cache, float* y) {
   const int64_t d = p.head_dim, kvw = p.kv_heads * d, qw = p.heads * d;
   const int64_t groups = p.heads / p.kv_heads;
-  // Rotating key offsets: rope(m) at this call's positions, through the fp16 table the
-  // rope op used for these keys (same frequencies, same rounding).
   const bool rot = p.quantized && !p.k_rot_offset.empty();
-  std::vector<float> rot_rows;
-  if (rot) {
-    rot_rows.assign(static_cast<size_t>(s * kvw), 0.0f);
-    std::vector<float> m_rows(static_cast<size_t>(s * kvw));
-    for (int64_t t = 0; t < s; ++t)
-      std::copy(p.k_rot_offset.begin(), p.k_rot_offset.end(), m_rows.begin() + t * kvw);
-    rope(m_rows.data(), s, cache.tokens, p.k_rope, rot_rows.data());  // K's rope: kv_heads heads
-  }
+  std::vector<float> off(static_cast<size_t>(rot ? kvw : 0));
   // Append this call's keys and values (K is already rotated; static per-channel scales).
   for (int64_t t = 0; t < s; ++t) {
+    if (rot) rotated_key_offset(p, cache.tokens + t, off.data());
     for (int64_t c = 0; c < kvw; ++c) {
       float kv = k[t * kvw + c];
       const float vv = v[t * kvw + c];
       if (rot) {
-        const float off = rot_rows[static_cast<size_t>(t * kvw + c)];
-        cache.k_rot.push_back(off);
-        kv = kv - off;
+        cache.k_rot.push_back(off[static_cast<size_t>(c)]);
+        kv = kv - off[static_cast<size_t>(c)];
       }
       if (p.quantized) {
         const size_t ci = static_cast<size_t>(c);
@@ -76,67 +108,35 @@ void attention(const float* q, const float* k, const float* v, int64_t s, const 
   }
   cache.tokens += s;
   const int64_t past = cache.tokens - s;
-  const float scale = static_cast<float>(p.scale);
-  const float cap = static_cast<float>(p.softcap);
-  const float sp = prob_scale(p.p_bits);
-  std::vector<int32_t> qq(static_cast<size_t>(d));
-  std::vector<float> qk(static_cast<size_t>(d));
+  QueryCodes qc;
   std::vector<float> scores;
+  std::vector<int32_t> codes;
   for (int64_t t = 0; t < s; ++t) {
     const int64_t pos = past + t;
     const int64_t lo = p.window > 0 ? std::max<int64_t>(0, pos - p.window + 1) : 0;
     for (int64_t h = 0; h < p.heads; ++h) {
       const int64_t kvh = h / groups;
       const float* qr = q + t * qw + h * d;
-      float mq = 0.0f;  // score multiplier of the quantized path: fp32(s_q * scale)
-      if (p.quantized) {
-        for (int64_t c = 0; c < d; ++c) {  // Q times its KV head's K scales, fp16
-          qk[static_cast<size_t>(c)] =
-              round_fp16(qr[c] * p.k_scale[static_cast<size_t>(kvh * d + c)]);
-        }
-        const float sq =
-            p.q_dynamic ? per_token_scale(qk.data(), d, 8) : p.q_scale[static_cast<size_t>(h)];
-        for (int64_t c = 0; c < d; ++c) {
-          qq[static_cast<size_t>(c)] = quantize_symmetric(qk[static_cast<size_t>(c)], sq, 8);
-        }
-        mq = static_cast<float>(static_cast<double>(sq) * p.scale);
-      }
-      scores.assign(static_cast<size_t>(pos - lo + 1), 0.0f);
-      for (int64_t j = lo; j <= pos; ++j) {
-        const int64_t row = j * kvw + kvh * d;
-        float sc = 0.0f;
-        if (p.quantized) {
-          int64_t acc = 0;
-          for (int64_t c = 0; c < d; ++c) {
-            acc +=
-                int64_t{qq[static_cast<size_t>(c)]} * cache.k_codes[static_cast<size_t>(row + c)];
-          }
-          sc = static_cast<float>(acc) * mq;
-          if (rot) {  // + q · rope(m) of this key, in fp32, channel order
-            float corr = 0.0f;
-            for (int64_t c = 0; c < d; ++c)
-              corr += qr[c] * cache.k_rot[static_cast<size_t>(row + c)];
-            sc = sc + corr * scale;
-          }
-        } else {
-          for (int64_t c = 0; c < d; ++c)
-            sc += qr[c] * cache.k_values[static_cast<size_t>(row + c)];
-          sc = sc * scale;
-        }
-        if (p.softcap > 0.0) sc = softcap_value(sc, cap);
-        scores[static_cast<size_t>(j - lo)] = sc;
-      }
-      softmax(scores);
       float* yr = y + t * qw + h * d;
+      scores.assign(static_cast<size_t>(pos - lo + 1), 0.0f);
       if (p.quantized) {
-        std::vector<int32_t> codes(scores.size());
-        int64_t code_sum = 0;
-        for (size_t j = 0; j < scores.size(); ++j) {
-          codes[j] = quantize_prob(scores[j], sp, p.p_bits);
-          code_sum += codes[j];
+        query_codes(qr, h, p, &qc);
+        float mx = -std::numeric_limits<float>::infinity();
+        for (int64_t j = lo; j <= pos; ++j) {
+          const size_t row = static_cast<size_t>(j * kvw + kvh * d);
+          const float sc =
+              key_score(qc, qr, cache.k_codes.data() + row, rot ? cache.k_rot.data() + row : nullptr, p);
+          scores[static_cast<size_t>(j - lo)] = sc;
+          mx = std::max(mx, sc);
         }
-        // The probability mass P actually carries, which multiplies the V offsets.
-        const float mass = static_cast<float>(code_sum) * sp;
+        // Tile-invariant softmax: exact max, integer exponent codes and sums, one
+        // normalisation per output.
+        codes.resize(scores.size());
+        int64_t esum = 0;
+        for (size_t j = 0; j < scores.size(); ++j) {
+          codes[j] = exp_code(scores[j], mx, p.p_bits);
+          esum += codes[j];
+        }
         for (int64_t c = 0; c < d; ++c) {
           int64_t acc = 0;
           for (int64_t j = lo; j <= pos; ++j) {
@@ -144,11 +144,19 @@ void attention(const float* q, const float* k, const float* v, int64_t s, const 
                    cache.v_codes[static_cast<size_t>(j * kvw + kvh * d + c)];
           }
           const size_t ci = static_cast<size_t>(kvh * d + c);
-          const float m = sp * p.v_scale[ci];  // fp32(s_p * s_v[c])
-          const float offset_term = mass * p.v_offset[ci];
-          yr[c] = round_fp16(static_cast<float>(acc) * m + offset_term);
+          yr[c] = attention_output(acc, esum, p.v_scale[ci], p.v_offset[ci]);
         }
       } else {
+        for (int64_t j = lo; j <= pos; ++j) {
+          const int64_t row = j * kvw + kvh * d;
+          float sc = 0.0f;
+          for (int64_t c = 0; c < d; ++c)
+            sc += qr[c] * cache.k_values[static_cast<size_t>(row + c)];
+          sc = sc * static_cast<float>(p.scale);
+          if (p.softcap > 0.0) sc = softcap_value(sc, static_cast<float>(p.softcap));
+          scores[static_cast<size_t>(j - lo)] = sc;
+        }
+        softmax(scores);
         for (int64_t c = 0; c < d; ++c) {
           float acc = 0.0f;
           for (int64_t j = lo; j <= pos; ++j) {

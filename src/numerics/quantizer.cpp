@@ -25,7 +25,6 @@ AffineParams affine_params(double span, double neg_lo, int bits) {
   return a;
 }
 
-float prob_scale(int bits) { return 1.0f / static_cast<float>((int64_t{1} << bits) - 1); }
 
 float per_token_scale(const float* x, int64_t n, int bits) {
   float m = 0.0f;

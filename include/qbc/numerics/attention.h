@@ -1,8 +1,13 @@
 // The attention kernel and its KV cache: docs/numerics.md "attention (with KV cache)"
 // (integer Q·Kᵀ and P·V with static per-channel K/V scales and offsets, rotating key
-// offsets, static or per-token Q scales, fp32 softmax with exp in fp64, P codes with a fixed
-// scale; the float path for unquantized graphs). Values are rows of floats ([s, n]
-// row-major, batch 1) holding fp16 values.
+// offsets, static or per-token Q scales, the tile-invariant softmax: an exact max, integer
+// exponent codes, integer sums, one normalisation; the float path for unquantized graphs).
+// Values are rows of floats ([s, n] row-major, batch 1) holding fp16 values.
+//
+// The per-element rules (query_codes, key_score, exp_code, attention_output) are what the
+// NPU executor calls tile by tile; `attention` applies them over the whole cache. Every
+// sum they leave to the caller is an integer sum, so any split of the cache dimension
+// (tiles, cores, chunks) gives the same bits.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +39,34 @@ struct KvCache {
   std::vector<float> k_values, v_values;  ///< Float caches (fp16 values).
   std::vector<float> k_rot;               ///< rope(m) per stored key [tokens, KV*d] (k_rot_offset).
 };
+
+/// Q of one query head prepared for the integer score rule: Q times its KV head's K
+/// scales in fp16, then int8 codes with the static or per-token scale.
+struct QueryCodes {
+  std::vector<int32_t> codes;  ///< [head_dim]
+  float mq = 0.0f;             ///< score multiplier fp32(fp64(s_q) · scale)
+};
+
+/// Prepares query row `qr` (fp16 [head_dim]) of query head `head`.
+void query_codes(const float* qr, int64_t head, const Attention& p, QueryCodes* out);
+
+/// The (soft-capped) score of one key: fp32(acc) · mq (+ the rotating-offset correction
+/// fp32(Σ_c q_c · krot_c) · scale when `krot` is not null), acc = Σ_c qcodes_c · kcodes_c.
+float key_score(const QueryCodes& q, const float* qr, const int32_t* kcodes, const float* krot,
+                const Attention& p);
+
+/// rope(m) of the rotating key offsets at cache position `pos`, for all KV heads
+/// (out: [KV*d]); one-position rope call, so it does not depend on how keys were batched.
+void rotated_key_offset(const Attention& p, int64_t pos, float* out);
+
+/// The exponent code of a score against the row's exact max: clamp(rne(exp_fp64(score −
+/// max) · (2^bits − 1)), 0, 2^bits − 1), the subtraction in fp32; a masked score
+/// (−inf) gives 0. The row's maximum score gets 2^bits − 1.
+int32_t exp_code(float score, float max, int bits);
+
+/// One output channel: fp16(fp64(acc) / fp64(esum) · s_v + o_v) in fp64, where acc =
+/// Σ_j e_j · v_j over the row's exponent codes and V codes, and esum = Σ_j e_j.
+float attention_output(int64_t acc, int64_t esum, float v_scale, float v_offset);
 
 /// Appends k, v[s, KV*d] to `cache` (quantizing them when p.quantized), then computes
 /// y[s, H*d] for queries q[s, H*d] at positions cache.tokens - s.. (causal, window, GQA).

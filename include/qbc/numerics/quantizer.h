@@ -1,6 +1,5 @@
 // The quantizers of docs/numerics.md "Quantizers": symmetric codes, asymmetric codes with
-// zero points, per-token activation scales (symmetric and asymmetric), the smallest scale,
-// and the fixed scale of the softmax probability codes ("attention (with KV cache)").
+// zero points, per-token activation scales (symmetric and asymmetric), and the smallest scale.
 #pragma once
 
 #include <cstdint>
@@ -39,9 +38,5 @@ float per_token_scale(const float* x, int64_t n, int bits);
 /// [min(min x, 0), max(max x, 0)], s = fp32((hi − lo) / (2^bits − 1)) (fp64 division, at
 /// least kMinScale), z = clamp(rne(−lo / s), 0, 2^bits − 1) − 2^(bits−1).
 void per_token_affine(const float* x, int64_t n, int bits, float* scale, int32_t* zero);
-
-/// The softmax probability codes: P is stored as unsigned `bits`-bit integers (8 or
-/// 16) with the fixed scale fp32(1 / (2^bits - 1)).
-float prob_scale(int bits);
 
 }  // namespace qbc::numerics

@@ -512,7 +512,6 @@ std::vector<float> spec_attention(const AttnCase& c, const std::vector<float>& x
   };
   auto offset = [](const std::vector<float>& o, size_t i) { return o.empty() ? 0.0f : o[i]; };
   std::vector<float> y(static_cast<size_t>(seq * qw));
-  const float sp = 1.0f / static_cast<float>((1 << c.p_bits) - 1);
   for (int64_t p = 0; p < seq; ++p) {
     for (int64_t hq = 0; hq < c.heads; ++hq) {
       const int64_t g = hq / (c.heads / c.kv);
@@ -541,25 +540,26 @@ std::vector<float> spec_attention(const AttnCase& c, const std::vector<float>& x
                      static_cast<float>(static_cast<double>(sq) * c.scale));
         js.push_back(j);
       }
+      // Tile-invariant softmax: exponent codes against the exact max, integer sums, one
+      // normalisation in fp64.
       const float m = *std::max_element(sc.begin(), sc.end());
-      float sum = 0;
-      for (float& v : sc) sum += (v = static_cast<float>(std::exp(static_cast<double>(v - m))));
-      double code_sum = 0;
-      for (size_t n = 0; n < js.size(); ++n)
-        code_sum += code(sc[n] / sum, sp, 0, (1 << c.p_bits) - 1);
+      const double top = (1 << c.p_bits) - 1;
+      std::vector<double> e;
+      double esum = 0;
+      for (float v : sc) {
+        e.push_back(std::min(top, std::nearbyint(std::exp(static_cast<double>(v - m)) * top)));
+        esum += e.back();
+      }
       for (int64_t i = 0; i < d; ++i) {
         const size_t vc = static_cast<size_t>(g * d + i);
         double acc = 0;
         for (size_t n = 0; n < js.size(); ++n) {
-          const double pc = code(sc[n] / sum, sp, 0, (1 << c.p_bits) - 1);
-          acc += pc * code(x[js[n] * w + qw + kw + g * d + i], c.v_scale[vc], -128, 127,
-                           offset(c.v_offset, vc));
+          acc += e[n] * code(x[js[n] * w + qw + kw + g * d + i], c.v_scale[vc], -128, 127,
+                             offset(c.v_offset, vc));
         }
-        volatile float mv = sp * c.v_scale[vc];
-        volatile float mass = static_cast<float>(code_sum) * sp;
-        volatile float ov = mass * offset(c.v_offset, vc);
-        volatile float pv = static_cast<float>(acc) * mv;
-        y[static_cast<size_t>(p * qw + hq * d + i)] = h(pv + ov);
+        y[static_cast<size_t>(p * qw + hq * d + i)] =
+            numerics::round_fp16(acc / esum * static_cast<double>(c.v_scale[vc]) +
+                                 offset(c.v_offset, vc));  // fp64 straight to fp16
       }
     }
   }
