@@ -56,16 +56,17 @@ export LC_ALL=C
 # The product-split policy, checked in addition to CMake. It applies to a stage as soon as its
 # folder exists. "only" lists everything the stage may link; "never" what it must not. Every stage
 # an "only" entry allows has an "only" entry itself, so the runtime's whole closure stays on the
-# product side (support, numerics, runner, tensorfile, mxq) without a transitive check.
+# product side (support, numerics, runner, isa, tensorfile, mxq) without a transitive check.
 #   stage      | kind  | stages                           | why
 policy='
 support    | only  |                                  | the bottom layer
 numerics   | only  | support                          | the integer kernels (docs/numerics.md), shared by the fake-quant oracle and the runtime
 pass       | only  | support                          | the pass framework, shared by quant and npu
 runner     | only  | support                          | the IR-free Runner interface the runtime implements
+isa        | only  | support                          | the NPU program types, verifier and text form, shared by the backend and the runtime
 tensorfile | only  | support                          | tensor file I/O, reused by the MXQ writer
 mxq        | only  | support tensorfile               | the MXQ file format, read by the runtime
-runtime    | only  | support numerics mxq runner      | the runtime knows only MXQ, nothing compiler-side
+runtime    | only  | support numerics mxq runner isa  | the runtime knows only MXQ and the NPU program, nothing compiler-side
 npu        | never | quant ref frontend calib driver  | the backend compiles quantized MBLT, not how it was made
 '
 
