@@ -220,10 +220,10 @@ struct AccessBuilder {
     write(r.y, r.rows * Expr(2 * d.heads * d.head_dim));
   }
   void operator()(const Eltwise& e) {
-    read(e.a, e.rows * Expr(2 * e.width));
-    if (e.op == EltOp::kAdd || e.op == EltOp::kSilu || e.op == EltOp::kGelu)
-      read(e.b, e.rows * Expr(2 * e.width));
-    write(e.y, e.rows * Expr((e.fp16 ? 2 : 4) * e.width));
+    const Expr bytes = e.rows * Expr(dtype_bytes(e.type, e.width));
+    read(e.a, bytes);
+    if (e.op == EltOp::kAdd || e.op == EltOp::kSilu || e.op == EltOp::kGelu) read(e.b, bytes);
+    write(e.y, bytes);
   }
   void operator()(const KvQuant& k) {
     const AttnDesc& a = attn(k.attn);

@@ -164,7 +164,7 @@ struct Rope {
   int32_t rope = -1;
 };
 
-/// Elementwise fp16 ops over rows*width contiguous values (numerics elementwise).
+/// Elementwise ops over rows*width contiguous values (numerics elementwise).
 enum class EltOp : uint8_t { kAdd, kSilu, kGelu, kScale, kSoftcap };
 const char* elt_name(EltOp op);
 struct Eltwise {
@@ -173,7 +173,9 @@ struct Eltwise {
   Expr rows = 1;
   int64_t width = 0;
   float factor = 1.0f;  ///< kScale: factor, kSoftcap: cap
-  bool fp16 = true;
+  /// Type of the inputs and the output: kF16 (body values, rounded to fp16) or kF32 (values
+  /// of the head, e.g. soft-capped logits, not rounded).
+  DType type = DType::kF16;
 };
 
 /// Attention parameter block layout in SRAM/DRAM (fp32): q_scale[H], k_scale[KV*d],
