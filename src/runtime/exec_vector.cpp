@@ -14,15 +14,28 @@ namespace qbc::runtime {
 Status exec_rms_norm(const isa::RmsNorm& op, Core& c) {
   QBC_ASSIGN_OR_RETURN(const int64_t rows, c.count(op.rows, "rows"));
   const int64_t count = rows * op.width;
-  const int64_t wn = op.group > 0 ? op.group : op.width;  // numerics: one weight per group element
   QBC_ASSIGN_OR_RETURN(const uint8_t* xp, c.sram_at(op.x, 2 * count, "x"));
-  QBC_ASSIGN_OR_RETURN(const uint8_t* wp, c.sram_at(op.weight, 4 * wn, "weight"));
+  QBC_ASSIGN_OR_RETURN(const uint8_t* wp, c.sram_at(op.weight, 4 * op.width, "weight"));
   QBC_ASSIGN_OR_RETURN(uint8_t * yp, c.sram_at(op.y, 2 * count, "y"));
-  std::vector<float> x(static_cast<size_t>(count)), y(static_cast<size_t>(count)),
-      w(static_cast<size_t>(wn));
+  std::vector<float> x(static_cast<size_t>(count)), y(static_cast<size_t>(count));
   load_f16(xp, count, x.data());
-  load(wp, wn, w.data());
-  numerics::rms_norm(x.data(), rows, op.width, w, op.eps, op.unit_offset, op.group, y.data());
+  // Weights [width], one per column. Grouped norms (q/k norms: a group per head) normalise
+  // each group of a row with its columns' weights; with the head's weight repeated per
+  // group this is numerics::rms_norm's grouped rule, one group per call.
+  const int64_t g = op.group > 0 ? op.group : op.width;
+  const int64_t groups = g > 0 ? op.width / g : 0;
+  std::vector<std::vector<float>> w(static_cast<size_t>(groups));
+  for (int64_t gi = 0; gi < groups; ++gi) {
+    w[static_cast<size_t>(gi)].resize(static_cast<size_t>(g));
+    load(wp + 4 * gi * g, g, w[static_cast<size_t>(gi)].data());
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t gi = 0; gi < groups; ++gi) {
+      const int64_t at = r * op.width + gi * g;
+      numerics::rms_norm(x.data() + at, 1, g, w[static_cast<size_t>(gi)], op.eps, op.unit_offset, 0,
+                         y.data() + at);
+    }
+  }
   store_f16(y.data(), count, yp);
   c.counters.vector_ops += count;
   return ok_status();

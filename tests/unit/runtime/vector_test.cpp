@@ -1,7 +1,8 @@
 // rms_norm, rope and the elementwise ops against their numerics kernels, bit for bit: whole
-// rows and grouped norms, rope over runtime positions with LongRoPE frequencies (a call
-// split into two row tiles that name the call's last position rotates as the whole call),
-// every elementwise op on fp16 body values and on fp32 head values.
+// rows and grouped norms (weights [width], the group's weight repeated), rope over runtime
+// positions with LongRoPE frequencies (a call split into two row tiles that name the call's last
+// position rotates as the whole call), every elementwise op on fp16 body values and on fp32 head
+// values.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -44,14 +45,17 @@ TEST_P(RuntimeRmsNorm, EqualsNumerics) {
   const int64_t s = 3, n = s * c.width, wn = c.group > 0 ? c.group : c.width;
   const std::vector<float> x = testing::random_f16(static_cast<size_t>(n), 21, 3.0f);
   const std::vector<float> w = testing::random_f16(static_cast<size_t>(wn), 22, 1.5f);
+  // The program's weights are [width]: a grouped norm's weight repeated per group.
+  std::vector<float> wide;
+  while (static_cast<int64_t>(wide.size()) < c.width) wide.insert(wide.end(), w.begin(), w.end());
   BundleBuilder bb;
   const int32_t x_d = bb.dram("x", isa::Purpose::kActivations, n * 2);
   const int32_t y_d = bb.dram("y", isa::Purpose::kActivations, n * 2);
-  const int32_t w_d = bb.weights("w", testing::raw_bytes(w));
+  const int32_t w_d = bb.weights("w", testing::raw_bytes(wide));
   const int32_t x_s = bb.sram("x", 0, n * 2), y_s = bb.sram("y", 0, n * 2);
-  const int32_t w_s = bb.sram("w", 0, wn * 4);
+  const int32_t w_s = bb.sram("w", 0, c.width * 4);
   bb.copy(0, bb.ref(x_s), bb.ref(x_d), c.width * 2, kSeq);
-  bb.copy(0, bb.ref(w_s), bb.ref(w_d), wn * 4);
+  bb.copy(0, bb.ref(w_s), bb.ref(w_d), c.width * 4);
   isa::RmsNorm op;
   op.x = bb.ref(x_s);
   op.weight = bb.ref(w_s);
