@@ -15,8 +15,8 @@ std::vector<double> Rope::frequencies(int64_t max_pos) const {
                           rotary_dim, max_pos);
 }
 
-void rope(const float* x, int64_t s, int64_t first_pos, const Rope& p, float* y) {
-  const std::vector<double> f = p.frequencies(first_pos + s - 1);
+void rope(const float* x, int64_t s, int64_t first_pos, const Rope& p, float* y, int64_t freq_pos) {
+  const std::vector<double> f = p.frequencies(freq_pos >= 0 ? freq_pos : first_pos + s - 1);
   const int64_t half = p.rotary_dim / 2;
   const int64_t width = p.heads * p.head_dim;
   std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));

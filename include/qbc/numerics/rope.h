@@ -19,7 +19,11 @@ struct Rope {
   std::vector<double> frequencies(int64_t max_pos) const;
 };
 
-/// Rotates x[s, heads*head_dim] at positions first_pos.. with fp16 cos/sin tables.
-void rope(const float* x, int64_t s, int64_t first_pos, const Rope& p, float* y);
+/// Rotates x[s, heads*head_dim] at positions first_pos.. with fp16 cos/sin tables, using
+/// the frequencies of a call whose largest position is `freq_pos` (-1: first_pos + s - 1,
+/// this call's own). A caller that splits one call into row tiles passes the whole call's
+/// last position so every tile rotates as the whole call does.
+void rope(const float* x, int64_t s, int64_t first_pos, const Rope& p, float* y,
+          int64_t freq_pos = -1);
 
 }  // namespace qbc::numerics

@@ -1,0 +1,55 @@
+// A runner::Runner over a simulated device: one sequence on one instance slot. Tokens are
+// embedded on the host (fp32 table, as the vendor's contract has it), rounded to fp16 into
+// the slot's input buffer, run through the prefill program in calls of at most
+// Bundle::chunk tokens (the decode program for a call of one token), and the fp32 logits
+// are read back from the slot's output buffer.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "qbc/runner/runner.h"
+#include "qbc/runtime/device.h"
+#include "qbc/support/status.h"
+
+namespace qbc::runtime {
+
+class NpuSession final : public runner::Runner {
+ public:
+  /// A session on instance `slot` of `device`. Checks the bundle's model interface: the
+  /// input and output io buffers (fp16 [chunk, hidden], fp32 [chunk, vocab] per slot), the
+  /// host embedding [embed_rows, hidden] and the programs' max_seq.
+  static StatusOr<std::unique_ptr<NpuSession>> create(std::shared_ptr<Device> device, int slot = 0);
+
+  /// Fails with kResourceExhausted naming max_cache when position + tokens exceed it.
+  Status forward(const std::vector<int32_t>& tokens, std::vector<float>* logits) override;
+  Status forward_embeds(const std::vector<float>& embeds, int64_t seq,
+                        std::vector<float>* logits) override;
+  /// Sets the position to 0; cached entries past the position are never read again.
+  void reset() override { position_ = 0; }
+  int64_t position() const override { return position_; }
+  int64_t vocab_size() const override;
+  int64_t hidden_size() const override;
+  Status embed(const std::vector<int32_t>& tokens, std::vector<float>* out) const override;
+  /// Has no effect: per-node values exist only in the fake-quant evaluator.
+  void set_keep_activations(bool keep) override {}
+  /// kUnimplemented: per-node values exist only in the fake-quant evaluator.
+  Status activation(const std::string& node, std::vector<float>* out,
+                    std::vector<int64_t>* shape) const override;
+
+  Device& device() { return *device_; }
+  int slot() const { return slot_; }
+
+ private:
+  NpuSession(std::shared_ptr<Device> device, int slot) : device_(std::move(device)), slot_(slot) {}
+  /// One device call of `seq` <= chunk tokens from rows `embeds` [seq, hidden].
+  Status call(const float* embeds, int64_t seq, float* logits);
+
+  std::shared_ptr<Device> device_;
+  int slot_ = 0;
+  int64_t position_ = 0;
+};
+
+}  // namespace qbc::runtime

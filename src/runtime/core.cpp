@@ -1,0 +1,94 @@
+// Operand resolution and the attention parameter cache of a core (see core.h).
+#include "core.h"
+
+#include <cstring>
+
+#include "values.h"
+
+namespace qbc::runtime {
+namespace {
+
+Status outside(const char* what, const isa::Buffer& b, int64_t lo, int64_t hi) {
+  return invalid_argument(what, ": bytes [", lo, ", ", hi, ") outside buffer '", b.name, "' (",
+                          b.bytes, " bytes)");
+}
+
+}  // namespace
+
+StatusOr<uint8_t*> Core::sram_at(const isa::Ref& r, int64_t bytes, const char* what) const {
+  if (!r.valid()) return invalid_argument(what, ": no buffer");
+  const isa::Buffer& b = bundle.buffers[static_cast<size_t>(r.buffer)];
+  if (b.space != isa::Space::kSram || b.core != index) {
+    return invalid_argument(what, ": buffer '", b.name, "' is not in the SRAM of core ", index);
+  }
+  const int64_t off = eval(r.offset);
+  if (off < 0 || bytes < 0 || off + bytes > b.bytes) return outside(what, b, off, off + bytes);
+  return sram + b.offset + off;
+}
+
+StatusOr<uint8_t*> Core::sram_opt(const isa::Ref& r, int64_t bytes, const char* what) const {
+  if (!r.valid()) return static_cast<uint8_t*>(nullptr);
+  return sram_at(r, bytes, what);
+}
+
+StatusOr<uint8_t*> Core::dram_at(const isa::Ref& r, int64_t lo, int64_t hi,
+                                 const char* what) const {
+  if (!r.valid()) return invalid_argument(what, ": no buffer");
+  const isa::Buffer& b = bundle.buffers[static_cast<size_t>(r.buffer)];
+  if (b.space != isa::Space::kDram) {
+    return invalid_argument(what, ": buffer '", b.name, "' is not a DRAM buffer");
+  }
+  const int64_t off = eval(r.offset);
+  if (off + lo < 0 || off + hi > b.bytes) return outside(what, b, off + lo, off + hi);
+  return dram + b.offset + static_cast<int64_t>(slot) * b.slot_stride + off;
+}
+
+StatusOr<int64_t> Core::count(const isa::Expr& e, const char* what) const {
+  const int64_t v = eval(e);
+  if (v < 0) return invalid_argument(what, " = ", v, " (", e.to_string(), ") is negative");
+  return v;
+}
+
+StatusOr<const numerics::Attention*> Core::attention(int32_t attn, const isa::Ref& params) {
+  const isa::AttnDesc& d = bundle.attentions[static_cast<size_t>(attn)];
+  const int64_t kvw = d.kv_heads * d.head_dim;
+  const int64_t floats = isa::attn_params_floats(d.heads, d.kv_heads, d.head_dim);
+  QBC_ASSIGN_OR_RETURN(const uint8_t* p, sram_at(params, 4 * floats, "params"));
+  AttnEntry& e = data.attentions[static_cast<size_t>(attn)];
+  if (e.valid && std::memcmp(e.raw.data(), p, e.raw.size()) == 0) return &e.attn;
+  e.raw.assign(p, p + 4 * floats);
+  numerics::Attention& a = e.attn;
+  a = numerics::Attention();
+  a.heads = d.heads;
+  a.kv_heads = d.kv_heads;
+  a.head_dim = d.head_dim;
+  a.window = d.window;
+  a.max_cache = d.capacity;
+  a.scale = d.scale;
+  a.softcap = d.softcap;
+  a.quantized = true;
+  a.k_bits = d.k_bits;
+  a.v_bits = d.v_bits;
+  a.p_bits = d.p_bits;
+  a.q_dynamic = d.q_dynamic;
+  auto take = [&](std::vector<float>* dst, int64_t n) {
+    dst->resize(static_cast<size_t>(n));
+    load(p, n, dst->data());
+    p += 4 * n;
+  };
+  take(&a.q_scale, d.heads);
+  take(&a.k_scale, kvw);
+  take(&a.v_scale, kvw);
+  take(&a.k_offset, kvw);
+  take(&a.v_offset, kvw);
+  std::vector<float> rot;
+  take(&rot, kvw);
+  if (d.rotating) {
+    a.k_rot_offset = std::move(rot);
+    a.k_rope = decoded.ropes[static_cast<size_t>(d.k_rope)];
+  }
+  e.valid = true;
+  return &e.attn;
+}
+
+}  // namespace qbc::runtime

@@ -1,0 +1,82 @@
+// The execution context of one core while it runs an instruction: its memory, the values of
+// the expressions (runtime values and loop variables), its counters and caches. Operand
+// refs are resolved here, once per instruction, into bounds-checked host pointers.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "qbc/isa/program.h"
+#include "qbc/numerics/attention.h"
+#include "qbc/numerics/rope.h"
+#include "qbc/runtime/device.h"
+#include "qbc/support/status.h"
+
+namespace qbc::runtime {
+
+class ThreadPool;
+
+/// A decoded attention parameter block, kept while the block's bytes stay the same.
+struct AttnEntry {
+  std::vector<uint8_t> raw;  ///< the fp32 block as read
+  numerics::Attention attn;
+  bool valid = false;
+};
+
+/// What a core keeps between instructions and calls.
+struct CoreData {
+  std::vector<AttnEntry> attentions;  ///< by Bundle::attentions index
+};
+
+/// The bundle-wide decoded data every core reads (built once by Device::create).
+struct Decoded {
+  std::vector<numerics::Rope> ropes;  ///< Bundle::ropes as numerics::Rope
+};
+
+struct Core {
+  const isa::Bundle& bundle;
+  const Decoded& decoded;
+  const isa::Env& env;
+  uint8_t* sram;  ///< this physical core's SRAM (Bundle::sram_bytes)
+  uint8_t* dram;  ///< device DRAM
+  int64_t dram_size;
+  int slot;       ///< the instance
+  int32_t index;  ///< the core within the instance (Buffer::core of its SRAM buffers)
+  CoreCounters& counters;
+  CoreData& data;
+  ThreadPool& pool;
+
+  /// The SRAM bytes [offset, offset + bytes) of ref `r` (`what` names the operand in
+  /// errors): the buffer must be an SRAM buffer of this core and the range inside it.
+  StatusOr<uint8_t*> sram_at(const isa::Ref& r, int64_t bytes, const char* what) const;
+  /// The same for an optional operand: nullptr when `r` is not valid.
+  StatusOr<uint8_t*> sram_opt(const isa::Ref& r, int64_t bytes, const char* what) const;
+  /// The DRAM base of ref `r` for this slot, checking that bytes [lo, hi) relative to it lie
+  /// inside the DRAM buffer.
+  StatusOr<uint8_t*> dram_at(const isa::Ref& r, int64_t lo, int64_t hi, const char* what) const;
+  int64_t eval(const isa::Expr& e) const { return e.eval(env); }
+  /// rows-like counts: the value of `e`, which must be >= 0.
+  StatusOr<int64_t> count(const isa::Expr& e, const char* what) const;
+  /// The attention `attn` with its parameters read from `params` (SRAM), decoded once and
+  /// again only when the block's bytes change.
+  StatusOr<const numerics::Attention*> attention(int32_t attn, const isa::Ref& params);
+};
+
+// One function per op (exec_*.cpp). Each resolves its operands, computes with the numerics
+// kernels and bumps the counters; the interpreter prefixes errors with the instruction.
+Status exec_dma(const isa::Dma& op, Core& c);
+Status exec_quantize(const isa::Quantize& op, Core& c);
+Status exec_matmul(const isa::MatMul& op, Core& c);
+Status exec_requant(const isa::Requant& op, Core& c);
+Status exec_rms_norm(const isa::RmsNorm& op, Core& c);
+Status exec_rope(const isa::Rope& op, Core& c);
+Status exec_eltwise(const isa::Eltwise& op, Core& c);
+Status exec_kv_quant(const isa::KvQuant& op, Core& c);
+Status exec_query_prep(const isa::QueryPrep& op, Core& c);
+Status exec_qk_scores(const isa::QkScores& op, Core& c);
+Status exec_exp_accum(const isa::ExpAccum& op, Core& c);
+Status exec_merge(const isa::Merge& op, Core& c);
+Status exec_attn_out(const isa::AttnOut& op, Core& c);
+
+}  // namespace qbc::runtime

@@ -1,0 +1,48 @@
+// dma: strided row copies between DRAM and a core's SRAM, with ring addressing on the DRAM
+// side (isa::Dma). Device::create has checked that one side is DRAM, the other this core's
+// SRAM, and that strides are non-negative.
+#include <cstring>
+
+#include "core.h"
+
+namespace qbc::runtime {
+
+Status exec_dma(const isa::Dma& op, Core& c) {
+  ++c.counters.dma;
+  QBC_ASSIGN_OR_RETURN(const int64_t rows, c.count(op.rows, "rows"));
+  if (rows == 0 || op.row_bytes == 0) return ok_status();
+  const isa::Buffer& src = c.bundle.buffers[static_cast<size_t>(op.src.buffer)];
+  const bool load = src.space == isa::Space::kDram;
+  const isa::Ref& dram_ref = load ? op.src : op.dst;
+  const isa::Ref& sram_ref = load ? op.dst : op.src;
+  const int64_t sram_stride = load ? op.dst_stride : op.src_stride;
+  const int64_t dram_stride = load ? op.src_stride : op.dst_stride;
+  QBC_ASSIGN_OR_RETURN(uint8_t * s, c.sram_at(sram_ref, (rows - 1) * sram_stride + op.row_bytes,
+                                              load ? "dst" : "src"));
+  const bool ring = op.ring_rows > 0;
+  const int64_t dram_span = ring ? (op.ring_rows - 1) * op.ring_stride + op.row_bytes
+                                 : (rows - 1) * dram_stride + op.row_bytes;
+  QBC_ASSIGN_OR_RETURN(uint8_t * d, c.dram_at(dram_ref, 0, dram_span, load ? "src" : "dst"));
+  const int64_t r0 = ring ? c.eval(op.ring_row0) : 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t dram_row = r * dram_stride;
+    if (ring) {
+      int64_t ring_row = (r0 + r) % op.ring_rows;
+      if (ring_row < 0) ring_row += op.ring_rows;
+      dram_row = ring_row * op.ring_stride;
+    }
+    uint8_t* sp = s + r * sram_stride;
+    uint8_t* dp = d + dram_row;
+    if (load) {
+      std::memcpy(sp, dp, static_cast<size_t>(op.row_bytes));
+    } else {
+      std::memcpy(dp, sp, static_cast<size_t>(op.row_bytes));
+    }
+  }
+  const isa::Buffer& dram_buf = c.bundle.buffers[static_cast<size_t>(dram_ref.buffer)];
+  const int purpose = static_cast<int>(dram_buf.purpose);
+  (load ? c.counters.dram_read : c.counters.dram_written)[purpose] += rows * op.row_bytes;
+  return ok_status();
+}
+
+}  // namespace qbc::runtime

@@ -1,0 +1,22 @@
+// The integer dot-product kernel under the executor's matmul: int16 activations (codes
+// minus their zero point) against int8 weight rows, exact int32 sums. AVX2 (vpmaddwd) when
+// the host has it, picked at run time, else portable loops; both give the same integers.
+#pragma once
+
+#include <cstdint>
+
+namespace qbc::runtime {
+
+/// The longest `len` for which dot_tile's int32 sums are exact when |x| <= 255 and
+/// -128 <= w <= 127 (len * 255 * 128 < 2^31).
+inline constexpr int64_t kMaxExactDotLen = 65536;
+
+/// out[m * ldo + j * jstride] = Σ_{k < len} x[m * ldx + k] * w[j * ldw + k] for m < rows,
+/// j < n, in int32 (exact for |x| <= 255 and len <= kMaxExactDotLen).
+void dot_tile(const int16_t* x, int64_t ldx, int64_t rows, const int8_t* w, int64_t ldw, int64_t n,
+              int64_t len, int32_t* out, int64_t ldo, int64_t jstride);
+
+/// Whether dot_tile uses the AVX2 kernel on this host.
+bool dot_tile_uses_avx2();
+
+}  // namespace qbc::runtime

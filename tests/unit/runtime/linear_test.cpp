@@ -1,0 +1,216 @@
+// quantize + matmul + requant against numerics::qlinear, bit for bit: per-channel and
+// grouped weight scales, weight zero points, int4 weights, static and per-token inputs,
+// 16-bit inputs, fp16 and fp32 outputs, and K split into two tiles (integer accumulation
+// across tiles for per-channel scales, fp32 partial sums in group order for groups).
+#include "qbc/numerics/linear.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "test_bundle.h"
+#include "test_support.h"
+
+namespace qbc::runtime {
+namespace {
+
+using isa::DType;
+using isa::Expr;
+using testing::BundleBuilder;
+
+struct LinearCase {
+  const char* name;
+  int64_t s, in, out, group;
+  int w_bits;
+  bool w_zero;
+  int in_bits;
+  bool in_dynamic, in_asym, bias, out_fp16;
+  int ktiles;
+};
+
+numerics::QLinear make_params(const LinearCase& c) {
+  numerics::QLinear p;
+  p.out = c.out;
+  p.in = c.in;
+  const int hi = c.w_bits == 4 ? 7 : 127;
+  p.wq = testing::random_codes(static_cast<size_t>(c.out * c.in), 11, -hi - 1, hi);
+  const int64_t groups = c.group > 0 ? (c.in + c.group - 1) / c.group : 1;
+  std::mt19937 g(5);
+  std::uniform_real_distribution<float> u(0.001f, 0.02f);
+  for (int64_t i = 0; i < c.out * groups; ++i) p.wscale.push_back(i % 3 == 1 ? -u(g) : u(g));
+  if (c.w_zero) p.wzero = testing::random_codes(p.wscale.size(), 13, -hi - 1, hi);
+  if (c.bias) {
+    for (int64_t i = 0; i < c.out; ++i) p.bias.push_back(0.01f * static_cast<float>(i % 7) - 0.03f);
+  }
+  p.in_bits = c.in_bits;
+  p.in_dynamic = c.in_dynamic;
+  p.in_asym = c.in_asym;
+  p.in_scale = 0.013f;
+  p.in_zero = c.in_asym && !c.in_dynamic ? 9 : 0;
+  p.group = c.group;
+  p.out_fp16 = c.out_fp16;
+  return p;
+}
+
+/// The program: load x, quantize, per K tile matmul (+ requant for groups), requant, store.
+std::vector<float> run_linear(const LinearCase& c, const numerics::QLinear& p,
+                              const std::vector<float>& x, int threads) {
+  BundleBuilder bb(1, 1, 1 << 20, /*chunk=*/8);
+  const int64_t groups = c.group > 0 ? (c.in + c.group - 1) / c.group : 1;
+  const int64_t kt = c.in / c.ktiles;
+  const DType wt = c.w_bits == 4 ? DType::kI4 : DType::kI8;
+  const DType xt = c.in_bits == 16 ? DType::kI16 : DType::kI8;
+  const int64_t cb = c.in_bits == 16 ? 2 : 1, yb = c.out_fp16 ? 2 : 4;
+  const DType acct = c.in_bits == 16 ? DType::kI64 : DType::kI32;
+  const int64_t accb = acct == DType::kI64 ? 8 : 4;
+  const Expr seq = Expr::sym(isa::Sym::kSeq);
+
+  const int32_t x_d = bb.dram("x", isa::Purpose::kActivations, c.s * c.in * 2);
+  const int32_t y_d = bb.dram("y", isa::Purpose::kActivations, c.s * c.out * yb);
+  const int32_t ws_d = bb.weights("ws", testing::raw_bytes(p.wscale));
+  const int32_t bias_d = c.bias ? bb.weights("bias", testing::raw_bytes(p.bias)) : -1;
+  const int32_t x_s = bb.sram("x", 0, c.s * c.in * 2);
+  const int32_t codes_s = bb.sram("codes", 0, c.s * c.in * cb);
+  const int32_t xs_s = bb.sram("xs", 0, c.s * 4);
+  const int32_t xz_s = bb.sram("xz", 0, c.s * 4);
+  const int32_t ws_s = bb.sram("ws", 0, c.out * groups * 4);
+  const int32_t bias_s = c.bias ? bb.sram("bias", 0, c.out * 4) : -1;
+  const int32_t fsum_s = bb.sram("fsum", 0, c.s * c.out * 4);
+  const int32_t y_s = bb.sram("y", 0, c.s * c.out * yb);
+  const int32_t node = bb.node("blk.0.mlp.down");
+
+  bb.copy(0, bb.ref(x_s), bb.ref(x_d), c.in * 2, seq);
+  bb.copy(0, bb.ref(ws_s), bb.ref(ws_d), c.out * groups * 4);
+  if (c.bias) bb.copy(0, bb.ref(bias_s), bb.ref(bias_d), c.out * 4);
+  isa::Quantize q;
+  q.x = bb.ref(x_s);
+  q.codes = bb.ref(codes_s);
+  q.scale = bb.ref(xs_s);
+  q.zero = bb.ref(xz_s);
+  q.rows = seq;
+  q.k = c.in;
+  q.bits = c.in_bits;
+  q.mode = c.in_dynamic
+               ? (c.in_asym ? isa::QuantMode::kTokenAffine : isa::QuantMode::kTokenSymmetric)
+               : (c.in_asym ? isa::QuantMode::kStaticAffine : isa::QuantMode::kStaticSymmetric);
+  q.static_scale = p.in_scale;
+  q.static_zero = p.in_zero;
+  bb.emit(0, q, node);
+
+  const int64_t tile_groups = c.group > 0 ? (kt + c.group - 1) / c.group : 1;
+  int32_t acc_s = -1;
+  for (int t = 0; t < c.ktiles; ++t) {
+    const int64_t k0 = t * kt;
+    // The weight tile [out, kt] and its zero points [out, tile_groups], pre-tiled.
+    std::vector<int32_t> wt_codes, wt_zero;
+    for (int64_t j = 0; j < c.out; ++j) {
+      for (int64_t k = 0; k < kt; ++k)
+        wt_codes.push_back(p.wq[static_cast<size_t>(j * c.in + k0 + k)]);
+      if (c.w_zero) {
+        for (int64_t g = 0; g < tile_groups; ++g) {
+          const int64_t gg = c.group > 0 ? k0 / c.group + g : 0;
+          wt_zero.push_back(p.wzero[static_cast<size_t>(j * groups + gg)]);
+        }
+      }
+    }
+    const std::string sfx = std::to_string(t);
+    const int32_t w_d = bb.weights("w" + sfx, testing::code_bytes(wt_codes, c.out, kt, wt));
+    const int32_t w_s = bb.sram("w" + sfx, 0, c.out * isa::dtype_bytes(wt, kt));
+    bb.copy(0, bb.ref(w_s), bb.ref(w_d), c.out * isa::dtype_bytes(wt, kt));
+    int32_t wz_s = -1;
+    if (c.w_zero) {
+      const int32_t wz_d = bb.weights("wz" + sfx, testing::raw_bytes(wt_zero));
+      wz_s = bb.sram("wz" + sfx, 0, c.out * tile_groups * 4);
+      bb.copy(0, bb.ref(wz_s), bb.ref(wz_d), c.out * tile_groups * 4);
+    }
+    if (acc_s < 0 || c.group > 0) acc_s = bb.sram("acc" + sfx, 0, c.s * c.out * tile_groups * accb);
+    isa::MatMul m;
+    m.x = bb.ref(codes_s, Expr(k0 * cb));
+    m.xzero = c.in_asym ? bb.ref(xz_s) : isa::Ref{};
+    m.w = bb.ref(w_s);
+    m.wzero = c.w_zero ? bb.ref(wz_s) : isa::Ref{};
+    m.acc = bb.ref(acc_s);
+    m.rows = seq;
+    m.n = c.out;
+    m.kt = kt;
+    m.ldx = c.in;
+    m.group = c.group;
+    m.xtype = xt;
+    m.wtype = wt;
+    m.acctype = acct;
+    m.accumulate = c.group == 0 && t > 0;
+    bb.emit(0, m, node);
+    if (c.group > 0 || t == c.ktiles - 1) {
+      isa::Requant r;
+      r.acc = bb.ref(acc_s);
+      r.xscale = bb.ref(xs_s);
+      r.wscale = bb.ref(ws_s, Expr(c.group > 0 ? k0 / c.group * 4 : 0));
+      r.fsum = bb.ref(fsum_s);
+      r.bias = c.bias ? bb.ref(bias_s) : isa::Ref{};
+      r.y = bb.ref(y_s);
+      r.rows = seq;
+      r.n = c.out;
+      r.gt = tile_groups;
+      r.ws_stride = groups;
+      r.ldy = c.out;
+      r.acctype = acct;
+      r.ytype = c.out_fp16 ? DType::kF16 : DType::kF32;
+      r.first = c.group == 0 || t == 0;
+      r.last = t == c.ktiles - 1;
+      bb.emit(0, r, node);
+    }
+  }
+  bb.copy(0, bb.ref(y_d), bb.ref(y_s), c.out * yb, seq);
+  std::shared_ptr<Device> dev = testing::make_device(bb.finish(), threads);
+  if (dev == nullptr) return {};
+  testing::write(*dev, x_d, testing::f16_bytes(x));
+  const Status st = dev->run(isa::Phase::kPrefill, 0, 0, c.s);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  const CoreCounters& k = dev->counters()[0];
+  EXPECT_EQ(k.macs, c.s * c.out * c.in);
+  std::vector<uint8_t> y = testing::read(*dev, y_d, c.s * c.out * yb);
+  return c.out_fp16 ? testing::f16_values(y) : testing::values_of<float>(y);
+}
+
+class RuntimeLinear : public ::testing::TestWithParam<LinearCase> {};
+
+TEST_P(RuntimeLinear, EqualsQlinearBitForBit) {
+  const LinearCase& c = GetParam();
+  const numerics::QLinear p = make_params(c);
+  std::vector<float> x = testing::random_f16(static_cast<size_t>(c.s * c.in), 3, 2.0f);
+  x[5] = 60.0f;  // an outlier channel
+  std::vector<float> want(static_cast<size_t>(c.s * c.out));
+  numerics::qlinear(x.data(), c.s, p, want.data());
+  EXPECT_TRUE(testing::same_bits(run_linear(c, p, x, 1), want));
+  EXPECT_TRUE(testing::same_bits(run_linear(c, p, x, 2), want));
+}
+
+//                        name                s  in  out grp wb  wz     ib  dyn    asym   bias fp16
+//                        kt
+const LinearCase kCases[] = {
+    {"per_channel_token_affine", 3, 40, 24, 0, 8, false, 8, true, true, true, true, 1},
+    {"per_channel_token_sym_fp32", 5, 64, 20, 0, 8, false, 8, true, false, false, false, 1},
+    {"static_affine", 2, 48, 17, 0, 8, false, 8, false, true, true, true, 1},
+    {"static_sym_int4", 4, 40, 9, 0, 4, false, 8, false, false, false, true, 1},
+    {"grouped_short_last_group", 3, 40, 12, 16, 8, false, 8, true, true, true, true, 1},
+    {"grouped_zero_points_int4", 6, 64, 10, 16, 4, true, 8, true, true, false, true, 1},
+    {"per_channel_zero_points", 2, 33, 8, 0, 8, true, 8, true, true, true, true, 1},
+    {"k_tiled_per_channel", 5, 64, 13, 0, 8, false, 8, true, true, true, true, 2},
+    {"k_tiled_grouped_zero", 3, 64, 11, 16, 4, true, 8, true, true, true, true, 2},
+    {"in16_token_sym", 2, 40, 7, 0, 8, false, 16, true, false, true, true, 1},
+    {"in16_k_tiled_grouped", 3, 64, 6, 16, 8, true, 16, true, true, false, false, 2},
+    {"many_rows_avx_tiles", 8, 96, 37, 32, 8, true, 8, true, true, true, true, 1},
+    // Over 2^20 MACs: channel blocks on the host threads.
+    {"large_threaded", 8, 512, 300, 0, 8, false, 8, true, true, true, true, 1},
+    {"large_threaded_grouped_int4", 7, 512, 301, 64, 4, true, 8, true, true, true, true, 2},
+};
+
+INSTANTIATE_TEST_SUITE_P(Cases, RuntimeLinear, ::testing::ValuesIn(kCases),
+                         [](const ::testing::TestParamInfo<LinearCase>& i) {
+                           return std::string(i.param.name);
+                         });
+
+}  // namespace
+}  // namespace qbc::runtime

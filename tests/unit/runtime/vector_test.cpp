@@ -1,0 +1,223 @@
+// rms_norm, rope and the elementwise ops against their numerics kernels, bit for bit: whole
+// rows and grouped norms (weights [width], the group's weight repeated), rope over runtime
+// positions with LongRoPE frequencies (a call split into two row tiles that name the call's last
+// position rotates as the whole call), every elementwise op on fp16 body values and on fp32 head
+// values.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "qbc/numerics/elementwise.h"
+#include "qbc/numerics/norm.h"
+#include "qbc/numerics/rope.h"
+#include "test_bundle.h"
+#include "test_support.h"
+
+namespace qbc::runtime {
+namespace {
+
+using isa::Expr;
+using testing::BundleBuilder;
+
+const Expr kSeq = Expr::sym(isa::Sym::kSeq);
+const Expr kStart = Expr::sym(isa::Sym::kStart);
+
+/// Runs the prefill program of `bb` at (start, seq) and returns the device.
+std::shared_ptr<Device> run(BundleBuilder& bb, int32_t in, const std::vector<uint8_t>& x,
+                            int64_t start, int64_t seq) {
+  std::shared_ptr<Device> d = testing::make_device(bb.finish());
+  if (d == nullptr) return nullptr;
+  testing::write(*d, in, x);
+  const Status s = d->run(isa::Phase::kPrefill, 0, start, seq);
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  return d;
+}
+
+struct NormCase {
+  int64_t width, group;
+  double unit_offset;
+};
+
+class RuntimeRmsNorm : public ::testing::TestWithParam<NormCase> {};
+
+TEST_P(RuntimeRmsNorm, EqualsNumerics) {
+  const NormCase& c = GetParam();
+  const int64_t s = 3, n = s * c.width, wn = c.group > 0 ? c.group : c.width;
+  const std::vector<float> x = testing::random_f16(static_cast<size_t>(n), 21, 3.0f);
+  const std::vector<float> w = testing::random_f16(static_cast<size_t>(wn), 22, 1.5f);
+  // The program's weights are [width]: a grouped norm's weight repeated per group.
+  std::vector<float> wide;
+  while (static_cast<int64_t>(wide.size()) < c.width) wide.insert(wide.end(), w.begin(), w.end());
+  BundleBuilder bb;
+  const int32_t x_d = bb.dram("x", isa::Purpose::kActivations, n * 2);
+  const int32_t y_d = bb.dram("y", isa::Purpose::kActivations, n * 2);
+  const int32_t w_d = bb.weights("w", testing::raw_bytes(wide));
+  const int32_t x_s = bb.sram("x", 0, n * 2), y_s = bb.sram("y", 0, n * 2);
+  const int32_t w_s = bb.sram("w", 0, c.width * 4);
+  bb.copy(0, bb.ref(x_s), bb.ref(x_d), c.width * 2, kSeq);
+  bb.copy(0, bb.ref(w_s), bb.ref(w_d), c.width * 4);
+  isa::RmsNorm op;
+  op.x = bb.ref(x_s);
+  op.weight = bb.ref(w_s);
+  op.y = bb.ref(y_s);
+  op.rows = kSeq;
+  op.width = c.width;
+  op.group = c.group;
+  op.eps = 1e-5;
+  op.unit_offset = c.unit_offset;
+  bb.emit(0, op);
+  bb.copy(0, bb.ref(y_d), bb.ref(y_s), c.width * 2, kSeq);
+  std::shared_ptr<Device> d = run(bb, x_d, testing::f16_bytes(x), 0, s);
+  ASSERT_NE(d, nullptr);
+  std::vector<float> want(static_cast<size_t>(n));
+  numerics::rms_norm(x.data(), s, c.width, w, 1e-5, c.unit_offset, c.group, want.data());
+  EXPECT_TRUE(testing::same_bits(testing::f16_values(testing::read(*d, y_d, n * 2)), want));
+  EXPECT_EQ(d->counters()[0].vector_ops, n);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, RuntimeRmsNorm,
+                         ::testing::Values(NormCase{32, 0, 0.0}, NormCase{32, 8, 1.0},
+                                           NormCase{48, 16, 0.0}));
+
+isa::RopeDesc long_rope() {
+  isa::RopeDesc r;
+  r.heads = 2;
+  r.head_dim = 8;
+  r.rotary_dim = 6;
+  r.inv_freq = {1.0, 0.1, 0.01};
+  r.long_inv_freq = {0.5, 0.05, 0.005};
+  r.original_max_positions = 4;
+  return r;
+}
+
+numerics::Rope to_numerics(const isa::RopeDesc& d) {
+  numerics::Rope r;
+  r.heads = d.heads;
+  r.head_dim = d.head_dim;
+  r.rotary_dim = d.rotary_dim;
+  r.inv_freq = d.inv_freq;
+  r.long_inv_freq = d.long_inv_freq;
+  r.original_max_positions = d.original_max_positions;
+  return r;
+}
+
+/// One rope instruction for the whole call, or two row tiles (2 rows, then the rest).
+void rope_at(bool tiled) {
+  const int64_t start = 2, s = 5, width = 16, n = s * width;
+  const std::vector<float> x = testing::random_f16(static_cast<size_t>(n), 31, 2.0f);
+  BundleBuilder bb;
+  bb.bundle().ropes.push_back(long_rope());
+  const int32_t x_d = bb.dram("x", isa::Purpose::kActivations, n * 2);
+  const int32_t y_d = bb.dram("y", isa::Purpose::kActivations, n * 2);
+  const int32_t x_s = bb.sram("x", 0, n * 2), y_s = bb.sram("y", 0, n * 2);
+  bb.copy(0, bb.ref(x_s), bb.ref(x_d), width * 2, kSeq);
+  isa::Rope op;
+  op.rope = 0;
+  op.freq_pos = kStart + kSeq - 1;
+  if (tiled) {
+    op.x = bb.ref(x_s);
+    op.y = bb.ref(y_s);
+    op.rows = 2;
+    op.pos0 = kStart;
+    bb.emit(0, op);
+    op.x = bb.ref(x_s, Expr(2 * width * 2));
+    op.y = bb.ref(y_s, Expr(2 * width * 2));
+    op.rows = kSeq - 2;
+    op.pos0 = kStart + 2;
+    bb.emit(0, op);
+  } else {
+    op.x = bb.ref(x_s);
+    op.y = bb.ref(y_s);
+    op.rows = kSeq;
+    op.pos0 = kStart;
+    bb.emit(0, op);
+  }
+  bb.copy(0, bb.ref(y_d), bb.ref(y_s), width * 2, kSeq);
+  std::shared_ptr<Device> d = run(bb, x_d, testing::f16_bytes(x), start, s);
+  ASSERT_NE(d, nullptr);
+  std::vector<float> want(static_cast<size_t>(n));
+  numerics::rope(x.data(), s, start, to_numerics(long_rope()), want.data());
+  EXPECT_TRUE(testing::same_bits(testing::f16_values(testing::read(*d, y_d, n * 2)), want));
+}
+
+TEST(RuntimeRope, EqualsNumericsAtRuntimePositions) { rope_at(false); }
+TEST(RuntimeRope, RowTilesNamingTheLastPositionEqualTheWholeCall) { rope_at(true); }
+
+struct EltCase {
+  isa::EltOp op;
+  isa::DType type;
+};
+
+class RuntimeEltwise : public ::testing::TestWithParam<EltCase> {};
+
+TEST_P(RuntimeEltwise, EqualsNumerics) {
+  const EltCase& c = GetParam();
+  const int64_t s = 3, width = 24, n = s * width;
+  const bool f16 = c.type == isa::DType::kF16;
+  const int64_t eb = f16 ? 2 : 4;
+  std::vector<float> a = testing::random_f16(static_cast<size_t>(n), 41, 6.0f);
+  std::vector<float> b = testing::random_f16(static_cast<size_t>(n), 42, 6.0f);
+  if (!f16) {  // fp32 head values: not fp16-representable
+    for (size_t i = 0; i < a.size(); ++i) a[i] = a[i] * 1.0001f + 1e-4f;
+  }
+  auto bytes = [&](const std::vector<float>& v) {
+    return f16 ? testing::f16_bytes(v) : testing::raw_bytes(v);
+  };
+  BundleBuilder bb;
+  const int32_t a_d = bb.dram("a", isa::Purpose::kActivations, n * eb);
+  const int32_t b_d = bb.weights("b", bytes(b));
+  const int32_t y_d = bb.dram("y", isa::Purpose::kActivations, n * eb);
+  const int32_t a_s = bb.sram("a", 0, n * eb), b_s = bb.sram("b", 0, n * eb);
+  const int32_t y_s = bb.sram("y", 0, n * eb);
+  bb.copy(0, bb.ref(a_s), bb.ref(a_d), width * eb, kSeq);
+  bb.copy(0, bb.ref(b_s), bb.ref(b_d), n * eb);
+  isa::Eltwise op;
+  op.op = c.op;
+  op.a = bb.ref(a_s);
+  op.b = bb.ref(b_s);
+  op.y = bb.ref(y_s);
+  op.rows = kSeq;
+  op.width = width;
+  op.factor = c.op == isa::EltOp::kSoftcap ? 5.0f : 0.37f;
+  op.type = c.type;
+  bb.emit(0, op);
+  bb.copy(0, bb.ref(y_d), bb.ref(y_s), width * eb, kSeq);
+  std::shared_ptr<Device> d = run(bb, a_d, bytes(a), 0, s);
+  ASSERT_NE(d, nullptr);
+  std::vector<float> want(static_cast<size_t>(n));
+  switch (c.op) {
+    case isa::EltOp::kAdd:
+      numerics::add(a.data(), b.data(), n, f16, want.data());
+      break;
+    case isa::EltOp::kSilu:
+    case isa::EltOp::kGelu:
+      numerics::gated_act(a.data(), b.data(), n, c.op == isa::EltOp::kGelu, f16, want.data());
+      break;
+    case isa::EltOp::kScale:
+      numerics::scale(a.data(), n, op.factor, f16, want.data());
+      break;
+    case isa::EltOp::kSoftcap:
+      numerics::softcap(a.data(), n, op.factor, f16, want.data());
+      break;
+  }
+  const std::vector<uint8_t> y = testing::read(*d, y_d, n * eb);
+  EXPECT_TRUE(
+      testing::same_bits(f16 ? testing::f16_values(y) : testing::values_of<float>(y), want));
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, RuntimeEltwise,
+                         ::testing::Values(EltCase{isa::EltOp::kAdd, isa::DType::kF16},
+                                           EltCase{isa::EltOp::kSilu, isa::DType::kF16},
+                                           EltCase{isa::EltOp::kGelu, isa::DType::kF16},
+                                           EltCase{isa::EltOp::kScale, isa::DType::kF16},
+                                           EltCase{isa::EltOp::kSoftcap, isa::DType::kF16},
+                                           EltCase{isa::EltOp::kAdd, isa::DType::kF32},
+                                           EltCase{isa::EltOp::kScale, isa::DType::kF32},
+                                           EltCase{isa::EltOp::kSoftcap, isa::DType::kF32}),
+                         [](const ::testing::TestParamInfo<EltCase>& i) {
+                           return std::string(isa::elt_name(i.param.op)) + "_" +
+                                  isa::dtype_name(i.param.type);
+                         });
+
+}  // namespace
+}  // namespace qbc::runtime
