@@ -211,7 +211,7 @@ struct AccessBuilder {
   }
   void operator()(const RmsNorm& n) {
     read(n.x, n.rows * Expr(2 * n.width));
-    read(n.weight, Expr(4 * n.width));
+    read(n.weight, Expr(4 * (n.group > 0 ? n.group : n.width)));
     write(n.y, n.rows * Expr(2 * n.width));
   }
   void operator()(const Rope& r) {

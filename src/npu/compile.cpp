@@ -408,7 +408,7 @@ void Compiler::layout_weights() {
     const Node& n = nodes[i];
     const int id = static_cast<int>(i);
     if (n.op == Op::kRmsNorm) {
-      const int64_t w = n.type.dim(-1);
+      const int64_t w = g_.find_weight(n.operands[1].weight)->type.num_elements();
       norm_[id].weight =
           add_dram(n.name + ".weight", isa::Purpose::kWeights, DType::kF32, 4 * w, {w}, false);
     } else if (n.op == Op::kAttention) {
@@ -743,12 +743,15 @@ void Compiler::lower_rows(const Node& n, int id, Stream& s, int c, int P, int64_
   const int32_t pass = pass_id("lower-vector");
   const ValueLoc& y = loc_[static_cast<size_t>(id)];
   std::vector<const ValueLoc*> in;
-  for (const ir::Operand& op : n.operands) {
-    if (!op.is_weight()) in.push_back(&loc_[static_cast<size_t>(op.value)]);
+  for (const ir::Operand& op : n.operands) {  // rope's positions come from the runtime values
+    if (!op.is_weight() && op.value != positions_)
+      in.push_back(&loc_[static_cast<size_t>(op.value)]);
   }
   const int64_t W = y.width;
   const int64_t eb = isa::dtype_bytes(y.type, 1);
-  const int64_t fixed = n.op == Op::kRmsNorm ? 4 * W : 0;
+  const int64_t wn =
+      n.op == Op::kRmsNorm && n.attrs.get_int("group") > 0 ? n.attrs.get_int("group") : W;
+  const int64_t fixed = n.op == Op::kRmsNorm ? 4 * wn : 0;
   const int64_t mt = row_tile(static_cast<int64_t>(in.size() + 1) * W * eb, fixed, cap);
   SramStage sram = stage(c, n.name);
   std::vector<int32_t> ibuf;
@@ -758,11 +761,11 @@ void Compiler::lower_rows(const Node& n, int id, Stream& s, int c, int P, int64_
   const int32_t obuf = sram.alloc("out", y.type, mt * W * eb, {mt, W});
   int32_t wbuf = -1;
   if (n.op == Op::kRmsNorm) {
-    wbuf = sram.alloc("weight", DType::kF32, 4 * W, {W});
+    wbuf = sram.alloc("weight", DType::kF32, 4 * wn, {wn});
     isa::Dma d;
     d.dst = ref(wbuf);
     d.src = ref(norm_[id].weight);
-    d.row_bytes = 4 * W;
+    d.row_bytes = 4 * wn;
     d.dst_stride = d.src_stride = d.row_bytes;
     s.emit(d, Queue::kLoad, id, pass);
   }

@@ -112,7 +112,7 @@ TEST(Layering, RuntimeIncludingIrFails) {
                        "src/runtime/CMakeLists.txt"))
       << r.out;
   EXPECT_TRUE(
-      contains(r.out, "policy \"runtime -> only support, numerics, mxq, runner\" forbids ir"))
+      contains(r.out, "policy \"runtime -> only support, numerics, mxq, runner, isa\" forbids ir"))
       << r.out;
   EXPECT_EQ(violations(r.out), 1) << r.out;
 }
@@ -127,7 +127,7 @@ TEST(Layering, RuntimeHeaderIncludingQuantFails) {
                        "qbc_quant is not a dependency of qbc_runtime"))
       << r.out;
   EXPECT_TRUE(contains(r.out,
-                       "policy \"runtime -> only support, numerics, mxq, runner\" forbids "
+                       "policy \"runtime -> only support, numerics, mxq, runner, isa\" forbids "
                        "quant"))
       << r.out;
 }
@@ -142,7 +142,7 @@ TEST(Layering, RuntimeLinkingIrIsAPolicyViolationEvenWhenCMakeAllowsIt) {
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_TRUE(contains(r.out,
                        "layering: src/runtime/CMakeLists.txt: qbc_runtime links qbc_ir; "
-                       "policy \"runtime -> only support, numerics, mxq, runner\" forbids "
+                       "policy \"runtime -> only support, numerics, mxq, runner, isa\" forbids "
                        "ir"))
       << r.out;
   EXPECT_TRUE(contains(r.out, "layering: src/runtime/x.cpp:6: includes \"qbc/ir/graph.h\": policy"))
@@ -269,7 +269,7 @@ TEST(Layering, PrintRulesTableComesFromCMake) {
   EXPECT_TRUE(contains(r.out, "\n| ir | support, proto (src only) |  |\n")) << r.out;
   EXPECT_TRUE(contains(r.out,
                        "\n| runtime | support, mxq, runner | only support, numerics, mxq, "
-                       "runner: "))
+                       "runner, isa: "))
       << r.out;
   EXPECT_TRUE(contains(r.out, "\n| npu | (planned: no src/npu/ yet) | never quant, ")) << r.out;
   EXPECT_TRUE(contains(r.out, "`src/ref/session.cpp` (qbc_ref_torch")) << r.out;

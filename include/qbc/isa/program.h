@@ -148,7 +148,9 @@ struct Requant {
   bool first = true, last = true;
 };
 
-/// RMSNorm of fp16 rows x[rows, width] with fp32 weights [width] (numerics rms_norm).
+/// RMSNorm of fp16 rows x[rows, width] with fp32 weights [width], or with `group > 0` of
+/// every group of `group` columns with the same weights [group] (q/k norms per head)
+/// (numerics rms_norm).
 struct RmsNorm {
   Ref x, weight, y;
   Expr rows = 1;

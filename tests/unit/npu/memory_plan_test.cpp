@@ -1,6 +1,8 @@
 // The memory plan from shapes: nothing on chip grows with the context, the DRAM plan grows by
 // exactly the KV cache, and a model that does not fit is refused with the table and the
 // largest context and batch that would.
+#include "qbc/npu/memory_plan.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,7 +16,6 @@
 #include "qbc/frontend/random_model.h"
 #include "qbc/isa/program.h"
 #include "qbc/npu/compile.h"
-#include "qbc/npu/memory_plan.h"
 #include "qbc/quant/shape_only.h"
 #include "test_support.h"
 
@@ -83,21 +84,21 @@ TEST(NpuMemoryPlan, LongContextChangesOnlyDramByTheKvSize) {
   QBC_ASSERT_OK(s);
   auto t = target("aries-rb");
   QBC_ASSERT_OK(t);
-  const std::vector<npu::ModeRequest> modes = {{isa::Scheme::kSingle, 1, 1},
-                                               {isa::Scheme::kGlobal4, 4, 1},
-                                               {isa::Scheme::kGlobal8, 8, 1}};
+  const std::vector<npu::ModeRequest> modes = {
+      {isa::Scheme::kSingle, 1, 1}, {isa::Scheme::kGlobal4, 4, 1}, {isa::Scheme::kGlobal8, 8, 1}};
   std::vector<npu::MemoryReport> r;
   for (int64_t ctx : {32768, 65536, 131072}) {
     auto b = plan(s->graph, *t, ctx, 1, modes);
     QBC_ASSERT_OK(b);
     r.push_back(npu::memory_report(*b));
-    std::printf("[npu] Qwen2.5-3B x2 layers at %lld: DRAM %lld (KV %lld), SRAM peak %lld, "
-                "program %lld\n",
-                static_cast<long long>(ctx), static_cast<long long>(r.back().dram.total()),
-                static_cast<long long>(r.back().dram.kv),
-                static_cast<long long>(*std::max_element(r.back().sram_peak.begin(),
-                                                         r.back().sram_peak.end())),
-                static_cast<long long>(r.back().program_bytes));
+    std::printf(
+        "[npu] Qwen2.5-3B x2 layers at %lld: DRAM %lld (KV %lld), SRAM peak %lld, "
+        "program %lld\n",
+        static_cast<long long>(ctx), static_cast<long long>(r.back().dram.total()),
+        static_cast<long long>(r.back().dram.kv),
+        static_cast<long long>(
+            *std::max_element(r.back().sram_peak.begin(), r.back().sram_peak.end())),
+        static_cast<long long>(r.back().program_bytes));
   }
   // 2 layers x 2 KV heads x 128 dims x (K + V) bytes per position at KV8.
   const int64_t per_pos = 2 * 2 * 128 * 2;
@@ -126,10 +127,10 @@ TEST(NpuMemoryPlan, Llama8BAt128KWithKv16DoesNotFitAndNamesTheLargestContext) {
   EXPECT_EQ(st.code(), Code::kResourceExhausted);
   const std::string& m = st.message();
   std::printf("[npu] %s\n", m.c_str());
-  for (const char* want : {"weights", "kv cache", "activations", "scratch", "reserve", "total",
-                           "device", "largest llm.attributes.maxCacheLength that fits",
-                           "largest llm.attributes.runtime.batchSize that fits",
-                           "the largest term is the kv cache"}) {
+  for (const char* want :
+       {"weights", "kv cache", "activations", "scratch", "reserve", "total", "device",
+        "largest llm.attributes.maxCacheLength that fits",
+        "largest llm.attributes.runtime.batchSize that fits", "the largest term is the kv cache"}) {
     EXPECT_TRUE(testing::contains(m, want)) << want;
   }
   // The named context fits, one more position does not.

@@ -1,0 +1,183 @@
+// The backend's contract: the NPU executor's logits equal the fake-quant evaluator's bit for
+// bit, for every family, quantization, scheme (cooperating cores), target and prefill chunk,
+// prefill and token-by-token decode (docs/numerics.md, tile invariance).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "qbc/config/config.h"
+#include "qbc/driver/backend.h"
+#include "qbc/driver/generate.h"
+#include "qbc/driver/model_loader.h"
+#include "qbc/driver/quantize.h"
+#include "qbc/runtime/device.h"
+#include "qbc/runtime/npu_session.h"
+#include "test_support.h"
+#include "unit/quant/transform_cases.h"
+
+namespace qbc {
+namespace {
+
+using testing::temp_dir;
+
+bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+size_t first_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return i;
+  }
+  return std::min(a.size(), b.size());
+}
+
+/// The families of the bit-exact suite: the transform cases plus the sliding-window
+/// variants (Gemma 2/3, Mistral, Qwen2 with use_sliding_window) with windows short enough
+/// that the test sequences cross them.
+std::vector<testing::TransformCase> backend_cases() {
+  std::vector<testing::TransformCase> out;
+  for (testing::TransformCase c : testing::transform_cases()) {
+    if (c.name == "stories260k_tied") continue;
+    if (c.name == "gemma2_post_norm_softcap") {
+      c.merge_patch = R"({"attn_logit_softcapping": 5.0, "final_logit_softcapping": 8.0,
+                          "sliding_window": 8})";
+    } else if (c.name == "mistral") {
+      c.merge_patch = R"({"sliding_window": 8})";
+    } else if (c.name == "qwen25_bias_tied") {
+      c.merge_patch =
+          R"({"use_sliding_window": true, "sliding_window": 8, "max_window_layers": 1})";
+    }
+    out.push_back(c);
+  }
+  out.push_back({"gemma3_local_global", "", "", R"({
+      "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "hidden_size": 64,
+      "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
+      "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 256,
+      "max_position_embeddings": 4096, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
+      "rope_local_base_freq": 10000.0, "sliding_window": 8, "sliding_window_pattern": 2,
+      "query_pre_attn_scalar": 16, "hidden_activation": "gelu_pytorch_tanh",
+      "tie_word_embeddings": true, "bos_token_id": 2, "eos_token_id": 1, "pad_token_id": 0,
+      "torch_dtype": "float32"})",
+                 "", ""});
+  return out;
+}
+
+/// One quantized model of a case: the graph, its loaded form and the fake-quant logits.
+struct Quantized {
+  driver::LoadedModel model;
+  config::ResolvedConfig cfg;
+};
+
+StatusOr<Quantized> quantize_case(const testing::TransformCase& c, bool w4) {
+  const std::filesystem::path shared = testing::shared_dir();
+  QBC_ASSIGN_OR_RETURN(testing::LoadedCase lc, testing::load_transform_case(c, shared));
+  config::LoadRequest req;
+  if (w4) {
+    req.files.push_back((testing::source_dir() / "configs/examples/w4v8.yaml").string());
+  } else {
+    req.preset = "llm_fast";
+  }
+  req.sets = {"useRandomCalib=true", "llm.attributes.maxSequenceLength=64",
+              "llm.attributes.maxCacheLength=64", "calibration.numSamples=2",
+              "calibration.seqLength=32"};
+  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, config::resolve(req));
+  QBC_ASSIGN_OR_RETURN(driver::LoadedModel src,
+                       driver::open_model(lc.source->path().string(), cfg));
+  const std::filesystem::path out =
+      temp_dir() / ("npu_" + c.name + (w4 ? "_w4v8" : "_w8") + ".mblt");
+  QBC_RETURN_IF_ERROR(driver::quantize_to(src, cfg, out.string(), driver::QuantizeRun{}).status());
+  Quantized q;
+  QBC_ASSIGN_OR_RETURN(q.model, driver::open_model(out.string(), cfg));
+  q.cfg = cfg;
+  return q;
+}
+
+std::vector<int32_t> test_ids(int64_t vocab, size_t n) {
+  std::vector<int32_t> ids;
+  uint32_t s = 12345;
+  for (size_t i = 0; i < n; ++i) {
+    s = s * 1664525u + 1013904223u;
+    ids.push_back(static_cast<int32_t>((s >> 8) % static_cast<uint32_t>(vocab)));
+  }
+  return ids;
+}
+
+struct Deployment {
+  std::string target;
+  int cores;
+  int64_t chunk;
+};
+
+/// Compiles `q` for `d` and returns the executor's logits for `ids`: all at once (split into
+/// chunks by the session) or token by token.
+StatusOr<std::vector<float>> npu_logits(const Quantized& q, const Deployment& d,
+                                        const std::vector<int32_t>& ids, bool stepwise) {
+  config::LoadRequest req;
+  req.sets = {"targetProfile=" + d.target};
+  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, config::resolve(req));
+  QBC_ASSIGN_OR_RETURN(npu::Options o, driver::backend_options(q.model.graph, cfg));
+  o.modes = {npu::ModeRequest{d.cores == 1   ? isa::Scheme::kSingle
+                              : d.cores == 8 ? isa::Scheme::kGlobal8
+                                             : isa::Scheme::kGlobal4,
+                              d.cores, 1}};
+  o.chunk = std::min(d.chunk, o.max_cache);
+  QBC_ASSIGN_OR_RETURN(isa::Bundle b, driver::compile_backend(q.model, o));
+  auto bundle = std::make_shared<const isa::Bundle>(std::move(b));
+  runtime::DeviceOptions dopt;
+  dopt.scheme = bundle->modes.front().scheme;
+  QBC_ASSIGN_OR_RETURN(std::shared_ptr<runtime::Device> dev, runtime::Device::create(bundle, dopt));
+  QBC_ASSIGN_OR_RETURN(std::unique_ptr<runtime::NpuSession> s, runtime::NpuSession::create(dev, 0));
+  std::vector<float> out, part;
+  if (!stepwise) {
+    QBC_RETURN_IF_ERROR(s->forward(ids, &out));
+    return out;
+  }
+  for (int32_t t : ids) {
+    QBC_RETURN_IF_ERROR(s->forward({t}, &part));
+    out.insert(out.end(), part.begin(), part.end());
+  }
+  return out;
+}
+
+class BackendExact : public ::testing::TestWithParam<testing::TransformCase> {};
+
+TEST_P(BackendExact, ExecutorEqualsFakeQuantBitForBit) {
+  const testing::TransformCase& c = GetParam();
+  QBC_REQUIRE_TRANSFORM_CASE(shared, c);
+  for (bool w4 : {false, true}) {
+    auto q = quantize_case(c, w4);
+    QBC_ASSERT_OK(q);
+    auto fq = driver::make_runner(q->model, ref::SessionOptions{});
+    QBC_ASSERT_OK(fq);
+    const std::vector<int32_t> ids = test_ids((*fq)->vocab_size(), 40);
+    std::vector<float> want;
+    QBC_ASSERT_OK((*fq)->forward(ids, &want));
+    const Deployment deployments[] = {{"aries-rb", 1, 128},   {"aries-rb", 4, 7},
+                                      {"aries-rb", 8, 1},     {"test-2core", 1, 7},
+                                      {"test-2core", 2, 128}, {"test-2core", 2, 1}};
+    for (const Deployment& d : deployments) {
+      for (bool stepwise : {false, true}) {
+        if (stepwise && d.chunk != 7) continue;  // decode programs: once per target and cores
+        auto got = npu_logits(*q, d, ids, stepwise);
+        QBC_ASSERT_OK(got);
+        EXPECT_TRUE(bitwise_equal(*got, want))
+            << c.name << (w4 ? " W4V8" : " W8") << " on " << d.target << ", " << d.cores
+            << " cores, chunk " << d.chunk << (stepwise ? ", decode" : ", prefill")
+            << ": first difference at " << first_difference(*got, want) << " of " << want.size();
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, BackendExact, ::testing::ValuesIn(backend_cases()),
+                         [](const ::testing::TestParamInfo<testing::TransformCase>& i) {
+                           return i.param.name;
+                         });
+
+}  // namespace
+}  // namespace qbc
