@@ -5,6 +5,8 @@
 
 #include "qbc/config/target.h"
 #include "qbc/driver/generate.h"
+#include "qbc/runtime/device.h"
+#include "qbc/runtime/npu_session.h"
 
 namespace qbc::driver {
 namespace {
@@ -72,6 +74,24 @@ StatusOr<isa::Bundle> compile_backend(const LoadedModel& model, const npu::Optio
       model.graph,
       [m](const ir::Weight& w, std::vector<float>* out) { return read_weight(*m, w, out); },
       options);
+}
+
+StatusOr<std::unique_ptr<runner::Runner>> make_npu_runner(const LoadedModel& model,
+                                                          const config::ResolvedConfig& cfg,
+                                                          int host_threads) {
+  if (!is_quantized(model.graph)) {
+    return invalid_argument("--backend npu runs quantized models: quantize '", model.graph.name(),
+                            "' first (qbc quantize / qbc compile)");
+  }
+  QBC_ASSIGN_OR_RETURN(npu::Options o, backend_options(model.graph, cfg));
+  QBC_ASSIGN_OR_RETURN(isa::Bundle b, compile_backend(model, o));
+  auto bundle = std::make_shared<const isa::Bundle>(std::move(b));
+  runtime::DeviceOptions d;
+  d.scheme = bundle->modes.front().scheme;
+  d.host_threads = host_threads;
+  QBC_ASSIGN_OR_RETURN(std::shared_ptr<runtime::Device> dev, runtime::Device::create(bundle, d));
+  QBC_ASSIGN_OR_RETURN(std::unique_ptr<runtime::NpuSession> s, runtime::NpuSession::create(dev, 0));
+  return std::unique_ptr<runner::Runner>(std::move(s));
 }
 
 }  // namespace qbc::driver

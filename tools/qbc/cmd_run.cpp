@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "qbc/driver/accuracy.h"
+#include "qbc/driver/backend.h"
 #include "qbc/driver/generate.h"
 #include "qbc/ref/perplexity.h"
 #include "qbc/support/file_util.h"
@@ -26,15 +27,35 @@ struct RunOptions {
   bool ids = false;
   bool ignore_eos = false;
   int threads = 0;
+  std::string backend = "auto";
 };
+
+/// The runner of `m` for --backend: auto (the fake-quant evaluator for quantized graphs,
+/// the float reference otherwise), npu (the ARIES backend's programs on the NPU executor),
+/// fakequant, float.
+StatusOr<std::unique_ptr<runner::Runner>> runner_for(const driver::LoadedModel& m,
+                                                     const config::ResolvedConfig& cfg,
+                                                     const std::string& backend, int threads) {
+  if (backend == "npu") return driver::make_npu_runner(m, cfg, threads);
+  if (backend != "auto" && backend != "fakequant" && backend != "float") {
+    return invalid_argument("--backend '", backend, "': expected auto, npu, fakequant or float");
+  }
+  const bool quantized = driver::is_quantized(m.graph);
+  if (backend == "fakequant" && !quantized)
+    return invalid_argument("--backend fakequant needs a quantized .mblt");
+  if (backend == "float" && quantized)
+    return invalid_argument("--backend float runs float models; this graph is quantized");
+  ref::SessionOptions so;
+  so.threads = threads;
+  return driver::make_runner(m, so);
+}
 
 Status run_run(const RunOptions& o) {
   QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_config(o.config));
   QBC_ASSIGN_OR_RETURN(driver::LoadedModel m, driver::open_model(o.model, cfg));
   QBC_ASSIGN_OR_RETURN(frontend::Tokenizer tok, driver::load_tokenizer(m));
-  ref::SessionOptions so;
-  so.threads = o.threads;
-  QBC_ASSIGN_OR_RETURN(std::unique_ptr<runner::Runner> session, driver::make_runner(m, so));
+  QBC_ASSIGN_OR_RETURN(std::unique_ptr<runner::Runner> session,
+                       runner_for(m, cfg, o.backend, o.threads));
   const std::vector<int32_t> prompt = tok.encode(o.prompt, tok.add_bos_default());
   driver::SamplingOptions s;
   s.greedy = o.greedy || o.temperature <= 0;
@@ -93,6 +114,7 @@ struct EvalOptions {
   bool logits = false;
   bool json = false;
   int threads = 0;
+  std::string backend = "auto";
 };
 
 // The accuracy report: the model against a float reference on the same tokens.
@@ -133,9 +155,8 @@ Status run_eval(const EvalOptions& o) {
                               "; raise llm.attributes.maxCacheLength");
   }
   QBC_ASSIGN_OR_RETURN(frontend::Tokenizer tok, driver::load_tokenizer(m));
-  ref::SessionOptions so;
-  so.threads = o.threads;
-  QBC_ASSIGN_OR_RETURN(std::unique_ptr<runner::Runner> session, driver::make_runner(m, so));
+  QBC_ASSIGN_OR_RETURN(std::unique_ptr<runner::Runner> session,
+                       runner_for(m, cfg, o.backend, o.threads));
   // As llama-perplexity: the whole text is one sequence, with BOS when the model adds one.
   const std::vector<int32_t> tokens = tok.encode(text, tok.add_bos_default());
   if (static_cast<int64_t>(tokens.size()) < o.ctx) {
@@ -202,6 +223,11 @@ void register_run(CLI::App& app, Action& action) {
   cmd->add_flag("--ids", o->ids, "Also print the prompt and generated token ids");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep generating after the end-of-sequence token");
   cmd->add_option("--threads", o->threads, "Compute threads (0 = all cores)");
+  cmd->add_option("--backend", o->backend,
+                  "auto (quantized .mblt: the fake-quant evaluator; float models: LibTorch), npu "
+                  "(compile for the configured target and run the NPU programs on the executor: "
+                  "the same logits as the fake-quant evaluator, bit for bit), fakequant, float")
+      ->check(CLI::IsMember({"auto", "npu", "fakequant", "float"}));
   add_config_flags(*cmd, o->config);
   cmd->callback([o, &action] { action = [o] { return run_run(*o); }; });
 }
@@ -227,6 +253,11 @@ void register_eval(CLI::App& app, Action& action) {
                 "With --logprobs, also write the full logits of scored positions");
   cmd->add_flag("--json", o->json, "Print the result as JSON");
   cmd->add_option("--threads", o->threads, "Compute threads (0 = all cores)");
+  cmd->add_option("--backend", o->backend,
+                  "auto (quantized .mblt: the fake-quant evaluator; float models: LibTorch), npu "
+                  "(compile for the configured target and run the NPU programs on the executor: "
+                  "the same logits as the fake-quant evaluator, bit for bit), fakequant, float")
+      ->check(CLI::IsMember({"auto", "npu", "fakequant", "float"}));
   add_config_flags(*cmd, o->config);
   cmd->callback([o, &action] { action = [o] { return run_eval(*o); }; });
 }

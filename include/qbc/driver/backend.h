@@ -8,6 +8,7 @@
 #include "qbc/driver/model_loader.h"
 #include "qbc/isa/program.h"
 #include "qbc/npu/compile.h"
+#include "qbc/runner/runner.h"
 #include "qbc/support/status.h"
 
 namespace qbc::driver {
@@ -20,5 +21,12 @@ StatusOr<npu::Options> backend_options(const ir::Graph& graph, const config::Res
 
 /// Compiles a loaded quantized model (weights read from its source and sidecar).
 StatusOr<isa::Bundle> compile_backend(const LoadedModel& model, const npu::Options& options);
+
+/// A runner over the NPU executor: compiles `model` for `cfg` (its first scheme, or
+/// `scheme` when set) and returns a session on slot 0 of a new device. `host_threads` as
+/// runtime::DeviceOptions (0 = all cores; results do not depend on it).
+StatusOr<std::unique_ptr<runner::Runner>> make_npu_runner(const LoadedModel& model,
+                                                          const config::ResolvedConfig& cfg,
+                                                          int host_threads);
 
 }  // namespace qbc::driver
