@@ -17,10 +17,20 @@ namespace qbc::runtime {
 
 class ThreadPool;
 
+/// rope(m) of an attention's rotating key offsets by cache position [KV*d], direct-mapped
+/// on position mod slots: every score of a key needs it, and numerics computes it with a
+/// one-position rope call, so a cached row is the same bits as a new one.
+struct KrotCache {
+  int64_t slots = 0;
+  std::vector<int64_t> pos;  ///< position held by each slot (-1: none)
+  std::vector<float> rows;   ///< [slots, KV*d]
+};
+
 /// A decoded attention parameter block, kept while the block's bytes stay the same.
 struct AttnEntry {
   std::vector<uint8_t> raw;  ///< the fp32 block as read
   numerics::Attention attn;
+  KrotCache krot;
   bool valid = false;
 };
 
@@ -61,6 +71,9 @@ struct Core {
   /// The attention `attn` with its parameters read from `params` (SRAM), decoded once and
   /// again only when the block's bytes change.
   StatusOr<const numerics::Attention*> attention(int32_t attn, const isa::Ref& params);
+  /// numerics::rotated_key_offset of attention `attn` (decoded by attention()) at `pos`:
+  /// [KV*d] floats, valid until the next call.
+  const float* rotated_key_offset(int32_t attn, int64_t pos);
 };
 
 // One function per op (exec_*.cpp). Each resolves its operands, computes with the numerics

@@ -33,13 +33,12 @@ Status exec_kv_quant(const isa::KvQuant& op, Core& c) {
   QBC_ASSIGN_OR_RETURN(uint8_t * kc, c.sram_at(op.kcodes, rows * krow, "kcodes"));
   QBC_ASSIGN_OR_RETURN(uint8_t * vc, c.sram_at(op.vcodes, rows * vrow, "vcodes"));
   const bool rot = !a->k_rot_offset.empty();
-  std::vector<float> k(static_cast<size_t>(w)), v(static_cast<size_t>(w)),
-      off(static_cast<size_t>(rot ? w : 0));
+  std::vector<float> k(static_cast<size_t>(w)), v(static_cast<size_t>(w));
   std::vector<int32_t> kq(static_cast<size_t>(w)), vq(static_cast<size_t>(w));
   for (int64_t t = 0; t < rows; ++t) {
     load_f16(kp + t * 2 * w, w, k.data());
     load_f16(vp + t * 2 * w, w, v.data());
-    if (rot) numerics::rotated_key_offset(*a, pos0 + t, off.data());
+    const float* off = rot ? c.rotated_key_offset(op.attn, pos0 + t) : nullptr;
     for (int64_t i = 0; i < w; ++i) {
       const size_t ci = static_cast<size_t>(i);
       float kv = k[ci];
@@ -108,13 +107,14 @@ Status exec_qk_scores(const isa::QkScores& op, Core& c) {
   // rope(m) of this KV head at each key's position (rotating key offsets).
   std::vector<float> krot;
   if (rot) {
-    const int64_t kvw = d.kv_heads * hd;
-    std::vector<float> all(static_cast<size_t>(kvw));
     krot.assign(static_cast<size_t>(bc * hd), 0.0f);
-    for (int64_t j = 0; j < bc; ++j) {
-      if (kpos0 + j < 0) continue;  // masked for every query
-      numerics::rotated_key_offset(*a, kpos0 + j, all.data());
-      std::copy_n(all.begin() + op.kv_head * hd, hd, krot.begin() + j * hd);
+    // Keys every query masks (after the last, before the first's window, before 0) need none.
+    const int64_t last = qpos0 + rows - 1;
+    const int64_t first = std::max<int64_t>(0, d.window > 0 ? qpos0 - d.window + 1 : 0);
+    for (int64_t j = 0; j < bc && kpos0 + j <= last; ++j) {
+      if (kpos0 + j < first) continue;
+      const float* all = c.rotated_key_offset(op.attn, kpos0 + j);
+      std::copy_n(all + op.kv_head * hd, hd, krot.begin() + j * hd);
     }
   }
   const float neg_inf = -std::numeric_limits<float>::infinity();
