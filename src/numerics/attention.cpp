@@ -124,8 +124,8 @@ void attention(const float* q, const float* k, const float* v, int64_t s, const 
         float mx = -std::numeric_limits<float>::infinity();
         for (int64_t j = lo; j <= pos; ++j) {
           const size_t row = static_cast<size_t>(j * kvw + kvh * d);
-          const float sc =
-              key_score(qc, qr, cache.k_codes.data() + row, rot ? cache.k_rot.data() + row : nullptr, p);
+          const float sc = key_score(qc, qr, cache.k_codes.data() + row,
+                                     rot ? cache.k_rot.data() + row : nullptr, p);
           scores[static_cast<size_t>(j - lo)] = sc;
           mx = std::max(mx, sc);
         }

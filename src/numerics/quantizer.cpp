@@ -25,7 +25,6 @@ AffineParams affine_params(double span, double neg_lo, int bits) {
   return a;
 }
 
-
 float per_token_scale(const float* x, int64_t n, int bits) {
   float m = 0.0f;
   for (int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(x[i]));
