@@ -195,10 +195,10 @@ Status exec_quantize(const isa::Quantize& op, Core& c) {
   const int64_t k = op.k;
   const isa::DType ct = op.bits == 16 ? isa::DType::kI16 : isa::DType::kI8;
   const int64_t cb = op.bits == 16 ? 2 : 1;
-  QBC_ASSIGN_OR_RETURN(const uint8_t* x, c.sram_at(op.x, rows * 2 * k, "x"));
-  QBC_ASSIGN_OR_RETURN(uint8_t * codes, c.sram_at(op.codes, rows * cb * k, "codes"));
-  QBC_ASSIGN_OR_RETURN(uint8_t * scale, c.sram_at(op.scale, rows * 4, "scale"));
-  QBC_ASSIGN_OR_RETURN(uint8_t * zero, c.sram_opt(op.zero, rows * 4, "zero"));
+  QBC_ASSIGN_OR_RETURN(const uint8_t* x, c.sram_at(op.x, span(rows, 2, k), "x"));
+  QBC_ASSIGN_OR_RETURN(uint8_t * codes, c.sram_at(op.codes, span(rows, cb, k), "codes"));
+  QBC_ASSIGN_OR_RETURN(uint8_t * scale, c.sram_at(op.scale, span(rows, 4), "scale"));
+  QBC_ASSIGN_OR_RETURN(uint8_t * zero, c.sram_opt(op.zero, span(rows, 4), "zero"));
   c.counters.vector_ops += rows * k;
   blocks(c.pool, rows, rows * k, kParallelElements, 1, [&](int64_t r0, int64_t r1) {
     std::vector<float> xr(static_cast<size_t>(k));
@@ -243,13 +243,14 @@ Status exec_matmul(const isa::MatMul& op, Core& c) {
   const int64_t gt = op.group > 0 ? ceil_div(kt, op.group) : 1;
   const int64_t xb = op.xtype == isa::DType::kI16 ? 2 : 1;
   const int64_t accb = op.acctype == isa::DType::kI32 ? 4 : 8;
-  const int64_t x_bytes = rows == 0 ? 0 : ((rows - 1) * op.ldx + kt) * xb;
+  const int64_t x_bytes = span(rows_span(rows, op.ldx, kt), xb);
   QBC_ASSIGN_OR_RETURN(const uint8_t* x, c.sram_at(op.x, x_bytes, "x"));
-  QBC_ASSIGN_OR_RETURN(const uint8_t* xzp, c.sram_opt(op.xzero, rows * 4, "xzero"));
-  QBC_ASSIGN_OR_RETURN(const uint8_t* wp, c.sram_at(op.w, n * isa::dtype_bytes(op.wtype, kt), "w"));
-  QBC_ASSIGN_OR_RETURN(const uint8_t* wzp, c.sram_opt(op.wzero, n * gt * 4, "wzero"));
-  QBC_ASSIGN_OR_RETURN(uint8_t * acc, c.sram_at(op.acc, rows * n * gt * accb, "acc"));
-  c.counters.macs += rows * n * kt;
+  QBC_ASSIGN_OR_RETURN(const uint8_t* xzp, c.sram_opt(op.xzero, span(rows, 4), "xzero"));
+  QBC_ASSIGN_OR_RETURN(const uint8_t* wp,
+                       c.sram_at(op.w, span(n, isa::dtype_bytes(op.wtype, kt)), "w"));
+  QBC_ASSIGN_OR_RETURN(const uint8_t* wzp, c.sram_opt(op.wzero, span(n, gt, 4), "wzero"));
+  QBC_ASSIGN_OR_RETURN(uint8_t * acc, c.sram_at(op.acc, span(rows, n, gt, accb), "acc"));
+  c.counters.macs += span(rows, n, kt);
   if (rows == 0 || n == 0) return ok_status();
 
   std::vector<int32_t> xz(static_cast<size_t>(rows), 0), wz;
@@ -279,21 +280,21 @@ Status exec_requant(const isa::Requant& op, Core& c) {
   const int64_t n = op.n, gt = op.gt;
   const int64_t accb = op.acctype == isa::DType::kI32 ? 4 : 8;
   const int64_t yb = op.ytype == isa::DType::kF16 ? 2 : 4;
-  const int64_t ws_count = n == 0 ? 0 : (n - 1) * op.ws_stride + gt;
-  QBC_ASSIGN_OR_RETURN(const uint8_t* accp, c.sram_at(op.acc, rows * n * gt * accb, "acc"));
-  QBC_ASSIGN_OR_RETURN(const uint8_t* xsp, c.sram_at(op.xscale, rows * 4, "xscale"));
-  QBC_ASSIGN_OR_RETURN(const uint8_t* wsp, c.sram_at(op.wscale, ws_count * 4, "wscale"));
+  const int64_t ws_count = rows_span(n, op.ws_stride, gt);
+  QBC_ASSIGN_OR_RETURN(const uint8_t* accp, c.sram_at(op.acc, span(rows, n, gt, accb), "acc"));
+  QBC_ASSIGN_OR_RETURN(const uint8_t* xsp, c.sram_at(op.xscale, span(rows, 4), "xscale"));
+  QBC_ASSIGN_OR_RETURN(const uint8_t* wsp, c.sram_at(op.wscale, span(ws_count, 4), "wscale"));
   uint8_t* fsp = nullptr;
   if (!op.first || !op.last) {
-    QBC_ASSIGN_OR_RETURN(fsp, c.sram_at(op.fsum, rows * n * 4, "fsum"));
+    QBC_ASSIGN_OR_RETURN(fsp, c.sram_at(op.fsum, span(rows, n, 4), "fsum"));
   }
   const uint8_t* biasp = nullptr;
   uint8_t* yp = nullptr;
   if (op.last) {
-    QBC_ASSIGN_OR_RETURN(biasp, c.sram_opt(op.bias, n * 4, "bias"));
-    QBC_ASSIGN_OR_RETURN(yp, c.sram_at(op.y, rows == 0 ? 0 : ((rows - 1) * op.ldy + n) * yb, "y"));
+    QBC_ASSIGN_OR_RETURN(biasp, c.sram_opt(op.bias, span(n, 4), "bias"));
+    QBC_ASSIGN_OR_RETURN(yp, c.sram_at(op.y, span(rows_span(rows, op.ldy, n), yb), "y"));
   }
-  c.counters.vector_ops += rows * n * gt;
+  c.counters.vector_ops += span(rows, n, gt);
   if (rows == 0 || n == 0) return ok_status();
   std::vector<float> xs(static_cast<size_t>(rows)), ws(static_cast<size_t>(ws_count)), bias, fsum;
   load(xsp, rows, xs.data());

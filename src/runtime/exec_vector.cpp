@@ -13,10 +13,10 @@ namespace qbc::runtime {
 
 Status exec_rms_norm(const isa::RmsNorm& op, Core& c) {
   QBC_ASSIGN_OR_RETURN(const int64_t rows, c.count(op.rows, "rows"));
-  const int64_t count = rows * op.width;
-  QBC_ASSIGN_OR_RETURN(const uint8_t* xp, c.sram_at(op.x, 2 * count, "x"));
-  QBC_ASSIGN_OR_RETURN(const uint8_t* wp, c.sram_at(op.weight, 4 * op.width, "weight"));
-  QBC_ASSIGN_OR_RETURN(uint8_t * yp, c.sram_at(op.y, 2 * count, "y"));
+  const int64_t count = span(rows, op.width);
+  QBC_ASSIGN_OR_RETURN(const uint8_t* xp, c.sram_at(op.x, span(2, count), "x"));
+  QBC_ASSIGN_OR_RETURN(const uint8_t* wp, c.sram_at(op.weight, span(4, op.width), "weight"));
+  QBC_ASSIGN_OR_RETURN(uint8_t * yp, c.sram_at(op.y, span(2, count), "y"));
   std::vector<float> x(static_cast<size_t>(count)), y(static_cast<size_t>(count));
   load_f16(xp, count, x.data());
   // Weights [width], one per column. Grouped norms (q/k norms: a group per head) normalise
@@ -44,9 +44,9 @@ Status exec_rms_norm(const isa::RmsNorm& op, Core& c) {
 Status exec_rope(const isa::Rope& op, Core& c) {
   QBC_ASSIGN_OR_RETURN(const int64_t rows, c.count(op.rows, "rows"));
   const numerics::Rope& r = c.decoded.ropes[static_cast<size_t>(op.rope)];
-  const int64_t count = rows * r.heads * r.head_dim;
-  QBC_ASSIGN_OR_RETURN(const uint8_t* xp, c.sram_at(op.x, 2 * count, "x"));
-  QBC_ASSIGN_OR_RETURN(uint8_t * yp, c.sram_at(op.y, 2 * count, "y"));
+  const int64_t count = span(rows, r.heads, r.head_dim);
+  QBC_ASSIGN_OR_RETURN(const uint8_t* xp, c.sram_at(op.x, span(2, count), "x"));
+  QBC_ASSIGN_OR_RETURN(uint8_t * yp, c.sram_at(op.y, span(2, count), "y"));
   QBC_ASSIGN_OR_RETURN(const int64_t pos0, c.count(op.pos0, "pos0"));
   QBC_ASSIGN_OR_RETURN(const int64_t freq_pos, c.count(op.freq_pos, "freq_pos"));
   std::vector<float> x(static_cast<size_t>(count)), y(static_cast<size_t>(count));
@@ -59,9 +59,9 @@ Status exec_rope(const isa::Rope& op, Core& c) {
 
 Status exec_eltwise(const isa::Eltwise& op, Core& c) {
   QBC_ASSIGN_OR_RETURN(const int64_t rows, c.count(op.rows, "rows"));
-  const int64_t count = rows * op.width;
+  const int64_t count = span(rows, op.width);
   const bool f16 = op.type == isa::DType::kF16;
-  const int64_t bytes = isa::dtype_bytes(op.type, count);
+  const int64_t bytes = span(count, isa::dtype_bits(op.type) / 8);
   const bool binary =
       op.op == isa::EltOp::kAdd || op.op == isa::EltOp::kSilu || op.op == isa::EltOp::kGelu;
   QBC_ASSIGN_OR_RETURN(const uint8_t* ap, c.sram_at(op.a, bytes, "a"));

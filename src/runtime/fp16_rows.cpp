@@ -31,7 +31,10 @@ void store_portable(const float* v, int64_t n, uint8_t* p) {
 #ifdef QBC_RUNTIME_F16C
 
 bool host_has_f16c() {
-  static const bool has = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  static const bool has = [] {
+    __builtin_cpu_init();  // safe to call early (static initialisation order)
+    return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  }();
   return has;
 }
 

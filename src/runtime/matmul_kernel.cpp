@@ -112,7 +112,10 @@ __attribute__((target("avx2"))) void dot_tile_avx2(const int16_t* x, int64_t ldx
 }
 
 bool host_has_avx2() {
-  static const bool has = __builtin_cpu_supports("avx2");
+  static const bool has = [] {
+    __builtin_cpu_init();  // safe to call early (static initialisation order)
+    return __builtin_cpu_supports("avx2") != 0;
+  }();
   return has;
 }
 
