@@ -146,7 +146,7 @@ int64_t attn_params_floats(int64_t heads, int64_t kv_heads, int64_t head_dim) {
 const char* op_name(const Op& op) {
   static constexpr const char* kNames[] = {
       "loop",    "dma",      "barrier",    "quantize",  "matmul",    "requant", "rms_norm", "rope",
-      "eltwise", "kv_quant", "query_prep", "qk_scores", "exp_accum", "merge",   "attn_out"};
+      "eltwise", "kv_quant", "query_prep", "qk_scores", "exp_accum", "merge",   "attn_out", "fill"};
   static_assert(std::variant_size_v<Op> == sizeof(kNames) / sizeof(kNames[0]));
   return kNames[op.index()];
 }
@@ -272,6 +272,7 @@ struct AccessBuilder {
     read(m.parts, Expr(((m.parts_count - 1) * m.part_stride + m.count) * es));
     write(m.out, Expr(m.count * es));
   }
+  void operator()(const Fill& f) { write(f.y, f.count * Expr(dtype_bits(f.type) / 8)); }
   void operator()(const AttnOut& o) {
     const AttnDesc& a = attn(o.attn);
     const int64_t g = a.heads / a.kv_heads, d = a.head_dim;

@@ -6,9 +6,11 @@
 #include <sstream>
 
 #include "cli.h"
+#include "qbc/driver/backend.h"
 #include "qbc/driver/model_loader.h"
 #include "qbc/ir/serialize.h"
 #include "qbc/ir/text.h"
+#include "qbc/npu/memory_plan.h"
 #include "qbc/support/file_util.h"
 #include "qbc/support/logging.h"
 #include "qbc/support/progress.h"
@@ -174,7 +176,44 @@ struct InspectOptions {
   std::string file;
   bool graph = false;
   bool json = false;
+  bool memory = false;
+  bool program = false;
+  ConfigFlags config;
 };
+
+std::string print_program_text(const isa::Bundle& b) {
+  std::string out;
+  for (const isa::Mode& m : b.modes) {
+    for (const isa::Program* p : {&m.prefill, &m.decode}) {
+      for (const isa::CoreProgram& c : p->cores) {
+        out += std::string(isa::scheme_name(m.scheme)) + " " + isa::phase_name(p->phase) +
+               " core " + std::to_string(c.core) + ": " + std::to_string(c.code.size()) +
+               " instructions\n";
+        for (const isa::Instr& in : c.code) {
+          out += std::string("  ") + isa::queue_name(in.queue) + " " + isa::op_name(in.op) + "\n";
+        }
+      }
+    }
+  }
+  return out;
+}
+
+/// `inspect --memory` / `--program`: compiles the quantized MBLT for the configured target in
+/// memory (shapes only for --memory) and prints the memory plan or the programs.
+Status inspect_backend(const InspectOptions& o) {
+  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_config(o.config));
+  QBC_ASSIGN_OR_RETURN(driver::LoadedModel m, driver::open_model(o.file, cfg));
+  QBC_ASSIGN_OR_RETURN(npu::Options opts, driver::backend_options(m.graph, cfg));
+  opts.with_weights = false;
+  QBC_ASSIGN_OR_RETURN(isa::Bundle b, driver::compile_backend(m, opts));
+  std::string out;
+  if (o.memory) {
+    const npu::MemoryReport r = npu::memory_report(b);
+    out += o.json ? npu::memory_json(r) : npu::memory_text(b, r);
+  }
+  if (o.program) out += print_program_text(b);
+  return emit_output("", out);
+}
 
 /// True for the text form of MBLT (the --dump-after files).
 bool is_mblt_text_path(const std::string& path) {
@@ -183,6 +222,7 @@ bool is_mblt_text_path(const std::string& path) {
 }
 
 Status run_inspect(const InspectOptions& o) {
+  if (o.memory || o.program) return inspect_backend(o);
   ir::Graph g;
   if (is_mblt_text_path(o.file)) {
     QBC_ASSIGN_OR_RETURN(std::string text, read_text_file(o.file));
@@ -224,7 +264,15 @@ void register_inspect(CLI::App& app, Action& action) {
                   ".mblt file, or its text form .mblt.txt (qbc quantize --dump-after)")
       ->required();
   cmd->add_flag("--graph", o->graph, "Also print the graph in MBLT text form");
-  cmd->add_flag("--json", o->json, "Print the summary as JSON");
+  cmd->add_flag("--json", o->json, "Print the summary (or the --memory plan) as JSON");
+  cmd->add_flag("--memory", o->memory,
+                "Compile for the configured target (shapes only) and print the memory plan: "
+                "DRAM map (weights, KV cache, activations, scratch, io, reserve vs the device), "
+                "SRAM peak per core, program size; exit 4 when it does not fit");
+  cmd->add_flag("--program", o->program,
+                "Compile for the configured target and print the NPU programs in text form "
+                "(docs/npu.md)");
+  add_config_flags(*cmd, o->config);
   cmd->callback([o, &action] { action = [o] { return run_inspect(*o); }; });
 }
 

@@ -1,10 +1,15 @@
 // qbc quantize, qbc compile: calibration and quantization of a model.
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
+#include "qbc/driver/backend.h"
 #include "qbc/driver/quantize.h"
+#include "qbc/npu/memory_plan.h"
 #include "qbc/quant/pipeline.h"
+#include "qbc/quant/shape_only.h"
 #include "qbc/support/logging.h"
 #include "qbc/support/progress.h"
 #include "qbc_git_describe.h"
@@ -52,6 +57,14 @@ Status run_quantize(const QuantizeOptions& o) {
     return invalid_argument(o.command, ": the model (HF folder, .gguf or .mblt) is required");
   if (o.output.empty()) return invalid_argument(o.command, ": -o OUT.mblt is required");
   QBC_ASSIGN_OR_RETURN(driver::LoadedModel m, driver::open_model(o.model, cfg));
+  if (o.command == "compile") {
+    // Does it fit the target? Decided from shapes before any calibration work (exit 4).
+    QBC_ASSIGN_OR_RETURN(ir::Graph shape, quant::shape_only(m.graph, cfg.options));
+    QBC_ASSIGN_OR_RETURN(npu::Options plan, driver::backend_options(shape, cfg));
+    plan.with_weights = false;
+    driver::LoadedModel shaped{shape, m.source, m.sidecar};
+    QBC_RETURN_IF_ERROR(driver::compile_backend(shaped, plan).status());
+  }
   driver::QuantizeRun run;
   run.producer = "qbc " QBC_VERSION " (" QBC_GIT_DESCRIBE ")";
   run.threads = o.threads;
@@ -64,8 +77,34 @@ Status run_quantize(const QuantizeOptions& o) {
   std::string text = "wrote " + s.mblt + " (" + bytes_text(s.mblt_bytes) + ") and " + s.sidecar +
                      " (" + bytes_text(s.sidecar_bytes) + ") in " +
                      progress::format_duration(s.seconds) + "; " + figures;
-  if (o.command == "compile")
-    text += "; compile stops at the quantized MBLT until the ARIES backend lands";
+  nlohmann::json backend;
+  if (o.command == "compile") {
+    // The backend on the quantized model: programs and memory plan (in memory until the MXQ
+    // format lands; `qbc inspect --program/--memory` and `qbc run/eval --backend npu` compile
+    // the same way).
+    const auto t0 = std::chrono::steady_clock::now();
+    QBC_ASSIGN_OR_RETURN(driver::LoadedModel q, driver::open_model(s.mblt, cfg));
+    QBC_ASSIGN_OR_RETURN(npu::Options bo, driver::backend_options(q.graph, cfg));
+    QBC_ASSIGN_OR_RETURN(isa::Bundle b, driver::compile_backend(q, bo));
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const npu::MemoryReport r = npu::memory_report(b);
+    int64_t peak = 0;
+    for (int64_t p : r.sram_peak) peak = std::max(peak, p);
+    char line[256];
+    std::snprintf(line, sizeof(line),
+                  "; backend for %s in %s: DRAM %.1f MB of %.1f MB, SRAM peak %.1f KB per core, "
+                  "program %.1f KB (MXQ output lands with the MXQ format)",
+                  b.target.c_str(), progress::format_duration(secs).c_str(),
+                  static_cast<double>(r.dram.total()) / 1e6,
+                  static_cast<double>(r.device_bytes) / 1e6, static_cast<double>(peak) / 1024.0,
+                  static_cast<double>(r.program_bytes) / 1024.0);
+    text += line;
+    backend = {{"seconds", secs},
+               {"dram_total_bytes", r.dram.total()},
+               {"sram_peak_bytes", peak},
+               {"program_bytes", r.program_bytes}};
+  }
   nlohmann::json j = {{"mblt", s.mblt},
                       {"mblt_bytes", s.mblt_bytes},
                       {"sidecar", s.sidecar},
@@ -75,6 +114,7 @@ Status run_quantize(const QuantizeOptions& o) {
                       {"float_linears", s.float_linears},
                       {"samples", s.samples},
                       {"tokens", s.tokens}};
+  if (!backend.is_null()) j["backend"] = backend;
   events::summary(o.command, text, j.dump());
   return ok_status();
 }

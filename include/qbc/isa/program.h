@@ -245,8 +245,16 @@ struct AttnOut {
   int32_t attn = -1;
 };
 
+/// Sets `count` elements of y (kF32 or kI64) to `value` (rowmax = −inf, sums = 0).
+struct Fill {
+  Ref y;
+  Expr count = 1;
+  DType type = DType::kF32;
+  double value = 0.0;
+};
+
 using Op = std::variant<Loop, Dma, Barrier, Quantize, MatMul, Requant, RmsNorm, Rope, Eltwise,
-                        KvQuant, QueryPrep, QkScores, ExpAccum, Merge, AttnOut>;
+                        KvQuant, QueryPrep, QkScores, ExpAccum, Merge, AttnOut, Fill>;
 /// The mnemonic of an instruction's op ("loop", "dma", ...).
 const char* op_name(const Op& op);
 

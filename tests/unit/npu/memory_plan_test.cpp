@@ -1,0 +1,164 @@
+// The memory plan from shapes: nothing on chip grows with the context, the DRAM plan grows by
+// exactly the KV cache, and a model that does not fit is refused with the table and the
+// largest context and batch that would.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "qbc/config/config.h"
+#include "qbc/config/target.h"
+#include "qbc/frontend/hparams.h"
+#include "qbc/frontend/importer.h"
+#include "qbc/frontend/random_model.h"
+#include "qbc/isa/program.h"
+#include "qbc/npu/compile.h"
+#include "qbc/npu/memory_plan.h"
+#include "qbc/quant/shape_only.h"
+#include "test_support.h"
+
+namespace qbc {
+namespace {
+
+struct Shaped {
+  ir::Graph graph;
+  config::CompileOptions options;
+};
+
+/// A shared model config (`rel` under ../shared/model-configs) as a shape-only quantized
+/// graph: `layers` decoder layers (0: all), KV bits `kv`, cache `ctx`.
+StatusOr<Shaped> shaped(const std::string& rel, int layers, int kv, int64_t ctx) {
+  const std::filesystem::path path = testing::shared_dir() / "model-configs" / rel / "config.json";
+  std::string text = testing::read_file(path);
+  if (layers > 0) {
+    frontend::ConfigOverrides o;
+    o.num_hidden_layers = layers;
+    QBC_ASSIGN_OR_RETURN(text,
+                         frontend::apply_config_overrides(text, path.string(), o, std::nullopt));
+  }
+  QBC_ASSIGN_OR_RETURN(frontend::HParams hp, frontend::parse_hparams(text, path.string()));
+  frontend::ImportOptions io;
+  io.max_cache_length = ctx;
+  QBC_ASSIGN_OR_RETURN(ir::Graph g, frontend::build_decoder_graph(hp, io));
+  config::LoadRequest req;
+  req.preset = "llm_fast";
+  req.sets = {"bit.kvCache.key=" + std::to_string(kv), "bit.kvCache.value=" + std::to_string(kv)};
+  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, config::resolve(req));
+  Shaped s;
+  QBC_ASSIGN_OR_RETURN(s.graph, quant::shape_only(g, cfg.options));
+  s.options = cfg.options;
+  return s;
+}
+
+StatusOr<npu::Target> target(const std::string& name) {
+  QBC_ASSIGN_OR_RETURN(config::TargetFile f, config::load_target(name));
+  npu::Target t;
+  t.name = f.profile.name();
+  t.clusters = f.profile.clusters();
+  t.cores_per_cluster = f.profile.cores_per_cluster();
+  t.sram_bytes = f.profile.sram_bytes_per_core();
+  t.dram_bytes = f.profile.dram_bytes();
+  t.dma_align = f.profile.dma_align_bytes();
+  t.dram_reserve = f.profile.dram_reserve_bytes();
+  return t;
+}
+
+StatusOr<isa::Bundle> plan(const ir::Graph& g, const npu::Target& t, int64_t ctx, int64_t batch,
+                           std::vector<npu::ModeRequest> modes) {
+  npu::Options o;
+  o.target = t;
+  o.modes = std::move(modes);
+  o.max_cache = ctx;
+  o.chunk = 128;
+  o.batch = batch;
+  o.with_weights = false;
+  return npu::compile(
+      g, [](const ir::Weight&, std::vector<float>*) { return internal_error("no weights"); }, o);
+}
+
+TEST(NpuMemoryPlan, LongContextChangesOnlyDramByTheKvSize) {
+  QBC_REQUIRE_SHARED(dir, "model-configs/Qwen2.5-3B-Instruct");
+  auto s = shaped("Qwen2.5-3B-Instruct", 2, 8, 131072);
+  QBC_ASSERT_OK(s);
+  auto t = target("aries-rb");
+  QBC_ASSERT_OK(t);
+  const std::vector<npu::ModeRequest> modes = {{isa::Scheme::kSingle, 1, 1},
+                                               {isa::Scheme::kGlobal4, 4, 1},
+                                               {isa::Scheme::kGlobal8, 8, 1}};
+  std::vector<npu::MemoryReport> r;
+  for (int64_t ctx : {32768, 65536, 131072}) {
+    auto b = plan(s->graph, *t, ctx, 1, modes);
+    QBC_ASSERT_OK(b);
+    r.push_back(npu::memory_report(*b));
+    std::printf("[npu] Qwen2.5-3B x2 layers at %lld: DRAM %lld (KV %lld), SRAM peak %lld, "
+                "program %lld\n",
+                static_cast<long long>(ctx), static_cast<long long>(r.back().dram.total()),
+                static_cast<long long>(r.back().dram.kv),
+                static_cast<long long>(*std::max_element(r.back().sram_peak.begin(),
+                                                         r.back().sram_peak.end())),
+                static_cast<long long>(r.back().program_bytes));
+  }
+  // 2 layers x 2 KV heads x 128 dims x (K + V) bytes per position at KV8.
+  const int64_t per_pos = 2 * 2 * 128 * 2;
+  for (size_t i = 1; i < r.size(); ++i) {
+    EXPECT_EQ(r[i].sram_peak, r[0].sram_peak);
+    EXPECT_EQ(r[i].program_bytes, r[0].program_bytes);
+    EXPECT_EQ(r[i].dram.total() - r[0].dram.total(), r[i].dram.kv - r[0].dram.kv);
+    EXPECT_EQ(r[i].dram.weights, r[0].dram.weights);
+    EXPECT_EQ(r[i].dram.activations, r[0].dram.activations);
+    EXPECT_EQ(r[i].dram.scratch, r[0].dram.scratch);
+  }
+  EXPECT_EQ(r[1].dram.kv - r[0].dram.kv, 32768 * per_pos);
+  EXPECT_EQ(r[2].dram.kv - r[1].dram.kv, 65536 * per_pos);
+  EXPECT_EQ(r[0].kv_bytes_per_position, per_pos);
+}
+
+TEST(NpuMemoryPlan, Llama8BAt128KWithKv16DoesNotFitAndNamesTheLargestContext) {
+  QBC_REQUIRE_SHARED(dir, "model-configs/Llama-3.1-8B-Instruct");
+  auto t = target("aries-rb");
+  QBC_ASSERT_OK(t);
+  auto s16 = shaped("Llama-3.1-8B-Instruct", 0, 16, 131072);
+  QBC_ASSERT_OK(s16);
+  auto b = plan(s16->graph, *t, 131072, 1, {{isa::Scheme::kSingle, 1, 1}});
+  ASSERT_FALSE(b.ok());
+  const Status& st = b.status();
+  EXPECT_EQ(st.code(), Code::kResourceExhausted);
+  const std::string& m = st.message();
+  std::printf("[npu] %s\n", m.c_str());
+  for (const char* want : {"weights", "kv cache", "activations", "scratch", "reserve", "total",
+                           "device", "largest llm.attributes.maxCacheLength that fits",
+                           "largest llm.attributes.runtime.batchSize that fits",
+                           "the largest term is the kv cache"}) {
+    EXPECT_TRUE(testing::contains(m, want)) << want;
+  }
+  // The named context fits, one more position does not.
+  const std::string key = "maxCacheLength that fits: ";
+  const size_t at = m.find(key);
+  ASSERT_NE(at, std::string::npos);
+  const int64_t largest = std::stoll(m.substr(at + key.size()));
+  EXPECT_GT(largest, 0);
+  EXPECT_LT(largest, 131072);
+  auto s16b = shaped("Llama-3.1-8B-Instruct", 0, 16, largest);
+  QBC_ASSERT_OK(s16b);
+  QBC_ASSERT_OK(plan(s16b->graph, *t, largest, 1, {{isa::Scheme::kSingle, 1, 1}}));
+  auto s16c = shaped("Llama-3.1-8B-Instruct", 0, 16, largest + 1);
+  QBC_ASSERT_OK(s16c);
+  EXPECT_EQ(plan(s16c->graph, *t, largest + 1, 1, {{isa::Scheme::kSingle, 1, 1}}).status().code(),
+            Code::kResourceExhausted);
+  // W8 KV8 at 128K: weights 8.0 GB + KV 8.6 GB against 16 GiB less the 512 MiB reserve.
+  auto s8 = shaped("Llama-3.1-8B-Instruct", 0, 8, 131072);
+  QBC_ASSERT_OK(s8);
+  auto b8 = plan(s8->graph, *t, 131072, 1, {{isa::Scheme::kSingle, 1, 1}});
+  if (b8.ok()) {
+    const npu::MemoryReport r = npu::memory_report(*b8);
+    EXPECT_LE(r.dram.total(), r.device_bytes);
+  } else {
+    EXPECT_EQ(b8.status().code(), Code::kResourceExhausted);
+    std::printf("[npu] W8 KV8 at 128K: %s\n", b8.status().message().c_str());
+    EXPECT_TRUE(testing::contains(b8.status().message(), "the largest term is the"));
+  }
+}
+
+}  // namespace
+}  // namespace qbc
