@@ -112,5 +112,6 @@ Status exec_qk_scores(const isa::QkScores& op, Core& c);
 Status exec_exp_accum(const isa::ExpAccum& op, Core& c);
 Status exec_merge(const isa::Merge& op, Core& c);
 Status exec_attn_out(const isa::AttnOut& op, Core& c);
+Status exec_fill(const isa::Fill& op, Core& c);
 
 }  // namespace qbc::runtime

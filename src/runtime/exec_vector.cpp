@@ -1,6 +1,7 @@
 // The vector unit's row ops: rms_norm, rope and the elementwise ops, each one call of its
 // qbc_numerics kernel over rows read from SRAM (fp16 bit patterns, or fp32 for the head's
-// elementwise values).
+// elementwise values); fill (start values of row maxima and integer sums).
+#include <cstring>
 #include <vector>
 
 #include "core.h"
@@ -15,27 +16,16 @@ Status exec_rms_norm(const isa::RmsNorm& op, Core& c) {
   QBC_ASSIGN_OR_RETURN(const int64_t rows, c.count(op.rows, "rows"));
   const int64_t count = span(rows, op.width);
   QBC_ASSIGN_OR_RETURN(const uint8_t* xp, c.sram_at(op.x, span(2, count), "x"));
-  QBC_ASSIGN_OR_RETURN(const uint8_t* wp, c.sram_at(op.weight, span(4, op.width), "weight"));
+  // Weights: [group] for grouped norms (q/k norms: one head's weights for every group), else
+  // [width] (numerics rms_norm).
+  const int64_t wn = op.group > 0 ? op.group : op.width;
+  QBC_ASSIGN_OR_RETURN(const uint8_t* wp, c.sram_at(op.weight, span(4, wn), "weight"));
   QBC_ASSIGN_OR_RETURN(uint8_t * yp, c.sram_at(op.y, span(2, count), "y"));
   std::vector<float> x(static_cast<size_t>(count)), y(static_cast<size_t>(count));
+  std::vector<float> w(static_cast<size_t>(wn));
   load_f16(xp, count, x.data());
-  // Weights [width], one per column. Grouped norms (q/k norms: a group per head) normalise
-  // each group of a row with its columns' weights; with the head's weight repeated per
-  // group this is numerics::rms_norm's grouped rule, one group per call.
-  const int64_t g = op.group > 0 ? op.group : op.width;
-  const int64_t groups = g > 0 ? op.width / g : 0;
-  std::vector<std::vector<float>> w(static_cast<size_t>(groups));
-  for (int64_t gi = 0; gi < groups; ++gi) {
-    w[static_cast<size_t>(gi)].resize(static_cast<size_t>(g));
-    load(wp + 4 * gi * g, g, w[static_cast<size_t>(gi)].data());
-  }
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t gi = 0; gi < groups; ++gi) {
-      const int64_t at = r * op.width + gi * g;
-      numerics::rms_norm(x.data() + at, 1, g, w[static_cast<size_t>(gi)], op.eps, op.unit_offset, 0,
-                         y.data() + at);
-    }
-  }
+  load(wp, wn, w.data());
+  numerics::rms_norm(x.data(), rows, op.width, w, op.eps, op.unit_offset, op.group, y.data());
   store_f16(y.data(), count, yp);
   c.counters.vector_ops += count;
   return ok_status();
@@ -104,6 +94,20 @@ Status exec_eltwise(const isa::Eltwise& op, Core& c) {
     store(y.data(), count, yp);
   }
   c.counters.vector_ops += count;
+  return ok_status();
+}
+
+Status exec_fill(const isa::Fill& op, Core& c) {
+  QBC_ASSIGN_OR_RETURN(const int64_t n, c.count(op.count, "count"));
+  QBC_ASSIGN_OR_RETURN(uint8_t * y, c.sram_at(op.y, span(n, isa::dtype_bits(op.type) / 8), "y"));
+  if (op.type == isa::DType::kF32) {
+    const float v = static_cast<float>(op.value);
+    for (int64_t i = 0; i < n; ++i) std::memcpy(y + 4 * i, &v, 4);
+  } else {
+    const int64_t v = static_cast<int64_t>(op.value);  // kI64 (validated)
+    for (int64_t i = 0; i < n; ++i) std::memcpy(y + 8 * i, &v, 8);
+  }
+  c.counters.vector_ops += n;
   return ok_status();
 }
 

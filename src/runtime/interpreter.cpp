@@ -100,6 +100,8 @@ Status Interpreter::run(Core& core, const isa::Barrier** barrier) {
             return exec_exp_accum(op, core);
           } else if constexpr (std::is_same_v<T, isa::Merge>) {
             return exec_merge(op, core);
+          } else if constexpr (std::is_same_v<T, isa::Fill>) {
+            return exec_fill(op, core);
           } else {
             static_assert(std::is_same_v<T, isa::AttnOut>, "an isa::Op the executor misses");
             return exec_attn_out(op, core);

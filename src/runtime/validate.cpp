@@ -225,6 +225,12 @@ class InstrChecker {
     }
     return expr(e.rows, "rows");
   }
+  Status operator()(const isa::Fill& f) const {
+    if (f.type != isa::DType::kF32 && f.type != isa::DType::kI64)
+      return invalid_argument("fill of ", isa::dtype_name(f.type), " (f32 or i64)");
+    QBC_RETURN_IF_ERROR(sram(f.y, "y"));
+    return expr(f.count, "count");
+  }
   Status operator()(const isa::Merge& m) const {
     if (m.parts_count < 1 || m.count < 0 || m.part_stride < 0)
       return invalid_argument("merge of ", m.parts_count, " parts of ", m.count, " values");
