@@ -223,10 +223,10 @@ Status exec_quantize(const isa::Quantize& op, Core& c) {
         case isa::QuantMode::kStaticSymmetric:
           break;
       }
-      for (int64_t i = 0; i < k; ++i) {
-        const double v = xr[static_cast<size_t>(i)];
-        q[static_cast<size_t>(i)] = affine ? numerics::quantize_affine(v, s, z, op.bits)
-                                           : numerics::quantize_symmetric(v, s, op.bits);
+      if (affine) {
+        numerics::quantize_affine_row(xr.data(), k, s, z, op.bits, q.data());
+      } else {
+        numerics::quantize_symmetric_row(xr.data(), k, s, op.bits, q.data());
       }
       store_codes(q.data(), ct, k, codes + r * cb * k);
       store(&s, 1, scale + 4 * r);
