@@ -1,12 +1,16 @@
 // Operand resolution and the attention parameter cache of a core (see core.h).
 #include "core.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "values.h"
 
 namespace qbc::runtime {
 namespace {
+
+/// Memory for the rotated key offsets of one attention on one core.
+constexpr int64_t kKrotCacheBytes = int64_t{1} << 20;
 
 Status outside(const char* what, const isa::Buffer& b, int64_t lo, int64_t hi) {
   return invalid_argument(what, ": bytes [", lo, ", ", hi, ") outside buffer '", b.name, "' (",
@@ -87,8 +91,30 @@ StatusOr<const numerics::Attention*> Core::attention(int32_t attn, const isa::Re
     a.k_rot_offset = std::move(rot);
     a.k_rope = decoded.ropes[static_cast<size_t>(d.k_rope)];
   }
+  // A bounded cache: about kKrotCacheBytes per attention, at most one slot per position.
+  const int64_t row_bytes = 4 * std::max<int64_t>(kvw, 1);
+  e.krot = KrotCache();
+  if (d.rotating) {
+    e.krot.slots = std::max<int64_t>(
+        1, std::min(std::max<int64_t>(d.capacity, 1), kKrotCacheBytes / row_bytes));
+    e.krot.pos.assign(static_cast<size_t>(e.krot.slots), -1);
+    e.krot.rows.assign(static_cast<size_t>(e.krot.slots * kvw), 0.0f);
+  }
   e.valid = true;
   return &e.attn;
+}
+
+const float* Core::rotated_key_offset(int32_t attn, int64_t pos) {
+  AttnEntry& e = data.attentions[static_cast<size_t>(attn)];
+  KrotCache& k = e.krot;
+  const int64_t kvw = e.attn.kv_heads * e.attn.head_dim;
+  const int64_t slot = pos % k.slots;
+  float* row = k.rows.data() + slot * kvw;
+  if (k.pos[static_cast<size_t>(slot)] != pos) {
+    numerics::rotated_key_offset(e.attn, pos, row);
+    k.pos[static_cast<size_t>(slot)] = pos;
+  }
+  return row;
 }
 
 }  // namespace qbc::runtime

@@ -3,6 +3,7 @@
 // refs are resolved here, once per instruction, into bounds-checked host pointers.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -17,10 +18,40 @@ namespace qbc::runtime {
 
 class ThreadPool;
 
+/// a * b for a, b >= 0, saturating at INT64_MAX, so the byte extent of an instruction with
+/// absurd sizes fails its bounds check instead of wrapping around.
+inline int64_t sat_mul(int64_t a, int64_t b) {
+  int64_t r = 0;
+  return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
+/// The product of non-negative sizes, saturating (the byte extents of operands).
+inline int64_t span(int64_t a) { return a; }
+template <typename... T>
+int64_t span(int64_t a, int64_t b, T... rest) {
+  return span(sat_mul(a, b), rest...);
+}
+/// Bytes covered by `rows` rows of `row` bytes `stride` bytes apart: (rows − 1) * stride + row,
+/// 0 without rows; saturating.
+inline int64_t rows_span(int64_t rows, int64_t stride, int64_t row) {
+  if (rows <= 0) return 0;
+  const int64_t a = sat_mul(rows - 1, stride);
+  return a > INT64_MAX - row ? INT64_MAX : a + row;
+}
+
+/// rope(m) of an attention's rotating key offsets by cache position [KV*d], direct-mapped
+/// on position mod slots: every score of a key needs it, and numerics computes it with a
+/// one-position rope call, so a cached row is the same bits as a new one.
+struct KrotCache {
+  int64_t slots = 0;
+  std::vector<int64_t> pos;  ///< position held by each slot (-1: none)
+  std::vector<float> rows;   ///< [slots, KV*d]
+};
+
 /// A decoded attention parameter block, kept while the block's bytes stay the same.
 struct AttnEntry {
   std::vector<uint8_t> raw;  ///< the fp32 block as read
   numerics::Attention attn;
+  KrotCache krot;
   bool valid = false;
 };
 
@@ -61,6 +92,9 @@ struct Core {
   /// The attention `attn` with its parameters read from `params` (SRAM), decoded once and
   /// again only when the block's bytes change.
   StatusOr<const numerics::Attention*> attention(int32_t attn, const isa::Ref& params);
+  /// numerics::rotated_key_offset of attention `attn` (decoded by attention()) at `pos`:
+  /// [KV*d] floats, valid until the next call.
+  const float* rotated_key_offset(int32_t attn, int64_t pos);
 };
 
 // One function per op (exec_*.cpp). Each resolves its operands, computes with the numerics

@@ -28,18 +28,17 @@ Status exec_kv_quant(const isa::KvQuant& op, Core& c) {
   const isa::DType kt = kv_code_type(d.k_bits), vt = kv_code_type(d.v_bits);
   const int64_t krow = isa::dtype_bytes(kt, w), vrow = isa::dtype_bytes(vt, w);
   QBC_ASSIGN_OR_RETURN(const numerics::Attention* a, c.attention(op.attn, op.params));
-  QBC_ASSIGN_OR_RETURN(const uint8_t* kp, c.sram_at(op.k, rows * 2 * w, "k"));
-  QBC_ASSIGN_OR_RETURN(const uint8_t* vp, c.sram_at(op.v, rows * 2 * w, "v"));
-  QBC_ASSIGN_OR_RETURN(uint8_t * kc, c.sram_at(op.kcodes, rows * krow, "kcodes"));
-  QBC_ASSIGN_OR_RETURN(uint8_t * vc, c.sram_at(op.vcodes, rows * vrow, "vcodes"));
+  QBC_ASSIGN_OR_RETURN(const uint8_t* kp, c.sram_at(op.k, span(rows, 2, w), "k"));
+  QBC_ASSIGN_OR_RETURN(const uint8_t* vp, c.sram_at(op.v, span(rows, 2, w), "v"));
+  QBC_ASSIGN_OR_RETURN(uint8_t * kc, c.sram_at(op.kcodes, span(rows, krow), "kcodes"));
+  QBC_ASSIGN_OR_RETURN(uint8_t * vc, c.sram_at(op.vcodes, span(rows, vrow), "vcodes"));
   const bool rot = !a->k_rot_offset.empty();
-  std::vector<float> k(static_cast<size_t>(w)), v(static_cast<size_t>(w)),
-      off(static_cast<size_t>(rot ? w : 0));
+  std::vector<float> k(static_cast<size_t>(w)), v(static_cast<size_t>(w));
   std::vector<int32_t> kq(static_cast<size_t>(w)), vq(static_cast<size_t>(w));
   for (int64_t t = 0; t < rows; ++t) {
     load_f16(kp + t * 2 * w, w, k.data());
     load_f16(vp + t * 2 * w, w, v.data());
-    if (rot) numerics::rotated_key_offset(*a, pos0 + t, off.data());
+    const float* off = rot ? c.rotated_key_offset(op.attn, pos0 + t) : nullptr;
     for (int64_t i = 0; i < w; ++i) {
       const size_t ci = static_cast<size_t>(i);
       float kv = k[ci];
@@ -50,7 +49,7 @@ Status exec_kv_quant(const isa::KvQuant& op, Core& c) {
     store_codes(kq.data(), kt, w, kc + t * krow);
     store_codes(vq.data(), vt, w, vc + t * vrow);
   }
-  c.counters.vector_ops += rows * 2 * w;
+  c.counters.vector_ops += span(rows, 2, w);
   return ok_status();
 }
 
@@ -60,9 +59,9 @@ Status exec_query_prep(const isa::QueryPrep& op, Core& c) {
   const int64_t g = group_size(d), hd = d.head_dim, qw = d.heads * hd;
   QBC_ASSIGN_OR_RETURN(const numerics::Attention* a, c.attention(op.attn, op.params));
   QBC_ASSIGN_OR_RETURN(const uint8_t* qp,
-                       c.sram_at(op.q, rows == 0 ? 0 : (rows - 1) * 2 * qw + 2 * g * hd, "q"));
-  QBC_ASSIGN_OR_RETURN(uint8_t * qcp, c.sram_at(op.qcodes, rows * g * hd * 4, "qcodes"));
-  QBC_ASSIGN_OR_RETURN(uint8_t * mqp, c.sram_at(op.mq, rows * g * 4, "mq"));
+                       c.sram_at(op.q, rows_span(rows, 2 * qw, 2 * g * hd), "q"));
+  QBC_ASSIGN_OR_RETURN(uint8_t * qcp, c.sram_at(op.qcodes, span(rows, g, hd, 4), "qcodes"));
+  QBC_ASSIGN_OR_RETURN(uint8_t * mqp, c.sram_at(op.mq, span(rows, g, 4), "mq"));
   std::vector<float> qr(static_cast<size_t>(hd));
   numerics::QueryCodes qc;
   for (int64_t r = 0; r < rows; ++r) {
@@ -73,7 +72,7 @@ Status exec_query_prep(const isa::QueryPrep& op, Core& c) {
       store(&qc.mq, 1, mqp + (r * g + i) * 4);
     }
   }
-  c.counters.vector_ops += rows * g * hd;
+  c.counters.vector_ops += span(rows, g, hd);
   return ok_status();
 }
 
@@ -85,22 +84,21 @@ Status exec_qk_scores(const isa::QkScores& op, Core& c) {
   const int64_t krow = isa::dtype_bytes(kt, hd);
   QBC_ASSIGN_OR_RETURN(const numerics::Attention* a, c.attention(op.attn, op.params));
   const bool rot = !a->k_rot_offset.empty();
-  QBC_ASSIGN_OR_RETURN(const uint8_t* qcp, c.sram_at(op.qcodes, rows * g * hd * 4, "qcodes"));
-  QBC_ASSIGN_OR_RETURN(const uint8_t* mqp, c.sram_at(op.mq, rows * g * 4, "mq"));
+  QBC_ASSIGN_OR_RETURN(const uint8_t* qcp, c.sram_at(op.qcodes, span(rows, g, hd, 4), "qcodes"));
+  QBC_ASSIGN_OR_RETURN(const uint8_t* mqp, c.sram_at(op.mq, span(rows, g, 4), "mq"));
   const uint8_t* qp = nullptr;
   if (rot) {
-    QBC_ASSIGN_OR_RETURN(qp,
-                         c.sram_at(op.q, rows == 0 ? 0 : (rows - 1) * 2 * qw + 2 * g * hd, "q"));
+    QBC_ASSIGN_OR_RETURN(qp, c.sram_at(op.q, rows_span(rows, 2 * qw, 2 * g * hd), "q"));
   }
-  QBC_ASSIGN_OR_RETURN(const uint8_t* kcp, c.sram_at(op.kcodes, bc * krow, "kcodes"));
-  QBC_ASSIGN_OR_RETURN(uint8_t * sp, c.sram_at(op.scores, rows * g * bc * 4, "scores"));
+  QBC_ASSIGN_OR_RETURN(const uint8_t* kcp, c.sram_at(op.kcodes, span(bc, krow), "kcodes"));
+  QBC_ASSIGN_OR_RETURN(uint8_t * sp, c.sram_at(op.scores, span(rows, g, bc, 4), "scores"));
   uint8_t* mxp = nullptr;
   if (op.max_mode != isa::MaxMode::kNone) {
-    QBC_ASSIGN_OR_RETURN(mxp, c.sram_at(op.rowmax, rows * g * 4, "rowmax"));
+    QBC_ASSIGN_OR_RETURN(mxp, c.sram_at(op.rowmax, span(rows, g, 4), "rowmax"));
   }
   const int64_t qpos0 = c.eval(op.qpos0), kpos0 = c.eval(op.kpos0);
-  c.counters.macs += rows * g * bc * hd;
-  c.counters.vector_ops += rows * g * bc;
+  c.counters.macs += span(rows, g, bc, hd);
+  c.counters.vector_ops += span(rows, g, bc);
   if (rows == 0 || bc == 0) return ok_status();
 
   std::vector<int32_t> keys(static_cast<size_t>(bc * hd));
@@ -108,13 +106,14 @@ Status exec_qk_scores(const isa::QkScores& op, Core& c) {
   // rope(m) of this KV head at each key's position (rotating key offsets).
   std::vector<float> krot;
   if (rot) {
-    const int64_t kvw = d.kv_heads * hd;
-    std::vector<float> all(static_cast<size_t>(kvw));
     krot.assign(static_cast<size_t>(bc * hd), 0.0f);
-    for (int64_t j = 0; j < bc; ++j) {
-      if (kpos0 + j < 0) continue;  // masked for every query
-      numerics::rotated_key_offset(*a, kpos0 + j, all.data());
-      std::copy_n(all.begin() + op.kv_head * hd, hd, krot.begin() + j * hd);
+    // Keys every query masks (after the last, before the first's window, before 0) need none.
+    const int64_t last = qpos0 + rows - 1;
+    const int64_t first = std::max<int64_t>(0, d.window > 0 ? qpos0 - d.window + 1 : 0);
+    for (int64_t j = 0; j < bc && kpos0 + j <= last; ++j) {
+      if (kpos0 + j < first) continue;
+      const float* all = c.rotated_key_offset(op.attn, kpos0 + j);
+      std::copy_n(all + op.kv_head * hd, hd, krot.begin() + j * hd);
     }
   }
   const float neg_inf = -std::numeric_limits<float>::infinity();
@@ -157,16 +156,16 @@ Status exec_qk_scores(const isa::QkScores& op, Core& c) {
 Status exec_exp_accum(const isa::ExpAccum& op, Core& c) {
   const isa::AttnDesc& d = c.bundle.attentions[static_cast<size_t>(op.attn)];
   QBC_ASSIGN_OR_RETURN(const int64_t rows, c.count(op.rows, "rows"));
-  const int64_t g = group_size(d), hd = d.head_dim, bc = op.bc, n = rows * g;
+  const int64_t g = group_size(d), hd = d.head_dim, bc = op.bc, n = span(rows, g);
   const isa::DType vt = kv_code_type(d.v_bits);
   const int64_t vrow = isa::dtype_bytes(vt, hd);
-  QBC_ASSIGN_OR_RETURN(const uint8_t* sp, c.sram_at(op.scores, n * bc * 4, "scores"));
-  QBC_ASSIGN_OR_RETURN(const uint8_t* mxp, c.sram_at(op.rowmax, n * 4, "rowmax"));
-  QBC_ASSIGN_OR_RETURN(const uint8_t* vcp, c.sram_at(op.vcodes, bc * vrow, "vcodes"));
-  QBC_ASSIGN_OR_RETURN(uint8_t * esp, c.sram_at(op.esum, n * 8, "esum"));
-  QBC_ASSIGN_OR_RETURN(uint8_t * accp, c.sram_at(op.acc, n * hd * 8, "acc"));
-  c.counters.macs += n * bc * hd;
-  c.counters.vector_ops += n * bc;
+  QBC_ASSIGN_OR_RETURN(const uint8_t* sp, c.sram_at(op.scores, span(n, bc, 4), "scores"));
+  QBC_ASSIGN_OR_RETURN(const uint8_t* mxp, c.sram_at(op.rowmax, span(n, 4), "rowmax"));
+  QBC_ASSIGN_OR_RETURN(const uint8_t* vcp, c.sram_at(op.vcodes, span(bc, vrow), "vcodes"));
+  QBC_ASSIGN_OR_RETURN(uint8_t * esp, c.sram_at(op.esum, span(n, 8), "esum"));
+  QBC_ASSIGN_OR_RETURN(uint8_t * accp, c.sram_at(op.acc, span(n, hd, 8), "acc"));
+  c.counters.macs += span(n, bc, hd);
+  c.counters.vector_ops += span(n, bc);
   if (n == 0) return ok_status();
   std::vector<int32_t> vals(static_cast<size_t>(bc * hd));
   for (int64_t j = 0; j < bc; ++j) load_codes(vcp + j * vrow, vt, hd, vals.data() + j * hd);
@@ -198,10 +197,11 @@ Status exec_exp_accum(const isa::ExpAccum& op, Core& c) {
 
 Status exec_merge(const isa::Merge& op, Core& c) {
   const int64_t es = op.op == isa::MergeOp::kMax ? 4 : 8;
-  const int64_t span = ((op.parts_count - 1) * op.part_stride + op.count) * es;
-  QBC_ASSIGN_OR_RETURN(const uint8_t* pp, c.sram_at(op.parts, span, "parts"));
-  QBC_ASSIGN_OR_RETURN(uint8_t * op_out, c.sram_at(op.out, op.count * es, "out"));
-  c.counters.vector_ops += op.parts_count * op.count;
+  QBC_ASSIGN_OR_RETURN(
+      const uint8_t* pp,
+      c.sram_at(op.parts, span(rows_span(op.parts_count, op.part_stride, op.count), es), "parts"));
+  QBC_ASSIGN_OR_RETURN(uint8_t * op_out, c.sram_at(op.out, span(op.count, es), "out"));
+  c.counters.vector_ops += span(op.parts_count, op.count);
   if (op.op == isa::MergeOp::kMax) {
     std::vector<float> out(static_cast<size_t>(op.count)), part(static_cast<size_t>(op.count));
     load(pp, op.count, out.data());
@@ -225,13 +225,12 @@ Status exec_merge(const isa::Merge& op, Core& c) {
 Status exec_attn_out(const isa::AttnOut& op, Core& c) {
   const isa::AttnDesc& d = c.bundle.attentions[static_cast<size_t>(op.attn)];
   QBC_ASSIGN_OR_RETURN(const int64_t rows, c.count(op.rows, "rows"));
-  const int64_t g = group_size(d), hd = d.head_dim, qw = d.heads * hd, n = rows * g;
+  const int64_t g = group_size(d), hd = d.head_dim, qw = d.heads * hd, n = span(rows, g);
   QBC_ASSIGN_OR_RETURN(const numerics::Attention* a, c.attention(op.attn, op.params));
-  QBC_ASSIGN_OR_RETURN(const uint8_t* accp, c.sram_at(op.acc, n * hd * 8, "acc"));
-  QBC_ASSIGN_OR_RETURN(const uint8_t* esp, c.sram_at(op.esum, n * 8, "esum"));
-  QBC_ASSIGN_OR_RETURN(uint8_t * yp,
-                       c.sram_at(op.y, rows == 0 ? 0 : (rows - 1) * 2 * qw + 2 * g * hd, "y"));
-  c.counters.vector_ops += n * hd;
+  QBC_ASSIGN_OR_RETURN(const uint8_t* accp, c.sram_at(op.acc, span(n, hd, 8), "acc"));
+  QBC_ASSIGN_OR_RETURN(const uint8_t* esp, c.sram_at(op.esum, span(n, 8), "esum"));
+  QBC_ASSIGN_OR_RETURN(uint8_t * yp, c.sram_at(op.y, rows_span(rows, 2 * qw, 2 * g * hd), "y"));
+  c.counters.vector_ops += span(n, hd);
   std::vector<int64_t> acc(static_cast<size_t>(hd));
   std::vector<float> y(static_cast<size_t>(hd));
   const size_t ch0 = static_cast<size_t>(op.kv_head * hd);

@@ -17,11 +17,11 @@ Status exec_dma(const isa::Dma& op, Core& c) {
   const isa::Ref& sram_ref = load ? op.dst : op.src;
   const int64_t sram_stride = load ? op.dst_stride : op.src_stride;
   const int64_t dram_stride = load ? op.src_stride : op.dst_stride;
-  QBC_ASSIGN_OR_RETURN(uint8_t * s, c.sram_at(sram_ref, (rows - 1) * sram_stride + op.row_bytes,
+  QBC_ASSIGN_OR_RETURN(uint8_t * s, c.sram_at(sram_ref, rows_span(rows, sram_stride, op.row_bytes),
                                               load ? "dst" : "src"));
   const bool ring = op.ring_rows > 0;
-  const int64_t dram_span = ring ? (op.ring_rows - 1) * op.ring_stride + op.row_bytes
-                                 : (rows - 1) * dram_stride + op.row_bytes;
+  const int64_t dram_span = ring ? rows_span(op.ring_rows, op.ring_stride, op.row_bytes)
+                                 : rows_span(rows, dram_stride, op.row_bytes);
   QBC_ASSIGN_OR_RETURN(uint8_t * d, c.dram_at(dram_ref, 0, dram_span, load ? "src" : "dst"));
   const int64_t r0 = ring ? c.eval(op.ring_row0) : 0;
   for (int64_t r = 0; r < rows; ++r) {
@@ -41,7 +41,7 @@ Status exec_dma(const isa::Dma& op, Core& c) {
   }
   const isa::Buffer& dram_buf = c.bundle.buffers[static_cast<size_t>(dram_ref.buffer)];
   const int purpose = static_cast<int>(dram_buf.purpose);
-  (load ? c.counters.dram_read : c.counters.dram_written)[purpose] += rows * op.row_bytes;
+  (load ? c.counters.dram_read : c.counters.dram_written)[purpose] += span(rows, op.row_bytes);
   return ok_status();
 }
 

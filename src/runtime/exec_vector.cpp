@@ -1,6 +1,6 @@
 // The vector unit's row ops: rms_norm, rope and the elementwise ops, each one call of its
 // qbc_numerics kernel over rows read from SRAM (fp16 bit patterns, or fp32 for the head's
-// elementwise values).
+// elementwise values); fill (start values of row maxima and integer sums).
 #include <cstring>
 #include <vector>
 
@@ -14,13 +14,13 @@ namespace qbc::runtime {
 
 Status exec_rms_norm(const isa::RmsNorm& op, Core& c) {
   QBC_ASSIGN_OR_RETURN(const int64_t rows, c.count(op.rows, "rows"));
-  const int64_t count = rows * op.width;
-  QBC_ASSIGN_OR_RETURN(const uint8_t* xp, c.sram_at(op.x, 2 * count, "x"));
+  const int64_t count = span(rows, op.width);
+  QBC_ASSIGN_OR_RETURN(const uint8_t* xp, c.sram_at(op.x, span(2, count), "x"));
   // Weights: [group] for grouped norms (q/k norms: one head's weights for every group), else
   // [width] (numerics rms_norm).
   const int64_t wn = op.group > 0 ? op.group : op.width;
-  QBC_ASSIGN_OR_RETURN(const uint8_t* wp, c.sram_at(op.weight, 4 * wn, "weight"));
-  QBC_ASSIGN_OR_RETURN(uint8_t * yp, c.sram_at(op.y, 2 * count, "y"));
+  QBC_ASSIGN_OR_RETURN(const uint8_t* wp, c.sram_at(op.weight, span(4, wn), "weight"));
+  QBC_ASSIGN_OR_RETURN(uint8_t * yp, c.sram_at(op.y, span(2, count), "y"));
   std::vector<float> x(static_cast<size_t>(count)), y(static_cast<size_t>(count));
   std::vector<float> w(static_cast<size_t>(wn));
   load_f16(xp, count, x.data());
@@ -34,9 +34,9 @@ Status exec_rms_norm(const isa::RmsNorm& op, Core& c) {
 Status exec_rope(const isa::Rope& op, Core& c) {
   QBC_ASSIGN_OR_RETURN(const int64_t rows, c.count(op.rows, "rows"));
   const numerics::Rope& r = c.decoded.ropes[static_cast<size_t>(op.rope)];
-  const int64_t count = rows * r.heads * r.head_dim;
-  QBC_ASSIGN_OR_RETURN(const uint8_t* xp, c.sram_at(op.x, 2 * count, "x"));
-  QBC_ASSIGN_OR_RETURN(uint8_t * yp, c.sram_at(op.y, 2 * count, "y"));
+  const int64_t count = span(rows, r.heads, r.head_dim);
+  QBC_ASSIGN_OR_RETURN(const uint8_t* xp, c.sram_at(op.x, span(2, count), "x"));
+  QBC_ASSIGN_OR_RETURN(uint8_t * yp, c.sram_at(op.y, span(2, count), "y"));
   QBC_ASSIGN_OR_RETURN(const int64_t pos0, c.count(op.pos0, "pos0"));
   QBC_ASSIGN_OR_RETURN(const int64_t freq_pos, c.count(op.freq_pos, "freq_pos"));
   std::vector<float> x(static_cast<size_t>(count)), y(static_cast<size_t>(count));
@@ -49,9 +49,9 @@ Status exec_rope(const isa::Rope& op, Core& c) {
 
 Status exec_eltwise(const isa::Eltwise& op, Core& c) {
   QBC_ASSIGN_OR_RETURN(const int64_t rows, c.count(op.rows, "rows"));
-  const int64_t count = rows * op.width;
+  const int64_t count = span(rows, op.width);
   const bool f16 = op.type == isa::DType::kF16;
-  const int64_t bytes = isa::dtype_bytes(op.type, count);
+  const int64_t bytes = span(count, isa::dtype_bits(op.type) / 8);
   const bool binary =
       op.op == isa::EltOp::kAdd || op.op == isa::EltOp::kSilu || op.op == isa::EltOp::kGelu;
   QBC_ASSIGN_OR_RETURN(const uint8_t* ap, c.sram_at(op.a, bytes, "a"));
@@ -97,21 +97,15 @@ Status exec_eltwise(const isa::Eltwise& op, Core& c) {
   return ok_status();
 }
 
-}  // namespace qbc::runtime
-
-namespace qbc::runtime {
-
 Status exec_fill(const isa::Fill& op, Core& c) {
   QBC_ASSIGN_OR_RETURN(const int64_t n, c.count(op.count, "count"));
-  QBC_ASSIGN_OR_RETURN(uint8_t * y, c.sram_at(op.y, isa::dtype_bytes(op.type, n), "y"));
+  QBC_ASSIGN_OR_RETURN(uint8_t * y, c.sram_at(op.y, span(n, isa::dtype_bits(op.type) / 8), "y"));
   if (op.type == isa::DType::kF32) {
     const float v = static_cast<float>(op.value);
     for (int64_t i = 0; i < n; ++i) std::memcpy(y + 4 * i, &v, 4);
-  } else if (op.type == isa::DType::kI64) {
-    const int64_t v = static_cast<int64_t>(op.value);
-    for (int64_t i = 0; i < n; ++i) std::memcpy(y + 8 * i, &v, 8);
   } else {
-    return invalid_argument("fill of ", isa::dtype_name(op.type), " (f32 or i64)");
+    const int64_t v = static_cast<int64_t>(op.value);  // kI64 (validated)
+    for (int64_t i = 0; i < n; ++i) std::memcpy(y + 8 * i, &v, 8);
   }
   c.counters.vector_ops += n;
   return ok_status();

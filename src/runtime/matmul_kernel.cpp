@@ -1,9 +1,10 @@
 // The integer dot-product kernel (see matmul_kernel.h). The AVX2 path widens 16 weights to
 // int16 per step and multiplies them with vpmaddwd (pairs of int16 products summed into
-// int32: exact for these ranges), over register tiles of 4 activation rows x 2 weight rows
-// (1 x 4 for the last rows, e.g. decode's single row), so each weight load serves several
-// rows. The project builds without -march flags, so the AVX2 code is selected per call
-// site with __builtin_cpu_supports instead of being compiled in everywhere.
+// int32: exact for these ranges), over register tiles of 4 activation rows x 2 weight rows,
+// so each weight load serves several rows; the last rows (decode's single row) run 1 x 2
+// tiles that prefetch the weight rows ahead. The project builds without -march flags, so the AVX2
+// code is selected per call site with __builtin_cpu_supports instead of being compiled in
+// everywhere.
 #include "matmul_kernel.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -36,11 +37,25 @@ __attribute__((target("avx2"))) inline int32_t hsum(__m256i v) {
   return _mm_cvtsi128_si32(s);
 }
 
+/// Bytes ahead of the current weight rows that a single-row tile prefetches: decode
+/// streams its weights once, and the hardware prefetcher alone leaves half the memory
+/// bandwidth unused on short rows.
+constexpr int64_t kPrefetchAhead = 4096;
+
 /// One MR x NR register tile: rows x[0..MR) against weight rows w[0..NR).
 template <int MR, int NR>
 __attribute__((target("avx2"))) void tile(const int16_t* x, int64_t ldx, const int8_t* w,
                                           int64_t ldw, int64_t len, int32_t* out, int64_t ldo,
                                           int64_t jstride) {
+  if (MR == 1) {  // the same columns of the rows about kPrefetchAhead bytes further on
+    const int64_t ahead = (kPrefetchAhead + ldw - 1) / ldw * ldw;
+    for (int j = 0; j < NR; ++j) {
+      for (int64_t p = 0; p < len; p += 64)
+        _mm_prefetch(
+            reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(w) + ahead + j * ldw + p),
+            _MM_HINT_T0);  // an address past the weights is harmless
+    }
+  }
   __m256i acc[MR][NR];
   for (int i = 0; i < MR; ++i) {
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_si256();
@@ -85,8 +100,8 @@ __attribute__((target("avx2"))) void dot_tile_avx2(const int16_t* x, int64_t ldx
   }
   for (; m < rows; ++m) {
     int64_t j = 0;
-    for (; j + 4 <= n; j += 4) {
-      tile<1, 4>(x + m * ldx, ldx, w + j * ldw, ldw, len, out + m * ldo + j * jstride, ldo,
+    for (; j + 2 <= n; j += 2) {
+      tile<1, 2>(x + m * ldx, ldx, w + j * ldw, ldw, len, out + m * ldo + j * jstride, ldo,
                  jstride);
     }
     for (; j < n; ++j) {
@@ -97,7 +112,10 @@ __attribute__((target("avx2"))) void dot_tile_avx2(const int16_t* x, int64_t ldx
 }
 
 bool host_has_avx2() {
-  static const bool has = __builtin_cpu_supports("avx2");
+  static const bool has = [] {
+    __builtin_cpu_init();  // safe to call early (static initialisation order)
+    return __builtin_cpu_supports("avx2") != 0;
+  }();
   return has;
 }
 

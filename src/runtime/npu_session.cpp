@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "qbc/numerics/fp16.h"
 #include "values.h"
 
 namespace qbc::runtime {

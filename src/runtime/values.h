@@ -1,32 +1,15 @@
-// Element loads and stores of device memory: fp16 as IEEE half bit patterns, int4 packed two
-// per byte (low nibble first, sign-extended), every multi-byte type little-endian through
-// memcpy (device memory is a byte array; offsets need not be aligned).
+// Element loads and stores of device memory: fp16 as IEEE half bit patterns (fp16_rows.h),
+// int4 packed two per byte (low nibble first, sign-extended), every multi-byte type
+// little-endian through memcpy (device memory is a byte array; offsets need not be aligned).
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 
+#include "fp16_rows.h"
 #include "qbc/isa/program.h"
-#include "qbc/numerics/fp16.h"
 
 namespace qbc::runtime {
-
-inline void load_f16(const uint8_t* p, int64_t n, float* out) {
-  for (int64_t i = 0; i < n; ++i) {
-    uint16_t h;
-    std::memcpy(&h, p + 2 * i, 2);
-    out[i] = numerics::fp16_from_bits(h);
-  }
-}
-
-/// Stores fp16 values (each is rounded to fp16 once; values that already are fp16 values
-/// are stored exactly).
-inline void store_f16(const float* v, int64_t n, uint8_t* p) {
-  for (int64_t i = 0; i < n; ++i) {
-    const uint16_t h = numerics::fp16_bits(v[i]);
-    std::memcpy(p + 2 * i, &h, 2);
-  }
-}
 
 /// `n` elements of T at p (memcpy: any alignment).
 template <typename T>

@@ -31,6 +31,14 @@ AffineParams affine_params(double span, double neg_lo, int bits);
 /// clamp(rne(x / scale) + zero, −2^(bits−1), 2^(bits−1) − 1), in fp64.
 int32_t quantize_affine(double x, float scale, int32_t zero, int bits);
 
+/// quantize_symmetric(x[i], scale, bits) for i < n (offset 0), into out: the same values,
+/// computed four at a time with AVX when the host has it (the executor's activation rows).
+void quantize_symmetric_row(const float* x, int64_t n, float scale, int bits, int32_t* out);
+
+/// quantize_affine(x[i], scale, zero, bits) for i < n, into out (as quantize_symmetric_row).
+void quantize_affine_row(const float* x, int64_t n, float scale, int32_t zero, int bits,
+                         int32_t* out);
+
 /// A per-token dynamic scale: fp32(max_i |x[i]| / qmax(bits)), at least kMinScale.
 float per_token_scale(const float* x, int64_t n, int bits);
 

@@ -161,5 +161,22 @@ TEST(RuntimeDevice, RunRefusesBadArguments) {
   QBC_ASSERT_OK(d->run(isa::Phase::kPrefill, 0, 59, 5));
 }
 
+TEST(RuntimeDevice, HugeSizesFailTheBoundsCheckInsteadOfWrapping) {
+  int32_t d = -1, s = -1;
+  BundleBuilder bb = copy_bundle(&d, &s);
+  isa::MatMul m;  // 2^40 x 2^40 x 2^30: every byte extent overflows int64
+  m.x = m.w = m.acc = bb.ref(s);
+  m.rows = int64_t{1} << 30;
+  m.n = int64_t{1} << 40;
+  m.kt = int64_t{1} << 40;
+  m.ldx = m.kt;
+  bb.emit(0, m);
+  std::shared_ptr<Device> dev = testing::make_device(bb.finish());
+  ASSERT_NE(dev, nullptr);
+  const Status st = dev->run(isa::Phase::kDecode, 0, 0, 1);
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_TRUE(contains(st.message(), "outside buffer 's'")) << st.message();
+}
+
 }  // namespace
 }  // namespace qbc::runtime

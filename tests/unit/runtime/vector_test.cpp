@@ -1,10 +1,11 @@
 // rms_norm, rope and the elementwise ops against their numerics kernels, bit for bit: whole
-// rows and grouped norms (weights [width], the group's weight repeated), rope over runtime
+// rows and grouped norms (weights [group], shared by every group), rope over runtime
 // positions with LongRoPE frequencies (a call split into two row tiles that name the call's last
 // position rotates as the whole call), every elementwise op on fp16 body values and on fp32 head
 // values.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "qbc/numerics/elementwise.h"
@@ -45,17 +46,14 @@ TEST_P(RuntimeRmsNorm, EqualsNumerics) {
   const int64_t s = 3, n = s * c.width, wn = c.group > 0 ? c.group : c.width;
   const std::vector<float> x = testing::random_f16(static_cast<size_t>(n), 21, 3.0f);
   const std::vector<float> w = testing::random_f16(static_cast<size_t>(wn), 22, 1.5f);
-  // The program's weights are [width]: a grouped norm's weight repeated per group.
-  std::vector<float> wide;
-  while (static_cast<int64_t>(wide.size()) < c.width) wide.insert(wide.end(), w.begin(), w.end());
   BundleBuilder bb;
   const int32_t x_d = bb.dram("x", isa::Purpose::kActivations, n * 2);
   const int32_t y_d = bb.dram("y", isa::Purpose::kActivations, n * 2);
-  const int32_t w_d = bb.weights("w", testing::raw_bytes(wide));
+  const int32_t w_d = bb.weights("w", testing::raw_bytes(w));
   const int32_t x_s = bb.sram("x", 0, n * 2), y_s = bb.sram("y", 0, n * 2);
-  const int32_t w_s = bb.sram("w", 0, c.width * 4);
+  const int32_t w_s = bb.sram("w", 0, wn * 4);
   bb.copy(0, bb.ref(x_s), bb.ref(x_d), c.width * 2, kSeq);
-  bb.copy(0, bb.ref(w_s), bb.ref(w_d), c.width * 4);
+  bb.copy(0, bb.ref(w_s), bb.ref(w_d), wn * 4);
   isa::RmsNorm op;
   op.x = bb.ref(x_s);
   op.weight = bb.ref(w_s);
@@ -218,6 +216,31 @@ INSTANTIATE_TEST_SUITE_P(Ops, RuntimeEltwise,
                            return std::string(isa::elt_name(i.param.op)) + "_" +
                                   isa::dtype_name(i.param.type);
                          });
+
+TEST(RuntimeFill, SetsStartValuesOfMaximaAndSums) {
+  BundleBuilder bb(1, 1, 1 << 12, /*chunk=*/8);
+  const int32_t mx_d = bb.dram("mx", isa::Purpose::kScratch, 8 * 4);
+  const int32_t sum_d = bb.dram("sum", isa::Purpose::kScratch, 8 * 8);
+  const int32_t mx = bb.sram("mx", 0, 8 * 4), sum = bb.sram("sum", 0, 8 * 8);
+  bb.emit(0, isa::Fill{bb.ref(mx), kSeq * 2, isa::DType::kF32, -INFINITY});
+  bb.emit(0, isa::Fill{bb.ref(sum), kSeq, isa::DType::kI64, 7.0});
+  bb.copy(0, bb.ref(mx_d), bb.ref(mx), 8 * 4);
+  bb.copy(0, bb.ref(sum_d), bb.ref(sum), 8 * 8);
+  std::shared_ptr<Device> d = testing::make_device(bb.finish());
+  ASSERT_NE(d, nullptr);
+  QBC_ASSERT_OK(d->run(isa::Phase::kPrefill, 0, 0, 3));
+  const std::vector<float> m = testing::values_of<float>(testing::read(*d, mx_d, 8 * 4));
+  const std::vector<int64_t> s = testing::values_of<int64_t>(testing::read(*d, sum_d, 8 * 8));
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(m[static_cast<size_t>(i)], i < 6 ? -INFINITY : 0.0f) << i;
+    EXPECT_EQ(s[static_cast<size_t>(i)], i < 3 ? 7 : 0) << i;
+  }
+  EXPECT_EQ(d->counters()[0].vector_ops, 9);
+  BundleBuilder bad;
+  const int32_t y = bad.sram("y", 0, 64);
+  bad.emit(0, isa::Fill{bad.ref(y), 4, isa::DType::kF16, 0.0});
+  EXPECT_EQ(Device::create(bad.finish(), DeviceOptions()).status().code(), Code::kInvalidArgument);
+}
 
 }  // namespace
 }  // namespace qbc::runtime
