@@ -181,3 +181,128 @@ INSTANTIATE_TEST_SUITE_P(Families, BackendExact, ::testing::ValuesIn(backend_cas
 
 }  // namespace
 }  // namespace qbc
+
+namespace qbc {
+namespace {
+
+/// Compiles `q` for `target` with `batch` sequence slots (single scheme) and cache `ctx`.
+StatusOr<std::shared_ptr<runtime::Device>> device_for(const Quantized& q, const std::string& target,
+                                                      int64_t batch, int64_t ctx, int64_t chunk) {
+  config::LoadRequest req;
+  req.sets = {"targetProfile=" + target};
+  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, config::resolve(req));
+  QBC_ASSIGN_OR_RETURN(npu::Options o, driver::backend_options(q.model.graph, cfg));
+  o.modes = {npu::ModeRequest{isa::Scheme::kSingle, 1, static_cast<int32_t>(batch)}};
+  o.batch = batch;
+  o.max_cache = ctx;
+  o.chunk = std::min(chunk, ctx);
+  QBC_ASSIGN_OR_RETURN(isa::Bundle b, driver::compile_backend(q.model, o));
+  auto bundle = std::make_shared<const isa::Bundle>(std::move(b));
+  return runtime::Device::create(bundle, runtime::DeviceOptions{});
+}
+
+// batchSize 4: every sequence has its own KV region; four sequences of different lengths,
+// run interleaved on one device, give the logits each gives alone.
+TEST(BackendBatch, FourSequencesInterleavedEqualEachAlone) {
+  const testing::TransformCase& c = testing::find_transform_case("stories260k");
+  QBC_REQUIRE_TRANSFORM_CASE(shared, c);
+  auto q = quantize_case(c, false);
+  QBC_ASSERT_OK(q);
+  auto dev = device_for(*q, "aries-rb", 4, 64, 16);
+  QBC_ASSERT_OK(dev);
+  const std::vector<size_t> lengths = {5, 23, 40, 12};
+  std::vector<std::unique_ptr<runtime::NpuSession>> s;
+  std::vector<std::vector<int32_t>> ids;
+  std::vector<std::vector<float>> got(4);
+  for (int b = 0; b < 4; ++b) {
+    auto x = runtime::NpuSession::create(*dev, b);
+    QBC_ASSERT_OK(x);
+    s.push_back(std::move(*x));
+    std::vector<int32_t> all = test_ids(512, 40 + static_cast<size_t>(b));
+    ids.emplace_back(all.begin() + b, all.begin() + b + static_cast<int64_t>(lengths[b]));
+  }
+  // Interleave: a prefill of up to 7 tokens per sequence per round, then token by token.
+  std::vector<size_t> at(4, 0);
+  for (bool left = true; left;) {
+    left = false;
+    for (int b = 0; b < 4; ++b) {
+      if (at[b] >= ids[b].size()) continue;
+      const size_t n = at[b] < 7 ? std::min<size_t>(7, ids[b].size() - at[b]) : 1;
+      std::vector<float> part;
+      QBC_ASSERT_OK(s[b]->forward({ids[b].begin() + static_cast<int64_t>(at[b]),
+                                   ids[b].begin() + static_cast<int64_t>(at[b] + n)},
+                                  &part));
+      got[b].insert(got[b].end(), part.begin(), part.end());
+      at[b] += n;
+      left = left || at[b] < ids[b].size();
+    }
+  }
+  for (int b = 0; b < 4; ++b) {
+    auto alone = device_for(*q, "aries-rb", 1, 64, 16);
+    QBC_ASSERT_OK(alone);
+    auto one = runtime::NpuSession::create(*alone, 0);
+    QBC_ASSERT_OK(one);
+    std::vector<float> want;
+    QBC_ASSERT_OK((*one)->forward(ids[b], &want));
+    EXPECT_TRUE(bitwise_equal(got[b], want)) << "sequence " << b << " of " << lengths[b];
+  }
+}
+
+// A cache compiled for 16384 positions on the 64 KiB-SRAM target: decode past position
+// 12000 equals the fake-quant evaluator bit for bit (the chunk loops run 750+ trips; SRAM
+// holds one chunk).
+TEST(BackendLongContext, DecodePast12000EqualsFakeQuantOnTest2Core) {
+  testing::TransformCase c{"tiny_long", "", "", R"({
+      "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 32,
+      "intermediate_size": 48, "num_hidden_layers": 1, "num_attention_heads": 2,
+      "num_key_value_heads": 1, "head_dim": 16, "vocab_size": 128,
+      "max_position_embeddings": 16384, "rms_norm_eps": 1e-05, "rope_theta": 500000.0,
+      "tie_word_embeddings": true, "hidden_act": "silu", "bos_token_id": 1, "eos_token_id": 2,
+      "torch_dtype": "float32"})", "", ""};
+  const std::filesystem::path shared = testing::shared_dir();
+  auto lc = testing::load_transform_case(c, shared);
+  QBC_ASSERT_OK(lc);
+  config::LoadRequest req;
+  req.preset = "llm_fast";
+  req.sets = {"useRandomCalib=true",
+              "llm.attributes.maxSequenceLength=16384",
+              "llm.attributes.maxCacheLength=16384",
+              "calibration.numSamples=2",
+              "calibration.seqLength=32",
+              "targetProfile=test-2core"};
+  auto cfg = config::resolve(req);
+  QBC_ASSERT_OK(cfg);
+  auto src = driver::open_model(lc->source->path().string(), *cfg);
+  QBC_ASSERT_OK(src);
+  const std::filesystem::path out = temp_dir() / "npu_tiny_long.mblt";
+  QBC_ASSERT_OK(driver::quantize_to(*src, *cfg, out.string(), driver::QuantizeRun{}));
+  Quantized qz;
+  auto m = driver::open_model(out.string(), *cfg);
+  QBC_ASSERT_OK(m);
+  qz.model = std::move(*m);
+  auto fq = driver::make_runner(qz.model, ref::SessionOptions{});
+  QBC_ASSERT_OK(fq);
+  auto dev = device_for(qz, "test-2core", 1, 16384, 128);
+  QBC_ASSERT_OK(dev);
+  auto npu = runtime::NpuSession::create(*dev, 0);
+  QBC_ASSERT_OK(npu);
+  const std::vector<int32_t> ids = test_ids(128, 12008);
+  std::vector<float> a, b;
+  for (size_t t0 = 0; t0 < 12000; t0 += 128) {  // prefill in chunks; logits not compared here
+    const size_t n = std::min<size_t>(128, 12000 - t0);
+    const std::vector<int32_t> chunk(ids.begin() + static_cast<int64_t>(t0),
+                                     ids.begin() + static_cast<int64_t>(t0 + n));
+    QBC_ASSERT_OK((*fq)->forward(chunk, &a));
+    QBC_ASSERT_OK((*npu)->forward(chunk, &b));
+  }
+  EXPECT_TRUE(bitwise_equal(a, b)) << "the last prefill chunk";
+  for (size_t t = 12000; t < ids.size(); ++t) {
+    QBC_ASSERT_OK((*fq)->forward({ids[t]}, &a));
+    QBC_ASSERT_OK((*npu)->forward({ids[t]}, &b));
+    EXPECT_TRUE(bitwise_equal(a, b)) << "decode at position " << t;
+  }
+  EXPECT_EQ((*npu)->position(), 12008);
+}
+
+}  // namespace
+}  // namespace qbc
