@@ -1,0 +1,47 @@
+// The NPU program verifier: the numbered invariants V1..V8 of docs/npu.md ("Verifier"). The
+// backend runs it after every pass that changes a Bundle, and the runtime on every file it
+// loads, so it is written for hostile input: it never divides by zero, overflows or reads
+// out of range, whatever the Bundle holds.
+//
+// Expressions are evaluated at sample points of the runtime domain (docs/npu.md
+// "Evaluation"): start, seq and slot at the vertices of their domain, loop variables at both
+// ends of their range (a whole `mod` period at each end where they appear under `mod`).
+#pragma once
+
+#include <cstdint>
+
+#include "qbc/isa/program.h"
+#include "qbc/support/status.h"
+
+namespace qbc::isa {
+
+/// V8: the most instructions one stream may hold.
+inline constexpr int64_t kMaxStreamInstrs = int64_t{1} << 20;
+/// V8: the largest magnitude of an integer field of an op (row bytes, strides, n, kt, ...),
+/// so that sizes computed from them cannot overflow.
+inline constexpr int64_t kMaxField = int64_t{1} << 40;
+/// V5/V6: a replay runs every loop iteration when the program executes at most this many
+/// instruction instances at the vertex being replayed; beyond, loops are sampled (docs/npu.md).
+inline constexpr int64_t kFullReplayInstances = int64_t{1} << 22;
+/// V5/V6: the most instruction instances one replay of a program may execute.
+inline constexpr int64_t kMaxReplayInstances = int64_t{1} << 25;
+
+/// Checks every invariant of `b`: the tables and every program of every mode. The first
+/// violation is returned (kInvalidArgument for V1, V2, V3 and V8, kFailedPrecondition for
+/// V4..V7); its message starts with the invariant, e.g. "V3 (alignment): ", and names the
+/// mode, phase, core, instruction index, op, MBLT node and buffers at fault, with the values.
+Status verify(const Bundle& b);
+
+/// Checks the tables of `b` and the one program `p` (which need not be one of b's modes),
+/// run by `instances` instances: what verify checks for one program, plus the DRAM layout.
+Status verify_program(const Bundle& b, const Program& p, int instances);
+
+/// V8's size estimate of a program: instructions and encoded bytes, sizeof(Instr) per
+/// instruction plus sizeof(Expr::Node) per expression node (reference offsets included).
+struct ProgramSize {
+  int64_t instructions = 0;
+  int64_t bytes = 0;
+};
+ProgramSize program_size(const Program& p);
+
+}  // namespace qbc::isa

@@ -1,0 +1,422 @@
+// V6 (deadlock-free replay) and V5 (ordered conflicts): the program's queues are replayed with
+// counted token semaphores and barriers at each vertex of the runtime domain. Loops run every
+// iteration when the whole replay has at most kFullReplayInstances instruction instances;
+// beyond that each loop runs only its first and last W iterations (W: the loop's sample
+// window, domain.h), which can miss a conflict of a skipped middle iteration with an access
+// outside the loop (docs/npu.md "V5"). Every executed instruction gets
+// a vector clock over the program's queues; two accesses to overlapping bytes, one a write,
+// are ordered iff the later one's clock covers the earlier one. Per buffer the replay keeps
+// the accesses not yet covered by a later one of the same kind, so it stays near linear.
+#include <algorithm>
+#include <deque>
+
+#include "domain.h"
+#include "qbc/isa/verify.h"
+#include "verify_internal.h"
+
+namespace qbc::isa {
+namespace {
+
+using Clock = std::vector<uint32_t>;
+
+void join(Clock& a, const Clock& b) {
+  for (size_t i = 0; i < a.size(); ++i) a[i] = std::max(a[i], b[i]);
+}
+
+/// One queue of one stream walking its share of the stream.
+struct Cursor {
+  struct Frame {
+    int32_t loop;
+    int64_t iter, trips;
+    int32_t end;
+  };
+  /// The iteration after `iter` of a loop of `trips` iterations: the next one, or, when
+  /// sampling with window `w`, the first of the last w once the first w have run.
+  static int64_t next_iter(int64_t iter, int64_t trips, int64_t w, bool full) {
+    ++iter;
+    if (!full && iter == w && trips - w > w) iter = trips - w;
+    return iter;
+  }
+  int32_t stream = 0;
+  Queue queue = Queue::kLoad;
+  int32_t pc = 0;
+  int32_t head = -1;  ///< the instruction to execute next; -1 when the queue is drained
+  std::vector<Frame> frames;
+  Env env;
+};
+
+/// One access not yet covered by a later one.
+struct Record {
+  int32_t gq;
+  uint32_t clock;
+  int64_t lo, hi;  ///< physical bytes
+  bool write;
+  int32_t stream, instr;
+};
+
+class Replay {
+ public:
+  Replay(const ProgramRef& pr, const std::vector<StreamShape>& shapes,
+         const std::vector<std::vector<std::vector<Access>>>& accs, const SymPoint& point,
+         bool full)
+      : pr_(pr), b_(pr.b), shapes_(shapes), accs_(accs), point_(point), full_(full) {}
+
+  Status run();
+
+ private:
+  const std::vector<Instr>& code(const Cursor& c) const {
+    return pr_.p.cores[static_cast<size_t>(c.stream)].code;
+  }
+  void advance(Cursor& c);
+  bool waits_ready(const Cursor& c, const Instr& in) const;
+  void take_waits(Cursor& c, const Instr& in, Clock& clock);
+  void give_signals(const Cursor& c, const Instr& in, const Clock& clock);
+  Status execute(Cursor& c);
+  Status check_access(const Cursor& c, int gq, const Access& a);
+  std::string at() const;
+  std::string where_env(const Cursor& c) const;
+  void build_aliases();
+
+  const ProgramRef& pr_;
+  const Bundle& b_;
+  const std::vector<StreamShape>& shapes_;
+  const std::vector<std::vector<std::vector<Access>>>& accs_;
+  SymPoint point_;
+  bool full_;
+  std::vector<Cursor> cursors_;                       // [3*stream + queue]
+  std::vector<Clock> clocks_;                         // per cursor
+  std::vector<std::vector<int64_t>> counts_;          // [stream][channel]
+  std::vector<std::vector<std::deque<Clock>>> fifo_;  // [stream][channel]
+  std::vector<std::vector<Record>> records_;          // per buffer
+  std::vector<std::vector<int32_t>> aliases_;         // per buffer: buffers sharing bytes
+  std::vector<int64_t> base_;                         // per buffer: physical address
+  int64_t executed_ = 0;
+  Status conflict_;  ///< the first V5 violation; reported once the replay ends without a V6 one
+};
+
+std::string Replay::at() const {
+  return where(pr_) + " at start=" + std::to_string(point_.start) +
+         " seq=" + std::to_string(point_.seq) + " slot=" + std::to_string(point_.slot);
+}
+
+std::string Replay::where_env(const Cursor& c) const {
+  std::string s;
+  for (const Cursor::Frame& f : c.frames) {
+    const int var = std::get<Loop>(code(c)[static_cast<size_t>(f.loop)].op).var;
+    s += (s.empty() ? " (" : ", ") + ("i" + std::to_string(var)) + "=" + std::to_string(f.iter);
+  }
+  return s.empty() ? s : s + ")";
+}
+
+void Replay::advance(Cursor& c) {
+  const std::vector<Instr>& cd = code(c);
+  const StreamShape& shape = shapes_[static_cast<size_t>(c.stream)];
+  for (;;) {
+    while (!c.frames.empty() && c.pc > c.frames.back().end) {
+      Cursor::Frame& f = c.frames.back();
+      const int var = std::get<Loop>(cd[static_cast<size_t>(f.loop)].op).var;
+      f.iter = Cursor::next_iter(f.iter, f.trips, shape.window[static_cast<size_t>(f.loop)], full_);
+      if (f.iter < f.trips) {
+        c.env.loop[static_cast<size_t>(var)] = f.iter;
+        c.pc = f.loop + 1;
+      } else {
+        c.pc = f.end + 1;
+        c.frames.pop_back();
+      }
+    }
+    if (c.pc >= static_cast<int32_t>(cd.size())) {
+      c.head = -1;
+      return;
+    }
+    const Instr& in = cd[static_cast<size_t>(c.pc)];
+    if (const Loop* loop = std::get_if<Loop>(&in.op)) {
+      int64_t trip = 0;
+      eval_checked(loop->trip, c.env, &trip);  // V8 checked it evaluates
+      if (trip <= 0) {
+        c.pc += loop->body + 1;
+        continue;
+      }
+      c.frames.push_back({c.pc, 0, trip, c.pc + loop->body});
+      c.env.loop[static_cast<size_t>(loop->var)] = 0;
+      ++c.pc;
+      continue;
+    }
+    if (in.queue == c.queue) {
+      c.head = c.pc++;
+      return;
+    }
+    ++c.pc;
+  }
+}
+
+bool Replay::waits_ready(const Cursor& c, const Instr& in) const {
+  for (int ch = 0; ch < kNumChannels; ++ch) {
+    if ((in.wait >> ch & 1) &&
+        counts_[static_cast<size_t>(c.stream)][static_cast<size_t>(ch)] <= 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void Replay::take_waits(Cursor& c, const Instr& in, Clock& clock) {
+  for (int ch = 0; ch < kNumChannels; ++ch) {
+    if (!(in.wait >> ch & 1)) continue;
+    --counts_[static_cast<size_t>(c.stream)][static_cast<size_t>(ch)];
+    std::deque<Clock>& q = fifo_[static_cast<size_t>(c.stream)][static_cast<size_t>(ch)];
+    join(clock, q.front());
+    q.pop_front();
+  }
+}
+
+void Replay::give_signals(const Cursor& c, const Instr& in, const Clock& clock) {
+  for (int ch = 0; ch < kNumChannels; ++ch) {
+    if (!(in.signal >> ch & 1)) continue;
+    ++counts_[static_cast<size_t>(c.stream)][static_cast<size_t>(ch)];
+    fifo_[static_cast<size_t>(c.stream)][static_cast<size_t>(ch)].push_back(clock);
+  }
+}
+
+Status Replay::check_access(const Cursor& c, int gq, const Access& a) {
+  const Buffer& buf = b_.buffers[static_cast<size_t>(a.ref.buffer)];
+  if (buf.purpose == Purpose::kWeights) return ok_status();  // read-only: never conflicts
+  int64_t off = 0, n = 0;
+  eval_checked(a.ref.offset, c.env, &off);  // V2 checked both evaluate
+  eval_checked(a.bytes, c.env, &n);
+  if (n <= 0) return ok_status();
+  const int64_t lo = base_[static_cast<size_t>(a.ref.buffer)] + off, hi = lo + n;
+  const Clock& clock = clocks_[static_cast<size_t>(gq)];
+  for (int32_t other : aliases_[static_cast<size_t>(a.ref.buffer)]) {
+    for (const Record& r : records_[static_cast<size_t>(other)]) {
+      if (r.gq == gq || r.hi <= lo || hi <= r.lo || !(r.write || a.write)) continue;
+      if (clock[static_cast<size_t>(r.gq)] >= r.clock) continue;
+      const int64_t ob = base_[static_cast<size_t>(other)];
+      const int64_t ov_lo = std::max(lo, r.lo), ov_hi = std::min(hi, r.hi);
+      return violation(5, at() + ": " + instr_where(pr_, c.stream, c.head) + where_env(c) +
+                              (a.write ? " writes " : " reads ") + buffer_name(b_, a.ref.buffer) +
+                              " bytes [" + std::to_string(off) + ", " + std::to_string(off + n) +
+                              "), and " + instr_where(pr_, r.stream, r.instr) + " earlier " +
+                              (r.write ? "wrote " : "read ") + buffer_name(b_, other) + " bytes [" +
+                              std::to_string(r.lo - ob) + ", " + std::to_string(r.hi - ob) +
+                              ") (overlap at " + std::to_string(ov_lo - ob) + ".." +
+                              std::to_string(ov_hi - ob) +
+                              "), on another queue with no token or barrier ordering them");
+    }
+  }
+  std::vector<Record>& mine = records_[static_cast<size_t>(a.ref.buffer)];
+  mine.erase(std::remove_if(mine.begin(), mine.end(),
+                            [&](const Record& r) {
+                              return lo <= r.lo && r.hi <= hi &&
+                                     clock[static_cast<size_t>(r.gq)] >= r.clock &&
+                                     (a.write || !r.write);
+                            }),
+             mine.end());
+  mine.push_back(Record{gq, clock[static_cast<size_t>(gq)], lo, hi, a.write, c.stream, c.head});
+  return ok_status();
+}
+
+Status Replay::execute(Cursor& c) {
+  const int gq = 3 * c.stream + static_cast<int>(c.queue);
+  const Instr& in = code(c)[static_cast<size_t>(c.head)];
+  Clock& clock = clocks_[static_cast<size_t>(gq)];
+  take_waits(c, in, clock);
+  ++clock[static_cast<size_t>(gq)];
+  for (const Access& a : accs_[static_cast<size_t>(c.stream)][static_cast<size_t>(c.head)]) {
+    if (!conflict_.ok()) break;
+    conflict_ = check_access(c, gq, a);
+  }
+  give_signals(c, in, clock);
+  if (++executed_ > kMaxReplayInstances) {
+    return violation(8, at() + ": the replay executes more than " +
+                            std::to_string(kMaxReplayInstances) + " instructions");
+  }
+  return ok_status();
+}
+
+void Replay::build_aliases() {
+  const size_t nb = b_.buffers.size();
+  base_.assign(nb, 0);
+  aliases_.assign(nb, {});
+  records_.assign(nb, {});
+  // Memory 0: DRAM; memory 1 + c: the SRAM of core c.
+  struct Extent {
+    int64_t memory, lo, hi;
+    int32_t id;
+  };
+  std::vector<Extent> ext;
+  for (size_t i = 0; i < nb; ++i) {
+    const Buffer& buf = b_.buffers[i];
+    base_[i] = buf.offset + (buf.space == Space::kDram ? point_.slot * buf.slot_stride : 0);
+    if (buf.purpose == Purpose::kWeights || buf.bytes <= 0) continue;
+    const int64_t memory = buf.space == Space::kDram ? 0 : 1 + buf.core;
+    ext.push_back({memory, base_[i], base_[i] + buf.bytes, static_cast<int32_t>(i)});
+  }
+  std::sort(ext.begin(), ext.end(), [](const Extent& x, const Extent& y) {
+    return x.memory != y.memory ? x.memory < y.memory : x.lo < y.lo;
+  });
+  for (size_t x = 0; x < ext.size(); ++x) {
+    aliases_[static_cast<size_t>(ext[x].id)].push_back(ext[x].id);
+    for (size_t y = x + 1; y < ext.size(); ++y) {
+      if (ext[y].memory != ext[x].memory || ext[y].lo >= ext[x].hi) break;
+      aliases_[static_cast<size_t>(ext[x].id)].push_back(ext[y].id);
+      aliases_[static_cast<size_t>(ext[y].id)].push_back(ext[x].id);
+    }
+  }
+}
+
+Status Replay::run() {
+  const size_t streams = pr_.p.cores.size();
+  const size_t g = 3 * streams;
+  build_aliases();
+  cursors_.assign(g, Cursor{});
+  clocks_.assign(g, Clock(g, 0));
+  counts_.assign(streams, std::vector<int64_t>(kNumChannels, 0));
+  fifo_.assign(streams, std::vector<std::deque<Clock>>(kNumChannels));
+  for (size_t q = 0; q < g; ++q) {
+    Cursor& c = cursors_[q];
+    c.stream = static_cast<int32_t>(q / 3);
+    c.queue = static_cast<Queue>(q % 3);
+    set_syms(c.env, point_);
+    advance(c);
+  }
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (size_t q = 0; q < g; ++q) {
+      Cursor& c = cursors_[q];
+      while (c.head >= 0) {
+        const Instr& in = code(c)[static_cast<size_t>(c.head)];
+        if (std::holds_alternative<Barrier>(in.op) || !waits_ready(c, in)) break;
+        QBC_RETURN_IF_ERROR(execute(c));
+        advance(c);
+        progress = true;
+      }
+    }
+    // A barrier passes once every stream's queue holding one has its waits met.
+    std::vector<Cursor*> at_barrier;
+    for (size_t s = 0; s < streams; ++s) {
+      for (int q = 0; q < kNumQueues; ++q) {
+        Cursor& c = cursors_[3 * s + static_cast<size_t>(q)];
+        if (c.head < 0) continue;
+        const Instr& in = code(c)[static_cast<size_t>(c.head)];
+        if (std::holds_alternative<Barrier>(in.op) && waits_ready(c, in)) {
+          at_barrier.push_back(&c);
+          break;
+        }
+      }
+    }
+    if (at_barrier.size() != streams) continue;
+    const int32_t id =
+        std::get<Barrier>(code(*at_barrier[0])[static_cast<size_t>(at_barrier[0]->head)].op).id;
+    Clock all(g, 0);
+    for (Cursor* c : at_barrier) {
+      const Instr& in = code(*c)[static_cast<size_t>(c->head)];
+      const int32_t cid = std::get<Barrier>(in.op).id;
+      if (cid != id) {
+        return violation(
+            7, at() + ": " + instr_where(pr_, c->stream, c->head) + " reaches barrier " +
+                   std::to_string(cid) + " while core " +
+                   std::to_string(pr_.p.cores[static_cast<size_t>(at_barrier[0]->stream)].core) +
+                   " reaches barrier " + std::to_string(id));
+      }
+      Clock& clock = clocks_[static_cast<size_t>(3 * c->stream + static_cast<int>(c->queue))];
+      take_waits(*c, in, clock);
+      join(all, clock);
+    }
+    for (Cursor* c : at_barrier) {
+      const int gq = 3 * c->stream + static_cast<int>(c->queue);
+      Clock& clock = clocks_[static_cast<size_t>(gq)];
+      clock = all;
+      ++clock[static_cast<size_t>(gq)];
+      give_signals(*c, code(*c)[static_cast<size_t>(c->head)], clock);
+      advance(*c);
+    }
+    executed_ += static_cast<int64_t>(streams);
+    progress = true;
+  }
+  std::string stuck;
+  for (const Cursor& c : cursors_) {
+    if (c.head < 0) continue;
+    const Instr& in = code(c)[static_cast<size_t>(c.head)];
+    std::string why;
+    for (int ch = 0; ch < kNumChannels; ++ch) {
+      if ((in.wait >> ch & 1) &&
+          counts_[static_cast<size_t>(c.stream)][static_cast<size_t>(ch)] <= 0) {
+        why += (why.empty() ? "waits on " : ", ") +
+               std::string(channel_name(static_cast<Channel>(ch)));
+      }
+    }
+    if (why.empty()) why = "waits for the other cores at the barrier";
+    stuck +=
+        (stuck.empty() ? "" : "; ") + instr_where(pr_, c.stream, c.head) + where_env(c) + " " + why;
+  }
+  if (!stuck.empty()) return violation(6, at() + ": deadlock: " + stuck);
+  for (size_t s = 0; s < streams; ++s) {
+    for (int ch = 0; ch < kNumChannels; ++ch) {
+      const int64_t left = counts_[s][static_cast<size_t>(ch)];
+      if (left == 0) continue;
+      return violation(6, at() + ": core " + std::to_string(pr_.p.cores[s].core) + " ends with " +
+                              std::to_string(left) + " token(s) on " +
+                              channel_name(static_cast<Channel>(ch)) +
+                              " (a signal no wait consumes: the next call would start unbalanced)");
+    }
+  }
+  return conflict_;
+}
+
+/// The instruction instances one stream executes at `env` with every iteration, counted up
+/// to `budget` (more returns budget + 1).
+int64_t count_instances(const std::vector<Instr>& code, size_t from, size_t to, Env& env,
+                        int64_t budget) {
+  int64_t n = 0;
+  for (size_t i = from; i < to && n <= budget; ++i) {
+    const Loop* loop = std::get_if<Loop>(&code[i].op);
+    if (!loop) {
+      ++n;
+      continue;
+    }
+    int64_t trip = 0;
+    eval_checked(loop->trip, env, &trip);
+    const size_t end = i + 1 + static_cast<size_t>(loop->body);
+    for (int64_t k = 0; k < trip && n <= budget; ++k) {
+      env.loop[static_cast<size_t>(loop->var)] = k;
+      n += count_instances(code, i + 1, end, env, budget - n);
+    }
+    i = end - 1;
+  }
+  return n;
+}
+
+}  // namespace
+
+Status check_replay(const ProgramRef& pr, const std::vector<StreamShape>& shapes) {
+  const Bundle& b = pr.b;
+  std::vector<std::vector<std::vector<Access>>> accs(pr.p.cores.size());
+  for (size_t s = 0; s < pr.p.cores.size(); ++s) {
+    const std::vector<Instr>& code = pr.p.cores[s].code;
+    for (size_t i = 0; i < code.size(); ++i) {
+      accs[s].push_back(accesses(code[i], b));
+      for (const Access& a : accs[s].back()) {
+        if (a.write && b.buffers[static_cast<size_t>(a.ref.buffer)].purpose == Purpose::kWeights) {
+          return violation(5, where(pr, static_cast<int>(s), static_cast<int>(i)) + ": writes " +
+                                  buffer_name(b, a.ref.buffer) +
+                                  ", a read-only weights buffer (weights never conflict because "
+                                  "nothing writes them)");
+        }
+      }
+    }
+  }
+  for (const SymPoint& p : sym_vertices(b.max_cache, pr.p.max_seq, pr.instances, false)) {
+    int64_t total = 0;
+    for (const CoreProgram& cp : pr.p.cores) {
+      Env env;
+      set_syms(env, p);
+      total += count_instances(cp.code, 0, cp.code.size(), env, kFullReplayInstances - total);
+      if (total > kFullReplayInstances) break;
+    }
+    Replay r(pr, shapes, accs, p, total <= kFullReplayInstances);
+    QBC_RETURN_IF_ERROR(r.run());
+  }
+  return ok_status();
+}
+
+}  // namespace qbc::isa
