@@ -176,8 +176,24 @@ struct AccessBuilder {
     const Expr dspan = (d.rows - 1) * Expr(d.dst_stride) + Expr(d.row_bytes);
     const bool dram_src = b.buffers.at(static_cast<size_t>(d.src.buffer)).space == Space::kDram;
     const Expr ring = Expr(d.ring_rows * d.ring_stride);
-    read(d.src, d.ring_rows > 0 && dram_src ? ring : span);
-    write(d.dst, d.ring_rows > 0 && !dram_src ? ring : dspan);
+    auto shape = [&](bool ring_side, int64_t stride) {
+      Access& a = out.back();
+      if (ring_side) {
+        a.stride = d.ring_stride;
+        a.row_bytes = d.row_bytes;
+        a.ring_rows = d.ring_rows;
+        a.ring_row0 = d.ring_row0;
+        a.ring_count = d.rows;
+      } else if (stride > d.row_bytes) {
+        a.stride = stride;
+        a.row_bytes = d.row_bytes;
+      }
+    };
+    const bool ring_src = d.ring_rows > 0 && dram_src, ring_dst = d.ring_rows > 0 && !dram_src;
+    read(d.src, ring_src ? ring : span);
+    shape(ring_src, d.src_stride);
+    write(d.dst, ring_dst ? ring : dspan);
+    shape(ring_dst, d.dst_stride);
   }
   void operator()(const Quantize& q) {
     const int64_t cb = q.bits == 16 ? 2 : 1;

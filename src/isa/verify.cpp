@@ -111,7 +111,11 @@ Status check_header(const Bundle& b) {
 Status check_tables(const Bundle& b) {
   QBC_RETURN_IF_ERROR(check_header(b));
   const auto bad = [](const std::string& m) { return violation(1, m); };
-  if (static_cast<uint64_t>(b.embed_rows) * static_cast<uint64_t>(b.hidden) != b.embedding.size()) {
+  // A plan compiled from shapes only (no image, no embedding) verifies too; only the runtime
+  // needs the data and refuses a bundle without it.
+  const bool shape_only = b.embedding.empty() && b.image.empty();
+  if (!shape_only &&
+      static_cast<uint64_t>(b.embed_rows) * static_cast<uint64_t>(b.hidden) != b.embedding.size()) {
     return bad("the embedding holds " + num(static_cast<int64_t>(b.embedding.size())) +
                " values, not embed_rows " + num(b.embed_rows) + " x hidden " + num(b.hidden));
   }
@@ -731,6 +735,7 @@ Status check_alignment_v3(const Checked& c, const std::vector<int64_t>& instance
       QBC_RETURN_IF_ERROR(for_each_sample(c, si, ii, [&](const Env& env, const auto& chain) {
         for (const Ref* r : {&d->dst, &d->src}) {
           const Buffer& buf = b.buffers[static_cast<size_t>(r->buffer)];
+          if (buf.space != Space::kDram) continue;  // SRAM tiles are dense (docs/npu.md V3)
           int64_t off = 0;
           eval_checked(r->offset, env, &off);  // V2 checked it evaluates
           int64_t addr = buf.offset + off;
@@ -748,10 +753,10 @@ Status check_alignment_v3(const Checked& c, const std::vector<int64_t>& instance
         if (rows > 1) {
           const bool dst_ring = d->ring_rows > 0 && dram_dst;
           const bool src_ring = d->ring_rows > 0 && !dram_dst;
-          if (!dst_ring && d->dst_stride % align != 0) {
+          if (dram_dst && !dst_ring && d->dst_stride % align != 0) {
             return bad("dst_stride " + num(d->dst_stride) + " (rows " + num(rows) + ")");
           }
-          if (!src_ring && d->src_stride % align != 0) {
+          if (!dram_dst && !src_ring && d->src_stride % align != 0) {
             return bad("src_stride " + num(d->src_stride) + " (rows " + num(rows) + ")");
           }
         }

@@ -52,7 +52,23 @@ struct Record {
   int64_t lo, hi;  ///< physical bytes
   bool write;
   int32_t stream, instr;
+  int64_t stride = 0, row_bytes = 0;  ///< strided rows inside [lo, hi) (Access::stride)
 };
+
+/// True when the byte sets of two accesses can meet: their extents overlap and, for two
+/// strided sets on the same row stride, their column windows (modulo the stride) overlap.
+bool sets_meet(int64_t lo_a, int64_t hi_a, int64_t sa, int64_t ra, int64_t lo_b, int64_t hi_b,
+               int64_t sb, int64_t rb) {
+  if (hi_a <= lo_b || hi_b <= lo_a) return false;
+  if (sa <= 0 || sa != sb || ra > sa || rb > sb) return true;
+  const int64_t ca = ((lo_a % sa) + sa) % sa, cb = ((lo_b % sa) + sa) % sa;
+  // Column windows [ca, ca + ra) and [cb, cb + rb) on a circle of sa bytes.
+  auto meet = [&](int64_t x0, int64_t x1, int64_t y0, int64_t y1) { return x0 < y1 && y0 < x1; };
+  for (int64_t sh : {int64_t{-1}, int64_t{0}, int64_t{1}}) {
+    if (meet(ca, ca + ra, cb + sh * sa, cb + sh * sa + rb)) return true;
+  }
+  return false;
+}
 
 class Replay {
  public:
@@ -73,6 +89,7 @@ class Replay {
   void give_signals(const Cursor& c, const Instr& in, const Clock& clock);
   Status execute(Cursor& c);
   Status check_access(const Cursor& c, int gq, const Access& a);
+  Status check_segment(const Cursor& c, int gq, const Access& a, int64_t off, int64_t n);
   std::string at() const;
   std::string where_env(const Cursor& c) const;
   void build_aliases();
@@ -184,11 +201,32 @@ Status Replay::check_access(const Cursor& c, int gq, const Access& a) {
   eval_checked(a.ref.offset, c.env, &off);  // V2 checked both evaluate
   eval_checked(a.bytes, c.env, &n);
   if (n <= 0) return ok_status();
+  if (a.ring_rows <= 0) return check_segment(c, gq, a, off, n);
+  // A ring side: the rows it touches are at most two runs of ring rows.
+  int64_t r0 = 0, count = 0;
+  eval_checked(a.ring_row0, c.env, &r0);
+  eval_checked(a.ring_count, c.env, &count);
+  count = std::min(count, a.ring_rows);
+  if (count <= 0) return ok_status();
+  r0 = ((r0 % a.ring_rows) + a.ring_rows) % a.ring_rows;
+  const int64_t first = std::min(count, a.ring_rows - r0);
+  for (const auto& [start, rows] :
+       {std::pair<int64_t, int64_t>{r0, first}, std::pair<int64_t, int64_t>{0, count - first}}) {
+    if (rows <= 0) continue;
+    QBC_RETURN_IF_ERROR(
+        check_segment(c, gq, a, off + start * a.stride, (rows - 1) * a.stride + a.row_bytes));
+  }
+  return ok_status();
+}
+
+Status Replay::check_segment(const Cursor& c, int gq, const Access& a, int64_t off, int64_t n) {
   const int64_t lo = base_[static_cast<size_t>(a.ref.buffer)] + off, hi = lo + n;
   const Clock& clock = clocks_[static_cast<size_t>(gq)];
   for (int32_t other : aliases_[static_cast<size_t>(a.ref.buffer)]) {
     for (const Record& r : records_[static_cast<size_t>(other)]) {
-      if (r.gq == gq || r.hi <= lo || hi <= r.lo || !(r.write || a.write)) continue;
+      if (r.gq == gq || !(r.write || a.write) ||
+          !sets_meet(lo, hi, a.stride, a.row_bytes, r.lo, r.hi, r.stride, r.row_bytes))
+        continue;
       if (clock[static_cast<size_t>(r.gq)] >= r.clock) continue;
       const int64_t ob = base_[static_cast<size_t>(other)];
       const int64_t ov_lo = std::max(lo, r.lo), ov_hi = std::min(hi, r.hi);
@@ -206,12 +244,13 @@ Status Replay::check_access(const Cursor& c, int gq, const Access& a) {
   std::vector<Record>& mine = records_[static_cast<size_t>(a.ref.buffer)];
   mine.erase(std::remove_if(mine.begin(), mine.end(),
                             [&](const Record& r) {
-                              return lo <= r.lo && r.hi <= hi &&
+                              return a.stride == 0 && lo <= r.lo && r.hi <= hi &&
                                      clock[static_cast<size_t>(r.gq)] >= r.clock &&
                                      (a.write || !r.write);
                             }),
              mine.end());
-  mine.push_back(Record{gq, clock[static_cast<size_t>(gq)], lo, hi, a.write, c.stream, c.head});
+  mine.push_back(Record{gq, clock[static_cast<size_t>(gq)], lo, hi, a.write, c.stream, c.head,
+                        a.stride, a.row_bytes});
   return ok_status();
 }
 

@@ -15,14 +15,20 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "lowering.h"
 #include "qbc/ir/builder.h"
 #include "qbc/ir/verifier.h"
+#include "qbc/isa/deps.h"
+#include "qbc/isa/text.h"
+#include "qbc/isa/verify.h"
 #include "qbc/npu/memory_plan.h"
+#include "qbc/pass/pass_manager.h"
 
 namespace qbc::npu {
 namespace {
@@ -114,7 +120,14 @@ isa::Ref ref(int32_t buf, Expr off = Expr(0)) { return isa::Ref{buf, std::move(o
 class Compiler {
  public:
   Compiler(const ir::Graph& g, const Options& o) : g_(g), o_(o) {}
-  Status run(const ir::WeightReader& reader, isa::Bundle* out);
+  // The backend passes (compile() runs them on the pass manager).
+  Status plan_tiles();
+  Status plan_memory();
+  Status fill_weights(const ir::WeightReader& reader);
+  Status lower_all();
+  Status check_context(const ir::WeightReader& reader);
+  const isa::Bundle& bundle() const { return b_; }
+  isa::Bundle take() { return std::move(b_); }
 
  private:
   Status check();
@@ -122,7 +135,6 @@ class Compiler {
   Status plan_attention(int id, const Node& n, AttnInfo* ai);
   int64_t row_tile(int64_t bytes_per_row, int64_t fixed, int64_t cap) const;
   void layout_weights();
-  Status fill_weights(const ir::WeightReader& reader);
   Status plan_dram();
   Status lower(const ModeRequest& m, isa::Phase phase, isa::Program* prog);
 
@@ -156,6 +168,7 @@ class Compiler {
   std::vector<int32_t> slot_buffers_;  // buffers placed in the per-slot region
   int32_t scratch_ = -1;
   int stage_ = 0;
+  std::string prog_prefix_;  // "<scheme>.<phase>." of the program being lowered
 };
 
 int32_t Compiler::pass_id(const std::string& name) {
@@ -188,7 +201,7 @@ Status Compiler::check() {
                                ": attention with a float KV cache; the ARIES backend needs a "
                                "quantized cache (bit.kvCache.key / bit.kvCache.value)");
         }
-        if (n.attrs.get_int("max_cache") < o_.max_cache) {
+        if (!o_.probe && n.attrs.get_int("max_cache") < o_.max_cache) {
           return failed_precondition(
               node_label(n), ": quantized for a cache of ", n.attrs.get_int("max_cache"),
               " positions, but the backend compiles ", o_.max_cache,
@@ -267,16 +280,21 @@ Status Compiler::plan_linear(const Node& n, LinearInfo* li) {
   };
   // Channel tiles: a multiple of 8 (16-byte aligned fp16 columns), small enough to give every
   // core of the largest mode a tile when the layer allows it.
+  // Channel tiles: a multiple of `unit_n` channels, so every tile's column offset in the
+  // output rows is DMA-aligned, and small enough to give each core of the largest mode a
+  // tile when the layer allows it.
+  const int64_t unit_n = std::max<int64_t>(8, o_.target.dma_align / yb);
   const int64_t cores = o_.target.cores();
-  int64_t nt_cap = std::max<int64_t>(8, align_up(cdiv(li->n, cores), 8));
-  nt_cap = std::min<int64_t>(nt_cap, align_up(li->n, 8));
+  int64_t nt_cap = std::max<int64_t>(unit_n, align_up(cdiv(li->n, cores), unit_n));
+  nt_cap = std::min<int64_t>(nt_cap, align_up(li->n, unit_n));
   for (int64_t mt = std::min<int64_t>(o_.chunk, 64); mt >= 1; mt /= 2) {
     if (mt * li->k * (2 + cb) + 512 > budget_) continue;
     // K tiles: the whole row, else halves that stay multiples of the group (or of 32).
     const int64_t unit = li->group > 0 ? li->group : 32;
     for (int64_t kt = li->k; kt >= 1;) {
-      for (int64_t nt = std::min<int64_t>(nt_cap, 512); nt >= 8; nt /= 2) {
-        const int64_t ntr = nt == nt_cap ? nt : align_up(nt, 8);
+      for (int64_t nt = std::min<int64_t>(nt_cap, std::max<int64_t>(512, unit_n)); nt >= unit_n;
+           nt /= 2) {
+        const int64_t ntr = align_up(nt, unit_n);
         if (bytes(mt, ntr, kt) <= budget_) {
           li->t = LinearTiles{ntr, kt, mt};
           li->ntiles = cdiv(li->n, ntr);
@@ -702,7 +720,7 @@ Status Compiler::plan_dram() {
 
 SramStage Compiler::stage(int core, const std::string& prefix) {
   return SramStage(&b_, core, o_.target.dma_align, &sram_peak_[static_cast<size_t>(core)],
-                   "s" + std::to_string(stage_) + "." + prefix);
+                   prog_prefix_ + "s" + std::to_string(stage_) + "." + prefix);
 }
 
 void Compiler::barrier(Stream& s, int P, int32_t* id, int node) {
@@ -1159,34 +1177,40 @@ void Compiler::lower_attention(const Node& n, int id, Stream& s, int c, int P, i
                   rg * (hd + 1) * 8, 1, sstride);
     barrier(s, P, bar, id);
   }
-  for (int64_t h = 0; h < KV; ++h) {
-    if (h % P != c) continue;  // the owner of KV head h writes its output
-    int32_t src = sum[static_cast<size_t>(h)];
-    if (P > 1) {
-      scratch_dma(false, sparts, sum_base + h * sstride, rg * (hd + 1) * 8, P, KV * sstride);
-      isa::Merge m;
-      m.op = isa::MergeOp::kSum;
-      m.parts = ref(sparts);
-      m.out = ref(src);
-      m.parts_count = P;
-      m.count = rg * (hd + 1);
-      m.part_stride = rg * (hd + 1);
-      s.emit(m, Queue::kCompute, id, pass);
+  // Outputs: KV heads in blocks whose columns are a whole number of DMA-aligned bytes; the
+  // owner of a block (blocks dealt round-robin) merges, normalises and stores it.
+  int64_t hb = 1;
+  while (hb < KV && ((hb * g * hd * 2) % o_.target.dma_align != 0 || KV % hb != 0)) ++hb;
+  for (int64_t h0 = 0; h0 < KV; h0 += hb) {
+    if ((h0 / hb) % P != c) continue;
+    for (int64_t h = h0; h < h0 + hb; ++h) {
+      int32_t src = sum[static_cast<size_t>(h)];
+      if (P > 1) {
+        scratch_dma(false, sparts, sum_base + h * sstride, rg * (hd + 1) * 8, P, KV * sstride);
+        isa::Merge m;
+        m.op = isa::MergeOp::kSum;
+        m.parts = ref(sparts);
+        m.out = ref(src);
+        m.parts_count = P;
+        m.count = rg * (hd + 1);
+        m.part_stride = rg * (hd + 1);
+        s.emit(m, Queue::kCompute, id, pass);
+      }
+      isa::AttnOut o;
+      o.acc = ref(src, Expr(rg * 8));
+      o.esum = ref(src);
+      o.params = ref(prm);
+      o.y = ref(yt, Expr(h * g * hd * 2));
+      o.rows = rows;
+      o.kv_head = h;
+      o.attn = ai.desc;
+      s.emit(o, Queue::kCompute, id, pass);
     }
-    isa::AttnOut o;
-    o.acc = ref(src, Expr(rg * 8));
-    o.esum = ref(src);
-    o.params = ref(prm);
-    o.y = ref(yt, Expr(h * g * hd * 2));
-    o.rows = rows;
-    o.kv_head = h;
-    o.attn = ai.desc;
-    s.emit(o, Queue::kCompute, id, pass);
     isa::Dma st;
-    st.src = ref(yt, Expr(h * g * hd * 2));
-    st.dst = ref(y.buf, Expr(y.col + h * g * hd * 2) + row0 * Expr(y.stride));
+    st.src = ref(yt, Expr(h0 * g * hd * 2));
+    st.dst = ref(y.buf, Expr(y.col + h0 * g * hd * 2) + row0 * Expr(y.stride));
     st.rows = rows;
-    st.row_bytes = g * hd * 2;
+    st.row_bytes = hb * g * hd * 2;
     st.src_stride = H * hd * 2;
     st.dst_stride = y.stride;
     s.emit(st, Queue::kStore, id, pass);
@@ -1199,6 +1223,7 @@ Status Compiler::lower(const ModeRequest& m, isa::Phase phase, isa::Program* pro
   prog->max_seq = phase == isa::Phase::kPrefill ? o_.chunk : 1;
   const int64_t cap = prog->max_seq;
   const int P = m.cores;
+  prog_prefix_ = std::string(isa::scheme_name(m.scheme)) + "." + isa::phase_name(phase) + ".";
   const auto& nodes = g_.nodes();
   for (int c = 0; c < P; ++c) {
     isa::CoreProgram cp;
@@ -1233,7 +1258,7 @@ Status Compiler::lower(const ModeRequest& m, isa::Phase phase, isa::Program* pro
   return ok_status();
 }
 
-Status Compiler::run(const ir::WeightReader& reader, isa::Bundle* out) {
+Status Compiler::plan_tiles() {
   QBC_RETURN_IF_ERROR(ir::verify(g_));
   QBC_RETURN_IF_ERROR(check());
   const Target& t = o_.target;
@@ -1272,11 +1297,18 @@ Status Compiler::run(const ir::WeightReader& reader, isa::Bundle* out) {
       QBC_RETURN_IF_ERROR(plan_attention(id, n, &attn_[id]));
     }
   }
+  return ok_status();
+}
+
+Status Compiler::plan_memory() {
   layout_weights();
   QBC_RETURN_IF_ERROR(plan_dram());
   // Does it fit? Decided before any weight is read or program lowered.
-  QBC_RETURN_IF_ERROR(check_fit(b_, memory_report(b_)));
-  QBC_RETURN_IF_ERROR(fill_weights(reader));
+  if (!o_.probe) QBC_RETURN_IF_ERROR(check_fit(b_, memory_report(b_)));
+  return ok_status();
+}
+
+Status Compiler::lower_all() {
   for (const ModeRequest& m : o_.modes) {
     isa::Mode mode;
     mode.scheme = m.scheme;
@@ -1286,18 +1318,140 @@ Status Compiler::run(const ir::WeightReader& reader, isa::Bundle* out) {
     QBC_RETURN_IF_ERROR(lower(m, isa::Phase::kDecode, &mode.decode));
     b_.modes.push_back(std::move(mode));
   }
-  *out = std::move(b_);
+  return isa::assign_tokens(b_);
+}
+
+/// V9 (docs/npu.md): the same graph compiled for twice the cache has the same SRAM
+/// allocations and the same instruction streams' lengths; only DRAM sizes and trip counts
+/// change.
+Status Compiler::check_context(const ir::WeightReader& reader) {
+  Options probe = o_;
+  probe.max_cache = o_.max_cache * 2;
+  probe.with_weights = false;
+  probe.probe = true;
+  Compiler other(g_, probe);
+  isa::Bundle pb;
+  QBC_RETURN_IF_ERROR(other.plan_tiles());
+  QBC_RETURN_IF_ERROR(other.plan_memory());
+  QBC_RETURN_IF_ERROR(other.fill_weights(reader));
+  QBC_RETURN_IF_ERROR(other.lower_all());
+  const isa::Bundle& a = b_;
+  const isa::Bundle& c = other.b_;
+  auto sram = [](const isa::Bundle& x) {
+    std::vector<const isa::Buffer*> v;
+    for (const isa::Buffer& buf : x.buffers) {
+      if (buf.space == isa::Space::kSram) v.push_back(&buf);
+    }
+    return v;
+  };
+  const auto sa = sram(a), sc = sram(c);
+  const std::string where = "V9 (SRAM independent of the context): cache " +
+                            std::to_string(o_.max_cache) + " vs " +
+                            std::to_string(probe.max_cache) + ": ";
+  if (sa.size() != sc.size()) {
+    return internal_error(where, sa.size(), " SRAM buffers vs ", sc.size());
+  }
+  for (size_t i = 0; i < sa.size(); ++i) {
+    if (sa[i]->name != sc[i]->name || sa[i]->offset != sc[i]->offset ||
+        sa[i]->bytes != sc[i]->bytes || sa[i]->core != sc[i]->core) {
+      return internal_error(where, "SRAM buffer '", sa[i]->name, "' is ", sa[i]->bytes,
+                            " bytes at ", sa[i]->offset, ", but '", sc[i]->name, "' ", sc[i]->bytes,
+                            " bytes at ", sc[i]->offset);
+    }
+  }
+  for (size_t m = 0; m < a.modes.size(); ++m) {
+    for (int ph = 0; ph < 2; ++ph) {
+      const isa::Program& pa = ph == 0 ? a.modes[m].prefill : a.modes[m].decode;
+      const isa::Program& pc = ph == 0 ? c.modes[m].prefill : c.modes[m].decode;
+      for (size_t k = 0; k < pa.cores.size(); ++k) {
+        if (pa.cores[k].code.size() != pc.cores[k].code.size()) {
+          return internal_error(
+              where, isa::scheme_name(a.modes[m].scheme), " ", isa::phase_name(pa.phase), " core ",
+              k, " has ", pa.cores[k].code.size(), " instructions vs ", pc.cores[k].code.size());
+        }
+      }
+    }
+  }
   return ok_status();
 }
 
+/// The backend's unit for the pass manager: the compiler state and the bundle it builds.
+struct Context {
+  static constexpr const char* kStage = "npu";
+  static constexpr const char* kDumpExtension = "npu.txt";
+  enum : pass::ResourceSet { kTiles = 1, kMemory = 2, kImage = 4, kPrograms = 8 };
+  Compiler* c = nullptr;
+  const ir::WeightReader* reader = nullptr;
+  pass::ResourceSet have = 0;
+
+  static std::string describe(pass::ResourceSet r) {
+    std::string out;
+    const std::pair<pass::ResourceSet, const char*> names[] = {{kTiles, "tile plan"},
+                                                               {kMemory, "memory plan"},
+                                                               {kImage, "weight image"},
+                                                               {kPrograms, "programs"}};
+    for (const auto& [bit, name] : names) {
+      if ((r & bit) != 0) out += (out.empty() ? "" : ", ") + std::string(name);
+    }
+    return out;
+  }
+  pass::ResourceSet available() const { return have; }
+  Status health() const { return ok_status(); }
+  /// The program verifier (docs/npu.md V1..V8) once programs exist.
+  Status verify() const {
+    if ((have & kPrograms) == 0) return ok_status();
+    return isa::verify(c->bundle());
+  }
+  StatusOr<std::string> dump_text() const { return isa::print_bundle(c->bundle()); }
+};
+
+/// One backend pass: a named step of the Compiler with what it needs and provides.
+class StepPass final : public pass::Pass<Context> {
+ public:
+  StepPass(std::string name, pass::ResourceSet needs, pass::ResourceSet provides,
+           std::function<Status(Context&)> fn)
+      : name_(std::move(name)), needs_(needs), provides_(provides), fn_(std::move(fn)) {}
+  std::string name() const override { return name_; }
+  pass::ResourceSet needs() const override { return needs_; }
+  pass::ResourceSet provides() const override { return provides_; }
+  StatusOr<bool> run(Context& ctx) override {
+    QBC_RETURN_IF_ERROR(fn_(ctx));
+    ctx.have |= provides_;
+    return provides_ != 0;
+  }
+
+ private:
+  std::string name_;
+  pass::ResourceSet needs_, provides_;
+  std::function<Status(Context&)> fn_;
+};
+
 }  // namespace
+
+std::vector<std::string> backend_passes() {
+  return {"plan-tiles", "plan-memory", "fill-weights", "lower", "check-context"};
+}
 
 StatusOr<isa::Bundle> compile(const ir::Graph& graph, const ir::WeightReader& weights,
                               const Options& options) {
   Compiler c(graph, options);
-  isa::Bundle b;
-  QBC_RETURN_IF_ERROR(c.run(weights, &b));
-  return b;
+  Context ctx;
+  ctx.c = &c;
+  ctx.reader = &weights;
+  pass::PassManager<Context> pm;
+  using C = Context;
+  pm.add(std::make_unique<StepPass>("plan-tiles", 0, C::kTiles,
+                                    [](C& x) { return x.c->plan_tiles(); }));
+  pm.add(std::make_unique<StepPass>("plan-memory", C::kTiles, C::kMemory,
+                                    [](C& x) { return x.c->plan_memory(); }));
+  pm.add(std::make_unique<StepPass>("fill-weights", C::kMemory, C::kImage,
+                                    [](C& x) { return x.c->fill_weights(*x.reader); }));
+  pm.add(std::make_unique<StepPass>("lower", C::kTiles | C::kMemory, C::kPrograms,
+                                    [](C& x) { return x.c->lower_all(); }));
+  pm.add(std::make_unique<StepPass>("check-context", C::kPrograms, 0,
+                                    [](C& x) { return x.c->check_context(*x.reader); }));
+  QBC_RETURN_IF_ERROR(pm.run(ctx));
+  return c.take();
 }
 
 }  // namespace qbc::npu

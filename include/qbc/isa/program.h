@@ -274,6 +274,14 @@ struct Access {
   Ref ref;
   Expr bytes;
   bool write = false;
+  /// A strided DMA side touches only rows of `row_bytes` bytes `stride` apart inside that
+  /// extent (0: every byte of it). Cores storing different column tiles of the same rows
+  /// therefore do not conflict.
+  int64_t stride = 0, row_bytes = 0;
+  /// A ring side (Dma::ring_rows > 0): rows (ring_row0 + r) mod ring_rows for r < ring_count
+  /// of `stride` bytes, `row_bytes` each, from the ring's start at `ref`.
+  int64_t ring_rows = 0;
+  Expr ring_row0 = 0, ring_count = 0;
 };
 
 /// Attention parameters of the program (Bundle::attentions).

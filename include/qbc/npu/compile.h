@@ -41,7 +41,15 @@ struct Options {
   /// When false only shapes are planned: no weight is read and the image stays empty (plans
   /// and the context-independence check).
   bool with_weights = true;
+  /// Internal: a second compile at another cache length for the context-independence
+  /// check (no fit check, any cache length).
+  bool probe = false;
 };
+
+/// The backend passes in order (docs/npu.md): plan-tiles, plan-memory, fill-weights,
+/// lower (streams and dependency tokens), check-context (V9). The program verifier runs
+/// after every pass once programs exist.
+std::vector<std::string> backend_passes();
 
 /// Compiles `graph` (quantized: every linear a qlinear, every attention with a quantized KV
 /// cache). Errors name the node at fault; kResourceExhausted when a tile cannot fit SRAM.
