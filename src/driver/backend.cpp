@@ -5,6 +5,7 @@
 
 #include "qbc/config/target.h"
 #include "qbc/driver/generate.h"
+#include "qbc/isa/verify.h"
 #include "qbc/runtime/device.h"
 #include "qbc/runtime/npu_session.h"
 
@@ -89,6 +90,7 @@ StatusOr<std::unique_ptr<runner::Runner>> make_npu_runner(const LoadedModel& mod
   runtime::DeviceOptions d;
   d.scheme = bundle->modes.front().scheme;
   d.host_threads = host_threads;
+  d.verify = [](const isa::Bundle& x) { return isa::verify(x); };
   QBC_ASSIGN_OR_RETURN(std::shared_ptr<runtime::Device> dev, runtime::Device::create(bundle, d));
   QBC_ASSIGN_OR_RETURN(std::unique_ptr<runtime::NpuSession> s, runtime::NpuSession::create(dev, 0));
   return std::unique_ptr<runner::Runner>(std::move(s));

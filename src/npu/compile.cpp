@@ -1364,10 +1364,18 @@ Status Compiler::check_context(const ir::WeightReader& reader) {
       const isa::Program& pa = ph == 0 ? a.modes[m].prefill : a.modes[m].decode;
       const isa::Program& pc = ph == 0 ? c.modes[m].prefill : c.modes[m].decode;
       for (size_t k = 0; k < pa.cores.size(); ++k) {
-        if (pa.cores[k].code.size() != pc.cores[k].code.size()) {
+        const std::vector<isa::Instr>& ca = pa.cores[k].code;
+        const std::vector<isa::Instr>& cc = pc.cores[k].code;
+        if (ca.size() != cc.size()) {
+          size_t i = 0;
+          while (i < ca.size() && i < cc.size() && ca[i].op.index() == cc[i].op.index() &&
+                 ca[i].node == cc[i].node)
+            ++i;
           return internal_error(
               where, isa::scheme_name(a.modes[m].scheme), " ", isa::phase_name(pa.phase), " core ",
-              k, " has ", pa.cores[k].code.size(), " instructions vs ", pc.cores[k].code.size());
+              k, " has ", ca.size(), " instructions vs ", cc.size(), "; first difference at #", i,
+              ": ", i < ca.size() ? isa::print_instr(a, ca[i]) : std::string("(end)"), " vs ",
+              i < cc.size() ? isa::print_instr(c, cc[i]) : std::string("(end)"));
         }
       }
     }

@@ -10,6 +10,7 @@
 #include "qbc/driver/model_loader.h"
 #include "qbc/ir/serialize.h"
 #include "qbc/ir/text.h"
+#include "qbc/isa/text.h"
 #include "qbc/npu/memory_plan.h"
 #include "qbc/support/file_util.h"
 #include "qbc/support/logging.h"
@@ -181,23 +182,6 @@ struct InspectOptions {
   ConfigFlags config;
 };
 
-std::string print_program_text(const isa::Bundle& b) {
-  std::string out;
-  for (const isa::Mode& m : b.modes) {
-    for (const isa::Program* p : {&m.prefill, &m.decode}) {
-      for (const isa::CoreProgram& c : p->cores) {
-        out += std::string(isa::scheme_name(m.scheme)) + " " + isa::phase_name(p->phase) +
-               " core " + std::to_string(c.core) + ": " + std::to_string(c.code.size()) +
-               " instructions\n";
-        for (const isa::Instr& in : c.code) {
-          out += std::string("  ") + isa::queue_name(in.queue) + " " + isa::op_name(in.op) + "\n";
-        }
-      }
-    }
-  }
-  return out;
-}
-
 /// `inspect --memory` / `--program`: compiles the quantized MBLT for the configured target in
 /// memory (shapes only for --memory) and prints the memory plan or the programs.
 Status inspect_backend(const InspectOptions& o) {
@@ -211,7 +195,7 @@ Status inspect_backend(const InspectOptions& o) {
     const npu::MemoryReport r = npu::memory_report(b);
     out += o.json ? npu::memory_json(r) : npu::memory_text(b, r);
   }
-  if (o.program) out += print_program_text(b);
+  if (o.program) out += isa::print_bundle(b);
   return emit_output("", out);
 }
 
