@@ -1454,10 +1454,12 @@ StatusOr<isa::Bundle> compile(const ir::Graph& graph, const ir::WeightReader& we
                                     [](C& x) { return x.c->plan_memory(); }));
   pm.add(std::make_unique<StepPass>("fill-weights", C::kMemory, C::kImage,
                                     [](C& x) { return x.c->fill_weights(*x.reader); }));
-  pm.add(std::make_unique<StepPass>("lower", C::kTiles | C::kMemory, C::kPrograms,
-                                    [](C& x) { return x.c->lower_all(); }));
-  pm.add(std::make_unique<StepPass>("check-context", C::kPrograms, 0,
-                                    [](C& x) { return x.c->check_context(*x.reader); }));
+  if (!options.plan_only) {
+    pm.add(std::make_unique<StepPass>("lower", C::kTiles | C::kMemory, C::kPrograms,
+                                      [](C& x) { return x.c->lower_all(); }));
+    pm.add(std::make_unique<StepPass>("check-context", C::kPrograms, 0,
+                                      [](C& x) { return x.c->check_context(*x.reader); }));
+  }
   QBC_RETURN_IF_ERROR(pm.run(ctx));
   return c.take();
 }

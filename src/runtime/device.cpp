@@ -77,7 +77,7 @@ StatusOr<std::shared_ptr<Device>> Device::create(std::shared_ptr<const isa::Bund
   if (options.verify) QBC_RETURN_IF_ERROR(options.verify(b).with_context("bundle"));
   if (options.host_threads < 0)
     return invalid_argument("host_threads ", options.host_threads, " is negative");
-  if (b.embedding.empty() || b.image.empty()) {
+  if ((b.embed_rows > 0 && b.embedding.empty()) || (b.dram.weights > 0 && b.image.empty())) {
     return failed_precondition(
         "the bundle holds no weights (a plan compiled from shapes only): "
         "compile it with its weights to run it");

@@ -41,6 +41,9 @@ struct Options {
   /// When false only shapes are planned: no weight is read and the image stays empty (plans
   /// and the context-independence check).
   bool with_weights = true;
+  /// Stop after the memory plan (no programs): the DRAM plan and the fit check only, as a
+  /// plan needs them.
+  bool plan_only = false;
   /// Internal: a second compile at another cache length for the context-independence
   /// check (no fit check, any cache length).
   bool probe = false;

@@ -66,7 +66,7 @@ StatusOr<npu::Target> target(const std::string& name) {
 }
 
 StatusOr<isa::Bundle> plan(const ir::Graph& g, const npu::Target& t, int64_t ctx, int64_t batch,
-                           std::vector<npu::ModeRequest> modes) {
+                           std::vector<npu::ModeRequest> modes, bool plan_only = false) {
   npu::Options o;
   o.target = t;
   o.modes = std::move(modes);
@@ -74,6 +74,7 @@ StatusOr<isa::Bundle> plan(const ir::Graph& g, const npu::Target& t, int64_t ctx
   o.chunk = 128;
   o.batch = batch;
   o.with_weights = false;
+  o.plan_only = plan_only;
   return npu::compile(
       g, [](const ir::Weight&, std::vector<float>*) { return internal_error("no weights"); }, o);
 }
@@ -121,7 +122,7 @@ TEST(NpuMemoryPlan, Llama8BAt128KWithKv16DoesNotFitAndNamesTheLargestContext) {
   QBC_ASSERT_OK(t);
   auto s16 = shaped("Llama-3.1-8B-Instruct", 0, 16, 131072);
   QBC_ASSERT_OK(s16);
-  auto b = plan(s16->graph, *t, 131072, 1, {{isa::Scheme::kSingle, 1, 1}});
+  auto b = plan(s16->graph, *t, 131072, 1, {{isa::Scheme::kSingle, 1, 1}}, true);
   ASSERT_FALSE(b.ok());
   const Status& st = b.status();
   EXPECT_EQ(st.code(), Code::kResourceExhausted);
@@ -142,15 +143,16 @@ TEST(NpuMemoryPlan, Llama8BAt128KWithKv16DoesNotFitAndNamesTheLargestContext) {
   EXPECT_LT(largest, 131072);
   auto s16b = shaped("Llama-3.1-8B-Instruct", 0, 16, largest);
   QBC_ASSERT_OK(s16b);
-  QBC_ASSERT_OK(plan(s16b->graph, *t, largest, 1, {{isa::Scheme::kSingle, 1, 1}}));
+  QBC_ASSERT_OK(plan(s16b->graph, *t, largest, 1, {{isa::Scheme::kSingle, 1, 1}}, true));
   auto s16c = shaped("Llama-3.1-8B-Instruct", 0, 16, largest + 1);
   QBC_ASSERT_OK(s16c);
-  EXPECT_EQ(plan(s16c->graph, *t, largest + 1, 1, {{isa::Scheme::kSingle, 1, 1}}).status().code(),
-            Code::kResourceExhausted);
+  EXPECT_EQ(
+      plan(s16c->graph, *t, largest + 1, 1, {{isa::Scheme::kSingle, 1, 1}}, true).status().code(),
+      Code::kResourceExhausted);
   // W8 KV8 at 128K: weights 8.0 GB + KV 8.6 GB against 16 GiB less the 512 MiB reserve.
   auto s8 = shaped("Llama-3.1-8B-Instruct", 0, 8, 131072);
   QBC_ASSERT_OK(s8);
-  auto b8 = plan(s8->graph, *t, 131072, 1, {{isa::Scheme::kSingle, 1, 1}});
+  auto b8 = plan(s8->graph, *t, 131072, 1, {{isa::Scheme::kSingle, 1, 1}}, true);
   if (b8.ok()) {
     const npu::MemoryReport r = npu::memory_report(*b8);
     EXPECT_LE(r.dram.total(), r.device_bytes);
