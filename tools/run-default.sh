@@ -3,8 +3,8 @@
 # built-in default: the built-in tiny random Llama is written, compiled with the
 # `llm` preset (equivalence transforms, block-by-block calibration on seeded random
 # tokens, 8-bit weights, per-token 8-bit activations, 8-bit KV cache) and the
-# quantized graph is inspected. Until the NPU backend lands, compile ends at the
-# quantized MBLT. Extra arguments go to `qbc compile` (e.g. -c configs/examples/w4v8.yaml).
+# quantized graph is inspected; compile also checks the fit and runs the ARIES backend
+# (its summary line). Extra arguments go to `qbc compile` (e.g. -c configs/examples/w4v8.yaml).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/tools/setup.sh"

@@ -169,8 +169,10 @@ void register_quantize(CLI::App& app, Action& action) {
                          "prints the wall time of every pass.");
   register_quantize_like(
       app, action, "compile",
-      "Parse and quantize in one step. It stops at the quantized MBLT (the same artifact as\n"
-      "`qbc quantize`) until the ARIES backend lands; then it will write MXQ.");
+      "Parse, quantize and run the ARIES backend in one step. Before calibrating it checks\n"
+      "that the model fits the target (exit 4 with the memory table and the largest\n"
+      "maxCacheLength and batchSize that fit). It writes the quantized MBLT; the backend's\n"
+      "programs and memory plan are summarised (MXQ output lands with the MXQ format).");
 }
 
 }  // namespace qbc::cli
