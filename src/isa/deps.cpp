@@ -175,8 +175,10 @@ class StreamDeps {
   const CoreProgram& cp_;
   const StreamShape& shape_;
   std::vector<Region> regions_;
-  std::vector<std::vector<Span>> hulls_;   // per instruction: hull over all samples
-  std::vector<std::vector<Access>> accs_;  // per instruction
+  std::vector<std::vector<Span>> hulls_;      // per instruction: hull over all samples
+  std::vector<std::vector<Access>> accs_;     // per instruction
+  std::vector<uint64_t> used_;                // per instruction: used_vars
+  std::vector<std::vector<int32_t>> chains_;  // per instruction: enclosing loops
   std::vector<SymPoint> points_;
   int32_t pass_;
   int carriers_ = 0;
@@ -210,8 +212,9 @@ int32_t StreamDeps::build(int32_t first, int32_t last, int32_t loop_instr, int32
 
 void StreamDeps::reindex(Region& r) {
   r.pos.assign(static_cast<size_t>(r.next_id), -1);
-  for (size_t p = 0; p < r.elems.size(); ++p)
+  for (size_t p = 0; p < r.elems.size(); ++p) {
     r.pos[static_cast<size_t>(r.elems[p].id)] = static_cast<int32_t>(p);
+  }
 }
 
 int32_t StreamDeps::insert(Region& r, size_t at, Queue q) {
@@ -266,31 +269,34 @@ bool StreamDeps::conflict(const Region& r, const Elem& a, Queue qa, const Elem& 
                           int d) const {
   if (!spans_conflict(hull(a, qa), hull(b, qb))) return false;
   if (!a.plain() || !b.plain()) return true;  // hulls over the sub-loop's iterations
-  const std::vector<int32_t> chain =
-      r.loop_instr < 0 ? std::vector<int32_t>{} : enclosing_loops(shape_, a.instr);
+  const std::vector<int32_t>& chain = chains_[static_cast<size_t>(a.instr)];
   const Loop* loop =
       r.loop_instr < 0 ? nullptr : &std::get<Loop>(cp_.code[static_cast<size_t>(r.loop_instr)].op);
+  const uint64_t used = used_[static_cast<size_t>(a.instr)] | used_[static_cast<size_t>(b.instr)];
   bool found = false;
   for (const SymPoint& p : points_) {
     Env env;
     set_syms(env, p);
-    for_each_env(cp_.code, shape_, chain, env, [&](const Env& e) {
-      if (d == 0) {
-        found = spans_conflict(spans_at(a.instr, e), spans_at(b.instr, e));
-        return !found;
-      }
-      int64_t trip = 0;
-      if (!eval_checked(loop->trip, e, &trip)) return true;
-      const int64_t k = e.loop[static_cast<size_t>(loop->var)];
-      // A loop whose trip count follows the cache position may run any number of times at
-      // some context length: its carried conflicts count whatever this bundle's cache
-      // allows, so the tokens (and the program) do not depend on maxCacheLength (V9).
-      if (k + d >= trip && !loop->trip.uses(Sym::kStart)) return true;
-      Env later = e;
-      later.loop[static_cast<size_t>(loop->var)] = k + d;
-      found = spans_conflict(spans_at(a.instr, e), spans_at(b.instr, later));
-      return !found;
-    });
+    for_each_env(
+        cp_.code, shape_, chain, used, env,
+        [&](const Env& e) {
+          if (d == 0) {
+            found = spans_conflict(spans_at(a.instr, e), spans_at(b.instr, e));
+            return !found;
+          }
+          // A loop whose trip count follows the cache position may run any number of times at
+          // some context length: its carried conflicts count whatever this bundle's cache
+          // allows, so the tokens (and the program) do not depend on maxCacheLength (V9).
+          int64_t trip = 0;
+          if (!eval_checked(loop->trip, e, &trip)) return true;
+          const int64_t k = e.loop[static_cast<size_t>(loop->var)];
+          if (k + d >= trip && !loop->trip.uses(Sym::kStart)) return true;
+          Env later = e;
+          later.loop[static_cast<size_t>(loop->var)] = k + d;
+          found = spans_conflict(spans_at(a.instr, e), spans_at(b.instr, later));
+          return !found;
+        },
+        true);
     if (found) return true;
   }
   return false;
@@ -461,28 +467,6 @@ void StreamDeps::make_pair(Region& r, int32_t a_id, int32_t b_id, Queue x, Queue
 
 void StreamDeps::carried(Region& r) {
   if (r.elems.empty()) return;
-  // Conflicts from one iteration into a later one, with their smallest distance. Carriers
-  // have no accesses, so the list stays valid while they are inserted.
-  struct Carried {
-    int32_t a, b;
-    Queue x, y;
-    int d;
-  };
-  std::vector<Carried> cands;
-  for (const Elem& eb : r.elems) {
-    for (const Elem& ea : r.elems) {
-      for (int yq = 0; yq < kNumQueues; ++yq) {
-        if (!(queues_of(eb) >> yq & 1)) continue;
-        for (int xq = 0; xq < kNumQueues; ++xq) {
-          if (xq == yq || !(queues_of(ea) >> xq & 1)) continue;
-          const Queue x = static_cast<Queue>(xq), y = static_cast<Queue>(yq);
-          const int d = min_distance(r, ea, x, eb, y);
-          if (d > 0) cands.push_back({ea.id, eb.id, x, y, d});
-        }
-      }
-    }
-  }
-  if (cands.empty()) return;
   using Clk = std::array<int64_t, kNumQueues>;  // per queue: (iteration, position) as a time
   const auto join = [](Clk& a, const Clk& b) {
     for (size_t q = 0; q < a.size(); ++q) a[q] = std::max(a[q], b[q]);
@@ -532,18 +516,32 @@ void StreamDeps::carried(Region& r) {
         after[static_cast<size_t>(it) * n + p] = k;
       }
     }
-    // The first channel with a carried conflict not yet ordered, and its smallest distance.
+    // The first channel with a conflict from iteration k into a later one that is not yet
+    // ordered, and its smallest distance. For element B only the elements of the earlier
+    // iteration that B does not already know to have completed are tried, and a distance of
+    // 1 ends the search: covered pairs are never tested.
     int best = -1, best_d = 0;
-    for (const Carried& c : cands) {
-      const int ch = static_cast<int>(channel_of(c.x, c.y));
-      if (r.dist[static_cast<size_t>(ch)] > 0 && r.dist[static_cast<size_t>(ch)] <= c.d) continue;
-      const int64_t knew = before[pos(r, c.b)][static_cast<size_t>(c.y)][static_cast<size_t>(c.x)];
-      if (knew >= static_cast<int64_t>(pos(r, c.a))) continue;
-      if (best < 0 || ch < best) {
-        best = ch;
-        best_d = c.d;
-      } else if (ch == best) {
-        best_d = std::min(best_d, c.d);
+    for (int c = 0; c < kNumChannels && best < 0; ++c) {
+      const Channel chc = static_cast<Channel>(c);
+      const size_t xq = static_cast<size_t>(channel_from(chc)),
+                   yq = static_cast<size_t>(channel_to(chc));
+      const int have = r.dist[static_cast<size_t>(c)];
+      if (have == 1) continue;
+      int found = 0;
+      for (size_t jb = 0; jb < n && found != 1; ++jb) {
+        if (!(queues_of(r.elems[jb]) >> yq & 1)) continue;
+        const int64_t knew = before[jb][yq][xq];
+        for (size_t ia = n; ia-- > 0 && static_cast<int64_t>(ia) > knew && found != 1;) {
+          if (!(queues_of(r.elems[ia]) >> xq & 1)) continue;
+          const int d = min_distance(r, r.elems[ia], static_cast<Queue>(xq), r.elems[jb],
+                                     static_cast<Queue>(yq));
+          if (d == 0 || (have > 0 && have <= d)) continue;
+          if (found == 0 || d < found) found = d;
+        }
+      }
+      if (found > 0) {
+        best = c;
+        best_d = found;
       }
     }
     if (best < 0) return;
@@ -619,8 +617,9 @@ void StreamDeps::summarize(Region& r) {
     r.queues |= c.queues;
     r.used |= c.used;
     for (int q = 0; q < kNumQueues; ++q) {
-      for (const Span& s : c.spans[static_cast<size_t>(q)])
+      for (const Span& s : c.spans[static_cast<size_t>(q)]) {
         merge_span(r.spans[static_cast<size_t>(q)], s);
+      }
     }
   }
 }
@@ -716,6 +715,8 @@ Status StreamDeps::run(std::vector<Instr>* out, int* carriers) {
   points_ = sym_vertices(b_.max_cache, pr_.p.max_seq, pr_.instances, true);
   accs_.resize(n);
   hulls_.resize(n);
+  used_.resize(n);
+  chains_.resize(n);
   for (size_t i = 0; i < n; ++i) {
     const Instr& in = cp_.code[i];
     for (const Access& a : accesses(in, b_)) {
@@ -724,14 +725,20 @@ Status StreamDeps::run(std::vector<Instr>* out, int* carriers) {
       }
     }
     if (std::holds_alternative<Loop>(in.op)) continue;
-    const std::vector<int32_t> chain = enclosing_loops(shape_, static_cast<int32_t>(i));
+    chains_[i] = enclosing_loops(shape_, static_cast<int32_t>(i));
+    used_[i] = used_vars(cp_.code, shape_, static_cast<int32_t>(i));
+    const std::vector<int32_t>& chain = chains_[i];
+    const uint64_t used = used_[i];
     for (const SymPoint& p : points_) {
       Env env;
       set_syms(env, p);
-      for_each_env(cp_.code, shape_, chain, env, [&](const Env& e) {
-        for (const Span& s : spans_at(static_cast<int32_t>(i), e)) merge_span(hulls_[i], s);
-        return true;
-      });
+      for_each_env(
+          cp_.code, shape_, chain, used, env,
+          [&](const Env& e) {
+            for (const Span& s : spans_at(static_cast<int32_t>(i), e)) merge_span(hulls_[i], s);
+            return true;
+          },
+          true);
     }
   }
   if (n == 0) return ok_status();

@@ -39,7 +39,18 @@ void mod_uses(const Expr& e, std::vector<std::pair<uint64_t, int64_t>>* out) {
 
 bool eval_checked(const Expr& e, const Env& env, int64_t* out) {
   const std::vector<Expr::Node>& nodes = e.nodes();
-  std::vector<int64_t> v(nodes.size(), 0);
+  if (nodes.empty()) return false;
+  if (nodes.size() == 1 && nodes[0].op == Expr::Op::kConst) {
+    *out = nodes[0].value;
+    return true;
+  }
+  int64_t small[32];
+  std::vector<int64_t> big;
+  int64_t* v = small;
+  if (nodes.size() > 32) {
+    big.resize(nodes.size());
+    v = big.data();
+  }
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Expr::Node& n = nodes[i];
     const bool binary =
@@ -91,8 +102,7 @@ bool eval_checked(const Expr& e, const Env& env, int64_t* out) {
         break;
     }
   }
-  if (nodes.empty()) return false;
-  *out = v.back();
+  *out = v[nodes.size() - 1];
   return true;
 }
 
@@ -186,6 +196,23 @@ std::string build_shape(const std::vector<Instr>& code, StreamShape* shape) {
     }
   }
   return "";
+}
+
+uint64_t used_vars(const std::vector<Instr>& code, const StreamShape& shape, int32_t i) {
+  uint64_t mask = 0;
+  const auto add = [&](const Expr& e) {
+    for (int var : e.loops()) {
+      if (var >= 0 && var < kMaxLoopVars) mask |= uint64_t{1} << var;
+    }
+  };
+  const Instr& in = code[static_cast<size_t>(i)];
+  for (const RefField& r : op_refs(in.op)) add(r.ref->offset);
+  for (const ExprField& e : op_exprs(in.op)) add(*e.expr);
+  for (int32_t l = shape.parent[static_cast<size_t>(i)]; l >= 0;
+       l = shape.parent[static_cast<size_t>(l)]) {
+    add(std::get<Loop>(code[static_cast<size_t>(l)].op).trip);
+  }
+  return mask;
 }
 
 std::vector<int32_t> enclosing_loops(const StreamShape& shape, int32_t i) {

@@ -61,12 +61,21 @@ struct EnvWalk {
   int32_t bad_loop = -1;  ///< a trip count failed to evaluate (overflow): that loop
 };
 
+/// The loop variables (a bit mask) that instruction `i`'s expressions read, and those the
+/// trip counts of its enclosing loops read: the variables worth sampling for it.
+uint64_t used_vars(const std::vector<Instr>& code, const StreamShape& shape, int32_t i);
+
 /// Calls `f(env)` for every sample environment of the loops `chain` (outermost first; env's
-/// symbols already set): each loop variable takes loop_samples(trip, window), the trip
-/// evaluated with the outer variables' values. Loops whose trip is <= 0 contribute nothing.
+/// symbols already set): each loop variable in `relevant` takes loop_samples(trip, window),
+/// the trip evaluated with the outer variables' values; any other one only 0 (nothing reads
+/// it). Loops whose trip is <= 0 contribute nothing, unless `pad_cache_trips`: then a trip
+/// that reads `start` counts as at least `window` (the dependency pass: a loop over cache
+/// chunks that this bundle's cache never enters on some core may run at a longer cache, and
+/// the tokens must not depend on maxCacheLength, V9).
 template <typename F>
 EnvWalk for_each_env(const std::vector<Instr>& code, const StreamShape& shape,
-                     const std::vector<int32_t>& chain, Env& env, F&& f, size_t level = 0) {
+                     const std::vector<int32_t>& chain, uint64_t relevant, Env& env, F&& f,
+                     bool pad_cache_trips = false, size_t level = 0) {
   EnvWalk w;
   if (level == chain.size()) {
     w.stopped = !f(env);
@@ -79,9 +88,13 @@ EnvWalk for_each_env(const std::vector<Instr>& code, const StreamShape& shape,
     w.bad_loop = li;
     return w;
   }
-  for (int64_t v : loop_samples(trip, shape.window[static_cast<size_t>(li)])) {
+  const int64_t window = shape.window[static_cast<size_t>(li)];
+  if (pad_cache_trips && loop.trip.uses(Sym::kStart)) trip = std::max(trip, window);
+  const bool used = relevant >> loop.var & 1;
+  for (int64_t v : loop_samples(trip, used ? window : 1)) {
+    if (!used && v > 0) break;
     env.loop[static_cast<size_t>(loop.var)] = v;
-    w = for_each_env(code, shape, chain, env, f, level + 1);
+    w = for_each_env(code, shape, chain, relevant, env, f, pad_cache_trips, level + 1);
     if (w.stopped || w.bad_loop >= 0) return w;
   }
   return w;

@@ -179,8 +179,9 @@ struct OpPrinter {
     f.expr("kpos0", s.kpos0);
     f.i("bc", s.bc);
     f.i("kv_head", s.kv_head);
-    if (s.max_mode != MaxMode::kNone)
+    if (s.max_mode != MaxMode::kNone) {
       f.add("max", s.max_mode == MaxMode::kInit ? "init" : "update");
+    }
     f.add("attn", attn(s.attn));
   }
   void operator()(const ExpAccum& e) {
@@ -214,8 +215,9 @@ struct OpPrinter {
 std::string channels(uint8_t mask) {
   std::string s;
   for (int c = 0; c < kNumChannels; ++c) {
-    if (mask >> c & 1)
+    if (mask >> c & 1) {
       s += (s.empty() ? "" : ",") + std::string(channel_name(static_cast<Channel>(c)));
+    }
   }
   return s;
 }

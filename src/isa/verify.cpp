@@ -537,8 +537,12 @@ Status check_program_v8(const ProgramRef& pr, const std::vector<StreamShape>& sh
                                 " loops deep, more than " + num(kMaxLoopDepth));
       }
       const std::vector<int32_t> chain = enclosing_loops(shape, ii);
+      const uint64_t used = used_vars(code, shape, ii);
       int64_t combos = 1;
-      for (int32_t l : chain) combos *= 2 * shape.window[static_cast<size_t>(l)];
+      for (int32_t l : chain) {
+        const int var = std::get<Loop>(code[static_cast<size_t>(l)].op).var;
+        if (used >> var & 1) combos *= 2 * shape.window[static_cast<size_t>(l)];
+      }
       if (combos > (int64_t{1} << 16)) {
         return violation(8, where(pr, si, ii) + ": its loop nest has " + num(combos) +
                                 " sample points, more than 2^16");
@@ -555,7 +559,7 @@ Status check_program_v8(const ProgramRef& pr, const std::vector<StreamShape>& sh
       for (const SymPoint& p : points) {
         Env env;
         set_syms(env, p);
-        const EnvWalk w = for_each_env(code, shape, chain, env, [&](const Env& en) {
+        const EnvWalk w = for_each_env(code, shape, chain, used, env, [&](const Env& en) {
           for (const auto& [name, expr] : exprs) {
             int64_t v = 0;
             if (!eval_checked(*expr, en, &v)) {
@@ -615,16 +619,17 @@ std::vector<int64_t> buffer_instances(const Bundle& b, const ProgramRef* extra) 
 Status check_buffer_space(const Bundle& b, const std::vector<int64_t>& instances) {
   for (size_t i = 0; i < b.buffers.size(); ++i) {
     const Buffer& buf = b.buffers[i];
-    const std::string at = "buffer " + buffer_name(b, static_cast<int32_t>(i));
+    // Built only for a message: a label per buffer would make this quadratic.
+    const auto at_ = [&] { return "buffer " + buffer_name(b, static_cast<int32_t>(i)); };
     if (buf.offset < 0 || buf.bytes < 0 || buf.slot_stride < 0) {
-      return violation(2, at + ": offset " + num(buf.offset) + ", bytes " + num(buf.bytes) +
+      return violation(2, at_() + ": offset " + num(buf.offset) + ", bytes " + num(buf.bytes) +
                               " and slot_stride " + num(buf.slot_stride) + " must not be negative");
     }
     const __int128 slots = buf.slot_stride > 0 ? instances[i] : 1;
     const __int128 end = __int128{buf.offset} + buf.bytes + __int128{buf.slot_stride} * (slots - 1);
     const int64_t limit = buf.space == Space::kSram ? b.sram_bytes : b.dram_bytes;
     if (end > limit) {
-      return violation(2, at + " [" + num(buf.offset) + ", +" + num(buf.bytes) + ")" +
+      return violation(2, at_() + " [" + num(buf.offset) + ", +" + num(buf.bytes) + ")" +
                               (slots > 1 ? " x " + num(static_cast<int64_t>(slots)) + " slots of " +
                                                num(buf.slot_stride)
                                          : "") +
@@ -666,11 +671,12 @@ Status for_each_sample(const Checked& c, int s, int i, F&& f) {
   const std::vector<Instr>& code = c.pr.p.cores[static_cast<size_t>(s)].code;
   const StreamShape& shape = c.shapes[static_cast<size_t>(s)];
   const std::vector<int32_t> chain = enclosing_loops(shape, i);
+  const uint64_t used = used_vars(code, shape, i);
   Status st;
   for (const SymPoint& p : sym_vertices(c.pr.b.max_cache, c.pr.p.max_seq, c.pr.instances, true)) {
     Env env;
     set_syms(env, p);
-    for_each_env(code, shape, chain, env, [&](const Env& en) {
+    for_each_env(code, shape, chain, used, env, [&](const Env& en) {
       st = f(en, chain);
       return st.ok();
     });

@@ -479,8 +479,9 @@ TEST(IsaDeps, TheOracleSeesAMissingToken) {
   QBC_ASSERT_OK(assign_tokens(b));
   EXPECT_EQ(brute_force(b, b.modes[0].prefill), "");
   for (Instr& in : b.modes[0].prefill.cores[0].code) {
-    if (std::holds_alternative<MatMul>(in.op))
+    if (std::holds_alternative<MatMul>(in.op)) {
       in.wait &= static_cast<uint8_t>(~tok(Channel::kLoadToCompute));
+    }
     if (std::holds_alternative<Dma>(in.op) && in.node == 1 && in.queue == ld &&
         !std::get<Dma>(in.op).src.offset.is_const()) {
       in.signal &= static_cast<uint8_t>(~tok(Channel::kLoadToCompute));
