@@ -247,8 +247,8 @@ Status exec_matmul(const isa::MatMul& op, Core& c) {
   QBC_ASSIGN_OR_RETURN(const uint8_t* x, c.sram_at(op.x, x_bytes, "x"));
   QBC_ASSIGN_OR_RETURN(const uint8_t* xzp, c.sram_opt(op.xzero, span(rows, 4), "xzero"));
   QBC_ASSIGN_OR_RETURN(const uint8_t* wp,
-                       c.sram_at(op.w, span(n, isa::dtype_bytes(op.wtype, kt)), "w"));
-  QBC_ASSIGN_OR_RETURN(const uint8_t* wzp, c.sram_opt(op.wzero, span(n, gt, 4), "wzero"));
+                       c.sram_read(op.w, span(n, isa::dtype_bytes(op.wtype, kt)), "w"));
+  QBC_ASSIGN_OR_RETURN(const uint8_t* wzp, c.sram_read_opt(op.wzero, span(n, gt, 4), "wzero"));
   QBC_ASSIGN_OR_RETURN(uint8_t * acc, c.sram_at(op.acc, span(rows, n, gt, accb), "acc"));
   c.counters.macs += span(rows, n, kt);
   if (rows == 0 || n == 0) return ok_status();
@@ -283,7 +283,7 @@ Status exec_requant(const isa::Requant& op, Core& c) {
   const int64_t ws_count = rows_span(n, op.ws_stride, gt);
   QBC_ASSIGN_OR_RETURN(const uint8_t* accp, c.sram_at(op.acc, span(rows, n, gt, accb), "acc"));
   QBC_ASSIGN_OR_RETURN(const uint8_t* xsp, c.sram_at(op.xscale, span(rows, 4), "xscale"));
-  QBC_ASSIGN_OR_RETURN(const uint8_t* wsp, c.sram_at(op.wscale, span(ws_count, 4), "wscale"));
+  QBC_ASSIGN_OR_RETURN(const uint8_t* wsp, c.sram_read(op.wscale, span(ws_count, 4), "wscale"));
   uint8_t* fsp = nullptr;
   if (!op.first || !op.last) {
     QBC_ASSIGN_OR_RETURN(fsp, c.sram_at(op.fsum, span(rows, n, 4), "fsum"));
@@ -291,7 +291,7 @@ Status exec_requant(const isa::Requant& op, Core& c) {
   const uint8_t* biasp = nullptr;
   uint8_t* yp = nullptr;
   if (op.last) {
-    QBC_ASSIGN_OR_RETURN(biasp, c.sram_opt(op.bias, span(n, 4), "bias"));
+    QBC_ASSIGN_OR_RETURN(biasp, c.sram_read_opt(op.bias, span(n, 4), "bias"));
     QBC_ASSIGN_OR_RETURN(yp, c.sram_at(op.y, span(rows_span(rows, op.ldy, n), yb), "y"));
   }
   c.counters.vector_ops += span(rows, n, gt);

@@ -19,7 +19,7 @@ Status exec_rms_norm(const isa::RmsNorm& op, Core& c) {
   // Weights: [group] for grouped norms (q/k norms: one head's weights for every group), else
   // [width] (numerics rms_norm).
   const int64_t wn = op.group > 0 ? op.group : op.width;
-  QBC_ASSIGN_OR_RETURN(const uint8_t* wp, c.sram_at(op.weight, span(4, wn), "weight"));
+  QBC_ASSIGN_OR_RETURN(const uint8_t* wp, c.sram_read(op.weight, span(4, wn), "weight"));
   QBC_ASSIGN_OR_RETURN(uint8_t * yp, c.sram_at(op.y, span(2, count), "y"));
   std::vector<float> x(static_cast<size_t>(count)), y(static_cast<size_t>(count));
   std::vector<float> w(static_cast<size_t>(wn));
