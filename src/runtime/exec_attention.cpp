@@ -12,6 +12,7 @@
 #include "matmul_kernel.h"
 #include "qbc/numerics/attention.h"
 #include "qbc/numerics/elementwise.h"
+#include "qbc/numerics/fp16.h"
 #include "qbc/numerics/quantizer.h"
 #include "values.h"
 #include "vec_kernels.h"
@@ -99,14 +100,24 @@ Status exec_query_prep(const isa::QueryPrep& op, Core& c) {
                        c.sram_at(op.q, rows_span(rows, 2 * qw, 2 * g * hd), "q"));
   QBC_ASSIGN_OR_RETURN(uint8_t * qcp, c.sram_at(op.qcodes, span(rows, g, hd, 4), "qcodes"));
   QBC_ASSIGN_OR_RETURN(uint8_t * mqp, c.sram_at(op.mq, span(rows, g, 4), "mq"));
-  std::vector<float> qr(static_cast<size_t>(hd));
-  numerics::QueryCodes qc;
+  // numerics::query_codes: Q times its KV head's K scales rounded to fp16 (one fp32 product,
+  // round_f16), the static or per-token scale, symmetric 8-bit codes, the score multiplier.
+  std::vector<float> qk(static_cast<size_t>(hd));
+  std::vector<int32_t> codes(static_cast<size_t>(hd));
+  const float* ks = a->k_scale.data() + op.kv_head * hd;
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t i = 0; i < g; ++i) {
-      load_f16(qp + (r * qw + i * hd) * 2, hd, qr.data());
-      numerics::query_codes(qr.data(), op.kv_head * g + i, *a, &qc);
-      store(qc.codes.data(), hd, qcp + (r * g + i) * hd * 4);
-      store(&qc.mq, 1, mqp + (r * g + i) * 4);
+      const int64_t head = op.kv_head * g + i;
+      load_f16(qp + (r * qw + i * hd) * 2, hd, qk.data());
+      for (int64_t ch = 0; ch < hd; ++ch)
+        qk[static_cast<size_t>(ch)] = qk[static_cast<size_t>(ch)] * ks[ch];
+      round_f16(qk.data(), hd);
+      const float sq = a->q_dynamic ? numerics::per_token_scale(qk.data(), hd, 8)
+                                    : a->q_scale[static_cast<size_t>(head)];
+      numerics::quantize_symmetric_row(qk.data(), hd, sq, 8, codes.data());
+      const float mq = static_cast<float>(static_cast<double>(sq) * a->scale);
+      store(codes.data(), hd, qcp + (r * g + i) * hd * 4);
+      store(&mq, 1, mqp + (r * g + i) * 4);
     }
   }
   c.counters.vector_ops += span(rows, g, hd);
@@ -336,20 +347,23 @@ Status exec_attn_out(const isa::AttnOut& op, Core& c) {
   QBC_ASSIGN_OR_RETURN(uint8_t * yp, c.sram_at(op.y, rows_span(rows, 2 * qw, 2 * g * hd), "y"));
   c.counters.vector_ops += span(n, hd);
   std::vector<int64_t> acc(static_cast<size_t>(hd));
-  std::vector<float> y(static_cast<size_t>(hd));
-  const size_t ch0 = static_cast<size_t>(op.kv_head * hd);
+  std::vector<uint16_t> y(static_cast<size_t>(hd));
+  const float* vs = a->v_scale.data() + op.kv_head * hd;
+  const float* vo = a->v_offset.data() + op.kv_head * hd;
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t i = 0; i < g; ++i) {
       const int64_t row = r * g + i;
       int64_t esum;
       load(esp + row * 8, 1, &esum);
       load(accp + row * hd * 8, hd, acc.data());
+      // numerics::attention_output's fp64 expression, its round_fp16 as bits.
       for (int64_t ch = 0; ch < hd; ++ch) {
-        y[static_cast<size_t>(ch)] = numerics::attention_output(
-            acc[static_cast<size_t>(ch)], esum, a->v_scale[ch0 + static_cast<size_t>(ch)],
-            a->v_offset[ch0 + static_cast<size_t>(ch)]);
+        y[static_cast<size_t>(ch)] =
+            numerics::round_fp16_bits(static_cast<double>(acc[static_cast<size_t>(ch)]) /
+                                          static_cast<double>(esum) * static_cast<double>(vs[ch]) +
+                                      static_cast<double>(vo[ch]));
       }
-      store_f16(y.data(), hd, yp + (r * qw + i * hd) * 2);
+      store(y.data(), hd, yp + (r * qw + i * hd) * 2);
     }
   }
   return ok_status();
