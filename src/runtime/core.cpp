@@ -54,39 +54,43 @@ StatusOr<const uint8_t*> Core::sram_read_opt(const isa::Ref& r, int64_t bytes,
   return sram_read(r, bytes, what);
 }
 
-void Core::materialize(int64_t lo, int64_t hi) const {
+void Core::cut(int64_t lo, int64_t hi, bool copy) const {
   std::vector<SramAlias>& v = data.aliases;
-  for (size_t i = 0; i < v.size();) {
-    const SramAlias& a = v[i];
-    if (a.lo < hi && lo < a.hi) {
-      std::memcpy(sram + a.lo, a.src, static_cast<size_t>(a.hi - a.lo));
-      v[i] = v.back();
-      v.pop_back();
-    } else {
-      ++i;
-    }
+  const size_t n = v.size();
+  for (size_t i = 0; i < n; ++i) {
+    SramAlias& a = v[i];
+    if (a.hi <= lo || hi <= a.lo) continue;
+    const int64_t o0 = std::max(lo, a.lo), o1 = std::min(hi, a.hi);
+    if (copy) std::memcpy(sram + o0, a.src + (o0 - a.lo), static_cast<size_t>(o1 - o0));
+    // What stays an alias: the parts of `a` before and after [lo, hi).
+    const SramAlias before{a.lo, o0, a.src}, after{o1, a.hi, a.src + (o1 - a.lo)};
+    a.hi = a.lo;  // emptied; removed below
+    if (before.hi > before.lo) v.push_back(before);
+    if (after.hi > after.lo) v.push_back(after);
   }
+  v.erase(std::remove_if(v.begin(), v.end(), [](const SramAlias& a) { return a.hi <= a.lo; }),
+          v.end());
 }
 
+void Core::materialize(int64_t lo, int64_t hi) const { cut(lo, hi, true); }
+
 void Core::alias_sram(int64_t lo, int64_t bytes, const uint8_t* src) const {
-  const int64_t hi = lo + bytes;
+  cut(lo, lo + bytes, false);  // the range's old bytes are overwritten
   std::vector<SramAlias>& v = data.aliases;
-  for (size_t i = 0; i < v.size();) {
-    const SramAlias& a = v[i];
-    if (a.lo >= lo && a.hi <= hi) {  // overwritten entirely: nothing to keep
-      v[i] = v.back();
-      v.pop_back();
-    } else {
-      ++i;
-    }
+  if (v.size() >= kMaxAliases) {  // a bounded list: the smallest alias becomes SRAM bytes
+    auto it = std::min_element(v.begin(), v.end(), [](const SramAlias& a, const SramAlias& b) {
+      return a.hi - a.lo < b.hi - b.lo;
+    });
+    std::memcpy(sram + it->lo, it->src, static_cast<size_t>(it->hi - it->lo));
+    v.erase(it);
   }
-  materialize(lo, hi);            // partial overlaps keep their bytes outside [lo, hi)
-  if (v.size() >= kMaxAliases) {  // a bounded list: one alias becomes real SRAM bytes
-    const SramAlias a = v.front();
-    std::memcpy(sram + a.lo, a.src, static_cast<size_t>(a.hi - a.lo));
-    v.erase(v.begin());
-  }
-  v.push_back(SramAlias{lo, hi, src});
+  v.push_back(SramAlias{lo, lo + bytes, src});
+}
+
+StatusOr<uint8_t*> Core::sram_write(const isa::Ref& r, int64_t bytes, const char* what) const {
+  QBC_ASSIGN_OR_RETURN(const int64_t lo, sram_offset(r, bytes, what));
+  if (!data.aliases.empty()) cut(lo, lo + bytes, false);
+  return sram + lo;
 }
 
 StatusOr<uint8_t*> Core::sram_opt(const isa::Ref& r, int64_t bytes, const char* what) const {

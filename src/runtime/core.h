@@ -66,9 +66,9 @@ struct OpProfile {
 
 /// SRAM bytes [lo, hi) of a core that hold, by a DMA load, the bytes at `src` in read-only
 /// DRAM (the weights): the load copied nothing. Readers that accept an alias
-/// (Core::sram_read) read `src` directly; any other access to the range first copies the
-/// bytes into SRAM and ends the alias, so every instruction sees the bytes a copy would
-/// have left, and the counters are those of the copy.
+/// (Core::sram_read) read `src` directly; any other access first copies the bytes it touches
+/// into SRAM (an output that overwrites them just ends the alias there), so every
+/// instruction sees the bytes a copy would have left, and the counters are those of the copy.
 struct SramAlias {
   int64_t lo = 0, hi = 0;
   const uint8_t* src = nullptr;
@@ -116,10 +116,18 @@ struct Core {
   /// sram_at; aliases are left alone.
   StatusOr<int64_t> sram_offset(const isa::Ref& r, int64_t bytes, const char* what) const;
   /// Records that SRAM bytes [lo, lo + bytes) now hold src[0, bytes) (a DMA load from
-  /// read-only DRAM): aliases inside the range end, those overlapping it are materialised.
+  /// read-only DRAM): older aliases end inside the range (their bytes are overwritten).
   void alias_sram(int64_t lo, int64_t bytes, const uint8_t* src) const;
-  /// Copies the bytes of every alias overlapping SRAM [lo, hi) into SRAM and ends them.
+  /// The range of ref `r` for an instruction that writes every byte of it before reading
+  /// any (an output, resolved after the instruction's inputs): aliases over it end without
+  /// copying.
+  StatusOr<uint8_t*> sram_write(const isa::Ref& r, int64_t bytes, const char* what) const;
+  /// Copies the aliased bytes inside SRAM [lo, hi) into SRAM; the parts of those aliases
+  /// outside the range stay aliases.
   void materialize(int64_t lo, int64_t hi) const;
+  /// Ends the aliases inside SRAM [lo, hi), copying their bytes in first when `copy`; the
+  /// parts outside the range stay aliases.
+  void cut(int64_t lo, int64_t hi, bool copy) const;
   /// The same for an optional operand: nullptr when `r` is not valid.
   StatusOr<uint8_t*> sram_opt(const isa::Ref& r, int64_t bytes, const char* what) const;
   /// The DRAM base of ref `r` for this slot, checking that bytes [lo, hi) relative to it lie

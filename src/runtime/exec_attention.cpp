@@ -139,7 +139,7 @@ Status exec_qk_scores(const isa::QkScores& op, Core& c) {
     QBC_ASSIGN_OR_RETURN(qp, c.sram_at(op.q, rows_span(rows, 2 * qw, 2 * g * hd), "q"));
   }
   QBC_ASSIGN_OR_RETURN(const uint8_t* kcp, c.sram_at(op.kcodes, span(bc, krow), "kcodes"));
-  QBC_ASSIGN_OR_RETURN(uint8_t * sp, c.sram_at(op.scores, span(rows, g, bc, 4), "scores"));
+  QBC_ASSIGN_OR_RETURN(uint8_t * sp, c.sram_write(op.scores, span(rows, g, bc, 4), "scores"));
   uint8_t* mxp = nullptr;
   if (op.max_mode != isa::MaxMode::kNone) {
     QBC_ASSIGN_OR_RETURN(mxp, c.sram_at(op.rowmax, span(rows, g, 4), "rowmax"));

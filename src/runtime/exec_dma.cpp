@@ -37,8 +37,14 @@ Status exec_dma(const isa::Dma& op, Core& c) {
     c.counters.dram_read[purpose] += bytes;
     return ok_status();
   }
-  QBC_ASSIGN_OR_RETURN(uint8_t * s, c.sram_at(sram_ref, rows_span(rows, sram_stride, op.row_bytes),
-                                              load ? "dst" : "src"));
+  // A load into contiguous rows overwrites its whole SRAM range.
+  const int64_t sram_span = rows_span(rows, sram_stride, op.row_bytes);
+  uint8_t* s = nullptr;
+  if (load && (rows == 1 || sram_stride == op.row_bytes)) {
+    QBC_ASSIGN_OR_RETURN(s, c.sram_write(sram_ref, sram_span, "dst"));
+  } else {
+    QBC_ASSIGN_OR_RETURN(s, c.sram_at(sram_ref, sram_span, load ? "dst" : "src"));
+  }
   const int64_t dram_span = ring ? rows_span(op.ring_rows, op.ring_stride, op.row_bytes)
                                  : rows_span(rows, dram_stride, op.row_bytes);
   QBC_ASSIGN_OR_RETURN(uint8_t * d, c.dram_at(dram_ref, 0, dram_span, load ? "src" : "dst"));

@@ -41,7 +41,7 @@ Status exec_rms_norm(const isa::RmsNorm& op, Core& c) {
   // [width] (numerics rms_norm).
   const int64_t wn = op.group > 0 ? op.group : op.width;
   QBC_ASSIGN_OR_RETURN(const uint8_t* wp, c.sram_read(op.weight, span(4, wn), "weight"));
-  QBC_ASSIGN_OR_RETURN(uint8_t * yp, c.sram_at(op.y, span(2, count), "y"));
+  QBC_ASSIGN_OR_RETURN(uint8_t * yp, c.sram_write(op.y, span(2, count), "y"));
   std::vector<float> x(static_cast<size_t>(count)), w(static_cast<size_t>(wn));
   load_f16(xp, count, x.data());
   load(wp, wn, w.data());
@@ -74,7 +74,7 @@ Status exec_rope(const isa::Rope& op, Core& c) {
   const numerics::Rope& r = c.decoded.ropes[static_cast<size_t>(op.rope)];
   const int64_t count = span(rows, r.heads, r.head_dim);
   QBC_ASSIGN_OR_RETURN(const uint8_t* xp, c.sram_at(op.x, span(2, count), "x"));
-  QBC_ASSIGN_OR_RETURN(uint8_t * yp, c.sram_at(op.y, span(2, count), "y"));
+  QBC_ASSIGN_OR_RETURN(uint8_t * yp, c.sram_write(op.y, span(2, count), "y"));
   QBC_ASSIGN_OR_RETURN(const int64_t pos0, c.count(op.pos0, "pos0"));
   QBC_ASSIGN_OR_RETURN(const int64_t freq_pos, c.count(op.freq_pos, "freq_pos"));
   std::vector<float> x(static_cast<size_t>(count)), y(static_cast<size_t>(count));
@@ -120,7 +120,7 @@ Status exec_eltwise(const isa::Eltwise& op, Core& c) {
   if (binary) {
     QBC_ASSIGN_OR_RETURN(bp, c.sram_at(op.b, bytes, "b"));
   }
-  QBC_ASSIGN_OR_RETURN(uint8_t * yp, c.sram_at(op.y, bytes, "y"));
+  QBC_ASSIGN_OR_RETURN(uint8_t * yp, c.sram_write(op.y, bytes, "y"));
   std::vector<float> a(static_cast<size_t>(count)), b, y(static_cast<size_t>(count));
   auto read = [&](const uint8_t* p, float* out) {
     if (f16) {

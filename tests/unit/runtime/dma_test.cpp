@@ -147,6 +147,45 @@ TEST(RuntimeDma, AliasedWeightLoadsReadAsCopies) {
   EXPECT_EQ(k.dram_written[static_cast<int>(isa::Purpose::kScratch)], 2 * kTile);
 }
 
+TEST(RuntimeDma, PiecesOfAnAliasReadAndOverwrittenKeepTheirBytes) {
+  constexpr int64_t kTile = 8192;
+  BundleBuilder bb(1, 1, 1 << 16, /*chunk=*/8);
+  const std::vector<uint8_t> w = iota_bytes(kTile, 11);
+  const int32_t wb = bb.weights("w", w);
+  const int32_t act = bb.dram("act", isa::Purpose::kActivations, 3 * 16);
+  const int32_t rows = bb.dram("rows", isa::Purpose::kScratch, 3 * 16);
+  const int32_t out = bb.dram("out", isa::Purpose::kScratch, kTile);
+  const int32_t s = bb.sram("tile", 0, kTile);
+  bb.copy(0, bb.ref(s), bb.ref(wb), kTile);
+  isa::Dma st;  // three strided 16-byte rows of the tile (copied in piece by piece)
+  st.dst = bb.ref(rows);
+  st.src = bb.ref(s, 100);
+  st.rows = 3;
+  st.row_bytes = 16;
+  st.src_stride = 2000;
+  st.dst_stride = 16;
+  bb.emit(0, st);
+  isa::Dma ld = st;  // three strided rows of new bytes into the tile
+  ld.dst = bb.ref(s, 50);
+  ld.src = bb.ref(act);
+  ld.src_stride = 16;
+  ld.dst_stride = 3000;
+  bb.emit(0, ld);
+  bb.copy(0, bb.ref(out), bb.ref(s), kTile);
+  std::shared_ptr<Device> d = testing::make_device(bb.finish());
+  ASSERT_NE(d, nullptr);
+  const std::vector<uint8_t> a = iota_bytes(3 * 16, 230);
+  testing::write(*d, act, a);
+  QBC_ASSERT_OK(d->run(isa::Phase::kPrefill, 0, 0, 1));
+  std::vector<uint8_t> want_rows, want = w;
+  for (int r = 0; r < 3; ++r) {
+    want_rows.insert(want_rows.end(), w.begin() + 100 + r * 2000, w.begin() + 116 + r * 2000);
+    std::copy_n(a.begin() + r * 16, 16, want.begin() + 50 + r * 3000);
+  }
+  EXPECT_EQ(testing::read(*d, rows, 3 * 16), want_rows);
+  EXPECT_EQ(testing::read(*d, out, kTile), want);
+}
+
 TEST(RuntimeDma, SramLoadedFromWeightsKeepsItsBytesAcrossCalls) {
   constexpr int64_t kTile = 8192;
   BundleBuilder bb(1, 1, 1 << 16, /*chunk=*/8);
