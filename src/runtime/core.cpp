@@ -12,6 +12,9 @@ namespace {
 /// Memory for the rotated key offsets of one attention on one core.
 constexpr int64_t kKrotCacheBytes = int64_t{1} << 20;
 
+/// Aliases one core keeps at most (each operand access scans them).
+constexpr size_t kMaxAliases = 16;
+
 Status outside(const char* what, const isa::Buffer& b, int64_t lo, int64_t hi) {
   return invalid_argument(what, ": bytes [", lo, ", ", hi, ") outside buffer '", b.name, "' (",
                           b.bytes, " bytes)");
@@ -19,7 +22,7 @@ Status outside(const char* what, const isa::Buffer& b, int64_t lo, int64_t hi) {
 
 }  // namespace
 
-StatusOr<uint8_t*> Core::sram_at(const isa::Ref& r, int64_t bytes, const char* what) const {
+StatusOr<int64_t> Core::sram_offset(const isa::Ref& r, int64_t bytes, const char* what) const {
   if (!r.valid()) return invalid_argument(what, ": no buffer");
   const isa::Buffer& b = bundle.buffers[static_cast<size_t>(r.buffer)];
   if (b.space != isa::Space::kSram || b.core != index) {
@@ -27,7 +30,67 @@ StatusOr<uint8_t*> Core::sram_at(const isa::Ref& r, int64_t bytes, const char* w
   }
   const int64_t off = eval(r.offset);
   if (off < 0 || bytes < 0 || off + bytes > b.bytes) return outside(what, b, off, off + bytes);
-  return sram + b.offset + off;
+  return b.offset + off;
+}
+
+StatusOr<uint8_t*> Core::sram_at(const isa::Ref& r, int64_t bytes, const char* what) const {
+  QBC_ASSIGN_OR_RETURN(const int64_t lo, sram_offset(r, bytes, what));
+  if (!data.aliases.empty()) materialize(lo, lo + bytes);
+  return sram + lo;
+}
+
+StatusOr<const uint8_t*> Core::sram_read(const isa::Ref& r, int64_t bytes, const char* what) const {
+  QBC_ASSIGN_OR_RETURN(const int64_t lo, sram_offset(r, bytes, what));
+  for (const SramAlias& a : data.aliases) {
+    if (lo >= a.lo && lo + bytes <= a.hi && bytes > 0) return a.src + (lo - a.lo);
+  }
+  if (!data.aliases.empty()) materialize(lo, lo + bytes);
+  return sram + lo;
+}
+
+StatusOr<const uint8_t*> Core::sram_read_opt(const isa::Ref& r, int64_t bytes,
+                                             const char* what) const {
+  if (!r.valid()) return static_cast<const uint8_t*>(nullptr);
+  return sram_read(r, bytes, what);
+}
+
+void Core::cut(int64_t lo, int64_t hi, bool copy) const {
+  std::vector<SramAlias>& v = data.aliases;
+  const size_t n = v.size();
+  for (size_t i = 0; i < n; ++i) {
+    SramAlias& a = v[i];
+    if (a.hi <= lo || hi <= a.lo) continue;
+    const int64_t o0 = std::max(lo, a.lo), o1 = std::min(hi, a.hi);
+    if (copy) std::memcpy(sram + o0, a.src + (o0 - a.lo), static_cast<size_t>(o1 - o0));
+    // What stays an alias: the parts of `a` before and after [lo, hi).
+    const SramAlias before{a.lo, o0, a.src}, after{o1, a.hi, a.src + (o1 - a.lo)};
+    a.hi = a.lo;  // emptied; removed below
+    if (before.hi > before.lo) v.push_back(before);
+    if (after.hi > after.lo) v.push_back(after);
+  }
+  v.erase(std::remove_if(v.begin(), v.end(), [](const SramAlias& a) { return a.hi <= a.lo; }),
+          v.end());
+}
+
+void Core::materialize(int64_t lo, int64_t hi) const { cut(lo, hi, true); }
+
+void Core::alias_sram(int64_t lo, int64_t bytes, const uint8_t* src) const {
+  cut(lo, lo + bytes, false);  // the range's old bytes are overwritten
+  std::vector<SramAlias>& v = data.aliases;
+  if (v.size() >= kMaxAliases) {  // a bounded list: the smallest alias becomes SRAM bytes
+    auto it = std::min_element(v.begin(), v.end(), [](const SramAlias& a, const SramAlias& b) {
+      return a.hi - a.lo < b.hi - b.lo;
+    });
+    std::memcpy(sram + it->lo, it->src, static_cast<size_t>(it->hi - it->lo));
+    v.erase(it);
+  }
+  v.push_back(SramAlias{lo, lo + bytes, src});
+}
+
+StatusOr<uint8_t*> Core::sram_write(const isa::Ref& r, int64_t bytes, const char* what) const {
+  QBC_ASSIGN_OR_RETURN(const int64_t lo, sram_offset(r, bytes, what));
+  if (!data.aliases.empty()) cut(lo, lo + bytes, false);
+  return sram + lo;
 }
 
 StatusOr<uint8_t*> Core::sram_opt(const isa::Ref& r, int64_t bytes, const char* what) const {
@@ -57,7 +120,7 @@ StatusOr<const numerics::Attention*> Core::attention(int32_t attn, const isa::Re
   const isa::AttnDesc& d = bundle.attentions[static_cast<size_t>(attn)];
   const int64_t kvw = d.kv_heads * d.head_dim;
   const int64_t floats = isa::attn_params_floats(d.heads, d.kv_heads, d.head_dim);
-  QBC_ASSIGN_OR_RETURN(const uint8_t* p, sram_at(params, 4 * floats, "params"));
+  QBC_ASSIGN_OR_RETURN(const uint8_t* p, sram_read(params, 4 * floats, "params"));
   AttnEntry& e = data.attentions[static_cast<size_t>(attn)];
   if (e.valid && std::memcmp(e.raw.data(), p, e.raw.size()) == 0) return &e.attn;
   e.raw.assign(p, p + 4 * floats);

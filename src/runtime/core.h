@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstdint>
 #include <memory>
+#include <variant>
 #include <vector>
 
 #include "qbc/isa/program.h"
@@ -55,14 +56,37 @@ struct AttnEntry {
   bool valid = false;
 };
 
+/// Instructions executed and host seconds spent per instruction type (isa::Op index), kept
+/// only when profiling (QBC_EXEC_PROFILE set: Device prints them when destroyed).
+struct OpProfile {
+  static constexpr size_t kOps = std::variant_size_v<isa::Op>;
+  int64_t count[kOps] = {};
+  double seconds[kOps] = {};
+};
+
+/// SRAM bytes [lo, hi) of a core that hold, by a DMA load, the bytes at `src` in read-only
+/// DRAM (the weights): the load copied nothing. Readers that accept an alias
+/// (Core::sram_read) read `src` directly; any other access first copies the bytes it touches
+/// into SRAM (an output that overwrites them just ends the alias there), so every
+/// instruction sees the bytes a copy would have left, and the counters are those of the copy.
+struct SramAlias {
+  int64_t lo = 0, hi = 0;
+  const uint8_t* src = nullptr;
+};
+
 /// What a core keeps between instructions and calls.
 struct CoreData {
   std::vector<AttnEntry> attentions;  ///< by Bundle::attentions index
+  std::vector<SramAlias> aliases;     ///< disjoint, in no particular order
+  OpProfile profile;
 };
 
 /// The bundle-wide decoded data every core reads (built once by Device::create).
 struct Decoded {
   std::vector<numerics::Rope> ropes;  ///< Bundle::ropes as numerics::Rope
+  /// By buffer: a weights buffer in DRAM that no DMA of the mode writes (by address, over
+  /// every slot), so a load from it may leave an SramAlias instead of copying.
+  std::vector<bool> read_only;
 };
 
 struct Core {
@@ -77,10 +101,33 @@ struct Core {
   CoreCounters& counters;
   CoreData& data;
   ThreadPool& pool;
+  bool profile = false;  ///< time every instruction into data.profile
 
   /// The SRAM bytes [offset, offset + bytes) of ref `r` (`what` names the operand in
-  /// errors): the buffer must be an SRAM buffer of this core and the range inside it.
+  /// errors): the buffer must be an SRAM buffer of this core and the range inside it. The
+  /// bytes are real (aliases over them are materialised first), to read or write.
   StatusOr<uint8_t*> sram_at(const isa::Ref& r, int64_t bytes, const char* what) const;
+  /// The same range for reading only: through the DRAM bytes of an alias that holds all of
+  /// it, else as sram_at.
+  StatusOr<const uint8_t*> sram_read(const isa::Ref& r, int64_t bytes, const char* what) const;
+  /// sram_read for an optional operand: nullptr when `r` is not valid.
+  StatusOr<const uint8_t*> sram_read_opt(const isa::Ref& r, int64_t bytes, const char* what) const;
+  /// The offset in this core's SRAM of ref `r`'s bytes [offset, offset + bytes), checked as
+  /// sram_at; aliases are left alone.
+  StatusOr<int64_t> sram_offset(const isa::Ref& r, int64_t bytes, const char* what) const;
+  /// Records that SRAM bytes [lo, lo + bytes) now hold src[0, bytes) (a DMA load from
+  /// read-only DRAM): older aliases end inside the range (their bytes are overwritten).
+  void alias_sram(int64_t lo, int64_t bytes, const uint8_t* src) const;
+  /// The range of ref `r` for an instruction that writes every byte of it before reading
+  /// any (an output, resolved after the instruction's inputs): aliases over it end without
+  /// copying.
+  StatusOr<uint8_t*> sram_write(const isa::Ref& r, int64_t bytes, const char* what) const;
+  /// Copies the aliased bytes inside SRAM [lo, hi) into SRAM; the parts of those aliases
+  /// outside the range stay aliases.
+  void materialize(int64_t lo, int64_t hi) const;
+  /// Ends the aliases inside SRAM [lo, hi), copying their bytes in first when `copy`; the
+  /// parts outside the range stay aliases.
+  void cut(int64_t lo, int64_t hi, bool copy) const;
   /// The same for an optional operand: nullptr when `r` is not valid.
   StatusOr<uint8_t*> sram_opt(const isa::Ref& r, int64_t bytes, const char* what) const;
   /// The DRAM base of ref `r` for this slot, checking that bytes [lo, hi) relative to it lie

@@ -3,11 +3,15 @@
 #include "qbc/runtime/device.h"
 
 #include <algorithm>
+#include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
 #include <thread>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "core.h"
@@ -43,6 +47,47 @@ numerics::Rope decode_rope(const isa::RopeDesc& d) {
   return r;
 }
 
+template <size_t... I>
+std::vector<std::string> op_type_names(std::index_sequence<I...>) {
+  return {isa::op_name(isa::Op(std::in_place_index<I>))...};
+}
+
+/// The name of the isa::Op alternative `index`.
+const char* op_type_name(size_t index) {
+  static const std::vector<std::string> names =
+      op_type_names(std::make_index_sequence<std::variant_size_v<isa::Op>>{});
+  return names[index].c_str();
+}
+
+/// Decoded::read_only: weights buffers in DRAM whose bytes (over every slot) no DMA store of
+/// mode `m` can write.
+std::vector<bool> read_only_buffers(const isa::Bundle& b, const isa::Mode& m) {
+  auto hull = [&](const isa::Buffer& buf) {
+    return std::pair<int64_t, int64_t>(
+        buf.offset, buf.offset + (m.instances - 1) * buf.slot_stride + buf.bytes);
+  };
+  std::vector<std::pair<int64_t, int64_t>> written;
+  for (const isa::Program* p : {&m.prefill, &m.decode}) {
+    for (const isa::CoreProgram& cp : p->cores) {
+      for (const isa::Instr& in : cp.code) {
+        const auto* d = std::get_if<isa::Dma>(&in.op);
+        if (d == nullptr || !d->dst.valid()) continue;
+        const isa::Buffer& dst = b.buffers[static_cast<size_t>(d->dst.buffer)];
+        if (dst.space == isa::Space::kDram) written.push_back(hull(dst));
+      }
+    }
+  }
+  std::vector<bool> ro(b.buffers.size(), false);
+  for (size_t i = 0; i < b.buffers.size(); ++i) {
+    const isa::Buffer& buf = b.buffers[i];
+    if (buf.space != isa::Space::kDram || buf.purpose != isa::Purpose::kWeights) continue;
+    const auto [lo, hi] = hull(buf);
+    ro[i] = std::none_of(written.begin(), written.end(),
+                         [&](const auto& w) { return w.first < hi && lo < w.second; });
+  }
+  return ro;
+}
+
 std::string schemes_present(const isa::Bundle& b) {
   std::string s;
   for (const isa::Mode& m : b.modes)
@@ -63,9 +108,39 @@ struct Device::Impl {
   Decoded decoded;
   std::unique_ptr<ThreadPool> pool;
   std::vector<Interpreter> prefill, decode;  // per stream of each program
+  bool profile = false;                      // QBC_EXEC_PROFILE: time every instruction
 
+  ~Impl();
   Status run(isa::Phase phase, int slot, int64_t start, int64_t seq);
 };
+
+Device::Impl::~Impl() {
+  if (!profile) return;
+  // The time per instruction type over every core (host seconds; cores that ran side by
+  // side on host threads count twice).
+  OpProfile sum;
+  for (const CoreData& d : data) {
+    for (size_t k = 0; k < OpProfile::kOps; ++k) {
+      sum.count[k] += d.profile.count[k];
+      sum.seconds[k] += d.profile.seconds[k];
+    }
+  }
+  double total = 0;
+  for (double s : sum.seconds) total += s;
+  std::fprintf(stderr, "qbc executor profile (QBC_EXEC_PROFILE): %.3f s in instructions\n", total);
+  std::vector<size_t> order;
+  for (size_t k = 0; k < OpProfile::kOps; ++k) {
+    if (sum.count[k] > 0) order.push_back(k);
+  }
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return sum.seconds[a] > sum.seconds[b]; });
+  for (size_t k : order) {
+    std::fprintf(stderr, "  %-10s %12lld instr %10.3f s %5.1f %% %8.2f us/instr\n", op_type_name(k),
+                 static_cast<long long>(sum.count[k]), sum.seconds[k],
+                 total > 0 ? 100.0 * sum.seconds[k] / total : 0.0,
+                 1e6 * sum.seconds[k] / static_cast<double>(sum.count[k]));
+  }
+}
 
 Device::Device(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Device::~Device() = default;
@@ -113,10 +188,12 @@ StatusOr<std::shared_ptr<Device>> Device::create(std::shared_ptr<const isa::Bund
   impl->data.resize(static_cast<size_t>(cores));
   for (CoreData& d : impl->data) d.attentions.resize(b.attentions.size());
   for (const isa::RopeDesc& r : b.ropes) impl->decoded.ropes.push_back(decode_rope(r));
+  impl->decoded.read_only = read_only_buffers(b, m);
   const int threads = options.host_threads > 0
                           ? options.host_threads
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   impl->pool = std::make_unique<ThreadPool>(threads);
+  impl->profile = std::getenv("QBC_EXEC_PROFILE") != nullptr;
   for (size_t i = 0; i < m.prefill.cores.size(); ++i)
     impl->prefill.emplace_back(b, m.prefill, i, impl->layout.loop_vars[0]);
   for (size_t i = 0; i < m.decode.cores.size(); ++i)
@@ -152,8 +229,15 @@ Status Device::Impl::run(isa::Phase phase, int slot, int64_t start, int64_t seq)
     const int32_t index = p.cores[i].core;
     const size_t phys = static_cast<size_t>(slot * mode->cores_per_instance + index);
     cores.push_back(Core{b, decoded, streams[i].env(), sram[phys]->p, dram->p, layout.dram_size,
-                         slot, index, counters[phys], data[phys], *pool});
+                         slot, index, counters[phys], data[phys], *pool, profile});
   }
+  // SRAM aliases do not outlive the call: the host may write DRAM between calls.
+  struct Materialize {
+    std::vector<Core>& cores;
+    ~Materialize() {
+      for (Core& c : cores) c.materialize(0, INT64_MAX);
+    }
+  } materialize{cores};
   const size_t n = streams.size();
   std::vector<Status> status(n);
   std::vector<const isa::Barrier*> at(n, nullptr);

@@ -9,14 +9,52 @@
 #include <vector>
 
 #include "core.h"
+#include "matmul_kernel.h"
 #include "qbc/numerics/attention.h"
+#include "qbc/numerics/elementwise.h"
+#include "qbc/numerics/fp16.h"
 #include "qbc/numerics/quantizer.h"
 #include "values.h"
+#include "vec_kernels.h"
 
 namespace qbc::runtime {
 namespace {
 
 int64_t group_size(const isa::AttnDesc& d) { return d.heads / d.kv_heads; }
+
+/// Rows [j0, j1) of `n`-code rows of type t (kI8 or kI4) at p (`row` bytes apart) as int8
+/// [j1 − j0, n]: a pointer into p itself for kI8, else unpacked into `scratch`.
+const int8_t* code_rows_i8(const uint8_t* p, isa::DType t, int64_t row, int64_t n, int64_t j0,
+                           int64_t j1, std::vector<int8_t>* scratch) {
+  if (t == isa::DType::kI8) return reinterpret_cast<const int8_t*>(p + j0 * row);
+  scratch->resize(static_cast<size_t>((j1 - j0) * n));
+  std::vector<int32_t> codes(static_cast<size_t>(n));
+  for (int64_t j = j0; j < j1; ++j) {
+    load_codes(p + j * row, t, n, codes.data());
+    int8_t* d = scratch->data() + (j - j0) * n;
+    for (int64_t i = 0; i < n; ++i) d[i] = static_cast<int8_t>(codes[static_cast<size_t>(i)]);
+  }
+  return scratch->data();
+}
+
+/// Σ_c qcodes[r, c] · kcodes[j, c] for rows r < rq and keys j of [j0, j1) into
+/// dots[r, j − j0] with the int32 dot-product kernel, when it is exact for these codes
+/// (8- or 4-bit keys, query codes within ±255): numerics::key_score's integer sum, which
+/// has no order. False when it does not apply.
+bool key_dots(const std::vector<int32_t>& qcodes, int64_t rq, int64_t hd, const uint8_t* kcp,
+              isa::DType kt, int64_t krow, int64_t j0, int64_t j1, std::vector<int32_t>* dots) {
+  if ((kt != isa::DType::kI8 && kt != isa::DType::kI4) || hd > kMaxExactDotLen) return false;
+  if (!std::all_of(qcodes.begin(), qcodes.end(), [](int32_t v) { return v >= -255 && v <= 255; }))
+    return false;
+  std::vector<int16_t> q16(qcodes.begin(), qcodes.end());
+  std::vector<int8_t> unpacked;
+  const int8_t* keys = code_rows_i8(kcp, kt, krow, hd, j0, j1, &unpacked);
+  const int64_t ldw = kt == isa::DType::kI8 ? krow : hd;
+  const int64_t nk = j1 - j0;
+  dots->assign(static_cast<size_t>(rq * nk), 0);
+  if (nk > 0) dot_tile(q16.data(), hd, rq, keys, ldw, nk, hd, dots->data(), nk, 1);
+  return true;
+}
 
 }  // namespace
 
@@ -62,14 +100,24 @@ Status exec_query_prep(const isa::QueryPrep& op, Core& c) {
                        c.sram_at(op.q, rows_span(rows, 2 * qw, 2 * g * hd), "q"));
   QBC_ASSIGN_OR_RETURN(uint8_t * qcp, c.sram_at(op.qcodes, span(rows, g, hd, 4), "qcodes"));
   QBC_ASSIGN_OR_RETURN(uint8_t * mqp, c.sram_at(op.mq, span(rows, g, 4), "mq"));
-  std::vector<float> qr(static_cast<size_t>(hd));
-  numerics::QueryCodes qc;
+  // numerics::query_codes: Q times its KV head's K scales rounded to fp16 (one fp32 product,
+  // round_f16), the static or per-token scale, symmetric 8-bit codes, the score multiplier.
+  std::vector<float> qk(static_cast<size_t>(hd));
+  std::vector<int32_t> codes(static_cast<size_t>(hd));
+  const float* ks = a->k_scale.data() + op.kv_head * hd;
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t i = 0; i < g; ++i) {
-      load_f16(qp + (r * qw + i * hd) * 2, hd, qr.data());
-      numerics::query_codes(qr.data(), op.kv_head * g + i, *a, &qc);
-      store(qc.codes.data(), hd, qcp + (r * g + i) * hd * 4);
-      store(&qc.mq, 1, mqp + (r * g + i) * 4);
+      const int64_t head = op.kv_head * g + i;
+      load_f16(qp + (r * qw + i * hd) * 2, hd, qk.data());
+      for (int64_t ch = 0; ch < hd; ++ch)
+        qk[static_cast<size_t>(ch)] = qk[static_cast<size_t>(ch)] * ks[ch];
+      round_f16(qk.data(), hd);
+      const float sq = a->q_dynamic ? numerics::per_token_scale(qk.data(), hd, 8)
+                                    : a->q_scale[static_cast<size_t>(head)];
+      numerics::quantize_symmetric_row(qk.data(), hd, sq, 8, codes.data());
+      const float mq = static_cast<float>(static_cast<double>(sq) * a->scale);
+      store(codes.data(), hd, qcp + (r * g + i) * hd * 4);
+      store(&mq, 1, mqp + (r * g + i) * 4);
     }
   }
   c.counters.vector_ops += span(rows, g, hd);
@@ -91,7 +139,7 @@ Status exec_qk_scores(const isa::QkScores& op, Core& c) {
     QBC_ASSIGN_OR_RETURN(qp, c.sram_at(op.q, rows_span(rows, 2 * qw, 2 * g * hd), "q"));
   }
   QBC_ASSIGN_OR_RETURN(const uint8_t* kcp, c.sram_at(op.kcodes, span(bc, krow), "kcodes"));
-  QBC_ASSIGN_OR_RETURN(uint8_t * sp, c.sram_at(op.scores, span(rows, g, bc, 4), "scores"));
+  QBC_ASSIGN_OR_RETURN(uint8_t * sp, c.sram_write(op.scores, span(rows, g, bc, 4), "scores"));
   uint8_t* mxp = nullptr;
   if (op.max_mode != isa::MaxMode::kNone) {
     QBC_ASSIGN_OR_RETURN(mxp, c.sram_at(op.rowmax, span(rows, g, 4), "rowmax"));
@@ -101,40 +149,73 @@ Status exec_qk_scores(const isa::QkScores& op, Core& c) {
   c.counters.vector_ops += span(rows, g, bc);
   if (rows == 0 || bc == 0) return ok_status();
 
-  std::vector<int32_t> keys(static_cast<size_t>(bc * hd));
-  for (int64_t j = 0; j < bc; ++j) load_codes(kcp + j * krow, kt, hd, keys.data() + j * hd);
-  // rope(m) of this KV head at each key's position (rotating key offsets).
-  std::vector<float> krot;
+  // Keys every query masks (after the last, before the first's window, before 0) are -inf
+  // for every row: only keys [j0, j1) of the block are scored.
+  const int64_t last = qpos0 + rows - 1;
+  const int64_t first = std::max<int64_t>(0, d.window > 0 ? qpos0 - d.window + 1 : 0);
+  const int64_t j0 = std::clamp<int64_t>(first - kpos0, 0, bc);
+  const int64_t j1 = std::max(j0, std::clamp<int64_t>(last - kpos0 + 1, 0, bc));
+  const int64_t nk = j1 - j0, rq = rows * g;
+  std::vector<int32_t> qcodes(static_cast<size_t>(rq * hd));
+  std::vector<float> mqs(static_cast<size_t>(rq));
+  load(qcp, rq * hd, qcodes.data());
+  load(mqp, rq, mqs.data());
+  std::vector<int32_t> dots;
+  const bool fast = key_dots(qcodes, rq, hd, kcp, kt, krow, j0, j1, &dots);
+  std::vector<int32_t> keys;
+  if (!fast) {
+    keys.resize(static_cast<size_t>(bc * hd));
+    for (int64_t j = j0; j < j1; ++j) load_codes(kcp + j * krow, kt, hd, keys.data() + j * hd);
+  }
+  // rope(m) of this KV head at each scored key's position (rotating key offsets), as rows
+  // [nk, hd] for key_score and transposed [hd, nk] for the vector corrections.
+  std::vector<float> krot, krot_t;
   if (rot) {
-    krot.assign(static_cast<size_t>(bc * hd), 0.0f);
-    // Keys every query masks (after the last, before the first's window, before 0) need none.
-    const int64_t last = qpos0 + rows - 1;
-    const int64_t first = std::max<int64_t>(0, d.window > 0 ? qpos0 - d.window + 1 : 0);
-    for (int64_t j = 0; j < bc && kpos0 + j <= last; ++j) {
-      if (kpos0 + j < first) continue;
+    krot.assign(static_cast<size_t>(nk * hd), 0.0f);
+    for (int64_t j = j0; j < j1; ++j) {
       const float* all = c.rotated_key_offset(op.attn, kpos0 + j);
-      std::copy_n(all + op.kv_head * hd, hd, krot.begin() + j * hd);
+      std::copy_n(all + op.kv_head * hd, hd, krot.begin() + (j - j0) * hd);
+    }
+    if (fast) {
+      krot_t.resize(krot.size());
+      for (int64_t j = 0; j < nk; ++j) {
+        for (int64_t ch = 0; ch < hd; ++ch)
+          krot_t[static_cast<size_t>(ch * nk + j)] = krot[static_cast<size_t>(j * hd + ch)];
+      }
     }
   }
   const float neg_inf = -std::numeric_limits<float>::infinity();
+  const float fscale = static_cast<float>(a->scale), fcap = static_cast<float>(a->softcap);
   numerics::QueryCodes qc;
   qc.codes.resize(static_cast<size_t>(hd));
   std::vector<float> qr(static_cast<size_t>(rot ? hd : 0)), scores(static_cast<size_t>(bc));
+  std::vector<float> corr(static_cast<size_t>(fast && rot ? nk : 0));
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t qpos = qpos0 + r;
     const int64_t lo = d.window > 0 ? qpos - d.window + 1 : 0;
     for (int64_t i = 0; i < g; ++i) {
       const int64_t row = r * g + i;
-      load(qcp + row * hd * 4, hd, qc.codes.data());
-      load(mqp + row * 4, 1, &qc.mq);
+      const float mq = mqs[static_cast<size_t>(row)];
       if (rot) load_f16(qp + (r * qw + i * hd) * 2, hd, qr.data());
+      if (fast && rot && nk > 0) rot_corrections(qr.data(), krot_t.data(), nk, hd, nk, corr.data());
+      if (!fast) {
+        std::copy_n(qcodes.begin() + row * hd, hd, qc.codes.begin());
+        qc.mq = mq;
+      }
       float mx = neg_inf;
       for (int64_t j = 0; j < bc; ++j) {
         const int64_t kpos = kpos0 + j;
         float sc = neg_inf;
-        if (kpos >= 0 && kpos <= qpos && kpos >= lo) {
-          sc = numerics::key_score(qc, rot ? qr.data() : nullptr, keys.data() + j * hd,
-                                   rot ? krot.data() + j * hd : nullptr, *a);
+        if (kpos >= 0 && kpos <= qpos && kpos >= lo) {  // then j0 <= j < j1
+          const size_t jj = static_cast<size_t>(j - j0);
+          if (fast) {  // numerics::key_score's expressions, the sums from the kernels
+            sc = static_cast<float>(dots[static_cast<size_t>(row * nk) + jj]) * mq;
+            if (rot) sc = sc + corr[jj] * fscale;
+            if (a->softcap > 0.0) sc = numerics::softcap_value(sc, fcap);
+          } else {
+            sc = numerics::key_score(qc, rot ? qr.data() : nullptr, keys.data() + j * hd,
+                                     rot ? krot.data() + jj * hd : nullptr, *a);
+          }
         }
         scores[static_cast<size_t>(j)] = sc;
         mx = std::max(mx, sc);
@@ -167,8 +248,6 @@ Status exec_exp_accum(const isa::ExpAccum& op, Core& c) {
   c.counters.macs += span(n, bc, hd);
   c.counters.vector_ops += span(n, bc);
   if (n == 0) return ok_status();
-  std::vector<int32_t> vals(static_cast<size_t>(bc * hd));
-  for (int64_t j = 0; j < bc; ++j) load_codes(vcp + j * vrow, vt, hd, vals.data() + j * hd);
   std::vector<float> scores(static_cast<size_t>(bc)), mx(static_cast<size_t>(n));
   std::vector<int64_t> esum(static_cast<size_t>(n), 0), acc(static_cast<size_t>(n * hd), 0);
   load(mxp, n, mx.data());
@@ -176,19 +255,55 @@ Status exec_exp_accum(const isa::ExpAccum& op, Core& c) {
     load(esp, n, esum.data());
     load(accp, n * hd, acc.data());
   }
+  // The exponent codes [n, bc] and the keys [ja, jb) where any is not 0.
+  std::vector<int32_t> e(static_cast<size_t>(n * bc));
+  int64_t ja = bc, jb = 0;
   for (int64_t row = 0; row < n; ++row) {
     load(sp + row * bc * 4, bc, scores.data());
-    int64_t* ar = acc.data() + row * hd;
+    int32_t* er = e.data() + row * bc;
     int64_t es = 0;
     for (int64_t j = 0; j < bc; ++j) {
-      const int32_t e = numerics::exp_code(scores[static_cast<size_t>(j)],
-                                           mx[static_cast<size_t>(row)], d.p_bits);
-      if (e == 0) continue;
-      es += e;
-      const int32_t* vr = vals.data() + j * hd;
-      for (int64_t ch = 0; ch < hd; ++ch) ar[ch] += int64_t{e} * vr[ch];
+      er[j] = numerics::exp_code(scores[static_cast<size_t>(j)], mx[static_cast<size_t>(row)],
+                                 d.p_bits);
+      es += er[j];
+      if (er[j] != 0) {
+        ja = std::min(ja, j);
+        jb = std::max(jb, j + 1);
+      }
     }
     esum[static_cast<size_t>(row)] += es;
+  }
+  // Σ_j e_j · v_j: exact integer sums in any order. The int32 kernel on e (<= 255) against
+  // the V codes transposed [hd, keys] (8- or 4-bit values), else int64 loops.
+  const int64_t nv = std::max<int64_t>(jb - ja, 0);
+  if (nv > 0 && d.p_bits <= 8 && (vt == isa::DType::kI8 || vt == isa::DType::kI4)) {
+    std::vector<int8_t> unpacked, vt_rows(static_cast<size_t>(hd * nv));
+    const int8_t* v = code_rows_i8(vcp, vt, vrow, hd, ja, jb, &unpacked);
+    const int64_t ldv = vt == isa::DType::kI8 ? vrow : hd;
+    for (int64_t j = 0; j < nv; ++j) {
+      for (int64_t ch = 0; ch < hd; ++ch)
+        vt_rows[static_cast<size_t>(ch * nv + j)] = v[j * ldv + ch];
+    }
+    std::vector<int16_t> e16(static_cast<size_t>(n * nv));
+    for (int64_t row = 0; row < n; ++row) {
+      for (int64_t j = 0; j < nv; ++j)
+        e16[static_cast<size_t>(row * nv + j)] = static_cast<int16_t>(e[row * bc + ja + j]);
+    }
+    std::vector<int32_t> dots(static_cast<size_t>(n * hd));
+    dot_tile(e16.data(), nv, n, vt_rows.data(), nv, hd, nv, dots.data(), hd, 1);
+    for (size_t i = 0; i < acc.size(); ++i) acc[i] += dots[i];
+  } else if (nv > 0) {
+    std::vector<int32_t> vals(static_cast<size_t>(bc * hd));
+    for (int64_t j = ja; j < jb; ++j) load_codes(vcp + j * vrow, vt, hd, vals.data() + j * hd);
+    for (int64_t row = 0; row < n; ++row) {
+      int64_t* ar = acc.data() + row * hd;
+      for (int64_t j = ja; j < jb; ++j) {
+        const int32_t ej = e[static_cast<size_t>(row * bc + j)];
+        if (ej == 0) continue;
+        const int32_t* vr = vals.data() + j * hd;
+        for (int64_t ch = 0; ch < hd; ++ch) ar[ch] += int64_t{ej} * vr[ch];
+      }
+    }
   }
   store(esum.data(), n, esp);
   store(acc.data(), n * hd, accp);
@@ -232,20 +347,23 @@ Status exec_attn_out(const isa::AttnOut& op, Core& c) {
   QBC_ASSIGN_OR_RETURN(uint8_t * yp, c.sram_at(op.y, rows_span(rows, 2 * qw, 2 * g * hd), "y"));
   c.counters.vector_ops += span(n, hd);
   std::vector<int64_t> acc(static_cast<size_t>(hd));
-  std::vector<float> y(static_cast<size_t>(hd));
-  const size_t ch0 = static_cast<size_t>(op.kv_head * hd);
+  std::vector<uint16_t> y(static_cast<size_t>(hd));
+  const float* vs = a->v_scale.data() + op.kv_head * hd;
+  const float* vo = a->v_offset.data() + op.kv_head * hd;
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t i = 0; i < g; ++i) {
       const int64_t row = r * g + i;
       int64_t esum;
       load(esp + row * 8, 1, &esum);
       load(accp + row * hd * 8, hd, acc.data());
+      // numerics::attention_output's fp64 expression, its round_fp16 as bits.
       for (int64_t ch = 0; ch < hd; ++ch) {
-        y[static_cast<size_t>(ch)] = numerics::attention_output(
-            acc[static_cast<size_t>(ch)], esum, a->v_scale[ch0 + static_cast<size_t>(ch)],
-            a->v_offset[ch0 + static_cast<size_t>(ch)]);
+        y[static_cast<size_t>(ch)] =
+            numerics::round_fp16_bits(static_cast<double>(acc[static_cast<size_t>(ch)]) /
+                                          static_cast<double>(esum) * static_cast<double>(vs[ch]) +
+                                      static_cast<double>(vo[ch]));
       }
-      store_f16(y.data(), hd, yp + (r * qw + i * hd) * 2);
+      store(y.data(), hd, yp + (r * qw + i * hd) * 2);
     }
   }
   return ok_status();

@@ -6,6 +6,12 @@
 #include "core.h"
 
 namespace qbc::runtime {
+namespace {
+
+/// Loads of at least this many bytes from read-only DRAM leave an alias instead of a copy.
+constexpr int64_t kAliasBytes = 4096;
+
+}  // namespace
 
 Status exec_dma(const isa::Dma& op, Core& c) {
   ++c.counters.dma;
@@ -17,9 +23,28 @@ Status exec_dma(const isa::Dma& op, Core& c) {
   const isa::Ref& sram_ref = load ? op.dst : op.src;
   const int64_t sram_stride = load ? op.dst_stride : op.src_stride;
   const int64_t dram_stride = load ? op.src_stride : op.dst_stride;
-  QBC_ASSIGN_OR_RETURN(uint8_t * s, c.sram_at(sram_ref, rows_span(rows, sram_stride, op.row_bytes),
-                                              load ? "dst" : "src"));
   const bool ring = op.ring_rows > 0;
+  const isa::Buffer& dram_buf = c.bundle.buffers[static_cast<size_t>(dram_ref.buffer)];
+  const int purpose = static_cast<int>(dram_buf.purpose);
+  // One contiguous block from read-only DRAM (a weight tile): no copy, an alias.
+  if (load && !ring && c.decoded.read_only[static_cast<size_t>(dram_ref.buffer)] &&
+      (rows == 1 || (sram_stride == op.row_bytes && dram_stride == op.row_bytes)) &&
+      span(rows, op.row_bytes) >= kAliasBytes) {
+    const int64_t bytes = span(rows, op.row_bytes);
+    QBC_ASSIGN_OR_RETURN(const int64_t lo, c.sram_offset(sram_ref, bytes, "dst"));
+    QBC_ASSIGN_OR_RETURN(const uint8_t* d, c.dram_at(dram_ref, 0, bytes, "src"));
+    c.alias_sram(lo, bytes, d);
+    c.counters.dram_read[purpose] += bytes;
+    return ok_status();
+  }
+  // A load into contiguous rows overwrites its whole SRAM range.
+  const int64_t sram_span = rows_span(rows, sram_stride, op.row_bytes);
+  uint8_t* s = nullptr;
+  if (load && (rows == 1 || sram_stride == op.row_bytes)) {
+    QBC_ASSIGN_OR_RETURN(s, c.sram_write(sram_ref, sram_span, "dst"));
+  } else {
+    QBC_ASSIGN_OR_RETURN(s, c.sram_at(sram_ref, sram_span, load ? "dst" : "src"));
+  }
   const int64_t dram_span = ring ? rows_span(op.ring_rows, op.ring_stride, op.row_bytes)
                                  : rows_span(rows, dram_stride, op.row_bytes);
   QBC_ASSIGN_OR_RETURN(uint8_t * d, c.dram_at(dram_ref, 0, dram_span, load ? "src" : "dst"));
@@ -39,8 +64,6 @@ Status exec_dma(const isa::Dma& op, Core& c) {
       std::memcpy(dp, sp, static_cast<size_t>(op.row_bytes));
     }
   }
-  const isa::Buffer& dram_buf = c.bundle.buffers[static_cast<size_t>(dram_ref.buffer)];
-  const int purpose = static_cast<int>(dram_buf.purpose);
   (load ? c.counters.dram_read : c.counters.dram_written)[purpose] += span(rows, op.row_bytes);
   return ok_status();
 }

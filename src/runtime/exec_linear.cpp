@@ -196,9 +196,12 @@ Status exec_quantize(const isa::Quantize& op, Core& c) {
   const isa::DType ct = op.bits == 16 ? isa::DType::kI16 : isa::DType::kI8;
   const int64_t cb = op.bits == 16 ? 2 : 1;
   QBC_ASSIGN_OR_RETURN(const uint8_t* x, c.sram_at(op.x, span(rows, 2, k), "x"));
-  QBC_ASSIGN_OR_RETURN(uint8_t * codes, c.sram_at(op.codes, span(rows, cb, k), "codes"));
-  QBC_ASSIGN_OR_RETURN(uint8_t * scale, c.sram_at(op.scale, span(rows, 4), "scale"));
-  QBC_ASSIGN_OR_RETURN(uint8_t * zero, c.sram_opt(op.zero, span(rows, 4), "zero"));
+  QBC_ASSIGN_OR_RETURN(uint8_t * codes, c.sram_write(op.codes, span(rows, cb, k), "codes"));
+  QBC_ASSIGN_OR_RETURN(uint8_t * scale, c.sram_write(op.scale, span(rows, 4), "scale"));
+  uint8_t* zero = nullptr;
+  if (op.zero.valid()) {
+    QBC_ASSIGN_OR_RETURN(zero, c.sram_write(op.zero, span(rows, 4), "zero"));
+  }
   c.counters.vector_ops += rows * k;
   blocks(c.pool, rows, rows * k, kParallelElements, 1, [&](int64_t r0, int64_t r1) {
     std::vector<float> xr(static_cast<size_t>(k));
@@ -247,9 +250,14 @@ Status exec_matmul(const isa::MatMul& op, Core& c) {
   QBC_ASSIGN_OR_RETURN(const uint8_t* x, c.sram_at(op.x, x_bytes, "x"));
   QBC_ASSIGN_OR_RETURN(const uint8_t* xzp, c.sram_opt(op.xzero, span(rows, 4), "xzero"));
   QBC_ASSIGN_OR_RETURN(const uint8_t* wp,
-                       c.sram_at(op.w, span(n, isa::dtype_bytes(op.wtype, kt)), "w"));
-  QBC_ASSIGN_OR_RETURN(const uint8_t* wzp, c.sram_opt(op.wzero, span(n, gt, 4), "wzero"));
-  QBC_ASSIGN_OR_RETURN(uint8_t * acc, c.sram_at(op.acc, span(rows, n, gt, accb), "acc"));
+                       c.sram_read(op.w, span(n, isa::dtype_bytes(op.wtype, kt)), "w"));
+  QBC_ASSIGN_OR_RETURN(const uint8_t* wzp, c.sram_read_opt(op.wzero, span(n, gt, 4), "wzero"));
+  uint8_t* acc = nullptr;
+  if (op.accumulate) {
+    QBC_ASSIGN_OR_RETURN(acc, c.sram_at(op.acc, span(rows, n, gt, accb), "acc"));
+  } else {  // written whole
+    QBC_ASSIGN_OR_RETURN(acc, c.sram_write(op.acc, span(rows, n, gt, accb), "acc"));
+  }
   c.counters.macs += span(rows, n, kt);
   if (rows == 0 || n == 0) return ok_status();
 
@@ -283,7 +291,7 @@ Status exec_requant(const isa::Requant& op, Core& c) {
   const int64_t ws_count = rows_span(n, op.ws_stride, gt);
   QBC_ASSIGN_OR_RETURN(const uint8_t* accp, c.sram_at(op.acc, span(rows, n, gt, accb), "acc"));
   QBC_ASSIGN_OR_RETURN(const uint8_t* xsp, c.sram_at(op.xscale, span(rows, 4), "xscale"));
-  QBC_ASSIGN_OR_RETURN(const uint8_t* wsp, c.sram_at(op.wscale, span(ws_count, 4), "wscale"));
+  QBC_ASSIGN_OR_RETURN(const uint8_t* wsp, c.sram_read(op.wscale, span(ws_count, 4), "wscale"));
   uint8_t* fsp = nullptr;
   if (!op.first || !op.last) {
     QBC_ASSIGN_OR_RETURN(fsp, c.sram_at(op.fsum, span(rows, n, 4), "fsum"));
@@ -291,7 +299,7 @@ Status exec_requant(const isa::Requant& op, Core& c) {
   const uint8_t* biasp = nullptr;
   uint8_t* yp = nullptr;
   if (op.last) {
-    QBC_ASSIGN_OR_RETURN(biasp, c.sram_opt(op.bias, span(n, 4), "bias"));
+    QBC_ASSIGN_OR_RETURN(biasp, c.sram_read_opt(op.bias, span(n, 4), "bias"));
     QBC_ASSIGN_OR_RETURN(yp, c.sram_at(op.y, span(rows_span(rows, op.ldy, n), yb), "y"));
   }
   c.counters.vector_ops += span(rows, n, gt);

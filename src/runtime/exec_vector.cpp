@@ -1,16 +1,37 @@
 // The vector unit's row ops: rms_norm, rope and the elementwise ops, each one call of its
 // qbc_numerics kernel over rows read from SRAM (fp16 bit patterns, or fp32 for the head's
 // elementwise values); fill (start values of row maxima and integer sums).
+#include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "core.h"
 #include "qbc/numerics/elementwise.h"
-#include "qbc/numerics/norm.h"
+#include "qbc/numerics/fp16.h"
 #include "qbc/numerics/rope.h"
 #include "values.h"
 
 namespace qbc::runtime {
+namespace {
+
+/// act(g) of numerics::gated_act (silu or gelu_tanh) for every fp16 bit pattern g, unrounded:
+/// gated_act with up = 1 and no rounding is act(g) * 1 = act(g) exactly. A gated activation
+/// of fp16 values is then fp16(table[g] * up), numerics' expression.
+const float* gated_activation_table(bool gelu) {
+  auto build = [](bool gl) {
+    std::vector<float> t(65536);
+    const float one = 1.0f;
+    for (uint32_t h = 0; h < 65536; ++h) {
+      const float g = numerics::fp16_from_bits(static_cast<uint16_t>(h));
+      numerics::gated_act(&g, &one, 1, gl, false, &t[h]);
+    }
+    return t;
+  };
+  static const std::vector<float> silu = build(false), gelu_tanh = build(true);
+  return gelu ? gelu_tanh.data() : silu.data();
+}
+
+}  // namespace
 
 Status exec_rms_norm(const isa::RmsNorm& op, Core& c) {
   QBC_ASSIGN_OR_RETURN(const int64_t rows, c.count(op.rows, "rows"));
@@ -19,14 +40,31 @@ Status exec_rms_norm(const isa::RmsNorm& op, Core& c) {
   // Weights: [group] for grouped norms (q/k norms: one head's weights for every group), else
   // [width] (numerics rms_norm).
   const int64_t wn = op.group > 0 ? op.group : op.width;
-  QBC_ASSIGN_OR_RETURN(const uint8_t* wp, c.sram_at(op.weight, span(4, wn), "weight"));
-  QBC_ASSIGN_OR_RETURN(uint8_t * yp, c.sram_at(op.y, span(2, count), "y"));
-  std::vector<float> x(static_cast<size_t>(count)), y(static_cast<size_t>(count));
-  std::vector<float> w(static_cast<size_t>(wn));
+  QBC_ASSIGN_OR_RETURN(const uint8_t* wp, c.sram_read(op.weight, span(4, wn), "weight"));
+  QBC_ASSIGN_OR_RETURN(uint8_t * yp, c.sram_write(op.y, span(2, count), "y"));
+  std::vector<float> x(static_cast<size_t>(count)), w(static_cast<size_t>(wn));
   load_f16(xp, count, x.data());
   load(wp, wn, w.data());
-  numerics::rms_norm(x.data(), rows, op.width, w, op.eps, op.unit_offset, op.group, y.data());
-  store_f16(y.data(), count, yp);
+  // numerics::rms_norm's fp64 expressions, in its order, each output rounded once to fp16
+  // from fp64 (round_fp16_bits: the bits of its round_fp16).
+  const int64_t g = op.group > 0 ? op.group : op.width;
+  std::vector<double> wi(static_cast<size_t>(g));
+  for (int64_t i = 0; i < g; ++i)
+    wi[static_cast<size_t>(i)] = static_cast<double>(w[static_cast<size_t>(i)]) + op.unit_offset;
+  std::vector<uint16_t> y(static_cast<size_t>(count));
+  for (int64_t start = 0; start < count; start += g) {
+    double ss = 0.0;
+    for (int64_t i = 0; i < g; ++i) {
+      const double v = x[static_cast<size_t>(start + i)];
+      ss += v * v;
+    }
+    const double r = 1.0 / std::sqrt(ss / static_cast<double>(g) + op.eps);
+    for (int64_t i = 0; i < g; ++i) {
+      const size_t k = static_cast<size_t>(start + i);
+      y[k] = numerics::round_fp16_bits(static_cast<double>(x[k]) * r * wi[static_cast<size_t>(i)]);
+    }
+  }
+  store(y.data(), count, yp);
   c.counters.vector_ops += count;
   return ok_status();
 }
@@ -36,12 +74,35 @@ Status exec_rope(const isa::Rope& op, Core& c) {
   const numerics::Rope& r = c.decoded.ropes[static_cast<size_t>(op.rope)];
   const int64_t count = span(rows, r.heads, r.head_dim);
   QBC_ASSIGN_OR_RETURN(const uint8_t* xp, c.sram_at(op.x, span(2, count), "x"));
-  QBC_ASSIGN_OR_RETURN(uint8_t * yp, c.sram_at(op.y, span(2, count), "y"));
+  QBC_ASSIGN_OR_RETURN(uint8_t * yp, c.sram_write(op.y, span(2, count), "y"));
   QBC_ASSIGN_OR_RETURN(const int64_t pos0, c.count(op.pos0, "pos0"));
   QBC_ASSIGN_OR_RETURN(const int64_t freq_pos, c.count(op.freq_pos, "freq_pos"));
   std::vector<float> x(static_cast<size_t>(count)), y(static_cast<size_t>(count));
   load_f16(xp, count, x.data());
-  numerics::rope(x.data(), rows, pos0, r, y.data(), freq_pos);
+  // numerics::rope: fp16 cos/sin tables from fp64, the rotation in fp32, one rounding to fp16
+  // (store_f16, exact for its round_fp16 of an fp32 value).
+  const std::vector<double> f = r.frequencies(freq_pos);
+  const int64_t half = r.rotary_dim / 2, width = r.heads * r.head_dim;
+  std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
+  for (int64_t t = 0; t < rows; ++t) {
+    const double pos = static_cast<double>(pos0 + t);
+    for (int64_t i = 0; i < half; ++i) {
+      const double a = pos * f[static_cast<size_t>(i)];
+      cs[static_cast<size_t>(i)] = numerics::round_fp16(std::cos(a) * r.attention_factor);
+      sn[static_cast<size_t>(i)] = numerics::round_fp16(std::sin(a) * r.attention_factor);
+    }
+    for (int64_t h = 0; h < r.heads; ++h) {
+      const float* xr = x.data() + t * width + h * r.head_dim;
+      float* yr = y.data() + t * width + h * r.head_dim;
+      for (int64_t i = 0; i < half; ++i) {
+        const float cv = cs[static_cast<size_t>(i)], sv = sn[static_cast<size_t>(i)];
+        const float x1 = xr[i], x2 = xr[i + half];
+        yr[i] = x1 * cv - x2 * sv;
+        yr[i + half] = x2 * cv + x1 * sv;
+      }
+      for (int64_t i = r.rotary_dim; i < r.head_dim; ++i) yr[i] = xr[i];
+    }
+  }
   store_f16(y.data(), count, yp);
   c.counters.vector_ops += count;
   return ok_status();
@@ -59,7 +120,7 @@ Status exec_eltwise(const isa::Eltwise& op, Core& c) {
   if (binary) {
     QBC_ASSIGN_OR_RETURN(bp, c.sram_at(op.b, bytes, "b"));
   }
-  QBC_ASSIGN_OR_RETURN(uint8_t * yp, c.sram_at(op.y, bytes, "y"));
+  QBC_ASSIGN_OR_RETURN(uint8_t * yp, c.sram_write(op.y, bytes, "y"));
   std::vector<float> a(static_cast<size_t>(count)), b, y(static_cast<size_t>(count));
   auto read = [&](const uint8_t* p, float* out) {
     if (f16) {
@@ -73,16 +134,38 @@ Status exec_eltwise(const isa::Eltwise& op, Core& c) {
     b.resize(static_cast<size_t>(count));
     read(bp, b.data());
   }
+  // fp16 results: numerics' fp32 expression, rounded once by store_f16 (what round_fp16
+  // of that fp32 value gives); the gated activations from a table over the gate's 65536
+  // patterns.
   switch (op.op) {
     case isa::EltOp::kAdd:
-      numerics::add(a.data(), b.data(), count, f16, y.data());
+      if (f16) {
+        for (int64_t i = 0; i < count; ++i)
+          y[static_cast<size_t>(i)] = a[static_cast<size_t>(i)] + b[static_cast<size_t>(i)];
+      } else {
+        numerics::add(a.data(), b.data(), count, f16, y.data());
+      }
       break;
     case isa::EltOp::kSilu:
     case isa::EltOp::kGelu:
-      numerics::gated_act(a.data(), b.data(), count, op.op == isa::EltOp::kGelu, f16, y.data());
+      if (f16) {
+        const float* act = gated_activation_table(op.op == isa::EltOp::kGelu);
+        for (int64_t i = 0; i < count; ++i) {
+          uint16_t h;
+          std::memcpy(&h, ap + 2 * i, 2);
+          y[static_cast<size_t>(i)] = act[h] * b[static_cast<size_t>(i)];
+        }
+      } else {
+        numerics::gated_act(a.data(), b.data(), count, op.op == isa::EltOp::kGelu, f16, y.data());
+      }
       break;
     case isa::EltOp::kScale:
-      numerics::scale(a.data(), count, op.factor, f16, y.data());
+      if (f16) {
+        for (int64_t i = 0; i < count; ++i)
+          y[static_cast<size_t>(i)] = a[static_cast<size_t>(i)] * op.factor;
+      } else {
+        numerics::scale(a.data(), count, op.factor, f16, y.data());
+      }
       break;
     case isa::EltOp::kSoftcap:
       numerics::softcap(a.data(), count, op.factor, f16, y.data());

@@ -82,4 +82,13 @@ void store_f16(const float* v, int64_t n, uint8_t* p) {
   store_portable(v, n, p);
 }
 
+void round_f16(float* v, int64_t n) {
+  uint16_t h[64];
+  for (int64_t i = 0; i < n; i += 64) {
+    const int64_t k = n - i < 64 ? n - i : 64;
+    store_f16(v + i, k, reinterpret_cast<uint8_t*>(h));
+    load_f16(reinterpret_cast<const uint8_t*>(h), k, v + i);
+  }
+}
+
 }  // namespace qbc::runtime

@@ -12,6 +12,8 @@ namespace qbc::runtime {
 void load_f16(const uint8_t* p, int64_t n, float* out);
 /// Stores v[i] rounded once to fp16 (nearest even) at p + 2i; exact for fp16 values.
 void store_f16(const float* v, int64_t n, uint8_t* p);
+/// v[i] = numerics::round_fp16(v[i]) for fp32 values (store_f16 and load_f16 in place).
+void round_f16(float* v, int64_t n);
 /// Whether the F16C path is in use on this host.
 bool fp16_rows_use_f16c();
 

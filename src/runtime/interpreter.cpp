@@ -1,6 +1,7 @@
 // The per-core interpreter (see interpreter.h).
 #include "interpreter.h"
 
+#include <chrono>
 #include <type_traits>
 #include <variant>
 
@@ -71,6 +72,8 @@ Status Interpreter::run(Core& core, const isa::Barrier** barrier) {
       *barrier = b;
       return ok_status();
     }
+    const auto t0 =
+        core.profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     Status s = std::visit(
         [&](const auto& op) -> Status {
           using T = std::decay_t<decltype(op)>;
@@ -108,6 +111,12 @@ Status Interpreter::run(Core& core, const isa::Barrier** barrier) {
           }
         },
         in.op);
+    if (core.profile) {
+      const size_t k = in.op.index();
+      ++core.data.profile.count[k];
+      core.data.profile.seconds[k] +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
     if (!s.ok()) return s.with_context(instr_label(*bundle_, *program_, core_, pc));
     pc_ = pc + 1;
   }

@@ -67,4 +67,23 @@ inline float fp16_from_bits(uint16_t bits) {
   return x;
 }
 
+/// fp16_bits(round_fp16(x)): the bit pattern of x rounded once from fp64 to nearest even.
+/// Inputs whose result is a normal fp16 value or overflows from the top binade are rounded
+/// on the fp64 bits directly (the executor's fast path); the others (zero, subnormal results,
+/// larger values, infinity, NaN) go through round_fp16 itself.
+inline uint16_t round_fp16_bits(double x) {
+  uint64_t u;
+  std::memcpy(&u, &x, sizeof u);
+  const int e = static_cast<int>((u >> 52) & 0x7FFu) - 1023;  // x = ±1.m * 2^e
+  if (e >= -14 && e <= 15) {
+    const uint16_t sign = static_cast<uint16_t>((u >> 48) & 0x8000u);
+    const uint64_t m = u & ((uint64_t{1} << 52) - 1);
+    uint32_t h = (static_cast<uint32_t>(e + 15) << 10) | static_cast<uint32_t>(m >> 42);
+    const uint64_t rest = m & ((uint64_t{1} << 42) - 1), half = uint64_t{1} << 41;
+    if (rest > half || (rest == half && (h & 1u))) ++h;  // a carry moves the exponent (65520: inf)
+    return sign | static_cast<uint16_t>(h);
+  }
+  return fp16_bits(round_fp16(x));
+}
+
 }  // namespace qbc::numerics

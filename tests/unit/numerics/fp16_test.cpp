@@ -1,6 +1,7 @@
 // round_fp16 (docs/numerics.md "Principles"): agrees with tensorfile's fp16 converter on
 // random fp32 values and rounds once, directly from fp64. fp16_bits / fp16_from_bits: the bit
-// patterns of those values, exact both ways.
+// patterns of those values, exact both ways. round_fp16_bits: round_fp16's bits for any fp64
+// value (random, ties and their neighbours, every binade, the special values).
 #include "qbc/numerics/fp16.h"
 
 #include <gtest/gtest.h>
@@ -77,6 +78,44 @@ TEST(NumericsFp16, BitsOfAnyFloatAreItsRoundFp16) {
   EXPECT_EQ(fp16_bits(-0.0f), 0x8000u);
   EXPECT_EQ(fp16_bits(-std::ldexp(1.0f, -30)), 0x8000u);
   EXPECT_TRUE(std::isnan(fp16_from_bits(fp16_bits(std::nanf("")))));
+}
+
+TEST(NumericsFp16, RoundFp16BitsEqualsBitsOfRoundFp16) {
+  auto check = [](double x) {
+    const float r = round_fp16(x);
+    if (std::isnan(r)) {
+      ASSERT_TRUE(std::isnan(fp16_from_bits(round_fp16_bits(x)))) << x;
+    } else {
+      ASSERT_EQ(round_fp16_bits(x), fp16_bits(r)) << x;
+    }
+  };
+  uint64_t state = 99;
+  for (int i = 0; i < 2000000; ++i) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    uint64_t u = state;
+    // Most draws with exponents around the fp16 range (2^-30 .. 2^20), some anywhere.
+    if (i % 8 != 0) u = (u & 0x800FFFFFFFFFFFFFull) | ((993ull + (u >> 52) % 51ull) << 52);
+    // Every fourth: a value at or next to an fp16 rounding tie (the bits below the kept ten).
+    if (i % 4 == 1) u = (u & ~((uint64_t{1} << 42) - 1)) | (uint64_t{1} << 41);
+    if (i % 4 == 2) u = (u & ~((uint64_t{1} << 42) - 1)) | ((uint64_t{1} << 41) + 1);
+    if (i % 4 == 3) u = (u & ~((uint64_t{1} << 42) - 1)) | ((uint64_t{1} << 41) - 1);
+    double x;
+    std::memcpy(&x, &u, sizeof x);
+    check(x);
+  }
+  // Every fp16 value, the midpoints between neighbours (ties) and one fp64 ulp either side.
+  for (uint32_t b = 0; b < 0x7C00; ++b) {
+    for (double sign : {1.0, -1.0}) {
+      const double v = sign * fp16_from_bits(static_cast<uint16_t>(b));
+      const double next = sign * fp16_from_bits(static_cast<uint16_t>(b + 1));
+      const double mid = (v + next) / 2;  // exact in fp64
+      for (double x : {v, mid, std::nextafter(mid, 0.0), std::nextafter(mid, 2 * next)}) check(x);
+    }
+  }
+  for (double x :
+       {0.0, -0.0, 65504.0, 65519.999, 65520.0, 65536.0, 1e300, -1e300, std::ldexp(1.0, -14),
+        std::ldexp(1.0, -15), std::ldexp(1.0, -25), 1e-300, HUGE_VAL, -HUGE_VAL, std::nan("")})
+    check(x);
 }
 
 }  // namespace

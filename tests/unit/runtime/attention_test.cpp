@@ -3,9 +3,10 @@
 // scores one half of the cache for every KV head (query_prep, qk_scores), the two row maxima
 // are merged through DRAM scratch (merge max), each core accumulates its half (exp_accum),
 // and core 0 merges the integer sums and normalises (merge sum, attn_out). Three calls
-// (prefill of 6 tokens, decode of 1, prefill of 5) share the cache. Cases: GQA with rotating
-// key offsets, sliding window, soft-capping, 4-bit keys and values, per-token query scales,
-// 16-bit P codes; one and two host threads.
+// (prefill of 6 tokens, decode of 1, prefill of 5; more for long blocks) share the cache.
+// Cases: GQA with rotating key offsets, sliding window, soft-capping, 4-bit keys and values,
+// per-token query scales, 16-bit P codes, head dim 40 with blocks of 24 keys (the vector
+// kernels' widths and tails); one and two host threads.
 #include "qbc/numerics/attention.h"
 
 #include <gtest/gtest.h>
@@ -23,7 +24,7 @@ namespace {
 using isa::Expr;
 using testing::BundleBuilder;
 
-constexpr int64_t kHeads = 4, kKvHeads = 2, kDim = 8, kCapacity = 16, kBlock = 8, kChunk = 8;
+constexpr int64_t kHeads = 4, kKvHeads = 2, kChunk = 8;
 constexpr int64_t kG = kHeads / kKvHeads;
 
 struct AttnCase {
@@ -33,14 +34,16 @@ struct AttnCase {
   double softcap;
   int k_bits, v_bits, p_bits;
   bool q_dynamic;
+  int64_t dim = 8, block = 8;  ///< head_dim, keys per block (the cache holds two blocks)
 };
 
-isa::RopeDesc k_rope() {
+isa::RopeDesc k_rope(int64_t dim) {
   isa::RopeDesc r;
   r.heads = kKvHeads;
-  r.head_dim = kDim;
-  r.rotary_dim = kDim;
+  r.head_dim = dim;
+  r.rotary_dim = dim;
   r.inv_freq = {1.0, 0.3, 0.1, 0.03};
+  for (int64_t i = 4; i < dim / 2; ++i) r.inv_freq.push_back(0.03 / static_cast<double>(i));
   return r;
 }
 
@@ -50,10 +53,13 @@ struct Params {
   isa::AttnDesc desc;
   std::vector<float> block;
   numerics::Attention attn;
+  int64_t block_keys = 8;
 };
 
 Params make_params(const AttnCase& c) {
+  const int64_t kDim = c.dim, kCapacity = 2 * c.block;
   Params p;
+  p.block_keys = c.block;
   isa::AttnDesc& d = p.desc;
   d.heads = kHeads;
   d.kv_heads = kKvHeads;
@@ -96,9 +102,14 @@ Params make_params(const AttnCase& c) {
   rot[1] = 0.75f;  // one rotary pair per head with an offset
   rot[1 + kDim / 2] = -0.5f;
   rot[kDim + 2] = 1.25f;
+  if (kDim > 8) {  // every channel: sums whose order shows in their bits
+    for (int64_t i = 0; i < w; ++i)
+      rot[static_cast<size_t>(i)] =
+          0.8f * static_cast<float>(std::sin(1.7 * static_cast<double>(i)));
+  }
   if (c.rotating) {
     a.k_rot_offset = rot;
-    const isa::RopeDesc r = k_rope();
+    const isa::RopeDesc r = k_rope(kDim);
     a.k_rope.heads = r.heads;
     a.k_rope.head_dim = r.head_dim;
     a.k_rope.rotary_dim = r.rotary_dim;
@@ -117,9 +128,10 @@ struct Program {
 };
 
 Program build(const Params& p) {
+  const int64_t kDim = p.desc.head_dim, kCapacity = p.desc.capacity, kBlock = p.block_keys;
   BundleBuilder bb(2, 1, 1 << 16, kChunk, kCapacity);
   isa::Bundle& b = bb.bundle();
-  b.ropes.push_back(k_rope());
+  b.ropes.push_back(k_rope(kDim));
   b.attentions.push_back(p.desc);
   const int32_t attn_node = bb.node("blk.0.attn");
   const Expr seq = Expr::sym(isa::Sym::kSeq), start = Expr::sym(isa::Sym::kStart);
@@ -316,6 +328,7 @@ class RuntimeAttention : public ::testing::TestWithParam<AttnCase> {};
 
 TEST_P(RuntimeAttention, TwoCoresEqualNumericsAttention) {
   const AttnCase& c = GetParam();
+  const int64_t kDim = c.dim;
   const Params p = make_params(c);
   const Program prog = build(p);
   std::shared_ptr<Device> dev1 = testing::make_device(prog.bundle, 1);
@@ -325,7 +338,10 @@ TEST_P(RuntimeAttention, TwoCoresEqualNumericsAttention) {
   numerics::KvCache cache;
   int64_t start = 0;
   uint32_t seed = 100;
-  for (int64_t s : {6, 1, 5}) {
+  // Longer blocks get more calls, so that later calls score more than 16 keys of a block.
+  const std::vector<int64_t> calls =
+      c.block > 8 ? std::vector<int64_t>{6, 1, 5, 8, 8, 1} : std::vector<int64_t>{6, 1, 5};
+  for (int64_t s : calls) {
     const std::vector<float> q =
         testing::random_f16(static_cast<size_t>(s * kHeads * kDim), ++seed, 2.0f);
     const std::vector<float> k =
@@ -350,7 +366,7 @@ TEST_P(RuntimeAttention, TwoCoresEqualNumericsAttention) {
   const std::vector<CoreCounters>& k = dev2->counters();
   ASSERT_EQ(k.size(), 2u);
   EXPECT_EQ(k[0].barriers, k[1].barriers);
-  EXPECT_EQ(k[0].barriers, 3 * (1 + 2 * kKvHeads));
+  EXPECT_EQ(k[0].barriers, static_cast<int64_t>(calls.size()) * (1 + 2 * kKvHeads));
   EXPECT_GT(k[1].macs, 0);
   EXPECT_EQ(k[0].macs, k[1].macs);  // the same blocks of keys, the same rows
 }
@@ -363,6 +379,10 @@ const AttnCase kCases[] = {
     {"kv4_window5", true, 5, 0.0, 4, 4, 8, true},
     {"kv16_p16", false, 0, 0.0, 16, 16, 16, false},
     {"k4_v8", true, 0, 0.0, 4, 8, 8, false},
+    // Head dim 40 and blocks of 24 keys: the vector kernels' full widths and their tails.
+    {"long_rotating", true, 0, 0.0, 8, 8, 8, false, 40, 24},
+    {"long_k4_window", true, 20, 0.0, 4, 4, 8, true, 40, 24},
+    {"long_softcap_p16", true, 0, 30.0, 8, 8, 16, false, 40, 24},
 };
 
 INSTANTIATE_TEST_SUITE_P(Cases, RuntimeAttention, ::testing::ValuesIn(kCases),

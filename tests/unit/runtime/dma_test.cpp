@@ -1,6 +1,7 @@
 // dma: ring addressing on the DRAM side (rows wrap at the ring's end, a negative first row
-// wraps backwards), strided gathers, the byte counters by purpose, and an access outside
-// its buffer reported with the instruction, its node and the buffer.
+// wraps backwards), strided gathers, the byte counters by purpose, loads from read-only
+// weights that alias DRAM instead of copying (the same bytes for every reader), and an
+// access outside its buffer reported with the instruction, its node and the buffer.
 #include <gtest/gtest.h>
 
 #include <numeric>
@@ -109,6 +110,126 @@ TEST(RuntimeDma, StridedRowsGatherAndScatter) {
   }
   EXPECT_EQ(d->counters()[0].dram_read[static_cast<int>(isa::Purpose::kWeights)], 48);
   EXPECT_EQ(d->counters()[0].dram_written[static_cast<int>(isa::Purpose::kScratch)], 48);
+}
+
+// Large loads from read-only weights leave an alias instead of a copy (exec_dma): every
+// access must still see the bytes a copy leaves, whatever overwrites part of the tile.
+TEST(RuntimeDma, AliasedWeightLoadsReadAsCopies) {
+  constexpr int64_t kTile = 8192;
+  BundleBuilder bb(1, 1, 1 << 16, /*chunk=*/8);
+  const std::vector<uint8_t> w1 = iota_bytes(kTile, 3), w2 = iota_bytes(kTile, 101);
+  const int32_t wa = bb.weights("wa", w1), wb = bb.weights("wb", w2);
+  const int32_t act = bb.dram("act", isa::Purpose::kActivations, 64);
+  const int32_t out1 = bb.dram("out1", isa::Purpose::kScratch, kTile);
+  const int32_t out2 = bb.dram("out2", isa::Purpose::kScratch, kTile);
+  const int32_t s = bb.sram("tile", 0, kTile);
+  bb.copy(0, bb.ref(s), bb.ref(wa), kTile);       // alias
+  bb.copy(0, bb.ref(s, 1000), bb.ref(act), 64);   // overwrites part of it
+  bb.copy(0, bb.ref(out1), bb.ref(s), kTile);     // W1 with act at 1000
+  bb.copy(0, bb.ref(s), bb.ref(wa), 4096, 2);     // alias again (2 contiguous rows)
+  bb.copy(0, bb.ref(s, 4096), bb.ref(wb), 4096);  // a second alias over half of it
+  bb.copy(0, bb.ref(out2), bb.ref(s), kTile);     // W1[0, 4096) + W2[0, 4096)
+  std::shared_ptr<Device> d = testing::make_device(bb.finish());
+  ASSERT_NE(d, nullptr);
+  const std::vector<uint8_t> a = iota_bytes(64, 200);
+  testing::write(*d, act, a);
+  QBC_ASSERT_OK(d->run(isa::Phase::kPrefill, 0, 0, 1));
+  std::vector<uint8_t> want1 = w1;
+  std::copy(a.begin(), a.end(), want1.begin() + 1000);
+  EXPECT_EQ(testing::read(*d, out1, kTile), want1);
+  std::vector<uint8_t> want2(w1.begin(), w1.begin() + 4096);
+  want2.insert(want2.end(), w2.begin(), w2.begin() + 4096);
+  EXPECT_EQ(testing::read(*d, out2, kTile), want2);
+  // The counters are those of copies.
+  const CoreCounters& k = d->counters()[0];
+  EXPECT_EQ(k.dram_read[static_cast<int>(isa::Purpose::kWeights)], 2 * kTile + 4096);
+  EXPECT_EQ(k.dram_read[static_cast<int>(isa::Purpose::kActivations)], 64);
+  EXPECT_EQ(k.dram_written[static_cast<int>(isa::Purpose::kScratch)], 2 * kTile);
+}
+
+TEST(RuntimeDma, PiecesOfAnAliasReadAndOverwrittenKeepTheirBytes) {
+  constexpr int64_t kTile = 8192;
+  BundleBuilder bb(1, 1, 1 << 16, /*chunk=*/8);
+  const std::vector<uint8_t> w = iota_bytes(kTile, 11);
+  const int32_t wb = bb.weights("w", w);
+  const int32_t act = bb.dram("act", isa::Purpose::kActivations, 3 * 16);
+  const int32_t rows = bb.dram("rows", isa::Purpose::kScratch, 3 * 16);
+  const int32_t out = bb.dram("out", isa::Purpose::kScratch, kTile);
+  const int32_t s = bb.sram("tile", 0, kTile);
+  bb.copy(0, bb.ref(s), bb.ref(wb), kTile);
+  isa::Dma st;  // three strided 16-byte rows of the tile (copied in piece by piece)
+  st.dst = bb.ref(rows);
+  st.src = bb.ref(s, 100);
+  st.rows = 3;
+  st.row_bytes = 16;
+  st.src_stride = 2000;
+  st.dst_stride = 16;
+  bb.emit(0, st);
+  isa::Dma ld = st;  // three strided rows of new bytes into the tile
+  ld.dst = bb.ref(s, 50);
+  ld.src = bb.ref(act);
+  ld.src_stride = 16;
+  ld.dst_stride = 3000;
+  bb.emit(0, ld);
+  bb.copy(0, bb.ref(out), bb.ref(s), kTile);
+  std::shared_ptr<Device> d = testing::make_device(bb.finish());
+  ASSERT_NE(d, nullptr);
+  const std::vector<uint8_t> a = iota_bytes(3 * 16, 230);
+  testing::write(*d, act, a);
+  QBC_ASSERT_OK(d->run(isa::Phase::kPrefill, 0, 0, 1));
+  std::vector<uint8_t> want_rows, want = w;
+  for (int r = 0; r < 3; ++r) {
+    want_rows.insert(want_rows.end(), w.begin() + 100 + r * 2000, w.begin() + 116 + r * 2000);
+    std::copy_n(a.begin() + r * 16, 16, want.begin() + 50 + r * 3000);
+  }
+  EXPECT_EQ(testing::read(*d, rows, 3 * 16), want_rows);
+  EXPECT_EQ(testing::read(*d, out, kTile), want);
+}
+
+TEST(RuntimeDma, SramLoadedFromWeightsKeepsItsBytesAcrossCalls) {
+  constexpr int64_t kTile = 8192;
+  BundleBuilder bb(1, 1, 1 << 16, /*chunk=*/8);
+  const std::vector<uint8_t> w = iota_bytes(kTile, 7);
+  const int32_t wb = bb.weights("w", w);
+  const int32_t out = bb.dram("out", isa::Purpose::kScratch, kTile);
+  const int32_t s = bb.sram("tile", 0, kTile);
+  auto dma = [&](isa::Ref dst, isa::Ref src, isa::Queue q) {
+    isa::Dma d;
+    d.dst = dst;
+    d.src = src;
+    d.row_bytes = kTile;
+    d.src_stride = d.dst_stride = kTile;
+    isa::Instr in;
+    in.op = d;
+    in.queue = q;
+    return in;
+  };
+  // Prefill loads the tile; decode stores what SRAM holds.
+  bb.code(isa::Phase::kPrefill, 0).push_back(dma(bb.ref(s), bb.ref(wb), isa::Queue::kLoad));
+  bb.code(isa::Phase::kDecode, 0).push_back(dma(bb.ref(out), bb.ref(s), isa::Queue::kStore));
+  std::shared_ptr<Device> d = testing::make_device(bb.finish());
+  ASSERT_NE(d, nullptr);
+  QBC_ASSERT_OK(d->run(isa::Phase::kPrefill, 0, 0, 1));
+  testing::write(*d, wb, std::vector<uint8_t>(kTile, 0));  // the host rewrites the weights
+  QBC_ASSERT_OK(d->run(isa::Phase::kDecode, 0, 1, 1));
+  EXPECT_EQ(testing::read(*d, out, kTile), w);
+}
+
+TEST(RuntimeDma, WeightsAProgramWritesAreCopiedNotAliased) {
+  constexpr int64_t kTile = 8192;
+  BundleBuilder bb(1, 1, 1 << 16, /*chunk=*/8);
+  const std::vector<uint8_t> w = iota_bytes(kTile, 9);
+  const int32_t wb = bb.weights("w", w);
+  const int32_t out = bb.dram("out", isa::Purpose::kScratch, kTile);
+  const int32_t s = bb.sram("tile", 0, kTile), z = bb.sram("zeros", 0, kTile);
+  bb.copy(0, bb.ref(s), bb.ref(wb), kTile);   // load the weights
+  bb.copy(0, bb.ref(wb), bb.ref(z), kTile);   // then overwrite them in DRAM
+  bb.copy(0, bb.ref(out), bb.ref(s), kTile);  // SRAM still holds what was loaded
+  std::shared_ptr<Device> d = testing::make_device(bb.finish());
+  ASSERT_NE(d, nullptr);
+  QBC_ASSERT_OK(d->run(isa::Phase::kPrefill, 0, 0, 1));
+  EXPECT_EQ(testing::read(*d, out, kTile), w);
+  EXPECT_EQ(testing::read(*d, wb, kTile), std::vector<uint8_t>(kTile, 0));
 }
 
 TEST(RuntimeDma, AccessOutsideItsBufferNamesInstructionNodeAndBuffer) {

@@ -2,10 +2,11 @@
 // rows and grouped norms (weights [group], shared by every group), rope over runtime
 // positions with LongRoPE frequencies (a call split into two row tiles that name the call's last
 // position rotates as the whole call), every elementwise op on fp16 body values and on fp32 head
-// values.
+// values, norms with outputs of every magnitude, gated activations of every gate pattern.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "qbc/numerics/elementwise.h"
@@ -76,6 +77,40 @@ TEST_P(RuntimeRmsNorm, EqualsNumerics) {
 INSTANTIATE_TEST_SUITE_P(Cases, RuntimeRmsNorm,
                          ::testing::Values(NormCase{32, 0, 0.0}, NormCase{32, 8, 1.0},
                                            NormCase{48, 16, 0.0}));
+
+// Outputs from fp16 overflow down through the subnormals to zero (the executor rounds the
+// fp64 products itself on the normal range, and through round_fp16 elsewhere).
+TEST(RuntimeRmsNorm, OutputsOfEveryMagnitudeEqualNumerics) {
+  const int64_t s = 4, width = 512, n = s * width;
+  const std::vector<float> x = testing::random_f16(static_cast<size_t>(n), 31, 4.0f);
+  std::vector<float> w(static_cast<size_t>(width));
+  for (int64_t i = 0; i < width; ++i) {  // |w| from 1e-9 to 1e5, both signs
+    const double e = -9.0 + 14.0 * static_cast<double>(i) / static_cast<double>(width);
+    w[static_cast<size_t>(i)] = static_cast<float>((i % 2 ? -1.0 : 1.0) * std::pow(10.0, e));
+  }
+  BundleBuilder bb(1, 1, 1 << 16);
+  const int32_t x_d = bb.dram("x", isa::Purpose::kActivations, n * 2);
+  const int32_t y_d = bb.dram("y", isa::Purpose::kActivations, n * 2);
+  const int32_t w_d = bb.weights("w", testing::raw_bytes(w));
+  const int32_t x_s = bb.sram("x", 0, n * 2), y_s = bb.sram("y", 0, n * 2);
+  const int32_t w_s = bb.sram("w", 0, width * 4);
+  bb.copy(0, bb.ref(x_s), bb.ref(x_d), width * 2, kSeq);
+  bb.copy(0, bb.ref(w_s), bb.ref(w_d), width * 4);
+  isa::RmsNorm op;
+  op.x = bb.ref(x_s);
+  op.weight = bb.ref(w_s);
+  op.y = bb.ref(y_s);
+  op.rows = kSeq;
+  op.width = width;
+  op.eps = 1e-6;
+  bb.emit(0, op);
+  bb.copy(0, bb.ref(y_d), bb.ref(y_s), width * 2, kSeq);
+  std::shared_ptr<Device> d = run(bb, x_d, testing::f16_bytes(x), 0, s);
+  ASSERT_NE(d, nullptr);
+  std::vector<float> want(static_cast<size_t>(n));
+  numerics::rms_norm(x.data(), s, width, w, 1e-6, 0.0, 0, want.data());
+  EXPECT_TRUE(testing::same_bits(testing::f16_values(testing::read(*d, y_d, n * 2)), want));
+}
 
 isa::RopeDesc long_rope() {
   isa::RopeDesc r;
@@ -216,6 +251,54 @@ INSTANTIATE_TEST_SUITE_P(Ops, RuntimeEltwise,
                            return std::string(isa::elt_name(i.param.op)) + "_" +
                                   isa::dtype_name(i.param.type);
                          });
+
+// The gated activations for every one of the 65536 gate patterns (the executor reads them
+// from a table over the patterns), against up values of both signs, zeros and infinities.
+TEST(RuntimeEltwise, GatedActivationsOfEveryGatePatternEqualNumerics) {
+  const int64_t n = 65536;
+  std::vector<float> gate(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    gate[static_cast<size_t>(i)] = numerics::fp16_from_bits(static_cast<uint16_t>(i));
+  std::vector<float> up = testing::random_f16(static_cast<size_t>(n), 43, 8.0f);
+  for (int64_t i = 0; i < n; i += 97) up[static_cast<size_t>(i)] = 0.0f;
+  for (int64_t i = 5; i < n; i += 1013)
+    up[static_cast<size_t>(i)] = (i % 2 ? -1 : 1) * std::numeric_limits<float>::infinity();
+  for (isa::EltOp kind : {isa::EltOp::kSilu, isa::EltOp::kGelu}) {
+    BundleBuilder bb(1, 1, 1 << 20);
+    const int32_t a_d = bb.dram("a", isa::Purpose::kActivations, n * 2);
+    const int32_t b_d = bb.dram("b", isa::Purpose::kActivations, n * 2);
+    const int32_t y_d = bb.dram("y", isa::Purpose::kActivations, n * 2);
+    const int32_t a_s = bb.sram("a", 0, n * 2), b_s = bb.sram("b", 0, n * 2);
+    const int32_t y_s = bb.sram("y", 0, n * 2);
+    bb.copy(0, bb.ref(a_s), bb.ref(a_d), n * 2);
+    bb.copy(0, bb.ref(b_s), bb.ref(b_d), n * 2);
+    isa::Eltwise op;
+    op.op = kind;
+    op.a = bb.ref(a_s);
+    op.b = bb.ref(b_s);
+    op.y = bb.ref(y_s);
+    op.width = n;
+    op.type = isa::DType::kF16;
+    bb.emit(0, op);
+    bb.copy(0, bb.ref(y_d), bb.ref(y_s), n * 2);
+    std::shared_ptr<Device> d = testing::make_device(bb.finish());
+    ASSERT_NE(d, nullptr);
+    testing::write(*d, a_d, testing::f16_bytes(gate));
+    testing::write(*d, b_d, testing::f16_bytes(up));
+    QBC_ASSERT_OK(d->run(isa::Phase::kDecode, 0, 0, 1));
+    std::vector<float> want(static_cast<size_t>(n));
+    numerics::gated_act(gate.data(), up.data(), n, kind == isa::EltOp::kGelu, true, want.data());
+    const std::vector<float> got = testing::f16_values(testing::read(*d, y_d, n * 2));
+    for (int64_t i = 0; i < n; ++i) {
+      const float g = got[static_cast<size_t>(i)], w = want[static_cast<size_t>(i)];
+      if (std::isnan(w)) {
+        ASSERT_TRUE(std::isnan(g)) << isa::elt_name(kind) << " gate pattern " << i;
+      } else {
+        ASSERT_TRUE(testing::same_bits({g}, {w})) << isa::elt_name(kind) << " gate pattern " << i;
+      }
+    }
+  }
+}
 
 TEST(RuntimeFill, SetsStartValuesOfMaximaAndSums) {
   BundleBuilder bb(1, 1, 1 << 12, /*chunk=*/8);
