@@ -65,7 +65,8 @@ pass       | only  | support                          | the pass framework, shar
 runner     | only  | support                          | the IR-free Runner interface the runtime implements
 isa        | only  | support                          | the NPU program types, verifier and text form, shared by the backend and the runtime
 tensorfile | only  | support                          | tensor file I/O, reused by the MXQ writer
-mxq        | only  | support tensorfile               | the MXQ file format, read by the runtime
+proto      | only  |                                  | generated protobuf messages (MBLT, compile options, MXQ metadata)
+mxq        | only  | support isa proto                | the MXQ file format, read by the runtime
 runtime    | only  | support numerics mxq runner isa  | the runtime knows only MXQ and the NPU program, nothing compiler-side
 npu        | never | quant ref frontend calib driver  | the backend compiles quantized MBLT, not how it was made
 '

@@ -44,6 +44,38 @@ Expr Expr::loop(int var) {
   return e;
 }
 
+bool Expr::from_nodes(std::vector<Node> nodes, Expr* out) {
+  if (nodes.empty() || nodes.size() > kMaxNodes) return false;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
+    const auto earlier = [&](int32_t k) { return k >= 0 && static_cast<size_t>(k) < i; };
+    switch (n.op) {
+      case Op::kConst:
+        break;
+      case Op::kSym:
+        if (n.value < 0 || n.value >= kNumSyms) return false;
+        break;
+      case Op::kLoop:
+        if (n.value < 0 || n.value > (int64_t{1} << 20)) return false;
+        break;
+      case Op::kAdd:
+      case Op::kSub:
+      case Op::kMul:
+      case Op::kFloorDiv:
+      case Op::kCeilDiv:
+      case Op::kMod:
+      case Op::kMin:
+      case Op::kMax:
+        if (!earlier(n.a) || !earlier(n.b)) return false;
+        break;
+      default:
+        return false;
+    }
+  }
+  out->nodes_ = std::move(nodes);
+  return true;
+}
+
 Expr Expr::bin(Op op, const Expr& o) const {
   // Constant folding keeps the common case (static shapes) a single node.
   if (is_const() && o.is_const()) {

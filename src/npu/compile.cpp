@@ -425,6 +425,7 @@ void Compiler::layout_weights() {
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
     const int id = static_cast<int>(i);
+    const size_t first = b_.buffers.size();
     if (n.op == Op::kRmsNorm) {
       const int64_t w = g_.find_weight(n.operands[1].weight)->type.num_elements();
       norm_[id].weight =
@@ -459,6 +460,7 @@ void Compiler::layout_weights() {
       }
       li.buf = add_dram(n.name + ".w", isa::Purpose::kWeights, wt, at, {li.n, li.k}, false);
     }
+    for (size_t j = first; j < b_.buffers.size(); ++j) b_.buffers[j].block = n.block;
   }
   b_.dram.weights = weights_top_;
 }

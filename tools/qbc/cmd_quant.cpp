@@ -2,10 +2,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
 #include "qbc/driver/backend.h"
+#include "qbc/driver/mxq_output.h"
 #include "qbc/driver/quantize.h"
 #include "qbc/npu/memory_plan.h"
 #include "qbc/quant/pipeline.h"
@@ -22,6 +25,7 @@ struct QuantizeOptions {
   ConfigFlags config;
   std::string model;
   std::string output;
+  std::string keep_intermediate;
   int threads = 0;
   bool print_pipeline = false;
   pass::Instrumentation instr;
@@ -55,9 +59,52 @@ Status run_quantize(const QuantizeOptions& o) {
   if (o.print_pipeline) return print_pipeline(o, cfg);
   if (o.model.empty())
     return invalid_argument(o.command, ": the model (HF folder, .gguf or .mblt) is required");
-  if (o.output.empty()) return invalid_argument(o.command, ": -o OUT.mblt is required");
+  const bool compile = o.command == "compile";
+  if (o.output.empty())
+    return invalid_argument(o.command,
+                            compile ? ": -o OUT.mxq is required" : ": -o OUT.mblt is required");
+  namespace fs = std::filesystem;
+  const auto ends_with = [](const std::string& s, const char* suffix) {
+    const size_t n = std::strlen(suffix);
+    return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+  };
+  if (compile && ends_with(o.output, ".mblt"))
+    return invalid_argument("compile: -o ", o.output, ": compile writes MXQ (-o OUT.mxq); ",
+                            "`qbc quantize` writes the quantized MBLT, and --keep-intermediate "
+                            "DIR keeps compile's");
+  // compile: the quantized MBLT is an intermediate, kept in --keep-intermediate DIR or in a
+  // temporary folder beside the output that is removed afterwards.
+  std::string mblt_out = o.output;
+  std::string temp_dir;
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() {
+      std::error_code ec;
+      if (!dir.empty()) std::filesystem::remove_all(dir, ec);
+    }
+  } cleanup;
+  if (compile) {
+    const fs::path out(o.output);
+    const fs::path dir = out.has_parent_path() ? out.parent_path() : fs::path(".");
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec))
+      return not_found(o.output, ": output folder ", dir.string(), " does not exist");
+    fs::path keep;
+    if (!o.keep_intermediate.empty()) {
+      keep = o.keep_intermediate;
+      fs::create_directories(keep, ec);
+      if (ec) return invalid_argument("--keep-intermediate ", keep.string(), ": ", ec.message());
+    } else {
+      std::string templ = (dir / ".qbc-compile-XXXXXX").string();
+      if (mkdtemp(templ.data()) == nullptr)
+        return invalid_argument(o.output, ": cannot create a temporary folder in ", dir.string());
+      keep = templ;
+      cleanup.dir = temp_dir = templ;
+    }
+    mblt_out = (keep / (out.stem().string() + ".mblt")).string();
+  }
   QBC_ASSIGN_OR_RETURN(driver::LoadedModel m, driver::open_model(o.model, cfg));
-  if (o.command == "compile") {
+  if (compile) {
     // Does it fit the target? Decided from shapes before any calibration work (exit 4).
     QBC_ASSIGN_OR_RETURN(ir::Graph shape, quant::shape_only(m.graph, cfg.options));
     QBC_ASSIGN_OR_RETURN(npu::Options plan, driver::backend_options(shape, cfg));
@@ -69,23 +116,35 @@ Status run_quantize(const QuantizeOptions& o) {
   run.producer = "qbc " QBC_VERSION " (" QBC_GIT_DESCRIBE ")";
   run.threads = o.threads;
   run.instrumentation = o.instr;
-  QBC_ASSIGN_OR_RETURN(driver::QuantizeSummary s, driver::quantize_to(m, cfg, o.output, run));
+  QBC_ASSIGN_OR_RETURN(driver::QuantizeSummary s, driver::quantize_to(m, cfg, mblt_out, run));
   char figures[256];
   std::snprintf(figures, sizeof(figures),
                 "%d linears quantized (%d left in float), calibrated on %zu samples",
                 s.quantized_linears, s.float_linears, s.samples);
-  std::string text = "wrote " + s.mblt + " (" + bytes_text(s.mblt_bytes) + ") and " + s.sidecar +
-                     " (" + bytes_text(s.sidecar_bytes) + ") in " +
-                     progress::format_duration(s.seconds) + "; " + figures;
+  std::string text = compile && temp_dir.empty()
+                         ? "kept " + s.mblt + " (" + bytes_text(s.mblt_bytes) + ") and " +
+                               s.sidecar + " (" + bytes_text(s.sidecar_bytes) + "); quantized in " +
+                               progress::format_duration(s.seconds) + "; " + figures
+                     : compile
+                         ? "quantized in " + progress::format_duration(s.seconds) + "; " + figures
+                         : "wrote " + s.mblt + " (" + bytes_text(s.mblt_bytes) + ") and " +
+                               s.sidecar + " (" + bytes_text(s.sidecar_bytes) + ") in " +
+                               progress::format_duration(s.seconds) + "; " + figures;
   nlohmann::json backend;
-  if (o.command == "compile") {
-    // The backend on the quantized model: programs and memory plan (in memory until the MXQ
-    // format lands; `qbc inspect --program/--memory` and `qbc run/eval --backend npu` compile
-    // the same way).
+  nlohmann::json mxq_files = nlohmann::json::array();
+  if (compile) {
+    // The backend on the quantized model: programs and memory plan, written as MXQ.
     const auto t0 = std::chrono::steady_clock::now();
     QBC_ASSIGN_OR_RETURN(driver::LoadedModel q, driver::open_model(s.mblt, cfg));
     QBC_ASSIGN_OR_RETURN(npu::Options bo, driver::backend_options(q.graph, cfg));
     QBC_ASSIGN_OR_RETURN(isa::Bundle b, driver::compile_backend(q, bo));
+    QBC_ASSIGN_OR_RETURN(std::vector<mxq::WrittenFile> files,
+                         driver::write_mxq(q, b, cfg, o.output));
+    int64_t total = 0;
+    for (const mxq::WrittenFile& f : files) {
+      total += f.bytes;
+      mxq_files.push_back({{"path", f.path}, {"bytes", f.bytes}, {"xxh3_128", f.xxh3_128}});
+    }
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const npu::MemoryReport r = npu::memory_report(b);
@@ -94,26 +153,38 @@ Status run_quantize(const QuantizeOptions& o) {
     char line[256];
     std::snprintf(line, sizeof(line),
                   "; backend for %s in %s: DRAM %.1f MB of %.1f MB, SRAM peak %.1f KB per core, "
-                  "program %.1f KB (MXQ output lands with the MXQ format)",
+                  "program %.1f KB",
                   b.target.c_str(), progress::format_duration(secs).c_str(),
                   static_cast<double>(r.dram.total()) / 1e6,
                   static_cast<double>(r.device_bytes) / 1e6, static_cast<double>(peak) / 1024.0,
                   static_cast<double>(r.program_bytes) / 1024.0);
     text += line;
+    text =
+        "wrote " + o.output + " (" + bytes_text(total) +
+        (files.size() > 1 ? ", manifest of " + std::to_string(files.size() - 1) + " parts" : "") +
+        "); " + text;
     backend = {{"seconds", secs},
                {"dram_total_bytes", r.dram.total()},
                {"sram_peak_bytes", peak},
                {"program_bytes", r.program_bytes}};
   }
-  nlohmann::json j = {{"mblt", s.mblt},
-                      {"mblt_bytes", s.mblt_bytes},
-                      {"sidecar", s.sidecar},
-                      {"sidecar_bytes", s.sidecar_bytes},
-                      {"seconds", s.seconds},
-                      {"quantized_linears", s.quantized_linears},
-                      {"float_linears", s.float_linears},
-                      {"samples", s.samples},
-                      {"tokens", s.tokens}};
+  nlohmann::json j;
+  if (compile) {
+    j["mxq"] = o.output;
+    j["files"] = mxq_files;
+  }
+  if (!compile || temp_dir.empty()) {
+    j["mblt"] = s.mblt;
+    j["mblt_bytes"] = s.mblt_bytes;
+    j["sidecar"] = s.sidecar;
+    j["sidecar_bytes"] = s.sidecar_bytes;
+  }
+  nlohmann::json rest = {{"seconds", s.seconds},
+                         {"quantized_linears", s.quantized_linears},
+                         {"float_linears", s.float_linears},
+                         {"samples", s.samples},
+                         {"tokens", s.tokens}};
+  j.update(rest);
   if (!backend.is_null()) j["backend"] = backend;
   events::summary(o.command, text, j.dump());
   return ok_status();
@@ -124,8 +195,16 @@ void register_quantize_like(CLI::App& app, Action& action, const char* name, con
   o->command = name;
   CLI::App* cmd = app.add_subcommand(name, help);
   cmd->add_option("model", o->model, "HF folder, .gguf, or an .mblt from `qbc parse`");
-  cmd->add_option("-o,--output", o->output,
-                  "Output .mblt; the integer weights go to OUT.weights.safetensors beside it");
+  if (std::string(name) == "compile") {
+    cmd->add_option("-o,--output", o->output,
+                    "Output .mxq: one file, or with splitBlocks / splitParts the manifest, its "
+                    "parts (OUT-00001-of-0000N.mxq) beside it. Written atomically");
+    cmd->add_option("--keep-intermediate", o->keep_intermediate,
+                    "Keep the quantized MBLT (DIR/OUT.mblt + DIR/OUT.weights.safetensors)");
+  } else {
+    cmd->add_option("-o,--output", o->output,
+                    "Output .mblt; the integer weights go to OUT.weights.safetensors beside it");
+  }
   cmd->add_option("--threads", o->threads,
                   "Compute threads of the float calibration runs (0 = all cores); the output is "
                   "the same for any value");
@@ -171,8 +250,9 @@ void register_quantize(CLI::App& app, Action& action) {
       app, action, "compile",
       "Parse, quantize and run the ARIES backend in one step. Before calibrating it checks\n"
       "that the model fits the target (exit 4 with the memory table and the largest\n"
-      "maxCacheLength and batchSize that fit). It writes the quantized MBLT; the backend's\n"
-      "programs and memory plan are summarised (MXQ output lands with the MXQ format).");
+      "maxCacheLength and batchSize that fit). The backend's per-core programs, weights and\n"
+      "memory plan are written as MXQ (docs/mxq.md), which `qbc run`, `eval`, `inspect` and\n"
+      "`verify` read; --keep-intermediate DIR keeps the quantized MBLT.");
 }
 
 }  // namespace qbc::cli

@@ -2,20 +2,44 @@
 // float reference runtime.
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "cli.h"
 #include "qbc/driver/accuracy.h"
 #include "qbc/driver/backend.h"
 #include "qbc/driver/generate.h"
+#include "qbc/driver/mxq_output.h"
+#include "qbc/mxq/model_file.h"
 #include "qbc/ref/perplexity.h"
+#include "qbc/runtime/model.h"
+#include "qbc/runtime/npu_session.h"
 #include "qbc/support/file_util.h"
 #include "qbc/support/logging.h"
 
 namespace qbc::cli {
 namespace {
 
+/// How an .mxq runs (run, eval).
+struct MxqFlags {
+  std::string core_mode = "auto";
+  bool no_verify = false;
+};
+
+void add_mxq_flags(CLI::App& cmd, MxqFlags& f) {
+  cmd.add_option("--core-mode", f.core_mode,
+                 "MXQ: the mode to run, auto (the file's only mode), single, multi, global4 or "
+                 "global8")
+      ->check(CLI::IsMember({"auto", "single", "multi", "global4", "global8"}))
+      ->group("MXQ");
+  cmd.add_flag("--no-verify", f.no_verify,
+               "MXQ: skip the section digests (the format rules and the program verifier "
+               "still run)")
+      ->group("MXQ");
+}
+
 struct RunOptions {
+  MxqFlags mxq;
   ConfigFlags config;
   std::string model;
   std::string prompt;
@@ -50,12 +74,54 @@ StatusOr<std::unique_ptr<runner::Runner>> runner_for(const driver::LoadedModel& 
   return driver::make_runner(m, so);
 }
 
+/// A model opened to run: a graph (HF folder, .gguf, .mblt) with the runner --backend picks,
+/// or a compiled .mxq on the runtime.
+struct Opened {
+  std::optional<driver::LoadedModel> graph;
+  std::optional<runtime::Model> mxq;
+  std::optional<frontend::Tokenizer> tok;
+  std::unique_ptr<runner::Runner> session;
+  int64_t capacity = 0;
+};
+
+StatusOr<Opened> open_runnable(const std::string& path, const config::ResolvedConfig& cfg,
+                               const std::string& backend, int threads, const MxqFlags& f) {
+  Opened o;
+  if (mxq::is_mxq_file(path)) {
+    if (backend != "auto" && backend != "npu")
+      return invalid_argument(
+          "--backend ", backend, ": ", path,
+          " is compiled MXQ, which runs on the runtime (--backend auto or npu)");
+    runtime::LoadOptions lo;
+    lo.core_mode = f.core_mode;
+    lo.host_threads = threads;
+    lo.verify_digests = !f.no_verify;
+    QBC_ASSIGN_OR_RETURN(runtime::Model m, runtime::load_model(path, lo));
+    QBC_ASSIGN_OR_RETURN(frontend::Tokenizer tok, driver::mxq_tokenizer(m.file));
+    QBC_ASSIGN_OR_RETURN(std::unique_ptr<runtime::NpuSession> s,
+                         runtime::NpuSession::create(m.device, 0));
+    o.capacity = m.file.bundle->max_cache;
+    o.session = std::move(s);
+    o.tok = std::move(tok);
+    o.mxq = std::move(m);
+    return o;
+  }
+  if (f.core_mode != "auto")
+    return invalid_argument("--core-mode applies to compiled .mxq models; ", path, " is not one");
+  QBC_ASSIGN_OR_RETURN(driver::LoadedModel m, driver::open_model(path, cfg));
+  QBC_ASSIGN_OR_RETURN(frontend::Tokenizer tok, driver::load_tokenizer(m));
+  QBC_ASSIGN_OR_RETURN(o.session, runner_for(m, cfg, backend, threads));
+  o.capacity = driver::cache_capacity(m.graph);
+  o.tok = std::move(tok);
+  o.graph = std::move(m);
+  return o;
+}
+
 Status run_run(const RunOptions& o) {
   QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_config(o.config));
-  QBC_ASSIGN_OR_RETURN(driver::LoadedModel m, driver::open_model(o.model, cfg));
-  QBC_ASSIGN_OR_RETURN(frontend::Tokenizer tok, driver::load_tokenizer(m));
-  QBC_ASSIGN_OR_RETURN(std::unique_ptr<runner::Runner> session,
-                       runner_for(m, cfg, o.backend, o.threads));
+  QBC_ASSIGN_OR_RETURN(Opened opened, open_runnable(o.model, cfg, o.backend, o.threads, o.mxq));
+  const frontend::Tokenizer& tok = *opened.tok;
+  runner::Runner* session = opened.session.get();
   const std::vector<int32_t> prompt = tok.encode(o.prompt, tok.add_bos_default());
   driver::SamplingOptions s;
   s.greedy = o.greedy || o.temperature <= 0;
@@ -79,7 +145,7 @@ Status run_run(const RunOptions& o) {
   };
   QBC_ASSIGN_OR_RETURN(driver::GenerateResult r,
                        driver::generate(*session, prompt, o.n, s, tok.eos_id(), o.ignore_eos,
-                                        driver::cache_capacity(m.graph), on_token));
+                                        opened.capacity, on_token));
   std::fputs("\n", stdout);
   nlohmann::ordered_json j;
   j["prompt_tokens"] = prompt;
@@ -104,6 +170,7 @@ Status run_run(const RunOptions& o) {
 }
 
 struct EvalOptions {
+  MxqFlags mxq;
   ConfigFlags config;
   std::string model;
   std::string text;
@@ -118,7 +185,7 @@ struct EvalOptions {
 };
 
 // The accuracy report: the model against a float reference on the same tokens.
-Status run_compare(const EvalOptions& o, const driver::LoadedModel& m, runner::Runner& test,
+Status run_compare(const EvalOptions& o, const ir::Graph* graph, runner::Runner& test,
                    const std::vector<int32_t>& tokens, int32_t bos,
                    const config::ResolvedConfig& cfg) {
   QBC_ASSIGN_OR_RETURN(driver::LoadedModel r, driver::open_model(o.reference, cfg));
@@ -127,7 +194,7 @@ Status run_compare(const EvalOptions& o, const driver::LoadedModel& m, runner::R
   QBC_ASSIGN_OR_RETURN(std::unique_ptr<runner::Runner> reference, driver::make_runner(r, so));
   // Block outputs and every projection present in both graphs.
   std::vector<driver::LayerError> nodes;
-  for (const ir::Node& n : m.graph.nodes()) {
+  for (const ir::Node& n : graph != nullptr ? graph->nodes() : std::vector<ir::Node>()) {
     const bool projection = n.op == ir::Op::kLinear || n.op == ir::Op::kQLinear;
     const bool block_out =
         n.name.size() > 13 && n.name.compare(n.name.size() - 13, 13, ".ffn.residual") == 0;
@@ -148,22 +215,22 @@ Status run_eval(const EvalOptions& o) {
   if (o.ctx < 2) return invalid_argument("--ctx must be >= 2");
   QBC_ASSIGN_OR_RETURN(std::string text, read_text_file(o.text));
   QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_config(o.config));
-  QBC_ASSIGN_OR_RETURN(driver::LoadedModel m, driver::open_model(o.model, cfg));
-  if (driver::cache_capacity(m.graph) < o.ctx) {
-    return resource_exhausted("--ctx ", o.ctx, " exceeds the KV-cache capacity ",
-                              driver::cache_capacity(m.graph), " of ", o.model,
-                              "; raise llm.attributes.maxCacheLength");
+  QBC_ASSIGN_OR_RETURN(Opened opened, open_runnable(o.model, cfg, o.backend, o.threads, o.mxq));
+  if (opened.capacity < o.ctx) {
+    return resource_exhausted("--ctx ", o.ctx, " exceeds the KV-cache capacity ", opened.capacity,
+                              " of ", o.model, "; raise llm.attributes.maxCacheLength");
   }
-  QBC_ASSIGN_OR_RETURN(frontend::Tokenizer tok, driver::load_tokenizer(m));
-  QBC_ASSIGN_OR_RETURN(std::unique_ptr<runner::Runner> session,
-                       runner_for(m, cfg, o.backend, o.threads));
+  const frontend::Tokenizer& tok = *opened.tok;
+  runner::Runner* session = opened.session.get();
   // As llama-perplexity: the whole text is one sequence, with BOS when the model adds one.
   const std::vector<int32_t> tokens = tok.encode(text, tok.add_bos_default());
   if (static_cast<int64_t>(tokens.size()) < o.ctx) {
     return invalid_argument(o.text, ": ", tokens.size(), " tokens, fewer than one chunk of --ctx ",
                             o.ctx);
   }
-  if (!o.reference.empty()) return run_compare(o, m, *session, tokens, tok.bos_id(), cfg);
+  if (!o.reference.empty())
+    return run_compare(o, opened.graph ? &opened.graph->graph : nullptr, *session, tokens,
+                       tok.bos_id(), cfg);
   ref::PerplexityOptions po;
   po.max_chunks = o.chunks;
   po.logprobs_path = o.logprobs;
@@ -203,12 +270,13 @@ void register_run(CLI::App& app, Action& action) {
   CLI::App* cmd = app.add_subcommand("run",
                                      "Generate text: prefill the prompt, then decode token by "
                                      "token with a KV cache. MODEL is an HF\n"
-                                     "folder, a .gguf, or an .mblt (float graphs run on the "
+                                     "folder, a .gguf, an .mblt (float graphs run on the "
                                      "LibTorch reference runtime, quantized\n"
-                                     "ones on the fake-quant evaluator of docs/numerics.md).\n"
+                                     "ones on the fake-quant evaluator of docs/numerics.md) or a "
+                                     "compiled .mxq (on the runtime).\n"
                                      "Sampling is seeded by --seed (the config's `seed`): same "
                                      "seed, same text, on every machine.");
-  cmd->add_option("model", o->model, "HF folder, .gguf or .mblt")->required();
+  cmd->add_option("model", o->model, "HF folder, .gguf, .mblt or compiled .mxq")->required();
   cmd->add_option("-p,--prompt", o->prompt, "Prompt text")->required();
   cmd->add_option("-n,--n-predict", o->n, "Tokens to generate (stops early at EOS)")
       ->check(CLI::NonNegativeNumber);
@@ -228,6 +296,7 @@ void register_run(CLI::App& app, Action& action) {
                   "(compile for the configured target and run the NPU programs on the executor: "
                   "the same logits as the fake-quant evaluator, bit for bit), fakequant, float")
       ->check(CLI::IsMember({"auto", "npu", "fakequant", "float"}));
+  add_mxq_flags(*cmd, o->mxq);
   add_config_flags(*cmd, o->config);
   cmd->callback([o, &action] { action = [o] { return run_run(*o); }; });
 }
@@ -239,7 +308,7 @@ void register_eval(CLI::App& app, Action& action) {
       "Perplexity with llama.cpp's protocol: non-overlapping chunks of --ctx tokens, BOS at each "
       "chunk\n"
       "start, only the second half of each chunk scored. Prints perplexity and tokens/s.");
-  cmd->add_option("model", o->model, "HF folder, .gguf or .mblt")->required();
+  cmd->add_option("model", o->model, "HF folder, .gguf, .mblt or compiled .mxq")->required();
   cmd->add_option("--text", o->text, "Text file to score")->required();
   cmd->add_option("--ctx", o->ctx, "Tokens per chunk");
   cmd->add_option("--chunks", o->chunks, "Score at most this many chunks (-1 = all)");
@@ -258,6 +327,7 @@ void register_eval(CLI::App& app, Action& action) {
                   "(compile for the configured target and run the NPU programs on the executor: "
                   "the same logits as the fake-quant evaluator, bit for bit), fakequant, float")
       ->check(CLI::IsMember({"auto", "npu", "fakequant", "float"}));
+  add_mxq_flags(*cmd, o->mxq);
   add_config_flags(*cmd, o->config);
   cmd->callback([o, &action] { action = [o] { return run_eval(*o); }; });
 }

@@ -53,6 +53,11 @@ class Expr {
   Expr(int64_t c);  // NOLINT(google-explicit-constructor): constants read naturally
   static Expr sym(Sym s);
   static Expr loop(int var);
+  /// An expression from a node list read from a file (the MXQ reader): false when the list
+  /// is empty or longer than kMaxNodes, an op or a symbol is unknown, a loop variable is
+  /// negative or an operand is not an earlier node.
+  static bool from_nodes(std::vector<Node> nodes, Expr* out);
+  static constexpr size_t kMaxNodes = 4096;
 
   Expr operator+(const Expr& o) const { return bin(Op::kAdd, o); }
   Expr operator-(const Expr& o) const { return bin(Op::kSub, o); }

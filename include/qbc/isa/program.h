@@ -67,6 +67,9 @@ struct Buffer {
   int64_t offset = 0, bytes = 0;
   int64_t slot_stride = 0;  ///< DRAM: bytes between instance slots (0: shared, e.g. weights)
   std::vector<int64_t> shape;
+  /// Weights: the decoder block of the node they belong to (-1 outside blocks); an MXQ
+  /// split by blocks puts them in that block's part.
+  int32_t block = -1;
 };
 
 /// A byte position inside a buffer: buffers[buffer] + offset (an expression of loop

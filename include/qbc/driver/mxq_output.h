@@ -1,0 +1,37 @@
+// The MXQ step of the driver: a compiled isa::Bundle of a quantized model written as MXQ
+// (docs/mxq.md), with the metadata the runtime needs (configuration, provenance, io, KV
+// layout, token ids) and the host assets (tokenizer files, generation config).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "qbc/config/config.h"
+#include "qbc/driver/model_loader.h"
+#include "qbc/frontend/tokenizer.h"
+#include "qbc/isa/program.h"
+#include "qbc/mxq/model_file.h"
+#include "qbc/support/status.h"
+
+namespace qbc::driver {
+
+/// The split boundaries of `cfg` (splitBlocks, or splitParts turned into equal block
+/// counts) for a model of `blocks` blocks; empty for no split. Errors name the key.
+StatusOr<std::vector<int>> split_boundaries(const config::ResolvedConfig& cfg, int blocks);
+
+/// Writes `bundle` (compiled from `model`) to `path`: one MXQ, or the manifest of a split
+/// build with its parts beside it. Returns the files written, the loadable one last.
+StatusOr<std::vector<mxq::WrittenFile>> write_mxq(const LoadedModel& model,
+                                                  const isa::Bundle& bundle,
+                                                  const config::ResolvedConfig& cfg,
+                                                  const std::string& path);
+
+}  // namespace qbc::driver
+
+namespace qbc::driver {
+
+/// The tokenizer stored in a loaded MXQ's host assets (tokenizer.json and, when present,
+/// tokenizer_config.json and config.json). kNotFound when the file carries none.
+StatusOr<frontend::Tokenizer> mxq_tokenizer(const mxq::LoadedModel& model);
+
+}  // namespace qbc::driver

@@ -1,0 +1,136 @@
+// The MXQ container (docs/mxq.md "Container"): a 128-byte little-endian header, a section
+// table of 64-byte entries {kind, bundle, core, block, offset, size, digest, flags}, and the
+// sections, each starting on a 4096-byte boundary so weights can be mapped rather than
+// copied. The reader trusts nothing: every offset and size is checked against the file size
+// before use, the table must be sorted with no overlaps and no gaps beyond alignment
+// padding, counts are bounded before anything is allocated, and (unless told not to) every
+// section's XXH3-128 digest is verified. Errors name the file and the section.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "qbc/support/status.h"
+
+namespace qbc::mxq {
+
+/// Bytes 0..7 of every MXQ file: 0x89 "QBCMXQ" 0x0a. The high first byte keeps it from
+/// reading as text, and it shares nothing with the vendor's MXQv1..v7 files.
+inline constexpr std::array<uint8_t, 8> kMagic = {0x89, 'Q', 'B', 'C', 'M', 'X', 'Q', 0x0a};
+/// The manifest of a split build starts with 0x89 "QBCMXM" 0x0a instead.
+inline constexpr std::array<uint8_t, 8> kManifestMagic = {0x89, 'Q', 'B', 'C', 'M', 'X', 'M', 0x0a};
+/// Format version: a reader refuses another major version; minor versions only add.
+inline constexpr uint16_t kMajorVersion = 1;
+inline constexpr uint16_t kMinorVersion = 0;
+/// Written as a little-endian u32; a big-endian writer would produce 01 02 03 04.
+inline constexpr uint32_t kEndianMark = 0x01020304u;
+inline constexpr uint32_t kHeaderBytes = 128;
+inline constexpr uint32_t kEntryBytes = 64;
+inline constexpr uint32_t kAlignment = 4096;
+/// The most sections one file may declare (bounded before the table is read).
+inline constexpr uint32_t kMaxSections = 1u << 16;
+
+/// Required feature bits: a reader that does not know a set bit refuses the file. Version
+/// 1.0 defines none. Optional bits (unknown ones are ignored) likewise none.
+inline constexpr uint64_t kKnownRequiredFeatures = 0;
+
+/// What a section holds (docs/mxq.md "Sections").
+enum class SectionKind : uint32_t {
+  kMeta = 1,       ///< pb::Meta: producer, config, provenance, io, KV layout, part
+  kLayout = 2,     ///< pb::Layout: target, model interface, buffers, tables, modes
+  kCode = 3,       ///< pb::CoreCode: one core's prefill and decode streams of one mode
+  kWeights = 4,    ///< a range of the DRAM weight image, pre-tiled as the programs read it
+  kEmbedding = 5,  ///< the host token embedding, fp32 little-endian [embed_rows, hidden]
+  kDebug = 6,      ///< pb::DebugMap: MBLT node and pass names of the instructions
+  kAsset = 7,      ///< a host file the runtime needs (tokenizer, generation config, ...)
+};
+/// "meta", "layout", ... or "unknown(N)".
+std::string section_kind_name(uint32_t kind);
+/// True for the kinds above.
+bool known_section_kind(uint32_t kind);
+
+/// A 128-bit digest, XXH3-128 in canonical (big-endian) byte order.
+using Digest = std::array<uint8_t, 16>;
+Digest digest_of(const void* data, size_t size);
+std::string digest_hex(const Digest& d);
+
+/// One entry of the section table.
+struct SectionEntry {
+  uint32_t kind = 0;
+  int32_t bundle = -1;  ///< the mode (Layout.modes index) of a code section; -1 otherwise
+  int32_t core = -1;    ///< the stream within the mode's instance of a code section
+  int32_t block = -1;   ///< first decoder block of a weights section; -1 otherwise
+  uint64_t offset = 0, size = 0;
+  Digest digest{};
+  uint32_t flags = 0;
+};
+
+/// The header fields a writer chooses (the rest is derived).
+struct HeaderInfo {
+  uint64_t required_features = 0, optional_features = 0;
+  uint64_t target_word = 0;
+  uint32_t part_index = 0, part_count = 1;
+  Digest model_hash{};
+};
+
+/// The target compatibility word: the first 8 bytes of XXH3-128 over the profile name and
+/// the numbers the programs were planned with (cores, SRAM and DRAM bytes, DMA alignment).
+uint64_t target_word(std::string_view target, int64_t cores, int64_t sram_bytes, int64_t dram_bytes,
+                     int64_t dma_align);
+
+/// A section to write: its entry (offset, size and digest are filled in) and its bytes.
+struct SectionData {
+  SectionEntry entry;
+  std::string_view bytes;
+};
+
+/// The bytes of a container holding `sections` in the given order. Deterministic: the
+/// same arguments give the same bytes (padding is zero, nothing depends on time or host).
+std::string write_container(const HeaderInfo& header, const std::vector<SectionData>& sections);
+
+struct ReadOptions {
+  /// Verify every section's digest on open (`--no-verify` clears it).
+  bool verify_digests = true;
+};
+
+/// An opened MXQ file: read-only mapped, checked by the rules of docs/mxq.md.
+class Container {
+ public:
+  /// Opens and checks `path`. kNotFound when it does not exist; kDataLoss (exit 2) for a
+  /// truncated or corrupt file, naming the file and the section; kInvalidArgument for a file
+  /// that is not an MXQ or of another major version; kUnimplemented for unknown required
+  /// features.
+  static StatusOr<Container> open(const std::string& path, const ReadOptions& options = {});
+  /// Same over bytes in memory (tests and fuzzing); `name` stands for the path in errors.
+  static StatusOr<Container> from_bytes(std::string bytes, const std::string& name,
+                                        const ReadOptions& options = {});
+
+  const std::string& path() const { return path_; }
+  uint16_t minor_version() const { return minor_; }
+  const HeaderInfo& header() const { return header_; }
+  uint64_t file_size() const { return size_; }
+  const std::vector<SectionEntry>& sections() const { return sections_; }
+  /// The bytes of section `i` (valid while the container lives).
+  std::string_view bytes(size_t i) const;
+  /// "file.mxq: section 3 (code, mode 0, core 1)": the location prefix of errors.
+  std::string where(size_t i) const;
+  /// Verifies section i's digest (done on open unless verify_digests is off).
+  Status verify_section(size_t i) const;
+
+ private:
+  struct Storage;
+  static StatusOr<Container> parse(std::shared_ptr<Storage> storage, const std::string& name,
+                                   const ReadOptions& options);
+  std::shared_ptr<Storage> storage_;
+  std::string path_;
+  uint16_t minor_ = 0;
+  HeaderInfo header_;
+  uint64_t size_ = 0;
+  std::vector<SectionEntry> sections_;
+};
+
+}  // namespace qbc::mxq

@@ -1,0 +1,84 @@
+// A compiled model on disk (docs/mxq.md "Model files"): one MXQ file, or with a split build
+// a manifest plus one MXQ per part beside it. write_model() turns an isa::Bundle, its
+// metadata and host assets into those files, atomically and deterministically; load_model()
+// reads either form back into an isa::Bundle, checking every rule of the format and the
+// consistency of the parts (count, order, build), with errors naming the file and section.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mxq_meta.pb.h"
+#include "qbc/isa/program.h"
+#include "qbc/mxq/container.h"
+#include "qbc/support/status.h"
+
+namespace qbc::mxq {
+
+/// A host file the runtime needs, stored as an asset section.
+struct HostAsset {
+  std::string name;
+  std::string bytes;
+};
+
+struct WriteRequest {
+  const isa::Bundle* bundle = nullptr;  ///< with its weights image and embedding
+  /// Filled by the caller: producer, sources, configuration, provenance, io, KV layout,
+  /// token ids. The writer sets schemes, target, part fields and the model hash.
+  pb::Meta meta;
+  std::vector<HostAsset> assets;
+  int blocks = 0;  ///< decoder blocks of the model
+  /// Block boundaries of a split build (splitBlocks; splitParts is turned into them by the
+  /// caller): strictly increasing, each in 1..blocks-1. Empty: a single file.
+  std::vector<int> split_blocks;
+};
+
+struct WrittenFile {
+  std::string path;
+  int64_t bytes = 0;
+  std::string xxh3_128;
+};
+
+/// Writes the model to `path`: a single MXQ, or with split_blocks the manifest at `path`
+/// and its parts beside it ("<stem>-00001-of-0000N.mxq"). Every file is written to a
+/// temporary name first; the parts are renamed into place, then the manifest, so `path`
+/// never names a partial build. Returns the files, the loadable one (`path`) last.
+StatusOr<std::vector<WrittenFile>> write_model(const std::string& path, const WriteRequest& req);
+
+/// The parts' block ranges for `split_blocks` over `blocks` blocks, checked: kInvalidArgument
+/// naming `key` when a boundary is out of 1..blocks-1 or not increasing.
+StatusOr<std::vector<std::pair<int, int>>> part_ranges(const std::vector<int>& split_blocks,
+                                                       int blocks, const std::string& key);
+
+/// A loaded model.
+struct LoadedModel {
+  pb::Meta meta;  ///< part 0's
+  std::shared_ptr<isa::Bundle> bundle;
+  std::vector<HostAsset> assets;
+  bool split = false;                 ///< loaded through a manifest
+  std::vector<std::string> files;     ///< the MXQ files read, in part order
+  std::vector<Container> containers;  ///< the open parts (header and section table)
+  /// The asset called `name`, or nullptr.
+  const HostAsset* asset(const std::string& name) const;
+};
+
+/// True when `path` starts with the MXQ or the manifest magic.
+bool is_mxq_file(const std::string& path);
+
+/// Loads a single MXQ or a manifest and its parts. Refuses (exit 2, naming the file and the
+/// section or part) anything the format rules or the consistency checks reject: a missing,
+/// extra, reordered or mixed-build part, a section in the wrong part, a weight image with
+/// holes, an instruction naming a node or pass the debug map does not have.
+StatusOr<LoadedModel> load_model(const std::string& path, const ReadOptions& options = {});
+
+/// load_model of a single MXQ held in memory (tests and fuzzing); `name` stands for the path.
+StatusOr<LoadedModel> load_model_bytes(std::string bytes, const std::string& name,
+                                       const ReadOptions& options = {});
+
+/// The bytes of a manifest (for tests); parse_manifest reads them back with its rules.
+std::string write_manifest(const pb::Manifest& m);
+StatusOr<pb::Manifest> parse_manifest(std::string_view bytes, const std::string& name);
+
+}  // namespace qbc::mxq

@@ -1,0 +1,39 @@
+// Loading a compiled model for the runtime: an MXQ file or a split build's manifest read by
+// qbc_mxq (every format rule and digest checked), the program verifier run on what it holds,
+// and a simulated device created for the chosen core mode. The runtime knows only the file.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "qbc/mxq/model_file.h"
+#include "qbc/runtime/device.h"
+#include "qbc/support/status.h"
+
+namespace qbc::runtime {
+
+struct LoadOptions {
+  /// The mode to run: "auto" (the file's only mode; an error naming the modes when it has
+  /// several), "single", "multi", "global4" or "global8".
+  std::string core_mode = "auto";
+  /// Host threads of the device (0 = all); results do not depend on it.
+  int host_threads = 0;
+  /// Verify section digests (`--no-verify` clears it; the format rules are always checked).
+  bool verify_digests = true;
+};
+
+/// A loaded model: the file's contents and a device running one of its modes.
+struct Model {
+  mxq::LoadedModel file;
+  std::shared_ptr<Device> device;
+};
+
+/// The scheme for `core_mode` among the modes of `bundle`: kInvalidArgument naming the
+/// modes the file has when it is not there, or when "auto" is ambiguous.
+StatusOr<isa::Scheme> pick_mode(const isa::Bundle& bundle, const std::string& core_mode,
+                                const std::string& path);
+
+/// Loads `path` (an .mxq or a manifest). Errors name the file and section (exit 2).
+StatusOr<Model> load_model(const std::string& path, const LoadOptions& options = {});
+
+}  // namespace qbc::runtime

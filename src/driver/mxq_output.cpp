@@ -1,0 +1,161 @@
+// The MXQ step of the driver (see qbc/driver/mxq_output.h).
+#include "qbc/driver/mxq_output.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+
+#include "qbc/driver/generate.h"
+#include "qbc/support/file_util.h"
+
+namespace qbc::driver {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string meta_value(const ir::Graph& g, const std::string& key) {
+  auto it = g.metadata.find(key);
+  return it == g.metadata.end() ? std::string() : it->second;
+}
+
+}  // namespace
+
+StatusOr<std::vector<int>> split_boundaries(const config::ResolvedConfig& cfg, int blocks) {
+  const config::CompileOptions& co = cfg.options;
+  std::vector<int> out(co.split_blocks().begin(), co.split_blocks().end());
+  if (!out.empty()) {
+    QBC_RETURN_IF_ERROR(mxq::part_ranges(out, blocks, "splitBlocks").status());
+    return out;
+  }
+  const int parts = co.split_parts();
+  if (parts <= 1) return out;
+  if (parts > blocks)
+    return invalid_argument("splitParts: ", parts, " parts for a model of ", blocks, " blocks");
+  for (int p = 1; p < parts; ++p) out.push_back(static_cast<int>(int64_t{p} * blocks / parts));
+  return out;
+}
+
+StatusOr<std::vector<mxq::WrittenFile>> write_mxq(const LoadedModel& model,
+                                                  const isa::Bundle& bundle,
+                                                  const config::ResolvedConfig& cfg,
+                                                  const std::string& path) {
+  const ir::Graph& g = model.graph;
+  int blocks = 0;
+  for (const ir::Node& n : g.nodes()) blocks = std::max(blocks, n.block + 1);
+  QBC_ASSIGN_OR_RETURN(std::vector<int> split, split_boundaries(cfg, blocks));
+
+  mxq::WriteRequest req;
+  req.bundle = &bundle;
+  req.blocks = blocks;
+  req.split_blocks = split;
+  mxq::pb::Meta& m = req.meta;
+  const std::string producer = meta_value(g, "producer");
+  m.set_producer("qbc");
+  m.set_producer_version(producer.rfind("qbc ", 0) == 0 ? producer.substr(4) : producer);
+  m.set_model_name(g.name());
+  m.set_architecture(meta_value(g, "architecture"));
+  for (const ir::SourceFile& f : g.files) {
+    mxq::pb::SourceFile* s = m.add_sources();
+    s->set_name(fs::path(f.path).filename().string());  // never an absolute path
+    s->set_bytes(static_cast<int64_t>(f.size));
+    s->set_xxh3_128(f.xxh3_128);
+  }
+  m.set_source_format(g.source_format);
+  m.set_config_json(config::to_json(cfg.options));
+  m.set_calibration_json(meta_value(g, "qbc.calibration"));
+  mxq::pb::IoSpec* in = m.mutable_input();
+  in->set_name("inputs_embeds");
+  in->set_dtype("fp16");
+  in->add_shape(bundle.chunk);
+  in->add_shape(bundle.hidden);
+  in->set_scale(1.0);
+  mxq::pb::IoSpec* out = m.mutable_output();
+  out->set_name("logits");
+  out->set_dtype("fp32");
+  out->add_shape(bundle.chunk);
+  out->add_shape(bundle.vocab);
+  out->set_scale(1.0);
+  // KV layout per attention node, in graph order (the bundle's attention table order).
+  size_t ai = 0;
+  for (const ir::Node& n : g.nodes()) {
+    if (n.op != ir::Op::kAttention || ai >= bundle.attentions.size()) continue;
+    const isa::AttnDesc& a = bundle.attentions[ai];
+    mxq::pb::KvLayer* k = m.add_kv();
+    k->set_node(n.name);
+    k->set_attention(static_cast<int32_t>(ai));
+    k->set_kind(a.window > 0 && a.capacity < bundle.max_cache ? "ring" : "full");
+    k->set_capacity(a.capacity);
+    k->set_window(a.window);
+    k->set_kv_heads(static_cast<int32_t>(a.kv_heads));
+    k->set_head_dim(static_cast<int32_t>(a.head_dim));
+    k->set_k_bits(a.k_bits);
+    k->set_v_bits(a.v_bits);
+    k->set_batch(bundle.batch);
+    k->set_bytes_per_sequence(a.capacity * a.kv_heads * a.head_dim * (a.k_bits + a.v_bits) / 8);
+    for (const char* key : {"k_scale", "v_scale"}) {
+      if (!n.attrs.has(key)) continue;
+      for (double v : n.attrs.get_floats(key))
+        (key[0] == 'k' ? k->add_k_scale(static_cast<float>(v))
+                       : k->add_v_scale(static_cast<float>(v)));
+    }
+    ++ai;
+  }
+  // Token ids and the host assets: the tokenizer files beside the model's config.
+  auto tok = load_tokenizer(model);
+  if (tok.ok()) {
+    m.set_bos_id(tok->bos_id());
+    m.set_eos_id(tok->eos_id());
+    m.set_add_bos(tok->add_bos_default());
+  } else {
+    m.set_bos_id(-1);
+    m.set_eos_id(-1);
+  }
+  const fs::path& tp = model.source->tokenizer_path();
+  if (!tp.empty() && model.source->format() != "gguf") {
+    for (const char* name : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"}) {
+      const fs::path p = tp.parent_path() / name;
+      std::error_code ec;
+      if (!fs::exists(p, ec)) continue;
+      QBC_ASSIGN_OR_RETURN(std::string bytes, read_text_file(p.string()));
+      req.assets.push_back({name, std::move(bytes)});
+    }
+  }
+  const std::string config_json = meta_value(g, "config.json");
+  if (!config_json.empty()) req.assets.push_back({"config.json", config_json});
+  return mxq::write_model(path, req);
+}
+
+}  // namespace qbc::driver
+
+namespace qbc::driver {
+
+StatusOr<frontend::Tokenizer> mxq_tokenizer(const mxq::LoadedModel& model) {
+  const mxq::HostAsset* json = model.asset("tokenizer.json");
+  const std::string name = model.files.empty() ? "the model" : model.files[0];
+  if (json == nullptr)
+    return not_found(name,
+                     ": carries no tokenizer (no tokenizer.json asset; GGUF-sourced "
+                     "models keep their vocabulary in the GGUF, which MXQ does not carry yet)");
+  // The tokenizer loader reads files: the assets go to a private folder for the call.
+  std::string templ = (fs::temp_directory_path() / "qbc-tokenizer-XXXXXX").string();
+  if (mkdtemp(templ.data()) == nullptr)
+    return invalid_argument(name, ": cannot create a temporary folder for the tokenizer");
+  const fs::path dir(templ);
+  struct Remove {
+    fs::path d;
+    ~Remove() {
+      std::error_code ec;
+      fs::remove_all(d, ec);
+    }
+  } remove{dir};
+  for (const char* n : {"tokenizer.json", "tokenizer_config.json", "config.json"}) {
+    const mxq::HostAsset* a = model.asset(n);
+    if (a != nullptr) QBC_RETURN_IF_ERROR(write_file_atomic((dir / n).string(), a->bytes));
+  }
+  auto tok = frontend::Tokenizer::from_hf_dir(dir);
+  if (!tok.ok())
+    return Status(tok.status().code(), name + ": tokenizer asset: " + tok.status().message());
+  return tok;
+}
+
+}  // namespace qbc::driver

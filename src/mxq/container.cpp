@@ -1,0 +1,336 @@
+// The MXQ container: header, section table and sections (docs/mxq.md "Container").
+#include "qbc/mxq/container.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace qbc::mxq {
+namespace {
+
+// Header field offsets (docs/mxq.md "Header").
+constexpr size_t kOffMajor = 8, kOffMinor = 10, kOffEndian = 12, kOffHeaderSize = 16,
+                 kOffAlignment = 20, kOffRequired = 24, kOffOptional = 32, kOffTarget = 40,
+                 kOffFileSize = 48, kOffTable = 56, kOffCount = 64, kOffEntrySize = 68,
+                 kOffPartIndex = 72, kOffPartCount = 76, kOffModelHash = 80, kOffTableDigest = 96,
+                 kOffReserved = 112, kOffCheck = 120;
+/// The largest header and entry a later minor version may declare.
+constexpr uint32_t kMaxHeaderBytes = 4096, kMaxEntryBytes = 1024;
+
+uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+template <typename T>
+void put(std::string& s, size_t at, T v) {
+  for (size_t i = 0; i < sizeof(T); ++i)
+    s[at + i] = static_cast<char>(static_cast<uint64_t>(v) >> (8 * i) & 0xff);
+}
+template <typename T>
+T get(const uint8_t* p) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
+  return static_cast<T>(v);
+}
+
+uint64_t header_check(const void* p) { return XXH3_64bits(p, kOffCheck); }
+
+bool all_zero(const uint8_t* p, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (p[i] != 0) return false;
+  return true;
+}
+
+}  // namespace
+
+std::string section_kind_name(uint32_t kind) {
+  switch (static_cast<SectionKind>(kind)) {
+    case SectionKind::kMeta:
+      return "meta";
+    case SectionKind::kLayout:
+      return "layout";
+    case SectionKind::kCode:
+      return "code";
+    case SectionKind::kWeights:
+      return "weights";
+    case SectionKind::kEmbedding:
+      return "embedding";
+    case SectionKind::kDebug:
+      return "debug";
+    case SectionKind::kAsset:
+      return "asset";
+  }
+  return "unknown(" + std::to_string(kind) + ")";
+}
+
+bool known_section_kind(uint32_t kind) {
+  return kind >= static_cast<uint32_t>(SectionKind::kMeta) &&
+         kind <= static_cast<uint32_t>(SectionKind::kAsset);
+}
+
+Digest digest_of(const void* data, size_t size) {
+  const XXH128_hash_t h = XXH3_128bits(size == 0 ? "" : data, size);
+  XXH128_canonical_t c;
+  XXH128_canonicalFromHash(&c, h);
+  Digest d;
+  std::memcpy(d.data(), c.digest, d.size());
+  return d;
+}
+
+std::string digest_hex(const Digest& d) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string s;
+  for (uint8_t b : d) {
+    s += kHex[b >> 4];
+    s += kHex[b & 15];
+  }
+  return s;
+}
+
+uint64_t target_word(std::string_view target, int64_t cores, int64_t sram_bytes, int64_t dram_bytes,
+                     int64_t dma_align) {
+  std::string text(target);
+  for (int64_t v : {cores, sram_bytes, dram_bytes, dma_align}) text += ":" + std::to_string(v);
+  const Digest d = digest_of(text.data(), text.size());
+  uint64_t w = 0;
+  for (int i = 0; i < 8; ++i) w = w << 8 | d[static_cast<size_t>(i)];
+  return w;
+}
+
+std::string write_container(const HeaderInfo& h, const std::vector<SectionData>& sections) {
+  const uint64_t table = kHeaderBytes, count = sections.size();
+  uint64_t at = align_up(table + count * kEntryBytes, kAlignment);
+  std::vector<SectionEntry> entries;
+  for (const SectionData& s : sections) {
+    SectionEntry e = s.entry;
+    e.offset = at;
+    e.size = s.bytes.size();
+    e.digest = digest_of(s.bytes.data(), s.bytes.size());
+    entries.push_back(e);
+    at = align_up(at + e.size, kAlignment);
+  }
+  const uint64_t end =
+      entries.empty() ? table + count * kEntryBytes : entries.back().offset + entries.back().size;
+  std::string out(end, '\0');
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const SectionEntry& e = entries[i];
+    const size_t p = table + i * kEntryBytes;
+    put<uint32_t>(out, p + 0, e.kind);
+    put<int32_t>(out, p + 4, e.bundle);
+    put<int32_t>(out, p + 8, e.core);
+    put<int32_t>(out, p + 12, e.block);
+    put<uint64_t>(out, p + 16, e.offset);
+    put<uint64_t>(out, p + 24, e.size);
+    std::memcpy(out.data() + p + 32, e.digest.data(), 16);
+    put<uint32_t>(out, p + 48, e.flags);
+    if (!sections[i].bytes.empty())
+      std::memcpy(out.data() + e.offset, sections[i].bytes.data(), e.size);
+  }
+  std::memcpy(out.data(), kMagic.data(), kMagic.size());
+  put<uint16_t>(out, kOffMajor, kMajorVersion);
+  put<uint16_t>(out, kOffMinor, kMinorVersion);
+  put<uint32_t>(out, kOffEndian, kEndianMark);
+  put<uint32_t>(out, kOffHeaderSize, kHeaderBytes);
+  put<uint32_t>(out, kOffAlignment, kAlignment);
+  put<uint64_t>(out, kOffRequired, h.required_features);
+  put<uint64_t>(out, kOffOptional, h.optional_features);
+  put<uint64_t>(out, kOffTarget, h.target_word);
+  put<uint64_t>(out, kOffFileSize, end);
+  put<uint64_t>(out, kOffTable, table);
+  put<uint32_t>(out, kOffCount, static_cast<uint32_t>(count));
+  put<uint32_t>(out, kOffEntrySize, kEntryBytes);
+  put<uint32_t>(out, kOffPartIndex, h.part_index);
+  put<uint32_t>(out, kOffPartCount, h.part_count);
+  std::memcpy(out.data() + kOffModelHash, h.model_hash.data(), 16);
+  const Digest td = digest_of(out.data() + table, count * kEntryBytes);
+  std::memcpy(out.data() + kOffTableDigest, td.data(), 16);
+  put<uint64_t>(out, kOffCheck, header_check(out.data()));
+  return out;
+}
+
+/// The bytes of an open container: a read-only mapping of the file, or bytes in memory.
+struct Container::Storage {
+  const uint8_t* data = nullptr;
+  uint64_t size = 0;
+  void* map = nullptr;
+  std::string owned;
+  ~Storage() {
+    if (map != nullptr) munmap(map, size);
+  }
+};
+
+StatusOr<Container> Container::open(const std::string& path, const ReadOptions& options) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return not_found(path, ": no such file");
+    return invalid_argument(path, ": cannot open: ", std::strerror(errno));
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return invalid_argument(path, ": not a regular file");
+  }
+  auto storage = std::make_shared<Storage>();
+  storage->size = static_cast<uint64_t>(st.st_size);
+  if (storage->size > 0) {
+    void* m = mmap(nullptr, storage->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (m == MAP_FAILED) {
+      ::close(fd);
+      return invalid_argument(path, ": cannot map: ", std::strerror(errno));
+    }
+    storage->map = m;
+    storage->data = static_cast<const uint8_t*>(m);
+  }
+  ::close(fd);
+  return parse(std::move(storage), path, options);
+}
+
+StatusOr<Container> Container::from_bytes(std::string bytes, const std::string& name,
+                                          const ReadOptions& options) {
+  auto storage = std::make_shared<Storage>();
+  storage->owned = std::move(bytes);
+  storage->data = reinterpret_cast<const uint8_t*>(storage->owned.data());
+  storage->size = storage->owned.size();
+  return parse(std::move(storage), name, options);
+}
+
+StatusOr<Container> Container::parse(std::shared_ptr<Storage> s, const std::string& name,
+                                     const ReadOptions& options) {
+  const uint8_t* p = s->data;
+  const uint64_t n = s->size;
+  if (n >= kManifestMagic.size() && std::memcmp(p, kManifestMagic.data(), 8) == 0)
+    return invalid_argument(name, ": a manifest of a split build, not an MXQ part");
+  if (n < kMagic.size() || std::memcmp(p, kMagic.data(), 8) != 0)
+    return invalid_argument(name, ": not a qbc MXQ file (bad magic)");
+  if (n < kHeaderBytes)
+    return data_loss(name, ": truncated header (", n, " of ", kHeaderBytes, " bytes)");
+  const uint16_t major = get<uint16_t>(p + kOffMajor);
+  if (major != kMajorVersion)
+    return invalid_argument(name, ": MXQ format version ", major, ".", get<uint16_t>(p + kOffMinor),
+                            "; this reader reads version ", kMajorVersion, ".x");
+  if (get<uint32_t>(p + kOffEndian) != kEndianMark)
+    return invalid_argument(name, ": endianness mark ", get<uint32_t>(p + kOffEndian),
+                            " (expected little-endian 0x01020304)");
+  if (get<uint64_t>(p + kOffCheck) != header_check(p))
+    return data_loss(name, ": header checksum mismatch (the header is corrupt)");
+  if (!all_zero(p + kOffReserved, kOffCheck - kOffReserved))
+    return data_loss(name, ": reserved header bytes are not zero");
+  Container c;
+  c.path_ = name;
+  c.minor_ = get<uint16_t>(p + kOffMinor);
+  const uint32_t header_size = get<uint32_t>(p + kOffHeaderSize);
+  const uint32_t alignment = get<uint32_t>(p + kOffAlignment);
+  const uint64_t file_size = get<uint64_t>(p + kOffFileSize);
+  const uint64_t table = get<uint64_t>(p + kOffTable);
+  const uint32_t count = get<uint32_t>(p + kOffCount);
+  const uint32_t entry_size = get<uint32_t>(p + kOffEntrySize);
+  HeaderInfo& h = c.header_;
+  h.required_features = get<uint64_t>(p + kOffRequired);
+  h.optional_features = get<uint64_t>(p + kOffOptional);
+  h.target_word = get<uint64_t>(p + kOffTarget);
+  h.part_index = get<uint32_t>(p + kOffPartIndex);
+  h.part_count = get<uint32_t>(p + kOffPartCount);
+  std::memcpy(h.model_hash.data(), p + kOffModelHash, 16);
+  if (header_size < kHeaderBytes || header_size > kMaxHeaderBytes)
+    return data_loss(name, ": header size ", header_size, " (", kHeaderBytes, "..", kMaxHeaderBytes,
+                     ")");
+  if (alignment != kAlignment)
+    return data_loss(name, ": section alignment ", alignment, " (expected ", kAlignment, ")");
+  // A file shorter than its header says is reported at the first section it cuts (below).
+  if (file_size < n)
+    return data_loss(name, ": the file has ", n, " bytes but its header says ", file_size);
+  if (const uint64_t unknown = h.required_features & ~kKnownRequiredFeatures; unknown != 0)
+    return unimplemented(name, ": required feature bits 0x", std::hex, unknown,
+                         " are unknown to this reader (a newer qbc wrote the file)");
+  if (h.part_count == 0 || h.part_index >= h.part_count)
+    return data_loss(name, ": part ", h.part_index, " of ", h.part_count);
+  if (entry_size < kEntryBytes || entry_size > kMaxEntryBytes)
+    return data_loss(name, ": section entry size ", entry_size);
+  if (count > kMaxSections)
+    return data_loss(name, ": ", count, " sections (at most ", kMaxSections, ")");
+  if (table != header_size)
+    return data_loss(name, ": section table at ", table, ", expected right after the header (",
+                     header_size, ")");
+  const uint64_t table_end = table + uint64_t{count} * entry_size;  // < 2^27: no overflow
+  if (table_end > n)
+    return data_loss(name, ": the section table (", count, " entries) ends at ", table_end,
+                     ", past the end of the file (", n, " bytes",
+                     file_size > n ? "; truncated" : "", ")");
+  if (digest_of(p + table, table_end - table) !=
+      Digest(*reinterpret_cast<const Digest*>(p + kOffTableDigest)))
+    return data_loss(name, ": section table digest mismatch (the table is corrupt)");
+  if (!all_zero(p + kHeaderBytes, header_size - kHeaderBytes) && c.minor_ == kMinorVersion)
+    return data_loss(name, ": header bytes past ", kHeaderBytes, " are not zero");
+  c.sections_.reserve(count);
+  uint64_t expect = align_up(table_end, kAlignment);
+  uint64_t prev_end = table_end;
+  for (uint32_t i = 0; i < count; ++i) {
+    const uint8_t* e = p + table + uint64_t{i} * entry_size;
+    SectionEntry s;
+    s.kind = get<uint32_t>(e + 0);
+    s.bundle = get<int32_t>(e + 4);
+    s.core = get<int32_t>(e + 8);
+    s.block = get<int32_t>(e + 12);
+    s.offset = get<uint64_t>(e + 16);
+    s.size = get<uint64_t>(e + 24);
+    std::memcpy(s.digest.data(), e + 32, 16);
+    s.flags = get<uint32_t>(e + 48);
+    c.sections_.push_back(s);
+    const std::string at = c.where(i);
+    if (!known_section_kind(s.kind)) return data_loss(at, ": unknown section kind ", s.kind);
+    if (!all_zero(e + 52, entry_size - 52)) return data_loss(at, ": reserved bytes not zero");
+    if (s.offset != expect) {
+      return data_loss(at, ": starts at ", s.offset, "; sections follow each other in order, ",
+                       "each at the next ", kAlignment, "-byte boundary (expected ", expect,
+                       s.offset < prev_end ? ", it overlaps the previous one)" : ")");
+    }
+    if (s.size > n || s.offset > n - s.size)
+      return data_loss(at, ": ", s.size, " bytes at ", s.offset, " run past the end of the file (",
+                       n, " bytes",
+                       file_size > n ? "; truncated: the header says " + std::to_string(file_size)
+                                     : std::string(),
+                       ")");
+    if (!all_zero(p + prev_end, s.offset - prev_end))
+      return data_loss(at, ": the padding before it is not zero");
+    prev_end = s.offset + s.size;
+    expect = align_up(prev_end, kAlignment);
+  }
+  if (prev_end != n) return data_loss(name, ": ", n - prev_end, " bytes after the last section");
+  if (file_size != n)
+    return data_loss(name, ": the file has ", n, " bytes but its header says ", file_size);
+  c.storage_ = std::move(s);
+  c.size_ = n;
+  if (options.verify_digests) {
+    for (size_t i = 0; i < c.sections_.size(); ++i) QBC_RETURN_IF_ERROR(c.verify_section(i));
+  }
+  return c;
+}
+
+std::string_view Container::bytes(size_t i) const {
+  const SectionEntry& e = sections_.at(i);
+  return {reinterpret_cast<const char*>(storage_->data + e.offset), static_cast<size_t>(e.size)};
+}
+
+std::string Container::where(size_t i) const {
+  const SectionEntry& e = sections_.at(i);
+  std::string s = path_ + ": section " + std::to_string(i) + " (" + section_kind_name(e.kind);
+  if (e.kind == static_cast<uint32_t>(SectionKind::kCode))
+    s += ", mode " + std::to_string(e.bundle) + ", core " + std::to_string(e.core);
+  if (e.kind == static_cast<uint32_t>(SectionKind::kWeights) && e.block >= 0)
+    s += ", from block " + std::to_string(e.block);
+  return s + ")";
+}
+
+Status Container::verify_section(size_t i) const {
+  const std::string_view b = bytes(i);
+  if (digest_of(b.data(), b.size()) != sections_[i].digest)
+    return data_loss(where(i), ": digest mismatch (the section is corrupt; ",
+                     digest_hex(digest_of(b.data(), b.size())), " instead of ",
+                     digest_hex(sections_[i].digest), ")");
+  return ok_status();
+}
+
+}  // namespace qbc::mxq

@@ -1,0 +1,578 @@
+// Model files: a single MXQ or a manifest and its parts (see qbc/mxq/model_file.h).
+#include "qbc/mxq/model_file.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "qbc/mxq/bundle_codec.h"
+#include "qbc/support/file_util.h"
+#include "qbc/support/hash.h"
+
+namespace qbc::mxq {
+namespace {
+
+namespace fs = std::filesystem;
+
+/// Deterministic protobuf bytes.
+std::string serialize(const google::protobuf::MessageLite& m) {
+  std::string out;
+  {
+    google::protobuf::io::StringOutputStream zs(&out);
+    google::protobuf::io::CodedOutputStream cs(&zs);
+    cs.SetSerializationDeterministic(true);
+    m.SerializeToCodedStream(&cs);
+  }
+  return out;
+}
+
+template <typename M>
+Status parse(std::string_view bytes, const std::string& where, M* out) {
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                            static_cast<int>(bytes.size()));
+  in.SetRecursionLimit(32);
+  if (bytes.size() > static_cast<size_t>(INT32_MAX) || !out->ParseFromCodedStream(&in) ||
+      !in.ConsumedEntireMessage())
+    return data_loss(where, ": not a valid ", out->GetTypeName(), " message");
+  return ok_status();
+}
+
+std::string part_name(const fs::path& path, size_t i, size_t n) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "-%05zu-of-%05zu", i + 1, n);
+  return path.stem().string() + buf + ".mxq";
+}
+
+constexpr uint32_t kCode = static_cast<uint32_t>(SectionKind::kCode);
+
+/// Where the writer puts a weight buffer: the part holding its block; buffers outside the
+/// blocks go to the first part before the first block and to the last one after it.
+int part_of_block(int block, bool after_blocks, const std::vector<std::pair<int, int>>& ranges) {
+  if (block < 0) return after_blocks ? static_cast<int>(ranges.size()) - 1 : 0;
+  for (size_t p = 0; p < ranges.size(); ++p)
+    if (block >= ranges[p].first && block < ranges[p].second) return static_cast<int>(p);
+  return static_cast<int>(ranges.size()) - 1;
+}
+
+struct PartSections {
+  std::vector<std::string> owned;  ///< serialized messages
+  std::vector<SectionData> sections;
+};
+
+}  // namespace
+
+StatusOr<std::vector<std::pair<int, int>>> part_ranges(const std::vector<int>& split_blocks,
+                                                       int blocks, const std::string& key) {
+  std::vector<std::pair<int, int>> r;
+  int begin = 0;
+  for (size_t i = 0; i < split_blocks.size(); ++i) {
+    const int b = split_blocks[i];
+    if (b <= begin || b >= blocks)
+      return invalid_argument(key, ": entry ", i, " is ", b,
+                              "; boundaries must increase and lie in 1..", blocks - 1,
+                              " (the model has ", blocks, " blocks)");
+    r.emplace_back(begin, b);
+    begin = b;
+  }
+  r.emplace_back(begin, blocks);
+  return r;
+}
+
+std::string write_manifest(const pb::Manifest& m) {
+  const std::string payload = serialize(m);
+  std::string out(40, '\0');
+  std::memcpy(out.data(), kManifestMagic.data(), 8);
+  auto put = [&](size_t at, uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) out[at + static_cast<size_t>(i)] = static_cast<char>(v >> (8 * i));
+  };
+  put(8, kMajorVersion, 2);
+  put(10, kMinorVersion, 2);
+  put(12, kEndianMark, 4);
+  put(16, payload.size(), 8);
+  const Digest d = digest_of(payload.data(), payload.size());
+  std::memcpy(out.data() + 24, d.data(), 16);
+  return out + payload;
+}
+
+StatusOr<pb::Manifest> parse_manifest(std::string_view b, const std::string& name) {
+  if (b.size() < 40 || std::memcmp(b.data(), kManifestMagic.data(), 8) != 0)
+    return invalid_argument(name, ": not a qbc MXQ manifest");
+  auto get = [&](size_t at, int n) {
+    uint64_t v = 0;
+    for (int i = 0; i < n; ++i)
+      v |= static_cast<uint64_t>(static_cast<uint8_t>(b[at + static_cast<size_t>(i)])) << (8 * i);
+    return v;
+  };
+  if (get(8, 2) != kMajorVersion)
+    return invalid_argument(name, ": manifest format version ", get(8, 2), "; this reader reads ",
+                            kMajorVersion, ".x");
+  if (get(12, 4) != kEndianMark) return invalid_argument(name, ": bad endianness mark");
+  const uint64_t size = get(16, 8);
+  if (size != b.size() - 40)
+    return data_loss(name, ": manifest payload of ", size, " bytes, the file holds ",
+                     b.size() - 40);
+  const std::string_view payload = b.substr(40);
+  Digest d;
+  std::memcpy(d.data(), b.data() + 24, 16);
+  if (digest_of(payload.data(), payload.size()) != d)
+    return data_loss(name, ": manifest digest mismatch (the file is corrupt)");
+  pb::Manifest m;
+  QBC_RETURN_IF_ERROR(parse(payload, name, &m));
+  if (m.parts_size() < 1 || m.parts_size() > 4096)
+    return data_loss(name, ": ", m.parts_size(), " parts (1..4096)");
+  for (int i = 0; i < m.parts_size(); ++i) {
+    const std::string& f = m.parts(i).file();
+    if (f.empty() || f.size() > 255 || f.find('/') != std::string::npos || f == "." || f == "..")
+      return data_loss(name, ": part ", i + 1, " has the file name '", f.substr(0, 64),
+                       "' (a plain name beside the manifest)");
+  }
+  return m;
+}
+
+StatusOr<std::vector<WrittenFile>> write_model(const std::string& path, const WriteRequest& req) {
+  const isa::Bundle& b = *req.bundle;
+  if (b.image.size() != static_cast<size_t>(b.dram.weights) && !b.image.empty())
+    return internal_error("the weight image has ", b.image.size(), " bytes, the plan ",
+                          b.dram.weights);
+  if (b.image.empty() && b.dram.weights > 0)
+    return invalid_argument(path, ": the bundle has no weights (a shape-only plan)");
+  if (b.embedding.size() != static_cast<size_t>(b.embed_rows * b.hidden))
+    return invalid_argument(path, ": the bundle has no host embedding");
+  QBC_ASSIGN_OR_RETURN(auto ranges,
+                       part_ranges(req.split_blocks, std::max(req.blocks, 1), "splitBlocks"));
+  const size_t nparts = ranges.size();
+  const bool split = nparts > 1;
+
+  // The weight image, cut at part boundaries: buffers in image order, each to its part.
+  pb::Layout layout = encode_layout(b);
+  std::vector<int> order;
+  for (size_t i = 0; i < b.buffers.size(); ++i)
+    if (b.buffers[i].space == isa::Space::kDram && b.buffers[i].purpose == isa::Purpose::kWeights)
+      order.push_back(static_cast<int>(i));
+  std::sort(order.begin(), order.end(),
+            [&](int x, int y) { return b.buffers[x].offset < b.buffers[y].offset; });
+  std::vector<std::pair<int64_t, int64_t>> cut(nparts, {-1, -1});  // [begin, end) per part
+  bool seen_block = false;
+  int last_part = 0;
+  for (int i : order) {
+    const isa::Buffer& buf = b.buffers[static_cast<size_t>(i)];
+    seen_block = seen_block || buf.block >= 0;
+    const int p = part_of_block(buf.block, seen_block, ranges);
+    if (p < last_part)
+      return internal_error("weight buffer '", buf.name, "' of block ", buf.block,
+                            " lies after the weights of a later part");
+    last_part = p;
+    auto& c = cut[static_cast<size_t>(p)];
+    if (c.first < 0) c.first = buf.offset - b.image_base;
+    c.second = buf.offset - b.image_base + buf.bytes;
+  }
+  // Close gaps: each part's range starts where the previous one ends.
+  int64_t at = 0;
+  for (size_t p = 0; p < nparts; ++p) {
+    if (cut[p].first < 0) cut[p] = {at, at};
+    cut[p].first = at;
+    at = cut[p].second;
+  }
+  cut.back().second = static_cast<int64_t>(b.image.size());
+  for (size_t p = 0; p < nparts; ++p) {
+    pb::WeightRange* w = layout.add_weights();
+    w->set_block(ranges[p].first);
+    w->set_image_offset(cut[p].first);
+    w->set_bytes(cut[p].second - cut[p].first);
+    w->set_part(static_cast<int32_t>(p));
+  }
+
+  // Sections of every part but the metadata, whose digests make the model hash.
+  std::vector<PartSections> parts(nparts);
+  auto add = [&](size_t p, SectionKind kind, std::string bytes, int bundle = -1, int core = -1,
+                 int block = -1) {
+    parts[p].owned.push_back(std::move(bytes));
+    SectionEntry e;
+    e.kind = static_cast<uint32_t>(kind);
+    e.bundle = bundle;
+    e.core = core;
+    e.block = block;
+    parts[p].sections.push_back({e, {}});
+  };
+  add(0, SectionKind::kLayout, serialize(layout));
+  for (size_t m = 0; m < b.modes.size(); ++m) {
+    for (size_t c = 0; c < b.modes[m].decode.cores.size(); ++c) {
+      QBC_ASSIGN_OR_RETURN(pb::CoreCode code, encode_code(b, m, c));
+      add(0, SectionKind::kCode, serialize(code), static_cast<int>(m), static_cast<int>(c));
+    }
+  }
+  add(0, SectionKind::kDebug, serialize(encode_debug(b)));
+  add(0, SectionKind::kEmbedding,
+      std::string(reinterpret_cast<const char*>(b.embedding.data()), b.embedding.size() * 4));
+  for (const HostAsset& a : req.assets) add(0, SectionKind::kAsset, a.bytes);
+  for (size_t p = 0; p < nparts; ++p) {
+    add(p, SectionKind::kWeights,
+        std::string(reinterpret_cast<const char*>(b.image.data()) + cut[p].first,
+                    static_cast<size_t>(cut[p].second - cut[p].first)),
+        -1, -1, ranges[p].first);
+  }
+  std::string hash_input;
+  for (PartSections& ps : parts) {
+    for (size_t i = 0; i < ps.sections.size(); ++i) {
+      ps.sections[i].bytes = ps.owned[i];
+      const Digest d = digest_of(ps.owned[i].data(), ps.owned[i].size());
+      hash_input.append(reinterpret_cast<const char*>(d.data()), d.size());
+    }
+  }
+  const Digest model_hash = digest_of(hash_input.data(), hash_input.size());
+
+  // The metadata of each part, then the files.
+  const fs::path out(path);
+  const fs::path dir = out.has_parent_path() ? out.parent_path() : fs::path(".");
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    return not_found(path, ": output folder ", dir.string(), " does not exist");
+  std::vector<std::pair<std::string, std::string>> files;  // final path, bytes
+  pb::Manifest manifest;
+  manifest.set_producer(req.meta.producer());
+  manifest.set_producer_version(req.meta.producer_version());
+  manifest.set_model_hash(digest_hex(model_hash));
+  const uint64_t word =
+      target_word(b.target, b.target_cores, b.sram_bytes, b.dram_bytes, b.dma_align);
+  for (size_t p = 0; p < nparts; ++p) {
+    pb::Meta meta = req.meta;
+    meta.clear_schemes();
+    for (const isa::Mode& m : b.modes) meta.add_schemes(isa::scheme_name(m.scheme));
+    meta.set_target(b.target);
+    meta.set_model_hash(digest_hex(model_hash));
+    meta.set_blocks(req.blocks);
+    meta.set_part_index(static_cast<int32_t>(p));
+    meta.set_part_count(static_cast<int32_t>(nparts));
+    meta.set_block_begin(ranges[p].first);
+    meta.set_block_end(ranges[p].second);
+    meta.clear_assets();
+    if (p == 0) {
+      // Asset sections follow meta, layout, code, debug and embedding.
+      int32_t index = 1;
+      for (const SectionData& s : parts[0].sections) {
+        if (s.entry.kind == static_cast<uint32_t>(SectionKind::kAsset)) break;
+        ++index;
+      }
+      for (const HostAsset& a : req.assets) {
+        pb::Asset* x = meta.add_assets();
+        x->set_name(a.name);
+        x->set_section(index++);
+      }
+    }
+    const std::string meta_bytes = serialize(meta);
+    std::vector<SectionData> sections;
+    SectionEntry me;
+    me.kind = static_cast<uint32_t>(SectionKind::kMeta);
+    sections.push_back({me, meta_bytes});
+    for (const SectionData& s : parts[p].sections) sections.push_back(s);
+    HeaderInfo h;
+    h.target_word = word;
+    h.part_index = static_cast<uint32_t>(p);
+    h.part_count = static_cast<uint32_t>(nparts);
+    h.model_hash = model_hash;
+    std::string bytes = write_container(h, sections);
+    const fs::path file = split ? dir / part_name(out, p, nparts) : out;
+    if (split) {
+      pb::ManifestPart* mp = manifest.add_parts();
+      mp->set_file(file.filename().string());
+      mp->set_bytes(static_cast<int64_t>(bytes.size()));
+      mp->set_xxh3_128(digest_hex(digest_of(bytes.data(), bytes.size())));
+      mp->set_block_begin(ranges[p].first);
+      mp->set_block_end(ranges[p].second);
+    }
+    files.emplace_back(file.string(), std::move(bytes));
+  }
+  if (split) files.emplace_back(out.string(), write_manifest(manifest));
+
+  // Temporary names first; then the parts, the loadable file last.
+  std::vector<std::string> temps;
+  auto cleanup = [&]() {
+    for (const std::string& t : temps) fs::remove(t, ec);
+  };
+  for (const auto& [final_path, bytes] : files) {
+    const fs::path fp(final_path);
+    const std::string tmp =
+        (fp.parent_path() / ("." + fp.filename().string() + ".tmp." + std::to_string(::getpid())))
+            .string();
+    std::ofstream o(tmp, std::ios::binary | std::ios::trunc);
+    if (o) temps.push_back(tmp);
+    o.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    o.flush();
+    if (!o) {
+      cleanup();
+      return invalid_argument(final_path, ": cannot write: ", std::strerror(errno));
+    }
+  }
+  std::vector<WrittenFile> written;
+  for (size_t i = 0; i < files.size(); ++i) {
+    fs::rename(temps[i], files[i].first, ec);
+    if (ec) {
+      const std::string msg = ec.message();
+      cleanup();
+      for (size_t j = 0; j < i; ++j) fs::remove(files[j].first, ec);
+      return invalid_argument(files[i].first, ": cannot move output into place: ", msg);
+    }
+    written.push_back({files[i].first, static_cast<int64_t>(files[i].second.size()),
+                       digest_hex(digest_of(files[i].second.data(), files[i].second.size()))});
+  }
+  return written;
+}
+
+const HostAsset* LoadedModel::asset(const std::string& name) const {
+  for (const HostAsset& a : assets)
+    if (a.name == name) return &a;
+  return nullptr;
+}
+
+bool is_mxq_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[8] = {};
+  if (!in.read(magic, 8)) return false;
+  return std::memcmp(magic, kMagic.data(), 8) == 0 ||
+         std::memcmp(magic, kManifestMagic.data(), 8) == 0;
+}
+
+namespace {
+
+/// Index of the one section of `kind` in `c`, or -1; an error when there are several.
+StatusOr<int> unique_section(const Container& c, SectionKind kind) {
+  int found = -1;
+  for (size_t i = 0; i < c.sections().size(); ++i) {
+    if (c.sections()[i].kind != static_cast<uint32_t>(kind)) continue;
+    if (found >= 0)
+      return data_loss(c.where(i), ": a second ", section_kind_name(c.sections()[i].kind),
+                       " section");
+    found = static_cast<int>(i);
+  }
+  return found;
+}
+
+Status load_parts(std::vector<Container> opened, const pb::Manifest* manifest, LoadedModel* out) {
+  const size_t n = opened.size();
+  std::vector<std::string> files;
+  for (const Container& c : opened) files.push_back(c.path());
+  isa::Bundle& b = *out->bundle;
+  std::vector<std::vector<std::pair<size_t, size_t>>> weights(n);  // (part, section) per part
+  for (size_t p = 0; p < n; ++p) {
+    const std::string& f = files[p];
+    Container c = std::move(opened[p]);
+    if (manifest != nullptr) {
+      const pb::ManifestPart& mp = manifest->parts(static_cast<int>(p));
+      if (static_cast<int64_t>(c.file_size()) != mp.bytes())
+        return data_loss(f, ": part ", p + 1, " of the manifest has ", c.file_size(),
+                         " bytes, the manifest lists ", mp.bytes(), " (from another build?)");
+    }
+    if (manifest == nullptr && c.header().part_count > 1)
+      return invalid_argument(f, ": is part ", c.header().part_index + 1, " of ",
+                              c.header().part_count, " of a split build; load its manifest");
+    if (c.header().part_index != p || c.header().part_count != n)
+      return data_loss(f, ": is part ", c.header().part_index + 1, " of ", c.header().part_count,
+                       ", expected part ", p + 1, " of ", n, " (parts reordered or mixed?)");
+    QBC_ASSIGN_OR_RETURN(int mi, unique_section(c, SectionKind::kMeta));
+    if (mi != 0) return data_loss(f, ": the first section is not the metadata");
+    pb::Meta meta;
+    QBC_RETURN_IF_ERROR(parse(c.bytes(0), c.where(0), &meta));
+    if (meta.model_hash() != digest_hex(c.header().model_hash))
+      return data_loss(c.where(0), ": model hash ", meta.model_hash().substr(0, 32),
+                       " differs from the header's ", digest_hex(c.header().model_hash));
+    if (manifest != nullptr && meta.model_hash() != manifest->model_hash())
+      return data_loss(f, ": part of build ", meta.model_hash().substr(0, 32),
+                       ", the manifest is of build ", manifest->model_hash().substr(0, 32),
+                       " (a part from another build)");
+    if (p > 0 && meta.model_hash() != out->meta.model_hash())
+      return data_loss(f, ": part of build ", meta.model_hash().substr(0, 32), ", part 1 is of ",
+                       out->meta.model_hash());
+    if (meta.part_index() != static_cast<int>(p) || meta.part_count() != static_cast<int>(n))
+      return data_loss(c.where(0), ": says part ", meta.part_index() + 1, " of ",
+                       meta.part_count());
+    if (p == 0) out->meta = meta;
+    // Sections each part may hold.
+    for (size_t i = 1; i < c.sections().size(); ++i) {
+      const SectionEntry& e = c.sections()[i];
+      const auto kind = static_cast<SectionKind>(e.kind);
+      if (kind == SectionKind::kWeights) {
+        weights[p].emplace_back(p, i);
+      } else if (p != 0) {
+        return data_loss(c.where(i), ": only the first part holds ", section_kind_name(e.kind),
+                         " sections");
+      }
+    }
+    out->containers.push_back(std::move(c));
+  }
+
+  // Part 0: layout, code, debug map, embedding, assets.
+  const Container& c0 = out->containers[0];
+  QBC_ASSIGN_OR_RETURN(int li, unique_section(c0, SectionKind::kLayout));
+  if (li < 0) return data_loss(files[0], ": no layout section");
+  pb::Layout layout;
+  QBC_RETURN_IF_ERROR(
+      parse(c0.bytes(static_cast<size_t>(li)), c0.where(static_cast<size_t>(li)), &layout));
+  QBC_RETURN_IF_ERROR(decode_layout(layout, c0.where(static_cast<size_t>(li)), &b));
+  const uint64_t word =
+      target_word(b.target, b.target_cores, b.sram_bytes, b.dram_bytes, b.dma_align);
+  for (size_t p = 0; p < n; ++p) {
+    if (out->containers[p].header().target_word != word)
+      return data_loss(files[p], ": target word ", std::hex,
+                       out->containers[p].header().target_word, " does not match target '",
+                       b.target.substr(0, 64), "' of the layout (", word, ")");
+  }
+  std::map<std::pair<int, int>, size_t> code;
+  for (size_t i = 0; i < c0.sections().size(); ++i) {
+    const SectionEntry& e = c0.sections()[i];
+    if (e.kind != kCode) continue;
+    if (e.bundle < 0 || static_cast<size_t>(e.bundle) >= b.modes.size() || e.core < 0 ||
+        static_cast<size_t>(e.core) >= b.modes[static_cast<size_t>(e.bundle)].prefill.cores.size())
+      return data_loss(c0.where(i), ": no such mode or core in the layout");
+    if (!code.emplace(std::make_pair(e.bundle, e.core), i).second)
+      return data_loss(c0.where(i), ": a second code section for this mode and core");
+    pb::CoreCode cc;
+    QBC_RETURN_IF_ERROR(parse(c0.bytes(i), c0.where(i), &cc));
+    QBC_RETURN_IF_ERROR(decode_code(cc, static_cast<size_t>(e.bundle), static_cast<size_t>(e.core),
+                                    c0.where(i), &b));
+  }
+  for (size_t m = 0; m < b.modes.size(); ++m)
+    for (size_t c = 0; c < b.modes[m].prefill.cores.size(); ++c)
+      if (code.count({static_cast<int>(m), static_cast<int>(c)}) == 0)
+        return data_loss(files[0], ": no code section for mode ", m, " (",
+                         isa::scheme_name(b.modes[m].scheme), ") core ", c);
+  QBC_ASSIGN_OR_RETURN(int di, unique_section(c0, SectionKind::kDebug));
+  if (di < 0) return data_loss(files[0], ": no debug section");
+  pb::DebugMap debug;
+  QBC_RETURN_IF_ERROR(
+      parse(c0.bytes(static_cast<size_t>(di)), c0.where(static_cast<size_t>(di)), &debug));
+  QBC_RETURN_IF_ERROR(decode_debug(debug, c0.where(static_cast<size_t>(di)), &b));
+  if (static_cast<int64_t>(b.nodes.size()) != layout.nodes() ||
+      static_cast<int64_t>(b.passes.size()) != layout.passes())
+    return data_loss(c0.where(static_cast<size_t>(di)), ": ", b.nodes.size(), " nodes and ",
+                     b.passes.size(), " passes, the layout says ", layout.nodes(), " and ",
+                     layout.passes());
+  for (size_t m = 0; m < b.modes.size(); ++m) {
+    for (const isa::Program* prog : {&b.modes[m].prefill, &b.modes[m].decode}) {
+      for (size_t c = 0; c < prog->cores.size(); ++c) {
+        const auto& stream = prog->cores[c].code;
+        for (size_t i = 0; i < stream.size(); ++i) {
+          const isa::Instr& in = stream[i];
+          if (in.node < -1 || in.node >= static_cast<int64_t>(b.nodes.size()) || in.pass < -1 ||
+              in.pass >= static_cast<int64_t>(b.passes.size()))
+            return data_loss(c0.where(code[{static_cast<int>(m), static_cast<int>(c)}]), ": ",
+                             isa::phase_name(prog->phase), " instruction ", i, ": node ", in.node,
+                             " / pass ", in.pass, " not in the debug map");
+        }
+      }
+    }
+  }
+  QBC_ASSIGN_OR_RETURN(int ei, unique_section(c0, SectionKind::kEmbedding));
+  if (ei < 0) return data_loss(files[0], ": no embedding section");
+  {
+    const std::string_view e = c0.bytes(static_cast<size_t>(ei));
+    if (b.embed_rows < 0 || b.hidden <= 0 || b.embed_rows > (int64_t{1} << 31) / b.hidden ||
+        e.size() != static_cast<size_t>(b.embed_rows * b.hidden) * 4)
+      return data_loss(c0.where(static_cast<size_t>(ei)), ": ", e.size(), " bytes for an [",
+                       b.embed_rows, ", ", b.hidden, "] fp32 table");
+    b.embedding.resize(e.size() / 4);
+    std::memcpy(b.embedding.data(), e.data(), e.size());
+  }
+  for (const pb::Asset& a : out->meta.assets()) {
+    if (a.section() < 0 || static_cast<size_t>(a.section()) >= c0.sections().size() ||
+        c0.sections()[static_cast<size_t>(a.section())].kind !=
+            static_cast<uint32_t>(SectionKind::kAsset))
+      return data_loss(c0.where(0), ": asset '", a.name().substr(0, 64), "' names section ",
+                       a.section(), ", which is not an asset section");
+    out->assets.push_back({a.name(), std::string(c0.bytes(static_cast<size_t>(a.section())))});
+  }
+
+  // The weight image: one range per part, in order, covering it without holes.
+  if (layout.weights_size() != static_cast<int>(n))
+    return data_loss(c0.where(static_cast<size_t>(li)), ": ", layout.weights_size(),
+                     " weight ranges for ", n, " parts");
+  b.image.assign(static_cast<size_t>(layout.image_bytes()), 0);
+  int64_t at = 0;
+  for (size_t p = 0; p < n; ++p) {
+    const pb::WeightRange& w = layout.weights(static_cast<int>(p));
+    const Container& c = out->containers[p];
+    if (weights[p].size() != 1)
+      return data_loss(files[p], ": ", weights[p].size(), " weights sections (expected 1)");
+    const size_t si = weights[p][0].second;
+    const std::string_view bytes = c.bytes(si);
+    if (w.part() != static_cast<int>(p) || w.image_offset() != at || w.bytes() < 0 ||
+        static_cast<uint64_t>(w.bytes()) != bytes.size() || w.bytes() > layout.image_bytes() - at)
+      return data_loss(c.where(si), ": holds ", bytes.size(), " bytes for the image range at ",
+                       w.image_offset(), " of ", w.bytes(), " bytes (expected it at ", at,
+                       " of an image of ", layout.image_bytes(), ")");
+    if (!bytes.empty()) std::memcpy(b.image.data() + at, bytes.data(), bytes.size());
+    at += w.bytes();
+  }
+  if (at != layout.image_bytes())
+    return data_loss(files.back(), ": the weight sections hold ", at, " of the image's ",
+                     layout.image_bytes(), " bytes");
+  out->files = files;
+  return ok_status();
+}
+
+}  // namespace
+
+StatusOr<LoadedModel> load_model(const std::string& path, const ReadOptions& options) {
+  LoadedModel out;
+  out.bundle = std::make_shared<isa::Bundle>();
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return not_found(path, ": no such file");
+  std::ifstream in(path, std::ios::binary);
+  char magic[8] = {};
+  in.read(magic, 8);
+  if (in && std::memcmp(magic, kManifestMagic.data(), 8) == 0) {
+    const auto size = fs::file_size(path, ec);
+    if (ec || size > (64u << 20)) return data_loss(path, ": manifest of ", size, " bytes");
+    QBC_ASSIGN_OR_RETURN(std::string bytes, read_text_file(path));
+    QBC_ASSIGN_OR_RETURN(pb::Manifest m, parse_manifest(bytes, path));
+    const fs::path dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : ".";
+    std::vector<std::string> files;
+    for (const pb::ManifestPart& p : m.parts()) {
+      const std::string f = (dir / p.file()).string();
+      if (!fs::exists(f, ec))
+        return not_found(path, ": part ", files.size() + 1, " of ", m.parts_size(), " (", p.file(),
+                         ") is missing");
+      files.push_back(f);
+    }
+    out.split = true;
+    std::vector<Container> parts;
+    for (const std::string& f : files) {
+      QBC_ASSIGN_OR_RETURN(Container c, Container::open(f, options));
+      parts.push_back(std::move(c));
+    }
+    QBC_RETURN_IF_ERROR(load_parts(std::move(parts), &m, &out));
+    if (options.verify_digests) {
+      for (int i = 0; i < m.parts_size(); ++i) {
+        QBC_ASSIGN_OR_RETURN(std::string h, xxh3_128_file(files[static_cast<size_t>(i)]));
+        if (h != m.parts(i).xxh3_128())
+          return data_loss(files[static_cast<size_t>(i)], ": digest ", h,
+                           " differs from the manifest's ", m.parts(i).xxh3_128().substr(0, 32),
+                           " (from another build?)");
+      }
+    }
+    return out;
+  }
+  QBC_ASSIGN_OR_RETURN(Container c, Container::open(path, options));
+  std::vector<Container> one;
+  one.push_back(std::move(c));
+  QBC_RETURN_IF_ERROR(load_parts(std::move(one), nullptr, &out));
+  return out;
+}
+
+StatusOr<LoadedModel> load_model_bytes(std::string bytes, const std::string& name,
+                                       const ReadOptions& options) {
+  LoadedModel out;
+  out.bundle = std::make_shared<isa::Bundle>();
+  QBC_ASSIGN_OR_RETURN(Container c, Container::from_bytes(std::move(bytes), name, options));
+  std::vector<Container> one;
+  one.push_back(std::move(c));
+  QBC_RETURN_IF_ERROR(load_parts(std::move(one), nullptr, &out));
+  return out;
+}
+
+}  // namespace qbc::mxq
