@@ -3,7 +3,6 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <functional>
 #include <string>
 #include <vector>
@@ -50,5 +49,13 @@ void register_eval(CLI::App& app, Action& action);
 void register_quantize(CLI::App& app, Action& action);
 void register_random_model(CLI::App& app, Action& action);
 void register_calib(CLI::App& app, Action& action);
+void register_verify(CLI::App& app, Action& action);
+
+/// `qbc inspect MODEL.mxq` (cmd_mxq.cpp): the file summary, or the memory plan / programs
+/// of the bundle inside it.
+Status inspect_mxq(const std::string& path, bool json, bool memory, bool program, bool no_verify);
+/// `qbc dump-config MODEL.mxq`: the configuration the file was compiled with, as YAML or JSON.
+Status dump_config_mxq(const std::string& path, const std::string& format,
+                       const std::string& output);
 
 }  // namespace qbc::cli

@@ -12,8 +12,9 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
   cmd.add_option("-c,--config", f.files,
                  "Config file (YAML or JSON); repeatable, later files override earlier ones")
       ->group("Configuration");
-  cmd.add_option("--set", f.sets,
-                 "Override one key: key.path=value (YAML value, e.g. splitBlocks=[8,16]); repeatable")
+  cmd.add_option(
+         "--set", f.sets,
+         "Override one key: key.path=value (YAML value, e.g. splitBlocks=[8,16]); repeatable")
       ->group("Configuration");
   cmd.add_option("--target-device", f.target_device, "Explicit targetDevice: aries-rb | regulus-rb")
       ->group("Configuration");
@@ -43,7 +44,8 @@ StatusOr<config::ResolvedConfig> resolve_config(const ConfigFlags& f) {
     }
     return out + "\"";
   };
-  if (!f.target_device.empty()) req.flags.push_back({"targetDevice", f.target_device, "--target-device"});
+  if (!f.target_device.empty())
+    req.flags.push_back({"targetDevice", f.target_device, "--target-device"});
   if (!f.target_profile.empty()) {
     req.flags.push_back({"targetProfile", quoted(f.target_profile), "--target-profile"});
   }

@@ -1,6 +1,5 @@
 // qbc calib prepare: calibration samples from text, embedded with the model's own table.
 #include <filesystem>
-#include "qbc_git_describe.h"
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -10,6 +9,7 @@
 #include "qbc/driver/generate.h"
 #include "qbc/driver/model_loader.h"
 #include "qbc/support/logging.h"
+#include "qbc_git_describe.h"
 
 namespace qbc::cli {
 namespace {

@@ -16,6 +16,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }
 
 struct DumpOptions {
+  std::string model;
   ConfigFlags config;
   std::string output;
   std::string format;
@@ -30,6 +31,12 @@ Status run_dump_config(const DumpOptions& o) {
   if (!o.output.empty() && format == "json" &&
       (ends_with(o.output, ".yaml") || ends_with(o.output, ".yml"))) {
     return invalid_argument("--format json conflicts with output file name ", o.output);
+  }
+  if (!o.model.empty()) {
+    if (o.origins)
+      return invalid_argument(
+          "dump-config: --origins needs no MODEL (an MXQ keeps values, not origins)");
+    return dump_config_mxq(o.model, format, o.output);
   }
   QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_config(o.config));
   if (o.origins) return emit_output(o.output, config::origins_table(cfg.options, cfg.origins));
@@ -102,7 +109,11 @@ void register_dump_config(CLI::App& app, Action& action) {
       "Print the fully resolved configuration: every key with its value, in schema order.\n"
       "Layers, lowest first: built-in defaults < target profile < --preset < -c files (in order) "
       "<\n"
-      "--set key=value (in order) < explicit flags. The output loads back unchanged with -c.");
+      "--set key=value (in order) < explicit flags. The output loads back unchanged with -c.\n"
+      "With MODEL.mxq: the configuration that file was compiled with (recompiles to the same "
+      "bytes).");
+  cmd->add_option("model", opts->model,
+                  "A compiled .mxq (or manifest) to read the configuration of");
   add_config_flags(*cmd, opts->config);
   cmd->add_option("-o,--output", opts->output,
                   "Write to this file (.yaml/.yml or .json) instead of stdout");

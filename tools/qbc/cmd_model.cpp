@@ -11,6 +11,7 @@
 #include "qbc/ir/serialize.h"
 #include "qbc/ir/text.h"
 #include "qbc/isa/text.h"
+#include "qbc/mxq/model_file.h"
 #include "qbc/npu/memory_plan.h"
 #include "qbc/support/file_util.h"
 #include "qbc/support/logging.h"
@@ -179,6 +180,7 @@ struct InspectOptions {
   bool json = false;
   bool memory = false;
   bool program = false;
+  bool no_verify = false;
   ConfigFlags config;
 };
 
@@ -206,6 +208,8 @@ bool is_mblt_text_path(const std::string& path) {
 }
 
 Status run_inspect(const InspectOptions& o) {
+  if (mxq::is_mxq_file(o.file))
+    return inspect_mxq(o.file, o.json, o.memory, o.program, o.no_verify);
   if (o.memory || o.program) return inspect_backend(o);
   ir::Graph g;
   if (is_mblt_text_path(o.file)) {
@@ -242,15 +246,20 @@ void register_parse(CLI::App& app, Action& action) {
 void register_inspect(CLI::App& app, Action& action) {
   auto o = std::make_shared<InspectOptions>();
   CLI::App* cmd = app.add_subcommand("inspect",
-                                     "Summarise an MBLT file: architecture, inputs/outputs, "
-                                     "parameters by part, dtypes, provenance");
+                                     "Summarise an MBLT file (architecture, inputs/outputs, "
+                                     "parameters by part, dtypes, provenance)\n"
+                                     "or a compiled MXQ (header, sections with sizes and digests, "
+                                     "schemes, KV layout, provenance)");
   cmd->add_option("file", o->file,
-                  ".mblt file, or its text form .mblt.txt (qbc quantize --dump-after)")
+                  ".mblt file, its text form .mblt.txt (qbc quantize --dump-after), or an .mxq "
+                  "(or manifest)")
       ->required();
+  cmd->add_flag("--no-verify", o->no_verify, "MXQ: skip the section digests");
   cmd->add_flag("--graph", o->graph, "Also print the graph in MBLT text form");
   cmd->add_flag("--json", o->json, "Print the summary (or the --memory plan) as JSON");
   cmd->add_flag("--memory", o->memory,
-                "Compile for the configured target (shapes only) and print the memory plan: "
+                "Compile for the configured target (shapes only; an .mxq: its own plan) and print "
+                "the memory plan: "
                 "DRAM map (weights, KV cache, activations, scratch, io, reserve vs the device), "
                 "SRAM peak per core, program size; exit 4 when it does not fit");
   cmd->add_flag("--program", o->program,

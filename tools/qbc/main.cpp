@@ -1,13 +1,14 @@
 // qbc: compiles HuggingFace decoder LLMs into quantized programs for the ARIES NPU.
-#include <CLI/CLI.hpp>
-#include "qbc_git_describe.h"
-#include <exception>
 #include <google/protobuf/stubs/common.h>
 #include <spdlog/version.h>
+
+#include <CLI/CLI.hpp>
+#include <exception>
 
 #include "cli.h"
 #include "qbc/support/exit_codes.h"
 #include "qbc/support/logging.h"
+#include "qbc_git_describe.h"
 
 namespace {
 
@@ -33,8 +34,7 @@ int run(int argc, char** argv) {
   int verbose = 0;
   bool quiet = false;
   std::string log_format = "text";
-  app.add_flag("-v,--verbose", verbose, "More logging: -v info (one line per stage), -vv debug")
-      ;
+  app.add_flag("-v,--verbose", verbose, "More logging: -v info (one line per stage), -vv debug");
   app.add_flag("-q,--quiet", quiet, "Errors only");
   app.add_option("--log-format", log_format,
                  "stderr format: text, or json (one JSON event per line: status, progress, result, "
@@ -53,6 +53,7 @@ int run(int argc, char** argv) {
   qbc::cli::register_presets(app, action);
   qbc::cli::register_targets(app, action);
   qbc::cli::register_random_model(app, action);
+  qbc::cli::register_verify(app, action);
 
   try {
     app.parse(argc, argv);
@@ -60,7 +61,8 @@ int run(int argc, char** argv) {
     const int rc = app.exit(e);
     return rc == 0 ? qbc::kExitOk : qbc::kExitBadInput;
   }
-  qbc::init_logging(verbose, quiet, log_format == "json" ? qbc::LogFormat::kJson : qbc::LogFormat::kText);
+  qbc::init_logging(verbose, quiet,
+                    log_format == "json" ? qbc::LogFormat::kJson : qbc::LogFormat::kText);
   if (!action) return qbc::kExitBadInput;
   const qbc::Status st = action();
   if (st.ok()) return qbc::kExitOk;
