@@ -36,8 +36,6 @@ T get(const uint8_t* p) {
   return static_cast<T>(v);
 }
 
-uint64_t header_check(const void* p) { return XXH3_64bits(p, kOffCheck); }
-
 bool all_zero(const uint8_t* p, size_t n) {
   for (size_t i = 0; i < n; ++i)
     if (p[i] != 0) return false;
@@ -45,6 +43,8 @@ bool all_zero(const uint8_t* p, size_t n) {
 }
 
 }  // namespace
+
+uint64_t header_checksum(const uint8_t* header) { return XXH3_64bits(header, kOffCheck); }
 
 std::string section_kind_name(uint32_t kind) {
   switch (static_cast<SectionKind>(kind)) {
@@ -147,7 +147,7 @@ std::string write_container(const HeaderInfo& h, const std::vector<SectionData>&
   std::memcpy(out.data() + kOffModelHash, h.model_hash.data(), 16);
   const Digest td = digest_of(out.data() + table, count * kEntryBytes);
   std::memcpy(out.data() + kOffTableDigest, td.data(), 16);
-  put<uint64_t>(out, kOffCheck, header_check(out.data()));
+  put<uint64_t>(out, kOffCheck, header_checksum(reinterpret_cast<const uint8_t*>(out.data())));
   return out;
 }
 
@@ -214,7 +214,7 @@ StatusOr<Container> Container::parse(std::shared_ptr<Storage> s, const std::stri
   if (get<uint32_t>(p + kOffEndian) != kEndianMark)
     return invalid_argument(name, ": endianness mark ", get<uint32_t>(p + kOffEndian),
                             " (expected little-endian 0x01020304)");
-  if (get<uint64_t>(p + kOffCheck) != header_check(p))
+  if (get<uint64_t>(p + kOffCheck) != header_checksum(p))
     return data_loss(name, ": header checksum mismatch (the header is corrupt)");
   if (!all_zero(p + kOffReserved, kOffCheck - kOffReserved))
     return data_loss(name, ": reserved header bytes are not zero");

@@ -3,6 +3,7 @@
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/stubs/logging.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -34,6 +35,7 @@ std::string serialize(const google::protobuf::MessageLite& m) {
 
 template <typename M>
 Status parse(std::string_view bytes, const std::string& where, M* out) {
+  google::protobuf::LogSilencer quiet;  // a damaged message is our error, not a protobuf log line
   google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
                                             static_cast<int>(bytes.size()));
   in.SetRecursionLimit(32);

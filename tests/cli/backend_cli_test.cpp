@@ -26,7 +26,8 @@ const fs::path& compiled() {
         run_qbc("compile " + shell_quote(testing::shared_dir() / "models/stories260k/hf") +
                 " --preset llm_fast --use-random-calib --set llm.attributes.maxCacheLength=512 "
                 "--set llm.attributes.maxSequenceLength=512 -o " +
-                shell_quote(p));
+                shell_quote(p.parent_path() / "s.mxq") + " --keep-intermediate " +
+                shell_quote(p.parent_path()));
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_TRUE(contains(r.err + r.out, "backend for aries-rb")) << r.err;
     return p;
@@ -108,7 +109,7 @@ dramBytes: 4000000
 dmaAlignBytes: 16
 dramReserveBytes: 1000000
 )");
-  const fs::path out = dir / "x.mblt";
+  const fs::path out = dir / "x.mxq";
   const auto r = run_qbc("compile " + shell_quote(hf) + " --preset llm_fast --use-random-calib" +
                          " --target-profile " + shell_quote(target) + " -o " + shell_quote(out));
   EXPECT_EQ(r.exit_code, 4) << r.err;

@@ -249,7 +249,8 @@ TEST(QuantizeCli, LlmPresetIsDeterministicAndAccurate) {
   for (const auto& [sub, threads] : {std::pair{"one", "1"}, std::pair{"two", "2"}}) {
     fs::create_directories(dir / sub);
     auto q = run_qbc("compile " + shell_quote(hf) + " --preset llm --calib " + shell_quote(dir / "calib") +
-                     " --threads " + threads + " -v -o " + shell_quote(dir / sub / "q.mblt"));
+                     " --threads " + threads + " -v -o " + shell_quote(dir / sub / "q.mxq") +
+                     " --keep-intermediate " + shell_quote(dir / sub));
     ASSERT_EQ(q.exit_code, 0) << q.err;
     for (const char* stage : {"stage normConv", "stage spinR1", "stage spinR2", "stage qk", "stage vo", "stage ud",
                               "stage calibrate", "stage quantizeRtn"}) {
@@ -257,6 +258,8 @@ TEST(QuantizeCli, LlmPresetIsDeterministicAndAccurate) {
     }
   }
   EXPECT_TRUE(read_file(dir / "one/q.mblt") == read_file(dir / "two/q.mblt"));
+  EXPECT_TRUE(read_file(dir / "one/q.mxq") == read_file(dir / "two/q.mxq"));
+  EXPECT_TRUE(read_file(dir / "one/q.mxq") == read_file(dir / "two/q.mxq"));
   EXPECT_TRUE(read_file(dir / "one/q.weights.safetensors") == read_file(dir / "two/q.weights.safetensors"));
   auto e = run_qbc("eval " + shell_quote(dir / "one/q.mblt") + " --reference " + shell_quote(hf) + " --text " +
                    shell_quote(eval_text) + " --ctx 256 --chunks 8 --json");

@@ -10,6 +10,7 @@
 #include "qbc/frontend/hparams.h"
 #include "qbc/frontend/random_model.h"
 #include "qbc/frontend/safetensors.h"
+#include "qbc/frontend/tokenizer.h"
 #include "qbc/tensorfile/dtype.h"
 #include "test_support.h"
 
@@ -63,8 +64,17 @@ TEST(RandomModelCli, WritesReadableTinyModel) {
   for (float x : v) EXPECT_NEAR(x, 1.0f, 0.1f);
   for (const auto& entry : fs::directory_iterator(dir)) {  // No temporary files left behind.
     const std::string name = entry.path().filename().string();
-    EXPECT_TRUE(name == "config.json" || name == "model.safetensors") << name;
+    EXPECT_TRUE(name == "config.json" || name == "model.safetensors" || name == "tokenizer.json")
+        << name;
   }
+  // The byte-level tokenizer beside it (256 ids, one per byte): text round-trips.
+  auto tok = frontend::Tokenizer::from_hf_dir(dir);
+  ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+  const std::string text = "Once upon a time, \xc3\xa9t\xc3\xa9!";
+  const std::vector<int32_t> ids = tok->encode(text, false);
+  EXPECT_EQ(ids.size(), text.size());
+  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(ids[i], static_cast<uint8_t>(text[i])) << i;
+  EXPECT_EQ(tok->decode(ids), text);
 }
 
 TEST(RandomModelCli, SameSeedGivesIdenticalBytes) {

@@ -82,6 +82,9 @@ struct HeaderInfo {
 uint64_t target_word(std::string_view target, int64_t cores, int64_t sram_bytes, int64_t dram_bytes,
                      int64_t dma_align);
 
+/// The header's own check (bytes 120..127): XXH3-64 of bytes 0..119 of `header`.
+uint64_t header_checksum(const uint8_t* header);
+
 /// A section to write: its entry (offset, size and digest are filled in) and its bytes.
 struct SectionData {
   SectionEntry entry;
