@@ -51,12 +51,13 @@ bool Expr::from_nodes(std::vector<Node> nodes, Expr* out) {
     const auto earlier = [&](int32_t k) { return k >= 0 && static_cast<size_t>(k) < i; };
     switch (n.op) {
       case Op::kConst:
+        if (n.a != -1 || n.b != -1) return false;  // leaves have no operands
         break;
       case Op::kSym:
-        if (n.value < 0 || n.value >= kNumSyms) return false;
+        if (n.value < 0 || n.value >= kNumSyms || n.a != -1 || n.b != -1) return false;
         break;
       case Op::kLoop:
-        if (n.value < 0 || n.value > (int64_t{1} << 20)) return false;
+        if (n.value < 0 || n.value > (int64_t{1} << 20) || n.a != -1 || n.b != -1) return false;
         break;
       case Op::kAdd:
       case Op::kSub:

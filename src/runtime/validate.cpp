@@ -30,9 +30,11 @@ class InstrChecker {
       const isa::Expr::Node& n = nodes[i];
       switch (n.op) {
         case isa::Expr::Op::kConst:
+          if (n.a != -1 || n.b != -1)
+            return invalid_argument(what, ": malformed expression (node ", i, ")");
           break;
         case isa::Expr::Op::kSym:
-          if (n.value < 0 || n.value >= isa::kNumSyms)
+          if (n.value < 0 || n.value >= isa::kNumSyms || n.a != -1 || n.b != -1)
             return invalid_argument(what, ": unknown runtime value ", n.value);
           break;
         case isa::Expr::Op::kLoop:
