@@ -352,11 +352,12 @@ END {
     for (j = 1; j <= m; j++) {
       x = pp[j]; if (x in stage) continue
       pol = rule_text(x) ": " pwhy[x]; sub(/^[^ ]+ -> /, "", pol)
-      print "| " x " | (planned: no src/" x "/ yet) | " pol " |"
+      if (x == "proto") print "| " x " | protobuf only (generated code, `proto/`) | " pol " |"
+      else print "| " x " | (planned: no src/" x "/ yet) | " pol " |"
     }
     print ""
     print "- \"src only\": only `src/<stage>/` may include it, not the public headers (a `PRIVATE_DEPS`)."
-    print "- `proto` is `qbc_proto`, the C++ generated from `proto/*.proto` (`#include \"<name>.pb.h\"`)."
+    print "- `proto` is `qbc_proto` and `qbc_mxq_proto`, the C++ generated from `proto/*.proto` (`#include \"<name>.pb.h\"`)."
     if (torchlist != "") print "- LibTorch headers are allowed only in " torchlist " (" torchtargets ", which call `qbc_use_torch()`)."
     exit 0
   }
