@@ -2,7 +2,9 @@
 #include "qbc/runtime/npu_session.h"
 
 #include <algorithm>
+#include <cstring>
 
+#include "qbc/mxq/container.h"
 #include "qbc/numerics/fp16.h"
 #include "values.h"
 
@@ -97,6 +99,90 @@ Status NpuSession::activation(const std::string& node, std::vector<float>* out,
   return unimplemented("activation of node '", node,
                        "': the NPU executor keeps no per-node values; they exist only in the "
                        "fake-quant evaluator (quant::FakeQuantSession)");
+}
+
+}  // namespace qbc::runtime
+
+namespace qbc::runtime {
+namespace {
+
+constexpr char kKvMagic[8] = {'Q', 'B', 'C', 'K', 'V', 0, 0, 1};
+
+/// The KV buffers of the bundle, in buffer order, and the digest of their layout.
+std::vector<int32_t> kv_buffers(const isa::Bundle& b, mxq::Digest* layout) {
+  std::vector<int32_t> out;
+  std::string text = std::to_string(b.max_cache);
+  for (size_t i = 0; i < b.buffers.size(); ++i) {
+    const isa::Buffer& buf = b.buffers[i];
+    if (buf.space != isa::Space::kDram || buf.purpose != isa::Purpose::kKv) continue;
+    out.push_back(static_cast<int32_t>(i));
+    text += ";" + buf.name + ":" + std::to_string(buf.bytes);
+  }
+  *layout = mxq::digest_of(text.data(), text.size());
+  return out;
+}
+
+void put_u64(std::string& s, uint64_t v) {
+  for (int i = 0; i < 8; ++i) s += static_cast<char>(v >> (8 * i) & 0xff);
+}
+uint64_t get_u64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(p[i])) << (8 * i);
+  return v;
+}
+
+}  // namespace
+
+StatusOr<std::string> NpuSession::dump_kv() const {
+  const isa::Bundle& b = device_->bundle();
+  mxq::Digest layout;
+  const std::vector<int32_t> kv = kv_buffers(b, &layout);
+  std::string out(kKvMagic, 8);
+  put_u64(out, static_cast<uint64_t>(position_));
+  put_u64(out, kv.size());
+  out.append(reinterpret_cast<const char*>(layout.data()), layout.size());
+  for (int32_t id : kv) {
+    const int64_t bytes = b.buffers[static_cast<size_t>(id)].bytes;
+    const uint8_t* p = device_->dram(device_->address(id, slot_), bytes);
+    if (p == nullptr)
+      return internal_error("KV buffer ", b.buffers[static_cast<size_t>(id)].name, " outside DRAM");
+    put_u64(out, static_cast<uint64_t>(bytes));
+    out.append(reinterpret_cast<const char*>(p), static_cast<size_t>(bytes));
+  }
+  return out;
+}
+
+Status NpuSession::load_kv(std::string_view blob) {
+  const isa::Bundle& b = device_->bundle();
+  mxq::Digest layout;
+  const std::vector<int32_t> kv = kv_buffers(b, &layout);
+  if (blob.size() < 40 || std::memcmp(blob.data(), kKvMagic, 8) != 0)
+    return invalid_argument("not a KV cache blob of qbc (bad magic or too short)");
+  const uint64_t position = get_u64(blob.data() + 8), count = get_u64(blob.data() + 16);
+  if (std::memcmp(blob.data() + 24, layout.data(), layout.size()) != 0 || count != kv.size())
+    return invalid_argument("the KV cache blob is of another model's KV layout");
+  if (position > static_cast<uint64_t>(b.max_cache))
+    return invalid_argument("the KV cache blob holds ", position, " positions, the cache ",
+                            b.max_cache);
+  size_t at = 40;
+  for (int32_t id : kv) {  // sizes first: nothing changes on a bad blob
+    const uint64_t bytes = static_cast<uint64_t>(b.buffers[static_cast<size_t>(id)].bytes);
+    if (blob.size() - at < 8 || get_u64(blob.data() + at) != bytes || blob.size() - at - 8 < bytes)
+      return invalid_argument("the KV cache blob is truncated or sized for another model");
+    at += 8 + bytes;
+  }
+  if (at != blob.size())
+    return invalid_argument("the KV cache blob has ", blob.size() - at, " extra bytes");
+  at = 40;
+  for (int32_t id : kv) {
+    const int64_t bytes = b.buffers[static_cast<size_t>(id)].bytes;
+    uint8_t* p = device_->dram(device_->address(id, slot_), bytes);
+    if (p == nullptr) return internal_error("KV buffer outside DRAM");
+    std::memcpy(p, blob.data() + at + 8, static_cast<size_t>(bytes));
+    at += 8 + static_cast<size_t>(bytes);
+  }
+  position_ = static_cast<int64_t>(position);
+  return ok_status();
 }
 
 }  // namespace qbc::runtime

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "qbc/runner/runner.h"
@@ -38,6 +39,14 @@ class NpuSession final : public runner::Runner {
   /// kUnimplemented: per-node values exist only in the fake-quant evaluator.
   Status activation(const std::string& node, std::vector<float>* out,
                     std::vector<int64_t>* shape) const override;
+
+  /// This sequence's KV cache as an opaque blob (docs/runtime.md "KV cache blobs"): every
+  /// KV buffer of the slot, the position, and a digest of the model's KV layout.
+  StatusOr<std::string> dump_kv() const;
+  /// Loads a blob of dump_kv() (from any slot of a device of the same model): the cache and
+  /// the position. kInvalidArgument when the blob is not one, is of another KV layout or
+  /// has the wrong size; nothing is changed then.
+  Status load_kv(std::string_view blob);
 
   Device& device() { return *device_; }
   int slot() const { return slot_; }

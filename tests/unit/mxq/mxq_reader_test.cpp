@@ -28,6 +28,7 @@
 #include "qbc/runtime/npu_session.h"
 #include "qbc/support/exit_codes.h"
 #include "test_support.h"
+#include "unit/mxq/compile_fixture.h"
 
 namespace qbc {
 namespace {
@@ -35,42 +36,9 @@ namespace {
 namespace fs = std::filesystem;
 using ::qbc::testing::contains;
 
-struct Compiled {
-  std::shared_ptr<isa::Bundle> bundle;  ///< as the backend made it
-  std::string bytes;                    ///< the MXQ written from it
-  std::string error;
-};
-
 /// stories260K, W8 llm_fast, random calibration, 64 positions: compiled once in-process.
-const Compiled& compiled() {
-  static const Compiled c = [] {
-    Compiled out;
-    const fs::path hf = testing::shared_dir() / "models/stories260k/hf";
-    config::LoadRequest req;
-    req.preset = "llm_fast";
-    req.sets = {"useRandomCalib=true", "llm.attributes.maxSequenceLength=64",
-                "llm.attributes.maxCacheLength=64", "calibration.numSamples=2",
-                "calibration.seqLength=32"};
-    auto run = [&]() -> Status {
-      QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, config::resolve(req));
-      QBC_ASSIGN_OR_RETURN(driver::LoadedModel src, driver::open_model(hf.string(), cfg));
-      const fs::path dir = testing::temp_dir() / "mxq_reader";
-      fs::create_directories(dir);
-      QBC_RETURN_IF_ERROR(
-          driver::quantize_to(src, cfg, (dir / "q.mblt").string(), driver::QuantizeRun{}).status());
-      QBC_ASSIGN_OR_RETURN(driver::LoadedModel q,
-                           driver::open_model((dir / "q.mblt").string(), cfg));
-      QBC_ASSIGN_OR_RETURN(npu::Options o, driver::backend_options(q.graph, cfg));
-      QBC_ASSIGN_OR_RETURN(isa::Bundle b, driver::compile_backend(q, o));
-      QBC_RETURN_IF_ERROR(driver::write_mxq(q, b, cfg, (dir / "q.mxq").string()).status());
-      out.bundle = std::make_shared<isa::Bundle>(std::move(b));
-      out.bytes = testing::read_file(dir / "q.mxq");
-      return ok_status();
-    };
-    const Status s = run();
-    if (!s.ok()) out.error = s.to_string();
-    return out;
-  }();
+const testing::CompiledMxq& compiled() {
+  static const testing::CompiledMxq c = testing::compile_stories260k("mxq_reader", {});
   return c;
 }
 
