@@ -7,6 +7,7 @@
 #include "mblt.pb.h"
 #include "qbc/ir/verifier.h"
 #include "qbc/support/file_util.h"
+#include "qbc/support/quote.h"
 
 namespace qbc::ir {
 namespace {
@@ -116,7 +117,7 @@ StatusOr<Graph> from_proto_bytes(const std::string& bytes, const std::string& la
   for (const mblt::Weight& pw : m.weights()) {
     Weight w;
     w.name = pw.name();
-    const std::string where = label + ": weight '@" + w.name + "'";
+    const std::string where = label + ": weight " + quote_prefix("@" + w.name);
     QBC_ASSIGN_OR_RETURN(w.type, type_from_pb(pw.type(), where));
     w.source = pw.source() == mblt::WEIGHT_SOURCE_SIDECAR ? WeightSource::kSidecar : WeightSource::kModel;
     w.tensor = pw.tensor();
@@ -127,16 +128,20 @@ StatusOr<Graph> from_proto_bytes(const std::string& bytes, const std::string& la
     const mblt::Node& pn = m.nodes(i);
     Node n;
     n.name = pn.name();
-    const std::string where = label + ": node '" + n.name + "' (#" + std::to_string(i) + ")";
+    const std::string where =
+        label + ": node " + quote_prefix(n.name) + " (#" + std::to_string(i) + ")";
     auto op = op_from_name(pn.op());
-    if (!op) return invalid_argument(where, ": unknown op '", pn.op(), "'");
+    if (!op) return invalid_argument(where, ": unknown op ", quote_prefix(pn.op()));
     n.op = *op;
     for (const mblt::Operand& po : pn.operands()) {
       if (po.ref_case() == mblt::Operand::kWeight) {
         n.operands.push_back(Operand::of_weight(po.weight()));
       } else {
         const ValueId v = g.find(po.value());
-        if (v < 0) return invalid_argument(where, ": operand '", po.value(), "' is not defined before its use");
+        if (v < 0) {
+          return invalid_argument(where, ": operand ", quote_prefix(po.value()),
+                                  " is not defined before its use");
+        }
         n.operands.push_back(Operand::of(v));
       }
     }
@@ -152,7 +157,7 @@ StatusOr<Graph> from_proto_bytes(const std::string& bytes, const std::string& la
         case mblt::Attr::kFloats:
           n.attrs.set(a.name(), std::vector<double>(a.floats().values().begin(), a.floats().values().end()));
           break;
-        default: return invalid_argument(where, ": attribute '", a.name(), "' has no value");
+        default: return invalid_argument(where, ": attribute ", quote_prefix(a.name()), " has no value");
       }
     }
     n.origin = pn.origin();
@@ -162,7 +167,7 @@ StatusOr<Graph> from_proto_bytes(const std::string& bytes, const std::string& la
   }
   for (const std::string& o : m.outputs()) {
     const ValueId v = g.find(o);
-    if (v < 0) return invalid_argument(label, ": output '", o, "' is not a node");
+    if (v < 0) return invalid_argument(label, ": output ", quote_prefix(o), " is not a node");
     g.add_output(v);
   }
   g.source_path = m.source_path();
