@@ -3,6 +3,7 @@
 #include "qbc_git_describe.h"
 #include <exception>
 #include <google/protobuf/stubs/common.h>
+#include <google/protobuf/stubs/logging.h>
 #include <spdlog/version.h>
 
 #include "cli.h"
@@ -10,6 +11,16 @@
 #include "qbc/support/logging.h"
 
 namespace {
+
+// libprotobuf writes its own "[libprotobuf ERROR ...]" lines to stderr (e.g. for a string field
+// that is not UTF-8 in a junk MBLT file). The parse failure reaches the user as our located
+// Status; protobuf's line goes to the debug log (-vv) instead of next to it.
+void protobuf_log(google::protobuf::LogLevel level, const char* file, int line,
+                  const std::string& message) {
+  qbc::log("protobuf").debug("libprotobuf {} {}:{}: {}",
+                             level >= google::protobuf::LOGLEVEL_ERROR ? "error" : "warning",
+                             file != nullptr ? file : "?", line, message);
+}
 
 std::string version_text() {
   std::string s = "qbc " QBC_VERSION " (" QBC_GIT_DESCRIBE ")\n";
@@ -26,6 +37,7 @@ const char* kFooter =
     "Docs: docs/cli.md (commands), docs/config.md (every config key).";
 
 int run(int argc, char** argv) {
+  google::protobuf::SetLogHandler(protobuf_log);
   CLI::App app("qbc: compiles HuggingFace decoder LLMs into quantized programs for the ARIES NPU");
   app.footer(kFooter);
   app.set_version_flag("--version", version_text(), "Print version and build information");
