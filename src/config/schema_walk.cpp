@@ -310,8 +310,10 @@ Status apply_node(const YAML::Node& node, pb::Message& msg, const std::string& p
   const pb::Reflection* refl = msg.GetReflection();
   std::set<const pb::FieldDescriptor*> seen;
   for (auto it = node.begin(); it != node.end(); ++it) {
-    const YAML::Node& key_node = it->first;
-    const YAML::Node& value = it->second;
+    // Copies, not references: yaml-cpp's iterator returns a temporary pair, so a reference to
+    // it->first dangles at the end of the statement (found by fuzz_compile_config_json).
+    const YAML::Node key_node = it->first;
+    const YAML::Node value = it->second;
     const std::string key_loc = location(source, key_node.Mark());
     if (!key_node.IsScalar()) {
       return invalid_argument(key_loc, ": ", prefix.empty() ? "top level" : prefix,
