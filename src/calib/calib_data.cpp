@@ -148,7 +148,8 @@ Status add_json_map(const fs::path& path, const std::vector<CalibInputSpec>& inp
     return invalid_argument(path.string(),
                             ": expected an object mapping input names to lists of .npy files");
   }
-  for (const auto& [key, value] : j.items()) {
+  for (const auto& item : j.items()) {
+    const std::string& key = item.key();  // not a structured binding: lambdas capture it (clang)
     const bool known = std::any_of(inputs.begin(), inputs.end(),
                                    [&](const CalibInputSpec& s) { return s.name == key; });
     if (!known) {
