@@ -1,20 +1,12 @@
 // libFuzzer target: MBLT protobuf bytes → ir::Graph (parse, conversion, verifier), then the text
 // form of what loaded, parsed back (the MBLT text reader).
-#include <google/protobuf/stubs/logging.h>
-
 #include <string>
 
 #include "fuzz_util.h"
 #include "qbc/ir/serialize.h"
 #include "qbc/ir/text.h"
 
-namespace {
-void drop_log(google::protobuf::LogLevel, const char*, int, const std::string&) {}
-}  // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const bool quiet = (google::protobuf::SetLogHandler(drop_log), true);
-  (void)quiet;
   const std::string bytes(reinterpret_cast<const char*>(data), size);
   auto g = qbc::ir::from_proto_bytes(bytes, "fuzz.mblt");
   qbc::fuzz::check(g.status());

@@ -3,10 +3,14 @@
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/stubs/logging.h>
+
+#include <mutex>
 
 #include "mblt.pb.h"
 #include "qbc/ir/verifier.h"
 #include "qbc/support/file_util.h"
+#include "qbc/support/logging.h"
 #include "qbc/support/quote.h"
 
 namespace qbc::ir {
@@ -28,14 +32,29 @@ void type_to_pb(const TensorType& t, mblt::TensorType* out) {
 StatusOr<TensorType> type_from_pb(const mblt::TensorType& t, const std::string& where) {
   TensorType out;
   QBC_ASSIGN_OR_RETURN(out.dtype, from_pb(t.dtype(), where));
+  // Static dimensions multiply into element counts (weights, buffers): the product must fit.
+  int64_t count = 1;
   for (int64_t d : t.dims()) {
     if (d < kDynamic) return invalid_argument(where, ": invalid dimension ", d);
+    if (d > 0 && __builtin_mul_overflow(count, d, &count)) {
+      return invalid_argument(where, ": dimensions overflow the element count at ", d);
+    }
     out.dims.push_back(d);
   }
   return out;
 }
 
+void protobuf_log(google::protobuf::LogLevel level, const char* file, int line, const std::string& message) {
+  log("protobuf").debug("libprotobuf {} {}:{}: {}", level >= google::protobuf::LOGLEVEL_ERROR ? "error" : "warning",
+                        file != nullptr ? file : "?", line, message);
+}
+
 }  // namespace
+
+void route_protobuf_logs() {
+  static std::once_flag once;
+  std::call_once(once, [] { google::protobuf::SetLogHandler(protobuf_log); });
+}
 
 std::string to_proto_bytes(const Graph& g) {
   mblt::Model m;
@@ -107,6 +126,7 @@ std::string to_proto_bytes(const Graph& g) {
 }
 
 StatusOr<Graph> from_proto_bytes(const std::string& bytes, const std::string& label) {
+  route_protobuf_logs();
   mblt::Model m;
   if (!m.ParseFromString(bytes)) return data_loss(label, ": not an MBLT file (protobuf parse failed)");
   if (m.format_version() == 0 || m.format_version() > static_cast<uint32_t>(kMbltFormatVersion)) {

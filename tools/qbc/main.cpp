@@ -3,24 +3,14 @@
 #include "qbc_git_describe.h"
 #include <exception>
 #include <google/protobuf/stubs/common.h>
-#include <google/protobuf/stubs/logging.h>
 #include <spdlog/version.h>
 
 #include "cli.h"
+#include "qbc/ir/serialize.h"
 #include "qbc/support/exit_codes.h"
 #include "qbc/support/logging.h"
 
 namespace {
-
-// libprotobuf writes its own "[libprotobuf ERROR ...]" lines to stderr (e.g. for a string field
-// that is not UTF-8 in a junk MBLT file). The parse failure reaches the user as our located
-// Status; protobuf's line goes to the debug log (-vv) instead of next to it.
-void protobuf_log(google::protobuf::LogLevel level, const char* file, int line,
-                  const std::string& message) {
-  qbc::log("protobuf").debug("libprotobuf {} {}:{}: {}",
-                             level >= google::protobuf::LOGLEVEL_ERROR ? "error" : "warning",
-                             file != nullptr ? file : "?", line, message);
-}
 
 std::string version_text() {
   std::string s = "qbc " QBC_VERSION " (" QBC_GIT_DESCRIBE ")\n";
@@ -37,7 +27,9 @@ const char* kFooter =
     "Docs: docs/cli.md (commands), docs/config.md (every config key).";
 
 int run(int argc, char** argv) {
-  google::protobuf::SetLogHandler(protobuf_log);
+  // libprotobuf's own log lines (a junk MBLT's invalid UTF-8) go to the debug log, not next to
+  // the located error we print.
+  qbc::ir::route_protobuf_logs();
   CLI::App app("qbc: compiles HuggingFace decoder LLMs into quantized programs for the ARIES NPU");
   app.footer(kFooter);
   app.set_version_flag("--version", version_text(), "Print version and build information");
