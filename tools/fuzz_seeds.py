@@ -136,7 +136,8 @@ def main() -> int:
         print(f"fuzz_seeds: no shared assets at {shared} (set QBC_SHARED)", file=sys.stderr)
         return 2
     dirs = {k: args.out / k for k in ("safetensors", "gguf", "config_json", "tokenizer_json",
-                                      "compile_config_json", "compile_config_yaml", "mblt", "npy")}
+                                      "compile_config_json", "compile_config_yaml", "mblt", "mblt_text",
+                                      "npy")}
     for d in dirs.values():
         d.mkdir(parents=True, exist_ok=True)
 
@@ -181,6 +182,13 @@ def main() -> int:
             out = dirs["mblt"] / f"{p.parent.name}.mblt"
             subprocess.run([str(args.qbc), "-q", "parse", str(p), "-o", str(out)],
                            capture_output=True)
+            if out.exists():  # the text form: what follows the summary of `inspect --graph`
+                r = subprocess.run([str(args.qbc), "inspect", "--graph", str(out)],
+                                   capture_output=True)
+                text = r.stdout.decode(errors="replace")
+                if "\nmblt 1\n" in text:
+                    put("mblt_text", f"{p.parent.name}.mblt.txt",
+                        text[text.index("\nmblt 1\n") + 1:].encode())
     floats = struct.pack("<6f", 1, 2, 3, 4, 5, 6)
     put("npy", "f4-v1.npy", npy("<f4", (2, 3), 1, floats))
     put("npy", "f4-v2-1d.npy", npy("<f4", (6,), 2, floats))
