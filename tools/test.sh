@@ -3,7 +3,8 @@
 # Tests that need ../shared (or $QBC_SHARED) fail, not skip, when $CI is set.
 #
 # First, the hostile-input suites of the model readers (safetensors, GGUF, MXQ,
-# config.json, tokenizers, ModelSource) run again in a separate build with
+# config.json, tokenizers, ModelSource, and the seeded mutation round over every
+# reader incl. compile configs, MBLT and .npy) run again in a separate build with
 # AddressSanitizer and UBSan, so a reader that misbehaves on corrupt input fails
 # even when its result looks right. Set QBC_SKIP_ASAN=1 to skip that part locally.
 set -euo pipefail
@@ -14,7 +15,8 @@ if [ "${QBC_SKIP_ASAN:-0}" != 1 ]; then
   asan_tests=(unit_frontend_safetensors_test unit_frontend_gguf_test unit_frontend_model_source_test
               unit_frontend_gguf_model_test unit_frontend_hparams_test unit_frontend_tokenizer_hf_json_test
               unit_frontend_tokenizer_gguf_test unit_frontend_tokenizer_roundtrip_test unit_ir_ir_test
-              unit_runtime_mxq_hostile_test)
+              unit_config_load_test unit_config_validate_test unit_config_target_test
+              unit_support_quote_test unit_readers_reader_mutation_test unit_runtime_mxq_hostile_test)
   args=()
   for t in "${asan_tests[@]}"; do args+=(--target "$t"); done
   echo "== AddressSanitizer + UBSan: model readers on hostile input"

@@ -11,6 +11,8 @@
 
 #include "qbc/runner/runner.h"
 #include "qbc/support/file_util.h"
+#include "qbc/support/json_parse.h"
+#include "qbc/support/quote.h"
 
 namespace qbc::calib {
 
@@ -131,14 +133,12 @@ Status add_files(const std::vector<fs::path>& files, const CalibInputSpec& spec,
   return ok_status();
 }
 
-/// Parses a JSON map; nlohmann throws, so this is the one place that catches.
+/// Parses a JSON map (located errors, never a nlohmann exception).
 StatusOr<nlohmann::json> parse_json(const fs::path& path) {
   QBC_ASSIGN_OR_RETURN(std::string text, read_text_file(path.string()));
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    return invalid_argument(path.string(), ": malformed JSON: ", e.what());
-  }
+  JsonParseOptions options;
+  options.error_label = "malformed JSON";
+  return parse_json_text(text, path.string(), options);
 }
 
 Status add_json_map(const fs::path& path, const std::vector<CalibInputSpec>& inputs,
@@ -148,12 +148,13 @@ Status add_json_map(const fs::path& path, const std::vector<CalibInputSpec>& inp
     return invalid_argument(path.string(),
                             ": expected an object mapping input names to lists of .npy files");
   }
-  for (const auto& [key, value] : j.items()) {
+  for (const auto& item : j.items()) {
+    const std::string& key = item.key();  // not a structured binding: lambdas capture it (clang)
     const bool known = std::any_of(inputs.begin(), inputs.end(),
                                    [&](const CalibInputSpec& s) { return s.name == key; });
     if (!known) {
-      return invalid_argument(path.string(), ": unknown input '", key,
-                              "'; the model's float inputs are: ", input_names(inputs));
+      return invalid_argument(path.string(), ": unknown input ", quote_prefix(key),
+                              "; the model's float inputs are: ", input_names(inputs));
     }
   }
   std::vector<std::vector<CalibSampleInput>> per_input;
@@ -168,7 +169,7 @@ Status add_json_map(const fs::path& path, const std::vector<CalibInputSpec>& inp
     auto resolve = [&](const nlohmann::json& e) -> Status {
       if (!e.is_string()) {
         return invalid_argument(path.string(), ": '", spec.name,
-                                "': expected file paths (strings), got ", e.dump());
+                                "': expected file paths (strings), got ", clip_prefix(e.dump()));
       }
       fs::path p(e.get<std::string>());
       if (p.is_relative()) p = path.parent_path() / p;

@@ -14,6 +14,8 @@
 #include <limits>
 #include <optional>
 
+#include "qbc/support/quote.h"
+
 namespace qbc::calib {
 namespace {
 
@@ -127,7 +129,7 @@ StatusOr<RawHeader> parse_dict(std::string_view text, const std::string& name) {
       }
       h.shape = shape;
     } else {
-      return r.error("unknown key '" + key + "'");
+      return r.error("unknown key " + quote_prefix(key));
     }
     if (!r.eat(',') && !r.peek('}')) return r.error("expected ',' or '}'");
   }
@@ -140,15 +142,15 @@ StatusOr<NpyDtype> parse_descr(const std::string& d, const std::string& name) {
   if (d == "<f2") return NpyDtype::kF16;
   if (d == "<f8") return NpyDtype::kF64;
   if (d.size() >= 2 && d[0] == '>') {
-    return invalid_argument(name, ": big-endian dtype '", d,
-                            "' is not supported; save little-endian float32 (<f4)");
+    return invalid_argument(name, ": big-endian dtype ", quote_prefix(d),
+                            " is not supported; save little-endian float32 (<f4)");
   }
   if (d.find('O') != std::string::npos) {
-    return invalid_argument(name, ": object array (dtype '", d,
-                            "') cannot be calibration data; save a float32 array (<f4)");
+    return invalid_argument(name, ": object array (dtype ", quote_prefix(d),
+                            ") cannot be calibration data; save a float32 array (<f4)");
   }
-  return invalid_argument(name, ": dtype '", d,
-                          "' is not supported; calibration data must be float (<f4, <f2 or <f8)");
+  return invalid_argument(name, ": dtype ", quote_prefix(d),
+                          " is not supported; calibration data must be float (<f4, <f2 or <f8)");
 }
 
 uint32_t read_le(const char* p, int n) {
@@ -202,7 +204,10 @@ uint64_t NpyHeader::data_bytes() const {
 
 std::string shape_string(const std::vector<int64_t>& shape) {
   std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  for (size_t i = 0; i < shape.size() && s.size() < kQuotePrefixBytes; ++i) {
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  }
+  if (s.size() >= kQuotePrefixBytes) s += ", \xE2\x80\xA6 (" + std::to_string(shape.size()) + " dims)";
   return s + "]";
 }
 

@@ -7,6 +7,7 @@
 #include "qbc/config/config.h"
 #include "qbc/config/presets.h"
 #include "qbc/config/target.h"
+#include "qbc/support/quote.h"
 #include "schema_walk.h"
 
 namespace qbc::config {
@@ -51,17 +52,17 @@ StatusOr<Layer> assignment_layer(const std::string& key, const std::string& valu
   try {
     v = YAML::Load(value);
   } catch (const YAML::Exception& e) {
-    return invalid_argument(label, ": cannot parse value '", value, "': ", e.msg);
+    return invalid_argument(label, ": cannot parse value ", quote_prefix(value), ": ", e.msg);
   }
   if (!v || v.IsNull()) return invalid_argument(label, ": ", key, ": no value given");
   // Nest the value under each key segment, innermost first.
   std::vector<std::string> parts;
   std::stringstream ks(key);
   for (std::string part; std::getline(ks, part, '.');) {
-    if (part.empty()) return invalid_argument(label, ": malformed key path '", key, "'");
+    if (part.empty()) return invalid_argument(label, ": malformed key path ", quote_prefix(key));
     parts.push_back(part);
   }
-  if (key.back() == '.') return invalid_argument(label, ": malformed key path '", key, "'");
+  if (key.back() == '.') return invalid_argument(label, ": malformed key path ", quote_prefix(key));
   YAML::Node node = v;
   for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
     YAML::Node parent(YAML::NodeType::Map);

@@ -10,6 +10,8 @@
 #include <sstream>
 
 #include "qbc/support/check.h"
+#include "qbc/support/json_parse.h"
+#include "qbc/support/quote.h"
 
 namespace qbc::config::detail {
 namespace {
@@ -32,20 +34,6 @@ Origin origin_of(const Source& src, const YAML::Mark& mark) {
   return Origin{src.label, src.has_lines ? mark.line + 1 : 0, src.has_lines ? mark.column + 1 : 0};
 }
 
-// Converts a 0-based byte offset in `text` into 1-based line and column.
-std::pair<int, int> line_col(const std::string& text, size_t byte) {
-  int line = 1, col = 1;
-  for (size_t i = 0; i < byte && i < text.size(); ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      col = 1;
-    } else {
-      ++col;
-    }
-  }
-  return {line, col};
-}
-
 // Every leaf key path of the schema, for "it belongs under ..." hints.
 const std::vector<std::string>& all_paths() {
   static const std::vector<std::string> paths = [] {
@@ -60,8 +48,11 @@ const std::vector<std::string>& all_paths() {
 std::string unknown_key_message(const pb::Descriptor* desc, const std::string& prefix,
                                 const std::string& key) {
   std::ostringstream os;
-  os << "unknown key '" << key << "'";
+  os << "unknown key " << quote_prefix(key);
   if (!prefix.empty()) os << " in section '" << prefix << "'";
+  // No spelling hints for a key no schema name is near (and edit distances over a megabyte-long
+  // key would take minutes).
+  if (key.size() > 2 * kQuotePrefixBytes) return os.str();
   // Closest sibling key.
   std::string best;
   size_t best_d = std::numeric_limits<size_t>::max();
@@ -108,7 +99,7 @@ Status type_error(const std::string& loc, const std::string& path, const pb::Fie
       got = "a mapping";
       break;
     default:
-      got = "'" + node.Scalar() + "'";
+      got = quote_prefix(node.Scalar());
   }
   return invalid_argument(loc, ": ", path, ": expected ", type_text(f), ", got ", got);
 }
@@ -124,7 +115,7 @@ Status check_range(const std::string& loc, const std::string& path, const pb::Fi
   if (spec.has_min() && (v < spec.min() || (spec.min_exclusive() && v == spec.min()))) bad = true;
   if (spec.has_max() && v > spec.max()) bad = true;
   if (bad)
-    return invalid_argument(loc, ": ", path, ": value ", text,
+    return invalid_argument(loc, ": ", path, ": value ", clip_prefix(text),
                             " is out of range (allowed: ", range_text(f), ")");
   return ok_status();
 }
@@ -160,7 +151,7 @@ Status set_scalar(const YAML::Node& node, pb::Message& msg, const pb::FieldDescr
       }
       if (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_INT32 &&
           (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())) {
-        return invalid_argument(loc, ": ", path, ": value ", text,
+        return invalid_argument(loc, ": ", path, ": value ", clip_prefix(text),
                                 " does not fit a 32-bit integer");
       }
       QBC_RETURN_IF_ERROR(check_range(loc, path, f, static_cast<double>(v), text));
@@ -183,7 +174,7 @@ Status set_scalar(const YAML::Node& node, pb::Message& msg, const pb::FieldDescr
       }
       if (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_UINT32 &&
           v > std::numeric_limits<uint32_t>::max()) {
-        return invalid_argument(loc, ": ", path, ": value ", text,
+        return invalid_argument(loc, ": ", path, ": value ", clip_prefix(text),
                                 " does not fit an unsigned 32-bit integer");
       }
       QBC_RETURN_IF_ERROR(check_range(loc, path, f, static_cast<double>(v), text));
@@ -226,7 +217,7 @@ Status set_scalar(const YAML::Node& node, pb::Message& msg, const pb::FieldDescr
         }
       }
       std::ostringstream os;
-      os << loc << ": " << path << ": '" << text << "' is not one of " << range_text(f);
+      os << loc << ": " << path << ": " << quote_prefix(text) << " is not one of " << range_text(f);
       for (int i = 0; i < e->value_count(); ++i) {
         std::string s = enum_spelling(e->value(i));
         if (e->value(i)->number() != 0 &&
@@ -288,22 +279,21 @@ StatusOr<YAML::Node> parse_document(const std::string& text, const std::string& 
                                     bool is_json) {
   if (is_json) {
     // yaml-cpp accepts JSON, but also accepts things JSON does not (comments,
-    // trailing garbage). Validate strictly first so JSON errors read as JSON errors.
-    try {
-      (void)nlohmann::json::parse(text);
-    } catch (const nlohmann::json::parse_error& e) {
-      auto [line, col] = line_col(text, e.byte > 0 ? e.byte - 1 : 0);
-      std::string what = e.what();
-      size_t p = what.find("syntax error");
-      return invalid_argument(label, ":", line, ":", col,
-                              ": malformed JSON: ", p == std::string::npos ? what : what.substr(p));
-    }
+    // trailing garbage). Validate strictly first so JSON errors read as JSON errors
+    // (syntax, and number literals that overflow a double, located by line and key).
+    JsonParseOptions options;
+    options.error_label = "malformed JSON";
+    StatusOr<nlohmann::json> parsed = parse_json_text(text, label, options);
+    if (!parsed.ok()) return parsed.status();
   }
   try {
     return YAML::Load(text);
   } catch (const YAML::Exception& e) {
     return invalid_argument(label, ":", e.mark.line + 1, ":", e.mark.column + 1, ": malformed ",
-                            is_json ? "JSON" : "YAML", ": ", e.msg);
+                            is_json ? "JSON" : "YAML", ": ", clip_prefix(e.msg, 160));
+  } catch (const std::exception& e) {  // e.g. std::bad_alloc inside yaml-cpp on absurd input
+    return invalid_argument(label, ": malformed ", is_json ? "JSON" : "YAML", ": ",
+                            clip_prefix(e.what(), 160));
   }
 }
 
@@ -314,14 +304,16 @@ Status apply_node(const YAML::Node& node, pb::Message& msg, const std::string& p
   if (!node.IsMap()) {
     return invalid_argument(here, ": ", prefix.empty() ? std::string("top level") : prefix,
                             ": expected a mapping of keys, got ",
-                            node.IsSequence() ? "a list" : "'" + node.Scalar() + "'");
+                            node.IsSequence() ? "a list" : quote_prefix(node.Scalar()));
   }
   const pb::Descriptor* desc = msg.GetDescriptor();
   const pb::Reflection* refl = msg.GetReflection();
   std::set<const pb::FieldDescriptor*> seen;
   for (auto it = node.begin(); it != node.end(); ++it) {
-    const YAML::Node& key_node = it->first;
-    const YAML::Node& value = it->second;
+    // Copies, not references: yaml-cpp's iterator returns a temporary pair, so a reference to
+    // it->first dangles at the end of the statement (found by fuzz_compile_config_json).
+    const YAML::Node key_node = it->first;
+    const YAML::Node value = it->second;
     const std::string key_loc = location(source, key_node.Mark());
     if (!key_node.IsScalar()) {
       return invalid_argument(key_loc, ": ", prefix.empty() ? "top level" : prefix,
@@ -330,7 +322,7 @@ Status apply_node(const YAML::Node& node, pb::Message& msg, const std::string& p
     const std::string key = key_node.Scalar();
     const pb::FieldDescriptor* f = find_field(desc, key);
     if (f == nullptr) {
-      return invalid_argument(key_loc, ": ", join_path(prefix, key), ": ",
+      return invalid_argument(key_loc, ": ", clip_prefix(join_path(prefix, key)), ": ",
                               unknown_key_message(desc, prefix, key));
     }
     const std::string path = join_path(prefix, f->json_name());

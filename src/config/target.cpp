@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "qbc/support/embedded.h"
+#include "qbc/support/quote.h"
 #include "schema_walk.h"
 
 namespace qbc::config {
@@ -43,8 +44,8 @@ StatusOr<TargetFile> parse_target(const std::string& path, const std::string& te
     for (auto it = provenance.begin(); it != provenance.end(); ++it) {
       const std::string key = it->first.Scalar();
       if (detail::find_field(TargetProfile::descriptor(), key) == nullptr) {
-        return invalid_argument(path, ":", it->first.Mark().line + 1, ": provenance for unknown key '",
-                                key, "'");
+        return invalid_argument(path, ":", it->first.Mark().line + 1,
+                                ": provenance for unknown key ", quote_prefix(key));
       }
       ProvenanceNote note;
       QBC_RETURN_IF_ERROR(detail::apply_node(it->second, note, "provenance." + key, src, nullptr));

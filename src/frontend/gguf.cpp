@@ -7,6 +7,8 @@
 #include <cstring>
 #include <limits>
 
+#include "qbc/support/quote.h"
+
 namespace qbc::frontend {
 namespace {
 
@@ -121,7 +123,7 @@ class GgufParser {
   Status parse_key_value(uint64_t index) {
     GgufKeyValue kv;
     QBC_RETURN_IF_ERROR(read_string(&kv.key, "key").with_context("key/value #", index));
-    const std::string context = "key '" + kv.key + "'";
+    const std::string context = "key " + quote_prefix(kv.key);
     uint32_t type_id = 0;
     QBC_RETURN_IF_ERROR(read(&type_id, "value type").with_context(context));
     QBC_RETURN_IF_ERROR(read_value(type_id, 0, &kv.value).with_context(context));
@@ -260,7 +262,7 @@ class GgufParser {
   Status parse_tensor_info(uint64_t index) {
     GgufTensor t;
     QBC_RETURN_IF_ERROR(read_string(&t.name, "tensor name").with_context("tensor #", index));
-    const std::string context = "tensor '" + t.name + "'";
+    const std::string context = "tensor " + quote_prefix(t.name);
     Status s = parse_tensor_fields(&t);
     if (!s.ok()) return s.with_context(context);
     if (out_->tensor_index_.count(t.name) != 0) return invalid_argument("duplicate ", context);
@@ -309,7 +311,7 @@ class GgufParser {
     const uint64_t data_size = data_offset < size_ ? size_ - data_offset : 0;
     std::vector<const GgufTensor*> by_offset;
     for (GgufTensor& t : out_->tensors_) {
-      const std::string context = "tensor '" + t.name + "'";
+      const std::string context = "tensor " + quote_prefix(t.name);
       if (t.offset % a != 0) {
         return invalid_argument(context, ": offset ", t.offset, " is not a multiple of the ",
                                 "alignment ", a);
@@ -327,8 +329,8 @@ class GgufParser {
       const GgufTensor& prev = *by_offset[i - 1];
       const GgufTensor& cur = *by_offset[i];
       if (cur.offset < prev.offset + prev.byte_size) {
-        return invalid_argument("tensor '", cur.name, "': data at offset ", cur.offset,
-                                " overlaps tensor '", prev.name, "' [", prev.offset, ", +",
+        return invalid_argument("tensor ", quote_prefix(cur.name), ": data at offset ", cur.offset,
+                                " overlaps tensor ", quote_prefix(prev.name), " [", prev.offset, ", +",
                                 prev.byte_size, ")");
       }
     }

@@ -21,6 +21,8 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "qbc/support/quote.h"
+
 namespace qbc::frontend::gguf_model {
 namespace {
 
@@ -119,7 +121,7 @@ StatusOr<Json> rope_scaling(const Meta& m, int64_t context_length) {
     if (type == "none") return Json(nullptr);
     if (type != "linear" && type != "yarn") {
       return unimplemented(m.gguf.path().string(), ": metadata key '", m.key("rope.scaling.type"),
-                           "' = '", type, "' is not supported (supported: none, linear, yarn)");
+                           "' = ", quote_prefix(type), " is not supported (supported: none, linear, yarn)");
     }
     Json rs;
     rs["rope_type"] = type;
@@ -239,8 +241,8 @@ StatusOr<std::string> hf_architecture(const GgufFile& gguf) {
   std::string list;
   for (std::string_view a : supported_architectures())
     list += (list.empty() ? "" : ", ") + std::string(a);
-  return unimplemented(gguf.path().string(), ": GGUF architecture '", arch,
-                       "' is not supported (supported: ", list, ")");
+  return unimplemented(gguf.path().string(), ": GGUF architecture ", quote_prefix(arch),
+                       " is not supported (supported: ", list, ")");
 }
 
 StatusOr<std::string> compose_config_json(const GgufFile& gguf) {
@@ -258,7 +260,15 @@ StatusOr<std::string> compose_config_json(const GgufFile& gguf) {
   QBC_ASSIGN_OR_RETURN(int64_t context, m.positive_or("context_length", 2048));
   cfg["hidden_size"] = hidden;
   QBC_ASSIGN_OR_RETURN(cfg["intermediate_size"], m.positive("feed_forward_length"));
-  QBC_ASSIGN_OR_RETURN(cfg["num_hidden_layers"], m.positive("block_count"));
+  QBC_ASSIGN_OR_RETURN(int64_t blocks, m.positive("block_count"));
+  // Every block holds at least one tensor, so the file's tensor table bounds the count before
+  // anything is built per block.
+  if (static_cast<uint64_t>(blocks) > gguf.tensors().size()) {
+    return invalid_argument(gguf.path().string(), ": metadata key '", m.key("block_count"),
+                            "' = ", blocks, " exceeds the ", gguf.tensors().size(),
+                            " tensors of the file (each block has tensors)");
+  }
+  cfg["num_hidden_layers"] = blocks;
   cfg["num_attention_heads"] = heads;
   cfg["num_key_value_heads"] = kv_heads;
   cfg["head_dim"] = head_dim;
@@ -294,7 +304,6 @@ StatusOr<std::string> compose_config_json(const GgufFile& gguf) {
     }
     // GGUF has no query_pre_attn_scalar; llama.cpp scales q by 1/sqrt(hidden / heads) for the
     // 46-layer 27B model and by 1/sqrt(head_dim) otherwise, matching the HF configs.
-    QBC_ASSIGN_OR_RETURN(int64_t blocks, m.positive("block_count"));
     cfg["query_pre_attn_scalar"] = blocks == 46 ? hidden / heads : head_dim;
   } else {
     cfg["hidden_act"] = "silu";

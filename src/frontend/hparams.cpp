@@ -7,6 +7,8 @@
 #include <string>
 
 #include "hparams_reader.h"
+#include "qbc/support/json_parse.h"
+#include "qbc/support/quote.h"
 
 namespace qbc::frontend {
 namespace {
@@ -51,30 +53,8 @@ std::string supported_list() {
   return out;
 }
 
-// Converts a byte offset in `text` to 1-based line and column.
-std::pair<size_t, size_t> line_column(std::string_view text, size_t byte) {
-  size_t line = 1, column = 1;
-  for (size_t i = 0; i < byte && i < text.size(); ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      column = 1;
-    } else {
-      ++column;
-    }
-  }
-  return {line, column};
-}
-
 StatusOr<nlohmann::json> parse_json(std::string_view text, std::string_view source) {
-  try {
-    return nlohmann::json::parse(text.begin(), text.end());
-  } catch (const nlohmann::json::parse_error& e) {
-    // nlohmann reports the 1-based byte just past the offending character.
-    auto [line, column] = line_column(text, e.byte > 0 ? e.byte - 1 : 0);
-    return invalid_argument(source, ":", line, ":", column, ": invalid JSON: ", e.what());
-  } catch (const nlohmann::json::exception& e) {
-    return invalid_argument(source, ": invalid JSON: ", e.what());
-  }
+  return parse_json_text(text, source);
 }
 
 Status check_unsupported_keys(const ConfigReader& cfg) {
@@ -165,8 +145,8 @@ StatusOr<HParams> parse_hparams(std::string_view json_text, std::string_view sou
     if (e.architecture == arch) entry = &e;
   }
   if (entry == nullptr) {
-    return unimplemented(top.where("architectures"), ": architecture '", arch,
-                         "' is not supported (supported: ", supported_list(), ")");
+    return unimplemented(top.where("architectures"), ": architecture ", quote_prefix(arch),
+                         " is not supported (supported: ", supported_list(), ")");
   }
 
   // A multimodal config nests the language model under text_config; token ids may stay on top.
@@ -205,7 +185,7 @@ StatusOr<int> torch_dtype_bits(std::string_view torch_dtype) {
   if (torch_dtype == "bfloat16" || torch_dtype == "float16" || torch_dtype == "half") return 16;
   if (torch_dtype == "float64" || torch_dtype == "double") return 64;
   if (torch_dtype == "int8" || torch_dtype == "uint8" || torch_dtype == "float8_e4m3fn") return 8;
-  return invalid_argument("unknown torch_dtype '", torch_dtype, "'");
+  return invalid_argument("unknown torch_dtype ", quote_prefix(torch_dtype));
 }
 
 int64_t ParamCounts::bytes(int64_t params, int bits_per_param) {

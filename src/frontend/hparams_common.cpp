@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "hparams_reader.h"
+#include "qbc/support/quote.h"
 
 namespace qbc::frontend::hparams_internal {
 namespace {
@@ -52,20 +53,21 @@ Status parse_token_ids(const ConfigReader& cfg, HParams& hp) {
 }  // namespace
 
 Status parse_common(const ConfigReader& cfg, const FamilyDefaults& defaults, HParams& hp) {
-  QBC_ASSIGN_OR_RETURN(hp.vocab_size, cfg.get_positive("vocab_size"));
-  QBC_ASSIGN_OR_RETURN(hp.hidden_size, cfg.get_positive("hidden_size"));
-  QBC_ASSIGN_OR_RETURN(hp.intermediate_size, cfg.get_positive("intermediate_size"));
-  QBC_ASSIGN_OR_RETURN(hp.num_hidden_layers, cfg.get_positive("num_hidden_layers"));
-  QBC_ASSIGN_OR_RETURN(hp.num_attention_heads, cfg.get_positive("num_attention_heads"));
-  QBC_ASSIGN_OR_RETURN(hp.num_key_value_heads,
-                       cfg.get_positive_or("num_key_value_heads", hp.num_attention_heads));
+  // Every size is bounded (hparams.h) before anything is derived from or allocated for it.
+  QBC_ASSIGN_OR_RETURN(hp.vocab_size, cfg.get_bounded("vocab_size", kMaxVocab));
+  QBC_ASSIGN_OR_RETURN(hp.hidden_size, cfg.get_bounded("hidden_size", kMaxModelDim));
+  QBC_ASSIGN_OR_RETURN(hp.intermediate_size, cfg.get_bounded("intermediate_size", kMaxModelDim));
+  QBC_ASSIGN_OR_RETURN(hp.num_hidden_layers, cfg.get_bounded("num_hidden_layers", kMaxLayers));
+  QBC_ASSIGN_OR_RETURN(hp.num_attention_heads, cfg.get_bounded("num_attention_heads", kMaxHeads));
+  QBC_ASSIGN_OR_RETURN(hp.num_key_value_heads, cfg.get_bounded_or("num_key_value_heads",
+                                                                  hp.num_attention_heads, kMaxHeads));
   if (hp.num_attention_heads % hp.num_key_value_heads != 0) {
     return cfg.bad_value("num_key_value_heads",
                          internal::concat(hp.num_key_value_heads, " does not divide ",
                                           "num_attention_heads ", hp.num_attention_heads));
   }
   if (cfg.has("head_dim")) {
-    QBC_ASSIGN_OR_RETURN(hp.head_dim, cfg.get_positive("head_dim"));
+    QBC_ASSIGN_OR_RETURN(hp.head_dim, cfg.get_bounded("head_dim", kMaxModelDim));
   } else if (defaults.head_dim > 0) {
     hp.head_dim = defaults.head_dim;
   } else {
@@ -77,10 +79,17 @@ Status parse_common(const ConfigReader& cfg, const FamilyDefaults& defaults, HPa
     }
     hp.head_dim = hp.hidden_size / hp.num_attention_heads;
   }
+  // heads x head_dim <= 2^12 x 2^20 cannot overflow; the product is bounded like a dimension.
+  if (hp.num_attention_heads * hp.head_dim > kMaxModelDim) {
+    return cfg.bad_value("num_attention_heads",
+                         internal::concat(hp.num_attention_heads, " heads of head_dim ",
+                                          hp.head_dim, " exceed qbc's limit of ", kMaxModelDim,
+                                          " for the query width"));
+  }
   hp.rotary_dim = hp.head_dim;
-  QBC_ASSIGN_OR_RETURN(
-      hp.max_position_embeddings,
-      cfg.get_positive_or("max_position_embeddings", defaults.max_position_embeddings));
+  QBC_ASSIGN_OR_RETURN(hp.max_position_embeddings,
+                       cfg.get_bounded_or("max_position_embeddings",
+                                          defaults.max_position_embeddings, kMaxPositions));
   QBC_ASSIGN_OR_RETURN(hp.rms_norm_eps, cfg.get_double_or("rms_norm_eps", defaults.rms_norm_eps));
   if (!(hp.rms_norm_eps > 0.0)) return cfg.bad_value("rms_norm_eps", "must be positive");
   QBC_ASSIGN_OR_RETURN(hp.rope_theta, cfg.get_double_or("rope_theta", defaults.rope_theta));
@@ -169,8 +178,8 @@ Status parse_rope_scaling(const ConfigReader& top, HParams& hp) {
           1.0 + std::log(rs.factor) / std::log(double(rs.original_max_position_embeddings)));
     }
   } else {
-    return cfg.bad_value(type_key, "unknown RoPE scaling type '" + type +
-                                       "' (supported: default, linear, dynamic, yarn, llama3, "
+    return cfg.bad_value(type_key, "unknown RoPE scaling type " + quote_prefix(type) +
+                                       " (supported: default, linear, dynamic, yarn, llama3, "
                                        "longrope)");
   }
   if (rs.type != RopeScalingType::kNone && rs.type != RopeScalingType::kLongRope &&
@@ -188,8 +197,8 @@ Status parse_activation(const ConfigReader& cfg, std::string_view key, std::stri
   } else if (act == "gelu_pytorch_tanh" || act == "gelu_new" || act == "gelu_fast") {
     hp.activation = Activation::kGeluTanh;
   } else {
-    return unimplemented(cfg.where(key), ": activation '", act,
-                         "' is not supported (supported: silu, gelu_pytorch_tanh)");
+    return unimplemented(cfg.where(key), ": activation ", quote_prefix(act),
+                         " is not supported (supported: silu, gelu_pytorch_tanh)");
   }
   return ok_status();
 }
@@ -209,8 +218,8 @@ Status apply_layer_types(const ConfigReader& cfg, int64_t window,
       if (!t.is_string()) return cfg.wrong_type("layer_types", "an array of strings");
       const std::string s = t.get<std::string>();
       if (s != "sliding_attention" && s != "full_attention") {
-        return cfg.bad_value("layer_types", "unknown layer type '" + s +
-                                                "' (expected sliding_attention or "
+        return cfg.bad_value("layer_types", "unknown layer type " + quote_prefix(s) +
+                                                " (expected sliding_attention or "
                                                 "full_attention)");
       }
       sliding[i] = s == "sliding_attention";

@@ -95,6 +95,21 @@ StatusOr<int64_t> ConfigReader::get_positive_or(std::string_view key, int64_t fa
   return get_positive(key);
 }
 
+StatusOr<int64_t> ConfigReader::get_bounded(std::string_view key, int64_t max) const {
+  QBC_ASSIGN_OR_RETURN(int64_t v, get_positive(key));
+  if (v > max) {
+    return bad_value(key, internal::concat(v, " exceeds qbc's limit of ", max,
+                                           " (include/qbc/frontend/hparams.h)"));
+  }
+  return v;
+}
+
+StatusOr<int64_t> ConfigReader::get_bounded_or(std::string_view key, int64_t fallback,
+                                               int64_t max) const {
+  if (!has(key)) return fallback;
+  return get_bounded(key, max);
+}
+
 StatusOr<double> ConfigReader::get_double(std::string_view key) const {
   const nlohmann::json* v = find(key);
   if (v == nullptr) return missing(key);

@@ -43,6 +43,10 @@ class ConfigReader {
   StatusOr<int64_t> get_positive(std::string_view key) const;
   /// An optional integer > 0 (`fallback` when absent).
   StatusOr<int64_t> get_positive_or(std::string_view key, int64_t fallback) const;
+  /// A required integer in [1, max]; above `max` the message names the limit.
+  StatusOr<int64_t> get_bounded(std::string_view key, int64_t max) const;
+  /// An optional integer in [1, max] (`fallback` when absent).
+  StatusOr<int64_t> get_bounded_or(std::string_view key, int64_t fallback, int64_t max) const;
   StatusOr<double> get_double(std::string_view key) const;
   StatusOr<double> get_double_or(std::string_view key, double fallback) const;
   StatusOr<bool> get_bool_or(std::string_view key, bool fallback) const;

@@ -17,6 +17,7 @@
 #include "qbc/frontend/safetensors.h"
 #include "qbc/support/file_util.h"
 #include "qbc/support/hash.h"
+#include "qbc/support/quote.h"
 
 namespace qbc::frontend {
 
@@ -214,7 +215,7 @@ const TensorInfo* ModelSource::find(std::string_view hf_name) const {
 Status ModelSource::read_f32(std::string_view hf_name, std::vector<float>* out) const {
   const TensorInfo* info = find(hf_name);
   if (info == nullptr) {
-    return not_found(impl_->path.string(), ": no tensor '", hf_name, "'");
+    return not_found(impl_->path.string(), ": no tensor ", quote_prefix(hf_name));
   }
   if (impl_->safetensors) return impl_->safetensors->read_f32(info->name_in_file, out);
   const GgufFile& g = *impl_->gguf;
@@ -226,15 +227,15 @@ Status ModelSource::read_f32(std::string_view hf_name, std::vector<float>* out) 
 StatusOr<const float*> ModelSource::f32_view(std::string_view hf_name) const {
   const TensorInfo* info = find(hf_name);
   if (info == nullptr) {
-    return not_found(impl_->path.string(), ": no tensor '", hf_name, "'");
+    return not_found(impl_->path.string(), ": no tensor ", quote_prefix(hf_name));
   }
   if (info->dtype != "F32" || info->transform != TensorTransform::kNone) {
     const std::string transform =
         info->transform == TensorTransform::kNone
             ? std::string()
             : ", transform " + std::string(transform_name(info->transform));
-    return failed_precondition(info->file.string(), ": tensor '", info->name,
-                               "' has no zero-copy F32 view (stored ", info->dtype, transform,
+    return failed_precondition(info->file.string(), ": tensor ", quote_prefix(info->name),
+                               " has no zero-copy F32 view (stored ", info->dtype, transform,
                                "); use read_f32()");
   }
   ByteSpan data;
@@ -244,8 +245,8 @@ StatusOr<const float*> ModelSource::f32_view(std::string_view hf_name) const {
     data = impl_->gguf->find_tensor(info->name_in_file)->data;
   }
   if (reinterpret_cast<uintptr_t>(data.data) % alignof(float) != 0) {
-    return failed_precondition(info->file.string(), ": tensor '", info->name,
-                               "' is not 4-byte aligned in the file; use read_f32()");
+    return failed_precondition(info->file.string(), ": tensor ", quote_prefix(info->name),
+                               " is not 4-byte aligned in the file; use read_f32()");
   }
   return reinterpret_cast<const float*>(data.data);
 }
@@ -290,8 +291,9 @@ Status ModelSource::validate() const {
       decodable = traits != nullptr && traits->decodable;
     }
     if (!decodable) {
-      return unimplemented(info.file.string(), ": tensor '", info.name_in_file, "' (", info.name,
-                           ") has dtype ", info.dtype, ", which qbc cannot decode yet");
+      return unimplemented(info.file.string(), ": tensor ", quote_prefix(info.name_in_file), " (",
+                           quote_prefix(info.name), ") has dtype ", info.dtype,
+                           ", which qbc cannot decode yet");
     }
   }
   return ok_status();

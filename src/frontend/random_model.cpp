@@ -13,6 +13,7 @@
 
 #include "qbc/support/check.h"
 #include "qbc/support/file_util.h"
+#include "qbc/support/json_parse.h"
 #include "qbc/support/logging.h"
 #include "qbc/support/random.h"
 #include "qbc/tensorfile/safetensors_writer.h"
@@ -227,12 +228,7 @@ std::vector<HfTensorSpec> hf_tensor_specs(const HParams& hp) {
 StatusOr<std::string> apply_config_overrides(std::string_view config_json, std::string_view source,
                                              const ConfigOverrides& ov,
                                              std::optional<tensorfile::DType> dtype) {
-  OrderedJson j;
-  try {
-    j = OrderedJson::parse(config_json.begin(), config_json.end());
-  } catch (const nlohmann::json::exception& e) {
-    return invalid_argument(source, ": invalid JSON: ", e.what());
-  }
+  QBC_ASSIGN_OR_RETURN(OrderedJson j, parse_json_text<OrderedJson>(config_json, source));
   if (!j.is_object()) return invalid_argument(source, ": expected a JSON object at the top");
   const std::pair<const char*, const std::optional<int64_t>*> ints[] = {
       {"num_hidden_layers", &ov.num_hidden_layers},

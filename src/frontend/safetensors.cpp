@@ -11,6 +11,7 @@
 #include <limits>
 #include <string>
 
+#include "qbc/support/quote.h"
 #include "qbc/tensorfile/safetensors_format.h"
 #include "safetensors_json.h"
 
@@ -45,7 +46,7 @@ Status parse_tensor_entry(const std::string& name, const Json& entry, uint64_t d
   }
   const std::string& dtype_name_str = dtype_it->get_ref<const std::string&>();
   const std::optional<tensorfile::DType> dtype = tensorfile::parse_dtype(dtype_name_str);
-  if (!dtype) return invalid_argument("unknown dtype '", dtype_name_str, "'");
+  if (!dtype) return invalid_argument("unknown dtype ", quote_prefix(dtype_name_str));
   t->dtype = *dtype;
 
   const auto shape_it = entry.find("shape");
@@ -63,7 +64,8 @@ Status parse_tensor_entry(const std::string& name, const Json& entry, uint64_t d
     if (dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
         __builtin_mul_overflow(num_elements, dim, &num_elements) ||
         num_elements > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      return invalid_argument("shape ", shape_it->dump(), " has an element count that overflows");
+      return invalid_argument("shape ", clip_prefix(shape_it->dump()),
+                              " has an element count that overflows");
     }
     t->shape.push_back(static_cast<int64_t>(dim));
   }
@@ -72,7 +74,7 @@ Status parse_tensor_entry(const std::string& name, const Json& entry, uint64_t d
   if (offsets_it == entry.end()) return invalid_argument("missing 'data_offsets'");
   if (!offsets_it->is_array() || offsets_it->size() != 2 ||
       !json_to_u64((*offsets_it)[0], &t->begin) || !json_to_u64((*offsets_it)[1], &t->end)) {
-    return invalid_argument("'data_offsets' ", offsets_it->dump(),
+    return invalid_argument("'data_offsets' ", clip_prefix(offsets_it->dump()),
                             " is not an array of two non-negative integers");
   }
   if (t->begin > t->end) {
@@ -86,8 +88,8 @@ Status parse_tensor_entry(const std::string& name, const Json& entry, uint64_t d
   if (__builtin_mul_overflow(num_elements, static_cast<uint64_t>(tensorfile::dtype_size(*dtype)),
                              &expected_bytes) ||
       expected_bytes != t->end - t->begin) {
-    return invalid_argument("shape ", shape_it->dump(), " of ", dtype_name_str, " needs ",
-                            num_elements, " x ", tensorfile::dtype_size(*dtype),
+    return invalid_argument("shape ", clip_prefix(shape_it->dump()), " of ", dtype_name_str,
+                            " needs ", num_elements, " x ", tensorfile::dtype_size(*dtype),
                             " bytes but data_offsets [", t->begin, ", ", t->end, "] span ",
                             t->end - t->begin);
   }
@@ -101,8 +103,8 @@ Status parse_metadata(const Json& value, std::map<std::string, std::string>* out
   }
   for (const auto& [key, item] : value.items()) {
     if (!item.is_string()) {
-      return invalid_argument("'__metadata__' key '", key, "' is a JSON ", item.type_name(),
-                              ", expected a string");
+      return invalid_argument("'__metadata__' key ", quote_prefix(key), " is a JSON ",
+                              item.type_name(), ", expected a string");
     }
     (*out)[key] = item.get<std::string>();
   }
@@ -123,9 +125,9 @@ Status check_overlaps(const std::vector<SafetensorsTensor>& tensors) {
     const SafetensorsTensor& prev = *by_offset[i - 1];
     const SafetensorsTensor& cur = *by_offset[i];
     if (cur.begin < prev.end) {
-      return invalid_argument("tensor '", cur.name, "': data_offsets [", cur.begin, ", ", cur.end,
-                              "] overlap tensor '", prev.name, "' [", prev.begin, ", ", prev.end,
-                              "]");
+      return invalid_argument("tensor ", quote_prefix(cur.name), ": data_offsets [", cur.begin,
+                              ", ", cur.end, "] overlap tensor ", quote_prefix(prev.name), " [",
+                              prev.begin, ", ", prev.end, "]");
     }
   }
   return ok_status();
@@ -179,7 +181,7 @@ StatusOr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::path& pat
     }
     SafetensorsTensor t;
     QBC_RETURN_IF_ERROR(parse_tensor_entry(name, entry, data_size, &t)
-                            .with_context(where, ": tensor '", name, "'"));
+                            .with_context(where, ": tensor ", quote_prefix(name)));
     t.data = mapped.bytes().subspan(data_start + t.begin, t.end - t.begin);
     t.file = path;
     file.tensors_.push_back(std::move(t));

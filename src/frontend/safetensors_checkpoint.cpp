@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "qbc/frontend/safetensors.h"
+#include "qbc/support/quote.h"
 #include "safetensors_json.h"
 
 namespace qbc::frontend {
@@ -122,13 +123,14 @@ StatusOr<SafetensorsCheckpoint> SafetensorsCheckpoint::open(const fs::path& path
   std::map<std::string, std::vector<std::string>> wanted;
   for (const auto& [tensor, shard] : map_it->items()) {
     if (!shard.is_string()) {
-      return invalid_argument(where, ": tensor '", tensor, "': shard is a JSON ", shard.type_name(),
+      return invalid_argument(where, ": tensor ", quote_prefix(tensor), ": shard is a JSON ",
+                              shard.type_name(),
                               ", expected a file name");
     }
     const std::string& shard_name = shard.get_ref<const std::string&>();
     if (!is_safe_shard_name(shard_name)) {
-      return invalid_argument(where, ": tensor '", tensor, "': shard name '", shard_name,
-                              "' is not a relative path inside the checkpoint folder");
+      return invalid_argument(where, ": tensor ", quote_prefix(tensor), ": shard name ",
+                              quote_prefix(shard_name), " is not a relative path inside the checkpoint folder");
     }
     wanted[shard_name].push_back(tensor);
   }
@@ -139,15 +141,16 @@ StatusOr<SafetensorsCheckpoint> SafetensorsCheckpoint::open(const fs::path& path
     StatusOr<SafetensorsFile> shard = SafetensorsFile::open(shard_path);
     if (!shard.ok()) {
       if (shard.status().code() == Code::kNotFound) {
-        return data_loss(where, ": tensor '", names.front(), "': shard '", shard_name,
-                         "' does not exist (", shard_path.string(), ")");
+        return data_loss(where, ": tensor ", quote_prefix(names.front()), ": shard ",
+                         quote_prefix(shard_name), " does not exist (", shard_path.string(), ")");
       }
       return shard.status().with_context(where);
     }
     for (const std::string& name : names) {
       const SafetensorsTensor* t = shard->find(name);
       if (t == nullptr) {
-        return data_loss(where, ": tensor '", name, "' is listed in shard '", shard_name, "' but ",
+        return data_loss(where, ": tensor ", quote_prefix(name), " is listed in shard ",
+                         quote_prefix(shard_name), " but ",
                          shard_path.string(), " does not contain it");
       }
       ckpt.tensors_.push_back(*t);

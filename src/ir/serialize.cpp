@@ -3,10 +3,15 @@
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/stubs/logging.h>
+
+#include <mutex>
 
 #include "mblt.pb.h"
 #include "qbc/ir/verifier.h"
 #include "qbc/support/file_util.h"
+#include "qbc/support/logging.h"
+#include "qbc/support/quote.h"
 
 namespace qbc::ir {
 namespace {
@@ -27,14 +32,29 @@ void type_to_pb(const TensorType& t, mblt::TensorType* out) {
 StatusOr<TensorType> type_from_pb(const mblt::TensorType& t, const std::string& where) {
   TensorType out;
   QBC_ASSIGN_OR_RETURN(out.dtype, from_pb(t.dtype(), where));
+  // Static dimensions multiply into element counts (weights, buffers): the product must fit.
+  int64_t count = 1;
   for (int64_t d : t.dims()) {
     if (d < kDynamic) return invalid_argument(where, ": invalid dimension ", d);
+    if (d > 0 && __builtin_mul_overflow(count, d, &count)) {
+      return invalid_argument(where, ": dimensions overflow the element count at ", d);
+    }
     out.dims.push_back(d);
   }
   return out;
 }
 
+void protobuf_log(google::protobuf::LogLevel level, const char* file, int line, const std::string& message) {
+  log("protobuf").debug("libprotobuf {} {}:{}: {}", level >= google::protobuf::LOGLEVEL_ERROR ? "error" : "warning",
+                        file != nullptr ? file : "?", line, message);
+}
+
 }  // namespace
+
+void route_protobuf_logs() {
+  static std::once_flag once;
+  std::call_once(once, [] { google::protobuf::SetLogHandler(protobuf_log); });
+}
 
 std::string to_proto_bytes(const Graph& g) {
   mblt::Model m;
@@ -106,6 +126,7 @@ std::string to_proto_bytes(const Graph& g) {
 }
 
 StatusOr<Graph> from_proto_bytes(const std::string& bytes, const std::string& label) {
+  route_protobuf_logs();
   mblt::Model m;
   if (!m.ParseFromString(bytes)) return data_loss(label, ": not an MBLT file (protobuf parse failed)");
   if (m.format_version() == 0 || m.format_version() > static_cast<uint32_t>(kMbltFormatVersion)) {
@@ -116,7 +137,7 @@ StatusOr<Graph> from_proto_bytes(const std::string& bytes, const std::string& la
   for (const mblt::Weight& pw : m.weights()) {
     Weight w;
     w.name = pw.name();
-    const std::string where = label + ": weight '@" + w.name + "'";
+    const std::string where = label + ": weight " + quote_prefix("@" + w.name);
     QBC_ASSIGN_OR_RETURN(w.type, type_from_pb(pw.type(), where));
     w.source = pw.source() == mblt::WEIGHT_SOURCE_SIDECAR ? WeightSource::kSidecar : WeightSource::kModel;
     w.tensor = pw.tensor();
@@ -127,16 +148,20 @@ StatusOr<Graph> from_proto_bytes(const std::string& bytes, const std::string& la
     const mblt::Node& pn = m.nodes(i);
     Node n;
     n.name = pn.name();
-    const std::string where = label + ": node '" + n.name + "' (#" + std::to_string(i) + ")";
+    const std::string where =
+        label + ": node " + quote_prefix(n.name) + " (#" + std::to_string(i) + ")";
     auto op = op_from_name(pn.op());
-    if (!op) return invalid_argument(where, ": unknown op '", pn.op(), "'");
+    if (!op) return invalid_argument(where, ": unknown op ", quote_prefix(pn.op()));
     n.op = *op;
     for (const mblt::Operand& po : pn.operands()) {
       if (po.ref_case() == mblt::Operand::kWeight) {
         n.operands.push_back(Operand::of_weight(po.weight()));
       } else {
         const ValueId v = g.find(po.value());
-        if (v < 0) return invalid_argument(where, ": operand '", po.value(), "' is not defined before its use");
+        if (v < 0) {
+          return invalid_argument(where, ": operand ", quote_prefix(po.value()),
+                                  " is not defined before its use");
+        }
         n.operands.push_back(Operand::of(v));
       }
     }
@@ -152,7 +177,7 @@ StatusOr<Graph> from_proto_bytes(const std::string& bytes, const std::string& la
         case mblt::Attr::kFloats:
           n.attrs.set(a.name(), std::vector<double>(a.floats().values().begin(), a.floats().values().end()));
           break;
-        default: return invalid_argument(where, ": attribute '", a.name(), "' has no value");
+        default: return invalid_argument(where, ": attribute ", quote_prefix(a.name()), " has no value");
       }
     }
     n.origin = pn.origin();
@@ -162,7 +187,7 @@ StatusOr<Graph> from_proto_bytes(const std::string& bytes, const std::string& la
   }
   for (const std::string& o : m.outputs()) {
     const ValueId v = g.find(o);
-    if (v < 0) return invalid_argument(label, ": output '", o, "' is not a node");
+    if (v < 0) return invalid_argument(label, ": output ", quote_prefix(o), " is not a node");
     g.add_output(v);
   }
   g.source_path = m.source_path();

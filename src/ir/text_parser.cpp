@@ -6,6 +6,7 @@
 
 #include "qbc/ir/text.h"
 #include "qbc/ir/verifier.h"
+#include "qbc/support/quote.h"
 
 namespace qbc::ir {
 namespace {
@@ -163,7 +164,7 @@ class Parser {
         } else if (kw == "return") {
           QBC_RETURN_IF_ERROR(outputs(g));
         } else {
-          return lex_.error(tok_, "unknown declaration '" + kw + "'");
+          return lex_.error(tok_, "unknown declaration " + quote_prefix(kw));
         }
       } else {
         return lex_.error(tok_, "expected a declaration or a node");
@@ -187,7 +188,7 @@ class Parser {
   }
   Status end_line() {
     if (tok_.kind == Token::kEnd) return ok_status();
-    if (!is_punct("\n")) return lex_.error(tok_, "expected end of line, got '" + tok_.text + "'");
+    if (!is_punct("\n")) return lex_.error(tok_, "expected end of line, got " + quote_prefix(tok_.text));
     return bump();
   }
   StatusOr<std::string> string() {
@@ -201,7 +202,7 @@ class Parser {
     const std::string& t = tok_.text;
     auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
     if (tok_.kind != Token::kNumber || ec != std::errc() || end != t.data() + t.size()) {
-      return lex_.error(tok_, "expected an integer, got '" + t + "'");
+      return lex_.error(tok_, "expected an integer, got " + quote_prefix(t));
     }
     QBC_RETURN_IF_ERROR(bump());
     return v;
@@ -211,7 +212,7 @@ class Parser {
     const std::string& t = tok_.text;
     auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
     if (tok_.kind != Token::kNumber || ec != std::errc() || end != t.data() + t.size()) {
-      return lex_.error(tok_, "expected a number, got '" + t + "'");
+      return lex_.error(tok_, "expected a number, got " + quote_prefix(t));
     }
     QBC_RETURN_IF_ERROR(bump());
     return v;
@@ -221,10 +222,11 @@ class Parser {
     TensorType t;
     if (tok_.kind != Token::kWord) return lex_.error(tok_, "expected a type such as f32[?,64]");
     auto d = dtype_from_name(tok_.text);
-    if (!d) return lex_.error(tok_, "unknown element type '" + tok_.text + "'");
+    if (!d) return lex_.error(tok_, "unknown element type " + quote_prefix(tok_.text));
     t.dtype = *d;
     QBC_RETURN_IF_ERROR(bump());
     QBC_RETURN_IF_ERROR(expect_punct("["));
+    int64_t count = 1;  // of the static dimensions; must fit, as in the protobuf form
     while (!is_punct("]")) {
       if (!t.dims.empty()) QBC_RETURN_IF_ERROR(expect_punct(","));
       if (is_punct("?")) {
@@ -233,6 +235,9 @@ class Parser {
       } else {
         QBC_ASSIGN_OR_RETURN(int64_t dim, integer());
         if (dim < 0) return lex_.error(tok_, "negative dimension");
+        if (dim > 0 && __builtin_mul_overflow(count, dim, &count)) {
+          return lex_.error(tok_, "dimensions overflow the element count");
+        }
         t.dims.push_back(dim);
       }
     }
@@ -244,7 +249,7 @@ class Parser {
     Weight w;
     if (tok_.kind != Token::kWeight) return lex_.error(tok_, "expected @name");
     w.name = tok_.text;
-    if (g.find_weight(w.name)) return lex_.error(tok_, "weight '@" + w.name + "' declared twice");
+    if (g.find_weight(w.name)) return lex_.error(tok_, "weight " + quote_prefix("@" + w.name) + " declared twice");
     QBC_RETURN_IF_ERROR(bump());
     QBC_RETURN_IF_ERROR(expect_punct(":"));
     QBC_ASSIGN_OR_RETURN(w.type, type());
@@ -307,12 +312,12 @@ class Parser {
   Status node(Graph& g) {
     Node n;
     n.name = tok_.text;
-    if (g.find(n.name) >= 0) return lex_.error(tok_, "value '%" + n.name + "' defined twice");
+    if (g.find(n.name) >= 0) return lex_.error(tok_, "value " + quote_prefix("%" + n.name) + " defined twice");
     QBC_RETURN_IF_ERROR(bump());
     QBC_RETURN_IF_ERROR(expect_punct("="));
     if (tok_.kind != Token::kWord) return lex_.error(tok_, "expected an op name");
     auto op = op_from_name(tok_.text);
-    if (!op) return lex_.error(tok_, "unknown op '" + tok_.text + "'");
+    if (!op) return lex_.error(tok_, "unknown op " + quote_prefix(tok_.text));
     n.op = *op;
     QBC_RETURN_IF_ERROR(bump());
     QBC_RETURN_IF_ERROR(expect_punct("("));
@@ -322,7 +327,7 @@ class Parser {
         n.operands.push_back(Operand::of_weight(tok_.text));
       } else if (tok_.kind == Token::kValue) {
         const ValueId v = g.find(tok_.text);
-        if (v < 0) return lex_.error(tok_, "'%" + tok_.text + "' is not defined before this use");
+        if (v < 0) return lex_.error(tok_, quote_prefix("%" + tok_.text) + " is not defined before this use");
         n.operands.push_back(Operand::of(v));
       } else {
         return lex_.error(tok_, "expected %value or @weight");
@@ -360,7 +365,7 @@ class Parser {
       } else if (kw == "from") {
         QBC_ASSIGN_OR_RETURN(n.origin, string());
       } else {
-        return lex_.error(tok_, "unexpected '" + kw + "' after the node type");
+        return lex_.error(tok_, "unexpected " + quote_prefix(kw) + " after the node type");
       }
     }
     g.append(std::move(n));
@@ -370,7 +375,7 @@ class Parser {
   Status outputs(Graph& g) {
     while (tok_.kind == Token::kValue) {
       const ValueId v = g.find(tok_.text);
-      if (v < 0) return lex_.error(tok_, "returned value '%" + tok_.text + "' is not defined");
+      if (v < 0) return lex_.error(tok_, "returned value " + quote_prefix("%" + tok_.text) + " is not defined");
       g.add_output(v);
       QBC_RETURN_IF_ERROR(bump());
       if (!is_punct(",")) break;

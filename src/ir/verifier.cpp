@@ -5,13 +5,15 @@
 #include <set>
 
 #include "qbc/ir/builder.h"
+#include "qbc/support/quote.h"
 
 namespace qbc::ir {
 namespace {
 
 std::string at(const Node& n, ValueId id) {
-  return "node '" + n.name + "' (#" + std::to_string(id) + ", " + std::string(op_info(n.op).name) +
-         (n.origin.empty() ? "" : ", from '" + n.origin + "'") + ")";
+  return "node " + quote_prefix(n.name) + " (#" + std::to_string(id) + ", " +
+         std::string(op_info(n.op).name) +
+         (n.origin.empty() ? "" : ", from " + quote_prefix(n.origin)) + ")";
 }
 
 Status check_attrs(const Node& n, ValueId id) {
@@ -30,7 +32,7 @@ Status check_attrs(const Node& n, ValueId id) {
   for (const auto& [name, value] : n.attrs.all()) {
     bool known = false;
     for (const AttrSpec& spec : info.attrs) known = known || name == spec.name;
-    if (!known) return invalid_argument("[I4] ", at(n, id), ": unknown attribute '", name, "'");
+    if (!known) return invalid_argument("[I4] ", at(n, id), ": unknown attribute ", quote_prefix(name));
   }
   return ok_status();
 }
@@ -40,11 +42,11 @@ Status check_attrs(const Node& n, ValueId id) {
 Status verify(const Graph& g) {
   // I9: weights have static, positive shapes and a source tensor.
   for (const auto& [name, w] : g.weights()) {
-    if (name.empty() || name != w.name) return invalid_argument("[I9] weight table entry '", name, "' is misnamed");
+    if (name.empty() || name != w.name) return invalid_argument("[I9] weight table entry ", quote_prefix(name), " is misnamed");
     for (int64_t d : w.type.dims) {
-      if (d <= 0) return invalid_argument("[I9] weight '@", name, "' has non-static shape ", w.type.to_string());
+      if (d <= 0) return invalid_argument("[I9] weight ", quote_prefix("@" + name), " has non-static shape ", w.type.to_string());
     }
-    if (w.tensor.empty()) return invalid_argument("[I9] weight '@", name, "' names no source tensor");
+    if (w.tensor.empty()) return invalid_argument("[I9] weight ", quote_prefix("@" + name), " names no source tensor");
   }
   std::set<std::string> names;
   std::set<std::string> used_weights;
@@ -59,9 +61,9 @@ Status verify(const Graph& g) {
       const Operand& o = n.operands[i];
       if (o.is_weight()) {
         const Weight* w = g.find_weight(o.weight);
-        if (!w) return invalid_argument("[I3] ", at(n, id), ": operand ", i, " names unknown weight '@", o.weight, "'");
+        if (!w) return invalid_argument("[I3] ", at(n, id), ": operand ", i, " names unknown weight ", quote_prefix("@" + o.weight));
         if (w->role != WeightRole::kParameter) {
-          return invalid_argument("[I3] ", at(n, id), ": operand ", i, " uses host-side weight '@", o.weight, "'");
+          return invalid_argument("[I3] ", at(n, id), ": operand ", i, " uses host-side weight ", quote_prefix("@" + o.weight));
         }
         used_weights.insert(o.weight);
       } else if (o.value < 0 || o.value >= id) {
@@ -88,17 +90,17 @@ Status verify(const Graph& g) {
     }
   }
   // I6: inputs and outputs.
-  if (inputs == 0) return invalid_argument("[I6] graph '", g.name(), "' has no inputs");
-  if (g.outputs().empty()) return invalid_argument("[I6] graph '", g.name(), "' has no outputs");
+  if (inputs == 0) return invalid_argument("[I6] graph ", quote_prefix(g.name()), " has no inputs");
+  if (g.outputs().empty()) return invalid_argument("[I6] graph ", quote_prefix(g.name()), " has no outputs");
   for (ValueId o : g.outputs()) {
     if (o < 0 || o >= static_cast<ValueId>(g.nodes().size())) {
-      return invalid_argument("[I6] graph '", g.name(), "' output refers to no node (id ", o, ")");
+      return invalid_argument("[I6] graph ", quote_prefix(g.name()), " output refers to no node (id ", o, ")");
     }
   }
   // I8: no dead parameter weights.
   for (const auto& [name, w] : g.weights()) {
     if (w.role == WeightRole::kParameter && !used_weights.count(name)) {
-      return invalid_argument("[I8] weight '@", name, "' is used by no node");
+      return invalid_argument("[I8] weight ", quote_prefix("@" + name), " is used by no node");
     }
   }
   return ok_status();

@@ -6,6 +6,7 @@
 #include <exception>
 
 #include "cli.h"
+#include "qbc/ir/serialize.h"
 #include "qbc/support/exit_codes.h"
 #include "qbc/support/logging.h"
 #include "qbc_git_describe.h"
@@ -27,6 +28,9 @@ const char* kFooter =
     "Docs: docs/cli.md (commands), docs/config.md (every config key).";
 
 int run(int argc, char** argv) {
+  // libprotobuf's own log lines (a junk MBLT's invalid UTF-8) go to the debug log, not next to
+  // the located error we print.
+  qbc::ir::route_protobuf_logs();
   CLI::App app("qbc: compiles HuggingFace decoder LLMs into quantized programs for the ARIES NPU");
   app.footer(kFooter);
   app.set_version_flag("--version", version_text(), "Print version and build information");

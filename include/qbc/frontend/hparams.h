@@ -120,6 +120,18 @@ struct ParamCounts {
   int64_t total_bytes(int bits_per_param) const { return bytes(total(), bits_per_param); }
 };
 
+/// Limits on the sizes a config.json may declare (parse_hparams refuses larger ones, naming the
+/// key). They are far above every released model (Llama 3.1 405B: 126 layers, hidden 16384,
+/// intermediate 53248, 128 heads; Gemma 3: vocabulary 262208; Llama 4 Scout: 10M positions) and
+/// keep every derived size in int64: vocab x hidden <= 2^44, a block's parameters < 2^44, the
+/// model's parameters < 2^54 and its bytes at 64 bits per parameter < 2^60. They also stop a
+/// hostile count (num_hidden_layers = 2^31) before anything is allocated per layer.
+inline constexpr int64_t kMaxLayers = 1024;
+inline constexpr int64_t kMaxModelDim = int64_t{1} << 20;  ///< hidden, intermediate, head_dim, q/kv dims.
+inline constexpr int64_t kMaxHeads = 4096;
+inline constexpr int64_t kMaxVocab = int64_t{1} << 24;
+inline constexpr int64_t kMaxPositions = int64_t{1} << 30;
+
 /// Typed hyperparameters of one model. Built by parse_hparams(); all fields are resolved
 /// (defaults applied, derived values computed), so consumers never re-read config.json.
 struct HParams {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "qbc/support/quote.h"
 #include "tokenizer/loaders.h"
 #include "tokenizer/pretokenize.h"
 
@@ -60,8 +61,8 @@ StatusOr<std::shared_ptr<const Vocab>> load_gguf_vocab(const GgufFile& f) {
     d.kind = TokenizerKind::kByteLevel;
     d.merge_order = MergeOrder::kByRank;
   } else {
-    return unimplemented(source, ": ", kModel, ": unsupported tokenizer model '", model,
-                         "' (supported: llama, gpt2)");
+    return unimplemented(source, ": ", kModel, ": unsupported tokenizer model ",
+                         quote_prefix(model), " (supported: llama, gpt2)");
   }
 
   QBC_ASSIGN_OR_RETURN(std::vector<std::string> texts, f.get_string_array(kTokens));
@@ -101,8 +102,8 @@ StatusOr<std::shared_ptr<const Vocab>> load_gguf_vocab(const GgufFile& f) {
     for (size_t i = 0; i < merges.size(); ++i) {
       const size_t space = merges[i].find(' ', 1);
       if (space == std::string::npos) {
-        return invalid_argument(source, ": ", kMerges, "[", i, "]: '", merges[i],
-                                "' is not 'left right'");
+        return invalid_argument(source, ": ", kMerges, "[", i, "]: ", quote_prefix(merges[i]),
+                                " is not 'left right'");
       }
       d.merges.emplace_back(merges[i].substr(0, space), merges[i].substr(space + 1));
     }
@@ -112,7 +113,7 @@ StatusOr<std::shared_ptr<const Vocab>> load_gguf_vocab(const GgufFile& f) {
     }
     auto patterns = pre_tokenizer_patterns(pre);
     if (!patterns) {
-      return unimplemented(source, ": ", kPre, ": unsupported pre-tokenizer '", pre, "'");
+      return unimplemented(source, ": ", kPre, ": unsupported pre-tokenizer ", quote_prefix(pre));
     }
     d.split_regexes = std::move(*patterns);
     d.pre_name = pre.empty() ? "default" : pre;

@@ -15,6 +15,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "qbc/support/json_parse.h"
+#include "qbc/support/quote.h"
 #include "tokenizer/loaders.h"
 #include "tokenizer/pretokenize.h"
 #include "tokenizer/unicode.h"
@@ -25,13 +27,15 @@ namespace {
 
 using Json = nlohmann::json;
 
+// Unused ids a vocabulary may leave between its entries (HF vocabularies are dense; a few models
+// pad the table). Bounds the token table by the entries the file holds.
+constexpr size_t kMaxTokenIdHoles = 1 << 16;
+
 StatusOr<Json> read_json(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return not_found(path.string(), ": cannot open file");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return invalid_argument(path.string(), ": invalid JSON");
-  return j;
+  return parse_json_text(text, path.string());
 }
 
 // The member `key` of object `j`, or nullptr when `j` is not an object or lacks it.
@@ -73,6 +77,7 @@ class HfParser {
 
   Status parse(const Json& root) {
     if (!root.is_object()) return invalid_argument(src_, ": the top level is not an object");
+    root_ = &root;
     const Json* model = member(root, "model");
     if (model == nullptr || !model->is_object()) {
       return invalid_argument(src_, ": missing key 'model'");
@@ -104,7 +109,7 @@ class HfParser {
     std::string type = text_of(m, "type");
     if (type.empty() && member(m, "merges") != nullptr) type = "BPE";
     if (type != "BPE") {
-      return unsupported("model.type", "tokenizer model '" + type + "' (supported: BPE)");
+      return unsupported("model.type", "tokenizer model " + quote_prefix(type) + " (supported: BPE)");
     }
     const Json* vocab = member(m, "vocab");
     if (vocab == nullptr || !vocab->is_object() || vocab->empty()) {
@@ -113,9 +118,18 @@ class HfParser {
     int64_t max_id = -1;
     for (const auto& [text, id] : vocab->items()) {
       if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= INT32_MAX) {
-        return bad("model.vocab", "bad id for token '" + text + "'");
+        return bad("model.vocab", "bad id for token " + quote_prefix(text));
       }
       max_id = std::max(max_id, id.get<int64_t>());
+    }
+    // Ids index a table allocated here, so they are bounded by the entries the file holds.
+    const Json* added = member(*root_, "added_tokens");
+    max_slots_ = vocab->size() + (added != nullptr && added->is_array() ? added->size() : 0) +
+                 kMaxTokenIdHoles;
+    if (static_cast<uint64_t>(max_id) >= max_slots_) {
+      return bad("model.vocab", "token id " + std::to_string(max_id) + " is beyond the " +
+                                    std::to_string(vocab->size()) + " vocabulary entries (+" +
+                                    std::to_string(kMaxTokenIdHoles) + " unused ids at most)");
     }
     d_.tokens.assign(static_cast<size_t>(max_id + 1), TokenInfo{"", 0.0f, TokenType::kUnused});
     for (const auto& [text, id] : vocab->items()) {
@@ -130,7 +144,7 @@ class HfParser {
           const std::string s = e.get<std::string>();
           const size_t space = s.find(' ');
           if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos) {
-            return bad("model.merges[" + std::to_string(i) + "]", "'" + s + "' is not 'a b'");
+            return bad("model.merges[" + std::to_string(i) + "]", quote_prefix(s) + " is not 'a b'");
           }
           d_.merges.emplace_back(s.substr(0, space), s.substr(space + 1));
         } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
@@ -169,6 +183,10 @@ class HfParser {
         return bad("added_tokens[" + std::to_string(i) + "]", "needs an id and a content");
       }
       const auto index = id->get<size_t>();
+      if (index >= max_slots_) {
+        return bad("added_tokens[" + std::to_string(i) + "]",
+                   "id " + std::to_string(index) + " is beyond the vocabulary and added tokens");
+      }
       if (index >= d_.tokens.size()) {
         d_.tokens.resize(index + 1, TokenInfo{"", 0.0f, TokenType::kUnused});
       }
@@ -203,7 +221,7 @@ class HfParser {
       }
     }
     if (type == "NFC") return ok_status();  // TODO(tokenizer): NFC; inputs are assumed NFC
-    return unsupported("normalizer.type", "normalizer '" + type + "'");
+    return unsupported("normalizer.type", "normalizer " + quote_prefix(type));
   }
 
   Status parse_pre(const Json& p) {
@@ -254,7 +272,7 @@ class HfParser {
       d_.split_regexes.emplace_back(flag(p, "individual_digits", false) ? R"(\p{N})" : R"(\p{N}+)");
       return ok_status();
     }
-    return unsupported("pre_tokenizer.type", "pre-tokenizer '" + type + "'");
+    return unsupported("pre_tokenizer.type", "pre-tokenizer " + quote_prefix(type));
   }
 
   // Learns BOS/EOS and add_bos/add_eos from the template; unknown processors change nothing.
@@ -321,6 +339,8 @@ class HfParser {
   }
 
   std::string src_;
+  const Json* root_ = nullptr;
+  size_t max_slots_ = 0;  // ids < this: vocab entries + added tokens + kMaxTokenIdHoles
   VocabData d_;
   bool saw_decoder_strip_ = false;
 };
@@ -340,7 +360,7 @@ Status apply_tokenizer_config(const std::filesystem::path& path, VocabData& d) {
     const std::string text = token_field(cfg, key);
     if (text.empty()) continue;
     const int32_t found = find_text(d, text);
-    if (found < 0) return invalid_argument(src, ": ", key, ": '", text, "' is not a token");
+    if (found < 0) return invalid_argument(src, ": ", key, ": ", quote_prefix(text), " is not a token");
     *id = found;
   }
   return ok_status();

@@ -249,7 +249,7 @@ TEST(CalibData, JsonMapErrorsNameTheInputs) {
                {"v.npy: shape [1, 2, 4] does not match the model's inputs_embeds [1, seq, 8]"});
   write_file(root / "bad.json", R"({"inputs_embeds": [)");
   expect_error(open_calib_inputs({(root / "bad.json").string()}, two), Code::kInvalidArgument,
-               {"bad.json: malformed JSON"});
+               {"bad.json:1:20: malformed JSON at key 'inputs_embeds[0]'"});
   write_file(root / "num.json", R"({"inputs_embeds": [3], "vision_embeds": ["v.npy"]})");
   expect_error(open_calib_inputs({(root / "num.json").string()}, two), Code::kInvalidArgument,
                {"num.json", "expected file paths"});

@@ -220,6 +220,25 @@ TEST(TokenizerHfJsonTest, Errors) {
                Code::kInvalidArgument, "added_tokens[0]");
 }
 
+TEST(TokenizerHfJsonTest, IdsAreBoundedByTheEntriesOfTheFile) {
+  // An id of 2^31 - 2 would size the token table at ~100 GB: refused at once.
+  expect_error(R"({"model": {"type": "BPE", "vocab": {"a": 2147483646}, "merges": []}})",
+               Code::kInvalidArgument, "token id 2147483646 is beyond the 1 vocabulary entries");
+  expect_error(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},
+                   "added_tokens": [{"id": 2147483000, "content": "x"}]})",
+               Code::kInvalidArgument, "added_tokens[0]: id 2147483000 is beyond");
+  expect_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 1e999999}}}",
+               Code::kInvalidArgument, "at key 'model.vocab.a'");
+  // A few unused ids are fine (some vocabularies pad their table).
+  std::filesystem::path path;
+  QBC_ASSERT_OK(load_text(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 100}, "merges": []}})",
+                          &path));
+  const std::string huge(1 << 20, 'x');
+  auto tok = load_text(R"({"model": {"type": ")" + huge + R"(", "vocab": {"a": 0}}})", &path);
+  ASSERT_FALSE(tok.ok());
+  EXPECT_LT(tok.status().message().size(), 300u);
+}
+
 TEST(TokenizerHfJsonTest, MissingFiles) {
   const auto dir = testing::temp_dir();
   auto a = Tokenizer::from_hf_json(dir / "nope.json");

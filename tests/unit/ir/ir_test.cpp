@@ -79,6 +79,32 @@ TEST(IrText, ErrorsHaveLineAndColumn) {
   EXPECT_NE(u.status().message().find("not defined before this use"), std::string::npos) << u.status().message();
 }
 
+TEST(IrText, HostileShapesAndNamesAreShortErrors) {
+  const std::string text = print_text(small_graph());
+  // A shape whose element count overflows int64 is refused where it is written.
+  std::string big = text;
+  const size_t at = big.find("f32[8,");
+  ASSERT_NE(at, std::string::npos) << text;
+  big.replace(at, 6, "f32[4611686018427387904,4,");
+  auto r = parse_text(big, "t.mblt.txt");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("overflow the element count"), std::string::npos)
+      << r.status().message();
+  // An unknown op of a megabyte is quoted by a prefix.
+  std::string op = text;
+  op.replace(op.find("linear("), 6, std::string(1 << 20, 'q'));
+  auto o = parse_text(op, "t.mblt.txt");
+  ASSERT_FALSE(o.ok());
+  EXPECT_LT(o.status().message().size(), 300u);
+  EXPECT_NE(o.status().message().find("(1048576 bytes)"), std::string::npos) << o.status().message();
+}
+
+TEST(IrProto, HostileBytesAreErrors) {
+  EXPECT_EQ(from_proto_bytes(std::string("\x08\x01\x1a\x04\xff\xfe\xfd\xfc", 8), "j").status().code(),
+            Code::kDataLoss);
+  EXPECT_FALSE(from_proto_bytes("garbage", "g").ok());
+}
+
 TEST(IrProto, RoundTripIsExactAndDeterministic) {
   Graph g = small_graph();
   const std::string bytes = to_proto_bytes(g);

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Coverage-guided fuzzing of every reader with libFuzzer (docs/testing.md, "Fuzzing").
+#
+#   tools/fuzz.sh build                      configure build-fuzz/ (clang++, -DQBC_FUZZ=ON) and
+#                                            build the targets
+#   tools/fuzz.sh corpus                     write the seed corpora to build-fuzz/corpus/<reader>/
+#                                            from the shared assets (tools/fuzz_seeds.py)
+#   tools/fuzz.sh run [--time S] [READER...] run each target S seconds (default 120), one process,
+#                                            and print its executions and findings
+#   tools/fuzz.sh all [--time S]             build, corpus, run
+#
+# Readers: safetensors gguf config_json tokenizer_json compile_config_json compile_config_yaml
+# mblt mblt_text npy (target fuzz_<reader>). Environment: QBC_SHARED (default ../shared), QBC_JOBS (build
+# jobs, default 1), QBC_FUZZ_DIR (default build-fuzz). Crashes and the inputs that caused them go
+# to build-fuzz/findings/<reader>/; the run log of each target to build-fuzz/<reader>.log.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+dir=${QBC_FUZZ_DIR:-$root/build-fuzz}
+shared=${QBC_SHARED:-$root/../shared}
+readers=(safetensors gguf config_json tokenizer_json compile_config_json compile_config_yaml mblt mblt_text
+         npy)
+
+build() {
+  export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache} CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root}
+  cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_COMPILER="${CXX_FUZZ:-clang++}" -DQBC_FUZZ=ON >/dev/null
+  cmake --build "$dir" -j "${QBC_JOBS:-1}" --target fuzzers
+}
+
+corpus() {
+  local qbc=()
+  [ -x "$root/build/tools/qbc" ] && qbc=(--qbc "$root/build/tools/qbc")
+  python3 "$root/tools/fuzz_seeds.py" "$dir/corpus" --shared "$shared" "${qbc[@]}"
+}
+
+run() {
+  local seconds=120 chosen=()
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --time) seconds=$2; shift ;;
+      *) chosen+=("$1") ;;
+    esac
+    shift
+  done
+  [ ${#chosen[@]} -gt 0 ] || chosen=("${readers[@]}")
+  local status=0
+  for r in "${chosen[@]}"; do
+    local bin="$dir/fuzz/fuzz_$r" work="$dir/work/$r" found="$dir/findings/$r"
+    [ -x "$bin" ] || { echo "fuzz: $bin not built (tools/fuzz.sh build)" >&2; exit 2; }
+    mkdir -p "$work" "$found" "$dir/corpus/$r"
+    # The evolving corpus lives in work/ (new inputs are written to the first folder); the seeds
+    # stay as they are.
+    ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 \
+      "$bin" "$work" "$dir/corpus/$r" -max_total_time="$seconds" \
+      -rss_limit_mb=2048 -malloc_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+      -artifact_prefix="$found/" >"$dir/$r.log" 2>&1 || status=1
+    local execs
+    execs=$(grep -ao 'stat::number_of_executed_units: *[0-9]*' "$dir/$r.log" | tail -1 | grep -o '[0-9]*$' || true)
+    local n
+    n=$(find "$found" -type f | wc -l)
+    echo "fuzz_$r: ${execs:-?} executions in ${seconds}s, $n finding(s)$( [ "$n" -gt 0 ] && echo " in $found")"
+  done
+  return $status
+}
+
+cmd=${1:-}
+[ $# -gt 0 ] && shift
+case "$cmd" in
+  build) build ;;
+  corpus) corpus ;;
+  run) run "$@" ;;
+  all) build; corpus; run "$@" ;;
+  -h|--help|"") sed -n '2,17p' "$0"; [ -n "$cmd" ] ;;
+  *) echo "fuzz.sh: unknown command $cmd" >&2; exit 2 ;;
+esac

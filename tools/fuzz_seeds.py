@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of the libFuzzer targets (fuzz/) from the shared assets.
+
+    tools/fuzz_seeds.py OUT_DIR [--shared DIR] [--qbc BUILT_QBC]
+
+Nothing is copied into the repository: OUT_DIR (tools/fuzz.sh uses build-fuzz/corpus) gets one
+folder per target. Model files are shrunk to what the readers look at: safetensors and GGUF keep
+their whole header (names, dtypes, metadata, tokenizer) with every tensor cut to a few elements,
+so mutations land in the counts and sizes rather than in megabytes of weights. MBLT seeds need a
+built qbc (`qbc parse`); JSON compile configs need PyYAML or a built qbc (`dump-config`).
+Standard library only.
+"""
+import argparse
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+# ggml type id -> (block size, bytes per block), as in llama.cpp's ggml.c type traits.
+GGML = {0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34),
+        9: (32, 36), 10: (256, 84), 11: (256, 110), 12: (256, 144), 13: (256, 176),
+        14: (256, 210), 15: (256, 292), 24: (1, 1), 25: (1, 2), 26: (1, 4), 27: (1, 8),
+        28: (1, 8), 30: (1, 2)}
+ST_SIZES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1,
+            "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "U16": 2, "U32": 4, "U64": 8}
+
+
+def shrink_safetensors(src: Path) -> bytes:
+    data = src.read_bytes()
+    (n,) = struct.unpack_from("<Q", data, 0)
+    header = json.loads(data[8:8 + n])
+    out, offset = {}, 0
+    for name, entry in header.items():
+        if name == "__metadata__":
+            out[name] = entry
+            continue
+        size = ST_SIZES.get(entry["dtype"], 4)
+        shape = [min(d, 2) for d in entry["shape"]]
+        count = 1
+        for d in shape:
+            count *= d
+        out[name] = {"dtype": entry["dtype"], "shape": shape,
+                     "data_offsets": [offset, offset + count * size]}
+        offset += count * size
+    text = json.dumps(out, separators=(",", ":")).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    return struct.pack("<Q", len(text)) + text + bytes(range(256)) * (offset // 256) + \
+        bytes(range(offset % 256))
+
+
+class GgufCursor:
+    def __init__(self, data: bytes):
+        self.data, self.pos = data, 0
+
+    def take(self, fmt: str):
+        v = struct.unpack_from("<" + fmt, self.data, self.pos)
+        self.pos += struct.calcsize("<" + fmt)
+        return v[0]
+
+    def string(self) -> bytes:
+        n = self.take("Q")
+        s = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return s
+
+    def skip_value(self, t: int):
+        sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+        if t in sizes:
+            self.pos += sizes[t]
+        elif t == 8:
+            self.string()
+        elif t == 9:
+            et, count = self.take("I"), self.take("Q")
+            for _ in range(count):
+                self.skip_value(et)
+        else:
+            raise ValueError(f"GGUF value type {t}")
+
+
+def shrink_gguf(src: Path) -> bytes:
+    data = src.read_bytes()
+    c = GgufCursor(data)
+    c.pos = 8
+    n_tensors, n_kv = c.take("Q"), c.take("Q")
+    alignment = 32
+    for _ in range(n_kv):
+        key = c.string()
+        t = c.take("I")
+        if key == b"general.alignment" and t == 4:
+            alignment = struct.unpack_from("<I", data, c.pos)[0]
+        c.skip_value(t)
+    out = bytearray(data[:c.pos])
+    offset = 0
+    for _ in range(n_tensors):
+        name = c.string()
+        n_dims = c.take("I")
+        dims = [c.take("Q") for _ in range(n_dims)]
+        t = c.take("I")
+        c.take("Q")
+        block, block_bytes = GGML.get(t, (1, 4))
+        dims = [block if i == 0 else 1 for i in range(len(dims))]
+        out += struct.pack("<Q", len(name)) + name + struct.pack("<I", n_dims)
+        out += b"".join(struct.pack("<Q", d) for d in dims) + struct.pack("<IQ", t, offset)
+        offset += block_bytes
+        offset += (alignment - offset % alignment) % alignment
+    out += bytes((alignment - len(out) % alignment) % alignment)
+    out += bytes(offset)
+    return bytes(out)
+
+
+def npy(descr: str, shape: tuple, major: int, payload: bytes) -> bytes:
+    dims = "".join(f"{d}, " for d in shape) if len(shape) == 1 else ", ".join(map(str, shape))
+    header = f"{{'descr': '{descr}', 'fortran_order': False, 'shape': ({dims}), }}"
+    len_bytes = 2 if major == 1 else 4
+    pad = (64 - (10 + len_bytes - 2 + len(header) + 1) % 64) % 64
+    header = header + " " * pad + "\n"
+    fmt = "<H" if major == 1 else "<I"
+    return b"\x93NUMPY" + bytes([major, 0]) + struct.pack(fmt, len(header)) + header.encode() + \
+        payload
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--shared", type=Path,
+                    default=Path(os.environ.get("QBC_SHARED", Path(__file__).parent.parent.parent /
+                                                "shared")))
+    ap.add_argument("--qbc", type=Path, default=None, help="a built qbc, for MBLT seeds")
+    args = ap.parse_args()
+    root = Path(__file__).resolve().parent.parent
+    shared = args.shared
+    if not shared.is_dir():
+        print(f"fuzz_seeds: no shared assets at {shared} (set QBC_SHARED)", file=sys.stderr)
+        return 2
+    dirs = {k: args.out / k for k in ("safetensors", "gguf", "config_json", "tokenizer_json",
+                                      "compile_config_json", "compile_config_yaml", "mblt", "mblt_text",
+                                      "npy")}
+    for d in dirs.values():
+        d.mkdir(parents=True, exist_ok=True)
+
+    def put(kind: str, name: str, data: bytes):
+        (dirs[kind] / name).write_bytes(data)
+
+    models = sorted(shared.glob("models/**/*.safetensors"))
+    for i, p in enumerate(models):
+        put("safetensors", f"{i:02d}-{p.parent.parent.name}-{p.parent.name}.safetensors",
+            shrink_safetensors(p))
+    for i, p in enumerate(sorted(shared.glob("**/*.gguf"))):
+        seed = shrink_gguf(p)
+        if len(seed) <= 1 << 20:  # vocab-only files keep their vocabulary: skip the largest
+            put("gguf", f"{i:02d}-{p.stem}.gguf", seed)
+    for i, p in enumerate(sorted(shared.glob("**/config.json"))):
+        if "tokenizer" not in p.name:
+            put("config_json", f"{i:02d}-{p.parent.name}.json", p.read_bytes())
+    for i, p in enumerate(sorted(shared.glob("**/tokenizer.json"))):
+        if p.stat().st_size <= 4 << 20:
+            put("tokenizer_json", f"{i:02d}-{p.parent.parent.name}.json", p.read_bytes())
+    yamls = sorted((root / "configs").glob("**/*.yaml"))
+    for p in yamls:
+        put("compile_config_yaml", f"{p.parent.name}-{p.name}", p.read_bytes())
+    try:
+        import yaml  # PyYAML, when installed
+        for p in yamls:
+            if p.parent.name == "targets":
+                continue
+            doc = yaml.safe_load(p.read_text())
+            put("compile_config_json", f"{p.parent.name}-{p.stem}.json", json.dumps(doc).encode())
+    except ImportError:
+        pass
+    put("compile_config_json", "small.json",
+        b'{"quantization": {"weightBits": 8}, "llm": {"attributes": {"maxSequenceLength": 256}}}')
+    if args.qbc is not None and args.qbc.exists():
+        for preset in ("llm", "llm_fast", "multimodal"):
+            r = subprocess.run([str(args.qbc), "dump-config", "--preset", preset, "--format",
+                                "json"], capture_output=True)
+            if r.returncode == 0:
+                put("compile_config_json", f"preset-{preset}.json", r.stdout)
+        for p in sorted(shared.glob("models/**/hf")):
+            out = dirs["mblt"] / f"{p.parent.name}.mblt"
+            subprocess.run([str(args.qbc), "-q", "parse", str(p), "-o", str(out)],
+                           capture_output=True)
+            if out.exists():  # the text form: what follows the summary of `inspect --graph`
+                r = subprocess.run([str(args.qbc), "inspect", "--graph", str(out)],
+                                   capture_output=True)
+                text = r.stdout.decode(errors="replace")
+                if "\nmblt 1\n" in text:
+                    put("mblt_text", f"{p.parent.name}.mblt.txt",
+                        text[text.index("\nmblt 1\n") + 1:].encode())
+    floats = struct.pack("<6f", 1, 2, 3, 4, 5, 6)
+    put("npy", "f4-v1.npy", npy("<f4", (2, 3), 1, floats))
+    put("npy", "f4-v2-1d.npy", npy("<f4", (6,), 2, floats))
+    put("npy", "f2-v3.npy", npy("<f2", (1, 2, 2), 3, struct.pack("<4H", 0x3C00, 0x4000, 0, 0x8001)))
+    put("npy", "f8-v1.npy", npy("<f8", (2,), 1, struct.pack("<2d", 0.5, -1e300)))
+    put("npy", "empty.npy", npy("<f4", (0, 4), 1, b""))
+    for kind, d in dirs.items():
+        print(f"{kind}: {len(list(d.iterdir()))} seeds")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
