@@ -16,6 +16,7 @@ import os
 import shutil
 import struct
 import subprocess
+import tempfile
 import sys
 from pathlib import Path
 
@@ -137,7 +138,7 @@ def main() -> int:
         return 2
     dirs = {k: args.out / k for k in ("safetensors", "gguf", "config_json", "tokenizer_json",
                                       "compile_config_json", "compile_config_yaml", "mblt", "mblt_text",
-                                      "npy")}
+                                      "npy", "mxq")}
     for d in dirs.values():
         d.mkdir(parents=True, exist_ok=True)
 
@@ -189,6 +190,20 @@ def main() -> int:
                 if "\nmblt 1\n" in text:
                     put("mblt_text", f"{p.parent.name}.mblt.txt",
                         text[text.index("\nmblt 1\n") + 1:].encode())
+        # MXQ: stories260K compiled for a short cache (small programs), single file.
+        hf = shared / "models/stories260k/hf"
+        if hf.is_dir():
+            with tempfile.TemporaryDirectory() as tmp:
+                out = Path(tmp) / "s.mxq"
+                subprocess.run([str(args.qbc), "-q", "compile", str(hf), "--preset", "llm_fast",
+                                "--use-random-calib", "--set", "calibration.numSamples=2",
+                                "--set", "calibration.seqLength=32",
+                                "--set", "llm.attributes.maxCoreDataLength=16",
+                                "--set", "llm.attributes.maxCacheLength=32",
+                                "--set", "llm.attributes.maxSequenceLength=32", "-o", str(out)],
+                               capture_output=True)
+                if out.exists():
+                    put("mxq", "stories260k-w8.mxq", out.read_bytes())
     floats = struct.pack("<6f", 1, 2, 3, 4, 5, 6)
     put("npy", "f4-v1.npy", npy("<f4", (2, 3), 1, floats))
     put("npy", "f4-v2-1d.npy", npy("<f4", (6,), 2, floats))
