@@ -202,7 +202,7 @@ TEST(Layering, PublicHeadersNeedPublicDependencies) {
                        "publicly, but only src/mxq/ includes qbc/runner/"))
       << r.out;
   // mxq -> runner is also outside mxq's policy.
-  EXPECT_TRUE(contains(r.out, "policy \"mxq -> only support, tensorfile\" forbids runner"))
+  EXPECT_TRUE(contains(r.out, "policy \"mxq -> only support, isa, proto\" forbids runner"))
       << r.out;
 }
 
