@@ -107,6 +107,49 @@ void matmul_i8(const MatMulArgs& a, const int8_t* x, ThreadPool& pool, AccT* acc
   });
 }
 
+/// int8 activations on the VNNI kernel: u = x + 128 (unsigned bytes) against the weights,
+/// Σ (x − xz) w = Σ u w − (xz + 128) Σ w, and the weight zero points as in matmul_i8.
+/// Exact for any xz (the corrections in int64).
+template <typename AccT>
+void matmul_u8(const MatMulArgs& a, const int8_t* x, ThreadPool& pool, AccT* acc) {
+  const isa::MatMul& op = a.op;
+  const int64_t n = op.n, kt = op.kt, rows = a.rows, gt = a.gt;
+  std::vector<uint8_t> xu(static_cast<size_t>(rows * kt));
+  for (int64_t m = 0; m < rows; ++m) {
+    uint8_t* d = xu.data() + m * kt;
+    const int8_t* s = x + m * op.ldx;
+    for (int64_t k = 0; k < kt; ++k) d[k] = static_cast<uint8_t>(s[k]) ^ 0x80u;
+  }
+  std::vector<int64_t> xsum;  // Σ_k (x − xz) per (m, g), for the weight zero points
+  if (a.wz != nullptr) {
+    xsum.assign(static_cast<size_t>(rows * gt), 0);
+    for (int64_t m = 0; m < rows; ++m) {
+      const int8_t* s = x + m * op.ldx;
+      for (int64_t k = 0; k < kt; ++k)
+        xsum[static_cast<size_t>(m * gt + k / a.group)] += int64_t{s[k]} - a.xz[m];
+    }
+  }
+  blocks(pool, n, rows * n * kt, kParallelMacs, 16, [&](int64_t j0, int64_t j1) {
+    const int64_t bn = j1 - j0;
+    std::vector<int32_t> dots(static_cast<size_t>(rows * bn)), ws(static_cast<size_t>(bn));
+    for (int64_t g = 0; g < gt; ++g) {
+      const int64_t k0 = g * a.group, len = std::min(a.group, kt - k0);
+      dot_u8(xu.data() + k0, kt, rows, a.w + j0 * kt + k0, kt, bn, len, dots.data(), bn,
+             ws.data());
+      for (int64_t m = 0; m < rows; ++m) {
+        const int32_t* dr = dots.data() + m * bn;
+        const int64_t xzm = int64_t{a.xz[m]} + 128;
+        const int64_t xsg = a.wz != nullptr ? xsum[static_cast<size_t>(m * gt + g)] : 0;
+        for (int64_t j = j0; j < j1; ++j) {
+          int64_t v = int64_t{dr[j - j0]} - xzm * ws[static_cast<size_t>(j - j0)];
+          if (a.wz != nullptr) v -= int64_t{a.wz[j * gt + g]} * xsg;
+          store_sum(acc, (m * n + j) * gt + g, v, op.accumulate);
+        }
+      }
+    }
+  });
+}
+
 /// Any code types in plain int64 loops (int16 activations, zero points outside int8, long
 /// groups).
 template <typename AccT>
@@ -140,7 +183,9 @@ void matmul(const MatMulArgs& a, const uint8_t* x, ThreadPool& pool, uint8_t* ac
   if (a.op.accumulate) load(acc_mem, count, acc.data());
   const bool small_zero =
       std::all_of(a.xz, a.xz + a.rows, [](int32_t z) { return z >= -128 && z <= 127; });
-  if (a.op.xtype == isa::DType::kI8 && small_zero && a.group <= kMaxExactDotLen) {
+  if (a.op.xtype == isa::DType::kI8 && a.group <= kMaxExactDotLen && dot_u8_fast()) {
+    matmul_u8(a, reinterpret_cast<const int8_t*>(x), pool, acc.data());
+  } else if (a.op.xtype == isa::DType::kI8 && small_zero && a.group <= kMaxExactDotLen) {
     matmul_i8(a, reinterpret_cast<const int8_t*>(x), pool, acc.data());
   } else {
     matmul_generic(a, x, pool, acc.data());
