@@ -101,7 +101,8 @@ struct Core {
   CoreCounters& counters;
   CoreData& data;
   ThreadPool& pool;
-  bool profile = false;  ///< time every instruction into data.profile
+  bool profile = false;      ///< time every instruction into data.profile
+  bool profile_cpu = false;  ///< ... in thread CPU time (QBC_EXEC_PROFILE=cpu)
 
   /// The SRAM bytes [offset, offset + bytes) of ref `r` (`what` names the operand in
   /// errors): the buffer must be an SRAM buffer of this core and the range inside it. The

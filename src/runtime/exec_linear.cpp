@@ -19,21 +19,13 @@ namespace {
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /// Work below which an instruction stays on one thread.
-constexpr int64_t kParallelMacs = int64_t{1} << 20;
+constexpr int64_t kParallelMacs = int64_t{1} << 16;
 constexpr int64_t kParallelElements = int64_t{1} << 15;
 
-/// Runs fn(lo, hi) over [0, n) in up to 4 blocks per host thread (one block when `work` is
-/// small).
 template <typename Fn>
 void blocks(ThreadPool& pool, int64_t n, int64_t work, int64_t threshold, int64_t min_block,
             const Fn& fn) {
-  const int64_t count =
-      work < threshold ? 1 : std::min<int64_t>(ceil_div(n, min_block), 4 * pool.threads());
-  const int64_t per = ceil_div(n, std::max<int64_t>(count, 1));
-  pool.parallel_for(count, [&](int64_t b) {
-    const int64_t lo = b * per, hi = std::min(n, lo + per);
-    if (lo < hi) fn(lo, hi);
-  });
+  parallel_blocks(pool, n, work, threshold, min_block, fn);
 }
 
 /// The weight codes of rows [n, kt] as int8 (int4 unpacked, sign-extended); `w` points at
@@ -134,8 +126,7 @@ void matmul_u8(const MatMulArgs& a, const int8_t* x, ThreadPool& pool, AccT* acc
     std::vector<int32_t> dots(static_cast<size_t>(rows * bn)), ws(static_cast<size_t>(bn));
     for (int64_t g = 0; g < gt; ++g) {
       const int64_t k0 = g * a.group, len = std::min(a.group, kt - k0);
-      dot_u8(xu.data() + k0, kt, rows, a.w + j0 * kt + k0, kt, bn, len, dots.data(), bn,
-             ws.data());
+      dot_u8(xu.data() + k0, kt, rows, a.w + j0 * kt + k0, kt, bn, len, dots.data(), bn, ws.data());
       for (int64_t m = 0; m < rows; ++m) {
         const int32_t* dr = dots.data() + m * bn;
         const int64_t xzm = int64_t{a.xz[m]} + 128;
