@@ -188,7 +188,10 @@ StatusOr<std::shared_ptr<Device>> Device::create(std::shared_ptr<const isa::Bund
   }
   impl->counters.resize(static_cast<size_t>(cores));
   impl->data.resize(static_cast<size_t>(cores));
-  for (CoreData& d : impl->data) d.attentions.resize(b.attentions.size());
+  for (CoreData& d : impl->data) {
+    d.attentions.resize(b.attentions.size());
+    d.ropes.resize(b.ropes.size());
+  }
   for (const isa::RopeDesc& r : b.ropes) impl->decoded.ropes.push_back(decode_rope(r));
   impl->decoded.read_only = read_only_buffers(b, m);
   const int threads = options.host_threads > 0

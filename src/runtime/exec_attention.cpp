@@ -5,6 +5,8 @@
 // rotated_key_offset, exp_code, attention_output), so any split of the cache over blocks,
 // chunks and cores gives numerics::attention's bits.
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -78,6 +80,62 @@ void key_dots(DotPath path, const int32_t* qcodes, int64_t q0, int64_t q1, int64
   }
   std::vector<int16_t> q16(q, q + rq * hd);
   dot_tile(q16.data(), hd, rq, keys, ldw, nk, hd, dots->data(), nk, 1);
+}
+
+/// numerics::exp_code for bits <= 8 without exp: the code of a finite difference d = score −
+/// max is the number of thresholds t_k <= d, t_k the least float with exp_code(t_k, 0) >= k
+/// (k = 1 .. 2^bits − 1). exp_code is non-decreasing in d over floats (exp is accurate to
+/// well under the ratio of neighbouring floats, and ·hi, nearbyint and the clamp keep the
+/// order), so the count is its value for every float; the thresholds come from exp_code itself.
+class ExpCodes {
+ public:
+  explicit ExpCodes(int bits) : bits_(bits) {
+    const int hi = (1 << bits) - 1;
+    for (float& t : thr_) t = std::numeric_limits<float>::infinity();
+    auto value = [](uint32_t p) {  // p in [0x80000000, 0xFF7FFFFF]: -0 down to -FLT_MAX
+      float f;
+      std::memcpy(&f, &p, 4);
+      return f;
+    };
+    for (int k = 1; k <= hi; ++k) {
+      uint32_t lo = 0x80000000u, up = 0xFF7FFFFFu;  // exp_code(lo) >= k > exp_code(up)
+      while (up - lo > 1) {
+        const uint32_t mid = lo + (up - lo) / 2;
+        if (numerics::exp_code(value(mid), 0.0f, bits) >= k) {
+          lo = mid;
+        } else {
+          up = mid;
+        }
+      }
+      thr_[k - 1] = value(lo);
+    }
+  }
+  int32_t operator()(float score, float max) const {
+    if (std::isinf(score) && score < 0.0f) return 0;
+    const float d = score - max;
+    if (std::isnan(d)) return numerics::exp_code(score, max, bits_);
+    // A guess from expf (almost always right), then the count made exact by the thresholds.
+    const int32_t hi = (1 << bits_) - 1;
+    const float guess = d >= 0.0f ? static_cast<float>(hi) : std::exp(d) * static_cast<float>(hi);
+    int32_t c = std::min(hi, static_cast<int32_t>(guess + 0.5f));
+    while (c < hi && thr_[c] <= d) ++c;
+    while (c > 0 && thr_[c - 1] > d) --c;
+    return c;
+  }
+
+ private:
+  int bits_;
+  float thr_[256];
+};
+
+/// The ExpCodes of `bits` (1 .. 8), built once.
+const ExpCodes& exp_codes(int bits) {
+  static const std::vector<ExpCodes> tables = [] {
+    std::vector<ExpCodes> t;
+    for (int b = 1; b <= 8; ++b) t.emplace_back(b);
+    return t;
+  }();
+  return tables[static_cast<size_t>(bits - 1)];
 }
 
 /// Work (score elements) below which an attention instruction stays on one thread.
@@ -236,24 +294,31 @@ Status exec_qk_scores(const isa::QkScores& op, Core& c) {
               qc.mq = mq;
             }
             const int32_t* drow = fast ? dots.data() + (row - r0 * g) * nk : nullptr;
-            float mx = neg_inf;
-            for (int64_t j = 0; j < bc; ++j) {
-              const int64_t kpos = kpos0 + j;
-              float sc = neg_inf;
-              if (kpos >= 0 && kpos <= qpos && kpos >= lo) {  // then j0 <= j < j1
-                const size_t jj = static_cast<size_t>(j - j0);
-                if (fast) {  // numerics::key_score's expressions, the sums from the kernels
-                  sc = static_cast<float>(drow[jj]) * mq;
-                  if (rot) sc = sc + corr[jj] * fscale;
-                  if (a->softcap > 0.0) sc = numerics::softcap_value(sc, fcap);
-                } else {
-                  sc = numerics::key_score(qc, rot ? qr.data() : nullptr, keys.data() + j * hd,
-                                           rot ? krot.data() + jj * hd : nullptr, *a);
-                }
+            // Keys [jlo, jhi) of the block are visible to this query (kpos in [max(0, lo),
+            // qpos]); the rest score -inf, which leaves the running max as it is.
+            const int64_t jlo = std::clamp<int64_t>(std::max<int64_t>(lo, 0) - kpos0, 0, bc);
+            const int64_t jhi = std::max(jlo, std::clamp<int64_t>(qpos - kpos0 + 1, 0, bc));
+            float* sc = scores.data();
+            std::fill(sc, sc + jlo, neg_inf);
+            std::fill(sc + jhi, sc + bc, neg_inf);
+            if (fast) {  // numerics::key_score's expressions, the sums from the kernels
+              const int32_t* dj = drow - j0;
+              for (int64_t j = jlo; j < jhi; ++j) sc[j] = static_cast<float>(dj[j]) * mq;
+              if (rot) {
+                const float* cj = corr.data() - j0;
+                for (int64_t j = jlo; j < jhi; ++j) sc[j] = sc[j] + cj[j] * fscale;
               }
-              scores[static_cast<size_t>(j)] = sc;
-              mx = std::max(mx, sc);
+              if (a->softcap > 0.0) {
+                for (int64_t j = jlo; j < jhi; ++j) sc[j] = numerics::softcap_value(sc[j], fcap);
+              }
+            } else {
+              for (int64_t j = jlo; j < jhi; ++j) {
+                sc[j] = numerics::key_score(qc, rot ? qr.data() : nullptr, keys.data() + j * hd,
+                                            rot ? krot.data() + (j - j0) * hd : nullptr, *a);
+              }
             }
+            float mx = neg_inf;
+            for (int64_t j = jlo; j < jhi; ++j) mx = std::max(mx, sc[j]);
             store(scores.data(), bc, sp + row * bc * 4);
             if (op.max_mode == isa::MaxMode::kInit) {
               store(&mx, 1, mxp + row * 4);
@@ -297,13 +362,15 @@ Status exec_exp_accum(const isa::ExpAccum& op, Core& c) {
     std::vector<float> scores(static_cast<size_t>(bc));
     std::vector<int32_t> e(static_cast<size_t>(nr * bc));
     int64_t ja = bc, jb = 0;
+    const ExpCodes* table = d.p_bits >= 1 && d.p_bits <= 8 ? &exp_codes(d.p_bits) : nullptr;
     for (int64_t row = q0; row < q1; ++row) {
       load(sp + row * bc * 4, bc, scores.data());
       int32_t* er = e.data() + (row - q0) * bc;
       int64_t es = 0;
+      const float mrow = mx[static_cast<size_t>(row)];
       for (int64_t j = 0; j < bc; ++j) {
-        er[j] = numerics::exp_code(scores[static_cast<size_t>(j)], mx[static_cast<size_t>(row)],
-                                   d.p_bits);
+        const float sj = scores[static_cast<size_t>(j)];
+        er[j] = table != nullptr ? (*table)(sj, mrow) : numerics::exp_code(sj, mrow, d.p_bits);
         es += er[j];
         if (er[j] != 0) {
           ja = std::min(ja, j);
