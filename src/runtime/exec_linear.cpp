@@ -19,7 +19,7 @@ namespace {
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /// Work below which an instruction stays on one thread.
-constexpr int64_t kParallelMacs = int64_t{1} << 16;
+constexpr int64_t kParallelMacs = int64_t{1} << 20;
 constexpr int64_t kParallelElements = int64_t{1} << 15;
 
 template <typename Fn>

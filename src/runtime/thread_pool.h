@@ -14,7 +14,8 @@ namespace qbc::runtime {
 
 /// `threads` host threads: the caller of parallel_for plus threads - 1 workers. Idle
 /// threads spin a short while before they sleep, so back-to-back short calls (decode's
-/// instructions) do not pay for futex wake-ups.
+/// instructions) do not pay for futex wake-ups. When workers keep arriving late (the host's
+/// cores are busy with other processes), calls run inline for a while.
 class ThreadPool {
  public:
   explicit ThreadPool(int threads);
@@ -30,7 +31,7 @@ class ThreadPool {
 
  private:
   void worker();
-  void drain();
+  int64_t drain();  ///< the indices it ran
 
   std::vector<std::thread> workers_;
   std::mutex mu_;
@@ -43,6 +44,8 @@ class ThreadPool {
   int sleepers_ = 0;                    ///< workers waiting on start_
   bool waiting_ = false;                ///< parallel_for waiting on done_
   bool stop_ = false;
+  int stalls_ = 0;          ///< recent calls that waited long for a worker (under mu_)
+  int64_t rest_until_ = 0;  ///< steady_clock ticks until which calls run inline
 };
 
 /// Runs fn(lo, hi) over [0, n) in up to 4 blocks of at least `min_block` per host thread,
