@@ -74,9 +74,19 @@ struct SramAlias {
   const uint8_t* src = nullptr;
 };
 
+/// numerics::rope's fp16 cos/sin tables of one rope by position, for the frequencies `f`
+/// they were computed with (a call with other frequencies starts them again): every layer
+/// rotates the same positions.
+struct RopeTable {
+  std::vector<double> f;
+  std::vector<float> cs, sn;  ///< [positions, rotary_dim / 2]
+  std::vector<uint8_t> have;  ///< by position
+};
+
 /// What a core keeps between instructions and calls.
 struct CoreData {
   std::vector<AttnEntry> attentions;  ///< by Bundle::attentions index
+  std::vector<RopeTable> ropes;       ///< by Bundle::ropes index
   std::vector<SramAlias> aliases;     ///< disjoint, in no particular order
   OpProfile profile;
 };
@@ -101,7 +111,8 @@ struct Core {
   CoreCounters& counters;
   CoreData& data;
   ThreadPool& pool;
-  bool profile = false;  ///< time every instruction into data.profile
+  bool profile = false;      ///< time every instruction into data.profile
+  bool profile_cpu = false;  ///< ... in thread CPU time (QBC_EXEC_PROFILE=cpu)
 
   /// The SRAM bytes [offset, offset + bytes) of ref `r` (`what` names the operand in
   /// errors): the buffer must be an SRAM buffer of this core and the range inside it. The

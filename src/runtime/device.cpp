@@ -109,6 +109,7 @@ struct Device::Impl {
   std::unique_ptr<ThreadPool> pool;
   std::vector<Interpreter> prefill, decode;  // per stream of each program
   bool profile = false;                      // QBC_EXEC_PROFILE: time every instruction
+  bool profile_cpu = false;                  // QBC_EXEC_PROFILE=cpu: in thread CPU time
 
   ~Impl();
   Status run(isa::Phase phase, int slot, int64_t start, int64_t seq);
@@ -127,7 +128,8 @@ Device::Impl::~Impl() {
   }
   double total = 0;
   for (double s : sum.seconds) total += s;
-  std::fprintf(stderr, "qbc executor profile (QBC_EXEC_PROFILE): %.3f s in instructions\n", total);
+  std::fprintf(stderr, "qbc executor profile (QBC_EXEC_PROFILE%s): %.3f s in instructions\n",
+               profile_cpu ? "=cpu, thread CPU time" : "", total);
   std::vector<size_t> order;
   for (size_t k = 0; k < OpProfile::kOps; ++k) {
     if (sum.count[k] > 0) order.push_back(k);
@@ -186,14 +188,19 @@ StatusOr<std::shared_ptr<Device>> Device::create(std::shared_ptr<const isa::Bund
   }
   impl->counters.resize(static_cast<size_t>(cores));
   impl->data.resize(static_cast<size_t>(cores));
-  for (CoreData& d : impl->data) d.attentions.resize(b.attentions.size());
+  for (CoreData& d : impl->data) {
+    d.attentions.resize(b.attentions.size());
+    d.ropes.resize(b.ropes.size());
+  }
   for (const isa::RopeDesc& r : b.ropes) impl->decoded.ropes.push_back(decode_rope(r));
   impl->decoded.read_only = read_only_buffers(b, m);
   const int threads = options.host_threads > 0
                           ? options.host_threads
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   impl->pool = std::make_unique<ThreadPool>(threads);
-  impl->profile = std::getenv("QBC_EXEC_PROFILE") != nullptr;
+  const char* prof = std::getenv("QBC_EXEC_PROFILE");
+  impl->profile = prof != nullptr;
+  impl->profile_cpu = prof != nullptr && std::string(prof) == "cpu";
   for (size_t i = 0; i < m.prefill.cores.size(); ++i)
     impl->prefill.emplace_back(b, m.prefill, i, impl->layout.loop_vars[0]);
   for (size_t i = 0; i < m.decode.cores.size(); ++i)
@@ -229,7 +236,7 @@ Status Device::Impl::run(isa::Phase phase, int slot, int64_t start, int64_t seq)
     const int32_t index = p.cores[i].core;
     const size_t phys = static_cast<size_t>(slot * mode->cores_per_instance + index);
     cores.push_back(Core{b, decoded, streams[i].env(), sram[phys]->p, dram->p, layout.dram_size,
-                         slot, index, counters[phys], data[phys], *pool, profile});
+                         slot, index, counters[phys], data[phys], *pool, profile, profile_cpu});
   }
   // SRAM aliases do not outlive the call: the host may write DRAM between calls.
   struct Materialize {

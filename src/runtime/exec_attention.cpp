@@ -5,6 +5,8 @@
 // rotated_key_offset, exp_code, attention_output), so any split of the cache over blocks,
 // chunks and cores gives numerics::attention's bits.
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -14,6 +16,7 @@
 #include "qbc/numerics/elementwise.h"
 #include "qbc/numerics/fp16.h"
 #include "qbc/numerics/quantizer.h"
+#include "thread_pool.h"
 #include "values.h"
 #include "vec_kernels.h"
 
@@ -37,24 +40,106 @@ const int8_t* code_rows_i8(const uint8_t* p, isa::DType t, int64_t row, int64_t 
   return scratch->data();
 }
 
-/// Σ_c qcodes[r, c] · kcodes[j, c] for rows r < rq and keys j of [j0, j1) into
-/// dots[r, j − j0] with the int32 dot-product kernel, when it is exact for these codes
-/// (8- or 4-bit keys, query codes within ±255): numerics::key_score's integer sum, which
-/// has no order. False when it does not apply.
-bool key_dots(const std::vector<int32_t>& qcodes, int64_t rq, int64_t hd, const uint8_t* kcp,
-              isa::DType kt, int64_t krow, int64_t j0, int64_t j1, std::vector<int32_t>* dots) {
-  if ((kt != isa::DType::kI8 && kt != isa::DType::kI4) || hd > kMaxExactDotLen) return false;
-  if (!std::all_of(qcodes.begin(), qcodes.end(), [](int32_t v) { return v >= -255 && v <= 255; }))
-    return false;
-  std::vector<int16_t> q16(qcodes.begin(), qcodes.end());
+/// How numerics::key_score's integer sums Σ_c q[r, c] · k[j, c] are computed: VNNI on
+/// u = q + 128 (query codes within int8), the int16 kernel (within ±255; 8- or 4-bit keys),
+/// else int64 loops in key_score.
+enum class DotPath { kLoops, kInt16, kVnni };
+
+DotPath key_dot_path(const int32_t* qcodes, int64_t count, int64_t hd, isa::DType kt) {
+  if ((kt != isa::DType::kI8 && kt != isa::DType::kI4) || hd > kMaxExactDotLen)
+    return DotPath::kLoops;
+  const auto [lo, hi] = std::minmax_element(qcodes, qcodes + count);
+  if (count > 0 && (*lo < -255 || *hi > 255)) return DotPath::kLoops;
+  if (dot_u8_fast() && (count == 0 || (*lo >= -128 && *hi <= 127))) return DotPath::kVnni;
+  return DotPath::kInt16;
+}
+
+/// Σ_c qcodes[r, c] · kcodes[j, c] for query rows r of [q0, q1) and keys j of [j0, j1) into
+/// dots[(r − q0) * (j1 − j0) + j − j0] with the kernel of `path` (kInt16 or kVnni): an
+/// integer sum, which has no order.
+void key_dots(DotPath path, const int32_t* qcodes, int64_t q0, int64_t q1, int64_t hd,
+              const uint8_t* kcp, isa::DType kt, int64_t krow, int64_t j0, int64_t j1,
+              std::vector<int32_t>* dots) {
+  const int64_t nk = j1 - j0, rq = q1 - q0;
+  dots->assign(static_cast<size_t>(rq * nk), 0);
+  if (nk <= 0 || rq <= 0) return;
   std::vector<int8_t> unpacked;
   const int8_t* keys = code_rows_i8(kcp, kt, krow, hd, j0, j1, &unpacked);
   const int64_t ldw = kt == isa::DType::kI8 ? krow : hd;
-  const int64_t nk = j1 - j0;
-  dots->assign(static_cast<size_t>(rq * nk), 0);
-  if (nk > 0) dot_tile(q16.data(), hd, rq, keys, ldw, nk, hd, dots->data(), nk, 1);
-  return true;
+  const int32_t* q = qcodes + q0 * hd;
+  if (path == DotPath::kVnni) {
+    std::vector<uint8_t> u(static_cast<size_t>(rq * hd));
+    for (size_t i = 0; i < u.size(); ++i) u[i] = static_cast<uint8_t>(q[i] + 128);
+    std::vector<int32_t> ksum(static_cast<size_t>(nk));
+    dot_u8(u.data(), hd, rq, keys, ldw, nk, hd, dots->data(), nk, ksum.data());
+    for (int64_t r = 0; r < rq; ++r) {
+      int32_t* d = dots->data() + r * nk;
+      for (int64_t j = 0; j < nk; ++j) d[j] -= 128 * ksum[static_cast<size_t>(j)];
+    }
+    return;
+  }
+  std::vector<int16_t> q16(q, q + rq * hd);
+  dot_tile(q16.data(), hd, rq, keys, ldw, nk, hd, dots->data(), nk, 1);
 }
+
+/// numerics::exp_code for bits <= 8 without exp: the code of a finite difference d = score −
+/// max is the number of thresholds t_k <= d, t_k the least float with exp_code(t_k, 0) >= k
+/// (k = 1 .. 2^bits − 1). exp_code is non-decreasing in d over floats (exp is accurate to
+/// well under the ratio of neighbouring floats, and ·hi, nearbyint and the clamp keep the
+/// order), so the count is its value for every float; the thresholds come from exp_code itself.
+class ExpCodes {
+ public:
+  explicit ExpCodes(int bits) : bits_(bits) {
+    const int hi = (1 << bits) - 1;
+    for (float& t : thr_) t = std::numeric_limits<float>::infinity();
+    auto value = [](uint32_t p) {  // p in [0x80000000, 0xFF7FFFFF]: -0 down to -FLT_MAX
+      float f;
+      std::memcpy(&f, &p, 4);
+      return f;
+    };
+    for (int k = 1; k <= hi; ++k) {
+      uint32_t lo = 0x80000000u, up = 0xFF7FFFFFu;  // exp_code(lo) >= k > exp_code(up)
+      while (up - lo > 1) {
+        const uint32_t mid = lo + (up - lo) / 2;
+        if (numerics::exp_code(value(mid), 0.0f, bits) >= k) {
+          lo = mid;
+        } else {
+          up = mid;
+        }
+      }
+      thr_[k - 1] = value(lo);
+    }
+  }
+  int32_t operator()(float score, float max) const {
+    if (std::isinf(score) && score < 0.0f) return 0;
+    const float d = score - max;
+    if (std::isnan(d)) return numerics::exp_code(score, max, bits_);
+    // A guess from expf (almost always right), then the count made exact by the thresholds.
+    const int32_t hi = (1 << bits_) - 1;
+    const float guess = d >= 0.0f ? static_cast<float>(hi) : std::exp(d) * static_cast<float>(hi);
+    int32_t c = std::min(hi, static_cast<int32_t>(guess + 0.5f));
+    while (c < hi && thr_[c] <= d) ++c;
+    while (c > 0 && thr_[c - 1] > d) --c;
+    return c;
+  }
+
+ private:
+  int bits_;
+  float thr_[256];
+};
+
+/// The ExpCodes of `bits` (1 .. 8), built once.
+const ExpCodes& exp_codes(int bits) {
+  static const std::vector<ExpCodes> tables = [] {
+    std::vector<ExpCodes> t;
+    for (int b = 1; b <= 8; ++b) t.emplace_back(b);
+    return t;
+  }();
+  return tables[static_cast<size_t>(bits - 1)];
+}
+
+/// Work (score elements) below which an attention instruction stays on one thread.
+constexpr int64_t kParallelScores = int64_t{1} << 13;
 
 }  // namespace
 
@@ -160,8 +245,8 @@ Status exec_qk_scores(const isa::QkScores& op, Core& c) {
   std::vector<float> mqs(static_cast<size_t>(rq));
   load(qcp, rq * hd, qcodes.data());
   load(mqp, rq, mqs.data());
-  std::vector<int32_t> dots;
-  const bool fast = key_dots(qcodes, rq, hd, kcp, kt, krow, j0, j1, &dots);
+  const DotPath path = key_dot_path(qcodes.data(), rq * hd, hd, kt);
+  const bool fast = path != DotPath::kLoops;
   std::vector<int32_t> keys;
   if (!fast) {
     keys.resize(static_cast<size_t>(bc * hd));
@@ -186,51 +271,66 @@ Status exec_qk_scores(const isa::QkScores& op, Core& c) {
   }
   const float neg_inf = -std::numeric_limits<float>::infinity();
   const float fscale = static_cast<float>(a->scale), fcap = static_cast<float>(a->softcap);
-  numerics::QueryCodes qc;
-  qc.codes.resize(static_cast<size_t>(hd));
-  std::vector<float> qr(static_cast<size_t>(rot ? hd : 0)), scores(static_cast<size_t>(bc));
-  std::vector<float> corr(static_cast<size_t>(fast && rot ? nk : 0));
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t qpos = qpos0 + r;
-    const int64_t lo = d.window > 0 ? qpos - d.window + 1 : 0;
-    for (int64_t i = 0; i < g; ++i) {
-      const int64_t row = r * g + i;
-      const float mq = mqs[static_cast<size_t>(row)];
-      if (rot) load_f16(qp + (r * qw + i * hd) * 2, hd, qr.data());
-      if (fast && rot && nk > 0) rot_corrections(qr.data(), krot_t.data(), nk, hd, nk, corr.data());
-      if (!fast) {
-        std::copy_n(qcodes.begin() + row * hd, hd, qc.codes.begin());
-        qc.mq = mq;
-      }
-      float mx = neg_inf;
-      for (int64_t j = 0; j < bc; ++j) {
-        const int64_t kpos = kpos0 + j;
-        float sc = neg_inf;
-        if (kpos >= 0 && kpos <= qpos && kpos >= lo) {  // then j0 <= j < j1
-          const size_t jj = static_cast<size_t>(j - j0);
-          if (fast) {  // numerics::key_score's expressions, the sums from the kernels
-            sc = static_cast<float>(dots[static_cast<size_t>(row * nk) + jj]) * mq;
-            if (rot) sc = sc + corr[jj] * fscale;
-            if (a->softcap > 0.0) sc = numerics::softcap_value(sc, fcap);
-          } else {
-            sc = numerics::key_score(qc, rot ? qr.data() : nullptr, keys.data() + j * hd,
-                                     rot ? krot.data() + jj * hd : nullptr, *a);
+  // Query rows are independent: blocks of rows on the host threads.
+  parallel_blocks(
+      c.pool, rows, span(rq, nk, hd), kParallelScores * 16, 1, [&](int64_t r0, int64_t r1) {
+        std::vector<int32_t> dots;
+        if (fast) key_dots(path, qcodes.data(), r0 * g, r1 * g, hd, kcp, kt, krow, j0, j1, &dots);
+        numerics::QueryCodes qc;
+        qc.codes.resize(static_cast<size_t>(hd));
+        std::vector<float> qr(static_cast<size_t>(rot ? hd : 0)), scores(static_cast<size_t>(bc));
+        std::vector<float> corr(static_cast<size_t>(fast && rot ? nk : 0));
+        for (int64_t r = r0; r < r1; ++r) {
+          const int64_t qpos = qpos0 + r;
+          const int64_t lo = d.window > 0 ? qpos - d.window + 1 : 0;
+          for (int64_t i = 0; i < g; ++i) {
+            const int64_t row = r * g + i;
+            const float mq = mqs[static_cast<size_t>(row)];
+            if (rot) load_f16(qp + (r * qw + i * hd) * 2, hd, qr.data());
+            if (fast && rot && nk > 0)
+              rot_corrections(qr.data(), krot_t.data(), nk, hd, nk, corr.data());
+            if (!fast) {
+              std::copy_n(qcodes.begin() + row * hd, hd, qc.codes.begin());
+              qc.mq = mq;
+            }
+            const int32_t* drow = fast ? dots.data() + (row - r0 * g) * nk : nullptr;
+            // Keys [jlo, jhi) of the block are visible to this query (kpos in [max(0, lo),
+            // qpos]); the rest score -inf, which leaves the running max as it is.
+            const int64_t jlo = std::clamp<int64_t>(std::max<int64_t>(lo, 0) - kpos0, 0, bc);
+            const int64_t jhi = std::max(jlo, std::clamp<int64_t>(qpos - kpos0 + 1, 0, bc));
+            float* sc = scores.data();
+            std::fill(sc, sc + jlo, neg_inf);
+            std::fill(sc + jhi, sc + bc, neg_inf);
+            if (fast) {  // numerics::key_score's expressions, the sums from the kernels
+              const int32_t* dj = drow - j0;
+              for (int64_t j = jlo; j < jhi; ++j) sc[j] = static_cast<float>(dj[j]) * mq;
+              if (rot) {
+                const float* cj = corr.data() - j0;
+                for (int64_t j = jlo; j < jhi; ++j) sc[j] = sc[j] + cj[j] * fscale;
+              }
+              if (a->softcap > 0.0) {
+                for (int64_t j = jlo; j < jhi; ++j) sc[j] = numerics::softcap_value(sc[j], fcap);
+              }
+            } else {
+              for (int64_t j = jlo; j < jhi; ++j) {
+                sc[j] = numerics::key_score(qc, rot ? qr.data() : nullptr, keys.data() + j * hd,
+                                            rot ? krot.data() + (j - j0) * hd : nullptr, *a);
+              }
+            }
+            float mx = neg_inf;
+            for (int64_t j = jlo; j < jhi; ++j) mx = std::max(mx, sc[j]);
+            store(scores.data(), bc, sp + row * bc * 4);
+            if (op.max_mode == isa::MaxMode::kInit) {
+              store(&mx, 1, mxp + row * 4);
+            } else if (op.max_mode == isa::MaxMode::kUpdate) {
+              float old;
+              load(mxp + row * 4, 1, &old);
+              old = std::max(old, mx);
+              store(&old, 1, mxp + row * 4);
+            }
           }
         }
-        scores[static_cast<size_t>(j)] = sc;
-        mx = std::max(mx, sc);
-      }
-      store(scores.data(), bc, sp + row * bc * 4);
-      if (op.max_mode == isa::MaxMode::kInit) {
-        store(&mx, 1, mxp + row * 4);
-      } else if (op.max_mode == isa::MaxMode::kUpdate) {
-        float old;
-        load(mxp + row * 4, 1, &old);
-        old = std::max(old, mx);
-        store(&old, 1, mxp + row * 4);
-      }
-    }
-  }
+      });
   return ok_status();
 }
 
@@ -248,63 +348,81 @@ Status exec_exp_accum(const isa::ExpAccum& op, Core& c) {
   c.counters.macs += span(n, bc, hd);
   c.counters.vector_ops += span(n, bc);
   if (n == 0) return ok_status();
-  std::vector<float> scores(static_cast<size_t>(bc)), mx(static_cast<size_t>(n));
+  std::vector<float> mx(static_cast<size_t>(n));
   std::vector<int64_t> esum(static_cast<size_t>(n), 0), acc(static_cast<size_t>(n * hd), 0);
   load(mxp, n, mx.data());
   if (!op.first) {
     load(esp, n, esum.data());
     load(accp, n * hd, acc.data());
   }
-  // The exponent codes [n, bc] and the keys [ja, jb) where any is not 0.
-  std::vector<int32_t> e(static_cast<size_t>(n * bc));
-  int64_t ja = bc, jb = 0;
-  for (int64_t row = 0; row < n; ++row) {
-    load(sp + row * bc * 4, bc, scores.data());
-    int32_t* er = e.data() + row * bc;
-    int64_t es = 0;
-    for (int64_t j = 0; j < bc; ++j) {
-      er[j] = numerics::exp_code(scores[static_cast<size_t>(j)], mx[static_cast<size_t>(row)],
-                                 d.p_bits);
-      es += er[j];
-      if (er[j] != 0) {
-        ja = std::min(ja, j);
-        jb = std::max(jb, j + 1);
+  // Rows are independent: blocks of rows on the host threads, each with its exponent codes
+  // [rows, bc] and the keys [ja, jb) where any is not 0.
+  parallel_blocks(c.pool, n, span(n, bc, hd), kParallelScores * 16, 4, [&](int64_t q0, int64_t q1) {
+    const int64_t nr = q1 - q0;
+    std::vector<float> scores(static_cast<size_t>(bc));
+    std::vector<int32_t> e(static_cast<size_t>(nr * bc));
+    int64_t ja = bc, jb = 0;
+    const ExpCodes* table = d.p_bits >= 1 && d.p_bits <= 8 ? &exp_codes(d.p_bits) : nullptr;
+    for (int64_t row = q0; row < q1; ++row) {
+      load(sp + row * bc * 4, bc, scores.data());
+      int32_t* er = e.data() + (row - q0) * bc;
+      int64_t es = 0;
+      const float mrow = mx[static_cast<size_t>(row)];
+      for (int64_t j = 0; j < bc; ++j) {
+        const float sj = scores[static_cast<size_t>(j)];
+        er[j] = table != nullptr ? (*table)(sj, mrow) : numerics::exp_code(sj, mrow, d.p_bits);
+        es += er[j];
+        if (er[j] != 0) {
+          ja = std::min(ja, j);
+          jb = std::max(jb, j + 1);
+        }
+      }
+      esum[static_cast<size_t>(row)] += es;
+    }
+    // Σ_j e_j · v_j: exact integer sums in any order. VNNI on e (unsigned, <= 255) or the
+    // int16 kernel, against the V codes transposed [hd, keys] (8- or 4-bit values), else
+    // int64 loops.
+    const int64_t nv = std::max<int64_t>(jb - ja, 0);
+    int64_t* accb = acc.data() + q0 * hd;
+    if (nv > 0 && d.p_bits <= 8 && (vt == isa::DType::kI8 || vt == isa::DType::kI4)) {
+      std::vector<int8_t> unpacked, vt_rows(static_cast<size_t>(hd * nv));
+      const int8_t* v = code_rows_i8(vcp, vt, vrow, hd, ja, jb, &unpacked);
+      const int64_t ldv = vt == isa::DType::kI8 ? vrow : hd;
+      for (int64_t j = 0; j < nv; ++j) {
+        for (int64_t ch = 0; ch < hd; ++ch)
+          vt_rows[static_cast<size_t>(ch * nv + j)] = v[j * ldv + ch];
+      }
+      std::vector<int32_t> dots(static_cast<size_t>(nr * hd));
+      if (dot_u8_fast()) {
+        std::vector<uint8_t> e8(static_cast<size_t>(nr * nv));
+        for (int64_t row = 0; row < nr; ++row) {
+          for (int64_t j = 0; j < nv; ++j)
+            e8[static_cast<size_t>(row * nv + j)] = static_cast<uint8_t>(e[row * bc + ja + j]);
+        }
+        dot_u8(e8.data(), nv, nr, vt_rows.data(), nv, hd, nv, dots.data(), hd, nullptr);
+      } else {
+        std::vector<int16_t> e16(static_cast<size_t>(nr * nv));
+        for (int64_t row = 0; row < nr; ++row) {
+          for (int64_t j = 0; j < nv; ++j)
+            e16[static_cast<size_t>(row * nv + j)] = static_cast<int16_t>(e[row * bc + ja + j]);
+        }
+        dot_tile(e16.data(), nv, nr, vt_rows.data(), nv, hd, nv, dots.data(), hd, 1);
+      }
+      for (int64_t i = 0; i < nr * hd; ++i) accb[i] += dots[static_cast<size_t>(i)];
+    } else if (nv > 0) {
+      std::vector<int32_t> vals(static_cast<size_t>(bc * hd));
+      for (int64_t j = ja; j < jb; ++j) load_codes(vcp + j * vrow, vt, hd, vals.data() + j * hd);
+      for (int64_t row = 0; row < nr; ++row) {
+        int64_t* ar = accb + row * hd;
+        for (int64_t j = ja; j < jb; ++j) {
+          const int32_t ej = e[static_cast<size_t>(row * bc + j)];
+          if (ej == 0) continue;
+          const int32_t* vr = vals.data() + j * hd;
+          for (int64_t ch = 0; ch < hd; ++ch) ar[ch] += int64_t{ej} * vr[ch];
+        }
       }
     }
-    esum[static_cast<size_t>(row)] += es;
-  }
-  // Σ_j e_j · v_j: exact integer sums in any order. The int32 kernel on e (<= 255) against
-  // the V codes transposed [hd, keys] (8- or 4-bit values), else int64 loops.
-  const int64_t nv = std::max<int64_t>(jb - ja, 0);
-  if (nv > 0 && d.p_bits <= 8 && (vt == isa::DType::kI8 || vt == isa::DType::kI4)) {
-    std::vector<int8_t> unpacked, vt_rows(static_cast<size_t>(hd * nv));
-    const int8_t* v = code_rows_i8(vcp, vt, vrow, hd, ja, jb, &unpacked);
-    const int64_t ldv = vt == isa::DType::kI8 ? vrow : hd;
-    for (int64_t j = 0; j < nv; ++j) {
-      for (int64_t ch = 0; ch < hd; ++ch)
-        vt_rows[static_cast<size_t>(ch * nv + j)] = v[j * ldv + ch];
-    }
-    std::vector<int16_t> e16(static_cast<size_t>(n * nv));
-    for (int64_t row = 0; row < n; ++row) {
-      for (int64_t j = 0; j < nv; ++j)
-        e16[static_cast<size_t>(row * nv + j)] = static_cast<int16_t>(e[row * bc + ja + j]);
-    }
-    std::vector<int32_t> dots(static_cast<size_t>(n * hd));
-    dot_tile(e16.data(), nv, n, vt_rows.data(), nv, hd, nv, dots.data(), hd, 1);
-    for (size_t i = 0; i < acc.size(); ++i) acc[i] += dots[i];
-  } else if (nv > 0) {
-    std::vector<int32_t> vals(static_cast<size_t>(bc * hd));
-    for (int64_t j = ja; j < jb; ++j) load_codes(vcp + j * vrow, vt, hd, vals.data() + j * hd);
-    for (int64_t row = 0; row < n; ++row) {
-      int64_t* ar = acc.data() + row * hd;
-      for (int64_t j = ja; j < jb; ++j) {
-        const int32_t ej = e[static_cast<size_t>(row * bc + j)];
-        if (ej == 0) continue;
-        const int32_t* vr = vals.data() + j * hd;
-        for (int64_t ch = 0; ch < hd; ++ch) ar[ch] += int64_t{ej} * vr[ch];
-      }
-    }
-  }
+  });
   store(esum.data(), n, esp);
   store(acc.data(), n * hd, accp);
   return ok_status();

@@ -1,6 +1,7 @@
 // dma: strided row copies between DRAM and a core's SRAM, with ring addressing on the DRAM
 // side (isa::Dma). Device::create has checked that one side is DRAM, the other this core's
 // SRAM, and that strides are non-negative.
+#include <algorithm>
 #include <cstring>
 
 #include "core.h"
@@ -49,6 +50,30 @@ Status exec_dma(const isa::Dma& op, Core& c) {
                                  : rows_span(rows, dram_stride, op.row_bytes);
   QBC_ASSIGN_OR_RETURN(uint8_t * d, c.dram_at(dram_ref, 0, dram_span, load ? "src" : "dst"));
   const int64_t r0 = ring ? c.eval(op.ring_row0) : 0;
+  // Contiguous rows on both sides (a ring of packed rows, e.g. a KV block): a few block copies.
+  const int64_t dram_row_stride = ring ? op.ring_stride : dram_stride;
+  if (sram_stride == op.row_bytes && dram_row_stride == op.row_bytes) {
+    int64_t r = 0;
+    while (r < rows) {
+      int64_t dram_row = r, run = rows - r;
+      if (ring) {
+        dram_row = (r0 + r) % op.ring_rows;
+        if (dram_row < 0) dram_row += op.ring_rows;
+        run = std::min(run, op.ring_rows - dram_row);
+      }
+      uint8_t* sp = s + r * op.row_bytes;
+      uint8_t* dp = d + dram_row * op.row_bytes;
+      const size_t bytes = static_cast<size_t>(run * op.row_bytes);
+      if (load) {
+        std::memcpy(sp, dp, bytes);
+      } else {
+        std::memcpy(dp, sp, bytes);
+      }
+      r += run;
+    }
+    (load ? c.counters.dram_read : c.counters.dram_written)[purpose] += span(rows, op.row_bytes);
+    return ok_status();
+  }
   for (int64_t r = 0; r < rows; ++r) {
     int64_t dram_row = r * dram_stride;
     if (ring) {

@@ -22,18 +22,10 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 constexpr int64_t kParallelMacs = int64_t{1} << 20;
 constexpr int64_t kParallelElements = int64_t{1} << 15;
 
-/// Runs fn(lo, hi) over [0, n) in up to 4 blocks per host thread (one block when `work` is
-/// small).
 template <typename Fn>
 void blocks(ThreadPool& pool, int64_t n, int64_t work, int64_t threshold, int64_t min_block,
             const Fn& fn) {
-  const int64_t count =
-      work < threshold ? 1 : std::min<int64_t>(ceil_div(n, min_block), 4 * pool.threads());
-  const int64_t per = ceil_div(n, std::max<int64_t>(count, 1));
-  pool.parallel_for(count, [&](int64_t b) {
-    const int64_t lo = b * per, hi = std::min(n, lo + per);
-    if (lo < hi) fn(lo, hi);
-  });
+  parallel_blocks(pool, n, work, threshold, min_block, fn);
 }
 
 /// The weight codes of rows [n, kt] as int8 (int4 unpacked, sign-extended); `w` points at
@@ -107,6 +99,74 @@ void matmul_i8(const MatMulArgs& a, const int8_t* x, ThreadPool& pool, AccT* acc
   });
 }
 
+/// A per-thread scratch vector that keeps its memory between instructions (no allocation
+/// and no page faults per call).
+template <typename T, int Tag>
+std::vector<T>& scratch(size_t n) {
+  thread_local std::vector<T> v;
+  if (v.size() < n) v.resize(n);
+  return v;
+}
+
+/// int8 activations on the VNNI kernel: u = x + 128 (unsigned bytes) against the weights,
+/// Σ (x − xz) w = Σ u w − (xz + 128) Σ w, and the weight zero points as in matmul_i8.
+/// Exact for any xz (the corrections in int64). Writes acc (device memory) directly.
+template <typename AccT>
+void matmul_u8(const MatMulArgs& a, const int8_t* x, ThreadPool& pool, uint8_t* acc_mem) {
+  const isa::MatMul& op = a.op;
+  const int64_t n = op.n, kt = op.kt, rows = a.rows, gt = a.gt;
+  uint8_t* xu = scratch<uint8_t, 0>(static_cast<size_t>(rows * kt)).data();
+  for (int64_t m = 0; m < rows; ++m) {
+    uint8_t* d = xu + m * kt;
+    const uint8_t* s = reinterpret_cast<const uint8_t*>(x + m * op.ldx);
+    for (int64_t k = 0; k < kt; ++k) d[k] = s[k] ^ 0x80u;
+  }
+  std::vector<int64_t> xsum;  // Σ_k (x − xz) per (m, g), for the weight zero points
+  if (a.wz != nullptr) {
+    xsum.assign(static_cast<size_t>(rows * gt), 0);
+    for (int64_t m = 0; m < rows; ++m) {
+      const int8_t* s = x + m * op.ldx;
+      for (int64_t k = 0; k < kt; ++k)
+        xsum[static_cast<size_t>(m * gt + k / a.group)] += int64_t{s[k]} - a.xz[m];
+    }
+  }
+  blocks(pool, n, rows * n * kt, kParallelMacs, 16, [&](int64_t j0, int64_t j1) {
+    const int64_t bn = j1 - j0;
+    int32_t* dots = scratch<int32_t, 1>(static_cast<size_t>(rows * bn)).data();
+    int32_t* ws = scratch<int32_t, 2>(static_cast<size_t>(bn)).data();
+    AccT* row = scratch<AccT, 3>(static_cast<size_t>(bn)).data();
+    for (int64_t g = 0; g < gt; ++g) {
+      const int64_t k0 = g * a.group, len = std::min(a.group, kt - k0);
+      dot_u8(xu + k0, kt, rows, a.w + j0 * kt + k0, kt, bn, len, dots, bn, ws);
+      for (int64_t m = 0; m < rows; ++m) {
+        const int32_t* dr = dots + m * bn;
+        const int64_t xzm = int64_t{a.xz[m]} + 128;
+        if (gt == 1 && a.wz == nullptr) {  // one contiguous row of acc
+          uint8_t* dst = acc_mem + (m * n + j0) * static_cast<int64_t>(sizeof(AccT));
+          if (op.accumulate) load(dst, bn, row);
+          for (int64_t j = 0; j < bn; ++j) {
+            const int64_t v = int64_t{dr[j]} - xzm * ws[j];
+            const int64_t old = op.accumulate ? int64_t{row[j]} : 0;
+            row[j] = static_cast<AccT>(static_cast<std::make_unsigned_t<AccT>>(v + old));
+          }
+          store(row, bn, dst);
+          continue;
+        }
+        const int64_t xsg = a.wz != nullptr ? xsum[static_cast<size_t>(m * gt + g)] : 0;
+        for (int64_t j = j0; j < j1; ++j) {
+          int64_t v = int64_t{dr[j - j0]} - xzm * ws[j - j0];
+          if (a.wz != nullptr) v -= int64_t{a.wz[j * gt + g]} * xsg;
+          uint8_t* dst = acc_mem + ((m * n + j) * gt + g) * static_cast<int64_t>(sizeof(AccT));
+          AccT old = 0;
+          if (op.accumulate) load(dst, 1, &old);
+          const AccT r = static_cast<AccT>(static_cast<std::make_unsigned_t<AccT>>(v + old));
+          store(&r, 1, dst);
+        }
+      }
+    }
+  });
+}
+
 /// Any code types in plain int64 loops (int16 activations, zero points outside int8, long
 /// groups).
 template <typename AccT>
@@ -135,6 +195,9 @@ void matmul_generic(const MatMulArgs& a, const uint8_t* x, ThreadPool& pool, Acc
 
 template <typename AccT>
 void matmul(const MatMulArgs& a, const uint8_t* x, ThreadPool& pool, uint8_t* acc_mem) {
+  if (a.op.xtype == isa::DType::kI8 && a.group <= kMaxExactDotLen && dot_u8_fast()) {
+    return matmul_u8<AccT>(a, reinterpret_cast<const int8_t*>(x), pool, acc_mem);
+  }
   const int64_t count = a.rows * a.op.n * a.gt;
   std::vector<AccT> acc(static_cast<size_t>(count));
   if (a.op.accumulate) load(acc_mem, count, acc.data());

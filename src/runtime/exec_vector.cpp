@@ -9,6 +9,7 @@
 #include "qbc/numerics/elementwise.h"
 #include "qbc/numerics/fp16.h"
 #include "qbc/numerics/rope.h"
+#include "thread_pool.h"
 #include "values.h"
 
 namespace qbc::runtime {
@@ -52,18 +53,22 @@ Status exec_rms_norm(const isa::RmsNorm& op, Core& c) {
   for (int64_t i = 0; i < g; ++i)
     wi[static_cast<size_t>(i)] = static_cast<double>(w[static_cast<size_t>(i)]) + op.unit_offset;
   std::vector<uint16_t> y(static_cast<size_t>(count));
-  for (int64_t start = 0; start < count; start += g) {
-    double ss = 0.0;
-    for (int64_t i = 0; i < g; ++i) {
-      const double v = x[static_cast<size_t>(start + i)];
-      ss += v * v;
+  const int64_t norms = g > 0 ? count / g : 0;
+  parallel_blocks(c.pool, norms, count, int64_t{1} << 15, 1, [&](int64_t n0, int64_t n1) {
+    for (int64_t start = n0 * g; start < n1 * g; start += g) {
+      double ss = 0.0;
+      for (int64_t i = 0; i < g; ++i) {
+        const double v = x[static_cast<size_t>(start + i)];
+        ss += v * v;
+      }
+      const double r = 1.0 / std::sqrt(ss / static_cast<double>(g) + op.eps);
+      for (int64_t i = 0; i < g; ++i) {
+        const size_t k = static_cast<size_t>(start + i);
+        y[k] =
+            numerics::round_fp16_bits(static_cast<double>(x[k]) * r * wi[static_cast<size_t>(i)]);
+      }
     }
-    const double r = 1.0 / std::sqrt(ss / static_cast<double>(g) + op.eps);
-    for (int64_t i = 0; i < g; ++i) {
-      const size_t k = static_cast<size_t>(start + i);
-      y[k] = numerics::round_fp16_bits(static_cast<double>(x[k]) * r * wi[static_cast<size_t>(i)]);
-    }
-  }
+  });
   store(y.data(), count, yp);
   c.counters.vector_ops += count;
   return ok_status();
@@ -83,26 +88,45 @@ Status exec_rope(const isa::Rope& op, Core& c) {
   // (store_f16, exact for its round_fp16 of an fp32 value).
   const std::vector<double> f = r.frequencies(freq_pos);
   const int64_t half = r.rotary_dim / 2, width = r.heads * r.head_dim;
-  std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
+  // The tables of positions pos0 .. pos0 + rows − 1, computed once per position.
+  RopeTable& tab = c.data.ropes[static_cast<size_t>(op.rope)];
+  if (tab.f != f) tab = RopeTable{f, {}, {}, {}};
+  const int64_t need = pos0 + rows;
+  if (static_cast<int64_t>(tab.have.size()) < need) {
+    tab.have.resize(static_cast<size_t>(need), 0);
+    tab.cs.resize(static_cast<size_t>(need * half));
+    tab.sn.resize(static_cast<size_t>(need * half));
+  }
   for (int64_t t = 0; t < rows; ++t) {
-    const double pos = static_cast<double>(pos0 + t);
+    const int64_t p = pos0 + t;
+    if (tab.have[static_cast<size_t>(p)] != 0) continue;
+    const double pos = static_cast<double>(p);
     for (int64_t i = 0; i < half; ++i) {
       const double a = pos * f[static_cast<size_t>(i)];
-      cs[static_cast<size_t>(i)] = numerics::round_fp16(std::cos(a) * r.attention_factor);
-      sn[static_cast<size_t>(i)] = numerics::round_fp16(std::sin(a) * r.attention_factor);
+      tab.cs[static_cast<size_t>(p * half + i)] =
+          numerics::round_fp16(std::cos(a) * r.attention_factor);
+      tab.sn[static_cast<size_t>(p * half + i)] =
+          numerics::round_fp16(std::sin(a) * r.attention_factor);
     }
-    for (int64_t h = 0; h < r.heads; ++h) {
-      const float* xr = x.data() + t * width + h * r.head_dim;
-      float* yr = y.data() + t * width + h * r.head_dim;
-      for (int64_t i = 0; i < half; ++i) {
-        const float cv = cs[static_cast<size_t>(i)], sv = sn[static_cast<size_t>(i)];
-        const float x1 = xr[i], x2 = xr[i + half];
-        yr[i] = x1 * cv - x2 * sv;
-        yr[i + half] = x2 * cv + x1 * sv;
-      }
-      for (int64_t i = r.rotary_dim; i < r.head_dim; ++i) yr[i] = xr[i];
-    }
+    tab.have[static_cast<size_t>(p)] = 1;
   }
+  parallel_blocks(c.pool, rows, count, int64_t{1} << 15, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const float* cs = tab.cs.data() + (pos0 + t) * half;
+      const float* sn = tab.sn.data() + (pos0 + t) * half;
+      for (int64_t h = 0; h < r.heads; ++h) {
+        const float* xr = x.data() + t * width + h * r.head_dim;
+        float* yr = y.data() + t * width + h * r.head_dim;
+        for (int64_t i = 0; i < half; ++i) {
+          const float cv = cs[i], sv = sn[i];
+          const float x1 = xr[i], x2 = xr[i + half];
+          yr[i] = x1 * cv - x2 * sv;
+          yr[i + half] = x2 * cv + x1 * sv;
+        }
+        for (int64_t i = r.rotary_dim; i < r.head_dim; ++i) yr[i] = xr[i];
+      }
+    }
+  });
   store_f16(y.data(), count, yp);
   c.counters.vector_ops += count;
   return ok_status();

@@ -7,6 +7,8 @@
 // everywhere.
 #include "matmul_kernel.h"
 
+#include <cstdlib>
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define QBC_RUNTIME_AVX2 1
@@ -119,9 +121,168 @@ bool host_has_avx2() {
   return has;
 }
 
+/// VNNI: vpdpbusd sums four u8 x s8 products into each int32 lane (no saturation), 64
+/// bytes a step; tails through masked loads (zero bytes add nothing).
+#define QBC_VNNI_TARGET __attribute__((target("avx2,avx512f,avx512bw,avx512vl,avx512vnni")))
+
+QBC_VNNI_TARGET inline __m512i load_tail(const void* p, int64_t left) {
+  const __mmask64 m = left >= 64 ? ~__mmask64{0} : ((__mmask64{1} << left) - 1);
+  return _mm512_maskz_loadu_epi8(m, p);
+}
+
+QBC_VNNI_TARGET inline __m256i half(__m512i a) {
+  return _mm256_add_epi32(_mm512_castsi512_si256(a), _mm512_extracti64x4_epi64(a, 1));
+}
+
+/// The four lane sums of a0..a3 as one vector [Σa0, Σa1, Σa2, Σa3].
+QBC_VNNI_TARGET inline __m128i reduce4(__m512i a0, __m512i a1, __m512i a2, __m512i a3) {
+  const __m256i h01 = _mm256_hadd_epi32(half(a0), half(a1));
+  const __m256i h23 = _mm256_hadd_epi32(half(a2), half(a3));
+  const __m256i h = _mm256_hadd_epi32(h01, h23);
+  return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+/// One MR x NR tile (NR 1 or a multiple of 4) of dot_u8, with the weight sums when `ws`.
+template <int MR, int NR>
+QBC_VNNI_TARGET void tile_vnni(const uint8_t* u, int64_t ldx, const int8_t* w, int64_t ldw,
+                               int64_t len, int32_t* out, int64_t ldo, int32_t* ws) {
+  if (MR == 1) {  // decode: the same columns of the rows about kPrefetchAhead bytes on
+    const int64_t ahead = (kPrefetchAhead + ldw - 1) / ldw * ldw;
+    for (int j = 0; j < NR; ++j) {
+      for (int64_t p = 0; p < len; p += 64)
+        _mm_prefetch(
+            reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(w) + ahead + j * ldw + p),
+            _MM_HINT_T0);  // an address past the weights is harmless
+    }
+  }
+  __m512i acc[MR][NR], sum[NR];
+  for (int j = 0; j < NR; ++j) {
+    sum[j] = _mm512_setzero_si512();
+    for (int i = 0; i < MR; ++i) acc[i][j] = _mm512_setzero_si512();
+  }
+  const __m512i ones = _mm512_set1_epi8(1);
+  int64_t k = 0;
+  for (; k + 64 <= len; k += 64) {
+    __m512i wv[NR];
+    for (int j = 0; j < NR; ++j) wv[j] = _mm512_loadu_si512(w + j * ldw + k);
+    if (ws != nullptr) {
+      for (int j = 0; j < NR; ++j) sum[j] = _mm512_dpbusd_epi32(sum[j], ones, wv[j]);
+    }
+    for (int i = 0; i < MR; ++i) {
+      const __m512i xv = _mm512_loadu_si512(u + i * ldx + k);
+      for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_dpbusd_epi32(acc[i][j], xv, wv[j]);
+    }
+  }
+  if (k < len) {
+    const int64_t left = len - k;
+    __m512i wv[NR];
+    for (int j = 0; j < NR; ++j) wv[j] = load_tail(w + j * ldw + k, left);
+    if (ws != nullptr) {
+      for (int j = 0; j < NR; ++j) sum[j] = _mm512_dpbusd_epi32(sum[j], ones, wv[j]);
+    }
+    for (int i = 0; i < MR; ++i) {
+      const __m512i xv = load_tail(u + i * ldx + k, left);
+      for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_dpbusd_epi32(acc[i][j], xv, wv[j]);
+    }
+  }
+  if (NR == 1) {
+    for (int i = 0; i < MR; ++i) out[i * ldo] = _mm512_reduce_add_epi32(acc[i][0]);
+    if (ws != nullptr) ws[0] = _mm512_reduce_add_epi32(sum[0]);
+    return;
+  }
+  for (int j = 0; j < NR; j += 4) {
+    for (int i = 0; i < MR; ++i) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i * ldo + j),
+                       reduce4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]));
+    }
+    if (ws != nullptr) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(ws + j),
+                       reduce4(sum[j], sum[j + 1], sum[j + 2], sum[j + 3]));
+    }
+  }
+}
+
+QBC_VNNI_TARGET void dot_u8_vnni(const uint8_t* u, int64_t ldx, int64_t rows, const int8_t* w,
+                                 int64_t ldw, int64_t n, int64_t len, int32_t* out, int64_t ldo,
+                                 int32_t* wsum) {
+  int64_t m = 0;
+  for (; m + 4 <= rows; m += 4) {
+    int32_t* ws = m == 0 ? wsum : nullptr;  // the first row tile sums the weights
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+      tile_vnni<4, 4>(u + m * ldx, ldx, w + j * ldw, ldw, len, out + m * ldo + j, ldo,
+                      ws != nullptr ? ws + j : nullptr);
+    }
+    for (; j < n; ++j) {
+      tile_vnni<4, 1>(u + m * ldx, ldx, w + j * ldw, ldw, len, out + m * ldo + j, ldo,
+                      ws != nullptr ? ws + j : nullptr);
+    }
+  }
+  for (; m < rows; ++m) {
+    int32_t* ws = m == 0 ? wsum : nullptr;
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+      tile_vnni<1, 8>(u + m * ldx, ldx, w + j * ldw, ldw, len, out + m * ldo + j, ldo,
+                      ws != nullptr ? ws + j : nullptr);
+    }
+    for (; j + 4 <= n; j += 4) {
+      tile_vnni<1, 4>(u + m * ldx, ldx, w + j * ldw, ldw, len, out + m * ldo + j, ldo,
+                      ws != nullptr ? ws + j : nullptr);
+    }
+    for (; j < n; ++j) {
+      tile_vnni<1, 1>(u + m * ldx, ldx, w + j * ldw, ldw, len, out + m * ldo + j, ldo,
+                      ws != nullptr ? ws + j : nullptr);
+    }
+  }
+}
+
+bool host_has_vnni() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
+           std::getenv("QBC_EXEC_NO_VNNI") == nullptr;
+  }();
+  return has;
+}
+
 #endif
 
+void dot_u8_portable(const uint8_t* u, int64_t ldx, int64_t rows, const int8_t* w, int64_t ldw,
+                     int64_t n, int64_t len, int32_t* out, int64_t ldo, int32_t* wsum) {
+  for (int64_t j = 0; j < n; ++j) {
+    const int8_t* b = w + j * ldw;
+    if (wsum != nullptr) {
+      int32_t s = 0;
+      for (int64_t k = 0; k < len; ++k) s += b[k];
+      wsum[j] = s;
+    }
+    for (int64_t m = 0; m < rows; ++m) {
+      const uint8_t* a = u + m * ldx;
+      int32_t s = 0;
+      for (int64_t k = 0; k < len; ++k) s += int32_t{a[k]} * int32_t{b[k]};
+      out[m * ldo + j] = s;
+    }
+  }
+}
+
 }  // namespace
+
+bool dot_u8_fast() {
+#ifdef QBC_RUNTIME_AVX2
+  return host_has_vnni();
+#else
+  return false;
+#endif
+}
+
+void dot_u8(const uint8_t* u, int64_t ldx, int64_t rows, const int8_t* w, int64_t ldw, int64_t n,
+            int64_t len, int32_t* out, int64_t ldo, int32_t* wsum) {
+#ifdef QBC_RUNTIME_AVX2
+  if (host_has_vnni()) return dot_u8_vnni(u, ldx, rows, w, ldw, n, len, out, ldo, wsum);
+#endif
+  dot_u8_portable(u, ldx, rows, w, ldw, n, len, out, ldo, wsum);
+}
 
 bool dot_tile_uses_avx2() {
 #ifdef QBC_RUNTIME_AVX2

@@ -19,4 +19,16 @@ void dot_tile(const int16_t* x, int64_t ldx, int64_t rows, const int8_t* w, int6
 /// Whether dot_tile uses the AVX2 kernel on this host.
 bool dot_tile_uses_avx2();
 
+/// Whether dot_u8 has a VNNI kernel on this host (AVX-512 VNNI, vpdpbusd): then callers
+/// prefer it to dot_tile. Off when the environment sets QBC_EXEC_NO_VNNI (to test the
+/// other kernels on a VNNI host).
+bool dot_u8_fast();
+
+/// out[m * ldo + j] = Σ_{k < len} u[m * ldx + k] * w[j * ldw + k] for m < rows, j < n
+/// (unsigned 8-bit u against int8 w), in int32: exact for len <= kMaxExactDotLen. With
+/// `wsum` also wsum[j] = Σ_{k < len} w[j * ldw + k]. Callers turn int8 codes x into
+/// u = x + 128 and subtract 128 · wsum. Portable loops when dot_u8_fast() is false.
+void dot_u8(const uint8_t* u, int64_t ldx, int64_t rows, const int8_t* w, int64_t ldw, int64_t n,
+            int64_t len, int32_t* out, int64_t ldo, int32_t* wsum);
+
 }  // namespace qbc::runtime
