@@ -11,11 +11,12 @@ ratios executor/float and executor/fakequant against the targets of issue 13 (pr
 also reports the backend's compile time as a fraction of the quantize time (target < 10 %).
 
 Models: stories260K (the shared HF folder), random SmolLM2-135M- and Llama-3.2-1B-shaped
-models (`qbc random-model`, written once into WORKDIR; they have no tokenizer, so the
-stories260K tokenizer is copied beside them: its 512 ids are valid for any vocabulary, and
-the speed of a forward pass does not depend on which ids it sees). Each is compiled W8 with
+models (`qbc random-model`, written once into WORKDIR, with the byte-level tokenizer
+random-model writes; the stories260K tokenizer files it lacks are copied beside it: the
+speed of a forward pass does not depend on which ids it sees). Each is compiled W8 with
 `qbc compile --preset llm_fast --use-random-calib` at maxCacheLength = maxSequenceLength =
-2048 (once; WORKDIR keeps the .mblt). The executor and the fake-quant evaluator must agree
+2048 to MXQ (once; WORKDIR keeps the .mxq and the .mblt). The executor runs the .mxq on
+the runtime, the fake-quant evaluator the .mblt; they must agree
 bit for bit, so their perplexities are printed and compared.
 
 The fake-quant evaluator is slow on the large models, so it runs fewer chunks and decode
@@ -119,23 +120,26 @@ def prepare(q, work, name, source):
 
 
 def compile_w8(q, work, name, hf):
-    """qbc compile W8 (llm_fast, random calibration, 2048 positions), once; the summary."""
+    """qbc compile W8 (llm_fast, random calibration, 2048 positions) to MXQ, once, keeping
+    the quantized MBLT for the fake-quant evaluator; (mxq, mblt, summary)."""
+    mxq = os.path.join(work, name + ".w8.mxq")
     mblt = os.path.join(work, name + ".w8.mblt")
-    info = mblt + ".compile.json"
-    if os.path.exists(mblt) and os.path.exists(info):
+    info = mxq + ".compile.json"
+    if os.path.exists(mxq) and os.path.exists(mblt) and os.path.exists(info):
         with open(info) as f:
-            return mblt, json.load(f)
+            return mxq, mblt, json.load(f)
     log("compiling %s W8 (llm_fast, random calibration)..." % name)
     _, events, wall = q.events(["compile", hf, "--preset", "llm_fast", "--use-random-calib",
                                 "--set", "llm.attributes.maxCacheLength=2048", "--set",
-                                "llm.attributes.maxSequenceLength=2048", "-o", mblt])
+                                "llm.attributes.maxSequenceLength=2048", "-o", mxq,
+                                "--keep-intermediate", work])
     s = [e for e in events if e.get("event") == "summary"][-1]
     res = json.loads(s["result"]) if isinstance(s["result"], str) else s["result"]
     summary = {"quantize_seconds": res["seconds"], "backend_seconds": res["backend"]["seconds"],
                "wall_seconds": wall, "message": s["message"]}
     with open(info, "w") as f:
         json.dump(summary, f)
-    return mblt, summary
+    return mxq, mblt, summary
 
 
 def ratio(a, b):
@@ -175,12 +179,12 @@ def main():
     for name, label, source, (chunks, fq_chunks), (n, fq_n) in chosen:
         t0 = time.monotonic()
         hf = prepare(q, a.work, name, source)
-        mblt, comp = compile_w8(q, a.work, name, hf)
+        mxq, mblt, comp = compile_w8(q, a.work, name, hf)
         r = {"model": name, "label": label, "compile": comp, "chunks": chunks,
              "fq_chunks": fq_chunks, "decode_n": n, "fq_decode_n": fq_n}
         log("%s: executor" % name)
-        r["npu_prefill"] = best("npu_prefill", lambda: q.eval(mblt, "npu", chunks), a.repeat)
-        r["npu_decode"] = best("npu_decode", lambda: q.decode(mblt, "npu", n), a.repeat)
+        r["npu_prefill"] = best("npu_prefill", lambda: q.eval(mxq, "npu", chunks), a.repeat)
+        r["npu_decode"] = best("npu_decode", lambda: q.decode(mxq, "npu", n), a.repeat)
         log("%s: float" % name)
         r["float_prefill"] = best("float_prefill", lambda: q.eval(hf, "float", chunks), a.repeat)
         r["float_decode"] = best("float_decode", lambda: q.decode(hf, "float", n), a.repeat)
@@ -189,7 +193,7 @@ def main():
             r["fq_prefill"] = best("fq_prefill", lambda: q.eval(mblt, "fakequant", fq_chunks), 1)
             r["fq_decode"] = best("fq_decode", lambda: q.decode(mblt, "fakequant", fq_n), 1)
             # Bit-exact backends: equal perplexity over the chunks both ran, equal tokens.
-            npu_same = q.eval(mblt, "npu", fq_chunks) if fq_chunks != chunks else r["npu_prefill"]
+            npu_same = q.eval(mxq, "npu", fq_chunks) if fq_chunks != chunks else r["npu_prefill"]
             r["exact_ppl"] = npu_same["perplexity"] == r["fq_prefill"]["perplexity"]
             k = min(len(r["fq_decode"]["new_tokens"]), len(r["npu_decode"]["new_tokens"]))
             r["exact_tokens"] = r["fq_decode"]["new_tokens"][:k] == r["npu_decode"]["new_tokens"][:k]
