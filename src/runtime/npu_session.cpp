@@ -133,6 +133,23 @@ uint64_t get_u64(const char* p) {
 
 }  // namespace
 
+Status NpuSession::rewind(int64_t position) {
+  if (position < 0 || position > position_)
+    return invalid_argument("cache_size ", position, ": the cache of slot ", slot_, " holds ",
+                            position_, " tokens (it can be rewound, not advanced)");
+  // A ring (sliding-window layer) keeps window + chunk positions: rewinding is exact while
+  // the window before the new position is still in it.
+  for (const isa::AttnDesc& a : device_->bundle().attentions) {
+    if (a.window <= 0 || a.capacity >= device_->bundle().max_cache) continue;
+    if (position_ > a.capacity && position_ - position > a.capacity - a.window)
+      return invalid_argument("cache_size ", position, ": rewinding ", position_ - position,
+                              " tokens passes what the sliding-window ring of ", a.capacity,
+                              " positions still holds (at most ", a.capacity - a.window, ")");
+  }
+  position_ = position;
+  return ok_status();
+}
+
 StatusOr<std::string> NpuSession::dump_kv() const {
   const isa::Bundle& b = device_->bundle();
   mxq::Digest layout;

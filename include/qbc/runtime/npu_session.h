@@ -30,6 +30,11 @@ class NpuSession final : public runner::Runner {
                         std::vector<float>* logits) override;
   /// Sets the position to 0; cached entries past the position are never read again.
   void reset() override { position_ = 0; }
+  /// Rewinds to `position` cached tokens (<= the current position: entries past it are
+  /// never read again). kInvalidArgument when it is ahead of the cache, or when a
+  /// sliding-window ring no longer holds the window before it (a ring of window + chunk
+  /// positions allows rewinding up to `chunk` tokens once it has wrapped).
+  Status rewind(int64_t position);
   int64_t position() const override { return position_; }
   int64_t vocab_size() const override;
   int64_t hidden_size() const override;

@@ -281,6 +281,7 @@ TEST(ModelSourceTest, ShardedCheckpointThroughIndex) {
     }
   }
   fs::remove(dir / "model.safetensors");
+  fs::remove(dir / "tokenizer.json");  // random-model writes one; this folder has none
   write_file(dir / "model.safetensors.index.json",
              "{\"metadata\": {}, \"weight_map\": {" + weight_map + "}}");
   auto src = ModelSource::open(dir);

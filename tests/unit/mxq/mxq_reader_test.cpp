@@ -29,6 +29,7 @@
 #include "qbc/support/exit_codes.h"
 #include "test_support.h"
 #include "unit/mxq/compile_fixture.h"
+#include "unit/mxq/mutate.h"
 
 namespace qbc {
 namespace {
@@ -61,8 +62,7 @@ std::vector<mxq::SectionEntry> sections() {
 }
 
 // Header layout (docs/mxq.md): the fields the tests rewrite.
-constexpr size_t kTargetWord = 40, kCount = 64, kRequired = 24, kMajor = 8, kTableDigest = 96,
-                 kCheck = 120;
+constexpr size_t kTargetWord = 40, kCount = 64, kRequired = 24, kMajor = 8;
 
 uint64_t get_u64(const std::string& s, size_t at) {
   uint64_t v = 0;
@@ -72,30 +72,7 @@ uint64_t get_u64(const std::string& s, size_t at) {
 void put_u64(std::string& s, size_t at, uint64_t v) { std::memcpy(s.data() + at, &v, 8); }
 void put_u32(std::string& s, size_t at, uint32_t v) { std::memcpy(s.data() + at, &v, 4); }
 
-/// Re-seals what the mutation broke on purpose: every section digest (when `digests`), the
-/// table digest and the header check, so the damage reaches the checks behind them.
-void reseal(std::string& s, bool digests) {
-  if (s.size() < mxq::kHeaderBytes) return;
-  uint32_t count = 0;
-  std::memcpy(&count, s.data() + kCount, 4);
-  const uint64_t table_end = mxq::kHeaderBytes + uint64_t{count} * mxq::kEntryBytes;
-  const bool table_ok = count <= mxq::kMaxSections && table_end <= s.size();
-  if (table_ok && digests) {
-    for (uint32_t i = 0; i < count; ++i) {
-      const size_t e = mxq::kHeaderBytes + size_t{i} * mxq::kEntryBytes;
-      const uint64_t off = get_u64(s, e + 16), size = get_u64(s, e + 24);
-      if (off > s.size() || size > s.size() - off) continue;
-      const mxq::Digest d = mxq::digest_of(s.data() + off, size);
-      std::memcpy(s.data() + e + 32, d.data(), 16);
-    }
-  }
-  if (table_ok) {
-    const mxq::Digest td =
-        mxq::digest_of(s.data() + mxq::kHeaderBytes, table_end - mxq::kHeaderBytes);
-    std::memcpy(s.data() + kTableDigest, td.data(), 16);
-  }
-  put_u64(s, kCheck, mxq::header_checksum(reinterpret_cast<const uint8_t*>(s.data())));
-}
+using testing::reseal;
 
 TEST(MxqReader, RoundTripsTheBundleAndItsLogits) {
   REQUIRE_COMPILED();
@@ -272,40 +249,7 @@ TEST(MxqReader, SeededMutationFuzzNeverCrashes) {
   constexpr int kCases = 20000;
   for (int i = 0; i < kCases; ++i) {
     std::string s = base;
-    const bool sealed = (i % 2) == 1;
-    const int edits = 1 + static_cast<int>(rng() % 4);
-    for (int e = 0; e < edits; ++e) {
-      // Sealed cases aim inside the protobuf sections (meta, layout, code, debug) most of the
-      // time, so the decoders see the damage.
-      size_t at = rng() % s.size();
-      if (sealed && rng() % 4 != 0) {
-        const mxq::SectionEntry& sec = secs[rng() % 4];  // meta, layout, code, debug
-        at = sec.offset + (sec.size > 0 ? rng() % sec.size : 0);
-      }
-      if (at >= s.size()) at = rng() % s.size();
-      switch (rng() % 6) {
-        case 0:
-          s[at] ^= static_cast<char>(1u << (rng() % 8));
-          break;
-        case 1:
-          s[at] = static_cast<char>(rng());
-          break;
-        case 2:
-          s.resize(at);
-          break;
-        case 3:
-          s.insert(at, std::string(1 + rng() % 16, static_cast<char>(rng())));
-          break;
-        case 4:
-          s.erase(at, 1 + rng() % 16);
-          break;
-        default:
-          s.replace(at, std::min<size_t>(8, s.size() - at), std::string(8, '\xff'));
-          break;
-      }
-      if (s.empty()) break;
-    }
-    if (sealed) reseal(s, true);
+    testing::mutate(s, rng, i % 2 == 1, secs, 4, 16);
     auto m = load(std::move(s));
     if (!m.ok()) {
       ++refused;

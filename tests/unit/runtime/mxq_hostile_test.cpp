@@ -20,6 +20,7 @@
 #include "qbc/runtime/npu_session.h"
 #include "test_bundle.h"
 #include "test_support.h"
+#include "unit/mxq/mutate.h"
 
 namespace qbc::runtime {
 namespace {
@@ -78,30 +79,6 @@ TEST(MxqHostile, HeadModelRoundTripsToTheSameLogits) {
   EXPECT_EQ(std::memcmp(want->data(), got->data(), want->size() * 4), 0);
 }
 
-/// Re-seals the digests, the table digest and the header check (docs/mxq.md offsets).
-void reseal(std::string& s) {
-  if (s.size() < mxq::kHeaderBytes) return;
-  uint32_t count = 0;
-  std::memcpy(&count, s.data() + 64, 4);
-  const uint64_t table_end = mxq::kHeaderBytes + uint64_t{count} * mxq::kEntryBytes;
-  if (count <= mxq::kMaxSections && table_end <= s.size()) {
-    for (uint32_t i = 0; i < count; ++i) {
-      const size_t e = mxq::kHeaderBytes + size_t{i} * mxq::kEntryBytes;
-      uint64_t off = 0, size = 0;
-      std::memcpy(&off, s.data() + e + 16, 8);
-      std::memcpy(&size, s.data() + e + 24, 8);
-      if (off > s.size() || size > s.size() - off) continue;
-      const mxq::Digest d = mxq::digest_of(s.data() + off, size);
-      std::memcpy(s.data() + e + 32, d.data(), 16);
-    }
-    const mxq::Digest td =
-        mxq::digest_of(s.data() + mxq::kHeaderBytes, table_end - mxq::kHeaderBytes);
-    std::memcpy(s.data() + 96, td.data(), 16);
-  }
-  const uint64_t check = mxq::header_checksum(reinterpret_cast<const uint8_t*>(s.data()));
-  std::memcpy(s.data() + 120, &check, 8);
-}
-
 TEST(MxqHostile, SeededMutationFuzzNeverCrashes) {
   const std::string base = head_model_mxq();
   auto c = mxq::Container::from_bytes(base, "head.mxq");
@@ -112,34 +89,7 @@ TEST(MxqHostile, SeededMutationFuzzNeverCrashes) {
   constexpr int kCases = 20000;
   for (int i = 0; i < kCases; ++i) {
     std::string s = base;
-    const bool sealed = i % 2 == 1;
-    const int edits = 1 + static_cast<int>(rng() % 3);
-    for (int e = 0; e < edits && !s.empty(); ++e) {
-      size_t at = rng() % s.size();
-      if (sealed && rng() % 4 != 0) {  // mostly inside meta, layout, code, debug
-        const mxq::SectionEntry& sec = secs[rng() % 4];
-        if (sec.size > 0) at = sec.offset + rng() % sec.size;
-      }
-      if (at >= s.size()) at = rng() % s.size();
-      switch (rng() % 5) {
-        case 0:
-          s[at] ^= static_cast<char>(1u << (rng() % 8));
-          break;
-        case 1:
-          s[at] = static_cast<char>(rng());
-          break;
-        case 2:
-          s.resize(at);
-          break;
-        case 3:
-          s.insert(at, std::string(1 + rng() % 8, static_cast<char>(rng())));
-          break;
-        default:
-          s.erase(at, 1 + rng() % 8);
-          break;
-      }
-    }
-    if (sealed) reseal(s);
+    ::qbc::testing::mutate(s, rng, i % 2 == 1, secs, 3, 8);
     auto m = mxq::load_model_bytes(std::move(s), "head.mxq");
     if (!m.ok()) {
       ++refused;
