@@ -48,11 +48,14 @@ run() {
     local bin="$dir/fuzz/fuzz_$r" work="$dir/work/$r" found="$dir/findings/$r"
     [ -x "$bin" ] || { echo "fuzz: $bin not built (tools/fuzz.sh build)" >&2; exit 2; }
     mkdir -p "$work" "$found" "$dir/corpus/$r"
+    # An MXQ seed is a whole compiled model (1.3 MB): inputs may be that long.
+    local extra=()
+    [ "$r" = mxq ] && extra=(-max_len=1400000)
     # The evolving corpus lives in work/ (new inputs are written to the first folder); the seeds
     # stay as they are.
     ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 \
       "$bin" "$work" "$dir/corpus/$r" -max_total_time="$seconds" \
-      -rss_limit_mb=2048 -malloc_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+      -rss_limit_mb=4096 -malloc_limit_mb=4096 -timeout=20 -print_final_stats=1 "${extra[@]}" \
       -artifact_prefix="$found/" >"$dir/$r.log" 2>&1 || status=1
     local execs
     execs=$(grep -ao 'stat::number_of_executed_units: *[0-9]*' "$dir/$r.log" | tail -1 | grep -o '[0-9]*$' || true)

@@ -81,7 +81,8 @@ std::vector<bool> read_only_buffers(const isa::Bundle& b, const isa::Mode& m) {
   for (size_t i = 0; i < b.buffers.size(); ++i) {
     const isa::Buffer& buf = b.buffers[i];
     if (buf.space != isa::Space::kDram || buf.purpose != isa::Purpose::kWeights) continue;
-    const auto [lo, hi] = hull(buf);
+    const auto span = hull(buf);  // not a structured binding: C++17 lambdas cannot capture one
+    const auto lo = span.first, hi = span.second;
     ro[i] = std::none_of(written.begin(), written.end(),
                          [&](const auto& w) { return w.first < hi && lo < w.second; });
   }

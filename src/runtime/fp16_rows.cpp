@@ -29,11 +29,15 @@ void store_portable(const float* v, int64_t n, uint8_t* p) {
 }
 
 #ifdef QBC_RUNTIME_F16C
+#include <cpuid.h>
 
 bool host_has_f16c() {
   static const bool has = [] {
     __builtin_cpu_init();  // safe to call early (static initialisation order)
-    return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+    // F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports has no "f16c".
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    const bool f16c = __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & bit_F16C) != 0;
+    return __builtin_cpu_supports("avx") && f16c;
   }();
   return has;
 }
