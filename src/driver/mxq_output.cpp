@@ -20,7 +20,14 @@ std::string meta_value(const ir::Graph& g, const std::string& key) {
 
 }  // namespace
 
-StatusOr<std::vector<int>> split_boundaries(const config::ResolvedConfig& cfg, int blocks) {
+int block_count(const ir::Graph& g) {
+  int blocks = 0;
+  for (const ir::Node& n : g.nodes()) blocks = std::max(blocks, n.block + 1);
+  return blocks;
+}
+
+StatusOr<std::vector<int>> split_boundaries(const config::ResolvedConfig& cfg, const ir::Graph& g) {
+  const int blocks = block_count(g);
   const config::CompileOptions& co = cfg.options;
   std::vector<int> out(co.split_blocks().begin(), co.split_blocks().end());
   if (!out.empty()) {
@@ -40,13 +47,11 @@ StatusOr<std::vector<mxq::WrittenFile>> write_mxq(const LoadedModel& model,
                                                   const config::ResolvedConfig& cfg,
                                                   const std::string& path) {
   const ir::Graph& g = model.graph;
-  int blocks = 0;
-  for (const ir::Node& n : g.nodes()) blocks = std::max(blocks, n.block + 1);
-  QBC_ASSIGN_OR_RETURN(std::vector<int> split, split_boundaries(cfg, blocks));
+  QBC_ASSIGN_OR_RETURN(std::vector<int> split, split_boundaries(cfg, g));
 
   mxq::WriteRequest req;
   req.bundle = &bundle;
-  req.blocks = blocks;
+  req.blocks = block_count(g);
   req.split_blocks = split;
   mxq::pb::Meta& m = req.meta;
   const std::string producer = meta_value(g, "producer");

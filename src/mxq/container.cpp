@@ -108,7 +108,7 @@ std::string write_container(const HeaderInfo& h, const std::vector<SectionData>&
     SectionEntry e = s.entry;
     e.offset = at;
     e.size = s.bytes.size();
-    e.digest = digest_of(s.bytes.data(), s.bytes.size());
+    e.digest = s.digest ? *s.digest : digest_of(s.bytes.data(), s.bytes.size());
     entries.push_back(e);
     at = align_up(at + e.size, kAlignment);
   }

@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -63,8 +64,8 @@ int part_of_block(int block, bool after_blocks, const std::vector<std::pair<int,
 }
 
 struct PartSections {
-  std::vector<std::string> owned;  ///< serialized messages
-  std::vector<SectionData> sections;
+  std::deque<std::string> owned;      ///< serialized messages (a deque: views into it stay valid)
+  std::vector<SectionData> sections;  ///< views into `owned` or into the bundle and assets
 };
 
 }  // namespace
@@ -190,42 +191,43 @@ StatusOr<std::vector<WrittenFile>> write_model(const std::string& path, const Wr
     w->set_part(static_cast<int32_t>(p));
   }
 
-  // Sections of every part but the metadata, whose digests make the model hash.
+  // Sections of every part but the metadata, whose digests make the model hash. Weights,
+  // embedding and assets are views of the bundle and the request, not copies.
   std::vector<PartSections> parts(nparts);
-  auto add = [&](size_t p, SectionKind kind, std::string bytes, int bundle = -1, int core = -1,
-                 int block = -1) {
-    parts[p].owned.push_back(std::move(bytes));
+  std::string hash_input;
+  auto add_view = [&](size_t p, SectionKind kind, std::string_view bytes, int bundle = -1,
+                      int core = -1, int block = -1) {
     SectionEntry e;
     e.kind = static_cast<uint32_t>(kind);
     e.bundle = bundle;
     e.core = core;
     e.block = block;
-    parts[p].sections.push_back({e, {}});
+    const Digest d = digest_of(bytes.data(), bytes.size());
+    hash_input.append(reinterpret_cast<const char*>(d.data()), d.size());
+    parts[p].sections.push_back({e, bytes, d});
   };
-  add(0, SectionKind::kLayout, serialize(layout));
+  auto add_owned = [&](size_t p, SectionKind kind, std::string bytes, int bundle = -1,
+                       int core = -1) {
+    parts[p].owned.push_back(std::move(bytes));
+    add_view(p, kind, parts[p].owned.back(), bundle, core);
+  };
+  add_owned(0, SectionKind::kLayout, serialize(layout));
   for (size_t m = 0; m < b.modes.size(); ++m) {
     for (size_t c = 0; c < b.modes[m].decode.cores.size(); ++c) {
       QBC_ASSIGN_OR_RETURN(pb::CoreCode code, encode_code(b, m, c));
-      add(0, SectionKind::kCode, serialize(code), static_cast<int>(m), static_cast<int>(c));
+      add_owned(0, SectionKind::kCode, serialize(code), static_cast<int>(m), static_cast<int>(c));
     }
   }
-  add(0, SectionKind::kDebug, serialize(encode_debug(b)));
-  add(0, SectionKind::kEmbedding,
-      std::string(reinterpret_cast<const char*>(b.embedding.data()), b.embedding.size() * 4));
-  for (const HostAsset& a : req.assets) add(0, SectionKind::kAsset, a.bytes);
+  add_owned(0, SectionKind::kDebug, serialize(encode_debug(b)));
+  add_view(
+      0, SectionKind::kEmbedding,
+      std::string_view(reinterpret_cast<const char*>(b.embedding.data()), b.embedding.size() * 4));
+  for (const HostAsset& a : req.assets) add_view(0, SectionKind::kAsset, a.bytes);
   for (size_t p = 0; p < nparts; ++p) {
-    add(p, SectionKind::kWeights,
-        std::string(reinterpret_cast<const char*>(b.image.data()) + cut[p].first,
-                    static_cast<size_t>(cut[p].second - cut[p].first)),
-        -1, -1, ranges[p].first);
-  }
-  std::string hash_input;
-  for (PartSections& ps : parts) {
-    for (size_t i = 0; i < ps.sections.size(); ++i) {
-      ps.sections[i].bytes = ps.owned[i];
-      const Digest d = digest_of(ps.owned[i].data(), ps.owned[i].size());
-      hash_input.append(reinterpret_cast<const char*>(d.data()), d.size());
-    }
+    add_view(p, SectionKind::kWeights,
+             std::string_view(reinterpret_cast<const char*>(b.image.data()) + cut[p].first,
+                              static_cast<size_t>(cut[p].second - cut[p].first)),
+             -1, -1, ranges[p].first);
   }
   const Digest model_hash = digest_of(hash_input.data(), hash_input.size());
 
@@ -235,7 +237,15 @@ StatusOr<std::vector<WrittenFile>> write_model(const std::string& path, const Wr
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     return not_found(path, ": output folder ", dir.string(), " does not exist");
-  std::vector<std::pair<std::string, std::string>> files;  // final path, bytes
+  struct OutFile {
+    std::string path, bytes, digest;
+  };
+  std::vector<OutFile> files;
+  auto add_file = [&](std::string file, std::string bytes) {
+    std::string d = digest_hex(digest_of(bytes.data(), bytes.size()));
+    files.push_back({std::move(file), std::move(bytes), std::move(d)});
+    return files.back().digest;
+  };
   pb::Manifest manifest;
   manifest.set_producer(req.meta.producer());
   manifest.set_producer_version(req.meta.producer_version());
@@ -280,24 +290,27 @@ StatusOr<std::vector<WrittenFile>> write_model(const std::string& path, const Wr
     h.model_hash = model_hash;
     std::string bytes = write_container(h, sections);
     const fs::path file = split ? dir / part_name(out, p, nparts) : out;
+    const int64_t size = static_cast<int64_t>(bytes.size());
+    const std::string digest = add_file(file.string(), std::move(bytes));
     if (split) {
       pb::ManifestPart* mp = manifest.add_parts();
       mp->set_file(file.filename().string());
-      mp->set_bytes(static_cast<int64_t>(bytes.size()));
-      mp->set_xxh3_128(digest_hex(digest_of(bytes.data(), bytes.size())));
+      mp->set_bytes(size);
+      mp->set_xxh3_128(digest);
       mp->set_block_begin(ranges[p].first);
       mp->set_block_end(ranges[p].second);
     }
-    files.emplace_back(file.string(), std::move(bytes));
   }
-  if (split) files.emplace_back(out.string(), write_manifest(manifest));
+  if (split) add_file(out.string(), write_manifest(manifest));
 
   // Temporary names first; then the parts, the loadable file last.
   std::vector<std::string> temps;
   auto cleanup = [&]() {
     for (const std::string& t : temps) fs::remove(t, ec);
   };
-  for (const auto& [final_path, bytes] : files) {
+  for (const OutFile& f : files) {
+    const std::string& final_path = f.path;
+    const std::string& bytes = f.bytes;
     const fs::path fp(final_path);
     const std::string tmp =
         (fp.parent_path() / ("." + fp.filename().string() + ".tmp." + std::to_string(::getpid())))
@@ -313,15 +326,15 @@ StatusOr<std::vector<WrittenFile>> write_model(const std::string& path, const Wr
   }
   std::vector<WrittenFile> written;
   for (size_t i = 0; i < files.size(); ++i) {
-    fs::rename(temps[i], files[i].first, ec);
+    fs::rename(temps[i], files[i].path, ec);
     if (ec) {
       const std::string msg = ec.message();
       cleanup();
-      for (size_t j = 0; j < i; ++j) fs::remove(files[j].first, ec);
-      return invalid_argument(files[i].first, ": cannot move output into place: ", msg);
+      for (size_t j = 0; j < i; ++j) fs::remove(files[j].path, ec);
+      return invalid_argument(files[i].path, ": cannot move output into place: ", msg);
     }
-    written.push_back({files[i].first, static_cast<int64_t>(files[i].second.size()),
-                       digest_hex(digest_of(files[i].second.data(), files[i].second.size()))});
+    written.push_back(
+        {files[i].path, static_cast<int64_t>(files[i].bytes.size()), files[i].digest});
   }
   return written;
 }

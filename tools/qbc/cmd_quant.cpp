@@ -106,9 +106,7 @@ Status run_quantize(const QuantizeOptions& o) {
   QBC_ASSIGN_OR_RETURN(driver::LoadedModel m, driver::open_model(o.model, cfg));
   if (compile) {
     // The split is checked against the model's blocks before any work.
-    int blocks = 0;
-    for (const ir::Node& n : m.graph.nodes()) blocks = std::max(blocks, n.block + 1);
-    QBC_RETURN_IF_ERROR(driver::split_boundaries(cfg, blocks).status());
+    QBC_RETURN_IF_ERROR(driver::split_boundaries(cfg, m.graph).status());
     // Does it fit the target? Decided from shapes before any calibration work (exit 4).
     QBC_ASSIGN_OR_RETURN(ir::Graph shape, quant::shape_only(m.graph, cfg.options));
     QBC_ASSIGN_OR_RETURN(npu::Options plan, driver::backend_options(shape, cfg));

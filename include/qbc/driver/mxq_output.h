@@ -15,9 +15,12 @@
 
 namespace qbc::driver {
 
+/// Decoder blocks of `g` (one more than the highest Node::block).
+int block_count(const ir::Graph& g);
+
 /// The split boundaries of `cfg` (splitBlocks, or splitParts turned into equal block
-/// counts) for a model of `blocks` blocks; empty for no split. Errors name the key.
-StatusOr<std::vector<int>> split_boundaries(const config::ResolvedConfig& cfg, int blocks);
+/// counts) for the blocks of `g`; empty for no split. Errors name the key.
+StatusOr<std::vector<int>> split_boundaries(const config::ResolvedConfig& cfg, const ir::Graph& g);
 
 /// Writes `bundle` (compiled from `model`) to `path`: one MXQ, or the manifest of a split
 /// build with its parts beside it. Returns the files written, the loadable one last.

@@ -10,6 +10,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -89,6 +90,9 @@ uint64_t header_checksum(const uint8_t* header);
 struct SectionData {
   SectionEntry entry;
   std::string_view bytes;
+  /// The digest of `bytes` when the caller has it already (write_model hashes the sections
+  /// for the model hash first); computed otherwise.
+  std::optional<Digest> digest;
 };
 
 /// The bytes of a container holding `sections` in the given order. Deterministic: the
