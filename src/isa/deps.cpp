@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <optional>
 
 #include "domain.h"
 #include "qbc/support/check.h"
@@ -169,6 +170,7 @@ class StreamDeps {
   void summarize(Region& r);
   Status flatten(const Region& r, std::vector<Instr>* out);
   StatusOr<Instr> carrier(Queue q);
+  StatusOr<Instr> make_carrier(Queue q);
 
   const Bundle& b_;
   const ProgramRef& pr_;
@@ -182,6 +184,7 @@ class StreamDeps {
   std::vector<SymPoint> points_;
   int32_t pass_;
   int carriers_ = 0;
+  std::optional<StatusOr<Instr>> carrier_memo_[kNumQueues];
 };
 
 // ---------------------------------------------------------------------------------------
@@ -628,6 +631,13 @@ void StreamDeps::summarize(Region& r) {
 // Output
 
 StatusOr<Instr> StreamDeps::carrier(Queue q) {
+  // The carrier of a queue is the same for every insertion: built once.
+  std::optional<StatusOr<Instr>>& memo = carrier_memo_[static_cast<int>(q)];
+  if (!memo) memo = make_carrier(q);
+  return *memo;
+}
+
+StatusOr<Instr> StreamDeps::make_carrier(Queue q) {
   const int64_t align = b_.dma_align;
   const auto aligned = [&](const Buffer& buf) {
     return buf.offset % align == 0 && buf.slot_stride % align == 0;

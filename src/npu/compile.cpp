@@ -127,6 +127,7 @@ class Compiler {
   Status lower_all();
   Status check_context(const ir::WeightReader& reader);
   const isa::Bundle& bundle() const { return b_; }
+  const Options& options() const { return o_; }
   isa::Bundle take() { return std::move(b_); }
 
  private:
@@ -1306,7 +1307,7 @@ Status Compiler::plan_memory() {
   layout_weights();
   QBC_RETURN_IF_ERROR(plan_dram());
   // Does it fit? Decided before any weight is read or program lowered.
-  if (!o_.probe) QBC_RETURN_IF_ERROR(check_fit(b_, memory_report(b_)));
+  if (!o_.probe && o_.fit_check) QBC_RETURN_IF_ERROR(check_fit(b_, memory_report(b_)));
   return ok_status();
 }
 
@@ -1409,7 +1410,7 @@ struct Context {
   Status health() const { return ok_status(); }
   /// The program verifier (docs/npu.md V1..V8) once programs exist.
   Status verify() const {
-    if ((have & kPrograms) == 0) return ok_status();
+    if ((have & kPrograms) == 0 || !c->options().verify) return ok_status();
     return isa::verify(c->bundle());
   }
   StatusOr<std::string> dump_text() const { return isa::print_bundle(c->bundle()); }
@@ -1459,6 +1460,8 @@ StatusOr<isa::Bundle> compile(const ir::Graph& graph, const ir::WeightReader& we
   if (!options.plan_only) {
     pm.add(std::make_unique<StepPass>("lower", C::kTiles | C::kMemory, C::kPrograms,
                                       [](C& x) { return x.c->lower_all(); }));
+  }
+  if (!options.plan_only && options.verify) {
     pm.add(std::make_unique<StepPass>("check-context", C::kPrograms, 0,
                                       [](C& x) { return x.c->check_context(*x.reader); }));
   }

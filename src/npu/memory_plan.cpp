@@ -2,6 +2,7 @@
 #include "qbc/npu/memory_plan.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -130,9 +131,9 @@ std::string memory_json(const MemoryReport& r) {
   return j.dump(2) + "\n";
 }
 
-Status check_fit(const isa::Bundle& b, const MemoryReport& r) {
-  const int64_t total = r.dram.total();
-  if (total <= r.device_bytes) return ok_status();
+FitLimits fit_limits(const isa::Bundle& b, const MemoryReport& r) {
+  FitLimits f;
+  f.fits = r.dram.total() <= r.device_bytes;
   const int64_t per_seq =
       (r.dram.kv + r.dram.activations + r.dram.scratch + r.dram.io) / std::max<int64_t>(1, b.batch);
   const int64_t fixed = r.dram.weights + r.dram.reserve;
@@ -140,12 +141,23 @@ Status check_fit(const isa::Bundle& b, const MemoryReport& r) {
   const int64_t kv_now = r.dram.kv / std::max<int64_t>(1, b.batch);
   const int64_t other = per_seq - kv_now;
   const int64_t room = r.device_bytes - fixed - b.batch * (other + r.kv_fixed_bytes);
-  int64_t max_cache = 0;
   if (room > 0 && r.kv_bytes_per_position > 0)
-    max_cache = room / (b.batch * r.kv_bytes_per_position);
-  max_cache = std::min(max_cache, b.max_cache);
-  const int64_t max_batch =
-      per_seq > 0 ? std::max<int64_t>(0, (r.device_bytes - fixed) / per_seq) : 0;
+    f.max_cache = room / (b.batch * r.kv_bytes_per_position);
+  if (r.kv_bytes_per_position == 0 && room >= 0) f.max_cache = INT64_MAX;  // rings only
+  f.max_batch = per_seq > 0 ? std::max<int64_t>(0, (r.device_bytes - fixed) / per_seq) : 0;
+  return f;
+}
+
+Status check_fit(const isa::Bundle& b, const MemoryReport& r) {
+  const int64_t total = r.dram.total();
+  if (total <= r.device_bytes) return ok_status();
+  const int64_t per_seq =
+      (r.dram.kv + r.dram.activations + r.dram.scratch + r.dram.io) / std::max<int64_t>(1, b.batch);
+  const int64_t fixed = r.dram.weights + r.dram.reserve;
+  const int64_t other = per_seq - r.dram.kv / std::max<int64_t>(1, b.batch);
+  const FitLimits lim = fit_limits(b, r);
+  const int64_t max_cache = std::min(lim.max_cache, b.max_cache);
+  const int64_t max_batch = lim.max_batch;
   const char* decides = "kv cache";
   int64_t biggest = r.dram.kv;
   for (const auto& [name, bytes] : {std::pair<const char*, int64_t>{"weights", r.dram.weights},

@@ -113,6 +113,9 @@ struct Core {
   ThreadPool& pool;
   bool profile = false;      ///< time every instruction into data.profile
   bool profile_cpu = false;  ///< ... in thread CPU time (QBC_EXEC_PROFILE=cpu)
+  /// DeviceOptions::counters_only: each exec_* counts its instruction and returns before it
+  /// touches memory (there is none).
+  bool counters_only = false;
 
   /// The SRAM bytes [offset, offset + bytes) of ref `r` (`what` names the operand in
   /// errors): the buffer must be an SRAM buffer of this core and the range inside it. The
@@ -155,8 +158,9 @@ struct Core {
   const float* rotated_key_offset(int32_t attn, int64_t pos);
 };
 
-// One function per op (exec_*.cpp). Each resolves its operands, computes with the numerics
-// kernels and bumps the counters; the interpreter prefixes errors with the instruction.
+// One function per op (exec_*.cpp). Each first bumps the counters (with counters_only it
+// stops there), then resolves its operands and computes with the numerics kernels; the
+// interpreter prefixes errors with the instruction.
 Status exec_dma(const isa::Dma& op, Core& c);
 Status exec_quantize(const isa::Quantize& op, Core& c);
 Status exec_matmul(const isa::MatMul& op, Core& c);

@@ -111,6 +111,7 @@ struct Device::Impl {
   std::vector<Interpreter> prefill, decode;  // per stream of each program
   bool profile = false;                      // QBC_EXEC_PROFILE: time every instruction
   bool profile_cpu = false;                  // QBC_EXEC_PROFILE=cpu: in thread CPU time
+  bool counters_only = false;                // DeviceOptions::counters_only: no memory
 
   ~Impl();
   Status run(isa::Phase phase, int slot, int64_t start, int64_t seq);
@@ -155,7 +156,8 @@ StatusOr<std::shared_ptr<Device>> Device::create(std::shared_ptr<const isa::Bund
   if (options.verify) QBC_RETURN_IF_ERROR(options.verify(b).with_context("bundle"));
   if (options.host_threads < 0)
     return invalid_argument("host_threads ", options.host_threads, " is negative");
-  if ((b.embed_rows > 0 && b.embedding.empty()) || (b.dram.weights > 0 && b.image.empty())) {
+  if (!options.counters_only &&
+      ((b.embed_rows > 0 && b.embedding.empty()) || (b.dram.weights > 0 && b.image.empty()))) {
     return failed_precondition(
         "the bundle holds no weights (a plan compiled from shapes only): "
         "compile it with its weights to run it");
@@ -175,17 +177,20 @@ StatusOr<std::shared_ptr<Device>> Device::create(std::shared_ptr<const isa::Bund
   StatusOr<BundleLayout> layout = validate_bundle(b, m);
   if (!layout.ok()) return layout.status().with_context("mode ", isa::scheme_name(m.scheme));
   impl->layout = *layout;
-  impl->dram = std::make_unique<Zeroed>(impl->layout.dram_size);
-  if (impl->dram->p == nullptr) {
-    return resource_exhausted("cannot allocate ", impl->layout.dram_size,
-                              " bytes of simulated DRAM");
-  }
-  if (!b.image.empty()) std::memcpy(impl->dram->p + b.image_base, b.image.data(), b.image.size());
+  impl->counters_only = options.counters_only;
   const int cores = m.cores_per_instance * m.instances;
-  for (int i = 0; i < cores; ++i) {
-    impl->sram.push_back(std::make_unique<Zeroed>(b.sram_bytes));
-    if (impl->sram.back()->p == nullptr)
-      return resource_exhausted("cannot allocate the SRAM of core ", i);
+  if (!impl->counters_only) {
+    impl->dram = std::make_unique<Zeroed>(impl->layout.dram_size);
+    if (impl->dram->p == nullptr) {
+      return resource_exhausted("cannot allocate ", impl->layout.dram_size,
+                                " bytes of simulated DRAM");
+    }
+    if (!b.image.empty()) std::memcpy(impl->dram->p + b.image_base, b.image.data(), b.image.size());
+    for (int i = 0; i < cores; ++i) {
+      impl->sram.push_back(std::make_unique<Zeroed>(b.sram_bytes));
+      if (impl->sram.back()->p == nullptr)
+        return resource_exhausted("cannot allocate the SRAM of core ", i);
+    }
   }
   impl->counters.resize(static_cast<size_t>(cores));
   impl->data.resize(static_cast<size_t>(cores));
@@ -236,8 +241,9 @@ Status Device::Impl::run(isa::Phase phase, int slot, int64_t start, int64_t seq)
     streams[i].start(start, seq, slot);
     const int32_t index = p.cores[i].core;
     const size_t phys = static_cast<size_t>(slot * mode->cores_per_instance + index);
-    cores.push_back(Core{b, decoded, streams[i].env(), sram[phys]->p, dram->p, layout.dram_size,
-                         slot, index, counters[phys], data[phys], *pool, profile, profile_cpu});
+    cores.push_back(Core{b, decoded, streams[i].env(), counters_only ? nullptr : sram[phys]->p,
+                         counters_only ? nullptr : dram->p, layout.dram_size, slot, index,
+                         counters[phys], data[phys], *pool, profile, profile_cpu, counters_only});
   }
   // SRAM aliases do not outlive the call: the host may write DRAM between calls.
   struct Materialize {
@@ -303,6 +309,7 @@ Status Device::Impl::run(isa::Phase phase, int slot, int64_t start, int64_t seq)
 }
 
 uint8_t* Device::dram(int64_t address, int64_t bytes) {
+  if (impl_->dram == nullptr) return nullptr;  // counters only
   if (address < 0 || bytes < 0 || address + bytes > impl_->layout.dram_size) return nullptr;
   return impl_->dram->p + address;
 }

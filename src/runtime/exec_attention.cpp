@@ -148,6 +148,8 @@ Status exec_kv_quant(const isa::KvQuant& op, Core& c) {
   QBC_ASSIGN_OR_RETURN(const int64_t rows, c.count(op.rows, "rows"));
   QBC_ASSIGN_OR_RETURN(const int64_t pos0, c.count(op.pos0, "pos0"));
   const int64_t w = d.kv_heads * d.head_dim;
+  c.counters.vector_ops += span(rows, 2, w);
+  if (c.counters_only) return ok_status();
   const isa::DType kt = kv_code_type(d.k_bits), vt = kv_code_type(d.v_bits);
   const int64_t krow = isa::dtype_bytes(kt, w), vrow = isa::dtype_bytes(vt, w);
   QBC_ASSIGN_OR_RETURN(const numerics::Attention* a, c.attention(op.attn, op.params));
@@ -172,7 +174,6 @@ Status exec_kv_quant(const isa::KvQuant& op, Core& c) {
     store_codes(kq.data(), kt, w, kc + t * krow);
     store_codes(vq.data(), vt, w, vc + t * vrow);
   }
-  c.counters.vector_ops += span(rows, 2, w);
   return ok_status();
 }
 
@@ -180,6 +181,8 @@ Status exec_query_prep(const isa::QueryPrep& op, Core& c) {
   const isa::AttnDesc& d = c.bundle.attentions[static_cast<size_t>(op.attn)];
   QBC_ASSIGN_OR_RETURN(const int64_t rows, c.count(op.rows, "rows"));
   const int64_t g = group_size(d), hd = d.head_dim, qw = d.heads * hd;
+  c.counters.vector_ops += span(rows, g, hd);
+  if (c.counters_only) return ok_status();
   QBC_ASSIGN_OR_RETURN(const numerics::Attention* a, c.attention(op.attn, op.params));
   QBC_ASSIGN_OR_RETURN(const uint8_t* qp,
                        c.sram_at(op.q, rows_span(rows, 2 * qw, 2 * g * hd), "q"));
@@ -205,7 +208,6 @@ Status exec_query_prep(const isa::QueryPrep& op, Core& c) {
       store(&mq, 1, mqp + (r * g + i) * 4);
     }
   }
-  c.counters.vector_ops += span(rows, g, hd);
   return ok_status();
 }
 
@@ -213,6 +215,9 @@ Status exec_qk_scores(const isa::QkScores& op, Core& c) {
   const isa::AttnDesc& d = c.bundle.attentions[static_cast<size_t>(op.attn)];
   QBC_ASSIGN_OR_RETURN(const int64_t rows, c.count(op.rows, "rows"));
   const int64_t g = group_size(d), hd = d.head_dim, qw = d.heads * hd, bc = op.bc;
+  c.counters.macs += span(rows, g, bc, hd);
+  c.counters.vector_ops += span(rows, g, bc);
+  if (c.counters_only) return ok_status();
   const isa::DType kt = kv_code_type(d.k_bits);
   const int64_t krow = isa::dtype_bytes(kt, hd);
   QBC_ASSIGN_OR_RETURN(const numerics::Attention* a, c.attention(op.attn, op.params));
@@ -230,8 +235,6 @@ Status exec_qk_scores(const isa::QkScores& op, Core& c) {
     QBC_ASSIGN_OR_RETURN(mxp, c.sram_at(op.rowmax, span(rows, g, 4), "rowmax"));
   }
   const int64_t qpos0 = c.eval(op.qpos0), kpos0 = c.eval(op.kpos0);
-  c.counters.macs += span(rows, g, bc, hd);
-  c.counters.vector_ops += span(rows, g, bc);
   if (rows == 0 || bc == 0) return ok_status();
 
   // Keys every query masks (after the last, before the first's window, before 0) are -inf
@@ -338,6 +341,9 @@ Status exec_exp_accum(const isa::ExpAccum& op, Core& c) {
   const isa::AttnDesc& d = c.bundle.attentions[static_cast<size_t>(op.attn)];
   QBC_ASSIGN_OR_RETURN(const int64_t rows, c.count(op.rows, "rows"));
   const int64_t g = group_size(d), hd = d.head_dim, bc = op.bc, n = span(rows, g);
+  c.counters.macs += span(n, bc, hd);
+  c.counters.vector_ops += span(n, bc);
+  if (c.counters_only) return ok_status();
   const isa::DType vt = kv_code_type(d.v_bits);
   const int64_t vrow = isa::dtype_bytes(vt, hd);
   QBC_ASSIGN_OR_RETURN(const uint8_t* sp, c.sram_at(op.scores, span(n, bc, 4), "scores"));
@@ -345,8 +351,6 @@ Status exec_exp_accum(const isa::ExpAccum& op, Core& c) {
   QBC_ASSIGN_OR_RETURN(const uint8_t* vcp, c.sram_at(op.vcodes, span(bc, vrow), "vcodes"));
   QBC_ASSIGN_OR_RETURN(uint8_t * esp, c.sram_at(op.esum, span(n, 8), "esum"));
   QBC_ASSIGN_OR_RETURN(uint8_t * accp, c.sram_at(op.acc, span(n, hd, 8), "acc"));
-  c.counters.macs += span(n, bc, hd);
-  c.counters.vector_ops += span(n, bc);
   if (n == 0) return ok_status();
   std::vector<float> mx(static_cast<size_t>(n));
   std::vector<int64_t> esum(static_cast<size_t>(n), 0), acc(static_cast<size_t>(n * hd), 0);
@@ -430,11 +434,12 @@ Status exec_exp_accum(const isa::ExpAccum& op, Core& c) {
 
 Status exec_merge(const isa::Merge& op, Core& c) {
   const int64_t es = op.op == isa::MergeOp::kMax ? 4 : 8;
+  c.counters.vector_ops += span(op.parts_count, op.count);
+  if (c.counters_only) return ok_status();
   QBC_ASSIGN_OR_RETURN(
       const uint8_t* pp,
       c.sram_at(op.parts, span(rows_span(op.parts_count, op.part_stride, op.count), es), "parts"));
   QBC_ASSIGN_OR_RETURN(uint8_t * op_out, c.sram_at(op.out, span(op.count, es), "out"));
-  c.counters.vector_ops += span(op.parts_count, op.count);
   if (op.op == isa::MergeOp::kMax) {
     std::vector<float> out(static_cast<size_t>(op.count)), part(static_cast<size_t>(op.count));
     load(pp, op.count, out.data());
@@ -459,11 +464,12 @@ Status exec_attn_out(const isa::AttnOut& op, Core& c) {
   const isa::AttnDesc& d = c.bundle.attentions[static_cast<size_t>(op.attn)];
   QBC_ASSIGN_OR_RETURN(const int64_t rows, c.count(op.rows, "rows"));
   const int64_t g = group_size(d), hd = d.head_dim, qw = d.heads * hd, n = span(rows, g);
+  c.counters.vector_ops += span(n, hd);
+  if (c.counters_only) return ok_status();
   QBC_ASSIGN_OR_RETURN(const numerics::Attention* a, c.attention(op.attn, op.params));
   QBC_ASSIGN_OR_RETURN(const uint8_t* accp, c.sram_at(op.acc, span(n, hd, 8), "acc"));
   QBC_ASSIGN_OR_RETURN(const uint8_t* esp, c.sram_at(op.esum, span(n, 8), "esum"));
   QBC_ASSIGN_OR_RETURN(uint8_t * yp, c.sram_at(op.y, rows_span(rows, 2 * qw, 2 * g * hd), "y"));
-  c.counters.vector_ops += span(n, hd);
   std::vector<int64_t> acc(static_cast<size_t>(hd));
   std::vector<uint16_t> y(static_cast<size_t>(hd));
   const float* vs = a->v_scale.data() + op.kv_head * hd;

@@ -27,6 +27,8 @@ Status exec_dma(const isa::Dma& op, Core& c) {
   const bool ring = op.ring_rows > 0;
   const isa::Buffer& dram_buf = c.bundle.buffers[static_cast<size_t>(dram_ref.buffer)];
   const int purpose = static_cast<int>(dram_buf.purpose);
+  (load ? c.counters.dram_read : c.counters.dram_written)[purpose] += span(rows, op.row_bytes);
+  if (c.counters_only) return ok_status();
   // One contiguous block from read-only DRAM (a weight tile): no copy, an alias.
   if (load && !ring && c.decoded.read_only[static_cast<size_t>(dram_ref.buffer)] &&
       (rows == 1 || (sram_stride == op.row_bytes && dram_stride == op.row_bytes)) &&
@@ -35,7 +37,6 @@ Status exec_dma(const isa::Dma& op, Core& c) {
     QBC_ASSIGN_OR_RETURN(const int64_t lo, c.sram_offset(sram_ref, bytes, "dst"));
     QBC_ASSIGN_OR_RETURN(const uint8_t* d, c.dram_at(dram_ref, 0, bytes, "src"));
     c.alias_sram(lo, bytes, d);
-    c.counters.dram_read[purpose] += bytes;
     return ok_status();
   }
   // A load into contiguous rows overwrites its whole SRAM range.
@@ -71,7 +72,6 @@ Status exec_dma(const isa::Dma& op, Core& c) {
       }
       r += run;
     }
-    (load ? c.counters.dram_read : c.counters.dram_written)[purpose] += span(rows, op.row_bytes);
     return ok_status();
   }
   for (int64_t r = 0; r < rows; ++r) {
@@ -89,7 +89,6 @@ Status exec_dma(const isa::Dma& op, Core& c) {
       std::memcpy(dp, sp, static_cast<size_t>(op.row_bytes));
     }
   }
-  (load ? c.counters.dram_read : c.counters.dram_written)[purpose] += span(rows, op.row_bytes);
   return ok_status();
 }
 

@@ -256,6 +256,8 @@ void requant_rows(const isa::Requant& op, const AccT* acc, const float* xs, cons
 Status exec_quantize(const isa::Quantize& op, Core& c) {
   QBC_ASSIGN_OR_RETURN(const int64_t rows, c.count(op.rows, "rows"));
   const int64_t k = op.k;
+  c.counters.vector_ops += rows * k;
+  if (c.counters_only) return ok_status();
   const isa::DType ct = op.bits == 16 ? isa::DType::kI16 : isa::DType::kI8;
   const int64_t cb = op.bits == 16 ? 2 : 1;
   QBC_ASSIGN_OR_RETURN(const uint8_t* x, c.sram_at(op.x, span(rows, 2, k), "x"));
@@ -265,7 +267,6 @@ Status exec_quantize(const isa::Quantize& op, Core& c) {
   if (op.zero.valid()) {
     QBC_ASSIGN_OR_RETURN(zero, c.sram_write(op.zero, span(rows, 4), "zero"));
   }
-  c.counters.vector_ops += rows * k;
   blocks(c.pool, rows, rows * k, kParallelElements, 1, [&](int64_t r0, int64_t r1) {
     std::vector<float> xr(static_cast<size_t>(k));
     std::vector<int32_t> q(static_cast<size_t>(k));
@@ -305,6 +306,8 @@ Status exec_quantize(const isa::Quantize& op, Core& c) {
 Status exec_matmul(const isa::MatMul& op, Core& c) {
   QBC_ASSIGN_OR_RETURN(const int64_t rows, c.count(op.rows, "rows"));
   const int64_t n = op.n, kt = op.kt;
+  c.counters.macs += span(rows, n, kt);
+  if (c.counters_only) return ok_status();
   const int64_t group = op.group > 0 ? op.group : std::max<int64_t>(kt, 1);
   const int64_t gt = op.group > 0 ? ceil_div(kt, op.group) : 1;
   const int64_t xb = op.xtype == isa::DType::kI16 ? 2 : 1;
@@ -321,7 +324,6 @@ Status exec_matmul(const isa::MatMul& op, Core& c) {
   } else {  // written whole
     QBC_ASSIGN_OR_RETURN(acc, c.sram_write(op.acc, span(rows, n, gt, accb), "acc"));
   }
-  c.counters.macs += span(rows, n, kt);
   if (rows == 0 || n == 0) return ok_status();
 
   std::vector<int32_t> xz(static_cast<size_t>(rows), 0), wz;
@@ -349,6 +351,8 @@ Status exec_matmul(const isa::MatMul& op, Core& c) {
 Status exec_requant(const isa::Requant& op, Core& c) {
   QBC_ASSIGN_OR_RETURN(const int64_t rows, c.count(op.rows, "rows"));
   const int64_t n = op.n, gt = op.gt;
+  c.counters.vector_ops += span(rows, n, gt);
+  if (c.counters_only) return ok_status();
   const int64_t accb = op.acctype == isa::DType::kI32 ? 4 : 8;
   const int64_t yb = op.ytype == isa::DType::kF16 ? 2 : 4;
   const int64_t ws_count = rows_span(n, op.ws_stride, gt);
@@ -365,7 +369,6 @@ Status exec_requant(const isa::Requant& op, Core& c) {
     QBC_ASSIGN_OR_RETURN(biasp, c.sram_read_opt(op.bias, span(n, 4), "bias"));
     QBC_ASSIGN_OR_RETURN(yp, c.sram_at(op.y, span(rows_span(rows, op.ldy, n), yb), "y"));
   }
-  c.counters.vector_ops += span(rows, n, gt);
   if (rows == 0 || n == 0) return ok_status();
   std::vector<float> xs(static_cast<size_t>(rows)), ws(static_cast<size_t>(ws_count)), bias, fsum;
   load(xsp, rows, xs.data());

@@ -37,6 +37,8 @@ const float* gated_activation_table(bool gelu) {
 Status exec_rms_norm(const isa::RmsNorm& op, Core& c) {
   QBC_ASSIGN_OR_RETURN(const int64_t rows, c.count(op.rows, "rows"));
   const int64_t count = span(rows, op.width);
+  c.counters.vector_ops += count;
+  if (c.counters_only) return ok_status();
   QBC_ASSIGN_OR_RETURN(const uint8_t* xp, c.sram_at(op.x, span(2, count), "x"));
   // Weights: [group] for grouped norms (q/k norms: one head's weights for every group), else
   // [width] (numerics rms_norm).
@@ -70,7 +72,6 @@ Status exec_rms_norm(const isa::RmsNorm& op, Core& c) {
     }
   });
   store(y.data(), count, yp);
-  c.counters.vector_ops += count;
   return ok_status();
 }
 
@@ -78,6 +79,8 @@ Status exec_rope(const isa::Rope& op, Core& c) {
   QBC_ASSIGN_OR_RETURN(const int64_t rows, c.count(op.rows, "rows"));
   const numerics::Rope& r = c.decoded.ropes[static_cast<size_t>(op.rope)];
   const int64_t count = span(rows, r.heads, r.head_dim);
+  c.counters.vector_ops += count;
+  if (c.counters_only) return ok_status();
   QBC_ASSIGN_OR_RETURN(const uint8_t* xp, c.sram_at(op.x, span(2, count), "x"));
   QBC_ASSIGN_OR_RETURN(uint8_t * yp, c.sram_write(op.y, span(2, count), "y"));
   QBC_ASSIGN_OR_RETURN(const int64_t pos0, c.count(op.pos0, "pos0"));
@@ -128,13 +131,14 @@ Status exec_rope(const isa::Rope& op, Core& c) {
     }
   });
   store_f16(y.data(), count, yp);
-  c.counters.vector_ops += count;
   return ok_status();
 }
 
 Status exec_eltwise(const isa::Eltwise& op, Core& c) {
   QBC_ASSIGN_OR_RETURN(const int64_t rows, c.count(op.rows, "rows"));
   const int64_t count = span(rows, op.width);
+  c.counters.vector_ops += count;
+  if (c.counters_only) return ok_status();
   const bool f16 = op.type == isa::DType::kF16;
   const int64_t bytes = span(count, isa::dtype_bits(op.type) / 8);
   const bool binary =
@@ -200,12 +204,13 @@ Status exec_eltwise(const isa::Eltwise& op, Core& c) {
   } else {
     store(y.data(), count, yp);
   }
-  c.counters.vector_ops += count;
   return ok_status();
 }
 
 Status exec_fill(const isa::Fill& op, Core& c) {
   QBC_ASSIGN_OR_RETURN(const int64_t n, c.count(op.count, "count"));
+  c.counters.vector_ops += n;
+  if (c.counters_only) return ok_status();
   QBC_ASSIGN_OR_RETURN(uint8_t * y, c.sram_at(op.y, span(n, isa::dtype_bits(op.type) / 8), "y"));
   if (op.type == isa::DType::kF32) {
     const float v = static_cast<float>(op.value);
@@ -214,7 +219,6 @@ Status exec_fill(const isa::Fill& op, Core& c) {
     const int64_t v = static_cast<int64_t>(op.value);  // kI64 (validated)
     for (int64_t i = 0; i < n; ++i) std::memcpy(y + 8 * i, &v, 8);
   }
-  c.counters.vector_ops += n;
   return ok_status();
 }
 

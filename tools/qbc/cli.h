@@ -50,6 +50,7 @@ void register_quantize(CLI::App& app, Action& action);
 void register_random_model(CLI::App& app, Action& action);
 void register_calib(CLI::App& app, Action& action);
 void register_verify(CLI::App& app, Action& action);
+void register_plan(CLI::App& app, Action& action);
 
 /// `qbc inspect MODEL.mxq` (cmd_mxq.cpp): the file summary, or the memory plan / programs
 /// of the bundle inside it.

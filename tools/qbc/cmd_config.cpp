@@ -89,7 +89,9 @@ Status run_targets(const std::string& name, bool as_json) {
       auto it = t.provenance.find(key);
       std::string kind = "unspecified", note;
       if (it != t.provenance.end()) {
-        kind = it->second.kind() == config::PROVENANCE_KIND_FACT ? "fact" : "assumption";
+        kind = it->second.kind() == config::PROVENANCE_KIND_FACT     ? "fact"
+               : it->second.kind() == config::PROVENANCE_KIND_FITTED ? "fitted"
+                                                                     : "assumption";
         note = it->second.note();
       }
       out.push_back({{"key", key}, {"value", value}, {"kind", kind}, {"note", note}});

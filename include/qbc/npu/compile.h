@@ -44,6 +44,13 @@ struct Options {
   /// Stop after the memory plan (no programs): the DRAM plan and the fit check only, as a
   /// plan needs them.
   bool plan_only = false;
+  /// When false a plan that does not fit the device is still returned (qbc plan reports
+  /// it with npu::fit_limits); compile refuses it otherwise (kResourceExhausted).
+  bool fit_check = true;
+  /// Runs the program verifier after every pass and the context-independence check (V9).
+  /// qbc plan turns both off: they check what compile emits, they do not change it, and
+  /// compile runs them on the same programs.
+  bool verify = true;
   /// Internal: a second compile at another cache length for the context-independence
   /// check (no fit check, any cache length).
   bool probe = false;

@@ -32,6 +32,15 @@ std::string memory_text(const isa::Bundle& b, const MemoryReport& r);
 /// The stable JSON of `qbc inspect --memory --json` (docs/cli.md).
 std::string memory_json(const MemoryReport& r);
 
+/// The device's answer for a plan: whether it fits, and the largest maxCacheLength (with
+/// the batch unchanged) and batchSize (with the cache unchanged) whose DRAM plan fits, from
+/// the plan's own per-position and per-sequence terms (0 when none does).
+struct FitLimits {
+  bool fits = false;
+  int64_t max_cache = 0, max_batch = 0;
+};
+FitLimits fit_limits(const isa::Bundle& b, const MemoryReport& r);
+
 /// OK when the plan fits the device; otherwise kResourceExhausted with the table, the term
 /// that decides, and the largest maxCacheLength and batchSize that fit with everything else
 /// unchanged.

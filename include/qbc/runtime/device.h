@@ -48,6 +48,12 @@ struct DeviceOptions {
   /// Checks the bundle before anything else when set (the program verifier, isa::verify);
   /// its error is returned by create() with the prefix "bundle: ".
   std::function<Status(const isa::Bundle&)> verify;
+  /// Counts only: every instruction is walked with its runtime values and counted
+  /// (CoreCounters), but nothing is computed and no memory exists: no DRAM or SRAM is
+  /// allocated and a bundle without weights (a shape-only plan) is accepted. The cost
+  /// model (npu/cost_model.h) counts the same DRAM bytes, MACs and vector ops, and a test
+  /// holds the two to each other.
+  bool counters_only = false;
 };
 
 /// A simulated device holding one bundle. Not thread-safe: one call at a time (sessions of
@@ -70,7 +76,8 @@ class Device {
   /// or a deadlock is an error naming the core, the instruction and its MBLT node.
   Status run(isa::Phase phase, int slot, int64_t start, int64_t seq);
 
-  /// `bytes` bytes of DRAM at `address`, or nullptr when the range is outside DRAM.
+  /// `bytes` bytes of DRAM at `address`, or nullptr when the range is outside DRAM (or the
+  /// device counts only).
   uint8_t* dram(int64_t address, int64_t bytes);
   /// Bytes of simulated DRAM (the highest end of any buffer of any slot, or of the image).
   int64_t dram_size() const;

@@ -1,0 +1,68 @@
+// `qbc plan`: does a model fit the target, how fast will it run, at which context, answered
+// from config.json alone. The model's shape-only quantized graph (quant::shape_only) is
+// lowered by the backend exactly as `qbc compile` would lower it, without weights or
+// calibration, and the cost model (npu/cost_model.h) times the emitted programs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "qbc/config/config.h"
+#include "qbc/ir/graph.h"
+#include "qbc/isa/program.h"
+#include "qbc/npu/cost_model.h"
+#include "qbc/npu/memory_plan.h"
+#include "qbc/support/status.h"
+
+namespace qbc::driver {
+
+/// The float graph of a model known by its shape: `path` is a model folder (its
+/// config.json; no weight file is opened), a config.json, or a .gguf (its metadata).
+/// The KV capacity is the configuration's llm.attributes.maxCacheLength.
+StatusOr<ir::Graph> shape_graph(const std::string& path, const config::ResolvedConfig& cfg);
+
+/// The cost model's parameters of a target profile.
+npu::CostParams cost_params(const config::TargetProfile& t);
+
+/// Predictions for one inference scheme.
+struct SchemePlan {
+  isa::Scheme scheme = isa::Scheme::kSingle;
+  int32_t cores = 1, instances = 1;
+  npu::ModePrediction prediction;
+};
+
+struct PlanOptions {
+  int64_t prompt_tokens = 240;
+  bool predictions = true;  ///< false: the memory plan only (a sweep of fits)
+  /// Schemes to predict; empty: the configured one, or every scheme the target has cores
+  /// for when inferenceScheme is left at its default.
+  std::vector<isa::Scheme> schemes;
+};
+
+struct PlanResult {
+  /// The memory plan of the configured deployment (inferenceScheme, batchSize,
+  /// maxCacheLength), and whether it fits.
+  npu::MemoryReport memory;
+  npu::FitLimits limits;
+  /// The fit error compile would report (with the table) when it does not fit.
+  Status fit = ok_status();
+  /// DRAM weights by MXQ part when the configuration splits the model (bytes per part).
+  std::vector<int64_t> weights_by_part;
+  int64_t max_cache = 0, batch = 1, chunk = 1;
+  std::string target;
+  std::vector<SchemePlan> schemes;
+  /// The bundle the configured deployment compiles to (shapes only), for per-layer tables.
+  isa::Bundle bundle;
+};
+
+/// Plans `shape` (a float graph, e.g. from shape_graph) for `cfg`.
+StatusOr<PlanResult> plan(const ir::Graph& shape, const config::ResolvedConfig& cfg,
+                          const PlanOptions& options);
+
+/// The stable JSON of `qbc plan --json` (docs/cli.md).
+std::string plan_json(const PlanResult& r);
+/// The text report of `qbc plan`.
+std::string plan_text(const PlanResult& r);
+
+}  // namespace qbc::driver

@@ -1,0 +1,160 @@
+// `qbc plan`: fit, speed and context of a model for a target, from its config.json alone
+// (shape-only lowering and the cost model; no weights read, no calibration).
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cli.h"
+#include "qbc/driver/plan.h"
+#include "qbc/support/logging.h"
+#include "qbc/support/progress.h"
+
+namespace qbc::cli {
+namespace {
+
+struct PlanFlags {
+  std::string model;
+  std::string model_config;
+  std::string target;
+  int64_t context = 0;
+  int64_t batch = 0;
+  int kv_bits = 0;
+  int64_t prompt_tokens = 240;
+  std::string sweep;
+  bool json = false;
+  std::string output;
+  ConfigFlags config;
+};
+
+/// The configuration of one plan: the flags plus --context/--batch/--kv-bits.
+StatusOr<config::ResolvedConfig> plan_config(const PlanFlags& f, int64_t context, int64_t batch) {
+  ConfigFlags c = f.config;
+  if (!f.target.empty()) c.target_profile = f.target;
+  if (context > 0) {
+    c.sets.push_back("llm.attributes.maxSequenceLength=" + std::to_string(context));
+    c.sets.push_back("llm.attributes.maxCacheLength=" + std::to_string(context));
+  }
+  if (batch > 0) c.sets.push_back("llm.attributes.runtime.batchSize=" + std::to_string(batch));
+  if (f.kv_bits > 0) {
+    c.sets.push_back("bit.kvCache.key=" + std::to_string(f.kv_bits));
+    c.sets.push_back("bit.kvCache.value=" + std::to_string(f.kv_bits));
+  }
+  return resolve_config(c);
+}
+
+std::string gib(int64_t b) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f", static_cast<double>(b) / (1024.0 * 1024 * 1024));
+  return buf;
+}
+
+/// --sweep context|batch: one plan per row.
+Status run_sweep(const PlanFlags& f, const std::string& path) {
+  const bool by_batch = f.sweep == "batch";
+  const std::vector<int64_t> values =
+      by_batch ? std::vector<int64_t>{1, 2, 4, 8, 16, 32}
+               : std::vector<int64_t>{4096, 8192, 16384, 32768, 65536, 131072};
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  std::string text;
+  char line[256];
+  std::snprintf(line, sizeof(line), "%8s %9s %9s %9s %5s %10s %12s %12s  %s\n",
+                by_batch ? "batch" : "context", "total GiB", "KV GiB", "device", "fits", "TTFT ms",
+                "decode tok/s", "at end tok/s", "scheme");
+  text += line;
+  for (int64_t v : values) {
+    QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg,
+                         plan_config(f, by_batch ? f.context : v, by_batch ? v : f.batch));
+    QBC_ASSIGN_OR_RETURN(ir::Graph g, driver::shape_graph(path, cfg));
+    driver::PlanOptions po;
+    po.prompt_tokens = f.prompt_tokens;
+    po.schemes = {by_batch ? isa::Scheme::kSingle : isa::Scheme::kSingle};
+    if (!f.config.inference_scheme.empty() && f.config.inference_scheme != "all")
+      po.schemes.clear();
+    QBC_ASSIGN_OR_RETURN(driver::PlanResult r, driver::plan(g, cfg, po));
+    const driver::SchemePlan* best = nullptr;
+    for (const driver::SchemePlan& s : r.schemes) {
+      if (best == nullptr || s.prediction.decode_s < best->prediction.decode_s) best = &s;
+    }
+    nlohmann::ordered_json row;
+    row[by_batch ? "batch" : "context"] = v;
+    row["fits"] = r.limits.fits;
+    row["total_bytes"] = r.memory.dram.total();
+    row["kv_bytes"] = r.memory.dram.kv;
+    row["device_bytes"] = r.memory.device_bytes;
+    if (best != nullptr) {
+      row["scheme"] = isa::scheme_name(best->scheme);
+      row["ttft_ms"] = best->prediction.ttft_s * 1e3;
+      row["decode_tok_s"] = 1.0 / best->prediction.decode_s;
+      row["decode_tok_s_at_end"] = 1.0 / best->prediction.decode_end_s;
+    }
+    rows.push_back(row);
+    std::snprintf(line, sizeof(line), "%8lld %9s %9s %9s %5s %10.1f %12.2f %12.2f  %s\n",
+                  static_cast<long long>(v), gib(r.memory.dram.total()).c_str(),
+                  gib(r.memory.dram.kv).c_str(), gib(r.memory.device_bytes).c_str(),
+                  r.limits.fits ? "yes" : "NO", best ? best->prediction.ttft_s * 1e3 : 0.0,
+                  best ? 1.0 / best->prediction.decode_s : 0.0,
+                  best ? 1.0 / best->prediction.decode_end_s : 0.0,
+                  best ? isa::scheme_name(best->scheme) : "-");
+    text += line;
+  }
+  events::result("plan", rows.dump());
+  return emit_output(f.output, f.json ? rows.dump(2) + "\n" : text);
+}
+
+Status run_plan(const PlanFlags& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (f.model.empty() == f.model_config.empty())
+    return invalid_argument("plan: give a model folder (or .gguf) or --model-config, not both");
+  const std::string path = f.model.empty() ? f.model_config : f.model;
+  if (!f.sweep.empty()) return run_sweep(f, path);
+  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, plan_config(f, f.context, f.batch));
+  QBC_ASSIGN_OR_RETURN(ir::Graph g, driver::shape_graph(path, cfg));
+  driver::PlanOptions po;
+  po.prompt_tokens = f.prompt_tokens;
+  QBC_ASSIGN_OR_RETURN(driver::PlanResult r, driver::plan(g, cfg, po));
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  events::result("plan", driver::plan_json(r));
+  QBC_RETURN_IF_ERROR(emit_output(f.output, f.json ? driver::plan_json(r) : driver::plan_text(r)));
+  log("plan").info("planned {} for {} in {}", g.name(), r.target, progress::format_duration(secs));
+  if (!r.limits.fits) return r.fit;  // exit 4 with the table and the largest fits
+  return ok_status();
+}
+
+}  // namespace
+
+void register_plan(CLI::App& app, Action& action) {
+  auto f = std::make_shared<PlanFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "plan",
+      "Does a model fit the target, how fast will it run, at which context: answered from\n"
+      "config.json alone (shape-only lowering of the program compile would emit, timed by the\n"
+      "cost model of the target profile; no weights read, no calibration). Prints the DRAM\n"
+      "table, the largest context and batch that fit, and per scheme the TTFT, decode tok/s\n"
+      "after the prompt and with the cache full, the fraction of the DRAM roofline and the\n"
+      "bound resource. Exit 4 when the configured deployment does not fit.");
+  cmd->add_option("model", f->model, "Model folder (its config.json is read) or .gguf");
+  cmd->add_option("--model-config", f->model_config, "A config.json to plan (instead of a folder)");
+  cmd->add_option("--target", f->target,
+                  "Target profile (built-in name or YAML file), as --target-profile");
+  cmd->add_option("--context", f->context,
+                  "Sets maxSequenceLength = maxCacheLength (positions per sequence)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--batch", f->batch, "Sets llm.attributes.runtime.batchSize")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--kv-bits", f->kv_bits, "Sets bit.kvCache.key and .value (4, 8 or 16)")
+      ->check(CLI::IsMember({4, 8, 16}));
+  cmd->add_option("--prompt-tokens", f->prompt_tokens, "Prompt length of the TTFT (default 240)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--sweep", f->sweep,
+                  "Print a table over contexts (4K ... 128K) or batches (1 ... 32)")
+      ->check(CLI::IsMember({"context", "batch"}))
+      ->expected(0, 1)
+      ->default_str("context");
+  cmd->add_flag("--json", f->json, "Print JSON (docs/cli.md)");
+  cmd->add_option("-o,--output", f->output, "Write the report to this file");
+  add_config_flags(*cmd, f->config);
+  cmd->callback([f, &action] { action = [f] { return run_plan(*f); }; });
+}
+
+}  // namespace qbc::cli
