@@ -54,7 +54,8 @@ void register_plan(CLI::App& app, Action& action);
 
 /// `qbc inspect MODEL.mxq` (cmd_mxq.cpp): the file summary, or the memory plan / programs
 /// of the bundle inside it.
-Status inspect_mxq(const std::string& path, bool json, bool memory, bool program, bool no_verify);
+Status inspect_mxq(const std::string& path, bool json, bool memory, bool program, bool no_verify,
+                   bool cost = false, int64_t prompt_tokens = 240);
 /// `qbc dump-config MODEL.mxq`: the configuration the file was compiled with, as YAML or JSON.
 Status dump_config_mxq(const std::string& path, const std::string& format,
                        const std::string& output);

@@ -181,6 +181,8 @@ struct InspectOptions {
   bool memory = false;
   bool program = false;
   bool no_verify = false;
+  bool cost = false;
+  int64_t prompt_tokens = 240;
   ConfigFlags config;
 };
 
@@ -209,7 +211,12 @@ bool is_mblt_text_path(const std::string& path) {
 
 Status run_inspect(const InspectOptions& o) {
   if (mxq::is_mxq_file(o.file))
-    return inspect_mxq(o.file, o.json, o.memory, o.program, o.no_verify);
+    return inspect_mxq(o.file, o.json, o.memory, o.program, o.no_verify, o.cost, o.prompt_tokens);
+  if (o.cost) {
+    return invalid_argument("inspect --cost: ", o.file,
+                            " is not an .mxq (the cost model times the programs inside a compiled "
+                            "file; for a model folder or config.json use qbc plan)");
+  }
   if (o.memory || o.program) return inspect_backend(o);
   ir::Graph g;
   if (is_mblt_text_path(o.file)) {
@@ -265,6 +272,12 @@ void register_inspect(CLI::App& app, Action& action) {
   cmd->add_flag("--program", o->program,
                 "Compile for the configured target and print the NPU programs in text form "
                 "(docs/npu.md)");
+  cmd->add_flag("--cost", o->cost,
+                "MXQ: the cost model on the file's own programs, per scheme (TTFT, decode tok/s, "
+                "roofline fraction, bound) and per node of the decode step (DRAM bytes, MACs, "
+                "bound, time)");
+  cmd->add_option("--prompt-tokens", o->prompt_tokens, "--cost: prompt length of the TTFT")
+      ->check(CLI::PositiveNumber);
   add_config_flags(*cmd, o->config);
   cmd->callback([o, &action] { action = [o] { return run_inspect(*o); }; });
 }

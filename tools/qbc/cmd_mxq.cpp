@@ -1,6 +1,7 @@
 // qbc inspect MODEL.mxq, qbc verify: looking at and checking compiled MXQ files.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -8,9 +9,11 @@
 
 #include "cli.h"
 #include "qbc/config/config.h"
+#include "qbc/driver/plan.h"
 #include "qbc/isa/text.h"
 #include "qbc/isa/verify.h"
 #include "qbc/mxq/model_file.h"
+#include "qbc/npu/cost_model.h"
 #include "qbc/npu/memory_plan.h"
 #include "qbc/runtime/model.h"
 #include "qbc/support/file_util.h"
@@ -144,29 +147,8 @@ std::string summary_text(const nlohmann::ordered_json& j) {
   return os.str();
 }
 
-}  // namespace
-
-Status inspect_mxq(const std::string& path, bool json, bool memory, bool program, bool no_verify) {
-  mxq::ReadOptions ro;
-  ro.verify_digests = !no_verify;
-  QBC_ASSIGN_OR_RETURN(mxq::LoadedModel m, mxq::load_model(path, ro));
-  std::string out;
-  if (memory || program) {
-    if (memory) {
-      const npu::MemoryReport r = npu::memory_report(*m.bundle);
-      out += json ? npu::memory_json(r) : npu::memory_text(*m.bundle, r);
-    }
-    if (program) out += isa::print_bundle(*m.bundle);
-    return emit_output("", out);
-  }
-  const nlohmann::ordered_json j = summary_json(m);
-  events::result("inspect", j.dump());
-  return emit_output("", json ? j.dump(2) + "\n" : summary_text(j));
-}
-
-Status dump_config_mxq(const std::string& path, const std::string& format,
-                       const std::string& output) {
-  QBC_ASSIGN_OR_RETURN(mxq::LoadedModel m, mxq::load_model(path));
+/// The configuration an MXQ was compiled with, resolved as `-c` would load it.
+StatusOr<config::ResolvedConfig> stored_config(const std::string& path, const mxq::LoadedModel& m) {
   const std::string& json = m.meta.config_json();
   if (json.empty()) return data_loss(path, ": the metadata holds no configuration");
   // The stored JSON is a complete configuration file: it resolves over the defaults to
@@ -186,10 +168,92 @@ Status dump_config_mxq(const std::string& path, const std::string& format,
   std::filesystem::remove(templ, ec);
   if (!cfg.ok())
     return data_loss(path, ": the stored configuration does not load: ", cfg.status().message());
+  return cfg;
+}
+
+/// `inspect --cost`: the cost model on the exact programs of the file, with the target
+/// profile of its stored configuration.
+Status inspect_cost(const std::string& path, const mxq::LoadedModel& m, bool json,
+                    int64_t prompt_tokens) {
+  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, stored_config(path, m));
+  const npu::CostParams p = driver::cost_params(cfg.options.target());
+  const isa::Bundle& b = *m.bundle;
+  const int64_t prompt = std::max<int64_t>(1, std::min<int64_t>(prompt_tokens, b.max_cache - 1));
+  nlohmann::ordered_json j;
+  j["target"] = b.target;
+  j["prompt_tokens"] = prompt;
+  j["schemes"] = nlohmann::ordered_json::array();
+  std::ostringstream os;
+  os << "cost model of " << path << " on target '" << b.target << "' (" << prompt
+     << " prompt tokens; profile of the stored configuration)\n";
+  for (const isa::Mode& mode : b.modes) {
+    QBC_ASSIGN_OR_RETURN(npu::ModePrediction r,
+                         npu::predict_mode(b, mode, prompt, p, mode.instances));
+    nlohmann::ordered_json e;
+    e["scheme"] = isa::scheme_name(mode.scheme);
+    e["ttft_ms"] = r.ttft_s * 1e3;
+    e["decode_tok_s"] = r.decode_s > 0 ? 1.0 / r.decode_s : 0.0;
+    e["decode_tok_s_at_end"] = r.decode_end_s > 0 ? 1.0 / r.decode_end_s : 0.0;
+    e["roofline_fraction"] = r.roofline_fraction;
+    e["bound"] = npu::bound_name(r.bound);
+    e["layers"] = nlohmann::ordered_json::array();
+    for (const npu::NodeCost& n : r.decode.nodes) {
+      nlohmann::ordered_json l;
+      l["node"] = n.node >= 0 && static_cast<size_t>(n.node) < b.nodes.size()
+                      ? b.nodes[static_cast<size_t>(n.node)]
+                      : std::string();
+      l["dram_bytes"] = n.counts.dram_bytes();
+      l["macs"] = n.counts.macs;
+      l["vector_ops"] = n.counts.vector_ops;
+      l["bound"] = npu::bound_name(n.bound);
+      l["us"] = n.seconds * 1e6;
+      e["layers"].push_back(std::move(l));
+    }
+    j["schemes"].push_back(std::move(e));
+    char line[256];
+    std::snprintf(line, sizeof(line),
+                  "%s: TTFT %.1f ms, decode %.2f tok/s (%.2f with the cache full), %.1f %% of the "
+                  "DRAM roofline, %s-bound; decode step by node:\n",
+                  isa::scheme_name(mode.scheme), r.ttft_s * 1e3,
+                  r.decode_s > 0 ? 1.0 / r.decode_s : 0.0,
+                  r.decode_end_s > 0 ? 1.0 / r.decode_end_s : 0.0, 100.0 * r.roofline_fraction,
+                  npu::bound_name(r.bound));
+    os << line << npu::cost_table_text(b, r.decode);
+  }
+  events::result("inspect-cost", j.dump());
+  return emit_output("", json ? j.dump(2) + "\n" : os.str());
+}
+
+}  // namespace
+
+Status dump_config_mxq(const std::string& path, const std::string& format,
+                       const std::string& output) {
+  QBC_ASSIGN_OR_RETURN(mxq::LoadedModel m, mxq::load_model(path));
+  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, stored_config(path, m));
   const std::string text =
-      format == "json" ? config::to_json(cfg->options) : config::to_yaml(cfg->options);
-  events::result("dump-config", config::to_json(cfg->options));
+      format == "json" ? config::to_json(cfg.options) : config::to_yaml(cfg.options);
+  events::result("dump-config", config::to_json(cfg.options));
   return emit_output(output, text);
+}
+
+Status inspect_mxq(const std::string& path, bool json, bool memory, bool program, bool no_verify,
+                   bool cost, int64_t prompt_tokens) {
+  mxq::ReadOptions ro;
+  ro.verify_digests = !no_verify;
+  QBC_ASSIGN_OR_RETURN(mxq::LoadedModel m, mxq::load_model(path, ro));
+  if (cost) return inspect_cost(path, m, json, prompt_tokens);
+  std::string out;
+  if (memory || program) {
+    if (memory) {
+      const npu::MemoryReport r = npu::memory_report(*m.bundle);
+      out += json ? npu::memory_json(r) : npu::memory_text(*m.bundle, r);
+    }
+    if (program) out += isa::print_bundle(*m.bundle);
+    return emit_output("", out);
+  }
+  const nlohmann::ordered_json j = summary_json(m);
+  events::result("inspect", j.dump());
+  return emit_output("", json ? j.dump(2) + "\n" : summary_text(j));
 }
 
 namespace {

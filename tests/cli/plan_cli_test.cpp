@@ -1,0 +1,186 @@
+// qbc plan from config.json alone, and inspect --cost on a compiled MXQ: the JSON keys
+// scripts rely on, the long contexts that fit, the exit 4 of a model that does not (with the
+// largest context that does), the decode rate falling with the context, W4 weights faster
+// than W8, and the cost of an MXQ equal to the plan of the same configuration.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "test_support.h"
+
+namespace qbc {
+namespace {
+
+namespace fs = std::filesystem;
+using ::qbc::testing::contains;
+using ::qbc::testing::run_qbc;
+using ::qbc::testing::shell_quote;
+using ::qbc::testing::temp_dir;
+
+fs::path configs() { return testing::shared_dir() / "model-configs"; }
+
+nlohmann::json plan_json(const std::string& args, int want_exit = 0) {
+  const auto r = run_qbc("plan " + args + " --json");
+  EXPECT_EQ(r.exit_code, want_exit) << r.err;
+  auto j = nlohmann::json::parse(r.out, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << r.out << r.err;
+  return j;
+}
+
+TEST(PlanCli, JsonHasTheDocumentedKeysForEveryScheme) {
+  QBC_REQUIRE_SHARED(dir, "model-configs/Llama-3.2-1B-Instruct");
+  const nlohmann::json j = plan_json(shell_quote(dir));
+  for (const char* k : {"fits", "memory", "max_context", "max_batch", "schemes"})
+    EXPECT_TRUE(j.contains(k)) << k;
+  for (const char* k : {"weights_bytes", "kv_bytes", "activation_bytes", "scratch_bytes",
+                        "reserve_bytes", "total_bytes", "device_bytes"})
+    EXPECT_TRUE(j["memory"]["dram"].contains(k)) << k;
+  EXPECT_TRUE(j["memory"].contains("sram_peak_bytes"));
+  EXPECT_TRUE(j["memory"].contains("program_bytes"));
+  EXPECT_TRUE(j["fits"].get<bool>());
+  ASSERT_EQ(j["schemes"].size(), 4u);  // single, multi, global4, global8 on aries-rb
+  for (const auto& s : j["schemes"]) {
+    for (const char* k :
+         {"scheme", "ttft_ms", "decode_tok_s", "decode_tok_s_at_end", "roofline_fraction", "bound"})
+      EXPECT_TRUE(s.contains(k)) << k;
+    EXPECT_GT(s["ttft_ms"].get<double>(), 0.0);
+    EXPECT_GT(s["decode_tok_s"].get<double>(), s["decode_tok_s_at_end"].get<double>());
+    EXPECT_EQ(s["bound"], "dram");
+  }
+  // --model-config plans the same file.
+  const nlohmann::json k = plan_json("--model-config " + shell_quote(dir / "config.json") +
+                                     " --inference-scheme single");
+  EXPECT_EQ(k["memory"], j["memory"]);
+  EXPECT_EQ(k["schemes"][0], j["schemes"][0]);
+}
+
+TEST(PlanCli, Qwen3BFitsAt32KTo128KWithW8Kv8) {
+  QBC_REQUIRE_SHARED(dir, "model-configs/Qwen2.5-3B-Instruct");
+  int64_t prev_kv = 0;
+  double prev_end = 1e9;
+  for (int64_t ctx : {32768, 65536, 131072}) {
+    const nlohmann::json j = plan_json(shell_quote(dir) + " --context " + std::to_string(ctx) +
+                                       " --kv-bits 8 --inference-scheme single");
+    EXPECT_TRUE(j["fits"].get<bool>()) << ctx;
+    EXPECT_GE(j["max_context"].get<int64_t>(), ctx);
+    const int64_t kv = j["memory"]["dram"]["kv_bytes"];
+    // 36 layers x 2 KV heads x 128 dims x (K + V), 8-bit.
+    EXPECT_EQ(kv, ctx * 36 * 2 * 128 * 2) << ctx;
+    EXPECT_GT(kv, prev_kv);
+    const double end = j["schemes"][0]["decode_tok_s_at_end"];
+    EXPECT_LT(end, prev_end) << "decode with a full cache slows as the context grows";
+    prev_kv = kv;
+    prev_end = end;
+  }
+}
+
+TEST(PlanCli, Llama8BAt128KWithKv16ExitsFourNamingTheLargestContext) {
+  QBC_REQUIRE_SHARED(dir, "model-configs/Llama-3.1-8B-Instruct");
+  const auto r = run_qbc("plan " + shell_quote(dir) +
+                         " --context 131072 --kv-bits 16 --inference-scheme single");
+  EXPECT_EQ(r.exit_code, 4) << r.err;
+  EXPECT_TRUE(contains(r.err, "does not fit")) << r.err;
+  EXPECT_TRUE(contains(r.err, "largest llm.attributes.maxCacheLength that fits")) << r.err;
+  EXPECT_TRUE(contains(r.out, "DOES NOT FIT")) << r.out;
+  // The named context fits, with KV8 a larger one does.
+  const nlohmann::json j16 =
+      plan_json(shell_quote(dir) + " --context 131072 --kv-bits 16 --inference-scheme single", 4);
+  const int64_t max16 = j16["max_context"];
+  ASSERT_GT(max16, 0);
+  const nlohmann::json fit = plan_json(shell_quote(dir) + " --context " + std::to_string(max16) +
+                                       " --kv-bits 16 --inference-scheme single");
+  EXPECT_TRUE(fit["fits"].get<bool>());
+  const nlohmann::json over =
+      plan_json(shell_quote(dir) + " --context " + std::to_string(max16 + 64) +
+                    " --kv-bits 16 --inference-scheme single",
+                4);
+  EXPECT_FALSE(over["fits"].get<bool>());
+  const nlohmann::json j8 =
+      plan_json(shell_quote(dir) + " --context 131072 --kv-bits 8 --inference-scheme single");
+  EXPECT_TRUE(j8["fits"].get<bool>());
+}
+
+TEST(PlanCli, SweepShowsDecodeFallingWithTheContext) {
+  QBC_REQUIRE_SHARED(dir, "model-configs/Llama-3.2-1B-Instruct");
+  const auto r = run_qbc("plan " + shell_quote(dir) + " --sweep context --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto rows = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(rows.is_array()) << r.out;
+  ASSERT_EQ(rows.size(), 6u);
+  for (size_t i = 1; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i]["context"].get<int64_t>(), 2 * rows[i - 1]["context"].get<int64_t>());
+    EXPECT_LT(rows[i]["decode_tok_s_at_end"].get<double>(),
+              rows[i - 1]["decode_tok_s_at_end"].get<double>());
+    EXPECT_GT(rows[i]["kv_bytes"].get<int64_t>(), rows[i - 1]["kv_bytes"].get<int64_t>());
+  }
+  const auto text = run_qbc("plan " + shell_quote(dir) + " --sweep batch");
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_TRUE(contains(text.out, "batch")) << text.out;
+}
+
+TEST(PlanCli, Int4WeightsDecodeFasterThanInt8) {
+  QBC_REQUIRE_SHARED(dir, "model-configs/Llama-3.2-1B-Instruct");
+  const std::string base = shell_quote(dir) + " --inference-scheme single";
+  const nlohmann::json w8 = plan_json(base);
+  const nlohmann::json w4 = plan_json(base +
+                                      " --set bit.transformer.weight.query=4"
+                                      " --set bit.transformer.weight.key=4"
+                                      " --set bit.transformer.weight.output=4"
+                                      " --set bit.transformer.weight.ffn=4");
+  const double r = w4["schemes"][0]["decode_tok_s"].get<double>() /
+                   w8["schemes"][0]["decode_tok_s"].get<double>();
+  std::printf("[plan] W4V8 (per channel, W8 head) / W8 decode: %.3f\n", r);
+  EXPECT_GT(r, 1.4);
+  EXPECT_LT(w4["memory"]["dram"]["weights_bytes"].get<int64_t>(),
+            w8["memory"]["dram"]["weights_bytes"].get<int64_t>());
+}
+
+TEST(PlanCli, InspectCostOfAnMxqEqualsThePlanOfItsConfiguration) {
+  QBC_REQUIRE_SHARED(hf, "models/stories260k/hf");
+  const fs::path dir = temp_dir() / "plan_cost";
+  fs::create_directories(dir);
+  const std::string sets =
+      " --set llm.attributes.maxSequenceLength=256 --set llm.attributes.maxCacheLength=256"
+      " --inference-scheme single";
+  const auto c = run_qbc("compile " + shell_quote(hf) +
+                         " --use-random-calib --set calibration.numSamples=2"
+                         " --set calibration.seqLength=32"
+                         " --set llm.attributes.calibration.useFullSeqLength=false" +
+                         sets + " -o " + shell_quote(dir / "q.mxq"));
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const auto r =
+      run_qbc("inspect " + shell_quote(dir / "q.mxq") + " --cost --prompt-tokens 100 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto cost = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(cost.is_discarded()) << r.out;
+  ASSERT_EQ(cost["schemes"].size(), 1u);
+  EXPECT_FALSE(cost["schemes"][0]["layers"].empty());
+  const nlohmann::json plan = plan_json(shell_quote(hf) + sets + " --prompt-tokens 100");
+  ASSERT_EQ(plan["schemes"].size(), 1u);
+  // Same program, same numbers (the plan lowers shapes, the file holds the weights).
+  EXPECT_DOUBLE_EQ(cost["schemes"][0]["ttft_ms"].get<double>(),
+                   plan["schemes"][0]["ttft_ms"].get<double>());
+  EXPECT_DOUBLE_EQ(cost["schemes"][0]["decode_tok_s"].get<double>(),
+                   plan["schemes"][0]["decode_tok_s"].get<double>());
+  const auto text = run_qbc("inspect " + shell_quote(dir / "q.mxq") + " --cost");
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_TRUE(contains(text.out, "blk.0.attn.q_proj")) << text.out;
+  // Not an MXQ: refused with a pointer to plan.
+  const auto bad = run_qbc("inspect " + shell_quote(hf) + " --cost");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_TRUE(contains(bad.err, "qbc plan")) << bad.err;
+}
+
+TEST(PlanCli, BadInputsAreLocatedErrors) {
+  const auto none = run_qbc("plan " + shell_quote(temp_dir() / "no-such-model"));
+  EXPECT_EQ(none.exit_code, 2) << none.err;
+  EXPECT_TRUE(contains(none.err, "no-such-model")) << none.err;
+  const auto both = run_qbc("plan a --model-config b");
+  EXPECT_EQ(both.exit_code, 2) << both.err;
+  const auto help = run_qbc("plan --help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_TRUE(contains(help.out, "config.json")) << help.out;
+}
+
+}  // namespace
+}  // namespace qbc
