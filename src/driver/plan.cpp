@@ -2,11 +2,14 @@
 #include "qbc/driver/plan.h"
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
+#include <thread>
 
 #include "qbc/driver/backend.h"
 #include "qbc/driver/mxq_output.h"
@@ -161,9 +164,9 @@ StatusOr<PlanResult> plan(const ir::Graph& shape, const config::ResolvedConfig& 
   if (cores >= 4 && want(isa::Scheme::kGlobal4)) modes.push_back({isa::Scheme::kGlobal4, 4, 1});
   if (cores >= 8 && want(isa::Scheme::kGlobal8)) modes.push_back({isa::Scheme::kGlobal8, 8, 1});
   const npu::CostParams cp = cost_params(cfg.options.target());
-  for (const npu::ModeRequest& m : modes) {
-    events::status("plan",
-                   std::string("programs and cost of scheme ") + isa::scheme_name(m.scheme));
+  // One compile and prediction per scheme, two at a time (independent; each lowers the
+  // same shape graph).
+  auto one = [&](const npu::ModeRequest& m) -> StatusOr<SchemePlan> {
     npu::Options o = base;
     o.modes = {m};
     o.batch = std::max<int64_t>(base.batch, m.instances);
@@ -183,7 +186,22 @@ StatusOr<PlanResult> plan(const ir::Graph& shape, const config::ResolvedConfig& 
     const int64_t prompt = std::min<int64_t>(options.prompt_tokens, b.max_cache - 1);
     QBC_ASSIGN_OR_RETURN(sp.prediction,
                          npu::predict_mode(b, b.modes.front(), prompt, cp, m.instances));
-    r.schemes.push_back(std::move(sp));
+    return sp;
+  };
+  events::status("plan", "programs and cost of " + std::to_string(modes.size()) + " scheme(s)");
+  std::vector<std::optional<StatusOr<SchemePlan>>> done(modes.size());
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next++; i < modes.size(); i = next++) done[i] = one(modes[i]);
+  };
+  {
+    std::thread helper(worker);
+    worker();
+    helper.join();
+  }
+  for (auto& d : done) {
+    if (!d->ok()) return d->status();
+    r.schemes.push_back(std::move(d->value()));
   }
   return r;
 }
