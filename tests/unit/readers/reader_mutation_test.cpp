@@ -18,12 +18,13 @@
 #include "qbc/calib/npy.h"
 #include "qbc/config/config.h"
 #include "qbc/frontend/gguf.h"
+#include "qbc/frontend/gguf_tokenizer.h"
 #include "qbc/frontend/hparams.h"
 #include "qbc/frontend/importer.h"
 #include "qbc/frontend/model_source.h"
 #include "qbc/frontend/safetensors.h"
-#include "qbc/frontend/tokenizer.h"
 #include "qbc/ir/serialize.h"
+#include "qbc/tokenizer/tokenizer.h"
 #include "test_support.h"
 
 namespace qbc {
@@ -202,7 +203,7 @@ TEST(ReaderMutationTest, Gguf) {
     write_file(path, b);
     auto f = frontend::GgufFile::open(path);
     if (!f.ok()) return f.status();
-    QBC_RETURN_IF_ERROR(frontend::Tokenizer::from_gguf(*f).status());
+    QBC_RETURN_IF_ERROR(frontend::tokenizer_from_gguf(*f).status());
     return frontend::ModelSource::open(path).status();
   });
 }
@@ -213,7 +214,7 @@ TEST(ReaderMutationTest, TokenizerJson) {
   const fs::path path = temp_dir() / "tokenizer.json";
   run_cases("tokenizer.json", text, 0, 4, [&](const std::string& t) {
     write_file(path, t);
-    auto k = frontend::Tokenizer::from_hf_json(path);
+    auto k = tokenizer::Tokenizer::from_hf_json(path);
     if (!k.ok()) return k.status();
     (void)k->decode(k->encode("Once upon a time", true));
     return ok_status();
