@@ -729,7 +729,7 @@ class Parser {
         QBC_ASSIGN_OR_RETURN(n->expr, expression());
         QBC_RETURN_IF_ERROR(expect_end());
       } else {
-        return error(s.begin,
+        return error(toks_[0].at,
                      "{% " + kw + " %} is not supported (docs/runtime.md lists the subset)");
       }
       out.push_back(std::move(n));
