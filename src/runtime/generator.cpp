@@ -51,26 +51,21 @@ StatusOr<std::optional<tokenizer::ChatTemplate>> load_chat_template(const mxq::L
     return std::optional<tokenizer::ChatTemplate>();
   const nlohmann::json& t = j["chat_template"];
   if (t.is_null()) return std::optional<tokenizer::ChatTemplate>();
-  if (!t.is_string())
-    // A list of named templates ({"name": "default", "template": ...}): the default one.
-    if (t.is_array()) {
-      for (const nlohmann::json& e : t) {
-        if (e.is_object() && e.value("name", "") == "default" && e.contains("template") &&
-            e["template"].is_string()) {
-          QBC_ASSIGN_OR_RETURN(tokenizer::ChatTemplate c,
-                               tokenizer::ChatTemplate::parse(e["template"].get<std::string>(),
-                                                              source + ": chat_template"));
-          return std::optional<tokenizer::ChatTemplate>(std::move(c));
-        }
-      }
+  const nlohmann::json* text = t.is_string() ? &t : nullptr;
+  if (t.is_array()) {  // named templates [{"name": "default", "template": ...}, ...]
+    for (const nlohmann::json& e : t) {
+      if (e.is_object() && e.contains("name") && e["name"] == "default" && e.contains("template") &&
+          e["template"].is_string())
+        text = &e["template"];
     }
-  if (!t.is_string())
+  }
+  if (text == nullptr)
     return invalid_argument(source,
-                            ": chat_template: expected a string or a list with a "
-                            "\"default\" entry");
-  QBC_ASSIGN_OR_RETURN(
-      tokenizer::ChatTemplate c,
-      tokenizer::ChatTemplate::parse(t.get<std::string>(), source + ": chat_template"));
+                            ": chat_template: expected a string or a list with a \"default\" "
+                            "entry");
+  QBC_ASSIGN_OR_RETURN(tokenizer::ChatTemplate c,
+                       tokenizer::ChatTemplate::parse(text->get_ref<const std::string&>(),
+                                                      source + ": chat_template"));
   return std::optional<tokenizer::ChatTemplate>(std::move(c));
 }
 

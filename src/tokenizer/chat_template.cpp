@@ -258,6 +258,13 @@ std::string where(std::string_view text, size_t at) {
   return std::to_string(line) + ":" + std::to_string(col);
 }
 
+// Bounds for hostile templates (an MXQ's asset is input like any other file): nesting of
+// expressions and blocks (the parser and the renderer recurse), the work of one render
+// (nested loops multiply) and its output.
+constexpr int kMaxDepth = 128;
+constexpr int64_t kMaxSteps = int64_t{1} << 20;
+constexpr size_t kMaxOutput = size_t{64} << 20;
+
 class Parser {
  public:
   Parser(std::string_view text, std::string source) : text_(text), source_(std::move(source)) {}
@@ -289,8 +296,9 @@ class Parser {
         size_t e = k;
         int64_t v = 0;
         while (e < end && std::isdigit(static_cast<unsigned char>(text_[e]))) {
-          if (v > (INT64_MAX - 9) / 10) return error(k, "integer literal too large");
-          v = v * 10 + (text_[e] - '0');
+          const int d = text_[e] - '0';
+          if (v > (INT64_MAX - d) / 10) return error(k, "integer literal too large");
+          v = v * 10 + d;
           ++e;
         }
         if (e < end && text_[e] == '.') return error(k, "float literals are not supported");
@@ -314,7 +322,7 @@ class Parser {
         t.text = std::move(s);
         k = e + 1;
       } else {
-        static const char* two[] = {"==", "!=", "<=", ">="};
+        static const char* two[] = {"==", "!=", "<=", ">=", "//"};
         t.kind = Tok::kOp;
         for (const char* op : two)
           if (text_.substr(k, 2) == op) t.text = op;
@@ -360,7 +368,21 @@ class Parser {
     return e;
   }
 
+  // Counts the nesting of the recursive rules; deeper than kMaxDepth is an error.
+  struct Nest {
+    int& depth;
+    explicit Nest(int& d) : depth(++d) {}
+    ~Nest() { --depth; }
+  };
+  Status check_depth() const {
+    if (depth_ > kMaxDepth)
+      return error(peek().at, "nested deeper than " + std::to_string(kMaxDepth) + " levels");
+    return ok_status();
+  }
+
   StatusOr<ExprPtr> expression() {
+    Nest nest(depth_);
+    QBC_RETURN_IF_ERROR(check_depth());
     QBC_ASSIGN_OR_RETURN(ExprPtr a, or_expr());
     if (!is_name("if")) return a;
     const size_t at = peek().at;
@@ -398,6 +420,8 @@ class Parser {
   StatusOr<ExprPtr> and_expr() { return binary_chain(&Parser::not_expr, {"and"}, true); }
   StatusOr<ExprPtr> not_expr() {
     if (!is_name("not")) return comparison();
+    Nest nest(depth_);
+    QBC_RETURN_IF_ERROR(check_depth());
     const size_t at = peek().at;
     ++pos_;
     QBC_ASSIGN_OR_RETURN(ExprPtr a, not_expr());
@@ -440,10 +464,12 @@ class Parser {
   StatusOr<ExprPtr> additive() { return binary_chain(&Parser::concat, {"+", "-"}, false); }
   StatusOr<ExprPtr> concat() { return binary_chain(&Parser::multiplicative, {"~"}, false); }
   StatusOr<ExprPtr> multiplicative() {
-    return binary_chain(&Parser::unary, {"*", "/", "%"}, false);
+    return binary_chain(&Parser::unary, {"*", "//", "/", "%"}, false);
   }
   StatusOr<ExprPtr> unary() {
     if (!is_op("-")) return postfix();
+    Nest nest(depth_);
+    QBC_RETURN_IF_ERROR(check_depth());
     const size_t at = peek().at;
     ++pos_;
     QBC_ASSIGN_OR_RETURN(ExprPtr a, unary());
@@ -654,6 +680,10 @@ class Parser {
   // keyword ("" at the end of the template) with toks_ positioned after it.
   StatusOr<std::string> body(const std::vector<Segment>& segs, Body& out,
                              std::initializer_list<const char*> ends) {
+    Nest nest(block_depth_);
+    if (block_depth_ > kMaxDepth)
+      return error(seg_ > 0 ? segs[seg_ - 1].begin : 0,
+                   "blocks nested deeper than " + std::to_string(kMaxDepth) + " levels");
     while (seg_ < segs.size()) {
       const Segment& s = segs[seg_++];
       if (s.kind == Segment::kText) {
@@ -754,11 +784,15 @@ class Parser {
   std::vector<Tok> toks_;
   size_t pos_ = 0;
   size_t seg_ = 0;
+  int depth_ = 0;
+  int block_depth_ = 0;
 };
 
 // ------------------------------------------------------------------------------ rendering
 
 class Renderer {
+  int64_t steps_ = 0;
+
  public:
   Renderer(std::string_view text, std::string source) : text_(text), source_(std::move(source)) {}
 
@@ -776,7 +810,14 @@ class Renderer {
     return Value();
   }
 
+  Status step(size_t at) {
+    if (++steps_ > kMaxSteps)
+      return error(at, "rendering takes more than " + std::to_string(kMaxSteps) + " steps");
+    return ok_status();
+  }
+
   StatusOr<Value> eval(const Expr& e) {
+    QBC_RETURN_IF_ERROR(step(e.at));
     switch (e.kind) {
       case Expr::kLiteral:
         return e.literal;
@@ -831,6 +872,7 @@ class Renderer {
         QBC_ASSIGN_OR_RETURN(Value a, eval(*e.args[0]));
         if (e.name == "not") return Value::boolean(!truthy(a));
         if (a.kind != Value::kInt) return error(e.at, "unary - needs an integer");
+        if (a.i == INT64_MIN) return error(e.at, "integer overflow");
         return Value::integer(-a.i);
       }
       case Expr::kBinary:
@@ -912,12 +954,27 @@ class Renderer {
     }
     if (a.kind != Value::kInt || b.kind != Value::kInt)
       return error(e.at, "'" + op + "' needs two integers (or two strings for +)");
-    if (op == "+") return Value::integer(a.i + b.i);
-    if (op == "-") return Value::integer(a.i - b.i);
-    if (op == "*") return Value::integer(a.i * b.i);
+    int64_t r = 0;
+    if (op == "+" || op == "-" || op == "*") {
+      const bool overflow = op == "+"   ? __builtin_add_overflow(a.i, b.i, &r)
+                            : op == "-" ? __builtin_sub_overflow(a.i, b.i, &r)
+                                        : __builtin_mul_overflow(a.i, b.i, &r);
+      if (overflow) return error(e.at, "integer overflow");
+      return Value::integer(r);
+    }
+    if (op == "/") return error(e.at, "'/' gives a float, which is not supported (use //)");
     if (b.i == 0) return error(e.at, "division by zero");
-    if (op == "/") return Value::integer(a.i / b.i);
-    return Value::integer(((a.i % b.i) + b.i) % b.i);
+    if (b.i == -1)
+      return op == "//" ? (a.i == INT64_MIN ? error(e.at, "integer overflow")
+                                            : StatusOr<Value>(Value::integer(-a.i)))
+                        : StatusOr<Value>(Value::integer(0));
+    // Python's floor division and modulo (Jinja's // and %): the sign of the divisor.
+    int64_t q = a.i / b.i, m = a.i % b.i;
+    if (m != 0 && ((m < 0) != (b.i < 0))) {
+      --q;
+      m += b.i;
+    }
+    return Value::integer(op == "//" ? q : m);
   }
 
   StatusOr<std::vector<Value>> args(const Expr& e, size_t from) {
@@ -1065,6 +1122,10 @@ class Renderer {
 
   Status run(const Body& body, std::string& out) {
     for (const std::unique_ptr<Node>& n : body) {
+      QBC_RETURN_IF_ERROR(step(n->at));
+      if (out.size() > kMaxOutput)
+        return error(n->at,
+                     "the rendered text exceeds " + std::to_string(kMaxOutput >> 20) + " MiB");
       switch (n->kind) {
         case Node::kText:
           out += n->text;

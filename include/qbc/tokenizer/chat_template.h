@@ -8,14 +8,15 @@
 //     expr %};
 //   - literals (strings with \n \t \' \" \\ escapes, integers, true/false/none in either
 //     case), names, attribute and index access (a.b, a['b'], a[0], a[-1], a[1:], a[:-1]),
-//     + - * on integers, + and ~ on strings, comparisons, in / not in, and / or / not,
-//     `x if c else y`, the tests defined, undefined, none, string, number, mapping,
+//     + - * // % on integers (Python semantics), + and ~ on strings, comparisons, in / not in, and
+//     / or / not, `x if c else y`, the tests defined, undefined, none, string, number, mapping,
 //     iterable, sequence (with `is not`), the filters trim, length / count, upper, lower,
 //     string, default(x), tojson (strings, numbers, lists, mappings), the string methods
 //     strip, lstrip, rstrip, upper, lower, startswith, endswith, split(sep), replace(a, b),
 //     and raise_exception(message) (an error naming the template).
-// Anything else (macros, namespace(), other filters) is refused when the template is parsed,
-// with the line and column.
+// Anything else (macros, namespace(), other filters, floats and /) is refused when the
+// template is parsed or rendered, with the line and column. Hostile templates are bounded:
+// nesting (128 levels), the work of one render (2^20 steps) and its output (64 MiB).
 #pragma once
 
 #include <memory>

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -125,6 +126,37 @@ TEST(Generator, GgufCompiledModelCarriesItsVocabularyAndGeneratesTheSameText) {
   QBC_ASSERT_OK(ht);
   EXPECT_FALSE(gt->empty());
   EXPECT_EQ(*gt, *ht);
+}
+
+TEST(Generator, ChatTemplateFromTheAssets) {
+  QBC_REQUIRE_SHARED(hf, "models/stories260k/hf");
+  ASSERT_TRUE(from_hf().error.empty()) << from_hf().error;
+  const std::string chatml =
+      "{% for m in messages %}{{ '<|' + m.role + '|>' + m.content + eos_token }}{% endfor %}"
+      "{% if add_generation_prompt %}{{ '<|assistant|>' }}{% endif %}";
+  // The list form of tokenizer_config.json: the "default" entry.
+  nlohmann::json config = nlohmann::json::parse(
+      testing::read_file(std::filesystem::path(hf) / "tokenizer_config.json"));
+  config["chat_template"] = {{{"name", "tool_use"}, {"template", "unused"}},
+                             {{"name", "default"}, {"template", chatml}}};
+  auto m = runtime::load_model(from_hf().path.string());
+  QBC_ASSERT_OK(m);
+  for (mxq::HostAsset& a : m->file.assets)
+    if (a.name == "tokenizer_config.json") a.bytes = config.dump();
+  auto gen = runtime::Generator::create(std::move(*m));
+  QBC_ASSERT_OK(gen);
+  ASSERT_TRUE((*gen)->has_chat_template());
+  auto text = (*gen)->apply_chat_template({{"user", "Hi"}, {"assistant", "Hello"}});
+  QBC_ASSERT_OK(text);
+  EXPECT_EQ(*text, "<|user|>Hi</s><|assistant|>Hello</s><|assistant|>");
+  // chat_template.jinja wins over tokenizer_config.json; a bad one is refused naming it.
+  m = runtime::load_model(from_hf().path.string());
+  QBC_ASSERT_OK(m);
+  m->file.assets.push_back({"chat_template.jinja", "line one\n{% include 'x' %}"});
+  auto bad = runtime::Generator::create(std::move(*m));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(contains(bad.status().message(), "asset chat_template.jinja:2:4"))
+      << bad.status().message();
 }
 
 TEST(Generator, FileWithoutATokenizerIsRefusedNamingIt) {

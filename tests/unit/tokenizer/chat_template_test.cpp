@@ -138,5 +138,43 @@ TEST(ChatTemplate, OutsideTheSubsetIsRefusedWithLineAndColumn) {
   }
 }
 
+TEST(ChatTemplate, HostileTemplatesAreBoundedNotCrashes) {
+  // Deep nesting would overflow the parser's stack; it is refused instead.
+  auto deep = ChatTemplate::parse(
+      "{{ " + std::string(100000, '(') + "1" + std::string(100000, ')') + " }}", "t");
+  ASSERT_FALSE(deep.ok());
+  EXPECT_TRUE(contains(deep.status().message(), "nested deeper than")) << deep.status().message();
+  std::string blocks;
+  for (int i = 0; i < 1000; ++i) blocks += "{% if true %}";
+  auto nested = ChatTemplate::parse(blocks, "t");
+  ASSERT_FALSE(nested.ok());
+  EXPECT_TRUE(contains(nested.status().message(), "nested deeper than"));
+  // Nested loops multiply: 4^20 iterations stop at the step budget, quickly.
+  std::string loops;
+  for (int i = 0; i < 20; ++i) loops += "{% for m" + std::to_string(i) + " in messages %}";
+  loops += "x";
+  for (int i = 0; i < 20; ++i) loops += "{% endfor %}";
+  auto r = render(loops, chat());
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(contains(r.status().message(), "steps")) << r.status().message();
+  // Integer edge cases are errors, not undefined behaviour; // and % follow Python.
+  r = render("{{ 9223372036854775807 }}", chat());
+  QBC_ASSERT_OK(r);
+  EXPECT_EQ(*r, "9223372036854775807");
+  EXPECT_FALSE(ChatTemplate::parse("{{ 9223372036854775808 }}", "t").ok());
+  for (const char* overflow : {"{{ 9223372036854775807 + 1 }}", "{{ 4611686018427387904 * 2 }}",
+                               "{{ -9223372036854775807 - 2 }}"}) {
+    r = render(overflow, chat());
+    EXPECT_TRUE(!r.ok() && contains(r.status().message(), "integer overflow")) << overflow;
+  }
+  r = render("{{ 1 // 0 }}", chat());
+  EXPECT_TRUE(!r.ok() && contains(r.status().message(), "division by zero"));
+  r = render("{{ 3 / 2 }}", chat());
+  EXPECT_TRUE(!r.ok() && contains(r.status().message(), "use //"));
+  r = render("{{ -7 // 2 }} {{ -7 % 2 }} {{ 7 % -2 }}", chat());
+  QBC_ASSERT_OK(r);
+  EXPECT_EQ(*r, "-4 1 -1");
+}
+
 }  // namespace
 }  // namespace qbc::tokenizer
