@@ -9,7 +9,7 @@ function(qbc_add_library name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
   add_library(${name} STATIC ${ARG_SOURCES})
   target_include_directories(${name}
-    PUBLIC ${PROJECT_SOURCE_DIR}/include
+    PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include> $<INSTALL_INTERFACE:include>
     PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
   target_link_libraries(${name} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
   target_compile_options(${name} PRIVATE -Wall -Wextra -Wno-unused-parameter -Werror=switch)
@@ -24,7 +24,8 @@ endfunction()
 function(qbc_add_interface_library name)
   cmake_parse_arguments(ARG "" "" "DEPS" ${ARGN})
   add_library(${name} INTERFACE)
-  target_include_directories(${name} INTERFACE ${PROJECT_SOURCE_DIR}/include)
+  target_include_directories(${name} INTERFACE
+    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include> $<INSTALL_INTERFACE:include>)
   target_link_libraries(${name} INTERFACE ${ARG_DEPS})
 endfunction()
 

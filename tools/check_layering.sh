@@ -56,7 +56,8 @@ export LC_ALL=C
 # The product-split policy, checked in addition to CMake. It applies to a stage as soon as its
 # folder exists. "only" lists everything the stage may link; "never" what it must not. Every stage
 # an "only" entry allows has an "only" entry itself, so the runtime's whole closure stays on the
-# product side (support, numerics, runner, isa, tensorfile, mxq) without a transitive check.
+# product side (support, numerics, runner, isa, tensorfile, mxq, tokenizer) without a transitive
+# check.
 #   stage      | kind  | stages                           | why
 policy='
 support    | only  |                                  | the bottom layer
@@ -65,9 +66,10 @@ pass       | only  | support                          | the pass framework, shar
 runner     | only  | support                          | the IR-free Runner interface the runtime implements
 isa        | only  | support                          | the NPU program types, verifier and text form, shared by the backend and the runtime
 tensorfile | only  | support                          | tensor file I/O, reused by the MXQ writer
+tokenizer  | only  | support                          | text <-> token ids and chat templates, shared by the frontend and the runtime
 proto      | only  |                                  | generated protobuf messages (MBLT, compile options, MXQ metadata)
 mxq        | only  | support isa proto                | the MXQ file format, read by the runtime
-runtime    | only  | support numerics mxq runner isa  | the runtime knows only MXQ and the NPU program, nothing compiler-side
+runtime    | only  | support numerics mxq runner isa tokenizer | the runtime knows only MXQ, the NPU program and the tokenizer, nothing compiler-side
 npu        | never | quant ref frontend calib driver  | the backend compiles quantized MBLT, not how it was made
 '
 

@@ -137,7 +137,7 @@ def main() -> int:
         print(f"fuzz_seeds: no shared assets at {shared} (set QBC_SHARED)", file=sys.stderr)
         return 2
     dirs = {k: args.out / k for k in ("safetensors", "gguf", "config_json", "tokenizer_json",
-                                      "compile_config_json", "compile_config_yaml", "mblt", "mblt_text",
+                                      "vocab_json", "chat_template", "compile_config_json", "compile_config_yaml", "mblt", "mblt_text",
                                       "npy", "mxq")}
     for d in dirs.values():
         d.mkdir(parents=True, exist_ok=True)
@@ -159,6 +159,34 @@ def main() -> int:
     for i, p in enumerate(sorted(shared.glob("**/tokenizer.json"))):
         if p.stat().st_size <= 4 << 20:
             put("tokenizer_json", f"{i:02d}-{p.parent.parent.name}.json", p.read_bytes())
+    # Chat templates: those of the shared tokenizer configs, and ChatML written here.
+    for i, p in enumerate(sorted(shared.glob("**/tokenizer_config.json"))):
+        t = json.loads(p.read_text()).get("chat_template")
+        if isinstance(t, str):
+            put("chat_template", f"{i:02d}-{p.parent.parent.name}.jinja", t.encode())
+    put("chat_template", "chatml.jinja",
+        b"{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+        b"message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"
+        b"{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+    # qbc_vocab.json: the asset `qbc compile` of a GGUF writes (needs a built qbc).
+    if args.qbc is not None and args.qbc.exists():
+        import subprocess
+        import tempfile
+        for i, p in enumerate(sorted(shared.glob("models/**/*.gguf"))[:1]):
+            with tempfile.TemporaryDirectory() as tmp:
+                mxq = Path(tmp) / "g.mxq"
+                r = subprocess.run([str(args.qbc), "compile", str(p), "--preset", "llm_fast",
+                                    "--use-random-calib", "--set", "calibration.numSamples=1",
+                                    "--set", "calibration.seqLength=16", "--set",
+                                    "llm.attributes.maxSequenceLength=32", "--set",
+                                    "llm.attributes.maxCacheLength=32", "-o", str(mxq)],
+                                   capture_output=True)
+                if r.returncode == 0:
+                    data = mxq.read_bytes()
+                    at = data.find(b'{"format":"qbc-vocab"')
+                    end = data.find(b"\n", at)
+                    if at >= 0 and end > at:
+                        put("vocab_json", f"{i:02d}-{p.stem}.json", data[at:end + 1])
     yamls = sorted((root / "configs").glob("**/*.yaml"))
     for p in yamls:
         put("compile_config_yaml", f"{p.parent.name}-{p.name}", p.read_bytes())

@@ -66,7 +66,7 @@ Status commit_dir(const fs::path& tmp, const fs::path& dir) {
 
 std::string provenance_json(const PrepareOptions& o, const PrepareProvenance& p,
                             const PrepareResult& r, const std::string& text_hash,
-                            uint64_t text_size, const frontend::Tokenizer& tok, int64_t hidden) {
+                            uint64_t text_size, const tokenizer::Tokenizer& tok, int64_t hidden) {
   nlohmann::ordered_json j;
   j["format"] = "qbc-calib-npy/1";
   j["producer"] = p.producer;
@@ -123,7 +123,7 @@ Status check_output_dir(const fs::path& dir, bool force) {
   return ok_status();
 }
 
-StatusOr<PrepareResult> prepare_calib_dir(const PrepareOptions& o, const frontend::Tokenizer& tok,
+StatusOr<PrepareResult> prepare_calib_dir(const PrepareOptions& o, const tokenizer::Tokenizer& tok,
                                           const EmbeddingTable& table,
                                           const PrepareProvenance& prov) {
   if (o.num_samples < 1) return invalid_argument("--num-samples must be >= 1, got ", o.num_samples);

@@ -2,7 +2,6 @@
 #include "qbc/driver/mxq_output.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 
 #include "qbc/driver/generate.h"
@@ -116,51 +115,25 @@ StatusOr<std::vector<mxq::WrittenFile>> write_mxq(const LoadedModel& model,
     m.set_eos_id(-1);
   }
   const fs::path& tp = model.source->tokenizer_path();
+  bool has_tokenizer_json = false;
   if (!tp.empty() && model.source->format() != "gguf") {
-    for (const char* name : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"}) {
+    for (const char* name : {"tokenizer.json", "tokenizer_config.json", "generation_config.json",
+                             "chat_template.jinja"}) {
       const fs::path p = tp.parent_path() / name;
       std::error_code ec;
       if (!fs::exists(p, ec)) continue;
       QBC_ASSIGN_OR_RETURN(std::string bytes, read_text_file(p.string()));
       req.assets.push_back({name, std::move(bytes)});
+      has_tokenizer_json = has_tokenizer_json || std::string(name) == "tokenizer.json";
     }
   }
+  // A vocabulary without tokenizer.json (a GGUF's metadata) travels as qbc_vocab.json, every
+  // field of it, which the runtime's tokenizer reads without the GGUF reader (docs/mxq.md).
+  if (tok.ok() && !has_tokenizer_json)
+    req.assets.push_back({"qbc_vocab.json", tok->to_vocab_json()});
   const std::string config_json = meta_value(g, "config.json");
   if (!config_json.empty()) req.assets.push_back({"config.json", config_json});
   return mxq::write_model(path, req);
-}
-
-}  // namespace qbc::driver
-
-namespace qbc::driver {
-
-StatusOr<frontend::Tokenizer> mxq_tokenizer(const mxq::LoadedModel& model) {
-  const mxq::HostAsset* json = model.asset("tokenizer.json");
-  const std::string name = model.files.empty() ? "the model" : model.files[0];
-  if (json == nullptr)
-    return not_found(name,
-                     ": carries no tokenizer (no tokenizer.json asset; GGUF-sourced "
-                     "models keep their vocabulary in the GGUF, which MXQ does not carry yet)");
-  // The tokenizer loader reads files: the assets go to a private folder for the call.
-  std::string templ = (fs::temp_directory_path() / "qbc-tokenizer-XXXXXX").string();
-  if (mkdtemp(templ.data()) == nullptr)
-    return invalid_argument(name, ": cannot create a temporary folder for the tokenizer");
-  const fs::path dir(templ);
-  struct Remove {
-    fs::path d;
-    ~Remove() {
-      std::error_code ec;
-      fs::remove_all(d, ec);
-    }
-  } remove{dir};
-  for (const char* n : {"tokenizer.json", "tokenizer_config.json", "config.json"}) {
-    const mxq::HostAsset* a = model.asset(n);
-    if (a != nullptr) QBC_RETURN_IF_ERROR(write_file_atomic((dir / n).string(), a->bytes));
-  }
-  auto tok = frontend::Tokenizer::from_hf_dir(dir);
-  if (!tok.ok())
-    return Status(tok.status().code(), name + ": tokenizer asset: " + tok.status().message());
-  return tok;
 }
 
 }  // namespace qbc::driver

@@ -10,8 +10,8 @@
 #include "qbc/frontend/hparams.h"
 #include "qbc/frontend/random_model.h"
 #include "qbc/frontend/safetensors.h"
-#include "qbc/frontend/tokenizer.h"
 #include "qbc/tensorfile/dtype.h"
+#include "qbc/tokenizer/tokenizer.h"
 #include "test_support.h"
 
 namespace qbc {
@@ -68,7 +68,7 @@ TEST(RandomModelCli, WritesReadableTinyModel) {
         << name;
   }
   // The byte-level tokenizer beside it (256 ids, one per byte): text round-trips.
-  auto tok = frontend::Tokenizer::from_hf_dir(dir);
+  auto tok = tokenizer::Tokenizer::from_hf_dir(dir);
   ASSERT_TRUE(tok.ok()) << tok.status().to_string();
   const std::string text = "Once upon a time, \xc3\xa9t\xc3\xa9!";
   const std::vector<int32_t> ids = tok->encode(text, false);

@@ -40,7 +40,7 @@ Status run_calib_prepare(const CalibPrepareOptions& o) {
   po.force = o.force;
 
   QBC_ASSIGN_OR_RETURN(driver::LoadedModel m, driver::open_model(o.model, cfg));
-  QBC_ASSIGN_OR_RETURN(frontend::Tokenizer tok, driver::load_tokenizer(m));
+  QBC_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, driver::load_tokenizer(m));
   const std::vector<calib::CalibInputSpec> inputs = calib::calib_input_specs(m.graph);
   if (inputs.size() != 1) {
     return unimplemented(o.model,

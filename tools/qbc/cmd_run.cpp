@@ -9,11 +9,10 @@
 #include "qbc/driver/accuracy.h"
 #include "qbc/driver/backend.h"
 #include "qbc/driver/generate.h"
-#include "qbc/driver/mxq_output.h"
 #include "qbc/mxq/model_file.h"
 #include "qbc/ref/perplexity.h"
+#include "qbc/runtime/generator.h"
 #include "qbc/runtime/model.h"
-#include "qbc/runtime/npu_session.h"
 #include "qbc/support/file_util.h"
 #include "qbc/support/logging.h"
 
@@ -78,9 +77,11 @@ StatusOr<std::unique_ptr<runner::Runner>> runner_for(const driver::LoadedModel& 
 /// or a compiled .mxq on the runtime.
 struct Opened {
   std::optional<driver::LoadedModel> graph;
-  std::optional<runtime::Model> mxq;
-  std::optional<frontend::Tokenizer> tok;
-  std::unique_ptr<runner::Runner> session;
+  /// A compiled .mxq: the runtime's host side (tokenizer from the assets, its session).
+  std::unique_ptr<runtime::Generator> generator;
+  std::optional<tokenizer::Tokenizer> tok;
+  std::unique_ptr<runner::Runner> owned;  ///< the runner of a graph
+  runner::Runner* session = nullptr;
   int64_t capacity = 0;
 };
 
@@ -96,21 +97,18 @@ StatusOr<Opened> open_runnable(const std::string& path, const config::ResolvedCo
     lo.core_mode = f.core_mode;
     lo.host_threads = threads;
     lo.verify_digests = !f.no_verify;
-    QBC_ASSIGN_OR_RETURN(runtime::Model m, runtime::load_model(path, lo));
-    QBC_ASSIGN_OR_RETURN(frontend::Tokenizer tok, driver::mxq_tokenizer(m.file));
-    QBC_ASSIGN_OR_RETURN(std::unique_ptr<runtime::NpuSession> s,
-                         runtime::NpuSession::create(m.device, 0));
-    o.capacity = m.file.bundle->max_cache;
-    o.session = std::move(s);
-    o.tok = std::move(tok);
-    o.mxq = std::move(m);
+    QBC_ASSIGN_OR_RETURN(o.generator, runtime::Generator::create(path, lo));
+    o.capacity = o.generator->capacity();
+    o.session = &o.generator->session();
+    o.tok = o.generator->tokenizer();
     return o;
   }
   if (f.core_mode != "auto")
     return invalid_argument("--core-mode applies to compiled .mxq models; ", path, " is not one");
   QBC_ASSIGN_OR_RETURN(driver::LoadedModel m, driver::open_model(path, cfg));
-  QBC_ASSIGN_OR_RETURN(frontend::Tokenizer tok, driver::load_tokenizer(m));
-  QBC_ASSIGN_OR_RETURN(o.session, runner_for(m, cfg, backend, threads));
+  QBC_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, driver::load_tokenizer(m));
+  QBC_ASSIGN_OR_RETURN(o.owned, runner_for(m, cfg, backend, threads));
+  o.session = o.owned.get();
   o.capacity = driver::cache_capacity(m.graph);
   o.tok = std::move(tok);
   o.graph = std::move(m);
@@ -120,10 +118,10 @@ StatusOr<Opened> open_runnable(const std::string& path, const config::ResolvedCo
 Status run_run(const RunOptions& o) {
   QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_config(o.config));
   QBC_ASSIGN_OR_RETURN(Opened opened, open_runnable(o.model, cfg, o.backend, o.threads, o.mxq));
-  const frontend::Tokenizer& tok = *opened.tok;
-  runner::Runner* session = opened.session.get();
+  const tokenizer::Tokenizer& tok = *opened.tok;
+  runner::Runner* session = opened.session;
   const std::vector<int32_t> prompt = tok.encode(o.prompt, tok.add_bos_default());
-  driver::SamplingOptions s;
+  runner::SamplingOptions s;
   s.greedy = o.greedy || o.temperature <= 0;
   s.temperature = o.temperature;
   s.top_k = o.top_k;
@@ -143,9 +141,13 @@ Status run_run(const RunOptions& o) {
       printed = text;
     }
   };
-  QBC_ASSIGN_OR_RETURN(driver::GenerateResult r,
-                       driver::generate(*session, prompt, o.n, s, tok.eos_id(), o.ignore_eos,
-                                        opened.capacity, on_token));
+  // An .mxq generates through the runtime's API (runtime::Generator), a graph on its runner;
+  // both are runner::generate with the same sampler.
+  QBC_ASSIGN_OR_RETURN(runner::GenerateResult r,
+                       opened.generator
+                           ? opened.generator->generate(prompt, o.n, s, on_token, o.ignore_eos)
+                           : runner::generate(*session, prompt, o.n, s, tok.eos_id(), o.ignore_eos,
+                                              opened.capacity, on_token));
   std::fputs("\n", stdout);
   nlohmann::ordered_json j;
   j["prompt_tokens"] = prompt;
@@ -220,8 +222,8 @@ Status run_eval(const EvalOptions& o) {
     return resource_exhausted("--ctx ", o.ctx, " exceeds the KV-cache capacity ", opened.capacity,
                               " of ", o.model, "; raise llm.attributes.maxCacheLength");
   }
-  const frontend::Tokenizer& tok = *opened.tok;
-  runner::Runner* session = opened.session.get();
+  const tokenizer::Tokenizer& tok = *opened.tok;
+  runner::Runner* session = opened.session;
   // As llama-perplexity: the whole text is one sequence, with BOS when the model adds one.
   const std::vector<int32_t> tokens = tok.encode(text, tok.add_bos_default());
   if (static_cast<int64_t>(tokens.size()) < o.ctx) {

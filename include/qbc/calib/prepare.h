@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "qbc/calib/calib_data.h"
-#include "qbc/frontend/tokenizer.h"
+#include "qbc/tokenizer/tokenizer.h"
 #include "qbc/ir/graph.h"
 #include "qbc/support/status.h"
 
@@ -85,7 +85,7 @@ Status check_output_dir(const std::filesystem::path& dir, bool force);
 /// non-empty output folder without `force`, or a table whose vocabulary is smaller than the
 /// tokenizer's ids.
 StatusOr<PrepareResult> prepare_calib_dir(const PrepareOptions& options,
-                                          const frontend::Tokenizer& tokenizer,
+                                          const tokenizer::Tokenizer& tokenizer,
                                           const EmbeddingTable& table,
                                           const PrepareProvenance& provenance);
 

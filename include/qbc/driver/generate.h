@@ -1,4 +1,4 @@
-// Running a model: reference sessions, tokenizers, sampling and generation.
+// Running a model: reference sessions and tokenizers (sampling and generation: qbc_runner).
 #pragma once
 
 #include <cstdint>
@@ -7,9 +7,10 @@
 #include <vector>
 
 #include "qbc/driver/model_loader.h"
-#include "qbc/frontend/tokenizer.h"
 #include "qbc/ref/session.h"
+#include "qbc/runner/generate.h"
 #include "qbc/runner/runner.h"
+#include "qbc/tokenizer/tokenizer.h"
 
 namespace qbc::driver {
 
@@ -26,46 +27,13 @@ StatusOr<std::unique_ptr<runner::Runner>> make_runner(const LoadedModel& model,
                                                       const ref::SessionOptions& options = {});
 
 /// The tokenizer that ships with the model (tokenizer.json, or the GGUF vocabulary).
-StatusOr<frontend::Tokenizer> load_tokenizer(const LoadedModel& model);
+StatusOr<tokenizer::Tokenizer> load_tokenizer(const LoadedModel& model);
 
-/// How the next token is chosen.
-struct SamplingOptions {
-  bool greedy = true;        ///< Argmax; the other fields are ignored.
-  double temperature = 1.0;  ///< > 0.
-  int top_k = 0;             ///< Keep the k most likely tokens; 0 = all.
-  double top_p = 1.0;        ///< Keep the smallest set with this much probability mass.
-  uint64_t seed = 0;         ///< Same seed, same choices, on every machine.
-};
-
-/// Chooses tokens from logits. Deterministic for a seed (its own PRNG, no
-/// platform-dependent distributions).
-class Sampler {
- public:
-  explicit Sampler(const SamplingOptions& options);
-  int32_t sample(const float* logits, int64_t vocab);
-
- private:
-  double uniform();
-  SamplingOptions opt_;
-  uint64_t state_;
-};
-
-/// What generate() produced.
-struct GenerateResult {
-  std::vector<int32_t> tokens;  ///< New tokens only.
-  bool stopped_at_eos = false;
-  double prefill_seconds = 0;
-  double decode_seconds = 0;
-};
-
-/// Prefills `prompt`, then decodes up to `max_new` tokens one at a time,
-/// stopping after `eos_id` unless `ignore_eos`. `on_token` sees each new token.
-/// Fails with kResourceExhausted (exit 4) when prompt + max_new exceed the
-/// KV-cache capacity, before doing any work.
-StatusOr<GenerateResult> generate(runner::Runner& session, const std::vector<int32_t>& prompt,
-                                  int max_new, const SamplingOptions& sampling, int32_t eos_id,
-                                  bool ignore_eos, int64_t cache_capacity,
-                                  const std::function<void(int32_t)>& on_token = nullptr);
+// Sampling and the generation loop are qbc_runner's (qbc/runner/generate.h), shared with the
+// runtime's Generator.
+using runner::GenerateResult;
+using runner::Sampler;
+using runner::SamplingOptions;
 
 /// The smallest KV-cache capacity over the graph's attention nodes.
 int64_t cache_capacity(const ir::Graph& g);

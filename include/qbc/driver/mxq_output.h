@@ -1,6 +1,7 @@
 // The MXQ step of the driver: a compiled isa::Bundle of a quantized model written as MXQ
 // (docs/mxq.md), with the metadata the runtime needs (configuration, provenance, io, KV
-// layout, token ids) and the host assets (tokenizer files, generation config).
+// layout, token ids) and the host assets (tokenizer files or the qbc_vocab.json of a GGUF
+// vocabulary, generation config, chat template).
 #pragma once
 
 #include <string>
@@ -8,7 +9,6 @@
 
 #include "qbc/config/config.h"
 #include "qbc/driver/model_loader.h"
-#include "qbc/frontend/tokenizer.h"
 #include "qbc/isa/program.h"
 #include "qbc/mxq/model_file.h"
 #include "qbc/support/status.h"
@@ -28,13 +28,5 @@ StatusOr<std::vector<mxq::WrittenFile>> write_mxq(const LoadedModel& model,
                                                   const isa::Bundle& bundle,
                                                   const config::ResolvedConfig& cfg,
                                                   const std::string& path);
-
-}  // namespace qbc::driver
-
-namespace qbc::driver {
-
-/// The tokenizer stored in a loaded MXQ's host assets (tokenizer.json and, when present,
-/// tokenizer_config.json and config.json). kNotFound when the file carries none.
-StatusOr<frontend::Tokenizer> mxq_tokenizer(const mxq::LoadedModel& model);
 
 }  // namespace qbc::driver

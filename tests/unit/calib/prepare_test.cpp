@@ -48,9 +48,9 @@ class Prepare : public ::testing::Test {
  protected:
   void SetUp() override {
     QBC_REQUIRE_SHARED(dir, "models/stories260k/hf");
-    StatusOr<frontend::Tokenizer> t = frontend::Tokenizer::from_hf_dir(dir);
+    StatusOr<tokenizer::Tokenizer> t = tokenizer::Tokenizer::from_hf_dir(dir);
     QBC_ASSERT_OK(t);
-    tok_ = std::make_unique<frontend::Tokenizer>(*t);
+    tok_ = std::make_unique<tokenizer::Tokenizer>(*t);
     root_ = temp_dir();
     write_file(root_ / "text.txt", story_text());
     opt_.text_path = root_ / "text.txt";
@@ -62,7 +62,7 @@ class Prepare : public ::testing::Test {
     prov_.files = {{"/m/model.safetensors", 123, "00112233445566778899aabbccddeeff"}};
     prov_.producer = "qbc test";
   }
-  std::unique_ptr<frontend::Tokenizer> tok_;
+  std::unique_ptr<tokenizer::Tokenizer> tok_;
   fs::path root_;
   PrepareOptions opt_;
   PrepareProvenance prov_;

@@ -6,11 +6,16 @@
 #include <string>
 #include <vector>
 
-#include "qbc/frontend/tokenizer.h"
+#include "qbc/frontend/gguf_tokenizer.h"
+#include "qbc/tokenizer/tokenizer.h"
 #include "test_support.h"
 
 namespace qbc::frontend {
 namespace {
+
+using tokenizer::Tokenizer;
+using tokenizer::TokenizerKind;
+using tokenizer::TokenType;
 
 // Cases are separated by "\n__ggml_vocab_test__\n"; the text after the last marker is unused.
 std::vector<std::string> read_cases(const std::filesystem::path& inp) {
@@ -37,7 +42,7 @@ std::vector<std::vector<int32_t>> read_ids(const std::filesystem::path& out) {
 }
 
 void check_vocab(const std::filesystem::path& gguf, TokenizerKind kind) {
-  auto tok = Tokenizer::from_gguf(gguf);
+  auto tok = tokenizer_from_gguf(gguf);
   QBC_ASSERT_OK(tok);
   EXPECT_EQ(tok->kind(), kind);
   const auto cases = read_cases(gguf.string() + ".inp");
@@ -69,7 +74,7 @@ TEST(TokenizerGgmlVocabTest, LlamaSpm) {
 
 TEST(TokenizerGgmlVocabTest, Gpt2Metadata) {
   QBC_REQUIRE_SHARED(path, "tokenizers/ggml-vocab/ggml-vocab-gpt-2.gguf");
-  auto tok = Tokenizer::from_gguf(path);
+  auto tok = tokenizer_from_gguf(path);
   QBC_ASSERT_OK(tok);
   EXPECT_EQ(tok->vocab_size(), 50257);
   EXPECT_EQ(tok->bos_id(), 50256);
@@ -87,7 +92,7 @@ TEST(TokenizerGgmlVocabTest, Gpt2Metadata) {
 
 TEST(TokenizerGgmlVocabTest, LlamaSpmMetadata) {
   QBC_REQUIRE_SHARED(path, "tokenizers/ggml-vocab/ggml-vocab-llama-spm.gguf");
-  auto tok = Tokenizer::from_gguf(path);
+  auto tok = tokenizer_from_gguf(path);
   QBC_ASSERT_OK(tok);
   EXPECT_EQ(tok->vocab_size(), 32000);
   EXPECT_EQ(tok->bos_id(), 1);

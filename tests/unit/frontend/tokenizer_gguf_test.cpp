@@ -6,11 +6,16 @@
 #include <string>
 #include <vector>
 
-#include "qbc/frontend/tokenizer.h"
+#include "qbc/frontend/gguf_tokenizer.h"
+#include "qbc/tokenizer/tokenizer.h"
 #include "test_support.h"
 
 namespace qbc::frontend {
 namespace {
+
+using tokenizer::Tokenizer;
+using tokenizer::TokenizerKind;
+using tokenizer::TokenType;
 
 // Writes GGUF v3 metadata-only files (no tensors).
 class GgufBuilder {
@@ -103,7 +108,7 @@ GgufBuilder tiny_spm() {
 }
 
 TEST(TokenizerGgufTest, SpmMergesByScore) {
-  auto tok = Tokenizer::from_gguf(tiny_spm().write());
+  auto tok = tokenizer_from_gguf(tiny_spm().write());
   QBC_ASSERT_OK(tok);
   EXPECT_EQ(tok->kind(), TokenizerKind::kSentencePiece);
   // llama defaults without the optional keys: BOS 1, EOS 2, UNK 0, add BOS.
@@ -124,7 +129,7 @@ TEST(TokenizerGgufTest, SpmOptionalKeys) {
       .boolean("tokenizer.ggml.add_space_prefix", false)
       .u32("tokenizer.ggml.eos_token_id", 1)
       .u32("tokenizer.ggml.padding_token_id", 0xFFFFFFFFu);  // out of range: ignored
-  auto tok = Tokenizer::from_gguf(b.write());
+  auto tok = tokenizer_from_gguf(b.write());
   QBC_ASSERT_OK(tok);
   EXPECT_FALSE(tok->add_bos_default());
   EXPECT_EQ(tok->eos_id(), 1);
@@ -154,7 +159,7 @@ GgufBuilder tiny_gpt2(const std::string& pre) {
 
 TEST(TokenizerGgufTest, Gpt2PreTokenizers) {
   for (const std::string pre : {"gpt-2", "llama3", "llama-bpe", "qwen2", "default", ""}) {
-    auto tok = Tokenizer::from_gguf(tiny_gpt2(pre).write());
+    auto tok = tokenizer_from_gguf(tiny_gpt2(pre).write());
     QBC_ASSERT_OK(tok);
     EXPECT_EQ(tok->kind(), TokenizerKind::kByteLevel);
     EXPECT_EQ(tok->pre_tokenizer(), pre.empty() ? "default" : pre);
@@ -168,7 +173,7 @@ TEST(TokenizerGgufTest, Gpt2PreTokenizers) {
 
 void expect_error(const GgufBuilder& b, Code code, const std::string& needle) {
   const auto path = b.write();
-  auto tok = Tokenizer::from_gguf(path);
+  auto tok = tokenizer_from_gguf(path);
   ASSERT_FALSE(tok.ok());
   EXPECT_EQ(tok.status().code(), code) << tok.status().to_string();
   EXPECT_NE(tok.status().message().find(path.string()), std::string::npos)

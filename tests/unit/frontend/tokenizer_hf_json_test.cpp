@@ -6,11 +6,16 @@
 #include <string>
 #include <vector>
 
-#include "qbc/frontend/tokenizer.h"
+#include "qbc/frontend/gguf_tokenizer.h"
+#include "qbc/tokenizer/tokenizer.h"
 #include "test_support.h"
 
 namespace qbc::frontend {
 namespace {
+
+using tokenizer::Tokenizer;
+using tokenizer::TokenizerKind;
+using tokenizer::TokenType;
 
 using Json = nlohmann::json;
 
@@ -248,7 +253,7 @@ TEST(TokenizerHfJsonTest, MissingFiles) {
   auto b = Tokenizer::from_hf_dir(dir);
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().code(), Code::kNotFound);
-  auto c = Tokenizer::from_gguf(dir / "nope.gguf");
+  auto c = tokenizer_from_gguf(dir / "nope.gguf");
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), Code::kNotFound);
 }

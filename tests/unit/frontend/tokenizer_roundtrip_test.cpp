@@ -5,11 +5,16 @@
 #include <string>
 #include <vector>
 
-#include "qbc/frontend/tokenizer.h"
+#include "qbc/frontend/gguf_tokenizer.h"
+#include "qbc/tokenizer/tokenizer.h"
 #include "test_support.h"
 
 namespace qbc::frontend {
 namespace {
+
+using tokenizer::Tokenizer;
+using tokenizer::TokenizerKind;
+using tokenizer::TokenType;
 
 struct Named {
   std::string name;
@@ -29,9 +34,9 @@ std::vector<Named> load_all() {
   const auto gpt2 = shared / "tokenizers/ggml-vocab/ggml-vocab-gpt-2.gguf";
   const auto spm = shared / "tokenizers/ggml-vocab/ggml-vocab-llama-spm.gguf";
   if (std::filesystem::exists(hf)) add("stories-hf", Tokenizer::from_hf_dir(hf));
-  if (std::filesystem::exists(gguf)) add("stories-gguf", Tokenizer::from_gguf(gguf));
-  if (std::filesystem::exists(gpt2)) add("gpt-2", Tokenizer::from_gguf(gpt2));
-  if (std::filesystem::exists(spm)) add("llama-spm", Tokenizer::from_gguf(spm));
+  if (std::filesystem::exists(gguf)) add("stories-gguf", tokenizer_from_gguf(gguf));
+  if (std::filesystem::exists(gpt2)) add("gpt-2", tokenizer_from_gguf(gpt2));
+  if (std::filesystem::exists(spm)) add("llama-spm", tokenizer_from_gguf(spm));
   return all;
 }
 
@@ -124,7 +129,7 @@ TEST(TokenizerRoundTripTest, DecodeSkipsBadIdsAndSpecials) {
 
 TEST(TokenizerRoundTripTest, SpmControlTokensParsedOnlyOnRequest) {
   QBC_REQUIRE_SHARED(path, "tokenizers/ggml-vocab/ggml-vocab-llama-spm.gguf");
-  auto tok = Tokenizer::from_gguf(path);
+  auto tok = tokenizer_from_gguf(path);
   QBC_ASSERT_OK(tok);
   const auto with = tok->encode("a</s>b", false, /*parse_special=*/true);
   ASSERT_EQ(with.size(), 3u);

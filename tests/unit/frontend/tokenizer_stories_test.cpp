@@ -9,11 +9,16 @@
 #include <string>
 #include <vector>
 
-#include "qbc/frontend/tokenizer.h"
+#include "qbc/frontend/gguf_tokenizer.h"
+#include "qbc/tokenizer/tokenizer.h"
 #include "test_support.h"
 
 namespace qbc::frontend {
 namespace {
+
+using tokenizer::Tokenizer;
+using tokenizer::TokenizerKind;
+using tokenizer::TokenType;
 
 // Minimal SHA-256 (FIPS 180-4), for the golden `ids_sha256` of the large files.
 std::string sha256_hex(const std::string& msg) {
@@ -135,14 +140,14 @@ TEST(TokenizerStoriesTest, HfTokenizerJsonAloneMatchesLlamaCpp) {
 
 TEST(TokenizerStoriesTest, GgufVocabMatchesLlamaCpp) {
   QBC_REQUIRE_SHARED(gguf, "models/stories260k/stories260K.gguf");
-  auto tok = Tokenizer::from_gguf(gguf);
+  auto tok = tokenizer_from_gguf(gguf);
   QBC_ASSERT_OK(tok);
   check_golden(*tok);
 }
 
 TEST(TokenizerStoriesTest, KnownPrompts) {
   QBC_REQUIRE_SHARED(gguf, "models/stories260k/stories260K.gguf");
-  auto tok = Tokenizer::from_gguf(gguf);
+  auto tok = tokenizer_from_gguf(gguf);
   QBC_ASSERT_OK(tok);
   // golden/README.md: greedy prompt and short_8.
   EXPECT_EQ(tok->encode("Once upon a time"), (std::vector<int32_t>{1, 403, 407, 261, 378}));

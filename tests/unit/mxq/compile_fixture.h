@@ -24,10 +24,13 @@ struct CompiledMxq {
   std::string error;                    ///< empty on success
 };
 
+/// `source` is relative to models/stories260k/ of the shared assets: "hf" or
+/// "stories260K.gguf".
 inline CompiledMxq compile_stories260k(const std::string& name,
-                                       const std::vector<std::string>& sets) {
+                                       const std::vector<std::string>& sets,
+                                       const std::string& source = "hf") {
   CompiledMxq out;
-  const std::filesystem::path hf = shared_dir() / "models/stories260k/hf";
+  const std::filesystem::path hf = shared_dir() / "models/stories260k" / source;
   config::LoadRequest req;
   req.preset = "llm_fast";
   req.sets = {"useRandomCalib=true", "llm.attributes.maxSequenceLength=64",

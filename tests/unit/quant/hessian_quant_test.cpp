@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "qbc/frontend/tokenizer.h"
 #include "qbc/quant/gptq.h"
 #include "qbc/quant/weight_passes.h"
 #include "qbc/quant/weight_store.h"
+#include "qbc/tokenizer/tokenizer.h"
 #include "transform_cases.h"
 #include "weight_pass_fixture.h"
 
@@ -105,7 +105,7 @@ TEST(HessianQuant, Stories260kBeatsRoundToNearestAt4Bits) {
   QBC_REQUIRE_SHARED(dir, "models/stories260k/hf");
   QBC_REQUIRE_SHARED(calib_txt, "data/tinystories/calib.clean.txt");
   QBC_REQUIRE_SHARED(eval_txt, "data/tinystories/eval.clean.txt");
-  auto tok = frontend::Tokenizer::from_hf_dir(dir);
+  auto tok = tokenizer::Tokenizer::from_hf_dir(dir);
   QBC_ASSERT_OK(tok);
   // load_transform_case builds the graph with a 64-token cache.
   const auto calib = text_sequences(*tok, calib_txt, 0, 32, 64);

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "qbc/frontend/tokenizer.h"
 #include "qbc/quant/gptq.h"
 #include "qbc/quant/weight_passes.h"
 #include "qbc/quant/weight_store.h"
+#include "qbc/tokenizer/tokenizer.h"
 #include "transform_cases.h"
 #include "weight_pass_fixture.h"
 
@@ -186,7 +186,7 @@ TEST(SearchWeightScale, Stories260kBeatsRoundToNearestAt4Bits) {
   QBC_REQUIRE_SHARED(dir, "models/stories260k/hf");
   QBC_REQUIRE_SHARED(calib_txt, "data/tinystories/calib.clean.txt");
   QBC_REQUIRE_SHARED(eval_txt, "data/tinystories/eval.clean.txt");
-  auto tok = frontend::Tokenizer::from_hf_dir(dir);
+  auto tok = tokenizer::Tokenizer::from_hf_dir(dir);
   QBC_ASSERT_OK(tok);
   const auto calib = text_sequences(*tok, calib_txt, 0, 32, 64);
   const auto held_out = text_sequences(*tok, eval_txt, 0, 12, 64);

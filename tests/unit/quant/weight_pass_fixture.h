@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "qbc/config/config.h"
-#include "qbc/frontend/tokenizer.h"
 #include "qbc/quant/pass.h"
 #include "qbc/quant/weight_store.h"
+#include "qbc/tokenizer/tokenizer.h"
 #include "transform_cases.h"
 
 namespace qbc::testing {
@@ -32,7 +32,7 @@ config::CompileOptions four_bit_options() {
 }
 
 /// The first `n` lines of `file`, tokenized (BOS added) and cut to `len` tokens.
-std::vector<std::vector<int32_t>> text_sequences(const frontend::Tokenizer& tok,
+std::vector<std::vector<int32_t>> text_sequences(const tokenizer::Tokenizer& tok,
                                                  const std::filesystem::path& file, size_t skip,
                                                  size_t n, size_t len) {
   std::ifstream in(file);

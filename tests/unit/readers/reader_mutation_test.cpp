@@ -18,12 +18,14 @@
 #include "qbc/calib/npy.h"
 #include "qbc/config/config.h"
 #include "qbc/frontend/gguf.h"
+#include "qbc/frontend/gguf_tokenizer.h"
 #include "qbc/frontend/hparams.h"
 #include "qbc/frontend/importer.h"
 #include "qbc/frontend/model_source.h"
 #include "qbc/frontend/safetensors.h"
-#include "qbc/frontend/tokenizer.h"
 #include "qbc/ir/serialize.h"
+#include "qbc/tokenizer/chat_template.h"
+#include "qbc/tokenizer/tokenizer.h"
 #include "test_support.h"
 
 namespace qbc {
@@ -202,7 +204,7 @@ TEST(ReaderMutationTest, Gguf) {
     write_file(path, b);
     auto f = frontend::GgufFile::open(path);
     if (!f.ok()) return f.status();
-    QBC_RETURN_IF_ERROR(frontend::Tokenizer::from_gguf(*f).status());
+    QBC_RETURN_IF_ERROR(frontend::tokenizer_from_gguf(*f).status());
     return frontend::ModelSource::open(path).status();
   });
 }
@@ -213,11 +215,44 @@ TEST(ReaderMutationTest, TokenizerJson) {
   const fs::path path = temp_dir() / "tokenizer.json";
   run_cases("tokenizer.json", text, 0, 4, [&](const std::string& t) {
     write_file(path, t);
-    auto k = frontend::Tokenizer::from_hf_json(path);
+    auto k = tokenizer::Tokenizer::from_hf_json(path);
     if (!k.ok()) return k.status();
     (void)k->decode(k->encode("Once upon a time", true));
     return ok_status();
   });
+}
+
+TEST(ReaderMutationTest, VocabJson) {
+  QBC_REQUIRE_SHARED(gguf, "models/stories260k/stories260K.gguf");
+  auto g = frontend::tokenizer_from_gguf(gguf);
+  QBC_ASSERT_OK(g);
+  // The asset a GGUF-compiled MXQ carries, read from memory as the runtime does.
+  EXPECT_GT(run_cases("qbc_vocab.json", g->to_vocab_json(), 0, 4,
+                      [&](const std::string& t) {
+                        auto k = tokenizer::Tokenizer::from_vocab_json(t, "qbc_vocab.json");
+                        if (!k.ok()) return k.status();
+                        (void)k->decode(k->encode("Once upon a time", true));
+                        return ok_status();
+                      }),
+            0);
+}
+
+TEST(ReaderMutationTest, ChatTemplate) {
+  const std::string chatml =
+      "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+      "{{ '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n' }}{% endif %}"
+      "{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
+      "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+      "{{ (messages | length) * 2 // 3 }}{{ messages[1:][-1].content.strip() | tojson }}";
+  tokenizer::ChatContext ctx;
+  ctx.messages = {{"user", "Hi"}, {"assistant", "Hello"}, {"user", "Bye"}};
+  EXPECT_GT(run_cases("chat_template", chatml, 0, 3,
+                      [&](const std::string& t) {
+                        auto c = tokenizer::ChatTemplate::parse(t, "chat_template.jinja");
+                        if (!c.ok()) return c.status();
+                        return c->render(ctx).status();
+                      }),
+            0);
 }
 
 Status resolve_file(const fs::path& path) {

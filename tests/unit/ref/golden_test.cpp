@@ -18,8 +18,8 @@
 #include "qbc/frontend/importer.h"
 #include "qbc/frontend/model_source.h"
 #include "qbc/frontend/model_weight_reader.h"
-#include "qbc/frontend/tokenizer.h"
 #include "qbc/ref/session.h"
+#include "qbc/tokenizer/tokenizer.h"
 #include "test_support.h"
 
 namespace qbc::ref {
@@ -162,7 +162,7 @@ TEST(GoldenTest, Stories260kGreedy) {
   const auto want = run.at("generated_ids").get<std::vector<int32_t>>();
   const int n = j.at("n_generate").get<int>();
 
-  auto tok = frontend::Tokenizer::from_hf_dir(dir / "hf");
+  auto tok = tokenizer::Tokenizer::from_hf_dir(dir / "hf");
   QBC_ASSERT_OK(tok);
   // llama.cpp adds BOS for this model; the golden prompt starts with it.
   const std::vector<int32_t> prompt =

@@ -15,8 +15,8 @@
 #include "qbc/frontend/importer.h"
 #include "qbc/frontend/model_source.h"
 #include "qbc/frontend/model_weight_reader.h"
-#include "qbc/frontend/tokenizer.h"
 #include "qbc/ref/session.h"
+#include "qbc/tokenizer/tokenizer.h"
 #include "test_support.h"
 
 namespace qbc::ref {
@@ -43,7 +43,7 @@ StatusOr<Fixture> open_stories(const fs::path& model_dir, const fs::path& text_f
   opts.max_cache_length = max_cache;
   QBC_ASSIGN_OR_RETURN(ir::Graph g, frontend::build_decoder_graph(hp, opts));
   QBC_ASSIGN_OR_RETURN(f.session, Session::create(g, frontend::model_weight_reader(*f.source)));
-  QBC_ASSIGN_OR_RETURN(frontend::Tokenizer tok, frontend::Tokenizer::from_hf_dir(model_dir));
+  QBC_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::Tokenizer::from_hf_dir(model_dir));
   std::string text = ::qbc::testing::read_file(text_file);
   if (!text.empty() && text.back() == '\n') text.pop_back();
   f.tokens = tok.encode(text, tok.add_bos_default());

@@ -8,8 +8,9 @@
 #include <vector>
 
 #include "qbc/support/status.h"
+#include "qbc/tokenizer/vocab_data.h"
 
-namespace qbc::frontend::tok {
+namespace qbc::tokenizer::tok {
 
 /// A list of compiled regexes applied one after another, llama.cpp's unicode_regex_split and
 /// HF's Split(behavior = "Isolated"): each regex cuts every current piece into its matches
@@ -35,11 +36,11 @@ class RegexSplitter {
 /// The GPT-2 pre-tokenizer regex (HF ByteLevel with use_regex = true).
 std::string_view gpt2_pattern();
 
-/// The regex list llama.cpp uses for GGUF `tokenizer.ggml.pre` = `name` ("gpt-2", "llama3",
-/// "llama-bpe", "qwen2", "default", ...), or nullopt when the name is unknown.
-std::optional<std::vector<std::string>> pre_tokenizer_patterns(std::string_view name);
+/// pre_tokenizer_patterns (the list of a GGUF pre-tokenizer name) is public:
+/// qbc/tokenizer/vocab_data.h.
+using tokenizer::pre_tokenizer_patterns;
 
 /// Escapes `literal` so that it matches itself as a PCRE2 pattern.
 std::string regex_escape(std::string_view literal);
 
-}  // namespace qbc::frontend::tok
+}  // namespace qbc::tokenizer::tok

@@ -1,9 +1,9 @@
-#include "tokenizer/unicode.h"
+#include "unicode.h"
 
 #include <array>
 #include <vector>
 
-namespace qbc::frontend::tok {
+namespace qbc::tokenizer::tok {
 
 size_t utf8_seq_len(uint8_t lead) {
   static constexpr uint8_t kLen[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
@@ -146,4 +146,4 @@ std::string replace_all(std::string_view s, std::string_view from, std::string_v
   return out;
 }
 
-}  // namespace qbc::frontend::tok
+}  // namespace qbc::tokenizer::tok

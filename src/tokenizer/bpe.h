@@ -6,9 +6,9 @@
 #include <string_view>
 #include <vector>
 
-#include "tokenizer/vocab.h"
+#include "vocab.h"
 
-namespace qbc::frontend::tok {
+namespace qbc::tokenizer::tok {
 
 /// Ranked BPE (HF `BPE` model, GGUF "gpt2"): merges the adjacent pair with the lowest
 /// merge rank, leftmost first on ties. Appends the ids of `word` to `out`.
@@ -25,4 +25,4 @@ void spm_encode_scored(const Vocab& vocab, std::string_view text, std::vector<in
 void emit_unknown(const Vocab& vocab, std::string_view text, std::vector<int32_t>& out,
                   bool& last_was_unk);
 
-}  // namespace qbc::frontend::tok
+}  // namespace qbc::tokenizer::tok

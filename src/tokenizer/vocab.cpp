@@ -1,11 +1,11 @@
-#include "tokenizer/vocab.h"
+#include "vocab.h"
 
 #include <algorithm>
 #include <cstdio>
 
-#include "tokenizer/unicode.h"
+#include "unicode.h"
 
-namespace qbc::frontend::tok {
+namespace qbc::tokenizer::tok {
 
 namespace {
 
@@ -115,4 +115,4 @@ int Vocab::byte_of_token(int32_t id) const {
   return parse_byte_token(token(id).text);
 }
 
-}  // namespace qbc::frontend::tok
+}  // namespace qbc::tokenizer::tok

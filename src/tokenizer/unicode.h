@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-namespace qbc::frontend::tok {
+namespace qbc::tokenizer::tok {
 
 /// Length of the UTF-8 sequence that `lead` starts, judged from its high bits only
 /// (1 for ASCII and stray continuation bytes, 2/3/4 otherwise), as llama.cpp does.
@@ -44,4 +44,4 @@ inline constexpr std::string_view kSpaceMark = "\xE2\x96\x81";
 /// Returns `s` with every `from` replaced by `to`.
 std::string replace_all(std::string_view s, std::string_view from, std::string_view to);
 
-}  // namespace qbc::frontend::tok
+}  // namespace qbc::tokenizer::tok

@@ -8,6 +8,8 @@
 //    llama.cpp's llm_tokenizer_spm).
 //  - Byte-level BPE (GPT-2, Llama 3, Qwen2): a regex pre-tokenizer (run with PCRE2) splits
 //    the text, bytes are mapped to GPT-2's printable unicode alphabet, ranked merges apply.
+// A loader outside this library (the GGUF vocabulary of qbc_frontend) fills a VocabData
+// (qbc/tokenizer/vocab_data.h) and calls from_data().
 // Added and special tokens are matched before pre-tokenization. Ids match llama.cpp's
 // llama_tokenize(add_special, parse_special) and HF tokenizers on the tested vocabularies.
 #pragma once
@@ -22,31 +24,13 @@
 #include <vector>
 
 #include "qbc/support/status.h"
+#include "qbc/tokenizer/vocab_data.h"
 
-namespace qbc::frontend {
-
-class GgufFile;
+namespace qbc::tokenizer {
 
 namespace tok {
 class Vocab;
 }  // namespace tok
-
-/// The tokenization algorithm family.
-enum class TokenizerKind {
-  kSentencePiece,  ///< "▁"-escaped text, byte fallback tokens `<0xNN>`.
-  kByteLevel,      ///< GPT-2 byte-to-unicode mapping plus a regex pre-tokenizer.
-};
-
-/// How a token id is treated when encoding and decoding (GGUF `tokenizer.ggml.token_type`).
-enum class TokenType : uint8_t {
-  kUndefined = 0,
-  kNormal = 1,
-  kUnknown = 2,
-  kControl = 3,      ///< Special token such as BOS/EOS; matched only with parse_special.
-  kUserDefined = 4,  ///< Added token, always matched as a whole before pre-tokenization.
-  kUnused = 5,
-  kByte = 6,  ///< `<0xNN>` byte fallback token.
-};
 
 /// A loaded, immutable tokenizer. Cheap to copy (shares its vocabulary) and thread-safe.
 class Tokenizer {
@@ -58,10 +42,24 @@ class Tokenizer {
   /// `tokenizer_config` is non-empty it is read too and overrides them.
   static StatusOr<Tokenizer> from_hf_json(const std::filesystem::path& tokenizer_json,
                                           const std::filesystem::path& tokenizer_config = {});
-  /// Loads the vocabulary stored in a GGUF file's metadata (`tokenizer.ggml.*`).
-  static StatusOr<Tokenizer> from_gguf(const std::filesystem::path& path);
-  /// Same, from an already opened GGUF file.
-  static StatusOr<Tokenizer> from_gguf(const GgufFile& file);
+  /// The same from the files' contents: `tokenizer_json` is required, `tokenizer_config` and
+  /// `model_config` (config.json) are optional ("" = absent). `source` names the origin in
+  /// errors (e.g. "q.mxq: asset tokenizer.json").
+  static StatusOr<Tokenizer> from_hf_json_text(std::string_view tokenizer_json,
+                                               std::string_view tokenizer_config,
+                                               std::string_view model_config,
+                                               std::string_view source);
+  /// Validates `data` (a loader's output, e.g. the GGUF vocabulary of qbc_frontend) and builds
+  /// its tables. With `strict_merges` a merge naming an unknown token is an error, otherwise it
+  /// is dropped (llama.cpp's GGUF behaviour).
+  static StatusOr<Tokenizer> from_data(VocabData data, std::string_view source,
+                                       bool strict_merges);
+  /// Reads the vocabulary asset `qbc_vocab.json` (docs/mxq.md, "Host assets"): every field of
+  /// VocabData, written by to_vocab_json(). Errors name `source` and the JSON path.
+  static StatusOr<Tokenizer> from_vocab_json(std::string_view text, std::string_view source);
+  /// The vocabulary as `qbc_vocab.json`; from_vocab_json() of it encodes and decodes exactly
+  /// as this tokenizer does. Deterministic (same vocabulary, same bytes).
+  std::string to_vocab_json() const;
 
   /// Builds a tokenizer around a vocabulary made by one of the loaders (internal use).
   explicit Tokenizer(std::shared_ptr<const tok::Vocab> vocab);
@@ -114,4 +112,4 @@ class Tokenizer {
   std::shared_ptr<const tok::Vocab> vocab_;
 };
 
-}  // namespace qbc::frontend
+}  // namespace qbc::tokenizer

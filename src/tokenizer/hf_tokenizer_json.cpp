@@ -17,11 +17,11 @@
 
 #include "qbc/support/json_parse.h"
 #include "qbc/support/quote.h"
-#include "tokenizer/loaders.h"
-#include "tokenizer/pretokenize.h"
-#include "tokenizer/unicode.h"
+#include "loaders.h"
+#include "pretokenize.h"
+#include "unicode.h"
 
-namespace qbc::frontend::tok {
+namespace qbc::tokenizer::tok {
 
 namespace {
 
@@ -31,11 +31,10 @@ using Json = nlohmann::json;
 // pad the table). Bounds the token table by the entries the file holds.
 constexpr size_t kMaxTokenIdHoles = 1 << 16;
 
-StatusOr<Json> read_json(const std::filesystem::path& path) {
+StatusOr<std::string> read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return not_found(path.string(), ": cannot open file");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return parse_json_text(text, path.string());
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 // The member `key` of object `j`, or nullptr when `j` is not an object or lacks it.
@@ -346,9 +345,8 @@ class HfParser {
 };
 
 // tokenizer_config.json: add_bos_token / add_eos_token and the special token texts.
-Status apply_tokenizer_config(const std::filesystem::path& path, VocabData& d) {
-  QBC_ASSIGN_OR_RETURN(const Json cfg, read_json(path));
-  const std::string src = path.string();
+Status apply_tokenizer_config(std::string_view text, const std::string& src, VocabData& d) {
+  QBC_ASSIGN_OR_RETURN(const Json cfg, parse_json_text(text, src));
   if (!cfg.is_object()) return invalid_argument(src, ": the top level is not an object");
   d.add_bos = flag(cfg, "add_bos_token", d.add_bos);
   d.add_eos = flag(cfg, "add_eos_token", d.add_eos);
@@ -367,8 +365,8 @@ Status apply_tokenizer_config(const std::filesystem::path& path, VocabData& d) {
 }
 
 // config.json: bos/eos ids, only where the tokenizer files left them unset.
-Status apply_model_config(const std::filesystem::path& path, VocabData& d) {
-  QBC_ASSIGN_OR_RETURN(const Json cfg, read_json(path));
+Status apply_model_config(std::string_view text, const std::string& src, VocabData& d) {
+  QBC_ASSIGN_OR_RETURN(const Json cfg, parse_json_text(text, src));
   for (const auto& [key, id] :
        {std::pair{"bos_token_id", &d.bos_id}, {"eos_token_id", &d.eos_id}}) {
     if (*id >= 0) continue;
@@ -385,18 +383,43 @@ StatusOr<std::shared_ptr<const Vocab>> load_hf_vocab(const std::filesystem::path
                                                      const std::filesystem::path& tokenizer_config,
                                                      const std::filesystem::path& model_config) {
   const std::string src = tokenizer_json.string();
-  QBC_ASSIGN_OR_RETURN(const Json root, read_json(tokenizer_json));
+  QBC_ASSIGN_OR_RETURN(const std::string json, read_file(tokenizer_json));
+  QBC_ASSIGN_OR_RETURN(const Json root, parse_json_text(json, src));
   HfParser parser(src);
   try {  // get<>() on a wrongly typed value throws; nothing else here does
     QBC_RETURN_IF_ERROR(parser.parse(root));
+    // Errors name each file by its own path.
     if (!tokenizer_config.empty()) {
-      QBC_RETURN_IF_ERROR(apply_tokenizer_config(tokenizer_config, parser.data()));
+      QBC_ASSIGN_OR_RETURN(const std::string text, read_file(tokenizer_config));
+      QBC_RETURN_IF_ERROR(apply_tokenizer_config(text, tokenizer_config.string(), parser.data()));
     }
-    if (!model_config.empty()) QBC_RETURN_IF_ERROR(apply_model_config(model_config, parser.data()));
+    if (!model_config.empty()) {
+      QBC_ASSIGN_OR_RETURN(const std::string text, read_file(model_config));
+      QBC_RETURN_IF_ERROR(apply_model_config(text, model_config.string(), parser.data()));
+    }
   } catch (const nlohmann::json::exception& e) {
     return invalid_argument(src, ": unexpected value type: ", e.what());
   }
   return Vocab::build(std::move(parser.data()), src, /*strict_merges=*/true);
 }
 
-}  // namespace qbc::frontend::tok
+StatusOr<std::shared_ptr<const Vocab>> load_hf_vocab_text(std::string_view tokenizer_json,
+                                                          std::string_view tokenizer_config,
+                                                          std::string_view model_config,
+                                                          const std::string& source) {
+  QBC_ASSIGN_OR_RETURN(const Json root, parse_json_text(tokenizer_json, source));
+  HfParser parser(source);
+  try {  // get<>() on a wrongly typed value throws; nothing else here does
+    QBC_RETURN_IF_ERROR(parser.parse(root));
+    if (!tokenizer_config.empty())
+      QBC_RETURN_IF_ERROR(
+          apply_tokenizer_config(tokenizer_config, source + " (tokenizer_config.json)", parser.data()));
+    if (!model_config.empty())
+      QBC_RETURN_IF_ERROR(apply_model_config(model_config, source + " (config.json)", parser.data()));
+  } catch (const nlohmann::json::exception& e) {
+    return invalid_argument(source, ": unexpected value type: ", e.what());
+  }
+  return Vocab::build(std::move(parser.data()), source, /*strict_merges=*/true);
+}
+
+}  // namespace qbc::tokenizer::tok

@@ -1,4 +1,4 @@
-#include "tokenizer/pretokenize.h"
+#include "pretokenize.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <utility>
 
-#include "tokenizer/unicode.h"
+#include "unicode.h"
 
-namespace qbc::frontend::tok {
+namespace qbc::tokenizer::tok {
 
 namespace {
 
@@ -119,7 +119,12 @@ std::vector<std::string_view> RegexSplitter::split(std::string_view text) const 
 
 std::string_view gpt2_pattern() { return kGpt2; }
 
+}  // namespace qbc::tokenizer::tok
+
+namespace qbc::tokenizer {
+
 std::optional<std::vector<std::string>> pre_tokenizer_patterns(std::string_view name) {
+  using namespace tok;
   using V = std::vector<std::string>;
   auto is = [&](std::initializer_list<std::string_view> names) {
     return std::find(names.begin(), names.end(), name) != names.end();
@@ -141,6 +146,10 @@ std::optional<std::vector<std::string>> pre_tokenizer_patterns(std::string_view 
   return std::nullopt;
 }
 
+}  // namespace qbc::tokenizer
+
+namespace qbc::tokenizer::tok {
+
 std::string regex_escape(std::string_view literal) {
   std::string out;
   for (char c : literal) {
@@ -152,4 +161,4 @@ std::string regex_escape(std::string_view literal) {
   return out;
 }
 
-}  // namespace qbc::frontend::tok
+}  // namespace qbc::tokenizer::tok

@@ -8,10 +8,10 @@
 #include <algorithm>
 #include <queue>
 
-#include "tokenizer/bpe.h"
-#include "tokenizer/unicode.h"
+#include "bpe.h"
+#include "unicode.h"
 
-namespace qbc::frontend::tok {
+namespace qbc::tokenizer::tok {
 
 namespace {
 
@@ -88,4 +88,4 @@ void spm_encode_scored(const Vocab& vocab, std::string_view text, std::vector<in
   }
 }
 
-}  // namespace qbc::frontend::tok
+}  // namespace qbc::tokenizer::tok

@@ -5,15 +5,14 @@
 //   Byte-level:    regex split, bytes -> GPT-2 unicode, ranked BPE.
 // decode: per token, byte tokens -> bytes, "▁" -> " " or GPT-2 unicode -> bytes; then the
 // leading space SentencePiece added is stripped.
-#include "qbc/frontend/tokenizer.h"
+#include "qbc/tokenizer/tokenizer.h"
 
-#include "qbc/frontend/gguf.h"
-#include "tokenizer/bpe.h"
-#include "tokenizer/loaders.h"
-#include "tokenizer/unicode.h"
-#include "tokenizer/vocab.h"
+#include "bpe.h"
+#include "loaders.h"
+#include "unicode.h"
+#include "vocab.h"
 
-namespace qbc::frontend {
+namespace qbc::tokenizer {
 
 namespace {
 
@@ -133,13 +132,18 @@ StatusOr<Tokenizer> Tokenizer::from_hf_json(const std::filesystem::path& tokeniz
   return Tokenizer(std::move(vocab));
 }
 
-StatusOr<Tokenizer> Tokenizer::from_gguf(const std::filesystem::path& path) {
-  QBC_ASSIGN_OR_RETURN(const GgufFile file, GgufFile::open(path));
-  return from_gguf(file);
+StatusOr<Tokenizer> Tokenizer::from_hf_json_text(std::string_view tokenizer_json,
+                                                 std::string_view tokenizer_config,
+                                                 std::string_view model_config,
+                                                 std::string_view source) {
+  QBC_ASSIGN_OR_RETURN(auto vocab, tok::load_hf_vocab_text(tokenizer_json, tokenizer_config,
+                                                           model_config, std::string(source)));
+  return Tokenizer(std::move(vocab));
 }
 
-StatusOr<Tokenizer> Tokenizer::from_gguf(const GgufFile& file) {
-  QBC_ASSIGN_OR_RETURN(auto vocab, tok::load_gguf_vocab(file));
+StatusOr<Tokenizer> Tokenizer::from_data(VocabData data, std::string_view source,
+                                         bool strict_merges) {
+  QBC_ASSIGN_OR_RETURN(auto vocab, Vocab::build(std::move(data), source, strict_merges));
   return Tokenizer(std::move(vocab));
 }
 
@@ -230,4 +234,4 @@ int32_t Tokenizer::vocab_size() const { return vocab_->size(); }
 TokenizerKind Tokenizer::kind() const { return vocab_->data().kind; }
 const std::string& Tokenizer::pre_tokenizer() const { return vocab_->data().pre_name; }
 
-}  // namespace qbc::frontend
+}  // namespace qbc::tokenizer

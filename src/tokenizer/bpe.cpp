@@ -3,14 +3,14 @@
 // A word starts as its UTF-8 characters, each looked up as a token. Adjacent pairs found in
 // the merge list are queued by rank; the lowest rank (leftmost on ties) merges first, as in
 // HF tokenizers' Word::merge_all and llama.cpp's llm_tokenizer_bpe.
-#include "tokenizer/bpe.h"
+#include "bpe.h"
 
 #include <algorithm>
 #include <queue>
 
-#include "tokenizer/unicode.h"
+#include "unicode.h"
 
-namespace qbc::frontend::tok {
+namespace qbc::tokenizer::tok {
 
 namespace {
 
@@ -127,4 +127,4 @@ void bpe_encode_ranked(const Vocab& vocab, std::string_view word, std::vector<in
   }
 }
 
-}  // namespace qbc::frontend::tok
+}  // namespace qbc::tokenizer::tok

@@ -1,4 +1,5 @@
-// The vocabulary stored in GGUF metadata, read the way llama.cpp's llama_vocab::load does.
+// The vocabulary stored in GGUF metadata, read the way llama.cpp's llama_vocab::load does
+// (qbc/frontend/gguf_tokenizer.h).
 //
 //   tokenizer.ggml.model       "llama" (SentencePiece BPE by score) or "gpt2" (byte-level BPE)
 //   tokenizer.ggml.tokens      token texts, indexed by id
@@ -13,12 +14,18 @@
 #include <vector>
 
 #include "qbc/support/quote.h"
-#include "tokenizer/loaders.h"
-#include "tokenizer/pretokenize.h"
+#include "qbc/frontend/gguf_tokenizer.h"
+#include "qbc/tokenizer/vocab_data.h"
 
-namespace qbc::frontend::tok {
+namespace qbc::frontend {
 
 namespace {
+
+using tokenizer::MergeOrder;
+using tokenizer::TokenInfo;
+using tokenizer::TokenizerKind;
+using tokenizer::TokenType;
+using tokenizer::VocabData;
 
 constexpr std::string_view kModel = "tokenizer.ggml.model";
 constexpr std::string_view kTokens = "tokenizer.ggml.tokens";
@@ -44,7 +51,7 @@ Status read_flag(const GgufFile& f, std::string_view key, bool* flag) {
 
 }  // namespace
 
-StatusOr<std::shared_ptr<const Vocab>> load_gguf_vocab(const GgufFile& f) {
+StatusOr<tokenizer::Tokenizer> tokenizer_from_gguf(const GgufFile& f) {
   const std::string source = f.path().string();
   QBC_ASSIGN_OR_RETURN(const std::string model, f.get_string(kModel));
   VocabData d;
@@ -111,7 +118,7 @@ StatusOr<std::shared_ptr<const Vocab>> load_gguf_vocab(const GgufFile& f) {
     if (f.has(kPre)) {
       QBC_ASSIGN_OR_RETURN(pre, f.get_string(kPre));
     }
-    auto patterns = pre_tokenizer_patterns(pre);
+    auto patterns = tokenizer::pre_tokenizer_patterns(pre);
     if (!patterns) {
       return unimplemented(source, ": ", kPre, ": unsupported pre-tokenizer ", quote_prefix(pre));
     }
@@ -137,7 +144,12 @@ StatusOr<std::shared_ptr<const Vocab>> load_gguf_vocab(const GgufFile& f) {
   if (d.kind == TokenizerKind::kSentencePiece) {
     d.strip_leading_space_on_decode = d.add_space_prefix;
   }
-  return Vocab::build(std::move(d), source, /*strict_merges=*/false);
+  return tokenizer::Tokenizer::from_data(std::move(d), source, /*strict_merges=*/false);
 }
 
-}  // namespace qbc::frontend::tok
+StatusOr<tokenizer::Tokenizer> tokenizer_from_gguf(const std::filesystem::path& path) {
+  QBC_ASSIGN_OR_RETURN(const GgufFile file, GgufFile::open(path));
+  return tokenizer_from_gguf(file);
+}
+
+}  // namespace qbc::frontend

@@ -1,0 +1,88 @@
+// The runtime's host side: everything between text and the compiled programs, read from the
+// MXQ file alone. A Generator holds a loaded model (runtime::load_model), the tokenizer of the
+// file's assets, the embedding lookup of its host table, the chat template when the assets
+// carry one, and generation with the sampler of qbc_runner: greedy, or seeded temperature /
+// top-k / top-p, the same algorithm `qbc run` uses on every model kind, so the same seed gives
+// the same text as `qbc run` on the MBLT the MXQ was compiled from. `qbc run model.mxq` is this
+// class.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "qbc/mxq/model_file.h"
+#include "qbc/runner/generate.h"
+#include "qbc/runtime/model.h"
+#include "qbc/runtime/npu_session.h"
+#include "qbc/support/status.h"
+#include "qbc/tokenizer/chat_template.h"
+#include "qbc/tokenizer/tokenizer.h"
+
+namespace qbc::runtime {
+
+/// The tokenizer stored in a loaded MXQ's host assets: `tokenizer.json` (with
+/// `tokenizer_config.json` and `config.json` when present), else the vocabulary asset
+/// `qbc_vocab.json` (GGUF-sourced models, docs/mxq.md). kNotFound when the file carries none;
+/// errors name the file and the asset.
+StatusOr<tokenizer::Tokenizer> load_tokenizer(const mxq::LoadedModel& file);
+
+/// The chat template of a loaded MXQ: the asset `chat_template.jinja`, else the
+/// `chat_template` string of `tokenizer_config.json`; nullopt when neither is there.
+/// Errors (a template outside the supported subset, docs/runtime.md) name the asset.
+StatusOr<std::optional<tokenizer::ChatTemplate>> load_chat_template(const mxq::LoadedModel& file);
+
+class Generator {
+ public:
+  /// Loads `path` (an .mxq or a manifest; every rule of docs/mxq.md and the program verifier)
+  /// for `options.core_mode`, its tokenizer and chat template, and a session on slot 0.
+  static StatusOr<std::unique_ptr<Generator>> create(const std::string& path,
+                                                     const LoadOptions& options = {});
+  /// The same over an already loaded model.
+  static StatusOr<std::unique_ptr<Generator>> create(Model model);
+
+  const tokenizer::Tokenizer& tokenizer() const { return tokenizer_; }
+  /// `text` as token ids with the model's own BOS setting (add_bos_default()), as `qbc run`.
+  std::vector<int32_t> encode(std::string_view text) const;
+  /// Token ids to text (control tokens skipped).
+  std::string decode(const std::vector<int32_t>& ids) const;
+  /// The fp32 embedding rows of `tokens` [tokens, hidden] (the host table of the file).
+  StatusOr<std::vector<float>> embed(const std::vector<int32_t>& tokens) const;
+
+  /// Whether the assets carry a chat template.
+  bool has_chat_template() const { return chat_template_.has_value(); }
+  /// Renders `messages` with the chat template (bos_token / eos_token from the tokenizer).
+  /// kNotFound when the file has no template.
+  StatusOr<std::string> apply_chat_template(const std::vector<tokenizer::ChatMessage>& messages,
+                                            bool add_generation_prompt = true) const;
+
+  /// Starts a new sequence: prefills `prompt` and decodes up to `max_new` tokens (stopping
+  /// after the tokenizer's EOS unless `ignore_eos`), calling `on_token` for each new token.
+  /// kResourceExhausted (exit 4) before any work when the cache cannot hold them.
+  StatusOr<runner::GenerateResult> generate(const std::vector<int32_t>& prompt, int max_new,
+                                            const runner::SamplingOptions& sampling = {},
+                                            const std::function<void(int32_t)>& on_token = nullptr,
+                                            bool ignore_eos = false);
+  /// encode(prompt), generate, and the new tokens decoded: the continuation only.
+  StatusOr<std::string> generate_text(std::string_view prompt, int max_new,
+                                      const runner::SamplingOptions& sampling = {});
+
+  /// The session generation runs on (slot 0): a runner::Runner, for perplexity and the like.
+  NpuSession& session() { return *session_; }
+  const Model& model() const { return model_; }
+  /// Tokens the KV cache holds (prompt + new tokens at most).
+  int64_t capacity() const { return model_.file.bundle->max_cache; }
+
+ private:
+  Generator(Model model, tokenizer::Tokenizer tok) : model_(std::move(model)), tokenizer_(tok) {}
+  Model model_;
+  tokenizer::Tokenizer tokenizer_;
+  std::optional<tokenizer::ChatTemplate> chat_template_;
+  std::unique_ptr<NpuSession> session_;
+};
+
+}  // namespace qbc::runtime

@@ -1,0 +1,180 @@
+// Chat templates: the Jinja subset renders the templates real models ship (ChatML as in Qwen2,
+// Llama 2's with raise_exception and a system message folded in, Zephyr-style) exactly as
+// HF's apply_chat_template does, whitespace rules included; constructs outside the subset are
+// refused at parse time with the line and column.
+#include "qbc/tokenizer/chat_template.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "test_support.h"
+
+namespace qbc::tokenizer {
+namespace {
+
+using ::qbc::testing::contains;
+
+StatusOr<std::string> render(const std::string& tmpl, const ChatContext& ctx) {
+  QBC_ASSIGN_OR_RETURN(ChatTemplate t, ChatTemplate::parse(tmpl, "tokenizer_config.json"));
+  return t.render(ctx);
+}
+
+ChatContext chat(bool gen = true) {
+  ChatContext c;
+  c.messages = {{"system", "Be brief."}, {"user", "Hi!"}, {"assistant", "Hello."}, {"user", "Bye"}};
+  c.add_generation_prompt = gen;
+  c.bos_token = "<s>";
+  c.eos_token = "</s>";
+  return c;
+}
+
+TEST(ChatTemplate, ChatMl) {
+  const std::string t =
+      "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+      "{{ '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n' }}{% endif %}"
+      "{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
+      "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+  auto r = render(t, chat());
+  QBC_ASSERT_OK(r);
+  EXPECT_EQ(*r,
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi!<|im_end|>\n"
+            "<|im_start|>assistant\nHello.<|im_end|>\n<|im_start|>user\nBye<|im_end|>\n"
+            "<|im_start|>assistant\n");
+  ChatContext c = chat(false);
+  c.messages.erase(c.messages.begin());
+  r = render(t, c);
+  QBC_ASSERT_OK(r);
+  EXPECT_EQ(r->rfind("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n", 0), 0u);
+  EXPECT_FALSE(contains(*r, "<|im_start|>assistant\n<"));
+}
+
+TEST(ChatTemplate, Llama2WithSystemMessageAndRaiseException) {
+  // Llama 2's template (tokenizer_config.json of meta-llama/Llama-2-7b-chat-hf).
+  const std::string t =
+      "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}"
+      "{% set system_message = messages[0]['content'] %}{% else %}"
+      "{% set loop_messages = messages %}{% set system_message = false %}{% endif %}"
+      "{% for message in loop_messages %}"
+      "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+      "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}"
+      "{% endif %}{% if loop.index0 == 0 and system_message != false %}"
+      "{% set content = '<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + message['content'] %}"
+      "{% else %}{% set content = message['content'] %}{% endif %}"
+      "{% if message['role'] == 'user' %}"
+      "{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}"
+      "{% elif message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}"
+      "{% endif %}{% endfor %}";
+  auto r = render(t, chat());
+  QBC_ASSERT_OK(r);
+  EXPECT_EQ(*r,
+            "<s>[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi! [/INST] Hello. </s><s>[INST] Bye "
+            "[/INST]");
+  ChatContext bad = chat();
+  bad.messages.push_back({"user", "again"});
+  r = render(t, bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(contains(r.status().message(), "raise_exception: Conversation roles must alternate"))
+      << r.status().message();
+  EXPECT_TRUE(contains(r.status().message(), "tokenizer_config.json:1:")) << r.status().message();
+}
+
+TEST(ChatTemplate, WhitespaceControlTrimAndLstripBlocks) {
+  // Zephyr-style, written over lines as templates in .jinja files are.
+  const std::string t =
+      "{% for message in messages %}\n"
+      "    {% if message.role == 'user' %}\n"
+      "{{ '<|user|>\\n' + message.content + eos_token }}\n"
+      "    {% elif message.role == 'system' -%}\n"
+      "   {{ '<|system|>\\n' + message.content | trim + eos_token }}\n"
+      "    {%- else %}\n"
+      "{{ '<|assistant|>\\n'  + message.content + eos_token }}\n"
+      "    {% endif %}\n"
+      "{# a comment #}\n"
+      "{% endfor %}\n"
+      "{% if add_generation_prompt %}{{ '<|assistant|>' }}{% endif %}";
+  ChatContext c = chat();
+  c.messages[0].content = "  Be brief.  ";
+  auto r = render(t, c);
+  QBC_ASSERT_OK(r);
+  EXPECT_EQ(*r,
+            "<|system|>\nBe brief.</s><|user|>\nHi!</s>\n<|assistant|>\nHello.</s>\n"
+            "<|user|>\nBye</s>\n<|assistant|>");
+}
+
+TEST(ChatTemplate, ExpressionsFiltersAndTests) {
+  ChatContext c = chat();
+  auto r = render(
+      "{{ messages | length }} {{ messages[-1].content | upper }} {{ 'x' ~ (3 * 2 - 1) }} "
+      "{{ 'yes' if tools is not defined else 'no' }} {{ (messages[1:3] | length) }} "
+      "{{ 'a,b'.split(',') | tojson }} {{ 'abc'.startswith('ab') }} {{ 'Hi' in 'Hi!' }} "
+      "{% for m in messages %}{{ loop.index }}{% if not loop.last %},{% endif %}{% endfor %} "
+      "{{ undefined_name | default('d') }} {{ {'k': [1, none, true]} | tojson }}",
+      c);
+  QBC_ASSERT_OK(r);
+  EXPECT_EQ(*r, "4 BYE x5 yes 2 [\"a\", \"b\"] True True 1,2,3,4 d {\"k\": [1, null, true]}");
+  // A set inside a loop does not leak out (Jinja scoping).
+  r = render("{% set x = 1 %}{% for m in messages %}{% set x = 2 %}{% endfor %}{{ x }}", c);
+  QBC_ASSERT_OK(r);
+  EXPECT_EQ(*r, "1");
+}
+
+TEST(ChatTemplate, OutsideTheSubsetIsRefusedWithLineAndColumn) {
+  struct Case {
+    const char* tmpl;
+    const char* message;
+  };
+  for (const Case& c :
+       {Case{"ok\n{% macro m() %}{% endmacro %}", ":2:4: {% macro %} is not supported"},
+        Case{"{{ x | wordcount }}", "filter 'wordcount' is not supported"},
+        Case{"{% if x %}never closed", "without {% endif %}"}, Case{"{{ x ", "unterminated tag"},
+        Case{"{% endfor %}", "without its opening tag"}, Case{"{% set ns.x = 1 %}", "namespace"},
+        Case{"{{ 1.5 }}", "float literals"}}) {
+    auto t = ChatTemplate::parse(c.tmpl, "chat_template.jinja");
+    ASSERT_FALSE(t.ok()) << c.tmpl;
+    EXPECT_TRUE(contains(t.status().message(), "chat_template.jinja")) << t.status().message();
+    EXPECT_TRUE(contains(t.status().message(), c.message))
+        << c.tmpl << ": " << t.status().message();
+  }
+}
+
+TEST(ChatTemplate, HostileTemplatesAreBoundedNotCrashes) {
+  // Deep nesting would overflow the parser's stack; it is refused instead.
+  auto deep = ChatTemplate::parse(
+      "{{ " + std::string(100000, '(') + "1" + std::string(100000, ')') + " }}", "t");
+  ASSERT_FALSE(deep.ok());
+  EXPECT_TRUE(contains(deep.status().message(), "nested deeper than")) << deep.status().message();
+  std::string blocks;
+  for (int i = 0; i < 1000; ++i) blocks += "{% if true %}";
+  auto nested = ChatTemplate::parse(blocks, "t");
+  ASSERT_FALSE(nested.ok());
+  EXPECT_TRUE(contains(nested.status().message(), "nested deeper than"));
+  // Nested loops multiply: 4^20 iterations stop at the step budget, quickly.
+  std::string loops;
+  for (int i = 0; i < 20; ++i) loops += "{% for m" + std::to_string(i) + " in messages %}";
+  loops += "x";
+  for (int i = 0; i < 20; ++i) loops += "{% endfor %}";
+  auto r = render(loops, chat());
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(contains(r.status().message(), "steps")) << r.status().message();
+  // Integer edge cases are errors, not undefined behaviour; // and % follow Python.
+  r = render("{{ 9223372036854775807 }}", chat());
+  QBC_ASSERT_OK(r);
+  EXPECT_EQ(*r, "9223372036854775807");
+  EXPECT_FALSE(ChatTemplate::parse("{{ 9223372036854775808 }}", "t").ok());
+  for (const char* overflow : {"{{ 9223372036854775807 + 1 }}", "{{ 4611686018427387904 * 2 }}",
+                               "{{ -9223372036854775807 - 2 }}"}) {
+    r = render(overflow, chat());
+    EXPECT_TRUE(!r.ok() && contains(r.status().message(), "integer overflow")) << overflow;
+  }
+  r = render("{{ 1 // 0 }}", chat());
+  EXPECT_TRUE(!r.ok() && contains(r.status().message(), "division by zero"));
+  r = render("{{ 3 / 2 }}", chat());
+  EXPECT_TRUE(!r.ok() && contains(r.status().message(), "use //"));
+  r = render("{{ -7 // 2 }} {{ -7 % 2 }} {{ 7 % -2 }}", chat());
+  QBC_ASSERT_OK(r);
+  EXPECT_EQ(*r, "-4 1 -1");
+}
+
+}  // namespace
+}  // namespace qbc::tokenizer
