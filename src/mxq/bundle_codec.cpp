@@ -526,6 +526,7 @@ pb::Layout encode_layout(const isa::Bundle& b) {
   pb::Layout l;
   l.set_target(b.target);
   l.set_target_cores(b.target_cores);
+  l.set_target_clusters(b.target_clusters);
   l.set_sram_bytes(b.sram_bytes);
   l.set_dram_bytes(b.dram_bytes);
   l.set_dma_align(b.dma_align);
@@ -647,6 +648,11 @@ Status decode_layout(const pb::Layout& l, const std::string& where, isa::Bundle*
   b->embed_rows = l.embed_rows();
   if (b->target_cores < 1 || b->target_cores > 1024)
     return data_loss(where, ": target_cores ", b->target_cores);
+  b->target_clusters = l.target_clusters() == 0 ? 1 : l.target_clusters();
+  if (b->target_clusters < 1 || b->target_cores % b->target_clusters != 0) {
+    return data_loss(where, ": target_clusters ", l.target_clusters(), " does not divide the ",
+                     b->target_cores, " cores");
+  }
   QBC_RETURN_IF_ERROR(count_ok(l.buffers_size(), where, "buffers"));
   b->buffers.clear();
   for (int i = 0; i < l.buffers_size(); ++i) {

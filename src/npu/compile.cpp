@@ -1267,6 +1267,7 @@ Status Compiler::plan_tiles() {
   const Target& t = o_.target;
   b_.target = t.name;
   b_.target_cores = t.cores();
+  b_.target_clusters = t.clusters;
   b_.sram_bytes = t.sram_bytes;
   b_.dram_bytes = t.dram_bytes;
   b_.dma_align = t.dma_align;

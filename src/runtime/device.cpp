@@ -112,6 +112,7 @@ struct Device::Impl {
   bool profile = false;                      // QBC_EXEC_PROFILE: time every instruction
   bool profile_cpu = false;                  // QBC_EXEC_PROFILE=cpu: in thread CPU time
   bool counters_only = false;                // DeviceOptions::counters_only: no memory
+  std::vector<int32_t> placement;            // DeviceOptions::cores
 
   ~Impl();
   Status run(isa::Phase phase, int slot, int64_t start, int64_t seq);
@@ -178,6 +179,11 @@ StatusOr<std::shared_ptr<Device>> Device::create(std::shared_ptr<const isa::Bund
   if (!layout.ok()) return layout.status().with_context("mode ", isa::scheme_name(m.scheme));
   impl->layout = *layout;
   impl->counters_only = options.counters_only;
+  for (int32_t p : options.cores) {
+    if (p < 0 || p >= b.target_cores)
+      return invalid_argument("core ", p, " is outside the ", b.target_cores, "-core target");
+  }
+  impl->placement = options.cores;
   const int cores = m.cores_per_instance * m.instances;
   if (!impl->counters_only) {
     impl->dram = std::make_unique<Zeroed>(impl->layout.dram_size);
@@ -227,6 +233,12 @@ Status Device::Impl::run(isa::Phase phase, int slot, int64_t start, int64_t seq)
   if (slot < 0 || slot >= mode->instances)
     return invalid_argument(where, ": slot ", slot, " outside the mode's ", mode->instances,
                             " instances");
+  if (!placement.empty() &&
+      static_cast<size_t>((slot + 1) * mode->cores_per_instance) > placement.size()) {
+    return invalid_argument(where, ": slot ", slot, " has no core (the cores given place ",
+                            placement.size() / static_cast<size_t>(mode->cores_per_instance),
+                            " slot(s))");
+  }
   if (seq < 1 || seq > p.max_seq || start < 0)
     return invalid_argument(where, ": ", seq, " tokens at position ", start,
                             " (the program takes 1..", p.max_seq, ")");
@@ -322,6 +334,12 @@ int64_t Device::address(int32_t buffer, int slot) const {
 }
 
 const std::vector<CoreCounters>& Device::counters() const { return impl_->counters; }
+
+int32_t Device::physical_core(int32_t logical) const {
+  const auto& p = impl_->placement;
+  return logical >= 0 && static_cast<size_t>(logical) < p.size() ? p[static_cast<size_t>(logical)]
+                                                                 : logical;
+}
 
 void Device::reset_counters() {
   for (CoreCounters& c : impl_->counters) c = CoreCounters();

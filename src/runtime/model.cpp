@@ -1,6 +1,8 @@
 // Loading a compiled model for the runtime (see qbc/runtime/model.h).
 #include "qbc/runtime/model.h"
 
+#include <algorithm>
+
 #include "qbc/isa/verify.h"
 
 namespace qbc::runtime {
@@ -21,6 +23,67 @@ StatusOr<isa::Scheme> pick_mode(const isa::Bundle& bundle, const std::string& co
                           ")");
 }
 
+StatusOr<std::vector<int32_t>> place_cores(const isa::Bundle& bundle, const isa::Mode& mode,
+                                           const std::vector<std::string>& cores) {
+  std::vector<int32_t> out;
+  if (cores.empty()) return out;
+  const int32_t clusters = std::max(1, bundle.target_clusters);
+  const int32_t per = bundle.target_cores / clusters;
+  std::vector<bool> seen(static_cast<size_t>(bundle.target_cores), false);
+  for (const std::string& c : cores) {
+    const size_t colon = c.find(':');
+    auto number = [](const std::string& t, int32_t* v) {
+      if (t.empty() || t.size() > 4 || t.find_first_not_of("0123456789") != std::string::npos)
+        return false;
+      *v = std::stoi(t);
+      return true;
+    };
+    int32_t cl = -1, k = -1;
+    if (colon == std::string::npos || !number(c.substr(0, colon), &cl) ||
+        !number(c.substr(colon + 1), &k)) {
+      return invalid_argument("--cores '", c.substr(0, 32), "': expected cluster:core, e.g. 0:1");
+    }
+    if (cl >= clusters || k >= per) {
+      return invalid_argument("--cores '", c, "': target '", bundle.target, "' has ", clusters,
+                              " cluster(s) of ", per, " cores (0:0 .. ", clusters - 1, ":", per - 1,
+                              ")");
+    }
+    const int32_t phys = cl * per + k;
+    if (seen[static_cast<size_t>(phys)]) return invalid_argument("--cores lists '", c, "' twice");
+    seen[static_cast<size_t>(phys)] = true;
+    out.push_back(phys);
+  }
+  const int32_t n = static_cast<int32_t>(out.size());
+  const char* scheme = isa::scheme_name(mode.scheme);
+  auto one_cluster = [&] {
+    for (int32_t p : out)
+      if (p / per != out.front() / per) return false;
+    return true;
+  };
+  switch (mode.scheme) {
+    case isa::Scheme::kSingle:
+      if (n > mode.instances) {
+        return invalid_argument("--cores lists ", n, " cores; the single mode of this file serves ",
+                                mode.instances, " sequence slot(s), one core each");
+      }
+      break;
+    case isa::Scheme::kMulti:
+    case isa::Scheme::kGlobal4:
+      if (n != mode.cores_per_instance * mode.instances || !one_cluster()) {
+        return invalid_argument("--cores: ", scheme, " runs on the ",
+                                mode.cores_per_instance * mode.instances,
+                                " cores of one cluster (e.g. 0:0,0:1,0:2,0:3)");
+      }
+      break;
+    case isa::Scheme::kGlobal8:
+      if (n != mode.cores_per_instance) {
+        return invalid_argument("--cores: global8 runs on all ", mode.cores_per_instance, " cores");
+      }
+      break;
+  }
+  return out;
+}
+
 StatusOr<Model> load_model(const std::string& path, const LoadOptions& options) {
   Model m;
   mxq::ReadOptions ro;
@@ -30,6 +93,12 @@ StatusOr<Model> load_model(const std::string& path, const LoadOptions& options) 
                        pick_mode(*m.file.bundle, options.core_mode, path));
   DeviceOptions d;
   d.scheme = scheme;
+  for (const isa::Mode& mode : m.file.bundle->modes) {
+    if (mode.scheme != scheme) continue;
+    auto placed = place_cores(*m.file.bundle, mode, options.cores);
+    if (!placed.ok()) return placed.status().with_context(path);
+    d.cores = std::move(placed).value();
+  }
   d.host_threads = options.host_threads;
   d.verify = [](const isa::Bundle& b) { return isa::verify(b); };
   auto device = Device::create(m.file.bundle, d);

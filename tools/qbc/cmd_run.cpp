@@ -22,6 +22,7 @@ namespace {
 /// How an .mxq runs (run, eval).
 struct MxqFlags {
   std::string core_mode = "auto";
+  std::vector<std::string> cores;
   bool no_verify = false;
 };
 
@@ -30,6 +31,12 @@ void add_mxq_flags(CLI::App& cmd, MxqFlags& f) {
                  "MXQ: the mode to run, auto (the file's only mode), single, multi, global4 or "
                  "global8")
       ->check(CLI::IsMember({"auto", "single", "multi", "global4", "global8"}))
+      ->group("MXQ");
+  cmd.add_option("--cores", f.cores,
+                 "MXQ: physical cores as cluster:core, comma-separated (single: one per sequence "
+                 "slot; multi, global4: one cluster's four; global8: all eight); default the "
+                 "first cores")
+      ->delimiter(',')
       ->group("MXQ");
   cmd.add_flag("--no-verify", f.no_verify,
                "MXQ: skip the section digests (the format rules and the program verifier "
@@ -95,6 +102,7 @@ StatusOr<Opened> open_runnable(const std::string& path, const config::ResolvedCo
           " is compiled MXQ, which runs on the runtime (--backend auto or npu)");
     runtime::LoadOptions lo;
     lo.core_mode = f.core_mode;
+    lo.cores = f.cores;
     lo.host_threads = threads;
     lo.verify_digests = !f.no_verify;
     QBC_ASSIGN_OR_RETURN(o.generator, runtime::Generator::create(path, lo));
@@ -103,8 +111,9 @@ StatusOr<Opened> open_runnable(const std::string& path, const config::ResolvedCo
     o.tok = o.generator->tokenizer();
     return o;
   }
-  if (f.core_mode != "auto")
-    return invalid_argument("--core-mode applies to compiled .mxq models; ", path, " is not one");
+  if (f.core_mode != "auto" || !f.cores.empty())
+    return invalid_argument("--core-mode and --cores apply to compiled .mxq models; ", path,
+                            " is not one");
   QBC_ASSIGN_OR_RETURN(driver::LoadedModel m, driver::open_model(path, cfg));
   QBC_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, driver::load_tokenizer(m));
   QBC_ASSIGN_OR_RETURN(o.owned, runner_for(m, cfg, backend, threads));

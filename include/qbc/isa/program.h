@@ -347,6 +347,7 @@ struct Bundle {
   // Target
   std::string target;
   int32_t target_cores = 1;
+  int32_t target_clusters = 1;  ///< cores are addressed cluster:core, target_cores / clusters each
   int64_t sram_bytes = 0, dram_bytes = 0, dma_align = 16;
   // Model interface
   int64_t hidden = 0, vocab = 0, max_cache = 0, chunk = 1, batch = 1;

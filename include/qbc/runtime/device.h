@@ -54,6 +54,9 @@ struct DeviceOptions {
   /// model (npu/cost_model.h) counts the same DRAM bytes, MACs and vector ops, and a test
   /// holds the two to each other.
   bool counters_only = false;
+  /// The physical core of each logical core (slot * cores_per_instance + index), from
+  /// runtime::place_cores; empty: logical = physical. Slots without a core are refused.
+  std::vector<int32_t> cores;
 };
 
 /// A simulated device holding one bundle. Not thread-safe: one call at a time (sessions of
@@ -83,6 +86,9 @@ class Device {
   int64_t dram_size() const;
   /// The DRAM address of DRAM buffer `buffer` in instance `slot` (offset + slot*slot_stride).
   int64_t address(int32_t buffer, int slot) const;
+
+  /// The physical core ("cluster * cores per cluster + core") logical core `logical` runs on.
+  int32_t physical_core(int32_t logical) const;
 
   /// Counters per core of the mode: index slot * cores_per_instance + core.
   const std::vector<CoreCounters>& counters() const;

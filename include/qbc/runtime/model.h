@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "qbc/mxq/model_file.h"
 #include "qbc/runtime/device.h"
@@ -20,6 +21,11 @@ struct LoadOptions {
   int host_threads = 0;
   /// Verify section digests (`--no-verify` clears it; the format rules are always checked).
   bool verify_digests = true;
+  /// The physical cores to run on, as "cluster:core" (e.g. "0:1"); empty: the first cores
+  /// of the device. single: one core per sequence slot, in slot order (slots past the list
+  /// are refused); multi and global4: the four cores of one cluster; global8: all eight.
+  /// On the CPU executor the choice changes no result, only where the counters are kept.
+  std::vector<std::string> cores;
 };
 
 /// A loaded model: the file's contents and a device running one of its modes.
@@ -32,6 +38,12 @@ struct Model {
 /// modes the file has when it is not there, or when "auto" is ambiguous.
 StatusOr<isa::Scheme> pick_mode(const isa::Bundle& bundle, const std::string& core_mode,
                                 const std::string& path);
+
+/// The physical core of every logical core (slot * cores_per_instance + index) of `mode`
+/// for the "cluster:core" list `cores` (kInvalidArgument naming the entry and the rule it
+/// breaks); empty `cores`: the identity.
+StatusOr<std::vector<int32_t>> place_cores(const isa::Bundle& bundle, const isa::Mode& mode,
+                                           const std::vector<std::string>& cores);
 
 /// Loads `path` (an .mxq or a manifest). Errors name the file and section (exit 2).
 StatusOr<Model> load_model(const std::string& path, const LoadOptions& options = {});
