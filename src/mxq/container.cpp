@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -188,6 +189,31 @@ StatusOr<Container> Container::open(const std::string& path, const ReadOptions& 
   return parse(std::move(storage), path, options);
 }
 
+void Container::drop_section_pages(size_t i, uint64_t lo, uint64_t hi) const {
+  if (storage_ == nullptr || storage_->map == nullptr || i >= sections_.size()) return;
+  const uint64_t page = 4096;
+  const uint64_t end = std::min<uint64_t>(
+      storage_->size, sections_[i].offset + std::min<uint64_t>(hi, sections_[i].size));
+  const uint64_t start = (sections_[i].offset + lo) / page * page;
+  if (end > start)
+    madvise(static_cast<uint8_t*>(storage_->map) + start, end - start, MADV_DONTNEED);
+}
+
+void Container::copy_section(size_t i, uint8_t* dst) const {
+  const std::string_view b = bytes(i);
+  const uint64_t step = 64u << 20;  // copy and let go 64 MiB at a time
+  for (uint64_t at = 0; at < b.size(); at += step) {
+    const uint64_t n = std::min<uint64_t>(step, b.size() - at);
+    std::memcpy(dst + at, b.data() + at, n);
+    drop_section_pages(i, at, at + n);
+  }
+}
+
+void Container::drop_resident_pages() const {
+  if (storage_ != nullptr && storage_->map != nullptr)
+    madvise(storage_->map, storage_->size, MADV_DONTNEED);
+}
+
 StatusOr<Container> Container::from_bytes(std::string bytes, const std::string& name,
                                           const ReadOptions& options) {
   auto storage = std::make_shared<Storage>();
@@ -304,7 +330,10 @@ StatusOr<Container> Container::parse(std::shared_ptr<Storage> s, const std::stri
   c.storage_ = std::move(s);
   c.size_ = n;
   if (options.verify_digests) {
-    for (size_t i = 0; i < c.sections_.size(); ++i) QBC_RETURN_IF_ERROR(c.verify_section(i));
+    for (size_t i = 0; i < c.sections_.size(); ++i) {
+      QBC_RETURN_IF_ERROR(c.verify_section(i));
+      c.drop_section_pages(i);  // read once for the digest; decoding reads it again
+    }
   }
   return c;
 }

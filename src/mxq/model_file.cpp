@@ -491,7 +491,7 @@ Status load_parts(std::vector<Container> opened, const pb::Manifest* manifest, L
       return data_loss(c0.where(static_cast<size_t>(ei)), ": ", e.size(), " bytes for an [",
                        b.embed_rows, ", ", b.hidden, "] fp32 table");
     b.embedding.resize(e.size() / 4);
-    std::memcpy(b.embedding.data(), e.data(), e.size());
+    c0.copy_section(static_cast<size_t>(ei), reinterpret_cast<uint8_t*>(b.embedding.data()));
   }
   for (const pb::Asset& a : out->meta.assets()) {
     if (a.section() < 0 || static_cast<size_t>(a.section()) >= c0.sections().size() ||
@@ -520,7 +520,7 @@ Status load_parts(std::vector<Container> opened, const pb::Manifest* manifest, L
       return data_loss(c.where(si), ": holds ", bytes.size(), " bytes for the image range at ",
                        w.image_offset(), " of ", w.bytes(), " bytes (expected it at ", at,
                        " of an image of ", layout.image_bytes(), ")");
-    if (!bytes.empty()) std::memcpy(b.image.data() + at, bytes.data(), bytes.size());
+    if (!bytes.empty()) c.copy_section(si, b.image.data() + at);
     at += w.bytes();
   }
   if (at != layout.image_bytes())
@@ -570,12 +570,14 @@ StatusOr<LoadedModel> load_model(const std::string& path, const ReadOptions& opt
                            " (from another build?)");
       }
     }
+    for (const Container& c : out.containers) c.drop_resident_pages();
     return out;
   }
   QBC_ASSIGN_OR_RETURN(Container c, Container::open(path, options));
   std::vector<Container> one;
   one.push_back(std::move(c));
   QBC_RETURN_IF_ERROR(load_parts(std::move(one), nullptr, &out));
+  for (const Container& k : out.containers) k.drop_resident_pages();
   return out;
 }
 

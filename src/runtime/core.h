@@ -116,6 +116,10 @@ struct Core {
   /// DeviceOptions::counters_only: each exec_* counts its instruction and returns before it
   /// touches memory (there is none).
   bool counters_only = false;
+  /// The weight memory when the device took the image (DeviceOptions::take_image): DRAM
+  /// bytes [weights_base, weights_base + weights_bytes) live here instead of in `dram`.
+  uint8_t* weights = nullptr;
+  int64_t weights_base = 0, weights_bytes = 0;
 
   /// The SRAM bytes [offset, offset + bytes) of ref `r` (`what` names the operand in
   /// errors): the buffer must be an SRAM buffer of this core and the range inside it. The

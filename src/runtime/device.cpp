@@ -113,6 +113,8 @@ struct Device::Impl {
   bool profile_cpu = false;                  // QBC_EXEC_PROFILE=cpu: in thread CPU time
   bool counters_only = false;                // DeviceOptions::counters_only: no memory
   std::vector<int32_t> placement;            // DeviceOptions::cores
+  std::vector<uint8_t> weights;              // DeviceOptions::take_image: the weight memory
+  int64_t weights_base = 0;
 
   ~Impl();
   Status run(isa::Phase phase, int slot, int64_t start, int64_t seq);
@@ -191,7 +193,14 @@ StatusOr<std::shared_ptr<Device>> Device::create(std::shared_ptr<const isa::Bund
       return resource_exhausted("cannot allocate ", impl->layout.dram_size,
                                 " bytes of simulated DRAM");
     }
-    if (!b.image.empty()) std::memcpy(impl->dram->p + b.image_base, b.image.data(), b.image.size());
+    if (options.take_image != nullptr && options.take_image->size() == b.image.size() &&
+        !b.image.empty()) {
+      // The image becomes the weight memory (the DRAM block's untouched pages cost nothing).
+      impl->weights.swap(*options.take_image);
+      impl->weights_base = b.image_base;
+    } else if (!b.image.empty()) {
+      std::memcpy(impl->dram->p + b.image_base, b.image.data(), b.image.size());
+    }
     for (int i = 0; i < cores; ++i) {
       impl->sram.push_back(std::make_unique<Zeroed>(b.sram_bytes));
       if (impl->sram.back()->p == nullptr)
@@ -255,7 +264,9 @@ Status Device::Impl::run(isa::Phase phase, int slot, int64_t start, int64_t seq)
     const size_t phys = static_cast<size_t>(slot * mode->cores_per_instance + index);
     cores.push_back(Core{b, decoded, streams[i].env(), counters_only ? nullptr : sram[phys]->p,
                          counters_only ? nullptr : dram->p, layout.dram_size, slot, index,
-                         counters[phys], data[phys], *pool, profile, profile_cpu, counters_only});
+                         counters[phys], data[phys], *pool, profile, profile_cpu, counters_only,
+                         weights.empty() ? nullptr : weights.data(), weights_base,
+                         static_cast<int64_t>(weights.size())});
   }
   // SRAM aliases do not outlive the call: the host may write DRAM between calls.
   struct Materialize {
@@ -322,6 +333,10 @@ Status Device::Impl::run(isa::Phase phase, int slot, int64_t start, int64_t seq)
 
 uint8_t* Device::dram(int64_t address, int64_t bytes) {
   if (impl_->dram == nullptr) return nullptr;  // counters only
+  std::vector<uint8_t>& w = impl_->weights;
+  if (!w.empty() && address >= impl_->weights_base &&
+      address + bytes <= impl_->weights_base + static_cast<int64_t>(w.size()))
+    return w.data() + (address - impl_->weights_base);
   if (address < 0 || bytes < 0 || address + bytes > impl_->layout.dram_size) return nullptr;
   return impl_->dram->p + address;
 }

@@ -101,6 +101,7 @@ StatusOr<Model> load_model(const std::string& path, const LoadOptions& options) 
   }
   d.host_threads = options.host_threads;
   d.verify = [](const isa::Bundle& b) { return isa::verify(b); };
+  d.take_image = &m.file.bundle->image;  // the weights live once, in the device
   auto device = Device::create(m.file.bundle, d);
   if (!device.ok()) return Status(Code::kDataLoss, path + ": " + device.status().message());
   m.device = std::move(device).value();

@@ -125,6 +125,16 @@ class Container {
   std::string_view bytes(size_t i) const;
   /// "file.mxq: section 3 (code, mode 0, core 1)": the location prefix of errors.
   std::string where(size_t i) const;
+  /// Lets the kernel drop the file's pages from this process's resident set (a mapped file:
+  /// madvise MADV_DONTNEED; the bytes stay readable and come back from the page cache). The
+  /// reader calls it once every section has been decoded, so a loaded model does not hold
+  /// the file resident beside what it decoded.
+  void drop_resident_pages() const;
+  /// The same for the pages of bytes [lo, hi) of section `i` (whole pages around them).
+  void drop_section_pages(size_t i, uint64_t lo = 0, uint64_t hi = UINT64_MAX) const;
+  /// Copies section `i` to `dst` (bytes(i).size() bytes), letting its pages go as it goes,
+  /// so a large section is never resident twice.
+  void copy_section(size_t i, uint8_t* dst) const;
   /// Verifies section i's digest (done on open unless verify_digests is off).
   Status verify_section(size_t i) const;
 

@@ -57,6 +57,10 @@ struct DeviceOptions {
   /// The physical core of each logical core (slot * cores_per_instance + index), from
   /// runtime::place_cores; empty: logical = physical. Slots without a core are refused.
   std::vector<int32_t> cores;
+  /// The bundle's weight image to serve as the device's weight memory, moved from (it must
+  /// hold Bundle::image's bytes; usually it is that vector, which is left empty): the weights
+  /// then live once in memory instead of being copied into the simulated DRAM.
+  std::vector<uint8_t>* take_image = nullptr;
 };
 
 /// A simulated device holding one bundle. Not thread-safe: one call at a time (sessions of

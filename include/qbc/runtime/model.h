@@ -28,7 +28,9 @@ struct LoadOptions {
   std::vector<std::string> cores;
 };
 
-/// A loaded model: the file's contents and a device running one of its modes.
+/// A loaded model: the file's contents and a device running one of its modes. The weights
+/// live once, in the device's DRAM: `file.bundle->image` is released once the device exists,
+/// and the file's mapped pages are let go after decoding.
 struct Model {
   mxq::LoadedModel file;
   std::shared_ptr<Device> device;
