@@ -42,18 +42,7 @@ StatusOr<isa::Bundle> lower_shape(const ir::Graph& q, npu::Options o, bool progr
   return npu::compile(q, no_weights, o);
 }
 
-std::string human(int64_t bytes) {
-  char buf[64];
-  const double b = static_cast<double>(bytes);
-  if (b >= 1024.0 * 1024 * 1024) {
-    std::snprintf(buf, sizeof(buf), "%.2f GiB", b / (1024.0 * 1024 * 1024));
-  } else if (b >= 1024.0 * 1024) {
-    std::snprintf(buf, sizeof(buf), "%.1f MiB", b / (1024.0 * 1024));
-  } else {
-    std::snprintf(buf, sizeof(buf), "%.1f KiB", b / 1024.0);
-  }
-  return buf;
-}
+std::string human(int64_t bytes) { return npu::human_bytes(bytes); }
 
 }  // namespace
 

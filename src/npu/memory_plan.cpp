@@ -8,9 +8,7 @@
 #include <sstream>
 
 namespace qbc::npu {
-namespace {
-
-std::string human(int64_t bytes) {
+std::string human_bytes(int64_t bytes) {
   char buf[64];
   const double b = static_cast<double>(bytes);
   if (b >= 1024.0 * 1024 * 1024) {
@@ -24,6 +22,10 @@ std::string human(int64_t bytes) {
   }
   return buf;
 }
+
+namespace {
+
+std::string human(int64_t bytes) { return human_bytes(bytes); }
 
 }  // namespace
 

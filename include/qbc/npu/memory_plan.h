@@ -26,6 +26,9 @@ struct MemoryReport {
 
 MemoryReport memory_report(const isa::Bundle& b);
 
+/// "1.79 GiB", "63.1 MiB", "96.0 KiB", "512 B": the sizes of the memory reports.
+std::string human_bytes(int64_t bytes);
+
 /// Both maps as text: the DRAM regions with their buffers, then per core the SRAM peak.
 std::string memory_text(const isa::Bundle& b, const MemoryReport& r);
 
