@@ -90,6 +90,9 @@ class Replay {
   Status execute(Cursor& c);
   Status check_access(const Cursor& c, int gq, const Access& a);
   Status check_segment(const Cursor& c, int gq, const Access& a, int64_t off, int64_t n);
+  /// Drops the records every queue still to run is ordered after (they can no longer
+  /// conflict with anything), so the record lists of SRAM that every stage reuses stay short.
+  void prune_dead();
   std::string at() const;
   std::string where_env(const Cursor& c) const;
   void build_aliases();
@@ -265,11 +268,30 @@ Status Replay::execute(Cursor& c) {
     conflict_ = check_access(c, gq, a);
   }
   give_signals(c, in, clock);
+  if ((executed_ & 4095) == 0) prune_dead();
   if (++executed_ > kMaxReplayInstances) {
     return violation(8, at() + ": the replay executes more than " +
                             std::to_string(kMaxReplayInstances) + " instructions");
   }
   return ok_status();
+}
+
+void Replay::prune_dead() {
+  // A record r is ordered before every later access of queue q once clocks_[q][r.gq] >=
+  // r.clock; clocks only grow, and a drained queue accesses nothing more.
+  const size_t g = cursors_.size();
+  std::vector<uint32_t> frontier(g, UINT32_MAX);
+  for (size_t q = 0; q < g; ++q) {
+    if (cursors_[q].head < 0) continue;
+    for (size_t s = 0; s < g; ++s) frontier[s] = std::min(frontier[s], clocks_[q][s]);
+  }
+  for (std::vector<Record>& recs : records_) {
+    if (recs.empty()) continue;
+    recs.erase(std::remove_if(
+                   recs.begin(), recs.end(),
+                   [&](const Record& r) { return frontier[static_cast<size_t>(r.gq)] >= r.clock; }),
+               recs.end());
+  }
 }
 
 void Replay::build_aliases() {

@@ -274,6 +274,9 @@ Status run_verify(const VerifyOptions& o) {
     runtime::DeviceOptions d;
     d.scheme = mode.scheme;
     d.host_threads = 1;
+    // The device's checks of the mode (every buffer, instruction, attention, rope, loop)
+    // without allocating its memory: nothing runs.
+    d.counters_only = true;
     auto dev = runtime::Device::create(m.bundle, d);
     if (!dev.ok())
       return data_loss(o.file, ": mode ", isa::scheme_name(mode.scheme), ": ",
