@@ -251,6 +251,25 @@ TEST(IsaVerify, V5UnorderedConflictOnOneCore) {
        "no token or barrier"});
 }
 
+TEST(IsaVerify, V5ConflictAcrossThousandsOfInstructionsIsStillFound) {
+  // The replay drops records every queue still to run is ordered after (every 4096
+  // instructions): 5000 unrelated compute instructions between the unordered weight load and
+  // the matmul that reads it must not hide the conflict.
+  expect_broken(
+      [](Bundle& b, auto& c) {
+        int32_t pad = -1;
+        for (size_t i = 0; i < b.buffers.size(); ++i)
+          if (b.buffers[i].name == "pad") pad = static_cast<int32_t>(i);
+        if (pad < 0)
+          pad = add_buffer(b, "pad", Space::kSram, 0, Purpose::kSram, DType::kF32, 16640, 64, {16});
+        c[1].signal = 0;
+        c[4].wait = 0;
+        std::vector<Instr> fill(5000, ins(Fill{Ref{pad, 0}, Expr(16), DType::kF32, 0.0}, cmp));
+        c.insert(c.begin() + 4, fill.begin(), fill.end());
+      },
+      "V5 (ordered conflicts): ", {"core 0 #5004 cmp matmul", "reads %w", "core 0 #1 ld dma"});
+}
+
 TEST(IsaVerify, V5WritingWeightsIsRefused) {
   expect_broken([](Bundle&, auto& c) { std::get<Dma>(c[6].op).dst.buffer = kW; },
                 "V5 (ordered conflicts): ", {"#6 st dma", "writes %W, a read-only weights buffer"});
