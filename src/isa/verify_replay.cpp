@@ -110,6 +110,9 @@ class Replay {
   std::vector<std::vector<Record>> records_;          // per buffer
   std::vector<std::vector<int32_t>> aliases_;         // per buffer: buffers sharing bytes
   std::vector<int64_t> base_;                         // per buffer: physical address
+  std::vector<int64_t> memory_;                       // per buffer: 0 DRAM, 1 + c SRAM of c
+  std::vector<int32_t> live_;  // buffers that may hold records (every one that does)
+  std::vector<int32_t> scan_;  // scratch of check_segment
   int64_t executed_ = 0;
   Status conflict_;  ///< the first V5 violation; reported once the replay ends without a V6 one
 };
@@ -225,7 +228,17 @@ Status Replay::check_access(const Cursor& c, int gq, const Access& a) {
 Status Replay::check_segment(const Cursor& c, int gq, const Access& a, int64_t off, int64_t n) {
   const int64_t lo = base_[static_cast<size_t>(a.ref.buffer)] + off, hi = lo + n;
   const Clock& clock = clocks_[static_cast<size_t>(gq)];
-  for (int32_t other : aliases_[static_cast<size_t>(a.ref.buffer)]) {
+  // The buffers to look at: those sharing bytes with this one, or, when fewer, those that
+  // hold records at all (pruning keeps them few) in the same memory.
+  const std::vector<int32_t>& aliases = aliases_[static_cast<size_t>(a.ref.buffer)];
+  const int64_t memory = memory_[static_cast<size_t>(a.ref.buffer)];
+  scan_.clear();
+  if (live_.size() < aliases.size()) {
+    for (int32_t other : live_)
+      if (memory_[static_cast<size_t>(other)] == memory) scan_.push_back(other);
+  }
+  const std::vector<int32_t>& others = live_.size() < aliases.size() ? scan_ : aliases;
+  for (int32_t other : others) {
     for (const Record& r : records_[static_cast<size_t>(other)]) {
       if (r.gq == gq || !(r.write || a.write) ||
           !sets_meet(lo, hi, a.stride, a.row_bytes, r.lo, r.hi, r.stride, r.row_bytes))
@@ -252,6 +265,7 @@ Status Replay::check_segment(const Cursor& c, int gq, const Access& a, int64_t o
                                      (a.write || !r.write);
                             }),
              mine.end());
+  if (mine.empty()) live_.push_back(a.ref.buffer);
   mine.push_back(Record{gq, clock[static_cast<size_t>(gq)], lo, hi, a.write, c.stream, c.head,
                         a.stride, a.row_bytes});
   return ok_status();
@@ -285,20 +299,25 @@ void Replay::prune_dead() {
     if (cursors_[q].head < 0) continue;
     for (size_t s = 0; s < g; ++s) frontier[s] = std::min(frontier[s], clocks_[q][s]);
   }
-  for (std::vector<Record>& recs : records_) {
-    if (recs.empty()) continue;
+  std::vector<int32_t> still;
+  for (int32_t id : live_) {
+    std::vector<Record>& recs = records_[static_cast<size_t>(id)];
     recs.erase(std::remove_if(
                    recs.begin(), recs.end(),
                    [&](const Record& r) { return frontier[static_cast<size_t>(r.gq)] >= r.clock; }),
                recs.end());
+    if (!recs.empty()) still.push_back(id);
   }
+  live_ = std::move(still);
 }
 
 void Replay::build_aliases() {
   const size_t nb = b_.buffers.size();
   base_.assign(nb, 0);
+  memory_.assign(nb, -1);
   aliases_.assign(nb, {});
   records_.assign(nb, {});
+  live_.clear();
   // Memory 0: DRAM; memory 1 + c: the SRAM of core c.
   struct Extent {
     int64_t memory, lo, hi;
@@ -310,6 +329,7 @@ void Replay::build_aliases() {
     base_[i] = buf.offset + (buf.space == Space::kDram ? point_.slot * buf.slot_stride : 0);
     if (buf.purpose == Purpose::kWeights || buf.bytes <= 0) continue;
     const int64_t memory = buf.space == Space::kDram ? 0 : 1 + buf.core;
+    memory_[i] = memory;
     ext.push_back({memory, base_[i], base_[i] + buf.bytes, static_cast<int32_t>(i)});
   }
   std::sort(ext.begin(), ext.end(), [](const Extent& x, const Extent& y) {
