@@ -24,11 +24,6 @@ std::string from(const ResolvedConfig& c, const std::string& path) {
   return it == c.origins.end() ? "default" : it->second.to_string();
 }
 
-bool is_default(const ResolvedConfig& c, const std::string& path) {
-  auto it = c.origins.find(path);
-  return it == c.origins.end() || it->second.source == "default";
-}
-
 int cores_needed(InferenceScheme s) {
   switch (s) {
     case INFERENCE_SCHEME_MULTI:
@@ -224,6 +219,11 @@ Status validate(ResolvedConfig& c) {
   QBC_RETURN_IF_ERROR(check_calibration(c));
   shrink_random_calibration(c);
   return ok_status();
+}
+
+bool is_default(const ResolvedConfig& c, const std::string& path) {
+  auto it = c.origins.find(path);
+  return it == c.origins.end() || it->second.source == "default";
 }
 
 }  // namespace qbc::config

@@ -10,14 +10,7 @@
 #include "qbc/runtime/npu_session.h"
 
 namespace qbc::driver {
-namespace {
-
-bool is_default(const config::ResolvedConfig& c, const std::string& key) {
-  auto it = c.origins.find(key);
-  return it == c.origins.end() || it->second.source == "default";
-}
-
-}  // namespace
+using config::is_default;
 
 StatusOr<npu::Options> backend_options(const ir::Graph& graph, const config::ResolvedConfig& cfg) {
   const config::CompileOptions& co = cfg.options;

@@ -42,18 +42,14 @@ StatusOr<isa::Bundle> lower_shape(const ir::Graph& q, npu::Options o, bool progr
   return npu::compile(q, no_weights, o);
 }
 
-std::string human(int64_t bytes) { return npu::human_bytes(bytes); }
-
 }  // namespace
 
 StatusOr<ir::Graph> shape_graph(const std::string& path, const config::ResolvedConfig& cfg) {
   std::error_code ec;
   frontend::HParams hp;
-  std::string config_text;
   if (ends_with(path, ".gguf")) {
     QBC_ASSIGN_OR_RETURN(frontend::ModelSource src, frontend::ModelSource::open(path));
     hp = src.hparams();
-    config_text = src.config_json_text();
   } else {
     fs::path config = path;
     if (fs::is_directory(config, ec)) config /= "config.json";
@@ -65,7 +61,6 @@ StatusOr<ir::Graph> shape_graph(const std::string& path, const config::ResolvedC
   opt.max_cache_length = cfg.options.llm().attributes().max_cache_length();
   QBC_ASSIGN_OR_RETURN(ir::Graph g, frontend::build_decoder_graph(hp, opt));
   g.metadata["qbc.config"] = config::to_json(cfg.options);
-  (void)config_text;
   return g;
 }
 
@@ -126,18 +121,14 @@ StatusOr<PlanResult> plan(const ir::Graph& shape, const config::ResolvedConfig& 
   for (const isa::Buffer& b : r.bundle.buffers) {
     if (b.space != isa::Space::kDram || b.purpose != isa::Purpose::kWeights) continue;
     seen_block = seen_block || b.block >= 0;
-    size_t p = b.block < 0 ? (seen_block ? ranges.size() - 1 : 0) : 0;
-    for (size_t i = 0; i < ranges.size(); ++i) {
-      if (b.block >= ranges[i].first && b.block < ranges[i].second) p = i;
-    }
-    r.weights_by_part[p] += b.bytes;
+    r.weights_by_part[static_cast<size_t>(mxq::part_of_block(b.block, seen_block, ranges))] +=
+        b.bytes;
   }
   if (!options.predictions) return r;
 
   std::vector<npu::ModeRequest> modes;
   const bool all =
-      options.schemes.empty() && (cfg.origins.count("inferenceScheme") == 0 ||
-                                  cfg.origins.at("inferenceScheme").source == "default" ||
+      options.schemes.empty() && (config::is_default(cfg, "inferenceScheme") ||
                                   cfg.options.inference_scheme() == config::INFERENCE_SCHEME_ALL);
   const int cores = base.target.cores();
   auto want = [&](isa::Scheme s) {
@@ -237,7 +228,7 @@ std::string plan_text(const PlanResult& r) {
     for (size_t p = 0; p < r.weights_by_part.size(); ++p) {
       std::snprintf(line, sizeof(line), "  weights part %zu %14lld  %s\n", p,
                     static_cast<long long>(r.weights_by_part[p]),
-                    human(r.weights_by_part[p]).c_str());
+                    npu::human_bytes(r.weights_by_part[p]).c_str());
       os << line;
     }
   }
@@ -252,17 +243,17 @@ std::string plan_text(const PlanResult& r) {
                                                   {"device", r.memory.device_bytes}};
   for (const auto& [name, bytes] : rows) {
     std::snprintf(line, sizeof(line), "  %-14s %14lld  %s\n", name, static_cast<long long>(bytes),
-                  human(bytes).c_str());
+                  npu::human_bytes(bytes).c_str());
     os << line;
   }
   int64_t peak = 0;
   for (int64_t p : r.memory.sram_peak) peak = std::max(peak, p);
   std::snprintf(line, sizeof(line), "  SRAM peak %s of %s per core; program %s\n",
-                human(peak).c_str(), human(r.memory.sram_bytes).c_str(),
-                human(r.memory.program_bytes).c_str());
+                npu::human_bytes(peak).c_str(), npu::human_bytes(r.memory.sram_bytes).c_str(),
+                npu::human_bytes(r.memory.program_bytes).c_str());
   os << line;
-  os << (r.limits.fits ? "fits" : "DOES NOT FIT") << ": " << human(d.total()) << " of "
-     << human(r.memory.device_bytes);
+  os << (r.limits.fits ? "fits" : "DOES NOT FIT") << ": " << npu::human_bytes(d.total()) << " of "
+     << npu::human_bytes(r.memory.device_bytes);
   if (r.limits.max_cache == INT64_MAX) {
     os << "; the KV cache does not grow with the context (sliding windows only)";
   } else {

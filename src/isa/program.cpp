@@ -151,9 +151,9 @@ const char* op_name(const Op& op) {
   return kNames[op.index()];
 }
 
-namespace {
-
 DType code_type(int bits) { return bits == 4 ? DType::kI4 : bits == 16 ? DType::kI16 : DType::kI8; }
+
+namespace {
 
 struct AccessBuilder {
   const Bundle& b;

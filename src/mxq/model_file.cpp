@@ -18,6 +18,14 @@
 #include "qbc/support/hash.h"
 
 namespace qbc::mxq {
+
+int part_of_block(int block, bool after_blocks, const std::vector<std::pair<int, int>>& ranges) {
+  if (block < 0) return after_blocks ? static_cast<int>(ranges.size()) - 1 : 0;
+  for (size_t p = 0; p < ranges.size(); ++p)
+    if (block >= ranges[p].first && block < ranges[p].second) return static_cast<int>(p);
+  return static_cast<int>(ranges.size()) - 1;
+}
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -53,15 +61,6 @@ std::string part_name(const fs::path& path, size_t i, size_t n) {
 }
 
 constexpr uint32_t kCode = static_cast<uint32_t>(SectionKind::kCode);
-
-/// Where the writer puts a weight buffer: the part holding its block; buffers outside the
-/// blocks go to the first part before the first block and to the last one after it.
-int part_of_block(int block, bool after_blocks, const std::vector<std::pair<int, int>>& ranges) {
-  if (block < 0) return after_blocks ? static_cast<int>(ranges.size()) - 1 : 0;
-  for (size_t p = 0; p < ranges.size(); ++p)
-    if (block >= ranges[p].first && block < ranges[p].second) return static_cast<int>(p);
-  return static_cast<int>(ranges.size()) - 1;
-}
 
 struct PartSections {
   std::deque<std::string> owned;      ///< serialized messages (a deque: views into it stay valid)

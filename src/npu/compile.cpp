@@ -47,7 +47,7 @@ std::string node_label(const Node& n) {
   return "node '" + n.name + "' (" + std::string(ir::op_info(n.op).name) + ")";
 }
 
-DType code_type(int bits) { return bits == 4 ? DType::kI4 : bits == 16 ? DType::kI16 : DType::kI8; }
+using isa::code_type;
 
 /// A qlinear's decoded attributes and its place in the weight image.
 struct LinearInfo {

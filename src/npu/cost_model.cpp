@@ -11,21 +11,13 @@
 #include <type_traits>
 #include <variant>
 
+#include "qbc/support/saturating.h"
+
 namespace qbc::npu {
 namespace {
 
 using isa::Expr;
 using isa::Instr;
-
-int64_t sat_mul(int64_t a, int64_t b) {
-  int64_t r = 0;
-  return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
-}
-int64_t prod(int64_t a) { return a; }
-template <typename... T>
-int64_t prod(int64_t a, int64_t b, T... rest) {
-  return prod(sat_mul(a, b), rest...);
-}
 
 /// Work of one instruction: the counts it adds and the seconds of each resource.
 struct Work {
@@ -74,37 +66,37 @@ class Walker {
             const bool load = src.space == isa::Space::kDram;
             const isa::Buffer& dram = load ? src : b_.buffers[static_cast<size_t>(op.dst.buffer)];
             w->purpose = static_cast<int>(dram.purpose);
-            const int64_t bytes = rows == 0 || op.row_bytes == 0 ? 0 : prod(rows, op.row_bytes);
+            const int64_t bytes = rows == 0 || op.row_bytes == 0 ? 0 : span(rows, op.row_bytes);
             (load ? w->read : w->written) = bytes;
           } else if constexpr (std::is_same_v<T, isa::Quantize>) {
             QBC_ASSIGN_OR_RETURN(const int64_t rows, count(op.rows, "rows"));
-            w->vector_ops = prod(rows, op.k);
+            w->vector_ops = span(rows, op.k);
           } else if constexpr (std::is_same_v<T, isa::MatMul>) {
             QBC_ASSIGN_OR_RETURN(const int64_t rows, count(op.rows, "rows"));
-            w->macs = prod(rows, op.n, op.kt);
+            w->macs = span(rows, op.n, op.kt);
             w->mac_rate = op.xtype == isa::DType::kI16  ? mac_rate(p_.int16_macs_per_cycle)
                           : op.wtype == isa::DType::kI4 ? mac_rate(p_.int4_macs_per_cycle)
                                                         : int8;
           } else if constexpr (std::is_same_v<T, isa::Requant>) {
             QBC_ASSIGN_OR_RETURN(const int64_t rows, count(op.rows, "rows"));
-            w->vector_ops = prod(rows, op.n, op.gt);
+            w->vector_ops = span(rows, op.n, op.gt);
           } else if constexpr (std::is_same_v<T, isa::RmsNorm>) {
             QBC_ASSIGN_OR_RETURN(const int64_t rows, count(op.rows, "rows"));
-            w->vector_ops = prod(rows, op.width);
+            w->vector_ops = span(rows, op.width);
           } else if constexpr (std::is_same_v<T, isa::Rope>) {
             QBC_ASSIGN_OR_RETURN(const int64_t rows, count(op.rows, "rows"));
             if (op.rope < 0 || static_cast<size_t>(op.rope) >= b_.ropes.size())
               return invalid_argument("rope index out of range");
             const isa::RopeDesc& r = b_.ropes[static_cast<size_t>(op.rope)];
-            w->vector_ops = prod(rows, r.heads, r.head_dim);
+            w->vector_ops = span(rows, r.heads, r.head_dim);
           } else if constexpr (std::is_same_v<T, isa::Eltwise>) {
             QBC_ASSIGN_OR_RETURN(const int64_t rows, count(op.rows, "rows"));
-            w->vector_ops = prod(rows, op.width);
+            w->vector_ops = span(rows, op.width);
           } else if constexpr (std::is_same_v<T, isa::Fill>) {
             QBC_ASSIGN_OR_RETURN(const int64_t n, count(op.count, "count"));
             w->vector_ops = n;
           } else if constexpr (std::is_same_v<T, isa::Merge>) {
-            w->vector_ops = prod(op.parts_count, op.count);
+            w->vector_ops = span(op.parts_count, op.count);
           } else if constexpr (std::is_same_v<T, isa::Loop> || std::is_same_v<T, isa::Barrier>) {
             // no work
           } else {
@@ -113,20 +105,20 @@ class Walker {
             QBC_ASSIGN_OR_RETURN(const int64_t rows, count(op.rows, "rows"));
             const int64_t g = group_size(*d), hd = d->head_dim;
             if constexpr (std::is_same_v<T, isa::KvQuant>) {
-              w->vector_ops = prod(rows, 2, d->kv_heads * hd);
+              w->vector_ops = span(rows, 2, d->kv_heads * hd);
             } else if constexpr (std::is_same_v<T, isa::QueryPrep>) {
-              w->vector_ops = prod(rows, g, hd);
+              w->vector_ops = span(rows, g, hd);
             } else if constexpr (std::is_same_v<T, isa::QkScores>) {
-              w->macs = prod(rows, g, op.bc, hd);
-              w->vector_ops = prod(rows, g, op.bc);
+              w->macs = span(rows, g, op.bc, hd);
+              w->vector_ops = span(rows, g, op.bc);
               w->mac_rate = d->k_bits > 8 ? mac_rate(p_.int16_macs_per_cycle) : int8;
             } else if constexpr (std::is_same_v<T, isa::ExpAccum>) {
-              w->macs = prod(rows, g, op.bc, hd);
-              w->vector_ops = prod(rows, g, op.bc);
+              w->macs = span(rows, g, op.bc, hd);
+              w->vector_ops = span(rows, g, op.bc);
               w->mac_rate = d->v_bits > 8 ? mac_rate(p_.int16_macs_per_cycle) : int8;
             } else {
               static_assert(std::is_same_v<T, isa::AttnOut>, "an isa::Op the cost model misses");
-              w->vector_ops = prod(rows, g, hd);
+              w->vector_ops = span(rows, g, hd);
             }
           }
           return ok_status();
@@ -492,11 +484,8 @@ StatusOr<ModePrediction> predict_mode(const isa::Bundle& b, const isa::Mode& mod
   for (const isa::AttnDesc& a : b.attentions) {
     const int64_t pos = prompt_tokens + 1;
     const int64_t visible = a.window > 0 ? std::min(a.window, pos) : pos;
-    const auto code = [](int bits) {
-      return bits == 4 ? isa::DType::kI4 : bits == 16 ? isa::DType::kI16 : isa::DType::kI8;
-    };
-    const int64_t row =
-        isa::dtype_bytes(code(a.k_bits), a.head_dim) + isa::dtype_bytes(code(a.v_bits), a.head_dim);
+    const int64_t row = isa::dtype_bytes(isa::code_type(a.k_bits), a.head_dim) +
+                        isa::dtype_bytes(isa::code_type(a.v_bits), a.head_dim);
     need += static_cast<double>(a.kv_heads * row * (visible + 1));
   }
   const double need_s =

@@ -23,12 +23,6 @@ std::string human_bytes(int64_t bytes) {
   return buf;
 }
 
-namespace {
-
-std::string human(int64_t bytes) { return human_bytes(bytes); }
-
-}  // namespace
-
 int64_t program_size_estimate(const isa::Bundle& b);
 
 MemoryReport memory_report(const isa::Bundle& b) {
@@ -75,7 +69,7 @@ int64_t program_size_estimate(const isa::Bundle& b) {
 
 std::string memory_text(const isa::Bundle& b, const MemoryReport& r) {
   std::ostringstream os;
-  os << "DRAM (" << human(r.device_bytes) << " device, " << b.batch << " sequence slot"
+  os << "DRAM (" << human_bytes(r.device_bytes) << " device, " << b.batch << " sequence slot"
      << (b.batch == 1 ? "" : "s") << " of " << b.max_cache << " positions)\n";
   const struct {
     const char* name;
@@ -86,13 +80,13 @@ std::string memory_text(const isa::Bundle& b, const MemoryReport& r) {
   for (const auto& row : rows) {
     char line[128];
     std::snprintf(line, sizeof(line), "  %-12s %14lld  %s\n", row.name,
-                  static_cast<long long>(row.bytes), human(row.bytes).c_str());
+                  static_cast<long long>(row.bytes), human_bytes(row.bytes).c_str());
     os << line;
   }
   char line[160];
   std::snprintf(line, sizeof(line), "  %-12s %14lld  %s of %s (%.1f %%)\n", "total",
-                static_cast<long long>(r.dram.total()), human(r.dram.total()).c_str(),
-                human(r.device_bytes).c_str(),
+                static_cast<long long>(r.dram.total()), human_bytes(r.dram.total()).c_str(),
+                human_bytes(r.device_bytes).c_str(),
                 100.0 * static_cast<double>(r.dram.total()) /
                     static_cast<double>(std::max<int64_t>(1, r.device_bytes)));
   os << line;
@@ -104,15 +98,15 @@ std::string memory_text(const isa::Bundle& b, const MemoryReport& r) {
                   isa::purpose_name(buf.purpose), buf.name.c_str());
     os << line;
   }
-  os << "SRAM peak per core (" << human(r.sram_bytes) << " each)\n";
+  os << "SRAM peak per core (" << human_bytes(r.sram_bytes) << " each)\n";
   for (size_t c = 0; c < r.sram_peak.size(); ++c) {
     std::snprintf(line, sizeof(line), "  core %zu  %10lld  %s (%.1f %%)\n", c,
-                  static_cast<long long>(r.sram_peak[c]), human(r.sram_peak[c]).c_str(),
+                  static_cast<long long>(r.sram_peak[c]), human_bytes(r.sram_peak[c]).c_str(),
                   100.0 * static_cast<double>(r.sram_peak[c]) /
                       static_cast<double>(std::max<int64_t>(1, r.sram_bytes)));
     os << line;
   }
-  os << "program " << r.program_bytes << " bytes (" << human(r.program_bytes) << ")\n";
+  os << "program " << r.program_bytes << " bytes (" << human_bytes(r.program_bytes) << ")\n";
   return os.str();
 }
 
@@ -172,8 +166,8 @@ Status check_fit(const isa::Bundle& b, const MemoryReport& r) {
     }
   }
   std::ostringstream os;
-  os << "the model does not fit target '" << b.target << "': it needs " << human(total)
-     << " of DRAM, the device has " << human(r.device_bytes) << "\n";
+  os << "the model does not fit target '" << b.target << "': it needs " << human_bytes(total)
+     << " of DRAM, the device has " << human_bytes(r.device_bytes) << "\n";
   char line[128];
   const struct {
     const char* name;
@@ -188,17 +182,17 @@ Status check_fit(const isa::Bundle& b, const MemoryReport& r) {
               {"device", r.device_bytes}};
   for (const auto& row : rows) {
     std::snprintf(line, sizeof(line), "  %-12s %16lld  %s\n", row.name,
-                  static_cast<long long>(row.bytes), human(row.bytes).c_str());
+                  static_cast<long long>(row.bytes), human_bytes(row.bytes).c_str());
     os << line;
   }
-  os << "  the largest term is the " << decides << " (" << human(biggest) << "); over by "
-     << human(total - r.device_bytes) << "\n";
+  os << "  the largest term is the " << decides << " (" << human_bytes(biggest) << "); over by "
+     << human_bytes(total - r.device_bytes) << "\n";
   if (max_cache > 0) {
     os << "  largest llm.attributes.maxCacheLength that fits: " << max_cache << " (now "
        << b.max_cache << ")\n";
   } else {
     os << "  no maxCacheLength fits: the weights, reserve and per-sequence buffers alone need "
-       << human(fixed + b.batch * other) << "\n";
+       << human_bytes(fixed + b.batch * other) << "\n";
   }
   os << "  largest llm.attributes.runtime.batchSize that fits: " << max_batch << " (now " << b.batch
      << ")";

@@ -107,10 +107,7 @@ StatusOr<uint8_t*> Core::dram_at(const isa::Ref& r, int64_t lo, int64_t hi,
   }
   const int64_t off = eval(r.offset);
   if (off + lo < 0 || off + hi > b.bytes) return outside(what, b, off + lo, off + hi);
-  const int64_t at = b.offset + static_cast<int64_t>(slot) * b.slot_stride;
-  if (weights != nullptr && at >= weights_base && at + b.bytes <= weights_base + weights_bytes)
-    return weights + (at - weights_base) + off;
-  return dram + at + off;
+  return dram.at(b.offset + static_cast<int64_t>(slot) * b.slot_stride, b.bytes) + off;
 }
 
 StatusOr<int64_t> Core::count(const isa::Expr& e, const char* what) const {

@@ -13,31 +13,28 @@
 #include "qbc/numerics/attention.h"
 #include "qbc/numerics/rope.h"
 #include "qbc/runtime/device.h"
+#include "qbc/support/saturating.h"
 #include "qbc/support/status.h"
 
 namespace qbc::runtime {
 
 class ThreadPool;
 
-/// a * b for a, b >= 0, saturating at INT64_MAX, so the byte extent of an instruction with
-/// absurd sizes fails its bounds check instead of wrapping around.
-inline int64_t sat_mul(int64_t a, int64_t b) {
-  int64_t r = 0;
-  return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
-}
-/// The product of non-negative sizes, saturating (the byte extents of operands).
-inline int64_t span(int64_t a) { return a; }
-template <typename... T>
-int64_t span(int64_t a, int64_t b, T... rest) {
-  return span(sat_mul(a, b), rest...);
-}
-/// Bytes covered by `rows` rows of `row` bytes `stride` bytes apart: (rows − 1) * stride + row,
-/// 0 without rows; saturating.
-inline int64_t rows_span(int64_t rows, int64_t stride, int64_t row) {
-  if (rows <= 0) return 0;
-  const int64_t a = sat_mul(rows - 1, stride);
-  return a > INT64_MAX - row ? INT64_MAX : a + row;
-}
+/// The device's DRAM: one zeroed block, and, when the device took the weight image
+/// (DeviceOptions::take_image), the image's own memory for DRAM bytes [weights_base,
+/// weights_base + weights_bytes).
+struct DramMemory {
+  uint8_t* block = nullptr;  ///< nullptr when the device only counts
+  uint8_t* weights = nullptr;
+  int64_t weights_base = 0, weights_bytes = 0;
+  /// Where DRAM bytes [address, address + bytes) live (the caller checked the range).
+  uint8_t* at(int64_t address, int64_t bytes) const {
+    if (weights != nullptr && address >= weights_base &&
+        address + bytes <= weights_base + weights_bytes)
+      return weights + (address - weights_base);
+    return block == nullptr ? nullptr : block + address;
+  }
+};
 
 /// rope(m) of an attention's rotating key offsets by cache position [KV*d], direct-mapped
 /// on position mod slots: every score of a key needs it, and numerics computes it with a
@@ -103,8 +100,8 @@ struct Core {
   const isa::Bundle& bundle;
   const Decoded& decoded;
   const isa::Env& env;
-  uint8_t* sram;  ///< this physical core's SRAM (Bundle::sram_bytes)
-  uint8_t* dram;  ///< device DRAM
+  uint8_t* sram;    ///< this physical core's SRAM (Bundle::sram_bytes)
+  DramMemory dram;  ///< device DRAM
   int64_t dram_size;
   int slot;       ///< the instance
   int32_t index;  ///< the core within the instance (Buffer::core of its SRAM buffers)
@@ -116,10 +113,6 @@ struct Core {
   /// DeviceOptions::counters_only: each exec_* counts its instruction and returns before it
   /// touches memory (there is none).
   bool counters_only = false;
-  /// The weight memory when the device took the image (DeviceOptions::take_image): DRAM
-  /// bytes [weights_base, weights_base + weights_bytes) live here instead of in `dram`.
-  uint8_t* weights = nullptr;
-  int64_t weights_base = 0, weights_bytes = 0;
 
   /// The SRAM bytes [offset, offset + bytes) of ref `r` (`what` names the operand in
   /// errors): the buffer must be an SRAM buffer of this core and the range inside it. The

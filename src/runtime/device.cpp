@@ -118,6 +118,12 @@ struct Device::Impl {
 
   ~Impl();
   Status run(isa::Phase phase, int slot, int64_t start, int64_t seq);
+  /// The DRAM the cores address (the block and the taken weight image).
+  DramMemory memory() {
+    return DramMemory{dram == nullptr ? nullptr : dram->p,
+                      weights.empty() ? nullptr : weights.data(), weights_base,
+                      static_cast<int64_t>(weights.size())};
+  }
 };
 
 Device::Impl::~Impl() {
@@ -263,10 +269,8 @@ Status Device::Impl::run(isa::Phase phase, int slot, int64_t start, int64_t seq)
     const int32_t index = p.cores[i].core;
     const size_t phys = static_cast<size_t>(slot * mode->cores_per_instance + index);
     cores.push_back(Core{b, decoded, streams[i].env(), counters_only ? nullptr : sram[phys]->p,
-                         counters_only ? nullptr : dram->p, layout.dram_size, slot, index,
-                         counters[phys], data[phys], *pool, profile, profile_cpu, counters_only,
-                         weights.empty() ? nullptr : weights.data(), weights_base,
-                         static_cast<int64_t>(weights.size())});
+                         memory(), layout.dram_size, slot, index, counters[phys], data[phys], *pool,
+                         profile, profile_cpu, counters_only});
   }
   // SRAM aliases do not outlive the call: the host may write DRAM between calls.
   struct Materialize {
@@ -332,13 +336,8 @@ Status Device::Impl::run(isa::Phase phase, int slot, int64_t start, int64_t seq)
 }
 
 uint8_t* Device::dram(int64_t address, int64_t bytes) {
-  if (impl_->dram == nullptr) return nullptr;  // counters only
-  std::vector<uint8_t>& w = impl_->weights;
-  if (!w.empty() && address >= impl_->weights_base &&
-      address + bytes <= impl_->weights_base + static_cast<int64_t>(w.size()))
-    return w.data() + (address - impl_->weights_base);
   if (address < 0 || bytes < 0 || address + bytes > impl_->layout.dram_size) return nullptr;
-  return impl_->dram->p + address;
+  return impl_->memory().at(address, bytes);
 }
 
 int64_t Device::dram_size() const { return impl_->layout.dram_size; }

@@ -150,7 +150,7 @@ Status exec_kv_quant(const isa::KvQuant& op, Core& c) {
   const int64_t w = d.kv_heads * d.head_dim;
   c.counters.vector_ops += span(rows, 2, w);
   if (c.counters_only) return ok_status();
-  const isa::DType kt = kv_code_type(d.k_bits), vt = kv_code_type(d.v_bits);
+  const isa::DType kt = isa::code_type(d.k_bits), vt = isa::code_type(d.v_bits);
   const int64_t krow = isa::dtype_bytes(kt, w), vrow = isa::dtype_bytes(vt, w);
   QBC_ASSIGN_OR_RETURN(const numerics::Attention* a, c.attention(op.attn, op.params));
   QBC_ASSIGN_OR_RETURN(const uint8_t* kp, c.sram_at(op.k, span(rows, 2, w), "k"));
@@ -218,7 +218,7 @@ Status exec_qk_scores(const isa::QkScores& op, Core& c) {
   c.counters.macs += span(rows, g, bc, hd);
   c.counters.vector_ops += span(rows, g, bc);
   if (c.counters_only) return ok_status();
-  const isa::DType kt = kv_code_type(d.k_bits);
+  const isa::DType kt = isa::code_type(d.k_bits);
   const int64_t krow = isa::dtype_bytes(kt, hd);
   QBC_ASSIGN_OR_RETURN(const numerics::Attention* a, c.attention(op.attn, op.params));
   const bool rot = !a->k_rot_offset.empty();
@@ -344,7 +344,7 @@ Status exec_exp_accum(const isa::ExpAccum& op, Core& c) {
   c.counters.macs += span(n, bc, hd);
   c.counters.vector_ops += span(n, bc);
   if (c.counters_only) return ok_status();
-  const isa::DType vt = kv_code_type(d.v_bits);
+  const isa::DType vt = isa::code_type(d.v_bits);
   const int64_t vrow = isa::dtype_bytes(vt, hd);
   QBC_ASSIGN_OR_RETURN(const uint8_t* sp, c.sram_at(op.scores, span(n, bc, 4), "scores"));
   QBC_ASSIGN_OR_RETURN(const uint8_t* mxp, c.sram_at(op.rowmax, span(n, 4), "rowmax"));

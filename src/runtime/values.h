@@ -21,11 +21,6 @@ inline void store(const T* v, int64_t n, uint8_t* p) {
   std::memcpy(p, v, static_cast<size_t>(n) * sizeof(T));
 }
 
-/// The storage type of a `bits`-bit KV code: packed i4, i8 or i16.
-inline isa::DType kv_code_type(int bits) {
-  return bits == 4 ? isa::DType::kI4 : bits == 16 ? isa::DType::kI16 : isa::DType::kI8;
-}
-
 /// Integer codes [n] of type t (kI4, kI8 or kI16) at p, sign-extended.
 inline void load_codes(const uint8_t* p, isa::DType t, int64_t n, int32_t* out) {
   switch (t) {

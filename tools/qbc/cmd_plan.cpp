@@ -68,9 +68,9 @@ Status run_sweep(const PlanFlags& f, const std::string& path) {
     QBC_ASSIGN_OR_RETURN(ir::Graph g, driver::shape_graph(path, cfg));
     driver::PlanOptions po;
     po.prompt_tokens = f.prompt_tokens;
-    po.schemes = {by_batch ? isa::Scheme::kSingle : isa::Scheme::kSingle};
-    if (!f.config.inference_scheme.empty() && f.config.inference_scheme != "all")
-      po.schemes.clear();
+    // The single scheme, unless --inference-scheme names one (then the configured one).
+    if (f.config.inference_scheme.empty() || f.config.inference_scheme == "all")
+      po.schemes = {isa::Scheme::kSingle};
     QBC_ASSIGN_OR_RETURN(driver::PlanResult r, driver::plan(g, cfg, po));
     const driver::SchemePlan* best = nullptr;
     for (const driver::SchemePlan& s : r.schemes) {

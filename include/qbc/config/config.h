@@ -50,6 +50,9 @@ struct ResolvedConfig {
   std::vector<std::string> notes;
 };
 
+/// True when key `path` (e.g. "inferenceScheme") kept its built-in default: no layer set it.
+bool is_default(const ResolvedConfig& c, const std::string& path);
+
 /// Resolves the layers of `request` over the defaults and validates the result.
 /// Errors (kInvalidArgument, kNotFound, kUnimplemented) name the key path and
 /// the file, line and column it came from. No work should start on error.

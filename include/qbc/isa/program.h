@@ -27,6 +27,9 @@ const char* dtype_name(DType t);
 int dtype_bits(DType t);
 /// Bytes of `n` elements (kI4: ceil(n / 2)).
 int64_t dtype_bytes(DType t, int64_t n);
+/// The storage type of `bits`-bit integer codes (KV cache, activations): packed kI4 for 4,
+/// kI16 for 16, kI8 otherwise.
+DType code_type(int bits);
 
 enum class Space : uint8_t { kDram, kSram };
 /// What a DRAM region holds; DMA counters are kept per purpose.

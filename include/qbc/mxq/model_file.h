@@ -52,6 +52,11 @@ StatusOr<std::vector<WrittenFile>> write_model(const std::string& path, const Wr
 StatusOr<std::vector<std::pair<int, int>>> part_ranges(const std::vector<int>& split_blocks,
                                                        int blocks, const std::string& key);
 
+/// The part a weight buffer of decoder block `block` goes to (ranges from part_ranges):
+/// the part holding its block; buffers outside the blocks (-1) go to the first part before
+/// the first block was seen and to the last part after (`after_blocks`).
+int part_of_block(int block, bool after_blocks, const std::vector<std::pair<int, int>>& ranges);
+
 /// A loaded model.
 struct LoadedModel {
   pb::Meta meta;  ///< part 0's
