@@ -12,7 +12,7 @@ also reports the backend's compile time as a fraction of the quantize time (targ
 
 Models: stories260K (the shared HF folder), random SmolLM2-135M- and Llama-3.2-1B-shaped
 models (`qbc random-model`, written once into WORKDIR, with the byte-level tokenizer
-random-model writes; the stories260K tokenizer files it lacks are copied beside it: the
+random-model writes, or the whole stories260K tokenizer set when it wrote none: the
 speed of a forward pass does not depend on which ids it sees). Each is compiled W8 with
 `qbc compile --preset llm_fast --use-random-calib` at maxCacheLength = maxSequenceLength =
 2048 to MXQ (once; WORKDIR keeps the .mxq and the .mblt). The executor runs the .mxq on
@@ -110,12 +110,14 @@ def prepare(q, work, name, source):
         log("writing the random %s model (once)..." % name)
         q.events(["random-model", os.path.join(SHARED, "model-configs", source, "config.json"),
                   "-o", folder, "--force"])
-    tok = os.path.join(SHARED, "models", "stories260k", "hf")
-    for f in ("tokenizer.json", "tokenizer.model", "tokenizer_config.json",
-              "special_tokens_map.json"):
-        dst = os.path.join(folder, f)
-        if not os.path.exists(dst):
-            shutil.copyfile(os.path.join(tok, f), dst)
+    # random-model writes a byte-level tokenizer.json; mixing it with another model's
+    # tokenizer_config.json would name special tokens it does not have, so the stories260K
+    # files are copied only as a whole set, when the folder has no tokenizer at all.
+    if not os.path.exists(os.path.join(folder, "tokenizer.json")):
+        tok = os.path.join(SHARED, "models", "stories260k", "hf")
+        for f in ("tokenizer.json", "tokenizer.model", "tokenizer_config.json",
+                  "special_tokens_map.json"):
+            shutil.copyfile(os.path.join(tok, f), os.path.join(folder, f))
     return folder
 
 

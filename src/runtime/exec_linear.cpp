@@ -21,6 +21,9 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 /// Work below which an instruction stays on one thread.
 constexpr int64_t kParallelMacs = int64_t{1} << 20;
 constexpr int64_t kParallelElements = int64_t{1} << 15;
+/// Weight bytes above which a matmul of at most kStreamRows rows splits its channels.
+constexpr int64_t kParallelStreamBytes = int64_t{1} << 16;
+constexpr int64_t kStreamRows = 4;
 
 template <typename Fn>
 void blocks(ThreadPool& pool, int64_t n, int64_t work, int64_t threshold, int64_t min_block,
@@ -130,7 +133,11 @@ void matmul_u8(const MatMulArgs& a, const int8_t* x, ThreadPool& pool, uint8_t* 
         xsum[static_cast<size_t>(m * gt + k / a.group)] += int64_t{s[k]} - a.xz[m];
     }
   }
-  blocks(pool, n, rows * n * kt, kParallelMacs, 16, [&](int64_t j0, int64_t j1) {
+  // Few rows (decode) stream their weights once: worth the threads from far less work, since
+  // two threads read memory about twice as fast as one.
+  const int64_t work = rows <= kStreamRows ? n * kt * (kParallelMacs / kParallelStreamBytes)
+                                           : rows * n * kt;
+  blocks(pool, n, work, kParallelMacs, 16, [&](int64_t j0, int64_t j1) {
     const int64_t bn = j1 - j0;
     int32_t* dots = scratch<int32_t, 1>(static_cast<size_t>(rows * bn)).data();
     int32_t* ws = scratch<int32_t, 2>(static_cast<size_t>(bn)).data();

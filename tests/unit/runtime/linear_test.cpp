@@ -202,6 +202,12 @@ const LinearCase kCases[] = {
     {"in16_token_sym", 2, 40, 7, 0, 8, false, 16, true, false, true, true, 1},
     {"in16_k_tiled_grouped", 3, 64, 6, 16, 8, true, 16, true, true, false, false, 2},
     {"many_rows_avx_tiles", 8, 96, 37, 32, 8, true, 8, true, true, true, true, 1},
+    // Decode (one row): the row-sequential single-row tiles, with a tail after the 64-byte
+    // steps and channel counts that leave 8-, 4- and 1-wide tiles.
+    {"decode_row_tiles", 1, 200, 45, 0, 8, false, 8, true, true, true, true, 1},
+    {"decode_grouped_zero", 1, 200, 13, 64, 8, true, 8, true, true, false, true, 1},
+    // One row over 64 KiB of weights: channel blocks on the host threads.
+    {"decode_threaded", 1, 512, 300, 0, 8, false, 8, true, true, true, true, 1},
     // Over 2^20 MACs: channel blocks on the host threads.
     {"large_threaded", 8, 512, 300, 0, 8, false, 8, true, true, true, true, 1},
     {"large_threaded_grouped_int4", 7, 512, 301, 64, 4, true, 8, true, true, true, true, 2},
