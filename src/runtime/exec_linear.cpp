@@ -135,8 +135,8 @@ void matmul_u8(const MatMulArgs& a, const int8_t* x, ThreadPool& pool, uint8_t* 
   }
   // Few rows (decode) stream their weights once: worth the threads from far less work, since
   // two threads read memory about twice as fast as one.
-  const int64_t work = rows <= kStreamRows ? n * kt * (kParallelMacs / kParallelStreamBytes)
-                                           : rows * n * kt;
+  const int64_t work =
+      rows <= kStreamRows ? n * kt * (kParallelMacs / kParallelStreamBytes) : rows * n * kt;
   blocks(pool, n, work, kParallelMacs, 16, [&](int64_t j0, int64_t j1) {
     const int64_t bn = j1 - j0;
     int32_t* dots = scratch<int32_t, 1>(static_cast<size_t>(rows * bn)).data();
