@@ -296,7 +296,7 @@ void print_tables(std::ostringstream& os, const Bundle& b) {
   os << "model hidden=" << b.hidden << " vocab=" << b.vocab << " max_cache=" << b.max_cache
      << " chunk=" << b.chunk << " batch=" << b.batch << " embed_rows=" << b.embed_rows
      << " input=" << bname(b.input) << " output=" << bname(b.output) << "\n";
-  os << "image base=" << b.image_base << " bytes=" << b.image.size() << "\n";
+  os << "image base=" << b.image_base << " bytes=" << b.image_size() << "\n";
   os << "dram weights=" << b.dram.weights << " kv=" << b.dram.kv
      << " activations=" << b.dram.activations << " scratch=" << b.dram.scratch
      << " io=" << b.dram.io << " reserve=" << b.dram.reserve << " total=" << b.dram.total() << "\n";

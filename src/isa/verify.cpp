@@ -11,6 +11,7 @@
 
 #include "domain.h"
 #include "op_fields.h"
+#include "qbc/support/parallel.h"
 #include "verify_internal.h"
 
 namespace qbc::isa {
@@ -113,11 +114,11 @@ Status check_tables(const Bundle& b) {
   const auto bad = [](const std::string& m) { return violation(1, m); };
   // A plan compiled from shapes only (no image, no embedding) verifies too; only the runtime
   // needs the data and refuses a bundle without it.
-  const bool shape_only = b.embedding.empty() && b.image.empty();
-  if (!shape_only &&
-      static_cast<uint64_t>(b.embed_rows) * static_cast<uint64_t>(b.hidden) != b.embedding.size()) {
-    return bad("the embedding holds " + num(static_cast<int64_t>(b.embedding.size())) +
-               " values, not embed_rows " + num(b.embed_rows) + " x hidden " + num(b.hidden));
+  const bool shape_only = b.embedding_size() == 0 && b.image_size() == 0;
+  if (!shape_only && static_cast<uint64_t>(b.embed_rows) * static_cast<uint64_t>(b.hidden) !=
+                         static_cast<uint64_t>(b.embedding_size())) {
+    return bad("the embedding holds " + num(b.embedding_size()) + " values, not embed_rows " +
+               num(b.embed_rows) + " x hidden " + num(b.hidden));
   }
   std::set<std::string> names;
   for (size_t i = 0; i < b.buffers.size(); ++i) {
@@ -639,11 +640,10 @@ Status check_buffer_space(const Bundle& b, const std::vector<int64_t>& instances
                               " (" + num(limit) + " bytes)");
     }
   }
-  const __int128 image_end = __int128{b.image_base} + static_cast<int64_t>(b.image.size());
+  const __int128 image_end = __int128{b.image_base} + b.image_size();
   if (b.image_base < 0 || image_end > b.dram_bytes) {
-    return violation(2, "the weight image [" + num(b.image_base) + ", +" +
-                            num(static_cast<int64_t>(b.image.size())) + ") is outside the DRAM (" +
-                            num(b.dram_bytes) + " bytes)");
+    return violation(2, "the weight image [" + num(b.image_base) + ", +" + num(b.image_size()) +
+                            ") is outside the DRAM (" + num(b.dram_bytes) + " bytes)");
   }
   const auto io = [&](int32_t id, int64_t need, const char* what) -> Status {
     if (id < 0) return ok_status();
@@ -969,9 +969,11 @@ Status verify_all(const Bundle& b, std::vector<Checked> programs, const ProgramR
   for (Checked& c : programs) QBC_RETURN_IF_ERROR(check_accesses_v2(c));
   for (Checked& c : programs) QBC_RETURN_IF_ERROR(check_alignment_v3(c, instances));
   QBC_RETURN_IF_ERROR(check_dram_overlap_v4(b, instances));
-  for (Checked& c : programs) QBC_RETURN_IF_ERROR(check_sram_overlap_v4(c));
+  QBC_RETURN_IF_ERROR(first_error_parallel(static_cast<int64_t>(programs.size()), [&](int64_t i) {
+    return check_sram_overlap_v4(programs[static_cast<size_t>(i)]);
+  }));
   for (Checked& c : programs) QBC_RETURN_IF_ERROR(check_barriers_v7(c));
-  for (Checked& c : programs) QBC_RETURN_IF_ERROR(check_replay(c.pr, c.shapes));
+  for (Checked& c : programs) QBC_RETURN_IF_ERROR(check_replay(c.pr, c.shapes, c.accs));
   return ok_status();
 }
 

@@ -32,8 +32,10 @@ std::string where(const ProgramRef& pr, int stream, int instr);
 std::string buffer_name(const Bundle& b, int32_t id);
 
 /// V6 and V5: replays the program at each vertex of the runtime domain. `shapes` are the
-/// streams' loop structures. Runs after V1..V4, V7 and V8 hold for the program.
-Status check_replay(const ProgramRef& pr, const std::vector<StreamShape>& shapes);
+/// streams' loop structures, `accs` every instruction's accesses ([stream][instr]). Runs
+/// after V1..V4, V7 and V8 hold for the program.
+Status check_replay(const ProgramRef& pr, const std::vector<StreamShape>& shapes,
+                    const std::vector<std::vector<std::vector<Access>>>& accs);
 
 /// V1 and V8 on one program's streams (and the tables they reference, which must have passed
 /// check_tables): what the dependency pass needs before it can analyse a program.

@@ -9,9 +9,11 @@
 // the accesses not yet covered by a later one of the same kind, so it stays near linear.
 #include <algorithm>
 #include <deque>
+#include <map>
 
 #include "domain.h"
 #include "qbc/isa/verify.h"
+#include "qbc/support/parallel.h"
 #include "verify_internal.h"
 
 namespace qbc::isa {
@@ -70,12 +72,55 @@ bool sets_meet(int64_t lo_a, int64_t hi_a, int64_t sa, int64_t ra, int64_t lo_b,
   return false;
 }
 
+/// Where the buffers are at one sequence slot: their physical addresses, their memories, and
+/// per buffer the buffers sharing bytes with it (itself included). The same for every vertex
+/// of that slot, so computed once per slot.
+struct Placement {
+  std::vector<std::vector<int32_t>> aliases;
+  std::vector<int64_t> base;    ///< physical address
+  std::vector<int64_t> memory;  ///< 0 DRAM, 1 + c the SRAM of core c, -1 none (no bytes)
+};
+
+Placement placement_at(const Bundle& b, int64_t slot) {
+  const size_t nb = b.buffers.size();
+  Placement pl;
+  pl.base.assign(nb, 0);
+  pl.memory.assign(nb, -1);
+  pl.aliases.assign(nb, {});
+  // Memory 0: DRAM; memory 1 + c: the SRAM of core c.
+  struct Extent {
+    int64_t memory, lo, hi;
+    int32_t id;
+  };
+  std::vector<Extent> ext;
+  for (size_t i = 0; i < nb; ++i) {
+    const Buffer& buf = b.buffers[i];
+    pl.base[i] = buf.offset + (buf.space == Space::kDram ? slot * buf.slot_stride : 0);
+    if (buf.purpose == Purpose::kWeights || buf.bytes <= 0) continue;
+    const int64_t memory = buf.space == Space::kDram ? 0 : 1 + buf.core;
+    pl.memory[i] = memory;
+    ext.push_back({memory, pl.base[i], pl.base[i] + buf.bytes, static_cast<int32_t>(i)});
+  }
+  std::sort(ext.begin(), ext.end(), [](const Extent& x, const Extent& y) {
+    return x.memory != y.memory ? x.memory < y.memory : x.lo < y.lo;
+  });
+  for (size_t x = 0; x < ext.size(); ++x) {
+    pl.aliases[static_cast<size_t>(ext[x].id)].push_back(ext[x].id);
+    for (size_t y = x + 1; y < ext.size(); ++y) {
+      if (ext[y].memory != ext[x].memory || ext[y].lo >= ext[x].hi) break;
+      pl.aliases[static_cast<size_t>(ext[x].id)].push_back(ext[y].id);
+      pl.aliases[static_cast<size_t>(ext[y].id)].push_back(ext[x].id);
+    }
+  }
+  return pl;
+}
+
 class Replay {
  public:
   Replay(const ProgramRef& pr, const std::vector<StreamShape>& shapes,
-         const std::vector<std::vector<std::vector<Access>>>& accs, const SymPoint& point,
-         bool full)
-      : pr_(pr), b_(pr.b), shapes_(shapes), accs_(accs), point_(point), full_(full) {}
+         const std::vector<std::vector<std::vector<Access>>>& accs, const Placement& pl,
+         const SymPoint& point, bool full)
+      : pr_(pr), b_(pr.b), shapes_(shapes), accs_(accs), point_(point), full_(full), pl_(pl) {}
 
   Status run();
 
@@ -95,7 +140,7 @@ class Replay {
   void prune_dead();
   std::string at() const;
   std::string where_env(const Cursor& c) const;
-  void build_aliases();
+  void reset_records();
 
   const ProgramRef& pr_;
   const Bundle& b_;
@@ -108,11 +153,17 @@ class Replay {
   std::vector<std::vector<int64_t>> counts_;          // [stream][channel]
   std::vector<std::vector<std::deque<Clock>>> fifo_;  // [stream][channel]
   std::vector<std::vector<Record>> records_;          // per buffer
-  std::vector<std::vector<int32_t>> aliases_;         // per buffer: buffers sharing bytes
-  std::vector<int64_t> base_;                         // per buffer: physical address
-  std::vector<int64_t> memory_;                       // per buffer: 0 DRAM, 1 + c SRAM of c
-  std::vector<int32_t> live_;  // buffers that may hold records (every one that does)
-  std::vector<int32_t> scan_;  // scratch of check_segment
+  const Placement& pl_;
+  const std::vector<std::vector<int32_t>>& aliases_ = pl_.aliases;
+  const std::vector<int64_t>& base_ = pl_.base;
+  const std::vector<int64_t>& memory_ = pl_.memory;
+  // Per memory: the buffers that may hold records (every one that does).
+  std::vector<std::vector<int32_t>> live_;
+  // Per buffer and queue: an upper bound of the clocks of its records of that queue, of all
+  // of them and of the writes (0: none). An access skips a buffer whose bounds its clock
+  // covers: every record there is ordered before it.
+  std::vector<Clock> bound_, bound_write_;
+  std::vector<char> in_live_;  // per buffer: listed in live_
   int64_t executed_ = 0;
   Status conflict_;  ///< the first V5 violation; reported once the replay ends without a V6 one
 };
@@ -231,14 +282,17 @@ Status Replay::check_segment(const Cursor& c, int gq, const Access& a, int64_t o
   // The buffers to look at: those sharing bytes with this one, or, when fewer, those that
   // hold records at all (pruning keeps them few) in the same memory.
   const std::vector<int32_t>& aliases = aliases_[static_cast<size_t>(a.ref.buffer)];
-  const int64_t memory = memory_[static_cast<size_t>(a.ref.buffer)];
-  scan_.clear();
-  if (live_.size() < aliases.size()) {
-    for (int32_t other : live_)
-      if (memory_[static_cast<size_t>(other)] == memory) scan_.push_back(other);
-  }
-  const std::vector<int32_t>& others = live_.size() < aliases.size() ? scan_ : aliases;
+  // A buffer of no bytes (memory -1) holds no access: V2 refused any that reached it.
+  if (memory_[static_cast<size_t>(a.ref.buffer)] < 0) return ok_status();
+  const size_t memory = static_cast<size_t>(memory_[static_cast<size_t>(a.ref.buffer)]);
+  const std::vector<int32_t>& live = live_[memory];
+  const std::vector<int32_t>& others = live.size() < aliases.size() ? live : aliases;
+  const size_t g = clock.size();
   for (int32_t other : others) {
+    const Clock& bound = (a.write ? bound_ : bound_write_)[static_cast<size_t>(other)];
+    bool open = false;
+    for (size_t q = 0; q < g && !open; ++q) open = static_cast<int>(q) != gq && bound[q] > clock[q];
+    if (!open) continue;
     for (const Record& r : records_[static_cast<size_t>(other)]) {
       if (r.gq == gq || !(r.write || a.write) ||
           !sets_meet(lo, hi, a.stride, a.row_bytes, r.lo, r.hi, r.stride, r.row_bytes))
@@ -265,7 +319,15 @@ Status Replay::check_segment(const Cursor& c, int gq, const Access& a, int64_t o
                                      (a.write || !r.write);
                             }),
              mine.end());
-  if (mine.empty()) live_.push_back(a.ref.buffer);
+  if (!in_live_[static_cast<size_t>(a.ref.buffer)]) {
+    in_live_[static_cast<size_t>(a.ref.buffer)] = 1;
+    live_[memory].push_back(a.ref.buffer);
+  }
+  Clock& bound = bound_[static_cast<size_t>(a.ref.buffer)];
+  bound[static_cast<size_t>(gq)] = clock[static_cast<size_t>(gq)];  // clocks only grow
+  if (a.write)
+    bound_write_[static_cast<size_t>(a.ref.buffer)][static_cast<size_t>(gq)] =
+        bound[static_cast<size_t>(gq)];
   mine.push_back(Record{gq, clock[static_cast<size_t>(gq)], lo, hi, a.write, c.stream, c.head,
                         a.stride, a.row_bytes});
   return ok_status();
@@ -282,7 +344,7 @@ Status Replay::execute(Cursor& c) {
     conflict_ = check_access(c, gq, a);
   }
   give_signals(c, in, clock);
-  if ((executed_ & 4095) == 0) prune_dead();
+  if ((executed_ & 255) == 0) prune_dead();
   if (++executed_ > kMaxReplayInstances) {
     return violation(8, at() + ": the replay executes more than " +
                             std::to_string(kMaxReplayInstances) + " instructions");
@@ -299,56 +361,45 @@ void Replay::prune_dead() {
     if (cursors_[q].head < 0) continue;
     for (size_t s = 0; s < g; ++s) frontier[s] = std::min(frontier[s], clocks_[q][s]);
   }
-  std::vector<int32_t> still;
-  for (int32_t id : live_) {
-    std::vector<Record>& recs = records_[static_cast<size_t>(id)];
-    recs.erase(std::remove_if(
-                   recs.begin(), recs.end(),
-                   [&](const Record& r) { return frontier[static_cast<size_t>(r.gq)] >= r.clock; }),
-               recs.end());
-    if (!recs.empty()) still.push_back(id);
+  for (std::vector<int32_t>& live : live_) {
+    std::vector<int32_t> still;
+    for (int32_t id : live) {
+      std::vector<Record>& recs = records_[static_cast<size_t>(id)];
+      recs.erase(std::remove_if(recs.begin(), recs.end(),
+                                [&](const Record& r) {
+                                  return frontier[static_cast<size_t>(r.gq)] >= r.clock;
+                                }),
+                 recs.end());
+      if (!recs.empty()) {
+        still.push_back(id);
+      } else {  // the bounds start again from nothing
+        in_live_[static_cast<size_t>(id)] = 0;
+        std::fill(bound_[static_cast<size_t>(id)].begin(), bound_[static_cast<size_t>(id)].end(),
+                  0);
+        std::fill(bound_write_[static_cast<size_t>(id)].begin(),
+                  bound_write_[static_cast<size_t>(id)].end(), 0);
+      }
+    }
+    live = std::move(still);
   }
-  live_ = std::move(still);
 }
 
-void Replay::build_aliases() {
+void Replay::reset_records() {
   const size_t nb = b_.buffers.size();
-  base_.assign(nb, 0);
-  memory_.assign(nb, -1);
-  aliases_.assign(nb, {});
   records_.assign(nb, {});
-  live_.clear();
-  // Memory 0: DRAM; memory 1 + c: the SRAM of core c.
-  struct Extent {
-    int64_t memory, lo, hi;
-    int32_t id;
-  };
-  std::vector<Extent> ext;
-  for (size_t i = 0; i < nb; ++i) {
-    const Buffer& buf = b_.buffers[i];
-    base_[i] = buf.offset + (buf.space == Space::kDram ? point_.slot * buf.slot_stride : 0);
-    if (buf.purpose == Purpose::kWeights || buf.bytes <= 0) continue;
-    const int64_t memory = buf.space == Space::kDram ? 0 : 1 + buf.core;
-    memory_[i] = memory;
-    ext.push_back({memory, base_[i], base_[i] + buf.bytes, static_cast<int32_t>(i)});
-  }
-  std::sort(ext.begin(), ext.end(), [](const Extent& x, const Extent& y) {
-    return x.memory != y.memory ? x.memory < y.memory : x.lo < y.lo;
-  });
-  for (size_t x = 0; x < ext.size(); ++x) {
-    aliases_[static_cast<size_t>(ext[x].id)].push_back(ext[x].id);
-    for (size_t y = x + 1; y < ext.size(); ++y) {
-      if (ext[y].memory != ext[x].memory || ext[y].lo >= ext[x].hi) break;
-      aliases_[static_cast<size_t>(ext[x].id)].push_back(ext[y].id);
-      aliases_[static_cast<size_t>(ext[y].id)].push_back(ext[x].id);
-    }
-  }
+  const size_t g = 3 * pr_.p.cores.size();
+  bound_.assign(nb, Clock(g, 0));
+  bound_write_.assign(nb, Clock(g, 0));
+  in_live_.assign(nb, 0);
+  int32_t max_core = 0;
+  for (const Buffer& buf : b_.buffers) max_core = std::max(max_core, buf.core);
+  live_.assign(static_cast<size_t>(max_core) + 2, {});
 }
 
 Status Replay::run() {
   const size_t streams = pr_.p.cores.size();
   const size_t g = 3 * streams;
-  build_aliases();
+  reset_records();
   cursors_.assign(g, Cursor{});
   clocks_.assign(g, Clock(g, 0));
   counts_.assign(streams, std::vector<int64_t>(kNumChannels, 0));
@@ -469,14 +520,13 @@ int64_t count_instances(const std::vector<Instr>& code, size_t from, size_t to, 
 
 }  // namespace
 
-Status check_replay(const ProgramRef& pr, const std::vector<StreamShape>& shapes) {
+Status check_replay(const ProgramRef& pr, const std::vector<StreamShape>& shapes,
+                    const std::vector<std::vector<std::vector<Access>>>& accs) {
   const Bundle& b = pr.b;
-  std::vector<std::vector<std::vector<Access>>> accs(pr.p.cores.size());
   for (size_t s = 0; s < pr.p.cores.size(); ++s) {
     const std::vector<Instr>& code = pr.p.cores[s].code;
     for (size_t i = 0; i < code.size(); ++i) {
-      accs[s].push_back(accesses(code[i], b));
-      for (const Access& a : accs[s].back()) {
+      for (const Access& a : accs[s][i]) {
         if (a.write && b.buffers[static_cast<size_t>(a.ref.buffer)].purpose == Purpose::kWeights) {
           return violation(5, where(pr, static_cast<int>(s), static_cast<int>(i)) + ": writes " +
                                   buffer_name(b, a.ref.buffer) +
@@ -486,7 +536,15 @@ Status check_replay(const ProgramRef& pr, const std::vector<StreamShape>& shapes
       }
     }
   }
-  for (const SymPoint& p : sym_vertices(b.max_cache, pr.p.max_seq, pr.instances, false)) {
+  // The vertices replay independently: on the host's threads, the first failing one (in
+  // vertex order) reported, as a sequential run would.
+  const std::vector<SymPoint> points = sym_vertices(b.max_cache, pr.p.max_seq, pr.instances, false);
+  std::map<int64_t, Placement> placements;  // per slot, shared by its vertices
+  for (const SymPoint& p : points) {
+    if (placements.count(p.slot) == 0) placements.emplace(p.slot, placement_at(b, p.slot));
+  }
+  return first_error_parallel(static_cast<int64_t>(points.size()), [&](int64_t i) {
+    const SymPoint& p = points[static_cast<size_t>(i)];
     int64_t total = 0;
     for (const CoreProgram& cp : pr.p.cores) {
       Env env;
@@ -494,10 +552,9 @@ Status check_replay(const ProgramRef& pr, const std::vector<StreamShape>& shapes
       total += count_instances(cp.code, 0, cp.code.size(), env, kFullReplayInstances - total);
       if (total > kFullReplayInstances) break;
     }
-    Replay r(pr, shapes, accs, p, total <= kFullReplayInstances);
-    QBC_RETURN_IF_ERROR(r.run());
-  }
-  return ok_status();
+    Replay r(pr, shapes, accs, placements.at(p.slot), p, total <= kFullReplayInstances);
+    return r.run();
+  });
 }
 
 }  // namespace qbc::isa

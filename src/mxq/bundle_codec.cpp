@@ -588,7 +588,7 @@ pb::Layout encode_layout(const isa::Bundle& b) {
   l.set_input(b.input);
   l.set_output(b.output);
   l.set_image_base(b.image_base);
-  l.set_image_bytes(static_cast<int64_t>(b.image.size()));
+  l.set_image_bytes(b.image_size());
   pb::DramPlan* d = l.mutable_dram();
   d->set_weights(b.dram.weights);
   d->set_kv(b.dram.kv);

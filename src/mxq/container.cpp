@@ -10,6 +10,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <thread>
+
+#include "qbc/support/parallel.h"
 
 namespace qbc::mxq {
 namespace {
@@ -152,7 +155,17 @@ std::string write_container(const HeaderInfo& h, const std::vector<SectionData>&
   return out;
 }
 
-/// The bytes of an open container: a read-only mapping of the file, or bytes in memory.
+/// A background digest check of the large sections (ReadOptions::defer_large_digests).
+struct Container::Pending {
+  std::thread thread;
+  Status status;
+  ~Pending() {
+    if (thread.joinable()) thread.join();
+  }
+};
+
+/// The bytes of an open container: a private mapping of the file (writable, so a section a
+/// device uses in place may be written without reaching the file), or bytes in memory.
 struct Container::Storage {
   const uint8_t* data = nullptr;
   uint64_t size = 0;
@@ -177,7 +190,7 @@ StatusOr<Container> Container::open(const std::string& path, const ReadOptions& 
   auto storage = std::make_shared<Storage>();
   storage->size = static_cast<uint64_t>(st.st_size);
   if (storage->size > 0) {
-    void* m = mmap(nullptr, storage->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    void* m = mmap(nullptr, storage->size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
     if (m == MAP_FAILED) {
       ::close(fd);
       return invalid_argument(path, ": cannot map: ", std::strerror(errno));
@@ -210,8 +223,22 @@ void Container::copy_section(size_t i, uint8_t* dst) const {
 }
 
 void Container::drop_resident_pages() const {
-  if (storage_ != nullptr && storage_->map != nullptr)
+  if (storage_ == nullptr || storage_->map == nullptr) return;
+  if (shared_.empty()) {
     madvise(storage_->map, storage_->size, MADV_DONTNEED);
+    return;
+  }
+  for (size_t i = 0; i < sections_.size(); ++i) {  // what is shared stays as it is
+    if (std::find(shared_.begin(), shared_.end(), i) == shared_.end()) drop_section_pages(i);
+  }
+}
+
+std::shared_ptr<uint8_t> Container::share_section(size_t i) {
+  if (storage_ == nullptr || i >= sections_.size()) return nullptr;
+  shared_.push_back(i);
+  uint8_t* base = storage_->map != nullptr ? static_cast<uint8_t*>(storage_->map)
+                                           : reinterpret_cast<uint8_t*>(storage_->owned.data());
+  return std::shared_ptr<uint8_t>(storage_, base + sections_[i].offset);
 }
 
 StatusOr<Container> Container::from_bytes(std::string bytes, const std::string& name,
@@ -330,12 +357,35 @@ StatusOr<Container> Container::parse(std::shared_ptr<Storage> s, const std::stri
   c.storage_ = std::move(s);
   c.size_ = n;
   if (options.verify_digests) {
+    // Large sections (weights, embedding) may be hashed in the background while the caller
+    // decodes the rest (ReadOptions::defer_large_digests); the others now, on the host's
+    // threads, the first mismatch in table order reported.
+    std::vector<size_t> now, later;
     for (size_t i = 0; i < c.sections_.size(); ++i) {
-      QBC_RETURN_IF_ERROR(c.verify_section(i));
-      c.drop_section_pages(i);  // read once for the digest; decoding reads it again
+      const bool large = c.sections_[i].size >= options.large_section_bytes;
+      (options.defer_large_digests && large ? later : now).push_back(i);
+    }
+    QBC_RETURN_IF_ERROR(first_error_parallel(static_cast<int64_t>(now.size()), [&](int64_t k) {
+      return c.verify_section(now[static_cast<size_t>(k)]);  // lets the pages go as it hashes
+    }));
+    if (!later.empty()) {
+      c.pending_ = std::make_shared<Pending>();
+      Pending* pending = c.pending_.get();
+      pending->thread = std::thread([pending, copy = c, later] {
+        for (size_t i : later) {
+          pending->status = copy.verify_section(i);
+          if (!pending->status.ok()) return;
+        }
+      });
     }
   }
   return c;
+}
+
+Status Container::finish_digests() const {
+  if (pending_ == nullptr) return ok_status();
+  if (pending_->thread.joinable()) pending_->thread.join();
+  return pending_->status;
 }
 
 std::string_view Container::bytes(size_t i) const {
@@ -355,10 +405,25 @@ std::string Container::where(size_t i) const {
 
 Status Container::verify_section(size_t i) const {
   const std::string_view b = bytes(i);
-  if (digest_of(b.data(), b.size()) != sections_[i].digest)
-    return data_loss(where(i), ": digest mismatch (the section is corrupt; ",
-                     digest_hex(digest_of(b.data(), b.size())), " instead of ",
-                     digest_hex(sections_[i].digest), ")");
+  // Streamed 64 MiB at a time, each piece's pages let go once hashed: a large section is
+  // never resident whole (the same digest as in one call).
+  XXH3_state_t* st = XXH3_createState();
+  if (st == nullptr) return resource_exhausted(where(i), ": no memory for the digest");
+  XXH3_128bits_reset(st);
+  const uint64_t step = 64u << 20;
+  for (uint64_t at = 0; at < b.size(); at += step) {
+    const uint64_t n = std::min<uint64_t>(step, b.size() - at);
+    XXH3_128bits_update(st, b.data() + at, n);
+    drop_section_pages(i, at, at + n);
+  }
+  XXH128_canonical_t c;
+  XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st));
+  XXH3_freeState(st);
+  Digest d;
+  std::memcpy(d.data(), c.digest, d.size());
+  if (d != sections_[i].digest)
+    return data_loss(where(i), ": digest mismatch (the section is corrupt; ", digest_hex(d),
+                     " instead of ", digest_hex(sections_[i].digest), ")");
   return ok_status();
 }
 

@@ -139,12 +139,12 @@ StatusOr<pb::Manifest> parse_manifest(std::string_view b, const std::string& nam
 
 StatusOr<std::vector<WrittenFile>> write_model(const std::string& path, const WriteRequest& req) {
   const isa::Bundle& b = *req.bundle;
-  if (b.image.size() != static_cast<size_t>(b.dram.weights) && !b.image.empty())
-    return internal_error("the weight image has ", b.image.size(), " bytes, the plan ",
+  if (b.image_size() != b.dram.weights && b.image_size() != 0)
+    return internal_error("the weight image has ", b.image_size(), " bytes, the plan ",
                           b.dram.weights);
-  if (b.image.empty() && b.dram.weights > 0)
+  if (b.image_size() == 0 && b.dram.weights > 0)
     return invalid_argument(path, ": the bundle has no weights (a shape-only plan)");
-  if (b.embedding.size() != static_cast<size_t>(b.embed_rows * b.hidden))
+  if (b.embedding_size() != b.embed_rows * b.hidden)
     return invalid_argument(path, ": the bundle has no host embedding");
   QBC_ASSIGN_OR_RETURN(auto ranges,
                        part_ranges(req.split_blocks, std::max(req.blocks, 1), "splitBlocks"));
@@ -181,7 +181,7 @@ StatusOr<std::vector<WrittenFile>> write_model(const std::string& path, const Wr
     cut[p].first = at;
     at = cut[p].second;
   }
-  cut.back().second = static_cast<int64_t>(b.image.size());
+  cut.back().second = b.image_size();
   for (size_t p = 0; p < nparts; ++p) {
     pb::WeightRange* w = layout.add_weights();
     w->set_block(ranges[p].first);
@@ -218,13 +218,13 @@ StatusOr<std::vector<WrittenFile>> write_model(const std::string& path, const Wr
     }
   }
   add_owned(0, SectionKind::kDebug, serialize(encode_debug(b)));
-  add_view(
-      0, SectionKind::kEmbedding,
-      std::string_view(reinterpret_cast<const char*>(b.embedding.data()), b.embedding.size() * 4));
+  add_view(0, SectionKind::kEmbedding,
+           std::string_view(reinterpret_cast<const char*>(b.embedding_data()),
+                            static_cast<size_t>(b.embedding_size()) * 4));
   for (const HostAsset& a : req.assets) add_view(0, SectionKind::kAsset, a.bytes);
   for (size_t p = 0; p < nparts; ++p) {
     add_view(p, SectionKind::kWeights,
-             std::string_view(reinterpret_cast<const char*>(b.image.data()) + cut[p].first,
+             std::string_view(reinterpret_cast<const char*>(b.image_data()) + cut[p].first,
                               static_cast<size_t>(cut[p].second - cut[p].first)),
              -1, -1, ranges[p].first);
   }
@@ -421,7 +421,7 @@ Status load_parts(std::vector<Container> opened, const pb::Manifest* manifest, L
   }
 
   // Part 0: layout, code, debug map, embedding, assets.
-  const Container& c0 = out->containers[0];
+  Container& c0 = out->containers[0];
   QBC_ASSIGN_OR_RETURN(int li, unique_section(c0, SectionKind::kLayout));
   if (li < 0) return data_loss(files[0], ": no layout section");
   pb::Layout layout;
@@ -489,8 +489,13 @@ Status load_parts(std::vector<Container> opened, const pb::Manifest* manifest, L
         e.size() != static_cast<size_t>(b.embed_rows * b.hidden) * 4)
       return data_loss(c0.where(static_cast<size_t>(ei)), ": ", e.size(), " bytes for an [",
                        b.embed_rows, ", ", b.hidden, "] fp32 table");
-    b.embedding.resize(e.size() / 4);
-    c0.copy_section(static_cast<size_t>(ei), reinterpret_cast<uint8_t*>(b.embedding.data()));
+    // Used in place (sections are 4096-aligned, so the fp32 rows are aligned): nothing is
+    // copied, and the table is resident only as far as tokens touch it.
+    if (!e.empty()) {
+      b.mapped_embedding = std::shared_ptr<const float>(c0.share_section(static_cast<size_t>(ei)),
+                                                        reinterpret_cast<const float*>(e.data()));
+      b.mapped_embedding_floats = static_cast<int64_t>(e.size() / 4);
+    }
   }
   for (const pb::Asset& a : out->meta.assets()) {
     if (a.section() < 0 || static_cast<size_t>(a.section()) >= c0.sections().size() ||
@@ -505,11 +510,13 @@ Status load_parts(std::vector<Container> opened, const pb::Manifest* manifest, L
   if (layout.weights_size() != static_cast<int>(n))
     return data_loss(c0.where(static_cast<size_t>(li)), ": ", layout.weights_size(),
                      " weight ranges for ", n, " parts");
-  b.image.assign(static_cast<size_t>(layout.image_bytes()), 0);
+  // A single file's image is its weights section, used in place; a split build's parts are
+  // copied into one image (their sections are in different files).
+  if (n > 1) b.image.assign(static_cast<size_t>(layout.image_bytes()), 0);
   int64_t at = 0;
   for (size_t p = 0; p < n; ++p) {
     const pb::WeightRange& w = layout.weights(static_cast<int>(p));
-    const Container& c = out->containers[p];
+    Container& c = out->containers[p];
     if (weights[p].size() != 1)
       return data_loss(files[p], ": ", weights[p].size(), " weights sections (expected 1)");
     const size_t si = weights[p][0].second;
@@ -519,7 +526,12 @@ Status load_parts(std::vector<Container> opened, const pb::Manifest* manifest, L
       return data_loss(c.where(si), ": holds ", bytes.size(), " bytes for the image range at ",
                        w.image_offset(), " of ", w.bytes(), " bytes (expected it at ", at,
                        " of an image of ", layout.image_bytes(), ")");
-    if (!bytes.empty()) c.copy_section(si, b.image.data() + at);
+    if (n == 1 && !bytes.empty()) {
+      b.mapped_image = c.share_section(si);
+      b.mapped_image_bytes = w.bytes();
+    } else if (!bytes.empty()) {
+      c.copy_section(si, b.image.data() + at);
+    }
     at += w.bytes();
   }
   if (at != layout.image_bytes())
@@ -527,6 +539,13 @@ Status load_parts(std::vector<Container> opened, const pb::Manifest* manifest, L
                      layout.image_bytes(), " bytes");
   out->files = files;
   return ok_status();
+}
+
+/// The result of decoding `decoded` once c's deferred digests are in: a digest mismatch
+/// first (the bytes were corrupt, whatever decoding made of them), then decoding's error.
+Status finish_after(Status decoded, const Container& c) {
+  QBC_RETURN_IF_ERROR(c.finish_digests());
+  return decoded;
 }
 
 }  // namespace
@@ -572,10 +591,12 @@ StatusOr<LoadedModel> load_model(const std::string& path, const ReadOptions& opt
     for (const Container& c : out.containers) c.drop_resident_pages();
     return out;
   }
-  QBC_ASSIGN_OR_RETURN(Container c, Container::open(path, options));
+  ReadOptions deferred = options;  // the large sections hash while the rest decodes
+  deferred.defer_large_digests = true;
+  QBC_ASSIGN_OR_RETURN(Container c, Container::open(path, deferred));
   std::vector<Container> one;
-  one.push_back(std::move(c));
-  QBC_RETURN_IF_ERROR(load_parts(std::move(one), nullptr, &out));
+  one.push_back(c);
+  QBC_RETURN_IF_ERROR(finish_after(load_parts(std::move(one), nullptr, &out), c));
   for (const Container& k : out.containers) k.drop_resident_pages();
   return out;
 }

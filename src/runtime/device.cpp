@@ -114,15 +114,18 @@ struct Device::Impl {
   bool counters_only = false;                // DeviceOptions::counters_only: no memory
   std::vector<int32_t> placement;            // DeviceOptions::cores
   std::vector<uint8_t> weights;              // DeviceOptions::take_image: the weight memory
-  int64_t weights_base = 0;
+  std::shared_ptr<uint8_t> mapped;           // or the bundle's mapped image (Bundle::mapped_image)
+  int64_t weights_base = 0, weights_bytes = 0;
 
   ~Impl();
   Status run(isa::Phase phase, int slot, int64_t start, int64_t seq);
   /// The DRAM the cores address (the block and the taken weight image).
   DramMemory memory() {
     return DramMemory{dram == nullptr ? nullptr : dram->p,
-                      weights.empty() ? nullptr : weights.data(), weights_base,
-                      static_cast<int64_t>(weights.size())};
+                      mapped            ? mapped.get()
+                      : weights.empty() ? nullptr
+                                        : weights.data(),
+                      weights_base, weights_bytes};
   }
 };
 
@@ -165,8 +168,8 @@ StatusOr<std::shared_ptr<Device>> Device::create(std::shared_ptr<const isa::Bund
   if (options.verify) QBC_RETURN_IF_ERROR(options.verify(b).with_context("bundle"));
   if (options.host_threads < 0)
     return invalid_argument("host_threads ", options.host_threads, " is negative");
-  if (!options.counters_only &&
-      ((b.embed_rows > 0 && b.embedding.empty()) || (b.dram.weights > 0 && b.image.empty()))) {
+  if (!options.counters_only && ((b.embed_rows > 0 && b.embedding_size() == 0) ||
+                                 (b.dram.weights > 0 && b.image_size() == 0))) {
     return failed_precondition(
         "the bundle holds no weights (a plan compiled from shapes only): "
         "compile it with its weights to run it");
@@ -199,11 +202,18 @@ StatusOr<std::shared_ptr<Device>> Device::create(std::shared_ptr<const isa::Bund
       return resource_exhausted("cannot allocate ", impl->layout.dram_size,
                                 " bytes of simulated DRAM");
     }
-    if (options.take_image != nullptr && options.take_image->size() == b.image.size() &&
-        !b.image.empty()) {
+    if (b.mapped_image != nullptr && b.mapped_image_bytes > 0) {
+      // The file's weights section is the weight memory: nothing is copied, and the DRAM
+      // block's pages under it are never touched (they cost nothing).
+      impl->mapped = b.mapped_image;
+      impl->weights_base = b.image_base;
+      impl->weights_bytes = b.mapped_image_bytes;
+    } else if (options.take_image != nullptr && options.take_image->size() == b.image.size() &&
+               !b.image.empty()) {
       // The image becomes the weight memory (the DRAM block's untouched pages cost nothing).
       impl->weights.swap(*options.take_image);
       impl->weights_base = b.image_base;
+      impl->weights_bytes = static_cast<int64_t>(impl->weights.size());
     } else if (!b.image.empty()) {
       std::memcpy(impl->dram->p + b.image_base, b.image.data(), b.image.size());
     }

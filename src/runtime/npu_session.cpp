@@ -20,8 +20,8 @@ StatusOr<std::unique_ptr<NpuSession>> NpuSession::create(std::shared_ptr<Device>
   }
   if (b.hidden <= 0 || b.vocab <= 0)
     return invalid_argument("bundle: hidden ", b.hidden, ", vocab ", b.vocab);
-  if (b.embed_rows <= 0 || static_cast<int64_t>(b.embedding.size()) != b.embed_rows * b.hidden) {
-    return invalid_argument("bundle: host embedding holds ", b.embedding.size(),
+  if (b.embed_rows <= 0 || b.embedding_size() != b.embed_rows * b.hidden) {
+    return invalid_argument("bundle: host embedding holds ", b.embedding_size(),
                             " values, expected embed_rows ", b.embed_rows, " x hidden ", b.hidden);
   }
   if (m.prefill.max_seq != b.chunk || m.decode.max_seq < 1) {
@@ -47,7 +47,7 @@ int64_t NpuSession::hidden_size() const { return device_->bundle().hidden; }
 
 Status NpuSession::embed(const std::vector<int32_t>& tokens, std::vector<float>* out) const {
   const isa::Bundle& b = device_->bundle();
-  return runner::embed_tokens(b.embedding.data(), b.embed_rows, b.hidden, tokens, out);
+  return runner::embed_tokens(b.embedding_data(), b.embed_rows, b.hidden, tokens, out);
 }
 
 Status NpuSession::forward(const std::vector<int32_t>& tokens, std::vector<float>* logits) {

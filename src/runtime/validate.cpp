@@ -390,8 +390,7 @@ StatusOr<BundleLayout> validate_bundle(const isa::Bundle& b, const isa::Mode& m)
   }
   if (b.image_base < 0 || b.image_base > kMaxBytes)
     return invalid_argument("bundle: image_base ", b.image_base);
-  layout.dram_size =
-      std::max(layout.dram_size, b.image_base + static_cast<int64_t>(b.image.size()));
+  layout.dram_size = std::max(layout.dram_size, b.image_base + b.image_size());
   if (b.dram_bytes > 0 && layout.dram_size > b.dram_bytes) {
     return resource_exhausted("bundle: DRAM buffers and image end at ", layout.dram_size,
                               " bytes, beyond the device's ", b.dram_bytes);

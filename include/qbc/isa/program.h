@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <variant>
 #include <vector>
@@ -369,6 +370,27 @@ struct Bundle {
   int64_t image_base = 0;      ///< DRAM address of image[0]
   std::vector<uint8_t> image;  ///< initial DRAM contents of the weight region
   DramPlan dram;
+
+  /// A reader that maps its file sets these instead of filling `image` and `embedding` (which
+  /// stay empty): the weight image and the embedding table are then the file's own bytes (a
+  /// private mapping, so nothing written to them reaches the file). The pointers keep the
+  /// mapping alive.
+  std::shared_ptr<uint8_t> mapped_image;
+  int64_t mapped_image_bytes = 0;
+  std::shared_ptr<const float> mapped_embedding;
+  int64_t mapped_embedding_floats = 0;
+
+  /// The weight image and the embedding table, wherever they live.
+  const uint8_t* image_data() const { return mapped_image ? mapped_image.get() : image.data(); }
+  int64_t image_size() const {
+    return mapped_image ? mapped_image_bytes : static_cast<int64_t>(image.size());
+  }
+  const float* embedding_data() const {
+    return mapped_embedding ? mapped_embedding.get() : embedding.data();
+  }
+  int64_t embedding_size() const {
+    return mapped_embedding ? mapped_embedding_floats : static_cast<int64_t>(embedding.size());
+  }
 };
 
 }  // namespace qbc::isa

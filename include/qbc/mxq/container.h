@@ -102,6 +102,11 @@ std::string write_container(const HeaderInfo& header, const std::vector<SectionD
 struct ReadOptions {
   /// Verify every section's digest on open (`--no-verify` clears it).
   bool verify_digests = true;
+  /// Hash sections of `large_section_bytes` or more on a background thread; the caller must
+  /// call Container::finish_digests before it trusts their bytes (mxq::load_model does, once
+  /// it has decoded the rest, so the two overlap).
+  bool defer_large_digests = false;
+  uint64_t large_section_bytes = uint64_t{16} << 20;
 };
 
 /// An opened MXQ file: read-only mapped, checked by the rules of docs/mxq.md.
@@ -135,8 +140,16 @@ class Container {
   /// Copies section `i` to `dst` (bytes(i).size() bytes), letting its pages go as it goes,
   /// so a large section is never resident twice.
   void copy_section(size_t i, uint8_t* dst) const;
+  /// Section i's bytes in place, writable (the mapping is private: writes never reach the
+  /// file), kept alive by the pointer however long the container lives. Sections are 4096
+  /// aligned in the file, so the pointer is too. drop_resident_pages leaves shared sections
+  /// alone.
+  std::shared_ptr<uint8_t> share_section(size_t i);
   /// Verifies section i's digest (done on open unless verify_digests is off).
   Status verify_section(size_t i) const;
+  /// Waits for the background digest check of ReadOptions::defer_large_digests and returns
+  /// its result (ok when there is none).
+  Status finish_digests() const;
 
  private:
   struct Storage;
@@ -148,6 +161,9 @@ class Container {
   HeaderInfo header_;
   uint64_t size_ = 0;
   std::vector<SectionEntry> sections_;
+  std::vector<size_t> shared_;  ///< sections handed out by share_section
+  struct Pending;
+  std::shared_ptr<Pending> pending_;  ///< the deferred digests, if any
 };
 
 }  // namespace qbc::mxq
