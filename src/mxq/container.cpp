@@ -12,6 +12,7 @@
 #include <cstring>
 #include <thread>
 
+#include "digest_avx2.h"
 #include "qbc/support/parallel.h"
 
 namespace qbc::mxq {
@@ -372,10 +373,10 @@ StatusOr<Container> Container::parse(std::shared_ptr<Storage> s, const std::stri
       c.pending_ = std::make_shared<Pending>();
       Pending* pending = c.pending_.get();
       pending->thread = std::thread([pending, copy = c, later] {
-        for (size_t i : later) {
-          pending->status = copy.verify_section(i);
-          if (!pending->status.ok()) return;
-        }
+        // The large sections side by side too (a file's weights and its embedding).
+        pending->status = first_error_parallel(static_cast<int64_t>(later.size()), [&](int64_t k) {
+          return copy.verify_section(later[static_cast<size_t>(k)]);
+        });
       });
     }
   }
@@ -406,21 +407,37 @@ std::string Container::where(size_t i) const {
 Status Container::verify_section(size_t i) const {
   const std::string_view b = bytes(i);
   // Streamed 64 MiB at a time, each piece's pages let go once hashed: a large section is
-  // never resident whole (the same digest as in one call).
-  XXH3_state_t* st = XXH3_createState();
-  if (st == nullptr) return resource_exhausted(where(i), ": no memory for the digest");
-  XXH3_128bits_reset(st);
+  // never resident whole (the same digest as in one call). The AVX2 build where the host
+  // has it.
   const uint64_t step = 64u << 20;
-  for (uint64_t at = 0; at < b.size(); at += step) {
-    const uint64_t n = std::min<uint64_t>(step, b.size() - at);
-    XXH3_128bits_update(st, b.data() + at, n);
-    drop_section_pages(i, at, at + n);
-  }
-  XXH128_canonical_t c;
-  XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st));
-  XXH3_freeState(st);
   Digest d;
-  std::memcpy(d.data(), c.digest, d.size());
+  static const bool avx2 = digest_avx2_usable();
+  if (avx2) {
+    struct Ctx {
+      const Container* c;
+      size_t i;
+    } ctx{this, i};
+    const auto after = [](void* p, unsigned long lo, unsigned long hi) {
+      const Ctx* x = static_cast<const Ctx*>(p);
+      x->c->drop_section_pages(x->i, lo, hi);
+    };
+    if (!digest_avx2(reinterpret_cast<const unsigned char*>(b.data()), b.size(), step, after, &ctx,
+                     d.data()))
+      return resource_exhausted(where(i), ": no memory for the digest");
+  } else {
+    XXH3_state_t* st = XXH3_createState();
+    if (st == nullptr) return resource_exhausted(where(i), ": no memory for the digest");
+    XXH3_128bits_reset(st);
+    for (uint64_t at = 0; at < b.size(); at += step) {
+      const uint64_t n = std::min<uint64_t>(step, b.size() - at);
+      XXH3_128bits_update(st, b.data() + at, n);
+      drop_section_pages(i, at, at + n);
+    }
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st));
+    XXH3_freeState(st);
+    std::memcpy(d.data(), c.digest, d.size());
+  }
   if (d != sections_[i].digest)
     return data_loss(where(i), ": digest mismatch (the section is corrupt; ", digest_hex(d),
                      " instead of ", digest_hex(sections_[i].digest), ")");
