@@ -543,12 +543,15 @@ Status Compiler::fill_weights(const ir::WeightReader& reader) {
             if (ch >= li.n) break;
             for (int64_t kk = 0; kk < kn; ++kk) {
               const double c = codes[static_cast<size_t>(ch * li.k + k0 + kk)];
-              if (c != std::nearbyint(c) || c < -hi - 1.0 || c > hi) {
+              // In range first (NaN fails it), then integral: a conversion and a compare per
+              // code instead of a libm call (this loop sees every weight of the model).
+              const bool in_range = c >= -hi - 1.0 && c <= hi;
+              const int q = in_range ? static_cast<int>(c) : 0;
+              if (!in_range || static_cast<double>(q) != c) {
                 return invalid_argument(node_label(n), ": weight code ", c, " at [", ch, ", ",
                                         k0 + kk, "] is not a ", li.w_bits, "-bit integer");
               }
               // Dense [nt, kn] tile: rows of this K tile's width; int4 low nibble first.
-              const int q = static_cast<int>(c);
               if (wt == DType::kI8) {
                 img[static_cast<size_t>(at + j * kn + kk)] =
                     static_cast<uint8_t>(static_cast<int8_t>(q));
