@@ -76,17 +76,51 @@ bool known_section_kind(uint32_t kind) {
          kind <= static_cast<uint32_t>(SectionKind::kAsset);
 }
 
-Digest digest_of(const void* data, size_t size) {
-  Digest d;
-  static const bool avx2 = digest_avx2_usable();  // the AVX2 build: the same digest
-  if (avx2 && size > 0 &&
-      digest_avx2(static_cast<const unsigned char*>(data), size, size, nullptr, nullptr, d.data()))
+DigestStream::DigestStream() {
+  static const bool avx2 = digest_avx2_usable();
+  if (avx2) avx2_ = digest_avx2_begin();
+  if (avx2_ == nullptr) {
+    XXH3_state_t* st = XXH3_createState();
+    if (st == nullptr) throw std::bad_alloc();
+    XXH3_128bits_reset(st);
+    lib_ = st;
+  }
+}
+
+DigestStream::~DigestStream() {
+  if (avx2_ != nullptr) {
+    unsigned char unused[16];
+    digest_avx2_end(avx2_, unused);
+  }
+  if (lib_ != nullptr) XXH3_freeState(static_cast<XXH3_state_t*>(lib_));
+}
+
+void DigestStream::update(const void* data, size_t size) {
+  if (size == 0) return;
+  if (avx2_ != nullptr) {
+    digest_avx2_update(avx2_, static_cast<const unsigned char*>(data), size);
+  } else {
+    XXH3_128bits_update(static_cast<XXH3_state_t*>(lib_), data, size);
+  }
+}
+
+Digest DigestStream::finish() {
+  Digest d{};
+  if (avx2_ != nullptr) {
+    digest_avx2_end(avx2_, d.data());
+    avx2_ = nullptr;
     return d;
-  const XXH128_hash_t h = XXH3_128bits(size == 0 ? "" : data, size);
+  }
   XXH128_canonical_t c;
-  XXH128_canonicalFromHash(&c, h);
+  XXH128_canonicalFromHash(&c, XXH3_128bits_digest(static_cast<XXH3_state_t*>(lib_)));
   std::memcpy(d.data(), c.digest, d.size());
   return d;
+}
+
+Digest digest_of(const void* data, size_t size) {
+  DigestStream s;
+  s.update(data, size);
+  return s.finish();
 }
 
 std::string digest_hex(const Digest& d) {
@@ -109,7 +143,7 @@ uint64_t target_word(std::string_view target, int64_t cores, int64_t sram_bytes,
   return w;
 }
 
-std::string write_container(const HeaderInfo& h, const std::vector<SectionData>& sections) {
+ContainerLayout layout_container(const HeaderInfo& h, const std::vector<SectionData>& sections) {
   const uint64_t table = kHeaderBytes, count = sections.size();
   uint64_t at = align_up(table + count * kEntryBytes, kAlignment);
   std::vector<SectionEntry> entries;
@@ -123,40 +157,54 @@ std::string write_container(const HeaderInfo& h, const std::vector<SectionData>&
   }
   const uint64_t end =
       entries.empty() ? table + count * kEntryBytes : entries.back().offset + entries.back().size;
-  std::string out(end, '\0');
+  ContainerLayout out;
+  out.size = end;
+  std::string& head = out.head;
+  head.assign(entries.empty() ? end : entries.front().offset, '\0');
   for (size_t i = 0; i < entries.size(); ++i) {
     const SectionEntry& e = entries[i];
     const size_t p = table + i * kEntryBytes;
-    put<uint32_t>(out, p + 0, e.kind);
-    put<int32_t>(out, p + 4, e.bundle);
-    put<int32_t>(out, p + 8, e.core);
-    put<int32_t>(out, p + 12, e.block);
-    put<uint64_t>(out, p + 16, e.offset);
-    put<uint64_t>(out, p + 24, e.size);
-    std::memcpy(out.data() + p + 32, e.digest.data(), 16);
-    put<uint32_t>(out, p + 48, e.flags);
-    if (!sections[i].bytes.empty())
-      std::memcpy(out.data() + e.offset, sections[i].bytes.data(), e.size);
+    put<uint32_t>(head, p + 0, e.kind);
+    put<int32_t>(head, p + 4, e.bundle);
+    put<int32_t>(head, p + 8, e.core);
+    put<int32_t>(head, p + 12, e.block);
+    put<uint64_t>(head, p + 16, e.offset);
+    put<uint64_t>(head, p + 24, e.size);
+    std::memcpy(head.data() + p + 32, e.digest.data(), 16);
+    put<uint32_t>(head, p + 48, e.flags);
+    const uint64_t next = i + 1 < entries.size() ? entries[i + 1].offset : end;
+    out.body.push_back({sections[i].bytes, next - (e.offset + e.size)});
   }
-  std::memcpy(out.data(), kMagic.data(), kMagic.size());
-  put<uint16_t>(out, kOffMajor, kMajorVersion);
-  put<uint16_t>(out, kOffMinor, kMinorVersion);
-  put<uint32_t>(out, kOffEndian, kEndianMark);
-  put<uint32_t>(out, kOffHeaderSize, kHeaderBytes);
-  put<uint32_t>(out, kOffAlignment, kAlignment);
-  put<uint64_t>(out, kOffRequired, h.required_features);
-  put<uint64_t>(out, kOffOptional, h.optional_features);
-  put<uint64_t>(out, kOffTarget, h.target_word);
-  put<uint64_t>(out, kOffFileSize, end);
-  put<uint64_t>(out, kOffTable, table);
-  put<uint32_t>(out, kOffCount, static_cast<uint32_t>(count));
-  put<uint32_t>(out, kOffEntrySize, kEntryBytes);
-  put<uint32_t>(out, kOffPartIndex, h.part_index);
-  put<uint32_t>(out, kOffPartCount, h.part_count);
-  std::memcpy(out.data() + kOffModelHash, h.model_hash.data(), 16);
-  const Digest td = digest_of(out.data() + table, count * kEntryBytes);
-  std::memcpy(out.data() + kOffTableDigest, td.data(), 16);
-  put<uint64_t>(out, kOffCheck, header_checksum(reinterpret_cast<const uint8_t*>(out.data())));
+  std::memcpy(head.data(), kMagic.data(), kMagic.size());
+  put<uint16_t>(head, kOffMajor, kMajorVersion);
+  put<uint16_t>(head, kOffMinor, kMinorVersion);
+  put<uint32_t>(head, kOffEndian, kEndianMark);
+  put<uint32_t>(head, kOffHeaderSize, kHeaderBytes);
+  put<uint32_t>(head, kOffAlignment, kAlignment);
+  put<uint64_t>(head, kOffRequired, h.required_features);
+  put<uint64_t>(head, kOffOptional, h.optional_features);
+  put<uint64_t>(head, kOffTarget, h.target_word);
+  put<uint64_t>(head, kOffFileSize, end);
+  put<uint64_t>(head, kOffTable, table);
+  put<uint32_t>(head, kOffCount, static_cast<uint32_t>(count));
+  put<uint32_t>(head, kOffEntrySize, kEntryBytes);
+  put<uint32_t>(head, kOffPartIndex, h.part_index);
+  put<uint32_t>(head, kOffPartCount, h.part_count);
+  std::memcpy(head.data() + kOffModelHash, h.model_hash.data(), 16);
+  const Digest td = digest_of(head.data() + table, count * kEntryBytes);
+  std::memcpy(head.data() + kOffTableDigest, td.data(), 16);
+  put<uint64_t>(head, kOffCheck, header_checksum(reinterpret_cast<const uint8_t*>(head.data())));
+  return out;
+}
+
+std::string write_container(const HeaderInfo& h, const std::vector<SectionData>& sections) {
+  const ContainerLayout l = layout_container(h, sections);
+  std::string out = l.head;
+  out.reserve(l.size);
+  for (const ContainerLayout::Piece& p : l.body) {
+    out.append(p.bytes.data(), p.bytes.size());
+    out.append(p.pad, '\0');
+  }
   return out;
 }
 
@@ -411,37 +459,15 @@ std::string Container::where(size_t i) const {
 Status Container::verify_section(size_t i) const {
   const std::string_view b = bytes(i);
   // Streamed 64 MiB at a time, each piece's pages let go once hashed: a large section is
-  // never resident whole (the same digest as in one call). The AVX2 build where the host
-  // has it.
+  // never resident whole (the same digest as in one call).
   const uint64_t step = 64u << 20;
-  Digest d;
-  static const bool avx2 = digest_avx2_usable();
-  if (avx2) {
-    struct Ctx {
-      const Container* c;
-      size_t i;
-    } ctx{this, i};
-    const auto after = [](void* p, unsigned long lo, unsigned long hi) {
-      const Ctx* x = static_cast<const Ctx*>(p);
-      x->c->drop_section_pages(x->i, lo, hi);
-    };
-    if (!digest_avx2(reinterpret_cast<const unsigned char*>(b.data()), b.size(), step, after, &ctx,
-                     d.data()))
-      return resource_exhausted(where(i), ": no memory for the digest");
-  } else {
-    XXH3_state_t* st = XXH3_createState();
-    if (st == nullptr) return resource_exhausted(where(i), ": no memory for the digest");
-    XXH3_128bits_reset(st);
-    for (uint64_t at = 0; at < b.size(); at += step) {
-      const uint64_t n = std::min<uint64_t>(step, b.size() - at);
-      XXH3_128bits_update(st, b.data() + at, n);
-      drop_section_pages(i, at, at + n);
-    }
-    XXH128_canonical_t c;
-    XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st));
-    XXH3_freeState(st);
-    std::memcpy(d.data(), c.digest, d.size());
+  DigestStream ds;
+  for (uint64_t at = 0; at < b.size(); at += step) {
+    const uint64_t n = std::min<uint64_t>(step, b.size() - at);
+    ds.update(b.data() + at, n);
+    drop_section_pages(i, at, at + n);
   }
+  const Digest d = ds.finish();
   if (d != sections_[i].digest)
     return data_loss(where(i), ": digest mismatch (the section is corrupt; ", digest_hex(d),
                      " instead of ", digest_hex(sections_[i].digest), ")");

@@ -1,8 +1,8 @@
-// XXH3-128 with the AVX2 kernels (Debian's libxxhash is built for SSE2), for the section
-// digests of large files: the same digest, about twice as fast. This file alone is compiled
-// with -mavx2 (src/mxq/CMakeLists.txt) and includes nothing but xxhash.h, whose functions
-// become static here (XXH_INLINE_ALL), so no AVX2 code can stand in for a function of another
-// file; callers check the CPU first (digest_avx2_usable).
+// XXH3-128 with the AVX2 kernels (Debian's libxxhash is built for SSE2), for the section and
+// file digests of large files: the same digest, about twice as fast. This file alone is
+// compiled with -mavx2 (src/mxq/CMakeLists.txt) and includes nothing but xxhash.h, whose
+// functions become static here (XXH_INLINE_ALL), so no AVX2 code can stand in for a function
+// of another file; callers check the CPU first (digest_avx2_usable).
 #define XXH_INLINE_ALL
 #include "digest_avx2.h"
 
@@ -19,22 +19,22 @@ bool digest_avx2_usable() {
 #endif
 }
 
-bool digest_avx2(const unsigned char* data, unsigned long size, unsigned long step,
-                 void (*after)(void* ctx, unsigned long lo, unsigned long hi), void* ctx,
-                 unsigned char out[16]) {
+void* digest_avx2_begin() {
   XXH3_state_t* st = XXH3_createState();
-  if (st == nullptr) return false;
-  XXH3_128bits_reset(st);
-  for (unsigned long at = 0; at < size; at += step) {
-    const unsigned long n = size - at < step ? size - at : step;
-    XXH3_128bits_update(st, data + at, n);
-    if (after != nullptr) after(ctx, at, at + n);
-  }
+  if (st != nullptr) XXH3_128bits_reset(st);
+  return st;
+}
+
+void digest_avx2_update(void* state, const unsigned char* data, unsigned long size) {
+  XXH3_128bits_update(static_cast<XXH3_state_t*>(state), data, size);
+}
+
+void digest_avx2_end(void* state, unsigned char out[16]) {
+  XXH3_state_t* st = static_cast<XXH3_state_t*>(state);
   XXH128_canonical_t c;
   XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st));
   XXH3_freeState(st);
   for (int i = 0; i < 16; ++i) out[i] = c.digest[i];
-  return true;
 }
 
 }  // namespace qbc::mxq

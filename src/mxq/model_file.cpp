@@ -236,13 +236,24 @@ StatusOr<std::vector<WrittenFile>> write_model(const std::string& path, const Wr
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     return not_found(path, ": output folder ", dir.string(), " does not exist");
+  // Each file is laid out, not built: its sections stay views of the bundle (the weights
+  // image and the embedding are most of it), hashed and written piece by piece.
   struct OutFile {
-    std::string path, bytes, digest;
+    std::string path;
+    ContainerLayout layout;
+    std::string digest;
   };
+  std::deque<std::string> owned;  // section bytes the files point into (metadata, manifest)
   std::vector<OutFile> files;
-  auto add_file = [&](std::string file, std::string bytes) {
-    std::string d = digest_hex(digest_of(bytes.data(), bytes.size()));
-    files.push_back({std::move(file), std::move(bytes), std::move(d)});
+  auto add_file = [&](std::string file, ContainerLayout layout) {
+    DigestStream ds;
+    ds.update(layout.head.data(), layout.head.size());
+    static const std::string zeros(kAlignment, '\0');
+    for (const ContainerLayout::Piece& piece : layout.body) {
+      ds.update(piece.bytes.data(), piece.bytes.size());
+      ds.update(zeros.data(), piece.pad);  // pad < kAlignment
+    }
+    files.push_back({std::move(file), std::move(layout), digest_hex(ds.finish())});
     return files.back().digest;
   };
   pb::Manifest manifest;
@@ -276,7 +287,7 @@ StatusOr<std::vector<WrittenFile>> write_model(const std::string& path, const Wr
         x->set_section(index++);
       }
     }
-    const std::string meta_bytes = serialize(meta);
+    const std::string& meta_bytes = owned.emplace_back(serialize(meta));
     std::vector<SectionData> sections;
     SectionEntry me;
     me.kind = static_cast<uint32_t>(SectionKind::kMeta);
@@ -287,10 +298,10 @@ StatusOr<std::vector<WrittenFile>> write_model(const std::string& path, const Wr
     h.part_index = static_cast<uint32_t>(p);
     h.part_count = static_cast<uint32_t>(nparts);
     h.model_hash = model_hash;
-    std::string bytes = write_container(h, sections);
+    ContainerLayout layout = layout_container(h, sections);
     const fs::path file = split ? dir / part_name(out, p, nparts) : out;
-    const int64_t size = static_cast<int64_t>(bytes.size());
-    const std::string digest = add_file(file.string(), std::move(bytes));
+    const int64_t size = static_cast<int64_t>(layout.size);
+    const std::string digest = add_file(file.string(), std::move(layout));
     if (split) {
       pb::ManifestPart* mp = manifest.add_parts();
       mp->set_file(file.filename().string());
@@ -300,7 +311,12 @@ StatusOr<std::vector<WrittenFile>> write_model(const std::string& path, const Wr
       mp->set_block_end(ranges[p].second);
     }
   }
-  if (split) add_file(out.string(), write_manifest(manifest));
+  if (split) {  // the manifest: one piece of bytes
+    ContainerLayout m;
+    m.head = write_manifest(manifest);
+    m.size = m.head.size();
+    add_file(out.string(), std::move(m));
+  }
 
   // Temporary names first; then the parts, the loadable file last.
   std::vector<std::string> temps;
@@ -309,14 +325,18 @@ StatusOr<std::vector<WrittenFile>> write_model(const std::string& path, const Wr
   };
   for (const OutFile& f : files) {
     const std::string& final_path = f.path;
-    const std::string& bytes = f.bytes;
     const fs::path fp(final_path);
     const std::string tmp =
         (fp.parent_path() / ("." + fp.filename().string() + ".tmp." + std::to_string(::getpid())))
             .string();
     std::ofstream o(tmp, std::ios::binary | std::ios::trunc);
     if (o) temps.push_back(tmp);
-    o.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    static const std::string zeros(kAlignment, '\0');
+    o.write(f.layout.head.data(), static_cast<std::streamsize>(f.layout.head.size()));
+    for (const ContainerLayout::Piece& piece : f.layout.body) {
+      o.write(piece.bytes.data(), static_cast<std::streamsize>(piece.bytes.size()));
+      o.write(zeros.data(), static_cast<std::streamsize>(piece.pad));
+    }
     o.flush();
     if (!o) {
       cleanup();
@@ -332,8 +352,7 @@ StatusOr<std::vector<WrittenFile>> write_model(const std::string& path, const Wr
       for (size_t j = 0; j < i; ++j) fs::remove(files[j].path, ec);
       return invalid_argument(files[i].path, ": cannot move output into place: ", msg);
     }
-    written.push_back(
-        {files[i].path, static_cast<int64_t>(files[i].bytes.size()), files[i].digest});
+    written.push_back({files[i].path, static_cast<int64_t>(files[i].layout.size), files[i].digest});
   }
   return written;
 }

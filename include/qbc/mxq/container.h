@@ -57,6 +57,22 @@ bool known_section_kind(uint32_t kind);
 /// A 128-bit digest, XXH3-128 in canonical (big-endian) byte order.
 using Digest = std::array<uint8_t, 16>;
 Digest digest_of(const void* data, size_t size);
+
+/// XXH3-128 of bytes given piece by piece: the digest_of of their concatenation (the AVX2
+/// build where the host has it).
+class DigestStream {
+ public:
+  DigestStream();
+  ~DigestStream();
+  DigestStream(const DigestStream&) = delete;
+  DigestStream& operator=(const DigestStream&) = delete;
+  void update(const void* data, size_t size);
+  Digest finish();  ///< once
+
+ private:
+  void* avx2_ = nullptr;  ///< the AVX2 build's state, or
+  void* lib_ = nullptr;   ///< libxxhash's
+};
 std::string digest_hex(const Digest& d);
 
 /// One entry of the section table.
@@ -95,8 +111,24 @@ struct SectionData {
   std::optional<Digest> digest;
 };
 
-/// The bytes of a container holding `sections` in the given order. Deterministic: the
-/// same arguments give the same bytes (padding is zero, nothing depends on time or host).
+/// A container laid out for writing without holding it whole: `head` (header, section
+/// table, zero padding up to the first section), then every section's bytes (views of the
+/// caller's data) each followed by `pad` zero bytes.
+struct ContainerLayout {
+  struct Piece {
+    std::string_view bytes;
+    uint64_t pad = 0;
+  };
+  std::string head;
+  std::vector<Piece> body;
+  uint64_t size = 0;  ///< of the whole file
+};
+ContainerLayout layout_container(const HeaderInfo& header,
+                                 const std::vector<SectionData>& sections);
+
+/// The bytes of a container holding `sections` in the given order (layout_container,
+/// concatenated). Deterministic: the same arguments give the same bytes (padding is zero,
+/// nothing depends on time or host).
 std::string write_container(const HeaderInfo& header, const std::vector<SectionData>& sections);
 
 struct ReadOptions {
