@@ -244,14 +244,14 @@ StatusOr<std::vector<WrittenFile>> write_model(const std::string& path, const Wr
     std::string digest;
   };
   std::deque<std::string> owned;  // section bytes the files point into (metadata, manifest)
+  const std::string zeros(kAlignment, '\0');  // padding: every pad is shorter than this
   std::vector<OutFile> files;
   auto add_file = [&](std::string file, ContainerLayout layout) {
     DigestStream ds;
     ds.update(layout.head.data(), layout.head.size());
-    static const std::string zeros(kAlignment, '\0');
     for (const ContainerLayout::Piece& piece : layout.body) {
       ds.update(piece.bytes.data(), piece.bytes.size());
-      ds.update(zeros.data(), piece.pad);  // pad < kAlignment
+      ds.update(zeros.data(), piece.pad);
     }
     files.push_back({std::move(file), std::move(layout), digest_hex(ds.finish())});
     return files.back().digest;
@@ -331,7 +331,6 @@ StatusOr<std::vector<WrittenFile>> write_model(const std::string& path, const Wr
             .string();
     std::ofstream o(tmp, std::ios::binary | std::ios::trunc);
     if (o) temps.push_back(tmp);
-    static const std::string zeros(kAlignment, '\0');
     o.write(f.layout.head.data(), static_cast<std::streamsize>(f.layout.head.size()));
     for (const ContainerLayout::Piece& piece : f.layout.body) {
       o.write(piece.bytes.data(), static_cast<std::streamsize>(piece.bytes.size()));

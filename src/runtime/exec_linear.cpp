@@ -134,7 +134,7 @@ void matmul_u8(const MatMulArgs& a, const int8_t* x, ThreadPool& pool, uint8_t* 
     }
   }
   // Few rows (decode) stream their weights once: worth the threads from far less work, since
-  // two threads read memory about twice as fast as one.
+  // two threads read memory faster than one (23 to 30 GB/s against 21 on the development VM).
   const int64_t work =
       rows <= kStreamRows ? n * kt * (kParallelMacs / kParallelStreamBytes) : rows * n * kt;
   blocks(pool, n, work, kParallelMacs, 16, [&](int64_t j0, int64_t j1) {
