@@ -6,6 +6,8 @@
 
 #include "qbc/driver/generate.h"
 #include "qbc/support/file_util.h"
+#include "qbc/support/logging.h"
+#include "qbc/tokenizer/chat_template.h"
 
 namespace qbc::driver {
 namespace {
@@ -126,6 +128,22 @@ StatusOr<std::vector<mxq::WrittenFile>> write_mxq(const LoadedModel& model,
       req.assets.push_back({name, std::move(bytes)});
       has_tokenizer_json = has_tokenizer_json || std::string(name) == "tokenizer.json";
     }
+  }
+  // A GGUF keeps its chat template as the metadata string tokenizer.chat_template; it travels
+  // as chat_template.jinja, the file an HF folder would have.
+  if (model.source->format() == "gguf" && !model.source->chat_template().empty())
+    req.assets.push_back({"chat_template.jinja", model.source->chat_template()});
+  // A template outside the subset the runtime renders is still stored (generation does not
+  // need it; Generator::apply_chat_template reports the parse error), but said now.
+  for (const mxq::HostAsset& a : req.assets) {
+    if (a.name != "chat_template.jinja") continue;
+    const std::string where = model.source->format() == "gguf"
+                                  ? model.source->path().string() + ": tokenizer.chat_template"
+                                  : (tp.parent_path() / a.name).string();
+    const StatusOr<tokenizer::ChatTemplate> t = tokenizer::ChatTemplate::parse(a.bytes, where);
+    if (!t.ok())
+      log("mxq").warn("{}; the MXQ carries it, but the runtime cannot apply it",
+                      t.status().message());
   }
   // A vocabulary without tokenizer.json (a GGUF's metadata) travels as qbc_vocab.json, every
   // field of it, which the runtime's tokenizer reads without the GGUF reader (docs/mxq.md).

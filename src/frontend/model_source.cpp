@@ -77,6 +77,7 @@ struct ModelSource::Impl {
   HParams hparams;
   std::string config_text;
   fs::path tokenizer_path;
+  std::string chat_template;  // GGUF tokenizer.chat_template
   std::vector<TensorInfo> tensors;
   std::map<std::string, size_t, std::less<>> index;
   std::vector<std::string> unmapped;  // Stored names without an HF mapping.
@@ -169,6 +170,9 @@ StatusOr<std::unique_ptr<ModelSource::Impl>> ModelSource::Impl::open_gguf(const 
   impl->unmapped = std::move(mapped.unmapped);
   impl->build_index();
   impl->tokenizer_path = file;
+  if (g.has("tokenizer.chat_template")) {
+    QBC_ASSIGN_OR_RETURN(impl->chat_template, g.get_string("tokenizer.chat_template"));
+  }
   impl->input_files.push_back(file);
   impl->weights_label = file;
   return impl;
@@ -205,6 +209,7 @@ const fs::path& ModelSource::path() const { return impl_->path; }
 const HParams& ModelSource::hparams() const { return impl_->hparams; }
 const std::string& ModelSource::config_json_text() const { return impl_->config_text; }
 const fs::path& ModelSource::tokenizer_path() const { return impl_->tokenizer_path; }
+const std::string& ModelSource::chat_template() const { return impl_->chat_template; }
 const std::vector<TensorInfo>& ModelSource::tensors() const { return impl_->tensors; }
 
 const TensorInfo* ModelSource::find(std::string_view hf_name) const {

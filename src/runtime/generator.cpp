@@ -77,10 +77,14 @@ StatusOr<std::unique_ptr<Generator>> Generator::create(const std::string& path,
 
 StatusOr<std::unique_ptr<Generator>> Generator::create(Model model) {
   QBC_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, load_tokenizer(model.file));
-  QBC_ASSIGN_OR_RETURN(std::optional<tokenizer::ChatTemplate> chat, load_chat_template(model.file));
+  StatusOr<std::optional<tokenizer::ChatTemplate>> chat = load_chat_template(model.file);
   QBC_ASSIGN_OR_RETURN(std::unique_ptr<NpuSession> s, NpuSession::create(model.device, 0));
   std::unique_ptr<Generator> g(new Generator(std::move(model), std::move(tok)));
-  g->chat_template_ = std::move(chat);
+  if (chat.ok()) {
+    g->chat_template_ = std::move(chat).value();
+  } else {
+    g->chat_template_error_ = chat.status();
+  }
   g->session_ = std::move(s);
   return g;
 }
@@ -101,6 +105,7 @@ StatusOr<std::vector<float>> Generator::embed(const std::vector<int32_t>& tokens
 
 StatusOr<std::string> Generator::apply_chat_template(
     const std::vector<tokenizer::ChatMessage>& messages, bool add_generation_prompt) const {
+  if (!chat_template_error_.ok()) return chat_template_error_;
   if (!chat_template_)
     return not_found(file_name(model_.file),
                      ": carries no chat template (no chat_template.jinja asset and no "

@@ -96,6 +96,10 @@ class ModelSource {
   /// HF tokenizer.json when the folder has one; the .gguf itself for GGUF (its vocab lives in
   /// the metadata); empty when there is neither.
   const std::filesystem::path& tokenizer_path() const;
+  /// The model's own chat template when the source stores it as a value: a GGUF's
+  /// `tokenizer.chat_template` string. Empty otherwise (an HF folder keeps it in
+  /// tokenizer_config.json or chat_template.jinja, which travel as files).
+  const std::string& chat_template() const;
 
   /// Every tensor that maps to an HF name, sorted by name.
   const std::vector<TensorInfo>& tensors() const;

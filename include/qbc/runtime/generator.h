@@ -39,7 +39,8 @@ StatusOr<std::optional<tokenizer::ChatTemplate>> load_chat_template(const mxq::L
 class Generator {
  public:
   /// Loads `path` (an .mxq or a manifest; every rule of docs/mxq.md and the program verifier)
-  /// for `options.core_mode`, its tokenizer and chat template, and a session on slot 0.
+  /// for `options.core_mode`, its tokenizer and chat template, and a session on slot 0. A chat
+  /// template that does not parse is not an error here (see apply_chat_template()).
   static StatusOr<std::unique_ptr<Generator>> create(const std::string& path,
                                                      const LoadOptions& options = {});
   /// The same over an already loaded model.
@@ -53,10 +54,12 @@ class Generator {
   /// The fp32 embedding rows of `tokens` [tokens, hidden] (the host table of the file).
   StatusOr<std::vector<float>> embed(const std::vector<int32_t>& tokens) const;
 
-  /// Whether the assets carry a chat template.
+  /// Whether the assets carry a chat template that parses.
   bool has_chat_template() const { return chat_template_.has_value(); }
   /// Renders `messages` with the chat template (bos_token / eos_token from the tokenizer).
-  /// kNotFound when the file has no template.
+  /// kNotFound when the file has no template; the parse error naming the asset, line and
+  /// column when it has one outside the supported subset (docs/runtime.md). Such a template
+  /// does not stop create(): generation does not need it.
   StatusOr<std::string> apply_chat_template(const std::vector<tokenizer::ChatMessage>& messages,
                                             bool add_generation_prompt = true) const;
 
@@ -82,6 +85,7 @@ class Generator {
   Model model_;
   tokenizer::Tokenizer tokenizer_;
   std::optional<tokenizer::ChatTemplate> chat_template_;
+  Status chat_template_error_;  // why the file's template did not parse, when it did not
   std::unique_ptr<NpuSession> session_;
 };
 

@@ -24,13 +24,15 @@ struct CompiledMxq {
   std::string error;                    ///< empty on success
 };
 
-/// `source` is relative to models/stories260k/ of the shared assets: "hf" or
-/// "stories260K.gguf".
+/// `source` is relative to models/stories260k/ of the shared assets ("hf" or
+/// "stories260K.gguf"), or an absolute path.
 inline CompiledMxq compile_stories260k(const std::string& name,
                                        const std::vector<std::string>& sets,
                                        const std::string& source = "hf") {
   CompiledMxq out;
-  const std::filesystem::path hf = shared_dir() / "models/stories260k" / source;
+  const std::filesystem::path hf = std::filesystem::path(source).is_absolute()
+                                       ? std::filesystem::path(source)
+                                       : shared_dir() / "models/stories260k" / source;
   config::LoadRequest req;
   req.preset = "llm_fast";
   req.sets = {"useRandomCalib=true", "llm.attributes.maxSequenceLength=64",

@@ -8,15 +8,19 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "qbc/driver/generate.h"
 #include "qbc/driver/model_loader.h"
+#include "qbc/frontend/gguf.h"
 #include "qbc/frontend/gguf_tokenizer.h"
 #include "qbc/runner/generate.h"
 #include "test_support.h"
+#include "unit/frontend/gguf_bytes.h"
 #include "unit/mxq/compile_fixture.h"
 
 namespace qbc {
@@ -149,14 +153,81 @@ TEST(Generator, ChatTemplateFromTheAssets) {
   auto text = (*gen)->apply_chat_template({{"user", "Hi"}, {"assistant", "Hello"}});
   QBC_ASSERT_OK(text);
   EXPECT_EQ(*text, "<|user|>Hi</s><|assistant|>Hello</s><|assistant|>");
-  // chat_template.jinja wins over tokenizer_config.json; a bad one is refused naming it.
+  // chat_template.jinja wins over tokenizer_config.json; a bad one does not stop generation,
+  // but applying it is refused naming the asset, line and column.
   m = runtime::load_model(from_hf().path.string());
   QBC_ASSERT_OK(m);
   m->file.assets.push_back({"chat_template.jinja", "line one\n{% include 'x' %}"});
   auto bad = runtime::Generator::create(std::move(*m));
-  ASSERT_FALSE(bad.ok());
-  EXPECT_TRUE(contains(bad.status().message(), "asset chat_template.jinja:2:4"))
-      << bad.status().message();
+  QBC_ASSERT_OK(bad);
+  EXPECT_FALSE((*bad)->has_chat_template());
+  auto refused = (*bad)->apply_chat_template({{"user", "Hi"}});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(contains(refused.status().message(), "asset chat_template.jinja:2:4"))
+      << refused.status().message();
+  auto still = (*bad)->generate_text("Once upon a time", 4);
+  QBC_ASSERT_OK(still);
+  EXPECT_FALSE(still->empty());
+}
+
+// stories260K.gguf with a tokenizer.chat_template key added first in its metadata. The key is
+// padded (inside a Jinja comment) to a multiple of the file's alignment, so the tensor data
+// that follows stays aligned at the same relative offsets.
+std::filesystem::path gguf_with_chat_template(const std::string& tmpl, std::string* stored) {
+  const std::filesystem::path src = testing::shared_dir() / "models/stories260k/stories260K.gguf";
+  auto g = frontend::GgufFile::open(src);
+  if (!g.ok()) return {};
+  const uint64_t align = g->alignment();
+  std::string text = tmpl + "{#";
+  auto key = [&] {
+    return testing::enc_str("tokenizer.chat_template") +
+           testing::enc<uint32_t>(static_cast<uint32_t>(frontend::GgufType::kString)) +
+           testing::enc_str(text + "#}");
+  };
+  while (key().size() % align != 0) text += ' ';
+  *stored = text + "#}";
+  std::string bytes = testing::read_file(src);
+  uint64_t n_kv = 0;
+  std::memcpy(&n_kv, bytes.data() + 16, 8);  // magic, version, tensor count, kv count
+  ++n_kv;
+  std::memcpy(bytes.data() + 16, &n_kv, 8);
+  bytes.insert(24, key());
+  const std::filesystem::path out = testing::temp_dir() / "generator_gguf_chat" / "chat.gguf";
+  std::filesystem::create_directories(out.parent_path());
+  testing::write_file(out, bytes);
+  return out;
+}
+
+TEST(Generator, GgufChatTemplateTravelsAsAnAsset) {
+  QBC_REQUIRE_SHARED(gguf, "models/stories260k/stories260K.gguf");
+  const std::string chatml =
+      "{% for m in messages %}{{ '<|' + m.role + '|>' + m.content + eos_token }}{% endfor %}"
+      "{% if add_generation_prompt %}{{ '<|assistant|>' }}{% endif %}";
+  std::string stored;
+  const std::filesystem::path path = gguf_with_chat_template(chatml, &stored);
+  ASSERT_FALSE(path.empty());
+  auto src = frontend::ModelSource::open(path);
+  QBC_ASSERT_OK(src);
+  EXPECT_EQ(src->chat_template(), stored);
+  const testing::CompiledMxq c =
+      testing::compile_stories260k("generator_gguf_chat_mxq", {}, path.string());
+  ASSERT_TRUE(c.error.empty()) << c.error;
+  auto m = runtime::load_model(c.path.string());
+  QBC_ASSERT_OK(m);
+  const mxq::HostAsset* a = m->file.asset("chat_template.jinja");
+  ASSERT_NE(a, nullptr) << "no chat_template.jinja asset";
+  EXPECT_EQ(a->bytes, stored);
+  auto gen = runtime::Generator::create(std::move(*m));
+  QBC_ASSERT_OK(gen);
+  ASSERT_TRUE((*gen)->has_chat_template());
+  auto text = (*gen)->apply_chat_template({{"user", "Hi"}});
+  QBC_ASSERT_OK(text);
+  EXPECT_EQ(*text, "<|user|>Hi</s><|assistant|>");
+  // The plain GGUF has no template, and its MXQ carries none.
+  ASSERT_TRUE(from_gguf().error.empty()) << from_gguf().error;
+  auto plain = runtime::Generator::create(from_gguf().path.string());
+  QBC_ASSERT_OK(plain);
+  EXPECT_FALSE((*plain)->has_chat_template());
 }
 
 TEST(Generator, FileWithoutATokenizerIsRefusedNamingIt) {
