@@ -138,6 +138,7 @@ def compile_w8(q, work, name, hf):
     s = [e for e in events if e.get("event") == "summary"][-1]
     res = json.loads(s["result"]) if isinstance(s["result"], str) else s["result"]
     summary = {"quantize_seconds": res["seconds"], "backend_seconds": res["backend"]["seconds"],
+               "write_seconds": res["backend"].get("write_seconds", float("nan")),
                "wall_seconds": wall, "message": s["message"]}
     with open(info, "w") as f:
         json.dump(summary, f)
@@ -227,8 +228,10 @@ def main():
     for r in results:
         c = r["compile"]
         frac = ratio(c["backend_seconds"], c["quantize_seconds"])
-        line = "%-20s compile: quantize %.1f s, backend %.2f s = %.1f %% of quantize" % (
-            r["label"], c["quantize_seconds"], c["backend_seconds"], 100 * frac)
+        line = ("%-20s compile: quantize %.1f s, backend %.2f s = %.1f %% of quantize, "
+                "MXQ written in %.2f s") % (r["label"], c["quantize_seconds"],
+                                            c["backend_seconds"], 100 * frac,
+                                            c.get("write_seconds", float("nan")))
         if r["model"] == "llama-3.2-1b":
             line += " (target < %d %%: %s)" % (100 * TARGETS["backend_fraction"],
                                               "met" if frac < TARGETS["backend_fraction"]

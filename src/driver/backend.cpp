@@ -62,12 +62,26 @@ StatusOr<npu::Options> backend_options(const ir::Graph& graph, const config::Res
   return o;
 }
 
+ir::Int8View int8_codes(const LoadedModel& model) {
+  const LoadedModel* m = &model;
+  return [m](const ir::Weight& w) -> const int8_t* {
+    if (w.source != ir::WeightSource::kSidecar || !m->sidecar) return nullptr;
+    const frontend::SafetensorsTensor* t = m->sidecar->find(w.tensor);
+    if (t == nullptr || t->dtype != tensorfile::DType::kI8 ||
+        t->data.size != static_cast<size_t>(w.type.num_elements()))
+      return nullptr;
+    return reinterpret_cast<const int8_t*>(t->data.data);
+  };
+}
+
 StatusOr<isa::Bundle> compile_backend(const LoadedModel& model, const npu::Options& options) {
   const LoadedModel* m = &model;
+  // Quantized codes are copied as they are stored (a float round trip of every code took
+  // most of a 1B model's backend time).
   return npu::compile(
       model.graph,
       [m](const ir::Weight& w, std::vector<float>* out) { return read_weight(*m, w, out); },
-      options);
+      options, int8_codes(model));
 }
 
 StatusOr<std::unique_ptr<runner::Runner>> make_npu_runner(const LoadedModel& model,

@@ -123,7 +123,7 @@ class Compiler {
   // The backend passes (compile() runs them on the pass manager).
   Status plan_tiles();
   Status plan_memory();
-  Status fill_weights(const ir::WeightReader& reader);
+  Status fill_weights(const ir::WeightReader& reader, const ir::Int8View& codes);
   Status lower_all();
   Status check_context(const ir::WeightReader& reader);
   const isa::Bundle& bundle() const { return b_; }
@@ -466,7 +466,7 @@ void Compiler::layout_weights() {
   b_.dram.weights = weights_top_;
 }
 
-Status Compiler::fill_weights(const ir::WeightReader& reader) {
+Status Compiler::fill_weights(const ir::WeightReader& reader, const ir::Int8View& int8) {
   auto read = [&](const std::string& name, std::vector<float>* v) -> Status {
     const ir::Weight* w = g_.find_weight(name);
     if (w == nullptr) return invalid_argument("unknown weight '", name, "'");
@@ -525,7 +525,11 @@ Status Compiler::fill_weights(const ir::WeightReader& reader) {
       const LinearTiles& t = li.t;
       const DType wt = li.w_bits == 4 ? DType::kI4 : DType::kI8;
       const int64_t base = b_.buffers[static_cast<size_t>(li.buf)].offset;
-      QBC_RETURN_IF_ERROR(read(n.operands[1].weight, &codes));
+      // The codes as stored (int8 in a sidecar) when the caller can view them, else as floats.
+      const ir::Weight* cw = g_.find_weight(n.operands[1].weight);
+      if (cw == nullptr) return invalid_argument("unknown weight '", n.operands[1].weight, "'");
+      const int8_t* raw = int8 ? int8(*cw) : nullptr;
+      if (raw == nullptr) QBC_RETURN_IF_ERROR(read(n.operands[1].weight, &codes));
       QBC_RETURN_IF_ERROR(read(n.operands[2].weight, &scales));
       if (li.zero) QBC_RETURN_IF_ERROR(read(n.operands[3].weight, &zeros));
       if (li.bias) QBC_RETURN_IF_ERROR(read(n.operands[li.zero ? 4 : 3].weight, &bias));
@@ -541,8 +545,15 @@ Status Compiler::fill_weights(const ir::WeightReader& reader) {
           for (int64_t j = 0; j < t.nt; ++j) {
             const int64_t ch = nt * t.nt + j;
             if (ch >= li.n) break;
+            const size_t row = static_cast<size_t>(ch * li.k + k0);
+            if (raw != nullptr && wt == DType::kI8) {  // every int8 is an 8-bit code
+              std::memcpy(&img[static_cast<size_t>(at + j * kn)], raw + row,
+                          static_cast<size_t>(kn));
+              continue;
+            }
             for (int64_t kk = 0; kk < kn; ++kk) {
-              const double c = codes[static_cast<size_t>(ch * li.k + k0 + kk)];
+              const double c = raw != nullptr ? double{raw[row + static_cast<size_t>(kk)]}
+                                              : double{codes[row + static_cast<size_t>(kk)]};
               // In range first (NaN fails it), then integral: a conversion and a compare per
               // code instead of a libm call (this loop sees every weight of the model).
               const bool in_range = c >= -hi - 1.0 && c <= hi;
@@ -1340,7 +1351,7 @@ Status Compiler::check_context(const ir::WeightReader& reader) {
   isa::Bundle pb;
   QBC_RETURN_IF_ERROR(other.plan_tiles());
   QBC_RETURN_IF_ERROR(other.plan_memory());
-  QBC_RETURN_IF_ERROR(other.fill_weights(reader));
+  QBC_RETURN_IF_ERROR(other.fill_weights(reader, {}));
   QBC_RETURN_IF_ERROR(other.lower_all());
   const isa::Bundle& a = b_;
   const isa::Bundle& c = other.b_;
@@ -1397,6 +1408,7 @@ struct Context {
   enum : pass::ResourceSet { kTiles = 1, kMemory = 2, kImage = 4, kPrograms = 8 };
   Compiler* c = nullptr;
   const ir::WeightReader* reader = nullptr;
+  const ir::Int8View* codes = nullptr;
   pass::ResourceSet have = 0;
 
   static std::string describe(pass::ResourceSet r) {
@@ -1448,11 +1460,12 @@ std::vector<std::string> backend_passes() {
 }
 
 StatusOr<isa::Bundle> compile(const ir::Graph& graph, const ir::WeightReader& weights,
-                              const Options& options) {
+                              const Options& options, const ir::Int8View& codes) {
   Compiler c(graph, options);
   Context ctx;
   ctx.c = &c;
   ctx.reader = &weights;
+  ctx.codes = &codes;
   pass::PassManager<Context> pm;
   using C = Context;
   pm.add(std::make_unique<StepPass>("plan-tiles", 0, C::kTiles,
@@ -1460,7 +1473,7 @@ StatusOr<isa::Bundle> compile(const ir::Graph& graph, const ir::WeightReader& we
   pm.add(std::make_unique<StepPass>("plan-memory", C::kTiles, C::kMemory,
                                     [](C& x) { return x.c->plan_memory(); }));
   pm.add(std::make_unique<StepPass>("fill-weights", C::kMemory, C::kImage,
-                                    [](C& x) { return x.c->fill_weights(*x.reader); }));
+                                    [](C& x) { return x.c->fill_weights(*x.reader, *x.codes); }));
   if (!options.plan_only) {
     pm.add(std::make_unique<StepPass>("lower", C::kTiles | C::kMemory, C::kPrograms,
                                       [](C& x) { return x.c->lower_all(); }));

@@ -19,7 +19,12 @@ namespace qbc::driver {
 /// batch (runtime.batchSize).
 StatusOr<npu::Options> backend_options(const ir::Graph& graph, const config::ResolvedConfig& cfg);
 
-/// Compiles a loaded quantized model (weights read from its source and sidecar).
+/// The int8 codes of `model` as stored: the view of a sidecar weight kept as an I8 tensor of
+/// the weight's size, nullptr for any other weight (see ir::Int8View). Valid while `model` is.
+ir::Int8View int8_codes(const LoadedModel& model);
+
+/// Compiles a loaded quantized model (weights read from its source and sidecar, int8 codes
+/// through int8_codes()).
 StatusOr<isa::Bundle> compile_backend(const LoadedModel& model, const npu::Options& options);
 
 /// A runner over the NPU executor: compiles `model` for `cfg` (its first scheme, or

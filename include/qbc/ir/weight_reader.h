@@ -4,6 +4,7 @@
 // rewritten weights) provides one.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <vector>
 
@@ -14,5 +15,12 @@ namespace qbc::ir {
 
 /// Supplies the float32 data of a weight (row-major, `w.type` shape).
 using WeightReader = std::function<Status(const Weight& w, std::vector<float>* out)>;
+
+/// Zero-copy access to a weight stored as signed 8-bit integers (a quantized linear's codes
+/// in an MBLT sidecar): its `w.type.num_elements()` values row-major, or nullptr when the
+/// weight is stored in another type (read it through a WeightReader then). The bytes stay
+/// valid while the weight's file is open. Lets the backend copy a model's codes as they are
+/// instead of converting every one to float and back.
+using Int8View = std::function<const int8_t*(const Weight& w)>;
 
 }  // namespace qbc::ir

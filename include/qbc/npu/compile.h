@@ -63,7 +63,9 @@ std::vector<std::string> backend_passes();
 
 /// Compiles `graph` (quantized: every linear a qlinear, every attention with a quantized KV
 /// cache). Errors name the node at fault; kResourceExhausted when a tile cannot fit SRAM.
+/// `codes`, when given, serves the int8-stored weight codes without a float round trip
+/// (the bundle is the same either way).
 StatusOr<isa::Bundle> compile(const ir::Graph& graph, const ir::WeightReader& weights,
-                              const Options& options);
+                              const Options& options, const ir::Int8View& codes = {});
 
 }  // namespace qbc::npu

@@ -174,6 +174,60 @@ TEST_P(BackendExact, ExecutorEqualsFakeQuantBitForBit) {
   }
 }
 
+// The backend copies int8-stored codes as they are (driver::int8_codes) instead of reading
+// them as floats: both give the same bundle, the view serves every quantized linear's codes,
+// and a 4-bit code out of range is refused through the view too, naming the node.
+TEST(BackendWeights, Int8CodesGiveTheFloatReadersImage) {
+  const std::vector<testing::TransformCase> cases = backend_cases();
+  ASSERT_FALSE(cases.empty());
+  const testing::TransformCase& c = cases.front();
+  QBC_REQUIRE_TRANSFORM_CASE(shared, c);
+  for (bool w4 : {false, true}) {
+    auto q = quantize_case(c, w4);
+    QBC_ASSERT_OK(q);
+    auto o = driver::backend_options(q->model.graph, q->cfg);
+    QBC_ASSERT_OK(o);
+    const driver::LoadedModel* m = &q->model;
+    const ir::WeightReader floats = [m](const ir::Weight& w, std::vector<float>* out) {
+      return driver::read_weight(*m, w, out);
+    };
+    const ir::Int8View view = driver::int8_codes(q->model);
+    int viewed = 0, linears = 0;
+    const ir::Int8View counted = [&](const ir::Weight& w) {
+      const int8_t* p = view(w);
+      viewed += p != nullptr;
+      return p;
+    };
+    for (const ir::Node& n : q->model.graph.nodes()) linears += n.op == ir::Op::kQLinear;
+    auto through_view = npu::compile(q->model.graph, floats, *o, counted);
+    auto through_floats = npu::compile(q->model.graph, floats, *o);
+    QBC_ASSERT_OK(through_view);
+    QBC_ASSERT_OK(through_floats);
+    EXPECT_GT(linears, 0);
+    EXPECT_EQ(viewed, linears) << (w4 ? "W4V8" : "W8");
+    EXPECT_TRUE(through_view->image == through_floats->image) << (w4 ? "W4V8" : "W8");
+    EXPECT_TRUE(through_view->embedding == through_floats->embedding);
+    if (!w4) continue;
+    // A 4-bit weight whose stored code is 8 (out of [-8, 7]).
+    std::vector<int8_t> bad;
+    std::string bad_weight;
+    const ir::Int8View corrupt = [&](const ir::Weight& w) -> const int8_t* {
+      const int8_t* p = view(w);
+      if (p == nullptr || w.type.dtype != ir::DType::kI4 || !bad_weight.empty()) return p;
+      bad.assign(p, p + w.type.num_elements());
+      bad[0] = 8;
+      bad_weight = w.name;
+      return bad.data();
+    };
+    auto refused = npu::compile(q->model.graph, floats, *o, corrupt);
+    ASSERT_FALSE(bad_weight.empty()) << "no 4-bit weight in the W4V8 model";
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.status().message().find("weight code 8 at [0, 0] is not a 4-bit integer"),
+              std::string::npos)
+        << refused.status().message();
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, BackendExact, ::testing::ValuesIn(backend_cases()),
                          [](const ::testing::TestParamInfo<testing::TransformCase>& i) {
                            return i.param.name;
