@@ -123,6 +123,10 @@ bool host_has_avx2() {
 
 /// VNNI: vpdpbusd sums four u8 x s8 products into each int32 lane (no saturation), 64
 /// bytes a step; tails through masked loads (zero bytes add nothing).
+///
+/// Bytes ahead of the weights a single-row (decode) VNNI tile is reading that it prefetches
+/// (measured in docs/performance.md; 1 KiB, 4 KiB and 8 KiB ahead gained less).
+constexpr uintptr_t kVnniPrefetchAhead = 2048;
 #define QBC_VNNI_TARGET __attribute__((target("avx2,avx512f,avx512bw,avx512vl,avx512vnni")))
 
 QBC_VNNI_TARGET inline __m512i load_tail(const void* p, int64_t left) {
@@ -161,6 +165,9 @@ QBC_VNNI_TARGET void tile_vnni(const uint8_t* u, int64_t ldx, const int8_t* w, i
     for (int j = 0; j < NR; ++j) {
       const int8_t* wr = w + j * ldw;
       for (int64_t q = 0; q < k; q += 64) {
+        _mm_prefetch(
+            reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(wr + q) + kVnniPrefetchAhead),
+            _MM_HINT_T0);  // an address past the weights is harmless
         const __m512i wv = _mm512_loadu_si512(wr + q);
         if (ws != nullptr) sum[j] = _mm512_dpbusd_epi32(sum[j], ones, wv);
         acc[0][j] = _mm512_dpbusd_epi32(acc[0][j], _mm512_loadu_si512(u + q), wv);
