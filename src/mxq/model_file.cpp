@@ -137,6 +137,27 @@ StatusOr<pb::Manifest> parse_manifest(std::string_view b, const std::string& nam
   return m;
 }
 
+namespace {
+
+/// True when every value of `v` is exactly a bf16 (its low 16 bits zero, so widening the
+/// bf16 gives it back): then `*out` holds the bf16 values.
+bool bf16_exact(const float* v, int64_t n, std::vector<uint16_t>* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, v + i, sizeof(bits));
+    if ((bits & 0xFFFFu) != 0) return false;
+  }
+  out->resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, v + i, sizeof(bits));
+    (*out)[static_cast<size_t>(i)] = static_cast<uint16_t>(bits >> 16);
+  }
+  return n > 0;
+}
+
+}  // namespace
+
 StatusOr<std::vector<WrittenFile>> write_model(const std::string& path, const WriteRequest& req) {
   const isa::Bundle& b = *req.bundle;
   if (b.image_size() != b.dram.weights && b.image_size() != 0)
@@ -218,9 +239,22 @@ StatusOr<std::vector<WrittenFile>> write_model(const std::string& path, const Wr
     }
   }
   add_owned(0, SectionKind::kDebug, serialize(encode_debug(b)));
-  add_view(0, SectionKind::kEmbedding,
-           std::string_view(reinterpret_cast<const char*>(b.embedding_data()),
-                            static_cast<size_t>(b.embedding_size()) * 4));
+  // The embedding as bf16 when that loses nothing (a bf16 source: half the bytes), else fp32.
+  std::vector<uint16_t> bf16_table;
+  std::string_view table_bytes;
+  if (b.mapped_embedding_bf16) {
+    table_bytes = std::string_view(reinterpret_cast<const char*>(b.mapped_embedding_bf16.get()),
+                                   static_cast<size_t>(b.embedding_size()) * 2);
+  } else if (bf16_exact(b.embedding_data(), b.embedding_size(), &bf16_table)) {
+    table_bytes =
+        std::string_view(reinterpret_cast<const char*>(bf16_table.data()), bf16_table.size() * 2);
+  } else {
+    table_bytes = std::string_view(reinterpret_cast<const char*>(b.embedding_data()),
+                                   static_cast<size_t>(b.embedding_size()) * 4);
+  }
+  const bool bf16 =
+      static_cast<int64_t>(table_bytes.size()) == b.embedding_size() * 2 && b.embedding_size() > 0;
+  add_view(0, SectionKind::kEmbedding, table_bytes);
   for (const HostAsset& a : req.assets) add_view(0, SectionKind::kAsset, a.bytes);
   for (size_t p = 0; p < nparts; ++p) {
     add_view(p, SectionKind::kWeights,
@@ -294,6 +328,7 @@ StatusOr<std::vector<WrittenFile>> write_model(const std::string& path, const Wr
     sections.push_back({me, meta_bytes});
     for (const SectionData& s : parts[p].sections) sections.push_back(s);
     HeaderInfo h;
+    if (p == 0 && bf16) h.required_features |= kFeatureEmbeddingBf16;
     h.target_word = word;
     h.part_index = static_cast<uint32_t>(p);
     h.part_count = static_cast<uint32_t>(nparts);
@@ -503,13 +538,19 @@ Status load_parts(std::vector<Container> opened, const pb::Manifest* manifest, L
   if (ei < 0) return data_loss(files[0], ": no embedding section");
   {
     const std::string_view e = c0.bytes(static_cast<size_t>(ei));
+    const bool bf16 = (c0.header().required_features & kFeatureEmbeddingBf16) != 0;
+    const size_t value_bytes = bf16 ? 2 : 4;
     if (b.embed_rows < 0 || b.hidden <= 0 || b.embed_rows > (int64_t{1} << 31) / b.hidden ||
-        e.size() != static_cast<size_t>(b.embed_rows * b.hidden) * 4)
+        e.size() != static_cast<size_t>(b.embed_rows * b.hidden) * value_bytes)
       return data_loss(c0.where(static_cast<size_t>(ei)), ": ", e.size(), " bytes for an [",
-                       b.embed_rows, ", ", b.hidden, "] fp32 table");
-    // Used in place (sections are 4096-aligned, so the fp32 rows are aligned): nothing is
-    // copied, and the table is resident only as far as tokens touch it.
-    if (!e.empty()) {
+                       b.embed_rows, ", ", b.hidden, "] ", bf16 ? "bf16" : "fp32", " table");
+    // Used in place (sections are 4096-aligned, so the rows are aligned): nothing is copied,
+    // and the table is resident only as far as tokens touch it.
+    if (!e.empty() && bf16) {
+      b.mapped_embedding_bf16 = std::shared_ptr<const uint16_t>(
+          c0.share_section(static_cast<size_t>(ei)), reinterpret_cast<const uint16_t*>(e.data()));
+      b.mapped_embedding_bf16_values = static_cast<int64_t>(e.size() / 2);
+    } else if (!e.empty()) {
       b.mapped_embedding = std::shared_ptr<const float>(c0.share_section(static_cast<size_t>(ei)),
                                                         reinterpret_cast<const float*>(e.data()));
       b.mapped_embedding_floats = static_cast<int64_t>(e.size() / 4);

@@ -48,6 +48,9 @@ nlohmann::ordered_json summary_json(const mxq::LoadedModel& m) {
                             {"instances", mode.instances},
                             {"prefill_max_seq", mode.prefill.max_seq}});
   }
+  j["embedding"] = {{"rows", b.embed_rows},
+                    {"hidden", b.hidden},
+                    {"dtype", b.mapped_embedding_bf16 ? "bf16" : "fp32"}};
   j["max_cache"] = b.max_cache;
   j["chunk"] = b.chunk;
   j["batch"] = b.batch;
@@ -115,6 +118,9 @@ std::string summary_text(const nlohmann::ordered_json& j) {
        << s["instances"].get<int>() << ")";
   os << "\ncontext      cache " << j["max_cache"].get<int64_t>() << " positions, prefill chunk "
      << j["chunk"].get<int64_t>() << ", batch " << j["batch"].get<int64_t>() << "\n";
+  os << "embedding    " << j["embedding"]["rows"].get<int64_t>() << " x "
+     << j["embedding"]["hidden"].get<int64_t>() << " " << j["embedding"]["dtype"].get<std::string>()
+     << " (host table)\n";
   for (const auto& p : j["parts"]) {
     os << "file         " << p["file"].get<std::string>() << " (" << p["bytes"].get<uint64_t>()
        << " bytes)\n";

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <variant>
@@ -379,17 +380,38 @@ struct Bundle {
   int64_t mapped_image_bytes = 0;
   std::shared_ptr<const float> mapped_embedding;
   int64_t mapped_embedding_floats = 0;
+  /// Or, from a file that stores the table as bf16 (every value of it exactly a bf16: a bf16
+  /// source without a rotation; docs/mxq.md), the mapped bf16 values; rows are widened to
+  /// fp32 as they are looked up (embedding_row), which gives the same fp32 values.
+  std::shared_ptr<const uint16_t> mapped_embedding_bf16;
+  int64_t mapped_embedding_bf16_values = 0;
 
   /// The weight image and the embedding table, wherever they live.
   const uint8_t* image_data() const { return mapped_image ? mapped_image.get() : image.data(); }
   int64_t image_size() const {
     return mapped_image ? mapped_image_bytes : static_cast<int64_t>(image.size());
   }
+  /// The fp32 table, or nullptr when the table is held as bf16 (mapped_embedding_bf16).
   const float* embedding_data() const {
+    if (mapped_embedding_bf16) return nullptr;
     return mapped_embedding ? mapped_embedding.get() : embedding.data();
   }
+  /// Values in the table, in whichever form it is held.
   int64_t embedding_size() const {
+    if (mapped_embedding_bf16) return mapped_embedding_bf16_values;
     return mapped_embedding ? mapped_embedding_floats : static_cast<int64_t>(embedding.size());
+  }
+  /// Row `r` of the table as fp32 (`hidden` values); the caller checks 0 <= r < embed_rows.
+  void embedding_row(int64_t r, float* out) const {
+    if (mapped_embedding_bf16) {
+      const uint16_t* src = mapped_embedding_bf16.get() + r * hidden;
+      for (int64_t i = 0; i < hidden; ++i) {
+        const uint32_t bits = static_cast<uint32_t>(src[i]) << 16;
+        std::memcpy(out + i, &bits, sizeof(bits));
+      }
+      return;
+    }
+    std::memcpy(out, embedding_data() + r * hidden, static_cast<size_t>(hidden) * sizeof(float));
   }
 };
 

@@ -35,9 +35,12 @@ inline constexpr uint32_t kAlignment = 4096;
 /// The most sections one file may declare (bounded before the table is read).
 inline constexpr uint32_t kMaxSections = 1u << 16;
 
-/// Required feature bits: a reader that does not know a set bit refuses the file. Version
-/// 1.0 defines none. Optional bits (unknown ones are ignored) likewise none.
-inline constexpr uint64_t kKnownRequiredFeatures = 0;
+/// Required feature bits: a reader that does not know a set bit refuses the file. Optional
+/// bits (unknown ones are ignored): none defined.
+/// Bit 0: the embedding section holds bf16 values (2 bytes each) instead of fp32; set in the
+/// file that holds the embedding when every value of the table is exactly a bf16.
+inline constexpr uint64_t kFeatureEmbeddingBf16 = uint64_t{1} << 0;
+inline constexpr uint64_t kKnownRequiredFeatures = kFeatureEmbeddingBf16;
 
 /// What a section holds (docs/mxq.md "Sections").
 enum class SectionKind : uint32_t {
@@ -45,7 +48,8 @@ enum class SectionKind : uint32_t {
   kLayout = 2,     ///< pb::Layout: target, model interface, buffers, tables, modes
   kCode = 3,       ///< pb::CoreCode: one core's prefill and decode streams of one mode
   kWeights = 4,    ///< a range of the DRAM weight image, pre-tiled as the programs read it
-  kEmbedding = 5,  ///< the host token embedding, fp32 little-endian [embed_rows, hidden]
+  kEmbedding = 5,  ///< the host token embedding [embed_rows, hidden], fp32 or bf16 (feature
+                   ///< bit kFeatureEmbeddingBf16) little-endian
   kDebug = 6,      ///< pb::DebugMap: MBLT node and pass names of the instructions
   kAsset = 7,      ///< a host file the runtime needs (tokenizer, generation config, ...)
 };

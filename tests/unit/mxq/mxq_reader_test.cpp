@@ -20,6 +20,7 @@
 #include "qbc/driver/model_loader.h"
 #include "qbc/driver/mxq_output.h"
 #include "qbc/driver/quantize.h"
+#include "qbc/frontend/random_model.h"
 #include "qbc/isa/text.h"
 #include "qbc/isa/verify.h"
 #include "qbc/mxq/container.h"
@@ -113,6 +114,65 @@ TEST(MxqReader, RoundTripsTheBundleAndItsLogits) {
   }
   ASSERT_EQ(logits[0].size(), logits[1].size());
   EXPECT_EQ(std::memcmp(logits[0].data(), logits[1].data(), logits[0].size() * 4), 0);
+}
+
+// A bf16 source's embedding table is stored as bf16 (required feature bit 0): half the
+// bytes, the same fp32 rows when looked up and the same logits as the bundle in memory. An
+// fp32 table (stories260K) stays fp32 without the bit. A file whose bit does not match its
+// embedding section is refused naming the section.
+TEST(MxqReader, Bf16EmbeddingIsStoredAsBf16AndReadsBackExactly) {
+  REQUIRE_COMPILED();
+  EXPECT_EQ(get_u64(compiled().bytes, kRequired) & mxq::kFeatureEmbeddingBf16, 0u);
+  const fs::path src = testing::temp_dir() / "mxq_bf16_src";
+  frontend::RandomModelOptions ro;
+  ro.output_dir = src;
+  ro.dtype = tensorfile::DType::kBF16;
+  ro.seed = 7;
+  ASSERT_TRUE(frontend::write_random_model(ro).ok());
+  const testing::CompiledMxq c = testing::compile_stories260k("mxq_bf16", {}, src.string());
+  ASSERT_TRUE(c.error.empty()) << c.error;
+  const isa::Bundle& a = *c.bundle;
+  EXPECT_NE(get_u64(c.bytes, kRequired) & mxq::kFeatureEmbeddingBf16, 0u);
+  auto m = load(c.bytes);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  const isa::Bundle& b = *m->bundle;
+  ASSERT_NE(b.mapped_embedding_bf16, nullptr);
+  EXPECT_EQ(b.embedding_data(), nullptr);
+  ASSERT_EQ(b.embedding_size(), a.embedding_size());
+  auto sec = mxq::Container::from_bytes(c.bytes, "q.mxq");
+  ASSERT_TRUE(sec.ok());
+  for (const mxq::SectionEntry& e : sec->sections()) {
+    if (e.kind == static_cast<uint32_t>(mxq::SectionKind::kEmbedding))
+      EXPECT_EQ(e.size, static_cast<uint64_t>(a.embedding_size()) * 2);
+  }
+  std::vector<float> row(static_cast<size_t>(b.hidden));
+  for (int64_t r = 0; r < b.embed_rows; ++r) {
+    b.embedding_row(r, row.data());
+    ASSERT_EQ(std::memcmp(row.data(), a.embedding_data() + r * a.hidden, row.size() * 4), 0)
+        << "row " << r;
+  }
+  std::vector<std::vector<float>> logits;
+  for (const auto& bundle : {c.bundle, m->bundle}) {
+    auto dev = runtime::Device::create(bundle, runtime::DeviceOptions{});
+    ASSERT_TRUE(dev.ok()) << dev.status().to_string();
+    auto s = runtime::NpuSession::create(*dev, 0);
+    ASSERT_TRUE(s.ok());
+    std::vector<float> out;
+    ASSERT_TRUE((*s)->forward({1, 100, 7, 255, 42}, &out).ok());
+    logits.push_back(out);
+  }
+  ASSERT_EQ(logits[0].size(), logits[1].size());
+  EXPECT_EQ(std::memcmp(logits[0].data(), logits[1].data(), logits[0].size() * 4), 0);
+  // The bit cleared on the bf16 file, and set on the fp32 one: each is refused.
+  for (const std::string* file : {&c.bytes, &compiled().bytes}) {
+    std::string s = *file;
+    put_u64(s, kRequired, get_u64(s, kRequired) ^ mxq::kFeatureEmbeddingBf16);
+    reseal(s, false);
+    auto bad = load(s);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_EQ(exit_code_for(bad.status()), kExitBadInput);
+    EXPECT_TRUE(contains(bad.status().message(), "embedding")) << bad.status().to_string();
+  }
 }
 
 TEST(MxqReader, WritingIsDeterministic) {
