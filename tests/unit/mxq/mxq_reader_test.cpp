@@ -75,6 +75,27 @@ void put_u32(std::string& s, size_t at, uint32_t v) { std::memcpy(s.data() + at,
 
 using testing::reseal;
 
+/// Runs `ids` through a device of each bundle (one host thread) and expects the same logits
+/// bit for bit.
+void expect_same_logits(const std::shared_ptr<const isa::Bundle>& a,
+                        const std::shared_ptr<const isa::Bundle>& b,
+                        const std::vector<int32_t>& ids) {
+  std::vector<std::vector<float>> logits;
+  for (const auto& bundle : {a, b}) {
+    runtime::DeviceOptions d;
+    d.host_threads = 1;
+    auto dev = runtime::Device::create(bundle, d);
+    ASSERT_TRUE(dev.ok()) << dev.status().to_string();
+    auto s = runtime::NpuSession::create(*dev, 0);
+    ASSERT_TRUE(s.ok());
+    std::vector<float> out;
+    ASSERT_TRUE((*s)->forward(ids, &out).ok());
+    logits.push_back(out);
+  }
+  ASSERT_EQ(logits[0].size(), logits[1].size());
+  EXPECT_EQ(std::memcmp(logits[0].data(), logits[1].data(), logits[0].size() * 4), 0);
+}
+
 TEST(MxqReader, RoundTripsTheBundleAndItsLogits) {
   REQUIRE_COMPILED();
   auto m = load(compiled().bytes);
@@ -100,20 +121,7 @@ TEST(MxqReader, RoundTripsTheBundleAndItsLogits) {
   EXPECT_EQ(m->meta.kv_size(), 5);
   EXPECT_FALSE(m->meta.config_json().empty());
   // The same logits from the bundle in memory and the one read back.
-  std::vector<std::vector<float>> logits;
-  for (const auto& bundle : {compiled().bundle, m->bundle}) {
-    runtime::DeviceOptions d;
-    d.host_threads = 1;
-    auto dev = runtime::Device::create(bundle, d);
-    ASSERT_TRUE(dev.ok()) << dev.status().to_string();
-    auto s = runtime::NpuSession::create(*dev, 0);
-    ASSERT_TRUE(s.ok());
-    std::vector<float> out;
-    ASSERT_TRUE((*s)->forward({1, 403, 407, 261, 378}, &out).ok());
-    logits.push_back(out);
-  }
-  ASSERT_EQ(logits[0].size(), logits[1].size());
-  EXPECT_EQ(std::memcmp(logits[0].data(), logits[1].data(), logits[0].size() * 4), 0);
+  expect_same_logits(compiled().bundle, m->bundle, {1, 403, 407, 261, 378});
 }
 
 // A bf16 source's embedding table is stored as bf16 (required feature bit 0): half the
@@ -151,18 +159,7 @@ TEST(MxqReader, Bf16EmbeddingIsStoredAsBf16AndReadsBackExactly) {
     ASSERT_EQ(std::memcmp(row.data(), a.embedding_data() + r * a.hidden, row.size() * 4), 0)
         << "row " << r;
   }
-  std::vector<std::vector<float>> logits;
-  for (const auto& bundle : {c.bundle, m->bundle}) {
-    auto dev = runtime::Device::create(bundle, runtime::DeviceOptions{});
-    ASSERT_TRUE(dev.ok()) << dev.status().to_string();
-    auto s = runtime::NpuSession::create(*dev, 0);
-    ASSERT_TRUE(s.ok());
-    std::vector<float> out;
-    ASSERT_TRUE((*s)->forward({1, 100, 7, 255, 42}, &out).ok());
-    logits.push_back(out);
-  }
-  ASSERT_EQ(logits[0].size(), logits[1].size());
-  EXPECT_EQ(std::memcmp(logits[0].data(), logits[1].data(), logits[0].size() * 4), 0);
+  expect_same_logits(c.bundle, m->bundle, {1, 100, 7, 255, 42});
   // The bit cleared on the bf16 file, and set on the fp32 one: each is refused.
   for (const std::string* file : {&c.bytes, &compiled().bytes}) {
     std::string s = *file;
