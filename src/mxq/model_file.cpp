@@ -242,6 +242,7 @@ StatusOr<std::vector<WrittenFile>> write_model(const std::string& path, const Wr
   // The embedding as bf16 when that loses nothing (a bf16 source: half the bytes), else fp32.
   std::vector<uint16_t> bf16_table;
   std::string_view table_bytes;
+  bool bf16 = true;
   if (b.mapped_embedding_bf16) {
     table_bytes = std::string_view(reinterpret_cast<const char*>(b.mapped_embedding_bf16.get()),
                                    static_cast<size_t>(b.embedding_size()) * 2);
@@ -249,11 +250,10 @@ StatusOr<std::vector<WrittenFile>> write_model(const std::string& path, const Wr
     table_bytes =
         std::string_view(reinterpret_cast<const char*>(bf16_table.data()), bf16_table.size() * 2);
   } else {
+    bf16 = false;
     table_bytes = std::string_view(reinterpret_cast<const char*>(b.embedding_data()),
                                    static_cast<size_t>(b.embedding_size()) * 4);
   }
-  const bool bf16 =
-      static_cast<int64_t>(table_bytes.size()) == b.embedding_size() * 2 && b.embedding_size() > 0;
   add_view(0, SectionKind::kEmbedding, table_bytes);
   for (const HostAsset& a : req.assets) add_view(0, SectionKind::kAsset, a.bytes);
   for (size_t p = 0; p < nparts; ++p) {
