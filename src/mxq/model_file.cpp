@@ -140,18 +140,19 @@ StatusOr<pb::Manifest> parse_manifest(std::string_view b, const std::string& nam
 namespace {
 
 /// True when every value of `v` is exactly a bf16 (its low 16 bits zero, so widening the
-/// bf16 gives it back): then `*out` holds the bf16 values.
+/// bf16 gives it back): then `*out` holds the bf16 values. One pass, stopping at the first
+/// value that is not (an fp32 table fails at once).
 bool bf16_exact(const float* v, int64_t n, std::vector<uint16_t>* out) {
+  out->clear();
+  out->reserve(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     uint32_t bits;
     std::memcpy(&bits, v + i, sizeof(bits));
-    if ((bits & 0xFFFFu) != 0) return false;
-  }
-  out->resize(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, v + i, sizeof(bits));
-    (*out)[static_cast<size_t>(i)] = static_cast<uint16_t>(bits >> 16);
+    if ((bits & 0xFFFFu) != 0) {
+      std::vector<uint16_t>().swap(*out);  // gives the reservation back
+      return false;
+    }
+    out->push_back(static_cast<uint16_t>(bits >> 16));
   }
   return n > 0;
 }

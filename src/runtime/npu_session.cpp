@@ -47,11 +47,9 @@ int64_t NpuSession::hidden_size() const { return device_->bundle().hidden; }
 
 Status NpuSession::embed(const std::vector<int32_t>& tokens, std::vector<float>* out) const {
   const isa::Bundle& b = device_->bundle();
-  QBC_RETURN_IF_ERROR(runner::check_token_ids(tokens, b.embed_rows));
-  out->resize(tokens.size() * static_cast<size_t>(b.hidden));
-  for (size_t i = 0; i < tokens.size(); ++i)
-    b.embedding_row(tokens[i], out->data() + static_cast<int64_t>(i) * b.hidden);
-  return ok_status();
+  return runner::embed_tokens_by_row(
+      b.embed_rows, b.hidden, tokens, [&](int32_t id, float* dst) { b.embedding_row(id, dst); },
+      out);
 }
 
 Status NpuSession::forward(const std::vector<int32_t>& tokens, std::vector<float>* logits) {

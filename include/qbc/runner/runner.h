@@ -25,17 +25,28 @@ inline Status check_token_ids(const std::vector<int32_t>& tokens, int64_t vocab)
   return ok_status();
 }
 
-/// The host-side embedding: rows `tokens` of `table` [vocab, hidden] into `out`
-/// [tokens.size(), hidden], after check_token_ids.
-inline Status embed_tokens(const float* table, int64_t vocab, int64_t hidden,
-                           const std::vector<int32_t>& tokens, std::vector<float>* out) {
+/// The host-side embedding: after check_token_ids, `row(id, dst)` writes the `hidden` values
+/// of token `id` to `dst` for each of `tokens`, filling `out` [tokens.size(), hidden]. For a
+/// table held other than as fp32 rows (an MXQ's bf16 table).
+template <typename RowFn>
+Status embed_tokens_by_row(int64_t vocab, int64_t hidden, const std::vector<int32_t>& tokens,
+                           const RowFn& row, std::vector<float>* out) {
   QBC_RETURN_IF_ERROR(check_token_ids(tokens, vocab));
   out->resize(tokens.size() * static_cast<size_t>(hidden));
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    std::copy_n(table + static_cast<int64_t>(tokens[i]) * hidden, hidden,
-                out->begin() + static_cast<int64_t>(i) * hidden);
-  }
+  for (size_t i = 0; i < tokens.size(); ++i)
+    row(tokens[i], out->data() + static_cast<int64_t>(i) * hidden);
   return ok_status();
+}
+
+/// The same from rows of an fp32 `table` [vocab, hidden].
+inline Status embed_tokens(const float* table, int64_t vocab, int64_t hidden,
+                           const std::vector<int32_t>& tokens, std::vector<float>* out) {
+  return embed_tokens_by_row(
+      vocab, hidden, tokens,
+      [&](int32_t id, float* dst) {
+        std::copy_n(table + static_cast<int64_t>(id) * hidden, hidden, dst);
+      },
+      out);
 }
 
 /// A model that runs token by token with a KV cache (batch 1): the float
