@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: %s\n", result.status().to_string().c_str());
     return 2;
   }
-  std::printf("%s%s\n", argv[2], (*gen)->decode(result->tokens).c_str());
+  // The continuation decoded after the prompt's ids, so its first word keeps its space.
+  std::printf("%s%s\n", argv[2], (*gen)->decode_continuation(prompt, result->tokens).c_str());
   return 0;
 }

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "qbc/support/json_parse.h"
+#include "qbc/tokenizer/text_stream.h"
 
 namespace qbc::runtime {
 namespace {
@@ -97,6 +98,11 @@ std::string Generator::decode(const std::vector<int32_t>& ids) const {
   return tokenizer_.decode(ids);
 }
 
+std::string Generator::decode_continuation(const std::vector<int32_t>& prompt,
+                                           const std::vector<int32_t>& ids) const {
+  return tokenizer::decode_continuation(tokenizer_, prompt, ids);
+}
+
 StatusOr<std::vector<float>> Generator::embed(const std::vector<int32_t>& tokens) const {
   std::vector<float> out;
   QBC_RETURN_IF_ERROR(session_->embed(tokens, &out));
@@ -130,8 +136,9 @@ StatusOr<runner::GenerateResult> Generator::generate(const std::vector<int32_t>&
 
 StatusOr<std::string> Generator::generate_text(std::string_view prompt, int max_new,
                                                const runner::SamplingOptions& sampling) {
-  QBC_ASSIGN_OR_RETURN(runner::GenerateResult r, generate(encode(prompt), max_new, sampling));
-  return decode(r.tokens);
+  const std::vector<int32_t> ids = encode(prompt);
+  QBC_ASSIGN_OR_RETURN(runner::GenerateResult r, generate(ids, max_new, sampling));
+  return decode_continuation(ids, r.tokens);
 }
 
 }  // namespace qbc::runtime

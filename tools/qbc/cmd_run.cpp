@@ -15,6 +15,7 @@
 #include "qbc/runtime/model.h"
 #include "qbc/support/file_util.h"
 #include "qbc/support/logging.h"
+#include "qbc/tokenizer/text_stream.h"
 
 namespace qbc::cli {
 namespace {
@@ -137,18 +138,14 @@ Status run_run(const RunOptions& o) {
   s.top_p = o.top_p;
   s.seed = static_cast<uint64_t>(cfg.options.seed());  // --seed, or `seed` in a config
   std::fputs(o.prompt.c_str(), stdout);
-  std::vector<int32_t> so_far;
-  std::string printed;
-  // Stream text as it is decoded; decode the whole suffix each time so
-  // multi-byte characters split across tokens print correctly.
+  // Stream text as it is decoded, in the prompt's context (a SentencePiece word's leading
+  // space survives) and whole UTF-8 characters at a time.
+  tokenizer::TextStream stream(tok, prompt);
   auto on_token = [&](int32_t t) {
-    so_far.push_back(t);
-    const std::string text = tok.decode(so_far);
-    if (text.size() > printed.size() && text.compare(0, printed.size(), printed) == 0) {
-      std::fputs(text.c_str() + printed.size(), stdout);
-      std::fflush(stdout);
-      printed = text;
-    }
+    const std::string text = stream.push(t);
+    if (text.empty()) return;
+    std::fputs(text.c_str(), stdout);
+    std::fflush(stdout);
   };
   // An .mxq generates through the runtime's API (runtime::Generator), a graph on its runner;
   // both are runner::generate with the same sampler.
@@ -157,7 +154,7 @@ Status run_run(const RunOptions& o) {
                            ? opened.generator->generate(prompt, o.n, s, on_token, o.ignore_eos)
                            : runner::generate(*session, prompt, o.n, s, tok.eos_id(), o.ignore_eos,
                                               opened.capacity, on_token));
-  std::fputs("\n", stdout);
+  std::fputs((stream.finish() + "\n").c_str(), stdout);
   nlohmann::ordered_json j;
   j["prompt_tokens"] = prompt;
   j["new_tokens"] = r.tokens;

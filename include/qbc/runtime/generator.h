@@ -49,8 +49,13 @@ class Generator {
   const tokenizer::Tokenizer& tokenizer() const { return tokenizer_; }
   /// `text` as token ids with the model's own BOS setting (add_bos_default()), as `qbc run`.
   std::vector<int32_t> encode(std::string_view text) const;
-  /// Token ids to text (control tokens skipped).
+  /// Token ids to text (control tokens skipped), as a text of their own (a SentencePiece
+  /// vocabulary drops the first word's leading space).
   std::string decode(const std::vector<int32_t>& ids) const;
+  /// The text generated `ids` add after `prompt` (its ids): the leading space of their first
+  /// word kept, so prompt text + this is the whole text (tokenizer::decode_continuation).
+  std::string decode_continuation(const std::vector<int32_t>& prompt,
+                                  const std::vector<int32_t>& ids) const;
   /// The fp32 embedding rows of `tokens` [tokens, hidden] (the host table of the file).
   StatusOr<std::vector<float>> embed(const std::vector<int32_t>& tokens) const;
 
