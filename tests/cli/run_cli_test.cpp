@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "stories_golden.h"
 #include "test_support.h"
 
 namespace qbc {
@@ -36,6 +37,27 @@ TEST(RunCli, GreedyMatchesLlamaCppOnEveryFormat) {
     EXPECT_EQ(r.out.rfind("Once upon a time", 0), 0u);
     EXPECT_EQ(ids_after(r.out, "new ids:"), expected) << m;
     EXPECT_EQ(ids_after(r.out, "prompt ids:"), golden["runs"]["F32"]["prompt_ids"].get<std::vector<int>>());
+  }
+}
+
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+// The text, not only the ids: the first generated word keeps its space ("Once upon", not
+// "Onceupon"), from the golden prompt and from the one-word prompt "Once".
+TEST(RunCli, GreedyTextEqualsLlamaCppsGoldenText) {
+  QBC_REQUIRE_SHARED(dir, "models/stories260k");
+  const std::string want = testing::stories260k_greedy_text(dir);
+  ASSERT_EQ(want.rfind("Once upon a time, there was", 0), 0u) << want;
+  const int after_once = testing::stories260k_tokens_after_once(dir);
+  const fs::path mblt = temp_dir() / "s.mblt";
+  ASSERT_EQ(run_qbc("parse " + shell_quote(dir / "hf") + " -o " + shell_quote(mblt)).exit_code, 0);
+  for (const fs::path& m : {dir / "hf", dir / "stories260K.gguf", mblt}) {
+    auto r = run_qbc("run " + shell_quote(m) + " -p 'Once upon a time' -n 32");
+    ASSERT_EQ(r.exit_code, 0) << m << r.err;
+    EXPECT_EQ(first_line(r.out), want) << m;
+    r = run_qbc("run " + shell_quote(m) + " -p Once -n " + std::to_string(after_once));
+    ASSERT_EQ(r.exit_code, 0) << m << r.err;
+    EXPECT_EQ(first_line(r.out), want) << m;
   }
 }
 
