@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "qbc/frontend/random_tokenizer.h"
 #include "qbc/support/check.h"
 #include "qbc/support/file_util.h"
 #include "qbc/support/json_parse.h"
@@ -290,45 +291,12 @@ Status write_random_model(const RandomModelOptions& o) {
   const float norm_base = hp.norm_style == NormStyle::kOnePlusWeight ? 0.0f : 1.0f;
   QBC_RETURN_IF_ERROR(write_model_safetensors(o.output_dir / "model.safetensors",
                                               hf_tensor_specs(hp), o, norm_base));
-  // A byte-level tokenizer (one token per byte, no merges) when the vocabulary has room for
-  // it, so `qbc run` works on the random model (the text is nonsense; the ids are real).
-  if (hp.vocab_size >= 256)
-    QBC_RETURN_IF_ERROR(
-        write_file_atomic((o.output_dir / "tokenizer.json").string(), byte_level_tokenizer_json()));
+  // A byte-level BPE covering every id of the vocabulary (qbc/frontend/random_tokenizer.h), so
+  // `qbc run` on the random model prints text for whatever ids it picks.
+  if (const std::string tok = random_model_tokenizer_json(hp); !tok.empty())
+    QBC_RETURN_IF_ERROR(write_file_atomic((o.output_dir / "tokenizer.json").string(), tok));
   // The config goes last, so a folder with a config.json always has its weights too.
   return write_file_atomic((o.output_dir / "config.json").string(), config);
-}
-
-std::string byte_level_tokenizer_json() {
-  // GPT-2's byte-to-unicode map: printable bytes stand for themselves, the others for
-  // U+0100 onwards, in byte order.
-  OrderedJson vocab = OrderedJson::object();
-  int next = 256;
-  for (int b = 0; b < 256; ++b) {
-    const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
-    const int cp = printable ? b : next++;
-    std::string u;
-    if (cp < 0x80) {
-      u += static_cast<char>(cp);
-    } else {
-      u += static_cast<char>(0xC0 | (cp >> 6));
-      u += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-    vocab[u] = b;
-  }
-  OrderedJson j = {
-      {"version", "1.0"},
-      {"added_tokens", OrderedJson::array()},
-      {"normalizer", nullptr},
-      {"pre_tokenizer",
-       {{"type", "ByteLevel"},
-        {"add_prefix_space", false},
-        {"trim_offsets", true},
-        {"use_regex", true}}},
-      {"post_processor", nullptr},
-      {"decoder", {{"type", "ByteLevel"}}},
-      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", OrderedJson::array()}}}};
-  return j.dump(1) + "\n";
 }
 
 std::string_view tiny_llama_config_json() {

@@ -67,7 +67,8 @@ TEST(RandomModelCli, WritesReadableTinyModel) {
     EXPECT_TRUE(name == "config.json" || name == "model.safetensors" || name == "tokenizer.json")
         << name;
   }
-  // The byte-level tokenizer beside it (256 ids, one per byte): text round-trips.
+  // The byte-level tokenizer beside it (vocab 256: the bytes at their ids, except 1 and 2,
+  // which are the config's BOS and EOS): text round-trips.
   auto tok = tokenizer::Tokenizer::from_hf_dir(dir);
   ASSERT_TRUE(tok.ok()) << tok.status().to_string();
   const std::string text = "Once upon a time, \xc3\xa9t\xc3\xa9!";
@@ -75,6 +76,55 @@ TEST(RandomModelCli, WritesReadableTinyModel) {
   EXPECT_EQ(ids.size(), text.size());
   for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(ids[i], static_cast<uint8_t>(text[i])) << i;
   EXPECT_EQ(tok->decode(ids), text);
+  EXPECT_EQ(tok->bos_id(), 1);
+  EXPECT_EQ(tok->eos_id(), 2);
+}
+
+// A Qwen3-0.6B-shaped random model (its 151,936-id vocabulary, BOS 151643, EOS 151645):
+// every id of the vocabulary decodes to text, words beyond the bytes are visible ASCII, the
+// special tokens sit at the config's ids, text round-trips, and `qbc run` of the MXQ compiled
+// from it prints text after the prompt (before, ids >= 256 decoded to "").
+TEST(RandomModelCli, TokenizerCoversTheVocabularyAndRunPrintsText) {
+  QBC_REQUIRE_SHARED(config, "model-configs/Qwen3-0.6B/config.json");
+  const fs::path dir = temp_dir();
+  auto r = run_qbc("random-model " + shell_quote(config) +
+                   " --layers 2 --hidden 64 --intermediate 128 --heads 4 --kv-heads 2"
+                   " --head-dim 16 -o " +
+                   shell_quote(dir / "qwen3"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto tok = tokenizer::Tokenizer::from_hf_dir(dir / "qwen3");
+  ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+  ASSERT_EQ(tok->vocab_size(), 151936);
+  EXPECT_EQ(tok->bos_id(), 151643);
+  EXPECT_EQ(tok->eos_id(), 151645);
+  EXPECT_EQ(tok->token_type(151643), tokenizer::TokenType::kControl);
+  EXPECT_EQ(tok->token_type(151645), tokenizer::TokenType::kControl);
+  int64_t words = 0;
+  for (int32_t id = 0; id < tok->vocab_size(); ++id) {
+    const std::string piece = tok->decode({id}, /*skip_special=*/false);
+    ASSERT_FALSE(piece.empty()) << "id " << id;
+    if (id < 256 || tok->token_type(id) == tokenizer::TokenType::kControl) continue;
+    ++words;
+    for (char c : piece)
+      ASSERT_TRUE(c == ' ' || (c >= 'a' && c <= 'z')) << "id " << id << ": " << piece;
+  }
+  EXPECT_EQ(words, 151936 - 256 - 2);
+  const std::string text = "Once upon a time, kabe mitu \xc3\xa9t\xc3\xa9!";
+  EXPECT_EQ(tok->decode(tok->encode(text, false)), text);
+  EXPECT_LT(tok->encode(" kabe", false).size(), 2u);  // a pseudo-word is one token
+
+  const fs::path mxq = dir / "q.mxq";
+  r = run_qbc("compile " + shell_quote(dir / "qwen3") +
+              " --preset llm_fast --use-random-calib --set calibration.numSamples=2"
+              " --set calibration.seqLength=32 --set llm.attributes.maxSequenceLength=64"
+              " --set llm.attributes.maxCacheLength=64 -o " +
+              shell_quote(mxq));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_qbc("run " + shell_quote(mxq) + " -p Hello -n 8 --ignore-eos --ids");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string line = r.out.substr(0, r.out.find('\n'));
+  EXPECT_EQ(line.rfind("Hello", 0), 0u) << r.out;
+  EXPECT_GT(line.size(), std::string("Hello").size() + 8) << r.out;  // 8 tokens, 2+ bytes each
 }
 
 TEST(RandomModelCli, SameSeedGivesIdenticalBytes) {

@@ -86,17 +86,13 @@ StatusOr<std::string> apply_config_overrides(std::string_view config_json, std::
                                              const ConfigOverrides& overrides,
                                              std::optional<tensorfile::DType> dtype);
 
-/// A HF tokenizer.json of a byte-level BPE with one token per byte (ids 0..255, GPT-2's
-/// byte-to-unicode map) and no merges: what write_random_model() puts beside a random model
-/// whose vocabulary has at least 256 entries.
-std::string byte_level_tokenizer_json();
-
 /// Writes `<output_dir>/config.json` (the source config with overrides applied and torch_dtype
 /// updated) and `<output_dir>/model.safetensors` holding every tensor of hf_tensor_specs() with
-/// deterministic random values. Tensors are generated and written in chunks, so memory stays
-/// small even for multi-GB shapes. The config is validated with parse_hparams() first.
-/// kUnimplemented for Gemma3ForConditionalGeneration (write the text model instead) and for
-/// dtypes other than F32/F16/BF16; kInvalidArgument naming the path on I/O errors.
+/// deterministic random values, and a `tokenizer.json` covering the vocabulary
+/// (random_model_tokenizer_json(), qbc/frontend/random_tokenizer.h). Tensors are generated and
+/// written in chunks, so memory stays small even for multi-GB shapes. The config is validated with
+/// parse_hparams() first. kUnimplemented for Gemma3ForConditionalGeneration (write the text model
+/// instead) and for dtypes other than F32/F16/BF16; kInvalidArgument naming the path on I/O errors.
 Status write_random_model(const RandomModelOptions& options);
 
 /// A tiny built-in Llama config: 2 layers, hidden 64, 4 heads, 2 kv heads, intermediate 128,
