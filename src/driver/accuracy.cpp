@@ -82,6 +82,11 @@ StatusOr<AccuracyReport> compare_models(runner::Runner& test, runner::Runner& re
     if (layers) {
       for (size_t k = 0; k < nodes.size(); ++k) {
         QBC_RETURN_IF_ERROR(test.activation(nodes[k].node, &at, &shape).with_context("model"));
+        if (nodes[k].undo_spin_r1) {
+          if (!o.undo_spin_r1)
+            return internal_error("node '", nodes[k].node, "' needs R1 undone and no rotation");
+          QBC_RETURN_IF_ERROR(o.undo_spin_r1(&at).with_context("node '", nodes[k].node, "'"));
+        }
         QBC_RETURN_IF_ERROR(
             reference.activation(nodes[k].node, &ar, &shape).with_context("reference"));
         if (at.size() != ar.size())
@@ -132,15 +137,48 @@ std::string format_report(const AccuracyReport& r) {
   os << "scored          " << r.tokens_scored << " tokens in " << r.chunks << " chunks of " << r.ctx
      << "\n";
   if (!r.layers.empty()) {
-    os << "\nper-layer SQNR (dB, higher is better)\n";
+    os << "\nper-layer SQNR (dB, higher is better) against the reference, in the reference's "
+          "basis\n"
+       << "(basis model: compared as computed; residual, R1 undone: a value of the rotated "
+          "residual stream, rotated back by spinR1's R1 first)\n";
     for (const LayerError& e : r.layers) {
       os << "  " << e.node << std::string(e.node.size() < 28 ? 28 - e.node.size() : 1, ' ') << e.op
          << std::string(e.op.size() < 10 ? 10 - e.op.size() : 1, ' ');
+      std::ostringstream v;
+      v.setf(std::ios::fixed);
+      v.precision(2);
       if (std::isinf(e.sqnr_db))
-        os << "exact\n";
+        v << "exact";
       else
-        os << e.sqnr_db << "\n";
+        v << e.sqnr_db;
+      os << v.str() << std::string(v.str().size() < 10 ? 10 - v.str().size() : 1, ' ') << e.basis
+         << "\n";
     }
+  }
+  if (!r.layers_left_out.empty()) {
+    // Grouped by the node name with the block number replaced ("blk.N.attn.q_proj").
+    std::vector<std::pair<std::string, std::string>> groups;  // (pattern, passes)
+    std::vector<int> counts;
+    for (const LayerLeftOut& l : r.layers_left_out) {
+      std::string pattern = l.node;
+      if (pattern.rfind("blk.", 0) == 0) {
+        const size_t dot = pattern.find('.', 4);
+        if (dot != std::string::npos) pattern = "blk.N" + pattern.substr(dot);
+      }
+      size_t g = 0;
+      while (g < groups.size() && groups[g].first != pattern) ++g;
+      if (g == groups.size()) {
+        groups.push_back({pattern, l.passes});
+        counts.push_back(0);
+      } else if (groups[g].second.find(l.passes) == std::string::npos) {
+        groups[g].second += ", " + l.passes;
+      }
+      ++counts[g];
+    }
+    os << "not compared: " << r.layers_left_out.size()
+       << " projection output(s) a transform re-based (no float counterpart in this basis)\n";
+    for (size_t g = 0; g < groups.size(); ++g)
+      os << "  " << groups[g].first << " x" << counts[g] << ": " << groups[g].second << "\n";
   }
   return os.str();
 }
@@ -161,10 +199,15 @@ std::string report_json(const AccuracyReport& r) {
     layers.push_back({{"node", e.node},
                       {"op", e.op},
                       {"block", e.block},
+                      {"basis", e.basis},
                       {"sqnr_db", std::isinf(e.sqnr_db) ? nlohmann::ordered_json(nullptr)
                                                         : nlohmann::ordered_json(e.sqnr_db)}});
   }
   j["layers"] = layers;
+  nlohmann::ordered_json left = nlohmann::ordered_json::array();
+  for (const LayerLeftOut& l : r.layers_left_out)
+    left.push_back({{"node", l.node}, {"passes", l.passes}});
+  j["layers_not_compared"] = left;
   return j.dump(2) + "\n";
 }
 

@@ -200,6 +200,8 @@ class QkRotation final : public AttentionPass {
       }
     }
     if (!changed) return false;
+    note_rebased(ctx, qrows.linear, "qkRotation");
+    note_rebased(ctx, krows.linear, "qkRotation");
     for (LinearWeights* lw : {&ql, fused ? nullptr : &kl_own}) {
       if (lw == nullptr) continue;
       write_matrix(ctx, lw->weight_name, lw->w);

@@ -58,6 +58,7 @@ Status scale_rows(PassContext& ctx, const Rows& r, const std::vector<double>& fa
     }
     write_matrix(ctx, name, m);
   }
+  note_rebased(ctx, r.linear, "qk");
   return ok_status();
 }
 

@@ -367,6 +367,7 @@ class SearchWeightScale final : public Pass {
       log("quant").debug("searchWeightScale: {} ({}): alpha {:.2f}", grp.label, grp.input, alpha);
       if (alpha > 0) {
         fold(g, grp, sc, w);
+        if (grp.producer >= 0) note_rebased(ctx, grp.producer, "searchWeightScale");
         changed = true;
       }
       scales.push_back(std::move(sc));

@@ -229,6 +229,12 @@ class SpinR1 final : public Pass {
       }
       write_matrix(ctx, wname, w);
     }
+    // The rotated values, for reports comparing them with the float model (output_basis.h).
+    std::vector<std::string> names;
+    for (size_t v = 0; v < count; ++v) {
+      if (rotated[v]) names.push_back(g.node(static_cast<ir::ValueId>(v)).name);
+    }
+    record_spin_r1(*ctx.graph, seed_, hidden, names);
     return true;
   }
 

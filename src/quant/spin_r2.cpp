@@ -27,6 +27,7 @@ class SpinR2 final : public Pass {
     struct Site {
       std::string attn;              // the attention node
       std::string v_weight, v_bias;  // the linear producing V (v_proj, or qkv_proj)
+      ir::ValueId v_linear = -1;
       int64_t v_row0 = 0;            // first V row of that weight
       std::string o_weight;          // o_proj
       int64_t heads = 0, kv_heads = 0, head_dim = 0;
@@ -83,6 +84,7 @@ class SpinR2 final : public Pass {
         return refuse("V projection '", ln.name, "' has ", ln.type.dims.back(), " outputs, not ",
                       v_width);
       }
+      s.v_linear = v_linear;
       s.v_weight = weight_operand(g, v_linear, 1);
       s.v_bias = weight_operand(g, v_linear, 2);
       // O: the attention output feeds exactly one linear.
@@ -118,6 +120,7 @@ class SpinR2 final : public Pass {
         }
       }
       write_matrix(ctx, s.v_weight, wv);
+      note_rebased(ctx, s.v_linear, "spinR2");
       if (!s.v_bias.empty()) {
         QBC_ASSIGN_OR_RETURN(Matrix b, read_matrix(ctx, s.v_bias));
         // Each head's bias segment (contiguous) becomes R2ᵀ·b = b·R2 as a row.

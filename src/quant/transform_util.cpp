@@ -31,6 +31,10 @@ void write_matrix(PassContext& ctx, const std::string& name, const Matrix& m) {
   rewrite_weight(ctx, name, std::move(f));
 }
 
+void note_rebased(PassContext& ctx, ir::ValueId id, std::string_view pass) {
+  record_rebased(*ctx.graph, ctx.graph->node(id).name, std::string(pass));
+}
+
 double smooth_scale(double a, double b, double alpha) {
   if (!(a > 0) || !(b > 0) || !std::isfinite(a) || !std::isfinite(b)) return 1.0;
   return std::clamp(std::pow(a, alpha) / std::pow(b, 1.0 - alpha), 1e-5, 1e5);
@@ -201,6 +205,30 @@ Status Rotation::right_multiply_rows(double* x, int64_t count) const {
       const double xi = xc[i];
       const double* row = dense_.data() + i * n;
       for (int64_t j = 0; j < n; ++j) y[static_cast<size_t>(j)] += xi * row[j];
+    }
+    std::copy(y.begin(), y.end(), xc);
+  }
+  return ok_status();
+}
+
+Status Rotation::right_multiply_rows_by_transpose(double* x, int64_t count) const {
+  const int64_t n = n_;
+  if (dense_.empty()) {
+    // x·Rᵀ = x·diag(s)·Hᵀ/√n: signs first, then the forward transform (X ← X·Hᵀ/√n).
+    for (int64_t c = 0; c < count; ++c) {
+      double* xc = x + c * n;
+      for (int64_t j = 0; j < n; ++j) xc[j] *= static_cast<double>(signs_[static_cast<size_t>(j)]);
+    }
+    return hadamard_transform(x, n, count, /*transpose=*/false);
+  }
+  std::vector<double> y(static_cast<size_t>(n));
+  for (int64_t c = 0; c < count; ++c) {
+    double* xc = x + c * n;
+    for (int64_t j = 0; j < n; ++j) {  // y_j = Σ_i x_i R[j][i]
+      const double* row = dense_.data() + j * n;
+      double acc = 0;
+      for (int64_t i = 0; i < n; ++i) acc += xc[i] * row[i];
+      y[static_cast<size_t>(j)] = acc;
     }
     std::copy(y.begin(), y.end(), xc);
   }

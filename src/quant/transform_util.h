@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "qbc/ir/graph.h"
+#include "qbc/quant/output_basis.h"
 #include "qbc/quant/pass.h"
 
 namespace qbc::quant {
@@ -25,6 +26,11 @@ struct Matrix {
 StatusOr<Matrix> read_matrix(const PassContext& ctx, const std::string& name);
 /// Writes `m` back (rounded once to fp32) as weight `name`.
 void write_matrix(PassContext& ctx, const std::string& name, const Matrix& m);
+
+/// Records that `pass` rewrote the output rows of node `id` (a linear), so its output is no
+/// longer in the float model's basis: the graph's metadata kRebasedOutputsKey, read by the
+/// per-layer accuracy report (qbc/quant/output_basis.h).
+void note_rebased(PassContext& ctx, ir::ValueId id, std::string_view pass);
 
 /// A migration scale a^α / b^(1−α) (SmoothQuant's rule). No information (a zero or
 /// non-finite input) gives 1 (the channel is left alone); otherwise the result is kept
@@ -114,6 +120,8 @@ class Rotation {
   Status right_multiply_rows(double* x, int64_t count) const;
   /// W ← Rᵀ·W for W [n, cols] (each column c becomes Rᵀ·c: the rows of Wᵀ times R).
   Status left_multiply_transposed(Matrix* w) const;
+  /// Replaces each of the `count` rows x at `x` by x·Rᵀ (undoes right_multiply_rows).
+  Status right_multiply_rows_by_transpose(double* x, int64_t count) const;
   /// R itself, row-major n×n.
   StatusOr<std::vector<double>> matrix() const;
 

@@ -96,6 +96,7 @@ class UdScale final : public Pass {
     if (identity) return false;
 
     // up rows (and bias) / s.
+    note_rebased(ctx, ulin, "ud");
     for (size_t i = 1; i < g.node(ulin).operands.size(); ++i) {
       const std::string name = weight_operand(g, ulin, i);
       QBC_ASSIGN_OR_RETURN(Matrix m, read_matrix(ctx, name));

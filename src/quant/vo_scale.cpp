@@ -101,6 +101,7 @@ class VoScale final : public AttentionPass {
     if (identity) return false;
 
     // V rows (and bias) / s.
+    note_rebased(ctx, vlin, "vo");
     for (size_t i = 1; i < g.node(vlin).operands.size(); ++i) {
       const std::string name = weight_operand(g, vlin, i);
       QBC_ASSIGN_OR_RETURN(Matrix m, read_matrix(ctx, name));

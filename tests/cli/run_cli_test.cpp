@@ -1,6 +1,7 @@
 // qbc run and qbc eval end to end on stories260K (HF folder, GGUF, MBLT).
 #include <gtest/gtest.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -11,6 +12,7 @@ namespace qbc {
 namespace {
 
 namespace fs = std::filesystem;
+using ::qbc::testing::contains;
 using ::qbc::testing::read_file;
 using ::qbc::testing::run_qbc;
 using ::qbc::testing::shell_quote;
@@ -142,6 +144,69 @@ TEST(RunCli, EvalAgainstReference) {
   bool has_block = false;
   for (const auto& l : j["layers"]) has_block = has_block || l["node"] == "blk.4.ffn.residual";
   EXPECT_TRUE(has_block);
+}
+
+// Per-layer SQNR after the llm preset's transforms (spinR1 forced on, so the residual stream is
+// rotated; qk/vo/ud/spinR2/searchWeightScale re-base q/k/v/up): every reported node compares in
+// the reference's basis, so every SQNR is positive and close to llm_fast's (no transforms) on
+// the same node, the residual stream is reported with R1 undone, and the re-based projections
+// are listed as not compared with their passes. Before, q_proj read -10 dB and every
+// residual-stream value about -3 dB.
+TEST(RunCli, PerLayerSqnrAfterTheLlmPresetsRotationsIsInTheReferenceBasis) {
+  QBC_REQUIRE_SHARED(dir, "models/stories260k");
+  QBC_REQUIRE_SHARED(text, "data/tinystories/eval.clean.txt");
+  const fs::path tmp = temp_dir();
+  auto quantize_and_eval = [&](const std::string& name, const std::string& args) {
+    auto q = run_qbc("quantize " + shell_quote(dir / "hf") + " " + args +
+                     " --use-random-calib --set calibration.numSamples=4"
+                     " --set calibration.seqLength=128"
+                     " --set llm.attributes.calibration.useFullSeqLength=false"
+                     " --set llm.attributes.maxSequenceLength=512"
+                     " --set llm.attributes.maxCacheLength=512 -o " +
+                     shell_quote(tmp / (name + ".mblt")));
+    EXPECT_EQ(q.exit_code, 0) << q.err;
+    auto e = run_qbc("eval " + shell_quote(tmp / (name + ".mblt")) + " --reference " +
+                     shell_quote(dir / "hf") + " --text " + shell_quote(text) +
+                     " --ctx 256 --chunks 4 --json");
+    EXPECT_EQ(e.exit_code, 0) << e.err;
+    return nlohmann::json::parse(e.out, nullptr, false);
+  };
+  const nlohmann::json llm =
+      quantize_and_eval("llm", "--preset llm --set equivalentTransformation.spinR1.policy=always");
+  const nlohmann::json fast = quantize_and_eval("fast", "--preset llm_fast");
+  ASSERT_FALSE(llm.is_discarded());
+  ASSERT_FALSE(fast.is_discarded());
+  std::map<std::string, double> fast_db;
+  for (const auto& l : fast["layers"]) {
+    EXPECT_EQ(l["basis"], "model") << l.dump();
+    fast_db[l["node"]] = l["sqnr_db"].get<double>();
+  }
+  EXPECT_TRUE(fast["layers_not_compared"].empty());
+  size_t rotated = 0, compared = 0;
+  for (const auto& l : llm["layers"]) {
+    const std::string node = l["node"];
+    const double db = l["sqnr_db"].get<double>();
+    EXPECT_GT(db, 10.0) << node;
+    rotated += l["basis"] == "residual, R1 undone";
+    if (fast_db.count(node) == 0) continue;
+    ++compared;
+    EXPECT_NEAR(db, fast_db[node], 6.0) << node;
+  }
+  EXPECT_GE(compared, 15u);
+  EXPECT_EQ(rotated, 15u);  // o_proj, down_proj and the block output of 5 blocks
+  std::map<std::string, std::string> left;
+  for (const auto& l : llm["layers_not_compared"]) left[l["node"]] = l["passes"];
+  ASSERT_EQ(left.size(), 20u);
+  EXPECT_TRUE(contains(left["blk.0.attn.q_proj"], "qk")) << left["blk.0.attn.q_proj"];
+  EXPECT_TRUE(contains(left["blk.0.attn.v_proj"], "vo")) << left["blk.0.attn.v_proj"];
+  EXPECT_TRUE(contains(left["blk.0.ffn.up_proj"], "ud")) << left["blk.0.ffn.up_proj"];
+  // The text table says which basis each row is in.
+  auto t = run_qbc("eval " + shell_quote(tmp / "llm.mblt") + " --reference " +
+                   shell_quote(dir / "hf") + " --text " + shell_quote(text) +
+                   " --ctx 256 --chunks 1");
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_TRUE(contains(t.out, "residual, R1 undone")) << t.out;
+  EXPECT_TRUE(contains(t.out, "blk.N.attn.q_proj x5: qk")) << t.out;
 }
 
 }  // namespace

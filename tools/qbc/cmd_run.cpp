@@ -9,6 +9,7 @@
 #include "qbc/driver/accuracy.h"
 #include "qbc/driver/backend.h"
 #include "qbc/driver/generate.h"
+#include "qbc/driver/layer_basis.h"
 #include "qbc/mxq/model_file.h"
 #include "qbc/ref/perplexity.h"
 #include "qbc/runtime/generator.h"
@@ -200,20 +201,19 @@ Status run_compare(const EvalOptions& o, const ir::Graph* graph, runner::Runner&
   ref::SessionOptions so;
   so.threads = o.threads;
   QBC_ASSIGN_OR_RETURN(std::unique_ptr<runner::Runner> reference, driver::make_runner(r, so));
-  // Block outputs and every projection present in both graphs.
-  std::vector<driver::LayerError> nodes;
-  for (const ir::Node& n : graph != nullptr ? graph->nodes() : std::vector<ir::Node>()) {
-    const bool projection = n.op == ir::Op::kLinear || n.op == ir::Op::kQLinear;
-    const bool block_out =
-        n.name.size() > 13 && n.name.compare(n.name.size() - 13, 13, ".ffn.residual") == 0;
-    if ((!projection && !block_out) || r.graph.find(n.name) < 0) continue;
-    nodes.push_back({n.name, std::string(ir::op_info(n.op).name), n.block, 0});
+  // Block outputs and every projection present in both graphs, each in a basis where the
+  // two compare (driver/layer_basis.h: spinR1's rotation undone, re-based outputs left out).
+  driver::LayerSelection layers;
+  if (graph != nullptr) {
+    QBC_ASSIGN_OR_RETURN(layers, driver::select_layers(*graph, r.graph));
   }
   driver::CompareOptions co;
   co.ctx = o.ctx;
   co.max_chunks = o.chunks;
+  co.undo_spin_r1 = layers.undo_spin_r1;
   QBC_ASSIGN_OR_RETURN(driver::AccuracyReport rep,
-                       driver::compare_models(test, *reference, tokens, bos, nodes, co));
+                       driver::compare_models(test, *reference, tokens, bos, layers.nodes, co));
+  rep.layers_left_out = layers.left_out;
   const std::string json = driver::report_json(rep);
   events::result("eval", json);
   return emit_output("", o.json ? json : driver::format_report(rep));

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,16 @@ struct LayerError {
   std::string op;
   int block = -1;
   double sqnr_db = 0;  ///< 10·log10(Σ ref² / Σ (ref − test)²); +inf when identical.
+  /// The basis the two outputs are compared in: "model" (as both graphs compute it) or
+  /// "residual, R1 undone" (the test's value rotated back by spinR1's R1ᵀ first).
+  std::string basis = "model";
+  bool undo_spin_r1 = false;  ///< apply CompareOptions::undo_spin_r1 to the test's value
+};
+
+/// A node left out of the per-layer table: a transform changed its output's basis.
+struct LayerLeftOut {
+  std::string node;
+  std::string passes;  ///< "qk, qkRotation"
 };
 
 /// What compare_models() measured.
@@ -29,8 +40,9 @@ struct AccuracyReport {
   double kld_mean = 0;       ///< Mean KL(P_ref ‖ P_test), nats.
   double kld_p99 = 0;        ///< 99th percentile.
   double kld_max = 0;
-  double top1 = 0;                 ///< Fraction of positions with the same argmax.
-  std::vector<LayerError> layers;  ///< Block outputs and projections, in graph order.
+  double top1 = 0;                            ///< Fraction of positions with the same argmax.
+  std::vector<LayerError> layers;             ///< Block outputs and projections, in graph order.
+  std::vector<LayerLeftOut> layers_left_out;  ///< Not comparable (re-based outputs).
   double seconds = 0;
 };
 
@@ -39,6 +51,9 @@ struct CompareOptions {
   int64_t ctx = 256;
   int64_t max_chunks = -1;   ///< -1 = all chunks of the text.
   int64_t layer_chunks = 4;  ///< Chunks used for the per-layer table (activations are large).
+  /// Brings a test value of the rotated residual stream back to the reference's basis (for
+  /// LayerError::undo_spin_r1 nodes; driver::select_layers makes it).
+  std::function<Status(std::vector<float>*)> undo_spin_r1;
 };
 
 /// Runs `tokens` through both runners chunk by chunk (llama.cpp protocol: BOS
