@@ -494,10 +494,23 @@ StatusOr<ModePrediction> predict_mode(const isa::Bundle& b, const isa::Mode& mod
   return r;
 }
 
+std::string cost_node_label(const isa::Bundle& b, int32_t node) {
+  if (node >= 0 && static_cast<size_t>(node) < b.nodes.size())
+    return b.nodes[static_cast<size_t>(node)];
+  return "(token carriers, npu-deps)";
+}
+
 std::string cost_table_text(const isa::Bundle& b, const CallCost& c, size_t max_rows) {
   std::string out;
   char line[256];
-  std::snprintf(line, sizeof(line), "  %-34s %10s %10s %10s %8s  %s\n", "node", "DRAM MB", "MMACs",
+  auto row = [&](const std::string& name, const CostCounts& k, double seconds, Bound bound) {
+    std::snprintf(line, sizeof(line), "  %-34s %10.3f %10.3f %10.1f %8.1f  %s\n", name.c_str(),
+                  static_cast<double>(k.dram_bytes()) / (1024.0 * 1024.0),
+                  static_cast<double>(k.macs) / 1e6, static_cast<double>(k.vector_ops) / 1e3,
+                  seconds * 1e6, bound_name(bound));
+    out += line;
+  };
+  std::snprintf(line, sizeof(line), "  %-34s %10s %10s %10s %8s  %s\n", "node", "DRAM MiB", "MMACs",
                 "kvec", "us", "bound");
   out += line;
   std::vector<const NodeCost*> rows;
@@ -507,17 +520,14 @@ std::string cost_table_text(const isa::Bundle& b, const CallCost& c, size_t max_
                      [](const NodeCost* x, const NodeCost* y) { return x->seconds > y->seconds; });
     rows.resize(max_rows);
   }
-  for (const NodeCost* n : rows) {
-    const std::string name = n->node >= 0 && static_cast<size_t>(n->node) < b.nodes.size()
-                                 ? b.nodes[static_cast<size_t>(n->node)]
-                                 : std::string("(no node)");
-    std::snprintf(line, sizeof(line), "  %-34s %10.3f %10.3f %10.1f %8.1f  %s\n", name.c_str(),
-                  static_cast<double>(n->counts.dram_bytes()) / 1e6,
-                  static_cast<double>(n->counts.macs) / 1e6,
-                  static_cast<double>(n->counts.vector_ops) / 1e3, n->seconds * 1e6,
-                  bound_name(n->bound));
-    out += line;
-  }
+  for (const NodeCost* n : rows) row(cost_node_label(b, n->node), n->counts, n->seconds, n->bound);
+  // The whole call: every core's counts, the slowest core's time, then the host's share.
+  row("total", c.total, c.core_seconds, c.bound);
+  std::snprintf(line, sizeof(line),
+                "  (total: every core's counts and the slowest core's time; with %.1f us of host "
+                "overhead the call takes %.1f us)\n",
+                c.host_seconds * 1e6, c.seconds * 1e6);
+  out += line;
   return out;
 }
 

@@ -80,7 +80,7 @@ TEST(PlanCli, Llama8BAt128KWithKv16ExitsFourNamingTheLargestContext) {
                          " --context 131072 --kv-bits 16 --inference-scheme single");
   EXPECT_EQ(r.exit_code, 4) << r.err;
   EXPECT_TRUE(contains(r.err, "does not fit")) << r.err;
-  EXPECT_TRUE(contains(r.err, "largest llm.attributes.maxCacheLength that fits")) << r.err;
+  EXPECT_TRUE(contains(r.out, "largest maxCacheLength that fits")) << r.out;
   EXPECT_TRUE(contains(r.out, "DOES NOT FIT")) << r.out;
   // The named context fits, with KV8 a larger one does.
   const nlohmann::json j16 =

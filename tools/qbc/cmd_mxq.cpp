@@ -205,9 +205,7 @@ Status inspect_cost(const std::string& path, const mxq::LoadedModel& m, bool jso
     e["layers"] = nlohmann::ordered_json::array();
     for (const npu::NodeCost& n : r.decode.nodes) {
       nlohmann::ordered_json l;
-      l["node"] = n.node >= 0 && static_cast<size_t>(n.node) < b.nodes.size()
-                      ? b.nodes[static_cast<size_t>(n.node)]
-                      : std::string();
+      l["node"] = npu::cost_node_label(b, n.node);
       l["dram_bytes"] = n.counts.dram_bytes();
       l["macs"] = n.counts.macs;
       l["vector_ops"] = n.counts.vector_ops;
@@ -215,6 +213,10 @@ Status inspect_cost(const std::string& path, const mxq::LoadedModel& m, bool jso
       l["us"] = n.seconds * 1e6;
       e["layers"].push_back(std::move(l));
     }
+    e["decode_total"] = {
+        {"dram_bytes", r.decode.total.dram_bytes()}, {"macs", r.decode.total.macs},
+        {"vector_ops", r.decode.total.vector_ops},   {"core_us", r.decode.core_seconds * 1e6},
+        {"host_us", r.decode.host_seconds * 1e6},    {"us", r.decode.seconds * 1e6}};
     j["schemes"].push_back(std::move(e));
     char line[256];
     std::snprintf(line, sizeof(line),
@@ -239,7 +241,13 @@ Status dump_config_mxq(const std::string& path, const std::string& format,
   const std::string text =
       format == "json" ? config::to_json(cfg.options) : config::to_yaml(cfg.options);
   events::result("dump-config", config::to_json(cfg.options));
-  return emit_output(output, text);
+  QBC_RETURN_IF_ERROR(emit_output(output, text));
+  if (!output.empty() && output != "-") {
+    events::summary("dump-config", "wrote " + output + " (" + format + ", " +
+                                       std::to_string(text.size()) + " bytes, the configuration " +
+                                       path + " was compiled with)");
+  }
+  return ok_status();
 }
 
 Status inspect_mxq(const std::string& path, bool json, bool memory, bool program, bool no_verify,

@@ -117,7 +117,14 @@ Status run_plan(const PlanFlags& f) {
   events::result("plan", driver::plan_json(r));
   QBC_RETURN_IF_ERROR(emit_output(f.output, f.json ? driver::plan_json(r) : driver::plan_text(r)));
   log("plan").info("planned {} for {} in {}", g.name(), r.target, progress::format_duration(secs));
-  if (!r.limits.fits) return r.fit;  // exit 4 with the table and the largest fits
+  if (!r.limits.fits) {
+    // Exit 4. The plan printed above has the breakdown and the largest context and batch that
+    // fit, so the error is its first line, not the table again.
+    const std::string& m = r.fit.message();
+    return resource_exhausted(m.substr(0, m.find('\n')), "; see the plan ",
+                              f.output.empty() || f.output == "-" ? "above" : "in " + f.output,
+                              " for the breakdown and what fits");
+  }
   return ok_status();
 }
 

@@ -31,16 +31,8 @@ struct QuantizeOptions {
   pass::Instrumentation instr;
 };
 
-/// "12.3 MB".
-std::string bytes_text(int64_t bytes) {
-  char buf[32];
-  if (bytes < 1024 * 1024) {
-    std::snprintf(buf, sizeof(buf), "%.1f KB", static_cast<double>(bytes) / 1024.0);
-  } else {
-    std::snprintf(buf, sizeof(buf), "%.1f MB", static_cast<double>(bytes) / (1024.0 * 1024.0));
-  }
-  return buf;
-}
+/// "12.3 MiB": the one unit convention of plan, inspect and this summary.
+std::string bytes_text(int64_t bytes) { return npu::human_bytes(bytes); }
 
 Status print_pipeline(const QuantizeOptions& o, const config::ResolvedConfig& cfg) {
   QBC_ASSIGN_OR_RETURN(std::vector<pass::PipelineEntry> entries,
@@ -156,14 +148,14 @@ Status run_quantize(const QuantizeOptions& o) {
     const npu::MemoryReport r = npu::memory_report(b);
     int64_t peak = 0;
     for (int64_t p : r.sram_peak) peak = std::max(peak, p);
-    char line[256];
+    char line[512];
     std::snprintf(line, sizeof(line),
-                  "; backend for %s in %s: DRAM %.1f MB of %.1f MB, SRAM peak %.1f KB per core, "
-                  "program %.1f KB; MXQ written in %s",
+                  "; backend for %s in %s: DRAM %s of %s, SRAM peak %s per core, program %s; "
+                  "MXQ written in %s",
                   b.target.c_str(), progress::format_duration(secs).c_str(),
-                  static_cast<double>(r.dram.total()) / 1e6,
-                  static_cast<double>(r.device_bytes) / 1e6, static_cast<double>(peak) / 1024.0,
-                  static_cast<double>(r.program_bytes) / 1024.0,
+                  npu::human_bytes(r.dram.total()).c_str(),
+                  npu::human_bytes(r.device_bytes).c_str(), npu::human_bytes(peak).c_str(),
+                  npu::human_bytes(r.program_bytes).c_str(),
                   progress::format_duration(write_secs).c_str());
     text += line;
     text =

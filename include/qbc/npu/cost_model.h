@@ -109,7 +109,12 @@ StatusOr<ModePrediction> predict_mode(const isa::Bundle& b, const isa::Mode& mod
                                       int64_t prompt_tokens, const CostParams& p,
                                       int active_instances = 1);
 
-/// A per-node table of a call: node, DRAM MB, MMACs, bound, time (text).
+/// The row name of `node` in cost tables: its MBLT name, or "(token carriers, npu-deps)" for
+/// the instructions of no node (the zero-row carriers isa::assign_tokens inserts).
+std::string cost_node_label(const isa::Bundle& b, int32_t node);
+
+/// A per-node table of a call: node, DRAM MiB, MMACs, kvec, time, bound (text), then a total
+/// row (every core's counts, the slowest core's time) and the call time with the host's share.
 std::string cost_table_text(const isa::Bundle& b, const CallCost& c, size_t max_rows = 0);
 
 }  // namespace qbc::npu
