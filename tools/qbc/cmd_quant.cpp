@@ -55,14 +55,21 @@ Status print_pipeline(const QuantizeOptions& o, const config::ResolvedConfig& cf
 }
 
 Status run_quantize(const QuantizeOptions& o) {
-  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_config(o.config));
-  if (o.print_pipeline) return print_pipeline(o, cfg);
+  if (o.print_pipeline) {
+    QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_config(o.config));
+    return print_pipeline(o, cfg);
+  }
   if (o.model.empty())
     return invalid_argument(o.command, ": the model (HF folder, .gguf or .mblt) is required");
   const bool compile = o.command == "compile";
   if (o.output.empty())
     return invalid_argument(o.command,
                             compile ? ": -o OUT.mxq is required" : ": -o OUT.mblt is required");
+  // Every input and flag is checked before the model is parsed and hashed: the
+  // configuration (its lengths fitted to the model's config.json), the calibration source
+  // and the output path.
+  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_for_model(o.config, o.model));
+  QBC_RETURN_IF_ERROR(driver::check_calibration_inputs(cfg));
   namespace fs = std::filesystem;
   const auto ends_with = [](const std::string& s, const char* suffix) {
     const size_t n = std::strlen(suffix);
@@ -234,6 +241,7 @@ void register_quantize_like(CLI::App& app, Action& action, const char* name, con
       ->capture_default_str()
       ->group("Pipeline");
   add_config_flags(*cmd, o->config);
+  add_context_flags(*cmd, o->config);
   cmd->callback([o, &action] { action = [o] { return run_quantize(*o); }; });
 }
 
