@@ -308,11 +308,11 @@ Status run_verify(const VerifyOptions& o) {
                               {"model_hash", m.meta.model_hash()},
                               {"target", m.bundle->target}};
   events::summary("verify",
-                  o.file + ": ok for target '" + m.bundle->target + "' (" +
-                      std::to_string(m.files.size()) + " file" + (m.files.size() > 1 ? "s" : "") +
-                      ", " + std::to_string(sections) + " sections, " + std::to_string(bytes) +
-                      " bytes; digests, format rules, " +
-                      "program verifier V1-V8 and device checks of the modes " + mode_list + ")",
+                  o.file + ": ok (" + std::to_string(m.files.size()) + " file" +
+                      (m.files.size() > 1 ? "s" : "") + ", " + std::to_string(sections) +
+                      " sections, " + std::to_string(bytes) + " bytes; digests, format rules, " +
+                      "program verifier V1-V8 and device checks of the modes " + mode_list +
+                      "; target '" + m.bundle->target + "')",
                   j.dump());
   if (o.json) return emit_output("", j.dump(2) + "\n");
   return ok_status();

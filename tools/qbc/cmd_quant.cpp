@@ -65,11 +65,6 @@ Status run_quantize(const QuantizeOptions& o) {
   if (o.output.empty())
     return invalid_argument(o.command,
                             compile ? ": -o OUT.mxq is required" : ": -o OUT.mblt is required");
-  // Every input and flag is checked before the model is parsed and hashed: the
-  // configuration (its lengths fitted to the model's config.json), the calibration source
-  // and the output path.
-  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_for_model(o.config, o.model));
-  QBC_RETURN_IF_ERROR(driver::check_calibration_inputs(cfg));
   namespace fs = std::filesystem;
   const auto ends_with = [](const std::string& s, const char* suffix) {
     const size_t n = std::strlen(suffix);
@@ -79,6 +74,11 @@ Status run_quantize(const QuantizeOptions& o) {
     return invalid_argument("compile: -o ", o.output, ": compile writes MXQ (-o OUT.mxq); ",
                             "`qbc quantize` writes the quantized MBLT, and --keep-intermediate "
                             "DIR keeps compile's");
+  // Every input and flag is checked before the model is parsed and hashed: the
+  // configuration (its lengths fitted to the model's config.json) and the calibration
+  // source; the output folder below.
+  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_for_model(o.config, o.model));
+  QBC_RETURN_IF_ERROR(driver::check_calibration_inputs(cfg));
   // compile: the quantized MBLT is an intermediate, kept in --keep-intermediate DIR or in a
   // temporary folder beside the output that is removed afterwards.
   std::string mblt_out = o.output;
