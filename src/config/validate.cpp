@@ -226,4 +226,16 @@ bool is_default(const ResolvedConfig& c, const std::string& path) {
   return it == c.origins.end() || it->second.source == "default";
 }
 
+bool set_by_user(const ResolvedConfig& c, const std::string& path) {
+  auto it = c.origins.find(path);
+  if (it == c.origins.end() || it->second.source == "default") return false;
+  // Rules record a line-less origin that is not a flag ("batch LLM rule", "model: ...").
+  const std::string& source = it->second.source;
+  if (it->second.line == 0 && source.rfind("--", 0) != 0) return false;
+  for (const Preset& p : presets()) {
+    if (source == p.path) return false;
+  }
+  return true;
+}
+
 }  // namespace qbc::config

@@ -88,6 +88,8 @@ StatusOr<PlanResult> plan(const ir::Graph& shape, const config::ResolvedConfig& 
   QBC_ASSIGN_OR_RETURN(npu::Options base, backend_options(q, cfg));
   PlanResult r;
   r.target = base.target.name;
+  r.trained_context = options.trained_context;
+  r.trained_source = options.trained_source;
   // The configured deployment: its memory plan is what compile would check.
   events::status("plan", "memory plan for " + r.target);
   QBC_ASSIGN_OR_RETURN(r.bundle, lower_shape(q, base, true));
@@ -186,6 +188,25 @@ StatusOr<PlanResult> plan(const ir::Graph& shape, const config::ResolvedConfig& 
   return r;
 }
 
+namespace {
+
+constexpr const char* kEstimateNote =
+    "every TTFT, decode rate, roofline fraction and bound is an estimate of the target "
+    "profile's cost model on the programs compile would emit (docs/performance.md), not a "
+    "measurement";
+
+}  // namespace
+
+std::string training_warning(const PlanResult& r) {
+  return "the cache of " + std::to_string(r.max_cache) +
+         " positions is longer than the model was trained for (" +
+         std::to_string(r.trained_context) + ", " + r.trained_source + "): positions past " +
+         std::to_string(r.trained_context) +
+         " are outside its training (expect the text to degrade there), and the static key "
+         "scales must still cover them (coarser keys). It fits in memory; whether the model "
+         "works that long is another question";
+}
+
 std::string plan_json(const PlanResult& r) {
   nlohmann::ordered_json j;
   j["fits"] = r.limits.fits;
@@ -196,6 +217,12 @@ std::string plan_json(const PlanResult& r) {
   j["memory"]["weights_bytes_by_part"] = r.weights_by_part;
   j["max_context"] = r.limits.max_cache == INT64_MAX ? -1 : r.limits.max_cache;
   j["max_batch"] = r.limits.max_batch;
+  j["trained_context"] = r.trained_context;
+  j["trained_context_source"] = r.trained_source;
+  j["past_training"] = past_training(r);
+  j["warnings"] = nlohmann::ordered_json::array();
+  if (past_training(r)) j["warnings"].push_back(training_warning(r));
+  j["estimates"] = kEstimateNote;
   j["schemes"] = nlohmann::ordered_json::array();
   for (const SchemePlan& s : r.schemes) {
     const npu::ModePrediction& p = s.prediction;
@@ -203,6 +230,7 @@ std::string plan_json(const PlanResult& r) {
     e["scheme"] = isa::scheme_name(s.scheme);
     e["cores"] = s.cores;
     e["instances"] = s.instances;
+    e["estimate"] = true;
     e["prompt_tokens"] = p.prompt_tokens;
     e["ttft_ms"] = p.ttft_s * 1e3;
     e["decode_tok_s"] = p.decode_s > 0 ? 1.0 / p.decode_s : 0.0;
@@ -213,6 +241,15 @@ std::string plan_json(const PlanResult& r) {
     e["decode_dram_bytes"] = p.decode.total.dram_bytes();
     e["decode_macs"] = p.decode.total.macs;
     j["schemes"].push_back(std::move(e));
+  }
+  const Recommendation rec = recommend(r);
+  if (!rec.scheme.empty()) {
+    j["recommendation"] = {{"scheme", rec.scheme},
+                           {"fastest_decode", rec.fastest_decode},
+                           {"best_ttft", rec.best_ttft},
+                           {"highest_throughput", rec.throughput},
+                           {"break_even_tokens", rec.break_even_tokens},
+                           {"reason", rec.reason}};
   }
   return j.dump(2) + "\n";
 }
@@ -252,31 +289,42 @@ std::string plan_text(const PlanResult& r) {
                 npu::human_bytes(peak).c_str(), npu::human_bytes(r.memory.sram_bytes).c_str(),
                 npu::human_bytes(r.memory.program_bytes).c_str());
   os << line;
-  os << (r.limits.fits ? "fits" : "DOES NOT FIT") << ": " << npu::human_bytes(d.total()) << " of "
-     << npu::human_bytes(r.memory.device_bytes);
+  os << (r.limits.fits ? "fits in memory" : "DOES NOT FIT") << ": " << npu::human_bytes(d.total())
+     << " of " << npu::human_bytes(r.memory.device_bytes);
   if (r.limits.max_cache == INT64_MAX) {
     os << "; the KV cache does not grow with the context (sliding windows only)";
   } else {
     os << "; largest maxCacheLength that fits " << r.limits.max_cache;
+    if (r.trained_context > 0) os << " (the model was trained for " << r.trained_context << ")";
   }
   os << "; largest batchSize " << r.limits.max_batch << "\n";
+  if (r.trained_context > 0) {
+    os << "model trained for " << r.trained_context << " positions (" << r.trained_source
+       << "); planned " << r.max_cache << "\n";
+  }
+  if (past_training(r)) os << "WARNING: " << training_warning(r) << "\n";
   if (!r.schemes.empty()) {
-    std::snprintf(line, sizeof(line), "%-8s %5s %10s %12s %12s %9s  %s\n", "scheme", "cores",
-                  "TTFT ms", "decode tok/s", "at end tok/s", "roofline", "bound");
+    os << "estimates (" << kEstimateNote << "):\n";
+    std::snprintf(line, sizeof(line), "%-8s %12s %10s %12s %12s %9s  %s\n", "scheme",
+                  "cores x inst", "TTFT ms", "decode tok/s", "at end tok/s", "roofline", "bound");
     os << line;
     for (const SchemePlan& s : r.schemes) {
       const npu::ModePrediction& p = s.prediction;
-      std::snprintf(line, sizeof(line), "%-8s %5d %10.1f %12.2f %12.2f %8.1f%%  %s (prefill %s)\n",
-                    isa::scheme_name(s.scheme), s.cores * s.instances, p.ttft_s * 1e3,
+      const std::string cores = std::to_string(s.cores) + " x " + std::to_string(s.instances);
+      std::snprintf(line, sizeof(line), "%-8s %12s %10.1f %12.2f %12.2f %8.1f%%  %s (prefill %s)\n",
+                    isa::scheme_name(s.scheme), cores.c_str(), p.ttft_s * 1e3,
                     p.decode_s > 0 ? 1.0 / p.decode_s : 0.0,
                     p.decode_end_s > 0 ? 1.0 / p.decode_end_s : 0.0, 100.0 * p.roofline_fraction,
                     npu::bound_name(p.bound), npu::bound_name(p.prefill_bound));
       os << line;
     }
-    os << "TTFT for " << r.schemes.front().prediction.prompt_tokens
+    os << "cores x inst: cores per instance x instances; TTFT for "
+       << r.schemes.front().prediction.prompt_tokens
        << " prompt tokens; decode right after the prompt and with the cache full; multi: per "
-          "sequence with 4 running; roofline: unavoidable DRAM bytes (weights, KV read and "
-          "written) at the effective bandwidth over the step time\n";
+          "sequence with its 4 instances running; roofline: unavoidable DRAM bytes (weights, KV "
+          "read and written) at the effective bandwidth over the step time\n";
+    const Recommendation rec = recommend(r);
+    os << "recommended: " << rec.reason << "\n";
   }
   return os.str();
 }

@@ -6,6 +6,7 @@
 
 #include "qbc/calib/calib_data.h"
 #include "qbc/driver/generate.h"
+#include "qbc/driver/model_context.h"
 #include "qbc/ir/serialize.h"
 #include "qbc/quant/pass.h"
 #include "qbc/quant/pipeline.h"
@@ -16,6 +17,26 @@
 #include "qbc/tensorfile/safetensors_spill.h"
 
 namespace qbc::driver {
+
+Status check_calibration_inputs(const config::ResolvedConfig& config) {
+  const config::CompileOptions& o = config.options;
+  if (o.use_random_calib()) return ok_status();
+  if (o.calib_data_paths_size() == 0) {
+    return invalid_argument(
+        "no calibration data: give calibDataPaths (--calib DIR, from `qbc calib prepare`) "
+        "or useRandomCalib (--use-random-calib) for a smoke test");
+  }
+  std::error_code ec;
+  for (const std::string& p : o.calib_data_paths()) {
+    if (!std::filesystem::exists(p, ec)) {
+      auto it = config.origins.find("calibDataPaths");
+      return not_found(p, ": no such file or folder (calibDataPaths, from ",
+                       it == config.origins.end() ? std::string("default") : it->second.to_string(),
+                       ")");
+    }
+  }
+  return ok_status();
+}
 
 StatusOr<quant::SampleSource> calibration_source(const LoadedModel& model,
                                                  const config::ResolvedConfig& config, size_t* n) {
@@ -115,23 +136,24 @@ std::string calibration_provenance(const config::CompileOptions& o, size_t n, in
 }
 
 /// A KV cache compiled for more positions than the model was trained on costs key
-/// precision: the static key scales must cover every rotation up to max_cache.
+/// precision: the static key scales must cover every rotation up to max_cache. Only a
+/// length the user set gets here: one from a preset is fitted to the model (model_context.h).
 void warn_cache_past_training(const LoadedModel& model) {
-  const int64_t trained = model.source ? model.source->hparams().max_position_embeddings : 0;
+  if (!model.source) return;
+  const TrainedContext trained = trained_context(model.source->hparams());
   for (const ir::Node& n : model.graph.nodes()) {
     if (n.op != ir::Op::kAttention) continue;
     const int64_t cache = n.attrs.get_int("max_cache");
-    if (trained > 0 && cache > trained) {
+    if (trained.positions > 0 && cache > trained.positions) {
       log("quantize")
           .warn(
               "the KV cache is compiled for {} positions (llm.attributes.maxCacheLength) but the "
-              "model's "
-              "max_position_embeddings is {}: positions past {} are outside what it was trained "
-              "for, and the static "
-              "key scales must still cover every rotation up to {} (coarser keys; "
-              "docs/numerics.md). Set "
-              "maxCacheLength (and maxSequenceLength) to {} unless you need the longer cache.",
-              cache, trained, trained, cache, trained);
+              "model's {} is {}: positions past {} are outside what it was trained for, and the "
+              "static key scales must still cover every rotation up to {} (coarser keys; "
+              "docs/numerics.md). Set maxCacheLength (and maxSequenceLength, or --context) to {} "
+              "unless you need the longer cache.",
+              cache, trained.source, trained.positions, trained.positions, cache,
+              trained.positions);
     }
     return;
   }

@@ -20,22 +20,45 @@ struct ArchEntry {
   std::string_view architecture;
   ModelFamily family;
   ParseFn parse;
+  /// The `model_type` values HF pairs with the architecture (its config class's).
+  std::vector<std::string_view> model_types;
 };
 
 const std::vector<ArchEntry>& arch_table() {
   namespace hi = hparams_internal;
   static const std::vector<ArchEntry> table = {
-      {"LlamaForCausalLM", ModelFamily::kLlama, hi::parse_llama},
-      {"MistralForCausalLM", ModelFamily::kMistral, hi::parse_mistral},
-      {"Qwen2ForCausalLM", ModelFamily::kQwen2, hi::parse_qwen2},
-      {"Qwen3ForCausalLM", ModelFamily::kQwen3, hi::parse_qwen3},
-      {"Gemma2ForCausalLM", ModelFamily::kGemma2, hi::parse_gemma2},
-      {"Gemma3ForCausalLM", ModelFamily::kGemma3, hi::parse_gemma3},
-      {"Gemma3ForConditionalGeneration", ModelFamily::kGemma3, hi::parse_gemma3},
-      {"Phi3ForCausalLM", ModelFamily::kPhi3, hi::parse_phi3},
+      {"LlamaForCausalLM", ModelFamily::kLlama, hi::parse_llama, {"llama"}},
+      {"MistralForCausalLM", ModelFamily::kMistral, hi::parse_mistral, {"mistral"}},
+      {"Qwen2ForCausalLM", ModelFamily::kQwen2, hi::parse_qwen2, {"qwen2"}},
+      {"Qwen3ForCausalLM", ModelFamily::kQwen3, hi::parse_qwen3, {"qwen3"}},
+      {"Gemma2ForCausalLM", ModelFamily::kGemma2, hi::parse_gemma2, {"gemma2"}},
+      {"Gemma3ForCausalLM", ModelFamily::kGemma3, hi::parse_gemma3, {"gemma3_text", "gemma3"}},
+      {"Gemma3ForConditionalGeneration", ModelFamily::kGemma3, hi::parse_gemma3, {"gemma3"}},
+      {"Phi3ForCausalLM", ModelFamily::kPhi3, hi::parse_phi3, {"phi3"}},
   };
   return table;
 }
+
+// Vision-language model types (HF transformers' config classes): their language model
+// sits next to an image encoder that qbc cannot import yet.
+constexpr std::string_view kMultimodalTypes[] = {
+    "llava",        "llava_next", "llava_next_video", "llava_onevision", "vipllava",
+    "qwen2_vl",     "qwen2_5_vl", "qwen3_vl",         "mllama",          "paligemma",
+    "idefics2",     "idefics3",   "smolvlm",          "internvl",        "mistral3",
+    "pixtral",      "phi3_v",     "phi4_multimodal",  "gemma3n",         "llama4",
+    "aria",         "molmo",      "kimi_vl",          "chameleon",       "blip-2",
+    "instructblip", "fuyu",
+};
+
+bool is_multimodal_type(std::string_view type) {
+  for (std::string_view t : kMultimodalTypes) {
+    if (t == type) return true;
+  }
+  return false;
+}
+
+constexpr const char* kMultimodalPlanned =
+    "vision-language (multimodal) models cannot be imported yet; their support is planned";
 
 // Keys that signal a model qbc cannot represent yet (mixture of experts, pre-quantized).
 constexpr std::string_view kUnsupportedKeys[] = {
@@ -74,6 +97,25 @@ nlohmann::json gemma3_text_defaults() {
   return {{"vocab_size", 262208},    {"hidden_size", 2304},      {"intermediate_size", 9216},
           {"num_hidden_layers", 26}, {"num_attention_heads", 8}, {"num_key_value_heads", 4},
           {"head_dim", 256}};
+}
+
+// `model_type` must be one HF pairs with the architecture: a config whose two keys disagree
+// (a llava model_type over LlamaForCausalLM) is refused rather than guessed at. A config
+// without model_type is read by its architecture alone.
+Status check_model_type(const ConfigReader& top, const ArchEntry& e) {
+  const nlohmann::json* raw = top.find("model_type");
+  if (raw == nullptr) return ok_status();
+  QBC_ASSIGN_OR_RETURN(std::string type, top.get_string_or("model_type", ""));
+  for (std::string_view t : e.model_types) {
+    if (t == type) return ok_status();
+  }
+  std::string expected;
+  for (std::string_view t : e.model_types) expected += (expected.empty() ? "'" : " or '") + std::string(t) + "'";
+  std::string msg = ": " + quote_prefix(type) + " does not match architectures " +
+                    quote_prefix(std::string(e.architecture)) + " (which HF pairs with model_type " +
+                    expected + "); qbc does not guess which of the two is right";
+  if (is_multimodal_type(type)) msg += std::string("; ") + kMultimodalPlanned;
+  return unimplemented(top.where("model_type"), msg);
 }
 
 StatusOr<std::string> get_architecture(const ConfigReader& top) {
@@ -145,9 +187,14 @@ StatusOr<HParams> parse_hparams(std::string_view json_text, std::string_view sou
     if (e.architecture == arch) entry = &e;
   }
   if (entry == nullptr) {
+    std::string type;
+    if (const nlohmann::json* t = top.find("model_type"); t != nullptr && t->is_string())
+      type = t->get<std::string>();
     return unimplemented(top.where("architectures"), ": architecture ", quote_prefix(arch),
-                         " is not supported (supported: ", supported_list(), ")");
+                         " is not supported (supported: ", supported_list(), ")",
+                         is_multimodal_type(type) ? std::string("; ") + kMultimodalPlanned : "");
   }
+  QBC_RETURN_IF_ERROR(check_model_type(top, *entry));
 
   // A multimodal config nests the language model under text_config; token ids may stay on top.
   nlohmann::json text = root;

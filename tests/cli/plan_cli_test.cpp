@@ -178,6 +178,77 @@ TEST(PlanCli, InspectCostOfAnMxqEqualsThePlanOfItsConfiguration) {
   EXPECT_TRUE(contains(bad.err, "qbc plan")) << bad.err;
 }
 
+// Issue 28, point 6: every predicted figure is labelled an estimate, a scheme is
+// recommended with the reason, the text table says what the JSON says for multi (1 core x 4
+// instances), and the sweep's TTFT column names its prompt length.
+TEST(PlanCli, EstimatesAreLabelledAndASchemeIsRecommended) {
+  QBC_REQUIRE_SHARED(dir, "model-configs/Qwen2.5-0.5B-Instruct");
+  const nlohmann::json j = plan_json(shell_quote(dir));
+  EXPECT_TRUE(contains(j["estimates"].get<std::string>(), "estimate")) << j["estimates"];
+  ASSERT_EQ(j["schemes"].size(), 4u);
+  std::string fastest, best_ttft;
+  double best_rate = 0, lowest_ttft = 1e30;
+  for (const auto& s : j["schemes"]) {
+    EXPECT_TRUE(s["estimate"].get<bool>()) << s["scheme"];
+    if (s["decode_tok_s"].get<double>() > best_rate) {
+      best_rate = s["decode_tok_s"];
+      fastest = s["scheme"];
+    }
+    if (s["ttft_ms"].get<double>() < lowest_ttft) {
+      lowest_ttft = s["ttft_ms"];
+      best_ttft = s["scheme"];
+    }
+    if (s["scheme"] == "multi") {
+      EXPECT_EQ(s["cores"], 1);
+      EXPECT_EQ(s["instances"], 4);
+    }
+  }
+  const auto& rec = j["recommendation"];
+  EXPECT_EQ(rec["scheme"], fastest);
+  EXPECT_EQ(rec["fastest_decode"], fastest);
+  EXPECT_EQ(rec["best_ttft"], best_ttft);
+  EXPECT_TRUE(contains(rec["reason"].get<std::string>(), "fastest decode")) << rec["reason"];
+  if (fastest != best_ttft) {
+    // From break_even_tokens on, the recommended scheme finishes a reply first.
+    auto finish = [&](const std::string& name, double n) {
+      for (const auto& s : j["schemes"])
+        if (s["scheme"] == name)
+          return s["ttft_ms"].get<double>() / 1e3 + n / s["decode_tok_s"].get<double>();
+      return 0.0;
+    };
+    const int64_t n = rec["break_even_tokens"];
+    ASSERT_GT(n, 0);
+    EXPECT_LE(finish(fastest, n), finish(best_ttft, n));
+    EXPECT_GT(finish(fastest, n - 1), finish(best_ttft, n - 1));
+    EXPECT_TRUE(contains(rec["reason"].get<std::string>(), best_ttft)) << rec["reason"];
+  }
+  // The text says the same.
+  const auto t = run_qbc("plan " + shell_quote(dir));
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_TRUE(contains(t.out, "estimates (")) << t.out;
+  EXPECT_TRUE(contains(t.out, "recommended: " + fastest + ": the fastest decode")) << t.out;
+  const size_t multi = t.out.find("\nmulti ");
+  ASSERT_NE(multi, std::string::npos) << t.out;
+  EXPECT_TRUE(contains(t.out.substr(multi, t.out.find('\n', multi + 1) - multi), "1 x 4")) << t.out;
+  // The sweep's TTFT column names its prompt length, and follows --prompt-tokens.
+  const auto sw = run_qbc("plan " + shell_quote(dir) + " --sweep context");
+  ASSERT_EQ(sw.exit_code, 0) << sw.err;
+  EXPECT_TRUE(contains(sw.out, "TTFT@240 ms")) << sw.out;
+  EXPECT_TRUE(contains(sw.out, "estimates")) << sw.out;
+  const auto sj =
+      run_qbc("plan " + shell_quote(dir) + " --sweep context --prompt-tokens 100 --json");
+  ASSERT_EQ(sj.exit_code, 0) << sj.err;
+  const auto rows = nlohmann::json::parse(sj.out);
+  ASSERT_EQ(rows.size(), 6u);
+  for (const auto& row : rows) {
+    EXPECT_EQ(row["prompt_tokens"], 100);
+    EXPECT_TRUE(row["estimate"].get<bool>());
+    // Qwen2.5-0.5B was trained for 32768 positions: the longer rows say so.
+    EXPECT_EQ(row["past_training"].get<bool>(), row["context"].get<int64_t>() > 32768);
+  }
+  EXPECT_TRUE(contains(sw.out, "65536*")) << sw.out;
+}
+
 TEST(PlanCli, BadInputsAreLocatedErrors) {
   const auto none = run_qbc("plan " + shell_quote(temp_dir() / "no-such-model"));
   EXPECT_EQ(none.exit_code, 2) << none.err;

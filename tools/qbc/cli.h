@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "qbc/config/config.h"
+#include "qbc/driver/model_context.h"
+#include "qbc/mxq/model_file.h"
 #include "qbc/support/status.h"
 
 namespace qbc::cli {
@@ -26,14 +28,39 @@ struct ConfigFlags {
   std::string seed;
   std::vector<std::string> calib;
   bool use_random_calib = false;
+  int64_t context = 0;  ///< --context: maxSequenceLength = maxCacheLength (0: not given)
+  int64_t batch = 0;    ///< --batch: runtime.batchSize (0: not given)
 };
 
 /// Adds --preset, -c/--config, --set and the explicit config flags to `cmd`.
 void add_config_flags(CLI::App& cmd, ConfigFlags& flags);
+/// Adds --context and --batch (commands that compile or plan a deployment).
+void add_context_flags(CLI::App& cmd, ConfigFlags& flags);
 
 /// Resolves the configuration the flags describe (defaults < target < preset <
 /// files < --set < flags) and logs its notes.
 StatusOr<config::ResolvedConfig> resolve_config(const ConfigFlags& flags);
+
+/// resolve_config for the model at `model` (folder, config.json, .gguf or .mblt): the
+/// sequence and cache lengths a preset or the defaults give are lowered to the length the
+/// model was trained for (driver::fit_lengths_to_model), read from its config.json or
+/// metadata before any heavy work. `trained`, when given, receives that length.
+StatusOr<config::ResolvedConfig> resolve_for_model(const ConfigFlags& flags,
+                                                   const std::string& model,
+                                                   driver::TrainedContext* trained = nullptr);
+
+/// The configuration `run` and `eval` use for `model`: for a compiled .mxq the flags are
+/// checked against the file (check_flags_for_mxq), otherwise resolve_for_model.
+StatusOr<config::ResolvedConfig> resolve_for_input(const ConfigFlags& flags,
+                                                   const std::string& model);
+
+/// Refuses (exit 2, naming both) --target-device / --target-profile values other than the
+/// target `m` (loaded from `path`) was compiled for.
+Status check_mxq_target(const std::string& path, const mxq::LoadedModel& m, const ConfigFlags& f);
+/// Config flags given with the compiled MXQ at `path`: a target other than the file's is
+/// refused (check_mxq_target), and so are --inference-scheme, --calib and
+/// --use-random-calib, which only a compile uses.
+Status check_flags_for_mxq(const std::string& path, const ConfigFlags& f);
 
 /// Writes `text` to `path` (atomically) or, when `path` is empty, to stdout.
 Status emit_output(const std::string& path, const std::string& text);

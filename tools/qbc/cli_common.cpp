@@ -31,6 +31,17 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
       ->group("Configuration");
 }
 
+void add_context_flags(CLI::App& cmd, ConfigFlags& f) {
+  cmd.add_option("--context", f.context,
+                 "Explicit llm.attributes.maxSequenceLength = maxCacheLength (positions per "
+                 "sequence; default: the preset's, or the model's trained length when shorter)")
+      ->check(CLI::PositiveNumber)
+      ->group("Configuration");
+  cmd.add_option("--batch", f.batch, "Explicit llm.attributes.runtime.batchSize")
+      ->check(CLI::PositiveNumber)
+      ->group("Configuration");
+}
+
 StatusOr<config::ResolvedConfig> resolve_config(const ConfigFlags& f) {
   config::LoadRequest req;
   req.preset = f.preset;
@@ -59,10 +70,36 @@ StatusOr<config::ResolvedConfig> resolve_config(const ConfigFlags& f) {
     req.flags.push_back({"calibDataPaths", list + "]", "--calib"});
   }
   if (f.use_random_calib) req.flags.push_back({"useRandomCalib", "true", "--use-random-calib"});
+  if (f.context > 0) {
+    const std::string n = std::to_string(f.context);
+    req.flags.push_back({"llm.attributes.maxSequenceLength", n, "--context"});
+    req.flags.push_back({"llm.attributes.maxCacheLength", n, "--context"});
+  }
+  if (f.batch > 0) {
+    req.flags.push_back({"llm.attributes.runtime.batchSize", std::to_string(f.batch), "--batch"});
+  }
   StatusOr<config::ResolvedConfig> cfg = config::resolve(req);
   if (!cfg.ok()) return cfg.status();
   for (const std::string& note : cfg->notes) log("config").warn("{}", note);
   return cfg;
+}
+
+StatusOr<config::ResolvedConfig> resolve_for_model(const ConfigFlags& flags,
+                                                   const std::string& model,
+                                                   driver::TrainedContext* trained) {
+  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_config(flags));
+  QBC_ASSIGN_OR_RETURN(const driver::TrainedContext t, driver::model_trained_context(model));
+  const std::string note = driver::fit_lengths_to_model(t, &cfg);
+  if (!note.empty()) log("config").info("{}", note);
+  if (trained != nullptr) *trained = t;
+  return cfg;
+}
+
+StatusOr<config::ResolvedConfig> resolve_for_input(const ConfigFlags& flags,
+                                                   const std::string& model) {
+  if (!mxq::is_mxq_file(model)) return resolve_for_model(flags, model);
+  QBC_RETURN_IF_ERROR(check_flags_for_mxq(model, flags));
+  return resolve_config(flags);
 }
 
 Status emit_output(const std::string& path, const std::string& text) {

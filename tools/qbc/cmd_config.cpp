@@ -32,13 +32,19 @@ Status run_dump_config(const DumpOptions& o) {
       (ends_with(o.output, ".yaml") || ends_with(o.output, ".yml"))) {
     return invalid_argument("--format json conflicts with output file name ", o.output);
   }
-  if (!o.model.empty()) {
+  const bool compiled = !o.model.empty() && mxq::is_mxq_file(o.model);
+  if (compiled) {
     if (o.origins)
       return invalid_argument(
-          "dump-config: --origins needs no MODEL (an MXQ keeps values, not origins)");
+          "dump-config: --origins needs a model folder, config.json, .gguf or .mblt, or no "
+          "MODEL (an MXQ keeps values, not origins)");
     return dump_config_mxq(o.model, format, o.output);
   }
-  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_config(o.config));
+  // With a model (not compiled): the configuration compile would use for it, the sequence
+  // and cache lengths fitted to the length it was trained for.
+  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, o.model.empty()
+                                                       ? resolve_config(o.config)
+                                                       : resolve_for_model(o.config, o.model));
   if (o.origins) return emit_output(o.output, config::origins_table(cfg.options, cfg.origins));
   const std::string json = config::to_json(cfg.options);
   events::result("dump-config", json);
@@ -113,10 +119,15 @@ void register_dump_config(CLI::App& app, Action& action) {
       "<\n"
       "--set key=value (in order) < explicit flags. The output loads back unchanged with -c.\n"
       "With MODEL.mxq: the configuration that file was compiled with (recompiles to the same "
-      "bytes).");
+      "bytes).\n"
+      "With a model folder, config.json, .gguf or .mblt: the configuration compile would use "
+      "for it\n"
+      "(sequence and cache lengths no longer than the model was trained for, unless set).");
   cmd->add_option("model", opts->model,
-                  "A compiled .mxq (or manifest) to read the configuration of");
+                  "A compiled .mxq (or manifest) to read the configuration of, or a model to "
+                  "resolve the configuration for");
   add_config_flags(*cmd, opts->config);
+  add_context_flags(*cmd, opts->config);
   cmd->add_option("-o,--output", opts->output,
                   "Write to this file (.yaml/.yml or .json) instead of stdout");
   cmd->add_option("--format", opts->format,

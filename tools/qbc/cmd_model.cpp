@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "qbc/driver/backend.h"
+#include "qbc/driver/generate.h"
 #include "qbc/driver/model_loader.h"
 #include "qbc/ir/serialize.h"
 #include "qbc/ir/text.h"
@@ -32,7 +33,7 @@ Status run_parse(const ParseOptions& o) {
   if (!driver::is_mblt_path(o.output))
     return invalid_argument("parse: output ", o.output, " must end in .mblt");
   const auto t0 = std::chrono::steady_clock::now();
-  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_config(o.config));
+  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_for_model(o.config, o.model));
   QBC_ASSIGN_OR_RETURN(driver::LoadedModel m, driver::import_model(o.model, cfg));
   m.graph.metadata["producer"] = "qbc " QBC_VERSION " (" QBC_GIT_DESCRIBE ")";
   QBC_RETURN_IF_ERROR(ir::save(m.graph, o.output));
@@ -189,8 +190,25 @@ struct InspectOptions {
 /// `inspect --memory` / `--program`: compiles the quantized MBLT for the configured target in
 /// memory (shapes only for --memory) and prints the memory plan or the programs.
 Status inspect_backend(const InspectOptions& o) {
-  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_config(o.config));
+  const char* what = o.memory ? "--memory" : "--program";
+  // The backend lowers quantized graphs only: a float model has no memory plan or program
+  // yet. Its plan before quantizing is `qbc plan` (from config.json, no weights read).
+  if (!driver::is_mblt_path(o.file)) {
+    return invalid_argument("inspect ", what, ": ", o.file,
+                            " is not a quantized .mblt (qbc quantize) or a compiled .mxq; a model "
+                            "folder or .gguf is a float model, which the backend does not lower: "
+                            "for its memory plan and speed before quantizing, run `qbc plan ",
+                            o.file, "`");
+  }
+  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_for_model(o.config, o.file));
   QBC_ASSIGN_OR_RETURN(driver::LoadedModel m, driver::open_model(o.file, cfg));
+  if (!driver::is_quantized(m.graph)) {
+    return invalid_argument("inspect ", what, ": ", o.file,
+                            " is a float graph (from `qbc parse`), which the backend does not "
+                            "lower; for its memory plan and speed before quantizing run `qbc "
+                            "plan` on the model it was parsed from (",
+                            m.graph.source_path, "), or inspect the .mblt of `qbc quantize`");
+  }
   QBC_ASSIGN_OR_RETURN(npu::Options opts, driver::backend_options(m.graph, cfg));
   opts.with_weights = false;
   QBC_ASSIGN_OR_RETURN(isa::Bundle b, driver::compile_backend(m, opts));

@@ -275,12 +275,14 @@ namespace {
 struct VerifyOptions {
   std::string file;
   bool json = false;
+  ConfigFlags target;  ///< --target-device / --target-profile: the target the file must be for
 };
 
 Status run_verify(const VerifyOptions& o) {
   // Every format rule and digest (the reader), then the program verifier and the device's
   // own checks for every mode the file holds.
   QBC_ASSIGN_OR_RETURN(mxq::LoadedModel m, mxq::load_model(o.file));
+  QBC_RETURN_IF_ERROR(check_mxq_target(o.file, m, o.target));
   if (Status s = isa::verify(*m.bundle); !s.ok())
     return data_loss(o.file, ": program verifier: ", s.message());
   std::vector<std::string> modes;
@@ -311,12 +313,14 @@ Status run_verify(const VerifyOptions& o) {
                               {"sections", sections},
                               {"bytes", bytes},
                               {"modes", modes},
-                              {"model_hash", m.meta.model_hash()}};
+                              {"model_hash", m.meta.model_hash()},
+                              {"target", m.bundle->target}};
   events::summary("verify",
                   o.file + ": ok (" + std::to_string(m.files.size()) + " file" +
                       (m.files.size() > 1 ? "s" : "") + ", " + std::to_string(sections) +
                       " sections, " + std::to_string(bytes) + " bytes; digests, format rules, " +
-                      "program verifier V1-V8 and device checks of the modes " + mode_list + ")",
+                      "program verifier V1-V8 and device checks of the modes " + mode_list +
+                      "; target '" + m.bundle->target + "')",
                   j.dump());
   if (o.json) return emit_output("", j.dump(2) + "\n");
   return ok_status();
@@ -337,6 +341,12 @@ void register_verify(CLI::App& app, Action& action) {
       "when every check passes, 2 with the file and section at fault otherwise.");
   cmd->add_option("file", o->file, ".mxq file or manifest")->required();
   cmd->add_flag("--json", o->json, "Print the result as JSON");
+  cmd->add_option("--target-device", o->target.target_device,
+                  "Also check that the file was compiled for this targetDevice (exit 2 naming "
+                  "both otherwise)");
+  cmd->add_option("--target-profile", o->target.target_profile,
+                  "Also check that the file was compiled for this target profile (name or YAML "
+                  "file)");
   cmd->callback([o, &action] { action = [o] { return run_verify(*o); }; });
 }
 

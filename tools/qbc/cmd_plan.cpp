@@ -17,30 +17,37 @@ struct PlanFlags {
   std::string model;
   std::string model_config;
   std::string target;
-  int64_t context = 0;
-  int64_t batch = 0;
   int kv_bits = 0;
   int64_t prompt_tokens = 240;
   std::string sweep;
   bool json = false;
   std::string output;
-  ConfigFlags config;
+  ConfigFlags config;  ///< with --context and --batch
 };
 
-/// The configuration of one plan: the flags plus --context/--batch/--kv-bits.
-StatusOr<config::ResolvedConfig> plan_config(const PlanFlags& f, int64_t context, int64_t batch) {
+/// The configuration of one plan of the model at `path`: the flags with --target and
+/// --kv-bits, `context` / `batch` when positive (a sweep's row) in place of --context /
+/// --batch, and lengths a preset gives fitted to the model's trained length.
+StatusOr<config::ResolvedConfig> plan_config(const PlanFlags& f, const std::string& path,
+                                             int64_t context, int64_t batch,
+                                             driver::TrainedContext* trained) {
   ConfigFlags c = f.config;
   if (!f.target.empty()) c.target_profile = f.target;
-  if (context > 0) {
-    c.sets.push_back("llm.attributes.maxSequenceLength=" + std::to_string(context));
-    c.sets.push_back("llm.attributes.maxCacheLength=" + std::to_string(context));
-  }
-  if (batch > 0) c.sets.push_back("llm.attributes.runtime.batchSize=" + std::to_string(batch));
+  if (context > 0) c.context = context;
+  if (batch > 0) c.batch = batch;
   if (f.kv_bits > 0) {
     c.sets.push_back("bit.kvCache.key=" + std::to_string(f.kv_bits));
     c.sets.push_back("bit.kvCache.value=" + std::to_string(f.kv_bits));
   }
-  return resolve_config(c);
+  return resolve_for_model(c, path, trained);
+}
+
+driver::PlanOptions plan_options(const PlanFlags& f, const driver::TrainedContext& trained) {
+  driver::PlanOptions po;
+  po.prompt_tokens = f.prompt_tokens;
+  po.trained_context = trained.positions;
+  po.trained_source = trained.source;
+  return po;
 }
 
 std::string gib(int64_t b) {
@@ -58,16 +65,18 @@ Status run_sweep(const PlanFlags& f, const std::string& path) {
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   std::string text;
   char line[256];
-  std::snprintf(line, sizeof(line), "%8s %9s %9s %9s %5s %10s %12s %12s  %s\n",
-                by_batch ? "batch" : "context", "total GiB", "KV GiB", "device", "fits", "TTFT ms",
-                "decode tok/s", "at end tok/s", "scheme");
+  const std::string ttft = "TTFT@" + std::to_string(f.prompt_tokens) + " ms";
+  std::snprintf(line, sizeof(line), "%9s %9s %9s %9s %5s %12s %12s %12s  %s\n",
+                by_batch ? "batch" : "context", "total GiB", "KV GiB", "device", "fits",
+                ttft.c_str(), "decode tok/s", "at end tok/s", "scheme");
   text += line;
+  driver::TrainedContext trained;
+  bool any_past = false;
   for (int64_t v : values) {
     QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg,
-                         plan_config(f, by_batch ? f.context : v, by_batch ? v : f.batch));
+                         plan_config(f, path, by_batch ? 0 : v, by_batch ? v : 0, &trained));
     QBC_ASSIGN_OR_RETURN(ir::Graph g, driver::shape_graph(path, cfg));
-    driver::PlanOptions po;
-    po.prompt_tokens = f.prompt_tokens;
+    driver::PlanOptions po = plan_options(f, trained);
     // The single scheme, unless --inference-scheme names one (then the configured one).
     if (f.config.inference_scheme.empty() || f.config.inference_scheme == "all")
       po.schemes = {isa::Scheme::kSingle};
@@ -76,27 +85,40 @@ Status run_sweep(const PlanFlags& f, const std::string& path) {
     for (const driver::SchemePlan& s : r.schemes) {
       if (best == nullptr || s.prediction.decode_s < best->prediction.decode_s) best = &s;
     }
+    const bool past = driver::past_training(r);
+    any_past = any_past || past;
     nlohmann::ordered_json row;
     row[by_batch ? "batch" : "context"] = v;
     row["fits"] = r.limits.fits;
+    row["past_training"] = past;
     row["total_bytes"] = r.memory.dram.total();
     row["kv_bytes"] = r.memory.dram.kv;
     row["device_bytes"] = r.memory.device_bytes;
     if (best != nullptr) {
       row["scheme"] = isa::scheme_name(best->scheme);
+      row["estimate"] = true;
+      row["prompt_tokens"] = best->prediction.prompt_tokens;
       row["ttft_ms"] = best->prediction.ttft_s * 1e3;
       row["decode_tok_s"] = 1.0 / best->prediction.decode_s;
       row["decode_tok_s_at_end"] = 1.0 / best->prediction.decode_end_s;
     }
     rows.push_back(row);
-    std::snprintf(line, sizeof(line), "%8lld %9s %9s %9s %5s %10.1f %12.2f %12.2f  %s\n",
-                  static_cast<long long>(v), gib(r.memory.dram.total()).c_str(),
-                  gib(r.memory.dram.kv).c_str(), gib(r.memory.device_bytes).c_str(),
-                  r.limits.fits ? "yes" : "NO", best ? best->prediction.ttft_s * 1e3 : 0.0,
+    const std::string label = std::to_string(v) + (past ? "*" : "");
+    std::snprintf(line, sizeof(line), "%9s %9s %9s %9s %5s %12.1f %12.2f %12.2f  %s\n",
+                  label.c_str(), gib(r.memory.dram.total()).c_str(), gib(r.memory.dram.kv).c_str(),
+                  gib(r.memory.device_bytes).c_str(), r.limits.fits ? "yes" : "NO",
+                  best ? best->prediction.ttft_s * 1e3 : 0.0,
                   best ? 1.0 / best->prediction.decode_s : 0.0,
                   best ? 1.0 / best->prediction.decode_end_s : 0.0,
                   best ? isa::scheme_name(best->scheme) : "-");
     text += line;
+  }
+  text += "TTFT for " + std::to_string(f.prompt_tokens) +
+          " prompt tokens (--prompt-tokens); TTFT and tok/s are estimates of the cost model "
+          "(docs/performance.md), not measurements\n";
+  if (any_past) {
+    text += "* longer than the model was trained for (" + std::to_string(trained.positions) +
+            " positions, " + trained.source + "): fits in memory, outside its training\n";
   }
   events::result("plan", rows.dump());
   return emit_output(f.output, f.json ? rows.dump(2) + "\n" : text);
@@ -108,11 +130,11 @@ Status run_plan(const PlanFlags& f) {
     return invalid_argument("plan: give a model folder (or .gguf) or --model-config, not both");
   const std::string path = f.model.empty() ? f.model_config : f.model;
   if (!f.sweep.empty()) return run_sweep(f, path);
-  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, plan_config(f, f.context, f.batch));
+  driver::TrainedContext trained;
+  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, plan_config(f, path, 0, 0, &trained));
   QBC_ASSIGN_OR_RETURN(ir::Graph g, driver::shape_graph(path, cfg));
-  driver::PlanOptions po;
-  po.prompt_tokens = f.prompt_tokens;
-  QBC_ASSIGN_OR_RETURN(driver::PlanResult r, driver::plan(g, cfg, po));
+  QBC_ASSIGN_OR_RETURN(driver::PlanResult r, driver::plan(g, cfg, plan_options(f, trained)));
+  if (driver::past_training(r)) log("plan").warn("{}", driver::training_warning(r));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   events::result("plan", driver::plan_json(r));
   QBC_RETURN_IF_ERROR(emit_output(f.output, f.json ? driver::plan_json(r) : driver::plan_text(r)));
@@ -144,11 +166,6 @@ void register_plan(CLI::App& app, Action& action) {
   cmd->add_option("--model-config", f->model_config, "A config.json to plan (instead of a folder)");
   cmd->add_option("--target", f->target,
                   "Target profile (built-in name or YAML file), as --target-profile");
-  cmd->add_option("--context", f->context,
-                  "Sets maxSequenceLength = maxCacheLength (positions per sequence)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--batch", f->batch, "Sets llm.attributes.runtime.batchSize")
-      ->check(CLI::PositiveNumber);
   cmd->add_option("--kv-bits", f->kv_bits, "Sets bit.kvCache.key and .value (4, 8 or 16)")
       ->check(CLI::IsMember({4, 8, 16}));
   cmd->add_option("--prompt-tokens", f->prompt_tokens, "Prompt length of the TTFT (default 240)")
@@ -161,6 +178,7 @@ void register_plan(CLI::App& app, Action& action) {
   cmd->add_flag("--json", f->json, "Print JSON (docs/cli.md)");
   cmd->add_option("-o,--output", f->output, "Write the report to this file");
   add_config_flags(*cmd, f->config);
+  add_context_flags(*cmd, f->config);
   cmd->callback([f, &action] { action = [f] { return run_plan(*f); }; });
 }
 

@@ -47,8 +47,10 @@ Status print_pipeline(const QuantizeOptions& o, const config::ResolvedConfig& cf
 }
 
 Status run_quantize(const QuantizeOptions& o) {
-  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_config(o.config));
-  if (o.print_pipeline) return print_pipeline(o, cfg);
+  if (o.print_pipeline) {
+    QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_config(o.config));
+    return print_pipeline(o, cfg);
+  }
   if (o.model.empty())
     return invalid_argument(o.command, ": the model (HF folder, .gguf or .mblt) is required");
   const bool compile = o.command == "compile";
@@ -64,6 +66,11 @@ Status run_quantize(const QuantizeOptions& o) {
     return invalid_argument("compile: -o ", o.output, ": compile writes MXQ (-o OUT.mxq); ",
                             "`qbc quantize` writes the quantized MBLT, and --keep-intermediate "
                             "DIR keeps compile's");
+  // Every input and flag is checked before the model is parsed and hashed: the
+  // configuration (its lengths fitted to the model's config.json) and the calibration
+  // source; the output folder below.
+  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_for_model(o.config, o.model));
+  QBC_RETURN_IF_ERROR(driver::check_calibration_inputs(cfg));
   // compile: the quantized MBLT is an intermediate, kept in --keep-intermediate DIR or in a
   // temporary folder beside the output that is removed afterwards.
   std::string mblt_out = o.output;
@@ -226,6 +233,7 @@ void register_quantize_like(CLI::App& app, Action& action, const char* name, con
       ->capture_default_str()
       ->group("Pipeline");
   add_config_flags(*cmd, o->config);
+  add_context_flags(*cmd, o->config);
   cmd->callback([o, &action] { action = [o] { return run_quantize(*o); }; });
 }
 

@@ -127,7 +127,7 @@ StatusOr<Opened> open_runnable(const std::string& path, const config::ResolvedCo
 }
 
 Status run_run(const RunOptions& o) {
-  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_config(o.config));
+  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_for_input(o.config, o.model));
   QBC_ASSIGN_OR_RETURN(Opened opened, open_runnable(o.model, cfg, o.backend, o.threads, o.mxq));
   const tokenizer::Tokenizer& tok = *opened.tok;
   runner::Runner* session = opened.session;
@@ -222,7 +222,7 @@ Status run_compare(const EvalOptions& o, const ir::Graph* graph, runner::Runner&
 Status run_eval(const EvalOptions& o) {
   if (o.ctx < 2) return invalid_argument("--ctx must be >= 2");
   QBC_ASSIGN_OR_RETURN(std::string text, read_text_file(o.text));
-  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_config(o.config));
+  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_for_input(o.config, o.model));
   QBC_ASSIGN_OR_RETURN(Opened opened, open_runnable(o.model, cfg, o.backend, o.threads, o.mxq));
   if (opened.capacity < o.ctx) {
     return resource_exhausted("--ctx ", o.ctx, " exceeds the KV-cache capacity ", opened.capacity,

@@ -53,6 +53,10 @@ struct ResolvedConfig {
 /// True when key `path` (e.g. "inferenceScheme") kept its built-in default: no layer set it.
 bool is_default(const ResolvedConfig& c, const std::string& path);
 
+/// True when key `path` was set by the user: a config file, --set or a flag, not the
+/// built-in default, a preset or a rule.
+bool set_by_user(const ResolvedConfig& c, const std::string& path);
+
 /// Resolves the layers of `request` over the defaults and validates the result.
 /// Errors (kInvalidArgument, kNotFound, kUnimplemented) name the key path and
 /// the file, line and column it came from. No work should start on error.

@@ -34,6 +34,9 @@ struct SchemePlan {
 
 struct PlanOptions {
   int64_t prompt_tokens = 240;
+  /// The length the model was trained for (driver::model_trained_context); 0: unknown.
+  int64_t trained_context = 0;
+  std::string trained_source;
   bool predictions = true;  ///< false: the memory plan only (a sweep of fits)
   /// Schemes to predict; empty: the configured one, or every scheme the target has cores
   /// for when inferenceScheme is left at its default.
@@ -54,11 +57,37 @@ struct PlanResult {
   std::vector<SchemePlan> schemes;
   /// The bundle the configured deployment compiles to (shapes only), for per-layer tables.
   isa::Bundle bundle;
+  /// From PlanOptions: the model's trained length and where it comes from.
+  int64_t trained_context = 0;
+  std::string trained_source;
 };
+
+/// Which scheme to pick, from the predictions of every scheme planned (all estimates).
+struct Recommendation {
+  std::string scheme;          ///< the recommended one: the fastest decode per sequence
+  std::string fastest_decode;  ///< highest decode tok/s per sequence
+  std::string best_ttft;       ///< lowest TTFT
+  std::string throughput;      ///< highest tokens/s over all its sequences (multi runs 4)
+  /// With best_ttft != fastest_decode: the reply length (tokens) from which the fastest
+  /// decode also finishes first (TTFT + n / decode rate); 0 otherwise.
+  int64_t break_even_tokens = 0;
+  std::string reason;  ///< one or two sentences saying which and why
+};
+
+/// The recommendation of `r` (empty scheme when nothing was predicted).
+Recommendation recommend(const PlanResult& r);
+
+/// True when the configured cache is longer than the model was trained for.
+inline bool past_training(const PlanResult& r) {
+  return r.trained_context > 0 && r.max_cache > r.trained_context;
+}
 
 /// Plans `shape` (a float graph, e.g. from shape_graph) for `cfg`.
 StatusOr<PlanResult> plan(const ir::Graph& shape, const config::ResolvedConfig& cfg,
                           const PlanOptions& options);
+
+/// The warning of a plan whose cache is longer than the model was trained for.
+std::string training_warning(const PlanResult& r);
 
 /// The stable JSON of `qbc plan --json` (docs/cli.md).
 std::string plan_json(const PlanResult& r);

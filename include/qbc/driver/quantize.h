@@ -16,6 +16,11 @@ namespace qbc::driver {
 StatusOr<quant::SampleSource> calibration_source(const LoadedModel& model,
                                                  const config::ResolvedConfig& config, size_t* n);
 
+/// The calibration source of the configuration, checked before the model is opened: one
+/// of calibDataPaths (--calib) and useRandomCalib is given, and every path exists. The files
+/// themselves are checked against the model by calibration_source().
+Status check_calibration_inputs(const config::ResolvedConfig& config);
+
 /// How one quantize run is carried out; none of it changes the output.
 struct QuantizeRun {
   std::string producer;  ///< Recorded in the outputs' metadata.
