@@ -26,7 +26,8 @@ done
 
 # The package list. libopenblas0-pthread matters: without it Debian's LibTorch
 # falls back to reference BLAS and matmuls run about 9x slower. clang-format is for
-# the ctest test `format` (tools/check_format.sh).
+# the ctest test `format` (tools/check_format.sh). chromium renders the HTML report in
+# its test (tests/cli/report_cli_test.cpp, headless).
 packages=(
   g++ cmake ninja-build ccache pkg-config git clang-format
   libprotobuf-dev protobuf-compiler
@@ -34,6 +35,7 @@ packages=(
   libgtest-dev libgmock-dev
   libpcre2-dev libxxhash-dev
   libtorch-dev libopenblas0-pthread
+  chromium
 )
 
 missing=()

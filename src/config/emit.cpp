@@ -1,5 +1,6 @@
 // Printing a configuration: YAML, JSON, an origins table and the Markdown key
 // reference. All walk the schema in declaration order, so output is stable.
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -86,20 +87,27 @@ std::string to_json(const CompileOptions& options) {
   return json_message(options).dump(2) + "\n";
 }
 
-std::string origins_table(const CompileOptions& options, const Origins& origins) {
-  std::vector<std::pair<std::string, std::string>> rows;
-  size_t width = 0;
+std::vector<OriginRow> origin_rows(const CompileOptions& options, const Origins& origins) {
+  std::vector<OriginRow> rows;
   detail::for_each_leaf(options, "",
                         [&](const std::string& path, const pb::FieldDescriptor* f,
                             const pb::Message& parent) {
-                          rows.emplace_back(path + " = " + detail::value_text(parent, f), path);
-                          width = std::max(width, rows.back().first.size());
+                          auto it = origins.find(path);
+                          rows.push_back({path, detail::value_text(parent, f),
+                                          it == origins.end() ? std::string("default")
+                                                              : it->second.to_string()});
                         });
+  return rows;
+}
+
+std::string origins_table(const CompileOptions& options, const Origins& origins) {
+  const std::vector<OriginRow> rows = origin_rows(options, origins);
+  size_t width = 0;
+  for (const OriginRow& r : rows) width = std::max(width, r.path.size() + 3 + r.value.size());
   std::ostringstream os;
-  for (const auto& [line, path] : rows) {
-    auto it = origins.find(path);
-    os << line << std::string(width - line.size() + 2, ' ') << "# "
-       << (it == origins.end() ? std::string("default") : it->second.to_string()) << "\n";
+  for (const OriginRow& r : rows) {
+    const std::string line = r.path + " = " + r.value;
+    os << line << std::string(width - line.size() + 2, ' ') << "# " << r.origin << "\n";
   }
   return os.str();
 }

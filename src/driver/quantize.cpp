@@ -244,6 +244,7 @@ StatusOr<QuantizeSummary> quantize_to(const LoadedModel& model,
   summary.float_linears = ctx.float_linears;
   summary.samples = n;
   summary.tokens = tokens;
+  summary.passes = stages;
   summary.mblt = out_mblt;
   summary.sidecar = side;
   std::error_code ec;

@@ -159,6 +159,13 @@ struct CoreSim {
     }
   }
   double last = 0;  ///< the latest end of any instruction (a DMA's data arrives after qfree)
+  /// The last node with instructions on this core: the wall time of an instruction of no
+  /// node (a token carrier between two nodes) counts towards it.
+  int32_t time_node = -1;
+  int32_t time_node_of(int32_t node) {
+    if (node >= 0) time_node = node;
+    return time_node;
+  }
   double end_time() const { return std::max({qfree[0], qfree[1], qfree[2], last}); }
 };
 
@@ -242,6 +249,7 @@ StatusOr<CallCost> estimate_call(const isa::Bundle& b, const isa::Mode& mode, co
     int64_t first = 0;  ///< order of first appearance
   };
   std::map<int32_t, NodeAcc> nodes;
+  std::vector<Span> spans;
   int64_t order = 0;
   auto node_acc = [&](int32_t node) -> NodeAcc& {
     auto [it, fresh] = nodes.try_emplace(node);
@@ -319,6 +327,9 @@ StatusOr<CallCost> estimate_call(const isa::Bundle& b, const isa::Mode& mode, co
       const double end = ready + busy + (w.dma ? p.dma_latency_s : 0.0);
       s.qfree[q] = ready + busy;
       s.last = std::max(s.last, end);
+      if (spec.spans)
+        spans.push_back(Span{static_cast<int32_t>(c), in.queue, in.node, isa::op_name(in.op), ready,
+                             ready + busy});
       for (int ch = 0; ch < isa::kNumChannels; ++ch)
         if ((in.signal >> ch & 1) != 0) s.tokens[ch].push_back(end);
       if (w.dma) {
@@ -346,7 +357,8 @@ StatusOr<CallCost> estimate_call(const isa::Bundle& b, const isa::Mode& mode, co
         a.mac[c] += t_mac;
         a.vec[c] += t_vec;
         a.lat[c] += t_lat;
-        a.end[c] = std::max(a.end[c], end);
+        NodeAcc& t = node_acc(s.time_node_of(in.node));
+        t.end[c] = std::max(t.end[c], end);
       }
       s.pc = pc + 1;
     }
@@ -380,11 +392,15 @@ StatusOr<CallCost> estimate_call(const isa::Bundle& b, const isa::Mode& mode, co
       CoreSim& s = sims[c];
       const int q = static_cast<int>(at[c]->queue);
       s.busy_lat += release - s.qfree[q] > 0 ? p.barrier_s : 0.0;
+      if (spec.spans) {
+        spans.push_back(Span{static_cast<int32_t>(c), at[c]->queue, at[c]->node,
+                             isa::op_name(at[c]->op), s.qfree[q], release});
+      }
       s.qfree[q] = release;
       for (int ch = 0; ch < isa::kNumChannels; ++ch)
         if ((at[c]->signal >> ch & 1) != 0) s.tokens[ch].push_back(release);
       if (spec.per_node) {
-        NodeAcc& a = node_acc(at[c]->node);
+        NodeAcc& a = node_acc(s.time_node_of(at[c]->node));
         a.end[c] = std::max(a.end[c], release);
       }
     }
@@ -395,6 +411,7 @@ StatusOr<CallCost> estimate_call(const isa::Bundle& b, const isa::Mode& mode, co
   for (size_t c = 0; c < P; ++c) {
     out.cores.push_back(sims[c].counts);
     out.total += sims[c].counts;
+    out.core_end_s.push_back(sims[c].end_time());
     if (sims[c].end_time() > sims[slowest].end_time()) slowest = c;
   }
   out.core_seconds = P > 0 ? sims[slowest].end_time() : 0.0;
@@ -406,6 +423,7 @@ StatusOr<CallCost> estimate_call(const isa::Bundle& b, const isa::Mode& mode, co
     const CoreSim& s = sims[slowest];
     out.bound = pick_bound(s.busy_dram, s.busy_mac, s.busy_vec, out.core_seconds);
   }
+  out.spans = std::move(spans);
   if (spec.per_node) {
     std::vector<std::pair<int64_t, int32_t>> by_order;
     for (const auto& [node, a] : nodes) by_order.push_back({a.first, node});

@@ -10,6 +10,7 @@
 #include "qbc/config/config.h"
 #include "qbc/driver/model_context.h"
 #include "qbc/mxq/model_file.h"
+#include "qbc/report/report.h"
 #include "qbc/support/status.h"
 
 namespace qbc::cli {
@@ -78,11 +79,24 @@ void register_random_model(CLI::App& app, Action& action);
 void register_calib(CLI::App& app, Action& action);
 void register_verify(CLI::App& app, Action& action);
 void register_plan(CLI::App& app, Action& action);
+void register_report(CLI::App& app, Action& action);
 
 /// `qbc inspect MODEL.mxq` (cmd_mxq.cpp): the file summary, or the memory plan / programs
 /// of the bundle inside it.
 Status inspect_mxq(const std::string& path, bool json, bool memory, bool program, bool no_verify,
-                   bool cost = false, int64_t prompt_tokens = 240);
+                   bool cost = false, int64_t prompt_tokens = 240, const std::string& trace = "");
+/// The configuration an MXQ was compiled with, resolved as `-c` would load it.
+StatusOr<config::ResolvedConfig> stored_config(const std::string& path, const mxq::LoadedModel& m);
+
+/// `qbc report` / `compile --report` (cmd_report.cpp): the HTML report of the MXQ at
+/// `mxq_path` to `output`. `compiled` (the configuration with origins) and `passes` are
+/// known when a compile writes it; `accuracy` is an optional `qbc eval --json` file.
+Status write_report(const std::string& mxq_path, const std::string& output,
+                    const std::string& accuracy, const config::ResolvedConfig* compiled,
+                    const std::vector<report::PassTime>& passes, int64_t prompt_tokens = 240);
+/// `inspect --trace`: the cost model's timeline of the file's first mode as a Chrome trace.
+Status write_trace(const std::string& mxq_path, const mxq::LoadedModel& m,
+                   const std::string& output);
 /// `qbc dump-config MODEL.mxq`: the configuration the file was compiled with, as YAML or JSON.
 Status dump_config_mxq(const std::string& path, const std::string& format,
                        const std::string& output);

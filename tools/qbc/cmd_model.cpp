@@ -184,6 +184,7 @@ struct InspectOptions {
   bool no_verify = false;
   bool cost = false;
   int64_t prompt_tokens = 240;
+  std::string trace;
   ConfigFlags config;
 };
 
@@ -229,7 +230,13 @@ bool is_mblt_text_path(const std::string& path) {
 
 Status run_inspect(const InspectOptions& o) {
   if (mxq::is_mxq_file(o.file))
-    return inspect_mxq(o.file, o.json, o.memory, o.program, o.no_verify, o.cost, o.prompt_tokens);
+    return inspect_mxq(o.file, o.json, o.memory, o.program, o.no_verify, o.cost, o.prompt_tokens,
+                       o.trace);
+  if (!o.trace.empty()) {
+    return invalid_argument("inspect --trace: ", o.file,
+                            " is not an .mxq (the trace is the cost model's schedule of the "
+                            "programs inside a compiled file)");
+  }
   if (o.cost) {
     return invalid_argument("inspect --cost: ", o.file,
                             " is not an .mxq (the cost model times the programs inside a compiled "
@@ -296,6 +303,10 @@ void register_inspect(CLI::App& app, Action& action) {
                 "bound, time)");
   cmd->add_option("--prompt-tokens", o->prompt_tokens, "--cost: prompt length of the TTFT")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--trace", o->trace,
+                  "MXQ: write the cost model's schedule of one prefill chunk and one decode step "
+                  "(first scheme), every instruction on every core and queue, as a Chrome trace "
+                  "event JSON file for ui.perfetto.dev or chrome://tracing");
   add_config_flags(*cmd, o->config);
   cmd->callback([o, &action] { action = [o] { return run_inspect(*o); }; });
 }

@@ -153,7 +153,8 @@ std::string summary_text(const nlohmann::ordered_json& j) {
   return os.str();
 }
 
-/// The configuration an MXQ was compiled with, resolved as `-c` would load it.
+}  // namespace
+
 StatusOr<config::ResolvedConfig> stored_config(const std::string& path, const mxq::LoadedModel& m) {
   const std::string& json = m.meta.config_json();
   if (json.empty()) return data_loss(path, ": the metadata holds no configuration");
@@ -176,6 +177,8 @@ StatusOr<config::ResolvedConfig> stored_config(const std::string& path, const mx
     return data_loss(path, ": the stored configuration does not load: ", cfg.status().message());
   return cfg;
 }
+
+namespace {
 
 /// `inspect --cost`: the cost model on the exact programs of the file, with the target
 /// profile of its stored configuration.
@@ -251,10 +254,11 @@ Status dump_config_mxq(const std::string& path, const std::string& format,
 }
 
 Status inspect_mxq(const std::string& path, bool json, bool memory, bool program, bool no_verify,
-                   bool cost, int64_t prompt_tokens) {
+                   bool cost, int64_t prompt_tokens, const std::string& trace) {
   mxq::ReadOptions ro;
   ro.verify_digests = !no_verify;
   QBC_ASSIGN_OR_RETURN(mxq::LoadedModel m, mxq::load_model(path, ro));
+  if (!trace.empty()) return write_trace(path, m, trace);
   if (cost) return inspect_cost(path, m, json, prompt_tokens);
   std::string out;
   if (memory || program) {

@@ -26,6 +26,7 @@ struct QuantizeOptions {
   std::string model;
   std::string output;
   std::string keep_intermediate;
+  std::string report;
   int threads = 0;
   bool print_pipeline = false;
   pass::Instrumentation instr;
@@ -133,6 +134,8 @@ Status run_quantize(const QuantizeOptions& o) {
                                progress::format_duration(s.seconds) + "; " + figures;
   nlohmann::json backend;
   nlohmann::json mxq_files = nlohmann::json::array();
+  std::vector<report::PassTime> passes;
+  for (const pass::PassRecord& r : s.passes) passes.push_back({"quant", r.name, r.seconds});
   if (compile) {
     // The backend on the quantized model: programs and memory plan, written as MXQ.
     const auto t0 = std::chrono::steady_clock::now();
@@ -169,6 +172,8 @@ Status run_quantize(const QuantizeOptions& o) {
         "wrote " + o.output + " (" + bytes_text(total) +
         (files.size() > 1 ? ", manifest of " + std::to_string(files.size() - 1) + " parts" : "") +
         "); " + text;
+    passes.push_back({"backend", "compile", secs});
+    passes.push_back({"mxq", "write", write_secs});
     backend = {{"seconds", secs},
                {"write_seconds", write_secs},
                {"dram_total_bytes", r.dram.total()},
@@ -193,6 +198,13 @@ Status run_quantize(const QuantizeOptions& o) {
                          {"tokens", s.tokens}};
   j.update(rest);
   if (!backend.is_null()) j["backend"] = backend;
+  j["passes"] = nlohmann::json::array();
+  for (const report::PassTime& p : passes)
+    j["passes"].push_back({{"stage", p.stage}, {"name", p.name}, {"seconds", p.seconds}});
+  if (compile && !o.report.empty()) {
+    QBC_RETURN_IF_ERROR(write_report(o.output, o.report, "", &cfg, passes));
+    j["report"] = o.report;
+  }
   events::summary(o.command, text, j.dump());
   return ok_status();
 }
@@ -208,6 +220,9 @@ void register_quantize_like(CLI::App& app, Action& action, const char* name, con
                     "parts (OUT-00001-of-0000N.mxq) beside it. Written atomically");
     cmd->add_option("--keep-intermediate", o->keep_intermediate,
                     "Keep the quantized MBLT (DIR/OUT.mblt + DIR/OUT.weights.safetensors)");
+    cmd->add_option("--report", o->report,
+                    "Also write the HTML report (as `qbc report`, with the origin of every "
+                    "configuration value and the pass times) to this file");
   } else {
     cmd->add_option("-o,--output", o->output,
                     "Output .mblt; the integer weights go to OUT.weights.safetensors beside it");

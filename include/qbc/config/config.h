@@ -73,6 +73,14 @@ Status validate(ResolvedConfig& config);
 std::string to_yaml(const CompileOptions& options);
 /// Every key in schema order as JSON (2-space indent); loads back unchanged.
 std::string to_json(const CompileOptions& options);
+/// One leaf key of a configuration with its value (as YAML text) and where it came from.
+struct OriginRow {
+  std::string path;    ///< "quantization.weightBits"
+  std::string value;   ///< the value as dump-config prints it
+  std::string origin;  ///< Origin::to_string(), or "default" when no layer set the key
+};
+/// Every leaf key in schema order with its value and origin.
+std::vector<OriginRow> origin_rows(const CompileOptions& options, const Origins& origins);
 /// One line per leaf key: "path = value  # origin".
 std::string origins_table(const CompileOptions& options, const Origins& origins);
 /// The key reference (docs/config.md's generated part) as Markdown.

@@ -2,9 +2,11 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "qbc/config/config.h"
 #include "qbc/driver/model_loader.h"
+#include "qbc/pass/pass_manager.h"
 #include "qbc/pass/pipeline.h"
 #include "qbc/quant/calibrate.h"
 
@@ -38,6 +40,7 @@ struct QuantizeSummary {
   size_t samples = 0;
   int64_t tokens = 0;  ///< Calibration tokens per pass over the samples.
   double seconds = 0;
+  std::vector<pass::PassRecord> passes;  ///< every pass that ran, then "write", with wall times
 };
 
 /// Runs the quant pipeline (quant::quant_pipeline) on `model` and writes the quantized

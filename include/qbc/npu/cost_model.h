@@ -52,9 +52,23 @@ struct NodeCost {
   /// Busy seconds of the node's instructions on the slowest core, by resource.
   double dram_s = 0, mac_s = 0, vector_s = 0, latency_s = 0;
   /// Wall time attributed to the node: from the end of the previous node's work to the end
-  /// of its own, on the core that finishes it last.
+  /// of its own, on the core that finishes it last. Instructions of no node (the token
+  /// carriers between nodes) count towards the node before them on their core, so the
+  /// no-node entry keeps its counts but (almost always) no time.
   double seconds = 0;
   Bound bound = Bound::kLatency;
+};
+
+/// One instruction's stretch on its queue (CallSpec::spans): when the queue took it and
+/// when it could issue the next one, in seconds from the start of the call. A DMA's data
+/// arrives `dma_latency_s` after `end`; a barrier lasts from the queue's arrival to the
+/// release of every core.
+struct Span {
+  int32_t core = 0;  ///< the core within the instance
+  isa::Queue queue = isa::Queue::kLoad;
+  int32_t node = -1;    ///< Bundle::nodes index (-1: no node)
+  const char* op = "";  ///< isa::op_name of the instruction
+  double start = 0, end = 0;
 };
 
 /// The model's answer for one call of one program.
@@ -69,6 +83,9 @@ struct CallCost {
   double dram_seconds = 0;
   Bound bound = Bound::kLatency;
   std::vector<NodeCost> nodes;  ///< in program order of first appearance
+  /// When each core of the instance finishes its work (core_seconds is the largest).
+  std::vector<double> core_end_s;
+  std::vector<Span> spans;  ///< every instruction's stretch, with CallSpec::spans
 };
 
 /// Options of one evaluation.
@@ -81,6 +98,7 @@ struct CallSpec {
   /// DRAM bandwidth); 1 for one sequence.
   int active_instances = 1;
   bool per_node = true;  ///< fill CallCost::nodes
+  bool spans = false;    ///< fill CallCost::spans (the timeline of `qbc inspect --trace`)
 };
 
 /// Evaluates one call of `mode`'s program. Fails (kInvalidArgument) when the runtime values
