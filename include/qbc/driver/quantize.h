@@ -2,9 +2,11 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "qbc/config/config.h"
 #include "qbc/driver/model_loader.h"
+#include "qbc/driver/source_types.h"
 #include "qbc/pass/pipeline.h"
 #include "qbc/quant/calibrate.h"
 
@@ -33,6 +35,8 @@ struct QuantizeSummary {
   size_t samples = 0;
   int64_t tokens = 0;  ///< Calibration tokens per pass over the samples.
   double seconds = 0;
+  /// Per source dtype of the weights, what quantization did with them (source_types.h).
+  std::vector<SourceTypeOutcome> source_types;
 };
 
 /// Runs the quant pipeline (quant::quant_pipeline) on `model` and writes the quantized
