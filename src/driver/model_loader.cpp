@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "qbc/driver/source_types.h"
 #include "qbc/frontend/importer.h"
 #include "qbc/ir/serialize.h"
 #include "qbc/ir/verifier.h"
@@ -43,6 +44,7 @@ StatusOr<LoadedModel> import_model(const std::string& path, const config::Resolv
   }
   g.metadata["config.json"] = source->config_json_text();
   g.metadata["qbc.config"] = config::to_json(config.options);
+  record_source_dtypes(*source, &g);
   QBC_RETURN_IF_ERROR(ir::verify(g).with_context("import of ", path));
   return LoadedModel{std::move(g), std::move(source), nullptr};
 }

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "qbc/driver/generate.h"
+#include "qbc/driver/source_types.h"
 #include "qbc/support/file_util.h"
 #include "qbc/support/logging.h"
 #include "qbc/tokenizer/chat_template.h"
@@ -69,6 +70,7 @@ StatusOr<std::vector<mxq::WrittenFile>> write_mxq(const LoadedModel& model,
   m.set_source_format(g.source_format);
   m.set_config_json(config::to_json(cfg.options));
   m.set_calibration_json(meta_value(g, "qbc.calibration"));
+  m.set_source_dtypes_json(meta_value(g, kSourceDtypesKey));
   mxq::pb::IoSpec* in = m.mutable_input();
   in->set_name("inputs_embeds");
   in->set_dtype("fp16");

@@ -247,6 +247,7 @@ StatusOr<QuantizeSummary> quantize_to(const LoadedModel& model,
   summary.passes = stages;
   summary.mblt = out_mblt;
   summary.sidecar = side;
+  if (model.source) summary.source_types = source_type_outcomes(*model.source, model.graph, graph);
   std::error_code ec;
   summary.mblt_bytes = static_cast<int64_t>(std::filesystem::file_size(out_mblt, ec));
   summary.sidecar_bytes = static_cast<int64_t>(std::filesystem::file_size(side, ec));

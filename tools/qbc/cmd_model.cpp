@@ -9,6 +9,7 @@
 #include "qbc/driver/backend.h"
 #include "qbc/driver/generate.h"
 #include "qbc/driver/model_loader.h"
+#include "qbc/driver/source_types.h"
 #include "qbc/ir/serialize.h"
 #include "qbc/ir/text.h"
 #include "qbc/isa/text.h"
@@ -133,6 +134,10 @@ nlohmann::ordered_json summary(const ir::Graph& g, const std::string& path) {
                      {"head", head},
                      {"head_tied_to", tied},
                      {"by_dtype", by_dtype}};
+  // The storage type of every source tensor (a GGUF's ggml types), when recorded at import.
+  const std::map<std::string, std::string> source_dtypes = driver::source_dtypes(g);
+  j["source"]["tensor_dtypes"] = source_dtypes;
+  j["source"]["dtype_counts"] = driver::count_by_dtype(source_dtypes);
   return j;
 }
 
@@ -147,6 +152,16 @@ std::string summary_text(const nlohmann::ordered_json& j) {
   for (const auto& f : j["source"]["files"]) {
     os << "                " << f["path"].get<std::string>() << "  " << f["size"].get<uint64_t>()
        << " bytes  xxh3:" << f["xxh3_128"].get<std::string>() << "\n";
+  }
+  if (!j["source"]["dtype_counts"].empty()) {
+    os << "  source types  ";
+    bool first_type = true;
+    for (const auto& [dt, n] : j["source"]["dtype_counts"].items()) {
+      os << (first_type ? "" : ", ") << dt << " " << n.get<int>()
+         << (n.get<int>() == 1 ? " tensor" : " tensors");
+      first_type = false;
+    }
+    os << " (per tensor: --json source.tensor_dtypes)\n";
   }
   os << "  inputs        ";
   for (const auto& i : j["inputs"])

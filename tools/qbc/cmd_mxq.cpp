@@ -4,12 +4,14 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "cli.h"
 #include "qbc/config/config.h"
 #include "qbc/driver/plan.h"
+#include "qbc/driver/source_types.h"
 #include "qbc/isa/text.h"
 #include "qbc/isa/verify.h"
 #include "qbc/mxq/model_file.h"
@@ -92,6 +94,10 @@ nlohmann::ordered_json summary_json(const mxq::LoadedModel& m) {
   for (const mxq::pb::SourceFile& f : meta.sources())
     sources.push_back({{"name", f.name()}, {"bytes", f.bytes()}, {"xxh3_128", f.xxh3_128()}});
   j["provenance"] = {{"source_format", meta.source_format()}, {"sources", sources}};
+  const std::map<std::string, std::string> dtypes =
+      driver::parse_source_dtypes(meta.source_dtypes_json());
+  j["provenance"]["tensor_dtypes"] = dtypes;
+  j["provenance"]["dtype_counts"] = driver::count_by_dtype(dtypes);
   if (!meta.calibration_json().empty()) {
     auto cal = nlohmann::ordered_json::parse(meta.calibration_json(), nullptr, false);
     j["provenance"]["calibration"] =
@@ -147,6 +153,13 @@ std::string summary_text(const nlohmann::ordered_json& j) {
   for (const auto& s : j["provenance"]["sources"])
     os << " " << s["name"].get<std::string>() << " ("
        << s["xxh3_128"].get<std::string>().substr(0, 12) << "…)";
+  if (!j["provenance"]["dtype_counts"].empty()) {
+    os << "\nsource types";
+    for (const auto& [dt, n] : j["provenance"]["dtype_counts"].items()) {
+      os << " " << dt << " " << n.get<int>();
+    }
+    os << " (tensors; per tensor: --json provenance.tensor_dtypes)";
+  }
   os << "\nassets      ";
   for (const auto& a : j["assets"]) os << " " << a["name"].get<std::string>();
   os << "\n";

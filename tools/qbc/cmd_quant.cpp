@@ -132,6 +132,20 @@ Status run_quantize(const QuantizeOptions& o) {
                          : "wrote " + s.mblt + " (" + bytes_text(s.mblt_bytes) + ") and " +
                                s.sidecar + " (" + bytes_text(s.sidecar_bytes) + ") in " +
                                progress::format_duration(s.seconds) + "; " + figures;
+  // What happened per source type, e.g. "Q6_K: 3 tensors dequantized and re-quantized to W8".
+  nlohmann::json source_types = nlohmann::json::array();
+  std::string types_text;
+  for (const driver::SourceTypeOutcome& t : s.source_types) {
+    types_text += (types_text.empty() ? "; source types: " : "; ") + driver::describe(t);
+    nlohmann::json requantized = nlohmann::json::object();
+    for (const auto& [bits, n] : t.quantized) requantized["W" + std::to_string(bits)] = n;
+    source_types.push_back({{"dtype", t.dtype},
+                            {"tensors", t.tensors},
+                            {"quantized", requantized},
+                            {"host_embedding", t.host_embedding},
+                            {"float", t.float_kept},
+                            {"dequantized", !t.lossless_source}});
+  }
   nlohmann::json backend;
   nlohmann::json mxq_files = nlohmann::json::array();
   std::vector<report::PassTime> passes;
@@ -180,6 +194,7 @@ Status run_quantize(const QuantizeOptions& o) {
                {"sram_peak_bytes", peak},
                {"program_bytes", r.program_bytes}};
   }
+  text += types_text;
   nlohmann::json j;
   if (compile) {
     j["mxq"] = o.output;
@@ -195,7 +210,8 @@ Status run_quantize(const QuantizeOptions& o) {
                          {"quantized_linears", s.quantized_linears},
                          {"float_linears", s.float_linears},
                          {"samples", s.samples},
-                         {"tokens", s.tokens}};
+                         {"tokens", s.tokens},
+                         {"source_types", source_types}};
   j.update(rest);
   if (!backend.is_null()) j["backend"] = backend;
   j["passes"] = nlohmann::json::array();

@@ -7,6 +7,7 @@
 #include "qbc/config/config.h"
 #include "qbc/driver/model_loader.h"
 #include "qbc/pass/pass_manager.h"
+#include "qbc/driver/source_types.h"
 #include "qbc/pass/pipeline.h"
 #include "qbc/quant/calibrate.h"
 
@@ -41,6 +42,8 @@ struct QuantizeSummary {
   int64_t tokens = 0;  ///< Calibration tokens per pass over the samples.
   double seconds = 0;
   std::vector<pass::PassRecord> passes;  ///< every pass that ran, then "write", with wall times
+  /// Per source dtype of the weights, what quantization did with them (source_types.h).
+  std::vector<SourceTypeOutcome> source_types;
 };
 
 /// Runs the quant pipeline (quant::quant_pipeline) on `model` and writes the quantized

@@ -4,6 +4,7 @@
 // which ModelSource must undo exactly.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -12,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "gguf_bytes.h"
+#include "gguf_convert.h"
 #include "qbc/frontend/gguf.h"
 #include "qbc/frontend/model_source.h"
 #include "qbc/frontend/random_model.h"
@@ -24,176 +25,11 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::qbc::testing::contains;
-using ::qbc::testing::enc;
-using ::qbc::testing::enc_array;
-using ::qbc::testing::enc_str;
+using ::qbc::testing::convert_to_gguf;
+using ::qbc::testing::GgufWriter;
 using ::qbc::testing::shrink;
 using ::qbc::testing::temp_dir;
 using ::qbc::testing::write_file;
-
-// ---- A minimal GGUF v3 writer (F32 tensors only). ----
-
-class GgufWriter {
- public:
-  void u32(const std::string& key, uint32_t v) { kv(key, GgufType::kUint32, enc(v)); }
-  void f32(const std::string& key, float v) { kv(key, GgufType::kFloat32, enc(v)); }
-  void str(const std::string& key, const std::string& v) { kv(key, GgufType::kString, enc_str(v)); }
-  void tokens(int64_t n) {
-    std::string names;
-    for (int64_t i = 0; i < n; ++i) names += enc_str("t" + std::to_string(i));
-    kv("tokenizer.ggml.tokens", GgufType::kArray,
-       enc_array(GgufType::kString, static_cast<uint64_t>(n), names));
-  }
-  // `shape` is PyTorch order; GGUF stores it reversed.
-  void tensor(const std::string& name, const std::vector<int64_t>& shape,
-              const std::vector<float>& values) {
-    tensors_.push_back({name, shape, values});
-  }
-  std::string build() const {
-    std::string out =
-        "GGUF" + enc<uint32_t>(3) + enc<uint64_t>(tensors_.size()) + enc<uint64_t>(n_kv_) + kvs_;
-    std::string data;
-    for (const Tensor& t : tensors_) {
-      out += enc_str(t.name) + enc<uint32_t>(static_cast<uint32_t>(t.shape.size()));
-      for (auto it = t.shape.rbegin(); it != t.shape.rend(); ++it) out += enc<uint64_t>(*it);
-      out += enc<uint32_t>(0) + enc<uint64_t>(data.size());
-      data.append(reinterpret_cast<const char*>(t.values.data()), t.values.size() * 4);
-      data.append((32 - data.size() % 32) % 32, '\0');
-    }
-    out.append((32 - out.size() % 32) % 32, '\0');
-    return out + data;
-  }
-
- private:
-  struct Tensor {
-    std::string name;
-    std::vector<int64_t> shape;
-    std::vector<float> values;
-  };
-  void kv(const std::string& key, GgufType type, const std::string& payload) {
-    kvs_ += enc_str(key) + enc<uint32_t>(static_cast<uint32_t>(type)) + payload;
-    ++n_kv_;
-  }
-  std::string kvs_;
-  uint64_t n_kv_ = 0;
-  std::vector<Tensor> tensors_;
-};
-
-// HF → llama.cpp names, written out independently of the code under test.
-std::string gguf_name(const std::string& hf, const std::string& arch) {
-  static const std::map<std::string, std::string> globals = {
-      {"model.embed_tokens.weight", "token_embd.weight"},
-      {"model.norm.weight", "output_norm.weight"},
-      {"lm_head.weight", "output.weight"}};
-  if (auto it = globals.find(hf); it != globals.end()) return it->second;
-  std::map<std::string, std::string> block = {{"input_layernorm", "attn_norm"},
-                                              {"self_attn.q_proj", "attn_q"},
-                                              {"self_attn.k_proj", "attn_k"},
-                                              {"self_attn.v_proj", "attn_v"},
-                                              {"self_attn.o_proj", "attn_output"},
-                                              {"self_attn.q_norm", "attn_q_norm"},
-                                              {"self_attn.k_norm", "attn_k_norm"},
-                                              {"mlp.gate_proj", "ffn_gate"},
-                                              {"mlp.up_proj", "ffn_up"},
-                                              {"mlp.down_proj", "ffn_down"},
-                                              {"post_attention_layernorm", "ffn_norm"}};
-  if (arch == "gemma2") {
-    block["post_attention_layernorm"] = "post_attention_norm";
-    block["pre_feedforward_layernorm"] = "ffn_norm";
-    block["post_feedforward_layernorm"] = "post_ffw_norm";
-  }
-  // model.layers.N.<sub>.<leaf>
-  const size_t n_begin = std::strlen("model.layers.");
-  const size_t n_end = hf.find('.', n_begin);
-  const size_t leaf = hf.rfind('.');
-  const std::string sub = hf.substr(n_end + 1, leaf - n_end - 1);
-  return "blk." + hf.substr(n_begin, n_end - n_begin) + "." + block.at(sub) + hf.substr(leaf);
-}
-
-// llama.cpp's permute(): reshape(n_head, 2, rows / n_head / 2, cols).swapaxes(1, 2).
-std::vector<float> permute(const std::vector<float>& w, int64_t rows, int64_t heads) {
-  const int64_t cols = static_cast<int64_t>(w.size()) / rows;
-  const int64_t half = rows / heads / 2;
-  std::vector<float> out(w.size());
-  for (int64_t h = 0; h < heads; ++h)
-    for (int64_t i = 0; i < 2; ++i)
-      for (int64_t j = 0; j < half; ++j)
-        std::memcpy(&out[((h * half + j) * 2 + i) * cols], &w[((h * 2 + i) * half + j) * cols],
-                    cols * sizeof(float));
-  return out;
-}
-
-// llama.cpp's LlamaModel rope_freqs for rope_scaling llama3.
-std::vector<float> llama3_rope_freqs(const RopeScaling& rs, double theta, int64_t dim) {
-  std::vector<float> out;
-  const double low_wavelen = rs.original_max_position_embeddings / rs.low_freq_factor;
-  const double high_wavelen = rs.original_max_position_embeddings / rs.high_freq_factor;
-  for (int64_t i = 0; i < dim; i += 2) {
-    const double freq = 1.0 / std::pow(theta, static_cast<double>(i) / dim);
-    const double wavelen = 2 * M_PI / freq;
-    if (wavelen < high_wavelen) {
-      out.push_back(1.0f);
-    } else if (wavelen > low_wavelen) {
-      out.push_back(static_cast<float>(rs.factor));
-    } else {
-      const double smooth = (rs.original_max_position_embeddings / wavelen - rs.low_freq_factor) /
-                            (rs.high_freq_factor - rs.low_freq_factor);
-      out.push_back(static_cast<float>(1.0 / ((1 - smooth) / rs.factor + smooth)));
-    }
-  }
-  return out;
-}
-
-// Converts an HF ModelSource to a GGUF file the way convert_hf_to_gguf.py would.
-// Tensors named in `skip` are left out.
-fs::path convert_to_gguf(const ModelSource& hf, const std::string& arch, const fs::path& out,
-                         const std::set<std::string>& skip = {}) {
-  const HParams& hp = hf.hparams();
-  GgufWriter w;
-  w.str("general.architecture", arch);
-  w.u32(arch + ".context_length", static_cast<uint32_t>(hp.max_position_embeddings));
-  w.u32(arch + ".embedding_length", static_cast<uint32_t>(hp.hidden_size));
-  w.u32(arch + ".block_count", static_cast<uint32_t>(hp.num_hidden_layers));
-  w.u32(arch + ".feed_forward_length", static_cast<uint32_t>(hp.intermediate_size));
-  w.u32(arch + ".attention.head_count", static_cast<uint32_t>(hp.num_attention_heads));
-  w.u32(arch + ".attention.head_count_kv", static_cast<uint32_t>(hp.num_key_value_heads));
-  w.u32(arch + ".attention.key_length", static_cast<uint32_t>(hp.head_dim));
-  w.u32(arch + ".attention.value_length", static_cast<uint32_t>(hp.head_dim));
-  w.f32(arch + ".attention.layer_norm_rms_epsilon", static_cast<float>(hp.rms_norm_eps));
-  w.f32(arch + ".rope.freq_base", static_cast<float>(hp.rope_theta));
-  if (arch == "gemma2") {
-    w.u32(arch + ".attention.sliding_window", static_cast<uint32_t>(hp.layers[0].sliding_window));
-    w.f32(arch + ".attn_logit_softcapping", static_cast<float>(hp.attn_logit_softcap));
-    w.f32(arch + ".final_logit_softcapping", static_cast<float>(hp.final_logit_softcap));
-  }
-  w.str("tokenizer.ggml.model", "gpt2");
-  w.tokens(hp.vocab_size);
-  if (hp.bos_token_id)
-    w.u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(*hp.bos_token_id));
-  if (!hp.eos_token_ids.empty()) {
-    w.u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(hp.eos_token_ids[0]));
-  }
-  if (arch == "llama" && hp.rope_scaling.type == RopeScalingType::kLlama3) {
-    const std::vector<float> freqs = llama3_rope_freqs(hp.rope_scaling, hp.rope_theta, hp.head_dim);
-    w.tensor("rope_freqs.weight", {static_cast<int64_t>(freqs.size())}, freqs);
-  }
-  std::vector<float> v;
-  for (const TensorInfo& t : hf.tensors()) {
-    if (skip.count(t.name) != 0) continue;
-    EXPECT_TRUE(hf.read_f32(t.name, &v).ok()) << t.name;
-    if (arch == "llama" && contains(t.name, "self_attn.q_proj")) {
-      v = permute(v, t.shape[0], hp.num_attention_heads);
-    } else if (arch == "llama" && contains(t.name, "self_attn.k_proj")) {
-      v = permute(v, t.shape[0], hp.num_key_value_heads);
-    } else if (arch == "gemma2" && t.name.size() > 11 &&
-               t.name.compare(t.name.size() - 11, 11, "norm.weight") == 0) {
-      for (float& x : v) x += 1.0f;
-    }
-    w.tensor(gguf_name(t.name, arch), t.shape, v);
-  }
-  write_file(out, w.build());
-  return out;
-}
 
 // A random HF model from `config_json`, shrunk, in float32.
 fs::path random_hf(const std::string& name, const std::string& config_json) {
@@ -308,8 +144,10 @@ TEST(GgufModelTest, OutputWeightDecidesTying) {
   EXPECT_EQ(untied->find("lm_head.weight")->name_in_file, "output.weight");
 
   // llama.cpp writes no output.weight for tied models.
+  testing::GgufConvertOptions skip_head;
+  skip_head.skip = {"lm_head.weight"};
   auto tied = ModelSource::open(
-      convert_to_gguf(*hf, "llama", temp_dir() / "tied.gguf", {"lm_head.weight"}));
+      convert_to_gguf(*hf, "llama", temp_dir() / "tied.gguf", skip_head));
   QBC_ASSERT_OK(tied);
   EXPECT_TRUE(tied->hparams().tie_word_embeddings);
   EXPECT_FALSE(tied->has_tensor("lm_head.weight"));
@@ -380,11 +218,47 @@ TEST(GgufModelTest, UnsupportedArchitectureListsSupportedOnes) {
   EXPECT_TRUE(contains(src.status().message(), path.string()));
 }
 
+// A file that mixes types per tensor, as llama-quantize's "Q4_K_M" does (F32 norms, Q4_K
+// embedding and projections, Q5_K/Q6_K attn_v and ffn_down, Q6_K output), loads as one model:
+// every tensor reads back as exactly the values its blocks decode to by the published formula
+// (computed by the tests' reference quantizer), the q/k rows unpermuted after decoding.
+TEST(GgufModelTest, MixedQuantTypesLoadAsOneModel) {
+  auto hf = ModelSource::open(testing::random_k_quant_llama(temp_dir() / "mixed-src", 256, 0.1));
+  QBC_ASSERT_OK(hf);
+  testing::GgufConvertOptions plan;
+  plan.type_of = testing::q4_k_m_like_type;
+  auto gguf = ModelSource::open(convert_to_gguf(*hf, "llama", temp_dir() / "mixed.gguf", plan));
+  QBC_ASSERT_OK(gguf);
+  QBC_ASSERT_OK(gguf->validate());
+  std::map<std::string, int> types;
+  std::vector<float> v, got;
+  for (const TensorInfo& t : hf->tensors()) {
+    SCOPED_TRACE(t.name);
+    const TensorInfo* g = gguf->find(t.name);
+    ASSERT_NE(g, nullptr);
+    const GgmlType type = testing::q4_k_m_like_type(g->name_in_file);
+    ++types[std::string(ggml_type_name(type))];
+    std::string dtype(ggml_type_name(type));
+    for (char& c : dtype) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    EXPECT_EQ(g->dtype, dtype);  // "Q4_K", "F32": the type travels with the tensor
+    QBC_ASSERT_OK(hf->read_f32(t.name, &v));
+    QBC_ASSERT_OK(gguf->read_f32(t.name, &got));
+    EXPECT_EQ(got, testing::ref_quantize(type, v).values);
+    if (type != GgmlType::kF32) {
+      EXPECT_NE(got, v);  // really quantized
+    }
+  }
+  const std::map<std::string, int> expected_types = {
+      {"f32", 5}, {"q4_K", 11}, {"q5_K", 2}, {"q6_K", 3}};
+  EXPECT_EQ(types, expected_types);
+}
+
 TEST(GgufModelTest, MissingKeyAndMissingTensorAreNamed) {
   auto hf = ModelSource::open(random_hf("missing-src", std::string(tiny_llama_config_json())));
   QBC_ASSERT_OK(hf);
-  const fs::path broken = convert_to_gguf(*hf, "llama", temp_dir() / "broken.gguf",
-                                          {"model.layers.1.mlp.down_proj.weight"});
+  testing::GgufConvertOptions skip;
+  skip.skip = {"model.layers.1.mlp.down_proj.weight"};
+  const fs::path broken = convert_to_gguf(*hf, "llama", temp_dir() / "broken.gguf", skip);
   auto src = ModelSource::open(broken);
   QBC_ASSERT_OK(src);
   const Status s = src->validate();

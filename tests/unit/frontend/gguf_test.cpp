@@ -279,21 +279,22 @@ TEST(GgufTest, DecodesHandmadeQuantBlocks) {
 }
 
 TEST(GgufTest, UndecodableTypeIsListedButUnimplemented) {
+  // Q8_1 (id 9) is ggml's dot-product intermediate: listed, never stored as a weight, and not
+  // decoded.
   const fs::path path = write_temp(
-      "k.gguf",
-      GgufBuilder()
-          .tensor({"blk.0.attn_q.weight", {256}, 12, std::string(144, '\0'), std::nullopt})
-          .build());
+      "q81.gguf", GgufBuilder()
+                      .tensor({"blk.0.attn_q.weight", {64}, 9, std::string(72, '\0'), std::nullopt})
+                      .build());
   StatusOr<GgufFile> file = GgufFile::open(path);
   QBC_ASSERT_OK(file);
   const GgufTensor& t = file->tensors().at(0);
-  EXPECT_EQ(t.type, GgmlType::kQ4_K);
-  EXPECT_EQ(ggml_type_name(t.type), "q4_K");
-  EXPECT_EQ(t.byte_size, 144u);
+  EXPECT_EQ(t.type, GgmlType::kQ8_1);
+  EXPECT_EQ(ggml_type_name(t.type), "q8_1");
+  EXPECT_EQ(t.byte_size, 72u);
   std::vector<float> out;
   const Status s = file->read_f32(t, &out);
   EXPECT_EQ(s.code(), Code::kUnimplemented);
-  EXPECT_TRUE(contains(s.message(), "'blk.0.attn_q.weight'") && contains(s.message(), "q4_K"))
+  EXPECT_TRUE(contains(s.message(), "'blk.0.attn_q.weight'") && contains(s.message(), "q8_1"))
       << s.message();
 }
 

@@ -27,6 +27,7 @@
 #include "qbc/tokenizer/chat_template.h"
 #include "qbc/tokenizer/tokenizer.h"
 #include "test_support.h"
+#include "unit/frontend/gguf_writer.h"
 
 namespace qbc {
 namespace {
@@ -207,6 +208,35 @@ TEST(ReaderMutationTest, Gguf) {
     QBC_RETURN_IF_ERROR(frontend::tokenizer_from_gguf(*f).status());
     return frontend::ModelSource::open(path).status();
   });
+}
+
+// One tensor of every quantized ggml type qbc decodes (random block bytes), mutated anywhere:
+// the tensor table's types, dims and offsets and the block bytes. Every tensor that opens must
+// decode or be refused, never read past its bytes (the ASan run checks that).
+TEST(ReaderMutationTest, GgufQuantizedTensors) {
+  testing::GgufWriter w;
+  w.str("general.architecture", "llama");
+  std::mt19937 rng(5);
+  for (uint32_t id = 0; id < 64; ++id) {
+    const frontend::GgmlTypeTraits* t = frontend::ggml_type_traits(id);
+    if (t == nullptr || !t->decodable) continue;
+    std::string bytes(2 * t->type_size, '\0');
+    for (char& c : bytes) c = static_cast<char>(rng());
+    w.tensor(std::string(t->name) + ".weight", {2, t->block_size}, t->type, bytes);
+  }
+  const fs::path path = temp_dir() / "types.gguf";
+  EXPECT_GT(run_cases("gguf types", w.build(), 0, 6,
+                      [&](const std::string& b) {
+                        write_file(path, b);
+                        auto f = frontend::GgufFile::open(path);
+                        if (!f.ok()) return f.status();
+                        std::vector<float> v;
+                        for (const frontend::GgufTensor& t : f->tensors()) {
+                          QBC_RETURN_IF_ERROR(f->read_f32(t, &v));
+                        }
+                        return ok_status();
+                      }),
+            0);
 }
 
 TEST(ReaderMutationTest, TokenizerJson) {
