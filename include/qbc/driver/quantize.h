@@ -6,8 +6,8 @@
 
 #include "qbc/config/config.h"
 #include "qbc/driver/model_loader.h"
-#include "qbc/pass/pass_manager.h"
 #include "qbc/driver/source_types.h"
+#include "qbc/pass/pass_manager.h"
 #include "qbc/pass/pipeline.h"
 #include "qbc/quant/calibrate.h"
 
