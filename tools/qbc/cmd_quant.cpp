@@ -132,6 +132,7 @@ Status run_quantize(const QuantizeOptions& o) {
                          : "wrote " + s.mblt + " (" + bytes_text(s.mblt_bytes) + ") and " +
                                s.sidecar + " (" + bytes_text(s.sidecar_bytes) + ") in " +
                                progress::format_duration(s.seconds) + "; " + figures;
+  if (!s.imported_text.empty()) text += "; " + s.imported_text;
   nlohmann::json backend;
   nlohmann::json mxq_files = nlohmann::json::array();
   if (compile) {
@@ -193,6 +194,7 @@ Status run_quantize(const QuantizeOptions& o) {
                          {"samples", s.samples},
                          {"tokens", s.tokens}};
   j.update(rest);
+  if (!s.imported_json.empty()) j["imported_weights"] = nlohmann::json::parse(s.imported_json);
   if (!backend.is_null()) j["backend"] = backend;
   events::summary(o.command, text, j.dump());
   return ok_status();

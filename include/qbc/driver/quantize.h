@@ -33,6 +33,8 @@ struct QuantizeSummary {
   size_t samples = 0;
   int64_t tokens = 0;  ///< Calibration tokens per pass over the samples.
   double seconds = 0;
+  /// Pre-quantized checkpoints: ImportedWeights::summary_text() and json() (else empty).
+  std::string imported_text, imported_json;
 };
 
 /// Runs the quant pipeline (quant::quant_pipeline) on `model` and writes the quantized
