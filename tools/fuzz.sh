@@ -9,15 +9,15 @@
 #                                            and print its executions and findings
 #   tools/fuzz.sh all [--time S]             build, corpus, run
 #
-# Readers: safetensors gguf config_json tokenizer_json vocab_json chat_template compile_config_json
-# compile_config_yaml mblt mblt_text npy mxq (target fuzz_<reader>). Environment: QBC_SHARED (default ../shared), QBC_JOBS (build
+# Readers: safetensors gguf config_json prequant_config tokenizer_json vocab_json chat_template
+# compile_config_json compile_config_yaml mblt mblt_text npy mxq (target fuzz_<reader>). Environment: QBC_SHARED (default ../shared), QBC_JOBS (build
 # jobs, default 1), QBC_FUZZ_DIR (default build-fuzz). Crashes and the inputs that caused them go
 # to build-fuzz/findings/<reader>/; the run log of each target to build-fuzz/<reader>.log.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dir=${QBC_FUZZ_DIR:-$root/build-fuzz}
 shared=${QBC_SHARED:-$root/../shared}
-readers=(safetensors gguf config_json tokenizer_json vocab_json chat_template compile_config_json
+readers=(safetensors gguf config_json prequant_config tokenizer_json vocab_json chat_template compile_config_json
          compile_config_yaml mblt mblt_text npy mxq)
 
 build() {

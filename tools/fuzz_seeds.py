@@ -136,7 +136,8 @@ def main() -> int:
     if not shared.is_dir():
         print(f"fuzz_seeds: no shared assets at {shared} (set QBC_SHARED)", file=sys.stderr)
         return 2
-    dirs = {k: args.out / k for k in ("safetensors", "gguf", "config_json", "tokenizer_json",
+    dirs = {k: args.out / k for k in ("safetensors", "gguf", "config_json", "prequant_config",
+                                      "tokenizer_json",
                                       "vocab_json", "chat_template", "compile_config_json", "compile_config_yaml", "mblt", "mblt_text",
                                       "npy", "mxq")}
     for d in dirs.values():
@@ -156,6 +157,24 @@ def main() -> int:
     for i, p in enumerate(sorted(shared.glob("**/config.json"))):
         if "tokenizer" not in p.name:
             put("config_json", f"{i:02d}-{p.parent.name}.json", p.read_bytes())
+    # quantization_config of each pre-quantized format (docs/frontend.md), written here.
+    arch = {"architectures": ["LlamaForCausalLM"]}
+    ct_weights = {"num_bits": 4, "type": "int", "symmetric": False, "strategy": "group",
+                  "group_size": 128, "actorder": "group"}
+    for name, q in {
+        "ct-pack": {"quant_method": "compressed-tensors", "format": "pack-quantized",
+                    "config_groups": {"group_0": {"targets": ["Linear"], "weights": ct_weights}},
+                    "ignore": ["lm_head", "re:.*vision.*"],
+                    "kv_cache_scheme": {"num_bits": 8, "type": "int", "strategy": "tensor"}},
+        "gptq": {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": True,
+                 "sym": False, "checkpoint_format": "gptq"},
+        "awq": {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True,
+                "version": "gemm", "modules_to_not_convert": ["visual"]},
+        "auto-round": {"quant_method": "auto-round", "packing_format": "auto_round:auto_gptq",
+                       "bits": 4, "group_size": 128, "sym": True,
+                       "extra_config": {"model.layers.0.mlp.down_proj": {"bits": 8}}},
+    }.items():
+        put("prequant_config", f"{name}.json", json.dumps({**arch, "quantization_config": q}).encode())
     for i, p in enumerate(sorted(shared.glob("**/tokenizer.json"))):
         if p.stat().st_size <= 4 << 20:
             put("tokenizer_json", f"{i:02d}-{p.parent.parent.name}.json", p.read_bytes())

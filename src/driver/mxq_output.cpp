@@ -71,6 +71,7 @@ StatusOr<std::vector<mxq::WrittenFile>> write_mxq(const LoadedModel& model,
   m.set_config_json(config::to_json(cfg.options));
   m.set_calibration_json(meta_value(g, "qbc.calibration"));
   m.set_source_dtypes_json(meta_value(g, kSourceDtypesKey));
+  m.set_weights_json(meta_value(g, "qbc.imported_weights"));
   mxq::pb::IoSpec* in = m.mutable_input();
   in->set_name("inputs_embeds");
   in->set_dtype("fp16");

@@ -7,6 +7,7 @@
 #include "qbc/calib/calib_data.h"
 #include "qbc/driver/generate.h"
 #include "qbc/driver/model_context.h"
+#include "qbc/driver/imported_weights.h"
 #include "qbc/ir/serialize.h"
 #include "qbc/quant/pass.h"
 #include "qbc/quant/pipeline.h"
@@ -164,7 +165,17 @@ void warn_cache_past_training(const LoadedModel& model) {
 StatusOr<QuantizeSummary> quantize_to(const LoadedModel& model,
                                       const config::ResolvedConfig& config,
                                       const std::string& out_mblt, const QuantizeRun& run) {
-  const config::CompileOptions& options = config.options;
+  // A pre-quantized checkpoint keeps its codes where qbc's weights can hold them; the passes
+  // that would change those weights are then off (driver/imported_weights.h).
+  QBC_ASSIGN_OR_RETURN(std::optional<ImportedWeights> imported,
+                       imported_weights(model, config.options));
+  const config::CompileOptions options = imported && imported->kept() > 0
+                                             ? without_weight_passes(config.options, *imported)
+                                             : config.options;
+  if (imported && !imported->skipped_passes.empty()) {
+    log("quant").warn("{} of {} linears keep the checkpoint's codes: {} skipped", imported->kept(),
+                      imported->imported(), nlohmann::json(imported->skipped_passes).dump());
+  }
   QBC_RETURN_IF_ERROR(quant::check_supported(options));
   if (!is_mblt_path(out_mblt)) return invalid_argument("output ", out_mblt, " must end in .mblt");
   const auto t0 = std::chrono::steady_clock::now();
@@ -197,6 +208,7 @@ StatusOr<QuantizeSummary> quantize_to(const LoadedModel& model,
     return ok_status();
   };
   quant::FixedWeightMap fixed;
+  if (imported) fixed = imported->fixed;
   quant::PassContext ctx;
   ctx.graph = &graph;
   ctx.weights = &store;
@@ -227,6 +239,7 @@ StatusOr<QuantizeSummary> quantize_to(const LoadedModel& model,
   graph.metadata["qbc.config"] = config::to_json(options);
   graph.metadata["qbc.calibration"] = calibration_provenance(options, n, tokens);
   graph.metadata["sidecar"] = std::filesystem::path(side).filename().string();
+  if (imported) graph.metadata["qbc.imported_weights"] = imported->json();
   QBC_RETURN_IF_ERROR(sidecar.finish({{"producer", run.producer}}));
   if (Status saved = ir::save(graph, out_mblt); !saved.ok()) {
     std::error_code ec;
@@ -248,6 +261,10 @@ StatusOr<QuantizeSummary> quantize_to(const LoadedModel& model,
   summary.mblt = out_mblt;
   summary.sidecar = side;
   if (model.source) summary.source_types = source_type_outcomes(*model.source, model.graph, graph);
+  if (imported) {
+    summary.imported_text = imported->summary_text();
+    summary.imported_json = imported->json();
+  }
   std::error_code ec;
   summary.mblt_bytes = static_cast<int64_t>(std::filesystem::file_size(out_mblt, ec));
   summary.sidecar_bytes = static_cast<int64_t>(std::filesystem::file_size(side, ec));

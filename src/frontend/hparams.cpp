@@ -60,11 +60,11 @@ bool is_multimodal_type(std::string_view type) {
 constexpr const char* kMultimodalPlanned =
     "vision-language (multimodal) models cannot be imported yet; their support is planned";
 
-// Keys that signal a model qbc cannot represent yet (mixture of experts, pre-quantized).
+// Keys that signal a model qbc cannot represent yet (mixture of experts). quantization_config is
+// read by parse_prequant_config() (prequant_config.cpp).
 constexpr std::string_view kUnsupportedKeys[] = {
     "num_local_experts",   "num_experts",           "n_routed_experts",
     "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size",
-    "quantization_config",
 };
 
 std::string supported_list() {
@@ -86,8 +86,7 @@ Status check_unsupported_keys(const ConfigReader& cfg) {
     if (v == nullptr) continue;
     if (v->is_number() && v->get<double>() == 0.0) continue;
     return unimplemented(cfg.where(key),
-                         ": not supported (mixture-of-experts and pre-quantized "
-                         "checkpoints cannot be imported yet)");
+                         ": not supported (mixture-of-experts models cannot be imported yet)");
   }
   return ok_status();
 }

@@ -86,6 +86,9 @@ struct ModelSource::Impl {
   std::optional<SafetensorsCheckpoint> safetensors;
   std::optional<GgufFile> gguf;
   std::string gguf_arch;
+  std::optional<PrequantConfig> prequant;
+  std::vector<PackedTensorRef> packed;                          // Sorted by module.
+  std::map<std::string, size_t, std::less<>> packed_by_weight;  // "<module>.weight" -> packed.
 
   void build_index() {
     index.clear();
@@ -139,7 +142,27 @@ StatusOr<std::unique_ptr<ModelSource::Impl>> ModelSource::Impl::open_hf(const fs
     impl->input_files.push_back(tokenizer);
   }
 
+  QBC_ASSIGN_OR_RETURN(impl->prequant, parse_prequant_config(impl->config_text, config.string()));
+  std::set<std::string> hidden;
+  if (impl->prequant) {
+    QBC_ASSIGN_OR_RETURN(PrequantTensors found, find_packed_linears(st, *impl->prequant));
+    hidden.insert(found.hidden.begin(), found.hidden.end());
+    for (PackedTensorRef& ref : found.linears) {
+      hidden.insert(ref.parts.begin(), ref.parts.end());
+      TensorInfo info;
+      info.name = ref.module + ".weight";
+      info.shape = ref.shape;
+      info.dtype =
+          std::string(pack_layout_name(ref.layout)) + "-int" + std::to_string(ref.args.bits);
+      info.file = fs::absolute(ref.file, ec);
+      info.name_in_file = ref.parts.front();
+      impl->packed_by_weight.emplace(info.name, impl->packed.size());
+      impl->packed.push_back(std::move(ref));
+      impl->tensors.push_back(std::move(info));
+    }
+  }
   for (const SafetensorsTensor& t : st.tensors()) {
+    if (hidden.count(t.name) != 0) continue;
     TensorInfo info;
     info.name = t.name;
     info.shape = t.shape;
@@ -222,6 +245,11 @@ Status ModelSource::read_f32(std::string_view hf_name, std::vector<float>* out) 
   if (info == nullptr) {
     return not_found(impl_->path.string(), ": no tensor ", quote_prefix(hf_name));
   }
+  if (impl_->packed_by_weight.count(info->name) != 0) {
+    QBC_ASSIGN_OR_RETURN(PackedLinear p, read_packed(info->name));
+    *out = dequantize(p);
+    return ok_status();
+  }
   if (impl_->safetensors) return impl_->safetensors->read_f32(info->name_in_file, out);
   const GgufFile& g = *impl_->gguf;
   QBC_ASSIGN_OR_RETURN(const GgufTensor* t, g.get_tensor(info->name_in_file));
@@ -287,7 +315,9 @@ Status ModelSource::validate() const {
   }
   for (const TensorInfo& info : impl_->tensors) {
     bool decodable = false;
-    if (impl_->safetensors) {
+    if (impl_->packed_by_weight.count(info.name) != 0) {
+      decodable = true;
+    } else if (impl_->safetensors) {
       const std::optional<tensorfile::DType> dt = tensorfile::parse_dtype(info.dtype);
       decodable = dt && tensorfile::dtype_converts_to_f32(*dt);
     } else {
@@ -312,6 +342,21 @@ std::vector<std::string> ModelSource::unexpected_tensors() const {
     if (expected.count(info.name) == 0) out.push_back(info.name);
   }
   return out;
+}
+
+const PrequantConfig* ModelSource::prequant_config() const {
+  return impl_->prequant ? &*impl_->prequant : nullptr;
+}
+
+const std::vector<PackedTensorRef>& ModelSource::packed_linears() const { return impl_->packed; }
+
+StatusOr<PackedLinear> ModelSource::read_packed(std::string_view hf_name) const {
+  auto it = impl_->packed_by_weight.find(hf_name);
+  if (it == impl_->packed_by_weight.end()) {
+    return not_found(impl_->path.string(), ": ", quote_prefix(hf_name),
+                     " is not a pre-quantized linear of this checkpoint");
+  }
+  return unpack_linear(*impl_->safetensors, *impl_->prequant, impl_->packed[it->second]);
 }
 
 StatusOr<std::vector<SourceFileInfo>> ModelSource::files() const {

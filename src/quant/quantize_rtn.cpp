@@ -142,7 +142,7 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
   for (ir::ValueId id = 0; id < static_cast<ir::ValueId>(out.nodes().size()); ++id) {
     ir::Node& n = out.mutable_node(id);
     if (n.op == ir::Op::kLinear) {
-      const LinearBits bits = linear_bits(n.name, n.part == ir::Part::kHead, options);
+      LinearBits bits = linear_bits(n.name, n.part == ir::Part::kHead, options);
       if (bits.weight == 16) {
         ++r.float_linears;
         continue;
@@ -153,17 +153,21 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
       const float range = activation_range(st->second, options.calibration(), bits.activation);
       const ir::Weight* wt = out.find_weight(n.operands[1].weight);
       const int64_t rows = wt->type.dims[0], cols = wt->type.dims[1];
-      const int64_t group = weight_group(options, cols);
-      const int64_t groups = group > 0 ? (cols + group - 1) / group : 1;
-      std::vector<int8_t> q(static_cast<size_t>(rows * cols));
-      std::vector<float> scale(static_cast<size_t>(rows * groups));
-      std::vector<int8_t> zero;  // empty: symmetric
       const FixedWeights* chosen = nullptr;
       if (fixed != nullptr) {
         auto it = fixed->find(n.name);
         if (it != fixed->end()) chosen = &it->second;
       }
-      if (chosen != nullptr) {  // a pass (hessianQuant, searchWeightScale) chose the integers
+      // Imported codes keep the checkpoint's width and groups (driver/imported_weights.h).
+      if (chosen != nullptr && chosen->imported) bits.weight = chosen->bits;
+      const int64_t group = chosen != nullptr && chosen->imported
+                                ? (chosen->group > 0 && chosen->group < cols ? chosen->group : 0)
+                                : weight_group(options, cols);
+      const int64_t groups = group > 0 ? (cols + group - 1) / group : 1;
+      std::vector<int8_t> q(static_cast<size_t>(rows * cols));
+      std::vector<float> scale(static_cast<size_t>(rows * groups));
+      std::vector<int8_t> zero;  // empty: symmetric
+      if (chosen != nullptr) {   // a pass (hessianQuant, searchWeightScale) chose the integers
         if (chosen->bits != bits.weight || chosen->codes.size() != q.size() ||
             chosen->scales.size() != scale.size()) {
           return internal_error("node '", n.name, "': weights fixed by a pass at ", chosen->bits,

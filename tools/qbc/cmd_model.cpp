@@ -88,6 +88,10 @@ nlohmann::ordered_json summary(const ir::Graph& g, const std::string& path) {
   for (const ir::SourceFile& f : g.files)
     files.push_back({{"path", f.path}, {"size", f.size}, {"xxh3_128", f.xxh3_128}});
   j["source"]["files"] = files;
+  if (const std::string w = meta("qbc.imported_weights"); !w.empty()) {
+    auto parsed = nlohmann::ordered_json::parse(w, nullptr, false);
+    j["source"]["weights"] = parsed.is_discarded() ? nlohmann::ordered_json(w) : parsed;
+  }
   nlohmann::ordered_json inputs = nlohmann::ordered_json::array();
   std::map<std::string, int> ops;
   int blocks = 0;
@@ -162,6 +166,18 @@ std::string summary_text(const nlohmann::ordered_json& j) {
       first_type = false;
     }
     os << " (per tensor: --json source.tensor_dtypes)\n";
+  }
+  if (j["source"].contains("weights") && j["source"]["weights"].is_object()) {
+    const auto& w = j["source"]["weights"];
+    os << "  weights       pre-quantized " << w.value("config", "") << ": codes kept "
+       << w.value("kept", 0) << " of " << w.value("imported", 0) << "\n";
+    for (const auto& k : w["kinds"]) {
+      os << "                " << k.value("kind", "") << ": kept " << k.value("kept", 0) << " of "
+         << k.value("imported", 0);
+      for (const auto& [why, n] : k["requantized"].items())
+        os << "; " << n.get<int>() << " " << why;
+      os << "\n";
+    }
   }
   os << "  inputs        ";
   for (const auto& i : j["inputs"])

@@ -103,6 +103,10 @@ nlohmann::ordered_json summary_json(const mxq::LoadedModel& m) {
     j["provenance"]["calibration"] =
         cal.is_discarded() ? nlohmann::ordered_json(meta.calibration_json()) : cal;
   }
+  if (!meta.weights_json().empty()) {
+    auto w = nlohmann::ordered_json::parse(meta.weights_json(), nullptr, false);
+    j["provenance"]["weights"] = w.is_discarded() ? nlohmann::ordered_json(meta.weights_json()) : w;
+  }
   j["assets"] = nlohmann::ordered_json::array();
   for (const mxq::HostAsset& a : m.assets)
     j["assets"].push_back({{"name", a.name}, {"bytes", a.bytes.size()}});
@@ -159,6 +163,11 @@ std::string summary_text(const nlohmann::ordered_json& j) {
       os << " " << dt << " " << n.get<int>();
     }
     os << " (tensors; per tensor: --json provenance.tensor_dtypes)";
+  }
+  if (j["provenance"].contains("weights") && j["provenance"]["weights"].is_object()) {
+    const auto& w = j["provenance"]["weights"];
+    os << "\nweights      pre-quantized " << w.value("config", "") << ": codes kept "
+       << w.value("kept", 0) << " of " << w.value("imported", 0);
   }
   os << "\nassets      ";
   for (const auto& a : j["assets"]) os << " " << a["name"].get<std::string>();

@@ -146,6 +146,7 @@ Status run_quantize(const QuantizeOptions& o) {
                             {"float", t.float_kept},
                             {"dequantized", !t.lossless_source}});
   }
+  if (!s.imported_text.empty()) text += "; " + s.imported_text;
   nlohmann::json backend;
   nlohmann::json mxq_files = nlohmann::json::array();
   std::vector<report::PassTime> passes;
@@ -213,6 +214,7 @@ Status run_quantize(const QuantizeOptions& o) {
                          {"tokens", s.tokens},
                          {"source_types", source_types}};
   j.update(rest);
+  if (!s.imported_json.empty()) j["imported_weights"] = nlohmann::json::parse(s.imported_json);
   if (!backend.is_null()) j["backend"] = backend;
   j["passes"] = nlohmann::json::array();
   for (const report::PassTime& p : passes)

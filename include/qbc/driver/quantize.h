@@ -44,6 +44,8 @@ struct QuantizeSummary {
   std::vector<pass::PassRecord> passes;  ///< every pass that ran, then "write", with wall times
   /// Per source dtype of the weights, what quantization did with them (source_types.h).
   std::vector<SourceTypeOutcome> source_types;
+  /// Pre-quantized checkpoints: ImportedWeights::summary_text() and json() (else empty).
+  std::string imported_text, imported_json;
 };
 
 /// Runs the quant pipeline (quant::quant_pipeline) on `model` and writes the quantized

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "qbc/frontend/hparams.h"
+#include "qbc/frontend/prequant.h"
 #include "qbc/support/status.h"
 
 namespace qbc::frontend {
@@ -125,6 +126,17 @@ class ModelSource {
   /// Tensors present but not expected for hparams() (HF names, or GGUF names without an HF
   /// mapping). A warning, not an error: validate() ignores them.
   std::vector<std::string> unexpected_tensors() const;
+
+  /// The checkpoint's `quantization_config` when it is pre-quantized (docs/frontend.md,
+  /// "Pre-quantized HF checkpoints"), else nullptr. Its packed linears appear in tensors() as
+  /// one float tensor each ("<module>.weight", dtype "<layout>-int<bits>", e.g. "gptq-int4")
+  /// whose read_f32() is the dequantized weight; their stored parts are hidden.
+  const PrequantConfig* prequant_config() const;
+  /// The imported linears (empty unless pre-quantized), sorted by module.
+  const std::vector<PackedTensorRef>& packed_linears() const;
+  /// The codes, scales and zero points of the imported linear whose weight is `hf_name`;
+  /// kNotFound when `hf_name` is not an imported linear.
+  StatusOr<PackedLinear> read_packed(std::string_view hf_name) const;
 
   /// The input files (config, index, weights, tokenizer) with sizes and XXH3-128 hashes. Reads
   /// every file on each call (at page-cache speed, several GB/s); errors name the file.

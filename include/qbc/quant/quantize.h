@@ -59,6 +59,11 @@ struct FixedWeights {
   std::vector<int8_t> codes;
   std::vector<float> scales;
   std::vector<int8_t> zeros;  ///< One per scale, or empty: symmetric (z = 0).
+  /// Codes imported from a pre-quantized checkpoint: `bits` and `group` are the checkpoint's
+  /// (not the configuration's) and quantize_rtn writes them as they are.
+  bool imported = false;
+  /// With `imported`: inputs per scale (0: one scale per output channel).
+  int64_t group = 0;
 };
 /// By linear node name.
 using FixedWeightMap = std::map<std::string, FixedWeights>;

@@ -1,4 +1,5 @@
-// A seeded mutation round over every reader: safetensors, GGUF, config.json, tokenizer.json,
+// A seeded mutation round over every reader: safetensors, GGUF, config.json, pre-quantized
+// checkpoints (quantization_config and packed tensors), tokenizer.json,
 // compile configs (JSON and YAML), MBLT and .npy. Each case is a valid seed with a few random
 // edits (bit flips, interesting bytes, huge and overflowing numbers, cuts, repeats); every result
 // must be OK or a user-facing Status error: never kInternal (exit 70), an exception, a crash, or a
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "prequant_packer.h"
 #include "qbc/calib/npy.h"
 #include "qbc/config/config.h"
 #include "qbc/frontend/gguf.h"
@@ -22,6 +24,8 @@
 #include "qbc/frontend/hparams.h"
 #include "qbc/frontend/importer.h"
 #include "qbc/frontend/model_source.h"
+#include "qbc/frontend/prequant.h"
+#include "qbc/frontend/random_model.h"
 #include "qbc/frontend/safetensors.h"
 #include "qbc/ir/serialize.h"
 #include "qbc/tokenizer/chat_template.h"
@@ -170,6 +174,50 @@ TEST(ReaderMutationTest, ConfigJson) {
                         return frontend::parse_hparams(text, "config.json").status();
                       }),
             kCasesPerSeed / 4);
+}
+
+TEST(ReaderMutationTest, PrequantConfig) {
+  const std::string seed = R"({"architectures": ["LlamaForCausalLM"], "quantization_config": {
+    "quant_method": "compressed-tensors", "format": "pack-quantized",
+    "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 4,
+      "type": "int", "symmetric": false, "strategy": "group", "group_size": 128,
+      "actorder": "group"}}},
+    "ignore": ["lm_head", "re:.*vision.*"], "kv_cache_scheme": {"num_bits": 8, "type": "int"}}})";
+  EXPECT_GT(run_cases("quantization_config", seed, 0, 11,
+                      [](const std::string& text) {
+                        return frontend::parse_prequant_config(text, "config.json").status();
+                      }),
+            kCasesPerSeed / 4);
+}
+
+TEST(ReaderMutationTest, PrequantTensors) {
+  // A 1-layer GPTQ v1 model with act order, packed by the test packer; the mutations hit its
+  // safetensors file (header and packed words).
+  frontend::RandomModelOptions o;
+  o.output_dir = temp_dir() / "prequant";
+  o.overrides.num_hidden_layers = 1;
+  o.overrides.hidden_size = 32;
+  o.overrides.intermediate_size = 64;
+  o.overrides.vocab_size = 64;
+  o.overrides.num_attention_heads = 2;
+  o.overrides.num_key_value_heads = 1;
+  o.overrides.head_dim = 16;
+  QBC_ASSERT_OK(frontend::write_random_model(o));
+  const testing::TestPackScheme scheme{testing::TestPackFormat::kGptqV1, 4, 16, false, true};
+  testing::test_pack_model(o.output_dir, scheme, testing::test_quantization_config(scheme));
+  const fs::path file = o.output_dir / "model.safetensors";
+  const std::string bytes = read_file(file);
+  run_cases("pre-quantized safetensors", bytes, 0, 12, [&](const std::string& b) {
+    write_file(file, b);
+    auto src = frontend::ModelSource::open(o.output_dir);
+    if (!src.ok()) return src.status();
+    for (const frontend::PackedTensorRef& ref : src->packed_linears()) {
+      auto p = src->read_packed(ref.module + ".weight");
+      if (!p.ok()) return p.status();
+      (void)frontend::dequantize(*p);
+    }
+    return ok_status();
+  });
 }
 
 TEST(ReaderMutationTest, Safetensors) {
