@@ -9,8 +9,9 @@
 #                                            and print its executions and findings
 #   tools/fuzz.sh all [--time S]             build, corpus, run
 #
-# Readers: safetensors gguf config_json prequant_config tokenizer_json vocab_json chat_template
-# compile_config_json compile_config_yaml mblt mblt_text npy mxq (target fuzz_<reader>). Environment: QBC_SHARED (default ../shared), QBC_JOBS (build
+# Readers: safetensors gguf config_json prequant_config tokenizer_json vocab_json chat_template compile_config_json
+# compile_config_yaml mblt mblt_text npy mxq kv_cache (target fuzz_<reader>; kv_cache loads the
+# model build-fuzz/kv_cache-model.mxq that `corpus` compiles). Environment: QBC_SHARED (default ../shared), QBC_JOBS (build
 # jobs, default 1), QBC_FUZZ_DIR (default build-fuzz). Crashes and the inputs that caused them go
 # to build-fuzz/findings/<reader>/; the run log of each target to build-fuzz/<reader>.log.
 set -euo pipefail
@@ -18,7 +19,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 dir=${QBC_FUZZ_DIR:-$root/build-fuzz}
 shared=${QBC_SHARED:-$root/../shared}
 readers=(safetensors gguf config_json prequant_config tokenizer_json vocab_json chat_template compile_config_json
-         compile_config_yaml mblt mblt_text npy mxq)
+         compile_config_yaml mblt mblt_text npy mxq kv_cache)
 
 build() {
   export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache} CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root}
@@ -53,6 +54,7 @@ run() {
     [ "$r" = mxq ] && extra=(-max_len=1400000)
     # The evolving corpus lives in work/ (new inputs are written to the first folder); the seeds
     # stay as they are.
+    QBC_FUZZ_KV_MODEL="$dir/kv_cache-model.mxq" \
     ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 \
       "$bin" "$work" "$dir/corpus/$r" -max_total_time="$seconds" \
       -rss_limit_mb=4096 -malloc_limit_mb=4096 -timeout=20 -print_final_stats=1 "${extra[@]}" \

@@ -139,7 +139,7 @@ def main() -> int:
     dirs = {k: args.out / k for k in ("safetensors", "gguf", "config_json", "prequant_config",
                                       "tokenizer_json",
                                       "vocab_json", "chat_template", "compile_config_json", "compile_config_yaml", "mblt", "mblt_text",
-                                      "npy", "mxq")}
+                                      "npy", "mxq", "kv_cache")}
     for d in dirs.values():
         d.mkdir(parents=True, exist_ok=True)
 
@@ -251,6 +251,17 @@ def main() -> int:
                                capture_output=True)
                 if out.exists():
                     put("mxq", "stories260k-w8.mxq", out.read_bytes())
+                    # kv_cache: the model fuzz_kv_cache loads (beside the corpus folders, not a
+                    # seed) and sequence caches `qbc run --save-cache` writes for it.
+                    model = args.out.parent / "kv_cache-model.mxq"
+                    shutil.copyfile(out, model)
+                    for name, n in (("prompt", "0"), ("generated", "4")):
+                        seq = Path(tmp) / f"{name}.seq"
+                        subprocess.run([str(args.qbc), "-q", "run", str(model), "-p",
+                                        "Once upon a time", "-n", n, "--save-cache", str(seq)],
+                                       capture_output=True)
+                        if seq.exists():
+                            put("kv_cache", f"{name}.seq", seq.read_bytes())
     floats = struct.pack("<6f", 1, 2, 3, 4, 5, 6)
     put("npy", "f4-v1.npy", npy("<f4", (2, 3), 1, floats))
     put("npy", "f4-v2-1d.npy", npy("<f4", (6,), 2, floats))

@@ -15,6 +15,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The longest command-line layer label ("--set key=value") errors and origins show.
+constexpr size_t kLabelBytes = 200;
+
 // One parsed layer, ready to apply.
 struct Layer {
   detail::Source source;
@@ -109,13 +112,17 @@ StatusOr<ResolvedConfig> resolve(const LoadRequest& request) {
   for (const std::string& s : request.sets) {
     const size_t eq = s.find('=');
     if (eq == std::string::npos) {
-      return invalid_argument("--set ", s, ": expected key.path=value");
+      return invalid_argument("--set ", clip_prefix(s, kLabelBytes), ": expected key.path=value");
     }
-    QBC_ASSIGN_OR_RETURN(Layer l, assignment_layer(s.substr(0, eq), s.substr(eq + 1), "--set " + s));
+    // The label names the layer in errors and origins: clipped and escaped like a quoted value
+    // (a command line may hold any bytes).
+    QBC_ASSIGN_OR_RETURN(Layer l, assignment_layer(s.substr(0, eq), s.substr(eq + 1),
+                                                   "--set " + clip_prefix(s, kLabelBytes)));
     layers.push_back(std::move(l));
   }
   for (const LoadRequest::Flag& f : request.flags) {
-    QBC_ASSIGN_OR_RETURN(Layer l, assignment_layer(f.key, f.value, f.label));
+    QBC_ASSIGN_OR_RETURN(Layer l,
+                         assignment_layer(f.key, f.value, clip_prefix(f.label, kLabelBytes)));
     layers.push_back(std::move(l));
   }
 

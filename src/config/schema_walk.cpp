@@ -12,6 +12,7 @@
 #include "qbc/support/check.h"
 #include "qbc/support/json_parse.h"
 #include "qbc/support/quote.h"
+#include "qbc/support/utf8.h"
 
 namespace qbc::config::detail {
 namespace {
@@ -125,6 +126,9 @@ Status set_scalar(const YAML::Node& node, pb::Message& msg, const pb::FieldDescr
                   const std::string& path, const std::string& loc) {
   if (!node.IsScalar()) return type_error(loc, path, f, node);
   const std::string& text = node.Scalar();
+  // A value from a YAML escape or a --set argument: the same UTF-8 rule as the text.
+  if (Status s = check_utf8_value(text, "the value"); !s.ok())
+    return invalid_argument(loc, ": ", path, ": ", s.message());
   const bool quoted = node.Tag() == "!";
   const pb::Reflection* r = msg.GetReflection();
   const bool rep = f->is_repeated();
@@ -277,6 +281,14 @@ const pb::FieldDescriptor* find_field(const pb::Descriptor* desc, const std::str
 
 StatusOr<YAML::Node> parse_document(const std::string& text, const std::string& label,
                                     bool is_json) {
+  // Every string of a configuration ends up in JSON (dump-config, the copy inside MBLT and MXQ
+  // files), which holds UTF-8 only: a byte outside it is refused here, where its line and column
+  // are known. A UTF-16/32 stream (byte-order mark) is yaml-cpp's to convert; its scalars are
+  // checked one by one in set_scalar.
+  const bool utf16_or_32 = text.size() >= 2 && ((text[0] == '\xFF' && text[1] == '\xFE') ||
+                                                (text[0] == '\xFE' && text[1] == '\xFF') ||
+                                                (text[0] == '\0' && text[1] == '\0'));
+  if (!utf16_or_32) QBC_RETURN_IF_ERROR(check_utf8_text(text, label, "the text"));
   if (is_json) {
     // yaml-cpp accepts JSON, but also accepts things JSON does not (comments,
     // trailing garbage). Validate strictly first so JSON errors read as JSON errors

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -16,6 +17,7 @@
 #include "qbc/frontend/hparams.h"
 #include "qbc/frontend/importer.h"
 #include "qbc/frontend/model_source.h"
+#include "qbc/ir/text.h"
 #include "qbc/mxq/model_file.h"
 #include "qbc/npu/compile.h"
 #include "qbc/quant/shape_only.h"
@@ -42,26 +44,160 @@ StatusOr<isa::Bundle> lower_shape(const ir::Graph& q, npu::Options o, bool progr
   return npu::compile(q, no_weights, o);
 }
 
+// Extrapolating over blocks ("time one block, multiply"). A quantized graph's decoder block
+// is the text of its nodes and weights (the lines defining blk.<i>.*) with every block index
+// written '#': two blocks with the same text lower to the same instructions, so their share of
+// a program's time and counts is the same.
+std::vector<std::string> block_texts(const ir::Graph& q, int blocks) {
+  static const std::regex own(R"(^\s*(%|weight @)blk\.(\d+)\.)");
+  static const std::regex index(R"((blk|layers)\.\d+\b)");
+  static const std::regex block(R"(block \d+)");
+  std::vector<std::string> out(static_cast<size_t>(std::max(blocks, 0)));
+  std::istringstream in(ir::print_text(q));
+  std::smatch m;
+  for (std::string line; std::getline(in, line);) {
+    if (!std::regex_search(line, m, own)) continue;
+    const long i = std::strtol(m[2].str().c_str(), nullptr, 10);
+    if (i < 0 || i >= blocks) continue;
+    std::string t = std::regex_replace(line, index, "$1.#");
+    out[static_cast<size_t>(i)] += std::regex_replace(t, block, "block #") + "\n";
+  }
+  return out;
+}
+
+// Models of fewer blocks are timed whole: lowering two periods instead saves little.
+constexpr int kMinBlocksToExtrapolate = 8;
+
+// The smallest period p of the blocks from the second period on (block i is block i - p for
+// every i >= 2p; the first period may differ: it follows the embedding), with p dividing the
+// block count and three periods at least; 0 when there is none.
+int block_period(const std::vector<std::string>& texts) {
+  const int n = static_cast<int>(texts.size());
+  if (n < kMinBlocksToExtrapolate) return 0;
+  for (int p = 1; 3 * p <= n; ++p) {
+    if (n % p != 0) continue;
+    bool repeats = true;
+    for (int i = 2 * p; repeats && i < n; ++i)
+      repeats = texts[static_cast<size_t>(i)] == texts[static_cast<size_t>(i - p)];
+    if (repeats) return p;
+  }
+  return 0;
+}
+
+// x(n) from x at one and two periods, for n = (2 + m) periods.
+double extrapolate(double one, double two, int64_t m) {
+  return two + static_cast<double>(m) * (two - one);
+}
+int64_t extrapolate(int64_t one, int64_t two, int64_t m) { return two + m * (two - one); }
+
+npu::CostCounts extrapolate(const npu::CostCounts& a, const npu::CostCounts& b, int64_t m) {
+  npu::CostCounts c;
+  for (int i = 0; i < npu::CostCounts::kPurposes; ++i) {
+    c.dram_read[i] = extrapolate(a.dram_read[i], b.dram_read[i], m);
+    c.dram_written[i] = extrapolate(a.dram_written[i], b.dram_written[i], m);
+  }
+  c.macs = extrapolate(a.macs, b.macs, m);
+  c.vector_ops = extrapolate(a.vector_ops, b.vector_ops, m);
+  c.barriers = extrapolate(a.barriers, b.barriers, m);
+  c.instructions = extrapolate(a.instructions, b.instructions, m);
+  c.dma = extrapolate(a.dma, b.dma, m);
+  return c;
+}
+
+npu::CallCost extrapolate(const npu::CallCost& a, const npu::CallCost& b, int64_t m) {
+  npu::CallCost c = b;  // the nodes: those of the two-period program
+  c.seconds = extrapolate(a.seconds, b.seconds, m);
+  c.core_seconds = extrapolate(a.core_seconds, b.core_seconds, m);
+  c.dram_seconds = extrapolate(a.dram_seconds, b.dram_seconds, m);
+  c.busy_dram_s = extrapolate(a.busy_dram_s, b.busy_dram_s, m);
+  c.busy_mac_s = extrapolate(a.busy_mac_s, b.busy_mac_s, m);
+  c.busy_vector_s = extrapolate(a.busy_vector_s, b.busy_vector_s, m);
+  c.bound = npu::bound_of(c.busy_dram_s, c.busy_mac_s, c.busy_vector_s, c.core_seconds);
+  c.total = extrapolate(a.total, b.total, m);
+  for (size_t i = 0; i < c.cores.size() && i < a.cores.size(); ++i)
+    c.cores[i] = extrapolate(a.cores[i], b.cores[i], m);
+  return c;
+}
+
+npu::ModePrediction extrapolate(const npu::ModePrediction& a, const npu::ModePrediction& b,
+                                int64_t m) {
+  npu::ModePrediction p = b;
+  p.ttft_s = extrapolate(a.ttft_s, b.ttft_s, m);
+  p.decode_s = extrapolate(a.decode_s, b.decode_s, m);
+  p.decode_end_s = extrapolate(a.decode_end_s, b.decode_end_s, m);
+  p.prefill_dram_s = extrapolate(a.prefill_dram_s, b.prefill_dram_s, m);
+  p.prefill_mac_s = extrapolate(a.prefill_mac_s, b.prefill_mac_s, m);
+  p.prefill_vector_s = extrapolate(a.prefill_vector_s, b.prefill_vector_s, m);
+  p.prefill_core_s = extrapolate(a.prefill_core_s, b.prefill_core_s, m);
+  p.prefill_bound =
+      npu::bound_of(p.prefill_dram_s, p.prefill_mac_s, p.prefill_vector_s, p.prefill_core_s);
+  p.decode = extrapolate(a.decode, b.decode, m);
+  p.bound = p.decode.bound;
+  p.need_s = extrapolate(a.need_s, b.need_s, m);
+  p.roofline_fraction = p.decode_s > 0 ? p.need_s / p.decode_s : 0.0;
+  return p;
+}
+
+/// The quantized graphs of one and two periods of blocks when `q`'s blocks repeat (and the
+/// cut graphs' blocks are the full graph's); empty otherwise.
+StatusOr<std::vector<ir::Graph>> period_graphs(const ir::Graph& q, const frontend::HParams& hp,
+                                               const config::ResolvedConfig& cfg, int* period) {
+  *period = 0;
+  const int blocks = block_count(q);
+  const std::vector<std::string> texts = block_texts(q, blocks);
+  const int p = block_period(texts);
+  std::vector<ir::Graph> out;
+  if (p == 0 || hp.num_hidden_layers != blocks) return out;
+  // Lowering costs about the weights' tiles: the cut graphs lower 3p blocks and the head twice
+  // against every block and the head once. A head larger than the blocks saved (a vocabulary
+  // of millions) is cheaper timed whole.
+  const double head = static_cast<double>(hp.vocab_size) * static_cast<double>(hp.hidden_size);
+  const double saved =
+      static_cast<double>(blocks - 3 * p) * static_cast<double>(hp.param_counts().per_block());
+  if (head >= saved) return out;
+  for (int k : {p, 2 * p}) {
+    QBC_ASSIGN_OR_RETURN(ir::Graph g, shape_graph(hp, cfg, k));
+    QBC_ASSIGN_OR_RETURN(ir::Graph qk, quant::shape_only(g, cfg.options));
+    const std::vector<std::string> cut = block_texts(qk, k);
+    if (!std::equal(cut.begin(), cut.end(), texts.begin())) return std::vector<ir::Graph>();
+    out.push_back(std::move(qk));
+  }
+  *period = p;
+  return out;
+}
+
 }  // namespace
 
-StatusOr<ir::Graph> shape_graph(const std::string& path, const config::ResolvedConfig& cfg) {
+StatusOr<frontend::HParams> shape_hparams(const std::string& path) {
   std::error_code ec;
-  frontend::HParams hp;
   if (ends_with(path, ".gguf")) {
     QBC_ASSIGN_OR_RETURN(frontend::ModelSource src, frontend::ModelSource::open(path));
-    hp = src.hparams();
-  } else {
-    fs::path config = path;
-    if (fs::is_directory(config, ec)) config /= "config.json";
-    if (!fs::is_regular_file(config, ec))
-      return not_found(path, ": no config.json (give a model folder, a config.json or a .gguf)");
-    QBC_ASSIGN_OR_RETURN(hp, frontend::load_hparams(config));
+    return src.hparams();
+  }
+  fs::path config = path;
+  if (fs::is_directory(config, ec)) config /= "config.json";
+  if (!fs::is_regular_file(config, ec))
+    return not_found(path, ": no config.json (give a model folder, a config.json or a .gguf)");
+  return frontend::load_hparams(config);
+}
+
+StatusOr<ir::Graph> shape_graph(const frontend::HParams& full, const config::ResolvedConfig& cfg,
+                                int blocks) {
+  frontend::HParams hp = full;
+  if (blocks > 0 && blocks < hp.num_hidden_layers) {
+    hp.num_hidden_layers = blocks;
+    hp.layers.resize(static_cast<size_t>(blocks));
   }
   frontend::ImportOptions opt;
   opt.max_cache_length = cfg.options.llm().attributes().max_cache_length();
   QBC_ASSIGN_OR_RETURN(ir::Graph g, frontend::build_decoder_graph(hp, opt));
   g.metadata["qbc.config"] = config::to_json(cfg.options);
   return g;
+}
+
+StatusOr<ir::Graph> shape_graph(const std::string& path, const config::ResolvedConfig& cfg) {
+  QBC_ASSIGN_OR_RETURN(frontend::HParams hp, shape_hparams(path));
+  return shape_graph(hp, cfg);
 }
 
 npu::CostParams cost_params(const config::TargetProfile& t) {
@@ -90,10 +226,30 @@ StatusOr<PlanResult> plan(const ir::Graph& shape, const config::ResolvedConfig& 
   r.target = base.target.name;
   r.trained_context = options.trained_context;
   r.trained_source = options.trained_source;
+  // Repeating blocks: the programs of one and two periods stand for the whole model's.
+  std::vector<ir::Graph> periods;
+  if (options.hparams != nullptr && options.predictions) {
+    QBC_ASSIGN_OR_RETURN(periods, period_graphs(q, *options.hparams, cfg, &r.extrapolated_period));
+  }
+  const int64_t more = r.extrapolated_period > 0 ? block_count(q) / r.extrapolated_period - 2
+                                                 : 0;  // periods past the second
   // The configured deployment: its memory plan is what compile would check.
   events::status("plan", "memory plan for " + r.target);
-  QBC_ASSIGN_OR_RETURN(r.bundle, lower_shape(q, base, true));
+  QBC_ASSIGN_OR_RETURN(r.bundle, lower_shape(q, base, periods.empty()));
   r.memory = npu::memory_report(r.bundle);
+  std::vector<isa::Bundle> base_periods;  // the configured deployment's programs per period
+  for (const ir::Graph& g : periods) {
+    QBC_ASSIGN_OR_RETURN(isa::Bundle b, lower_shape(g, base, true));
+    base_periods.push_back(std::move(b));
+  }
+  if (!base_periods.empty()) {
+    // The programs' size grows by the blocks; SRAM holds the tiles of one node at a time, the
+    // same in every block (and the head is in both cut graphs).
+    const npu::MemoryReport one = npu::memory_report(base_periods[0]);
+    const npu::MemoryReport two = npu::memory_report(base_periods[1]);
+    r.memory.program_bytes = extrapolate(one.program_bytes, two.program_bytes, more);
+    r.memory.sram_peak = two.sram_peak;
+  }
   r.limits = npu::fit_limits(r.bundle, r.memory);
   r.fit = npu::check_fit(r.bundle, r.memory);
   r.max_cache = r.bundle.max_cache;
@@ -156,18 +312,29 @@ StatusOr<PlanResult> plan(const ir::Graph& shape, const config::ResolvedConfig& 
     const bool same = base.modes.size() == 1 && base.modes[0].scheme == m.scheme &&
                       base.modes[0].cores == m.cores && base.modes[0].instances == m.instances &&
                       base.batch == o.batch;
-    isa::Bundle own;
-    if (!same) {
-      QBC_ASSIGN_OR_RETURN(own, lower_shape(q, o, true));
-    }
-    const isa::Bundle& b = same ? r.bundle : own;
     SchemePlan sp;
     sp.scheme = m.scheme;
     sp.cores = m.cores;
     sp.instances = m.instances;
-    const int64_t prompt = std::min<int64_t>(options.prompt_tokens, b.max_cache - 1);
-    QBC_ASSIGN_OR_RETURN(sp.prediction,
-                         npu::predict_mode(b, b.modes.front(), prompt, cp, m.instances));
+    // The programs of `g` for this scheme (the configured deployment's own when it is this
+    // one mode), timed.
+    auto predict = [&](const ir::Graph& g,
+                       const isa::Bundle& configured) -> StatusOr<npu::ModePrediction> {
+      isa::Bundle own;
+      if (!same) {
+        QBC_ASSIGN_OR_RETURN(own, lower_shape(g, o, true));
+      }
+      const isa::Bundle& b = same ? configured : own;
+      const int64_t prompt = std::min<int64_t>(options.prompt_tokens, b.max_cache - 1);
+      return npu::predict_mode(b, b.modes.front(), prompt, cp, m.instances);
+    };
+    if (periods.empty()) {
+      QBC_ASSIGN_OR_RETURN(sp.prediction, predict(q, r.bundle));
+      return sp;
+    }
+    QBC_ASSIGN_OR_RETURN(npu::ModePrediction one, predict(periods[0], base_periods[0]));
+    QBC_ASSIGN_OR_RETURN(npu::ModePrediction two, predict(periods[1], base_periods[1]));
+    sp.prediction = extrapolate(one, two, more);
     return sp;
   };
   events::status("plan", "programs and cost of " + std::to_string(modes.size()) + " scheme(s)");

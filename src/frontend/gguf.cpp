@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "qbc/support/quote.h"
+#include "qbc/support/utf8.h"
 
 namespace qbc::frontend {
 namespace {
@@ -78,12 +79,20 @@ class GgufParser {
     return ok_status();
   }
 
+  // GGUF strings are UTF-8 (the spec's gguf_string_t) and reach JSON writers (config.json of
+  // the source, the MXQ metadata, inspect): one that is not is refused here with its offset.
+  // The vocabulary arrays are exempt (raw_strings_): a token may be a raw byte sequence, and
+  // qbc_vocab.json writes such a token as hex.
   Status read_string(std::string* s, std::string_view what) {
     uint64_t length = 0;
     QBC_RETURN_IF_ERROR(read(&length, what));
     QBC_RETURN_IF_ERROR(need(length, what));
+    const uint64_t start = pos_;
     s->assign(reinterpret_cast<const char*>(data_ + pos_), length);
     pos_ += length;
+    if (raw_strings_) return ok_status();
+    if (Status u = check_utf8_value(*s, what); !u.ok())
+      return invalid_argument(u.message(), " (the string at offset ", start, ")");
     return ok_status();
   }
 
@@ -126,7 +135,10 @@ class GgufParser {
     const std::string context = "key " + quote_prefix(kv.key);
     uint32_t type_id = 0;
     QBC_RETURN_IF_ERROR(read(&type_id, "value type").with_context(context));
-    QBC_RETURN_IF_ERROR(read_value(type_id, 0, &kv.value).with_context(context));
+    raw_strings_ = kv.key == "tokenizer.ggml.tokens" || kv.key == "tokenizer.ggml.merges";
+    Status value = read_value(type_id, 0, &kv.value);
+    raw_strings_ = false;
+    QBC_RETURN_IF_ERROR(std::move(value).with_context(context));
     if (out_->key_index_.count(kv.key) != 0) return invalid_argument("duplicate ", context);
     out_->key_index_.emplace(kv.key, out_->metadata_.size());
     out_->metadata_.push_back(std::move(kv));
@@ -342,6 +354,7 @@ class GgufParser {
   uint64_t pos_ = 0;
   uint64_t n_tensors_ = 0;
   uint64_t n_kv_ = 0;
+  bool raw_strings_ = false;  // inside the value of a vocabulary key (read_string)
   GgufFile* out_;
 };
 

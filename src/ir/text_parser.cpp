@@ -7,6 +7,7 @@
 #include "qbc/ir/text.h"
 #include "qbc/ir/verifier.h"
 #include "qbc/support/quote.h"
+#include "qbc/support/utf8.h"
 
 namespace qbc::ir {
 namespace {
@@ -391,6 +392,8 @@ class Parser {
 }  // namespace
 
 StatusOr<Graph> parse_text(const std::string& text, const std::string& label) {
+  // Names and strings go into the MBLT protobuf and JSON dumps, both UTF-8 only.
+  QBC_RETURN_IF_ERROR(check_utf8_text(text, label, "the text"));
   Parser p(text, label);
   return p.parse();
 }

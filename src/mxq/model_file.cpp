@@ -13,6 +13,7 @@
 #include <fstream>
 #include <map>
 
+#include "meta_check.h"
 #include "qbc/mxq/bundle_codec.h"
 #include "qbc/support/file_util.h"
 #include "qbc/support/hash.h"
@@ -557,6 +558,7 @@ Status load_parts(std::vector<Container> opened, const pb::Manifest* manifest, L
       b.mapped_embedding_floats = static_cast<int64_t>(e.size() / 4);
     }
   }
+  QBC_RETURN_IF_ERROR(check_meta_against_layout(out->meta, b, c0.where(0)));
   for (const pb::Asset& a : out->meta.assets()) {
     if (a.section() < 0 || static_cast<size_t>(a.section()) >= c0.sections().size() ||
         c0.sections()[static_cast<size_t>(a.section())].kind !=

@@ -170,13 +170,17 @@ struct CoreSim {
 };
 
 Bound pick_bound(double dram, double mac, double vec, double total) {
+  return bound_of(dram, mac, vec, total);
+}
+
+}  // namespace
+
+Bound bound_of(double dram, double mac, double vec, double total) {
   const double top = std::max({dram, mac, vec});
   if (total <= 0 || top < 0.5 * total) return Bound::kLatency;
   if (top == dram) return Bound::kDram;
   return top == mac ? Bound::kMac : Bound::kVector;
 }
-
-}  // namespace
 
 int64_t CostCounts::dram_bytes() const {
   int64_t s = 0;
@@ -422,6 +426,9 @@ StatusOr<CallCost> estimate_call(const isa::Bundle& b, const isa::Mode& mode, co
   if (P > 0) {
     const CoreSim& s = sims[slowest];
     out.bound = pick_bound(s.busy_dram, s.busy_mac, s.busy_vec, out.core_seconds);
+    out.busy_dram_s = s.busy_dram;
+    out.busy_mac_s = s.busy_mac;
+    out.busy_vector_s = s.busy_vec;
   }
   out.spans = std::move(spans);
   if (spec.per_node) {
@@ -484,6 +491,10 @@ StatusOr<ModePrediction> predict_mode(const isa::Bundle& b, const isa::Mode& mod
     prefill_vec += vec / (std::max(p.vector_ops_per_cycle, 1e-9) * p.clock_hz);
   }
   r.prefill_bound = pick_bound(prefill_dram, prefill_mac, prefill_vec, prefill_core);
+  r.prefill_dram_s = prefill_dram;
+  r.prefill_mac_s = prefill_mac;
+  r.prefill_vector_s = prefill_vec;
+  r.prefill_core_s = prefill_core;
   CallSpec d;
   d.phase = isa::Phase::kDecode;
   d.start = prompt_tokens;
@@ -508,6 +519,7 @@ StatusOr<ModePrediction> predict_mode(const isa::Bundle& b, const isa::Mode& mod
   }
   const double need_s =
       need * std::max(1, active_instances) / (p.dram_bytes_per_s * p.dram_efficiency);
+  r.need_s = need_s;
   r.roofline_fraction = r.decode_s > 0 ? need_s / r.decode_s : 0.0;
   return r;
 }

@@ -1,8 +1,11 @@
 // The runtime's host side (see qbc/runtime/generator.h).
 #include "qbc/runtime/generator.h"
 
+#include <algorithm>
+#include <cstddef>
 #include <nlohmann/json.hpp>
 
+#include "qbc/runtime/sequence_cache.h"
 #include "qbc/support/json_parse.h"
 #include "qbc/tokenizer/text_stream.h"
 
@@ -34,6 +37,22 @@ StatusOr<tokenizer::Tokenizer> load_tokenizer(const mxq::LoadedModel& file) {
   return not_found(name,
                    ": carries no tokenizer (no tokenizer.json or qbc_vocab.json asset; "
                    "recompile it with a qbc that writes them)");
+}
+
+Status check_host_side(const mxq::LoadedModel& file, const tokenizer::Tokenizer& tok) {
+  const std::string name = file_name(file);
+  const isa::Bundle& b = *file.bundle;
+  const int64_t ids = std::min(b.embed_rows, b.vocab);
+  if (tok.vocab_size() > ids)
+    return data_loss(name, ": the tokenizer has ", tok.vocab_size(), " ids, the embedding ",
+                     b.embed_rows, " rows and the logits ", b.vocab, " entries");
+  const mxq::pb::Meta& m = file.meta;
+  if (tok.bos_id() != m.bos_id() || tok.eos_id() != m.eos_id() ||
+      tok.add_bos_default() != m.add_bos())
+    return data_loss(name, ": the tokenizer's bos_id ", tok.bos_id(), ", eos_id ", tok.eos_id(),
+                     ", add_bos ", tok.add_bos_default(), " differ from the metadata's ",
+                     m.bos_id(), ", ", m.eos_id(), ", ", m.add_bos());
+  return ok_status();
 }
 
 StatusOr<std::optional<tokenizer::ChatTemplate>> load_chat_template(const mxq::LoadedModel& file) {
@@ -78,6 +97,7 @@ StatusOr<std::unique_ptr<Generator>> Generator::create(const std::string& path,
 
 StatusOr<std::unique_ptr<Generator>> Generator::create(Model model) {
   QBC_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, load_tokenizer(model.file));
+  QBC_RETURN_IF_ERROR(check_host_side(model.file, tok));
   StatusOr<std::optional<tokenizer::ChatTemplate>> chat = load_chat_template(model.file);
   QBC_ASSIGN_OR_RETURN(std::unique_ptr<NpuSession> s, NpuSession::create(model.device, 0));
   std::unique_ptr<Generator> g(new Generator(std::move(model), std::move(tok)));
@@ -130,8 +150,68 @@ StatusOr<runner::GenerateResult> Generator::generate(const std::vector<int32_t>&
                                                      const std::function<void(int32_t)>& on_token,
                                                      bool ignore_eos) {
   session_->reset();
-  return runner::generate(*session_, prompt, max_new, sampling, tokenizer_.eos_id(), ignore_eos,
-                          capacity(), on_token);
+  cached_.clear();
+  reused_ = 0;
+  return generate_from(prompt, 0, max_new, sampling, on_token, ignore_eos);
+}
+
+StatusOr<runner::GenerateResult> Generator::generate_reusing_cache(
+    const std::vector<int32_t>& prompt, int max_new, const runner::SamplingOptions& sampling,
+    const std::function<void(int32_t)>& on_token, bool ignore_eos) {
+  size_t keep = 0;
+  while (keep < cached_.size() && keep < prompt.size() && cached_[keep] == prompt[keep]) ++keep;
+  if (keep > 0 && keep == prompt.size()) --keep;  // the last prompt token runs for its logits
+  // A sliding-window ring that has wrapped cannot go back far: then nothing is reused.
+  if (!session_->rewind(static_cast<int64_t>(keep)).ok()) {
+    session_->reset();
+    keep = 0;
+  }
+  cached_.resize(keep);
+  reused_ = static_cast<int64_t>(keep);
+  return generate_from(prompt, keep, max_new, sampling, on_token, ignore_eos);
+}
+
+StatusOr<runner::GenerateResult> Generator::generate_from(
+    const std::vector<int32_t>& prompt, size_t cached, int max_new,
+    const runner::SamplingOptions& sampling, const std::function<void(int32_t)>& on_token,
+    bool ignore_eos) {
+  if (prompt.empty()) return invalid_argument("the prompt encodes to no tokens");
+  const std::vector<int32_t> rest(prompt.begin() + static_cast<std::ptrdiff_t>(cached),
+                                  prompt.end());
+  StatusOr<runner::GenerateResult> r = runner::generate(
+      *session_, rest, max_new, sampling, tokenizer_.eos_id(), ignore_eos, capacity(), on_token);
+  // What the cache holds now: the prompt and the new tokens fed back (all but the last).
+  cached_.resize(cached);
+  cached_.insert(cached_.end(), rest.begin(), rest.end());
+  if (r.ok()) cached_.insert(cached_.end(), r->tokens.begin(), r->tokens.end());
+  cached_.resize(std::min(cached_.size(), static_cast<size_t>(session_->position())));
+  return r;
+}
+
+StatusOr<std::string> Generator::save_cache() const {
+  SequenceCache c;
+  c.tokens = cached_;
+  QBC_ASSIGN_OR_RETURN(c.kv, session_->dump_kv());
+  return encode_sequence_cache(c);
+}
+
+Status Generator::load_cache(std::string_view bytes, std::string_view source) {
+  QBC_ASSIGN_OR_RETURN(SequenceCache c, decode_sequence_cache(bytes, source));
+  for (size_t i = 0; i < c.tokens.size(); ++i) {
+    if (c.tokens[i] >= tokenizer_.vocab_size())
+      return invalid_argument(source, ": token ", i, " has the id ", c.tokens[i],
+                              ", outside the model's tokenizer (", tokenizer_.vocab_size(),
+                              " ids)");
+  }
+  // The positions first: load_kv changes nothing when it fails, and neither does this.
+  const int64_t held = NpuSession::kv_blob_position(c.kv);
+  if (held >= 0 && held != static_cast<int64_t>(c.tokens.size()))
+    return invalid_argument(source, ": lists ", c.tokens.size(), " tokens, its KV cache holds ",
+                            held, " positions");
+  QBC_RETURN_IF_ERROR(session_->load_kv(c.kv).with_context(source));
+  cached_ = std::move(c.tokens);
+  reused_ = 0;
+  return ok_status();
 }
 
 StatusOr<std::string> Generator::generate_text(std::string_view prompt, int max_new,

@@ -2,6 +2,7 @@
 #include "qbc/runtime/npu_session.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "qbc/mxq/container.h"
@@ -169,6 +170,12 @@ StatusOr<std::string> NpuSession::dump_kv() const {
     out.append(reinterpret_cast<const char*>(p), static_cast<size_t>(bytes));
   }
   return out;
+}
+
+int64_t NpuSession::kv_blob_position(std::string_view blob) {
+  if (blob.size() < 40 || std::memcmp(blob.data(), kKvMagic, 8) != 0) return -1;
+  const uint64_t position = get_u64(blob.data() + 8);
+  return position > static_cast<uint64_t>(INT64_MAX) ? -1 : static_cast<int64_t>(position);
 }
 
 Status NpuSession::load_kv(std::string_view blob) {

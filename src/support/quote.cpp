@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "qbc/support/utf8.h"
+
 namespace qbc {
 namespace {
 
@@ -18,15 +20,21 @@ size_t utf8_cut(std::string_view value, size_t max) {
   return cut;
 }
 
+// Control characters and bytes that are not part of a well-formed UTF-8 sequence are written
+// as \xNN: a quoted value never breaks a message's line, and a message stays valid UTF-8 (it
+// may be written into a JSON event).
 void append_escaped(std::string& out, std::string_view s) {
-  for (char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7F) {
+  for (size_t i = 0; i < s.size();) {
+    const auto u = static_cast<unsigned char>(s[i]);
+    const size_t n = utf8_valid_length(s, i);
+    if (n == 0 || u < 0x20 || u == 0x7F) {
       char buf[5];
       std::snprintf(buf, sizeof(buf), "\\x%02X", u);
       out += buf;
+      ++i;
     } else {
-      out += c;
+      out.append(s.substr(i, n));
+      i += n;
     }
   }
 }

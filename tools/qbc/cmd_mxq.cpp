@@ -18,6 +18,7 @@
 #include "qbc/npu/cost_model.h"
 #include "qbc/npu/memory_plan.h"
 #include "qbc/runtime/model.h"
+#include "qbc/runtime/verify_model.h"
 #include "qbc/support/file_util.h"
 #include "qbc/support/logging.h"
 
@@ -305,26 +306,13 @@ struct VerifyOptions {
 };
 
 Status run_verify(const VerifyOptions& o) {
-  // Every format rule and digest (the reader), then the program verifier and the device's
-  // own checks for every mode the file holds.
+  // Every format rule and digest (the reader), then what run relies on beyond them
+  // (runtime::verify_model: program verifier, device and session checks of every mode, the
+  // host assets against the layout and metadata).
   QBC_ASSIGN_OR_RETURN(mxq::LoadedModel m, mxq::load_model(o.file));
   QBC_RETURN_IF_ERROR(check_mxq_target(o.file, m, o.target));
-  if (Status s = isa::verify(*m.bundle); !s.ok())
-    return data_loss(o.file, ": program verifier: ", s.message());
-  std::vector<std::string> modes;
-  for (const isa::Mode& mode : m.bundle->modes) {
-    runtime::DeviceOptions d;
-    d.scheme = mode.scheme;
-    d.host_threads = 1;
-    // The device's checks of the mode (every buffer, instruction, attention, rope, loop)
-    // without allocating its memory: nothing runs.
-    d.counters_only = true;
-    auto dev = runtime::Device::create(m.bundle, d);
-    if (!dev.ok())
-      return data_loss(o.file, ": mode ", isa::scheme_name(mode.scheme), ": ",
-                       dev.status().message());
-    modes.push_back(isa::scheme_name(mode.scheme));
-  }
+  QBC_ASSIGN_OR_RETURN(runtime::VerifyReport report, runtime::verify_model(m, o.file));
+  const std::vector<std::string>& modes = report.modes;
   size_t sections = 0;
   uint64_t bytes = 0;
   for (const mxq::Container& c : m.containers) {
@@ -345,7 +333,8 @@ Status run_verify(const VerifyOptions& o) {
                   o.file + ": ok (" + std::to_string(m.files.size()) + " file" +
                       (m.files.size() > 1 ? "s" : "") + ", " + std::to_string(sections) +
                       " sections, " + std::to_string(bytes) + " bytes; digests, format rules, " +
-                      "program verifier V1-V8 and device checks of the modes " + mode_list +
+                      "program verifier V1-V8, device checks of the modes " + mode_list +
+                      ", tokenizer" + (report.chat_template ? ", chat template" : "") +
                       "; target '" + m.bundle->target + "')",
                   j.dump());
   if (o.json) return emit_output("", j.dump(2) + "\n");

@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "qbc/driver/plan.h"
+#include "qbc/frontend/hparams.h"
 #include "qbc/support/logging.h"
 #include "qbc/support/progress.h"
 
@@ -21,6 +22,7 @@ struct PlanFlags {
   int64_t prompt_tokens = 240;
   std::string sweep;
   bool json = false;
+  bool whole = false;  ///< --whole-programs: time every block (no extrapolation)
   std::string output;
   ConfigFlags config;  ///< with --context and --batch
 };
@@ -62,6 +64,7 @@ Status run_sweep(const PlanFlags& f, const std::string& path) {
   const std::vector<int64_t> values =
       by_batch ? std::vector<int64_t>{1, 2, 4, 8, 16, 32}
                : std::vector<int64_t>{4096, 8192, 16384, 32768, 65536, 131072};
+  QBC_ASSIGN_OR_RETURN(const frontend::HParams hp, driver::shape_hparams(path));
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   std::string text;
   char line[256];
@@ -75,8 +78,9 @@ Status run_sweep(const PlanFlags& f, const std::string& path) {
   for (int64_t v : values) {
     QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg,
                          plan_config(f, path, by_batch ? 0 : v, by_batch ? v : 0, &trained));
-    QBC_ASSIGN_OR_RETURN(ir::Graph g, driver::shape_graph(path, cfg));
+    QBC_ASSIGN_OR_RETURN(ir::Graph g, driver::shape_graph(hp, cfg));
     driver::PlanOptions po = plan_options(f, trained);
+    po.hparams = f.whole ? nullptr : &hp;
     // The single scheme, unless --inference-scheme names one (then the configured one).
     if (f.config.inference_scheme.empty() || f.config.inference_scheme == "all")
       po.schemes = {isa::Scheme::kSingle};
@@ -132,8 +136,11 @@ Status run_plan(const PlanFlags& f) {
   if (!f.sweep.empty()) return run_sweep(f, path);
   driver::TrainedContext trained;
   QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, plan_config(f, path, 0, 0, &trained));
-  QBC_ASSIGN_OR_RETURN(ir::Graph g, driver::shape_graph(path, cfg));
-  QBC_ASSIGN_OR_RETURN(driver::PlanResult r, driver::plan(g, cfg, plan_options(f, trained)));
+  QBC_ASSIGN_OR_RETURN(const frontend::HParams hp, driver::shape_hparams(path));
+  QBC_ASSIGN_OR_RETURN(ir::Graph g, driver::shape_graph(hp, cfg));
+  driver::PlanOptions po = plan_options(f, trained);
+  po.hparams = f.whole ? nullptr : &hp;
+  QBC_ASSIGN_OR_RETURN(driver::PlanResult r, driver::plan(g, cfg, po));
   if (driver::past_training(r)) log("plan").warn("{}", driver::training_warning(r));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   events::result("plan", driver::plan_json(r));
@@ -176,6 +183,9 @@ void register_plan(CLI::App& app, Action& action) {
       ->expected(0, 1)
       ->default_str("context");
   cmd->add_flag("--json", f->json, "Print JSON (docs/cli.md)");
+  cmd->add_flag("--whole-programs", f->whole,
+                "Lower and time the programs of every block instead of one and two periods of "
+                "repeating blocks, extrapolated (slower; the same figures)");
   cmd->add_option("-o,--output", f->output, "Write the report to this file");
   add_config_flags(*cmd, f->config);
   add_context_flags(*cmd, f->config);

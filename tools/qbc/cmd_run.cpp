@@ -60,6 +60,7 @@ struct RunOptions {
   bool ignore_eos = false;
   int threads = 0;
   std::string backend = "auto";
+  std::string load_cache, save_cache;  ///< MXQ: sequence cache files (docs/runtime.md)
 };
 
 /// The runner of `m` for --backend: auto (the fake-quant evaluator for quantized graphs,
@@ -131,6 +132,13 @@ Status run_run(const RunOptions& o) {
   QBC_ASSIGN_OR_RETURN(Opened opened, open_runnable(o.model, cfg, o.backend, o.threads, o.mxq));
   const tokenizer::Tokenizer& tok = *opened.tok;
   runner::Runner* session = opened.session;
+  if ((!o.load_cache.empty() || !o.save_cache.empty()) && !opened.generator)
+    return invalid_argument("--load-cache and --save-cache apply to compiled .mxq models; ",
+                            o.model, " is not one");
+  if (!o.load_cache.empty()) {
+    QBC_ASSIGN_OR_RETURN(std::string bytes, read_text_file(o.load_cache));
+    QBC_RETURN_IF_ERROR(opened.generator->load_cache(bytes, o.load_cache));
+  }
   const std::vector<int32_t> prompt = tok.encode(o.prompt, tok.add_bos_default());
   runner::SamplingOptions s;
   s.greedy = o.greedy || o.temperature <= 0;
@@ -150,14 +158,20 @@ Status run_run(const RunOptions& o) {
   };
   // An .mxq generates through the runtime's API (runtime::Generator), a graph on its runner;
   // both are runner::generate with the same sampler.
-  QBC_ASSIGN_OR_RETURN(runner::GenerateResult r,
-                       opened.generator
-                           ? opened.generator->generate(prompt, o.n, s, on_token, o.ignore_eos)
-                           : runner::generate(*session, prompt, o.n, s, tok.eos_id(), o.ignore_eos,
-                                              opened.capacity, on_token));
+  QBC_ASSIGN_OR_RETURN(
+      runner::GenerateResult r,
+      opened.generator
+          ? opened.generator->generate_reusing_cache(prompt, o.n, s, on_token, o.ignore_eos)
+          : runner::generate(*session, prompt, o.n, s, tok.eos_id(), o.ignore_eos, opened.capacity,
+                             on_token));
   std::fputs((stream.finish() + "\n").c_str(), stdout);
+  if (!o.save_cache.empty()) {
+    QBC_ASSIGN_OR_RETURN(std::string bytes, opened.generator->save_cache());
+    QBC_RETURN_IF_ERROR(write_file_atomic(o.save_cache, bytes));
+  }
   nlohmann::ordered_json j;
   j["prompt_tokens"] = prompt;
+  if (opened.generator) j["cached_prompt_tokens"] = opened.generator->reused_tokens();
   j["new_tokens"] = r.tokens;
   j["stopped_at_eos"] = r.stopped_at_eos;
   j["prefill_tokens_per_second"] = prompt.size() / std::max(r.prefill_seconds, 1e-9);
@@ -299,6 +313,13 @@ void register_run(CLI::App& app, Action& action) {
   cmd->add_flag("--ids", o->ids, "Also print the prompt and generated token ids");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep generating after the end-of-sequence token");
   cmd->add_option("--threads", o->threads, "Compute threads (0 = all cores)");
+  cmd->add_option("--load-cache", o->load_cache,
+                  "MXQ: start from this sequence cache file (of --save-cache): the cached "
+                  "tokens that begin the prompt are not run again")
+      ->group("MXQ");
+  cmd->add_option("--save-cache", o->save_cache,
+                  "MXQ: write the sequence's KV cache and its token ids to this file at the end")
+      ->group("MXQ");
   cmd->add_option("--backend", o->backend,
                   "auto (quantized .mblt: the fake-quant evaluator; float models: LibTorch), npu "
                   "(compile for the configured target and run the NPU programs on the executor: "

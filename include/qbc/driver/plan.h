@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "qbc/config/config.h"
+#include "qbc/frontend/hparams.h"
 #include "qbc/ir/graph.h"
 #include "qbc/isa/program.h"
 #include "qbc/npu/cost_model.h"
@@ -21,6 +22,12 @@ namespace qbc::driver {
 /// config.json; no weight file is opened), a config.json, or a .gguf (its metadata).
 /// The KV capacity is the configuration's llm.attributes.maxCacheLength.
 StatusOr<ir::Graph> shape_graph(const std::string& path, const config::ResolvedConfig& cfg);
+
+/// The hyperparameters shape_graph reads from `path`.
+StatusOr<frontend::HParams> shape_hparams(const std::string& path);
+/// The float graph of `hp`, with only its first `blocks` decoder blocks when 0 < blocks.
+StatusOr<ir::Graph> shape_graph(const frontend::HParams& hp, const config::ResolvedConfig& cfg,
+                                int blocks = 0);
 
 /// The cost model's parameters of a target profile.
 npu::CostParams cost_params(const config::TargetProfile& t);
@@ -41,6 +48,15 @@ struct PlanOptions {
   /// Schemes to predict; empty: the configured one, or every scheme the target has cores
   /// for when inferenceScheme is left at its default.
   std::vector<isa::Scheme> schemes;
+  /// The model's hyperparameters (shape_hparams of the graph's source). With them, when the
+  /// quantized graph's decoder blocks repeat with a period p (every block prints as the one p
+  /// before it but for its index; p divides the block count, which is at least 3p and 8), the
+  /// programs are lowered and timed for p and 2p blocks only and the predictions extrapolated
+  /// linearly to every block ("time one block, multiply"): the time and memory of a plan grow
+  /// with one period of blocks, not the model. The memory plan is always the whole model's.
+  /// Not when the head (vocab x hidden) outweighs the blocks this saves: lowering it twice
+  /// more would cost more than the blocks.
+  const frontend::HParams* hparams = nullptr;
 };
 
 struct PlanResult {
@@ -56,10 +72,15 @@ struct PlanResult {
   std::string target;
   std::vector<SchemePlan> schemes;
   /// The bundle the configured deployment compiles to (shapes only), for per-layer tables.
+  /// When the predictions were extrapolated, its buffers and memory plan only (no programs).
   isa::Bundle bundle;
   /// From PlanOptions: the model's trained length and where it comes from.
   int64_t trained_context = 0;
   std::string trained_source;
+  /// The period (in blocks) the predictions were extrapolated from; 0: the whole programs
+  /// were timed. Extrapolated, a SchemePlan's prediction.decode.nodes are those of the
+  /// 2-period program.
+  int extrapolated_period = 0;
 };
 
 /// Which scheme to pick, from the predictions of every scheme planned (all estimates).

@@ -44,6 +44,9 @@ struct CostCounts {
 /// (issue, DMA start, barriers) when none of the three rates explains most of it.
 enum class Bound : uint8_t { kDram, kMac, kVector, kLatency };
 const char* bound_name(Bound b);
+/// The bound of a stretch of `total_s` seconds whose resources were busy `dram_s`, `mac_s`
+/// and `vector_s`: the busiest one when it fills at least half of the stretch, else kLatency.
+Bound bound_of(double dram_s, double mac_s, double vector_s, double total_s);
 
 /// One MBLT node's share of a call (its instructions on every core of the instance).
 struct NodeCost {
@@ -82,6 +85,9 @@ struct CallCost {
   /// it): the call's roofline.
   double dram_seconds = 0;
   Bound bound = Bound::kLatency;
+  /// Busy seconds of the slowest core by resource: `bound` is bound_of() of them and
+  /// core_seconds.
+  double busy_dram_s = 0, busy_mac_s = 0, busy_vector_s = 0;
   std::vector<NodeCost> nodes;  ///< in program order of first appearance
   /// When each core of the instance finishes its work (core_seconds is the largest).
   std::vector<double> core_end_s;
@@ -117,6 +123,11 @@ struct ModePrediction {
   double roofline_fraction = 0;   ///< decode: DRAM time at the effective bandwidth / step time
   Bound bound = Bound::kLatency;  ///< of the decode step
   Bound prefill_bound = Bound::kLatency;
+  /// What prefill_bound was picked from (bound_of): the prefill calls' DRAM time at the
+  /// effective bandwidth, MAC and vector time of their busiest cores, and their core time.
+  double prefill_dram_s = 0, prefill_mac_s = 0, prefill_vector_s = 0, prefill_core_s = 0;
+  /// decode: the DRAM seconds of the unavoidable traffic (roofline_fraction x decode_s).
+  double need_s = 0;
   CallCost decode;  ///< the decode step right after the prompt, per node
 };
 

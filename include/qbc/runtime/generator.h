@@ -36,6 +36,12 @@ StatusOr<tokenizer::Tokenizer> load_tokenizer(const mxq::LoadedModel& file);
 /// Errors (a template outside the supported subset, docs/runtime.md) name the asset.
 StatusOr<std::optional<tokenizer::ChatTemplate>> load_chat_template(const mxq::LoadedModel& file);
 
+/// The host side of a loaded MXQ against its layout and metadata: every id the tokenizer can
+/// produce has a row in the host embedding and a logit (vocab_size() <= both), and the
+/// tokenizer's BOS, EOS and add-BOS setting are the metadata's. kDataLoss naming the file and
+/// the first value that differs. Generator::create and `qbc verify` both run it.
+Status check_host_side(const mxq::LoadedModel& file, const tokenizer::Tokenizer& tok);
+
 class Generator {
  public:
   /// Loads `path` (an .mxq or a manifest; every rule of docs/mxq.md and the program verifier)
@@ -75,6 +81,24 @@ class Generator {
                                             const runner::SamplingOptions& sampling = {},
                                             const std::function<void(int32_t)>& on_token = nullptr,
                                             bool ignore_eos = false);
+  /// generate() that first reuses what the cache holds: the longest run of cached tokens
+  /// (after load_cache() or an earlier call) that starts `prompt` is not run again (at least
+  /// the prompt's last token is, for its logits), the rest of the cache is dropped. The same
+  /// tokens as generate() on a fresh sequence for the same prompt and sampling.
+  StatusOr<runner::GenerateResult> generate_reusing_cache(
+      const std::vector<int32_t>& prompt, int max_new, const runner::SamplingOptions& sampling = {},
+      const std::function<void(int32_t)>& on_token = nullptr, bool ignore_eos = false);
+  /// Tokens of the last generate_reusing_cache() prompt taken from the cache.
+  int64_t reused_tokens() const { return reused_; }
+  /// The ids the KV cache holds, position 0 first (the prompt and every new token fed back).
+  const std::vector<int32_t>& cached_tokens() const { return cached_; }
+  /// The sequence as a cache file (runtime/sequence_cache.h): cached_tokens() and the KV blob.
+  StatusOr<std::string> save_cache() const;
+  /// Loads a file of save_cache() (`source` names it in errors): kInvalidArgument naming what
+  /// differs (a file that is not one, cut short, corrupt, of another model's KV layout, or
+  /// whose tokens are not the cache's positions or the tokenizer's ids); nothing changes then.
+  Status load_cache(std::string_view bytes, std::string_view source);
+
   /// encode(prompt), generate, and the new tokens decoded: the continuation only.
   StatusOr<std::string> generate_text(std::string_view prompt, int max_new,
                                       const runner::SamplingOptions& sampling = {});
@@ -87,11 +111,19 @@ class Generator {
 
  private:
   Generator(Model model, tokenizer::Tokenizer tok) : model_(std::move(model)), tokenizer_(tok) {}
+  /// Generation with the first `cached` tokens of `prompt` already in the cache.
+  StatusOr<runner::GenerateResult> generate_from(const std::vector<int32_t>& prompt, size_t cached,
+                                                 int max_new,
+                                                 const runner::SamplingOptions& sampling,
+                                                 const std::function<void(int32_t)>& on_token,
+                                                 bool ignore_eos);
   Model model_;
   tokenizer::Tokenizer tokenizer_;
   std::optional<tokenizer::ChatTemplate> chat_template_;
   Status chat_template_error_;  // why the file's template did not parse, when it did not
   std::unique_ptr<NpuSession> session_;
+  std::vector<int32_t> cached_;  // the ids at the session's positions
+  int64_t reused_ = 0;
 };
 
 }  // namespace qbc::runtime

@@ -52,6 +52,9 @@ class NpuSession final : public runner::Runner {
   /// the position. kInvalidArgument when the blob is not one, is of another KV layout or
   /// has the wrong size; nothing is changed then.
   Status load_kv(std::string_view blob);
+  /// The position a blob of dump_kv() holds, read from its header; -1 when it is too short or
+  /// not one (load_kv says why).
+  static int64_t kv_blob_position(std::string_view blob);
 
   Device& device() { return *device_; }
   int slot() const { return slot_; }

@@ -13,7 +13,7 @@ inline constexpr size_t kQuotePrefixBytes = 64;
 
 /// `value` in single quotes, for an error message. A value longer than `max` bytes is cut after at
 /// most `max` bytes (at a UTF-8 character boundary) and shown as 'prefix…' (N bytes). Control
-/// characters are written as \xNN, so a quoted value never breaks a message's line.
+/// characters and non-UTF-8 bytes are written as \xNN: a message stays one line of UTF-8.
 std::string quote_prefix(std::string_view value, size_t max = kQuotePrefixBytes);
 
 /// The same without the quotes: for text that is already framed (a list, a dump).

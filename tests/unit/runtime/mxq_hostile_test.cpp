@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "head_model.h"
@@ -47,6 +48,15 @@ std::string head_model_mxq() {
   mxq::WriteRequest req;
   req.bundle = m.bundle.get();
   req.meta.set_producer("qbc");
+  // The io specs restate the layout (the reader checks them against it).
+  for (auto [spec, name, dtype, cols] :
+       {std::tuple{req.meta.mutable_input(), "inputs_embeds", "fp16", m.bundle->hidden},
+        std::tuple{req.meta.mutable_output(), "logits", "fp32", m.bundle->vocab}}) {
+    spec->set_name(name);
+    spec->set_dtype(dtype);
+    spec->add_shape(m.bundle->chunk);
+    spec->add_shape(cols);
+  }
   req.blocks = 1;
   const fs::path p = ::qbc::testing::temp_dir() / "head.mxq";
   auto w = mxq::write_model(p.string(), req);

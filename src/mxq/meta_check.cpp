@@ -1,0 +1,95 @@
+// Metadata against layout (see meta_check.h). The expected values are the writer's rules
+// (src/driver/mxq_output.cpp, docs/mxq.md "Metadata").
+#include "meta_check.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "qbc/support/quote.h"
+
+namespace qbc::mxq {
+namespace {
+
+Status check_io(const pb::IoSpec& io, const char* field, const char* name, const char* dtype,
+                int64_t rows, int64_t cols, const std::string& where) {
+  if (io.name() != name || io.dtype() != dtype || io.shape_size() != 2 || io.shape(0) != rows ||
+      io.shape(1) != cols) {
+    std::string shape;
+    for (int64_t d : io.shape()) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+    return data_loss(where, ": metadata ", field, " is ", quote_prefix(io.name()), " ",
+                     quote_prefix(io.dtype()), " [", shape, "], the layout's is '", name, "' '",
+                     dtype, "' [", rows, ", ", cols, "]");
+  }
+  return ok_status();
+}
+
+template <typename T>
+Status same(const std::string& where, const std::string& field, T meta, T layout) {
+  if (meta == layout) return ok_status();
+  return data_loss(where, ": metadata ", field, " is ", meta, ", the layout says ", layout);
+}
+
+Status check_kv(const pb::KvLayer& k, size_t i, const isa::Bundle& b, const std::string& where) {
+  const isa::AttnDesc& a = b.attentions[i];
+  const std::string at =
+      where + ": metadata kv[" + std::to_string(i) + "] (node " + quote_prefix(k.node()) + ")";
+  const std::string kind = a.window > 0 && a.capacity < b.max_cache ? "ring" : "full";
+  if (k.kind() != kind)
+    return data_loss(at, ": kind ", quote_prefix(k.kind()), ", the layout's attention ", i, " is '",
+                     kind, "'");
+  QBC_RETURN_IF_ERROR(same<int64_t>(at, "attention", k.attention(), static_cast<int64_t>(i)));
+  QBC_RETURN_IF_ERROR(same<int64_t>(at, "capacity", k.capacity(), a.capacity));
+  QBC_RETURN_IF_ERROR(same<int64_t>(at, "window", k.window(), a.window));
+  QBC_RETURN_IF_ERROR(same<int64_t>(at, "kv_heads", k.kv_heads(), a.kv_heads));
+  QBC_RETURN_IF_ERROR(same<int64_t>(at, "head_dim", k.head_dim(), a.head_dim));
+  QBC_RETURN_IF_ERROR(same<int64_t>(at, "k_bits", k.k_bits(), a.k_bits));
+  QBC_RETURN_IF_ERROR(same<int64_t>(at, "v_bits", k.v_bits(), a.v_bits));
+  QBC_RETURN_IF_ERROR(same<int64_t>(at, "batch", k.batch(), b.batch));
+  QBC_RETURN_IF_ERROR(
+      same<int64_t>(at, "bytes_per_sequence", k.bytes_per_sequence(),
+                    a.capacity * a.kv_heads * a.head_dim * (a.k_bits + a.v_bits) / 8));
+  const int64_t channels = a.kv_heads * a.head_dim;
+  for (const auto* scales : {&k.k_scale(), &k.v_scale()}) {
+    const char* name = scales == &k.k_scale() ? "k_scale" : "v_scale";
+    if (!scales->empty() && scales->size() != channels)
+      return data_loss(at, ": ", name, " has ", scales->size(), " values, expected ", channels,
+                       " (kv_heads x head_dim) or none");
+    for (float s : *scales)
+      if (!std::isfinite(s) || s <= 0) return data_loss(at, ": ", name, " holds ", s);
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Status check_meta_against_layout(const pb::Meta& meta, const isa::Bundle& b,
+                                 const std::string& where) {
+  if (static_cast<size_t>(meta.kv_size()) != b.attentions.size())
+    return data_loss(where, ": metadata lists ", meta.kv_size(), " KV layers, the layout has ",
+                     b.attentions.size(), " attentions");
+  for (int i = 0; i < meta.kv_size(); ++i)
+    QBC_RETURN_IF_ERROR(check_kv(meta.kv(i), static_cast<size_t>(i), b, where));
+  QBC_RETURN_IF_ERROR(
+      check_io(meta.input(), "input", "inputs_embeds", "fp16", b.chunk, b.hidden, where));
+  QBC_RETURN_IF_ERROR(check_io(meta.output(), "output", "logits", "fp32", b.chunk, b.vocab, where));
+  if (meta.target() != b.target)
+    return data_loss(where, ": metadata target ", quote_prefix(meta.target()), ", the layout's is ",
+                     quote_prefix(b.target));
+  bool schemes_match = static_cast<size_t>(meta.schemes_size()) == b.modes.size();
+  for (size_t i = 0; schemes_match && i < b.modes.size(); ++i)
+    schemes_match = meta.schemes(static_cast<int>(i)) == isa::scheme_name(b.modes[i].scheme);
+  if (!schemes_match)
+    return data_loss(where, ": metadata schemes do not list the layout's ", b.modes.size(),
+                     " modes in order");
+  // Token ids: -1 (none) or a row of the host embedding and a logit.
+  const int64_t ids = std::min(b.vocab, b.embed_rows);
+  for (const auto& [name, id] : {std::pair<const char*, int32_t>{"bos_id", meta.bos_id()},
+                                 std::pair<const char*, int32_t>{"eos_id", meta.eos_id()}}) {
+    if (id < -1 || id >= ids)
+      return data_loss(where, ": metadata ", name, " ", id, " is outside the ", ids,
+                       " token ids of the embedding and logits");
+  }
+  return ok_status();
+}
+
+}  // namespace qbc::mxq
