@@ -24,9 +24,9 @@
 #include "lowering.h"
 #include "qbc/ir/builder.h"
 #include "qbc/ir/verifier.h"
-#include "qbc/isa/deps.h"
 #include "qbc/isa/text.h"
 #include "qbc/isa/verify.h"
+#include "qbc/npu/assign_tokens.h"
 #include "qbc/npu/memory_plan.h"
 #include "qbc/pass/pass_manager.h"
 
@@ -1336,7 +1336,7 @@ Status Compiler::lower_all() {
     QBC_RETURN_IF_ERROR(lower(m, isa::Phase::kDecode, &mode.decode));
     b_.modes.push_back(std::move(mode));
   }
-  return isa::assign_tokens(b_);
+  return assign_tokens(b_);
 }
 
 /// V9 (docs/npu.md): the same graph compiled for twice the cache has the same SRAM
