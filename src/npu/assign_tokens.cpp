@@ -26,8 +26,12 @@
 #include "qbc/npu/assign_tokens.h"
 
 #include <algorithm>
+#include <memory>
+#include <string>
 #include <vector>
 
+#include "backend.h"
+#include "passes.h"
 #include "qbc/isa/verify.h"
 #include "token_streams.h"
 
@@ -106,5 +110,40 @@ Status assign_tokens(Bundle& b) {
   }
   return ok_status();
 }
+
+namespace {
+
+/// The tokens of every instruction of `b`'s programs, in order (and the stream lengths):
+/// what assign-tokens may change.
+std::vector<int32_t> token_signature(const Bundle& b) {
+  std::vector<int32_t> sig;
+  for (const Mode& m : b.modes) {
+    for (const Program* p : {&m.prefill, &m.decode}) {
+      for (const CoreProgram& cp : p->cores) {
+        sig.push_back(static_cast<int32_t>(cp.code.size()));
+        for (const Instr& in : cp.code) sig.push_back(in.wait << 8 | in.signal);
+      }
+    }
+  }
+  return sig;
+}
+
+/// assign-tokens: the dependency tokens of every program (see assign_tokens.h).
+class AssignTokens final : public pass::Pass<Context> {
+ public:
+  std::string name() const override { return "assign-tokens"; }
+  pass::ResourceSet needs() const override { return Context::kPrograms; }
+  pass::ResourceSet provides() const override { return Context::kTokens; }
+  StatusOr<bool> run(Context& cx) override {
+    const std::vector<int32_t> before = token_signature(cx.b);
+    QBC_RETURN_IF_ERROR(assign_tokens(cx.b));
+    cx.have |= Context::kTokens;
+    return token_signature(cx.b) != before;
+  }
+};
+
+}  // namespace
+
+PassPtr make_assign_tokens() { return std::make_unique<AssignTokens>(); }
 
 }  // namespace qbc::npu
