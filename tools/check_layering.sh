@@ -24,6 +24,8 @@
 # qbc_test_support) are helpers and not checked as stages. Non-qbc libraries are ignored.
 #
 # Violations:
+#   - a function of include/qbc/isa/ that takes a mutable isa::Bundle or isa::Program (Bundle&,
+#     Program*, ...): rewriting a program is a compiler pass, and isa ships with the runtime;
 #   - a file of src/X/ or include/qbc/X/ includes qbc/Y/ (or a .pb.h for proto) while Y is not X
 #     and not a qbc dependency of X; a public header (include/qbc/X/) needs a public one;
 #   - a qbc dependency that no file of X includes ("drop allowances nothing uses"), or a public
@@ -167,6 +169,12 @@ facts() {
     [ -n "$stage" ] || continue
     printf 'P\t%s\t%s\t%s\t%s\n' "$stage" $kind "$(echo $list)" "$(echo $why)"
   done <<<"$policy"
+  # Declarations in include/qbc/isa/ of functions taking a mutable program (see "M" below).
+  if [ -d include/qbc/isa ]; then
+    grep -nE '[(,][[:space:]]*(isa::)?(Bundle|Program)[[:space:]]*[&*]' \
+        --include='*.h' -r include/qbc/isa 2>/dev/null |
+      sed -nE 's/^([^:]+):([0-9]+):[[:space:]]*(.*)$/M\t\1\t\2\t\3/p' | sort || true
+  fi
   local dirs=()
   for d in src include tools bench tests; do [ -d "$d" ] && dirs+=("$d"); done
   [ ${#dirs[@]} -gt 0 ] || return 0
@@ -179,6 +187,10 @@ facts() {
 
 # The checks and the table. Input records (tab-separated):
 #   G stage | H include/qbc dir | T/D/S/U/L from parse_cmake | P policy | I file line delim header
+#   M file line text: a function of include/qbc/isa/ taking a mutable Bundle or Program. isa
+#     ships with the runtime and holds the program, its verifier and its text form; a function
+#     that rewrites a program is a compiler pass and belongs to the backend (npu), as
+#     assign_tokens does.
 main='
 BEGIN { FS = "\t"; nviol = 0 }
 function viol(msg) { nviol++; if (MODE != "rules") print "layering: " msg }
@@ -212,6 +224,7 @@ $1 == "U" { nu++; ufile[nu] = $2; utarget[nu] = $3 }
 $1 == "L" { nl++; lfile[nl] = $2; ldep[nl] = $3; lreason[nl] = $4 }
 $1 == "P" { pkind[$2] = $3; plist[$2] = $4; pwhy[$2] = $5; porder = porder " " $2 }
 $1 == "I" { ni++; ifile[ni] = $2; iline[ni] = $3; idelim[ni] = $4; ihdr[ni] = $5 }
+$1 == "M" { viol($2 ":" $3 ": takes a mutable program (" $4 "): a compiler pass, which belongs in npu; isa ships with the runtime and only holds, checks and prints programs") }
 END {
   stages = words_sorted(stages); ns = split(stages, st, " ")
   # Declared dependencies per stage: deps[X, Y] (Y a stage or proto), with where they come from.

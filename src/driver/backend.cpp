@@ -74,14 +74,15 @@ ir::Int8View int8_codes(const LoadedModel& model) {
   };
 }
 
-StatusOr<isa::Bundle> compile_backend(const LoadedModel& model, const npu::Options& options) {
+StatusOr<isa::Bundle> compile_backend(const LoadedModel& model, const npu::Options& options,
+                                      const pass::Instrumentation& instr) {
   const LoadedModel* m = &model;
   // Quantized codes are copied as they are stored (a float round trip of every code took
   // most of a 1B model's backend time).
   return npu::compile(
       model.graph,
       [m](const ir::Weight& w, std::vector<float>* out) { return read_weight(*m, w, out); },
-      options, int8_codes(model));
+      options, int8_codes(model), instr);
 }
 
 StatusOr<std::unique_ptr<runner::Runner>> make_npu_runner(const LoadedModel& model,

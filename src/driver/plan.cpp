@@ -31,17 +31,9 @@ bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-/// No weight is ever read: a plan lowers shapes only.
-Status no_weights(const ir::Weight& w, std::vector<float>*) {
-  return internal_error("plan: weight '", w.name, "' was read");
-}
-
-StatusOr<isa::Bundle> lower_shape(const ir::Graph& q, npu::Options o, bool programs) {
-  o.with_weights = false;
-  o.plan_only = !programs;
-  o.fit_check = false;
-  o.verify = false;
-  return npu::compile(q, no_weights, o);
+/// Shapes only (no weight is read), unverified: the memory plan, or with the programs.
+StatusOr<isa::Bundle> lower_shape(const ir::Graph& q, const npu::Options& o, bool programs) {
+  return npu::run_pipeline(programs ? "npu-programs" : "npu-plan", q, o, nullptr);
 }
 
 // Extrapolating over blocks ("time one block, multiply"). A quantized graph's decoder block

@@ -1,5 +1,5 @@
 // The runtime domain and its samples (see domain.h).
-#include "domain.h"
+#include "qbc/isa/domain.h"
 
 #include <algorithm>
 

@@ -7,8 +7,8 @@
 #include <charconv>
 #include <sstream>
 
-#include "domain.h"
 #include "op_fields.h"
+#include "qbc/isa/domain.h"
 
 namespace qbc::isa {
 namespace {

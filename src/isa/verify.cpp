@@ -9,8 +9,8 @@
 #include <map>
 #include <set>
 
-#include "domain.h"
 #include "op_fields.h"
+#include "qbc/isa/domain.h"
 #include "qbc/support/parallel.h"
 #include "verify_internal.h"
 
@@ -1037,6 +1037,13 @@ Status check_program_structure(const ProgramRef& pr, std::vector<StreamShape>* s
 }
 
 Status verify(const Bundle& b) { return verify_all(b, programs_of(b), nullptr); }
+
+Status verify_tables(const Bundle& b) { return check_tables(b); }
+
+Status verify_structure(const Bundle& b, const Program& p, int instances,
+                        std::vector<StreamShape>* shapes) {
+  return check_program_structure(ProgramRef{b, p, -1, instances}, shapes);
+}
 
 Status verify_program(const Bundle& b, const Program& p, int instances) {
   ProgramRef pr{b, p, -1, instances};

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "domain.h"
+#include "qbc/isa/domain.h"
 #include "qbc/isa/program.h"
 #include "qbc/support/status.h"
 

@@ -11,7 +11,7 @@
 #include <deque>
 #include <map>
 
-#include "domain.h"
+#include "qbc/isa/domain.h"
 #include "qbc/isa/verify.h"
 #include "qbc/support/parallel.h"
 #include "verify_internal.h"

@@ -1,10 +1,13 @@
-// Internal to the backend: the state one compile builds up (buffers, DRAM regions, SRAM
-// stage allocation, per-core instruction streams) and the emit helpers the op lowerings use.
+// Internal to the backend: value places, tile sizes, per-core instruction streams and the
+// emit helpers the op lowerings share (lower_rows.cpp, lower_linear.cpp,
+// lower_attention.cpp; the dispatcher is lower.cpp). The helpers live in stream.cpp, not in
+// the dispatcher, so that no lowering file depends on another.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "qbc/ir/graph.h"
@@ -46,5 +49,58 @@ struct LinearTiles {
 struct AttnTiles {
   int64_t br = 1, bc = 16;
 };
+
+class Context;  // backend.h
+
+/// One SRAM stage allocation on one core: a bump allocator whose buffers are added to the
+/// bundle, so their sizes are functions of tile sizes only.
+class SramStage {
+ public:
+  SramStage(isa::Bundle* b, int32_t core, int64_t align, std::string prefix)
+      : b_(b), core_(core), align_(align), prefix_(std::move(prefix)) {}
+  int32_t alloc(const std::string& name, isa::DType t, int64_t bytes, std::vector<int64_t> shape);
+
+ private:
+  isa::Bundle* b_;
+  int32_t core_;
+  int64_t align_;
+  std::string prefix_;
+  int64_t top_ = 0;
+};
+
+/// Lowering one program on core `c` of `P` cooperating cores: where the instructions go and
+/// the counters that name SRAM stages and barriers.
+struct CoreLowering {
+  Context& cx;
+  Stream& s;
+  int c = 0, P = 1;
+  int64_t cap = 1;     ///< rows per call: the chunk (prefill) or 1 (decode)
+  std::string prefix;  ///< "<scheme>.<phase>." of the program
+  int32_t bar = 0;     ///< the next barrier id
+  int stage = 0;       ///< the current SRAM stage (buffer names)
+
+  /// A fresh SRAM stage of this core named after `name`.
+  SramStage sram(const std::string& name) const;
+  /// A barrier of the P cores (nothing on one core), for MBLT node `node`.
+  void barrier(int node);
+  /// Rows [row0, row0 + rows) of value `v` into SRAM buffer `dst`, or back from `src`.
+  isa::Dma load_rows(const ValueLoc& v, int32_t dst, const isa::Expr& row0,
+                     const isa::Expr& rows) const;
+  isa::Dma store_rows(const ValueLoc& v, int32_t src, const isa::Expr& row0,
+                      const isa::Expr& rows) const;
+};
+
+/// A reference to buffer `buf` at byte offset `off`.
+inline isa::Ref ref(int32_t buf, isa::Expr off = isa::Expr(0)) {
+  return isa::Ref{buf, std::move(off)};
+}
+
+/// Row tiles dealt round-robin: core c of P takes tiles c, c + P, ... of ceil(seq / mt).
+isa::Expr round_robin_trip(int64_t mt, int c, int P);
+
+/// The op lowerings, one stage of node `id` on one core each.
+void lower_rows(const ir::Node& n, int id, CoreLowering& L);       // lower_rows.cpp
+void lower_linear(const ir::Node& n, int id, CoreLowering& L);     // lower_linear.cpp
+void lower_attention(const ir::Node& n, int id, CoreLowering& L);  // lower_attention.cpp
 
 }  // namespace qbc::npu

@@ -264,6 +264,31 @@ TEST(Layering, LibTorchOnlyInTorchTargetSources) {
   EXPECT_FALSE(contains(r.out, "src/ref/session.cpp")) << r.out;
 }
 
+TEST(Layering, IsaHoldsNoCompilerPass) {
+  Fixture t;
+  t.set("src/isa/CMakeLists.txt",
+        "qbc_add_library(qbc_isa SOURCES program.cpp DEPS qbc_support)\n");
+  t.set("include/qbc/isa/program.h",
+        "#pragma once\n#include \"qbc/support/status.h\"\n"
+        "Status verify(const Bundle& b);\nStatus print(const isa::Program& p, int n);\n");
+  t.set("src/isa/program.cpp", "#include \"qbc/isa/program.h\"\n");
+  RunResult r = t.check();
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;  // reading and checking programs is isa's
+  t.set("include/qbc/isa/deps.h",
+        "#pragma once\n#include \"qbc/support/status.h\"\n"
+        "Status assign_tokens(Bundle& b, Program& p);\nStatus other(int n, isa::Program* p);\n");
+  r = t.check();
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_TRUE(contains(r.out,
+                       "layering: include/qbc/isa/deps.h:3: takes a mutable program "
+                       "(Status assign_tokens(Bundle& b, Program& p);): a compiler pass, which "
+                       "belongs in npu"))
+      << r.out;
+  EXPECT_TRUE(contains(r.out, "layering: include/qbc/isa/deps.h:4: takes a mutable program"))
+      << r.out;
+  EXPECT_EQ(violations(r.out), 2) << r.out;
+}
+
 TEST(Layering, PrintRulesTableComesFromCMake) {
   const RunResult r = Fixture().check("--print-rules");
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;

@@ -14,6 +14,7 @@
 #include "qbc/ir/text.h"
 #include "qbc/isa/text.h"
 #include "qbc/mxq/model_file.h"
+#include "qbc/npu/compile.h"
 #include "qbc/npu/memory_plan.h"
 #include "qbc/support/file_util.h"
 #include "qbc/support/logging.h"
@@ -242,8 +243,8 @@ Status inspect_backend(const InspectOptions& o) {
                             m.graph.source_path, "), or inspect the .mblt of `qbc quantize`");
   }
   QBC_ASSIGN_OR_RETURN(npu::Options opts, driver::backend_options(m.graph, cfg));
-  opts.with_weights = false;
-  QBC_ASSIGN_OR_RETURN(isa::Bundle b, driver::compile_backend(m, opts));
+  // Shapes only: the programs do not depend on the weights' values.
+  QBC_ASSIGN_OR_RETURN(isa::Bundle b, npu::run_pipeline("npu-compile", m.graph, opts, nullptr));
   std::string out;
   if (o.memory) {
     const npu::MemoryReport r = npu::memory_report(b);

@@ -10,6 +10,7 @@
 #include "qbc/driver/backend.h"
 #include "qbc/driver/mxq_output.h"
 #include "qbc/driver/quantize.h"
+#include "qbc/npu/compile.h"
 #include "qbc/npu/memory_plan.h"
 #include "qbc/quant/pipeline.h"
 #include "qbc/quant/shape_only.h"
@@ -35,15 +36,38 @@ struct QuantizeOptions {
 /// "12.3 MiB": the one unit convention of plan, inspect and this summary.
 std::string bytes_text(int64_t bytes) { return npu::human_bytes(bytes); }
 
+/// The instrumentation without the backend's pass names (compile hands those to the
+/// backend): what the quant pipeline is checked and run with.
+pass::Instrumentation quant_part(const QuantizeOptions& o) {
+  pass::Instrumentation q = o.instr;
+  if (o.command != "compile") return q;
+  const auto drop = [](std::vector<std::string>& v) {
+    v.erase(
+        std::remove_if(v.begin(), v.end(), [](const std::string& n) { return npu::is_pass(n); }),
+        v.end());
+  };
+  drop(q.disabled);
+  drop(q.dump_after);
+  return q;
+}
+
 Status print_pipeline(const QuantizeOptions& o, const config::ResolvedConfig& cfg) {
   QBC_ASSIGN_OR_RETURN(std::vector<pass::PipelineEntry> entries,
                        quant::quant_pipeline(cfg.options));
-  QBC_RETURN_IF_ERROR(quant::check_instrumentation(entries, o.instr));
-  const std::string text = pass::format_pipeline("quant", entries, o.instr.disabled);
+  QBC_RETURN_IF_ERROR(quant::check_instrumentation(entries, quant_part(o)));
+  std::string text = pass::format_pipeline("quant", entries, o.instr.disabled);
+  std::string json = "{\"pipeline\": " + pass::pipeline_json(entries, o.instr.disabled);
+  if (o.command == "compile") {
+    // Then the backend's passes (the npu-compile pipeline), as compile runs them.
+    QBC_RETURN_IF_ERROR(npu::check_instrumentation("npu-compile", o.instr));
+    QBC_ASSIGN_OR_RETURN(std::vector<pass::PipelineEntry> npu_entries,
+                         npu::pipeline("npu-compile"));
+    text += pass::format_pipeline("npu", npu_entries, o.instr.disabled);
+    json += ", \"backend\": " + pass::pipeline_json(npu_entries, o.instr.disabled);
+  }
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fflush(stdout);
-  events::result(o.command,
-                 "{\"pipeline\": " + pass::pipeline_json(entries, o.instr.disabled) + "}");
+  events::result(o.command, json + "}");
   return ok_status();
 }
 
@@ -110,14 +134,15 @@ Status run_quantize(const QuantizeOptions& o) {
     // Does it fit the target? Decided from shapes before any calibration work (exit 4).
     QBC_ASSIGN_OR_RETURN(ir::Graph shape, quant::shape_only(m.graph, cfg.options));
     QBC_ASSIGN_OR_RETURN(npu::Options plan, driver::backend_options(shape, cfg));
-    plan.with_weights = false;
-    driver::LoadedModel shaped{shape, m.source, m.sidecar};
-    QBC_RETURN_IF_ERROR(driver::compile_backend(shaped, plan).status());
+    QBC_RETURN_IF_ERROR(npu::check_instrumentation("npu-compile", o.instr));
+    pass::Instrumentation fit;
+    fit.disabled = o.instr.disabled;  // --disable-pass check-fit skips this check too
+    QBC_RETURN_IF_ERROR(npu::run_pipeline("npu-fit", shape, plan, nullptr, {}, fit).status());
   }
   driver::QuantizeRun run;
   run.producer = "qbc " QBC_VERSION " (" QBC_GIT_DESCRIBE ")";
   run.threads = o.threads;
-  run.instrumentation = o.instr;
+  run.instrumentation = quant_part(o);
   QBC_ASSIGN_OR_RETURN(driver::QuantizeSummary s, driver::quantize_to(m, cfg, mblt_out, run));
   char figures[256];
   std::snprintf(figures, sizeof(figures),
@@ -156,7 +181,7 @@ Status run_quantize(const QuantizeOptions& o) {
     const auto t0 = std::chrono::steady_clock::now();
     QBC_ASSIGN_OR_RETURN(driver::LoadedModel q, driver::open_model(s.mblt, cfg));
     QBC_ASSIGN_OR_RETURN(npu::Options bo, driver::backend_options(q.graph, cfg));
-    QBC_ASSIGN_OR_RETURN(isa::Bundle b, driver::compile_backend(q, bo));
+    QBC_ASSIGN_OR_RETURN(isa::Bundle b, driver::compile_backend(q, bo, o.instr));
     // The backend (lowering, memory plan, weight image) and the MXQ writer are timed apart:
     // the writer's time is mostly the disk's.
     const auto t1 = std::chrono::steady_clock::now();
@@ -254,12 +279,14 @@ void register_quantize_like(CLI::App& app, Action& action, const char* name, con
       ->group("Pipeline");
   cmd->add_option("--disable-pass", o->instr.disabled,
                   "Do not run pass NAME (a name of --print-pipeline; repeatable). calibrate and "
-                  "quantizeRtn are fixed")
+                  "quantizeRtn are fixed; of the backend's passes (compile) only the checks "
+                  "check-fit and check-context can be disabled")
       ->group("Pipeline");
   cmd->add_option("--dump-after", o->instr.dump_after,
                   "Write the graph as text MBLT after pass NAME, or after every pass with `all` "
                   "(repeatable); "
-                  "`qbc inspect` reads the dumps")
+                  "`qbc inspect` reads the dumps. compile: after a backend pass, its plan or "
+                  "programs as text (NN-pass.npu.txt)")
       ->group("Pipeline");
   cmd->add_option("--dump-dir", o->instr.dump_dir,
                   "Folder of the --dump-after files (NN-pass.mblt.txt)")

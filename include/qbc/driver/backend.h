@@ -1,7 +1,6 @@
 // The backend step of the driver: the configuration's target, inference scheme and lengths
-// turned into npu::Options, and a loaded quantized model compiled to an isa::Bundle. Until
-// the MXQ format lands, `qbc run/eval --backend npu` and `qbc inspect --program/--memory`
-// compile in memory through here.
+// turned into npu::Options, and a loaded quantized model compiled to an isa::Bundle (what
+// `qbc compile` writes as MXQ, and what `qbc run/eval --backend npu` runs in memory).
 #pragma once
 
 #include "qbc/config/config.h"
@@ -23,9 +22,11 @@ StatusOr<npu::Options> backend_options(const ir::Graph& graph, const config::Res
 /// the weight's size, nullptr for any other weight (see ir::Int8View). Valid while `model` is.
 ir::Int8View int8_codes(const LoadedModel& model);
 
-/// Compiles a loaded quantized model (weights read from its source and sidecar, int8 codes
-/// through int8_codes()).
-StatusOr<isa::Bundle> compile_backend(const LoadedModel& model, const npu::Options& options);
+/// Compiles a loaded quantized model through the npu-compile pipeline (weights read from its
+/// source and sidecar, int8 codes through int8_codes()); `instr` as the user gave it
+/// (--disable-pass, --dump-after: names of other stages' passes are ignored).
+StatusOr<isa::Bundle> compile_backend(const LoadedModel& model, const npu::Options& options,
+                                      const pass::Instrumentation& instr = {});
 
 /// A runner over the NPU executor: compiles `model` for `cfg` (its first scheme, or
 /// `scheme` when set) and returns a session on slot 0 of a new device. `host_threads` as

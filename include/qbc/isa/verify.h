@@ -9,7 +9,9 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
+#include "qbc/isa/domain.h"
 #include "qbc/isa/program.h"
 #include "qbc/support/status.h"
 
@@ -43,5 +45,15 @@ struct ProgramSize {
   int64_t bytes = 0;
 };
 ProgramSize program_size(const Program& p);
+
+/// V8 on the bundle header and V1 on its tables (buffers, attentions, ropes, I/O, modes):
+/// what a program analysis needs of `b` before it reads any program.
+Status verify_tables(const Bundle& b);
+
+/// V1 and V8 on the streams of `p` (a program over `b`, whose tables passed verify_tables),
+/// run by `instances` instances, with each stream's loop structure in `shapes`: what a
+/// program analysis (the backend's dependency tokens) needs before it walks `p`.
+Status verify_structure(const Bundle& b, const Program& p, int instances,
+                        std::vector<StreamShape>* shapes);
 
 }  // namespace qbc::isa

@@ -1,7 +1,8 @@
-// The ARIES backend: lowers a quantized MBLT graph to an isa::Bundle (docs/npu.md): the DRAM
-// image of pre-tiled weights, the memory plan, and per inference scheme a prefill and a
-// decode program for every cooperating core. Tile sizes follow the target's SRAM budget and
-// never the context length; the context only changes DRAM sizes and loop trip counts.
+// The ARIES backend: lowers a quantized MBLT graph to an isa::Bundle
+// (docs/npu.md): the DRAM image of pre-tiled weights, the memory plan, and per
+// inference scheme a prefill and a decode program for every cooperating core.
+// Tile sizes follow the target's SRAM budget and never the context length; the
+// context only changes DRAM sizes and loop trip counts.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,8 @@
 #include "qbc/ir/graph.h"
 #include "qbc/ir/weight_reader.h"
 #include "qbc/isa/program.h"
+#include "qbc/pass/pass_manager.h"
+#include "qbc/pass/pipeline.h"
 #include "qbc/support/status.h"
 
 namespace qbc::npu {
@@ -32,40 +35,59 @@ struct ModeRequest {
   int32_t instances = 1;  ///< independent sequences the mode serves at once
 };
 
+/// What to compile for. Which passes run is the pipeline's choice (below), not
+/// an option.
 struct Options {
   Target target;
   std::vector<ModeRequest> modes;  ///< at least one
   int64_t max_cache = 4096;        ///< KV capacity per sequence (llm.attributes.maxCacheLength)
   int64_t chunk = 128;             ///< prefill tokens per call (llm.attributes.maxCoreDataLength)
   int64_t batch = 1;               ///< sequences with their own KV region (runtime.batchSize)
-  /// When false only shapes are planned: no weight is read and the image stays empty (plans
-  /// and the context-independence check).
-  bool with_weights = true;
-  /// Stop after the memory plan (no programs): the DRAM plan and the fit check only, as a
-  /// plan needs them.
-  bool plan_only = false;
-  /// When false a plan that does not fit the device is still returned (qbc plan reports
-  /// it with npu::fit_limits); compile refuses it otherwise (kResourceExhausted).
-  bool fit_check = true;
-  /// Runs the program verifier after every pass and the context-independence check (V9).
-  /// qbc plan turns both off: they check what compile emits, they do not change it, and
-  /// compile runs them on the same programs.
-  bool verify = true;
-  /// Internal: a second compile at another cache length for the context-independence
-  /// check (no fit check, any cache length).
-  bool probe = false;
 };
 
-/// The backend passes in order (docs/npu.md): plan-tiles, plan-memory, fill-weights,
-/// lower (streams and dependency tokens), check-context (V9). The program verifier runs
-/// after every pass once programs exist.
-std::vector<std::string> backend_passes();
+/// The backend's passes, by registry name (docs/npu.md "Passes"): plan-tiles,
+/// plan-memory, check-fit, fill-weights, lower, assign-tokens, check-context.
+std::vector<std::string> pass_names();
+/// True for a name of pass_names().
+bool is_pass(const std::string& name);
 
-/// Compiles `graph` (quantized: every linear a qlinear, every attention with a quantized KV
-/// cache). Errors name the node at fault; kResourceExhausted when a tile cannot fit SRAM.
-/// `codes`, when given, serves the int8-stored weight codes without a float round trip
-/// (the bundle is the same either way).
+/// The named pipelines (docs/npu.md "Pipelines"), each a list of {pass, key,
+/// why} rows:
+///   npu-plan      plan-tiles, plan-memory, fill-weights: qbc plan's memory
+///   table npu-fit       plan-tiles, plan-memory, check-fit: qbc compile's
+///   check before calibration npu-programs  npu-plan + lower, assign-tokens,
+///   unverified: qbc plan's predictions npu-compile   every pass, the program
+///   verifier after each once the programs have
+///                 their tokens: qbc compile, run --backend npu, inspect
+///                 --program
+std::vector<std::string> pipeline_names();
+/// The rows of pipeline `name` (kInternal for an unknown name: a bug of the
+/// caller).
+StatusOr<std::vector<pass::PipelineEntry>> pipeline(const std::string& name);
+
+/// Checks --disable-pass and --dump-after for the backend part of a run of
+/// pipeline `name`: names that are not backend passes belong to another stage
+/// and are ignored; a backend pass other than check-fit and check-context
+/// cannot be disabled, and --dump-after names a pass of the pipeline (or
+/// `all`). kInvalidArgument otherwise.
+Status check_instrumentation(const std::string& name, const pass::Instrumentation& instr);
+
+/// Runs pipeline `name` on `graph` (quantized: every linear a qlinear, every
+/// attention with a quantized KV cache). `weights` null: shapes only (no weight
+/// is read, the image stays empty). `codes`, when given, serves the int8-stored
+/// weight codes without a float round trip (the bundle is the same either way).
+/// Errors name the node at fault; kResourceExhausted when a tile cannot fit
+/// SRAM or (check-fit) the plan the device. `records`, when given, receives
+/// each pass's run (its name, whether it changed anything, its time).
+StatusOr<isa::Bundle> run_pipeline(const std::string& name, const ir::Graph& graph,
+                                   const Options& options, const ir::WeightReader* weights,
+                                   const ir::Int8View& codes = {},
+                                   const pass::Instrumentation& instr = {},
+                                   std::vector<pass::PassRecord>* records = nullptr);
+
+/// run_pipeline("npu-compile", ...) with weights.
 StatusOr<isa::Bundle> compile(const ir::Graph& graph, const ir::WeightReader& weights,
-                              const Options& options, const ir::Int8View& codes = {});
+                              const Options& options, const ir::Int8View& codes = {},
+                              const pass::Instrumentation& instr = {});
 
 }  // namespace qbc::npu

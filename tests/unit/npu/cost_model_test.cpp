@@ -121,10 +121,8 @@ TEST(CostModel, CountsEqualTheCountersOnlyExecutorOnALlama1BShape) {
   QBC_ASSERT_OK(q);
   auto o = driver::backend_options(*q, *cfg);
   QBC_ASSERT_OK(o);
-  o->with_weights = false;
-  o->verify = false;
-  auto b = npu::compile(
-      *q, [](const ir::Weight&, std::vector<float>*) { return internal_error("no weights"); }, *o);
+  // Shapes only, unverified: qbc plan's programs.
+  auto b = npu::run_pipeline("npu-programs", *q, *o, nullptr);
   QBC_ASSERT_OK(b);
   auto shared = std::make_shared<const isa::Bundle>(std::move(*b));
   // A shape-only bundle cannot run for real.

@@ -73,10 +73,8 @@ StatusOr<isa::Bundle> plan(const ir::Graph& g, const npu::Target& t, int64_t ctx
   o.max_cache = ctx;
   o.chunk = 128;
   o.batch = batch;
-  o.with_weights = false;
-  o.plan_only = plan_only;
-  return npu::compile(
-      g, [](const ir::Weight&, std::vector<float>*) { return internal_error("no weights"); }, o);
+  // Shapes only; the fit check and the memory plan alone (npu-fit) or everything.
+  return npu::run_pipeline(plan_only ? "npu-fit" : "npu-compile", g, o, nullptr);
 }
 
 TEST(NpuMemoryPlan, LongContextChangesOnlyDramByTheKvSize) {

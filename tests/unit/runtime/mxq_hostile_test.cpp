@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "head_model.h"
-#include "qbc/isa/deps.h"
 #include "qbc/isa/verify.h"
 #include "qbc/mxq/container.h"
 #include "qbc/mxq/model_file.h"
+#include "qbc/npu/assign_tokens.h"
 #include "qbc/runtime/npu_session.h"
 #include "test_bundle.h"
 #include "test_support.h"
@@ -34,7 +34,7 @@ std::shared_ptr<isa::Bundle> verified_head_model() {
   testing::Model m = testing::make_model(1);
   m.bundle->dram_bytes = 1 << 20;
   m.bundle->dma_align = 16;
-  const Status s = isa::assign_tokens(*m.bundle);
+  const Status s = npu::assign_tokens(*m.bundle);
   EXPECT_TRUE(s.ok()) << s.to_string();
   return m.bundle;
 }

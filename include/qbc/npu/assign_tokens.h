@@ -10,20 +10,24 @@
 // DMA of zero rows (ld, st) or a zero-row elementwise scale (cmp), with node -1 and pass
 // "npu-deps". Cross-core order is the backend's (barriers); the pass only ties each barrier
 // to the DRAM accesses of its own core's other queues.
+//
+// A compiler pass, so it lives in the backend and not in isa: the runtime's closure holds the
+// program, its verifier and its text form, nothing that rewrites a program
+// (tools/check_layering.sh enforces it).
 #pragma once
 
 #include "qbc/isa/program.h"
 #include "qbc/support/status.h"
 
-namespace qbc::isa {
+namespace qbc::npu {
 
 /// Replaces the wait/signal bits of every instruction of `p` (a program over `b`'s buffers,
 /// usually one of b's modes) with computed ones, inserting carriers where needed (`b`
 /// gains the pass name "npu-deps" if a carrier is inserted). Fails, leaving `p` unchanged,
 /// when `p` does not pass V1 and V8, or when a carrier needs a buffer the core has none of.
-Status assign_tokens(Bundle& b, Program& p, int instances = 1);
+Status assign_tokens(isa::Bundle& b, isa::Program& p, int instances = 1);
 
 /// assign_tokens on every program of every mode of `b`.
-Status assign_tokens(Bundle& b);
+Status assign_tokens(isa::Bundle& b);
 
-}  // namespace qbc::isa
+}  // namespace qbc::npu

@@ -1,6 +1,8 @@
-// The runtime domain of a program and how the verifier and the dependency pass sample it
-// (docs/npu.md "Evaluation"): runtime symbols at the vertices of their domain, loop variables
-// at both ends of their range, widened to a whole period where they appear under `mod`.
+// The runtime domain of a program and how the verifier, and the backend's dependency-token
+// pass (npu/assign_tokens.h), sample it (docs/npu.md "Evaluation"): runtime symbols at the
+// vertices of their domain, loop variables at both ends of their range, widened to a whole
+// period where they appear under `mod`. Public so that program analyses outside isa sample
+// exactly as the verifier does.
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,7 @@
-// isa::assign_tokens (docs/npu.md "Tokens"): programs built without tokens verify once the
+// npu::assign_tokens (docs/npu.md "Tokens"): programs built without tokens verify once the
 // pass has run (V5 and V6), removing any one token breaks them again, and random programs
 // with nested loops, runtime trip counts, double buffers and barriers all come out valid.
-#include "qbc/isa/deps.h"
+#include "qbc/npu/assign_tokens.h"
 
 #include <gtest/gtest.h>
 
@@ -9,15 +9,16 @@
 #include <deque>
 #include <functional>
 
-#include "isa_bundles.h"
 #include "qbc/isa/text.h"
 #include "qbc/isa/verify.h"
 #include "test_support.h"
+#include "unit/isa/isa_bundles.h"
 
 namespace qbc::isa {
 namespace {
 
 using namespace qbc::isa::testing;  // NOLINT(build/namespaces)
+using npu::assign_tokens;
 using qbc::testing::contains;
 
 const Queue ld = Queue::kLoad, cmp = Queue::kCompute, st = Queue::kStore;

@@ -1,0 +1,231 @@
+// fill-weights (docs/npu.md "Passes", "Weight image"): the host embedding, and the DRAM
+// weight image in the layout plan-memory chose: RMSNorm weights as fp32, each attention's
+// fp32 parameter block (q/k/v scales, k/v offsets, rotating key offsets), and each qlinear's
+// tiles (dense [nt, kt] code blocks, int4 two per byte low nibble first; then scale,
+// zero-point and bias blocks). Without a weight reader (plans, the fit check, the
+// context-independence probe) only the embedding's shape is recorded and the image stays
+// empty.
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend.h"
+#include "passes.h"
+
+namespace qbc::npu {
+namespace {
+
+using ir::Node;
+using ir::Op;
+using isa::DType;
+
+/// Little-endian stores into the image.
+void put_f32(std::vector<uint8_t>& img, int64_t at, float v) {
+  std::memcpy(img.data() + at, &v, 4);
+}
+void put_i32(std::vector<uint8_t>& img, int64_t at, int32_t v) {
+  std::memcpy(img.data() + at, &v, 4);
+}
+
+/// Fills the image of one compile.
+class Filler {
+ public:
+  explicit Filler(Context& cx) : cx_(cx), img_(cx.b.image) {}
+
+  Status read(const std::string& name, std::vector<float>* v) const;
+  Status norm(const Node& n, int id);
+  Status attention(const Node& n, int id);
+  Status linear(const Node& n, int id);
+
+ private:
+  Status codes(const Node& n, const LinearInfo& li, int64_t nt, const int8_t* raw);
+  Status scales(const Node& n, const LinearInfo& li, int64_t nt);
+  int64_t offset(int32_t buf) const { return cx_.b.buffers[static_cast<size_t>(buf)].offset; }
+
+  Context& cx_;
+  std::vector<uint8_t>& img_;
+  std::vector<float> v_, codes_, scales_, zeros_, bias_;
+};
+
+Status Filler::read(const std::string& name, std::vector<float>* v) const {
+  const ir::Weight* w = cx_.g.find_weight(name);
+  if (w == nullptr) return invalid_argument("unknown weight '", name, "'");
+  QBC_RETURN_IF_ERROR((*cx_.weights)(*w, v).with_context("weight '", name, "'"));
+  if (static_cast<int64_t>(v->size()) != w->type.num_elements())
+    return invalid_argument("weight '", name, "': read ", v->size(), " values, expected ",
+                            w->type.num_elements());
+  return ok_status();
+}
+
+Status Filler::norm(const Node& n, int id) {
+  QBC_RETURN_IF_ERROR(read(n.operands[1].weight, &v_));
+  const int64_t base = offset(cx_.plan.norm_weight[id]);
+  for (size_t j = 0; j < v_.size(); ++j) put_f32(img_, base + static_cast<int64_t>(4 * j), v_[j]);
+  return ok_status();
+}
+
+Status Filler::attention(const Node& n, int id) {
+  const AttnInfo& ai = cx_.plan.attn[id];
+  const isa::AttnDesc& d = cx_.b.attentions[static_cast<size_t>(ai.desc)];
+  const int64_t kvw = d.kv_heads * d.head_dim;
+  int64_t at = offset(ai.params);
+  auto put_list = [&](const char* key, int64_t count) -> Status {
+    std::vector<double> x = n.attrs.has(key) ? n.attrs.get_floats(key) : std::vector<double>();
+    if (!x.empty() && static_cast<int64_t>(x.size()) != count)
+      return invalid_argument(node_label(n), ": ", key, " has ", x.size(), " values, expected ",
+                              count);
+    for (int64_t j = 0; j < count; ++j) {
+      const double val = x.empty() ? 0.0 : x[static_cast<size_t>(j)];
+      if (!std::isfinite(val)) return invalid_argument(node_label(n), ": ", key, " holds ", val);
+      put_f32(img_, at, static_cast<float>(val));
+      at += 4;
+    }
+    return ok_status();
+  };
+  QBC_RETURN_IF_ERROR(put_list("q_scale", d.heads));
+  QBC_RETURN_IF_ERROR(put_list("k_scale", kvw));
+  QBC_RETURN_IF_ERROR(put_list("v_scale", kvw));
+  QBC_RETURN_IF_ERROR(put_list("k_offset", kvw));
+  QBC_RETURN_IF_ERROR(put_list("v_offset", kvw));
+  return put_list("k_rot_offset", kvw);
+}
+
+/// The code blocks of channel tile `nt`: dense [nt, kn] tiles, one per K tile.
+Status Filler::codes(const Node& n, const LinearInfo& li, int64_t nt, const int8_t* raw) {
+  const LinearTiles& t = li.t;
+  const DType wt = isa::code_type(li.w_bits);
+  const int64_t base = offset(li.buf);
+  const double hi = li.w_bits == 4 ? 7.0 : 127.0;
+  for (int64_t kt = 0; kt < li.ktiles; ++kt) {
+    const int64_t at = base + li.w_off[static_cast<size_t>(nt * li.ktiles + kt)];
+    const int64_t k0 = kt * t.kt, kn = std::min(t.kt, li.k - k0);
+    for (int64_t j = 0; j < t.nt; ++j) {
+      const int64_t ch = nt * t.nt + j;
+      if (ch >= li.n) break;
+      const size_t row = static_cast<size_t>(ch * li.k + k0);
+      if (raw != nullptr && wt == DType::kI8) {  // every int8 is an 8-bit code
+        std::memcpy(&img_[static_cast<size_t>(at + j * kn)], raw + row, static_cast<size_t>(kn));
+        continue;
+      }
+      for (int64_t kk = 0; kk < kn; ++kk) {
+        const double c = raw != nullptr ? double{raw[row + static_cast<size_t>(kk)]}
+                                        : double{codes_[row + static_cast<size_t>(kk)]};
+        // In range first (NaN fails it), then integral: a conversion and a compare per
+        // code instead of a libm call (this loop sees every weight of the model).
+        const bool in_range = c >= -hi - 1.0 && c <= hi;
+        const int q = in_range ? static_cast<int>(c) : 0;
+        if (!in_range || static_cast<double>(q) != c) {
+          return invalid_argument(node_label(n), ": weight code ", c, " at [", ch, ", ", k0 + kk,
+                                  "] is not a ", li.w_bits, "-bit integer");
+        }
+        // Dense [nt, kn] tile: rows of this K tile's width; int4 low nibble first.
+        if (wt == DType::kI8) {
+          img_[static_cast<size_t>(at + j * kn + kk)] =
+              static_cast<uint8_t>(static_cast<int8_t>(q));
+        } else {
+          uint8_t& byte = img_[static_cast<size_t>(at + j * isa::dtype_bytes(wt, kn) + kk / 2)];
+          const uint8_t nib = static_cast<uint8_t>(q & 0xF);
+          byte = kk % 2 == 0 ? static_cast<uint8_t>((byte & 0xF0) | nib)
+                             : static_cast<uint8_t>((byte & 0x0F) | (nib << 4));
+        }
+      }
+    }
+  }
+  return ok_status();
+}
+
+/// The scale (and zero-point) blocks and the bias block of channel tile `nt`.
+Status Filler::scales(const Node& n, const LinearInfo& li, int64_t nt) {
+  const LinearTiles& t = li.t;
+  const int64_t base = offset(li.buf);
+  const int64_t sblocks = li.group > 0 ? li.ktiles : 1;
+  for (int64_t kt = 0; kt < sblocks; ++kt) {
+    const size_t bi = static_cast<size_t>(nt * sblocks + kt);
+    const int64_t g0 = li.group > 0 ? kt * li.gt : 0;
+    // Groups of this K tile (the last may hold fewer): blocks are dense [nt, gtk].
+    const int64_t gtk = li.group > 0 ? cdiv(std::min(t.kt, li.k - kt * t.kt), li.group) : 1;
+    for (int64_t j = 0; j < t.nt; ++j) {
+      const int64_t ch = nt * t.nt + j;
+      if (ch >= li.n) break;
+      for (int64_t gg = 0; gg < gtk; ++gg) {
+        const size_t src = static_cast<size_t>(ch * li.groups + g0 + gg);
+        put_f32(img_, base + li.ws_off[bi] + 4 * (j * gtk + gg), scales_[src]);
+        if (!li.zero) continue;
+        const float z = zeros_[src];
+        if (z != std::nearbyint(z))
+          return invalid_argument(node_label(n), ": zero point ", z, " is not an integer");
+        put_i32(img_, base + li.wz_off[bi] + 4 * (j * gtk + gg), static_cast<int32_t>(z));
+      }
+    }
+  }
+  for (int64_t j = 0; j < t.nt; ++j) {
+    const int64_t ch = nt * t.nt + j;
+    if (ch >= li.n) break;
+    put_f32(img_, base + li.b_off[static_cast<size_t>(nt)] + 4 * j,
+            li.bias ? bias_[static_cast<size_t>(ch)] : 0.0f);
+  }
+  return ok_status();
+}
+
+Status Filler::linear(const Node& n, int id) {
+  const LinearInfo& li = cx_.plan.lin[id];
+  // The codes as stored (int8 in a sidecar) when the caller can view them, else as floats.
+  const ir::Weight* cw = cx_.g.find_weight(n.operands[1].weight);
+  if (cw == nullptr) return invalid_argument("unknown weight '", n.operands[1].weight, "'");
+  const int8_t* raw = cx_.codes ? cx_.codes(*cw) : nullptr;
+  if (raw == nullptr) QBC_RETURN_IF_ERROR(read(n.operands[1].weight, &codes_));
+  QBC_RETURN_IF_ERROR(read(n.operands[2].weight, &scales_));
+  if (li.zero) QBC_RETURN_IF_ERROR(read(n.operands[3].weight, &zeros_));
+  if (li.bias) QBC_RETURN_IF_ERROR(read(n.operands[li.zero ? 4 : 3].weight, &bias_));
+  if (static_cast<int64_t>(scales_.size()) != li.n * li.groups)
+    return invalid_argument(node_label(n), ": ", scales_.size(), " weight scales, expected ",
+                            li.n * li.groups);
+  for (int64_t nt = 0; nt < li.ntiles; ++nt) {
+    QBC_RETURN_IF_ERROR(codes(n, li, nt, raw));
+    QBC_RETURN_IF_ERROR(scales(n, li, nt));
+  }
+  return ok_status();
+}
+
+/// fill-weights: the embedding and the image (see the top of this file).
+class FillWeights final : public pass::Pass<Context> {
+ public:
+  std::string name() const override { return "fill-weights"; }
+  pass::ResourceSet needs() const override { return Context::kMemory; }
+  pass::ResourceSet provides() const override { return Context::kImage; }
+  StatusOr<bool> run(Context& cx) override {
+    Filler f(cx);
+    for (const auto& [name, w] : cx.g.weights()) {
+      if (w.role != ir::WeightRole::kHostEmbedding) continue;
+      cx.b.embed_rows = w.type.dims[0];
+      if (cx.weights != nullptr) QBC_RETURN_IF_ERROR(f.read(name, &cx.b.embedding));
+    }
+    if (cx.b.embed_rows == 0)
+      return invalid_argument("graph '", cx.g.name(), "' has no host embedding");
+    cx.have |= Context::kImage;
+    if (cx.weights == nullptr) return true;  // the embedding's shape only
+    cx.b.image_base = 0;
+    cx.b.image.assign(static_cast<size_t>(cx.plan.weights_top), 0);
+    const auto& nodes = cx.g.nodes();
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const Node& n = nodes[i];
+      const int id = static_cast<int>(i);
+      if (n.op == Op::kRmsNorm) {
+        QBC_RETURN_IF_ERROR(f.norm(n, id));
+      } else if (n.op == Op::kAttention) {
+        QBC_RETURN_IF_ERROR(f.attention(n, id));
+      } else if (n.op == Op::kQLinear) {
+        QBC_RETURN_IF_ERROR(f.linear(n, id));
+      }
+    }
+    return true;
+  }
+};
+
+}  // namespace
+
+PassPtr make_fill_weights() { return std::make_unique<FillWeights>(); }
+
+}  // namespace qbc::npu

@@ -1,0 +1,361 @@
+// The lowering of attention (docs/npu.md "Lowering"), two stages per node:
+// 1. the KV append: this call's keys and values quantized and stored into the cache rings
+//    (row tiles round-robin);
+// 2. attention over the cache: query row tiles of br rows, cache chunks of bc positions dealt
+//    round-robin to the cores; pass A takes the exact row max, pass B the integer exponent
+//    sums and P·V; partials merge across cores through DRAM scratch, and the owner of each
+//    block of KV heads normalises and stores it.
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "backend.h"
+#include "lowering.h"
+
+namespace qbc::npu {
+namespace {
+
+using ir::Node;
+using isa::DType;
+using isa::Expr;
+using isa::Queue;
+using isa::Sym;
+
+/// One attention node lowered on one core.
+class AttentionLowering {
+ public:
+  AttentionLowering(const Node& n, int id, CoreLowering& L)
+      : n_(n),
+        id_(id),
+        L_(L),
+        ai_(L.cx.plan.attn[id]),
+        d_(L.cx.b.attentions[static_cast<size_t>(ai_.desc)]),
+        H_(d_.heads),
+        KV_(d_.kv_heads),
+        hd_(d_.head_dim),
+        g_(H_ / KV_),
+        kt_(isa::code_type(d_.k_bits)),
+        vt_(isa::code_type(d_.v_bits)) {}
+
+  void append();
+  void attend();
+
+ private:
+  void load_params(int32_t dst, int32_t pass);
+  void alloc_attend();
+  void prepare_queries(const Expr& rows);
+  void chunk_loop(int64_t h, bool with_v, isa::MaxMode mode, const Expr& rows, const Expr& qpos0);
+  void chunk_dma(int32_t dst, int64_t bytes, int32_t cache, int64_t row, DType t, int64_t h,
+                 const Expr& par, const Expr& kpos0);
+  void scratch_dma(bool store, int32_t sram_buf, int64_t dram_off, int64_t bytes, int64_t parts,
+                   int64_t stride);
+  void merge_max();
+  void store_sums();
+  void outputs(const Expr& row0, const Expr& rows);
+  const ValueLoc& loc(int value) const { return L_.cx.plan.loc[static_cast<size_t>(value)]; }
+
+  const Node& n_;
+  const int id_;
+  CoreLowering& L_;
+  const AttnInfo& ai_;
+  const isa::AttnDesc& d_;
+  const int64_t H_, KV_, hd_, g_;
+  const DType kt_, vt_;
+  const Expr start_ = Expr::sym(Sym::kStart), seq_ = Expr::sym(Sym::kSeq);
+  int32_t pass_ = -1;
+  // Stage 2's tiles and SRAM buffers.
+  int64_t br_ = 1, bc_ = 16, rg_ = 1, kbytes_ = 0, vbytes_ = 0;
+  int64_t mstride_ = 0, sstride_ = 0, sum_base_ = 0;
+  int32_t qt_ = -1, yt_ = -1, prm_ = -1, kb_ = -1, vb_ = -1, sc_ = -1;
+  int32_t mparts_ = -1, sparts_ = -1;
+  std::vector<int32_t> qc_, mq_, rmax_, sum_;
+  Expr chunk_first_ = Expr(0), chunk_trip_ = Expr(0);
+};
+
+void AttentionLowering::load_params(int32_t dst, int32_t pass) {
+  isa::Dma dm;
+  dm.dst = ref(dst);
+  dm.src = ref(ai_.params);
+  dm.row_bytes = ai_.params_bytes;
+  dm.dst_stride = dm.src_stride = dm.row_bytes;
+  L_.s.emit(dm, Queue::kLoad, id_, pass);
+}
+
+void AttentionLowering::append() {
+  const int32_t pass_kv = L_.cx.pass_id("lower-kv-append");
+  pass_ = L_.cx.pass_id("lower-attention");
+  const int c = L_.c, P = L_.P;
+  const int64_t kvw = KV_ * hd_;
+  const int64_t mt = std::min(ai_.append_mt, L_.cap);
+  SramStage sram = L_.sram(n_.name + ".append");
+  const int32_t k16 = sram.alloc("k", DType::kF16, mt * kvw * 2, {mt, kvw});
+  const int32_t v16 = sram.alloc("v", DType::kF16, mt * kvw * 2, {mt, kvw});
+  const int32_t kc = sram.alloc("kcodes", kt_, isa::dtype_bytes(kt_, mt * kvw), {mt, kvw});
+  const int32_t vc = sram.alloc("vcodes", vt_, isa::dtype_bytes(vt_, mt * kvw), {mt, kvw});
+  const int32_t prm = sram.alloc("params", DType::kF32, ai_.params_bytes, {ai_.params_bytes / 4});
+  load_params(prm, pass_kv);
+  const int var = L_.s.begin_loop(round_robin_trip(mt, c, P), id_, pass_kv);
+  const Expr row0 = (Expr(c) + Expr(P) * Expr::loop(var)) * Expr(mt);
+  const Expr rows = (seq_ - row0).min(Expr(mt));
+  L_.s.emit(L_.load_rows(loc(n_.operands[1].value), k16, row0, rows), Queue::kLoad, id_, pass_kv);
+  L_.s.emit(L_.load_rows(loc(n_.operands[2].value), v16, row0, rows), Queue::kLoad, id_, pass_kv);
+  isa::KvQuant q;
+  q.k = ref(k16);
+  q.v = ref(v16);
+  q.kcodes = ref(kc);
+  q.vcodes = ref(vc);
+  q.params = ref(prm);
+  q.rows = rows;
+  q.pos0 = start_ + row0;
+  q.attn = ai_.desc;
+  L_.s.emit(q, Queue::kCompute, id_, pass_kv);
+  for (int64_t h = 0; h < KV_; ++h) {
+    for (int which = 0; which < 2; ++which) {
+      const DType t = which == 0 ? kt_ : vt_;
+      isa::Dma st;
+      st.src = ref(which == 0 ? kc : vc, Expr(isa::dtype_bytes(t, h * hd_)));
+      st.dst = ref(which == 0 ? ai_.kcache : ai_.vcache,
+                   Expr(h * d_.capacity * (which == 0 ? ai_.krow : ai_.vrow)));
+      st.rows = rows;
+      st.row_bytes = isa::dtype_bytes(t, hd_);
+      st.src_stride = isa::dtype_bytes(t, kvw);
+      st.ring_rows = d_.capacity;
+      st.ring_stride = which == 0 ? ai_.krow : ai_.vrow;
+      st.ring_row0 = start_ + row0;
+      L_.s.emit(st, Queue::kStore, id_, pass_kv);
+    }
+  }
+  L_.s.end_loop();
+}
+
+void AttentionLowering::alloc_attend() {
+  br_ = std::min(ai_.t.br, L_.cap);
+  bc_ = ai_.t.bc;
+  rg_ = br_ * g_;
+  SramStage sram = L_.sram(n_.name);
+  qt_ = sram.alloc("q", DType::kF16, br_ * H_ * hd_ * 2, {br_, H_ * hd_});
+  yt_ = sram.alloc("y", DType::kF16, br_ * H_ * hd_ * 2, {br_, H_ * hd_});
+  prm_ = sram.alloc("params", DType::kF32, ai_.params_bytes, {ai_.params_bytes / 4});
+  kbytes_ = isa::dtype_bytes(kt_, bc_ * hd_);
+  vbytes_ = isa::dtype_bytes(vt_, bc_ * hd_);
+  kb_ = sram.alloc("kchunk", kt_, 2 * kbytes_, {2, bc_, hd_});
+  vb_ = sram.alloc("vchunk", vt_, 2 * vbytes_, {2, bc_, hd_});
+  sc_ = sram.alloc("scores", DType::kF32, rg_ * bc_ * 4, {rg_, bc_});
+  for (int64_t h = 0; h < KV_; ++h) {
+    const std::string hs = std::to_string(h);
+    qc_.push_back(sram.alloc("qcodes" + hs, DType::kI32, rg_ * hd_ * 4, {rg_, hd_}));
+    mq_.push_back(sram.alloc("mq" + hs, DType::kF32, rg_ * 4, {rg_}));
+    rmax_.push_back(sram.alloc("rowmax" + hs, DType::kF32, rg_ * 4, {rg_}));
+    sum_.push_back(sram.alloc("sums" + hs, DType::kI64, rg_ * (hd_ + 1) * 8, {rg_, hd_ + 1}));
+  }
+  const int64_t A = L_.cx.o.target.dma_align;
+  mstride_ = align_up(rg_ * 4, A);
+  sstride_ = align_up(rg_ * (hd_ + 1) * 8, A);
+  sum_base_ = static_cast<int64_t>(L_.cx.o.target.cores()) * KV_ * mstride_;
+  const int64_t P = L_.P;
+  if (P > 1) {
+    mparts_ = sram.alloc("max_parts", DType::kF32, P * rg_ * 4, {P, rg_});
+    sparts_ = sram.alloc("sum_parts", DType::kI64, P * rg_ * (hd_ + 1) * 8, {P, rg_, hd_ + 1});
+  }
+}
+
+void AttentionLowering::prepare_queries(const Expr& rows) {
+  for (int64_t h = 0; h < KV_; ++h) {
+    const size_t hi = static_cast<size_t>(h);
+    isa::QueryPrep qp;
+    qp.q = ref(qt_, Expr(h * g_ * hd_ * 2));
+    qp.params = ref(prm_);
+    qp.qcodes = ref(qc_[hi]);
+    qp.mq = ref(mq_[hi]);
+    qp.rows = rows;
+    qp.kv_head = h;
+    qp.attn = ai_.desc;
+    L_.s.emit(qp, Queue::kCompute, id_, pass_);
+    L_.s.emit(
+        isa::Fill{ref(rmax_[hi]), Expr(rg_), DType::kF32, -std::numeric_limits<double>::infinity()},
+        Queue::kCompute, id_, pass_);
+    L_.s.emit(isa::Fill{ref(sum_[hi]), Expr(rg_ * (hd_ + 1)), DType::kI64, 0.0}, Queue::kCompute,
+              id_, pass_);
+  }
+}
+
+void AttentionLowering::chunk_dma(int32_t dst, int64_t bytes, int32_t cache, int64_t row, DType t,
+                                  int64_t h, const Expr& par, const Expr& kpos0) {
+  isa::Dma dm;
+  dm.dst = ref(dst, par * Expr(bytes));
+  dm.src = ref(cache, Expr(h * d_.capacity * row));
+  dm.rows = Expr(bc_);
+  dm.row_bytes = isa::dtype_bytes(t, hd_);
+  dm.dst_stride = dm.row_bytes;
+  dm.ring_rows = d_.capacity;
+  dm.ring_stride = row;
+  dm.ring_row0 = kpos0;
+  L_.s.emit(dm, Queue::kLoad, id_, pass_);
+}
+
+void AttentionLowering::chunk_loop(int64_t h, bool with_v, isa::MaxMode mode, const Expr& rows,
+                                   const Expr& qpos0) {
+  const size_t hi = static_cast<size_t>(h);
+  const int cv = L_.s.begin_loop(chunk_trip_, id_, pass_);
+  const Expr j = chunk_first_ + Expr(L_.c) + Expr(L_.P) * Expr::loop(cv);
+  const Expr kpos0 = j * Expr(bc_);
+  const Expr par = Expr::loop(cv).mod(Expr(2));
+  chunk_dma(kb_, kbytes_, ai_.kcache, ai_.krow, kt_, h, par, kpos0);
+  if (with_v) chunk_dma(vb_, vbytes_, ai_.vcache, ai_.vrow, vt_, h, par, kpos0);
+  isa::QkScores qk;
+  qk.qcodes = ref(qc_[hi]);
+  qk.mq = ref(mq_[hi]);
+  qk.q = ref(qt_, Expr(h * g_ * hd_ * 2));
+  qk.kcodes = ref(kb_, par * Expr(kbytes_));
+  qk.params = ref(prm_);
+  qk.scores = ref(sc_);
+  qk.rowmax = ref(rmax_[hi]);
+  qk.rows = rows;
+  qk.qpos0 = qpos0;
+  qk.kpos0 = kpos0;
+  qk.bc = bc_;
+  qk.kv_head = h;
+  qk.max_mode = mode;
+  qk.attn = ai_.desc;
+  L_.s.emit(qk, Queue::kCompute, id_, pass_);
+  if (with_v) {
+    isa::ExpAccum e;
+    e.scores = ref(sc_);
+    e.rowmax = ref(rmax_[hi]);
+    e.vcodes = ref(vb_, par * Expr(vbytes_));
+    e.esum = ref(sum_[hi]);
+    e.acc = ref(sum_[hi], Expr(rg_ * 8));
+    e.rows = rows;
+    e.bc = bc_;
+    e.attn = ai_.desc;
+    L_.s.emit(e, Queue::kCompute, id_, pass_);
+  }
+  L_.s.end_loop();
+}
+
+void AttentionLowering::scratch_dma(bool store, int32_t sram_buf, int64_t dram_off, int64_t bytes,
+                                    int64_t parts, int64_t stride) {
+  isa::Dma dm;
+  if (store) {
+    dm.src = ref(sram_buf);
+    dm.dst = ref(L_.cx.plan.scratch, Expr(dram_off));
+  } else {
+    dm.dst = ref(sram_buf);
+    dm.src = ref(L_.cx.plan.scratch, Expr(dram_off));
+  }
+  dm.rows = Expr(parts);
+  dm.row_bytes = bytes;
+  (store ? dm.dst_stride : dm.src_stride) = stride;
+  (store ? dm.src_stride : dm.dst_stride) = bytes;
+  L_.s.emit(dm, store ? Queue::kStore : Queue::kLoad, id_, pass_);
+}
+
+/// Pass A's partial row maxes of every core, merged into each core's exact row max.
+void AttentionLowering::merge_max() {
+  const int64_t c = L_.c, P = L_.P;
+  for (int64_t h = 0; h < KV_; ++h) {
+    scratch_dma(true, rmax_[static_cast<size_t>(h)], (c * KV_ + h) * mstride_, rg_ * 4, 1,
+                mstride_);
+  }
+  L_.barrier(id_);
+  for (int64_t h = 0; h < KV_; ++h) {
+    scratch_dma(false, mparts_, h * mstride_, rg_ * 4, P, KV_ * mstride_);
+    isa::Merge m;
+    m.op = isa::MergeOp::kMax;
+    m.parts = ref(mparts_);
+    m.out = ref(rmax_[static_cast<size_t>(h)]);
+    m.parts_count = P;
+    m.count = rg_;
+    m.part_stride = rg_;
+    L_.s.emit(m, Queue::kCompute, id_, pass_);
+  }
+}
+
+/// Pass B's partial sums of this core, to scratch for the owners of the outputs.
+void AttentionLowering::store_sums() {
+  const int64_t c = L_.c;
+  for (int64_t h = 0; h < KV_; ++h) {
+    scratch_dma(true, sum_[static_cast<size_t>(h)], sum_base_ + (c * KV_ + h) * sstride_,
+                rg_ * (hd_ + 1) * 8, 1, sstride_);
+  }
+  L_.barrier(id_);
+}
+
+/// KV heads in blocks whose columns are a whole number of DMA-aligned bytes; the owner of a
+/// block (blocks dealt round-robin) merges, normalises and stores it.
+void AttentionLowering::outputs(const Expr& row0, const Expr& rows) {
+  const int64_t c = L_.c, P = L_.P;
+  const ValueLoc& y = loc(id_);
+  int64_t hb = 1;
+  while (hb < KV_ && ((hb * g_ * hd_ * 2) % L_.cx.o.target.dma_align != 0 || KV_ % hb != 0)) ++hb;
+  for (int64_t h0 = 0; h0 < KV_; h0 += hb) {
+    if ((h0 / hb) % P != c) continue;
+    for (int64_t h = h0; h < h0 + hb; ++h) {
+      int32_t src = sum_[static_cast<size_t>(h)];
+      if (P > 1) {
+        scratch_dma(false, sparts_, sum_base_ + h * sstride_, rg_ * (hd_ + 1) * 8, P,
+                    KV_ * sstride_);
+        isa::Merge m;
+        m.op = isa::MergeOp::kSum;
+        m.parts = ref(sparts_);
+        m.out = ref(src);
+        m.parts_count = P;
+        m.count = rg_ * (hd_ + 1);
+        m.part_stride = rg_ * (hd_ + 1);
+        L_.s.emit(m, Queue::kCompute, id_, pass_);
+      }
+      isa::AttnOut o;
+      o.acc = ref(src, Expr(rg_ * 8));
+      o.esum = ref(src);
+      o.params = ref(prm_);
+      o.y = ref(yt_, Expr(h * g_ * hd_ * 2));
+      o.rows = rows;
+      o.kv_head = h;
+      o.attn = ai_.desc;
+      L_.s.emit(o, Queue::kCompute, id_, pass_);
+    }
+    isa::Dma st;
+    st.src = ref(yt_, Expr(h0 * g_ * hd_ * 2));
+    st.dst = ref(y.buf, Expr(y.col + h0 * g_ * hd_ * 2) + row0 * Expr(y.stride));
+    st.rows = rows;
+    st.row_bytes = hb * g_ * hd_ * 2;
+    st.src_stride = H_ * hd_ * 2;
+    st.dst_stride = y.stride;
+    L_.s.emit(st, Queue::kStore, id_, pass_);
+  }
+}
+
+void AttentionLowering::attend() {
+  alloc_attend();
+  load_params(prm_, pass_);
+  const int rv = L_.s.begin_loop(seq_.ceildiv(Expr(br_)), id_, pass_);
+  const Expr row0 = Expr::loop(rv) * Expr(br_);
+  const Expr rows = (seq_ - row0).min(Expr(br_));
+  const Expr qpos0 = start_ + row0;
+  L_.s.emit(L_.load_rows(loc(n_.operands[0].value), qt_, row0, rows), Queue::kLoad, id_, pass_);
+  prepare_queries(rows);
+  // Chunks the row tile sees: from the window's first position (or 0) to its last query.
+  const Expr last_q = qpos0 + rows - Expr(1);
+  const Expr lo = d_.window > 0 ? (qpos0 - Expr(d_.window - 1)).max(Expr(0)) : Expr(0);
+  chunk_first_ = lo.floordiv(Expr(bc_));
+  const Expr count = last_q.floordiv(Expr(bc_)) - chunk_first_ + Expr(1);
+  chunk_trip_ = (count - Expr(L_.c)).ceildiv(Expr(L_.P)).max(Expr(0));
+  for (int64_t h = 0; h < KV_; ++h) chunk_loop(h, false, isa::MaxMode::kUpdate, rows, qpos0);
+  if (L_.P > 1) merge_max();
+  for (int64_t h = 0; h < KV_; ++h) chunk_loop(h, true, isa::MaxMode::kNone, rows, qpos0);
+  if (L_.P > 1) store_sums();
+  outputs(row0, rows);
+  L_.s.end_loop();
+}
+
+}  // namespace
+
+void lower_attention(const Node& n, int id, CoreLowering& L) {
+  AttentionLowering a(n, id, L);
+  a.append();
+  L.barrier(id);
+  ++L.stage;
+  a.attend();
+}
+
+}  // namespace qbc::npu

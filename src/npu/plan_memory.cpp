@@ -1,0 +1,283 @@
+// plan-memory and check-fit (docs/npu.md "Passes", "Memory plan"). plan-memory places every
+// DRAM buffer: the pre-tiled weights (one block per channel tile and K tile, then its scales
+// and bias), and per sequence slot the KV caches, the io rows, the activations (first fit
+// by liveness over node order) and the attention merge scratch; the per-slot region follows
+// the weights. check-fit then asks whether the plan fits the device, before any weight is
+// read or program lowered.
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backend.h"
+#include "passes.h"
+#include "qbc/npu/memory_plan.h"
+
+namespace qbc::npu {
+namespace {
+
+using ir::Node;
+using ir::Op;
+using isa::DType;
+
+/// A DRAM buffer: in the weight region, or per slot (offset relative until place_slots).
+int32_t add_dram(Context& cx, const std::string& name, isa::Purpose p, DType t, int64_t bytes,
+                 std::vector<int64_t> shape, bool per_slot) {
+  isa::Buffer buf;
+  buf.name = name;
+  buf.space = isa::Space::kDram;
+  buf.purpose = p;
+  buf.dtype = t;
+  buf.bytes = std::max<int64_t>(align_up(bytes, cx.o.target.dma_align), cx.o.target.dma_align);
+  buf.shape = std::move(shape);
+  if (per_slot) {
+    buf.offset = cx.plan.slot_top;  // relative; rebased once the weights are placed
+    cx.plan.slot_top += buf.bytes;
+    cx.b.buffers.push_back(std::move(buf));
+    cx.plan.slot_buffers.push_back(static_cast<int32_t>(cx.b.buffers.size() - 1));
+  } else {
+    buf.offset = cx.plan.weights_top;
+    cx.plan.weights_top += buf.bytes;
+    cx.b.buffers.push_back(std::move(buf));
+  }
+  return static_cast<int32_t>(cx.b.buffers.size() - 1);
+}
+
+/// Per channel tile: its K tiles' weight blocks, then the scale (and zero-point) blocks (one
+/// per K tile when grouped), then the bias block.
+void layout_linear(Context& cx, const Node& n, LinearInfo& li) {
+  const int64_t A = cx.o.target.dma_align;
+  const LinearTiles& t = li.t;
+  const DType wt = isa::code_type(li.w_bits);
+  li.w_bytes = align_up(t.nt * isa::dtype_bytes(wt, t.kt), A);
+  const int64_t sblk = align_up(t.nt * li.gt * 4, A);
+  const int64_t bblk = align_up(t.nt * 4, A);
+  const int64_t sblocks = li.group > 0 ? li.ktiles : 1;
+  int64_t at = 0;
+  for (int64_t nt = 0; nt < li.ntiles; ++nt) {
+    for (int64_t kt = 0; kt < li.ktiles; ++kt, at += li.w_bytes) li.w_off.push_back(at);
+    for (int64_t kt = 0; kt < sblocks; ++kt) {
+      li.ws_off.push_back(at);
+      at += sblk;
+      if (li.zero) {
+        li.wz_off.push_back(at);
+        at += sblk;
+      }
+    }
+    li.b_off.push_back(at);
+    at += bblk;
+  }
+  li.buf = add_dram(cx, n.name + ".w", isa::Purpose::kWeights, wt, at, {li.n, li.k}, false);
+}
+
+/// The weight region: norm weights, attention parameter blocks, tiled qlinear weights.
+void layout_weights(Context& cx) {
+  const auto& nodes = cx.g.nodes();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
+    const int id = static_cast<int>(i);
+    const size_t first = cx.b.buffers.size();
+    if (n.op == Op::kRmsNorm) {
+      const int64_t w = cx.g.find_weight(n.operands[1].weight)->type.num_elements();
+      cx.plan.norm_weight[id] =
+          add_dram(cx, n.name + ".weight", isa::Purpose::kWeights, DType::kF32, 4 * w, {w}, false);
+    } else if (n.op == Op::kAttention) {
+      AttnInfo& ai = cx.plan.attn[id];
+      ai.params = add_dram(cx, n.name + ".params", isa::Purpose::kWeights, DType::kF32,
+                           ai.params_bytes, {ai.params_bytes / 4}, false);
+    } else if (n.op == Op::kQLinear) {
+      layout_linear(cx, n, cx.plan.lin[id]);
+    }
+    for (size_t j = first; j < cx.b.buffers.size(); ++j) cx.b.buffers[j].block = n.block;
+  }
+  cx.b.dram.weights = cx.plan.weights_top;
+}
+
+/// KV caches, per slot; returns their bytes for one slot.
+int64_t plan_kv(Context& cx) {
+  int64_t kv_bytes = 0;
+  for (auto& [id, ai] : cx.plan.attn) {
+    const isa::AttnDesc& d = cx.b.attentions[static_cast<size_t>(ai.desc)];
+    const Node& n = cx.g.node(id);
+    ai.kcache =
+        add_dram(cx, n.name + ".kcache", isa::Purpose::kKv, isa::code_type(d.k_bits),
+                 d.kv_heads * d.capacity * ai.krow, {d.kv_heads, d.capacity, d.head_dim}, true);
+    ai.vcache =
+        add_dram(cx, n.name + ".vcache", isa::Purpose::kKv, isa::code_type(d.v_bits),
+                 d.kv_heads * d.capacity * ai.vrow, {d.kv_heads, d.capacity, d.head_dim}, true);
+    kv_bytes += cx.b.buffers[static_cast<size_t>(ai.kcache)].bytes +
+                cx.b.buffers[static_cast<size_t>(ai.vcache)].bytes;
+  }
+  return kv_bytes;
+}
+
+/// The last node reading each value; slices alias their input, so the input lives on to
+/// the slice's readers.
+std::vector<int> last_readers(const std::vector<Node>& nodes) {
+  std::vector<int> last(nodes.size(), -1);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    for (const ir::Operand& op : nodes[i].operands) {
+      if (!op.is_weight()) last[static_cast<size_t>(op.value)] = static_cast<int>(i);
+    }
+  }
+  for (size_t i = nodes.size(); i-- > 0;) {
+    if (nodes[i].op == Op::kSlice) {
+      const int src = nodes[i].operands[0].value;
+      last[static_cast<size_t>(src)] = std::max(last[static_cast<size_t>(src)], last[i]);
+    }
+  }
+  return last;
+}
+
+/// Activations: first-fit by liveness over node order (a value lives from its node to its
+/// last reader), in one per-slot buffer; slices then point into their input. Returns the
+/// buffer.
+int32_t plan_activations(Context& cx) {
+  const auto& nodes = cx.g.nodes();
+  const int64_t A = cx.o.target.dma_align;
+  const std::vector<int> last = last_readers(nodes);
+  struct Live {
+    int64_t off, bytes;
+    int end;
+  };
+  std::vector<Live> live;
+  int64_t act_top = 0;
+  std::vector<int> act_values;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
+    if (n.op == Op::kInput || n.op == Op::kSlice || static_cast<int>(i) == cx.plan.output) continue;
+    live.erase(std::remove_if(live.begin(), live.end(),
+                              [&](const Live& l) { return l.end < static_cast<int>(i); }),
+               live.end());
+    const bool f32 = n.part == ir::Part::kHead && n.op != Op::kRmsNorm &&
+                     !(n.op == Op::kQLinear && n.attrs.get_int("out_fp16") != 0);
+    const DType t = f32 ? DType::kF32 : DType::kF16;
+    const int64_t width = n.type.dim(-1);
+    const int64_t stride = align_up(isa::dtype_bytes(t, width), A);
+    const int64_t bytes = cx.o.chunk * stride;
+    std::sort(live.begin(), live.end(), [](const Live& a, const Live& b) { return a.off < b.off; });
+    int64_t off = 0;
+    for (const Live& l : live) {
+      if (off + bytes <= l.off) break;
+      off = std::max(off, l.off + l.bytes);
+    }
+    live.push_back(Live{off, bytes, last[i]});
+    act_top = std::max(act_top, off + bytes);
+    act_values.push_back(static_cast<int>(i));
+    cx.plan.loc[i] = ValueLoc{-1, off, stride, width, t};
+  }
+  const int32_t act =
+      add_dram(cx, "act", isa::Purpose::kActivations, DType::kF16, act_top, {act_top}, true);
+  for (int i : act_values) cx.plan.loc[static_cast<size_t>(i)].buf = act;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i].op != Op::kSlice) continue;
+    const ValueLoc& src = cx.plan.loc[static_cast<size_t>(nodes[i].operands[0].value)];
+    const int64_t start = nodes[i].attrs.get_int("start"), end = nodes[i].attrs.get_int("end");
+    cx.plan.loc[i] = ValueLoc{src.buf, src.col + isa::dtype_bytes(src.type, start), src.stride,
+                              end - start, src.type};
+  }
+  return act;
+}
+
+/// The logits rows (fp32 from the head), per slot.
+Status plan_output(Context& cx) {
+  const Node& out = cx.g.node(cx.plan.output);
+  const bool out_f32 = out.part == ir::Part::kHead &&
+                       !(out.op == Op::kQLinear && out.attrs.get_int("out_fp16") != 0);
+  if (!out_f32)
+    return unimplemented("graph output '", out.name,
+                         "' is fp16; the backend writes fp32 logits from the head");
+  const int64_t vocab = out.type.dim(-1);
+  const int64_t out_stride = align_up(vocab * 4, cx.o.target.dma_align);
+  cx.b.output = add_dram(cx, "io.logits", isa::Purpose::kIo, DType::kF32, cx.o.chunk * out_stride,
+                         {cx.o.chunk, vocab}, true);
+  cx.plan.loc[static_cast<size_t>(cx.plan.output)] =
+      ValueLoc{cx.b.output, 0, out_stride, vocab, DType::kF32};
+  return ok_status();
+}
+
+/// Attention merge scratch: per core partial maxes and sums of one row tile per KV head;
+/// returns its bytes (0: none).
+int64_t plan_scratch(Context& cx) {
+  const int64_t A = cx.o.target.dma_align;
+  int64_t scratch = 0;
+  const int64_t P = cx.o.target.cores();
+  for (auto& [id, ai] : cx.plan.attn) {
+    const isa::AttnDesc& d = cx.b.attentions[static_cast<size_t>(ai.desc)];
+    const int64_t rg = ai.t.br * (d.heads / d.kv_heads);
+    scratch = std::max(
+        scratch, P * d.kv_heads * (align_up(rg * 4, A) + align_up(rg * (d.head_dim + 1) * 8, A)));
+  }
+  if (scratch > 0) {
+    cx.plan.scratch = add_dram(cx, "scratch.merge", isa::Purpose::kScratch, DType::kI64, scratch,
+                               {scratch}, true);
+  }
+  return scratch;
+}
+
+/// The DRAM plan of the per-slot region (KV, io, activations, scratch), placed after the
+/// weights with the slots one after another, and the region totals.
+Status plan_dram(Context& cx) {
+  cx.plan.loc.assign(cx.g.nodes().size(), ValueLoc{});
+  const int64_t kv_bytes = plan_kv(cx);
+  const int64_t A = cx.o.target.dma_align;
+  const int64_t hidden = cx.g.node(cx.plan.embeds).type.dim(-1);
+  cx.b.hidden = hidden;
+  cx.b.vocab = cx.g.node(cx.plan.output).type.dim(-1);
+  const int64_t in_stride = align_up(hidden * 2, A);
+  cx.b.input = add_dram(cx, "io.inputs_embeds", isa::Purpose::kIo, DType::kF16,
+                        cx.o.chunk * in_stride, {cx.o.chunk, hidden}, true);
+  cx.plan.loc[static_cast<size_t>(cx.plan.embeds)] =
+      ValueLoc{cx.b.input, 0, in_stride, hidden, DType::kF16};
+  const int32_t act = plan_activations(cx);
+  QBC_RETURN_IF_ERROR(plan_output(cx));
+  const int64_t scratch = plan_scratch(cx);
+  const int64_t base = align_up(cx.plan.weights_top, 4096);
+  const int64_t slot_bytes = align_up(cx.plan.slot_top, 4096);
+  for (int32_t bi : cx.plan.slot_buffers) {
+    isa::Buffer& buf = cx.b.buffers[static_cast<size_t>(bi)];
+    buf.offset += base;
+    buf.slot_stride = slot_bytes;
+  }
+  const auto bytes_of = [&](int32_t b) { return cx.b.buffers[static_cast<size_t>(b)].bytes; };
+  cx.b.dram.kv = kv_bytes * cx.o.batch;
+  cx.b.dram.activations = bytes_of(act) * cx.o.batch;
+  cx.b.dram.scratch = (scratch > 0 ? bytes_of(cx.plan.scratch) : 0) * cx.o.batch;
+  cx.b.dram.io = (bytes_of(cx.b.input) + bytes_of(cx.b.output)) * cx.o.batch;
+  cx.b.dram.reserve = cx.o.target.dram_reserve;
+  return ok_status();
+}
+
+/// plan-memory: the weight layout and the DRAM plan.
+class PlanMemory final : public pass::Pass<Context> {
+ public:
+  std::string name() const override { return "plan-memory"; }
+  pass::ResourceSet needs() const override { return Context::kTiles; }
+  pass::ResourceSet provides() const override { return Context::kMemory; }
+  StatusOr<bool> run(Context& cx) override {
+    layout_weights(cx);
+    QBC_RETURN_IF_ERROR(plan_dram(cx));
+    cx.have |= Context::kMemory;
+    return true;  // every buffer is placed here
+  }
+};
+
+/// check-fit: does the plan fit the device? Decided before any weight is read or program
+/// lowered (kResourceExhausted with the table and the largest cache and batch that fit).
+class CheckFit final : public pass::Pass<Context> {
+ public:
+  std::string name() const override { return "check-fit"; }
+  pass::ResourceSet needs() const override { return Context::kMemory; }
+  StatusOr<bool> run(Context& cx) override {
+    QBC_RETURN_IF_ERROR(check_fit(cx.b, memory_report(cx.b)));
+    return false;  // a check: the plan is unchanged
+  }
+};
+
+}  // namespace
+
+PassPtr make_plan_memory() { return std::make_unique<PlanMemory>(); }
+PassPtr make_check_fit() { return std::make_unique<CheckFit>(); }
+
+}  // namespace qbc::npu

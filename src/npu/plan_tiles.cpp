@@ -1,0 +1,288 @@
+// plan-tiles (docs/npu.md "Passes"): the graph checks, the bundle header, and the tile sizes
+// of every qlinear (M x N x K with double-buffered weight tiles) and attention (query rows x
+// cache chunks), chosen for the target's SRAM budget and never for the context length.
+#include <algorithm>
+#include <memory>
+#include <string>
+
+#include "backend.h"
+#include "passes.h"
+#include "qbc/ir/builder.h"
+#include "qbc/ir/verifier.h"
+
+namespace qbc::npu {
+namespace {
+
+using ir::Node;
+using ir::Op;
+using isa::DType;
+
+/// The graph is one the backend compiles; finds its inputs and output.
+Status check_graph(Context& cx) {
+  const auto& nodes = cx.g.nodes();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
+    switch (n.op) {
+      case Op::kInput:
+        if (n.type.dtype == ir::DType::kI64) {
+          cx.plan.positions = static_cast<int>(i);
+        } else {
+          cx.plan.embeds = static_cast<int>(i);
+        }
+        break;
+      case Op::kLinear:
+        return unimplemented(node_label(n),
+                             ": a float linear; the ARIES backend runs integer matmuls only "
+                             "(quantize every linear: `qbc quantize`, bit.transformer.*)");
+      case Op::kAttention:
+        if (!n.attrs.has("k_bits")) {
+          return unimplemented(node_label(n),
+                               ": attention with a float KV cache; the ARIES backend needs a "
+                               "quantized cache (bit.kvCache.key / bit.kvCache.value)");
+        }
+        if (n.attrs.get_int("max_cache") < cx.cache_quantized) {
+          return failed_precondition(
+              node_label(n), ": quantized for a cache of ", n.attrs.get_int("max_cache"),
+              " positions, but the backend compiles ", cx.o.max_cache,
+              " (llm.attributes.maxCacheLength); key scales are only valid for the positions the "
+              "graph was quantized for: quantize again with the larger maxCacheLength");
+        }
+        break;
+      case Op::kRope:
+        if (n.attrs.get_float("dynamic_factor", 0.0) < 0.0)
+          return invalid_argument(node_label(n), ": negative dynamic_factor");
+        break;
+      default:
+        break;
+    }
+  }
+  if (cx.plan.embeds < 0 || cx.plan.positions < 0)
+    return invalid_argument("graph '", cx.g.name(), "' needs inputs inputs_embeds and positions");
+  if (cx.g.outputs().size() != 1)
+    return unimplemented("graph '", cx.g.name(), "' has ", cx.g.outputs().size(),
+                         " outputs; the backend compiles decoders with one logits output");
+  cx.plan.output = cx.g.outputs().front();
+  for (const ModeRequest& m : cx.o.modes) {
+    if (m.cores < 1 || m.cores > cx.o.target.cores()) {
+      return invalid_argument("inferenceScheme '", isa::scheme_name(m.scheme), "' needs ", m.cores,
+                              " cooperating cores; target '", cx.o.target.name, "' has ",
+                              cx.o.target.cores());
+    }
+  }
+  if (cx.o.modes.empty()) return invalid_argument("no inference scheme to compile");
+  if (cx.o.chunk < 1 || cx.o.max_cache < cx.o.chunk) {
+    return invalid_argument("llm.attributes.maxCoreDataLength ", cx.o.chunk,
+                            " must be in [1, maxCacheLength ", cx.o.max_cache, "]");
+  }
+  return ok_status();
+}
+
+Status plan_linear(Context& cx, const Node& n, LinearInfo* li) {
+  const ir::Attrs& at = n.attrs;
+  const ir::Weight* wq = cx.g.find_weight(n.operands[1].weight);
+  li->n = wq->type.dims[0];
+  li->k = wq->type.dims[1];
+  li->w_bits = static_cast<int>(at.get_int("w_bits"));
+  li->in_bits = static_cast<int>(at.get_int("in_bits"));
+  li->group = at.get_int("w_group", 0);
+  li->groups = li->group > 0 ? cdiv(li->k, li->group) : 1;
+  li->zero = at.get_int("w_zero", 0) == 1;
+  li->bias = n.operands.size() > (li->zero ? 4u : 3u);
+  li->out_fp16 = at.get_int("out_fp16") != 0;
+  const bool dyn = at.has("in_dynamic") && at.get_int("in_dynamic") != 0;
+  const bool asym = at.get_int("in_asym", 0) == 1;
+  li->mode = dyn ? (asym ? isa::QuantMode::kTokenAffine : isa::QuantMode::kTokenSymmetric)
+                 : (asym ? isa::QuantMode::kStaticAffine : isa::QuantMode::kStaticSymmetric);
+  li->in_scale = static_cast<float>(at.get_float("in_scale"));
+  li->in_zero = asym && !dyn ? static_cast<int32_t>(at.get_int("in_zero")) : 0;
+  if (li->w_bits != 4 && li->w_bits != 8) {
+    return unimplemented(node_label(n), ": ", li->w_bits,
+                         "-bit weights; the ARIES MAC array takes 4- or 8-bit weights");
+  }
+  if (li->in_bits != 8 && li->in_bits != 16)
+    return unimplemented(node_label(n), ": ", li->in_bits, "-bit activations (8 or 16)");
+  const DType wt = isa::code_type(li->w_bits);
+  const int64_t cb = li->in_bits == 16 ? 2 : 1;
+  const int64_t accb = li->in_bits == 16 ? 8 : 4;
+  const int64_t yb = li->out_fp16 ? 2 : 4;
+  auto bytes = [&](int64_t mt, int64_t nt, int64_t kt) {
+    const int64_t gt = li->group > 0 ? cdiv(kt, li->group) : 1;
+    return mt * li->k * (2 + cb) + 8 * mt + 2 * nt * isa::dtype_bytes(wt, kt) + 2 * nt * gt * 8 +
+           2 * nt * 4 + mt * nt * gt * accb + mt * nt * 4 + 2 * mt * nt * yb + 16 * 16;
+  };
+  // Channel tiles: a multiple of `unit_n` channels, so every tile's column offset in the
+  // output rows is DMA-aligned, and small enough to give each core of the largest mode a
+  // tile when the layer allows it.
+  const int64_t unit_n = std::max<int64_t>(8, cx.o.target.dma_align / yb);
+  const int64_t cores = cx.o.target.cores();
+  int64_t nt_cap = std::max<int64_t>(unit_n, align_up(cdiv(li->n, cores), unit_n));
+  nt_cap = std::min<int64_t>(nt_cap, align_up(li->n, unit_n));
+  for (int64_t mt = std::min<int64_t>(cx.o.chunk, 64); mt >= 1; mt /= 2) {
+    if (mt * li->k * (2 + cb) + 512 > cx.plan.budget) continue;
+    // K tiles: the whole row, else halves that stay multiples of the group (or of 32).
+    const int64_t unit = li->group > 0 ? li->group : 32;
+    for (int64_t kt = li->k; kt >= 1;) {
+      for (int64_t nt = std::min<int64_t>(nt_cap, std::max<int64_t>(512, unit_n)); nt >= unit_n;
+           nt /= 2) {
+        const int64_t ntr = align_up(nt, unit_n);
+        if (bytes(mt, ntr, kt) <= cx.plan.budget) {
+          li->t = LinearTiles{ntr, kt, mt};
+          li->ntiles = cdiv(li->n, ntr);
+          li->ktiles = cdiv(li->k, kt);
+          li->gt = li->group > 0 ? cdiv(kt, li->group) : 1;
+          return ok_status();
+        }
+      }
+      if (kt == li->k) {
+        kt = std::max<int64_t>(unit, align_up(cdiv(li->k, 2), unit));
+        if (kt >= li->k) break;
+      } else if (kt / 2 >= unit && (kt / 2) % unit == 0) {
+        kt /= 2;
+      } else {
+        break;
+      }
+    }
+  }
+  return resource_exhausted(node_label(n), ": no tile of [", li->n, " x ", li->k, "] fits the ",
+                            cx.plan.budget, "-byte SRAM of target '", cx.o.target.name,
+                            "' (even one row of fp16 inputs and codes needs ", li->k * (2 + cb),
+                            " bytes)");
+}
+
+Status plan_attention(Context& cx, const Node& n, AttnInfo* ai) {
+  const ir::Attrs& at = n.attrs;
+  isa::AttnDesc d;
+  d.heads = at.get_int("num_heads");
+  d.kv_heads = at.get_int("num_kv_heads");
+  d.head_dim = at.get_int("head_dim");
+  d.window = at.get_int("window");
+  d.scale = at.get_float("scale");
+  d.softcap = at.get_float("softcap");
+  d.k_bits = static_cast<int32_t>(at.get_int("k_bits"));
+  d.v_bits = static_cast<int32_t>(at.get_int("v_bits"));
+  d.p_bits = static_cast<int32_t>(at.get_int("p_bits"));
+  d.q_dynamic = at.has("q_dynamic") && at.get_int("q_dynamic") != 0;
+  d.rotating = at.has("k_rot_offset");
+  if (d.kv_heads <= 0 || d.heads % d.kv_heads != 0)
+    return invalid_argument(node_label(n), ": num_heads not a multiple of num_kv_heads");
+  for (int bits : {d.k_bits, d.v_bits}) {
+    if (bits != 4 && bits != 8 && bits != 16)
+      return unimplemented(node_label(n), ": ", bits, "-bit KV cache (4, 8 or 16)");
+  }
+  if (d.k_bits == 4 && d.head_dim % 2 != 0)
+    return unimplemented(node_label(n), ": int4 keys need an even head_dim");
+  // Sliding-window layers keep a ring of window + chunk positions, global layers the cache.
+  d.capacity =
+      d.window > 0 ? std::min<int64_t>(cx.o.max_cache, d.window + cx.o.chunk) : cx.o.max_cache;
+  if (d.rotating) {
+    const Node& k = cx.g.node(n.operands[1].value);
+    if (k.op != Op::kRope)
+      return invalid_argument(node_label(n), ": k_rot_offset needs K from a rope node");
+    auto it = cx.plan.rope_desc.find(n.operands[1].value);
+    if (it == cx.plan.rope_desc.end())
+      return internal_error(node_label(n), ": K's rope was not planned");
+    d.k_rope = it->second;
+  }
+  const int64_t g = d.heads / d.kv_heads, hd = d.head_dim, H = d.heads, KV = d.kv_heads;
+  ai->krow = align_up(isa::dtype_bytes(isa::code_type(d.k_bits), hd), cx.o.target.dma_align);
+  ai->vrow = align_up(isa::dtype_bytes(isa::code_type(d.v_bits), hd), cx.o.target.dma_align);
+  ai->params_bytes = 4 * isa::attn_params_floats(H, KV, hd);
+  const int64_t P = cx.o.target.cores();
+  auto bytes = [&](int64_t br, int64_t bc) {
+    const int64_t rg = br * g;
+    return 2 * br * H * hd * 2 /* q tile, y tile */ +
+           KV * (rg * hd * 4 + rg * 4 * 2 + rg * 8 + rg * hd * 8) /* per-head state */ +
+           ai->params_bytes + 2 * bc * ai->krow + 2 * bc * ai->vrow + rg * bc * 4 + P * rg * 4 +
+           P * rg * (hd + 1) * 8 + rg * (hd + 1) * 8 + 32 * 16;
+  };
+  int64_t bc = hd <= 64 ? 256 : hd <= 128 ? 128 : 64;
+  int64_t br = std::min<int64_t>(cx.o.chunk, 16);
+  while (bytes(br, bc) > cx.plan.budget && (bc > 16 || br > 1)) {
+    if (bc > 16 && (bc >= 4 * br || br == 1)) {
+      bc /= 2;
+    } else {
+      br = std::max<int64_t>(1, br / 2);
+    }
+  }
+  if (bytes(br, bc) > cx.plan.budget) {
+    return resource_exhausted(node_label(n),
+                              ": the smallest attention tile (1 query row, 16 "
+                              "cache positions) needs ",
+                              bytes(br, bc), " bytes of SRAM; target '", cx.o.target.name, "' has ",
+                              cx.plan.budget);
+  }
+  ai->t = AttnTiles{br, bc};
+  const int64_t kvw = KV * hd;
+  ai->append_mt = cx.row_tile(kvw * (2 + 2) + 2 * isa::dtype_bytes(DType::kI16, kvw),
+                              ai->params_bytes, cx.o.chunk);
+  cx.b.attentions.push_back(d);
+  ai->desc = static_cast<int32_t>(cx.b.attentions.size() - 1);
+  return ok_status();
+}
+
+/// The bundle header from the target and the options.
+void set_header(Context& cx) {
+  const Target& t = cx.o.target;
+  cx.b.target = t.name;
+  cx.b.target_cores = t.cores();
+  cx.b.target_clusters = t.clusters;
+  cx.b.sram_bytes = t.sram_bytes;
+  cx.b.dram_bytes = t.dram_bytes;
+  cx.b.dma_align = t.dma_align;
+  cx.b.max_cache = cx.o.max_cache;
+  cx.b.chunk = cx.o.chunk;
+  cx.b.batch = cx.o.batch;
+  cx.plan.budget = t.sram_bytes;
+  for (const Node& n : cx.g.nodes()) cx.b.nodes.push_back(n.name);
+}
+
+/// The rope node's frequency table as a descriptor of the bundle.
+Status plan_rope(Context& cx, const Node& n, int id) {
+  QBC_ASSIGN_OR_RETURN(const ir::RopeParams rp, ir::rope_params_of(n));
+  isa::RopeDesc r;
+  r.heads = rp.num_heads;
+  r.head_dim = rp.head_dim;
+  r.rotary_dim = rp.rotary_dim;
+  r.inv_freq = rp.inv_freq;
+  r.long_inv_freq = rp.long_inv_freq;
+  r.attention_factor = rp.attention_factor;
+  r.dynamic_factor = rp.dynamic_factor;
+  r.original_max_positions = rp.original_max_positions;
+  r.theta = rp.theta;
+  cx.b.ropes.push_back(std::move(r));
+  cx.plan.rope_desc[id] = static_cast<int32_t>(cx.b.ropes.size() - 1);
+  return ok_status();
+}
+
+/// plan-tiles: checks the graph, writes the bundle header, and chooses every qlinear's and
+/// attention's tiles (and their descriptors) for the target's SRAM.
+class PlanTiles final : public pass::Pass<Context> {
+ public:
+  std::string name() const override { return "plan-tiles"; }
+  pass::ResourceSet provides() const override { return Context::kTiles; }
+  StatusOr<bool> run(Context& cx) override {
+    QBC_RETURN_IF_ERROR(ir::verify(cx.g));
+    QBC_RETURN_IF_ERROR(check_graph(cx));
+    set_header(cx);
+    const auto& nodes = cx.g.nodes();
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const Node& n = nodes[i];
+      const int id = static_cast<int>(i);
+      if (n.op == Op::kRope) {
+        QBC_RETURN_IF_ERROR(plan_rope(cx, n, id));
+      } else if (n.op == Op::kQLinear) {
+        QBC_RETURN_IF_ERROR(plan_linear(cx, n, &cx.plan.lin[id]));
+      } else if (n.op == Op::kAttention) {
+        QBC_RETURN_IF_ERROR(plan_attention(cx, n, &cx.plan.attn[id]));
+      }
+    }
+    cx.have |= Context::kTiles;
+    return true;  // the header and the tiles are new
+  }
+};
+
+}  // namespace
+
+PassPtr make_plan_tiles() { return std::make_unique<PlanTiles>(); }
+
+}  // namespace qbc::npu
