@@ -7,8 +7,10 @@
 
 #include "cli.h"
 #include "qbc/ir/serialize.h"
+#include "qbc/support/cancel.h"
 #include "qbc/support/exit_codes.h"
 #include "qbc/support/logging.h"
+#include "qbc/support/progress.h"
 #include "qbc_git_describe.h"
 
 namespace {
@@ -24,7 +26,9 @@ std::string version_text() {
 
 const char* kFooter =
     "Exit codes: 0 ok, 2 bad usage/config/input, 3 unsupported model or feature,\n"
-    "            4 does not fit the target, 70 internal error.\n"
+    "            4 does not fit the target, 70 internal error, 130 interrupted (Ctrl-C;\n"
+    "            143 for SIGTERM): quantize, compile and calib prepare stop at the next\n"
+    "            safe point and remove their temporary files and partial outputs.\n"
     "Docs: docs/cli.md (commands), docs/config.md (every config key).";
 
 int run(int argc, char** argv) {
@@ -38,12 +42,19 @@ int run(int argc, char** argv) {
   int verbose = 0;
   bool quiet = false;
   std::string log_format = "text";
+  double progress_interval = 30.0;
   app.add_flag("-v,--verbose", verbose, "More logging: -v info (one line per stage), -vv debug");
   app.add_flag("-q,--quiet", quiet, "Errors only");
   app.add_option("--log-format", log_format,
                  "stderr format: text, or json (one JSON event per line: status, progress, result, "
                  "log, error)")
       ->check(CLI::IsMember({"text", "json"}));
+  app.add_option("--progress-interval", progress_interval,
+                 "Seconds between heartbeat progress lines when stderr is not a terminal (a log "
+                 "file, a pipe, CI): stage, n/N, rate, elapsed, time left; with --log-format json "
+                 "progress events marked heartbeat. 0 turns them off")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.fallthrough();
 
   qbc::cli::Action action;
@@ -68,10 +79,13 @@ int run(int argc, char** argv) {
   }
   qbc::init_logging(verbose, quiet,
                     log_format == "json" ? qbc::LogFormat::kJson : qbc::LogFormat::kText);
+  qbc::progress::set_heartbeat_interval(progress_interval);
   if (!action) return qbc::kExitBadInput;
   const qbc::Status st = action();
   if (st.ok()) return qbc::kExitOk;
-  const int rc = qbc::exit_code_for(st);
+  // Any failure after Ctrl-C / SIGTERM is the interruption (a step cut short by it may
+  // report its own error): events::error prints "interrupted".
+  const int rc = qbc::cancel::requested() ? qbc::cancel::exit_code() : qbc::exit_code_for(st);
   qbc::events::error(st, rc);
   return rc;
 }
