@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "qbc/calib/npy.h"
+#include "qbc/support/cancel.h"
 #include "qbc/support/file_util.h"
 #include "qbc/support/hash.h"
 #include "qbc/support/logging.h"
@@ -178,6 +179,7 @@ StatusOr<PrepareResult> prepare_calib_dir(const PrepareOptions& o, const tokeniz
   std::vector<float> embeds;
   const std::vector<int64_t> shape = {1, o.seq_len, table.hidden};
   for (int64_t i = 0; i < o.num_samples; ++i) {
+    QBC_RETURN_IF_ERROR(cancel::check("calibration sample " + std::to_string(i)));
     const auto begin = tokens.begin() + r.offsets[static_cast<size_t>(i)];
     std::copy(begin, begin + o.seq_len, window.begin());
     if (r.bos_replaced) window[0] = tok.bos_id();

@@ -15,6 +15,7 @@
 
 #include "meta_check.h"
 #include "qbc/mxq/bundle_codec.h"
+#include "qbc/support/cancel.h"
 #include "qbc/support/file_util.h"
 #include "qbc/support/hash.h"
 
@@ -370,6 +371,11 @@ StatusOr<std::vector<WrittenFile>> write_model(const std::string& path, const Wr
     if (o) temps.push_back(tmp);
     o.write(f.layout.head.data(), static_cast<std::streamsize>(f.layout.head.size()));
     for (const ContainerLayout::Piece& piece : f.layout.body) {
+      if (Status c = cancel::check("writing " + final_path); !c.ok()) {
+        o.close();
+        cleanup();
+        return c;
+      }
       o.write(piece.bytes.data(), static_cast<std::streamsize>(piece.bytes.size()));
       o.write(zeros.data(), static_cast<std::streamsize>(piece.pad));
     }

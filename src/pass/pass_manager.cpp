@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "qbc/support/cancel.h"
 #include "qbc/support/file_util.h"
 #include "qbc/support/logging.h"
 
@@ -87,6 +88,8 @@ Status run_steps(const std::vector<Step>& steps, const UnitHooks& hooks,
       return internal_error(hooks.stage, ": pass ", s.name, " needs ", hooks.describe(missing),
                             ", which an earlier pass declared but did not provide");
     }
+    // A safe point: between passes nothing is half made.
+    QBC_RETURN_IF_ERROR(cancel::check(hooks.stage + " pass " + s.name));
     events::step(hooks.stage, static_cast<int>(i) + 1, total, s.name);
     const auto t0 = std::chrono::steady_clock::now();
     StatusOr<bool> changed = s.run();

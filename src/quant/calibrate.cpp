@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "qbc/support/cancel.h"
 #include "qbc/support/logging.h"
 
 namespace qbc::quant {
@@ -97,6 +98,7 @@ StatusOr<CalibStats> collect_stats(const ir::Graph& g, runner::Runner& runner, s
   for (int pass = 0; pass < passes; ++pass) {
     for (size_t i = 0; i < n; ++i) {
       int64_t seq = 0;
+      QBC_RETURN_IF_ERROR(cancel::check("calibration sample " + std::to_string(i)));
       QBC_RETURN_IF_ERROR(samples(i, &embeds, &seq).with_context("calibration sample ", i));
       runner.reset();
       QBC_RETURN_IF_ERROR(

@@ -6,6 +6,7 @@
 
 #include "qbc/quant/block_runner.h"
 #include "qbc/quant/calibrate.h"
+#include "qbc/support/cancel.h"
 #include "qbc/support/logging.h"
 
 namespace qbc::quant {
@@ -119,6 +120,11 @@ StatusOr<ir::Graph> segment_graph(const ir::Graph& g, const SegmentPlan& seg, si
   return sub;
 }
 
+/// Where a cancelled run stopped: "calibration sample 3, segment 2".
+std::string sample_where(size_t sample, size_t segment) {
+  return "calibration sample " + std::to_string(sample) + ", segment " + std::to_string(segment);
+}
+
 }  // namespace
 
 StatusOr<BlockRunner> BlockRunner::create(const ir::Graph& g, size_t n, const SampleSource& samples,
@@ -136,6 +142,7 @@ StatusOr<BlockRunner> BlockRunner::create(const ir::Graph& g, size_t n, const Sa
   r.stream_.resize(n);
   r.seqs_.assign(n, 0);
   for (size_t i = 0; i < n; ++i) {
+    QBC_RETURN_IF_ERROR(cancel::check("loading calibration sample " + std::to_string(i)));
     QBC_RETURN_IF_ERROR(
         samples(i, &r.stream_[i], &r.seqs_[i]).with_context("calibration sample ", i));
   }
@@ -157,6 +164,7 @@ Status BlockRunner::run(size_t s, const ir::WeightReader& weights, const Visitor
   session->set_keep_activations(true);
   std::vector<float> out;
   for (size_t i = 0; i < stream_.size(); ++i) {
+    QBC_RETURN_IF_ERROR(cancel::check(sample_where(i, s)));
     session->reset();
     QBC_RETURN_IF_ERROR(session->forward_embeds(stream_[i], seqs_[i], &out)
                             .with_context("calibration sample ", i, ", segment ", s));
@@ -194,6 +202,7 @@ Status BlockRunner::advance(size_t s, const ir::WeightReader& weights) {
                          ref::Session::create(graphs_[s], weights, session_));
     std::vector<float> out;
     for (size_t i = 0; i < stream_.size(); ++i) {
+      QBC_RETURN_IF_ERROR(cancel::check(sample_where(i, s)));
       session->reset();
       QBC_RETURN_IF_ERROR(session->forward_embeds(stream_[i], seqs_[i], &out)
                               .with_context("calibration sample ", i, ", segment ", s));

@@ -43,6 +43,7 @@
 #include "qbc/quant/float_target.h"
 #include "qbc/quant/gptq.h"
 #include "qbc/quant/weight_passes.h"
+#include "qbc/support/cancel.h"
 #include "qbc/support/logging.h"
 #include "transform_util.h"
 
@@ -298,6 +299,7 @@ class HessianQuant final : public Pass {
         cross.reset();
         rcross.reset();
         for (size_t li = 0; li < grp.linears.size(); ++li) {
+          QBC_RETURN_IF_ERROR(cancel::check("hessianQuant: node '" + grp.linears[li].name + "'"));
           const Target& t = grp.linears[li];
           QBC_ASSIGN_OR_RETURN(Matrix m, read_matrix(ctx, t.weight));
           if (m.cols != in) {

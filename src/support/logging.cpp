@@ -9,6 +9,8 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "live_line.h"
+#include "qbc/support/cancel.h"
 #include "qbc/support/progress.h"
 
 namespace qbc {
@@ -27,44 +29,7 @@ LogState& state() {
   return s;
 }
 
-using Clock = std::chrono::steady_clock;
-
-// The live progress line. Its own mutex: log sinks take it to clear and redraw the
-// line around a log record, so nothing may log while holding it.
-struct LiveLine {
-  std::mutex mu;
-  bool enabled = false;  // text mode, stderr a terminal, not -q
-  bool shown = false;    // a line is on the terminal now
-  Clock::time_point start = Clock::now(), work_start = Clock::now(), drawn;
-  progress::Line line;
-};
-
-LiveLine& live() {
-  static LiveLine l;
-  return l;
-}
-
-double since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-// Callers hold live().mu.
-void draw_locked(LiveLine& l) {
-  l.line.seconds = since(l.start);
-  l.line.step_seconds = since(l.work_start);
-  const std::string text = "\r" + progress::format(l.line) + "\033[K";
-  std::fwrite(text.data(), 1, text.size(), stderr);
-  std::fflush(stderr);
-  l.shown = true;
-  l.drawn = Clock::now();
-}
-
-void clear_locked(LiveLine& l) {
-  if (!l.shown) return;
-  std::fputs("\r\033[K", stderr);
-  std::fflush(stderr);
-  l.shown = false;
-}
+using live_line::Display;
 
 double now_seconds() {
   using namespace std::chrono;
@@ -104,12 +69,12 @@ class TextSink final : public spdlog::sinks::base_sink<std::mutex> {
 
  protected:
   void sink_it_(const spdlog::details::log_msg& msg) override {
-    LiveLine& l = live();
+    live_line::State& l = live_line::state();
     std::lock_guard<std::mutex> lock(l.mu);
     const bool redraw = l.shown;
-    clear_locked(l);
+    live_line::clear_locked(l);
     inner_->log(msg);
-    if (redraw) draw_locked(l);
+    if (redraw) live_line::draw_locked(l);
   }
   void flush_() override { inner_->flush(); }
   void set_pattern_(const std::string& pattern) override { inner_->set_pattern(pattern); }
@@ -131,10 +96,13 @@ void init_logging(int verbosity, bool quiet, LogFormat format) {
   s.format = format;
   s.quiet = quiet;
   {
-    LiveLine& l = live();
+    live_line::State& l = live_line::state();
     std::lock_guard<std::mutex> live_lock(l.mu);
-    l.enabled = format == LogFormat::kText && !quiet && isatty(fileno(stderr));
-    l.start = Clock::now();
+    const Display display = quiet                        ? Display::kNone
+                            : format == LogFormat::kJson ? Display::kJson
+                            : isatty(fileno(stderr))     ? Display::kTerminal
+                                                         : Display::kHeartbeat;
+    live_line::configure_locked(l, display);
   }
   s.level = quiet            ? spdlog::level::err
             : verbosity <= 0 ? spdlog::level::warn
@@ -175,93 +143,82 @@ void status(std::string_view stage, std::string_view message) {
 }
 
 void progress(std::string_view stage, int64_t done, int64_t total) {
-  if (state().quiet) return;
-  LiveLine& l = live();
+  live_line::State& l = live_line::state();
   progress::Line snapshot;
   {
     std::lock_guard<std::mutex> lock(l.mu);
+    if (l.display == Display::kNone) return;
     if (l.line.unit != stage || done < l.line.done) {
       // New work (another unit, or the count restarted): the estimate starts over.
       l.line.unit = std::string(stage);
-      l.work_start = Clock::now();
+      l.work_start = live_line::Clock::now();
     }
     l.line.done = done;
     l.line.total = total;
-    if (l.enabled) {
-      if (done >= total && l.line.steps == 0) {
-        // Work outside a pipeline ended: what the command prints next starts on a clean line.
-        clear_locked(l);
-        l.line = progress::Line{};
-      } else if (!l.shown || done == total || since(l.drawn) > 0.1) {
-        draw_locked(l);
+    live_line::activate_locked(l);
+    // Work outside a pipeline that ended: what the command prints next starts on a clean line.
+    const bool ended = done >= total && l.line.steps == 0;
+    if (l.display == Display::kTerminal) {
+      if (ended) {
+        live_line::finish_locked(l);
+      } else if (!l.shown || done == total || live_line::since(l.drawn) > 0.1) {
+        live_line::draw_locked(l);
       }
       return;
     }
-    l.line.seconds = since(l.start);
-    l.line.step_seconds = since(l.work_start);
+    live_line::stamp_locked(l);
     snapshot = l.line;
+    if (ended) live_line::finish_locked(l);
   }
   if (json_events()) {
-    nlohmann::json j = {{"event", "progress"}, {"time", now_seconds()},
-                        {"stage", stage},      {"done", done},
-                        {"total", total},      {"elapsed_s", snapshot.seconds}};
-    if (snapshot.steps > 0) {
-      j["step"] = snapshot.step;
-      j["steps"] = snapshot.steps;
-      j["pass"] = snapshot.pass;
-    }
-    if (const double left = progress::remaining_seconds(snapshot); left >= 0)
-      j["remaining_s"] = left;
-    write_json_line(j);
-  } else {
-    log(stage).info("{}/{}", done, total);
+    write_json_line(live_line::progress_event(snapshot, stage, /*heartbeat=*/false));
+  } else if (done == total) {
+    // -v: one line when counted work ends; while it runs, the heartbeat reports it.
+    const std::string rate = progress::format_rate(progress::rate(snapshot));
+    log(stage).info("{} {}/{} in {}{}", stage, done, total,
+                    progress::format_duration(snapshot.step_seconds),
+                    rate.empty() ? std::string() : " (" + rate + ")");
   }
 }
 
 void step(std::string_view stage, int step, int steps, std::string_view name) {
-  if (state().quiet) return;
-  LiveLine& l = live();
-  double seconds = 0;
+  live_line::State& l = live_line::state();
+  progress::Line snapshot;
   {
     std::lock_guard<std::mutex> lock(l.mu);
+    if (l.display == Display::kNone) return;
     l.line = progress::Line{};
     l.line.stage = std::string(stage);
     l.line.step = step;
     l.line.steps = steps;
     l.line.pass = std::string(name);
-    l.work_start = Clock::now();
-    if (l.enabled) {
-      draw_locked(l);
+    l.work_start = live_line::Clock::now();
+    live_line::activate_locked(l);
+    if (l.display == Display::kTerminal) {
+      live_line::draw_locked(l);
       return;
     }
-    seconds = since(l.start);
+    live_line::stamp_locked(l);
+    snapshot = l.line;
   }
   if (json_events()) {
-    write_json_line({{"event", "progress"},
-                     {"time", now_seconds()},
-                     {"stage", stage},
-                     {"step", step},
-                     {"steps", steps},
-                     {"pass", name},
-                     {"elapsed_s", seconds}});
+    write_json_line(live_line::progress_event(snapshot, stage, /*heartbeat=*/false));
   } else {
     log(stage).info("step {}/{}: {}", step, steps, name);
   }
 }
 
-void step_done(std::string_view stage) {
-  LiveLine& l = live();
+void step_done(std::string_view) {
+  live_line::State& l = live_line::state();
   std::lock_guard<std::mutex> lock(l.mu);
-  clear_locked(l);
-  l.line = progress::Line{};
+  live_line::finish_locked(l);
 }
 
 void summary(std::string_view command, std::string_view text, std::string_view json) {
   {
-    LiveLine& l = live();
+    live_line::State& l = live_line::state();
     std::lock_guard<std::mutex> lock(l.mu);
-    clear_locked(l);
-    l.line = progress::Line{};
+    live_line::finish_locked(l);
   }
   if (state().quiet) return;
   if (json_events()) {
@@ -284,18 +241,23 @@ void result(std::string_view command, std::string_view json) {
 }
 
 void error(const Status& st, int exit_code) {
+  {
+    live_line::State& l = live_line::state();
+    std::lock_guard<std::mutex> lock(l.mu);
+    live_line::finish_locked(l);
+  }
+  // Once Ctrl-C / SIGTERM asked to stop, a failure is the interruption (support/cancel.h).
+  const bool interrupted = cancel::requested();
   if (json_events()) {
     write_json_line({{"event", "error"},
                      {"time", now_seconds()},
-                     {"code", code_name(st.code())},
+                     {"code", interrupted ? std::string_view("cancelled") : code_name(st.code())},
                      {"exit_code", exit_code},
                      {"message", st.message()}});
+  } else if (interrupted) {
+    std::fputs("qbc: interrupted\n", stderr);
+    std::fflush(stderr);
   } else {
-    {
-      LiveLine& l = live();
-      std::lock_guard<std::mutex> lock(l.mu);
-      clear_locked(l);
-    }
     std::fprintf(stderr, "qbc: error: %s\n", st.message().c_str());
     std::fflush(stderr);
   }

@@ -83,9 +83,13 @@ RunResult run_command(const std::string& command) {
   return r;
 }
 
-RunResult run_qbc(const std::string& args) {
+std::string qbc_binary() {
   const char* env = std::getenv("QBC_BINARY");
-  return run_command(shell_quote(env && *env ? env : QBC_DEFAULT_BINARY) + " " + args);
+  return env && *env ? env : QBC_DEFAULT_BINARY;
+}
+
+RunResult run_qbc(const std::string& args) {
+  return run_command(shell_quote(qbc_binary()) + " " + args);
 }
 
 }  // namespace qbc::testing

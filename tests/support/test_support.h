@@ -32,6 +32,8 @@ struct RunResult {
 };
 /// Runs `command` (any /bin/sh text) with stdin from /dev/null, capturing stdout and stderr.
 RunResult run_command(const std::string& command);
+/// The qbc binary: $QBC_BINARY, else the built one.
+std::string qbc_binary();
 /// Runs the qbc binary ($QBC_BINARY, else the built one) with `args` through /bin/sh
 /// (args are passed verbatim, quote as needed: see shell_quote()).
 RunResult run_qbc(const std::string& args);

@@ -8,6 +8,7 @@
 #include "qbc/calib/prepare.h"
 #include "qbc/driver/generate.h"
 #include "qbc/driver/model_loader.h"
+#include "qbc/support/cancel.h"
 #include "qbc/support/logging.h"
 #include "qbc_git_describe.h"
 
@@ -25,6 +26,8 @@ struct CalibPrepareOptions {
 };
 
 Status run_calib_prepare(const CalibPrepareOptions& o) {
+  // Ctrl-C stops at the next sample; the temporary folder is removed on the way out.
+  cancel::SignalScope signals;
   namespace fs = std::filesystem;
   // Cheap checks first, so a typo fails before the model is loaded.
   QBC_RETURN_IF_ERROR(calib::check_output_dir(o.output, o.force));

@@ -14,6 +14,7 @@
 #include "qbc/npu/memory_plan.h"
 #include "qbc/quant/pipeline.h"
 #include "qbc/quant/shape_only.h"
+#include "qbc/support/cancel.h"
 #include "qbc/support/logging.h"
 #include "qbc/support/progress.h"
 #include "qbc_git_describe.h"
@@ -76,6 +77,9 @@ Status run_quantize(const QuantizeOptions& o) {
     QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_config(o.config));
     return print_pipeline(o, cfg);
   }
+  // Ctrl-C / SIGTERM stop the work at its next safe point; the status unwinds through the
+  // cleanups below (temporary folder, sidecar, MXQ temporaries), so nothing partial is left.
+  cancel::SignalScope signals;
   if (o.model.empty())
     return invalid_argument(o.command, ": the model (HF folder, .gguf or .mblt) is required");
   const bool compile = o.command == "compile";

@@ -1,5 +1,6 @@
 // qbc: compiles HuggingFace decoder LLMs into quantized programs for the ARIES NPU.
 #include <google/protobuf/stubs/common.h>
+#include <malloc.h>
 #include <spdlog/version.h>
 
 #include <CLI/CLI.hpp>
@@ -7,8 +8,10 @@
 
 #include "cli.h"
 #include "qbc/ir/serialize.h"
+#include "qbc/support/cancel.h"
 #include "qbc/support/exit_codes.h"
 #include "qbc/support/logging.h"
+#include "qbc/support/progress.h"
 #include "qbc_git_describe.h"
 
 namespace {
@@ -24,7 +27,9 @@ std::string version_text() {
 
 const char* kFooter =
     "Exit codes: 0 ok, 2 bad usage/config/input, 3 unsupported model or feature,\n"
-    "            4 does not fit the target, 70 internal error.\n"
+    "            4 does not fit the target, 70 internal error, 130 interrupted (Ctrl-C;\n"
+    "            143 for SIGTERM): quantize, compile and calib prepare stop at the next\n"
+    "            safe point and remove their temporary files and partial outputs.\n"
     "Docs: docs/cli.md (commands), docs/config.md (every config key).";
 
 int run(int argc, char** argv) {
@@ -38,12 +43,19 @@ int run(int argc, char** argv) {
   int verbose = 0;
   bool quiet = false;
   std::string log_format = "text";
+  double progress_interval = 30.0;
   app.add_flag("-v,--verbose", verbose, "More logging: -v info (one line per stage), -vv debug");
   app.add_flag("-q,--quiet", quiet, "Errors only");
   app.add_option("--log-format", log_format,
                  "stderr format: text, or json (one JSON event per line: status, progress, result, "
                  "log, error)")
       ->check(CLI::IsMember({"text", "json"}));
+  app.add_option("--progress-interval", progress_interval,
+                 "Seconds between heartbeat progress lines when stderr is not a terminal (a log "
+                 "file, a pipe, CI): stage, n/N, rate, elapsed, time left; with --log-format json "
+                 "progress events marked heartbeat. 0 turns them off")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.fallthrough();
 
   qbc::cli::Action action;
@@ -69,10 +81,13 @@ int run(int argc, char** argv) {
   }
   qbc::init_logging(verbose, quiet,
                     log_format == "json" ? qbc::LogFormat::kJson : qbc::LogFormat::kText);
+  qbc::progress::set_heartbeat_interval(progress_interval);
   if (!action) return qbc::kExitBadInput;
   const qbc::Status st = action();
   if (st.ok()) return qbc::kExitOk;
-  const int rc = qbc::exit_code_for(st);
+  // Any failure after Ctrl-C / SIGTERM is the interruption (a step cut short by it may
+  // report its own error): events::error prints "interrupted".
+  const int rc = qbc::cancel::requested() ? qbc::cancel::exit_code() : qbc::exit_code_for(st);
   qbc::events::error(st, rc);
   return rc;
 }
@@ -80,6 +95,14 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // glibc maps blocks above its mmap threshold (128 KB, adapting up to 32 MB) one by one and
+  // gives the free top of the heap back to the kernel, so every calibration sample's tensors
+  // were mapped and zero-filled again: 14.3 million page faults and as much kernel time as
+  // compute time on a stories260K llm compile (docs/performance.md, "Host memory and
+  // threads"). Blocks up to 32 MB (the most mallopt allows) now come from the heap, and up
+  // to 1 GiB of freed heap stays for reuse; the results are byte-identical.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
   // Stage APIs return Status; anything thrown past them is a bug, reported as such.
   try {
     return run(argc, argv);

@@ -7,6 +7,7 @@
 // verifier see the damage).
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -27,6 +28,7 @@
 #include "qbc/mxq/model_file.h"
 #include "qbc/runtime/device.h"
 #include "qbc/runtime/npu_session.h"
+#include "qbc/support/cancel.h"
 #include "qbc/support/exit_codes.h"
 #include "test_support.h"
 #include "unit/mxq/compile_fixture.h"
@@ -186,6 +188,27 @@ TEST(MxqReader, WritingIsDeterministic) {
   const auto w = mxq::write_model(p.string(), req);
   ASSERT_TRUE(w.ok()) << w.status().to_string();
   EXPECT_TRUE(testing::read_file(p) == compiled().bytes);
+}
+
+// Ctrl-C while the file is written: the writer stops at its next section, removes its
+// temporary file and never renames anything into place.
+TEST(MxqReader, ACancelledWriteLeavesNothingBehind) {
+  REQUIRE_COMPILED();
+  auto m = load(compiled().bytes);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  mxq::WriteRequest req;
+  req.bundle = m->bundle.get();
+  req.meta = m->meta;
+  req.assets = m->assets;
+  req.blocks = m->meta.blocks();
+  const fs::path dir = testing::temp_dir();
+  cancel::request(SIGINT);
+  const auto w = mxq::write_model((dir / "q.mxq").string(), req);
+  cancel::reset();
+  ASSERT_FALSE(w.ok());
+  EXPECT_TRUE(contains(w.status().message(), "interrupted at writing ")) << w.status().message();
+  EXPECT_TRUE(contains(w.status().message(), "q.mxq")) << w.status().message();
+  EXPECT_TRUE(fs::is_empty(dir)) << fs::directory_iterator(dir)->path();
 }
 
 TEST(MxqReader, TruncatedAtEverySectionBoundaryNamesTheSection) {

@@ -6,12 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <csignal>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "qbc/pass/pass_registry.h"
 #include "qbc/pass/pipeline.h"
+#include "qbc/support/cancel.h"
 #include "qbc/support/exit_codes.h"
 #include "test_support.h"
 
@@ -125,6 +127,35 @@ TEST(PassManager, RefusesUnmetNeedsBeforeAnyPassRuns) {
   ToyContext held;
   held.held = kTable | kLimit;
   QBC_ASSERT_OK(run_passes(make({Append("reader", 2, kTable | kLimit)}), held, {}, nullptr));
+}
+
+/// Appends `value` and then asks for cancellation, as Ctrl-C during the pass would.
+class AppendThenInterrupt final : public Pass<ToyContext> {
+ public:
+  std::string name() const override { return "interrupted"; }
+  StatusOr<bool> run(ToyContext& ctx) override {
+    ctx.unit.push_back(2);
+    cancel::request(SIGINT);
+    return true;
+  }
+};
+
+// Ctrl-C during a pass: that pass finishes (it has no safe point of its own), the next one
+// never starts, and the run fails naming where it stopped.
+TEST(PassManager, StopsAtTheNextPassBoundaryWhenCancelled) {
+  ToyContext ctx;
+  Passes passes;
+  passes.push_back(std::make_unique<Append>("first", 1));
+  passes.push_back(std::make_unique<AppendThenInterrupt>());
+  passes.push_back(std::make_unique<Append>("after", 3));
+  std::vector<PassRecord> records;
+  Status s = run_passes(passes, ctx, {}, &records);
+  EXPECT_TRUE(cancel::requested());
+  cancel::reset();
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message(), "interrupted at toy pass after");
+  EXPECT_EQ(ctx.unit, (std::vector<int>{1, 2}));
+  EXPECT_EQ(records.size(), 2u);
 }
 
 // A pass that breaks the unit's invariant is a bug: internal error (exit 70) naming the
