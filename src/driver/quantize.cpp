@@ -6,8 +6,8 @@
 
 #include "qbc/calib/calib_data.h"
 #include "qbc/driver/generate.h"
-#include "qbc/driver/model_context.h"
 #include "qbc/driver/imported_weights.h"
+#include "qbc/driver/model_context.h"
 #include "qbc/ir/serialize.h"
 #include "qbc/quant/pass.h"
 #include "qbc/quant/pipeline.h"

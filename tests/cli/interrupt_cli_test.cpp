@@ -122,11 +122,12 @@ TEST(InterruptCli, CtrlCDuringCalibrationExits130AndLeavesNothingBesideTheOutput
   EXPECT_EQ(r.left, "") << "left beside the output: " << r.left;
 }
 
-TEST(InterruptCli, SigtermDuringTheFitCheckExits143AndLeavesNothing) {
-  // The fit check runs the backend's passes before any calibration; the temporary folder
-  // already exists then.
+TEST(InterruptCli, SigtermDuringTheQuantPassesExits143AndLeavesNothing) {
+  // The temporary folder exists by then. (The fit check before calibration, the backend's
+  // npu-fit pipeline, plans without lowering and is over before a heartbeat can show it;
+  // the pass manager's stop between passes is unit-tested in pass_manager_test.)
   QBC_REQUIRE_SHARED(hf, "models/stories260k/hf");
-  const Interrupted r = interrupt(hf, "compile", "q.mxq", SIGTERM, "[progress] [npu");
+  const Interrupted r = interrupt(hf, "compile", "q.mxq", SIGTERM, "[progress] [quant");
   if (r.err.empty()) return;  // not started, or the stage never came: failed above
   EXPECT_EQ(r.exit_code, 143) << r.err;
   EXPECT_TRUE(contains(r.err, "qbc: interrupted\n")) << r.err;
