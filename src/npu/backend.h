@@ -1,13 +1,13 @@
 // Internal to the backend: the context its passes share (docs/npu.md "Passes"). It holds
 // the graph being compiled, the options, the decisions the passes have made so far (the
-// plan: each node's tiles and parameters, each value's DRAM place, the regions) and the
-// bundle they build. Each pass reads what an earlier pass provided (the resource bits) and
-// writes its own part; nothing else is shared between passes.
+// public npu::Plan of qbc/npu/plan.h: each node's tiles, each value's DRAM place, the
+// stages, the buffers and regions) and the bundle they build. Each pass reads what an
+// earlier pass provided (the resource bits) and writes its own part; nothing else is shared
+// between passes.
 #pragma once
 
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -16,50 +16,15 @@
 #include "qbc/ir/weight_reader.h"
 #include "qbc/isa/program.h"
 #include "qbc/npu/compile.h"
+#include "qbc/npu/plan.h"
 #include "qbc/pass/pass.h"
 
 namespace qbc::npu {
 
-/// A qlinear's decoded attributes and its place in the weight image.
-struct LinearInfo {
-  int64_t n = 0, k = 0, group = 0, groups = 1;  // groups: scale columns per channel
-  int w_bits = 8, in_bits = 8;
-  bool zero = false, bias = false, out_fp16 = true;
-  isa::QuantMode mode = isa::QuantMode::kTokenAffine;
-  float in_scale = 1.0f;
-  int32_t in_zero = 0;
-  LinearTiles t;
-  int64_t ntiles = 0, ktiles = 0, gt = 1;  // gt: groups per k tile (grouped) or 1
-  int32_t buf = -1;                        // DRAM weights buffer
-  // Offsets inside buf (bytes): w block per (n tile, k tile), scales and zero points per
-  // (n tile, k tile) when grouped else per n tile, bias per n tile.
-  std::vector<int64_t> w_off, ws_off, wz_off, b_off;
-  int64_t w_bytes = 0;  // bytes of one full w tile
-};
-
-/// An attention's descriptor, parameter block, KV buffers and tiles.
-struct AttnInfo {
-  int32_t desc = -1;    // Bundle::attentions
-  int32_t params = -1;  // DRAM buffer of the fp32 parameter block
-  int64_t params_bytes = 0;
-  int32_t kcache = -1, vcache = -1;  // DRAM KV buffers (per slot)
-  int64_t krow = 0, vrow = 0;        // bytes per cached row of one head (aligned)
-  AttnTiles t;
-  int64_t append_mt = 1;
-};
-
-/// The decisions of the planning passes, by MBLT node id.
-struct PlanState {
-  std::map<int, LinearInfo> lin;       // plan-tiles (tiles), plan-memory (image offsets)
-  std::map<int, AttnInfo> attn;        // plan-tiles (tiles), plan-memory (parameters, KV)
-  std::map<int, int32_t> norm_weight;  // plan-memory: RMSNorm weight buffer (fp32 [width])
-  std::map<int, int32_t> rope_desc;    // plan-tiles: Bundle::ropes index
-  std::vector<ValueLoc> loc;           // plan-memory: every value's DRAM place
-  int embeds = -1, positions = -1, output = -1;  // plan-tiles: the graph's inputs and output
-  int64_t budget = 0;                            // SRAM bytes per core
-  int64_t weights_top = 0, slot_top = 0;         // running DRAM offsets
-  std::vector<int32_t> slot_buffers;             // buffers placed in the per-slot region
-  int32_t scratch = -1;                          // attention merge scratch (DRAM)
+/// A compile's result: the bundle and the plan it was built from.
+struct Compiled {
+  isa::Bundle bundle;
+  Plan plan;
 };
 
 /// The backend's unit for the pass manager.
@@ -94,24 +59,21 @@ class Context {
   const bool verify_programs;
   const int64_t cache_quantized;
   isa::Bundle b;
-  PlanState plan;
+  Plan plan;
   pass::ResourceSet have = 0;
   /// Compiles the same graph with other options, shapes only, through the pipeline
   /// npu-probe (check-context's second compile at twice the cache).
-  std::function<StatusOr<isa::Bundle>(const Options&)> probe;
+  std::function<StatusOr<Compiled>(const Options&)> probe;
 
   /// The index of instruction pass tag `name` in b.passes (added on first use).
   int32_t pass_id(const std::string& name);
-  /// Rows per tile of a row-wise stage: the largest power of two up to min(cap, 128) whose
-  /// double-buffered rows fit the SRAM budget beside `fixed` bytes.
-  int64_t row_tile(int64_t bytes_per_row, int64_t fixed, int64_t cap) const;
 
   // The pass manager's hooks.
   static std::string describe(pass::ResourceSet r);
   pass::ResourceSet available() const { return have; }
   Status health() const { return ok_status(); }
-  /// The program verifier (docs/npu.md V1..V8) once the programs have their tokens, when
-  /// the pipeline verifies.
+  /// The plan verifier (docs/npu.md P1..P9) once there are tiles, and the program verifier
+  /// (V1..V8) once the programs have their tokens, when the pipeline verifies.
   Status verify() const;
   /// The plan (before lower) or the programs (after) as text.
   StatusOr<std::string> dump_text() const;
@@ -123,7 +85,14 @@ std::string node_label(const ir::Node& n);
 inline int64_t align_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/// The plan's own text: each planned node's tiles and each value's DRAM place.
+/// The plan's text (print_plan) and, once filled, a line on the weight image.
 std::string plan_text(const Context& cx);
+
+/// The type of value `id` in DRAM: fp32 for the logits output and the head's values other
+/// than rms_norm and fp16-out qlinears, else fp16 (slices: their input's; plan_tiles.cpp).
+isa::DType value_type(const ir::Graph& g, int32_t id, int32_t output);
+
+/// The DRAM buffers of the plan as the bundle's first buffers (plan-memory).
+void emit_buffers(const Plan& plan, isa::Bundle* b);
 
 }  // namespace qbc::npu

@@ -1,7 +1,8 @@
-// check-context (docs/npu.md "Passes", V9): the same graph compiled for twice the cache has
-// the same SRAM allocations and the same instruction streams' lengths; only DRAM sizes and
-// trip counts change. A check: it changes nothing, and a difference is a bug of the backend
-// (an internal error).
+// check-context (docs/npu.md "Passes", V9 and P10): the same graph compiled for twice the
+// cache has the same plan but for the growing KV buffers (P10: tiles, stage SRAM, buffer
+// sizes), the same SRAM allocations and the same instruction streams' lengths; only DRAM
+// sizes and trip counts change. A check: it changes nothing, and a difference is a bug of the
+// backend (an internal error).
 #include <memory>
 #include <string>
 #include <vector>
@@ -61,7 +62,7 @@ Status same_lengths(const isa::Bundle& a, const isa::Bundle& c, const std::strin
   return ok_status();
 }
 
-/// check-context: V9 by a second compile at twice the cache.
+/// check-context: P10 and V9 by a second compile at twice the cache.
 class CheckContext final : public pass::Pass<Context> {
  public:
   std::string name() const override { return "check-context"; }
@@ -69,7 +70,11 @@ class CheckContext final : public pass::Pass<Context> {
   StatusOr<bool> run(Context& cx) override {
     Options probe = cx.o;
     probe.max_cache = cx.o.max_cache * 2;
-    QBC_ASSIGN_OR_RETURN(const isa::Bundle other, cx.probe(probe));
+    QBC_ASSIGN_OR_RETURN(const Compiled longer, cx.probe(probe));
+    const isa::Bundle& other = longer.bundle;
+    if (Status s = verify_plan_context(cx.plan, longer.plan); !s.ok()) {
+      return internal_error("cache ", cx.o.max_cache, " vs ", probe.max_cache, ": ", s.message());
+    }
     const std::string where = "V9 (SRAM independent of the context): cache " +
                               std::to_string(cx.o.max_cache) + " vs " +
                               std::to_string(probe.max_cache) + ": ";

@@ -29,14 +29,6 @@ int32_t Context::pass_id(const std::string& name) {
   return static_cast<int32_t>(b.passes.size() - 1);
 }
 
-int64_t Context::row_tile(int64_t bytes_per_row, int64_t fixed, int64_t cap) const {
-  int64_t mt = 1;
-  while (mt * 2 <= std::min<int64_t>(cap, 128) &&
-         fixed + 2 * mt * bytes_per_row + 256 <= plan.budget)
-    mt *= 2;
-  return mt;
-}
-
 std::string Context::describe(pass::ResourceSet r) {
   std::string out;
   const std::pair<pass::ResourceSet, const char*> names[] = {{kTiles, "tile plan"},
@@ -51,6 +43,7 @@ std::string Context::describe(pass::ResourceSet r) {
 }
 
 Status Context::verify() const {
+  if ((have & kTiles) != 0) QBC_RETURN_IF_ERROR(verify_plan(plan));
   if ((have & kTokens) == 0 || !verify_programs) return ok_status();
   return isa::verify(b);
 }
@@ -160,22 +153,21 @@ std::vector<pass::PipelineEntry> entries_of(const Named& p) {
 /// check-context's second compile: npu-programs, shapes only, outside the pass
 /// manager (no progress events, no dumps), with the attention nodes still
 /// checked against the cache the graph was quantized for.
-StatusOr<isa::Bundle> probe(const ir::Graph& graph, const Options& options,
-                            int64_t cache_quantized) {
+StatusOr<Compiled> probe(const ir::Graph& graph, const Options& options, int64_t cache_quantized) {
   QBC_ASSIGN_OR_RETURN(const Named* p, find_pipeline("npu-programs"));
   Context cx(graph, options, nullptr, ir::Int8View{}, p->verify, cache_quantized);
   for (const Row& r : p->rows) {
     QBC_ASSIGN_OR_RETURN(PassPtr pass, npu_passes().create(r.pass, options));
     QBC_RETURN_IF_ERROR(pass->run(cx).status().with_context("probe pass ", r.pass));
   }
-  return std::move(cx.b);
+  return Compiled{std::move(cx.b), std::move(cx.plan)};
 }
 
 /// Runs pipeline `p` on a fresh context for `graph`.
 StatusOr<isa::Bundle> run(const Named& p, const ir::Graph& graph, const Options& options,
                           const ir::WeightReader* weights, const ir::Int8View& codes,
                           const pass::Instrumentation& instr, int64_t cache_quantized,
-                          std::vector<pass::PassRecord>* records) {
+                          std::vector<pass::PassRecord>* records, Plan* plan) {
   QBC_RETURN_IF_ERROR(check_instrumentation(p.name, instr));
   Context cx(graph, options, weights, codes, p.verify, cache_quantized);
   cx.probe = [&graph, cache_quantized](const Options& o) {
@@ -187,6 +179,7 @@ StatusOr<isa::Bundle> run(const Named& p, const ir::Graph& graph, const Options&
     pm.add(std::move(pass));
   }
   QBC_RETURN_IF_ERROR(pm.run(cx, records));
+  if (plan != nullptr) *plan = std::move(cx.plan);
   return std::move(cx.b);
 }
 
@@ -230,9 +223,9 @@ Status check_instrumentation(const std::string& pipeline_name, const pass::Instr
 StatusOr<isa::Bundle> run_pipeline(const std::string& name, const ir::Graph& graph,
                                    const Options& options, const ir::WeightReader* weights,
                                    const ir::Int8View& codes, const pass::Instrumentation& instr,
-                                   std::vector<pass::PassRecord>* records) {
+                                   std::vector<pass::PassRecord>* records, Plan* plan) {
   QBC_ASSIGN_OR_RETURN(const Named* p, find_pipeline(name));
-  return run(*p, graph, options, weights, codes, instr, options.max_cache, records);
+  return run(*p, graph, options, weights, codes, instr, options.max_cache, records, plan);
 }
 
 StatusOr<isa::Bundle> compile(const ir::Graph& graph, const ir::WeightReader& weights,

@@ -40,8 +40,8 @@ class Filler {
   Status linear(const Node& n, int id);
 
  private:
-  Status codes(const Node& n, const LinearInfo& li, int64_t nt, const int8_t* raw);
-  Status scales(const Node& n, const LinearInfo& li, int64_t nt);
+  Status codes(const Node& n, const LinearPlan& li, int64_t nt, const int8_t* raw);
+  Status scales(const Node& n, const LinearPlan& li, int64_t nt);
   int64_t offset(int32_t buf) const { return cx_.b.buffers[static_cast<size_t>(buf)].offset; }
 
   Context& cx_;
@@ -61,15 +61,14 @@ Status Filler::read(const std::string& name, std::vector<float>* v) const {
 
 Status Filler::norm(const Node& n, int id) {
   QBC_RETURN_IF_ERROR(read(n.operands[1].weight, &v_));
-  const int64_t base = offset(cx_.plan.norm_weight[id]);
+  const int64_t base = offset(cx_.plan.nodes[static_cast<size_t>(id)].norm_weight);
   for (size_t j = 0; j < v_.size(); ++j) put_f32(img_, base + static_cast<int64_t>(4 * j), v_[j]);
   return ok_status();
 }
 
 Status Filler::attention(const Node& n, int id) {
-  const AttnInfo& ai = cx_.plan.attn[id];
-  const isa::AttnDesc& d = cx_.b.attentions[static_cast<size_t>(ai.desc)];
-  const int64_t kvw = d.kv_heads * d.head_dim;
+  const AttentionPlan& ai = cx_.plan.nodes[static_cast<size_t>(id)].attention;
+  const int64_t kvw = ai.kv_heads * ai.head_dim;
   int64_t at = offset(ai.params);
   auto put_list = [&](const char* key, int64_t count) -> Status {
     std::vector<double> x = n.attrs.has(key) ? n.attrs.get_floats(key) : std::vector<double>();
@@ -84,7 +83,7 @@ Status Filler::attention(const Node& n, int id) {
     }
     return ok_status();
   };
-  QBC_RETURN_IF_ERROR(put_list("q_scale", d.heads));
+  QBC_RETURN_IF_ERROR(put_list("q_scale", ai.heads));
   QBC_RETURN_IF_ERROR(put_list("k_scale", kvw));
   QBC_RETURN_IF_ERROR(put_list("v_scale", kvw));
   QBC_RETURN_IF_ERROR(put_list("k_offset", kvw));
@@ -93,7 +92,7 @@ Status Filler::attention(const Node& n, int id) {
 }
 
 /// The code blocks of channel tile `nt`: dense [nt, kn] tiles, one per K tile.
-Status Filler::codes(const Node& n, const LinearInfo& li, int64_t nt, const int8_t* raw) {
+Status Filler::codes(const Node& n, const LinearPlan& li, int64_t nt, const int8_t* raw) {
   const LinearTiles& t = li.t;
   const DType wt = isa::code_type(li.w_bits);
   const int64_t base = offset(li.buf);
@@ -137,7 +136,7 @@ Status Filler::codes(const Node& n, const LinearInfo& li, int64_t nt, const int8
 }
 
 /// The scale (and zero-point) blocks and the bias block of channel tile `nt`.
-Status Filler::scales(const Node& n, const LinearInfo& li, int64_t nt) {
+Status Filler::scales(const Node& n, const LinearPlan& li, int64_t nt) {
   const LinearTiles& t = li.t;
   const int64_t base = offset(li.buf);
   const int64_t sblocks = li.group > 0 ? li.ktiles : 1;
@@ -170,7 +169,7 @@ Status Filler::scales(const Node& n, const LinearInfo& li, int64_t nt) {
 }
 
 Status Filler::linear(const Node& n, int id) {
-  const LinearInfo& li = cx_.plan.lin[id];
+  const LinearPlan& li = cx_.plan.nodes[static_cast<size_t>(id)].linear;
   // The codes as stored (int8 in a sidecar) when the caller can view them, else as floats.
   const ir::Weight* cw = cx_.g.find_weight(n.operands[1].weight);
   if (cw == nullptr) return invalid_argument("unknown weight '", n.operands[1].weight, "'");
@@ -207,7 +206,7 @@ class FillWeights final : public pass::Pass<Context> {
     cx.have |= Context::kImage;
     if (cx.weights == nullptr) return true;  // the embedding's shape only
     cx.b.image_base = 0;
-    cx.b.image.assign(static_cast<size_t>(cx.plan.weights_top), 0);
+    cx.b.image.assign(static_cast<size_t>(cx.plan.regions.weights), 0);
     const auto& nodes = cx.g.nodes();
     for (size_t i = 0; i < nodes.size(); ++i) {
       const Node& n = nodes[i];

@@ -28,7 +28,8 @@ class AttentionLowering {
       : n_(n),
         id_(id),
         L_(L),
-        ai_(L.cx.plan.attn[id]),
+        np_(L.cx.plan.nodes[static_cast<size_t>(id)]),
+        ai_(np_.attention),
         d_(L.cx.b.attentions[static_cast<size_t>(ai_.desc)]),
         H_(d_.heads),
         KV_(d_.kv_heads),
@@ -52,12 +53,15 @@ class AttentionLowering {
   void merge_max();
   void store_sums();
   void outputs(const Expr& row0, const Expr& rows);
-  const ValueLoc& loc(int value) const { return L_.cx.plan.loc[static_cast<size_t>(value)]; }
+  const ValueLoc& loc(int value) const {
+    return L_.cx.plan.nodes[static_cast<size_t>(value)].place;
+  }
 
   const Node& n_;
   const int id_;
   CoreLowering& L_;
-  const AttnInfo& ai_;
+  const NodePlan& np_;
+  const AttentionPlan& ai_;
   const isa::AttnDesc& d_;
   const int64_t H_, KV_, hd_, g_;
   const DType kt_, vt_;
@@ -87,7 +91,7 @@ void AttentionLowering::append() {
   const int c = L_.c, P = L_.P;
   const int64_t kvw = KV_ * hd_;
   const int64_t mt = std::min(ai_.append_mt, L_.cap);
-  SramStage sram = L_.sram(n_.name + ".append");
+  SramStage sram = L_.sram(n_.name + ".append", np_.stage);
   const int32_t k16 = sram.alloc("k", DType::kF16, mt * kvw * 2, {mt, kvw});
   const int32_t v16 = sram.alloc("v", DType::kF16, mt * kvw * 2, {mt, kvw});
   const int32_t kc = sram.alloc("kcodes", kt_, isa::dtype_bytes(kt_, mt * kvw), {mt, kvw});
@@ -132,7 +136,7 @@ void AttentionLowering::alloc_attend() {
   br_ = std::min(ai_.t.br, L_.cap);
   bc_ = ai_.t.bc;
   rg_ = br_ * g_;
-  SramStage sram = L_.sram(n_.name);
+  SramStage sram = L_.sram(n_.name, np_.stage + 1);
   qt_ = sram.alloc("q", DType::kF16, br_ * H_ * hd_ * 2, {br_, H_ * hd_});
   yt_ = sram.alloc("y", DType::kF16, br_ * H_ * hd_ * 2, {br_, H_ * hd_});
   prm_ = sram.alloc("params", DType::kF32, ai_.params_bytes, {ai_.params_bytes / 4});

@@ -16,127 +16,185 @@ using isa::Expr;
 using isa::Queue;
 using isa::Sym;
 
-void lower_linear(const Node& n, int id, CoreLowering& L) {
-  const int c = L.c, P = L.P;
-  const int64_t cap = L.cap;
-  const int32_t pass = L.cx.pass_id("lower-projections");
-  const LinearInfo& li = L.cx.plan.lin[id];
-  const ValueLoc& x = L.cx.plan.loc[static_cast<size_t>(n.operands[0].value)];
-  const ValueLoc& y = L.cx.plan.loc[static_cast<size_t>(id)];
-  const int64_t a = c * li.ntiles / P, b = (c + 1) * li.ntiles / P;
-  if (a == b) return;  // more cores than channel tiles: this core waits at the barrier
-  const int64_t mt = std::min(li.t.mt, cap), nt = li.t.nt, K = li.k;
-  const DType xt = li.in_bits == 16 ? DType::kI16 : DType::kI8;
-  const DType wt = isa::code_type(li.w_bits);
-  const DType acct = li.in_bits == 16 ? DType::kI64 : DType::kI32;
-  const DType yt = li.out_fp16 ? DType::kF16 : DType::kF32;
-  const int64_t cb = isa::dtype_bytes(xt, 1), yb = isa::dtype_bytes(yt, 1);
-  const int64_t accb = isa::dtype_bytes(acct, 1);
-  const int64_t sblk = align_up(nt * li.gt * 4, L.cx.o.target.dma_align);
-  SramStage sram = L.sram(n.name);
-  const int32_t x16 = sram.alloc("x", DType::kF16, mt * K * 2, {mt, K});
-  const int32_t codes = sram.alloc("codes", xt, mt * K * cb, {mt, K});
-  const int32_t xs = sram.alloc("xscale", DType::kF32, mt * 4, {mt});
-  const int32_t xz = sram.alloc("xzero", DType::kI32, mt * 4, {mt});
-  const int32_t wbuf = sram.alloc("w", wt, 2 * li.w_bytes, {2, nt, li.t.kt});
-  const int32_t wsb = sram.alloc("wscale", DType::kF32, 2 * sblk, {2, nt, li.gt});
-  const int32_t wzb = li.zero ? sram.alloc("wzero", DType::kI32, 2 * sblk, {2, nt, li.gt}) : -1;
-  const int32_t bb = li.bias ? sram.alloc("bias", DType::kF32, 2 * nt * 4, {2, nt}) : -1;
-  const int32_t acc = sram.alloc("acc", acct, mt * nt * li.gt * accb, {mt, nt, li.gt});
-  const int32_t fsum = sram.alloc("fsum", DType::kF32, mt * nt * 4, {mt, nt});
-  const int32_t ybuf = sram.alloc("y", yt, 2 * mt * nt * yb, {2, mt, nt});
-  const int var = L.s.begin_loop(Expr::sym(Sym::kSeq).ceildiv(Expr(mt)), id, pass);
-  const Expr row0 = Expr::loop(var) * Expr(mt);
-  const Expr rows = (Expr::sym(Sym::kSeq) - row0).min(Expr(mt));
-  ValueLoc xin = x;
-  L.s.emit(L.load_rows(xin, x16, row0, rows), Queue::kLoad, id, pass);
+namespace {
+
+/// One qlinear lowered on one core: its SRAM stage, then per activation row tile the input
+/// quantization and the core's channel tiles, each streamed through its K tiles.
+class LinearLowering {
+ public:
+  LinearLowering(const Node& n, int id, CoreLowering& L)
+      : id_(id),
+        L_(L),
+        np_(L.cx.plan.nodes[static_cast<size_t>(id)]),
+        li_(np_.linear),
+        x_(L.cx.plan.nodes[static_cast<size_t>(n.operands[0].value)].place),
+        y_(np_.place),
+        mt_(std::min(li_.t.mt, L.cap)),
+        nt_(li_.t.nt),
+        xt_(li_.in_bits == 16 ? DType::kI16 : DType::kI8),
+        wt_(isa::code_type(li_.w_bits)),
+        acct_(li_.in_bits == 16 ? DType::kI64 : DType::kI32),
+        yt_(li_.out_fp16 ? DType::kF16 : DType::kF32),
+        cb_(isa::dtype_bytes(xt_, 1)),
+        yb_(isa::dtype_bytes(yt_, 1)),
+        sblk_(align_up(nt_ * li_.gt * 4, L.cx.o.target.dma_align)),
+        pass_(L.cx.pass_id("lower-projections")) {}
+
+  /// Channel tiles [a, b) of this core (a contiguous range; none: the core only waits).
+  void run(const std::string& name, int64_t a, int64_t b);
+
+ private:
+  void alloc(const std::string& name);
+  void quantize(const Expr& row0, const Expr& rows);
+  void block_load(int32_t dst, int64_t dst_off, int64_t src_off, int64_t bytes);
+  void channel_tile(int64_t ti, int64_t p, const Expr& row0, const Expr& rows);
+  void k_tile(int64_t ti, int64_t kt, int64_t p, const Expr& rows);
+
+  const int id_;
+  CoreLowering& L_;
+  const NodePlan& np_;
+  const LinearPlan& li_;
+  const ValueLoc& x_;
+  const ValueLoc& y_;
+  const int64_t mt_, nt_;
+  const DType xt_, wt_, acct_, yt_;
+  const int64_t cb_, yb_, sblk_;
+  const int32_t pass_;
+  int32_t x16_ = -1, codes_ = -1, xs_ = -1, xz_ = -1, wbuf_ = -1, wsb_ = -1, wzb_ = -1, bb_ = -1;
+  int32_t acc_ = -1, fsum_ = -1, ybuf_ = -1;
+  int64_t wcount_ = 0;  // weight blocks loaded so far: their buffer half alternates
+};
+
+void LinearLowering::alloc(const std::string& name) {
+  const int64_t mt = mt_, nt = nt_, K = li_.k, gt = li_.gt;
+  SramStage sram = L_.sram(name, np_.stage);
+  x16_ = sram.alloc("x", DType::kF16, mt * K * 2, {mt, K});
+  codes_ = sram.alloc("codes", xt_, mt * K * cb_, {mt, K});
+  xs_ = sram.alloc("xscale", DType::kF32, mt * 4, {mt});
+  xz_ = sram.alloc("xzero", DType::kI32, mt * 4, {mt});
+  wbuf_ = sram.alloc("w", wt_, 2 * li_.w_bytes, {2, nt, li_.t.kt});
+  wsb_ = sram.alloc("wscale", DType::kF32, 2 * sblk_, {2, nt, gt});
+  if (li_.zero) wzb_ = sram.alloc("wzero", DType::kI32, 2 * sblk_, {2, nt, gt});
+  if (li_.bias) bb_ = sram.alloc("bias", DType::kF32, 2 * nt * 4, {2, nt});
+  acc_ = sram.alloc("acc", acct_, mt * nt * gt * isa::dtype_bytes(acct_, 1), {mt, nt, gt});
+  fsum_ = sram.alloc("fsum", DType::kF32, mt * nt * 4, {mt, nt});
+  ybuf_ = sram.alloc("y", yt_, 2 * mt * nt * yb_, {2, mt, nt});
+}
+
+/// The row tile's fp16 inputs, quantized once for every channel tile.
+void LinearLowering::quantize(const Expr& row0, const Expr& rows) {
+  L_.s.emit(L_.load_rows(x_, x16_, row0, rows), Queue::kLoad, id_, pass_);
   isa::Quantize q;
-  q.x = ref(x16);
-  q.codes = ref(codes);
-  q.scale = ref(xs);
-  q.zero = ref(xz);
+  q.x = ref(x16_);
+  q.codes = ref(codes_);
+  q.scale = ref(xs_);
+  q.zero = ref(xz_);
   q.rows = rows;
-  q.k = K;
-  q.bits = li.in_bits;
-  q.mode = li.mode;
-  q.static_scale = li.in_scale;
-  q.static_zero = li.in_zero;
-  L.s.emit(q, Queue::kCompute, id, pass);
-  auto block_load = [&](int32_t dst, int64_t dst_off, int64_t src_off, int64_t bytes) {
-    isa::Dma d;
-    d.dst = ref(dst, Expr(dst_off));
-    d.src = ref(li.buf, Expr(src_off));
-    d.row_bytes = bytes;
-    d.dst_stride = d.src_stride = bytes;
-    L.s.emit(d, Queue::kLoad, id, pass);
-  };
-  int64_t wcount = 0;
-  for (int64_t ti = a; ti < b; ++ti) {
-    const int64_t u = ti - a, p = u % 2;
-    const int64_t ntw = std::min(nt, li.n - ti * nt);
-    if (li.bias) block_load(bb, p * nt * 4, li.b_off[static_cast<size_t>(ti)], nt * 4);
-    if (li.group == 0) {
-      block_load(wsb, p * sblk, li.ws_off[static_cast<size_t>(ti)], sblk);
-      if (li.zero) block_load(wzb, p * sblk, li.wz_off[static_cast<size_t>(ti)], sblk);
-    }
-    for (int64_t kt = 0; kt < li.ktiles; ++kt, ++wcount) {
-      const int64_t wp = wcount % 2;
-      const int64_t k0 = kt * li.t.kt, kn = std::min(li.t.kt, K - k0);
-      block_load(wbuf, wp * li.w_bytes, li.w_off[static_cast<size_t>(ti * li.ktiles + kt)],
-                 li.w_bytes);
-      const int64_t sp = li.group > 0 ? wp : p;
-      if (li.group > 0) {
-        block_load(wsb, wp * sblk, li.ws_off[static_cast<size_t>(ti * li.ktiles + kt)], sblk);
-        if (li.zero)
-          block_load(wzb, wp * sblk, li.wz_off[static_cast<size_t>(ti * li.ktiles + kt)], sblk);
-      }
-      const int64_t gt = li.group > 0 ? cdiv(kn, li.group) : 1;
-      isa::MatMul m;
-      m.x = ref(codes, Expr(k0 * cb));
-      m.xzero = ref(xz);
-      m.w = ref(wbuf, Expr(wp * li.w_bytes));
-      if (li.zero) m.wzero = ref(wzb, Expr(sp * sblk));
-      m.acc = ref(acc);
-      m.rows = rows;
-      m.n = nt;
-      m.kt = kn;
-      m.ldx = K;
-      m.group = li.group;
-      m.xtype = xt;
-      m.wtype = wt;
-      m.acctype = acct;
-      m.accumulate = li.group == 0 && kt > 0;
-      L.s.emit(m, Queue::kCompute, id, pass);
-      if (li.group > 0 || kt == li.ktiles - 1) {
-        isa::Requant r;
-        r.acc = ref(acc);
-        r.xscale = ref(xs);
-        r.wscale = ref(wsb, Expr(sp * sblk));
-        r.fsum = ref(fsum);
-        if (li.bias) r.bias = ref(bb, Expr(p * nt * 4));
-        r.y = ref(ybuf, Expr(p * mt * nt * yb));
-        r.rows = rows;
-        r.n = nt;
-        r.gt = gt;
-        r.ws_stride = gt;
-        r.ldy = nt;
-        r.acctype = acct;
-        r.ytype = yt;
-        r.first = li.group == 0 || kt == 0;
-        r.last = kt == li.ktiles - 1;
-        L.s.emit(r, Queue::kCompute, id, pass);
-      }
-    }
-    isa::Dma st;
-    st.src = ref(ybuf, Expr(p * mt * nt * yb));
-    st.dst = ref(y.buf, Expr(y.col + ti * nt * yb) + row0 * Expr(y.stride));
-    st.rows = rows;
-    st.row_bytes = ntw * yb;
-    st.src_stride = nt * yb;
-    st.dst_stride = y.stride;
-    L.s.emit(st, Queue::kStore, id, pass);
+  q.k = li_.k;
+  q.bits = li_.in_bits;
+  q.mode = li_.mode;
+  q.static_scale = li_.in_scale;
+  q.static_zero = li_.in_zero;
+  L_.s.emit(q, Queue::kCompute, id_, pass_);
+}
+
+void LinearLowering::block_load(int32_t dst, int64_t dst_off, int64_t src_off, int64_t bytes) {
+  isa::Dma d;
+  d.dst = ref(dst, Expr(dst_off));
+  d.src = ref(li_.buf, Expr(src_off));
+  d.row_bytes = bytes;
+  d.dst_stride = d.src_stride = bytes;
+  L_.s.emit(d, Queue::kLoad, id_, pass_);
+}
+
+/// K tile `kt` of channel tile `ti` (bias and ungrouped scales in half `p`): its weight
+/// block (and grouped scales) into the next half, the matmul, and the requantization of
+/// each group, or of the whole row after the last K tile.
+void LinearLowering::k_tile(int64_t ti, int64_t kt, int64_t p, const Expr& rows) {
+  const int64_t wp = wcount_++ % 2;
+  const int64_t K = li_.k, k0 = kt * li_.t.kt, kn = std::min(li_.t.kt, K - k0);
+  const size_t blk = static_cast<size_t>(ti * li_.ktiles + kt);
+  block_load(wbuf_, wp * li_.w_bytes, li_.w_off[blk], li_.w_bytes);
+  const int64_t sp = li_.group > 0 ? wp : p;
+  if (li_.group > 0) {
+    block_load(wsb_, wp * sblk_, li_.ws_off[blk], sblk_);
+    if (li_.zero) block_load(wzb_, wp * sblk_, li_.wz_off[blk], sblk_);
   }
-  L.s.end_loop();
+  const int64_t gt = li_.group > 0 ? cdiv(kn, li_.group) : 1;
+  isa::MatMul m;
+  m.x = ref(codes_, Expr(k0 * cb_));
+  m.xzero = ref(xz_);
+  m.w = ref(wbuf_, Expr(wp * li_.w_bytes));
+  if (li_.zero) m.wzero = ref(wzb_, Expr(sp * sblk_));
+  m.acc = ref(acc_);
+  m.rows = rows;
+  m.n = nt_;
+  m.kt = kn;
+  m.ldx = K;
+  m.group = li_.group;
+  m.xtype = xt_;
+  m.wtype = wt_;
+  m.acctype = acct_;
+  m.accumulate = li_.group == 0 && kt > 0;
+  L_.s.emit(m, Queue::kCompute, id_, pass_);
+  if (li_.group == 0 && kt != li_.ktiles - 1) return;
+  isa::Requant r;
+  r.acc = ref(acc_);
+  r.xscale = ref(xs_);
+  r.wscale = ref(wsb_, Expr(sp * sblk_));
+  r.fsum = ref(fsum_);
+  if (li_.bias) r.bias = ref(bb_, Expr(p * nt_ * 4));
+  r.y = ref(ybuf_, Expr(p * mt_ * nt_ * yb_));
+  r.rows = rows;
+  r.n = nt_;
+  r.gt = gt;
+  r.ws_stride = gt;
+  r.ldy = nt_;
+  r.acctype = acct_;
+  r.ytype = yt_;
+  r.first = li_.group == 0 || kt == 0;
+  r.last = kt == li_.ktiles - 1;
+  L_.s.emit(r, Queue::kCompute, id_, pass_);
+}
+
+/// Channel tile `ti` into half `p` of the bias, scale and output buffers: its K tiles, then
+/// the store of its columns.
+void LinearLowering::channel_tile(int64_t ti, int64_t p, const Expr& row0, const Expr& rows) {
+  const size_t t = static_cast<size_t>(ti);
+  if (li_.bias) block_load(bb_, p * nt_ * 4, li_.b_off[t], nt_ * 4);
+  if (li_.group == 0) {
+    block_load(wsb_, p * sblk_, li_.ws_off[t], sblk_);
+    if (li_.zero) block_load(wzb_, p * sblk_, li_.wz_off[t], sblk_);
+  }
+  for (int64_t kt = 0; kt < li_.ktiles; ++kt) k_tile(ti, kt, p, rows);
+  const int64_t ntw = std::min(nt_, li_.n - ti * nt_);
+  isa::Dma st;
+  st.src = ref(ybuf_, Expr(p * mt_ * nt_ * yb_));
+  st.dst = ref(y_.buf, Expr(y_.col + ti * nt_ * yb_) + row0 * Expr(y_.stride));
+  st.rows = rows;
+  st.row_bytes = ntw * yb_;
+  st.src_stride = nt_ * yb_;
+  st.dst_stride = y_.stride;
+  L_.s.emit(st, Queue::kStore, id_, pass_);
+}
+
+void LinearLowering::run(const std::string& name, int64_t a, int64_t b) {
+  alloc(name);
+  const int var = L_.s.begin_loop(Expr::sym(Sym::kSeq).ceildiv(Expr(mt_)), id_, pass_);
+  const Expr row0 = Expr::loop(var) * Expr(mt_);
+  const Expr rows = (Expr::sym(Sym::kSeq) - row0).min(Expr(mt_));
+  quantize(row0, rows);
+  for (int64_t ti = a; ti < b; ++ti) channel_tile(ti, (ti - a) % 2, row0, rows);
+  L_.s.end_loop();
+}
+
+}  // namespace
+
+void lower_linear(const Node& n, int id, CoreLowering& L) {
+  const LinearPlan& li = L.cx.plan.nodes[static_cast<size_t>(id)].linear;
+  const int64_t a = L.c * li.ntiles / L.P, b = (L.c + 1) * li.ntiles / L.P;
+  if (a == b) return;  // more cores than channel tiles: this core waits at the barrier
+  LinearLowering(n, id, L).run(n.name, a, b);
 }
 
 }  // namespace qbc::npu

@@ -1,6 +1,7 @@
 // The lowering of row-wise ops (docs/npu.md "Lowering"): RMSNorm, rope, and the elementwise
 // ops (add, gated activation, scale, softcap). Row tiles go round-robin to the cores; each
 // tile is loaded, computed and stored.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -18,19 +19,19 @@ using isa::Sym;
 
 void lower_rows(const Node& n, int id, CoreLowering& L) {
   const int32_t pass = L.cx.pass_id("lower-vector");
-  const ValueLoc& y = L.cx.plan.loc[static_cast<size_t>(id)];
+  const NodePlan& np = L.cx.plan.nodes[static_cast<size_t>(id)];
+  const ValueLoc& y = np.place;
   std::vector<const ValueLoc*> in;
   for (const ir::Operand& op : n.operands) {  // rope's positions come from the runtime values
     if (!op.is_weight() && op.value != L.cx.plan.positions)
-      in.push_back(&L.cx.plan.loc[static_cast<size_t>(op.value)]);
+      in.push_back(&L.cx.plan.nodes[static_cast<size_t>(op.value)].place);
   }
   const int64_t W = y.width;
   const int64_t eb = isa::dtype_bytes(y.type, 1);
   const int64_t wn =
       n.op == Op::kRmsNorm && n.attrs.get_int("group") > 0 ? n.attrs.get_int("group") : W;
-  const int64_t fixed = n.op == Op::kRmsNorm ? 4 * wn : 0;
-  const int64_t mt = L.cx.row_tile(static_cast<int64_t>(in.size() + 1) * W * eb, fixed, L.cap);
-  SramStage sram = L.sram(n.name);
+  const int64_t mt = std::min(np.rows_mt, L.cap);
+  SramStage sram = L.sram(n.name, np.stage);
   std::vector<int32_t> ibuf;
   for (size_t i = 0; i < in.size(); ++i)
     ibuf.push_back(sram.alloc("in" + std::to_string(i), in[i]->type, mt * in[i]->width * eb,
@@ -41,7 +42,7 @@ void lower_rows(const Node& n, int id, CoreLowering& L) {
     wbuf = sram.alloc("weight", DType::kF32, 4 * wn, {wn});
     isa::Dma d;
     d.dst = ref(wbuf);
-    d.src = ref(L.cx.plan.norm_weight[id]);
+    d.src = ref(np.norm_weight);
     d.row_bytes = 4 * wn;
     d.dst_stride = d.src_stride = d.row_bytes;
     L.s.emit(d, Queue::kLoad, id, pass);
@@ -73,7 +74,7 @@ void lower_rows(const Node& n, int id, CoreLowering& L) {
       r.rows = rows;
       r.pos0 = Expr::sym(Sym::kStart) + row0;
       r.freq_pos = Expr::sym(Sym::kStart) + Expr::sym(Sym::kSeq) - Expr(1);
-      r.rope = L.cx.plan.rope_desc[id];
+      r.rope = np.rope;
       L.s.emit(r, Queue::kCompute, id, pass);
       break;
     }

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,16 +12,9 @@
 #include "qbc/ir/graph.h"
 #include "qbc/isa/program.h"
 #include "qbc/npu/compile.h"
+#include "qbc/npu/plan.h"
 
 namespace qbc::npu {
-
-/// Where an MBLT value lives in DRAM: rows of `width` elements `stride` bytes apart,
-/// starting `col` bytes into each row of buffer `buf` (slices alias their input).
-struct ValueLoc {
-  int32_t buf = -1;
-  int64_t col = 0, stride = 0, width = 0;
-  isa::DType type = isa::DType::kF16;
-};
 
 /// One core's stream under construction.
 class Stream {
@@ -39,25 +31,15 @@ class Stream {
   std::vector<size_t> open_;
 };
 
-/// Tile sizes of a qlinear, shared by every mode and phase (the weight image is tiled once).
-struct LinearTiles {
-  int64_t nt = 0, kt = 0;  ///< channels and inputs per weight tile
-  int64_t mt = 0;          ///< rows per activation tile (prefill; decode uses 1)
-};
-
-/// Tile sizes of an attention node.
-struct AttnTiles {
-  int64_t br = 1, bc = 16;
-};
-
 class Context;  // backend.h
 
 /// One SRAM stage allocation on one core: a bump allocator whose buffers are added to the
 /// bundle, so their sizes are functions of tile sizes only.
 class SramStage {
  public:
-  SramStage(isa::Bundle* b, int32_t core, int64_t align, std::string prefix)
-      : b_(b), core_(core), align_(align), prefix_(std::move(prefix)) {}
+  /// `used`: the plan stage's most used bytes, raised by each allocation.
+  SramStage(isa::Bundle* b, int32_t core, int64_t align, std::string prefix, int64_t* used)
+      : b_(b), core_(core), align_(align), prefix_(std::move(prefix)), used_(used) {}
   int32_t alloc(const std::string& name, isa::DType t, int64_t bytes, std::vector<int64_t> shape);
 
  private:
@@ -65,6 +47,7 @@ class SramStage {
   int32_t core_;
   int64_t align_;
   std::string prefix_;
+  int64_t* used_;
   int64_t top_ = 0;
 };
 
@@ -79,8 +62,9 @@ struct CoreLowering {
   int32_t bar = 0;     ///< the next barrier id
   int stage = 0;       ///< the current SRAM stage (buffer names)
 
-  /// A fresh SRAM stage of this core named after `name`.
-  SramStage sram(const std::string& name) const;
+  /// A fresh SRAM stage of this core named after `name`, for stage `stage` of the plan
+  /// (whose `used` bytes it records).
+  SramStage sram(const std::string& name, int32_t stage) const;
   /// A barrier of the P cores (nothing on one core), for MBLT node `node`.
   void barrier(int node);
   /// Rows [row0, row0 + rows) of value `v` into SRAM buffer `dst`, or back from `src`.

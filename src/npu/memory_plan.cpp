@@ -38,9 +38,6 @@ MemoryReport memory_report(const isa::Bundle& b) {
     int64_t& p = r.sram_peak[static_cast<size_t>(buf.core)];
     p = std::max(p, buf.offset + buf.bytes);
   }
-  for (const isa::AttnDesc& a : b.attentions) {
-    (void)a;
-  }
   // KV growth: a buffer of Purpose kKv whose capacity equals the cache grows per position.
   for (const isa::Buffer& buf : b.buffers) {
     if (buf.purpose != isa::Purpose::kKv || buf.shape.size() != 3) continue;

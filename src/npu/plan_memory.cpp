@@ -21,32 +21,34 @@ using ir::Node;
 using ir::Op;
 using isa::DType;
 
-/// A DRAM buffer: in the weight region, or per slot (offset relative until place_slots).
-int32_t add_dram(Context& cx, const std::string& name, isa::Purpose p, DType t, int64_t bytes,
-                 std::vector<int64_t> shape, bool per_slot) {
-  isa::Buffer buf;
+/// The running DRAM offsets while plan-memory places buffers.
+struct Layout {
+  int64_t weights_top = 0, slot_top = 0;
+  std::vector<int32_t> slot_buffers;  // buffers placed in the per-slot region
+};
+
+/// A DRAM buffer of the plan: in the weight region, or per slot (offset relative until
+/// plan_dram rebases it).
+int32_t add_dram(Context& cx, Layout& lay, const std::string& name, isa::Purpose p, DType t,
+                 int64_t bytes, std::vector<int64_t> shape, bool per_slot) {
+  DramBuffer buf;
   buf.name = name;
-  buf.space = isa::Space::kDram;
   buf.purpose = p;
   buf.dtype = t;
   buf.bytes = std::max<int64_t>(align_up(bytes, cx.o.target.dma_align), cx.o.target.dma_align);
   buf.shape = std::move(shape);
-  if (per_slot) {
-    buf.offset = cx.plan.slot_top;  // relative; rebased once the weights are placed
-    cx.plan.slot_top += buf.bytes;
-    cx.b.buffers.push_back(std::move(buf));
-    cx.plan.slot_buffers.push_back(static_cast<int32_t>(cx.b.buffers.size() - 1));
-  } else {
-    buf.offset = cx.plan.weights_top;
-    cx.plan.weights_top += buf.bytes;
-    cx.b.buffers.push_back(std::move(buf));
-  }
-  return static_cast<int32_t>(cx.b.buffers.size() - 1);
+  int64_t& top = per_slot ? lay.slot_top : lay.weights_top;
+  buf.offset = top;
+  top += buf.bytes;
+  cx.plan.buffers.push_back(std::move(buf));
+  const auto id = static_cast<int32_t>(cx.plan.buffers.size() - 1);
+  if (per_slot) lay.slot_buffers.push_back(id);
+  return id;
 }
 
 /// Per channel tile: its K tiles' weight blocks, then the scale (and zero-point) blocks (one
 /// per K tile when grouped), then the bias block.
-void layout_linear(Context& cx, const Node& n, LinearInfo& li) {
+void layout_linear(Context& cx, Layout& lay, const Node& n, LinearPlan& li) {
   const int64_t A = cx.o.target.dma_align;
   const LinearTiles& t = li.t;
   const DType wt = isa::code_type(li.w_bits);
@@ -68,46 +70,50 @@ void layout_linear(Context& cx, const Node& n, LinearInfo& li) {
     li.b_off.push_back(at);
     at += bblk;
   }
-  li.buf = add_dram(cx, n.name + ".w", isa::Purpose::kWeights, wt, at, {li.n, li.k}, false);
+  li.buf = add_dram(cx, lay, n.name + ".w", isa::Purpose::kWeights, wt, at, {li.n, li.k}, false);
 }
 
 /// The weight region: norm weights, attention parameter blocks, tiled qlinear weights.
-void layout_weights(Context& cx) {
+void layout_weights(Context& cx, Layout& lay) {
   const auto& nodes = cx.g.nodes();
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
     const int id = static_cast<int>(i);
-    const size_t first = cx.b.buffers.size();
+    NodePlan& np = cx.plan.nodes[i];
+    const size_t first = cx.plan.buffers.size();
     if (n.op == Op::kRmsNorm) {
       const int64_t w = cx.g.find_weight(n.operands[1].weight)->type.num_elements();
-      cx.plan.norm_weight[id] =
-          add_dram(cx, n.name + ".weight", isa::Purpose::kWeights, DType::kF32, 4 * w, {w}, false);
+      np.norm_weight = add_dram(cx, lay, n.name + ".weight", isa::Purpose::kWeights, DType::kF32,
+                                4 * w, {w}, false);
     } else if (n.op == Op::kAttention) {
-      AttnInfo& ai = cx.plan.attn[id];
-      ai.params = add_dram(cx, n.name + ".params", isa::Purpose::kWeights, DType::kF32,
+      AttentionPlan& ai = np.attention;
+      ai.params = add_dram(cx, lay, n.name + ".params", isa::Purpose::kWeights, DType::kF32,
                            ai.params_bytes, {ai.params_bytes / 4}, false);
     } else if (n.op == Op::kQLinear) {
-      layout_linear(cx, n, cx.plan.lin[id]);
+      layout_linear(cx, lay, n, np.linear);
     }
-    for (size_t j = first; j < cx.b.buffers.size(); ++j) cx.b.buffers[j].block = n.block;
+    for (size_t j = first; j < cx.plan.buffers.size(); ++j) cx.plan.buffers[j].block = n.block;
   }
-  cx.b.dram.weights = cx.plan.weights_top;
+  cx.plan.regions.weights = lay.weights_top;
 }
 
 /// KV caches, per slot; returns their bytes for one slot.
-int64_t plan_kv(Context& cx) {
+/// A KV buffer whose capacity is the cache grows with it; a ring's does not.
+int64_t plan_kv(Context& cx, Layout& lay) {
   int64_t kv_bytes = 0;
-  for (auto& [id, ai] : cx.plan.attn) {
-    const isa::AttnDesc& d = cx.b.attentions[static_cast<size_t>(ai.desc)];
-    const Node& n = cx.g.node(id);
-    ai.kcache =
-        add_dram(cx, n.name + ".kcache", isa::Purpose::kKv, isa::code_type(d.k_bits),
-                 d.kv_heads * d.capacity * ai.krow, {d.kv_heads, d.capacity, d.head_dim}, true);
-    ai.vcache =
-        add_dram(cx, n.name + ".vcache", isa::Purpose::kKv, isa::code_type(d.v_bits),
-                 d.kv_heads * d.capacity * ai.vrow, {d.kv_heads, d.capacity, d.head_dim}, true);
-    kv_bytes += cx.b.buffers[static_cast<size_t>(ai.kcache)].bytes +
-                cx.b.buffers[static_cast<size_t>(ai.vcache)].bytes;
+  for (NodePlan& np : cx.plan.nodes) {
+    if (np.kind != NodeKind::kAttention) continue;
+    AttentionPlan& ai = np.attention;
+    const std::vector<int64_t> shape = {ai.kv_heads, ai.capacity, ai.head_dim};
+    ai.kcache = add_dram(cx, lay, np.name + ".kcache", isa::Purpose::kKv, isa::code_type(ai.k_bits),
+                         ai.kv_heads * ai.capacity * ai.krow, shape, true);
+    ai.vcache = add_dram(cx, lay, np.name + ".vcache", isa::Purpose::kKv, isa::code_type(ai.v_bits),
+                         ai.kv_heads * ai.capacity * ai.vrow, shape, true);
+    for (int32_t b : {ai.kcache, ai.vcache}) {
+      DramBuffer& buf = cx.plan.buffers[static_cast<size_t>(b)];
+      buf.grows = ai.capacity == cx.plan.max_cache;
+      kv_bytes += buf.bytes;
+    }
   }
   return kv_bytes;
 }
@@ -133,7 +139,7 @@ std::vector<int> last_readers(const std::vector<Node>& nodes) {
 /// Activations: first-fit by liveness over node order (a value lives from its node to its
 /// last reader), in one per-slot buffer; slices then point into their input. Returns the
 /// buffer.
-int32_t plan_activations(Context& cx) {
+int32_t plan_activations(Context& cx, Layout& lay) {
   const auto& nodes = cx.g.nodes();
   const int64_t A = cx.o.target.dma_align;
   const std::vector<int> last = last_readers(nodes);
@@ -150,9 +156,7 @@ int32_t plan_activations(Context& cx) {
     live.erase(std::remove_if(live.begin(), live.end(),
                               [&](const Live& l) { return l.end < static_cast<int>(i); }),
                live.end());
-    const bool f32 = n.part == ir::Part::kHead && n.op != Op::kRmsNorm &&
-                     !(n.op == Op::kQLinear && n.attrs.get_int("out_fp16") != 0);
-    const DType t = f32 ? DType::kF32 : DType::kF16;
+    const DType t = value_type(cx.g, static_cast<int32_t>(i), cx.plan.output);
     const int64_t width = n.type.dim(-1);
     const int64_t stride = align_up(isa::dtype_bytes(t, width), A);
     const int64_t bytes = cx.o.chunk * stride;
@@ -165,23 +169,26 @@ int32_t plan_activations(Context& cx) {
     live.push_back(Live{off, bytes, last[i]});
     act_top = std::max(act_top, off + bytes);
     act_values.push_back(static_cast<int>(i));
-    cx.plan.loc[i] = ValueLoc{-1, off, stride, width, t};
+    cx.plan.nodes[i].place = ValueLoc{-1, off, stride, width, t};
   }
   const int32_t act =
-      add_dram(cx, "act", isa::Purpose::kActivations, DType::kF16, act_top, {act_top}, true);
-  for (int i : act_values) cx.plan.loc[static_cast<size_t>(i)].buf = act;
+      add_dram(cx, lay, "act", isa::Purpose::kActivations, DType::kF16, act_top, {act_top}, true);
+  for (int i : act_values) cx.plan.nodes[static_cast<size_t>(i)].place.buf = act;
   for (size_t i = 0; i < nodes.size(); ++i) {
+    cx.plan.nodes[i].last_use = last[i];
     if (nodes[i].op != Op::kSlice) continue;
-    const ValueLoc& src = cx.plan.loc[static_cast<size_t>(nodes[i].operands[0].value)];
+    const int32_t from = nodes[i].operands[0].value;
+    const ValueLoc& src = cx.plan.nodes[static_cast<size_t>(from)].place;
     const int64_t start = nodes[i].attrs.get_int("start"), end = nodes[i].attrs.get_int("end");
-    cx.plan.loc[i] = ValueLoc{src.buf, src.col + isa::dtype_bytes(src.type, start), src.stride,
-                              end - start, src.type};
+    cx.plan.nodes[i].place = ValueLoc{src.buf, src.col + isa::dtype_bytes(src.type, start),
+                                      src.stride, end - start, src.type};
+    cx.plan.nodes[i].alias = from;
   }
   return act;
 }
 
 /// The logits rows (fp32 from the head), per slot.
-Status plan_output(Context& cx) {
+Status plan_output(Context& cx, Layout& lay) {
   const Node& out = cx.g.node(cx.plan.output);
   const bool out_f32 = out.part == ir::Part::kHead &&
                        !(out.op == Op::kQLinear && out.attrs.get_int("out_fp16") != 0);
@@ -190,63 +197,72 @@ Status plan_output(Context& cx) {
                          "' is fp16; the backend writes fp32 logits from the head");
   const int64_t vocab = out.type.dim(-1);
   const int64_t out_stride = align_up(vocab * 4, cx.o.target.dma_align);
-  cx.b.output = add_dram(cx, "io.logits", isa::Purpose::kIo, DType::kF32, cx.o.chunk * out_stride,
-                         {cx.o.chunk, vocab}, true);
-  cx.plan.loc[static_cast<size_t>(cx.plan.output)] =
-      ValueLoc{cx.b.output, 0, out_stride, vocab, DType::kF32};
+  cx.plan.logits = add_dram(cx, lay, "io.logits", isa::Purpose::kIo, DType::kF32,
+                            cx.o.chunk * out_stride, {cx.o.chunk, vocab}, true);
+  cx.plan.nodes[static_cast<size_t>(cx.plan.output)].place =
+      ValueLoc{cx.plan.logits, 0, out_stride, vocab, DType::kF32};
   return ok_status();
 }
 
 /// Attention merge scratch: per core partial maxes and sums of one row tile per KV head;
 /// returns its bytes (0: none).
-int64_t plan_scratch(Context& cx) {
+int64_t plan_scratch(Context& cx, Layout& lay) {
   const int64_t A = cx.o.target.dma_align;
   int64_t scratch = 0;
   const int64_t P = cx.o.target.cores();
-  for (auto& [id, ai] : cx.plan.attn) {
-    const isa::AttnDesc& d = cx.b.attentions[static_cast<size_t>(ai.desc)];
-    const int64_t rg = ai.t.br * (d.heads / d.kv_heads);
+  for (const NodePlan& np : cx.plan.nodes) {
+    if (np.kind != NodeKind::kAttention) continue;
+    const AttentionPlan& ai = np.attention;
+    const int64_t rg = ai.t.br * (ai.heads / ai.kv_heads);
     scratch = std::max(
-        scratch, P * d.kv_heads * (align_up(rg * 4, A) + align_up(rg * (d.head_dim + 1) * 8, A)));
+        scratch, P * ai.kv_heads * (align_up(rg * 4, A) + align_up(rg * (ai.head_dim + 1) * 8, A)));
   }
   if (scratch > 0) {
-    cx.plan.scratch = add_dram(cx, "scratch.merge", isa::Purpose::kScratch, DType::kI64, scratch,
-                               {scratch}, true);
+    cx.plan.scratch = add_dram(cx, lay, "scratch.merge", isa::Purpose::kScratch, DType::kI64,
+                               scratch, {scratch}, true);
   }
   return scratch;
 }
 
 /// The DRAM plan of the per-slot region (KV, io, activations, scratch), placed after the
 /// weights with the slots one after another, and the region totals.
-Status plan_dram(Context& cx) {
-  cx.plan.loc.assign(cx.g.nodes().size(), ValueLoc{});
-  const int64_t kv_bytes = plan_kv(cx);
+Status plan_dram(Context& cx, Layout& lay) {
+  Plan& p = cx.plan;
+  const int64_t kv_bytes = plan_kv(cx, lay);
   const int64_t A = cx.o.target.dma_align;
-  const int64_t hidden = cx.g.node(cx.plan.embeds).type.dim(-1);
-  cx.b.hidden = hidden;
-  cx.b.vocab = cx.g.node(cx.plan.output).type.dim(-1);
+  const int64_t hidden = cx.g.node(p.embeds).type.dim(-1);
   const int64_t in_stride = align_up(hidden * 2, A);
-  cx.b.input = add_dram(cx, "io.inputs_embeds", isa::Purpose::kIo, DType::kF16,
-                        cx.o.chunk * in_stride, {cx.o.chunk, hidden}, true);
-  cx.plan.loc[static_cast<size_t>(cx.plan.embeds)] =
-      ValueLoc{cx.b.input, 0, in_stride, hidden, DType::kF16};
-  const int32_t act = plan_activations(cx);
-  QBC_RETURN_IF_ERROR(plan_output(cx));
-  const int64_t scratch = plan_scratch(cx);
-  const int64_t base = align_up(cx.plan.weights_top, 4096);
-  const int64_t slot_bytes = align_up(cx.plan.slot_top, 4096);
-  for (int32_t bi : cx.plan.slot_buffers) {
-    isa::Buffer& buf = cx.b.buffers[static_cast<size_t>(bi)];
+  p.input = add_dram(cx, lay, "io.inputs_embeds", isa::Purpose::kIo, DType::kF16,
+                     cx.o.chunk * in_stride, {cx.o.chunk, hidden}, true);
+  p.nodes[static_cast<size_t>(p.embeds)].place =
+      ValueLoc{p.input, 0, in_stride, hidden, DType::kF16};
+  const int32_t act = plan_activations(cx, lay);
+  QBC_RETURN_IF_ERROR(plan_output(cx, lay));
+  const int64_t scratch = plan_scratch(cx, lay);
+  const int64_t base = align_up(lay.weights_top, 4096);
+  const int64_t slot_bytes = align_up(lay.slot_top, 4096);
+  for (int32_t bi : lay.slot_buffers) {
+    DramBuffer& buf = p.buffers[static_cast<size_t>(bi)];
     buf.offset += base;
     buf.slot_stride = slot_bytes;
   }
-  const auto bytes_of = [&](int32_t b) { return cx.b.buffers[static_cast<size_t>(b)].bytes; };
-  cx.b.dram.kv = kv_bytes * cx.o.batch;
-  cx.b.dram.activations = bytes_of(act) * cx.o.batch;
-  cx.b.dram.scratch = (scratch > 0 ? bytes_of(cx.plan.scratch) : 0) * cx.o.batch;
-  cx.b.dram.io = (bytes_of(cx.b.input) + bytes_of(cx.b.output)) * cx.o.batch;
-  cx.b.dram.reserve = cx.o.target.dram_reserve;
+  const auto bytes_of = [&](int32_t b) { return p.buffers[static_cast<size_t>(b)].bytes; };
+  p.regions.kv = kv_bytes * cx.o.batch;
+  p.regions.activations = bytes_of(act) * cx.o.batch;
+  p.regions.scratch = (scratch > 0 ? bytes_of(p.scratch) : 0) * cx.o.batch;
+  p.regions.io = (bytes_of(p.input) + bytes_of(p.logits)) * cx.o.batch;
+  p.regions.reserve = cx.o.target.dram_reserve;
   return ok_status();
+}
+
+/// The bundle's DRAM side from the plan: its buffers, regions, io buffers and widths.
+void emit_dram(Context& cx) {
+  emit_buffers(cx.plan, &cx.b);
+  cx.b.dram = cx.plan.regions;
+  cx.b.input = cx.plan.input;
+  cx.b.output = cx.plan.logits;
+  cx.b.hidden = cx.plan.nodes[static_cast<size_t>(cx.plan.embeds)].width;
+  cx.b.vocab = cx.plan.nodes[static_cast<size_t>(cx.plan.output)].width;
 }
 
 /// plan-memory: the weight layout and the DRAM plan.
@@ -256,8 +272,11 @@ class PlanMemory final : public pass::Pass<Context> {
   pass::ResourceSet needs() const override { return Context::kTiles; }
   pass::ResourceSet provides() const override { return Context::kMemory; }
   StatusOr<bool> run(Context& cx) override {
-    layout_weights(cx);
-    QBC_RETURN_IF_ERROR(plan_dram(cx));
+    Layout lay;
+    layout_weights(cx, lay);
+    QBC_RETURN_IF_ERROR(plan_dram(cx, lay));
+    emit_dram(cx);
+    cx.plan.placed = true;
     cx.have |= Context::kMemory;
     return true;  // every buffer is placed here
   }
@@ -271,11 +290,28 @@ class CheckFit final : public pass::Pass<Context> {
   pass::ResourceSet needs() const override { return Context::kMemory; }
   StatusOr<bool> run(Context& cx) override {
     QBC_RETURN_IF_ERROR(check_fit(cx.b, memory_report(cx.b)));
-    return false;  // a check: the plan is unchanged
+    cx.plan.fit_checked = true;  // P7's device bound holds from here on
+    return false;                // a check: the tiles and places are unchanged
   }
 };
 
 }  // namespace
+
+void emit_buffers(const Plan& plan, isa::Bundle* b) {
+  for (const DramBuffer& d : plan.buffers) {
+    isa::Buffer buf;
+    buf.name = d.name;
+    buf.space = isa::Space::kDram;
+    buf.purpose = d.purpose;
+    buf.dtype = d.dtype;
+    buf.offset = d.offset;
+    buf.bytes = d.bytes;
+    buf.slot_stride = d.slot_stride;
+    buf.shape = d.shape;
+    buf.block = d.block;
+    b->buffers.push_back(std::move(buf));
+  }
+}
 
 PassPtr make_plan_memory() { return std::make_unique<PlanMemory>(); }
 PassPtr make_check_fit() { return std::make_unique<CheckFit>(); }

@@ -1,6 +1,8 @@
-// plan-tiles (docs/npu.md "Passes"): the graph checks, the bundle header, and the tile sizes
-// of every qlinear (M x N x K with double-buffered weight tiles) and attention (query rows x
-// cache chunks), chosen for the target's SRAM budget and never for the context length.
+// plan-tiles (docs/npu.md "Passes"): the graph checks, the plan's header and node table, the
+// bundle header, and the tile sizes of every qlinear (M x N x K with double-buffered weight
+// tiles), attention (query rows x cache chunks, and the KV append's row tiles) and row-wise
+// node (row tiles), chosen for the target's SRAM budget and never for the context length.
+// Each stage's SRAM need under the size model goes into the plan (P4).
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -25,9 +27,9 @@ Status check_graph(Context& cx) {
     switch (n.op) {
       case Op::kInput:
         if (n.type.dtype == ir::DType::kI64) {
-          cx.plan.positions = static_cast<int>(i);
+          cx.plan.positions = static_cast<int32_t>(i);
         } else {
-          cx.plan.embeds = static_cast<int>(i);
+          cx.plan.embeds = static_cast<int32_t>(i);
         }
         break;
       case Op::kLinear:
@@ -77,7 +79,48 @@ Status check_graph(Context& cx) {
   return ok_status();
 }
 
-Status plan_linear(Context& cx, const Node& n, LinearInfo* li) {
+/// Rows per tile of a row-wise stage: the largest power of two up to min(cap, 128) whose
+/// double-buffered rows fit the SRAM budget beside `fixed` bytes.
+int64_t row_tile(int64_t budget, int64_t bytes_per_row, int64_t fixed, int64_t cap) {
+  int64_t mt = 1;
+  while (mt * 2 <= std::min<int64_t>(cap, 128) && fixed + 2 * mt * bytes_per_row + 256 <= budget)
+    mt *= 2;
+  return mt;
+}
+
+/// The row tile of a row-wise stage of node `n` (its name + `suffix`) and its stage record:
+/// `fixed` bytes and one tile of rows (kResourceExhausted when not even one row fits).
+StatusOr<int64_t> row_stage(Context& cx, const Node& n, int32_t id, const std::string& suffix,
+                            int64_t bytes_per_row, int64_t fixed) {
+  const int64_t mt = row_tile(cx.plan.sram_budget, bytes_per_row, fixed, cx.o.chunk);
+  const int64_t need = fixed + mt * bytes_per_row;
+  if (need > cx.plan.sram_budget) {
+    return resource_exhausted(
+        node_label(n), ": one row tile", suffix.empty() ? "" : " of the KV append", " needs ", need,
+        " bytes of SRAM; target '", cx.o.target.name, "' has ", cx.plan.sram_budget);
+  }
+  cx.plan.stages.push_back({id, n.name + suffix, need, 0});
+  return mt;
+}
+
+/// A row-wise node (rms_norm, rope, the elementwise ops): its inputs' and output's rows, and
+/// for rms_norm its weight, in one stage.
+Status plan_rows(Context& cx, const Node& n, int32_t id) {
+  int64_t inputs = 0;
+  for (const ir::Operand& op : n.operands) {  // rope's positions come from the runtime values
+    if (!op.is_weight() && op.value != cx.plan.positions) ++inputs;
+  }
+  NodePlan& np = cx.plan.nodes[static_cast<size_t>(id)];
+  const int64_t W = np.width;
+  const int64_t eb = isa::dtype_bytes(value_type(cx.g, id, cx.plan.output), 1);
+  const int64_t wn =
+      n.op == Op::kRmsNorm && n.attrs.get_int("group") > 0 ? n.attrs.get_int("group") : W;
+  const int64_t fixed = n.op == Op::kRmsNorm ? 4 * wn : 0;
+  QBC_ASSIGN_OR_RETURN(np.rows_mt, row_stage(cx, n, id, "", (inputs + 1) * W * eb, fixed));
+  return ok_status();
+}
+
+Status plan_linear(Context& cx, const Node& n, LinearPlan* li, int64_t* sram) {
   const ir::Attrs& at = n.attrs;
   const ir::Weight* wq = cx.g.find_weight(n.operands[1].weight);
   li->n = wq->type.dims[0];
@@ -118,18 +161,19 @@ Status plan_linear(Context& cx, const Node& n, LinearInfo* li) {
   int64_t nt_cap = std::max<int64_t>(unit_n, align_up(cdiv(li->n, cores), unit_n));
   nt_cap = std::min<int64_t>(nt_cap, align_up(li->n, unit_n));
   for (int64_t mt = std::min<int64_t>(cx.o.chunk, 64); mt >= 1; mt /= 2) {
-    if (mt * li->k * (2 + cb) + 512 > cx.plan.budget) continue;
+    if (mt * li->k * (2 + cb) + 512 > cx.plan.sram_budget) continue;
     // K tiles: the whole row, else halves that stay multiples of the group (or of 32).
     const int64_t unit = li->group > 0 ? li->group : 32;
     for (int64_t kt = li->k; kt >= 1;) {
       for (int64_t nt = std::min<int64_t>(nt_cap, std::max<int64_t>(512, unit_n)); nt >= unit_n;
            nt /= 2) {
         const int64_t ntr = align_up(nt, unit_n);
-        if (bytes(mt, ntr, kt) <= cx.plan.budget) {
+        if (bytes(mt, ntr, kt) <= cx.plan.sram_budget) {
           li->t = LinearTiles{ntr, kt, mt};
           li->ntiles = cdiv(li->n, ntr);
           li->ktiles = cdiv(li->k, kt);
           li->gt = li->group > 0 ? cdiv(kt, li->group) : 1;
+          *sram = bytes(mt, ntr, kt);
           return ok_status();
         }
       }
@@ -144,12 +188,12 @@ Status plan_linear(Context& cx, const Node& n, LinearInfo* li) {
     }
   }
   return resource_exhausted(node_label(n), ": no tile of [", li->n, " x ", li->k, "] fits the ",
-                            cx.plan.budget, "-byte SRAM of target '", cx.o.target.name,
+                            cx.plan.sram_budget, "-byte SRAM of target '", cx.o.target.name,
                             "' (even one row of fp16 inputs and codes needs ", li->k * (2 + cb),
                             " bytes)");
 }
 
-Status plan_attention(Context& cx, const Node& n, AttnInfo* ai) {
+Status plan_attention(Context& cx, const Node& n, int32_t id, AttentionPlan* ai) {
   const ir::Attrs& at = n.attrs;
   isa::AttnDesc d;
   d.heads = at.get_int("num_heads");
@@ -178,10 +222,9 @@ Status plan_attention(Context& cx, const Node& n, AttnInfo* ai) {
     const Node& k = cx.g.node(n.operands[1].value);
     if (k.op != Op::kRope)
       return invalid_argument(node_label(n), ": k_rot_offset needs K from a rope node");
-    auto it = cx.plan.rope_desc.find(n.operands[1].value);
-    if (it == cx.plan.rope_desc.end())
-      return internal_error(node_label(n), ": K's rope was not planned");
-    d.k_rope = it->second;
+    const int32_t rope = cx.plan.nodes[static_cast<size_t>(n.operands[1].value)].rope;
+    if (rope < 0) return internal_error(node_label(n), ": K's rope was not planned");
+    d.k_rope = rope;
   }
   const int64_t g = d.heads / d.kv_heads, hd = d.head_dim, H = d.heads, KV = d.kv_heads;
   ai->krow = align_up(isa::dtype_bytes(isa::code_type(d.k_bits), hd), cx.o.target.dma_align);
@@ -197,30 +240,39 @@ Status plan_attention(Context& cx, const Node& n, AttnInfo* ai) {
   };
   int64_t bc = hd <= 64 ? 256 : hd <= 128 ? 128 : 64;
   int64_t br = std::min<int64_t>(cx.o.chunk, 16);
-  while (bytes(br, bc) > cx.plan.budget && (bc > 16 || br > 1)) {
+  while (bytes(br, bc) > cx.plan.sram_budget && (bc > 16 || br > 1)) {
     if (bc > 16 && (bc >= 4 * br || br == 1)) {
       bc /= 2;
     } else {
       br = std::max<int64_t>(1, br / 2);
     }
   }
-  if (bytes(br, bc) > cx.plan.budget) {
+  if (bytes(br, bc) > cx.plan.sram_budget) {
     return resource_exhausted(node_label(n),
                               ": the smallest attention tile (1 query row, 16 "
                               "cache positions) needs ",
                               bytes(br, bc), " bytes of SRAM; target '", cx.o.target.name, "' has ",
-                              cx.plan.budget);
+                              cx.plan.sram_budget);
   }
   ai->t = AttnTiles{br, bc};
   const int64_t kvw = KV * hd;
-  ai->append_mt = cx.row_tile(kvw * (2 + 2) + 2 * isa::dtype_bytes(DType::kI16, kvw),
-                              ai->params_bytes, cx.o.chunk);
+  const int64_t append_row = kvw * (2 + 2) + 2 * isa::dtype_bytes(DType::kI16, kvw);
+  QBC_ASSIGN_OR_RETURN(ai->append_mt,
+                       row_stage(cx, n, id, ".append", append_row, ai->params_bytes));
+  cx.plan.stages.push_back({id, n.name, bytes(br, bc), 0});
+  ai->heads = H;
+  ai->kv_heads = KV;
+  ai->head_dim = hd;
+  ai->window = d.window;
+  ai->capacity = d.capacity;
+  ai->k_bits = d.k_bits;
+  ai->v_bits = d.v_bits;
   cx.b.attentions.push_back(d);
   ai->desc = static_cast<int32_t>(cx.b.attentions.size() - 1);
   return ok_status();
 }
 
-/// The bundle header from the target and the options.
+/// The plan's and the bundle's header from the target and the options, and the node table.
 void set_header(Context& cx) {
   const Target& t = cx.o.target;
   cx.b.target = t.name;
@@ -232,8 +284,31 @@ void set_header(Context& cx) {
   cx.b.max_cache = cx.o.max_cache;
   cx.b.chunk = cx.o.chunk;
   cx.b.batch = cx.o.batch;
-  cx.plan.budget = t.sram_bytes;
-  for (const Node& n : cx.g.nodes()) cx.b.nodes.push_back(n.name);
+  Plan& p = cx.plan;
+  p.graph = cx.g.name();
+  p.target = t.name;
+  p.cores = t.cores();
+  p.sram_budget = t.sram_bytes;
+  p.dram_bytes = t.dram_bytes;
+  p.dram_reserve = t.dram_reserve;
+  p.dma_align = t.dma_align;
+  p.max_cache = cx.o.max_cache;
+  p.chunk = cx.o.chunk;
+  p.batch = cx.o.batch;
+  for (const Node& n : cx.g.nodes()) {
+    cx.b.nodes.push_back(n.name);
+    NodePlan np;
+    np.name = n.name;
+    np.op = ir::op_info(n.op).name;
+    np.kind = n.op == Op::kInput       ? NodeKind::kInput
+              : n.op == Op::kSlice     ? NodeKind::kSlice
+              : n.op == Op::kQLinear   ? NodeKind::kLinear
+              : n.op == Op::kAttention ? NodeKind::kAttention
+                                       : NodeKind::kRows;
+    np.width =
+        n.op == Op::kSlice ? n.attrs.get_int("end") - n.attrs.get_int("start") : n.type.dim(-1);
+    p.nodes.push_back(std::move(np));
+  }
 }
 
 /// The rope node's frequency table as a descriptor of the bundle.
@@ -250,12 +325,28 @@ Status plan_rope(Context& cx, const Node& n, int id) {
   r.original_max_positions = rp.original_max_positions;
   r.theta = rp.theta;
   cx.b.ropes.push_back(std::move(r));
-  cx.plan.rope_desc[id] = static_cast<int32_t>(cx.b.ropes.size() - 1);
+  cx.plan.nodes[static_cast<size_t>(id)].rope = static_cast<int32_t>(cx.b.ropes.size() - 1);
   return ok_status();
 }
 
-/// plan-tiles: checks the graph, writes the bundle header, and chooses every qlinear's and
-/// attention's tiles (and their descriptors) for the target's SRAM.
+/// The tiles of node `id` and its stages.
+Status plan_node(Context& cx, const Node& n, int32_t id) {
+  NodePlan& np = cx.plan.nodes[static_cast<size_t>(id)];
+  if (n.op == Op::kRope) QBC_RETURN_IF_ERROR(plan_rope(cx, n, id));
+  if (np.kind == NodeKind::kInput || np.kind == NodeKind::kSlice) return ok_status();
+  np.stage = static_cast<int32_t>(cx.plan.stages.size());
+  if (np.kind == NodeKind::kLinear) {
+    int64_t sram = 0;
+    QBC_RETURN_IF_ERROR(plan_linear(cx, n, &np.linear, &sram));
+    cx.plan.stages.push_back({id, n.name, sram, 0});
+    return ok_status();
+  }
+  if (np.kind == NodeKind::kAttention) return plan_attention(cx, n, id, &np.attention);
+  return plan_rows(cx, n, id);
+}
+
+/// plan-tiles: checks the graph, writes the headers, and chooses every node's tiles (and the
+/// attention and rope descriptors) for the target's SRAM.
 class PlanTiles final : public pass::Pass<Context> {
  public:
   std::string name() const override { return "plan-tiles"; }
@@ -264,24 +355,23 @@ class PlanTiles final : public pass::Pass<Context> {
     QBC_RETURN_IF_ERROR(ir::verify(cx.g));
     QBC_RETURN_IF_ERROR(check_graph(cx));
     set_header(cx);
-    const auto& nodes = cx.g.nodes();
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      const Node& n = nodes[i];
-      const int id = static_cast<int>(i);
-      if (n.op == Op::kRope) {
-        QBC_RETURN_IF_ERROR(plan_rope(cx, n, id));
-      } else if (n.op == Op::kQLinear) {
-        QBC_RETURN_IF_ERROR(plan_linear(cx, n, &cx.plan.lin[id]));
-      } else if (n.op == Op::kAttention) {
-        QBC_RETURN_IF_ERROR(plan_attention(cx, n, &cx.plan.attn[id]));
-      }
-    }
+    for (size_t i = 0; i < cx.g.nodes().size(); ++i)
+      QBC_RETURN_IF_ERROR(plan_node(cx, cx.g.nodes()[i], static_cast<int32_t>(i)));
+    cx.plan.tiled = true;
     cx.have |= Context::kTiles;
     return true;  // the header and the tiles are new
   }
 };
 
 }  // namespace
+
+isa::DType value_type(const ir::Graph& g, int32_t id, int32_t output) {
+  if (id == output) return DType::kF32;
+  const Node& n = g.node(id);
+  const bool f32 = n.part == ir::Part::kHead && n.op != Op::kRmsNorm &&
+                   !(n.op == Op::kQLinear && n.attrs.get_int("out_fp16") != 0);
+  return f32 ? DType::kF32 : DType::kF16;
+}
 
 PassPtr make_plan_tiles() { return std::make_unique<PlanTiles>(); }
 

@@ -47,14 +47,16 @@ int32_t SramStage::alloc(const std::string& name, isa::DType t, int64_t bytes,
   buf.offset = top_;
   buf.bytes = std::max<int64_t>(bytes, 1);
   buf.shape = std::move(shape);
+  *used_ = std::max(*used_, buf.offset + buf.bytes);
   top_ = align_up(top_ + buf.bytes, align_);
   b_->buffers.push_back(std::move(buf));
   return static_cast<int32_t>(b_->buffers.size() - 1);
 }
 
-SramStage CoreLowering::sram(const std::string& name) const {
+SramStage CoreLowering::sram(const std::string& name, int32_t plan_stage) const {
   return SramStage(&cx.b, c, cx.o.target.dma_align,
-                   prefix + "s" + std::to_string(stage) + "." + name);
+                   prefix + "s" + std::to_string(stage) + "." + name,
+                   &cx.plan.stages[static_cast<size_t>(plan_stage)].used);
 }
 
 void CoreLowering::barrier(int node) {

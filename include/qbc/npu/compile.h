@@ -18,6 +18,8 @@
 
 namespace qbc::npu {
 
+struct Plan;  // qbc/npu/plan.h
+
 /// The numbers of the target profile the backend uses (configs/targets/*.yaml).
 struct Target {
   std::string name;
@@ -78,12 +80,14 @@ Status check_instrumentation(const std::string& name, const pass::Instrumentatio
 /// weight codes without a float round trip (the bundle is the same either way).
 /// Errors name the node at fault; kResourceExhausted when a tile cannot fit
 /// SRAM or (check-fit) the plan the device. `records`, when given, receives
-/// each pass's run (its name, whether it changed anything, its time).
+/// each pass's run (its name, whether it changed anything, its time); `plan`, when given,
+/// the plan the passes made (qbc/npu/plan.h).
 StatusOr<isa::Bundle> run_pipeline(const std::string& name, const ir::Graph& graph,
                                    const Options& options, const ir::WeightReader* weights,
                                    const ir::Int8View& codes = {},
                                    const pass::Instrumentation& instr = {},
-                                   std::vector<pass::PassRecord>* records = nullptr);
+                                   std::vector<pass::PassRecord>* records = nullptr,
+                                   Plan* plan = nullptr);
 
 /// run_pipeline("npu-compile", ...) with weights.
 StatusOr<isa::Bundle> compile(const ir::Graph& graph, const ir::WeightReader& weights,
