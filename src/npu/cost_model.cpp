@@ -215,6 +215,308 @@ const char* bound_name(Bound b) {
   return "?";
 }
 
+namespace {
+
+/// One call's timed replay (estimate_call): the cores run to their next barrier in turn,
+/// the barrier releases them all, until every stream has ended.
+class CallReplay {
+ public:
+  CallReplay(const isa::Bundle& b, const isa::Program& prog, const CallSpec& spec,
+             const CostParams& p)
+      : prog_(prog),
+        spec_(spec),
+        p_(p),
+        walker_(b, p),
+        P_(prog.cores.size()),
+        dram_rate_(p.dram_bytes_per_s * p.dram_efficiency),
+        core_rate_(dram_rate_ /
+                   std::max(1, static_cast<int>(P_) * std::max(1, spec.active_instances))),
+        vec_rate_(std::max(p.vector_ops_per_cycle, 1e-9) * p.clock_hz),
+        issue_(p.issue_cycles / p.clock_hz) {}
+
+  Status run();
+  CallCost result();
+
+ private:
+  /// Per node: counts, busy time by resource per core, and when each core ended its work.
+  struct NodeAcc {
+    CostCounts counts;
+    std::vector<double> dram, mac, vec, lat, end;
+    int64_t first = 0;  ///< order of first appearance
+  };
+
+  void start();
+  NodeAcc& node_acc(int32_t node);
+  /// Runs core c up to its next barrier (returned) or its end (nullptr).
+  Status run_core(size_t c, const Instr** barrier);
+  /// Enters or skips the loop at the core's pc.
+  Status enter_loop(size_t c, const isa::Loop& loop);
+  /// When `in` may start on its queue: the queue free and its awaited tokens signalled.
+  StatusOr<double> ready_time(size_t c, const Instr& in);
+  /// Times and counts the work `w` of `in`, ready at `ready`.
+  void execute(size_t c, const Instr& in, double ready, const Work& w);
+  /// Releases every core from the barriers `at` they wait at.
+  void release(const std::vector<const Instr*>& at);
+  void node_costs(CallCost* out) const;
+
+  const isa::Program& prog_;
+  const CallSpec& spec_;
+  const CostParams& p_;
+  const Walker walker_;
+  const size_t P_;
+  const double dram_rate_, core_rate_, vec_rate_, issue_;
+  std::vector<CoreSim> sims_;
+  int32_t max_var_ = 0;
+  std::map<int32_t, NodeAcc> nodes_;
+  std::vector<Span> spans_;
+  int64_t order_ = 0;
+};
+
+void CallReplay::start() {
+  sims_.resize(P_);
+  for (size_t c = 0; c < P_; ++c) {
+    sims_[c].code = &prog_.cores[c].code;
+    for (const Instr& in : *sims_[c].code) {
+      if (const auto* l = std::get_if<isa::Loop>(&in.op)) max_var_ = std::max(max_var_, l->var + 1);
+    }
+  }
+  for (CoreSim& s : sims_) {
+    s.env.loop.assign(static_cast<size_t>(max_var_), 0);
+    s.env.sym[static_cast<int>(isa::Sym::kStart)] = spec_.start;
+    s.env.sym[static_cast<int>(isa::Sym::kSeq)] = spec_.seq;
+    s.env.sym[static_cast<int>(isa::Sym::kSlot)] = spec_.slot;
+  }
+}
+
+CallReplay::NodeAcc& CallReplay::node_acc(int32_t node) {
+  auto [it, fresh] = nodes_.try_emplace(node);
+  if (fresh) {
+    for (auto* v :
+         {&it->second.dram, &it->second.mac, &it->second.vec, &it->second.lat, &it->second.end})
+      v->assign(P_, 0.0);
+    it->second.first = order_++;
+  }
+  return it->second;
+}
+
+Status CallReplay::enter_loop(size_t c, const isa::Loop& loop) {
+  CoreSim& s = sims_[c];
+  const size_t pc = s.pc;
+  const int64_t trip = loop.trip.eval(s.env);
+  const size_t end = pc + 1 + static_cast<size_t>(std::max(loop.body, 0));
+  if (loop.var < 0 || loop.var >= max_var_ || end > s.code->size())
+    return invalid_argument("core ", c, " instr ", pc, ": malformed loop");
+  if (trip <= 0 || loop.body == 0) {
+    s.pc = end;
+    return ok_status();
+  }
+  s.loops.push_back(CoreSim::Frame{loop.var, trip, 0, pc + 1, end});
+  s.env.loop[static_cast<size_t>(loop.var)] = 0;
+  s.pc = pc + 1;
+  return ok_status();
+}
+
+StatusOr<double> CallReplay::ready_time(size_t c, const Instr& in) {
+  CoreSim& s = sims_[c];
+  const int q = static_cast<int>(in.queue);
+  if (q < 0 || q >= isa::kNumQueues)
+    return invalid_argument("core ", c, " instr ", s.pc, ": bad queue");
+  double ready = s.qfree[q];
+  for (int ch = 0; ch < isa::kNumChannels; ++ch) {
+    if ((in.wait >> ch & 1) == 0) continue;
+    if (s.tokens[ch].empty()) {
+      return invalid_argument("core ", c, " instr ", s.pc, " (", isa::op_name(in.op), ") waits on ",
+                              isa::channel_name(static_cast<isa::Channel>(ch)),
+                              " before any signal");
+    }
+    ready = std::max(ready, s.tokens[ch].front());
+    s.tokens[ch].pop_front();
+  }
+  return ready;
+}
+
+void CallReplay::execute(size_t c, const Instr& in, double ready, const Work& w) {
+  CoreSim& s = sims_[c];
+  const int q = static_cast<int>(in.queue);
+  const double t_dram = w.dma ? static_cast<double>(w.read + w.written) / core_rate_ : 0.0;
+  const double t_mac = static_cast<double>(w.macs) / w.mac_rate;
+  const double t_vec = static_cast<double>(w.vector_ops) / vec_rate_;
+  // A queue issues its next instruction once this one has its resource; a DMA's latency is
+  // pipelined (the next DMA starts while this one's first bytes are in flight), so it
+  // delays only what waits for this DMA's data.
+  const double t_lat = issue_ + (w.dma ? p_.dma_latency_s : 0.0);
+  const double busy = std::max({t_dram, t_mac, t_vec}) + issue_;
+  const double end = ready + busy + (w.dma ? p_.dma_latency_s : 0.0);
+  s.qfree[q] = ready + busy;
+  s.last = std::max(s.last, end);
+  if (spec_.spans)
+    spans_.push_back(
+        Span{static_cast<int32_t>(c), in.queue, in.node, isa::op_name(in.op), ready, ready + busy});
+  for (int ch = 0; ch < isa::kNumChannels; ++ch)
+    if ((in.signal >> ch & 1) != 0) s.tokens[ch].push_back(end);
+  for (CostCounts* k : {&s.counts, spec_.per_node ? &node_acc(in.node).counts : nullptr}) {
+    if (k == nullptr) continue;
+    if (w.dma) {
+      ++k->dma;
+      k->dram_read[w.purpose] += w.read;
+      k->dram_written[w.purpose] += w.written;
+    }
+    k->macs += w.macs;
+    k->vector_ops += w.vector_ops;
+  }
+  s.busy_dram += t_dram;
+  s.busy_mac += t_mac;
+  s.busy_vec += t_vec;
+  s.busy_lat += t_lat;
+  if (!spec_.per_node) return;
+  NodeAcc& a = node_acc(in.node);
+  ++a.counts.instructions;
+  a.dram[c] += t_dram;
+  a.mac[c] += t_mac;
+  a.vec[c] += t_vec;
+  a.lat[c] += t_lat;
+  NodeAcc& t = node_acc(s.time_node_of(in.node));
+  t.end[c] = std::max(t.end[c], end);
+}
+
+Status CallReplay::run_core(size_t c, const Instr** barrier) {
+  CoreSim& s = sims_[c];
+  *barrier = nullptr;
+  for (;;) {
+    s.close_loops();
+    if (s.pc >= s.code->size()) {
+      s.done = true;
+      return ok_status();
+    }
+    const size_t pc = s.pc;
+    const Instr& in = (*s.code)[pc];
+    ++s.counts.instructions;
+    if (const auto* loop = std::get_if<isa::Loop>(&in.op)) {
+      QBC_RETURN_IF_ERROR(enter_loop(c, *loop));
+      continue;
+    }
+    QBC_ASSIGN_OR_RETURN(const double ready, ready_time(c, in));
+    if (std::holds_alternative<isa::Barrier>(in.op)) {
+      ++s.counts.barriers;
+      s.qfree[static_cast<int>(in.queue)] = ready;  // set on release, once all have arrived
+      s.pc = pc + 1;
+      *barrier = &in;
+      return ok_status();
+    }
+    Work w;
+    Status st = walker_.work(in, s.env, &w);
+    if (!st.ok()) {
+      return st.with_context("core " + std::to_string(c) + " instr " + std::to_string(pc) + " (" +
+                             isa::op_name(in.op) + ")");
+    }
+    execute(c, in, ready, w);
+    s.pc = pc + 1;
+  }
+}
+
+void CallReplay::release(const std::vector<const Instr*>& at) {
+  double release = 0;
+  for (size_t c = 0; c < P_; ++c)
+    release = std::max(release, sims_[c].qfree[static_cast<int>(at[c]->queue)]);
+  release += p_.barrier_s;
+  for (size_t c = 0; c < P_; ++c) {
+    CoreSim& s = sims_[c];
+    const int q = static_cast<int>(at[c]->queue);
+    s.busy_lat += release - s.qfree[q] > 0 ? p_.barrier_s : 0.0;
+    if (spec_.spans) {
+      spans_.push_back(Span{static_cast<int32_t>(c), at[c]->queue, at[c]->node,
+                            isa::op_name(at[c]->op), s.qfree[q], release});
+    }
+    s.qfree[q] = release;
+    for (int ch = 0; ch < isa::kNumChannels; ++ch)
+      if ((at[c]->signal >> ch & 1) != 0) s.tokens[ch].push_back(release);
+    if (spec_.per_node) {
+      NodeAcc& a = node_acc(s.time_node_of(at[c]->node));
+      a.end[c] = std::max(a.end[c], release);
+    }
+  }
+}
+
+Status CallReplay::run() {
+  start();
+  for (;;) {
+    std::vector<const Instr*> at(P_, nullptr);
+    size_t arrived = 0, finished = 0;
+    for (size_t c = 0; c < P_; ++c) {
+      if (sims_[c].done) {
+        ++finished;
+        continue;
+      }
+      QBC_RETURN_IF_ERROR(run_core(c, &at[c]));
+      if (at[c] != nullptr) {
+        ++arrived;
+      } else {
+        ++finished;
+      }
+    }
+    if (arrived == 0) return ok_status();
+    if (finished > 0) {
+      return invalid_argument("cost model: ", isa::phase_name(spec_.phase),
+                              " program: cores pass different numbers of barriers");
+    }
+    release(at);
+  }
+}
+
+void CallReplay::node_costs(CallCost* out) const {
+  std::vector<std::pair<int64_t, int32_t>> by_order;
+  for (const auto& [node, a] : nodes_) by_order.push_back({a.first, node});
+  std::sort(by_order.begin(), by_order.end());
+  double prev_end = 0;
+  for (const auto& [ord, node] : by_order) {
+    const NodeAcc& a = nodes_.at(node);
+    NodeCost nc;
+    nc.node = node;
+    nc.counts = a.counts;
+    double end = 0;
+    for (size_t c = 0; c < P_; ++c) {
+      nc.dram_s = std::max(nc.dram_s, a.dram[c]);
+      nc.mac_s = std::max(nc.mac_s, a.mac[c]);
+      nc.vector_s = std::max(nc.vector_s, a.vec[c]);
+      nc.latency_s = std::max(nc.latency_s, a.lat[c]);
+      end = std::max(end, a.end[c]);
+    }
+    nc.seconds = std::max(0.0, end - prev_end);
+    prev_end = std::max(prev_end, end);
+    nc.bound = pick_bound(nc.dram_s, nc.mac_s, nc.vector_s,
+                          std::max(nc.seconds, nc.dram_s + nc.latency_s));
+    out->nodes.push_back(std::move(nc));
+  }
+}
+
+CallCost CallReplay::result() {
+  CallCost out;
+  size_t slowest = 0;
+  for (size_t c = 0; c < P_; ++c) {
+    out.cores.push_back(sims_[c].counts);
+    out.total += sims_[c].counts;
+    out.core_end_s.push_back(sims_[c].end_time());
+    if (sims_[c].end_time() > sims_[slowest].end_time()) slowest = c;
+  }
+  out.core_seconds = P_ > 0 ? sims_[slowest].end_time() : 0.0;
+  out.host_seconds = p_.host_s;
+  out.seconds = out.core_seconds + out.host_seconds;
+  out.dram_seconds = static_cast<double>(out.total.dram_bytes()) /
+                     (dram_rate_ / std::max(1, spec_.active_instances));
+  if (P_ > 0) {
+    const CoreSim& s = sims_[slowest];
+    out.bound = pick_bound(s.busy_dram, s.busy_mac, s.busy_vec, out.core_seconds);
+    out.busy_dram_s = s.busy_dram;
+    out.busy_mac_s = s.busy_mac;
+    out.busy_vector_s = s.busy_vec;
+  }
+  out.spans = std::move(spans_);
+  if (spec_.per_node) node_costs(&out);
+  return out;
+}
+
+}  // namespace
+
 StatusOr<CallCost> estimate_call(const isa::Bundle& b, const isa::Mode& mode, const CallSpec& spec,
                                  const CostParams& p) {
   const isa::Program& prog = spec.phase == isa::Phase::kPrefill ? mode.prefill : mode.decode;
@@ -224,341 +526,9 @@ StatusOr<CallCost> estimate_call(const isa::Bundle& b, const isa::Mode& mode, co
                             spec.start, " and ", spec.seq, " tokens is outside the program (",
                             prog.max_seq, " tokens a call, cache ", b.max_cache, ")");
   }
-  const Walker walker(b, p);
-  const size_t P = prog.cores.size();
-  const int sharers = std::max(1, static_cast<int>(P) * std::max(1, spec.active_instances));
-  const double dram_rate = p.dram_bytes_per_s * p.dram_efficiency;
-  const double core_rate = dram_rate / sharers;
-  const double vec_rate = std::max(p.vector_ops_per_cycle, 1e-9) * p.clock_hz;
-  const double issue = p.issue_cycles / p.clock_hz;
-
-  std::vector<CoreSim> sims(P);
-  int32_t max_var = 0;
-  for (size_t c = 0; c < P; ++c) {
-    sims[c].code = &prog.cores[c].code;
-    for (const Instr& in : *sims[c].code) {
-      if (const auto* l = std::get_if<isa::Loop>(&in.op)) max_var = std::max(max_var, l->var + 1);
-    }
-  }
-  for (CoreSim& s : sims) {
-    s.env.loop.assign(static_cast<size_t>(max_var), 0);
-    s.env.sym[static_cast<int>(isa::Sym::kStart)] = spec.start;
-    s.env.sym[static_cast<int>(isa::Sym::kSeq)] = spec.seq;
-    s.env.sym[static_cast<int>(isa::Sym::kSlot)] = spec.slot;
-  }
-  // Per node: counts, busy time by resource per core, and when each core ended its work.
-  struct NodeAcc {
-    CostCounts counts;
-    std::vector<double> dram, mac, vec, lat, end;
-    int64_t first = 0;  ///< order of first appearance
-  };
-  std::map<int32_t, NodeAcc> nodes;
-  std::vector<Span> spans;
-  int64_t order = 0;
-  auto node_acc = [&](int32_t node) -> NodeAcc& {
-    auto [it, fresh] = nodes.try_emplace(node);
-    if (fresh) {
-      for (auto* v :
-           {&it->second.dram, &it->second.mac, &it->second.vec, &it->second.lat, &it->second.end})
-        v->assign(P, 0.0);
-      it->second.first = order++;
-    }
-    return it->second;
-  };
-
-  // Runs core c up to its next barrier (returned) or its end (nullptr).
-  auto run = [&](size_t c, const Instr** barrier) -> Status {
-    CoreSim& s = sims[c];
-    *barrier = nullptr;
-    for (;;) {
-      s.close_loops();
-      if (s.pc >= s.code->size()) {
-        s.done = true;
-        return ok_status();
-      }
-      const size_t pc = s.pc;
-      const Instr& in = (*s.code)[pc];
-      ++s.counts.instructions;
-      if (const auto* loop = std::get_if<isa::Loop>(&in.op)) {
-        const int64_t trip = loop->trip.eval(s.env);
-        const size_t end = pc + 1 + static_cast<size_t>(std::max(loop->body, 0));
-        if (loop->var < 0 || loop->var >= max_var || end > s.code->size())
-          return invalid_argument("core ", c, " instr ", pc, ": malformed loop");
-        if (trip <= 0 || loop->body == 0) {
-          s.pc = end;
-          continue;
-        }
-        s.loops.push_back(CoreSim::Frame{loop->var, trip, 0, pc + 1, end});
-        s.env.loop[static_cast<size_t>(loop->var)] = 0;
-        s.pc = pc + 1;
-        continue;
-      }
-      const int q = static_cast<int>(in.queue);
-      if (q < 0 || q >= isa::kNumQueues)
-        return invalid_argument("core ", c, " instr ", pc, ": bad queue");
-      double ready = s.qfree[q];
-      for (int ch = 0; ch < isa::kNumChannels; ++ch) {
-        if ((in.wait >> ch & 1) == 0) continue;
-        if (s.tokens[ch].empty()) {
-          return invalid_argument("core ", c, " instr ", pc, " (", isa::op_name(in.op),
-                                  ") waits on ", isa::channel_name(static_cast<isa::Channel>(ch)),
-                                  " before any signal");
-        }
-        ready = std::max(ready, s.tokens[ch].front());
-        s.tokens[ch].pop_front();
-      }
-      if (std::holds_alternative<isa::Barrier>(in.op)) {
-        ++s.counts.barriers;
-        s.qfree[q] = ready;  // the release time is set when every core has arrived
-        s.pc = pc + 1;
-        *barrier = &in;
-        return ok_status();
-      }
-      Work w;
-      Status st = walker.work(in, s.env, &w);
-      if (!st.ok()) {
-        return st.with_context("core " + std::to_string(c) + " instr " + std::to_string(pc) + " (" +
-                               isa::op_name(in.op) + ")");
-      }
-      const double t_dram = w.dma ? static_cast<double>(w.read + w.written) / core_rate : 0.0;
-      const double t_mac = static_cast<double>(w.macs) / w.mac_rate;
-      const double t_vec = static_cast<double>(w.vector_ops) / vec_rate;
-      // A queue issues its next instruction once this one has its resource; a DMA's
-      // latency is pipelined (the next DMA starts while this one's first bytes are in
-      // flight), so it delays only what waits for this DMA's data.
-      const double t_lat = issue + (w.dma ? p.dma_latency_s : 0.0);
-      const double busy = std::max({t_dram, t_mac, t_vec}) + issue;
-      const double end = ready + busy + (w.dma ? p.dma_latency_s : 0.0);
-      s.qfree[q] = ready + busy;
-      s.last = std::max(s.last, end);
-      if (spec.spans)
-        spans.push_back(Span{static_cast<int32_t>(c), in.queue, in.node, isa::op_name(in.op), ready,
-                             ready + busy});
-      for (int ch = 0; ch < isa::kNumChannels; ++ch)
-        if ((in.signal >> ch & 1) != 0) s.tokens[ch].push_back(end);
-      if (w.dma) {
-        ++s.counts.dma;
-        s.counts.dram_read[w.purpose] += w.read;
-        s.counts.dram_written[w.purpose] += w.written;
-      }
-      s.counts.macs += w.macs;
-      s.counts.vector_ops += w.vector_ops;
-      s.busy_dram += t_dram;
-      s.busy_mac += t_mac;
-      s.busy_vec += t_vec;
-      s.busy_lat += t_lat;
-      if (spec.per_node) {
-        NodeAcc& a = node_acc(in.node);
-        if (w.dma) {
-          ++a.counts.dma;
-          a.counts.dram_read[w.purpose] += w.read;
-          a.counts.dram_written[w.purpose] += w.written;
-        }
-        ++a.counts.instructions;
-        a.counts.macs += w.macs;
-        a.counts.vector_ops += w.vector_ops;
-        a.dram[c] += t_dram;
-        a.mac[c] += t_mac;
-        a.vec[c] += t_vec;
-        a.lat[c] += t_lat;
-        NodeAcc& t = node_acc(s.time_node_of(in.node));
-        t.end[c] = std::max(t.end[c], end);
-      }
-      s.pc = pc + 1;
-    }
-  };
-
-  for (;;) {
-    std::vector<const Instr*> at(P, nullptr);
-    size_t arrived = 0, finished = 0;
-    for (size_t c = 0; c < P; ++c) {
-      if (sims[c].done) {
-        ++finished;
-        continue;
-      }
-      QBC_RETURN_IF_ERROR(run(c, &at[c]));
-      if (at[c] != nullptr) {
-        ++arrived;
-      } else {
-        ++finished;
-      }
-    }
-    if (arrived == 0) break;
-    if (finished > 0) {
-      return invalid_argument("cost model: ", isa::phase_name(spec.phase),
-                              " program: cores pass different numbers of barriers");
-    }
-    double release = 0;
-    for (size_t c = 0; c < P; ++c)
-      release = std::max(release, sims[c].qfree[static_cast<int>(at[c]->queue)]);
-    release += p.barrier_s;
-    for (size_t c = 0; c < P; ++c) {
-      CoreSim& s = sims[c];
-      const int q = static_cast<int>(at[c]->queue);
-      s.busy_lat += release - s.qfree[q] > 0 ? p.barrier_s : 0.0;
-      if (spec.spans) {
-        spans.push_back(Span{static_cast<int32_t>(c), at[c]->queue, at[c]->node,
-                             isa::op_name(at[c]->op), s.qfree[q], release});
-      }
-      s.qfree[q] = release;
-      for (int ch = 0; ch < isa::kNumChannels; ++ch)
-        if ((at[c]->signal >> ch & 1) != 0) s.tokens[ch].push_back(release);
-      if (spec.per_node) {
-        NodeAcc& a = node_acc(s.time_node_of(at[c]->node));
-        a.end[c] = std::max(a.end[c], release);
-      }
-    }
-  }
-
-  CallCost out;
-  size_t slowest = 0;
-  for (size_t c = 0; c < P; ++c) {
-    out.cores.push_back(sims[c].counts);
-    out.total += sims[c].counts;
-    out.core_end_s.push_back(sims[c].end_time());
-    if (sims[c].end_time() > sims[slowest].end_time()) slowest = c;
-  }
-  out.core_seconds = P > 0 ? sims[slowest].end_time() : 0.0;
-  out.host_seconds = p.host_s;
-  out.seconds = out.core_seconds + out.host_seconds;
-  out.dram_seconds = static_cast<double>(out.total.dram_bytes()) /
-                     (dram_rate / std::max(1, spec.active_instances));
-  if (P > 0) {
-    const CoreSim& s = sims[slowest];
-    out.bound = pick_bound(s.busy_dram, s.busy_mac, s.busy_vec, out.core_seconds);
-    out.busy_dram_s = s.busy_dram;
-    out.busy_mac_s = s.busy_mac;
-    out.busy_vector_s = s.busy_vec;
-  }
-  out.spans = std::move(spans);
-  if (spec.per_node) {
-    std::vector<std::pair<int64_t, int32_t>> by_order;
-    for (const auto& [node, a] : nodes) by_order.push_back({a.first, node});
-    std::sort(by_order.begin(), by_order.end());
-    double prev_end = 0;
-    for (const auto& [ord, node] : by_order) {
-      const NodeAcc& a = nodes.at(node);
-      NodeCost nc;
-      nc.node = node;
-      nc.counts = a.counts;
-      double end = 0;
-      for (size_t c = 0; c < P; ++c) {
-        nc.dram_s = std::max(nc.dram_s, a.dram[c]);
-        nc.mac_s = std::max(nc.mac_s, a.mac[c]);
-        nc.vector_s = std::max(nc.vector_s, a.vec[c]);
-        nc.latency_s = std::max(nc.latency_s, a.lat[c]);
-        end = std::max(end, a.end[c]);
-      }
-      nc.seconds = std::max(0.0, end - prev_end);
-      prev_end = std::max(prev_end, end);
-      nc.bound = pick_bound(nc.dram_s, nc.mac_s, nc.vector_s,
-                            std::max(nc.seconds, nc.dram_s + nc.latency_s));
-      out.nodes.push_back(std::move(nc));
-    }
-  }
-  return out;
-}
-
-StatusOr<ModePrediction> predict_mode(const isa::Bundle& b, const isa::Mode& mode,
-                                      int64_t prompt_tokens, const CostParams& p,
-                                      int active_instances) {
-  if (prompt_tokens < 1 || prompt_tokens >= b.max_cache) {
-    return invalid_argument("--prompt-tokens ", prompt_tokens, " must be in [1, ", b.max_cache - 1,
-                            "] (the cache holds ", b.max_cache, " positions)");
-  }
-  ModePrediction r;
-  r.scheme = mode.scheme;
-  r.prompt_tokens = prompt_tokens;
-  const int64_t chunk = std::max<int64_t>(1, mode.prefill.max_seq);
-  double prefill_dram = 0, prefill_mac = 0, prefill_vec = 0, prefill_core = 0;
-  for (int64_t s = 0; s < prompt_tokens; s += chunk) {
-    CallSpec cs;
-    cs.phase = isa::Phase::kPrefill;
-    cs.start = s;
-    cs.seq = std::min(chunk, prompt_tokens - s);
-    cs.per_node = false;
-    cs.active_instances = active_instances;
-    QBC_ASSIGN_OR_RETURN(CallCost c, estimate_call(b, mode, cs, p));
-    r.ttft_s += c.seconds;
-    prefill_core += c.core_seconds;
-    prefill_dram += c.dram_seconds;
-    double mac = 0, vec = 0;
-    for (const CostCounts& k : c.cores) {
-      mac = std::max(mac, static_cast<double>(k.macs));
-      vec = std::max(vec, static_cast<double>(k.vector_ops));
-    }
-    prefill_mac += mac / (std::max(p.int8_macs_per_cycle, 1e-9) * p.clock_hz * p.mac_efficiency);
-    prefill_vec += vec / (std::max(p.vector_ops_per_cycle, 1e-9) * p.clock_hz);
-  }
-  r.prefill_bound = pick_bound(prefill_dram, prefill_mac, prefill_vec, prefill_core);
-  r.prefill_dram_s = prefill_dram;
-  r.prefill_mac_s = prefill_mac;
-  r.prefill_vector_s = prefill_vec;
-  r.prefill_core_s = prefill_core;
-  CallSpec d;
-  d.phase = isa::Phase::kDecode;
-  d.start = prompt_tokens;
-  d.active_instances = active_instances;
-  QBC_ASSIGN_OR_RETURN(r.decode, estimate_call(b, mode, d, p));
-  r.decode_s = r.decode.seconds;
-  r.bound = r.decode.bound;
-  d.start = b.max_cache - 1;
-  d.per_node = false;
-  QBC_ASSIGN_OR_RETURN(CallCost end, estimate_call(b, mode, d, p));
-  r.decode_end_s = end.seconds;
-  // The unavoidable traffic of the step: every weight once, the visible KV read and this
-  // position's KV written, at the effective bandwidth.
-  double need =
-      static_cast<double>(r.decode.total.dram_read[static_cast<int>(isa::Purpose::kWeights)]);
-  for (const isa::AttnDesc& a : b.attentions) {
-    const int64_t pos = prompt_tokens + 1;
-    const int64_t visible = a.window > 0 ? std::min(a.window, pos) : pos;
-    const int64_t row = isa::dtype_bytes(isa::code_type(a.k_bits), a.head_dim) +
-                        isa::dtype_bytes(isa::code_type(a.v_bits), a.head_dim);
-    need += static_cast<double>(a.kv_heads * row * (visible + 1));
-  }
-  const double need_s =
-      need * std::max(1, active_instances) / (p.dram_bytes_per_s * p.dram_efficiency);
-  r.need_s = need_s;
-  r.roofline_fraction = r.decode_s > 0 ? need_s / r.decode_s : 0.0;
-  return r;
-}
-
-std::string cost_node_label(const isa::Bundle& b, int32_t node) {
-  if (node >= 0 && static_cast<size_t>(node) < b.nodes.size())
-    return b.nodes[static_cast<size_t>(node)];
-  return "(token carriers, npu-deps)";
-}
-
-std::string cost_table_text(const isa::Bundle& b, const CallCost& c, size_t max_rows) {
-  std::string out;
-  char line[256];
-  auto row = [&](const std::string& name, const CostCounts& k, double seconds, Bound bound) {
-    std::snprintf(line, sizeof(line), "  %-34s %10.3f %10.3f %10.1f %8.1f  %s\n", name.c_str(),
-                  static_cast<double>(k.dram_bytes()) / (1024.0 * 1024.0),
-                  static_cast<double>(k.macs) / 1e6, static_cast<double>(k.vector_ops) / 1e3,
-                  seconds * 1e6, bound_name(bound));
-    out += line;
-  };
-  std::snprintf(line, sizeof(line), "  %-34s %10s %10s %10s %8s  %s\n", "node", "DRAM MiB", "MMACs",
-                "kvec", "us", "bound");
-  out += line;
-  std::vector<const NodeCost*> rows;
-  for (const NodeCost& n : c.nodes) rows.push_back(&n);
-  if (max_rows > 0 && rows.size() > max_rows) {
-    std::stable_sort(rows.begin(), rows.end(),
-                     [](const NodeCost* x, const NodeCost* y) { return x->seconds > y->seconds; });
-    rows.resize(max_rows);
-  }
-  for (const NodeCost* n : rows) row(cost_node_label(b, n->node), n->counts, n->seconds, n->bound);
-  // The whole call: every core's counts, the slowest core's time, then the host's share.
-  row("total", c.total, c.core_seconds, c.bound);
-  std::snprintf(line, sizeof(line),
-                "  (total: every core's counts and the slowest core's time; with %.1f us of host "
-                "overhead the call takes %.1f us)\n",
-                c.host_seconds * 1e6, c.seconds * 1e6);
-  out += line;
-  return out;
+  CallReplay replay(b, prog, spec, p);
+  QBC_RETURN_IF_ERROR(replay.run());
+  return replay.result();
 }
 
 }  // namespace qbc::npu

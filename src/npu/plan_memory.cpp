@@ -78,7 +78,6 @@ void layout_weights(Context& cx, Layout& lay) {
   const auto& nodes = cx.g.nodes();
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
-    const int id = static_cast<int>(i);
     NodePlan& np = cx.plan.nodes[i];
     const size_t first = cx.plan.buffers.size();
     if (n.op == Op::kRmsNorm) {

@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "qbc/isa/domain.h"
@@ -163,6 +164,15 @@ class StreamDeps {
   void make_pair(Region& r, int32_t a_id, int32_t b_id, Queue x, Queue y,
                  std::array<Know, kNumQueues>& k, std::map<int32_t, Snap>& snap);
   void carried(Region& r);
+  /// carried's phases: per element of a second iteration of the body, what every queue
+  /// knew when it started (clocks of (iteration, position)); the first channel with an
+  /// unordered conflict into a later iteration (-1 none) and its smallest distance; the
+  /// sync for it (the wait, the signal, the primes and drains around the loop).
+  using Clock = std::array<int64_t, kNumQueues>;
+  std::vector<std::array<Clock, kNumQueues>> iteration_clocks(const Region& r) const;
+  std::pair<int, int> first_carried(const Region& r,
+                                    const std::vector<std::array<Clock, kNumQueues>>& before) const;
+  void add_carried(Region& r, int best, int best_d);
   void summarize(Region& r);
   Status flatten(const Region& r, std::vector<Instr>* out);
   StatusOr<Instr> carrier(Queue q);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "qbc/isa/program.h"
@@ -113,6 +114,20 @@ inline std::vector<Instr> small_code() {
       ins(r, cmp, l2c, c2s, 1, 0),
       ins(dma(kOut, 0, kY, 0, seq(), 256, 256), st, c2s, 0, 2, 0),
   };
+}
+
+/// Adds a global4 mode of two cooperating cores running `c0` and `c1` in both phases
+/// (prefill max_seq 16).
+inline void add_two_core_mode(Bundle& b, std::vector<Instr> c0, std::vector<Instr> c1) {
+  Mode m;
+  m.scheme = Scheme::kGlobal4;
+  m.cores_per_instance = 2;
+  m.prefill.phase = Phase::kPrefill;
+  m.prefill.max_seq = 16;
+  m.prefill.cores = {CoreProgram{0, std::move(c0)}, CoreProgram{1, std::move(c1)}};
+  m.decode.phase = Phase::kDecode;
+  m.decode.cores = m.prefill.cores;
+  b.modes.push_back(std::move(m));
 }
 
 /// A valid one-core bundle: mode 0 "single" (1 instance) whose prefill (max_seq 16) and decode

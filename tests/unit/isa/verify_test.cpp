@@ -293,15 +293,7 @@ Bundle exchange(bool barrier) {
     c0.push_back(ins(Barrier{0, 2}, cmp, s2c, 0));
     c1.insert(c1.begin(), ins(Barrier{0, 2}, cmp, 0, c2l));
   }
-  Mode m;
-  m.scheme = Scheme::kGlobal4;
-  m.cores_per_instance = 2;
-  m.prefill.phase = Phase::kPrefill;
-  m.prefill.max_seq = 16;
-  m.prefill.cores = {CoreProgram{0, c0}, CoreProgram{1, c1}};
-  m.decode.phase = Phase::kDecode;
-  m.decode.cores = m.prefill.cores;
-  b.modes.push_back(m);
+  add_two_core_mode(b, c0, c1);
   return b;
 }
 

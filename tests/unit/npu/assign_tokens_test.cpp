@@ -149,15 +149,7 @@ TEST(IsaDeps, BarriersAreTiedToTheirCoresDramTraffic) {
   const std::vector<Instr> c1 = {ins(dma(part, 256, p1, 256, 1, 256, 256), st),
                                  ins(Barrier{0, 2}, cmp), ins(dma(p1, 0, part, 0, 1, 256, 256), ld),
                                  ins(mg, cmp)};
-  Mode m;
-  m.scheme = Scheme::kGlobal4;
-  m.cores_per_instance = 2;
-  m.prefill.phase = Phase::kPrefill;
-  m.prefill.max_seq = 16;
-  m.prefill.cores = {CoreProgram{0, c0}, CoreProgram{1, c1}};
-  m.decode.phase = Phase::kDecode;
-  m.decode.cores = m.prefill.cores;
-  b.modes.push_back(m);
+  add_two_core_mode(b, c0, c1);
   ASSERT_FALSE(verify(b).ok());
   QBC_ASSERT_OK(assign_tokens(b));
   const Status v = verify(b);
