@@ -5,6 +5,7 @@
 // (region, offset, bytes, type, shape, per-slot stride, block, and `grows` for a KV buffer
 // whose capacity is the cache); the io buffers and the regions. One line per node, stage
 // and buffer, in index order, so the text is deterministic.
+#include <iomanip>
 #include <sstream>
 #include <string>
 
@@ -39,10 +40,10 @@ std::string list(const std::vector<int64_t>& v) {
 void print_linear(const LinearPlan& li, std::ostringstream& os) {
   os << " n " << li.n << " k " << li.k << " w" << li.w_bits << " x" << li.in_bits << " group "
      << li.group << " groups " << li.groups << " zero " << li.zero << " bias " << li.bias
-     << " out_fp16 " << li.out_fp16 << " mode " << static_cast<int>(li.mode) << " in_scale "
-     << li.in_scale << " in_zero " << li.in_zero << ": nt " << li.t.nt << " kt " << li.t.kt
-     << " mt " << li.t.mt << " (" << li.ntiles << " x " << li.ktiles << " tiles, gt " << li.gt
-     << ")";
+     << " out_fp16 " << li.out_fp16 << " mode " << isa::quant_mode_name(li.mode) << " in_scale "
+     << std::setprecision(9) << li.in_scale << std::setprecision(6) << " in_zero " << li.in_zero
+     << ": nt " << li.t.nt << " kt " << li.t.kt << " mt " << li.t.mt << " (" << li.ntiles << " x "
+     << li.ktiles << " tiles, gt " << li.gt << ")";
   if (li.buf < 0) return;
   os << " buffer #" << li.buf << " w_bytes " << li.w_bytes << " w_off " << list(li.w_off)
      << " ws_off " << list(li.ws_off) << " wz_off " << list(li.wz_off) << " b_off "
