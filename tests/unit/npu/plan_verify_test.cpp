@@ -215,5 +215,18 @@ TEST_F(PlanVerify, PrinterWritesEveryFieldTheSameWayEveryTime) {
   EXPECT_TRUE(differs([](Plan& p) { p.regions.reserve += 1; }));
 }
 
+TEST(PlanTiles, ARowTileThatDoesNotFitIsRefusedBeforeLowering) {
+  // P4 holds by construction: a row-wise stage whose one row does not fit SRAM is exit 4
+  // from plan-tiles (rms_norm of width 576: its fp32 weight and one row in and out).
+  QBC_REQUIRE_SHARED(cfg, "model-configs/SmolLM2-135M-Instruct/config.json");
+  StatusOr<testing::Case> c = testing::small_case();
+  QBC_ASSERT_OK(c);
+  c->options.target.sram_bytes = 4096;
+  const Status s = npu::run_pipeline("npu-fit", c->graph, c->options, nullptr).status();
+  EXPECT_EQ(s.code(), Code::kResourceExhausted) << s.message();
+  EXPECT_TRUE(contains(s.message(), "blk.0.attn_norm")) << s.message();
+  EXPECT_TRUE(contains(s.message(), "one row tile needs 4608 bytes")) << s.message();
+}
+
 }  // namespace
 }  // namespace qbc
