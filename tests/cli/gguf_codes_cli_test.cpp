@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "prequant_packer.h"
 #include "qbc/frontend/safetensors.h"
 #include "test_support.h"
 #include "unit/frontend/gguf_convert.h"
@@ -34,17 +35,6 @@ GgmlType type_plan(const std::string& gguf_name) {
   if (has("ffn_gate") || has("ffn_up")) return GgmlType::kQ4_0;
   if (has("ffn_down")) return GgmlType::kQ5_0;
   return GgmlType::kQ8_0;  // attention and the token embedding
-}
-
-// HF module -> qbc node ("model.layers.1.mlp.down_proj" -> "blk.1.ffn.down_proj").
-std::string node_of(const std::string& module) {
-  std::string n = module;
-  n.replace(0, std::string("model.layers.").size(), "blk.");
-  for (const auto& [from, to] : {std::pair{".self_attn.", ".attn."}, std::pair{".mlp.", ".ffn."}}) {
-    const size_t at = n.find(from);
-    if (at != std::string::npos) n.replace(at, std::string(from).size(), to);
-  }
-  return n;
 }
 
 std::vector<int32_t> ints_of(const frontend::SafetensorsTensor* t) {
@@ -97,18 +87,9 @@ TEST(GgufCodesCli, Q8Q5Q4LinearsKeepTheirCodesAndQ41IsRequantized) {
   }
   ASSERT_EQ(truth.size(), 14u);
 
-  const auto r = run_qbc("--log-format json compile " + shell_quote(gguf) +
-                         " --preset llm_fast --use-random-calib --set calibration.numSamples=2 "
-                         "--set calibration.seqLength=16 --set llm.attributes.maxCacheLength=64 "
-                         "--set llm.attributes.maxSequenceLength=64 -o " +
-                         shell_quote(dir / "q.mxq") + " --keep-intermediate " + shell_quote(dir));
+  const auto r = testing::run_small_compile(gguf, dir);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  nlohmann::json summary;
-  std::istringstream lines(r.err);
-  for (std::string line; std::getline(lines, line);) {
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_discarded() && j.value("event", "") == "summary") summary = j;
-  }
+  const nlohmann::json summary = testing::last_json_event(r.err, "summary");
   ASSERT_TRUE(summary.contains("result")) << r.err;
   std::printf("%s\n", summary.value("message", "").c_str());
   const nlohmann::json& iw = summary["result"]["imported_weights"];
@@ -125,7 +106,7 @@ TEST(GgufCodesCli, Q8Q5Q4LinearsKeepTheirCodesAndQ41IsRequantized) {
   int negative_blocks = 0;
   for (const auto& [module, t] : truth) {
     SCOPED_TRACE(module);
-    const std::string node = node_of(module);
+    const std::string node = testing::linear_node_of(module);
     const std::vector<int32_t> codes = ints_of(side->find(node + ".wq"));
     std::vector<float> scales;
     ASSERT_NE(side->find(node + ".wscale"), nullptr);
