@@ -7,7 +7,13 @@ the `result` event of `--log-format json`) on three backends, `--backend npu` (t
 running the ARIES programs), `--backend fakequant` (the same quantized MBLT on the
 fake-quant evaluator) and the float reference (LibTorch) on the float HF folder, and the
 ratios executor/float and executor/fakequant against the targets of issue 13 (prefill
->= 0.5x float, decode >= 3x float, >= 20x fake-quant). For the Llama-3.2-1B-shaped model it
+>= 0.5x float, decode >= 3x float, >= 20x fake-quant). It also measures the host's
+streaming read bandwidth on one and two threads in the same run (`qbc-host-bandwidth`,
+bench/host_bandwidth.cpp) and prints each executor decode as a fraction of its roofline:
+bandwidth / the DRAM bytes one decode step moves (`qbc inspect --cost --json`, the
+`decode_total.dram_bytes` of the scheme the run uses; the executor reads each of them from
+host memory at least once). Issue 29's targets: W8 decode >= 50 % of the two-thread
+roofline on the 135M shape and >= 70 % on the 1B shape. For the Llama-3.2-1B-shaped model it
 also reports the backend's compile time as a fraction of the quantize time (target < 10 %).
 
 Models: stories260K (the shared HF folder), random SmolLM2-135M- and Llama-3.2-1B-shaped
@@ -47,6 +53,8 @@ MODELS = [
     ("llama-3.2-1b", "Llama-3.2-1B-shaped", "Llama-3.2-1B-Instruct", (2, 1), (64, 8)),
 ]
 TARGETS = {"prefill": 0.5, "decode": 3.0, "fakequant": 20.0, "backend_fraction": 0.10}
+# Decode as a fraction of the two-thread read roofline (issue 29), per model.
+ROOFLINE_TARGETS = {"smollm2-135m": 0.5, "llama-3.2-1b": 0.7}
 
 
 def log(msg):
@@ -145,6 +153,30 @@ def compile_w8(q, work, name, hf):
     return mxq, mblt, summary
 
 
+def host_bandwidth(exe):
+    """{threads: GB/s} of the host's streaming read (qbc-host-bandwidth, 1 GiB, 1 and 2
+    threads)."""
+    p = subprocess.run([exe], capture_output=True, text=True, check=True)
+    out = {}
+    for line in p.stdout.splitlines():
+        f = line.split()
+        if len(f) == 3 and f[0] == "host_read_gbps":
+            out[int(f[1])] = float(f[2])
+    return out
+
+
+def decode_bytes(q, mxq, prompt_tokens):
+    """DRAM bytes of one decode step of the `single` scheme (the one `qbc run` uses) at
+    `prompt_tokens` cached positions, from the cost model's count of the file's programs."""
+    out, _, _ = q.events(["inspect", mxq, "--cost", "--json", "--prompt-tokens",
+                          str(prompt_tokens)])
+    j = json.loads(out)
+    for e in j["schemes"]:
+        if e["scheme"] == "single":
+            return e["decode_total"]["dram_bytes"]
+    return j["schemes"][0]["decode_total"]["dram_bytes"]
+
+
 def ratio(a, b):
     return a / b if b > 0 else float("nan")
 
@@ -165,19 +197,26 @@ def main():
     ap.add_argument("--skip-fakequant", action="store_true",
                     help="do not run the fake-quant evaluator (no exec/fakequant ratio)")
     ap.add_argument("--json", default="", help="also write the figures to this JSON file")
+    ap.add_argument("--bandwidth", default=os.path.join(ROOT, "build", "tools",
+                                                        "qbc-host-bandwidth"),
+                    help="the qbc-host-bandwidth binary (bench/host_bandwidth.cpp)")
     a = ap.parse_args()
 
     global TEXT
     TEXT = os.path.join(SHARED, "data", "tinystories", "eval.clean.txt")
     if not a.no_build:
         subprocess.run([os.path.join(ROOT, "tools", "setup.sh"), "--target", "qbc", "--target",
-                        "qbc_ref_torch"], check=True, stdout=subprocess.DEVNULL)
+                        "qbc_ref_torch", "--target", "qbc-host-bandwidth"], check=True, stdout=subprocess.DEVNULL)
     os.makedirs(a.work, exist_ok=True)
     q = Qbc(a.qbc, a.threads)
     chosen = [m for m in MODELS if (not a.models or m[0] in a.models.split(","))
               and not (a.no_1b and m[0] == "llama-3.2-1b")]
     results = []
     load = " ".join(open("/proc/loadavg").read().split()[:3])
+    log("host streaming read bandwidth...")
+    bw = host_bandwidth(a.bandwidth)
+    log("  " + ", ".join("%d thread%s %.1f GB/s" % (t, "s" * (t > 1), g)
+                         for t, g in sorted(bw.items())))
     t_start = time.monotonic()
     for name, label, source, (chunks, fq_chunks), (n, fq_n) in chosen:
         t0 = time.monotonic()
@@ -188,6 +227,8 @@ def main():
         log("%s: executor" % name)
         r["npu_prefill"] = best("npu_prefill", lambda: q.eval(mxq, "npu", chunks), a.repeat)
         r["npu_decode"] = best("npu_decode", lambda: q.decode(mxq, "npu", n), a.repeat)
+        # The decode steps run at 5..5+n cached positions: count the bytes in the middle.
+        r["decode_dram_bytes"] = decode_bytes(q, mxq, 5 + n // 2)
         log("%s: float" % name)
         r["float_prefill"] = best("float_prefill", lambda: q.eval(hf, "float", chunks), a.repeat)
         r["float_decode"] = best("float_decode", lambda: q.decode(hf, "float", n), a.repeat)
@@ -241,6 +282,25 @@ def main():
             print("%-20s executor == fake-quant: perplexity %s, greedy tokens %s" % (
                 "", "equal" if r["exact_ppl"] else "DIFFERENT",
                 "equal" if r["exact_tokens"] else "DIFFERENT"))
+    print("\nexecutor decode against the host's read roofline (bandwidth / DRAM bytes of one "
+          "decode step): %s" % ", ".join("%d thread%s %.1f GB/s" % (t, "s" * (t > 1), g)
+                                         for t, g in sorted(bw.items())))
+    for r in results:
+        e = r["npu_decode"]["tokens_per_second"]
+        mb = r["decode_dram_bytes"] / 1e6
+        cells = []
+        for t, g in sorted(bw.items()):
+            roof = g * 1e9 / r["decode_dram_bytes"]
+            cells.append("%d-thread roofline %.1f tok/s, executor at %.0f %%" % (
+                t, roof, 100 * e / roof))
+        r["roofline"] = {str(t): g * 1e9 / r["decode_dram_bytes"] for t, g in bw.items()}
+        line = "%-20s %.2f MB/token; %s" % (r["label"], mb, "; ".join(cells))
+        tgt = ROOFLINE_TARGETS.get(r["model"])
+        if tgt is not None and 2 in bw:
+            frac = e / (bw[2] * 1e9 / r["decode_dram_bytes"])
+            line += " (target >= %d %% of 2 threads: %s)" % (100 * tgt,
+                                                             "met" if frac >= tgt else "NOT met")
+        print(line)
     print("\nexecutor prefill chunks: %s; decode: %d tokens after the %d-token prompt '%s'" % (
         ", ".join("%s %d" % (r["label"], r["chunks"]) for r in results),
         results[0]["decode_n"] if results else 0, 5, PROMPT))
@@ -251,7 +311,8 @@ def main():
                 if k in r:
                     r[k].pop("new_tokens", None)
         with open(a.json, "w") as f:
-            json.dump({"results": results, "targets": TARGETS}, f, indent=1)
+            json.dump({"results": results, "targets": TARGETS, "host_read_gbps": bw,
+                       "roofline_targets": ROOFLINE_TARGETS}, f, indent=1)
     bad = [r for r in results if r.get("exact_ppl") is False or r.get("exact_tokens") is False]
     return 1 if bad else 0
 

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "qbc/calib/calib_data.h"
 #include "qbc/driver/generate.h"
@@ -260,7 +261,13 @@ StatusOr<QuantizeSummary> quantize_to(const LoadedModel& model,
   summary.passes = stages;
   summary.mblt = out_mblt;
   summary.sidecar = side;
-  if (model.source) summary.source_types = source_type_outcomes(*model.source, model.graph, graph);
+  if (model.source) {
+    std::set<std::string> kept;
+    if (imported) {
+      for (const auto& [node, f] : imported->fixed) kept.insert(node);
+    }
+    summary.source_types = source_type_outcomes(*model.source, model.graph, graph, kept);
+  }
   if (imported) {
     summary.imported_text = imported->summary_text();
     summary.imported_json = imported->json();

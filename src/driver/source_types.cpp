@@ -61,7 +61,8 @@ std::map<std::string, int> count_by_dtype(const std::map<std::string, std::strin
 
 std::vector<SourceTypeOutcome> source_type_outcomes(const frontend::ModelSource& source,
                                                     const ir::Graph& imported,
-                                                    const ir::Graph& quantized) {
+                                                    const ir::Graph& quantized,
+                                                    const std::set<std::string>& kept_codes) {
   std::map<std::string, SourceTypeOutcome> by_dtype;
   for (const auto& [name, w] : imported.weights()) {
     if (w.source != ir::WeightSource::kModel) continue;
@@ -74,7 +75,8 @@ std::vector<SourceTypeOutcome> source_type_outcomes(const frontend::ModelSource&
     const ir::Node* user = user_of(imported, name);
     const ir::ValueId q = user == nullptr ? -1 : quantized.find(user->name);
     if (q >= 0 && quantized.node(q).op == ir::Op::kQLinear) {
-      ++o.quantized[static_cast<int>(quantized.node(q).attrs.get_int("w_bits"))];
+      const int bits = static_cast<int>(quantized.node(q).attrs.get_int("w_bits"));
+      ++(kept_codes.count(user->name) != 0 ? o.codes_kept : o.quantized)[bits];
     } else if (w.role == ir::WeightRole::kHostEmbedding) {
       ++o.host_embedding;
     } else {
@@ -89,6 +91,8 @@ std::vector<SourceTypeOutcome> source_type_outcomes(const frontend::ModelSource&
 std::string describe(const SourceTypeOutcome& o) {
   std::vector<std::string> parts;
   const std::string re = o.lossless_source ? "quantized to W" : "dequantized and re-quantized to W";
+  for (const auto& [bits, n] : o.codes_kept)
+    parts.push_back(std::to_string(n) + " with codes kept as W" + std::to_string(bits));
   for (const auto& [bits, n] : o.quantized)
     parts.push_back(std::to_string(n) + " " + re + std::to_string(bits));
   if (o.host_embedding > 0) {

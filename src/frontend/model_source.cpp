@@ -11,6 +11,7 @@
 #include <system_error>
 #include <utility>
 
+#include "gguf_codes.h"
 #include "gguf_model.h"
 #include "qbc/frontend/gguf.h"
 #include "qbc/frontend/random_model.h"
@@ -192,6 +193,15 @@ StatusOr<std::unique_ptr<ModelSource::Impl>> ModelSource::Impl::open_gguf(const 
   impl->tensors = std::move(mapped.tensors);
   impl->unmapped = std::move(mapped.unmapped);
   impl->build_index();
+  // Q8_0, Q5_0 and Q4_0 linears keep their integer codes (gguf_codes.h); their TensorInfo
+  // keeps the ggml type, so provenance still names it.
+  if (std::optional<gguf_codes::Found> found = gguf_codes::find_linears(impl->tensors, g)) {
+    impl->prequant = std::move(found->config);
+    for (PackedTensorRef& ref : found->linears) {
+      impl->packed_by_weight.emplace(ref.module + ".weight", impl->packed.size());
+      impl->packed.push_back(std::move(ref));
+    }
+  }
   impl->tokenizer_path = file;
   if (g.has("tokenizer.chat_template")) {
     QBC_ASSIGN_OR_RETURN(impl->chat_template, g.get_string("tokenizer.chat_template"));
@@ -245,7 +255,7 @@ Status ModelSource::read_f32(std::string_view hf_name, std::vector<float>* out) 
   if (info == nullptr) {
     return not_found(impl_->path.string(), ": no tensor ", quote_prefix(hf_name));
   }
-  if (impl_->packed_by_weight.count(info->name) != 0) {
+  if (impl_->safetensors && impl_->packed_by_weight.count(info->name) != 0) {
     QBC_ASSIGN_OR_RETURN(PackedLinear p, read_packed(info->name));
     *out = dequantize(p);
     return ok_status();
@@ -356,6 +366,8 @@ StatusOr<PackedLinear> ModelSource::read_packed(std::string_view hf_name) const 
     return not_found(impl_->path.string(), ": ", quote_prefix(hf_name),
                      " is not a pre-quantized linear of this checkpoint");
   }
+  if (impl_->gguf)
+    return gguf_codes::read_linear(*impl_->gguf, *find(hf_name), impl_->packed[it->second]);
   return unpack_linear(*impl_->safetensors, *impl_->prequant, impl_->packed[it->second]);
 }
 

@@ -268,6 +268,8 @@ std::string_view pack_layout_name(PackLayout layout) {
       return "gptq";
     case PackLayout::kAwqGemm:
       return "awq-gemm";
+    case PackLayout::kGgufBlocks:
+      return "gguf-blocks";
   }
   return "unknown";
 }

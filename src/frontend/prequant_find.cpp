@@ -126,6 +126,8 @@ Status describe_module(const SafetensorsCheckpoint& ck, const SafetensorsTensor&
       ref.shape = main.shape;
       ref.parts = {m + ".weight"};
       break;
+    case PackLayout::kGgufBlocks:
+      return invalid_argument(main.file.string(), ": GGUF blocks are not stored in safetensors");
     case PackLayout::kGptq:
     case PackLayout::kAwqGemm: {
       if (main.shape.size() != 2) {

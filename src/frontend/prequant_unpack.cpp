@@ -374,6 +374,8 @@ StatusOr<PackedLinear> unpack_linear(const SafetensorsCheckpoint& ck, const Preq
     case PackLayout::kAwqGemm:
       QBC_RETURN_IF_ERROR(unpack_awq(parts, p));
       break;
+    case PackLayout::kGgufBlocks:
+      return invalid_argument(ref.module, ": GGUF blocks are not stored in safetensors");
   }
   return p;
 }

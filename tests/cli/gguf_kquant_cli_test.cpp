@@ -29,24 +29,6 @@ using ::qbc::testing::run_qbc;
 using ::qbc::testing::shell_quote;
 using ::qbc::testing::temp_dir;
 
-// stories260K's SentencePiece vocabulary (512 tokens, the same size as the random model's), so
-// the TinyStories eval text tokenizes as it does for that model. Only the tokenizer keys are
-// copied; every tensor is written by the converter.
-void stories_tokenizer(testing::GgufWriter& w) {
-  auto g = frontend::GgufFile::open(testing::shared_dir() / "models/stories260k/stories260K.gguf");
-  ASSERT_TRUE(g.ok()) << g.status().to_string();
-  auto tokens = g->get_string_array("tokenizer.ggml.tokens");
-  auto scores = g->get_float_array("tokenizer.ggml.scores");
-  auto types = g->get_int_array("tokenizer.ggml.token_type");
-  ASSERT_TRUE(tokens.ok() && scores.ok() && types.ok());
-  w.str("tokenizer.ggml.model", "llama");
-  w.strings("tokenizer.ggml.tokens", *tokens);
-  w.floats("tokenizer.ggml.scores", std::vector<float>(scores->begin(), scores->end()));
-  w.ints("tokenizer.ggml.token_type", std::vector<int32_t>(types->begin(), types->end()));
-  w.u32("tokenizer.ggml.unknown_token_id", 0);
-  w.boolean("tokenizer.ggml.add_bos_token", true);
-}
-
 struct KQuantFiles {
   fs::path quantized;    // the K-quant GGUF
   fs::path dequantized;  // its values as an F32 GGUF
@@ -63,7 +45,7 @@ KQuantFiles write_pair(const std::string& name, frontend::GgmlType (*type_of)(co
   EXPECT_TRUE(hf.ok()) << hf.status().to_string();
   testing::GgufConvertOptions o;
   o.type_of = type_of;
-  o.tokenizer = stories_tokenizer;
+  o.tokenizer = testing::stories_tokenizer;
   KQuantFiles out{dir / (name + ".gguf"), dir / (name + "-dequantized.gguf")};
   testing::convert_to_gguf(*hf, "llama", out.quantized, o);
   o.dequantize = true;

@@ -41,17 +41,6 @@ fs::path packed_model(const std::string& name, const TestPackScheme& s,
   return o.output_dir;
 }
 
-// HF module -> qbc node ("model.layers.1.mlp.down_proj" -> "blk.1.ffn.down_proj").
-std::string node_of(const std::string& module) {
-  std::string n = module;
-  n.replace(0, std::string("model.layers.").size(), "blk.");
-  for (const auto& [from, to] : {std::pair{".self_attn.", ".attn."}, std::pair{".mlp.", ".ffn."}}) {
-    const size_t at = n.find(from);
-    if (at != std::string::npos) n.replace(at, std::string(from).size(), to);
-  }
-  return n;
-}
-
 std::vector<int64_t> ints_of(const frontend::SafetensorsTensor& t) {
   std::vector<int64_t> out;
   for (size_t i = 0; i < t.data.size; ++i) out.push_back(static_cast<int8_t>(t.data.data[i]));
@@ -71,19 +60,10 @@ TEST_P(PrequantCli, CompilesToMxqAndKeepsTheCodesItCanHold) {
   std::map<std::string, TestPacked> truth;
   const fs::path hf = packed_model(c.name, c.scheme, &truth);
   const fs::path dir = hf.parent_path();
-  const auto r = run_qbc("--log-format json compile " + shell_quote(hf) +
-                         " --preset llm_fast --use-random-calib --set calibration.numSamples=2 "
-                         "--set calibration.seqLength=16 --set llm.attributes.maxCacheLength=64 "
-                         "--set llm.attributes.maxSequenceLength=64 -o " +
-                         shell_quote(dir / "q.mxq") + " --keep-intermediate " + shell_quote(dir));
+  const auto r = testing::run_small_compile(hf, dir);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // The summary event: codes kept per tensor kind.
-  nlohmann::json summary;
-  std::istringstream lines(r.err);
-  for (std::string line; std::getline(lines, line);) {
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_discarded() && j.value("event", "") == "summary") summary = j;
-  }
+  const nlohmann::json summary = testing::last_json_event(r.err, "summary");
   ASSERT_TRUE(summary.contains("result")) << r.err;
   const nlohmann::json& iw = summary["result"]["imported_weights"];
   EXPECT_EQ(iw["imported"].get<int>(), 14);
@@ -101,7 +81,7 @@ TEST_P(PrequantCli, CompilesToMxqAndKeepsTheCodesItCanHold) {
   const int32_t shift = ct ? 0 : 1 << (c.scheme.bits - 1);
   for (const auto& [module, t] : truth) {
     SCOPED_TRACE(module);
-    const std::string node = node_of(module);
+    const std::string node = testing::linear_node_of(module);
     const frontend::SafetensorsTensor* wq = side->find(node + ".wq");
     const frontend::SafetensorsTensor* ws = side->find(node + ".wscale");
     ASSERT_NE(wq, nullptr);

@@ -12,7 +12,9 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "qbc/frontend/safetensors.h"
@@ -56,6 +58,39 @@ struct TestPacked {
     return static_cast<float>(codes[static_cast<size_t>(o * in + i)] - zeros[k]) * scales[k];
   }
 };
+
+/// The qbc node of an HF linear module ("model.layers.1.mlp.down_proj" -> "blk.1.ffn.down_proj").
+inline std::string linear_node_of(const std::string& module) {
+  std::string n = module;
+  n.replace(0, std::string("model.layers.").size(), "blk.");
+  for (const auto& [from, to] : {std::pair{".self_attn.", ".attn."}, std::pair{".mlp.", ".ffn."}}) {
+    const size_t at = n.find(from);
+    if (at != std::string::npos) n.replace(at, std::string(from).size(), to);
+  }
+  return n;
+}
+
+/// A small smoke compile of `model` to DIR/q.mxq, keeping the quantized MBLT and its weights
+/// in DIR (llm_fast, 2 random calibration samples of 16 tokens, 64 positions), with JSON events.
+inline RunResult run_small_compile(const std::filesystem::path& model,
+                                   const std::filesystem::path& dir) {
+  return run_qbc("--log-format json compile " + shell_quote(model) +
+                 " --preset llm_fast --use-random-calib --set calibration.numSamples=2 "
+                 "--set calibration.seqLength=16 --set llm.attributes.maxCacheLength=64 "
+                 "--set llm.attributes.maxSequenceLength=64 -o " +
+                 shell_quote(dir / "q.mxq") + " --keep-intermediate " + shell_quote(dir));
+}
+
+/// The last `--log-format json` event named `event` in `text` (stderr of a qbc run), or null.
+inline nlohmann::json last_json_event(const std::string& text, const std::string& event) {
+  nlohmann::json found;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.is_object() && j.value("event", "") == event) found = j;
+  }
+  return found;
+}
 
 inline bool test_pack_is_ct(TestPackFormat f) {
   return f == TestPackFormat::kCtPackedDense || f == TestPackFormat::kCtPackedPadded ||

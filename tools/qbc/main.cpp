@@ -1,6 +1,5 @@
 // qbc: compiles HuggingFace decoder LLMs into quantized programs for the ARIES NPU.
 #include <google/protobuf/stubs/common.h>
-#include <malloc.h>
 #include <spdlog/version.h>
 
 #include <CLI/CLI.hpp>
@@ -10,6 +9,7 @@
 #include "qbc/ir/serialize.h"
 #include "qbc/support/cancel.h"
 #include "qbc/support/exit_codes.h"
+#include "qbc/support/host_memory.h"
 #include "qbc/support/logging.h"
 #include "qbc/support/progress.h"
 #include "qbc_git_describe.h"
@@ -95,14 +95,8 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // glibc maps blocks above its mmap threshold (128 KB, adapting up to 32 MB) one by one and
-  // gives the free top of the heap back to the kernel, so every calibration sample's tensors
-  // were mapped and zero-filled again: 14.3 million page faults and as much kernel time as
-  // compute time on a stories260K llm compile (docs/performance.md, "Host memory and
-  // threads"). Blocks up to 32 MB (the most mallopt allows) now come from the heap, and up
-  // to 1 GiB of freed heap stays for reuse; the results are byte-identical.
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  // Keeps compile-sized blocks on the heap (support/host_memory.h says why and how much).
+  qbc::host_memory::tune_host_allocator();
   // Stage APIs return Status; anything thrown past them is a bug, reported as such.
   try {
     return run(argc, argv);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -33,22 +34,26 @@ std::map<std::string, int> count_by_dtype(const std::map<std::string, std::strin
 
 /// What quantization did to the tensors of one source dtype.
 struct SourceTypeOutcome {
-  std::string dtype;             ///< "Q4_K", "F32", ...
-  int tensors = 0;               ///< Model weights of this dtype.
-  std::map<int, int> quantized;  ///< Weight bits -> tensors re-quantized to that width.
-  int host_embedding = 0;        ///< Kept float as the host embedding table.
-  int float_kept = 0;            ///< Kept float in the graph (norms, float linears).
-  bool lossless_source = false;  ///< F32/F16/BF16: nothing was dequantized.
+  std::string dtype;              ///< "Q4_K", "F32", ...
+  int tensors = 0;                ///< Model weights of this dtype.
+  std::map<int, int> quantized;   ///< Weight bits -> tensors re-quantized to that width.
+  std::map<int, int> codes_kept;  ///< Weight bits -> tensors whose integer codes were kept.
+  int host_embedding = 0;         ///< Kept float as the host embedding table.
+  int float_kept = 0;             ///< Kept float in the graph (norms, float linears).
+  bool lossless_source = false;   ///< F32/F16/BF16: nothing was dequantized.
 };
 
 /// Per source dtype (looked up in `source`): the imported graph's model weights and what the
 /// quantized graph made from it does with them (matched by node name: a qlinear, the host
-/// embedding, or a float node).
+/// embedding, or a float node). `kept_codes` names the linear nodes that kept the source's
+/// integer codes (driver/imported_weights.h), when there are any.
 std::vector<SourceTypeOutcome> source_type_outcomes(const frontend::ModelSource& source,
                                                     const ir::Graph& imported,
-                                                    const ir::Graph& quantized);
+                                                    const ir::Graph& quantized,
+                                                    const std::set<std::string>& kept_codes = {});
 
-/// One line per dtype: "Q6_K: 3 tensors dequantized and re-quantized to W8",
+/// One line per dtype: "Q6_K: 3 tensors dequantized and re-quantized to W8", "Q8_0: 8 tensors
+/// with codes kept as W8",
 /// "Q4_K: 11 tensors: 10 dequantized and re-quantized to W8, 1 dequantized to the float host
 /// embedding", "F32: 5 tensors kept float".
 std::string describe(const SourceTypeOutcome& o);

@@ -35,6 +35,9 @@ enum class PackLayout {
   /// AutoAWQ GEMM: `qweight` int32 [in, out/8] and `qzeros` [groups, out/8] packed along the
   /// output in the order 0,2,4,6,1,3,5,7; `scales` [groups, out].
   kAwqGemm,
+  /// A GGUF's Q8_0, Q5_0 or Q4_0 linear (frontend/gguf_codes.h): one fp16 scale per block of
+  /// 32 inputs; codes and zero points are read already signed, in qbc's convention.
+  kGgufBlocks,
 };
 
 /// A stable lower-case name for `layout`, e.g. "gptq".

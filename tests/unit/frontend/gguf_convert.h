@@ -168,6 +168,24 @@ inline std::filesystem::path convert_to_gguf(const frontend::ModelSource& hf,
   return out;
 }
 
+// stories260K's SentencePiece vocabulary (512 tokens, the same size as the random model's), so
+// the TinyStories eval text tokenizes as it does for that model. Only the tokenizer keys are
+// copied; every tensor is written by the converter.
+inline void stories_tokenizer(GgufWriter& w) {
+  auto g = frontend::GgufFile::open(shared_dir() / "models/stories260k/stories260K.gguf");
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  auto tokens = g->get_string_array("tokenizer.ggml.tokens");
+  auto scores = g->get_float_array("tokenizer.ggml.scores");
+  auto types = g->get_int_array("tokenizer.ggml.token_type");
+  ASSERT_TRUE(tokens.ok() && scores.ok() && types.ok());
+  w.str("tokenizer.ggml.model", "llama");
+  w.strings("tokenizer.ggml.tokens", *tokens);
+  w.floats("tokenizer.ggml.scores", std::vector<float>(scores->begin(), scores->end()));
+  w.ints("tokenizer.ggml.token_type", std::vector<int32_t>(types->begin(), types->end()));
+  w.u32("tokenizer.ggml.unknown_token_id", 0);
+  w.boolean("tokenizer.ggml.add_bos_token", true);
+}
+
 /// A "Q4_K_M"-like type plan, as llama-quantize mixes types: F32 norms, Q6_K output, attn_v and
 /// ffn_down in Q6_K on block 0 and Q5_K on the others, everything else (embedding included) Q4_K.
 inline frontend::GgmlType q4_k_m_like_type(const std::string& gguf_name) {

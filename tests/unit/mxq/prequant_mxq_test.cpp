@@ -105,15 +105,6 @@ ImageLinear read_linear(const isa::Bundle& b, const std::string& node, int64_t n
   return out;
 }
 
-std::string node_of(const std::string& module) {
-  std::string s = "blk." + module.substr(std::string("model.layers.").size());
-  for (const auto& [from, to] : {std::pair{".self_attn.", ".attn."}, std::pair{".mlp.", ".ffn."}}) {
-    const size_t at = s.find(from);
-    if (at != std::string::npos) s.replace(at, std::string(from).size(), to);
-  }
-  return s;
-}
-
 void check_codes_in_mxq(const std::string& name, const TestPackScheme& scheme) {
   frontend::RandomModelOptions o;
   o.output_dir = testing::temp_dir() / name;
@@ -140,8 +131,8 @@ void check_codes_in_mxq(const std::string& name, const TestPackScheme& scheme) {
   const int stored_bits = scheme.bits <= 4 ? 4 : 8;
   for (const auto& [module, t] : truth) {
     SCOPED_TRACE(module);
-    const ImageLinear got = read_linear(*m->bundle, node_of(module), t.out, t.in, stored_bits,
-                                        scheme.group, !scheme.symmetric);
+    const ImageLinear got = read_linear(*m->bundle, testing::linear_node_of(module), t.out, t.in,
+                                        stored_bits, scheme.group, !scheme.symmetric);
     std::vector<int32_t> codes = t.codes, zeros = t.zeros;
     for (int32_t& q : codes) q -= shift;
     for (int32_t& z : zeros) z -= shift;
