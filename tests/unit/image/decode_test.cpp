@@ -80,6 +80,18 @@ TEST(PngDecodeTest, SixteenBitKeepsTheHighByte) {
   expect_rgb(*decode(gray16), 2, 1, {0xab, 0xab, 0xab, 0x01, 0x01, 0x01});
 }
 
+TEST(PngDecodeTest, Adam7InterlaceIsUndone) {
+  // A 2 x 2 gray image interlaced: pass 1 holds (0,0), pass 6 (0,1), pass 7 row 1; the other
+  // passes are empty for this size (PNG spec, "Adam7 interlace"). Each pass row has its filter
+  // byte.
+  const std::string raw = bytes({0, 10, 0, 20, 0, 30, 40});
+  const std::string f = "\x89PNG\r\n\x1a\n" + img::png_ihdr(2, 2, 8, 0, 1) +
+                        img::png_chunk("IDAT", img::zlib_compress(raw)) +
+                        img::png_chunk("IEND", "");
+  QBC_ASSERT_OK(decode(f));
+  expect_rgb(*decode(f), 2, 2, {10, 10, 10, 20, 20, 20, 30, 30, 30, 40, 40, 40});
+}
+
 TEST(JpegDecodeTest, FlatRgbDecodesToItsColour) {
   std::vector<uint8_t> px;
   for (int i = 0; i < 16 * 16; ++i) px.insert(px.end(), {200, 100, 50});

@@ -30,11 +30,13 @@ inline std::string png_chunk(const std::string& type, const std::string& data) {
   return be32(static_cast<uint32_t>(data.size())) + body + be32(static_cast<uint32_t>(crc));
 }
 
-inline std::string png_ihdr(uint32_t width, uint32_t height, int bit_depth, int color_type) {
+inline std::string png_ihdr(uint32_t width, uint32_t height, int bit_depth, int color_type,
+                            int interlace = 0) {
   std::string d = be32(width) + be32(height);
   d += static_cast<char>(bit_depth);
   d += static_cast<char>(color_type);
-  d += std::string(3, '\0');  // compression 0, filter 0, interlace 0
+  d += std::string(2, '\0');  // compression 0, filter 0
+  d += static_cast<char>(interlace);
   return png_chunk("IHDR", d);
 }
 
