@@ -179,5 +179,28 @@ TEST(DecodeTest, SharedPhotographsDecodeToTheirSizes) {
   }
 }
 
+// The shared PNGs against an independent decoder (tools/png_rgb_digest.py: zlib and the PNG
+// filters in Python): a position-weighted sum of every RGB byte and the corner pixels.
+TEST(DecodeTest, SharedPngsMatchAnIndependentDecoder) {
+  struct Case {
+    const char* file;
+    uint64_t weighted_sum;
+    std::vector<int> first_two, last;
+  };
+  for (const Case& c :
+       {Case{"chelsea.png", 1490020006029ULL, {143, 120, 104, 143, 120, 104}, {162, 138, 128}},
+        Case{"camera.png", 3303325655145ULL, {200, 200, 200, 200, 200, 200}, {149, 149, 149}},
+        Case{"gravel.png", 3265398963374ULL, {171, 171, 171, 159, 159, 159}, {158, 158, 158}}}) {
+    QBC_REQUIRE_SHARED(path, std::string("data/images/") + c.file);
+    const StatusOr<Image> im = decode_file(path.string());
+    QBC_ASSERT_OK(im);
+    uint64_t sum = 0;
+    for (size_t i = 0; i < im->rgb.size(); ++i) sum += uint64_t{im->rgb[i]} * (i % 65521 + 1);
+    EXPECT_EQ(sum, c.weighted_sum) << c.file;
+    for (size_t i = 0; i < 6; ++i) EXPECT_EQ(im->rgb[i], c.first_two[i]) << c.file;
+    for (size_t i = 0; i < 3; ++i) EXPECT_EQ(im->rgb[im->rgb.size() - 3 + i], c.last[i]) << c.file;
+  }
+}
+
 }  // namespace
 }  // namespace qbc::image
