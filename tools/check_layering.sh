@@ -58,7 +58,7 @@ export LC_ALL=C
 # The product-split policy, checked in addition to CMake. It applies to a stage as soon as its
 # folder exists. "only" lists everything the stage may link; "never" what it must not. Every stage
 # an "only" entry allows has an "only" entry itself, so the runtime's whole closure stays on the
-# product side (support, numerics, runner, isa, tensorfile, mxq, tokenizer) without a transitive
+# product side (support, numerics, runner, isa, tensorfile, mxq, tokenizer, image) without a transitive
 # check.
 #   stage      | kind  | stages                           | why
 policy='
@@ -69,9 +69,10 @@ runner     | only  | support                          | the IR-free Runner inter
 isa        | only  | support                          | the NPU program types, verifier and text form, shared by the backend and the runtime
 tensorfile | only  | support                          | tensor file I/O, reused by the MXQ writer
 tokenizer  | only  | support                          | text <-> token ids and chat templates, shared by the frontend and the runtime
+image      | only  | support                          | PNG/JPEG decoding and HF-style preprocessing, for the runtime and calibration
 proto      | only  |                                  | generated protobuf messages (MBLT, compile options, MXQ metadata)
 mxq        | only  | support isa proto                | the MXQ file format, read by the runtime
-runtime    | only  | support numerics mxq runner isa tokenizer | the runtime knows only MXQ, the NPU program and the tokenizer, nothing compiler-side
+runtime    | only  | support numerics mxq runner isa tokenizer image | the runtime knows only MXQ, the NPU program and the tokenizer, nothing compiler-side
 npu        | never | quant ref frontend calib driver  | the backend compiles quantized MBLT, not how it was made
 '
 

@@ -10,7 +10,7 @@
 #   tools/fuzz.sh all [--time S]             build, corpus, run
 #
 # Readers: safetensors gguf config_json prequant_config tokenizer_json vocab_json chat_template compile_config_json
-# compile_config_yaml mblt mblt_text npy mxq kv_cache (target fuzz_<reader>; kv_cache loads the
+# compile_config_yaml mblt mblt_text npy mxq kv_cache image (target fuzz_<reader>; kv_cache loads the
 # model build-fuzz/kv_cache-model.mxq that `corpus` compiles). Environment: QBC_SHARED (default ../shared), QBC_JOBS (build
 # jobs, default 1), QBC_FUZZ_DIR (default build-fuzz). Crashes and the inputs that caused them go
 # to build-fuzz/findings/<reader>/; the run log of each target to build-fuzz/<reader>.log.
@@ -19,7 +19,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 dir=${QBC_FUZZ_DIR:-$root/build-fuzz}
 shared=${QBC_SHARED:-$root/../shared}
 readers=(safetensors gguf config_json prequant_config tokenizer_json vocab_json chat_template compile_config_json
-         compile_config_yaml mblt mblt_text npy mxq kv_cache)
+         compile_config_yaml mblt mblt_text npy mxq kv_cache image)
 
 build() {
   export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache} CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root}

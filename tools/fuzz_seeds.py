@@ -18,6 +18,7 @@ import struct
 import subprocess
 import tempfile
 import sys
+import zlib
 from pathlib import Path
 
 # ggml type id -> (block size, bytes per block), as in llama.cpp's ggml.c type traits.
@@ -139,7 +140,7 @@ def main() -> int:
     dirs = {k: args.out / k for k in ("safetensors", "gguf", "config_json", "prequant_config",
                                       "tokenizer_json",
                                       "vocab_json", "chat_template", "compile_config_json", "compile_config_yaml", "mblt", "mblt_text",
-                                      "npy", "mxq", "kv_cache")}
+                                      "npy", "mxq", "kv_cache", "image")}
     for d in dirs.values():
         d.mkdir(parents=True, exist_ok=True)
 
@@ -268,6 +269,25 @@ def main() -> int:
     put("npy", "f2-v3.npy", npy("<f2", (1, 2, 2), 3, struct.pack("<4H", 0x3C00, 0x4000, 0, 0x8001)))
     put("npy", "f8-v1.npy", npy("<f8", (2,), 1, struct.pack("<2d", 0.5, -1e300)))
     put("npy", "empty.npy", npy("<f4", (0, 4), 1, b""))
+    # Images: the shared photographs, and small PNGs of the other colour types written here
+    # from the PNG spec (chunks of length, type, data, CRC-32; IDAT a zlib stream of rows each
+    # led by filter byte 0).
+    for p in sorted(shared.glob("data/images/*")):
+        if p.suffix in (".png", ".jpg"):
+            put("image", p.name, p.read_bytes())
+
+    def png(w: int, h: int, depth: int, ctype: int, rows: list, extra: bytes = b"") -> bytes:
+        def chunk(t: bytes, d: bytes) -> bytes:
+            return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+        ihdr = struct.pack(">IIBBBBB", w, h, depth, ctype, 0, 0, 0)
+        raw = b"".join(b"\0" + r for r in rows)
+        return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + extra +
+                chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+    put("image", "gray1.png", png(8, 2, 1, 0, [b"\xa5", b"\x5a"]))
+    put("image", "rgba16.png", png(2, 2, 16, 6, [bytes(range(16)), bytes(range(16, 32))]))
+    plte = struct.pack(">I", 6) + b"PLTE" + bytes([1, 2, 3, 4, 5, 6])
+    plte += struct.pack(">I", zlib.crc32(b"PLTE" + bytes([1, 2, 3, 4, 5, 6])))
+    put("image", "palette.png", png(3, 1, 8, 3, [bytes([0, 1, 0])], plte))
     for kind, d in dirs.items():
         print(f"{kind}: {len(list(d.iterdir()))} seeds")
     return 0

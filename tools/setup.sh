@@ -34,6 +34,7 @@ packages=(
   nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev
   libpcre2-dev libxxhash-dev
+  libpng-dev libjpeg62-turbo-dev zlib1g-dev
   libtorch-dev libopenblas0-pthread
   chromium
 )

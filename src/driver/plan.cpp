@@ -382,6 +382,20 @@ std::string plan_json(const PlanResult& r) {
   j["warnings"] = nlohmann::ordered_json::array();
   if (past_training(r)) j["warnings"].push_back(training_warning(r));
   j["estimates"] = kEstimateNote;
+  if (r.vision.present) {
+    const VisionPlan& v = r.vision;
+    j["vision"] = {{"estimate", true},
+                   {"tower", v.tower},
+                   {"projector", v.projector},
+                   {"layers", v.depth},
+                   {"width", v.width},
+                   {"parameters", v.parameters},
+                   {"weight_bytes", v.weight_bytes},
+                   {"source_bytes", v.source_bytes},
+                   {"image_size", v.image_size},
+                   {"tokens_per_image", v.tokens_per_image},
+                   {"dynamic_resolution", v.dynamic_resolution}};
+  }
   j["schemes"] = nlohmann::ordered_json::array();
   for (const SchemePlan& s : r.schemes) {
     const npu::ModePrediction& p = s.prediction;
@@ -462,6 +476,7 @@ std::string plan_text(const PlanResult& r) {
        << "); planned " << r.max_cache << "\n";
   }
   if (past_training(r)) os << "WARNING: " << training_warning(r) << "\n";
+  os << vision_plan_text(r.vision);
   if (!r.schemes.empty()) {
     os << "estimates (" << kEstimateNote << "):\n";
     std::snprintf(line, sizeof(line), "%-8s %12s %10s %12s %12s %9s  %s\n", "scheme",

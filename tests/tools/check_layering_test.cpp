@@ -111,9 +111,9 @@ TEST(Layering, RuntimeIncludingIrFails) {
                        "qbc_ir is not a dependency of qbc_runtime in "
                        "src/runtime/CMakeLists.txt"))
       << r.out;
-  EXPECT_TRUE(contains(
-      r.out,
-      "policy \"runtime -> only support, numerics, mxq, runner, isa, tokenizer\" forbids ir"))
+  EXPECT_TRUE(contains(r.out,
+                       "policy \"runtime -> only support, numerics, mxq, runner, isa, tokenizer, "
+                       "image\" forbids ir"))
       << r.out;
   EXPECT_EQ(violations(r.out), 1) << r.out;
 }
@@ -127,10 +127,10 @@ TEST(Layering, RuntimeHeaderIncludingQuantFails) {
                        "layering: include/qbc/runtime/runtime.h:5: includes <qbc/quant/pass.h>: "
                        "qbc_quant is not a dependency of qbc_runtime"))
       << r.out;
-  EXPECT_TRUE(
-      contains(r.out,
-               "policy \"runtime -> only support, numerics, mxq, runner, isa, tokenizer\" forbids "
-               "quant"))
+  EXPECT_TRUE(contains(
+      r.out,
+      "policy \"runtime -> only support, numerics, mxq, runner, isa, tokenizer, image\" forbids "
+      "quant"))
       << r.out;
 }
 
@@ -142,11 +142,11 @@ TEST(Layering, RuntimeLinkingIrIsAPolicyViolationEvenWhenCMakeAllowsIt) {
   t.append("src/runtime/x.cpp", "#include \"qbc/ir/graph.h\"");
   const RunResult r = t.check();
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-  EXPECT_TRUE(
-      contains(r.out,
-               "layering: src/runtime/CMakeLists.txt: qbc_runtime links qbc_ir; "
-               "policy \"runtime -> only support, numerics, mxq, runner, isa, tokenizer\" forbids "
-               "ir"))
+  EXPECT_TRUE(contains(
+      r.out,
+      "layering: src/runtime/CMakeLists.txt: qbc_runtime links qbc_ir; "
+      "policy \"runtime -> only support, numerics, mxq, runner, isa, tokenizer, image\" forbids "
+      "ir"))
       << r.out;
   EXPECT_TRUE(contains(r.out, "layering: src/runtime/x.cpp:6: includes \"qbc/ir/graph.h\": policy"))
       << r.out;
@@ -297,7 +297,7 @@ TEST(Layering, PrintRulesTableComesFromCMake) {
   EXPECT_TRUE(contains(r.out, "\n| ir | support, proto (src only) |  |\n")) << r.out;
   EXPECT_TRUE(contains(r.out,
                        "\n| runtime | support, mxq, runner | only support, numerics, mxq, "
-                       "runner, isa, tokenizer: "))
+                       "runner, isa, tokenizer, image: "))
       << r.out;
   EXPECT_TRUE(contains(r.out, "\n| npu | (planned: no src/npu/ yet) | never quant, ")) << r.out;
   EXPECT_TRUE(contains(r.out, "`src/ref/session.cpp` (qbc_ref_torch")) << r.out;

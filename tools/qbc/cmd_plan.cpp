@@ -134,13 +134,22 @@ Status run_plan(const PlanFlags& f) {
     return invalid_argument("plan: give a model folder (or .gguf) or --model-config, not both");
   const std::string path = f.model.empty() ? f.model_config : f.model;
   if (!f.sweep.empty()) return run_sweep(f, path);
+  QBC_ASSIGN_OR_RETURN(const driver::VisionPlan vision, driver::vision_plan(path));
   driver::TrainedContext trained;
-  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, plan_config(f, path, 0, 0, &trained));
-  QBC_ASSIGN_OR_RETURN(const frontend::HParams hp, driver::shape_hparams(path));
+  StatusOr<config::ResolvedConfig> resolved = plan_config(f, path, 0, 0, &trained);
+  StatusOr<frontend::HParams> read =
+      resolved.ok() ? driver::shape_hparams(path) : StatusOr<frontend::HParams>(resolved.status());
+  if (!read.ok() && vision.present && !f.json) {
+    // A VLM whose language model is not read yet: its vision part is still reported.
+    QBC_RETURN_IF_ERROR(emit_output(f.output, driver::vision_plan_text(vision)));
+  }
+  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, std::move(resolved));
+  QBC_ASSIGN_OR_RETURN(const frontend::HParams hp, std::move(read));
   QBC_ASSIGN_OR_RETURN(ir::Graph g, driver::shape_graph(hp, cfg));
   driver::PlanOptions po = plan_options(f, trained);
   po.hparams = f.whole ? nullptr : &hp;
   QBC_ASSIGN_OR_RETURN(driver::PlanResult r, driver::plan(g, cfg, po));
+  r.vision = vision;
   if (driver::past_training(r)) log("plan").warn("{}", driver::training_warning(r));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   events::result("plan", driver::plan_json(r));

@@ -59,6 +59,25 @@ struct PlanOptions {
   const frontend::HParams* hparams = nullptr;
 };
 
+/// The vision part of a vision-language model (docs/multimodal.md), planned from config.json
+/// alone. An estimate: the weights at the vision recipe's 8 bits, not a lowered program; the
+/// vision tower's time is not modelled yet.
+struct VisionPlan {
+  bool present = false;  ///< false: a text model (or a .gguf)
+  std::string tower, projector;
+  int64_t depth = 0, width = 0;
+  int64_t parameters = 0;
+  int64_t weight_bytes = 0;  ///< at 8-bit weights (one byte a parameter)
+  int64_t source_bytes = 0;  ///< in the checkpoint's dtype
+  int64_t image_size = 0, tokens_per_image = 0;
+  bool dynamic_resolution = false;
+};
+
+/// The vision plan of the model at `path` (a folder, its config.json, or a .gguf).
+StatusOr<VisionPlan> vision_plan(const std::string& path);
+/// Its line of `qbc plan`'s text report (empty when not present).
+std::string vision_plan_text(const VisionPlan& v);
+
 struct PlanResult {
   /// The memory plan of the configured deployment (inferenceScheme, batchSize,
   /// maxCacheLength), and whether it fits.
@@ -74,6 +93,8 @@ struct PlanResult {
   /// The bundle the configured deployment compiles to (shapes only), for per-layer tables.
   /// When the predictions were extrapolated, its buffers and memory plan only (no programs).
   isa::Bundle bundle;
+  /// The vision part of a VLM (set by the caller: vision_plan), reported beside the text plan.
+  VisionPlan vision;
   /// From PlanOptions: the model's trained length and where it comes from.
   int64_t trained_context = 0;
   std::string trained_source;

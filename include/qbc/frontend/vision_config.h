@@ -1,0 +1,75 @@
+// The vision part of a vision-language model's config.json (docs/multimodal.md, "Families"):
+// which tower, its shape, the projector, the image tokens and how many an image takes. Read for
+// qwen2_vl, qwen2_5_vl, qwen3_vl, gemma3 and llava configs; the parameter count follows the HF
+// modeling code's modules (docs/multimodal.md gives the formulas and the published totals
+// they reproduce).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "qbc/support/status.h"
+
+namespace qbc::frontend {
+
+enum class VisionTower {
+  kQwen2Vit,   ///< Qwen2-VL: LayerNorm, GELU MLP, 2-D RoPE
+  kQwen25Vit,  ///< Qwen2.5-VL: RMSNorm, SwiGLU, window attention but fullatt blocks
+  kQwen3Vit,   ///< Qwen3-VL: LayerNorm, GELU MLP, learned position grid + 2-D RoPE, DeepStack
+  kSiglip,     ///< SigLIP (Gemma 3)
+  kClip,       ///< CLIP ViT (LLaVA)
+};
+enum class VisionProjector {
+  kQwenMerger,    ///< norm + 2-layer MLP over merge x merge patches
+  kGemmaSoftEmb,  ///< average pool, RMSNorm (mm_soft_emb_norm), linear
+  kLlavaMlp,      ///< linear, GELU, linear
+};
+
+std::string_view vision_tower_name(VisionTower t);
+std::string_view vision_projector_name(VisionProjector p);
+
+struct VisionConfig {
+  std::string model_type;  ///< config.json's model_type ("qwen2_5_vl", "gemma3", ...)
+  VisionTower tower = VisionTower::kClip;
+  VisionProjector projector = VisionProjector::kLlavaMlp;
+  int64_t depth = 0, width = 0, heads = 0, ffn = 0;
+  int64_t patch_size = 0;
+  int64_t temporal_patch_size = 1;  ///< Qwen: frames per patch (an image is repeated)
+  int64_t merge = 1;                ///< Qwen: spatial_merge_size
+  int64_t pool = 1;                 ///< Gemma 3: average-pool window per side
+  int64_t text_hidden = 0;          ///< the width the projector writes (the LLM's hidden size)
+  /// The image side the tokens per image are counted at: the tower's fixed size, or for the
+  /// dynamic-resolution Qwen towers kDefaultDynamicImageSize.
+  int64_t image_size = 0;
+  bool dynamic_resolution = false;
+  int64_t position_embeddings = 0;  ///< learned positions (Qwen3-VL's grid, SigLIP, CLIP)
+  int64_t window_size = 0;          ///< Qwen2.5-VL window attention (pixels)
+  std::vector<int64_t> full_attention_blocks;  ///< Qwen2.5-VL
+  std::vector<int64_t> deepstack_layers;       ///< Qwen3-VL
+  int64_t feature_layer = -1;                  ///< LLaVA's vision_feature_layer
+  bool keeps_cls = false;  ///< LLaVA's vision_feature_select_strategy "full" (CLS kept)
+  int64_t image_token_id = -1;
+  int64_t image_start_token_id = -1, image_end_token_id = -1;  ///< -1: none
+  std::string source_dtype;                                    ///< torch_dtype / dtype
+
+  /// Tokens one image of image_size x image_size becomes in the LLM.
+  int64_t tokens_per_image() const;
+  /// Weights of the tower and the projector (every tensor of the checkpoint's vision part).
+  int64_t parameters() const;
+};
+
+/// The dynamic-resolution towers' image side for plan and compile defaults: a multiple of
+/// 28 and 32 (Qwen2-VL's and Qwen3-VL's patch x merge), the size issue 26's benchmark uses.
+inline constexpr int64_t kDefaultDynamicImageSize = 448;
+
+/// The vision part of the config.json text `text` (`source` names it in errors); nullopt when
+/// it has no vision_config. kUnimplemented naming model_type for a vision model of another family.
+StatusOr<std::optional<VisionConfig>> parse_vision_config(std::string_view text,
+                                                          const std::string& source);
+StatusOr<std::optional<VisionConfig>> load_vision_config(const std::filesystem::path& config);
+
+}  // namespace qbc::frontend

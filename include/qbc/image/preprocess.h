@@ -1,0 +1,91 @@
+// Image preprocessing as the HF image processors do it, driven by the model's
+// preprocessor_config.json (docs/multimodal.md, "Preprocessing"):
+//   Qwen2VLImageProcessor(Fast)  smart_resize to multiples of patch_size * merge_size within
+//                                [min_pixels, max_pixels], bicubic; then the patches flattened
+//                                in Qwen2-VL's order (temporal_patch_size frames, merge_size
+//                                groups)
+//   CLIPImageProcessor           shortest edge to size.shortest_edge, then a centre crop
+//   Gemma3ImageProcessor,        a fixed size.height x size.width (aspect ratio not kept)
+//   SiglipImageProcessor
+// then rescale (x * rescale_factor, in double, stored as float) and normalize ((x - mean) /
+// std in float), as transformers.image_transforms.rescale / normalize.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "qbc/image/image.h"
+#include "qbc/image/resize.h"
+#include "qbc/support/status.h"
+
+namespace qbc::image {
+
+enum class ResizeRule {
+  kSmart,         ///< Qwen2-VL smart_resize
+  kShortestEdge,  ///< CLIP: shortest edge, aspect kept (long edge truncated), then crop
+  kFixed,         ///< height x width
+};
+
+struct PreprocessSpec {
+  std::string processor;  ///< image_processor_type, as written
+  ResizeRule rule = ResizeRule::kFixed;
+  Filter filter = Filter::kBicubic;
+  int32_t height = 0, width = 0;  ///< kFixed
+  int32_t shortest_edge = 0;      ///< kShortestEdge
+  bool center_crop = false;       ///< kShortestEdge: crop to crop_height x crop_width
+  int32_t crop_height = 0, crop_width = 0;
+  int64_t min_pixels = 0, max_pixels = 0;  ///< kSmart
+  int32_t patch_size = 0;                  ///< kSmart: also the patch order below
+  int32_t temporal_patch_size = 1, merge_size = 1;
+  bool rescale = true;
+  double rescale_factor = 1.0 / 255.0;
+  bool normalize = true;
+  std::array<double, 3> mean = {0.0, 0.0, 0.0}, std = {1.0, 1.0, 1.0};
+
+  /// Qwen2-VL's patch rows (kSmart) instead of a CHW image.
+  bool flattens_patches() const { return rule == ResizeRule::kSmart; }
+};
+
+/// The spec of a preprocessor_config.json's text; `name` (the file) starts every error.
+/// Unknown processors and options that change the pixels but are not implemented
+/// (do_pan_and_scan, do_convert_rgb false, ...) are kUnimplemented naming the key.
+StatusOr<PreprocessSpec> parse_preprocess_spec(std::string_view json_text, std::string_view name);
+StatusOr<PreprocessSpec> load_preprocess_spec(const std::string& path);
+
+struct Size {
+  int32_t height = 0, width = 0;
+  bool operator==(const Size& o) const { return height == o.height && width == o.width; }
+};
+
+/// HF's Qwen2-VL smart_resize(height, width, factor, min_pixels, max_pixels): both sides
+/// multiples of `factor`, the area within the bounds, the aspect ratio kept as closely as
+/// possible. kInvalidArgument when the aspect ratio exceeds 200 (HF's ValueError).
+StatusOr<Size> smart_resize(int64_t height, int64_t width, int64_t factor, int64_t min_pixels,
+                            int64_t max_pixels);
+
+/// The size the resize step gives an image of height x width (before any crop).
+StatusOr<Size> resized_size(const PreprocessSpec& spec, int32_t height, int32_t width);
+
+/// The model input of one image. For kSmart, `values` is [grid_t * grid_h * grid_w,
+/// 3 * temporal_patch_size * patch_size^2] (HF's pixel_values, one row per patch, rows in
+/// merge-group order); otherwise [3, height, width] (CHW).
+struct Pixels {
+  std::vector<float> values;
+  std::vector<int64_t> shape;
+  int32_t grid_t = 1, grid_h = 0, grid_w = 0;  ///< kSmart: patches per axis
+  Size size;                                   ///< the image size after resize and crop
+};
+
+/// The image after resize and crop, still 8-bit (what HF hands to rescale).
+StatusOr<Image> resize_for_model(const Image& img, const PreprocessSpec& spec,
+                                 std::string_view name);
+/// Resize, crop, rescale, normalize and (kSmart) flatten.
+StatusOr<Pixels> preprocess(const Image& img, const PreprocessSpec& spec, std::string_view name);
+
+/// The rescaled, normalized value of channel c of 8-bit sample v.
+float normalize_sample(const PreprocessSpec& spec, int c, uint8_t v);
+
+}  // namespace qbc::image

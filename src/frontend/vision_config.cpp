@@ -1,0 +1,264 @@
+// config.json's vision part (qbc/frontend/vision_config.h). Key names and defaults follow the
+// HF configuration classes (Qwen2VLVisionConfig, Qwen2_5_VLVisionConfig, Qwen3VLVisionConfig,
+// SiglipVisionConfig, CLIPVisionConfig, Gemma3Config, LlavaConfig); the parameter counts the
+// modules of the HF modeling code.
+#include "qbc/frontend/vision_config.h"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "hparams_reader.h"
+#include "qbc/support/json_parse.h"
+
+namespace qbc::frontend {
+namespace {
+
+using hparams_internal::ConfigReader;
+
+constexpr int64_t kMaxDim = int64_t{1} << 20;
+
+int64_t linear(int64_t in, int64_t out, bool bias = true) { return in * out + (bias ? out : 0); }
+
+StatusOr<std::vector<int64_t>> int_list(const ConfigReader& r, std::string_view key) {
+  std::vector<int64_t> out;
+  const nlohmann::json* v = r.find(key);
+  if (v == nullptr) return out;
+  if (!v->is_array()) return r.wrong_type(key, "a list of integers");
+  for (const auto& e : *v) {
+    if (!e.is_number_integer()) return r.wrong_type(key, "a list of integers");
+    out.push_back(e.get<int64_t>());
+  }
+  return out;
+}
+
+int64_t token_or(const ConfigReader& r, std::string_view key, int64_t fallback) {
+  const nlohmann::json* v = r.find(key);
+  return v != nullptr && v->is_number_integer() ? v->get<int64_t>() : fallback;
+}
+
+StatusOr<int64_t> text_hidden(const ConfigReader& top, int64_t fallback) {
+  if (!top.has("text_config")) return fallback;
+  QBC_ASSIGN_OR_RETURN(const ConfigReader text, top.child("text_config"));
+  return text.get_bounded_or("hidden_size", fallback, kMaxDim);
+}
+
+Status read_qwen(const ConfigReader& top, const ConfigReader& v, VisionConfig& c) {
+  c.projector = VisionProjector::kQwenMerger;
+  c.dynamic_resolution = true;
+  c.image_size = kDefaultDynamicImageSize;
+  QBC_ASSIGN_OR_RETURN(c.depth, v.get_bounded_or("depth", 32, 1024));
+  QBC_ASSIGN_OR_RETURN(c.heads, v.get_bounded_or("num_heads", 16, 1024));
+  QBC_ASSIGN_OR_RETURN(c.patch_size, v.get_bounded_or("patch_size", 14, 1024));
+  QBC_ASSIGN_OR_RETURN(c.temporal_patch_size, v.get_bounded_or("temporal_patch_size", 2, 64));
+  QBC_ASSIGN_OR_RETURN(c.merge, v.get_bounded_or("spatial_merge_size", 2, 64));
+  if (c.model_type == "qwen2_vl") {
+    c.tower = VisionTower::kQwen2Vit;
+    QBC_ASSIGN_OR_RETURN(c.width, v.get_bounded_or("embed_dim", 1280, kMaxDim));
+    QBC_ASSIGN_OR_RETURN(const int64_t ratio, v.get_bounded_or("mlp_ratio", 4, 64));
+    c.ffn = c.width * ratio;
+    QBC_ASSIGN_OR_RETURN(c.text_hidden, v.get_bounded_or("hidden_size", 3584, kMaxDim));
+  } else {
+    c.tower = c.model_type == "qwen3_vl" ? VisionTower::kQwen3Vit : VisionTower::kQwen25Vit;
+    const bool q3 = c.tower == VisionTower::kQwen3Vit;
+    QBC_ASSIGN_OR_RETURN(c.width, v.get_bounded_or("hidden_size", q3 ? 1152 : 3584, kMaxDim));
+    QBC_ASSIGN_OR_RETURN(c.ffn, v.get_bounded_or("intermediate_size", q3 ? 4304 : 3420, kMaxDim));
+    QBC_ASSIGN_OR_RETURN(c.text_hidden, v.get_bounded_or("out_hidden_size", 3584, kMaxDim));
+    QBC_ASSIGN_OR_RETURN(c.window_size, v.get_int_or("window_size", q3 ? 0 : 112));
+    QBC_ASSIGN_OR_RETURN(c.full_attention_blocks, int_list(v, "fullatt_block_indexes"));
+    QBC_ASSIGN_OR_RETURN(c.deepstack_layers, int_list(v, "deepstack_visual_indexes"));
+    if (q3) {
+      QBC_ASSIGN_OR_RETURN(c.position_embeddings,
+                           v.get_bounded_or("num_position_embeddings", 2304, kMaxDim));
+    }
+  }
+  c.image_token_id = token_or(top, "image_token_id", 151655);
+  c.image_start_token_id = token_or(top, "vision_start_token_id", 151652);
+  c.image_end_token_id = token_or(top, "vision_end_token_id", 151653);
+  return ok_status();
+}
+
+// SigLIP and CLIP towers share their keys (SiglipVisionConfig / CLIPVisionConfig).
+Status read_vit(const ConfigReader& v, int64_t default_image, VisionConfig& c) {
+  QBC_ASSIGN_OR_RETURN(c.depth, v.get_bounded_or("num_hidden_layers", 12, 1024));
+  QBC_ASSIGN_OR_RETURN(c.width, v.get_bounded_or("hidden_size", 768, kMaxDim));
+  QBC_ASSIGN_OR_RETURN(c.ffn, v.get_bounded_or("intermediate_size", 3072, kMaxDim));
+  QBC_ASSIGN_OR_RETURN(c.heads, v.get_bounded_or("num_attention_heads", 12, 1024));
+  QBC_ASSIGN_OR_RETURN(c.patch_size, v.get_bounded_or("patch_size", 16, 1024));
+  QBC_ASSIGN_OR_RETURN(c.image_size, v.get_bounded_or("image_size", default_image, 65536));
+  if (c.image_size % c.patch_size != 0)
+    return v.bad_value("image_size", "not a multiple of patch_size");
+  const int64_t side = c.image_size / c.patch_size;
+  c.position_embeddings = side * side + (c.tower == VisionTower::kClip ? 1 : 0);
+  return ok_status();
+}
+
+Status read_gemma3(const ConfigReader& top, const ConfigReader& v, VisionConfig& c) {
+  c.tower = VisionTower::kSiglip;
+  c.projector = VisionProjector::kGemmaSoftEmb;
+  QBC_RETURN_IF_ERROR(read_vit(v, 224, c));
+  QBC_ASSIGN_OR_RETURN(const int64_t tokens,
+                       top.get_bounded_or("mm_tokens_per_image", 256, kMaxDim));
+  const int64_t side = c.image_size / c.patch_size;
+  const auto per_side = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(tokens))));
+  if (per_side * per_side != tokens || side % per_side != 0) {
+    return top.bad_value("mm_tokens_per_image",
+                         "not a square dividing the patch grid of vision_config");
+  }
+  c.pool = side / per_side;
+  QBC_ASSIGN_OR_RETURN(c.text_hidden, text_hidden(top, 2304));
+  c.image_token_id = token_or(top, "image_token_index", 262144);
+  c.image_start_token_id = token_or(top, "boi_token_index", 255999);
+  c.image_end_token_id = token_or(top, "eoi_token_index", 256000);
+  return ok_status();
+}
+
+Status read_llava(const ConfigReader& top, const ConfigReader& v, VisionConfig& c) {
+  QBC_ASSIGN_OR_RETURN(const std::string tower, v.get_string_or("model_type", "clip_vision_model"));
+  if (tower == "clip_vision_model") {
+    c.tower = VisionTower::kClip;
+  } else if (tower == "siglip_vision_model") {
+    c.tower = VisionTower::kSiglip;
+  } else {
+    return unimplemented(v.where("model_type"), ": vision tower '", tower,
+                         "' is not implemented (clip_vision_model, siglip_vision_model are)");
+  }
+  c.projector = VisionProjector::kLlavaMlp;
+  QBC_RETURN_IF_ERROR(read_vit(v, 224, c));
+  QBC_ASSIGN_OR_RETURN(c.feature_layer, top.get_int_or("vision_feature_layer", -2));
+  QBC_ASSIGN_OR_RETURN(const std::string strategy,
+                       top.get_string_or("vision_feature_select_strategy", "default"));
+  if (strategy != "default" && strategy != "full") {
+    return top.bad_value("vision_feature_select_strategy", "expected \"default\" or \"full\"");
+  }
+  c.keeps_cls = strategy == "full";
+  QBC_ASSIGN_OR_RETURN(c.text_hidden, text_hidden(top, 4096));
+  c.image_token_id = token_or(top, "image_token_index", 32000);
+  return ok_status();
+}
+
+// LayerNorm x2, attention q, k, v, out (or fused qkv + proj: the same count), fc1, fc2.
+int64_t vit_block(int64_t w, int64_t ffn) {
+  return 4 * w + 4 * linear(w, w) + linear(w, ffn) + linear(ffn, w);
+}
+
+int64_t qwen_merger(const VisionConfig& c, int64_t norm_width, int64_t norm_tensors) {
+  const int64_t m = c.merge * c.merge * c.width;
+  return norm_tensors * norm_width + linear(m, m) + linear(m, c.text_hidden);
+}
+
+}  // namespace
+
+std::string_view vision_tower_name(VisionTower t) {
+  switch (t) {
+    case VisionTower::kQwen2Vit:
+      return "Qwen2-VL ViT";
+    case VisionTower::kQwen25Vit:
+      return "Qwen2.5-VL ViT";
+    case VisionTower::kQwen3Vit:
+      return "Qwen3-VL ViT";
+    case VisionTower::kSiglip:
+      return "SigLIP";
+    case VisionTower::kClip:
+      return "CLIP ViT";
+  }
+  return "?";
+}
+
+std::string_view vision_projector_name(VisionProjector p) {
+  switch (p) {
+    case VisionProjector::kQwenMerger:
+      return "patch merger";
+    case VisionProjector::kGemmaSoftEmb:
+      return "average pool + RMSNorm + linear";
+    case VisionProjector::kLlavaMlp:
+      return "2-layer MLP (GELU)";
+  }
+  return "?";
+}
+
+int64_t VisionConfig::tokens_per_image() const {
+  const int64_t side = image_size / patch_size;
+  switch (projector) {
+    case VisionProjector::kQwenMerger:
+      return (side / merge) * (side / merge);
+    case VisionProjector::kGemmaSoftEmb:
+      return (side / pool) * (side / pool);
+    case VisionProjector::kLlavaMlp:
+      return side * side + (keeps_cls ? 1 : 0);
+  }
+  return 0;
+}
+
+int64_t VisionConfig::parameters() const {
+  const int64_t w = width, patch_in = 3 * temporal_patch_size * patch_size * patch_size;
+  switch (tower) {
+    case VisionTower::kQwen2Vit:  // LayerNorm x2, qkv, proj, fc1, fc2; merger ln_q LayerNorm
+      return patch_in * w + depth * vit_block(w, ffn) + qwen_merger(*this, w, 2);
+    case VisionTower::kQwen25Vit:  // RMSNorm x2, qkv, proj, gate, up, down; ln_q RMSNorm
+      return patch_in * w +
+             depth *
+                 (2 * w + linear(w, 3 * w) + linear(w, w) + 2 * linear(w, ffn) + linear(ffn, w)) +
+             qwen_merger(*this, w, 1);
+    case VisionTower::kQwen3Vit: {  // patch conv with bias, position grid, LayerNorm blocks
+      int64_t n = patch_in * w + w + position_embeddings * w + depth * vit_block(w, ffn) +
+                  qwen_merger(*this, w, 2);
+      const int64_t m = merge * merge * w;
+      for (size_t i = 0; i < deepstack_layers.size(); ++i) n += qwen_merger(*this, m, 2);
+      return n;
+    }
+    case VisionTower::kSiglip:
+    case VisionTower::kClip: {
+      const int64_t pin = 3 * patch_size * patch_size;
+      int64_t n = depth * vit_block(w, ffn) + position_embeddings * w + 2 * w;    // post LN
+      n += tower == VisionTower::kSiglip ? linear(pin, w) : pin * w + w + 2 * w;  // CLS, pre LN
+      if (projector == VisionProjector::kGemmaSoftEmb) n += w * text_hidden + w;
+      if (projector == VisionProjector::kLlavaMlp)
+        n += linear(w, text_hidden) + linear(text_hidden, text_hidden);
+      return n;
+    }
+  }
+  return 0;
+}
+
+StatusOr<std::optional<VisionConfig>> parse_vision_config(std::string_view text,
+                                                          const std::string& source) {
+  QBC_ASSIGN_OR_RETURN(const nlohmann::json j, parse_json_text(text, source));
+  if (!j.is_object()) return invalid_argument(source, ": expected a JSON object");
+  const ConfigReader top(j, source);
+  if (!top.has("vision_config")) return std::optional<VisionConfig>();
+  QBC_ASSIGN_OR_RETURN(const ConfigReader v, top.child("vision_config"));
+  VisionConfig c;
+  QBC_ASSIGN_OR_RETURN(c.model_type, top.get_string_or("model_type", ""));
+  QBC_ASSIGN_OR_RETURN(c.source_dtype, top.get_string_or("torch_dtype", "bfloat16"));
+  if (top.has("dtype")) {
+    QBC_ASSIGN_OR_RETURN(c.source_dtype, top.get_string_or("dtype", ""));
+  }
+  Status st;
+  if (c.model_type == "qwen2_vl" || c.model_type == "qwen2_5_vl" || c.model_type == "qwen3_vl") {
+    st = read_qwen(top, v, c);
+  } else if (c.model_type == "gemma3") {
+    st = read_gemma3(top, v, c);
+  } else if (c.model_type == "llava") {
+    st = read_llava(top, v, c);
+  } else {
+    return unimplemented(
+        top.where("model_type"), ": the vision part of '", c.model_type,
+        "' is not read yet (qwen2_vl, qwen2_5_vl, qwen3_vl, gemma3 and llava are)");
+  }
+  QBC_RETURN_IF_ERROR(st);
+  if (c.width % c.heads != 0) return v.bad_value("num_heads", "does not divide the width");
+  if (c.image_size % (c.patch_size * c.merge) != 0)
+    return v.bad_value("patch_size", "the image side is not a multiple of patch x merge");
+  return std::optional<VisionConfig>(std::move(c));
+}
+
+StatusOr<std::optional<VisionConfig>> load_vision_config(const std::filesystem::path& config) {
+  std::ifstream in(config, std::ios::binary);
+  if (!in) return not_found(config.string(), ": cannot open config file");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return parse_vision_config(ss.str(), config.string());
+}
+
+}  // namespace qbc::frontend

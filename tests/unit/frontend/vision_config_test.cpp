@@ -1,0 +1,131 @@
+// The vision part of VLM config.json files (qbc/frontend/vision_config.h) on the four real
+// configs of ../shared/model-configs-new, against the model cards and the published parameter
+// counts of the towers.
+#include "qbc/frontend/vision_config.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "test_support.h"
+
+namespace qbc::frontend {
+namespace {
+
+StatusOr<std::optional<VisionConfig>> load(const std::string& model) {
+  return load_vision_config(testing::shared_dir() / "model-configs-new" / model / "config.json");
+}
+
+TEST(VisionConfigTest, Qwen25Vl) {
+  QBC_REQUIRE_SHARED(dir, "model-configs-new/Qwen2.5-VL-3B-Instruct");
+  const auto c = load("Qwen2.5-VL-3B-Instruct");
+  QBC_ASSERT_OK(c);
+  ASSERT_TRUE(c->has_value());
+  const VisionConfig& v = **c;
+  EXPECT_EQ(v.tower, VisionTower::kQwen25Vit);
+  EXPECT_EQ(v.projector, VisionProjector::kQwenMerger);
+  EXPECT_EQ(v.depth, 32);
+  EXPECT_EQ(v.width, 1280);
+  EXPECT_EQ(v.heads, 16);
+  EXPECT_EQ(v.ffn, 3420);
+  EXPECT_EQ(v.patch_size, 14);
+  EXPECT_EQ(v.merge, 2);
+  EXPECT_EQ(v.text_hidden, 2048);
+  EXPECT_EQ(v.window_size, 112);
+  EXPECT_EQ(v.full_attention_blocks, (std::vector<int64_t>{7, 15, 23, 31}));
+  EXPECT_TRUE(v.dynamic_resolution);
+  EXPECT_EQ(v.image_token_id, 151655);
+  EXPECT_EQ(v.image_start_token_id, 151652);
+  EXPECT_EQ(v.image_end_token_id, 151653);
+  // 448 / 14 = 32 patches a side, 2 x 2 merged: 16 x 16 = 256 tokens.
+  EXPECT_EQ(v.tokens_per_image(), 256);
+  // The Qwen2.5-VL technical report gives its ViT as 670M parameters (all three sizes).
+  EXPECT_NEAR(static_cast<double>(v.parameters()), 670e6, 0.01 * 670e6);
+}
+
+TEST(VisionConfigTest, Qwen3Vl) {
+  QBC_REQUIRE_SHARED(dir, "model-configs-new/Qwen3-VL-4B-Instruct");
+  const auto c = load("Qwen3-VL-4B-Instruct");
+  QBC_ASSERT_OK(c);
+  ASSERT_TRUE(c->has_value());
+  const VisionConfig& v = **c;
+  EXPECT_EQ(v.tower, VisionTower::kQwen3Vit);
+  EXPECT_EQ(v.depth, 24);
+  EXPECT_EQ(v.width, 1024);
+  EXPECT_EQ(v.patch_size, 16);
+  EXPECT_EQ(v.text_hidden, 2560);
+  EXPECT_EQ(v.position_embeddings, 2304);  // the learned 48 x 48 grid
+  EXPECT_EQ(v.deepstack_layers, (std::vector<int64_t>{5, 11, 17}));
+  EXPECT_EQ(v.source_dtype, "bfloat16");  // "dtype" in text_config only: the default
+  // 448 / 16 = 28 a side, merged 2 x 2: 14 x 14 = 196.
+  EXPECT_EQ(v.tokens_per_image(), 196);
+  EXPECT_EQ(v.image_token_id, 151655);
+}
+
+TEST(VisionConfigTest, Gemma3) {
+  QBC_REQUIRE_SHARED(dir, "model-configs-new/gemma-3-4b-it");
+  const auto c = load("gemma-3-4b-it");
+  QBC_ASSERT_OK(c);
+  ASSERT_TRUE(c->has_value());
+  const VisionConfig& v = **c;
+  EXPECT_EQ(v.tower, VisionTower::kSiglip);
+  EXPECT_EQ(v.projector, VisionProjector::kGemmaSoftEmb);
+  EXPECT_EQ(v.depth, 27);
+  EXPECT_EQ(v.width, 1152);
+  EXPECT_EQ(v.ffn, 4304);
+  EXPECT_EQ(v.image_size, 896);
+  EXPECT_EQ(v.pool, 4);  // 64 x 64 patches pooled to 16 x 16
+  EXPECT_EQ(v.text_hidden, 2560);
+  EXPECT_EQ(v.tokens_per_image(), 256);
+  EXPECT_EQ(v.image_token_id, 262144);
+  EXPECT_EQ(v.image_start_token_id, 255999);
+  // The Gemma 3 technical report (Table 1): a 417M-parameter vision encoder; the projector
+  // adds 1152 x 2560 + 1152 = 2.95M.
+  EXPECT_NEAR(static_cast<double>(v.parameters()), 417e6 + 2.95e6, 0.01 * 417e6);
+}
+
+TEST(VisionConfigTest, Llava15) {
+  QBC_REQUIRE_SHARED(dir, "model-configs-new/llava-1.5-7b-hf");
+  const auto c = load("llava-1.5-7b-hf");
+  QBC_ASSERT_OK(c);
+  ASSERT_TRUE(c->has_value());
+  const VisionConfig& v = **c;
+  EXPECT_EQ(v.tower, VisionTower::kClip);
+  EXPECT_EQ(v.projector, VisionProjector::kLlavaMlp);
+  EXPECT_EQ(v.depth, 24);
+  EXPECT_EQ(v.image_size, 336);
+  EXPECT_EQ(v.feature_layer, -2);
+  EXPECT_EQ(v.text_hidden, 4096);        // LlamaConfig's default: text_config has no hidden_size
+  EXPECT_EQ(v.tokens_per_image(), 576);  // 24 x 24, CLS dropped ("default")
+  EXPECT_EQ(v.image_token_id, 32000);
+  EXPECT_EQ(v.source_dtype, "float16");
+  // CLIP ViT-L/14-336 is 303.5M parameters (1024 class + 3*14*14*1024 patch + 577*1024
+  // positions + 2 LayerNorms of 2*1024 + 24 blocks of 12,596,224); the projector is
+  // 1024*4096 + 4096 + 4096*4096 + 4096 = 20,979,712.
+  EXPECT_EQ(v.parameters(),
+            1024 + 3 * 14 * 14 * 1024 + 577 * 1024 + 4 * 1024 + 24 * int64_t{12596224} + 20979712);
+}
+
+TEST(VisionConfigTest, TextModelsHaveNone) {
+  const auto c = parse_vision_config(R"({"model_type": "llama", "hidden_size": 64})", "c.json");
+  QBC_ASSERT_OK(c);
+  EXPECT_FALSE(c->has_value());
+}
+
+TEST(VisionConfigTest, OtherFamiliesAndBadValuesAreNamed) {
+  const auto other = parse_vision_config(
+      R"({"model_type": "idefics3", "vision_config": {"hidden_size": 768}})", "c.json");
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.status().code(), Code::kUnimplemented);
+  EXPECT_TRUE(testing::contains(other.status().message(), "idefics3"));
+  const auto bad = parse_vision_config(
+      R"({"model_type": "gemma3", "mm_tokens_per_image": 250,
+          "vision_config": {"image_size": 896, "patch_size": 14}})",
+      "c.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(testing::contains(bad.status().message(), "mm_tokens_per_image"))
+      << bad.status().message();
+}
+
+}  // namespace
+}  // namespace qbc::frontend

@@ -1,0 +1,214 @@
+// HF-style preprocessing (qbc/image/preprocess.h): preprocessor_config.json parsing, the
+// resize rules (smart_resize, shortest edge + centre crop, fixed), rescale/normalize and
+// Qwen2-VL's patch order, with expected values worked out by hand from transformers' code;
+// and the four shared photographs through the four real configs.
+#include "qbc/image/preprocess.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "test_support.h"
+
+namespace qbc::image {
+namespace {
+
+struct SmartCase {
+  int64_t h, w, factor, min_pixels, max_pixels;
+  int32_t want_h, want_w;
+};
+
+// round(300/28 = 10.71) = 11 -> 308, round(451/28 = 16.11) = 16 -> 448.
+// 70/28 = 2.5 rounds to even: 2 -> 56 (Python's round), not 84.
+// 42/28 = 1.5 rounds to even: 2 -> 56.
+// 1000 x 500 over max 200704: beta = sqrt(500000 / 200704) = 1.57836; floor(1000 / beta / 28
+// = 22.63) = 22 -> 616, floor(11.31) = 11 -> 308.
+// 10 x 20 under min 3136: rounds to 0 x 28; beta = sqrt(3136 / 200) = 3.9598; ceil(1.414) = 2
+// -> 56, ceil(2.828) = 3 -> 84.
+// Qwen3-VL (factor 32): 300/32 = 9.375 -> 288, 451/32 = 14.09 -> 448.
+const SmartCase kSmart[] = {
+    {300, 451, 28, 3136, 12845056, 308, 448}, {70, 70, 28, 3136, 12845056, 56, 56},
+    {42, 100, 28, 56, 12845056, 56, 112},     {1000, 500, 28, 3136, 200704, 616, 308},
+    {10, 20, 28, 3136, 12845056, 56, 84},     {300, 451, 32, 65536, 16777216, 288, 448},
+};
+
+TEST(PreprocessTest, SmartResizeAsHf) {
+  for (const SmartCase& c : kSmart) {
+    const StatusOr<Size> s = smart_resize(c.h, c.w, c.factor, c.min_pixels, c.max_pixels);
+    QBC_ASSERT_OK(s);
+    EXPECT_EQ(s->height, c.want_h) << c.h << "x" << c.w;
+    EXPECT_EQ(s->width, c.want_w) << c.h << "x" << c.w;
+  }
+  const StatusOr<Size> thin = smart_resize(1, 201, 28, 3136, 12845056);
+  ASSERT_FALSE(thin.ok());
+  EXPECT_TRUE(testing::contains(thin.status().message(), "aspect ratio"));
+}
+
+TEST(PreprocessTest, ParsesTheQwenKeysAndDefaults) {
+  const StatusOr<PreprocessSpec> s = parse_preprocess_spec(
+      R"({"image_processor_type": "Qwen2VLImageProcessorFast", "patch_size": 16,
+          "size": {"longest_edge": 16777216, "shortest_edge": 65536},
+          "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]})",
+      "p.json");
+  QBC_ASSERT_OK(s);
+  EXPECT_EQ(s->rule, ResizeRule::kSmart);
+  EXPECT_EQ(s->filter, Filter::kBicubic);  // HF's default resample for Qwen2-VL
+  EXPECT_EQ(s->patch_size, 16);
+  EXPECT_EQ(s->merge_size, 2);
+  EXPECT_EQ(s->temporal_patch_size, 2);
+  EXPECT_EQ(s->min_pixels, 65536);
+  EXPECT_EQ(s->max_pixels, 16777216);
+  EXPECT_DOUBLE_EQ(s->rescale_factor, 1.0 / 255.0);
+}
+
+TEST(PreprocessTest, RefusesWhatItDoesNotImplementNamingTheKey) {
+  struct Case {
+    const char* json;
+    Code code;
+    const char* says;
+  };
+  for (const Case& c : {
+           Case{R"({"image_processor_type": "IdeficsImageProcessor"})", Code::kUnimplemented,
+                "IdeficsImageProcessor"},
+           Case{R"({"image_processor_type": "Gemma3ImageProcessor", "do_pan_and_scan": true})",
+                Code::kUnimplemented, "do_pan_and_scan"},
+           Case{R"({"image_processor_type": "CLIPImageProcessor", "resample": 1})",
+                Code::kUnimplemented, "resample"},
+           Case{R"({"image_processor_type": "CLIPImageProcessor", "image_std": [1, 0, 1]})",
+                Code::kInvalidArgument, "image_std"},
+           Case{R"({"image_processor_type": "Qwen2VLImageProcessor", "patch_size": -3})",
+                Code::kInvalidArgument, "patch_size"},
+           Case{R"({"resample": 3})", Code::kInvalidArgument, "image_processor_type"},
+           Case{R"([1, 2])", Code::kInvalidArgument, "object"},
+       }) {
+    const StatusOr<PreprocessSpec> s = parse_preprocess_spec(c.json, "p.json");
+    ASSERT_FALSE(s.ok()) << c.json;
+    EXPECT_EQ(s.status().code(), c.code) << c.json << ": " << s.status().message();
+    EXPECT_TRUE(testing::contains(s.status().message(), "p.json")) << s.status().message();
+    EXPECT_TRUE(testing::contains(s.status().message(), c.says)) << s.status().message();
+  }
+}
+
+TEST(PreprocessTest, RescaleAndNormalizeAsHf) {
+  const StatusOr<PreprocessSpec> s =
+      parse_preprocess_spec(R"({"image_processor_type": "CLIPImageProcessor"})", "p.json");
+  QBC_ASSERT_OK(s);
+  // (v / 255 - mean) / std with OpenAI CLIP's mean and std.
+  EXPECT_NEAR(normalize_sample(*s, 0, 0), (0.0 - 0.48145466) / 0.26862954, 1e-6);
+  EXPECT_NEAR(normalize_sample(*s, 1, 255), (1.0 - 0.4578275) / 0.26130258, 1e-6);
+  EXPECT_NEAR(normalize_sample(*s, 2, 128), (128.0 / 255 - 0.40821073) / 0.27577711, 1e-6);
+  const StatusOr<PreprocessSpec> raw = parse_preprocess_spec(
+      R"({"image_processor_type": "CLIPImageProcessor", "do_normalize": false})", "p.json");
+  QBC_ASSERT_OK(raw);
+  EXPECT_FLOAT_EQ(normalize_sample(*raw, 0, 51), 0.2f);
+}
+
+Image gradient(int32_t w, int32_t h) {
+  Image im;
+  im.width = w;
+  im.height = h;
+  for (int32_t y = 0; y < h; ++y)
+    for (int32_t x = 0; x < w; ++x) {
+      const int v = y * w + x;
+      im.rgb.insert(im.rgb.end(), {static_cast<uint8_t>(v), static_cast<uint8_t>(100 + v),
+                                   static_cast<uint8_t>(200 + v)});
+    }
+  return im;
+}
+
+TEST(PreprocessTest, QwenPatchOrderAsHf) {
+  // An 8 x 4 image (w x h), patch 2, merge 2, two frames: no resize (factor 4 divides both),
+  // no rescale or normalize, so each value is its pixel: R = 8y + x, G = 100 + R, B = 200 + R.
+  const StatusOr<PreprocessSpec> s = parse_preprocess_spec(
+      R"({"image_processor_type": "Qwen2VLImageProcessor", "patch_size": 2, "merge_size": 2,
+          "temporal_patch_size": 2, "min_pixels": 16, "max_pixels": 1024,
+          "do_rescale": false, "do_normalize": false})",
+      "p.json");
+  QBC_ASSERT_OK(s);
+  const StatusOr<Pixels> px = preprocess(gradient(8, 4), *s, "g");
+  QBC_ASSERT_OK(px);
+  EXPECT_EQ(px->grid_h, 2);
+  EXPECT_EQ(px->grid_w, 4);
+  ASSERT_EQ(px->shape, (std::vector<int64_t>{8, 24}));  // 2 x 4 patches; 3 x 2 x 2 x 2 values
+  // Rows go by 2x2 merge groups: group (0, 1) holds patches (0,2) (0,3) (1,2) (1,3), rows 4..7.
+  // Row 5 is patch (0, 3): pixels y 0..1, x 6..7. Columns: channel, frame, y, x.
+  const std::vector<float> row5 = {6,   7,   14,  15,  6,   7,   14,  15,  106, 107, 114, 115,
+                                   106, 107, 114, 115, 206, 207, 214, 215, 206, 207, 214, 215};
+  for (size_t j = 0; j < row5.size(); ++j) EXPECT_EQ(px->values[5 * 24 + j], row5[j]) << j;
+  // Row 2 is patch (1, 0) of group (0, 0): pixels y 2..3, x 0..1.
+  EXPECT_EQ(px->values[2 * 24 + 0], 16);
+  EXPECT_EQ(px->values[2 * 24 + 3], 25);
+}
+
+TEST(PreprocessTest, ShortestEdgeThenCentreCrop) {
+  // CLIP, shortest edge 4, crop 4 x 4, on 8 x 4 (w x h): the long side int(4 * 8 / 4) = 8, no
+  // resize; crop left (8 - 4) / 2 = 2.
+  const StatusOr<PreprocessSpec> s = parse_preprocess_spec(
+      R"({"image_processor_type": "CLIPImageProcessor", "size": {"shortest_edge": 4},
+          "crop_size": {"height": 4, "width": 4}, "do_rescale": false, "do_normalize": false})",
+      "p.json");
+  QBC_ASSERT_OK(s);
+  const StatusOr<Pixels> px = preprocess(gradient(8, 4), *s, "g");
+  QBC_ASSERT_OK(px);
+  ASSERT_EQ(px->shape, (std::vector<int64_t>{3, 4, 4}));
+  EXPECT_EQ(px->values[0], 2);              // R at (0, 2)
+  EXPECT_EQ(px->values[16 + 5], 100 + 11);  // G at (1, 3)
+  // llava's 336 on 451 x 300: long side int(336 * 451 / 300 = 505.12) = 505; on 427 x 640
+  // (portrait): int(336 * 640 / 427 = 503.6) = 503.
+  PreprocessSpec llava = *s;
+  llava.shortest_edge = 336;
+  const StatusOr<Size> wide = resized_size(llava, 300, 451);
+  QBC_ASSERT_OK(wide);
+  EXPECT_EQ(*wide, (Size{336, 505}));
+  const StatusOr<Size> tall = resized_size(llava, 640, 427);
+  QBC_ASSERT_OK(tall);
+  EXPECT_EQ(*tall, (Size{503, 336}));
+}
+
+struct PhotoCase {
+  const char* config;
+  const char* image;
+  std::vector<int64_t> shape;
+};
+
+// Shapes worked out by hand: Qwen2.5-VL factor 28 (chelsea 300x451 -> 308x448: 22x32 = 704
+// patches of 3*2*14*14 = 1176; rocket 427x640 -> 420x644: 30x46 = 1380; 512 -> 504: 36^2 =
+// 1296), Qwen3-VL factor 32 (chelsea -> 288x448: 18x28 = 504 of 1536; rocket -> 416x640: 26x40
+// = 1040; 512: 32^2 = 1024), gemma 896 fixed, llava 336 crop.
+TEST(PreprocessTest, SharedPhotographsThroughTheRealConfigs) {
+  const PhotoCase cases[] = {
+      {"Qwen2.5-VL-3B-Instruct", "chelsea.png", {704, 1176}},
+      {"Qwen2.5-VL-3B-Instruct", "rocket.jpg", {1380, 1176}},
+      {"Qwen2.5-VL-3B-Instruct", "camera.png", {1296, 1176}},
+      {"Qwen3-VL-4B-Instruct", "chelsea.png", {504, 1536}},
+      {"Qwen3-VL-4B-Instruct", "rocket.jpg", {1040, 1536}},
+      {"Qwen3-VL-4B-Instruct", "gravel.png", {1024, 1536}},
+      {"gemma-3-4b-it", "chelsea.png", {3, 896, 896}},
+      {"gemma-3-4b-it", "camera.png", {3, 896, 896}},
+      {"llava-1.5-7b-hf", "rocket.jpg", {3, 336, 336}},
+      {"llava-1.5-7b-hf", "gravel.png", {3, 336, 336}},
+  };
+  for (const PhotoCase& c : cases) {
+    QBC_REQUIRE_SHARED(config,
+                       std::string("model-configs-new/") + c.config + "/preprocessor_config.json");
+    QBC_REQUIRE_SHARED(photo, std::string("data/images/") + c.image);
+    const StatusOr<PreprocessSpec> spec = load_preprocess_spec(config.string());
+    QBC_ASSERT_OK(spec);
+    const StatusOr<Image> im = decode_file(photo.string());
+    QBC_ASSERT_OK(im);
+    const StatusOr<Pixels> px = preprocess(*im, *spec, c.image);
+    QBC_ASSERT_OK(px);
+    EXPECT_EQ(px->shape, c.shape) << c.config << " " << c.image;
+    int64_t n = 1;
+    for (int64_t d : px->shape) n *= d;
+    ASSERT_EQ(static_cast<int64_t>(px->values.size()), n);
+    // Normalized values stay within (0 - mean) / std .. (1 - mean) / std.
+    for (float v : px->values) {
+      ASSERT_GE(v, -1.80f);
+      ASSERT_LE(v, 2.15f);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace qbc::image
