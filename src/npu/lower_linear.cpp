@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backend.h"
+#include "compact_weights.h"
 #include "lowering.h"
 
 namespace qbc::npu {
@@ -32,15 +33,21 @@ void lower_linear(const Node& n, int id, CoreLowering& L) {
   const DType yt = li.out_fp16 ? DType::kF16 : DType::kF32;
   const int64_t cb = isa::dtype_bytes(xt, 1), yb = isa::dtype_bytes(yt, 1);
   const int64_t accb = isa::dtype_bytes(acct, 1);
+  // Slots of the scale and zero-point buffers keep the fp32 / int32 size (the footprints of
+  // matmul and requant); the compact image moves fewer bytes into them (compact_weights.h).
+  const bool compact = compact_weights(n, li);
   const int64_t sblk = align_up(nt * li.gt * 4, L.cx.o.target.dma_align);
+  const int64_t sbytes = scale_block_bytes(li, compact, L.cx.o.target.dma_align);
+  const int64_t zbytes = zero_block_bytes(li, compact, L.cx.o.target.dma_align);
   SramStage sram = L.sram(n.name);
   const int32_t x16 = sram.alloc("x", DType::kF16, mt * K * 2, {mt, K});
   const int32_t codes = sram.alloc("codes", xt, mt * K * cb, {mt, K});
   const int32_t xs = sram.alloc("xscale", DType::kF32, mt * 4, {mt});
   const int32_t xz = sram.alloc("xzero", DType::kI32, mt * 4, {mt});
   const int32_t wbuf = sram.alloc("w", wt, 2 * li.w_bytes, {2, nt, li.t.kt});
-  const int32_t wsb = sram.alloc("wscale", DType::kF32, 2 * sblk, {2, nt, li.gt});
-  const int32_t wzb = li.zero ? sram.alloc("wzero", DType::kI32, 2 * sblk, {2, nt, li.gt}) : -1;
+  const int32_t wsb = sram.alloc("wscale", scale_type(compact), 2 * sblk, {2, nt, li.gt});
+  const int32_t wzb =
+      li.zero ? sram.alloc("wzero", zero_type(compact), 2 * sblk, {2, nt, li.gt}) : -1;
   const int32_t bb = li.bias ? sram.alloc("bias", DType::kF32, 2 * nt * 4, {2, nt}) : -1;
   const int32_t acc = sram.alloc("acc", acct, mt * nt * li.gt * accb, {mt, nt, li.gt});
   const int32_t fsum = sram.alloc("fsum", DType::kF32, mt * nt * 4, {mt, nt});
@@ -76,8 +83,8 @@ void lower_linear(const Node& n, int id, CoreLowering& L) {
     const int64_t ntw = std::min(nt, li.n - ti * nt);
     if (li.bias) block_load(bb, p * nt * 4, li.b_off[static_cast<size_t>(ti)], nt * 4);
     if (li.group == 0) {
-      block_load(wsb, p * sblk, li.ws_off[static_cast<size_t>(ti)], sblk);
-      if (li.zero) block_load(wzb, p * sblk, li.wz_off[static_cast<size_t>(ti)], sblk);
+      block_load(wsb, p * sblk, li.ws_off[static_cast<size_t>(ti)], sbytes);
+      if (li.zero) block_load(wzb, p * sblk, li.wz_off[static_cast<size_t>(ti)], zbytes);
     }
     for (int64_t kt = 0; kt < li.ktiles; ++kt, ++wcount) {
       const int64_t wp = wcount % 2;
@@ -86,9 +93,9 @@ void lower_linear(const Node& n, int id, CoreLowering& L) {
                  li.w_bytes);
       const int64_t sp = li.group > 0 ? wp : p;
       if (li.group > 0) {
-        block_load(wsb, wp * sblk, li.ws_off[static_cast<size_t>(ti * li.ktiles + kt)], sblk);
+        block_load(wsb, wp * sblk, li.ws_off[static_cast<size_t>(ti * li.ktiles + kt)], sbytes);
         if (li.zero)
-          block_load(wzb, wp * sblk, li.wz_off[static_cast<size_t>(ti * li.ktiles + kt)], sblk);
+          block_load(wzb, wp * sblk, li.wz_off[static_cast<size_t>(ti * li.ktiles + kt)], zbytes);
       }
       const int64_t gt = li.group > 0 ? cdiv(kn, li.group) : 1;
       isa::MatMul m;
