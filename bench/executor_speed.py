@@ -28,8 +28,15 @@ bit for bit, so their perplexities are printed and compared.
 The fake-quant evaluator is slow on the large models, so it runs fewer chunks and decode
 tokens there (the table says how many); tokens/s stays comparable.
 
+With --w4 each model is also compiled W4 (the bits of configs/examples/w4v8.yaml: 4-bit
+query/key/output/FFN weights in groups of 32 with zero points, value and head at 8; on
+llm_fast with random calibration, so the speed, not the accuracy, is what it measures: the
+compact 4-bit image of docs/numerics.md) and its executor decode is run in the same pass as
+the W8 one, the two alternating, with the ratio W4/W8 against the target of issue 27
+(>= 1.4x), and the W4 model's greedy tokens against the fake-quant evaluator's.
+
 Usage: bench/executor_speed.py [--work DIR] [--no-1b] [--models a,b] [--no-build]
-                               [--threads N] [--repeat N] [--json OUT]
+                               [--threads N] [--repeat N] [--json OUT] [--w4]
 Python standard library only.
 """
 import argparse
@@ -52,7 +59,13 @@ MODELS = [
     ("smollm2-135m", "SmolLM2-135M-shaped", "SmolLM2-135M-Instruct", (4, 1), (64, 16)),
     ("llama-3.2-1b", "Llama-3.2-1B-shaped", "Llama-3.2-1B-Instruct", (2, 1), (64, 8)),
 ]
-TARGETS = {"prefill": 0.5, "decode": 3.0, "fakequant": 20.0, "backend_fraction": 0.10}
+TARGETS = {"prefill": 0.5, "decode": 3.0, "fakequant": 20.0, "backend_fraction": 0.10,
+           "w4_decode": 1.4}
+# The W4 bits of configs/examples/w4v8.yaml (--w4).
+W4_SETS = ["bit.weightGroupSize=32", "bit.weightZeroPoint=true",
+           "bit.transformer.weight.query=4", "bit.transformer.weight.key=4",
+           "bit.transformer.weight.value=8", "bit.transformer.weight.output=4",
+           "bit.transformer.weight.ffn=4", "bit.transformer.weight.head=8"]
 # Decode as a fraction of the two-thread read roofline (issue 29), per model.
 ROOFLINE_TARGETS = {"smollm2-135m": 0.5, "llama-3.2-1b": 0.7}
 
@@ -129,20 +142,22 @@ def prepare(q, work, name, source):
     return folder
 
 
-def compile_w8(q, work, name, hf):
+def compile_w8(q, work, name, hf, tag="w8", sets=()):
     """qbc compile W8 (llm_fast, random calibration, 2048 positions) to MXQ, once, keeping
-    the quantized MBLT for the fake-quant evaluator; (mxq, mblt, summary)."""
-    mxq = os.path.join(work, name + ".w8.mxq")
-    mblt = os.path.join(work, name + ".w8.mblt")
+    the quantized MBLT for the fake-quant evaluator; (mxq, mblt, summary). `sets`: extra
+    --set keys (W4_SETS with tag "w4")."""
+    mxq = os.path.join(work, name + "." + tag + ".mxq")
+    mblt = os.path.join(work, name + "." + tag + ".mblt")
     info = mxq + ".compile.json"
     if os.path.exists(mxq) and os.path.exists(mblt) and os.path.exists(info):
         with open(info) as f:
             return mxq, mblt, json.load(f)
-    log("compiling %s W8 (llm_fast, random calibration)..." % name)
+    log("compiling %s %s (llm_fast, random calibration)..." % (name, tag.upper()))
+    extra = [a for s in sets for a in ("--set", s)]
     _, events, wall = q.events(["compile", hf, "--preset", "llm_fast", "--use-random-calib",
                                 "--set", "llm.attributes.maxCacheLength=2048", "--set",
-                                "llm.attributes.maxSequenceLength=2048", "-o", mxq,
-                                "--keep-intermediate", work])
+                                "llm.attributes.maxSequenceLength=2048"] + extra +
+                               ["-o", mxq, "--keep-intermediate", work])
     s = [e for e in events if e.get("event") == "summary"][-1]
     res = json.loads(s["result"]) if isinstance(s["result"], str) else s["result"]
     summary = {"quantize_seconds": res["seconds"], "backend_seconds": res["backend"]["seconds"],
@@ -200,6 +215,8 @@ def main():
     ap.add_argument("--bandwidth", default=os.path.join(ROOT, "build", "tools",
                                                         "qbc-host-bandwidth"),
                     help="the qbc-host-bandwidth binary (bench/host_bandwidth.cpp)")
+    ap.add_argument("--w4", action="store_true",
+                    help="also compile W4 (w4v8.yaml bits) and compare its executor decode with W8")
     a = ap.parse_args()
 
     global TEXT
@@ -241,6 +258,23 @@ def main():
             r["exact_ppl"] = npu_same["perplexity"] == r["fq_prefill"]["perplexity"]
             k = min(len(r["fq_decode"]["new_tokens"]), len(r["npu_decode"]["new_tokens"]))
             r["exact_tokens"] = r["fq_decode"]["new_tokens"][:k] == r["npu_decode"]["new_tokens"][:k]
+        if a.w4:
+            w4, w4_mblt, _ = compile_w8(q, a.work, name, hf, "w4", W4_SETS)
+            log("%s: W4 against W8 decode, alternating" % name)
+            w8_runs, w4_runs = [], []
+            for _ in range(max(a.repeat, 2)):
+                w8_runs.append(q.decode(mxq, "npu", n))
+                w4_runs.append(q.decode(w4, "npu", n))
+            r["w4_w8_decode"] = max(x["tokens_per_second"] for x in w8_runs)
+            r["w4_decode"] = max(x["tokens_per_second"] for x in w4_runs)
+            r["w4_bytes"], r["w8_bytes"] = os.path.getsize(w4), os.path.getsize(mxq)
+            log("  W8 %.1f, W4 %.1f tokens/s" % (r["w4_w8_decode"], r["w4_decode"]))
+            if not a.skip_fakequant and os.path.exists(w4_mblt):
+                fq = q.decode(w4_mblt, "fakequant", fq_n)["new_tokens"]
+                k = min(len(fq), len(w4_runs[0]["new_tokens"]))
+                r["w4_exact_tokens"] = fq[:k] == w4_runs[0]["new_tokens"][:k]
+            for x in w8_runs + w4_runs:
+                x.pop("new_tokens", None)
         r["seconds"] = time.monotonic() - t0
         results.append(r)
 
@@ -301,6 +335,17 @@ def main():
             line += " (target >= %d %% of 2 threads: %s)" % (100 * tgt,
                                                              "met" if frac >= tgt else "NOT met")
         print(line)
+    for r in results:
+        if "w4_decode" in r:
+            rw = ratio(r["w4_decode"], r["w4_w8_decode"])
+            print("%-20s executor decode W4 %.1f vs W8 %.1f tokens/s = %.2fx (target >= %.1fx: "
+                  "%s); MXQ %.1f vs %.1f MB%s" % (
+                      r["label"], r["w4_decode"], r["w4_w8_decode"], rw, TARGETS["w4_decode"],
+                      "met" if rw >= TARGETS["w4_decode"] else "NOT met", r["w4_bytes"] / 1e6,
+                      r["w8_bytes"] / 1e6,
+                      "" if "w4_exact_tokens" not in r else
+                      "; W4 executor == fake-quant greedy tokens: %s" %
+                      ("equal" if r["w4_exact_tokens"] else "DIFFERENT")))
     print("\nexecutor prefill chunks: %s; decode: %d tokens after the %d-token prompt '%s'" % (
         ", ".join("%s %d" % (r["label"], r["chunks"]) for r in results),
         results[0]["decode_n"] if results else 0, 5, PROMPT))
@@ -313,7 +358,8 @@ def main():
         with open(a.json, "w") as f:
             json.dump({"results": results, "targets": TARGETS, "host_read_gbps": bw,
                        "roofline_targets": ROOFLINE_TARGETS}, f, indent=1)
-    bad = [r for r in results if r.get("exact_ppl") is False or r.get("exact_tokens") is False]
+    bad = [r for r in results if r.get("exact_ppl") is False or r.get("exact_tokens") is False
+           or r.get("w4_exact_tokens") is False]
     return 1 if bad else 0
 
 

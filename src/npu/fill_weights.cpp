@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "backend.h"
+#include "compact_weights.h"
 #include "passes.h"
+#include "qbc/numerics/fp16.h"
 
 namespace qbc::npu {
 namespace {
@@ -27,6 +29,16 @@ void put_f32(std::vector<uint8_t>& img, int64_t at, float v) {
 }
 void put_i32(std::vector<uint8_t>& img, int64_t at, int32_t v) {
   std::memcpy(img.data() + at, &v, 4);
+}
+void put_f16(std::vector<uint8_t>& img, int64_t at, uint16_t bits) {
+  std::memcpy(img.data() + at, &bits, 2);
+}
+/// Element `i` of a packed int4 block at `at` (low nibble first).
+void put_i4(std::vector<uint8_t>& img, int64_t at, int64_t i, int32_t v) {
+  uint8_t& byte = img[static_cast<size_t>(at + i / 2)];
+  const uint8_t nib = static_cast<uint8_t>(v & 0xF);
+  byte = i % 2 == 0 ? static_cast<uint8_t>((byte & 0xF0) | nib)
+                    : static_cast<uint8_t>((byte & 0x0F) | (nib << 4));
 }
 
 /// Fills the image of one compile.
@@ -140,6 +152,7 @@ Status Filler::scales(const Node& n, const LinearPlan& li, int64_t nt) {
   const LinearTiles& t = li.t;
   const int64_t base = offset(li.buf);
   const int64_t sblocks = li.group > 0 ? li.ktiles : 1;
+  const bool compact = compact_weights(n, li);
   for (int64_t kt = 0; kt < sblocks; ++kt) {
     const size_t bi = static_cast<size_t>(nt * sblocks + kt);
     const int64_t g0 = li.group > 0 ? kt * li.gt : 0;
@@ -150,12 +163,26 @@ Status Filler::scales(const Node& n, const LinearPlan& li, int64_t nt) {
       if (ch >= li.n) break;
       for (int64_t gg = 0; gg < gtk; ++gg) {
         const size_t src = static_cast<size_t>(ch * li.groups + g0 + gg);
-        put_f32(img_, base + li.ws_off[bi] + 4 * (j * gtk + gg), scales_[src]);
+        const int64_t e = j * gtk + gg;  // dense [nt, gtk]
+        const float s = scales_[src];
+        if (!compact) {
+          put_f32(img_, base + li.ws_off[bi] + 4 * e, s);
+        } else if (numerics::round_fp16(s) == s) {  // exact: the fp16 widens back to s
+          put_f16(img_, base + li.ws_off[bi] + 2 * e, numerics::fp16_bits(s));
+        } else {
+          return invalid_argument(node_label(n), ": weight scale ", s, " of channel ", ch,
+                                  " is not an fp16 value (w_scale_f16)");
+        }
         if (!li.zero) continue;
         const float z = zeros_[src];
-        if (z != std::nearbyint(z))
-          return invalid_argument(node_label(n), ": zero point ", z, " is not an integer");
-        put_i32(img_, base + li.wz_off[bi] + 4 * (j * gtk + gg), static_cast<int32_t>(z));
+        if (z != std::nearbyint(z) || (compact && (z < -8 || z > 7)))
+          return invalid_argument(node_label(n), ": zero point ", z,
+                                  compact ? " is not a 4-bit integer" : " is not an integer");
+        if (compact) {
+          put_i4(img_, base + li.wz_off[bi], e, static_cast<int32_t>(z));
+        } else {
+          put_i32(img_, base + li.wz_off[bi] + 4 * e, static_cast<int32_t>(z));
+        }
       }
     }
   }

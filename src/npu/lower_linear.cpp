@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backend.h"
+#include "compact_weights.h"
 #include "lowering.h"
 
 namespace qbc::npu {
@@ -38,6 +39,9 @@ class LinearLowering {
         cb_(isa::dtype_bytes(xt_, 1)),
         yb_(isa::dtype_bytes(yt_, 1)),
         sblk_(align_up(nt_ * li_.gt * 4, L.cx.o.target.dma_align)),
+        compact_(compact_weights(n, li_)),
+        sbytes_(scale_block_bytes(li_, compact_, L.cx.o.target.dma_align)),
+        zbytes_(zero_block_bytes(li_, compact_, L.cx.o.target.dma_align)),
         pass_(L.cx.pass_id("lower-projections")) {}
 
   /// Channel tiles [a, b) of this core (a contiguous range; none: the core only waits).
@@ -59,6 +63,10 @@ class LinearLowering {
   const int64_t mt_, nt_;
   const DType xt_, wt_, acct_, yt_;
   const int64_t cb_, yb_, sblk_;
+  // Slots of the scale and zero-point buffers keep the fp32 / int32 size (the footprints of
+  // matmul and requant); the compact image moves fewer bytes into them (compact_weights.h).
+  const bool compact_;
+  const int64_t sbytes_, zbytes_;
   const int32_t pass_;
   int32_t x16_ = -1, codes_ = -1, xs_ = -1, xz_ = -1, wbuf_ = -1, wsb_ = -1, wzb_ = -1, bb_ = -1;
   int32_t acc_ = -1, fsum_ = -1, ybuf_ = -1;
@@ -73,8 +81,8 @@ void LinearLowering::alloc(const std::string& name) {
   xs_ = sram.alloc("xscale", DType::kF32, mt * 4, {mt});
   xz_ = sram.alloc("xzero", DType::kI32, mt * 4, {mt});
   wbuf_ = sram.alloc("w", wt_, 2 * li_.w_bytes, {2, nt, li_.t.kt});
-  wsb_ = sram.alloc("wscale", DType::kF32, 2 * sblk_, {2, nt, gt});
-  if (li_.zero) wzb_ = sram.alloc("wzero", DType::kI32, 2 * sblk_, {2, nt, gt});
+  wsb_ = sram.alloc("wscale", scale_type(compact_), 2 * sblk_, {2, nt, gt});
+  if (li_.zero) wzb_ = sram.alloc("wzero", zero_type(compact_), 2 * sblk_, {2, nt, gt});
   if (li_.bias) bb_ = sram.alloc("bias", DType::kF32, 2 * nt * 4, {2, nt});
   acc_ = sram.alloc("acc", acct_, mt * nt * gt * isa::dtype_bytes(acct_, 1), {mt, nt, gt});
   fsum_ = sram.alloc("fsum", DType::kF32, mt * nt * 4, {mt, nt});
@@ -117,8 +125,8 @@ void LinearLowering::k_tile(int64_t ti, int64_t kt, int64_t p, const Expr& rows)
   block_load(wbuf_, wp * li_.w_bytes, li_.w_off[blk], li_.w_bytes);
   const int64_t sp = li_.group > 0 ? wp : p;
   if (li_.group > 0) {
-    block_load(wsb_, wp * sblk_, li_.ws_off[blk], sblk_);
-    if (li_.zero) block_load(wzb_, wp * sblk_, li_.wz_off[blk], sblk_);
+    block_load(wsb_, wp * sblk_, li_.ws_off[blk], sbytes_);
+    if (li_.zero) block_load(wzb_, wp * sblk_, li_.wz_off[blk], zbytes_);
   }
   const int64_t gt = li_.group > 0 ? cdiv(kn, li_.group) : 1;
   isa::MatMul m;
@@ -163,8 +171,8 @@ void LinearLowering::channel_tile(int64_t ti, int64_t p, const Expr& row0, const
   const size_t t = static_cast<size_t>(ti);
   if (li_.bias) block_load(bb_, p * nt_ * 4, li_.b_off[t], nt_ * 4);
   if (li_.group == 0) {
-    block_load(wsb_, p * sblk_, li_.ws_off[t], sblk_);
-    if (li_.zero) block_load(wzb_, p * sblk_, li_.wz_off[t], sblk_);
+    block_load(wsb_, p * sblk_, li_.ws_off[t], sbytes_);
+    if (li_.zero) block_load(wzb_, p * sblk_, li_.wz_off[t], zbytes_);
   }
   for (int64_t kt = 0; kt < li_.ktiles; ++kt) k_tile(ti, kt, p, rows);
   const int64_t ntw = std::min(nt_, li_.n - ti * nt_);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend.h"
+#include "compact_weights.h"
 #include "passes.h"
 #include "qbc/npu/memory_plan.h"
 
@@ -53,7 +54,9 @@ void layout_linear(Context& cx, Layout& lay, const Node& n, LinearPlan& li) {
   const LinearTiles& t = li.t;
   const DType wt = isa::code_type(li.w_bits);
   li.w_bytes = align_up(t.nt * isa::dtype_bytes(wt, t.kt), A);
-  const int64_t sblk = align_up(t.nt * li.gt * 4, A);
+  const bool compact = compact_weights(n, li);
+  const int64_t sblk = scale_block_bytes(li, compact, A);
+  const int64_t zblk = zero_block_bytes(li, compact, A);
   const int64_t bblk = align_up(t.nt * 4, A);
   const int64_t sblocks = li.group > 0 ? li.ktiles : 1;
   int64_t at = 0;
@@ -64,7 +67,7 @@ void layout_linear(Context& cx, Layout& lay, const Node& n, LinearPlan& li) {
       at += sblk;
       if (li.zero) {
         li.wz_off.push_back(at);
-        at += sblk;
+        at += zblk;
       }
     }
     li.b_off.push_back(at);

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "qbc/numerics/fp16.h"
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define QBC_NUMERICS_AVX 1
@@ -24,6 +26,24 @@ AffineParams affine_params(double span, double neg_lo, int bits) {
   const double levels = static_cast<double>((int64_t{1} << bits) - 1);
   AffineParams a;
   a.scale = std::max(static_cast<float>(span / levels), 1e-8f);
+  const double zu =
+      std::min(std::max(std::nearbyint(neg_lo / static_cast<double>(a.scale)), 0.0), levels);
+  a.zero = static_cast<int32_t>(zu) - static_cast<int32_t>(quant_max(bits) + 1);
+  return a;
+}
+
+bool fp16_weight_scales(int bits, int64_t group) { return bits == 4 && group > 0; }
+
+float fp16_weight_scale(float s) {
+  const double m = std::min(std::max(std::fabs(static_cast<double>(s)), 0x1p-24), 65504.0);
+  const float r = round_fp16(m);
+  return std::signbit(s) ? -r : r;
+}
+
+AffineParams affine_params_fp16(double span, double neg_lo, int bits) {
+  const double levels = static_cast<double>((int64_t{1} << bits) - 1);
+  AffineParams a;
+  a.scale = fp16_weight_scale(std::max(static_cast<float>(span / levels), 1e-8f));
   const double zu =
       std::min(std::max(std::nearbyint(neg_lo / static_cast<double>(a.scale)), 0.0), levels);
   a.zero = static_cast<int32_t>(zu) - static_cast<int32_t>(quant_max(bits) + 1);

@@ -67,7 +67,8 @@ double clip_error(const double* w, int64_t len, float s, int qm, double norm, do
 /// The asymmetric parameters of w[0, len) (docs/numerics.md): the range [lo, hi] =
 /// [min(min w, 0), max(max w, 0)] shrunk by p = 1 (p = 1, 1 − 1/grid, ... with
 /// mse_clip), s = fp32(p·(hi − lo) / (2^b − 1)) (≥ 1e-8), z = clamp(rne(−p·lo / s), 0,
-/// 2^b − 1) − 2^(b−1) in the signed code range; the first with the least error wins.
+/// 2^b − 1) − 2^(b−1) in the signed code range (s rounded to fp16 first for 4-bit groups,
+/// numerics::affine_params_fp16); the first with the least error wins.
 numerics::AffineParams segment_affine(const double* w, int64_t len, int bits,
                                       const GptqOptions& o) {
   const int qm = static_cast<int>(numerics::quant_max(bits));
@@ -76,14 +77,18 @@ numerics::AffineParams segment_affine(const double* w, int64_t len, int bits,
     lo = std::min(lo, w[j]);
     hi = std::max(hi, w[j]);
   }
-  if (hi - lo == 0) return {};
+  const bool f16 = numerics::fp16_weight_scales(bits, o.group_size);
+  if (hi - lo == 0)
+    return f16 ? numerics::affine_params_fp16(0, 0, bits) : numerics::AffineParams{};
   const double norm = o.mse_clip ? o.mse_norm : 2.0;
   const int steps = o.mse_clip ? static_cast<int>(o.mse_max_shrink * o.mse_grid + 1e-9) : 1;
   numerics::AffineParams best;
   double best_err = std::numeric_limits<double>::infinity();
   for (int i = 0; i < std::max(steps, 1); ++i) {
     const double p = 1.0 - static_cast<double>(i) / o.mse_grid;
-    const numerics::AffineParams a = numerics::affine_params(p * (hi - lo), -p * lo, bits);
+    const numerics::AffineParams a =
+        f16 ? numerics::affine_params_fp16(p * (hi - lo), -p * lo, bits)
+            : numerics::affine_params(p * (hi - lo), -p * lo, bits);
     const double err = clip_error(w, len, a.scale, qm, norm, best_err, a.zero);
     if (err < best_err) {
       best_err = err;
@@ -96,11 +101,14 @@ numerics::AffineParams segment_affine(const double* w, int64_t len, int bits,
 /// The scale of the weights w[0, len) (docs/numerics.md): the candidates
 /// extreme_scale(e, p, end) for both ends and p = 1 (p = 1, 1 − 1/grid, ... with
 /// mse_clip), in that order; the first with the least Σ|ŵ − w|^norm wins (norm 2, or
-/// mse_norm with mse_clip). The first candidate is the absmax rule.
+/// mse_norm with mse_clip). The first candidate is the absmax rule. For 4-bit groups every
+/// candidate is rounded to fp16 (numerics::fp16_weight_scale) before its error is measured.
 float segment_scale(const double* w, int64_t len, int bits, const GptqOptions& o) {
   const int qm = static_cast<int>(numerics::quant_max(bits));
   const double e = extreme_weight(w, len);
-  const float s0 = extreme_scale(e, 1.0, bits, ScaleEnd::kQmax);
+  const bool f16 = numerics::fp16_weight_scales(bits, o.group_size);
+  auto rounded = [f16](float s) { return f16 ? numerics::fp16_weight_scale(s) : s; };
+  const float s0 = rounded(extreme_scale(e, 1.0, bits, ScaleEnd::kQmax));
   if (e == 0) return s0;
   const double norm = o.mse_clip ? o.mse_norm : 2.0;
   const int steps = o.mse_clip ? static_cast<int>(o.mse_max_shrink * o.mse_grid + 1e-9) : 1;
@@ -109,7 +117,7 @@ float segment_scale(const double* w, int64_t len, int bits, const GptqOptions& o
   for (int i = 0; i < std::max(steps, 1); ++i) {
     const double p = 1.0 - static_cast<double>(i) / o.mse_grid;
     for (ScaleEnd end : {ScaleEnd::kQmax, ScaleEnd::kLongEnd}) {
-      const float s = extreme_scale(e, p, bits, end);
+      const float s = rounded(extreme_scale(e, p, bits, end));
       const double err = clip_error(w, len, s, qm, norm, best_err);
       if (err < best_err) {
         best_err = err;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "qbc/numerics/fp16.h"
 #include "qbc/numerics/quantizer.h"
 #include "qbc/quant/gptq.h"
 #include "qbc/quant/key_ranges.h"
@@ -80,6 +81,12 @@ numerics::AffineParams static_affine(const TensorStats& s, float clip, int bits)
   lo = std::max(lo, -static_cast<double>(clip));
   hi = std::min(hi, static_cast<double>(clip));
   return numerics::affine_params(hi - lo, -lo, bits);
+}
+
+/// Whether every scale is an fp16 value (the compact 4-bit image can hold it exactly).
+bool fp16_values(const std::vector<float>& scales) {
+  return std::all_of(scales.begin(), scales.end(),
+                     [](float s) { return numerics::round_fp16(s) == s; });
 }
 
 }  // namespace
@@ -244,6 +251,8 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
       n.attrs.set("w_bits", int64_t{bits.weight});
       if (group > 0) n.attrs.set("w_group", group);
       if (!zero.empty()) n.attrs.set("w_zero", int64_t{1});
+      if (numerics::fp16_weight_scales(bits.weight, group) && fp16_values(scale))
+        n.attrs.set("w_scale_f16", int64_t{1});
       n.attrs.set("out_fp16", int64_t{n.part == ir::Part::kHead ? 0 : 1});
       out.remove_weight(old_weight);
       ++r.quantized_linears;

@@ -2,6 +2,7 @@
 // quantize_rtn.cpp: the attribute set and weight types, not the values.
 #include "qbc/quant/shape_only.h"
 
+#include "qbc/numerics/quantizer.h"
 #include "qbc/quant/quantize.h"
 
 namespace qbc::quant {
@@ -54,6 +55,7 @@ StatusOr<ir::Graph> shape_only(const ir::Graph& g, const config::CompileOptions&
       n.attrs.set("w_bits", int64_t{bits.weight});
       if (group > 0) n.attrs.set("w_group", group);
       if (zero) n.attrs.set("w_zero", int64_t{1});
+      if (numerics::fp16_weight_scales(bits.weight, group)) n.attrs.set("w_scale_f16", int64_t{1});
       n.attrs.set("out_fp16", int64_t{n.part == ir::Part::kHead ? 0 : 1});
       out.remove_weight(old_weight);
     } else if (n.op == ir::Op::kAttention) {

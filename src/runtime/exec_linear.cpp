@@ -7,7 +7,12 @@
 #include <algorithm>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
+
 #include "core.h"
+#include "fp16_rows.h"
 #include "matmul_kernel.h"
 #include "qbc/numerics/quantizer.h"
 #include "thread_pool.h"
@@ -51,10 +56,39 @@ const int8_t* weights_i8(const uint8_t* w, isa::DType t, int64_t n, int64_t kt,
 struct MatMulArgs {
   const isa::MatMul& op;
   int64_t rows, gt, group;
-  const int32_t* xz;  ///< [rows]
-  const int8_t* w;    ///< [n, kt] int8
-  const int32_t* wz;  ///< [n, gt] or nullptr
+  const int32_t* xz;            ///< [rows]
+  const int8_t* w;              ///< [n, kt] int8, or nullptr when w4 is set
+  const int32_t* wz;            ///< [n, gt] or nullptr
+  const uint8_t* w4 = nullptr;  ///< [n, kt] packed int4 (rows of kt/2 bytes), for matmul_u8
 };
+
+/// Rows [rows, kt] of packed int4 codes (kt / 2 bytes a row, low nibble first) as int8, into
+/// out [rows, kt]: 32 codes a step with SSE2 (every x86-64 has it), else one byte at a time.
+void unpack_i4_rows(const uint8_t* w, int64_t rows, int64_t kt, int8_t* out) {
+  const int64_t rb = kt / 2;  // the verifier requires an even kt for int4 weights
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* src = w + r * rb;
+    int8_t* dst = out + r * kt;
+    int64_t i = 0;
+#if defined(__x86_64__)
+    const __m128i low = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
+    for (; i + 16 <= rb; i += 16) {
+      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+      // (v ^ 8) − 8 sign-extends a nibble v in [0, 15] to [−8, 7].
+      const __m128i lo = _mm_sub_epi8(_mm_xor_si128(_mm_and_si128(b, low), eight), eight);
+      const __m128i hi =
+          _mm_sub_epi8(_mm_xor_si128(_mm_and_si128(_mm_srli_epi16(b, 4), low), eight), eight);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * i), _mm_unpacklo_epi8(lo, hi));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * i + 16), _mm_unpackhi_epi8(lo, hi));
+    }
+#endif
+    for (; i < rb; ++i) {
+      const int lo = src[i] & 0xF, hi = src[i] >> 4;
+      dst[2 * i] = static_cast<int8_t>((lo ^ 8) - 8);
+      dst[2 * i + 1] = static_cast<int8_t>((hi ^ 8) - 8);
+    }
+  }
+}
 
 /// acc[(m*n + j)*gt + g] (+)= Σ (x − xz)(w − wz), stored as AccT (int32 wraps).
 template <typename AccT>
@@ -137,14 +171,15 @@ void matmul_u8(const MatMulArgs& a, const int8_t* x, ThreadPool& pool, uint8_t* 
   // two threads read memory faster than one (23 to 30 GB/s against 21 on the development VM).
   const int64_t work =
       rows <= kStreamRows ? n * kt * (kParallelMacs / kParallelStreamBytes) : rows * n * kt;
-  blocks(pool, n, work, kParallelMacs, 16, [&](int64_t j0, int64_t j1) {
+  // Channels [j0, j1) against weight rows wr (row j0 first, kt codes a row).
+  auto run = [&](int64_t j0, int64_t j1, const int8_t* wr) {
     const int64_t bn = j1 - j0;
     int32_t* dots = scratch<int32_t, 1>(static_cast<size_t>(rows * bn)).data();
     int32_t* ws = scratch<int32_t, 2>(static_cast<size_t>(bn)).data();
     AccT* row = scratch<AccT, 3>(static_cast<size_t>(bn)).data();
     for (int64_t g = 0; g < gt; ++g) {
       const int64_t k0 = g * a.group, len = std::min(a.group, kt - k0);
-      dot_u8(xu + k0, kt, rows, a.w + j0 * kt + k0, kt, bn, len, dots, bn, ws);
+      dot_u8(xu + k0, kt, rows, wr + k0, kt, bn, len, dots, bn, ws);
       for (int64_t m = 0; m < rows; ++m) {
         const int32_t* dr = dots + m * bn;
         const int64_t xzm = int64_t{a.xz[m]} + 128;
@@ -170,6 +205,17 @@ void matmul_u8(const MatMulArgs& a, const int8_t* x, ThreadPool& pool, uint8_t* 
           store(&r, 1, dst);
         }
       }
+    }
+  };
+  blocks(pool, n, work, kParallelMacs, 16, [&](int64_t j0, int64_t j1) {
+    if (a.w4 == nullptr) return run(j0, j1, a.w + j0 * kt);
+    // Packed int4: unpacked 32 channels at a time into a cache-resident int8 block.
+    constexpr int64_t kSub = 32;
+    int8_t* wu = scratch<int8_t, 4>(static_cast<size_t>(kSub * kt)).data();
+    for (int64_t jb = j0; jb < j1; jb += kSub) {
+      const int64_t je = std::min(j1, jb + kSub);
+      unpack_i4_rows(a.w4 + jb * (kt / 2), je - jb, kt, wu);
+      run(jb, je, wu);
     }
   });
 }
@@ -200,9 +246,19 @@ void matmul_generic(const MatMulArgs& a, const uint8_t* x, ThreadPool& pool, Acc
   });
 }
 
+/// The dtype of the buffer `r` refers to (`otherwise` for an unset optional operand).
+isa::DType buffer_type(const Core& c, const isa::Ref& r, isa::DType otherwise) {
+  return r.valid() ? c.bundle.buffers[static_cast<size_t>(r.buffer)].dtype : otherwise;
+}
+
+/// Whether matmul() takes the VNNI kernel (matmul_u8).
+bool vnni_path(const isa::MatMul& op, int64_t group) {
+  return op.xtype == isa::DType::kI8 && group <= kMaxExactDotLen && dot_u8_fast();
+}
+
 template <typename AccT>
 void matmul(const MatMulArgs& a, const uint8_t* x, ThreadPool& pool, uint8_t* acc_mem) {
-  if (a.op.xtype == isa::DType::kI8 && a.group <= kMaxExactDotLen && dot_u8_fast()) {
+  if (vnni_path(a.op, a.group)) {
     return matmul_u8<AccT>(a, reinterpret_cast<const int8_t*>(x), pool, acc_mem);
   }
   const int64_t count = a.rows * a.op.n * a.gt;
@@ -324,7 +380,11 @@ Status exec_matmul(const isa::MatMul& op, Core& c) {
   QBC_ASSIGN_OR_RETURN(const uint8_t* xzp, c.sram_opt(op.xzero, span(rows, 4), "xzero"));
   QBC_ASSIGN_OR_RETURN(const uint8_t* wp,
                        c.sram_read(op.w, span(n, isa::dtype_bytes(op.wtype, kt)), "w"));
-  QBC_ASSIGN_OR_RETURN(const uint8_t* wzp, c.sram_read_opt(op.wzero, span(n, gt, 4), "wzero"));
+  // Zero points as their SRAM buffer holds them: int32, or packed int4 (the compact 4-bit
+  // image, docs/numerics.md), flat index j * gt + g.
+  const isa::DType wzt = buffer_type(c, op.wzero, isa::DType::kI32);
+  QBC_ASSIGN_OR_RETURN(const uint8_t* wzp,
+                       c.sram_read_opt(op.wzero, isa::dtype_bytes(wzt, span(n, gt)), "wzero"));
   uint8_t* acc = nullptr;
   if (op.accumulate) {
     QBC_ASSIGN_OR_RETURN(acc, c.sram_at(op.acc, span(rows, n, gt, accb), "acc"));
@@ -337,16 +397,24 @@ Status exec_matmul(const isa::MatMul& op, Core& c) {
   if (xzp != nullptr) load(xzp, rows, xz.data());
   if (wzp != nullptr) {
     wz.resize(static_cast<size_t>(n * gt));
-    load(wzp, n * gt, wz.data());
+    if (wzt == isa::DType::kI4) {
+      load_codes(wzp, isa::DType::kI4, n * gt, wz.data());  // packed, flat index j * gt + g
+    } else {
+      load(wzp, n * gt, wz.data());
+    }
   }
   std::vector<int8_t> unpacked;
+  // The VNNI path unpacks int4 rows block by block on the host threads (matmul_u8); the
+  // others take the whole matrix as int8.
+  const bool packed = op.wtype == isa::DType::kI4 && vnni_path(op, group);
   const MatMulArgs args{op,
                         rows,
                         gt,
                         group,
                         xz.data(),
-                        weights_i8(wp, op.wtype, n, kt, &unpacked),
-                        wzp != nullptr ? wz.data() : nullptr};
+                        packed ? nullptr : weights_i8(wp, op.wtype, n, kt, &unpacked),
+                        wzp != nullptr ? wz.data() : nullptr,
+                        packed ? wp : nullptr};
   if (op.acctype == isa::DType::kI32) {
     matmul<int32_t>(args, x, c.pool, acc);
   } else {
@@ -365,7 +433,10 @@ Status exec_requant(const isa::Requant& op, Core& c) {
   const int64_t ws_count = rows_span(n, op.ws_stride, gt);
   QBC_ASSIGN_OR_RETURN(const uint8_t* accp, c.sram_at(op.acc, span(rows, n, gt, accb), "acc"));
   QBC_ASSIGN_OR_RETURN(const uint8_t* xsp, c.sram_at(op.xscale, span(rows, 4), "xscale"));
-  QBC_ASSIGN_OR_RETURN(const uint8_t* wsp, c.sram_read(op.wscale, span(ws_count, 4), "wscale"));
+  // Scales as their SRAM buffer holds them: fp32, or fp16 widened exactly (compact image).
+  const bool ws16 = buffer_type(c, op.wscale, isa::DType::kF32) == isa::DType::kF16;
+  const int64_t wsb = ws16 ? 2 : 4;
+  QBC_ASSIGN_OR_RETURN(const uint8_t* wsp, c.sram_read(op.wscale, span(ws_count, wsb), "wscale"));
   uint8_t* fsp = nullptr;
   if (!op.first || !op.last) {
     QBC_ASSIGN_OR_RETURN(fsp, c.sram_at(op.fsum, span(rows, n, 4), "fsum"));
@@ -379,7 +450,11 @@ Status exec_requant(const isa::Requant& op, Core& c) {
   if (rows == 0 || n == 0) return ok_status();
   std::vector<float> xs(static_cast<size_t>(rows)), ws(static_cast<size_t>(ws_count)), bias, fsum;
   load(xsp, rows, xs.data());
-  load(wsp, ws_count, ws.data());
+  if (ws16) {
+    load_f16(wsp, ws_count, ws.data());  // fp16 scales widened exactly to fp32
+  } else {
+    load(wsp, ws_count, ws.data());
+  }
   if (biasp != nullptr) {
     bias.resize(static_cast<size_t>(n));
     load(biasp, n, bias.data());

@@ -40,7 +40,11 @@ inline constexpr uint32_t kMaxSections = 1u << 16;
 /// Bit 0: the embedding section holds bf16 values (2 bytes each) instead of fp32; set in the
 /// file that holds the embedding when every value of the table is exactly a bf16.
 inline constexpr uint64_t kFeatureEmbeddingBf16 = uint64_t{1} << 0;
-inline constexpr uint64_t kKnownRequiredFeatures = kFeatureEmbeddingBf16;
+/// Bit 1: the compact 4-bit weight image: matmul and requant instructions may read packed
+/// 4-bit zero points and fp16 weight scales (pb::MatMul.wzero_i4, pb::Requant.wscale_f16);
+/// set in every part of a model whose code has one.
+inline constexpr uint64_t kFeatureCompactWeights = uint64_t{1} << 1;
+inline constexpr uint64_t kKnownRequiredFeatures = kFeatureEmbeddingBf16 | kFeatureCompactWeights;
 
 /// What a section holds (docs/mxq.md "Sections").
 enum class SectionKind : uint32_t {

@@ -28,6 +28,20 @@ struct AffineParams {
 /// (2^bits − 1)), 1e-8) and z = clamp(rne(neg_lo / s), 0, 2^bits − 1) − 2^(bits−1).
 AffineParams affine_params(double span, double neg_lo, int bits);
 
+/// Whether the weight scales of `bits`-bit codes in groups of `group` inputs (0: one per
+/// channel) are fp16 values (docs/numerics.md "Compact 4-bit weights"): 4-bit groups only.
+bool fp16_weight_scales(int bits, int64_t group);
+
+/// A weight scale rounded to the nearest fp16 value (round-to-nearest-even, as
+/// round_fp16), its magnitude first clamped to [2^-24, 65504] (the smallest subnormal and
+/// the largest finite fp16) so it is never 0 or infinite; the sign is kept.
+float fp16_weight_scale(float s);
+
+/// affine_params with the scale rounded by fp16_weight_scale before the zero point is
+/// computed from it: s = fp16_weight_scale(max(fp32(span / (2^bits − 1)), 1e-8)),
+/// z = clamp(rne(neg_lo / s), 0, 2^bits − 1) − 2^(bits−1).
+AffineParams affine_params_fp16(double span, double neg_lo, int bits);
+
 /// clamp(rne(x / scale) + zero, −2^(bits−1), 2^(bits−1) − 1), in fp64.
 int32_t quantize_affine(double x, float scale, int32_t zero, int bits);
 

@@ -14,6 +14,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "qbc/config/config.h"
@@ -388,6 +389,54 @@ TEST(MxqReader, SeededMutationFuzzNeverCrashes) {
   RecordProperty("loaded", loaded);
   std::printf("fuzz: %d cases, %d refused, %d loaded, %d verified\n", kCases, refused, loaded,
               verified);
+}
+
+// The compact 4-bit weight image (required feature bit 1, docs/mxq.md): a W4 compile with
+// groups of 32 and zero points sets the bit, its matmuls read zero points from i4 SRAM
+// buffers and its requants scales from f16 ones, and it reads back to the same bundle,
+// image and logits; the W8 file has no bit 1. The bit cleared on the W4 file is refused
+// (exit 2) naming it.
+TEST(MxqReader, CompactW4ImageSetsFeatureBit1AndReadsBack) {
+  REQUIRE_COMPILED();
+  EXPECT_EQ(get_u64(compiled().bytes, kRequired) & mxq::kFeatureCompactWeights, 0u);
+  const testing::CompiledMxq c = testing::compile_stories260k(
+      "mxq_w4", {"bit.weightGroupSize=32", "bit.weightZeroPoint=true",
+                 "bit.transformer.weight.query=4", "bit.transformer.weight.key=4",
+                 "bit.transformer.weight.output=4", "bit.transformer.weight.ffn=4"});
+  ASSERT_TRUE(c.error.empty()) << c.error;
+  EXPECT_NE(get_u64(c.bytes, kRequired) & mxq::kFeatureCompactWeights, 0u);
+  int compact_matmuls = 0, compact_requants = 0;
+  auto dtype = [&c](const isa::Ref& r) {
+    return r.valid() ? c.bundle->buffers[static_cast<size_t>(r.buffer)].dtype : isa::DType::kI8;
+  };
+  for (const isa::Mode& mode : c.bundle->modes) {
+    for (const isa::CoreProgram& core : mode.decode.cores) {
+      for (const isa::Instr& in : core.code) {
+        if (const auto* mm = std::get_if<isa::MatMul>(&in.op))
+          compact_matmuls += dtype(mm->wzero) == isa::DType::kI4 ? 1 : 0;
+        if (const auto* r = std::get_if<isa::Requant>(&in.op))
+          compact_requants += dtype(r->wscale) == isa::DType::kF16 ? 1 : 0;
+      }
+    }
+  }
+  EXPECT_GT(compact_matmuls, 0);
+  EXPECT_GT(compact_requants, 0);
+  EXPECT_LT(c.bytes.size(), compiled().bytes.size());
+  auto m = load(c.bytes);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_EQ(isa::print_bundle(*c.bundle), isa::print_bundle(*m->bundle));
+  ASSERT_EQ(c.bundle->image_size(), m->bundle->image_size());
+  EXPECT_EQ(std::memcmp(c.bundle->image_data(), m->bundle->image_data(),
+                        static_cast<size_t>(c.bundle->image_size())),
+            0);
+  expect_same_logits(c.bundle, m->bundle, {1, 403, 407, 261, 378});
+  std::string s = c.bytes;
+  put_u64(s, kRequired, get_u64(s, kRequired) & ~mxq::kFeatureCompactWeights);
+  reseal(s, false);
+  auto bad = load(s);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(exit_code_for(bad.status()), kExitBadInput);
+  EXPECT_TRUE(contains(bad.status().message(), "feature bit 1")) << bad.status().to_string();
 }
 
 }  // namespace

@@ -26,6 +26,59 @@ TEST(NumericsQuantizer, QuantizerRoundsHalfToEvenAndClamps) {
   for (const auto& c : cases) EXPECT_EQ(quantize_symmetric(c.x, c.scale, c.bits), c.want) << c.x;
 }
 
+// The compact 4-bit weight image (docs/numerics.md "Compact 4-bit weights"): which scales
+// are fp16, and how a scale is rounded. Expected values are IEEE binary16 facts (spacing
+// 2^(e-10) in [2^e, 2^(e+1)), smallest subnormal 2^-24, largest finite 65504).
+TEST(NumericsQuantizer, Fp16WeightScalesOnlyFor4BitGroups) {
+  EXPECT_TRUE(fp16_weight_scales(4, 32));
+  EXPECT_TRUE(fp16_weight_scales(4, 128));
+  EXPECT_FALSE(fp16_weight_scales(4, 0));   // per channel: fp32
+  EXPECT_FALSE(fp16_weight_scales(8, 32));  // 8-bit groups: fp32
+  EXPECT_FALSE(fp16_weight_scales(8, 0));
+}
+
+TEST(NumericsQuantizer, Fp16WeightScaleRoundsToNearestEven) {
+  const struct {
+    float s, want;
+  } cases[] = {
+      {1.0f, 1.0f},                                         // already fp16
+      {1.0f + 0x1p-11f, 1.0f},                              // half a step above 1: tie to even (1)
+      {1.0f + 3 * 0x1p-11f, 1.0f + 2 * 0x1p-10f},           // 1.5 steps: tie to even (step 2)
+      {1.0f + 0x1p-11f + 0x1p-20f, 1.0f + 0x1p-10f},        // just above the tie: up
+      {-(1.0f + 0x1p-11f + 0x1p-20f), -(1.0f + 0x1p-10f)},  // the sign is kept
+      {0.01f, 0x1.47cp-7f},                                 // 0.01 -> 0.01000213623046875
+      {0x1p-14f, 0x1p-14f},                                 // the smallest normal
+      {3e-7f, 5 * 0x1p-24f},                                // a subnormal: 3e-7 / 2^-24 = 5.03
+      {1e-8f, 0x1p-24f},                                    // below 2^-24: clamped up, never 0
+      {-1e-8f, -0x1p-24f},
+      {0.0f, 0x1p-24f},
+      {70000.0f, 65504.0f},  // above the largest finite: clamped
+      {65519.0f, 65504.0f},
+  };
+  for (const auto& c : cases) EXPECT_EQ(fp16_weight_scale(c.s), c.want) << c.s;
+}
+
+TEST(NumericsQuantizer, AffineParamsFp16ComputesTheZeroPointFromTheRoundedScale) {
+  // span 0.15 / 15 = 0.01 -> fp16 0.01000213623046875 (0x1.47cp-7); neg_lo 0.0351 / that =
+  // 3.509 -> 4; code 4 - 8 = -4.
+  AffineParams a = affine_params_fp16(0.15, 0.0351, 4);
+  EXPECT_EQ(a.scale, 0x1.47cp-7f);
+  EXPECT_EQ(a.zero, -4);
+  // The rounding moves the zero point: fp32(15 * 0.010005136 / 15) = 0.0100051 rounds down
+  // to the same fp16 0x1.47cp-7; neg_lo 0.0350126 / 0.0100051 = 3.4995 -> 3 with the fp32
+  // scale but / 0.0100021 = 3.5005 -> 4 with the fp16 one.
+  const double span = 15 * 0.010005136;
+  const AffineParams f32 = affine_params(span, 0.0350126, 4);
+  a = affine_params_fp16(span, 0.0350126, 4);
+  EXPECT_EQ(f32.zero, 3 - 8);
+  EXPECT_EQ(a.zero, 4 - 8);
+  EXPECT_EQ(a.scale, 0x1.47cp-7f);
+  // Degenerate ranges keep a usable scale: 1e-8 clamps to 2^-24.
+  a = affine_params_fp16(0, 0, 4);
+  EXPECT_EQ(a.scale, 0x1p-24f);
+  EXPECT_EQ(a.zero, -8);
+}
+
 // The row quantizers (four at a time with AVX) give the scalar rules' codes for every input:
 // ties, the clamps, NaN and infinities, signed zeros, subnormals, any row length.
 TEST(NumericsQuantizer, RowQuantizersEqualTheScalarRules) {

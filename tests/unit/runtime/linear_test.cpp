@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "qbc/numerics/quantizer.h"
 #include "test_bundle.h"
 #include "test_support.h"
 
@@ -28,6 +29,9 @@ struct LinearCase {
   int in_bits;
   bool in_dynamic, in_asym, bias, out_fp16;
   int ktiles;
+  /// The compact 4-bit image (docs/numerics.md "Compact 4-bit weights"): fp16 scales and
+  /// packed 4-bit zero points, in SRAM buffers of dtype f16 and i4 (docs/npu.md).
+  bool compact = false;
 };
 
 numerics::QLinear make_params(const LinearCase& c) {
@@ -40,6 +44,9 @@ numerics::QLinear make_params(const LinearCase& c) {
   std::mt19937 g(5);
   std::uniform_real_distribution<float> u(0.001f, 0.02f);
   for (int64_t i = 0; i < c.out * groups; ++i) p.wscale.push_back(i % 3 == 1 ? -u(g) : u(g));
+  if (c.compact) {  // the quantizer's rounding: numerics::qlinear sees the rounded scales
+    for (float& s : p.wscale) s = numerics::fp16_weight_scale(s);
+  }
   if (c.w_zero) p.wzero = testing::random_codes(p.wscale.size(), 13, -hi - 1, hi);
   if (c.bias) {
     for (int64_t i = 0; i < c.out; ++i) p.bias.push_back(0.01f * static_cast<float>(i % 7) - 0.03f);
@@ -69,20 +76,25 @@ std::vector<float> run_linear(const LinearCase& c, const numerics::QLinear& p,
 
   const int32_t x_d = bb.dram("x", isa::Purpose::kActivations, c.s * c.in * 2);
   const int32_t y_d = bb.dram("y", isa::Purpose::kActivations, c.s * c.out * yb);
-  const int32_t ws_d = bb.weights("ws", testing::raw_bytes(p.wscale));
+  // Scales as the spec stores them: fp32, or (compact) the IEEE binary16 bits of each value.
+  const int64_t wsb = c.compact ? 2 : 4;
+  const int32_t ws_d =
+      bb.weights("ws", c.compact ? testing::f16_bytes(p.wscale) : testing::raw_bytes(p.wscale));
   const int32_t bias_d = c.bias ? bb.weights("bias", testing::raw_bytes(p.bias)) : -1;
   const int32_t x_s = bb.sram("x", 0, c.s * c.in * 2);
   const int32_t codes_s = bb.sram("codes", 0, c.s * c.in * cb);
   const int32_t xs_s = bb.sram("xs", 0, c.s * 4);
   const int32_t xz_s = bb.sram("xz", 0, c.s * 4);
-  const int32_t ws_s = bb.sram("ws", 0, c.out * groups * 4);
+  // The SRAM buffers keep the fp32 / int32 size (the instructions' footprints); their dtype
+  // says how the executor reads them.
+  const int32_t ws_s = bb.sram("ws", 0, c.out * groups * 4, c.compact ? DType::kF16 : DType::kF32);
   const int32_t bias_s = c.bias ? bb.sram("bias", 0, c.out * 4) : -1;
   const int32_t fsum_s = bb.sram("fsum", 0, c.s * c.out * 4);
   const int32_t y_s = bb.sram("y", 0, c.s * c.out * yb);
   const int32_t node = bb.node("blk.0.mlp.down");
 
   bb.copy(0, bb.ref(x_s), bb.ref(x_d), c.in * 2, seq);
-  bb.copy(0, bb.ref(ws_s), bb.ref(ws_d), c.out * groups * 4);
+  bb.copy(0, bb.ref(ws_s), bb.ref(ws_d), c.out * groups * wsb);
   if (c.bias) bb.copy(0, bb.ref(bias_s), bb.ref(bias_d), c.out * 4);
   isa::Quantize q;
   q.x = bb.ref(x_s);
@@ -121,9 +133,14 @@ std::vector<float> run_linear(const LinearCase& c, const numerics::QLinear& p,
     bb.copy(0, bb.ref(w_s), bb.ref(w_d), c.out * isa::dtype_bytes(wt, kt));
     int32_t wz_s = -1;
     if (c.w_zero) {
-      const int32_t wz_d = bb.weights("wz" + sfx, testing::raw_bytes(wt_zero));
-      wz_s = bb.sram("wz" + sfx, 0, c.out * tile_groups * 4);
-      bb.copy(0, bb.ref(wz_s), bb.ref(wz_d), c.out * tile_groups * 4);
+      // int32, or (compact) 4-bit codes packed two a byte, low nibble first, flat [out, gt].
+      const int64_t count = c.out * tile_groups;
+      const int64_t bytes = c.compact ? (count + 1) / 2 : count * 4;
+      const int32_t wz_d =
+          bb.weights("wz" + sfx, c.compact ? testing::code_bytes(wt_zero, 1, count, DType::kI4)
+                                           : testing::raw_bytes(wt_zero));
+      wz_s = bb.sram("wz" + sfx, 0, count * 4, c.compact ? DType::kI4 : DType::kI32);
+      bb.copy(0, bb.ref(wz_s), bb.ref(wz_d), bytes);
     }
     if (acc_s < 0 || c.group > 0) acc_s = bb.sram("acc" + sfx, 0, c.s * c.out * tile_groups * accb);
     isa::MatMul m;
@@ -146,7 +163,7 @@ std::vector<float> run_linear(const LinearCase& c, const numerics::QLinear& p,
       isa::Requant r;
       r.acc = bb.ref(acc_s);
       r.xscale = bb.ref(xs_s);
-      r.wscale = bb.ref(ws_s, Expr(c.group > 0 ? k0 / c.group * 4 : 0));
+      r.wscale = bb.ref(ws_s, Expr(c.group > 0 ? k0 / c.group * wsb : 0));
       r.fsum = bb.ref(fsum_s);
       r.bias = c.bias ? bb.ref(bias_s) : isa::Ref{};
       r.y = bb.ref(y_s);
@@ -211,6 +228,15 @@ const LinearCase kCases[] = {
     // Over 2^20 MACs: channel blocks on the host threads.
     {"large_threaded", 8, 512, 300, 0, 8, false, 8, true, true, true, true, 1},
     {"large_threaded_grouped_int4", 7, 512, 301, 64, 4, true, 8, true, true, true, true, 2},
+    // The compact 4-bit image: fp16 scales and packed 4-bit zero points (an odd count of
+    // zero points per tile: 11 channels x 2 groups, 13 x 1), per-token and static inputs,
+    // K tiles, decode rows, the threaded path.
+    {"compact_grouped_zero", 6, 64, 11, 32, 4, true, 8, true, true, false, true, 1, true},
+    {"compact_k_tiled_zero", 3, 64, 11, 16, 4, true, 8, true, true, true, true, 2, true},
+    {"compact_symmetric_fp32_out", 4, 96, 9, 32, 4, false, 8, true, false, true, false, 1, true},
+    {"compact_static_affine", 2, 64, 13, 32, 4, true, 8, false, true, true, true, 2, true},
+    {"compact_decode", 1, 200, 13, 32, 4, true, 8, true, true, false, true, 1, true},
+    {"compact_large_threaded", 7, 512, 301, 32, 4, true, 8, true, true, true, true, 2, true},
 };
 
 INSTANTIATE_TEST_SUITE_P(Cases, RuntimeLinear, ::testing::ValuesIn(kCases),

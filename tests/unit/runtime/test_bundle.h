@@ -71,9 +71,11 @@ class BundleBuilder {
     std::copy(bytes.begin(), bytes.end(), image_.begin() + off);
     return id;
   }
-  int32_t sram(const std::string& name, int32_t core, int64_t bytes) {
+  int32_t sram(const std::string& name, int32_t core, int64_t bytes,
+               isa::DType dtype = isa::DType::kI8) {
     isa::Buffer buf;
     buf.name = name;
+    buf.dtype = dtype;
     buf.space = isa::Space::kSram;
     buf.core = core;
     buf.purpose = isa::Purpose::kSram;
