@@ -27,13 +27,15 @@ done
 # The package list. libopenblas0-pthread matters: without it Debian's LibTorch
 # falls back to reference BLAS and matmuls run about 9x slower. clang-format is for
 # the ctest test `format` (tools/check_format.sh). chromium renders the HTML report in
-# its test (tests/cli/report_cli_test.cpp, headless).
+# its test (tests/cli/report_cli_test.cpp, headless). llvm-14-tools gives FileCheck-14 to the
+# golden tests (tests/golden).
 packages=(
   g++ cmake ninja-build ccache pkg-config git clang-format
   libprotobuf-dev protobuf-compiler
   nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev
   libpcre2-dev libxxhash-dev
+  llvm-14-tools
   libtorch-dev libopenblas0-pthread
   chromium
 )
