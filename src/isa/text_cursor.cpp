@@ -22,6 +22,7 @@ int32_t push(std::vector<Expr::Node>* nodes, Expr::Node n) {
 }  // namespace
 
 int32_t BufferNames::find(std::string_view name) const {
+  if (name.size() > 2 && name[0] == '%' && name[1] == '#') name.remove_prefix(1);
   if (name.size() > 1 && name[0] == '#') {
     int64_t v = 0;
     auto [p, ec] = std::from_chars(name.data() + 1, name.data() + name.size(), v);
