@@ -116,6 +116,9 @@ class Parser {
     QBC_RETURN_IF_ERROR(buffer_id(c, "input", &b_.input));
     QBC_RETURN_IF_ERROR(buffer_id(c, "output", &b_.output));
     QBC_RETURN_IF_ERROR(c.expect_end());
+    if (b_.embed_rows < 0 || b_.hidden < 0 || b_.embed_rows > (int64_t{1} << 40) / (b_.hidden + 1))
+      return c.error_at(0, "embed_rows x hidden out of range");
+    b_.embedding.assign(static_cast<size_t>(b_.embed_rows * b_.hidden), 0.0f);
 
     QBC_ASSIGN_OR_RETURN(c, next("'image'"));
     int64_t bytes = 0;

@@ -1,8 +1,8 @@
 // The NPU program text form read back (docs/npu.md "Text form"): what print_bundle writes
 // parses to a bundle that prints to the same text. The text carries no weight image and no
-// embedding table (an image of the printed size is zero-filled; the table stays empty), no
-// cluster count and no weight block numbers; MBLT node and pass names are numbered in the
-// order they first appear, with unnamed placeholders up to the printed counts.
+// embedding table (both are zero-filled at the printed sizes, so the bundle passes the
+// verifier), no cluster count and no weight block numbers; MBLT node and pass names are numbered in
+// the order they first appear, with unnamed placeholders up to the printed counts.
 #pragma once
 
 #include <string>
