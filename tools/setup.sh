@@ -27,7 +27,8 @@ done
 # The package list. libopenblas0-pthread matters: without it Debian's LibTorch
 # falls back to reference BLAS and matmuls run about 9x slower. clang-format is for
 # the ctest test `format` (tools/check_format.sh). chromium renders the HTML report in
-# its test (tests/cli/report_cli_test.cpp, headless).
+# its test (tests/cli/report_cli_test.cpp, headless). llvm-14-tools gives FileCheck-14 to the
+# golden tests (tests/golden).
 packages=(
   g++ cmake ninja-build ccache pkg-config git clang-format
   libprotobuf-dev protobuf-compiler
@@ -35,6 +36,7 @@ packages=(
   libgtest-dev libgmock-dev
   libpcre2-dev libxxhash-dev
   libpng-dev libjpeg62-turbo-dev zlib1g-dev
+  llvm-14-tools
   libtorch-dev libopenblas0-pthread
   chromium
 )

@@ -234,4 +234,21 @@ StatusOr<isa::Bundle> compile(const ir::Graph& graph, const ir::WeightReader& we
   return run_pipeline("npu-compile", graph, options, &weights, codes, instr);
 }
 
+std::string pass_summary(const std::string& name) { return npu_passes().summary(name); }
+
+StatusOr<std::string> run_passes_text(const std::vector<std::string>& passes,
+                                      const ir::Graph& graph, const Options& options,
+                                      const ir::WeightReader* weights) {
+  Context cx(graph, options, weights, ir::Int8View{}, /*verify_programs=*/true, options.max_cache);
+  cx.probe = [&graph, &options](const Options& o) { return probe(graph, o, options.max_cache); };
+  pass::PassManager<Context> pm(pass::Instrumentation{});
+  for (const std::string& name : passes) {
+    if (!npu_passes().contains(name)) return unimplemented("unknown backend pass '", name, "'");
+    QBC_ASSIGN_OR_RETURN(PassPtr pass, npu_passes().create(name, options));
+    pm.add(std::move(pass));
+  }
+  QBC_RETURN_IF_ERROR(pm.run(cx, nullptr));
+  return cx.dump_text();
+}
+
 }  // namespace qbc::npu

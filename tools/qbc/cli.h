@@ -80,6 +80,7 @@ void register_calib(CLI::App& app, Action& action);
 void register_verify(CLI::App& app, Action& action);
 void register_plan(CLI::App& app, Action& action);
 void register_report(CLI::App& app, Action& action);
+void register_opt(CLI::App& app, Action& action);
 
 /// `qbc inspect MODEL.mxq` (cmd_mxq.cpp): the file summary, or the memory plan / programs
 /// of the bundle inside it.

@@ -72,6 +72,7 @@ int run(int argc, char** argv) {
   qbc::cli::register_verify(app, action);
   qbc::cli::register_plan(app, action);
   qbc::cli::register_report(app, action);
+  qbc::cli::register_opt(app, action);
 
   try {
     app.parse(argc, argv);

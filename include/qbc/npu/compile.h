@@ -94,4 +94,16 @@ StatusOr<isa::Bundle> compile(const ir::Graph& graph, const ir::WeightReader& we
                               const Options& options, const ir::Int8View& codes = {},
                               const pass::Instrumentation& instr = {});
 
+/// The one-line summary of backend pass `name` ("" for an unknown name).
+std::string pass_summary(const std::string& name);
+
+/// Runs the backend passes `passes` in the order given on `graph` (qbc opt; each pass's
+/// needs are checked, so a list missing a pass another one needs is refused, kInvalidArgument,
+/// naming both), the program verifier after each pass once the programs have their tokens.
+/// Returns the text of what the last pass produced: the program text (isa::print_bundle) once
+/// there are programs, else the plan text. An unknown name is kUnimplemented.
+StatusOr<std::string> run_passes_text(const std::vector<std::string>& passes,
+                                      const ir::Graph& graph, const Options& options,
+                                      const ir::WeightReader* weights);
+
 }  // namespace qbc::npu
