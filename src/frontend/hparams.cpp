@@ -35,6 +35,9 @@ const std::vector<ArchEntry>& arch_table() {
       {"Gemma3ForCausalLM", ModelFamily::kGemma3, hi::parse_gemma3, {"gemma3_text", "gemma3"}},
       {"Gemma3ForConditionalGeneration", ModelFamily::kGemma3, hi::parse_gemma3, {"gemma3"}},
       {"Phi3ForCausalLM", ModelFamily::kPhi3, hi::parse_phi3, {"phi3"}},
+      {"SmolLM3ForCausalLM", ModelFamily::kSmolLM3, hi::parse_smollm3, {"smollm3"}},
+      {"ExaoneForCausalLM", ModelFamily::kExaone, hi::parse_exaone, {"exaone"}},
+      {"Exaone4ForCausalLM", ModelFamily::kExaone4, hi::parse_exaone4, {"exaone4"}},
   };
   return table;
 }
@@ -55,6 +58,31 @@ bool is_multimodal_type(std::string_view type) {
     if (t == type) return true;
   }
   return false;
+}
+
+// Mixture-of-experts architectures users bring (HF config classes); their expert routing has no
+// MBLT form yet.
+struct PlannedArch {
+  std::string_view architecture;
+  std::string_view model_type;
+};
+constexpr PlannedArch kMoePlanned[] = {
+    {"Qwen3MoeForCausalLM", "qwen3_moe"},
+    {"GptOssForCausalLM", "gpt_oss"},
+    {"MixtralForCausalLM", "mixtral"},
+};
+
+// A message naming the MoE architecture when `arch` or `type` is one of kMoePlanned, else "".
+std::string moe_planned_message(std::string_view arch, std::string_view type) {
+  for (const PlannedArch& p : kMoePlanned) {
+    if (p.architecture != arch && p.model_type != type) continue;
+    return internal::concat("architecture ", quote_prefix(std::string(arch)), " (model_type ",
+                            quote_prefix(std::string(type)), ") is a mixture-of-experts model (",
+                            p.model_type,
+                            "): not yet supported; its support is planned. Dense models of the "
+                            "supported architectures compile");
+  }
+  return "";
 }
 
 constexpr const char* kMultimodalPlanned =
@@ -144,6 +172,12 @@ std::string_view family_name(ModelFamily family) {
       return "gemma3";
     case ModelFamily::kPhi3:
       return "phi3";
+    case ModelFamily::kSmolLM3:
+      return "smollm3";
+    case ModelFamily::kExaone:
+      return "exaone";
+    case ModelFamily::kExaone4:
+      return "exaone4";
   }
   return "unknown";
 }
@@ -185,10 +219,13 @@ StatusOr<HParams> parse_hparams(std::string_view json_text, std::string_view sou
   for (const ArchEntry& e : arch_table()) {
     if (e.architecture == arch) entry = &e;
   }
+  std::string type;
+  if (const nlohmann::json* t = top.find("model_type"); t != nullptr && t->is_string())
+    type = t->get<std::string>();
+  if (std::string moe = moe_planned_message(arch, type); !moe.empty()) {
+    return unimplemented(top.where("architectures"), ": ", moe);
+  }
   if (entry == nullptr) {
-    std::string type;
-    if (const nlohmann::json* t = top.find("model_type"); t != nullptr && t->is_string())
-      type = t->get<std::string>();
     return unimplemented(top.where("architectures"), ": architecture ", quote_prefix(arch),
                          " is not supported (supported: ", supported_list(), ")",
                          is_multimodal_type(type) ? std::string("; ") + kMultimodalPlanned : "");
@@ -251,7 +288,7 @@ ParamCounts HParams::param_counts() const {
   if (o_bias) c.attention_per_block += h;
   c.mlp_per_block = 3 * h * intermediate_size;
   if (mlp_bias) c.mlp_per_block += 2 * intermediate_size + h;
-  c.norms_per_block = (post_norms ? 4 : 2) * h + (qk_norm ? 2 * head_dim : 0);
+  c.norms_per_block = ((pre_norms ? 2 : 0) + (post_norms ? 2 : 0)) * h + (qk_norm ? 2 * head_dim : 0);
   return c;
 }
 

@@ -38,7 +38,8 @@ size_t first_difference(const std::vector<float>& a, const std::vector<float>& b
 
 /// The families of the bit-exact suite: the transform cases plus the sliding-window
 /// variants (Gemma 2/3, Mistral, Qwen2 with use_sliding_window) with windows short enough
-/// that the test sequences cross them.
+/// that the test sequences cross them (SmolLM3 and EXAONE 4.0 bring their own, in the transform
+/// cases).
 std::vector<testing::TransformCase> backend_cases() {
   std::vector<testing::TransformCase> out;
   for (testing::TransformCase c : testing::transform_cases()) {
