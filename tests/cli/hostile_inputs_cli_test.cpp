@@ -102,9 +102,7 @@ TEST(HostileInputsCliTest, NewFamilyConfigKeysAreLocatedExit2) {
        "'no_rope_layers'"},
       {R"("architectures": ["Exaone4ForCausalLM"], "num_hidden_layers": 2, "sliding_window": 8,
           "sliding_window_pattern": ")" +
-       std::string(1 << 20, 'Q') +
-       ""
-       ",
+           std::string(1 << 20, 'Q') + R"(")",
        "'sliding_window_pattern'"},
   };
   int n = 0;
