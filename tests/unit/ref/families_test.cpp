@@ -402,6 +402,27 @@ std::vector<FamilyCase> family_cases() {
   }
   {
     FamilyCase c;
+    c.name = "phi4_mini_tied_longrope";
+    // Phi-4-mini's layout (tests/assets/model-configs/Phi-4-mini-instruct): tied embeddings,
+    // partial_rotary_factor 0.75 (12 of 16 dims here), LongRoPE past the original length and a
+    // sliding_window larger than any context.
+    c.inline_json = kPhi3Json;
+    c.merge_patch = R"({"partial_rotary_factor": 0.75, "tie_word_embeddings": true,
+        "sliding_window": 262144, "rope_scaling": {"type": "longrope",
+        "short_factor": [1.0, 1.0, 1.0, 1.0, 1.0, 1.0],
+        "long_factor": [1.0, 1.5, 3.0, 6.0, 12.0, 24.0]}})";
+    c.check_hparams = [](const HParams& hp) {
+      EXPECT_EQ(hp.rotary_dim, 12);
+      EXPECT_TRUE(hp.tie_word_embeddings);
+      EXPECT_EQ(hp.rope_scaling.long_factor.size(), 6u);
+    };
+    c.sensitivity = {{"long factors", [](HParams& hp) {
+                        hp.rope_scaling.long_factor = hp.rope_scaling.short_factor;
+                      }}};
+    cases.push_back(c);
+  }
+  {
+    FamilyCase c;
     c.name = "smollm3_nope";
     c.shared_config = "model-configs-new/SmolLM3-3B/config.json";
     c.overrides = small(4);
