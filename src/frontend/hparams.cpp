@@ -60,27 +60,28 @@ bool is_multimodal_type(std::string_view type) {
   return false;
 }
 
-// Mixture-of-experts architectures users bring (HF config classes); their expert routing has no
-// MBLT form yet.
+// Architectures users bring that qbc cannot import yet (HF config classes), with what stops them:
+// mixture-of-experts routing has no MBLT form yet; Cohere2 normalizes with LayerNorm (mean
+// subtraction), which no MBLT op expresses yet.
 struct PlannedArch {
   std::string_view architecture;
   std::string_view model_type;
+  std::string_view what;
 };
-constexpr PlannedArch kMoePlanned[] = {
-    {"Qwen3MoeForCausalLM", "qwen3_moe"},
-    {"GptOssForCausalLM", "gpt_oss"},
-    {"MixtralForCausalLM", "mixtral"},
+constexpr PlannedArch kPlanned[] = {
+    {"Qwen3MoeForCausalLM", "qwen3_moe", "a mixture-of-experts model"},
+    {"GptOssForCausalLM", "gpt_oss", "a mixture-of-experts model"},
+    {"MixtralForCausalLM", "mixtral", "a mixture-of-experts model"},
+    {"Cohere2ForCausalLM", "cohere2", "a LayerNorm (mean-subtracting) model"},
 };
 
-// A message naming the MoE architecture when `arch` or `type` is one of kMoePlanned, else "".
-std::string moe_planned_message(std::string_view arch, std::string_view type) {
-  for (const PlannedArch& p : kMoePlanned) {
+// A message naming the architecture when `arch` or `type` is one of kPlanned, else "".
+std::string planned_message(std::string_view arch, std::string_view type) {
+  for (const PlannedArch& p : kPlanned) {
     if (p.architecture != arch && p.model_type != type) continue;
     return internal::concat("architecture ", quote_prefix(std::string(arch)), " (model_type ",
-                            quote_prefix(std::string(type)), ") is a mixture-of-experts model (",
-                            p.model_type,
-                            "): not yet supported; its support is planned. Dense models of the "
-                            "supported architectures compile");
+                            quote_prefix(std::string(type)), ") is ", p.what, " (", p.model_type,
+                            "): not yet supported; its support is planned");
   }
   return "";
 }
@@ -222,8 +223,8 @@ StatusOr<HParams> parse_hparams(std::string_view json_text, std::string_view sou
   std::string type;
   if (const nlohmann::json* t = top.find("model_type"); t != nullptr && t->is_string())
     type = t->get<std::string>();
-  if (std::string moe = moe_planned_message(arch, type); !moe.empty()) {
-    return unimplemented(top.where("architectures"), ": ", moe);
+  if (std::string planned = planned_message(arch, type); !planned.empty()) {
+    return unimplemented(top.where("architectures"), ": ", planned);
   }
   if (entry == nullptr) {
     return unimplemented(top.where("architectures"), ": architecture ", quote_prefix(arch),
@@ -288,7 +289,8 @@ ParamCounts HParams::param_counts() const {
   if (o_bias) c.attention_per_block += h;
   c.mlp_per_block = 3 * h * intermediate_size;
   if (mlp_bias) c.mlp_per_block += 2 * intermediate_size + h;
-  c.norms_per_block = ((pre_norms ? 2 : 0) + (post_norms ? 2 : 0)) * h + (qk_norm ? 2 * head_dim : 0);
+  c.norms_per_block =
+      ((pre_norms ? 2 : 0) + (post_norms ? 2 : 0)) * h + (qk_norm ? 2 * head_dim : 0);
   return c;
 }
 

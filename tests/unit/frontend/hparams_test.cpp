@@ -520,6 +520,11 @@ TEST(HParamsErrors, MoeArchitecturesArePlanned) {
     j["architectures"] = {"SomethingForCausalLM"};  // the model_type alone names it
     expect_error(j, Code::kUnimplemented, {type, "not yet supported", "planned"});
   }
+  Json j = tiny_llama();
+  j["architectures"] = {"Cohere2ForCausalLM"};
+  j["model_type"] = "cohere2";
+  expect_error(j, Code::kUnimplemented,
+               {"'Cohere2ForCausalLM'", "LayerNorm", "not yet supported", "planned"});
 }
 
 TEST(HParamsErrors, UnsupportedOptionNamesKey) {
