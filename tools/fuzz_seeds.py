@@ -158,6 +158,10 @@ def main() -> int:
     for i, p in enumerate(sorted(shared.glob("**/config.json"))):
         if "tokenizer" not in p.name:
             put("config_json", f"{i:02d}-{p.parent.name}.json", p.read_bytes())
+    # The published configs stored with the tests (EXAONE, Phi-4-mini: tests/assets/model-configs).
+    assets = Path(__file__).resolve().parent.parent / "tests" / "assets" / "model-configs"
+    for p in sorted(assets.glob("*/config.json")):
+        put("config_json", f"asset-{p.parent.name}.json", p.read_bytes())
     # quantization_config of each pre-quantized format (docs/frontend.md), written here.
     arch = {"architectures": ["LlamaForCausalLM"]}
     ct_weights = {"num_bits": 4, "type": "int", "symmetric": False, "strategy": "group",

@@ -1,13 +1,14 @@
 // build_decoder_graph: one builder for every supported family, driven by
 // HParams flags (Gemma's extra norms, Qwen3's q/k norms, Phi3's fused
-// projections), as llama.cpp's model builder handles variants.
+// projections, SmolLM3's NoPE layers), as llama.cpp's model builder handles variants.
 //
 //   %inputs_embeds ─ [scale √hidden] ─┐
-//   per block N:  x ─ attn_norm ─ q/k/v_proj ─ [q/k_norm] ─ rope ─ attention ─ o_proj ─ [post_norm] ─ + x
-//                 x ─ ffn_norm ─ gate/up_proj ─ gated_act ─ down_proj ─ [post_norm] ─ + x
+//   per block N:  x ─ [attn_norm] ─ q/k/v_proj ─ [q/k_norm] ─ [rope] ─ attention ─ o_proj ─ [post_norm] ─ + x
+//                 x ─ [ffn_norm] ─ gate/up_proj ─ gated_act ─ down_proj ─ [post_norm] ─ + x
 //   head:         output_norm ─ lm_head ─ [softcap] ─ %logits
 #include <cmath>
 
+#include "qbc/frontend/hf_names.h"
 #include "qbc/frontend/importer.h"
 
 namespace qbc::frontend {
@@ -27,10 +28,10 @@ class DecoderBuilder {
     const int64_t h = hp_.hidden_size;
     QBC_ASSIGN_OR_RETURN(ValueId x, b_.input("inputs_embeds", f32({ir::kDynamic, ir::kDynamic, h})));
     QBC_ASSIGN_OR_RETURN(positions_, b_.input("positions", TensorType{DType::kI64, {ir::kDynamic, ir::kDynamic}}));
-    b_.weight("token_embd.weight", f32({hp_.vocab_size, h}), "model.embed_tokens.weight",
-              ir::WeightRole::kHostEmbedding);
+    const std::string embed = hf_model_names(hp_).embed;
+    b_.weight("token_embd.weight", f32({hp_.vocab_size, h}), embed + ".weight", ir::WeightRole::kHostEmbedding);
     if (hp_.embedding_scale != 1.0) {
-      QBC_ASSIGN_OR_RETURN(x, b_.scale("embed_scale", x, hp_.embedding_scale, "model.embed_tokens"));
+      QBC_ASSIGN_OR_RETURN(x, b_.scale("embed_scale", x, hp_.embedding_scale, embed));
     }
     for (int64_t i = 0; i < hp_.num_hidden_layers; ++i) {
       b_.set_block(static_cast<int>(i));
@@ -59,32 +60,36 @@ class DecoderBuilder {
 
   StatusOr<ValueId> block(int64_t i, ValueId x) {
     const std::string p = "blk." + std::to_string(i) + ".";
-    const std::string hf = "model.layers." + std::to_string(i) + ".";
+    const HfLayerNames hf = hf_layer_names(hp_, i);
     const int64_t h = hp_.hidden_size, qd = hp_.q_dim(), kvd = hp_.kv_dim(), hd = hp_.head_dim;
 
     // Attention.
-    QBC_ASSIGN_OR_RETURN(ValueId n1, norm(p + "attn_norm", x, hf + "input_layernorm", h, 0));
+    ValueId n1 = x;
+    if (hp_.pre_norms) {
+      QBC_ASSIGN_OR_RETURN(n1, norm(p + "attn_norm", x, hf.attn_pre_norm, h, 0));
+    }
     ValueId q, k, v;
     if (hp_.fused_qkv) {
-      QBC_ASSIGN_OR_RETURN(ValueId qkv, linear(p + "attn.qkv_proj", n1, hf + "self_attn.qkv_proj", qd + 2 * kvd, h,
-                                               hp_.qkv_bias));
-      QBC_ASSIGN_OR_RETURN(q, b_.slice(p + "attn.q", qkv, 0, qd, hf + "self_attn.qkv_proj"));
-      QBC_ASSIGN_OR_RETURN(k, b_.slice(p + "attn.k", qkv, qd, qd + kvd, hf + "self_attn.qkv_proj"));
-      QBC_ASSIGN_OR_RETURN(v, b_.slice(p + "attn.v", qkv, qd + kvd, qd + 2 * kvd, hf + "self_attn.qkv_proj"));
+      QBC_ASSIGN_OR_RETURN(ValueId qkv, linear(p + "attn.qkv_proj", n1, hf.qkv, qd + 2 * kvd, h, hp_.qkv_bias));
+      QBC_ASSIGN_OR_RETURN(q, b_.slice(p + "attn.q", qkv, 0, qd, hf.qkv));
+      QBC_ASSIGN_OR_RETURN(k, b_.slice(p + "attn.k", qkv, qd, qd + kvd, hf.qkv));
+      QBC_ASSIGN_OR_RETURN(v, b_.slice(p + "attn.v", qkv, qd + kvd, qd + 2 * kvd, hf.qkv));
     } else {
-      QBC_ASSIGN_OR_RETURN(q, linear(p + "attn.q_proj", n1, hf + "self_attn.q_proj", qd, h, hp_.qkv_bias));
-      QBC_ASSIGN_OR_RETURN(k, linear(p + "attn.k_proj", n1, hf + "self_attn.k_proj", kvd, h, hp_.qkv_bias));
-      QBC_ASSIGN_OR_RETURN(v, linear(p + "attn.v_proj", n1, hf + "self_attn.v_proj", kvd, h, hp_.qkv_bias));
+      QBC_ASSIGN_OR_RETURN(q, linear(p + "attn.q_proj", n1, hf.q, qd, h, hp_.qkv_bias));
+      QBC_ASSIGN_OR_RETURN(k, linear(p + "attn.k_proj", n1, hf.k, kvd, h, hp_.qkv_bias));
+      QBC_ASSIGN_OR_RETURN(v, linear(p + "attn.v_proj", n1, hf.v, kvd, h, hp_.qkv_bias));
     }
     if (hp_.qk_norm) {
-      QBC_ASSIGN_OR_RETURN(q, norm(p + "attn.q_norm", q, hf + "self_attn.q_norm", hd, hd));
-      QBC_ASSIGN_OR_RETURN(k, norm(p + "attn.k_norm", k, hf + "self_attn.k_norm", hd, hd));
+      QBC_ASSIGN_OR_RETURN(q, norm(p + "attn.q_norm", q, hf.q_norm, hd, hd));
+      QBC_ASSIGN_OR_RETURN(k, norm(p + "attn.k_norm", k, hf.k_norm, hd, hd));
     }
-    ir::RopeParams rq = rope_params(hp_, i);
-    ir::RopeParams rk = rq;
-    rk.num_heads = hp_.num_key_value_heads;
-    QBC_ASSIGN_OR_RETURN(q, b_.rope(p + "attn.q_rope", q, positions_, rq, hf + "self_attn.rotary_emb"));
-    QBC_ASSIGN_OR_RETURN(k, b_.rope(p + "attn.k_rope", k, positions_, rk, hf + "self_attn.rotary_emb"));
+    if (hp_.layers[static_cast<size_t>(i)].use_rope) {  // NoPE layers (SmolLM3, EXAONE 4) skip RoPE
+      ir::RopeParams rq = rope_params(hp_, i);
+      ir::RopeParams rk = rq;
+      rk.num_heads = hp_.num_key_value_heads;
+      QBC_ASSIGN_OR_RETURN(q, b_.rope(p + "attn.q_rope", q, positions_, rq, hf.rotary));
+      QBC_ASSIGN_OR_RETURN(k, b_.rope(p + "attn.k_rope", k, positions_, rk, hf.rotary));
+    }
     ir::AttentionParams ap;
     ap.num_heads = hp_.num_attention_heads;
     ap.num_kv_heads = hp_.num_key_value_heads;
@@ -93,43 +98,44 @@ class DecoderBuilder {
     ap.softcap = hp_.attn_logit_softcap;
     ap.window = hp_.layers[static_cast<size_t>(i)].sliding_window;
     ap.max_cache = opt_.max_cache_length;
-    QBC_ASSIGN_OR_RETURN(ValueId att, b_.attention(p + "attn.sdpa", q, k, v, ap, hf + "self_attn"));
-    QBC_ASSIGN_OR_RETURN(ValueId o, linear(p + "attn.o_proj", att, hf + "self_attn.o_proj", h, qd, hp_.o_bias));
+    QBC_ASSIGN_OR_RETURN(ValueId att, b_.attention(p + "attn.sdpa", q, k, v, ap, hf.attn));
+    QBC_ASSIGN_OR_RETURN(ValueId o, linear(p + "attn.o_proj", att, hf.o, h, qd, hp_.o_bias));
     if (hp_.post_norms) {
-      QBC_ASSIGN_OR_RETURN(o, norm(p + "attn.post_norm", o, hf + "post_attention_layernorm", h, 0));
+      QBC_ASSIGN_OR_RETURN(o, norm(p + "attn.post_norm", o, hf.attn_post_norm, h, 0));
     }
-    QBC_ASSIGN_OR_RETURN(x, b_.add(p + "attn.residual", x, o, hf.substr(0, hf.size() - 1)));
+    QBC_ASSIGN_OR_RETURN(x, b_.add(p + "attn.residual", x, o, hf.block));
 
-    // Feed-forward. Llama names the pre-FFN norm post_attention_layernorm; Gemma
-    // has both a pre- and a post-FFN norm.
-    const std::string ffn_norm_hf = hp_.post_norms ? hf + "pre_feedforward_layernorm" : hf + "post_attention_layernorm";
-    QBC_ASSIGN_OR_RETURN(ValueId n2, norm(p + "ffn_norm", x, ffn_norm_hf, h, 0));
+    // Feed-forward.
+    ValueId n2 = x;
+    if (hp_.pre_norms) {
+      QBC_ASSIGN_OR_RETURN(n2, norm(p + "ffn_norm", x, hf.ffn_pre_norm, h, 0));
+    }
     const int64_t f = hp_.intermediate_size;
     ValueId gate, up;
     if (hp_.fused_gate_up) {
-      QBC_ASSIGN_OR_RETURN(ValueId gu, linear(p + "ffn.gate_up_proj", n2, hf + "mlp.gate_up_proj", 2 * f, h,
-                                              hp_.mlp_bias));
-      QBC_ASSIGN_OR_RETURN(gate, b_.slice(p + "ffn.gate", gu, 0, f, hf + "mlp.gate_up_proj"));
-      QBC_ASSIGN_OR_RETURN(up, b_.slice(p + "ffn.up", gu, f, 2 * f, hf + "mlp.gate_up_proj"));
+      QBC_ASSIGN_OR_RETURN(ValueId gu, linear(p + "ffn.gate_up_proj", n2, hf.gate_up, 2 * f, h, hp_.mlp_bias));
+      QBC_ASSIGN_OR_RETURN(gate, b_.slice(p + "ffn.gate", gu, 0, f, hf.gate_up));
+      QBC_ASSIGN_OR_RETURN(up, b_.slice(p + "ffn.up", gu, f, 2 * f, hf.gate_up));
     } else {
-      QBC_ASSIGN_OR_RETURN(gate, linear(p + "ffn.gate_proj", n2, hf + "mlp.gate_proj", f, h, hp_.mlp_bias));
-      QBC_ASSIGN_OR_RETURN(up, linear(p + "ffn.up_proj", n2, hf + "mlp.up_proj", f, h, hp_.mlp_bias));
+      QBC_ASSIGN_OR_RETURN(gate, linear(p + "ffn.gate_proj", n2, hf.gate, f, h, hp_.mlp_bias));
+      QBC_ASSIGN_OR_RETURN(up, linear(p + "ffn.up_proj", n2, hf.up, f, h, hp_.mlp_bias));
     }
     const std::string act = hp_.activation == Activation::kSilu ? "silu" : "gelu_tanh";
-    QBC_ASSIGN_OR_RETURN(ValueId a, b_.gated_act(p + "ffn.act", gate, up, act, hf + "mlp.act_fn"));
-    QBC_ASSIGN_OR_RETURN(ValueId d, linear(p + "ffn.down_proj", a, hf + "mlp.down_proj", h, f, hp_.mlp_bias));
+    QBC_ASSIGN_OR_RETURN(ValueId a, b_.gated_act(p + "ffn.act", gate, up, act, hf.act));
+    QBC_ASSIGN_OR_RETURN(ValueId d, linear(p + "ffn.down_proj", a, hf.down, h, f, hp_.mlp_bias));
     if (hp_.post_norms) {
-      QBC_ASSIGN_OR_RETURN(d, norm(p + "ffn.post_norm", d, hf + "post_feedforward_layernorm", h, 0));
+      QBC_ASSIGN_OR_RETURN(d, norm(p + "ffn.post_norm", d, hf.ffn_post_norm, h, 0));
     }
-    return b_.add(p + "ffn.residual", x, d, hf.substr(0, hf.size() - 1));
+    return b_.add(p + "ffn.residual", x, d, hf.block);
   }
 
   StatusOr<ValueId> head(ValueId x) {
-    QBC_ASSIGN_OR_RETURN(x, norm("output_norm", x, "model.norm", hp_.hidden_size, 0));
-    const std::string tensor = hp_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
+    const HfModelNames names = hf_model_names(hp_);
+    QBC_ASSIGN_OR_RETURN(x, norm("output_norm", x, names.final_norm, hp_.hidden_size, 0));
+    const std::string tensor = (hp_.tie_word_embeddings ? names.embed : names.lm_head) + ".weight";
     b_.weight("head.lm_head.weight", f32({hp_.vocab_size, hp_.hidden_size}), tensor);
     const bool cap = hp_.final_logit_softcap > 0;
-    QBC_ASSIGN_OR_RETURN(x, b_.linear(cap ? "head.lm_head" : "logits", x, "head.lm_head.weight", "", "lm_head"));
+    QBC_ASSIGN_OR_RETURN(x, b_.linear(cap ? "head.lm_head" : "logits", x, "head.lm_head.weight", "", names.lm_head));
     if (cap) {
       QBC_ASSIGN_OR_RETURN(x, b_.softcap("logits", x, hp_.final_logit_softcap, "final_logit_softcapping"));
     }

@@ -35,6 +35,9 @@ const std::vector<ArchEntry>& arch_table() {
       {"Gemma3ForCausalLM", ModelFamily::kGemma3, hi::parse_gemma3, {"gemma3_text", "gemma3"}},
       {"Gemma3ForConditionalGeneration", ModelFamily::kGemma3, hi::parse_gemma3, {"gemma3"}},
       {"Phi3ForCausalLM", ModelFamily::kPhi3, hi::parse_phi3, {"phi3"}},
+      {"SmolLM3ForCausalLM", ModelFamily::kSmolLM3, hi::parse_smollm3, {"smollm3"}},
+      {"ExaoneForCausalLM", ModelFamily::kExaone, hi::parse_exaone, {"exaone"}},
+      {"Exaone4ForCausalLM", ModelFamily::kExaone4, hi::parse_exaone4, {"exaone4"}},
   };
   return table;
 }
@@ -55,6 +58,32 @@ bool is_multimodal_type(std::string_view type) {
     if (t == type) return true;
   }
   return false;
+}
+
+// Architectures users bring that qbc cannot import yet (HF config classes), with what stops them:
+// mixture-of-experts routing has no MBLT form yet; Cohere2 normalizes with LayerNorm (mean
+// subtraction), which no MBLT op expresses yet.
+struct PlannedArch {
+  std::string_view architecture;
+  std::string_view model_type;
+  std::string_view what;
+};
+constexpr PlannedArch kPlanned[] = {
+    {"Qwen3MoeForCausalLM", "qwen3_moe", "a mixture-of-experts model"},
+    {"GptOssForCausalLM", "gpt_oss", "a mixture-of-experts model"},
+    {"MixtralForCausalLM", "mixtral", "a mixture-of-experts model"},
+    {"Cohere2ForCausalLM", "cohere2", "a LayerNorm (mean-subtracting) model"},
+};
+
+// A message naming the architecture when `arch` or `type` is one of kPlanned, else "".
+std::string planned_message(std::string_view arch, std::string_view type) {
+  for (const PlannedArch& p : kPlanned) {
+    if (p.architecture != arch && p.model_type != type) continue;
+    return internal::concat("architecture ", quote_prefix(std::string(arch)), " (model_type ",
+                            quote_prefix(std::string(type)), ") is ", p.what, " (", p.model_type,
+                            "): not yet supported; its support is planned");
+  }
+  return "";
 }
 
 constexpr const char* kMultimodalPlanned =
@@ -144,6 +173,12 @@ std::string_view family_name(ModelFamily family) {
       return "gemma3";
     case ModelFamily::kPhi3:
       return "phi3";
+    case ModelFamily::kSmolLM3:
+      return "smollm3";
+    case ModelFamily::kExaone:
+      return "exaone";
+    case ModelFamily::kExaone4:
+      return "exaone4";
   }
   return "unknown";
 }
@@ -185,10 +220,13 @@ StatusOr<HParams> parse_hparams(std::string_view json_text, std::string_view sou
   for (const ArchEntry& e : arch_table()) {
     if (e.architecture == arch) entry = &e;
   }
+  std::string type;
+  if (const nlohmann::json* t = top.find("model_type"); t != nullptr && t->is_string())
+    type = t->get<std::string>();
+  if (std::string planned = planned_message(arch, type); !planned.empty()) {
+    return unimplemented(top.where("architectures"), ": ", planned);
+  }
   if (entry == nullptr) {
-    std::string type;
-    if (const nlohmann::json* t = top.find("model_type"); t != nullptr && t->is_string())
-      type = t->get<std::string>();
     return unimplemented(top.where("architectures"), ": architecture ", quote_prefix(arch),
                          " is not supported (supported: ", supported_list(), ")",
                          is_multimodal_type(type) ? std::string("; ") + kMultimodalPlanned : "");
@@ -251,7 +289,8 @@ ParamCounts HParams::param_counts() const {
   if (o_bias) c.attention_per_block += h;
   c.mlp_per_block = 3 * h * intermediate_size;
   if (mlp_bias) c.mlp_per_block += 2 * intermediate_size + h;
-  c.norms_per_block = (post_norms ? 4 : 2) * h + (qk_norm ? 2 * head_dim : 0);
+  c.norms_per_block =
+      ((pre_norms ? 2 : 0) + (post_norms ? 2 : 0)) * h + (qk_norm ? 2 * head_dim : 0);
   return c;
 }
 

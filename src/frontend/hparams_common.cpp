@@ -56,8 +56,17 @@ Status parse_common(const ConfigReader& cfg, const FamilyDefaults& defaults, HPa
   // Every size is bounded (hparams.h) before anything is derived from or allocated for it.
   QBC_ASSIGN_OR_RETURN(hp.vocab_size, cfg.get_bounded("vocab_size", kMaxVocab));
   QBC_ASSIGN_OR_RETURN(hp.hidden_size, cfg.get_bounded("hidden_size", kMaxModelDim));
-  QBC_ASSIGN_OR_RETURN(hp.intermediate_size, cfg.get_bounded("intermediate_size", kMaxModelDim));
-  QBC_ASSIGN_OR_RETURN(hp.num_hidden_layers, cfg.get_bounded("num_hidden_layers", kMaxLayers));
+  if (defaults.intermediate_per_hidden > 0 && !cfg.has("intermediate_size")) {
+    hp.intermediate_size = defaults.intermediate_per_hidden * hp.hidden_size;
+    if (hp.intermediate_size > kMaxModelDim) {
+      return cfg.bad_value("hidden_size", internal::concat("gives a default intermediate_size ",
+                                                           hp.intermediate_size,
+                                                           " above qbc's limit of ", kMaxModelDim));
+    }
+  } else {
+    QBC_ASSIGN_OR_RETURN(hp.intermediate_size, cfg.get_bounded("intermediate_size", kMaxModelDim));
+  }
+  QBC_ASSIGN_OR_RETURN(hp.num_hidden_layers, cfg.get_bounded(defaults.layers_key, kMaxLayers));
   QBC_ASSIGN_OR_RETURN(hp.num_attention_heads, cfg.get_bounded("num_attention_heads", kMaxHeads));
   QBC_ASSIGN_OR_RETURN(hp.num_key_value_heads, cfg.get_bounded_or("num_key_value_heads",
                                                                   hp.num_attention_heads, kMaxHeads));
@@ -90,8 +99,8 @@ Status parse_common(const ConfigReader& cfg, const FamilyDefaults& defaults, HPa
   QBC_ASSIGN_OR_RETURN(hp.max_position_embeddings,
                        cfg.get_bounded_or("max_position_embeddings",
                                           defaults.max_position_embeddings, kMaxPositions));
-  QBC_ASSIGN_OR_RETURN(hp.rms_norm_eps, cfg.get_double_or("rms_norm_eps", defaults.rms_norm_eps));
-  if (!(hp.rms_norm_eps > 0.0)) return cfg.bad_value("rms_norm_eps", "must be positive");
+  QBC_ASSIGN_OR_RETURN(hp.rms_norm_eps, cfg.get_double_or(defaults.eps_key, defaults.rms_norm_eps));
+  if (!(hp.rms_norm_eps > 0.0)) return cfg.bad_value(defaults.eps_key, "must be positive");
   QBC_ASSIGN_OR_RETURN(hp.rope_theta, cfg.get_double_or("rope_theta", defaults.rope_theta));
   if (!(hp.rope_theta > 0.0)) return cfg.bad_value("rope_theta", "must be positive");
   QBC_ASSIGN_OR_RETURN(hp.tie_word_embeddings,

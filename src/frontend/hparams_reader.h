@@ -68,6 +68,11 @@ struct FamilyDefaults {
   double rms_norm_eps = 1e-6;
   int64_t max_position_embeddings = 2048;
   int64_t head_dim = 0;  ///< 0: hidden_size / num_attention_heads.
+  /// When > 0, intermediate_size may be absent and defaults to this times hidden_size (EXAONE).
+  int64_t intermediate_per_hidden = 0;
+  /// The keys a family spells its own way (EXAONE 3.5: num_layers, layer_norm_epsilon).
+  std::string_view layers_key = "num_hidden_layers";
+  std::string_view eps_key = "rms_norm_eps";
 };
 
 /// Fills the fields every family shares: sizes, heads, head_dim, eps, rope theta and scaling,
@@ -95,5 +100,8 @@ Status parse_qwen3(const ConfigReader& cfg, HParams& hp);
 Status parse_gemma2(const ConfigReader& cfg, HParams& hp);
 Status parse_gemma3(const ConfigReader& cfg, HParams& hp);
 Status parse_phi3(const ConfigReader& cfg, HParams& hp);
+Status parse_smollm3(const ConfigReader& cfg, HParams& hp);
+Status parse_exaone(const ConfigReader& cfg, HParams& hp);
+Status parse_exaone4(const ConfigReader& cfg, HParams& hp);
 
 }  // namespace qbc::frontend::hparams_internal

@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "qbc/frontend/hf_names.h"
 #include "qbc/frontend/random_tokenizer.h"
 #include "qbc/support/check.h"
 #include "qbc/support/file_util.h"
@@ -80,46 +81,43 @@ void add(std::vector<HfTensorSpec>& out, std::string name, std::vector<int64_t> 
   out.push_back(HfTensorSpec{std::move(name), std::move(shape), role});
 }
 
+void add_linear(std::vector<HfTensorSpec>& out, const std::string& module, int64_t rows,
+                int64_t cols, bool bias) {
+  add(out, module + ".weight", {rows, cols}, TensorRole::kLinear);
+  if (bias) add(out, module + ".bias", {rows}, TensorRole::kBias);
+}
+
 void add_block(const HParams& hp, int64_t i, std::vector<HfTensorSpec>& out) {
-  const std::string p = "model.layers." + std::to_string(i) + ".";
+  const HfLayerNames n = hf_layer_names(hp, i);
   const int64_t h = hp.hidden_size, inter = hp.intermediate_size;
   const int64_t q = hp.q_dim(), kv = hp.kv_dim();
-  add(out, p + "input_layernorm.weight", {h}, TensorRole::kNorm);
-  add(out, p + "post_attention_layernorm.weight", {h}, TensorRole::kNorm);
+  if (hp.pre_norms) {
+    add(out, n.attn_pre_norm + ".weight", {h}, TensorRole::kNorm);
+    add(out, n.ffn_pre_norm + ".weight", {h}, TensorRole::kNorm);
+  }
   if (hp.post_norms) {
-    add(out, p + "pre_feedforward_layernorm.weight", {h}, TensorRole::kNorm);
-    add(out, p + "post_feedforward_layernorm.weight", {h}, TensorRole::kNorm);
+    add(out, n.attn_post_norm + ".weight", {h}, TensorRole::kNorm);
+    add(out, n.ffn_post_norm + ".weight", {h}, TensorRole::kNorm);
   }
-  const std::string a = p + "self_attn.";
   if (hp.fused_qkv) {
-    add(out, a + "qkv_proj.weight", {q + 2 * kv, h}, TensorRole::kLinear);
-    if (hp.qkv_bias) add(out, a + "qkv_proj.bias", {q + 2 * kv}, TensorRole::kBias);
+    add_linear(out, n.qkv, q + 2 * kv, h, hp.qkv_bias);
   } else {
-    const std::pair<const char*, int64_t> projections[] = {
-        {"q_proj", q}, {"k_proj", kv}, {"v_proj", kv}};
-    for (const auto& [name, rows] : projections) {
-      add(out, a + name + ".weight", {rows, h}, TensorRole::kLinear);
-      if (hp.qkv_bias) add(out, a + name + ".bias", {rows}, TensorRole::kBias);
-    }
+    add_linear(out, n.q, q, h, hp.qkv_bias);
+    add_linear(out, n.k, kv, h, hp.qkv_bias);
+    add_linear(out, n.v, kv, h, hp.qkv_bias);
   }
-  add(out, a + "o_proj.weight", {h, q}, TensorRole::kLinear);
-  if (hp.o_bias) add(out, a + "o_proj.bias", {h}, TensorRole::kBias);
+  add_linear(out, n.o, h, q, hp.o_bias);
   if (hp.qk_norm) {
-    add(out, a + "q_norm.weight", {hp.head_dim}, TensorRole::kNorm);
-    add(out, a + "k_norm.weight", {hp.head_dim}, TensorRole::kNorm);
+    add(out, n.q_norm + ".weight", {hp.head_dim}, TensorRole::kNorm);
+    add(out, n.k_norm + ".weight", {hp.head_dim}, TensorRole::kNorm);
   }
-  const std::string m = p + "mlp.";
   if (hp.fused_gate_up) {
-    add(out, m + "gate_up_proj.weight", {2 * inter, h}, TensorRole::kLinear);
-    if (hp.mlp_bias) add(out, m + "gate_up_proj.bias", {2 * inter}, TensorRole::kBias);
+    add_linear(out, n.gate_up, 2 * inter, h, hp.mlp_bias);
   } else {
-    for (const char* name : {"gate_proj", "up_proj"}) {
-      add(out, m + name + ".weight", {inter, h}, TensorRole::kLinear);
-      if (hp.mlp_bias) add(out, m + name + ".bias", {inter}, TensorRole::kBias);
-    }
+    add_linear(out, n.gate, inter, h, hp.mlp_bias);
+    add_linear(out, n.up, inter, h, hp.mlp_bias);
   }
-  add(out, m + "down_proj.weight", {h, inter}, TensorRole::kLinear);
-  if (hp.mlp_bias) add(out, m + "down_proj.bias", {h}, TensorRole::kBias);
+  add_linear(out, n.down, h, inter, hp.mlp_bias);
 }
 
 // --- Weights ---------------------------------------------------------------------------------
@@ -215,11 +213,12 @@ int64_t HfTensorSpec::num_elements() const {
 
 std::vector<HfTensorSpec> hf_tensor_specs(const HParams& hp) {
   std::vector<HfTensorSpec> out;
-  add(out, "model.embed_tokens.weight", {hp.vocab_size, hp.hidden_size}, TensorRole::kEmbedding);
+  const HfModelNames names = hf_model_names(hp);
+  add(out, names.embed + ".weight", {hp.vocab_size, hp.hidden_size}, TensorRole::kEmbedding);
   for (int64_t i = 0; i < hp.num_hidden_layers; ++i) add_block(hp, i, out);
-  add(out, "model.norm.weight", {hp.hidden_size}, TensorRole::kNorm);
+  add(out, names.final_norm + ".weight", {hp.hidden_size}, TensorRole::kNorm);
   if (!hp.tie_word_embeddings) {
-    add(out, "lm_head.weight", {hp.vocab_size, hp.hidden_size}, TensorRole::kEmbedding);
+    add(out, names.lm_head + ".weight", {hp.vocab_size, hp.hidden_size}, TensorRole::kEmbedding);
   }
   std::sort(out.begin(), out.end(),
             [](const HfTensorSpec& a, const HfTensorSpec& b) { return a.name < b.name; });
@@ -243,15 +242,20 @@ StatusOr<std::string> apply_config_overrides(std::string_view config_json, std::
       {"sliding_window", &ov.sliding_window},
   };
   for (const auto& [key, value] : ints) {
-    if (value->has_value()) j[key] = **value;
+    if (!value->has_value()) continue;
+    // EXAONE 3.5 spells num_hidden_layers num_layers.
+    const bool alias = std::string_view(key) == "num_hidden_layers" && j.contains("num_layers") &&
+                       !j.contains("num_hidden_layers");
+    j[alias ? "num_layers" : key] = **value;
   }
-  // layer_types must keep one entry per layer: truncate, or repeat the existing pattern.
-  if (ov.num_hidden_layers && j.contains("layer_types") && j["layer_types"].is_array() &&
-      !j["layer_types"].empty()) {
-    const OrderedJson old = j["layer_types"];
-    OrderedJson types = OrderedJson::array();
-    for (int64_t i = 0; i < *ov.num_hidden_layers; ++i) types.push_back(old[i % old.size()]);
-    j["layer_types"] = types;
+  // Per-layer lists (layer_types, SmolLM3's no_rope_layers) must keep one entry per layer:
+  // truncate, or repeat the existing pattern.
+  for (const char* key : {"layer_types", "no_rope_layers"}) {
+    if (!ov.num_hidden_layers || !j.contains(key) || !j[key].is_array() || j[key].empty()) continue;
+    const OrderedJson old = j[key];
+    OrderedJson list = OrderedJson::array();
+    for (int64_t i = 0; i < *ov.num_hidden_layers; ++i) list.push_back(old[i % old.size()]);
+    j[key] = list;
   }
   if (dtype) {
     j["torch_dtype"] = std::string(torch_dtype_of(*dtype));

@@ -226,12 +226,18 @@ StatusOr<CalibStats> collect_stats_blockwise(const ir::Graph& g, const ir::Weigh
   int64_t done = 0;
   std::vector<float> act;
   std::vector<int64_t> shape;
+  std::set<std::string> seen;  // observed in an earlier segment (where they were computed)
   for (size_t s = 0; s < runner.num_segments(); ++s) {
     std::vector<std::string> here;
     const ir::Graph& sub = runner.segment(s);
     for (const std::string& name : observed) {
       const ir::ValueId id = sub.find(name);
-      if (id >= 0 && sub.node(id).op != ir::Op::kInput) here.push_back(name);
+      if (id < 0) continue;
+      // A segment's input was computed by an earlier segment, except the embeddings, which a
+      // block without a norm before attention (EXAONE 4) projects directly: observed here.
+      if (sub.node(id).op == ir::Op::kInput && seen.count(name) != 0) continue;
+      here.push_back(name);
+      seen.insert(name);
     }
     // Pass 0's outputs are the next segment's inputs: no second forward to advance.
     for (int pass = 0; pass < passes; ++pass) {

@@ -122,6 +122,13 @@ class QkRotation final : public AttentionPass {
     const ir::Graph& g = *ctx.graph;
     const ir::Node& a = g.node(att);
     const int64_t H = heads.heads, KV = heads.kv_heads, d = heads.head_dim, group = heads.group;
+    if (g.node(a.operands[0].value).op != ir::Op::kRope &&
+        g.node(a.operands[1].value).op != ir::Op::kRope) {
+      // A NoPE layer (SmolLM3): the pass is written for the pairs RoPE rotates together.
+      log("transforms")
+          .info("qkRotation: '{}' left alone: q and k carry no RoPE (NoPE layer)", a.name);
+      return false;
+    }
     StatusOr<QkRope> rope = qk_rope(g, users, att, d);
     if (!rope.ok()) return rope.status().with_context("qkRotation");
     const ir::ValueId q_rope = rope->q_rope, k_rope = rope->k_rope;

@@ -34,6 +34,7 @@
 #include <cmath>
 
 #include "qbc/quant/transforms.h"
+#include "qbc/support/logging.h"
 #include "transform_util.h"
 
 namespace qbc::quant {
@@ -97,6 +98,12 @@ class QkScale final : public AttentionPass {
     const ir::Graph& g = *ctx.graph;
     const ir::Node& a = g.node(att);
     const int64_t H = heads.heads, KV = heads.kv_heads, d = heads.head_dim, group = heads.group;
+    if (g.node(a.operands[0].value).op != ir::Op::kRope &&
+        g.node(a.operands[1].value).op != ir::Op::kRope) {
+      // A NoPE layer (SmolLM3): the pass is written for the pairs RoPE rotates together.
+      log("transforms").info("qk: '{}' left alone: q and k carry no RoPE (NoPE layer)", a.name);
+      return false;
+    }
     QBC_ASSIGN_OR_RETURN(const QkRope rope, qk_rope(g, users, att, d));
     const ir::ValueId q_rope = rope.q_rope, k_rope = rope.k_rope;
     const ir::Node& qr = g.node(q_rope);

@@ -226,10 +226,18 @@ class RotationCheck final : public Pass {
       }
       if (s + 1 < runner.num_segments()) QBC_RETURN_IF_ERROR(runner.advance_from_last_run(s));
     }
-    if (linears == 0)
-      return failed_precondition(
-          "spinR1Check: no quantized linear reads or writes the residual stream");
     RotationGate* gate = &ctx.rotation;
+    if (linears == 0) {
+      // No block reads the residual stream through a norm (EXAONE 4 normalizes after attention
+      // and MLP only): there is no norm gain to fold the rotation into, so it does not apply.
+      gate->decided = true;
+      gate->rotate = false;
+      log("quantize")
+          .warn(
+              "spinR1 policy ifBetter: no linear reads the residual stream through a norm: "
+              "normConv and spinR1 are skipped");
+      return false;
+    }
     gate->decided = true;
     gate->plain = plain / static_cast<double>(linears);
     gate->rotated = rotated / static_cast<double>(linears);

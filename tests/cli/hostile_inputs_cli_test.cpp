@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <utility>
 
 #include "test_support.h"
 
@@ -84,6 +85,40 @@ TEST(HostileInputsCliTest, ConfigJsonHugeSizesAreExit2) {
     const auto r = run_qbc(parse_args(dir));
     EXPECT_EQ(r.exit_code, 2) << key << ": " << r.err;
     EXPECT_TRUE(contains(r.err, std::string("key '") + key + "'")) << r.err;
+  }
+}
+
+// The readers of the families with their own keys: EXAONE 3.5's num_layers, SmolLM3's
+// per-layer no_rope_layers, EXAONE 4.0's sliding_window_pattern. `qbc plan` reads config.json
+// alone; each is a located exit 2 at once.
+TEST(HostileInputsCliTest, NewFamilyConfigKeysAreLocatedExit2) {
+  std::string million = "[1";
+  for (int i = 1; i < 1000000; ++i) million += ",1";
+  million += "]";
+  const std::pair<std::string, std::string> cases[] = {
+      {R"("architectures": ["ExaoneForCausalLM"], "num_layers": 2147483648)", "'num_layers'"},
+      {R"("architectures": ["SmolLM3ForCausalLM"], "num_hidden_layers": 2, "no_rope_layers": )" +
+           million,
+       "'no_rope_layers'"},
+      {R"("architectures": ["Exaone4ForCausalLM"], "num_hidden_layers": 2, "sliding_window": 8,
+          "sliding_window_pattern": ")" +
+           std::string(1 << 20, 'Q') + R"(")",
+       "'sliding_window_pattern'"},
+  };
+  int n = 0;
+  for (const auto& [keys, want] : cases) {
+    const fs::path dir = temp_dir() / ("family" + std::to_string(n++));
+    fs::create_directories(dir);
+    write_file(dir / "config.json",
+               R"({"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
+                   "vocab_size": 256, )" +
+                   keys + "}");
+    double s = 0;
+    const auto r = timed("plan " + shell_quote(dir), &s);
+    EXPECT_EQ(r.exit_code, 2) << want << ": " << r.err.substr(0, 300);
+    EXPECT_TRUE(contains(r.err, "config.json: key " + want)) << r.err.substr(0, 300);
+    EXPECT_LT(r.err.size(), 4096u) << want;
+    EXPECT_LT(s, 5.0) << want;
   }
 }
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "test_support.h"
 
@@ -258,6 +259,61 @@ TEST(PlanCli, BadInputsAreLocatedErrors) {
   const auto help = run_qbc("plan --help");
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_TRUE(contains(help.out, "config.json")) << help.out;
+}
+
+// The published configs of the architectures added for issue 25 (SmolLM3 in ../shared, the
+// others stored with the tests): `qbc plan` answers from config.json alone, and the KV cache it
+// plans holds K and V of every layer (8-bit): context x layers x kv heads x 2 rows of head_dim
+// bytes, each padded to aries-rb's 64-byte DMA alignment (EXAONE 3.5's head_dim 80 -> 128).
+TEST(PlanCli, NewArchitecturesRealConfigsAnswer) {
+  QBC_REQUIRE_SHARED(smollm3, "model-configs-new/SmolLM3-3B");
+  const fs::path assets = testing::source_dir() / "tests/assets/model-configs";
+  struct Case {
+    fs::path dir;
+    int64_t layers, kv_heads, head_dim;
+  };
+  const Case cases[] = {{smollm3, 36, 4, 128},
+                        {assets / "Phi-4-mini-instruct", 32, 8, 128},
+                        {assets / "EXAONE-3.5-2.4B-Instruct", 30, 8, 80}};
+  for (const Case& c : cases) {
+    const nlohmann::json j =
+        plan_json(shell_quote(c.dir) + " --context 4096 --kv-bits 8 --inference-scheme single");
+    EXPECT_TRUE(j["fits"].get<bool>()) << c.dir;
+    EXPECT_EQ(j["memory"]["dram"]["kv_bytes"].get<int64_t>(),
+              4096 * c.layers * c.kv_heads * ((c.head_dim + 63) / 64 * 64) * 2)
+        << c.dir;
+    EXPECT_GT(j["schemes"][0]["decode_tok_s"].get<double>(), 0.0) << c.dir;
+  }
+  // EXAONE 4.0 32B: 32B parameters do not fit the device at W8; plan says so (exit 4) and
+  // names the memory, rather than failing to read the config.
+  const auto r = run_qbc("plan " + shell_quote(assets / "EXAONE-4.0-32B") +
+                         " --context 4096 --inference-scheme single --json");
+  EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 4) << r.exit_code << r.err;
+  const auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.out << r.err;
+  EXPECT_GT(j["memory"]["dram"]["weights_bytes"].get<int64_t>(), int64_t{28} << 30);  // 29.4 GiB
+}
+
+// Mixture-of-experts configs users bring exit 3 naming the architecture as planned.
+TEST(PlanCli, MoeConfigsExitThreeAsPlanned) {
+  const std::pair<const char*, const char*> moe[] = {{"Qwen3MoeForCausalLM", "qwen3_moe"},
+                                                     {"GptOssForCausalLM", "gpt_oss"},
+                                                     {"MixtralForCausalLM", "mixtral"}};
+  for (const auto& [arch, type] : moe) {
+    const fs::path dir = temp_dir() / type;
+    fs::create_directories(dir);
+    testing::write_file(dir / "config.json",
+                        std::string(R"({"architectures": [")") + arch + R"("], "model_type": ")" +
+                            type + R"(", "hidden_size": 2048, "intermediate_size": 6144,
+                            "num_hidden_layers": 48, "num_attention_heads": 32,
+                            "num_key_value_heads": 4, "vocab_size": 151936,
+                            "num_experts": 128, "num_experts_per_tok": 8})");
+    const auto r = run_qbc("plan " + shell_quote(dir));
+    EXPECT_EQ(r.exit_code, 3) << arch << ": " << r.err;
+    EXPECT_TRUE(contains(r.err, arch)) << r.err;
+    EXPECT_TRUE(contains(r.err, "not yet supported")) << r.err;
+    EXPECT_TRUE(contains(r.err, "planned")) << r.err;
+  }
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // Typed hyperparameters of a HuggingFace causal LM, read from its config.json.
 //
 // One HParams struct covers every supported family (Llama, Mistral, Qwen2, Qwen3, Gemma2,
-// Gemma3, Phi3): the differences between them are flags and per-layer vectors, so the graph
+// Gemma3, Phi3, SmolLM3, EXAONE 3.5 and 4.0): the differences between them are flags and per-layer vectors, so the graph
 // builder and the shape-only planner need no per-family switch for most decisions. Defaults
 // follow each family's HF `*Config` class. Errors name the file and the key at fault.
 #pragma once
@@ -26,6 +26,9 @@ enum class ModelFamily {
   kGemma2,   ///< Gemma2ForCausalLM.
   kGemma3,   ///< Gemma3ForCausalLM, or the text part of Gemma3ForConditionalGeneration.
   kPhi3,     ///< Phi3ForCausalLM.
+  kSmolLM3,  ///< SmolLM3ForCausalLM (Llama block, NoPE on every `no_rope_layer_interval`-th layer).
+  kExaone,   ///< ExaoneForCausalLM (EXAONE 3.0/3.5: the Llama block under GPT-2-style names).
+  kExaone4,  ///< Exaone4ForCausalLM (q/k norms, norms after the sublayers, NoPE global layers).
 };
 
 /// A stable lower-case name for `family`, e.g. "qwen2".
@@ -90,6 +93,9 @@ struct LayerAttention {
   double rope_theta = 10000.0;
   /// True iff `HParams::rope_scaling` applies to this layer (Gemma3: global layers only).
   bool rope_scaled = false;
+  /// False for a NoPE layer: q and k reach attention without RoPE (SmolLM3 `no_rope_layers`
+  /// entries 0).
+  bool use_rope = true;
 };
 
 /// Parameter counts of a model, split by part. Counts are elements, not bytes.
@@ -159,7 +165,8 @@ struct HParams {
   bool o_bias = false;          ///< o_proj carries a bias.
   bool mlp_bias = false;        ///< gate/up/down projections carry a bias.
   bool qk_norm = false;         ///< Per-head RMSNorm on q and k (Qwen3, Gemma3).
-  bool post_norms = false;      ///< Gemma-style extra norms after attention and MLP.
+  bool pre_norms = true;        ///< Norms before attention and MLP (all but EXAONE 4).
+  bool post_norms = false;      ///< Norms after attention and MLP (Gemma, EXAONE 4).
   bool fused_qkv = false;       ///< One qkv_proj instead of q/k/v (Phi3).
   bool fused_gate_up = false;   ///< One gate_up_proj instead of gate/up (Phi3).
   NormStyle norm_style = NormStyle::kWeight;

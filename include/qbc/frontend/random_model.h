@@ -49,7 +49,8 @@ std::vector<HfTensorSpec> hf_tensor_specs(const HParams& hp);
 /// head_dim is not derived from an overridden hidden_size: override it too when the config
 /// sets it (or the family defaults it, as Qwen3 and Gemma do).
 struct ConfigOverrides {
-  std::optional<int64_t> num_hidden_layers;  ///< Also truncates/cycles `layer_types`.
+  std::optional<int64_t>
+      num_hidden_layers;  ///< Also truncates/cycles `layer_types`, `no_rope_layers`.
   std::optional<int64_t> hidden_size;
   std::optional<int64_t> intermediate_size;
   std::optional<int64_t> vocab_size;

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "support/test_support.h"
 
@@ -337,6 +339,100 @@ TEST(HParams, Phi3FusedAndLongRope) {
 
 // --- Validation errors ----------------------------------------------------------------------
 
+// SmolLM3-3B (the published config): NoPE on every 4th layer, tied embeddings by default.
+TEST(HParams, SmolLm3NoPeEveryFourthLayer) {
+  QBC_REQUIRE_SHARED(path, "model-configs-new/SmolLM3-3B/config.json");
+  const HParams hp = load_shared(path);
+  EXPECT_EQ(hp.family, ModelFamily::kSmolLM3);
+  ASSERT_EQ(hp.layers.size(), 36u);
+  for (size_t i = 0; i < 36; ++i) {
+    EXPECT_EQ(hp.layers[i].use_rope, (i + 1) % 4 != 0) << i;
+    EXPECT_EQ(hp.layers[i].sliding_window, 0) << i;
+  }
+  EXPECT_TRUE(hp.tie_word_embeddings);
+  EXPECT_DOUBLE_EQ(hp.rope_theta, 5e6);
+  // 3.08B parameters (model card: 3B; embeddings tied).
+  EXPECT_NEAR(static_cast<double>(hp.param_counts().total()), 3.075e9, 0.01e9);
+}
+
+HParams load_asset(const char* name) {
+  return load_shared(qbc::testing::source_dir() / "tests/assets/model-configs" / name /
+                     "config.json");
+}
+
+// The configs stored with the tests (tests/assets/model-configs/README.md names the sources).
+TEST(HParams, Phi4MiniPartialRotaryTied) {
+  const HParams hp = load_asset("Phi-4-mini-instruct");
+  EXPECT_EQ(hp.family, ModelFamily::kPhi3);
+  EXPECT_EQ(hp.head_dim, 128);
+  EXPECT_EQ(hp.rotary_dim, 96);  // partial_rotary_factor 0.75
+  EXPECT_TRUE(hp.tie_word_embeddings);
+  EXPECT_EQ(hp.rope_scaling.type, RopeScalingType::kLongRope);
+  EXPECT_EQ(hp.rope_scaling.long_factor.size(), 48u);
+  // 3.84B parameters (model card: 3.8B).
+  EXPECT_NEAR(static_cast<double>(hp.param_counts().total()), 3.836e9, 0.01e9);
+}
+
+TEST(HParams, Exaone35OwnKeysAndNames) {
+  const HParams hp = load_asset("EXAONE-3.5-2.4B-Instruct");
+  EXPECT_EQ(hp.family, ModelFamily::kExaone);
+  EXPECT_EQ(hp.num_hidden_layers, 30);  // num_layers
+  EXPECT_DOUBLE_EQ(hp.rms_norm_eps, 1e-5);  // layer_norm_epsilon
+  EXPECT_EQ(hp.head_dim, 80);
+  EXPECT_TRUE(hp.tie_word_embeddings);
+  EXPECT_EQ(hp.rope_scaling.type, RopeScalingType::kLlama3);
+}
+
+TEST(HParams, Exaone4HybridNoPeGlobalLayers) {
+  const HParams hp = load_asset("EXAONE-4.0-32B");
+  EXPECT_EQ(hp.family, ModelFamily::kExaone4);
+  ASSERT_EQ(hp.layers.size(), 64u);
+  for (size_t i = 0; i < 64; ++i) {
+    const bool global = (i + 1) % 4 == 0;  // "LLLG"
+    EXPECT_EQ(hp.layers[i].sliding_window, global ? 0 : 4096) << i;
+    EXPECT_EQ(hp.layers[i].use_rope, !global) << i;
+  }
+  EXPECT_TRUE(hp.qk_norm);
+  EXPECT_FALSE(hp.pre_norms);
+  EXPECT_TRUE(hp.post_norms);
+  // 32.0B parameters (model card: 32.0B).
+  EXPECT_NEAR(static_cast<double>(hp.param_counts().total()), 32.0e9, 0.1e9);
+}
+
+TEST(HParams, Exaone4PatternsAndNullWindow) {
+  Json j = tiny_llama();
+  j["architectures"] = {"Exaone4ForCausalLM"};
+  j["num_hidden_layers"] = 5;
+  j["sliding_window"] = 16;
+  j["sliding_window_pattern"] = "LG";  // the last layer is always global
+  auto hp = parse(j);
+  ASSERT_TRUE(hp.ok()) << hp.status().to_string();
+  const std::vector<int64_t> want = {16, 0, 16, 0, 0};
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(hp->layers[i].sliding_window, want[i]) << i;
+    EXPECT_EQ(hp->layers[i].use_rope, want[i] > 0) << i;
+  }
+  j["sliding_window"] = nullptr;  // no window: every layer global and with RoPE
+  hp = parse(j);
+  ASSERT_TRUE(hp.ok()) << hp.status().to_string();
+  for (const auto& l : hp->layers) {
+    EXPECT_EQ(l.sliding_window, 0);
+    EXPECT_TRUE(l.use_rope);
+  }
+  j["sliding_window"] = 16;
+  j["sliding_window_pattern"] = "LXG";
+  expect_error(j, Code::kInvalidArgument, {"'sliding_window_pattern'", "LXG"});
+}
+
+TEST(HParamsErrors, SmolLm3NoRopeLayersMustMatchLayers) {
+  Json j = tiny_llama();
+  j["architectures"] = {"SmolLM3ForCausalLM"};
+  j["no_rope_layers"] = {1, 0, 1};
+  expect_error(j, Code::kInvalidArgument, {"'no_rope_layers'", "3 entries"});
+  j["no_rope_layers"] = {1, 2};
+  expect_error(j, Code::kInvalidArgument, {"'no_rope_layers'", "0/1"});
+}
+
 TEST(HParamsErrors, MissingRequiredKey) {
   Json j = tiny_llama();
   j.erase("hidden_size");
@@ -397,13 +493,38 @@ TEST(HParamsErrors, InvalidJsonReportsLineAndColumn) {
 }
 
 TEST(HParamsErrors, UnsupportedArchitectureListsSupported) {
-  for (const char* arch : {"MixtralForCausalLM", "GPT2LMHeadModel"}) {
+  for (const char* arch : {"GPT2LMHeadModel", "FalconForCausalLM"}) {
     Json j = tiny_llama();
     j["architectures"] = {arch};
     expect_error(
         j, Code::kUnimplemented,
         {arch, "LlamaForCausalLM", "Qwen3ForCausalLM", "Gemma2ForCausalLM", "Phi3ForCausalLM"});
   }
+}
+
+// Mixture-of-experts models users bring: exit 3 naming the architecture, "not yet supported"
+// and "planned", by architecture or by model_type.
+TEST(HParamsErrors, MoeArchitecturesArePlanned) {
+  const std::pair<const char*, const char*> moe[] = {{"Qwen3MoeForCausalLM", "qwen3_moe"},
+                                                     {"GptOssForCausalLM", "gpt_oss"},
+                                                     {"MixtralForCausalLM", "mixtral"}};
+  for (const auto& [arch, type] : moe) {
+    Json j = tiny_llama();
+    j["architectures"] = {arch};
+    j["model_type"] = type;
+    j["num_experts"] = 8;
+    expect_error(j, Code::kUnimplemented,
+                 {"'architectures'", arch, type, "mixture-of-experts", "not yet supported",
+                  "planned"});
+    j.erase("architectures");
+    j["architectures"] = {"SomethingForCausalLM"};  // the model_type alone names it
+    expect_error(j, Code::kUnimplemented, {type, "not yet supported", "planned"});
+  }
+  Json j = tiny_llama();
+  j["architectures"] = {"Cohere2ForCausalLM"};
+  j["model_type"] = "cohere2";
+  expect_error(j, Code::kUnimplemented,
+               {"'Cohere2ForCausalLM'", "LayerNorm", "not yet supported", "planned"});
 }
 
 TEST(HParamsErrors, UnsupportedOptionNamesKey) {

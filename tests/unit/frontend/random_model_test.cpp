@@ -147,6 +147,74 @@ INSTANTIATE_TEST_SUITE_P(Families, RandomModelFamilies, ::testing::ValuesIn(kCas
                            return std::string(info.param.family) + "_" + std::to_string(info.index);
                          });
 
+// SmolLM3 (Llama names), EXAONE 3.5 (GPT-2-style names of its remote modeling code) and
+// EXAONE 4.0 (no pre-norms; post-attention/post-feedforward norms and q/k norms): the names
+// written out by hand from the HF code, and the element counts equal param_counts().
+TEST(RandomModel, NewFamiliesWriteTheirHfNames) {
+  struct Case {
+    const char* name;
+    const char* config;
+    std::set<std::string> model, block;
+    std::string layer_prefix;
+  };
+  const Case cases[] = {
+      {"smollm3",
+       R"({"architectures": ["SmolLM3ForCausalLM"], "hidden_size": 64,
+           "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
+           "num_key_value_heads": 2, "vocab_size": 256})",
+       {"model.embed_tokens.weight", "model.norm.weight"},
+       {"input_layernorm.weight", "post_attention_layernorm.weight", "self_attn.q_proj.weight",
+        "self_attn.k_proj.weight", "self_attn.v_proj.weight", "self_attn.o_proj.weight",
+        "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight"},
+       "model.layers."},
+      {"exaone",
+       R"({"architectures": ["ExaoneForCausalLM"], "hidden_size": 64, "num_layers": 2,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256,
+           "tie_word_embeddings": false})",
+       {"transformer.wte.weight", "transformer.ln_f.weight", "lm_head.weight"},
+       {"ln_1.weight", "ln_2.weight", "attn.attention.q_proj.weight",
+        "attn.attention.k_proj.weight", "attn.attention.v_proj.weight",
+        "attn.attention.out_proj.weight", "mlp.c_fc_0.weight", "mlp.c_fc_1.weight",
+        "mlp.c_proj.weight"},
+       "transformer.h."},
+      {"exaone4",
+       R"({"architectures": ["Exaone4ForCausalLM"], "hidden_size": 64, "intermediate_size": 96,
+           "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+           "head_dim": 16, "vocab_size": 256, "tie_word_embeddings": true})",
+       {"model.embed_tokens.weight", "model.norm.weight"},
+       {"post_attention_layernorm.weight", "post_feedforward_layernorm.weight",
+        "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+        "self_attn.o_proj.weight", "self_attn.q_norm.weight", "self_attn.k_norm.weight",
+        "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight"},
+       "model.layers."},
+  };
+  for (const Case& c : cases) {
+    RandomModelOptions o;
+    o.config_json = c.config;
+    o.output_dir = qbc::testing::temp_dir() / c.name;
+    QBC_ASSERT_OK(write_random_model(o));
+    auto hp = load_hparams(o.output_dir / "config.json");
+    QBC_ASSERT_OK(hp);
+    auto file = SafetensorsFile::open(o.output_dir / "model.safetensors");
+    QBC_ASSERT_OK(file);
+    std::set<std::string> expected = c.model;
+    for (int i = 0; i < 2; ++i) {
+      for (const std::string& n : c.block)
+        expected.insert(c.layer_prefix + std::to_string(i) + "." + n);
+    }
+    std::set<std::string> actual;
+    int64_t total = 0;
+    for (const SafetensorsTensor& t : file->tensors()) {
+      actual.insert(t.name);
+      total += t.num_elements();
+    }
+    EXPECT_EQ(actual, expected) << c.name;
+    EXPECT_EQ(total, hp->param_counts().total()) << c.name;
+    // EXAONE 3.5's intermediate_size defaults to 4 x hidden_size.
+    if (std::string(c.name) == "exaone") EXPECT_EQ(hp->intermediate_size, 256);
+  }
+}
+
 std::string write_tiny(uint64_t seed, tensorfile::DType dtype, const std::string& tag) {
   RandomModelOptions o;
   o.output_dir = qbc::testing::temp_dir() / tag;

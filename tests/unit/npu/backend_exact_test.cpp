@@ -38,7 +38,8 @@ size_t first_difference(const std::vector<float>& a, const std::vector<float>& b
 
 /// The families of the bit-exact suite: the transform cases plus the sliding-window
 /// variants (Gemma 2/3, Mistral, Qwen2 with use_sliding_window) with windows short enough
-/// that the test sequences cross them.
+/// that the test sequences cross them (SmolLM3 and EXAONE 4.0 bring their own, in the transform
+/// cases).
 std::vector<testing::TransformCase> backend_cases() {
   std::vector<testing::TransformCase> out;
   for (testing::TransformCase c : testing::transform_cases()) {
@@ -63,6 +64,15 @@ std::vector<testing::TransformCase> backend_cases() {
       "query_pre_attn_scalar": 16, "hidden_activation": "gelu_pytorch_tanh",
       "tie_word_embeddings": true, "bos_token_id": 2, "eos_token_id": 1, "pad_token_id": 0,
       "torch_dtype": "float32"})",
+                 "", ""});
+  // Phi-4-mini's layout: tied embeddings, partial_rotary_factor 0.75 (12 of 16 dims).
+  out.push_back({"phi4_mini_tied_partial", "", "", R"({
+      "architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "hidden_size": 64,
+      "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
+      "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 4096,
+      "partial_rotary_factor": 0.75, "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
+      "rope_scaling": null, "sliding_window": 262144, "hidden_act": "silu",
+      "tie_word_embeddings": true, "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "float32"})",
                  "", ""});
   return out;
 }

@@ -1,6 +1,7 @@
 // Models every equivalence-transform test runs on: stories260K (untied and tied) and
 // small random models of every supported family (GQA, biases, QK-norms, Gemma's
-// post-norms and soft-caps, Phi-3's fused projections and partial rotary), plus the
+// post-norms and soft-caps, Phi-3's fused projections and partial rotary, SmolLM3's NoPE
+// layers, EXAONE 3.5's names, EXAONE 4.0's post-norms-only block), plus the
 // check that a pass list leaves the float logits unchanged.
 #pragma once
 
@@ -133,6 +134,37 @@ inline std::vector<TransformCase> transform_cases() {
         "max_position_embeddings": 4096, "partial_rotary_factor": 0.5, "rms_norm_eps": 1e-05,
         "rope_theta": 10000.0, "rope_scaling": null, "sliding_window": null, "hidden_act": "silu",
         "tie_word_embeddings": false, "attention_bias": false, "bos_token_id": 1, "eos_token_id": 2,
+        "torch_dtype": "float32"})",
+       "", ""},
+      // SmolLM3: layer 1 has no RoPE (no_rope_layer_interval 2) and, with use_sliding_window,
+      // slides (HF's default layer_types).
+      {"smollm3_nope_sliding", "", "", R"({
+        "architectures": ["SmolLM3ForCausalLM"], "model_type": "smollm3", "hidden_size": 64,
+        "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 4096,
+        "rms_norm_eps": 1e-06, "rope_theta": 5000000.0, "no_rope_layer_interval": 2,
+        "use_sliding_window": true, "sliding_window": 8, "hidden_act": "silu",
+        "tie_word_embeddings": true, "bos_token_id": 1, "eos_token_id": 2,
+        "torch_dtype": "float32"})",
+       "", ""},
+      // EXAONE 3.5: GPT-2-style tensor names and its own keys.
+      {"exaone35", "", "", R"({
+        "architectures": ["ExaoneForCausalLM"], "model_type": "exaone", "hidden_size": 64,
+        "intermediate_size": 96, "num_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 4096,
+        "layer_norm_epsilon": 1e-05, "activation_function": "silu", "rope_theta": 1000000.0,
+        "tie_word_embeddings": true, "bos_token_id": 1, "eos_token_id": 2,
+        "torch_dtype": "float32"})",
+       "", ""},
+      // EXAONE 4.0: q/k norms, norms after the sublayers only, layer 0 slides with RoPE,
+      // layer 1 is global without RoPE.
+      {"exaone4_hybrid", "", "", R"({
+        "architectures": ["Exaone4ForCausalLM"], "model_type": "exaone4", "hidden_size": 64,
+        "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 256,
+        "max_position_embeddings": 4096, "rms_norm_eps": 1e-05, "rope_theta": 1000000.0,
+        "sliding_window": 8, "sliding_window_pattern": 2, "hidden_act": "silu",
+        "tie_word_embeddings": false, "bos_token_id": 1, "eos_token_id": 2,
         "torch_dtype": "float32"})",
        "", ""},
   };

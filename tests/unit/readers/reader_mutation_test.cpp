@@ -176,6 +176,37 @@ TEST(ReaderMutationTest, ConfigJson) {
             kCasesPerSeed / 4);
 }
 
+// The families with their own config keys: SmolLM3 (no_rope_layers), EXAONE 3.5 (num_layers,
+// layer_norm_epsilon, activation_function) and EXAONE 4.0 (sliding_window_pattern, layer_types).
+TEST(ReaderMutationTest, ConfigJsonNewFamilies) {
+  const char* const seeds[] = {
+      R"({"architectures": ["SmolLM3ForCausalLM"], "model_type": "smollm3", "vocab_size": 64,
+          "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 4,
+          "num_attention_heads": 2, "num_key_value_heads": 1, "no_rope_layers": [1, 1, 1, 0],
+          "no_rope_layer_interval": 4, "use_sliding_window": true, "sliding_window": 8,
+          "layer_types": ["full_attention", "full_attention", "full_attention",
+                          "sliding_attention"]})",
+      R"({"architectures": ["ExaoneForCausalLM"], "model_type": "exaone", "vocab_size": 64,
+          "hidden_size": 16, "num_layers": 2, "num_attention_heads": 2,
+          "num_key_value_heads": 1, "layer_norm_epsilon": 1e-5,
+          "activation_function": "silu", "rope_scaling": {"rope_type": "llama3",
+          "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+          "original_max_position_embeddings": 32}})",
+      R"({"architectures": ["Exaone4ForCausalLM"], "model_type": "exaone4", "vocab_size": 64,
+          "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 4,
+          "num_attention_heads": 2, "num_key_value_heads": 1, "sliding_window": 8,
+          "sliding_window_pattern": "LLLG"})",
+  };
+  uint64_t rng = 21;
+  for (const char* seed : seeds) {
+    EXPECT_GT(run_cases("config.json", seed, 0, rng++,
+                        [](const std::string& text) {
+                          return frontend::parse_hparams(text, "config.json").status();
+                        }),
+              kCasesPerSeed / 4);
+  }
+}
+
 TEST(ReaderMutationTest, PrequantConfig) {
   const std::string seed = R"({"architectures": ["LlamaForCausalLM"], "quantization_config": {
     "quant_method": "compressed-tensors", "format": "pack-quantized",

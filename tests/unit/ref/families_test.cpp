@@ -2,7 +2,9 @@
 // random models of every family without shared golden logits: Gemma 2 (softcaps, alternating
 // sliding window, query_pre_attn_scalar, post-norms), Gemma 3 (q/k norms, local/global RoPE
 // bases), Mistral (sliding window), Qwen2 (q/k/v biases), Qwen3 (q/k norms), Phi-3 (fused
-// projections, partial rotary, LongRoPE) and Llama RoPE scaling (llama3, linear, yarn, dynamic).
+// projections, partial rotary, LongRoPE), SmolLM3 (NoPE layers), EXAONE 3.5 (its own keys
+// and tensor names), EXAONE 4.0 (q/k norms, post-norms only, NoPE global layers) and Llama
+// RoPE scaling (llama3, linear, yarn, dynamic).
 // The naive decoder itself is validated on stories260K against llama.cpp's golden logits.
 #include <gtest/gtest.h>
 
@@ -195,6 +197,25 @@ constexpr const char* kPhi3Json = R"({
   "attention_bias": false, "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "float32"
 })";
 
+constexpr const char* kExaone35Json = R"({
+  "architectures": ["ExaoneForCausalLM"], "model_type": "exaone",
+  "hidden_size": 64, "num_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+  "vocab_size": 256, "max_position_embeddings": 1024, "layer_norm_epsilon": 1e-3,
+  "activation_function": "silu", "rope_theta": 10000.0,
+  "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                   "high_freq_factor": 4.0, "original_max_position_embeddings": 64},
+  "bos_token_id": 1, "eos_token_id": 361, "torch_dtype": "float32"
+})";
+
+constexpr const char* kExaone4Json = R"({
+  "architectures": ["Exaone4ForCausalLM"], "model_type": "exaone4",
+  "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 4,
+  "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 256,
+  "max_position_embeddings": 4096, "rms_norm_eps": 1e-05, "rope_theta": 1000000.0,
+  "sliding_window": 4, "sliding_window_pattern": 4, "hidden_act": "silu",
+  "tie_word_embeddings": false, "bos_token_id": 1, "eos_token_id": 361, "torch_dtype": "float32"
+})";
+
 std::vector<FamilyCase> family_cases() {
   std::vector<FamilyCase> cases;
   {
@@ -377,6 +398,115 @@ std::vector<FamilyCase> family_cases() {
       expect_windows(hp, {4, 4});
     };
     c.sensitivity = {{"sliding window", no_window}};
+    cases.push_back(c);
+  }
+  {
+    FamilyCase c;
+    c.name = "phi4_mini_tied_longrope";
+    // Phi-4-mini's layout (tests/assets/model-configs/Phi-4-mini-instruct): tied embeddings,
+    // partial_rotary_factor 0.75 (12 of 16 dims here), LongRoPE past the original length and a
+    // sliding_window larger than any context.
+    c.inline_json = kPhi3Json;
+    c.merge_patch = R"({"partial_rotary_factor": 0.75, "tie_word_embeddings": true,
+        "sliding_window": 262144, "rope_scaling": {"type": "longrope",
+        "short_factor": [1.0, 1.0, 1.0, 1.0, 1.0, 1.0],
+        "long_factor": [1.0, 1.5, 3.0, 6.0, 12.0, 24.0]}})";
+    c.check_hparams = [](const HParams& hp) {
+      EXPECT_EQ(hp.rotary_dim, 12);
+      EXPECT_TRUE(hp.tie_word_embeddings);
+      EXPECT_EQ(hp.rope_scaling.long_factor.size(), 6u);
+    };
+    c.sensitivity = {{"long factors", [](HParams& hp) {
+                        hp.rope_scaling.long_factor = hp.rope_scaling.short_factor;
+                      }}};
+    cases.push_back(c);
+  }
+  {
+    FamilyCase c;
+    c.name = "smollm3_nope";
+    c.shared_config = "model-configs-new/SmolLM3-3B/config.json";
+    c.overrides = small(4);
+    c.check_hparams = [](const HParams& hp) {
+      // HF SmolLM3: no_rope_layers [1, 1, 1, 0, ...]: the 4th layer has no RoPE; no windows;
+      // tie_word_embeddings defaults to true.
+      ASSERT_EQ(hp.layers.size(), 4u);
+      for (size_t i = 0; i < 4; ++i) EXPECT_EQ(hp.layers[i].use_rope, i != 3) << "layer " << i;
+      expect_windows(hp, {0, 0, 0, 0});
+      EXPECT_TRUE(hp.tie_word_embeddings);
+      EXPECT_DOUBLE_EQ(hp.rope_theta, 5e6);
+    };
+    c.sensitivity = {{"NoPE layer", [](HParams& hp) {
+                        for (auto& l : hp.layers) l.use_rope = true;
+                      }}};
+    cases.push_back(c);
+  }
+  {
+    FamilyCase c;
+    c.name = "smollm3_default_nope_sliding";
+    // Without no_rope_layers and layer_types, HF derives both: every 2nd layer (interval 2)
+    // has no RoPE, and with use_sliding_window those layers slide.
+    c.shared_config = "model-configs-new/SmolLM3-3B/config.json";
+    c.overrides = small(4);
+    c.overrides.sliding_window = 4;
+    c.merge_patch = R"({"no_rope_layers": null, "layer_types": null, "no_rope_layer_interval": 2,
+        "use_sliding_window": true})";
+    c.check_hparams = [](const HParams& hp) {
+      ASSERT_EQ(hp.layers.size(), 4u);
+      for (size_t i = 0; i < 4; ++i) EXPECT_EQ(hp.layers[i].use_rope, i % 2 == 0) << "layer " << i;
+      expect_windows(hp, {0, 4, 0, 4});
+    };
+    c.sensitivity = {{"sliding window", no_window}, {"NoPE layers", [](HParams& hp) {
+                                                       for (auto& l : hp.layers) l.use_rope = true;
+                                                     }}};
+    cases.push_back(c);
+  }
+  {
+    FamilyCase c;
+    c.name = "exaone35";
+    // EXAONE 3.5's own keys (num_layers, layer_norm_epsilon, activation_function), llama3 RoPE
+    // scaling, no intermediate_size (HF default 4 x hidden) and GPT-2-style tensor names.
+    c.inline_json = kExaone35Json;
+    c.check_hparams = [](const HParams& hp) {
+      EXPECT_EQ(hp.num_hidden_layers, 2);
+      EXPECT_EQ(hp.intermediate_size, 4 * 64);
+      EXPECT_DOUBLE_EQ(hp.rms_norm_eps, 1e-3);
+      EXPECT_TRUE(hp.tie_word_embeddings);  // PretrainedConfig's default
+      EXPECT_EQ(hp.rope_scaling.type, frontend::RopeScalingType::kLlama3);
+    };
+    c.sensitivity = {{"rope scaling",
+                      [](HParams& hp) { hp.rope_scaling.type = frontend::RopeScalingType::kNone; }},
+                     {"norm eps", [](HParams& hp) { hp.rms_norm_eps = 1.0; }}};
+    cases.push_back(c);
+  }
+  {
+    FamilyCase c;
+    c.name = "exaone4_hybrid";
+    // EXAONE 4.0: q/k norms, norms after attention and MLP only, layers 0-2 slide (pattern 4)
+    // with RoPE, layer 3 is global without RoPE.
+    c.inline_json = kExaone4Json;
+    c.check_hparams = [](const HParams& hp) {
+      expect_windows(hp, {4, 4, 4, 0});
+      ASSERT_EQ(hp.layers.size(), 4u);
+      for (size_t i = 0; i < 4; ++i) EXPECT_EQ(hp.layers[i].use_rope, i != 3) << "layer " << i;
+      EXPECT_TRUE(hp.qk_norm);
+      EXPECT_FALSE(hp.pre_norms);
+      EXPECT_TRUE(hp.post_norms);
+    };
+    // Without windows HF applies RoPE everywhere too, so this flips both features.
+    c.sensitivity = {{"windows and global NoPE", no_window}};
+    cases.push_back(c);
+  }
+  {
+    FamilyCase c;
+    c.name = "exaone4_no_window";
+    // sliding_window null: every layer global, every layer with RoPE (the 1.2B's layout).
+    nlohmann::json j = nlohmann::json::parse(kExaone4Json);
+    j["sliding_window"] = nullptr;  // a merge patch would delete the key (HF default: 4096)
+    c.inline_json = j.dump(2);
+    c.check_hparams = [](const HParams& hp) {
+      expect_windows(hp, {0, 0, 0, 0});
+      for (const auto& l : hp.layers) EXPECT_TRUE(l.use_rope);
+    };
     cases.push_back(c);
   }
   {

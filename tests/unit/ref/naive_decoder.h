@@ -1,7 +1,8 @@
 // A naive HuggingFace causal-decoder forward pass, for cross-checking the reference runtime.
 //
 // Written from the semantics of transformers' modeling_{llama,mistral,qwen2,qwen3,gemma2,gemma3,
-// phi3}.py and modeling_rope_utils.py, not from qbc's IR or graph builder: double precision,
+// phi3,smollm3,exaone4}.py, EXAONE 3.5's remote modeling_exaone.py and modeling_rope_utils.py,
+// not from qbc's IR or graph builder: double precision,
 // std::vector and plain loops, no LibTorch. It reads weights by their HF tensor names and takes
 // from HParams only what config.json says (sizes, flags, per-layer windows and RoPE bases, caps);
 // everything HF hard-codes per family (norm style, post-norms, embedding scale, fused
@@ -216,6 +217,21 @@ class NaiveDecoder {
            hp_.family == frontend::ModelFamily::kGemma3;
   }
   bool phi3() const { return hp_.family == frontend::ModelFamily::kPhi3; }
+  bool exaone4() const { return hp_.family == frontend::ModelFamily::kExaone4; }
+  /// Norms after attention and MLP: Gemma's sandwich, EXAONE 4's (Olmo2's) post-only.
+  bool post_norms() const { return gemma() || exaone4(); }
+
+  /// Whether layer `l` applies RoPE: SmolLM3Attention `if self.use_rope` (no_rope_layers);
+  /// Exaone4Attention `if self.sliding_window is None or self.is_sliding` (a model with no
+  /// sliding layer is taken as one without a window); every other family always.
+  bool rope_on(int64_t l) const {
+    const auto& layers = hp_.layers;
+    if (hp_.family == frontend::ModelFamily::kSmolLM3) return layers[static_cast<size_t>(l)].use_rope;
+    if (!exaone4()) return true;
+    const bool any_sliding = std::any_of(layers.begin(), layers.end(),
+                                         [](const auto& la) { return la.sliding_window > 0; });
+    return !any_sliding || layers[static_cast<size_t>(l)].sliding_window > 0;
+  }
   const std::vector<double>& head() const { return lm_head_.empty() ? embed_ : lm_head_; }
 
   static Status fetch(const HfWeightFn& weights, const std::string& name, int64_t size,
@@ -229,8 +245,38 @@ class NaiveDecoder {
     return ok_status();
   }
 
+  /// EXAONE 3.x (remote modeling_exaone.py): the Llama block under GPT-2-style names —
+  /// transformer.wte / h.N.ln_1 / attn.attention.{q,k,v,out}_proj / ln_2 /
+  /// mlp.c_fc_0 (gate), c_fc_1 (up), c_proj (down) / transformer.ln_f; no biases.
+  Status load_exaone(const HfWeightFn& w) {
+    const int64_t h = hp_.hidden_size, inter = hp_.intermediate_size, hd = hp_.head_dim;
+    const int64_t qd = hp_.num_attention_heads * hd, kvd = hp_.num_key_value_heads * hd;
+    QBC_RETURN_IF_ERROR(fetch(w, "transformer.wte.weight", hp_.vocab_size * h, &embed_));
+    QBC_RETURN_IF_ERROR(fetch(w, "transformer.ln_f.weight", h, &final_norm_));
+    if (!hp_.tie_word_embeddings) {
+      QBC_RETURN_IF_ERROR(fetch(w, "lm_head.weight", hp_.vocab_size * h, &lm_head_));
+    }
+    layers_.resize(static_cast<size_t>(hp_.num_hidden_layers));
+    for (int64_t i = 0; i < hp_.num_hidden_layers; ++i) {
+      Layer& L = layers_[static_cast<size_t>(i)];
+      const std::string p = "transformer.h." + std::to_string(i) + ".";
+      const std::string a = p + "attn.attention.", m = p + "mlp.";
+      QBC_RETURN_IF_ERROR(fetch(w, p + "ln_1.weight", h, &L.in_norm));
+      QBC_RETURN_IF_ERROR(fetch(w, p + "ln_2.weight", h, &L.post_attn_norm));  // before the MLP
+      QBC_RETURN_IF_ERROR(fetch(w, a + "q_proj.weight", qd * h, &L.wq));
+      QBC_RETURN_IF_ERROR(fetch(w, a + "k_proj.weight", kvd * h, &L.wk));
+      QBC_RETURN_IF_ERROR(fetch(w, a + "v_proj.weight", kvd * h, &L.wv));
+      QBC_RETURN_IF_ERROR(fetch(w, a + "out_proj.weight", h * qd, &L.wo));
+      QBC_RETURN_IF_ERROR(fetch(w, m + "c_fc_0.weight", inter * h, &L.w_gate));
+      QBC_RETURN_IF_ERROR(fetch(w, m + "c_fc_1.weight", inter * h, &L.w_up));
+      QBC_RETURN_IF_ERROR(fetch(w, m + "c_proj.weight", h * inter, &L.w_down));
+    }
+    return ok_status();
+  }
+
   Status load(const HfWeightFn& w) {
     using frontend::ModelFamily;
+    if (hp_.family == ModelFamily::kExaone) return load_exaone(w);
     const int64_t h = hp_.hidden_size, inter = hp_.intermediate_size, hd = hp_.head_dim;
     const int64_t qd = hp_.num_attention_heads * hd, kvd = hp_.num_key_value_heads * hd;
     QBC_RETURN_IF_ERROR(fetch(w, "model.embed_tokens.weight", hp_.vocab_size * h, &embed_));
@@ -246,17 +292,21 @@ class NaiveDecoder {
                           (hp_.attention_bias && fam != ModelFamily::kMistral && !phi3());
     const bool o_bias =
         hp_.attention_bias && fam != ModelFamily::kQwen2 && fam != ModelFamily::kMistral && !phi3();
-    const bool mlp_bias = fam == ModelFamily::kLlama && hp_.mlp_bias;
-    const bool qk_norm = fam == ModelFamily::kQwen3 || fam == ModelFamily::kGemma3;
+    const bool mlp_bias = (fam == ModelFamily::kLlama || fam == ModelFamily::kSmolLM3) && hp_.mlp_bias;
+    const bool qk_norm =
+        fam == ModelFamily::kQwen3 || fam == ModelFamily::kGemma3 || fam == ModelFamily::kExaone4;
     layers_.resize(static_cast<size_t>(hp_.num_hidden_layers));
     for (int64_t i = 0; i < hp_.num_hidden_layers; ++i) {
       Layer& L = layers_[static_cast<size_t>(i)];
       const std::string p = "model.layers." + std::to_string(i) + ".";
       const std::string a = p + "self_attn.", m = p + "mlp.";
-      QBC_RETURN_IF_ERROR(fetch(w, p + "input_layernorm.weight", h, &L.in_norm));
+      // Exaone4DecoderLayer (Olmo2's) has no norm before attention or the MLP.
+      if (!exaone4()) QBC_RETURN_IF_ERROR(fetch(w, p + "input_layernorm.weight", h, &L.in_norm));
       QBC_RETURN_IF_ERROR(fetch(w, p + "post_attention_layernorm.weight", h, &L.post_attn_norm));
       if (gemma()) {
         QBC_RETURN_IF_ERROR(fetch(w, p + "pre_feedforward_layernorm.weight", h, &L.pre_ffn_norm));
+      }
+      if (post_norms()) {
         QBC_RETURN_IF_ERROR(fetch(w, p + "post_feedforward_layernorm.weight", h, &L.post_ffn_norm));
       }
       if (phi3()) {
@@ -369,7 +419,7 @@ class NaiveDecoder {
     const int64_t qd = nh * hd, kvd = nkv * hd;
 
     // --- Attention ---------------------------------------------------------------------------
-    std::vector<double> hn = rms_norm(x, n, L.in_norm);
+    std::vector<double> hn = exaone4() ? x : rms_norm(x, n, L.in_norm);
     std::vector<double> q = linear(hn, n, L.wq, &L.bq, qd, h);
     std::vector<double> k = linear(hn, n, L.wk, &L.bk, kvd, h);
     std::vector<double> v = linear(hn, n, L.wv, &L.bv, kvd, h);
@@ -377,9 +427,11 @@ class NaiveDecoder {
       q = rms_norm(q, n * nh, L.q_norm);
       k = rms_norm(k, n * nkv, L.k_norm);
     }
-    const NaiveRope rope = naive_rope(hp_, l, pos_ + n);
-    apply_rope(q, n, nh, rope);
-    apply_rope(k, n, nkv, rope);
+    if (rope_on(l)) {
+      const NaiveRope rope = naive_rope(hp_, l, pos_ + n);
+      apply_rope(q, n, nh, rope);
+      apply_rope(k, n, nkv, rope);
+    }
     L.k_cache.insert(L.k_cache.end(), k.begin(), k.end());
     L.v_cache.insert(L.v_cache.end(), v.begin(), v.end());
 
@@ -416,16 +468,16 @@ class NaiveDecoder {
       }
     }
     std::vector<double> o = linear(attn, n, L.wo, &L.bo, h, qd);
-    if (gemma()) o = rms_norm(o, n, L.post_attn_norm);
+    if (post_norms()) o = rms_norm(o, n, L.post_attn_norm);
     for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
 
     // --- MLP ---------------------------------------------------------------------------------
-    hn = rms_norm(x, n, gemma() ? L.pre_ffn_norm : L.post_attn_norm);
+    hn = exaone4() ? x : rms_norm(x, n, gemma() ? L.pre_ffn_norm : L.post_attn_norm);
     std::vector<double> g = linear(hn, n, L.w_gate, &L.b_gate, inter, h);
     const std::vector<double> u = linear(hn, n, L.w_up, &L.b_up, inter, h);
     for (size_t i = 0; i < g.size(); ++i) g[i] = activation(g[i]) * u[i];
     std::vector<double> mo = linear(g, n, L.w_down, &L.b_down, h, inter);
-    if (gemma()) mo = rms_norm(mo, n, L.post_ffn_norm);
+    if (post_norms()) mo = rms_norm(mo, n, L.post_ffn_norm);
     for (size_t i = 0; i < x.size(); ++i) x[i] += mo[i];
   }
 
