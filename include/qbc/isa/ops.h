@@ -600,11 +600,11 @@ struct OpRow<Fill> {
 };
 
 /// Every instruction, in the order of Op's alternatives (append only: the MXQ oneof).
-#define QBC_ISA_OPS(X)                                                                 \
-  X(Loop)                                                                              \
-  X(Dma)                                                                               \
-  X(Barrier) X(Quantize) X(MatMul) X(Requant) X(RmsNorm) X(Rope) X(Eltwise) X(KvQuant) \
-      X(QueryPrep) X(QkScores) X(ExpAccum) X(Merge) X(AttnOut) X(Fill)
+// clang-format off
+#define QBC_ISA_OPS(X)                                                                           \
+  X(Loop) X(Dma) X(Barrier) X(Quantize) X(MatMul) X(Requant) X(RmsNorm) X(Rope) X(Eltwise)     \
+  X(KvQuant) X(QueryPrep) X(QkScores) X(ExpAccum) X(Merge) X(AttnOut) X(Fill)
+// clang-format on
 
 namespace detail {
 template <class First, class... Rest>
