@@ -1,7 +1,6 @@
-// The buffer references and expressions of every op, with their names, in the order the text
-// form prints them. The verifier walks them (V1: references and expressions well-formed) and
-// the printer names them; keeping one list means a new field cannot be printed but left
-// unchecked, or the other way round.
+// The buffer references and expressions of an op, with their names, in the order of its row
+// in the instruction table (qbc/isa/ops.h): the lists the verifier walks (V1: references and
+// expressions well-formed; V8: expression values).
 #pragma once
 
 #include <vector>

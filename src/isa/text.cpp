@@ -1,13 +1,14 @@
 // The text form of NPU programs (see qbc/isa/text.h and docs/npu.md "Text form"). Fields
-// print as name=value in a fixed order per op; an optional reference that is not set and an
-// option at its default value (the op struct's initialiser in program.h) are left out.
+// print as name=value in the order of the op's row in the instruction table (qbc/isa/ops.h);
+// an optional reference that is not set and a field its row's Show rule hides (most often an
+// option at the op struct's initial value) are left out.
 #include "qbc/isa/text.h"
 
 #include <algorithm>
 #include <charconv>
 #include <sstream>
+#include <type_traits>
 
-#include "op_fields.h"
 #include "qbc/isa/domain.h"
 
 namespace qbc::isa {
@@ -39,178 +40,50 @@ std::string ref_text(const Bundle& b, const Ref& r) {
   return "%" + name + "[+" + off + "]";
 }
 
-/// Collects " name=value" fields of one instruction.
-class Fields {
- public:
-  explicit Fields(const Bundle& b) : b_(b) {}
-  void ref(const char* name, const Ref& r, bool required) {
-    if (r.buffer < 0 && !required) return;
-    add(name, ref_text(b_, r));
-  }
-  void expr(const char* name, const Expr& e) { add(name, e.to_string()); }
-  void expr_unless(const char* name, const Expr& e, int64_t dflt) {
-    if (!(e.is_const() && e.constant() == dflt)) expr(name, e);
-  }
-  void add(const char* name, const std::string& value) {
-    out_ += out_.empty() ? "" : " ";
-    out_ += std::string(name) + "=" + value;
-  }
-  void i(const char* name, int64_t v) { add(name, num(v)); }
-  void i_unless(const char* name, int64_t v, int64_t dflt) {
-    if (v != dflt) i(name, v);
-  }
-  void flag_unless(const char* name, bool v, bool dflt) {
-    if (v != dflt) add(name, v ? "true" : "false");
-  }
-  /// All Ref fields of `op` in op_fields order.
-  void refs(const Op& op) {
-    for (const RefField& f : op_refs(op)) ref(f.name, *f.ref, f.required);
-  }
-  const std::string& str() const { return out_; }
-
- private:
-  const Bundle& b_;
-  std::string out_;
-};
-
-std::string attn(int32_t a) { return "#" + std::to_string(a); }
-
-struct OpPrinter {
-  Fields& f;
-  const Op& op;
-
-  void operator()(const Loop& l) {
-    f.add("var", "i" + std::to_string(l.var));
-    f.expr("trip", l.trip);
-    f.i("body", l.body);
-  }
-  void operator()(const Barrier& br) {
-    f.i("id", br.id);
-    f.i("cores", br.cores);
-  }
-  void operator()(const Dma& d) {
-    f.refs(op);
-    f.expr("rows", d.rows);
-    f.i("row_bytes", d.row_bytes);
-    f.i_unless("dst_stride", d.dst_stride, 0);
-    f.i_unless("src_stride", d.src_stride, 0);
-    if (d.ring_rows > 0 || d.ring_stride != 0) {
-      f.i("ring_rows", d.ring_rows);
-      f.i("ring_stride", d.ring_stride);
-      f.expr("ring_row0", d.ring_row0);
+/// The text of a field value that is not a reference (see FieldKind).
+template <class F, class M>
+std::string value_text(const F& field, const M& v) {
+  if constexpr (std::is_same_v<M, Expr>) {
+    return v.to_string();
+  } else if constexpr (std::is_same_v<M, bool>) {
+    return v ? "true" : "false";
+  } else if constexpr (std::is_floating_point_v<M>) {
+    return num(v);
+  } else if constexpr (std::is_enum_v<M>) {
+    return field.name_of(v);
+  } else {
+    switch (field.spec.kind) {
+      case FieldKind::kLoopVar:
+        return "i" + std::to_string(v);
+      case FieldKind::kAttn:
+      case FieldKind::kRope:
+        return "#" + std::to_string(v);
+      default:
+        return num(static_cast<int64_t>(v));
     }
   }
-  void operator()(const Quantize& q) {
-    f.refs(op);
-    f.expr("rows", q.rows);
-    f.i("k", q.k);
-    f.i("bits", q.bits);
-    f.add("mode", quant_mode_name(q.mode));
-    if (q.mode == QuantMode::kStaticSymmetric || q.mode == QuantMode::kStaticAffine) {
-      f.add("static_scale", num(q.static_scale));
-      f.i_unless("static_zero", q.static_zero, 0);
+}
+
+/// " name=value" for every field of `op` the text form shows, in row order: a reference
+/// unless it is optional and unset, other fields by their row's Show rule.
+template <class T>
+std::string fields_text(const Bundle& b, const T& op) {
+  std::string out;
+  for_each_field(op, [&](const auto& f, const auto& v) {
+    using M = std::decay_t<decltype(v)>;
+    std::string text;
+    if constexpr (std::is_same_v<M, Ref>) {
+      if (v.buffer < 0 && !f.required(op)) return;
+      text = ref_text(b, v);
+    } else {
+      if (!f.shown(op)) return;
+      text = value_text(f, v);
     }
-  }
-  void operator()(const MatMul& m) {
-    f.refs(op);
-    f.expr("rows", m.rows);
-    f.i("n", m.n);
-    f.i("kt", m.kt);
-    f.i_unless("ldx", m.ldx, m.kt);
-    f.i_unless("group", m.group, 0);
-    if (m.xtype != DType::kI8) f.add("xtype", dtype_name(m.xtype));
-    if (m.wtype != DType::kI8) f.add("wtype", dtype_name(m.wtype));
-    if (m.acctype != DType::kI32) f.add("acctype", dtype_name(m.acctype));
-    f.flag_unless("accumulate", m.accumulate, false);
-  }
-  void operator()(const Requant& r) {
-    f.refs(op);
-    f.expr("rows", r.rows);
-    f.i("n", r.n);
-    f.i_unless("gt", r.gt, 1);
-    f.i_unless("ws_stride", r.ws_stride, 1);
-    if (r.last) f.i("ldy", r.ldy);
-    if (r.acctype != DType::kI32) f.add("acctype", dtype_name(r.acctype));
-    if (r.ytype != DType::kF16) f.add("ytype", dtype_name(r.ytype));
-    f.flag_unless("first", r.first, true);
-    f.flag_unless("last", r.last, true);
-  }
-  void operator()(const RmsNorm& n) {
-    f.refs(op);
-    f.expr("rows", n.rows);
-    f.i("width", n.width);
-    f.i_unless("group", n.group, 0);
-    f.add("eps", num(n.eps));
-    if (n.unit_offset != 0.0) f.add("unit_offset", num(n.unit_offset));
-  }
-  void operator()(const Rope& r) {
-    f.refs(op);
-    f.expr("rows", r.rows);
-    f.expr("pos0", r.pos0);
-    f.expr("freq_pos", r.freq_pos);
-    f.add("rope", attn(r.rope));
-  }
-  void operator()(const Eltwise& e) {
-    f.add("op", elt_name(e.op));
-    f.refs(op);
-    f.expr("rows", e.rows);
-    f.i("width", e.width);
-    if (e.op == EltOp::kScale || e.op == EltOp::kSoftcap || e.factor != 1.0f) {
-      f.add("factor", num(e.factor));
-    }
-    if (e.type != DType::kF16) f.add("type", dtype_name(e.type));
-  }
-  void operator()(const KvQuant& k) {
-    f.refs(op);
-    f.expr("rows", k.rows);
-    f.expr("pos0", k.pos0);
-    f.add("attn", attn(k.attn));
-  }
-  void operator()(const QueryPrep& q) {
-    f.refs(op);
-    f.expr("rows", q.rows);
-    f.i("kv_head", q.kv_head);
-    f.add("attn", attn(q.attn));
-  }
-  void operator()(const QkScores& s) {
-    f.refs(op);
-    f.expr("rows", s.rows);
-    f.expr("qpos0", s.qpos0);
-    f.expr("kpos0", s.kpos0);
-    f.i("bc", s.bc);
-    f.i("kv_head", s.kv_head);
-    if (s.max_mode != MaxMode::kNone) {
-      f.add("max", s.max_mode == MaxMode::kInit ? "init" : "update");
-    }
-    f.add("attn", attn(s.attn));
-  }
-  void operator()(const ExpAccum& e) {
-    f.refs(op);
-    f.expr("rows", e.rows);
-    f.i("bc", e.bc);
-    f.flag_unless("first", e.first, false);
-    f.add("attn", attn(e.attn));
-  }
-  void operator()(const Merge& m) {
-    f.add("op", m.op == MergeOp::kMax ? "max" : "sum");
-    f.refs(op);
-    f.i("parts_count", m.parts_count);
-    f.i("count", m.count);
-    f.i_unless("part_stride", m.part_stride, 0);
-  }
-  void operator()(const AttnOut& o) {
-    f.refs(op);
-    f.expr("rows", o.rows);
-    f.i("kv_head", o.kv_head);
-    f.add("attn", attn(o.attn));
-  }
-  void operator()(const Fill& fl) {
-    f.refs(op);
-    f.expr("count", fl.count);
-    f.add("type", dtype_name(fl.type));
-    f.add("value", num(fl.value));
-  }
-};
+    out += out.empty() ? "" : " ";
+    out += std::string(f.spec.name) + "=" + text;
+  });
+  return out;
+}
 
 std::string channels(uint8_t mask) {
   std::string s;
@@ -352,9 +225,8 @@ void print_tables(std::ostringstream& os, const Bundle& b) {
 }  // namespace
 
 std::string print_instr(const Bundle& b, const Instr& in) {
-  Fields f(b);
-  std::visit(OpPrinter{f, in.op}, in.op);
-  return pad(op_name(in.op), 10) + " " + f.str();
+  const std::string fields = std::visit([&](const auto& op) { return fields_text(b, op); }, in.op);
+  return pad(op_name(in.op), 10) + " " + fields;
 }
 
 std::string print_program(const Bundle& b, const Program& p, const PrintOptions& opts) {

@@ -303,51 +303,12 @@ Status check_instr_v1(const ProgramRef& pr, int s, int i, const StreamShape& sha
                  " (compute reads and writes its own SRAM)");
     }
   }
-  const auto attn_ok = [&](int32_t a) {
-    return a >= 0 && a < static_cast<int64_t>(b.attentions.size());
-  };
-  const auto bad_attn = [&](int32_t a) {
-    return bad("attention " + num(a) + " is not in the table of " +
-               num(static_cast<int64_t>(b.attentions.size())));
-  };
-  if (const Rope* r = std::get_if<Rope>(&in.op)) {
-    if (r->rope < 0 || r->rope >= static_cast<int64_t>(b.ropes.size())) {
-      return bad("rope table " + num(r->rope) + " is not in the table of " +
-                 num(static_cast<int64_t>(b.ropes.size())));
-    }
-  } else if (const Quantize* q = std::get_if<Quantize>(&in.op)) {
-    if (!enum_ok(q->mode, QuantMode::kTokenAffine)) return bad("unknown quantization mode");
-  } else if (const MatMul* m = std::get_if<MatMul>(&in.op)) {
-    if (!enum_ok(m->xtype, DType::kF32) || !enum_ok(m->wtype, DType::kF32) ||
-        !enum_ok(m->acctype, DType::kF32)) {
-      return bad("unknown dtype");
-    }
-  } else if (const Requant* rq = std::get_if<Requant>(&in.op)) {
-    if (!enum_ok(rq->acctype, DType::kF32) || !enum_ok(rq->ytype, DType::kF32)) {
-      return bad("unknown dtype");
-    }
-  } else if (const Eltwise* e = std::get_if<Eltwise>(&in.op)) {
-    if (!enum_ok(e->op, EltOp::kSoftcap) || !enum_ok(e->type, DType::kF32)) {
-      return bad("unknown elementwise op or type");
-    }
-  } else if (const Fill* f = std::get_if<Fill>(&in.op)) {
-    if (!enum_ok(f->type, DType::kF32)) return bad("unknown dtype");
-  } else if (const KvQuant* k = std::get_if<KvQuant>(&in.op)) {
-    if (!attn_ok(k->attn)) return bad_attn(k->attn);
-  } else if (const QueryPrep* qp = std::get_if<QueryPrep>(&in.op)) {
-    if (!attn_ok(qp->attn)) return bad_attn(qp->attn);
-  } else if (const QkScores* qs = std::get_if<QkScores>(&in.op)) {
-    if (!attn_ok(qs->attn)) return bad_attn(qs->attn);
-    if (!enum_ok(qs->max_mode, MaxMode::kUpdate)) return bad("unknown max mode");
+  const std::string e = check_fields_v1(b, in.op);
+  if (!e.empty()) return bad(e);
+  if (const QkScores* qs = std::get_if<QkScores>(&in.op)) {
     if (b.attentions[static_cast<size_t>(qs->attn)].rotating && qs->q.buffer < 0) {
       return bad("q is not set, and attention " + num(qs->attn) + " has rotating key offsets");
     }
-  } else if (const ExpAccum* ea = std::get_if<ExpAccum>(&in.op)) {
-    if (!attn_ok(ea->attn)) return bad_attn(ea->attn);
-  } else if (const Merge* mg = std::get_if<Merge>(&in.op)) {
-    if (!enum_ok(mg->op, MergeOp::kSum)) return bad("unknown merge op");
-  } else if (const AttnOut* ao = std::get_if<AttnOut>(&in.op)) {
-    if (!attn_ok(ao->attn)) return bad_attn(ao->attn);
   }
   return ok_status();
 }
@@ -414,113 +375,6 @@ Status check_tables_v8(const Bundle& b) {
   return ok_status();
 }
 
-/// The static fields of one op (the evaluated ones are checked by check_values).
-std::string op_fields_v8(const Bundle& b, const Op& op) {
-  const auto field = [](int64_t v, int64_t lo, const char* name) -> std::string {
-    if (v < lo || v > kMaxField) {
-      return std::string(name) + " " + num(v) + " outside [" + num(lo) + ", 2^40]";
-    }
-    return "";
-  };
-  std::string e;
-  const auto first = [&](std::initializer_list<std::string> checks) {
-    for (const std::string& c : checks) {
-      if (!c.empty()) return c;
-    }
-    return std::string();
-  };
-  const auto kv = [&](int32_t attn) { return b.attentions[static_cast<size_t>(attn)].kv_heads; };
-  if (const Dma* d = std::get_if<Dma>(&op)) {
-    e = first({field(d->row_bytes, 1, "row_bytes"), field(d->dst_stride, 0, "dst_stride"),
-               field(d->src_stride, 0, "src_stride"), field(d->ring_rows, 0, "ring_rows"),
-               field(d->ring_stride, 0, "ring_stride")});
-    if (e.empty() && d->ring_rows > 0 && d->ring_stride < d->row_bytes) {
-      e = "ring_stride " + num(d->ring_stride) + " is below row_bytes " + num(d->row_bytes);
-    }
-  } else if (const Barrier* br = std::get_if<Barrier>(&op)) {
-    e = first({field(br->id, 0, "id"), field(br->cores, 1, "cores")});
-  } else if (const Quantize* q = std::get_if<Quantize>(&op)) {
-    if (q->bits != 4 && q->bits != 8 && q->bits != 16) {
-      e = "bits " + num(q->bits) + " is not 4, 8 or 16";
-    }
-    if (e.empty()) e = field(q->k, 1, "k");
-    if (e.empty() && !std::isfinite(q->static_scale)) e = "static_scale is not finite";
-  } else if (const MatMul* m = std::get_if<MatMul>(&op)) {
-    e = first({field(m->n, 1, "n"), field(m->kt, 1, "kt"), field(m->ldx, m->kt, "ldx"),
-               field(m->group, 0, "group")});
-    if (e.empty() && m->group > m->kt) e = "group " + num(m->group) + " exceeds kt " + num(m->kt);
-    if (e.empty() && m->xtype != DType::kI8 && m->xtype != DType::kI16) {
-      e = std::string("xtype ") + dtype_name(m->xtype) + " is not i8 or i16";
-    }
-    if (e.empty() && m->wtype != DType::kI8 && m->wtype != DType::kI4) {
-      e = std::string("wtype ") + dtype_name(m->wtype) + " is not i8 or i4";
-    }
-    if (e.empty() && m->acctype != DType::kI32 && m->acctype != DType::kI64) {
-      e = std::string("acctype ") + dtype_name(m->acctype) + " is not i32 or i64";
-    }
-    if (e.empty() && m->wtype == DType::kI4 && (m->kt % 2 != 0 || m->group % 2 != 0)) {
-      e = "int4 weights need an even kt " + num(m->kt) + " and group " + num(m->group);
-    }
-  } else if (const Requant* r = std::get_if<Requant>(&op)) {
-    e = first({field(r->n, 1, "n"), field(r->gt, 1, "gt"), field(r->ws_stride, r->gt, "ws_stride"),
-               field(r->ldy, r->last ? r->n : 0, "ldy")});
-    if (e.empty() && r->acctype != DType::kI32 && r->acctype != DType::kI64) {
-      e = std::string("acctype ") + dtype_name(r->acctype) + " is not i32 or i64";
-    }
-    if (e.empty() && r->ytype != DType::kF16 && r->ytype != DType::kF32) {
-      e = std::string("ytype ") + dtype_name(r->ytype) + " is not f16 or f32";
-    }
-  } else if (const RmsNorm* n = std::get_if<RmsNorm>(&op)) {
-    e = first({field(n->width, 1, "width"), field(n->group, 0, "group")});
-    if (e.empty() && n->group > 0 && n->width % n->group != 0) {
-      e = "width " + num(n->width) + " is not a multiple of group " + num(n->group);
-    }
-    if (e.empty() && (!std::isfinite(n->eps) || n->eps < 0 || !std::isfinite(n->unit_offset))) {
-      e = "eps and unit_offset must be finite, eps >= 0";
-    }
-  } else if (const Eltwise* el = std::get_if<Eltwise>(&op)) {
-    e = field(el->width, 1, "width");
-    if (e.empty() && el->type != DType::kF16 && el->type != DType::kF32) {
-      e = std::string("type ") + dtype_name(el->type) + " is not f16 or f32";
-    }
-    if (e.empty() && !std::isfinite(el->factor)) e = "factor is not finite";
-    if (e.empty() && el->op == EltOp::kSoftcap && el->factor <= 0) {
-      e = "the softcap is not positive";
-    }
-  } else if (const QueryPrep* qp = std::get_if<QueryPrep>(&op)) {
-    if (!in_range(qp->kv_head, 0, kv(qp->attn) - 1)) {
-      e = "kv_head " + num(qp->kv_head) + " out of range";
-    }
-  } else if (const QkScores* s = std::get_if<QkScores>(&op)) {
-    e = field(s->bc, 1, "bc");
-    if (e.empty() && !in_range(s->kv_head, 0, kv(s->attn) - 1)) {
-      e = "kv_head " + num(s->kv_head) + " out of range";
-    }
-  } else if (const ExpAccum* ea = std::get_if<ExpAccum>(&op)) {
-    e = field(ea->bc, 1, "bc");
-  } else if (const Merge* mg = std::get_if<Merge>(&op)) {
-    e = first({field(mg->parts_count, 1, "parts_count"), field(mg->count, 1, "count"),
-               field(mg->part_stride, mg->parts_count > 1 ? mg->count : 0, "part_stride")});
-  } else if (const AttnOut* ao = std::get_if<AttnOut>(&op)) {
-    if (!in_range(ao->kv_head, 0, kv(ao->attn) - 1)) {
-      e = "kv_head " + num(ao->kv_head) + " out of range";
-    }
-  } else if (const Fill* f = std::get_if<Fill>(&op)) {
-    if (f->type != DType::kF32 && f->type != DType::kI64) {
-      e = std::string("type ") + dtype_name(f->type) + " is not f32 or i64";
-    }
-    if (e.empty() && std::isnan(f->value)) e = "value is NaN";
-  }
-  return e;
-}
-
-/// Whether an Expr field must not be negative (row counts, trip counts, positions).
-bool non_negative_field(const char* name) {
-  const std::string n = name;
-  return n == "rows" || n == "trip" || n == "count" || n == "pos0" || n == "freq_pos" ||
-         n == "qpos0" || n == "kpos0" || n == "ring_row0";
-}
-
 Status check_program_v8(const ProgramRef& pr, const std::vector<StreamShape>& shapes) {
   const Bundle& b = pr.b;
   if (!in_range(pr.p.max_seq, 1, kMaxField)) {
@@ -548,27 +402,34 @@ Status check_program_v8(const ProgramRef& pr, const std::vector<StreamShape>& sh
         return violation(8, where(pr, si, ii) + ": its loop nest has " + num(combos) +
                                 " sample points, more than 2^16");
       }
-      const std::string e = op_fields_v8(b, in.op);
+      const std::string e = check_fields_v8(b, in.op);
       if (!e.empty()) return violation(8, where(pr, si, ii) + ": " + e);
-      // Every expression evaluates at every sample point; counts and positions are >= 0.
-      std::vector<std::pair<std::string, const Expr*>> exprs;
-      for (const ExprField& f : op_exprs(in.op)) exprs.push_back({f.name, f.expr});
+      // Every expression evaluates at every sample point; Expr fields (FieldKind::kExpr:
+      // counts and positions) are >= 0, reference offsets may be anything.
+      struct ExprCheck {
+        std::string name;
+        const Expr* expr;
+        bool non_neg;
+      };
+      std::vector<ExprCheck> exprs;
+      for (const ExprField& f : op_exprs(in.op)) exprs.push_back({f.name, f.expr, true});
       for (const RefField& f : op_refs(in.op)) {
-        if (f.ref->buffer >= 0) exprs.push_back({std::string(f.name) + " offset", &f.ref->offset});
+        if (f.ref->buffer >= 0) {
+          exprs.push_back({std::string(f.name) + " offset", &f.ref->offset, false});
+        }
       }
       Status st;
       for (const SymPoint& p : points) {
         Env env;
         set_syms(env, p);
         const EnvWalk w = for_each_env(code, shape, chain, used, env, [&](const Env& en) {
-          for (const auto& [name, expr] : exprs) {
+          for (const auto& [name, expr, non_neg] : exprs) {
             int64_t v = 0;
             if (!eval_checked(*expr, en, &v)) {
               st = violation(8, where(pr, si, ii) + ": " + name + " " + expr->to_string() +
                                     " overflows int64 at " + env_text(en, code, chain));
               return false;
             }
-            const bool non_neg = non_negative_field(name.c_str());
             if ((non_neg && v < 0) || (name == "rows" && v > kMaxField)) {
               st = violation(8, where(pr, si, ii) + ": " + name + " " + expr->to_string() + " = " +
                                     num(v) + (v < 0 ? " is negative" : " exceeds 2^40") + " at " +

@@ -40,6 +40,12 @@ Status check_replay(const ProgramRef& pr, const std::vector<StreamShape>& shapes
 /// V1 and V8 on one program's streams (and the tables they reference, which must have passed
 /// check_tables): what the dependency pass needs before it can analyse a program.
 Status check_program_structure(const ProgramRef& pr, std::vector<StreamShape>* shapes);
+/// V1 on the typed fields of `op` (enum values, attention and rope indices): "" or the fault.
+std::string check_fields_v1(const Bundle& b, const Op& op);
+/// V8 on the typed fields of `op` (ranges, accepted enum values, finite reals, KV heads) and
+/// its row's rules; V1 holds for `op`. "" or the fault.
+std::string check_fields_v8(const Bundle& b, const Op& op);
+
 /// V8 on the bundle header and V1 on the tables (buffers, attentions, ropes, I/O, modes).
 Status check_tables(const Bundle& b);
 

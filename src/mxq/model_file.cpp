@@ -272,8 +272,8 @@ StatusOr<std::vector<WrittenFile>> write_model(const std::string& path, const Wr
   std::vector<uint16_t> bf16_table;
   std::string_view table_bytes;
   bool bf16 = true;
-  if (b.mapped_embedding_bf16) {
-    table_bytes = std::string_view(reinterpret_cast<const char*>(b.mapped_embedding_bf16.get()),
+  if (!b.embedding_bf16_view.empty()) {
+    table_bytes = std::string_view(reinterpret_cast<const char*>(b.embedding_bf16_view.data),
                                    static_cast<size_t>(b.embedding_size()) * 2);
   } else if (bf16_exact(b.embedding_data(), b.embedding_size(), &bf16_table)) {
     table_bytes =
@@ -455,11 +455,21 @@ StatusOr<int> unique_section(const Container& c, SectionKind kind) {
   return found;
 }
 
+/// Hands out->bundle out through a pointer that keeps the sections its views point into (the
+/// mapping, which this layer owns) alive as long as the bundle is in use.
+void hold_storage(LoadedModel* out, std::vector<std::shared_ptr<uint8_t>> held) {
+  if (held.empty()) return;
+  auto* moved = new isa::Bundle(std::move(*out->bundle));
+  out->bundle =
+      std::shared_ptr<isa::Bundle>(moved, [held = std::move(held)](isa::Bundle* p) { delete p; });
+}
+
 Status load_parts(std::vector<Container> opened, const pb::Manifest* manifest, LoadedModel* out) {
   const size_t n = opened.size();
   std::vector<std::string> files;
   for (const Container& c : opened) files.push_back(c.path());
   isa::Bundle& b = *out->bundle;
+  std::vector<std::shared_ptr<uint8_t>> held;  // the shared sections b's views point into
   std::vector<std::vector<std::pair<size_t, size_t>>> weights(n);  // (part, section) per part
   for (size_t p = 0; p < n; ++p) {
     const std::string& f = files[p];
@@ -585,14 +595,13 @@ Status load_parts(std::vector<Container> opened, const pb::Manifest* manifest, L
                        b.embed_rows, ", ", b.hidden, "] ", bf16 ? "bf16" : "fp32", " table");
     // Used in place (sections are 4096-aligned, so the rows are aligned): nothing is copied,
     // and the table is resident only as far as tokens touch it.
+    if (!e.empty()) held.push_back(c0.share_section(static_cast<size_t>(ei)));
     if (!e.empty() && bf16) {
-      b.mapped_embedding_bf16 = std::shared_ptr<const uint16_t>(
-          c0.share_section(static_cast<size_t>(ei)), reinterpret_cast<const uint16_t*>(e.data()));
-      b.mapped_embedding_bf16_values = static_cast<int64_t>(e.size() / 2);
+      b.embedding_bf16_view = {reinterpret_cast<const uint16_t*>(held.back().get()),
+                               static_cast<int64_t>(e.size() / 2)};
     } else if (!e.empty()) {
-      b.mapped_embedding = std::shared_ptr<const float>(c0.share_section(static_cast<size_t>(ei)),
-                                                        reinterpret_cast<const float*>(e.data()));
-      b.mapped_embedding_floats = static_cast<int64_t>(e.size() / 4);
+      b.embedding_view = {reinterpret_cast<const float*>(held.back().get()),
+                          static_cast<int64_t>(e.size() / 4)};
     }
   }
   QBC_RETURN_IF_ERROR(check_meta_against_layout(out->meta, b, c0.where(0)));
@@ -626,8 +635,8 @@ Status load_parts(std::vector<Container> opened, const pb::Manifest* manifest, L
                        w.image_offset(), " of ", w.bytes(), " bytes (expected it at ", at,
                        " of an image of ", layout.image_bytes(), ")");
     if (n == 1 && !bytes.empty()) {
-      b.mapped_image = c.share_section(si);
-      b.mapped_image_bytes = w.bytes();
+      held.push_back(c.share_section(si));
+      b.image_view = {held.back().get(), w.bytes()};
     } else if (!bytes.empty()) {
       c.copy_section(si, b.image.data() + at);
     }
@@ -637,6 +646,7 @@ Status load_parts(std::vector<Container> opened, const pb::Manifest* manifest, L
     return data_loss(files.back(), ": the weight sections hold ", at, " of the image's ",
                      layout.image_bytes(), " bytes");
   out->files = files;
+  hold_storage(out, std::move(held));  // last: `b` is moved from
   return ok_status();
 }
 

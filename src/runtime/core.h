@@ -155,22 +155,12 @@ struct Core {
   const float* rotated_key_offset(int32_t attn, int64_t pos);
 };
 
-// One function per op (exec_*.cpp). Each first bumps the counters (with counters_only it
-// stops there), then resolves its operands and computes with the numerics kernels; the
-// interpreter prefixes errors with the instruction.
-Status exec_dma(const isa::Dma& op, Core& c);
-Status exec_quantize(const isa::Quantize& op, Core& c);
-Status exec_matmul(const isa::MatMul& op, Core& c);
-Status exec_requant(const isa::Requant& op, Core& c);
-Status exec_rms_norm(const isa::RmsNorm& op, Core& c);
-Status exec_rope(const isa::Rope& op, Core& c);
-Status exec_eltwise(const isa::Eltwise& op, Core& c);
-Status exec_kv_quant(const isa::KvQuant& op, Core& c);
-Status exec_query_prep(const isa::QueryPrep& op, Core& c);
-Status exec_qk_scores(const isa::QkScores& op, Core& c);
-Status exec_exp_accum(const isa::ExpAccum& op, Core& c);
-Status exec_merge(const isa::Merge& op, Core& c);
-Status exec_attn_out(const isa::AttnOut& op, Core& c);
-Status exec_fill(const isa::Fill& op, Core& c);
+// One kernel per op of the instruction table (exec_*.cpp; declared for every row, defined for
+// all but Loop and Barrier, which the interpreter runs itself). Each first bumps the
+// counters (with counters_only it stops there), then resolves its operands and computes with
+// the numerics kernels; the interpreter prefixes errors with the instruction.
+#define QBC_RUNTIME_EXEC(T) Status exec(const isa::T& op, Core& c);
+QBC_ISA_OPS(QBC_RUNTIME_EXEC)
+#undef QBC_RUNTIME_EXEC
 
 }  // namespace qbc::runtime

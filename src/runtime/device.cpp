@@ -114,7 +114,8 @@ struct Device::Impl {
   bool counters_only = false;                // DeviceOptions::counters_only: no memory
   std::vector<int32_t> placement;            // DeviceOptions::cores
   std::vector<uint8_t> weights;              // DeviceOptions::take_image: the weight memory
-  std::shared_ptr<uint8_t> mapped;           // or the bundle's mapped image (Bundle::mapped_image)
+  uint8_t* mapped = nullptr;  // or the bundle's viewed image (Bundle::image_view; the bundle,
+                              // which this device holds, keeps it alive)
   int64_t weights_base = 0, weights_bytes = 0;
 
   ~Impl();
@@ -122,7 +123,7 @@ struct Device::Impl {
   /// The DRAM the cores address (the block and the taken weight image).
   DramMemory memory() {
     return DramMemory{dram == nullptr ? nullptr : dram->p,
-                      mapped            ? mapped.get()
+                      mapped            ? mapped
                       : weights.empty() ? nullptr
                                         : weights.data(),
                       weights_base, weights_bytes};
@@ -202,12 +203,12 @@ StatusOr<std::shared_ptr<Device>> Device::create(std::shared_ptr<const isa::Bund
       return resource_exhausted("cannot allocate ", impl->layout.dram_size,
                                 " bytes of simulated DRAM");
     }
-    if (b.mapped_image != nullptr && b.mapped_image_bytes > 0) {
+    if (!b.image_view.empty() && b.image_view.size > 0) {
       // The file's weights section is the weight memory: nothing is copied, and the DRAM
       // block's pages under it are never touched (they cost nothing).
-      impl->mapped = b.mapped_image;
+      impl->mapped = b.image_view.data;
       impl->weights_base = b.image_base;
-      impl->weights_bytes = b.mapped_image_bytes;
+      impl->weights_bytes = b.image_view.size;
     } else if (options.take_image != nullptr && options.take_image->size() == b.image.size() &&
                !b.image.empty()) {
       // The image becomes the weight memory (the DRAM block's untouched pages cost nothing).

@@ -143,7 +143,7 @@ constexpr int64_t kParallelScores = int64_t{1} << 13;
 
 }  // namespace
 
-Status exec_kv_quant(const isa::KvQuant& op, Core& c) {
+Status exec(const isa::KvQuant& op, Core& c) {
   const isa::AttnDesc& d = c.bundle.attentions[static_cast<size_t>(op.attn)];
   QBC_ASSIGN_OR_RETURN(const int64_t rows, c.count(op.rows, "rows"));
   QBC_ASSIGN_OR_RETURN(const int64_t pos0, c.count(op.pos0, "pos0"));
@@ -177,7 +177,7 @@ Status exec_kv_quant(const isa::KvQuant& op, Core& c) {
   return ok_status();
 }
 
-Status exec_query_prep(const isa::QueryPrep& op, Core& c) {
+Status exec(const isa::QueryPrep& op, Core& c) {
   const isa::AttnDesc& d = c.bundle.attentions[static_cast<size_t>(op.attn)];
   QBC_ASSIGN_OR_RETURN(const int64_t rows, c.count(op.rows, "rows"));
   const int64_t g = group_size(d), hd = d.head_dim, qw = d.heads * hd;
@@ -211,7 +211,7 @@ Status exec_query_prep(const isa::QueryPrep& op, Core& c) {
   return ok_status();
 }
 
-Status exec_qk_scores(const isa::QkScores& op, Core& c) {
+Status exec(const isa::QkScores& op, Core& c) {
   const isa::AttnDesc& d = c.bundle.attentions[static_cast<size_t>(op.attn)];
   QBC_ASSIGN_OR_RETURN(const int64_t rows, c.count(op.rows, "rows"));
   const int64_t g = group_size(d), hd = d.head_dim, qw = d.heads * hd, bc = op.bc;
@@ -337,7 +337,7 @@ Status exec_qk_scores(const isa::QkScores& op, Core& c) {
   return ok_status();
 }
 
-Status exec_exp_accum(const isa::ExpAccum& op, Core& c) {
+Status exec(const isa::ExpAccum& op, Core& c) {
   const isa::AttnDesc& d = c.bundle.attentions[static_cast<size_t>(op.attn)];
   QBC_ASSIGN_OR_RETURN(const int64_t rows, c.count(op.rows, "rows"));
   const int64_t g = group_size(d), hd = d.head_dim, bc = op.bc, n = span(rows, g);
@@ -432,7 +432,7 @@ Status exec_exp_accum(const isa::ExpAccum& op, Core& c) {
   return ok_status();
 }
 
-Status exec_merge(const isa::Merge& op, Core& c) {
+Status exec(const isa::Merge& op, Core& c) {
   const int64_t es = op.op == isa::MergeOp::kMax ? 4 : 8;
   c.counters.vector_ops += span(op.parts_count, op.count);
   if (c.counters_only) return ok_status();
@@ -460,7 +460,7 @@ Status exec_merge(const isa::Merge& op, Core& c) {
   return ok_status();
 }
 
-Status exec_attn_out(const isa::AttnOut& op, Core& c) {
+Status exec(const isa::AttnOut& op, Core& c) {
   const isa::AttnDesc& d = c.bundle.attentions[static_cast<size_t>(op.attn)];
   QBC_ASSIGN_OR_RETURN(const int64_t rows, c.count(op.rows, "rows"));
   const int64_t g = group_size(d), hd = d.head_dim, qw = d.heads * hd, n = span(rows, g);

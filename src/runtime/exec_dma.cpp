@@ -14,7 +14,7 @@ constexpr int64_t kAliasBytes = 4096;
 
 }  // namespace
 
-Status exec_dma(const isa::Dma& op, Core& c) {
+Status exec(const isa::Dma& op, Core& c) {
   ++c.counters.dma;
   QBC_ASSIGN_OR_RETURN(const int64_t rows, c.count(op.rows, "rows"));
   if (rows == 0 || op.row_bytes == 0) return ok_status();

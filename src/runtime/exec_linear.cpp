@@ -316,7 +316,7 @@ void requant_rows(const isa::Requant& op, const AccT* acc, const float* xs, cons
 
 }  // namespace
 
-Status exec_quantize(const isa::Quantize& op, Core& c) {
+Status exec(const isa::Quantize& op, Core& c) {
   QBC_ASSIGN_OR_RETURN(const int64_t rows, c.count(op.rows, "rows"));
   const int64_t k = op.k;
   c.counters.vector_ops += rows * k;
@@ -366,7 +366,7 @@ Status exec_quantize(const isa::Quantize& op, Core& c) {
   return ok_status();
 }
 
-Status exec_matmul(const isa::MatMul& op, Core& c) {
+Status exec(const isa::MatMul& op, Core& c) {
   QBC_ASSIGN_OR_RETURN(const int64_t rows, c.count(op.rows, "rows"));
   const int64_t n = op.n, kt = op.kt;
   c.counters.macs += span(rows, n, kt);
@@ -423,7 +423,7 @@ Status exec_matmul(const isa::MatMul& op, Core& c) {
   return ok_status();
 }
 
-Status exec_requant(const isa::Requant& op, Core& c) {
+Status exec(const isa::Requant& op, Core& c) {
   QBC_ASSIGN_OR_RETURN(const int64_t rows, c.count(op.rows, "rows"));
   const int64_t n = op.n, gt = op.gt;
   c.counters.vector_ops += span(rows, n, gt);

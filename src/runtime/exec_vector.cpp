@@ -34,7 +34,7 @@ const float* gated_activation_table(bool gelu) {
 
 }  // namespace
 
-Status exec_rms_norm(const isa::RmsNorm& op, Core& c) {
+Status exec(const isa::RmsNorm& op, Core& c) {
   QBC_ASSIGN_OR_RETURN(const int64_t rows, c.count(op.rows, "rows"));
   const int64_t count = span(rows, op.width);
   c.counters.vector_ops += count;
@@ -75,7 +75,7 @@ Status exec_rms_norm(const isa::RmsNorm& op, Core& c) {
   return ok_status();
 }
 
-Status exec_rope(const isa::Rope& op, Core& c) {
+Status exec(const isa::Rope& op, Core& c) {
   QBC_ASSIGN_OR_RETURN(const int64_t rows, c.count(op.rows, "rows"));
   const numerics::Rope& r = c.decoded.ropes[static_cast<size_t>(op.rope)];
   const int64_t count = span(rows, r.heads, r.head_dim);
@@ -134,7 +134,7 @@ Status exec_rope(const isa::Rope& op, Core& c) {
   return ok_status();
 }
 
-Status exec_eltwise(const isa::Eltwise& op, Core& c) {
+Status exec(const isa::Eltwise& op, Core& c) {
   QBC_ASSIGN_OR_RETURN(const int64_t rows, c.count(op.rows, "rows"));
   const int64_t count = span(rows, op.width);
   c.counters.vector_ops += count;
@@ -207,7 +207,7 @@ Status exec_eltwise(const isa::Eltwise& op, Core& c) {
   return ok_status();
 }
 
-Status exec_fill(const isa::Fill& op, Core& c) {
+Status exec(const isa::Fill& op, Core& c) {
   QBC_ASSIGN_OR_RETURN(const int64_t n, c.count(op.count, "count"));
   c.counters.vector_ops += n;
   if (c.counters_only) return ok_status();

@@ -95,35 +95,8 @@ Status Interpreter::run(Core& core, const isa::Barrier** barrier) {
           using T = std::decay_t<decltype(op)>;
           if constexpr (std::is_same_v<T, isa::Loop> || std::is_same_v<T, isa::Barrier>) {
             return ok_status();  // handled above
-          } else if constexpr (std::is_same_v<T, isa::Dma>) {
-            return exec_dma(op, core);
-          } else if constexpr (std::is_same_v<T, isa::Quantize>) {
-            return exec_quantize(op, core);
-          } else if constexpr (std::is_same_v<T, isa::MatMul>) {
-            return exec_matmul(op, core);
-          } else if constexpr (std::is_same_v<T, isa::Requant>) {
-            return exec_requant(op, core);
-          } else if constexpr (std::is_same_v<T, isa::RmsNorm>) {
-            return exec_rms_norm(op, core);
-          } else if constexpr (std::is_same_v<T, isa::Rope>) {
-            return exec_rope(op, core);
-          } else if constexpr (std::is_same_v<T, isa::Eltwise>) {
-            return exec_eltwise(op, core);
-          } else if constexpr (std::is_same_v<T, isa::KvQuant>) {
-            return exec_kv_quant(op, core);
-          } else if constexpr (std::is_same_v<T, isa::QueryPrep>) {
-            return exec_query_prep(op, core);
-          } else if constexpr (std::is_same_v<T, isa::QkScores>) {
-            return exec_qk_scores(op, core);
-          } else if constexpr (std::is_same_v<T, isa::ExpAccum>) {
-            return exec_exp_accum(op, core);
-          } else if constexpr (std::is_same_v<T, isa::Merge>) {
-            return exec_merge(op, core);
-          } else if constexpr (std::is_same_v<T, isa::Fill>) {
-            return exec_fill(op, core);
           } else {
-            static_assert(std::is_same_v<T, isa::AttnOut>, "an isa::Op the executor misses");
-            return exec_attn_out(op, core);
+            return exec(op, core);  // the op's kernel (core.h)
           }
         },
         in.op);

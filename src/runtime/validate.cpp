@@ -17,7 +17,14 @@ constexpr int64_t kMaxBytes = int64_t{1} << 48;  // far above any device; keeps 
 
 bool code_bits(int bits) { return bits == 4 || bits == 8 || bits == 16; }
 
-/// Checks one instruction of stream `core` with the loop variables `active` bound.
+template <class M>
+constexpr bool is_int() {
+  return std::is_integral_v<M> && !std::is_same_v<M, bool>;
+}
+
+/// Checks one instruction of stream `core` with the loop variables `active` bound; the
+/// instruction table (qbc/isa/ops.h) says which fields are references, expressions, indices
+/// and sizes.
 class InstrChecker {
  public:
   InstrChecker(const isa::Bundle& b, int32_t core, const std::vector<bool>& active)
@@ -81,24 +88,93 @@ class InstrChecker {
     return expr(r.offset, what);
   }
 
-  Status attn(int32_t a) const {
-    if (a < 0 || static_cast<size_t>(a) >= b_.attentions.size())
-      return invalid_argument("attention ", a, " does not exist (", b_.attentions.size(), ")");
-    return ok_status();
-  }
-  Status kv_head(int32_t a, int64_t h) const {
-    QBC_RETURN_IF_ERROR(attn(a));
-    if (h < 0 || h >= b_.attentions[static_cast<size_t>(a)].kv_heads)
-      return invalid_argument("kv_head ", h, " out of range");
+  /// Checks `op`: its operands as its table row describes them (indices, references,
+  /// expressions, sizes), then what the kernels implement.
+  template <class T>
+  Status operator()(const T& op) const {
+    QBC_RETURN_IF_ERROR(indices(op));
+    QBC_RETURN_IF_ERROR(operands(op));
+    QBC_RETURN_IF_ERROR(supported(op));
+    QBC_RETURN_IF_ERROR(sizes(op));
+    const std::string rule = isa::op_rules(op);
+    if (!rule.empty()) return invalid_argument(isa::OpRow<T>::kName, ": ", rule);
     return ok_status();
   }
 
-  Status operator()(const isa::Loop& l) const { return expr(l.trip, "trip"); }
-  Status operator()(const isa::Barrier& b) const {
-    if (b.cores < 1) return invalid_argument("barrier ", b.id, " counts ", b.cores, " cores");
-    return ok_status();
+ private:
+  /// Attention, rope and KV-head fields name existing tables and heads.
+  template <class T>
+  Status indices(const T& op) const {
+    Status st;
+    int64_t attn = -1;
+    isa::for_each_field(op, [&](const auto& f, const auto& v) {
+      if constexpr (is_int<std::decay_t<decltype(v)>>()) {
+        if (!st.ok()) return;
+        if (f.spec.kind == isa::FieldKind::kAttn) {
+          attn = v;
+          if (v < 0 || static_cast<size_t>(v) >= b_.attentions.size())
+            st = invalid_argument("attention ", v, " does not exist (", b_.attentions.size(), ")");
+        } else if (f.spec.kind == isa::FieldKind::kRope) {
+          if (v < 0 || static_cast<size_t>(v) >= b_.ropes.size())
+            st = invalid_argument("rope table ", v, " does not exist (", b_.ropes.size(), ")");
+        }
+      }
+    });
+    if (!st.ok()) return st;
+    isa::for_each_field(op, [&](const auto& f, const auto& v) {
+      if constexpr (is_int<std::decay_t<decltype(v)>>()) {
+        if (st.ok() && f.spec.kind == isa::FieldKind::kKvHead &&
+            (v < 0 || attn < 0 || v >= b_.attentions[static_cast<size_t>(attn)].kv_heads))
+          st = invalid_argument(f.spec.name, " ", v, " out of range");
+      }
+    });
+    return st;
   }
-  Status operator()(const isa::Dma& d) const {
+
+  /// References name existing buffers (required ones are set), compute instructions work on
+  /// their core's SRAM, DMAs connect DRAM and it; expressions are well-formed.
+  template <class T>
+  Status operands(const T& op) const {
+    if constexpr (std::is_same_v<T, isa::Dma>) QBC_RETURN_IF_ERROR(dma_sides(op));
+    Status st;
+    isa::for_each_field(op, [&](const auto& f, const auto& v) {
+      using M = std::decay_t<decltype(v)>;
+      if (!st.ok()) return;
+      if constexpr (std::is_same_v<M, isa::Ref>) {
+        constexpr bool compute = isa::OpRow<T>::kQueue == isa::QueueClass::kCompute;
+        st = index(v, f.spec.name);
+        if (st.ok() && !v.valid() && f.required(op))
+          st = invalid_argument(f.spec.name, ": not set");
+        if (st.ok() && v.valid()) st = compute ? sram(v, f.spec.name) : expr(v.offset, f.spec.name);
+      } else if constexpr (std::is_same_v<M, isa::Expr>) {
+        st = expr(v, f.spec.name);
+      }
+    });
+    return st;
+  }
+
+  /// Sizes and counts are not negative; those the row wants positive are positive.
+  template <class T>
+  Status sizes(const T& op) const {
+    Status st;
+    isa::for_each_field(op, [&](const auto& f, const auto& v) {
+      using M = std::decay_t<decltype(v)>;
+      if constexpr (is_int<M>()) {
+        if (!st.ok() || f.spec.kind != isa::FieldKind::kInt) return;
+        if (!f.spec.accepts(v)) {
+          st = invalid_argument(isa::OpRow<T>::kName, " with ", f.spec.name, " ", v,
+                                " (not supported)");
+          return;
+        }
+        if (f.spec.lo == isa::kNoBound && f.lo_of == nullptr) return;
+        const int64_t lo = f.spec.lo >= 1 ? 1 : 0;
+        if (v < lo) st = invalid_argument(isa::OpRow<T>::kName, " with ", f.spec.name, " ", v);
+      }
+    });
+    return st;
+  }
+
+  Status dma_sides(const isa::Dma& d) const {
     QBC_RETURN_IF_ERROR(index(d.src, "src"));
     QBC_RETURN_IF_ERROR(index(d.dst, "dst"));
     if (!d.src.valid() || !d.dst.valid()) return invalid_argument("dma needs src and dst");
@@ -110,145 +186,41 @@ class InstrChecker {
       return invalid_argument("dma from '", s.name, "' to '", t.name,
                               "' is not between DRAM and the SRAM of core ", core_);
     }
-    if (d.row_bytes < 0 || d.src_stride < 0 || d.dst_stride < 0 || d.ring_rows < 0 ||
-        d.ring_stride < 0) {
-      return invalid_argument("dma with a negative row size, stride or ring");
-    }
-    QBC_RETURN_IF_ERROR(expr(d.src.offset, "src"));
-    QBC_RETURN_IF_ERROR(expr(d.dst.offset, "dst"));
-    QBC_RETURN_IF_ERROR(expr(d.rows, "rows"));
-    return expr(d.ring_row0, "ring_row0");
-  }
-  Status operator()(const isa::Quantize& q) const {
-    if (!((q.bits >= 2 && q.bits <= 8) || q.bits == 16) || q.k < 0)
-      return invalid_argument("quantize of ", q.k, " values to ", q.bits, " bits");
-    QBC_RETURN_IF_ERROR(sram(q.x, "x"));
-    QBC_RETURN_IF_ERROR(sram(q.codes, "codes"));
-    QBC_RETURN_IF_ERROR(sram(q.scale, "scale"));
-    QBC_RETURN_IF_ERROR(sram(q.zero, "zero"));
-    return expr(q.rows, "rows");
-  }
-  Status operator()(const isa::MatMul& m) const {
-    if (m.n < 0 || m.kt < 0 || m.ldx < 0 || m.group < 0)
-      return invalid_argument("matmul with a negative n, kt, ldx or group");
-    if ((m.xtype != isa::DType::kI8 && m.xtype != isa::DType::kI16) ||
-        (m.wtype != isa::DType::kI8 && m.wtype != isa::DType::kI4) ||
-        (m.acctype != isa::DType::kI32 && m.acctype != isa::DType::kI64)) {
-      return invalid_argument("matmul of ", isa::dtype_name(m.xtype), " x ",
-                              isa::dtype_name(m.wtype), " -> ", isa::dtype_name(m.acctype),
-                              " (supported: i8/i16 x i8/i4 -> i32/i64)");
-    }
-    for (const auto& [r, what] :
-         {std::pair{&m.x, "x"}, std::pair{&m.xzero, "xzero"}, std::pair{&m.w, "w"},
-          std::pair{&m.wzero, "wzero"}, std::pair{&m.acc, "acc"}}) {
-      QBC_RETURN_IF_ERROR(sram(*r, what));
-    }
-    return expr(m.rows, "rows");
-  }
-  Status operator()(const isa::Requant& r) const {
-    if (r.n < 0 || r.gt < 1 || r.ws_stride < 0 || r.ldy < 0)
-      return invalid_argument("requant with n ", r.n, ", gt ", r.gt, ", ws_stride ", r.ws_stride,
-                              ", ldy ", r.ldy);
-    if ((r.acctype != isa::DType::kI32 && r.acctype != isa::DType::kI64) ||
-        (r.ytype != isa::DType::kF16 && r.ytype != isa::DType::kF32)) {
-      return invalid_argument("requant of ", isa::dtype_name(r.acctype), " to ",
-                              isa::dtype_name(r.ytype), " (supported: i32/i64 to f16/f32)");
-    }
-    for (const auto& [ref, what] :
-         {std::pair{&r.acc, "acc"}, std::pair{&r.xscale, "xscale"}, std::pair{&r.wscale, "wscale"},
-          std::pair{&r.fsum, "fsum"}, std::pair{&r.bias, "bias"}, std::pair{&r.y, "y"}}) {
-      QBC_RETURN_IF_ERROR(sram(*ref, what));
-    }
-    return expr(r.rows, "rows");
-  }
-  Status operator()(const isa::RmsNorm& n) const {
-    if (n.width < 0 || n.group < 0 || (n.group > 0 && n.width % n.group != 0))
-      return invalid_argument("rms_norm group ", n.group, " does not divide width ", n.width);
-    QBC_RETURN_IF_ERROR(sram(n.x, "x"));
-    QBC_RETURN_IF_ERROR(sram(n.weight, "weight"));
-    QBC_RETURN_IF_ERROR(sram(n.y, "y"));
-    return expr(n.rows, "rows");
-  }
-  Status operator()(const isa::Rope& r) const {
-    if (r.rope < 0 || static_cast<size_t>(r.rope) >= b_.ropes.size())
-      return invalid_argument("rope table ", r.rope, " does not exist (", b_.ropes.size(), ")");
-    QBC_RETURN_IF_ERROR(sram(r.x, "x"));
-    QBC_RETURN_IF_ERROR(sram(r.y, "y"));
-    QBC_RETURN_IF_ERROR(expr(r.rows, "rows"));
-    QBC_RETURN_IF_ERROR(expr(r.pos0, "pos0"));
-    return expr(r.freq_pos, "freq_pos");
-  }
-  Status operator()(const isa::Eltwise& e) const {
-    if (e.width < 0 || (e.type != isa::DType::kF16 && e.type != isa::DType::kF32))
-      return invalid_argument("eltwise of ", isa::dtype_name(e.type), " (supported: f16, f32)");
-    QBC_RETURN_IF_ERROR(sram(e.a, "a"));
-    QBC_RETURN_IF_ERROR(sram(e.b, "b"));
-    QBC_RETURN_IF_ERROR(sram(e.y, "y"));
-    return expr(e.rows, "rows");
-  }
-  Status operator()(const isa::KvQuant& k) const {
-    QBC_RETURN_IF_ERROR(attn(k.attn));
-    for (const auto& [r, what] :
-         {std::pair{&k.k, "k"}, std::pair{&k.v, "v"}, std::pair{&k.kcodes, "kcodes"},
-          std::pair{&k.vcodes, "vcodes"}, std::pair{&k.params, "params"}}) {
-      QBC_RETURN_IF_ERROR(sram(*r, what));
-    }
-    QBC_RETURN_IF_ERROR(expr(k.rows, "rows"));
-    return expr(k.pos0, "pos0");
-  }
-  Status operator()(const isa::QueryPrep& q) const {
-    QBC_RETURN_IF_ERROR(kv_head(q.attn, q.kv_head));
-    for (const auto& [r, what] : {std::pair{&q.q, "q"}, std::pair{&q.params, "params"},
-                                  std::pair{&q.qcodes, "qcodes"}, std::pair{&q.mq, "mq"}}) {
-      QBC_RETURN_IF_ERROR(sram(*r, what));
-    }
-    return expr(q.rows, "rows");
-  }
-  Status operator()(const isa::QkScores& s) const {
-    QBC_RETURN_IF_ERROR(kv_head(s.attn, s.kv_head));
-    if (s.bc < 0) return invalid_argument("qk_scores of ", s.bc, " keys");
-    for (const auto& [r, what] :
-         {std::pair{&s.qcodes, "qcodes"}, std::pair{&s.mq, "mq"}, std::pair{&s.q, "q"},
-          std::pair{&s.kcodes, "kcodes"}, std::pair{&s.params, "params"},
-          std::pair{&s.scores, "scores"}, std::pair{&s.rowmax, "rowmax"}}) {
-      QBC_RETURN_IF_ERROR(sram(*r, what));
-    }
-    QBC_RETURN_IF_ERROR(expr(s.rows, "rows"));
-    QBC_RETURN_IF_ERROR(expr(s.qpos0, "qpos0"));
-    return expr(s.kpos0, "kpos0");
-  }
-  Status operator()(const isa::ExpAccum& e) const {
-    QBC_RETURN_IF_ERROR(attn(e.attn));
-    if (e.bc < 0) return invalid_argument("exp_accum of ", e.bc, " keys");
-    for (const auto& [r, what] :
-         {std::pair{&e.scores, "scores"}, std::pair{&e.rowmax, "rowmax"},
-          std::pair{&e.vcodes, "vcodes"}, std::pair{&e.esum, "esum"}, std::pair{&e.acc, "acc"}}) {
-      QBC_RETURN_IF_ERROR(sram(*r, what));
-    }
-    return expr(e.rows, "rows");
-  }
-  Status operator()(const isa::Fill& f) const {
-    if (f.type != isa::DType::kF32 && f.type != isa::DType::kI64)
-      return invalid_argument("fill of ", isa::dtype_name(f.type), " (f32 or i64)");
-    QBC_RETURN_IF_ERROR(sram(f.y, "y"));
-    return expr(f.count, "count");
-  }
-  Status operator()(const isa::Merge& m) const {
-    if (m.parts_count < 1 || m.count < 0 || m.part_stride < 0)
-      return invalid_argument("merge of ", m.parts_count, " parts of ", m.count, " values");
-    QBC_RETURN_IF_ERROR(sram(m.parts, "parts"));
-    return sram(m.out, "out");
-  }
-  Status operator()(const isa::AttnOut& o) const {
-    QBC_RETURN_IF_ERROR(kv_head(o.attn, o.kv_head));
-    for (const auto& [r, what] : {std::pair{&o.acc, "acc"}, std::pair{&o.esum, "esum"},
-                                  std::pair{&o.params, "params"}, std::pair{&o.y, "y"}}) {
-      QBC_RETURN_IF_ERROR(sram(*r, what));
-    }
-    return expr(o.rows, "rows");
+    return ok_status();
   }
 
- private:
+  /// The element types the kernels implement (exec_linear.cpp, exec_vector.cpp).
+  template <class T>
+  Status supported(const T& op) const {
+    if constexpr (std::is_same_v<T, isa::MatMul>) {
+      if ((op.xtype != isa::DType::kI8 && op.xtype != isa::DType::kI16) ||
+          (op.wtype != isa::DType::kI8 && op.wtype != isa::DType::kI4) ||
+          (op.acctype != isa::DType::kI32 && op.acctype != isa::DType::kI64)) {
+        return invalid_argument("matmul of ", isa::dtype_name(op.xtype), " x ",
+                                isa::dtype_name(op.wtype), " -> ", isa::dtype_name(op.acctype),
+                                " (supported: i8/i16 x i8/i4 -> i32/i64)");
+      }
+    } else if constexpr (std::is_same_v<T, isa::Requant>) {
+      if ((op.acctype != isa::DType::kI32 && op.acctype != isa::DType::kI64) ||
+          (op.ytype != isa::DType::kF16 && op.ytype != isa::DType::kF32)) {
+        return invalid_argument("requant of ", isa::dtype_name(op.acctype), " to ",
+                                isa::dtype_name(op.ytype), " (supported: i32/i64 to f16/f32)");
+      }
+    } else {
+      // The other ops' enum fields: the values their rows accept.
+      Status st;
+      isa::for_each_field(op, [&](const auto& f, const auto& v) {
+        if constexpr (std::is_enum_v<std::decay_t<decltype(v)>>) {
+          if (st.ok() && !f.spec.accepts(static_cast<int64_t>(v)))
+            st = invalid_argument(isa::OpRow<T>::kName, " with ", f.spec.name, " ",
+                                  static_cast<int>(v), " (not supported)");
+        }
+      });
+      return st;
+    }
+    return ok_status();
+  }
+
   Status index(const isa::Ref& r, const char* what) const {
     if (r.buffer < -1 || r.buffer >= static_cast<int32_t>(b_.buffers.size()))
       return invalid_argument(what, ": buffer ", r.buffer, " does not exist");

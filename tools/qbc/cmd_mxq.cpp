@@ -53,7 +53,7 @@ nlohmann::ordered_json summary_json(const mxq::LoadedModel& m) {
   }
   j["embedding"] = {{"rows", b.embed_rows},
                     {"hidden", b.hidden},
-                    {"dtype", b.mapped_embedding_bf16 ? "bf16" : "fp32"}};
+                    {"dtype", !b.embedding_bf16_view.empty() ? "bf16" : "fp32"}};
   j["max_cache"] = b.max_cache;
   j["chunk"] = b.chunk;
   j["batch"] = b.batch;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "qbc/isa/domain.h"
@@ -37,6 +38,13 @@ Status verify(const Bundle& b);
 /// Checks the tables of `b` and the one program `p` (which need not be one of b's modes),
 /// run by `instances` instances: what verify checks for one program, plus the DRAM layout.
 Status verify_program(const Bundle& b, const Program& p, int instances);
+
+/// The checks of one instruction's own fields that its row in the instruction table states
+/// (qbc/isa/ops.h): V1 (enum values defined, attention and rope indices in b's tables) and V8
+/// (integers in their range, accepted values, finite reals, KV heads of the attention, the
+/// row's rules between fields). "" when they hold, else the fault ("kt 0 outside [1, 2^40]").
+/// verify() runs them on every instruction, with the checks that need the program around it.
+std::string check_op_fields(const Bundle& b, const Op& op);
 
 /// V8's size estimate of a program: instructions and encoded bytes, sizeof(Instr) per
 /// instruction plus sizeof(Expr::Node) per expression node (reference offsets included).

@@ -19,6 +19,10 @@ pb::Layout encode_layout(const isa::Bundle& b);
 /// phases have different stream counts.
 StatusOr<pb::CoreCode> encode_code(const isa::Bundle& b, size_t mode, size_t core);
 pb::DebugMap encode_debug(const isa::Bundle& b);
+/// One instruction in the generic form (Instr.table_op: its row index and its fields in row
+/// order), which every reader accepts for every op; encode_code uses it only for ops the
+/// schema has no message for (docs/mxq.md).
+pb::Instr encode_table_op(const isa::Instr& in);
 
 /// The most entries a decoded table may have (buffers, attentions, ropes, modes, streams).
 inline constexpr int kMaxTableEntries = 1 << 20;

@@ -108,10 +108,10 @@ TEST(MxqReader, RoundTripsTheBundleAndItsLogits) {
   EXPECT_EQ(isa::print_bundle(a), isa::print_bundle(b));
   // The reader uses both in place in the file (Bundle::mapped_*): the same bytes.
   ASSERT_EQ(a.image_size(), b.image_size());
-  EXPECT_NE(b.mapped_image, nullptr);
+  EXPECT_FALSE(b.image_view.empty());
   EXPECT_EQ(std::memcmp(a.image_data(), b.image_data(), static_cast<size_t>(a.image_size())), 0);
   ASSERT_EQ(a.embedding_size(), b.embedding_size());
-  EXPECT_NE(b.mapped_embedding, nullptr);
+  EXPECT_FALSE(b.embedding_view.empty());
   EXPECT_EQ(std::memcmp(a.embedding_data(), b.embedding_data(),
                         static_cast<size_t>(a.embedding_size()) * 4),
             0);
@@ -147,7 +147,7 @@ TEST(MxqReader, Bf16EmbeddingIsStoredAsBf16AndReadsBackExactly) {
   auto m = load(c.bytes);
   ASSERT_TRUE(m.ok()) << m.status().to_string();
   const isa::Bundle& b = *m->bundle;
-  ASSERT_NE(b.mapped_embedding_bf16, nullptr);
+  ASSERT_FALSE(b.embedding_bf16_view.empty());
   EXPECT_EQ(b.embedding_data(), nullptr);
   ASSERT_EQ(b.embedding_size(), a.embedding_size());
   auto sec = mxq::Container::from_bytes(c.bytes, "q.mxq");
@@ -248,8 +248,8 @@ TEST(MxqReader, DeferredDigestsFromAFileStillNameTheCorruptSection) {
   testing::write_file(p, compiled().bytes);
   auto clean = mxq::load_model(p.string(), o);
   ASSERT_TRUE(clean.ok()) << clean.status().to_string();
-  EXPECT_NE(clean->bundle->mapped_image, nullptr);
-  EXPECT_NE(clean->bundle->mapped_embedding, nullptr);
+  EXPECT_FALSE(clean->bundle->image_view.empty());
+  EXPECT_FALSE(clean->bundle->embedding_view.empty());
   for (size_t i = 0; i < secs.size(); ++i) {
     if (secs[i].size == 0) continue;
     std::string s = compiled().bytes;

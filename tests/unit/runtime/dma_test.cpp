@@ -112,7 +112,7 @@ TEST(RuntimeDma, StridedRowsGatherAndScatter) {
   EXPECT_EQ(d->counters()[0].dram_written[static_cast<int>(isa::Purpose::kScratch)], 48);
 }
 
-// Large loads from read-only weights leave an alias instead of a copy (exec_dma): every
+// Large loads from read-only weights leave an alias instead of a copy (the dma kernel): every
 // access must still see the bytes a copy leaves, whatever overwrites part of the tile.
 TEST(RuntimeDma, AliasedWeightLoadsReadAsCopies) {
   constexpr int64_t kTile = 8192;

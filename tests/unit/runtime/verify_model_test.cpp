@@ -136,9 +136,8 @@ TEST(VerifyModel, BrokenOrInconsistentTokenizerAssetsAreRefused) {
   p = rewrite("tok-rows", [](mxq::WriteRequest&, isa::Bundle& b) {
     std::vector<float> rows(static_cast<size_t>(256 * b.hidden));
     for (int64_t r = 0; r < 256; ++r) b.embedding_row(r, rows.data() + r * b.hidden);
-    b.mapped_embedding.reset();
-    b.mapped_embedding_bf16.reset();
-    b.mapped_embedding_floats = b.mapped_embedding_bf16_values = 0;
+    b.embedding_view = {};
+    b.embedding_bf16_view = {};
     b.embedding = std::move(rows);
     b.embed_rows = 256;
   });
