@@ -36,6 +36,11 @@
 #   - LibTorch (<torch/...>, <ATen/...>, <c10/...>) in a header, or in a .cpp that is not a source
 #     of a target calling qbc_use_torch() (today the plugin qbc_ref_torch and bench's
 #     qbc-gemm-peak).
+#   - a file of the CLI (tools/qbc/) that includes a stage other than driver, support and the
+#     runtime's public headers (qbc/runtime/), or a .pb.h: the CLI is a shell over driver/.
+#     The includes not yet moved into driver/ are listed, each with its reason, in
+#     tools/layering-cli-allow.txt ("FILE | stages | why" a line); an entry whose file is gone
+#     or no longer includes a stage it lists is a violation too (drop it).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -170,6 +175,15 @@ facts() {
     [ -n "$stage" ] || continue
     printf 'P\t%s\t%s\t%s\t%s\n' "$stage" $kind "$(echo $list)" "$(echo $why)"
   done <<<"$policy"
+  # The CLI's allow-list (see the header): A file stages why.
+  if [ -f tools/layering-cli-allow.txt ]; then
+    sed -e 's/#.*//' tools/layering-cli-allow.txt | while IFS='|' read -r file list why; do
+      file=$(echo $file)
+      [ -n "$file" ] || continue
+      printf 'A\t%s\t%s\t%s\n' "$file" "$(echo $list)" "$(echo $why)"
+      if [ -f "$file" ]; then printf 'F\t%s\n' "$file"; fi
+    done
+  fi
   # Declarations in include/qbc/isa/ of functions taking a mutable program (see "M" below).
   if [ -d include/qbc/isa ]; then
     grep -nE '[(,][[:space:]]*(isa::)?(Bundle|Program)[[:space:]]*[&*]' \
@@ -193,7 +207,7 @@ facts() {
 #     that rewrites a program is a compiler pass and belongs to the backend (npu), as
 #     assign_tokens does.
 main='
-BEGIN { FS = "\t"; nviol = 0 }
+BEGIN { FS = "\t"; nviol = 0; kCliMay = "driver support runtime" }
 function viol(msg) { nviol++; if (MODE != "rules") print "layering: " msg }
 function words_sorted(s,    w, m, i, j, t, out) {
   m = split(s, w, " ")
@@ -225,6 +239,8 @@ $1 == "U" { nu++; ufile[nu] = $2; utarget[nu] = $3 }
 $1 == "L" { nl++; lfile[nl] = $2; ldep[nl] = $3; lreason[nl] = $4 }
 $1 == "P" { pkind[$2] = $3; plist[$2] = $4; pwhy[$2] = $5; porder = porder " " $2 }
 $1 == "I" { ni++; ifile[ni] = $2; iline[ni] = $3; idelim[ni] = $4; ihdr[ni] = $5 }
+$1 == "A" { na_++; afile[na_] = $2; alist[na_] = $3; awhy[na_] = $4; allowed[$2] = allowed[$2] " " $3 }
+$1 == "F" { afound[$2] = 1 }
 $1 == "M" { viol($2 ":" $3 ": takes a mutable program (" $4 "): a compiler pass, which belongs in npu; isa ships with the runtime and only holds, checks and prints programs") }
 END {
   stages = words_sorted(stages); ns = split(stages, st, " ")
@@ -289,6 +305,16 @@ END {
       }
       continue
     }
+    if (f ~ /^tools\/qbc\//) {
+      if (h ~ /^qbc\/[^\/]+\//) { y = substr(h, 5); sub(/\/.*/, "", y) }
+      else if (idelim[k] == "\"" && h ~ /(^|\/)[^\/]+\.pb\.h$/) y = "proto"
+      else continue
+      if (inlist(y, kCliMay)) continue
+      cliused[f, y] = 1
+      if (!inlist(y, allowed[f]))
+        viol(where ": the CLI (tools/qbc/) may include only " commas(kCliMay) " (it is a shell over driver/); move this into a driver/ function, or list it with its reason in tools/layering-cli-allow.txt")
+      continue
+    }
     if (f ~ /^src\/[^\/]+\//) { x = substr(f, 5); sub(/\/.*/, "", x); public = 0 }
     else if (f ~ /^include\/qbc\/[^\/]+\//) { x = substr(f, 13); sub(/\/.*/, "", x); public = 1 }
     else continue
@@ -304,6 +330,18 @@ END {
     else if (public && !((x, y) in pub)) msg = "a public header needs a public dependency, but " deps[x, y] " is private to qbc_" x " in " depfile[x, y]
     if (forbids(x, y)) msg = msg (msg == "" ? "" : "; ") "policy \"" rule_text(x) "\" forbids " y " (" pwhy[x] ")"
     if (msg != "") viol(where ": " msg)
+  }
+
+  # The allow-list of the CLI: each entry still needed, with a reason.
+  for (k = 1; k <= na_; k++) {
+    f = afile[k]
+    if (!(f in afound)) { viol("tools/layering-cli-allow.txt: " f " does not exist; drop its entry"); continue }
+    if (awhy[k] == "") viol("tools/layering-cli-allow.txt: " f " needs a reason (FILE | stages | why)")
+    m = split(alist[k], aa, " ")
+    for (j = 1; j <= m; j++) {
+      if (inlist(aa[j], kCliMay)) viol("tools/layering-cli-allow.txt: " f " lists " aa[j] ", which the CLI may include anyway")
+      else if (!((f, aa[j]) in cliused)) viol("tools/layering-cli-allow.txt: " f " no longer includes qbc/" aa[j] "/; drop it from its entry")
+    }
   }
 
   # Link-only markers.
@@ -374,6 +412,7 @@ END {
     print ""
     print "- \"src only\": only `src/<stage>/` may include it, not the public headers (a `PRIVATE_DEPS`)."
     print "- `proto` is `qbc_proto` and `qbc_mxq_proto`, the C++ generated from `proto/*.proto` (`#include \"<name>.pb.h\"`)."
+    print "- The CLI (`tools/qbc/`) is a shell over `driver/`: it may include only " commas(kCliMay) " (the public headers of the runtime); the includes not yet moved are listed with their reasons in `tools/layering-cli-allow.txt`."
     if (torchlist != "") print "- LibTorch headers are allowed only in " torchlist " (" torchtargets ", which call `qbc_use_torch()`)."
     exit 0
   }

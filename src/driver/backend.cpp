@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "qbc/config/target.h"
+#include "qbc/driver/deployment.h"
 #include "qbc/driver/generate.h"
 #include "qbc/isa/verify.h"
 #include "qbc/runtime/device.h"
@@ -14,19 +15,8 @@ using config::is_default;
 
 StatusOr<npu::Options> backend_options(const ir::Graph& graph, const config::ResolvedConfig& cfg) {
   const config::CompileOptions& co = cfg.options;
-  const config::TargetProfile& tp = co.target();
   npu::Options o;
-  o.target.name = tp.name();
-  o.target.clusters = tp.clusters();
-  o.target.cores_per_cluster = tp.cores_per_cluster();
-  o.target.sram_bytes = tp.sram_bytes_per_core();
-  o.target.dram_bytes = tp.dram_bytes();
-  o.target.dma_align = tp.dma_align_bytes();
-  o.target.dram_reserve = tp.dram_reserve_bytes();
-  if (o.target.dma_align <= 0 || (o.target.dma_align & (o.target.dma_align - 1)) != 0) {
-    return invalid_argument("target.dmaAlignBytes ", o.target.dma_align,
-                            " is not a power of two (target '", tp.name(), "')");
-  }
+  QBC_ASSIGN_OR_RETURN(o.target, npu_target(co.target()));
   const config::LlmAttributes& a = co.llm().attributes();
   o.batch = std::max(1, a.runtime().batch_size());
   o.chunk = a.max_core_data_length();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "qbc/driver/deployment.h"
 #include "qbc/driver/source_types.h"
 #include "qbc/frontend/importer.h"
 #include "qbc/ir/serialize.h"
@@ -32,9 +33,8 @@ StatusOr<LoadedModel> import_model(const std::string& path, const config::Resolv
     log("frontend").warn("{}: tensor '{}' is not used by the {} graph", path, t,
                          source->hparams().architecture);
   }
-  frontend::ImportOptions opt;
-  opt.max_cache_length = config.options.llm().attributes().max_cache_length();
-  QBC_ASSIGN_OR_RETURN(ir::Graph g, frontend::build_decoder_graph(source->hparams(), opt));
+  QBC_ASSIGN_OR_RETURN(ir::Graph g,
+                       frontend::build_decoder_graph(source->hparams(), import_options(config)));
   g.source_path = fs::weakly_canonical(fs::absolute(source->path())).string();
   g.source_format = std::string(source->format());
   events::status("frontend", "hashing source files");

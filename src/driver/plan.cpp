@@ -13,6 +13,8 @@
 #include <thread>
 
 #include "qbc/driver/backend.h"
+#include "qbc/driver/compile.h"
+#include "qbc/driver/deployment.h"
 #include "qbc/driver/mxq_output.h"
 #include "qbc/frontend/hparams.h"
 #include "qbc/frontend/importer.h"
@@ -180,9 +182,7 @@ StatusOr<ir::Graph> shape_graph(const frontend::HParams& full, const config::Res
     hp.num_hidden_layers = blocks;
     hp.layers.resize(static_cast<size_t>(blocks));
   }
-  frontend::ImportOptions opt;
-  opt.max_cache_length = cfg.options.llm().attributes().max_cache_length();
-  QBC_ASSIGN_OR_RETURN(ir::Graph g, frontend::build_decoder_graph(hp, opt));
+  QBC_ASSIGN_OR_RETURN(ir::Graph g, frontend::build_decoder_graph(hp, import_options(cfg)));
   g.metadata["qbc.config"] = config::to_json(cfg.options);
   return g;
 }
@@ -190,6 +190,16 @@ StatusOr<ir::Graph> shape_graph(const frontend::HParams& full, const config::Res
 StatusOr<ir::Graph> shape_graph(const std::string& path, const config::ResolvedConfig& cfg) {
   QBC_ASSIGN_OR_RETURN(frontend::HParams hp, shape_hparams(path));
   return shape_graph(hp, cfg);
+}
+
+StatusOr<PlanResult> plan_model(const std::string& path, const config::ResolvedConfig& cfg,
+                                PlanOptions options, bool extrapolate) {
+  QBC_ASSIGN_OR_RETURN(const frontend::HParams hp, shape_hparams(path));
+  QBC_ASSIGN_OR_RETURN(ir::Graph g, shape_graph(hp, cfg));
+  options.hparams = extrapolate ? &hp : nullptr;
+  QBC_ASSIGN_OR_RETURN(PlanResult r, plan(g, cfg, options));
+  r.model_name = g.name();
+  return r;
 }
 
 npu::CostParams cost_params(const config::TargetProfile& t) {
@@ -212,8 +222,11 @@ npu::CostParams cost_params(const config::TargetProfile& t) {
 StatusOr<PlanResult> plan(const ir::Graph& shape, const config::ResolvedConfig& cfg,
                           const PlanOptions& options) {
   events::status("plan", "shape-only quantized graph of " + shape.name());
-  QBC_ASSIGN_OR_RETURN(ir::Graph q, quant::shape_only(shape, cfg.options));
-  QBC_ASSIGN_OR_RETURN(npu::Options base, backend_options(q, cfg));
+  // The first stages of compile's pipeline (driver/compile.h) on the shape graph: the fit
+  // stage's shape-only quantized graph and backend options.
+  QBC_ASSIGN_OR_RETURN(ShapeForBackend fit, shape_for_backend(shape, cfg));
+  const ir::Graph& q = fit.graph;
+  const npu::Options& base = fit.options;
   PlanResult r;
   r.target = base.target.name;
   r.trained_context = options.trained_context;

@@ -163,9 +163,8 @@ void warn_cache_past_training(const LoadedModel& model) {
 
 }  // namespace
 
-StatusOr<QuantizeSummary> quantize_to(const LoadedModel& model,
-                                      const config::ResolvedConfig& config,
-                                      const std::string& out_mblt, const QuantizeRun& run) {
+StatusOr<QuantizedModel> quantize(const LoadedModel& model, const config::ResolvedConfig& config,
+                                  const std::string& side, const QuantizeRun& run) {
   // A pre-quantized checkpoint keeps its codes where qbc's weights can hold them; the passes
   // that would change those weights are then off (driver/imported_weights.h).
   QBC_ASSIGN_OR_RETURN(std::optional<ImportedWeights> imported,
@@ -178,7 +177,6 @@ StatusOr<QuantizeSummary> quantize_to(const LoadedModel& model,
                       imported->imported(), nlohmann::json(imported->skipped_passes).dump());
   }
   QBC_RETURN_IF_ERROR(quant::check_supported(options));
-  if (!is_mblt_path(out_mblt)) return invalid_argument("output ", out_mblt, " must end in .mblt");
   const auto t0 = std::chrono::steady_clock::now();
   // Everything that can be refused is checked before any work: the pipeline, its passes'
   // options, --disable-pass names, and every pass's needs (below, before the first pass).
@@ -193,7 +191,6 @@ StatusOr<QuantizeSummary> quantize_to(const LoadedModel& model,
   quant::WeightStore store(
       [m](const ir::Weight& w, std::vector<float>* out) { return read_weight(*m, w, out); });
   ir::Graph graph = model.graph;
-  const std::string side = sidecar_path(out_mblt);
   tensorfile::SafetensorsSpillWriter sidecar(side);
 
   // Rewrites of the model's input that passes make (spinR1 rotates the embeddings)
@@ -242,24 +239,27 @@ StatusOr<QuantizeSummary> quantize_to(const LoadedModel& model,
   graph.metadata["sidecar"] = std::filesystem::path(side).filename().string();
   if (imported) graph.metadata["qbc.imported_weights"] = imported->json();
   QBC_RETURN_IF_ERROR(sidecar.finish({{"producer", run.producer}}));
-  if (Status saved = ir::save(graph, out_mblt); !saved.ok()) {
+  // The quantized model in memory: the graph, the source it was opened from, and the
+  // sidecar mapped back (its codes are served to the backend as stored).
+  StatusOr<frontend::SafetensorsCheckpoint> ck = frontend::SafetensorsCheckpoint::open(side);
+  if (!ck.ok()) {
     std::error_code ec;
     std::filesystem::remove(side, ec);
-    return saved;
+    return ck.status().with_context("the quantized weights ", side);
   }
   stages.push_back({"write", true,
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - tw).count()});
   for (const quant::PassRecord& r : stages)
     log("quant").info("stage {:<14} {:8.2f} s", r.name, r.seconds);
 
-  QuantizeSummary summary;
+  QuantizedModel q;
+  QuantizeSummary& summary = q.summary;
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   summary.quantized_linears = ctx.quantized_linears;
   summary.float_linears = ctx.float_linears;
   summary.samples = n;
   summary.tokens = tokens;
   summary.passes = stages;
-  summary.mblt = out_mblt;
   summary.sidecar = side;
   if (model.source) {
     std::set<std::string> kept;
@@ -273,12 +273,45 @@ StatusOr<QuantizeSummary> quantize_to(const LoadedModel& model,
     summary.imported_json = imported->json();
   }
   std::error_code ec;
-  summary.mblt_bytes = static_cast<int64_t>(std::filesystem::file_size(out_mblt, ec));
   summary.sidecar_bytes = static_cast<int64_t>(std::filesystem::file_size(side, ec));
-  log("quant").info("quantized {} linears ({} left in float) in {:.2f} s: {} + {}",
-                    summary.quantized_linears, summary.float_linears, summary.seconds, out_mblt,
-                    side);
-  return summary;
+  log("quant").info("quantized {} linears ({} left in float) in {:.2f} s: {}",
+                    summary.quantized_linears, summary.float_linears, summary.seconds, side);
+  q.model = LoadedModel{std::move(graph), model.source,
+                        std::make_shared<frontend::SafetensorsCheckpoint>(std::move(ck).value())};
+  return q;
+}
+
+Status save_quantized(QuantizedModel& q, const std::string& out_mblt) {
+  if (!is_mblt_path(out_mblt)) return invalid_argument("output ", out_mblt, " must end in .mblt");
+  if (sidecar_path(out_mblt) != q.summary.sidecar) {
+    return internal_error("save_quantized: ", out_mblt, " is not the graph of the sidecar ",
+                          q.summary.sidecar);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  QBC_RETURN_IF_ERROR(ir::save(q.model.graph, out_mblt));
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  QuantizeSummary& s = q.summary;
+  s.seconds += secs;
+  for (pass::PassRecord& r : s.passes)
+    if (r.name == "write") r.seconds += secs;
+  s.mblt = out_mblt;
+  std::error_code ec;
+  s.mblt_bytes = static_cast<int64_t>(std::filesystem::file_size(out_mblt, ec));
+  return ok_status();
+}
+
+StatusOr<QuantizeSummary> quantize_to(const LoadedModel& model,
+                                      const config::ResolvedConfig& config,
+                                      const std::string& out_mblt, const QuantizeRun& run) {
+  if (!is_mblt_path(out_mblt)) return invalid_argument("output ", out_mblt, " must end in .mblt");
+  QBC_ASSIGN_OR_RETURN(QuantizedModel q, quantize(model, config, sidecar_path(out_mblt), run));
+  if (Status saved = save_quantized(q, out_mblt); !saved.ok()) {
+    q.model.sidecar.reset();
+    std::error_code ec;
+    std::filesystem::remove(q.summary.sidecar, ec);
+    return saved;
+  }
+  return std::move(q.summary);
 }
 
 }  // namespace qbc::driver

@@ -289,6 +289,61 @@ TEST(Layering, IsaHoldsNoCompilerPass) {
   EXPECT_EQ(violations(r.out), 2) << r.out;
 }
 
+// The CLI (tools/qbc/) is a shell over driver/: it includes driver, support and the runtime's
+// public headers, nothing else.
+TEST(Layering, CliIncludingAStageOtherThanDriverFails) {
+  Fixture t;
+  t.set(
+      "tools/qbc/cmd_x.cpp",
+      "#include \"cli.h\"\n#include \"qbc/driver/compile.h\"\n#include \"qbc/runtime/runtime.h\"\n"
+      "#include \"qbc/support/status.h\"\n#include <vector>\n");
+  RunResult r = t.check();
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  t.append("tools/qbc/cmd_x.cpp", "#include \"qbc/quant/pass.h\"");
+  t.append("tools/qbc/cmd_x.cpp", "#include \"mblt.pb.h\"");
+  r = t.check();
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_TRUE(contains(r.out,
+                       "layering: tools/qbc/cmd_x.cpp:6: includes \"qbc/quant/pass.h\": the CLI "
+                       "(tools/qbc/) may include only driver, support, runtime"))
+      << r.out;
+  EXPECT_TRUE(contains(r.out, "layering: tools/qbc/cmd_x.cpp:7: includes \"mblt.pb.h\": the CLI"))
+      << r.out;
+  EXPECT_EQ(violations(r.out), 2) << r.out;
+}
+
+// The includes not yet moved into driver/ are listed with a reason, and every entry must
+// still be needed.
+TEST(Layering, CliAllowListEntriesAreNeededAndGiveAReason) {
+  Fixture t;
+  t.set("tools/qbc/cmd_x.cpp", "#include \"qbc/quant/pass.h\"\n");
+  t.set("tools/layering-cli-allow.txt",
+        "# FILE | stages | why\ntools/qbc/cmd_x.cpp | quant | prints the pipeline itself\n");
+  RunResult r = t.check();
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+
+  t.set("tools/layering-cli-allow.txt",
+        "tools/qbc/cmd_x.cpp | quant ir | prints the pipeline itself\n"
+        "tools/qbc/gone.cpp | quant | was removed\n");
+  r = t.check();
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_TRUE(contains(r.out,
+                       "layering: tools/layering-cli-allow.txt: tools/qbc/cmd_x.cpp no longer "
+                       "includes qbc/ir/; drop it from its entry"))
+      << r.out;
+  EXPECT_TRUE(
+      contains(r.out, "layering: tools/layering-cli-allow.txt: tools/qbc/gone.cpp does not exist"))
+      << r.out;
+  EXPECT_EQ(violations(r.out), 2) << r.out;
+
+  t.set("tools/layering-cli-allow.txt", "tools/qbc/cmd_x.cpp | quant driver |\n");
+  r = t.check();
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_TRUE(contains(r.out, "tools/qbc/cmd_x.cpp needs a reason")) << r.out;
+  EXPECT_TRUE(contains(r.out, "lists driver, which the CLI may include anyway")) << r.out;
+  EXPECT_EQ(violations(r.out), 2) << r.out;
+}
+
 TEST(Layering, PrintRulesTableComesFromCMake) {
   const RunResult r = Fixture().check("--print-rules");
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -301,6 +356,10 @@ TEST(Layering, PrintRulesTableComesFromCMake) {
       << r.out;
   EXPECT_TRUE(contains(r.out, "\n| npu | (planned: no src/npu/ yet) | never quant, ")) << r.out;
   EXPECT_TRUE(contains(r.out, "`src/ref/session.cpp` (qbc_ref_torch")) << r.out;
+  EXPECT_TRUE(contains(r.out,
+                       "- The CLI (`tools/qbc/`) is a shell over `driver/`: it may include "
+                       "only driver, support, runtime"))
+      << r.out;
   // Rows come in dependency order: support before ir before quant and ref.
   EXPECT_LT(r.out.find("| support |"), r.out.find("| ir |"));
   EXPECT_LT(r.out.find("| ir |"), r.out.find("| quant |"));

@@ -7,7 +7,6 @@
 
 #include "cli.h"
 #include "qbc/driver/plan.h"
-#include "qbc/frontend/hparams.h"
 #include "qbc/support/logging.h"
 #include "qbc/support/progress.h"
 
@@ -64,7 +63,6 @@ Status run_sweep(const PlanFlags& f, const std::string& path) {
   const std::vector<int64_t> values =
       by_batch ? std::vector<int64_t>{1, 2, 4, 8, 16, 32}
                : std::vector<int64_t>{4096, 8192, 16384, 32768, 65536, 131072};
-  QBC_ASSIGN_OR_RETURN(const frontend::HParams hp, driver::shape_hparams(path));
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   std::string text;
   char line[256];
@@ -78,13 +76,11 @@ Status run_sweep(const PlanFlags& f, const std::string& path) {
   for (int64_t v : values) {
     QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg,
                          plan_config(f, path, by_batch ? 0 : v, by_batch ? v : 0, &trained));
-    QBC_ASSIGN_OR_RETURN(ir::Graph g, driver::shape_graph(hp, cfg));
     driver::PlanOptions po = plan_options(f, trained);
-    po.hparams = f.whole ? nullptr : &hp;
     // The single scheme, unless --inference-scheme names one (then the configured one).
     if (f.config.inference_scheme.empty() || f.config.inference_scheme == "all")
       po.schemes = {isa::Scheme::kSingle};
-    QBC_ASSIGN_OR_RETURN(driver::PlanResult r, driver::plan(g, cfg, po));
+    QBC_ASSIGN_OR_RETURN(driver::PlanResult r, driver::plan_model(path, cfg, po, !f.whole));
     const driver::SchemePlan* best = nullptr;
     for (const driver::SchemePlan& s : r.schemes) {
       if (best == nullptr || s.prediction.decode_s < best->prediction.decode_s) best = &s;
@@ -137,24 +133,21 @@ Status run_plan(const PlanFlags& f) {
   QBC_ASSIGN_OR_RETURN(const driver::VisionPlan vision, driver::vision_plan(path));
   driver::TrainedContext trained;
   StatusOr<config::ResolvedConfig> resolved = plan_config(f, path, 0, 0, &trained);
-  StatusOr<frontend::HParams> read =
-      resolved.ok() ? driver::shape_hparams(path) : StatusOr<frontend::HParams>(resolved.status());
-  if (!read.ok() && vision.present && !f.json) {
+  StatusOr<driver::PlanResult> planned =
+      resolved.ok() ? driver::plan_model(path, *resolved, plan_options(f, trained), !f.whole)
+                    : StatusOr<driver::PlanResult>(resolved.status());
+  if (!planned.ok() && vision.present && !f.json) {
     // A VLM whose language model is not read yet: its vision part is still reported.
     QBC_RETURN_IF_ERROR(emit_output(f.output, driver::vision_plan_text(vision)));
   }
-  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, std::move(resolved));
-  QBC_ASSIGN_OR_RETURN(const frontend::HParams hp, std::move(read));
-  QBC_ASSIGN_OR_RETURN(ir::Graph g, driver::shape_graph(hp, cfg));
-  driver::PlanOptions po = plan_options(f, trained);
-  po.hparams = f.whole ? nullptr : &hp;
-  QBC_ASSIGN_OR_RETURN(driver::PlanResult r, driver::plan(g, cfg, po));
+  QBC_ASSIGN_OR_RETURN(driver::PlanResult r, std::move(planned));
   r.vision = vision;
   if (driver::past_training(r)) log("plan").warn("{}", driver::training_warning(r));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   events::result("plan", driver::plan_json(r));
   QBC_RETURN_IF_ERROR(emit_output(f.output, f.json ? driver::plan_json(r) : driver::plan_text(r)));
-  log("plan").info("planned {} for {} in {}", g.name(), r.target, progress::format_duration(secs));
+  log("plan").info("planned {} for {} in {}", r.model_name, r.target,
+                   progress::format_duration(secs));
   if (!r.limits.fits) {
     // Exit 4. The plan printed above has the breakdown and the largest context and batch that
     // fit, so the error is its first line, not the table again.

@@ -1,7 +1,8 @@
 // `qbc plan`: does a model fit the target, how fast will it run, at which context, answered
-// from config.json alone. The model's shape-only quantized graph (quant::shape_only) is
-// lowered by the backend exactly as `qbc compile` would lower it, without weights or
-// calibration, and the cost model (npu/cost_model.h) times the emitted programs.
+// from config.json alone. The first stages of compile's pipeline (driver/compile.h) on a
+// shape-only graph: the model's shape-only quantized graph (shape_for_backend) is lowered by
+// the backend exactly as `qbc compile` would lower it, without weights or calibration, and
+// the cost model (npu/cost_model.h) times the emitted programs.
 #pragma once
 
 #include <cstdint>
@@ -102,6 +103,8 @@ struct PlanResult {
   /// were timed. Extrapolated, a SchemePlan's prediction.decode.nodes are those of the
   /// 2-period program.
   int extrapolated_period = 0;
+  /// The planned graph's name (plan_model).
+  std::string model_name;
 };
 
 /// Which scheme to pick, from the predictions of every scheme planned (all estimates).
@@ -127,6 +130,12 @@ inline bool past_training(const PlanResult& r) {
 /// Plans `shape` (a float graph, e.g. from shape_graph) for `cfg`.
 StatusOr<PlanResult> plan(const ir::Graph& shape, const config::ResolvedConfig& cfg,
                           const PlanOptions& options);
+
+/// Plans the model at `path` (as shape_graph) for `cfg`: `options` with the model's
+/// hyperparameters when `extrapolate` (time one period of blocks and multiply), without them
+/// otherwise (--whole-programs).
+StatusOr<PlanResult> plan_model(const std::string& path, const config::ResolvedConfig& cfg,
+                                PlanOptions options, bool extrapolate);
 
 /// The warning of a plan whose cache is longer than the model was trained for.
 std::string training_warning(const PlanResult& r);

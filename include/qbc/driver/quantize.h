@@ -48,10 +48,27 @@ struct QuantizeSummary {
   std::string imported_text, imported_json;
 };
 
-/// Runs the quant pipeline (quant::quant_pipeline) on `model` and writes the quantized
-/// graph to `out_mblt` and its integer weights to the sidecar beside it. Nothing is
-/// left behind on failure. Everything that can be refused (configuration, pipeline,
-/// --disable-pass names, calibration files) is refused before any work.
+/// A quantized model in memory: the quantized graph with its sidecar open (the weights the
+/// passes rewrote, mapped from the file they were spilled to), and what the run did.
+struct QuantizedModel {
+  LoadedModel model;
+  QuantizeSummary summary;
+};
+
+/// Runs the quant pipeline (quant::quant_pipeline) on `model`. The integer weights are
+/// spilled to `sidecar` as they are made (memory stays at one layer) and the result maps
+/// them; the graph stays in memory (save_quantized writes it). Everything that can be
+/// refused (configuration, pipeline, --disable-pass names, calibration files) is refused
+/// before any work; the sidecar is not left behind on failure.
+StatusOr<QuantizedModel> quantize(const LoadedModel& model, const config::ResolvedConfig& config,
+                                  const std::string& sidecar, const QuantizeRun& run);
+
+/// Writes the graph of `q` as `out_mblt`, whose sidecar_path() must be the file quantize()
+/// spilled to; fills the summary's MBLT figures and adds its time to the "write" record.
+Status save_quantized(QuantizedModel& q, const std::string& out_mblt);
+
+/// quantize() to sidecar_path(out_mblt), then save_quantized(): `qbc quantize`. Nothing is
+/// left behind on failure.
 StatusOr<QuantizeSummary> quantize_to(const LoadedModel& model,
                                       const config::ResolvedConfig& config,
                                       const std::string& out_mblt, const QuantizeRun& run);
