@@ -80,9 +80,9 @@ class DecoderBuilder {
       QBC_ASSIGN_OR_RETURN(q, norm(p + "attn.q_norm", q, hf + "self_attn.q_norm", hd, hd));
       QBC_ASSIGN_OR_RETURN(k, norm(p + "attn.k_norm", k, hf + "self_attn.k_norm", hd, hd));
     }
-    ir::RopeParams rq = rope_params(hp_, i);
-    ir::RopeParams rk = rq;
-    rk.num_heads = hp_.num_key_value_heads;
+    numerics::Rope rq = rope_params(hp_, i);
+    numerics::Rope rk = rq;
+    rk.heads = hp_.num_key_value_heads;
     QBC_ASSIGN_OR_RETURN(q, b_.rope(p + "attn.q_rope", q, positions_, rq, hf + "self_attn.rotary_emb"));
     QBC_ASSIGN_OR_RETURN(k, b_.rope(p + "attn.k_rope", k, positions_, rk, hf + "self_attn.rotary_emb"));
     ir::AttentionParams ap;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "qbc/isa/expr.h"
+#include "qbc/isa/scheme.h"
 
 namespace qbc::isa {
 
@@ -324,11 +325,6 @@ struct Program {
   int64_t max_seq = 1;
   std::vector<CoreProgram> cores;
 };
-
-/// inferenceScheme values. A mode runs `instances` independent sequences, each on
-/// `cores_per_instance` cooperating cores.
-enum class Scheme : uint8_t { kSingle, kMulti, kGlobal4, kGlobal8 };
-const char* scheme_name(Scheme s);
 
 struct Mode {
   Scheme scheme = Scheme::kSingle;
