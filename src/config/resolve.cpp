@@ -96,6 +96,7 @@ std::string spell(TargetDevice v) {
 std::string spell(InferenceScheme v) {
   return detail::enum_spelling(InferenceScheme_descriptor()->FindValueByNumber(v));
 }
+std::optional<isa::Scheme> isa_scheme(InferenceScheme v) { return isa::scheme_from_name(spell(v)); }
 
 StatusOr<ResolvedConfig> resolve(const LoadRequest& request) {
   // Parse every layer first, so a syntax error anywhere stops before any work.

@@ -24,16 +24,10 @@ std::string from(const ResolvedConfig& c, const std::string& path) {
   return it == c.origins.end() ? "default" : it->second.to_string();
 }
 
+// The scheme table's minimum (all and unspecified: 1, they fall back to what fits).
 int cores_needed(InferenceScheme s) {
-  switch (s) {
-    case INFERENCE_SCHEME_MULTI:
-    case INFERENCE_SCHEME_GLOBAL4:
-      return 4;
-    case INFERENCE_SCHEME_GLOBAL8:
-      return 8;
-    default:
-      return 1;
-  }
+  const std::optional<isa::Scheme> row = isa_scheme(s);
+  return row ? isa::scheme_info(*row).min_cores() : 1;
 }
 
 Status check_lengths(const ResolvedConfig& c) {

@@ -2,6 +2,7 @@
 #include "qbc/driver/backend.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "qbc/config/target.h"
 #include "qbc/driver/deployment.h"
@@ -25,28 +26,17 @@ StatusOr<npu::Options> backend_options(const ir::Graph& graph, const config::Res
   if (o.max_cache <= 0) return invalid_argument("graph '", graph.name(), "' has no KV cache");
   o.chunk = std::min(o.chunk, o.max_cache);
   const int cores = o.target.cores();
-  auto add = [&](isa::Scheme s, int32_t per, int32_t instances) {
-    o.modes.push_back(npu::ModeRequest{s, per, instances});
+  auto add = [&](const isa::SchemeInfo& s) {
+    o.modes.push_back(npu::ModeRequest{s.scheme, s.cores_per_instance,
+                                       s.instances_for(static_cast<int32_t>(o.batch))});
   };
-  switch (co.inference_scheme()) {
-    case config::INFERENCE_SCHEME_MULTI:
-      add(isa::Scheme::kMulti, 1, 4);
-      break;
-    case config::INFERENCE_SCHEME_GLOBAL4:
-      add(isa::Scheme::kGlobal4, 4, 1);
-      break;
-    case config::INFERENCE_SCHEME_GLOBAL8:
-      add(isa::Scheme::kGlobal8, 8, 1);
-      break;
-    case config::INFERENCE_SCHEME_ALL:
-      add(isa::Scheme::kSingle, 1, static_cast<int32_t>(o.batch));
-      if (cores >= 4) add(isa::Scheme::kMulti, 1, 4);
-      if (cores >= 4) add(isa::Scheme::kGlobal4, 4, 1);
-      if (cores >= 8) add(isa::Scheme::kGlobal8, 8, 1);
-      break;
-    default:
-      add(isa::Scheme::kSingle, 1, static_cast<int32_t>(o.batch));
-      break;
+  // One named scheme (unspecified: single), or "all": every row the target has cores for.
+  const std::optional<isa::Scheme> named = config::isa_scheme(co.inference_scheme());
+  if (co.inference_scheme() == config::INFERENCE_SCHEME_ALL) {
+    for (const isa::SchemeInfo& s : isa::kSchemes)
+      if (s.min_cores() <= cores) add(s);
+  } else {
+    add(isa::scheme_info(named.value_or(isa::Scheme::kSingle)));
   }
   for (const npu::ModeRequest& m : o.modes) o.batch = std::max<int64_t>(o.batch, m.instances);
   return o;

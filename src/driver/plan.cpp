@@ -302,10 +302,11 @@ StatusOr<PlanResult> plan(const ir::Graph& shape, const config::ResolvedConfig& 
       if (m.scheme == s) return true;
     return false;
   };
-  if (want(isa::Scheme::kSingle)) modes.push_back({isa::Scheme::kSingle, 1, 1});
-  if (cores >= 4 && want(isa::Scheme::kMulti)) modes.push_back({isa::Scheme::kMulti, 1, 4});
-  if (cores >= 4 && want(isa::Scheme::kGlobal4)) modes.push_back({isa::Scheme::kGlobal4, 4, 1});
-  if (cores >= 8 && want(isa::Scheme::kGlobal8)) modes.push_back({isa::Scheme::kGlobal8, 8, 1});
+  // The scheme table's rows the target has cores for (single: one slot, a plan is per sequence).
+  for (const isa::SchemeInfo& s : isa::kSchemes) {
+    if (s.min_cores() <= cores && want(s.scheme))
+      modes.push_back({s.scheme, s.cores_per_instance, s.instances_for(1)});
+  }
   const npu::CostParams cp = cost_params(cfg.options.target());
   // One compile and prediction per scheme, two at a time (independent; each lowers the
   // same shape graph).

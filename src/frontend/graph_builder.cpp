@@ -84,9 +84,9 @@ class DecoderBuilder {
       QBC_ASSIGN_OR_RETURN(k, norm(p + "attn.k_norm", k, hf.k_norm, hd, hd));
     }
     if (hp_.layers[static_cast<size_t>(i)].use_rope) {  // NoPE layers (SmolLM3, EXAONE 4) skip RoPE
-      ir::RopeParams rq = rope_params(hp_, i);
-      ir::RopeParams rk = rq;
-      rk.num_heads = hp_.num_key_value_heads;
+      numerics::Rope rq = rope_params(hp_, i);
+      numerics::Rope rk = rq;
+      rk.heads = hp_.num_key_value_heads;
       QBC_ASSIGN_OR_RETURN(q, b_.rope(p + "attn.q_rope", q, positions_, rq, hf.rotary));
       QBC_ASSIGN_OR_RETURN(k, b_.rope(p + "attn.k_rope", k, positions_, rk, hf.rotary));
     }

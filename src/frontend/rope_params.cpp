@@ -62,10 +62,10 @@ std::vector<double> longrope(const std::vector<double>& factors, double theta, i
 
 }  // namespace
 
-ir::RopeParams rope_params(const HParams& hp, int64_t layer) {
+numerics::Rope rope_params(const HParams& hp, int64_t layer) {
   const LayerAttention& la = hp.layers[static_cast<size_t>(layer)];
-  ir::RopeParams p;
-  p.num_heads = hp.num_attention_heads;
+  numerics::Rope p;
+  p.heads = hp.num_attention_heads;
   p.head_dim = hp.head_dim;
   p.rotary_dim = hp.rotary_dim;
   p.theta = la.rope_theta;

@@ -3,23 +3,21 @@
 
 #include <sstream>
 
+#include "qbc/ir/op_params.h"
+
 namespace qbc::ir {
 namespace {
-
-std::string who(const Node& n) {
-  return "node '" + n.name + "' (" + std::string(op_info(n.op).name) + ")";
-}
 
 // The type of operand `i`: a value's type or a weight's declared type.
 StatusOr<TensorType> operand_type(const Graph& g, const Node& n, size_t i) {
   const Operand& o = n.operands[i];
   if (o.is_weight()) {
     const Weight* w = g.find_weight(o.weight);
-    if (!w) return invalid_argument(who(n), ": operand ", i, " names unknown weight '@", o.weight, "'");
+    if (!w) return invalid_argument(describe(n), ": operand ", i, " names unknown weight '@", o.weight, "'");
     return w->type;
   }
   if (o.value < 0 || o.value >= static_cast<ValueId>(g.nodes().size())) {
-    return invalid_argument(who(n), ": operand ", i, " refers to no node (id ", o.value, ")");
+    return invalid_argument(describe(n), ": operand ", i, " refers to no node (id ", o.value, ")");
   }
   return g.node(o.value).type;
 }
@@ -41,7 +39,7 @@ StatusOr<TensorType> infer_type(const Graph& g, const Node& n) {
   const OpInfo& info = op_info(n.op);
   const int count = static_cast<int>(n.operands.size());
   if (count < info.min_operands || count > info.max_operands) {
-    return invalid_argument(who(n), ": takes ", info.min_operands, "..", info.max_operands,
+    return invalid_argument(describe(n), ": takes ", info.min_operands, "..", info.max_operands,
                             " operands, got ", count);
   }
   std::vector<TensorType> t;
@@ -49,6 +47,7 @@ StatusOr<TensorType> infer_type(const Graph& g, const Node& n) {
     QBC_ASSIGN_OR_RETURN(TensorType ty, operand_type(g, n, i));
     t.push_back(std::move(ty));
   }
+  QBC_RETURN_IF_ERROR(check_attr_kinds(n));  // the getters below read checked attributes
   const Attrs& a = n.attrs;
   switch (n.op) {
     case Op::kInput:
@@ -57,21 +56,21 @@ StatusOr<TensorType> infer_type(const Graph& g, const Node& n) {
       const int64_t group = a.get_int("group");
       const int64_t width = group > 0 ? group : t[0].dim(-1);
       if (t[0].rank() < 1 || t[1].rank() != 1 || t[1].dims[0] != width) {
-        return invalid_argument(who(n), ": weight ", t[1].to_string(), " does not match input ",
+        return invalid_argument(describe(n), ": weight ", t[1].to_string(), " does not match input ",
                                 t[0].to_string(), (group > 0 ? " with group " + std::to_string(group) : ""));
       }
       if (group > 0 && t[0].dim(-1) % group != 0) {
-        return invalid_argument(who(n), ": last dim ", t[0].dim(-1), " is not a multiple of group ", group);
+        return invalid_argument(describe(n), ": last dim ", t[0].dim(-1), " is not a multiple of group ", group);
       }
       return t[0];
     }
     case Op::kLinear: {
       if (t[0].rank() < 1 || t[1].rank() != 2 || t[0].dim(-1) != t[1].dims[1]) {
-        return invalid_argument(who(n), ": contraction mismatch: input ", t[0].to_string(), " vs weight ",
+        return invalid_argument(describe(n), ": contraction mismatch: input ", t[0].to_string(), " vs weight ",
                                 t[1].to_string(), " (weight is [out, in])");
       }
       if (count == 3 && (t[2].rank() != 1 || t[2].dims[0] != t[1].dims[0])) {
-        return invalid_argument(who(n), ": bias ", t[2].to_string(), " does not match ", t[1].dims[0],
+        return invalid_argument(describe(n), ": bias ", t[2].to_string(), " does not match ", t[1].dims[0],
                                 " outputs");
       }
       TensorType out = t[0];
@@ -80,58 +79,58 @@ StatusOr<TensorType> infer_type(const Graph& g, const Node& n) {
     }
     case Op::kQLinear: {
       const bool int_w = t[1].dtype == DType::kI8 || t[1].dtype == DType::kI4;
-      if (!int_w) return invalid_argument(who(n), ": weight must be i8 or i4, is ", t[1].to_string());
+      if (!int_w) return invalid_argument(describe(n), ": weight must be i8 or i4, is ", t[1].to_string());
       if (t[0].rank() < 1 || t[1].rank() != 2 || t[0].dim(-1) != t[1].dims[1]) {
-        return invalid_argument(who(n), ": contraction mismatch: input ", t[0].to_string(), " vs weight ",
+        return invalid_argument(describe(n), ": contraction mismatch: input ", t[0].to_string(), " vs weight ",
                                 t[1].to_string(), " (weight is [out, in])");
       }
       const int64_t wg = a.get_int("w_group", 0);
-      if (wg < 0) return invalid_argument(who(n), ": w_group ", wg, " must be >= 0");
+      if (wg < 0) return invalid_argument(describe(n), ": w_group ", wg, " must be >= 0");
       if (wg == 0 && (t[2].rank() != 1 || t[2].dims[0] != t[1].dims[0] || t[2].dtype != DType::kF32)) {
-        return invalid_argument(who(n), ": weight scale ", t[2].to_string(), " must be f32[", t[1].dims[0], "]");
+        return invalid_argument(describe(n), ": weight scale ", t[2].to_string(), " must be f32[", t[1].dims[0], "]");
       }
       if (wg > 0) {
         const int64_t groups = (t[1].dims[1] + wg - 1) / wg;
         if (t[2].rank() != 2 || t[2].dims[0] != t[1].dims[0] || t[2].dims[1] != groups || t[2].dtype != DType::kF32) {
-          return invalid_argument(who(n), ": weight scale ", t[2].to_string(), " must be f32[", t[1].dims[0], ",",
+          return invalid_argument(describe(n), ": weight scale ", t[2].to_string(), " must be f32[", t[1].dims[0], ",",
                                   groups, "] for w_group ", wg);
         }
       }
       const int64_t wz = a.get_int("w_zero", 0);
-      if (wz != 0 && wz != 1) return invalid_argument(who(n), ": w_zero must be 0 or 1, got ", wz);
+      if (wz != 0 && wz != 1) return invalid_argument(describe(n), ": w_zero must be 0 or 1, got ", wz);
       if (wz == 1) {
-        if (count < 4) return invalid_argument(who(n), ": w_zero = 1 needs a zero-point operand after the scale");
+        if (count < 4) return invalid_argument(describe(n), ": w_zero = 1 needs a zero-point operand after the scale");
         if (t[3].dims != t[2].dims || t[3].dtype != t[1].dtype) {
-          return invalid_argument(who(n), ": zero points ", t[3].to_string(), " must be ",
+          return invalid_argument(describe(n), ": zero points ", t[3].to_string(), " must be ",
                                   dtype_name(t[1].dtype), " shaped like the scale ", t[2].to_string());
         }
       }
       const int bias_at = wz == 1 ? 4 : 3;
       if (count > bias_at + 1) {
-        return invalid_argument(who(n), ": takes at most ", bias_at + 1, " operands with w_zero = ", wz, ", got ",
+        return invalid_argument(describe(n), ": takes at most ", bias_at + 1, " operands with w_zero = ", wz, ", got ",
                                 count);
       }
       if (count == bias_at + 1 && (t[static_cast<size_t>(bias_at)].rank() != 1 ||
                                    t[static_cast<size_t>(bias_at)].dims[0] != t[1].dims[0])) {
-        return invalid_argument(who(n), ": bias ", t[static_cast<size_t>(bias_at)].to_string(), " does not match ",
+        return invalid_argument(describe(n), ": bias ", t[static_cast<size_t>(bias_at)].to_string(), " does not match ",
                                 t[1].dims[0], " outputs");
       }
       const int64_t ib = a.get_int("in_bits"), wb = a.get_int("w_bits");
       if ((ib != 8 && ib != 16) || (wb != 4 && wb != 8) || a.get_float("in_scale") <= 0) {
-        return invalid_argument(who(n), ": in_bits ", ib, " (8|16), w_bits ", wb, " (4|8), in_scale ",
+        return invalid_argument(describe(n), ": in_bits ", ib, " (8|16), w_bits ", wb, " (4|8), in_scale ",
                                 a.get_float("in_scale"), " (> 0)");
       }
       const int64_t asym = a.get_int("in_asym", 0);
-      if (asym != 0 && asym != 1) return invalid_argument(who(n), ": in_asym must be 0 or 1, got ", asym);
+      if (asym != 0 && asym != 1) return invalid_argument(describe(n), ": in_asym must be 0 or 1, got ", asym);
       if (asym == 1 && a.get_int("in_dynamic", 0) == 0) {
         const int64_t z = a.get_int("in_zero", 1 << 20), half = int64_t{1} << (ib - 1);
         if (z < -half || z >= half) {
-          return invalid_argument(who(n), ": static asymmetric input needs in_zero in [", -half, ", ", half - 1,
+          return invalid_argument(describe(n), ": static asymmetric input needs in_zero in [", -half, ", ", half - 1,
                                   "] for in_bits ", ib);
         }
       }
       if (a.has("in_dynamic") && a.get_int("in_dynamic") != 0 && a.get_int("in_dynamic") != 1) {
-        return invalid_argument(who(n), ": in_dynamic must be 0 or 1, got ", a.get_int("in_dynamic"));
+        return invalid_argument(describe(n), ": in_dynamic must be 0 or 1, got ", a.get_int("in_dynamic"));
       }
       TensorType out = t[0];
       out.dtype = DType::kF32;
@@ -141,7 +140,7 @@ StatusOr<TensorType> infer_type(const Graph& g, const Node& n) {
     case Op::kSlice: {
       const int64_t s = a.get_int("start"), e = a.get_int("end");
       if (s < 0 || e <= s || e > t[0].dim(-1)) {
-        return invalid_argument(who(n), ": slice [", s, ", ", e, ") is outside last dim ", t[0].dim(-1));
+        return invalid_argument(describe(n), ": slice [", s, ", ", e, ") is outside last dim ", t[0].dim(-1));
       }
       TensorType out = t[0];
       out.dims.back() = e - s;
@@ -150,20 +149,20 @@ StatusOr<TensorType> infer_type(const Graph& g, const Node& n) {
     case Op::kRope: {
       const int64_t heads = a.get_int("num_heads"), hd = a.get_int("head_dim"), rd = a.get_int("rotary_dim");
       if (heads <= 0 || hd <= 0 || t[0].dim(-1) != heads * hd) {
-        return invalid_argument(who(n), ": input ", t[0].to_string(), " is not num_heads ", heads,
+        return invalid_argument(describe(n), ": input ", t[0].to_string(), " is not num_heads ", heads,
                                 " x head_dim ", hd);
       }
       if (rd <= 0 || rd > hd || rd % 2 != 0 ||
           static_cast<int64_t>(a.get_floats("inv_freq").size()) != rd / 2) {
-        return invalid_argument(who(n), ": rotary_dim ", rd, " needs an even value <= head_dim and ",
+        return invalid_argument(describe(n), ": rotary_dim ", rd, " needs an even value <= head_dim and ",
                                 rd / 2, " inv_freq entries, got ", a.get_floats("inv_freq").size());
       }
       const auto lf = a.get_floats("long_inv_freq");
       if (!lf.empty() && static_cast<int64_t>(lf.size()) != rd / 2) {
-        return invalid_argument(who(n), ": long_inv_freq needs ", rd / 2, " entries");
+        return invalid_argument(describe(n), ": long_inv_freq needs ", rd / 2, " entries");
       }
       if (t[1].dtype != DType::kI64 || t[1].rank() != t[0].rank() - 1) {
-        return invalid_argument(who(n), ": positions must be i64 of rank ", t[0].rank() - 1, ", got ",
+        return invalid_argument(describe(n), ": positions must be i64 of rank ", t[0].rank() - 1, ", got ",
                                 t[1].to_string());
       }
       return t[0];
@@ -171,80 +170,80 @@ StatusOr<TensorType> infer_type(const Graph& g, const Node& n) {
     case Op::kAttention: {
       const int64_t h = a.get_int("num_heads"), kv = a.get_int("num_kv_heads"), hd = a.get_int("head_dim");
       if (h <= 0 || kv <= 0 || hd <= 0 || h % kv != 0) {
-        return invalid_argument(who(n), ": num_heads ", h, " must be a positive multiple of num_kv_heads ", kv);
+        return invalid_argument(describe(n), ": num_heads ", h, " must be a positive multiple of num_kv_heads ", kv);
       }
       if (t[0].dim(-1) != h * hd || t[1].dim(-1) != kv * hd || t[2].dim(-1) != kv * hd) {
-        return invalid_argument(who(n), ": q ", t[0].to_string(), ", k ", t[1].to_string(), ", v ",
+        return invalid_argument(describe(n), ": q ", t[0].to_string(), ", k ", t[1].to_string(), ", v ",
                                 t[2].to_string(), " do not match ", h, " heads / ", kv, " kv heads of ", hd);
       }
-      if (a.get_int("max_cache") <= 0) return invalid_argument(who(n), ": max_cache must be positive");
+      if (a.get_int("max_cache") <= 0) return invalid_argument(describe(n), ": max_cache must be positive");
       const bool quant = a.has("k_bits");
       for (const char* key : {"v_bits", "p_bits", "q_scale", "k_scale", "v_scale"}) {
-        if (a.has(key) != quant) return invalid_argument(who(n), ": KV quantization attributes must all be present or none (", key, ")");
+        if (a.has(key) != quant) return invalid_argument(describe(n), ": KV quantization attributes must all be present or none (", key, ")");
       }
       if (!quant && (a.has("k_offset") || a.has("v_offset") || a.has("k_rot_offset"))) {
-        return invalid_argument(who(n), ": k_offset / v_offset / k_rot_offset need a quantized KV cache (k_bits ...)");
+        return invalid_argument(describe(n), ": k_offset / v_offset / k_rot_offset need a quantized KV cache (k_bits ...)");
       }
       if (a.has("k_rot_offset") && g.node(n.operands[1].value).op != Op::kRope) {
-        return invalid_argument(who(n), ": k_rot_offset needs K from a rope node (its offsets rotate with it)");
+        return invalid_argument(describe(n), ": k_rot_offset needs K from a rope node (its offsets rotate with it)");
       }
       if (quant) {
         if (static_cast<int64_t>(a.get_floats("q_scale").size()) != h ||
             static_cast<int64_t>(a.get_floats("k_scale").size()) != kv * hd ||
             static_cast<int64_t>(a.get_floats("v_scale").size()) != kv * hd) {
-          return invalid_argument(who(n), ": q_scale needs ", h, " entries, k_scale and v_scale ", kv * hd);
+          return invalid_argument(describe(n), ": q_scale needs ", h, " entries, k_scale and v_scale ", kv * hd);
         }
         for (const char* key : {"k_offset", "v_offset", "k_rot_offset"}) {
           if (a.has(key) && static_cast<int64_t>(a.get_floats(key).size()) != kv * hd) {
-            return invalid_argument(who(n), ": ", key, " needs ", kv * hd, " entries (one per KV channel)");
+            return invalid_argument(describe(n), ": ", key, " needs ", kv * hd, " entries (one per KV channel)");
           }
         }
         if (a.has("k_offset") && a.get_float("softcap") > 0.0) {
           for (double o : a.get_floats("k_offset")) {
             if (o != 0.0) {
-              return invalid_argument(who(n), ": k_offset must be zero with softcap: the offset is only ",
+              return invalid_argument(describe(n), ": k_offset must be zero with softcap: the offset is only ",
                                       "softmax-invariant without score soft-capping");
             }
           }
         }
         for (const char* key : {"k_bits", "v_bits"}) {
           const int64_t b = a.get_int(key);
-          if (b != 4 && b != 8 && b != 16) return invalid_argument(who(n), ": ", key, " must be 4, 8 or 16");
+          if (b != 4 && b != 8 && b != 16) return invalid_argument(describe(n), ": ", key, " must be 4, 8 or 16");
         }
         if (a.has("q_dynamic") && a.get_int("q_dynamic") != 0 && a.get_int("q_dynamic") != 1) {
-          return invalid_argument(who(n), ": q_dynamic must be 0 or 1, got ", a.get_int("q_dynamic"));
+          return invalid_argument(describe(n), ": q_dynamic must be 0 or 1, got ", a.get_int("q_dynamic"));
         }
         if (a.get_int("p_bits") != 8 && a.get_int("p_bits") != 16) {
-          return invalid_argument(who(n), ": p_bits must be 8 or 16");
+          return invalid_argument(describe(n), ": p_bits must be 8 or 16");
         }
       }
-      if (a.get_int("window") < 0) return invalid_argument(who(n), ": window must be >= 0");
+      if (a.get_int("window") < 0) return invalid_argument(describe(n), ": window must be >= 0");
       return t[0];
     }
     case Op::kGatedAct: {
       const std::string act = a.get_string("act");
       if (act != "silu" && act != "gelu_tanh") {
-        return invalid_argument(who(n), ": act '", act, "' is not silu or gelu_tanh");
+        return invalid_argument(describe(n), ": act '", act, "' is not silu or gelu_tanh");
       }
       if (!dims_compatible(t[0].dims, t[1].dims)) {
-        return invalid_argument(who(n), ": gate ", t[0].to_string(), " and up ", t[1].to_string(), " differ");
+        return invalid_argument(describe(n), ": gate ", t[0].to_string(), " and up ", t[1].to_string(), " differ");
       }
       return t[0];
     }
     case Op::kAdd:
       if (!dims_compatible(t[0].dims, t[1].dims) || t[0].dtype != t[1].dtype) {
-        return invalid_argument(who(n), ": operands ", t[0].to_string(), " and ", t[1].to_string(), " differ");
+        return invalid_argument(describe(n), ": operands ", t[0].to_string(), " and ", t[1].to_string(), " differ");
       }
       return t[0];
     case Op::kScale:
     case Op::kSoftcap:
-      if (!is_float(t[0].dtype)) return invalid_argument(who(n), ": needs a float input");
+      if (!is_float(t[0].dtype)) return invalid_argument(describe(n), ": needs a float input");
       if (n.op == Op::kSoftcap && a.get_float("cap") <= 0) {
-        return invalid_argument(who(n), ": cap must be positive");
+        return invalid_argument(describe(n), ": cap must be positive");
       }
       return t[0];
   }
-  return internal_error(who(n), ": no type rule");
+  return internal_error(describe(n), ": no type rule");
 }
 
 void Builder::weight(const std::string& name, TensorType type, const std::string& tensor, WeightRole role,
@@ -302,31 +301,10 @@ StatusOr<ValueId> Builder::slice(const std::string& name, ValueId x, int64_t sta
   return make(Op::kSlice, name, {Operand::of(x)}, std::move(a), origin);
 }
 
-StatusOr<RopeParams> rope_params_of(const Node& n) {
-  const Attrs& at = n.attrs;
-  RopeParams r;
-  r.num_heads = at.get_int("num_heads");
-  r.head_dim = at.get_int("head_dim");
-  r.rotary_dim = at.get_int("rotary_dim");
-  r.inv_freq = at.get_floats("inv_freq");
-  r.long_inv_freq = at.get_floats("long_inv_freq");
-  r.attention_factor = at.get_float("attention_factor", 1.0);
-  r.dynamic_factor = at.get_float("dynamic_factor", 0.0);
-  r.original_max_positions = at.get_int("original_max_positions", 0);
-  r.theta = at.get_float("theta", 10000.0);
-  if (r.rotary_dim <= 0 || r.rotary_dim % 2 != 0 || r.rotary_dim > r.head_dim ||
-      static_cast<int64_t>(r.inv_freq.size()) != r.rotary_dim / 2 ||
-      (!r.long_inv_freq.empty() && r.long_inv_freq.size() != r.inv_freq.size())) {
-    return invalid_argument("node '", n.name, "' (", op_info(n.op).name, "): rotary_dim ", r.rotary_dim,
-                            " does not fit head_dim ", r.head_dim, " and ", r.inv_freq.size(), " inverse frequencies");
-  }
-  return r;
-}
-
-StatusOr<ValueId> Builder::rope(const std::string& name, ValueId x, ValueId positions, const RopeParams& p,
+StatusOr<ValueId> Builder::rope(const std::string& name, ValueId x, ValueId positions, const numerics::Rope& p,
                                 const std::string& origin) {
   Attrs a;
-  a.set("num_heads", p.num_heads);
+  a.set("num_heads", p.heads);
   a.set("head_dim", p.head_dim);
   a.set("rotary_dim", p.rotary_dim);
   a.set("inv_freq", p.inv_freq);

@@ -34,4 +34,8 @@ bool Graph::operator==(const Graph& o) const {
          metadata == o.metadata;
 }
 
+std::string describe(const Node& n) {
+  return "node '" + n.name + "' (" + std::string(op_info(n.op).name) + ")";
+}
+
 }  // namespace qbc::ir

@@ -127,20 +127,6 @@ const char* elt_name(EltOp op) {
 
 const char* phase_name(Phase p) { return p == Phase::kPrefill ? "prefill" : "decode"; }
 
-const char* scheme_name(Scheme s) {
-  switch (s) {
-    case Scheme::kSingle:
-      return "single";
-    case Scheme::kMulti:
-      return "multi";
-    case Scheme::kGlobal4:
-      return "global4";
-    case Scheme::kGlobal8:
-      return "global8";
-  }
-  return "?";
-}
-
 int64_t attn_params_floats(int64_t heads, int64_t kv_heads, int64_t head_dim) {
   return heads + 5 * kv_heads * head_dim;
 }

@@ -79,9 +79,6 @@ class Context {
   StatusOr<std::string> dump_text() const;
 };
 
-/// "node 'blk.0.attn.q_proj' (qlinear)".
-std::string node_label(const ir::Node& n);
-
 inline int64_t align_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 

@@ -17,10 +17,6 @@
 
 namespace qbc::npu {
 
-std::string node_label(const ir::Node& n) {
-  return "node '" + n.name + "' (" + std::string(ir::op_info(n.op).name) + ")";
-}
-
 int32_t Context::pass_id(const std::string& name) {
   for (size_t i = 0; i < b.passes.size(); ++i) {
     if (b.passes[i] == name) return static_cast<int32_t>(i);

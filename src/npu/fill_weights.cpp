@@ -85,11 +85,11 @@ Status Filler::attention(const Node& n, int id) {
   auto put_list = [&](const char* key, int64_t count) -> Status {
     std::vector<double> x = n.attrs.has(key) ? n.attrs.get_floats(key) : std::vector<double>();
     if (!x.empty() && static_cast<int64_t>(x.size()) != count)
-      return invalid_argument(node_label(n), ": ", key, " has ", x.size(), " values, expected ",
+      return invalid_argument(ir::describe(n), ": ", key, " has ", x.size(), " values, expected ",
                               count);
     for (int64_t j = 0; j < count; ++j) {
       const double val = x.empty() ? 0.0 : x[static_cast<size_t>(j)];
-      if (!std::isfinite(val)) return invalid_argument(node_label(n), ": ", key, " holds ", val);
+      if (!std::isfinite(val)) return invalid_argument(ir::describe(n), ": ", key, " holds ", val);
       put_f32(img_, at, static_cast<float>(val));
       at += 4;
     }
@@ -128,7 +128,7 @@ Status Filler::codes(const Node& n, const LinearPlan& li, int64_t nt, const int8
         const bool in_range = c >= -hi - 1.0 && c <= hi;
         const int q = in_range ? static_cast<int>(c) : 0;
         if (!in_range || static_cast<double>(q) != c) {
-          return invalid_argument(node_label(n), ": weight code ", c, " at [", ch, ", ", k0 + kk,
+          return invalid_argument(ir::describe(n), ": weight code ", c, " at [", ch, ", ", k0 + kk,
                                   "] is not a ", li.w_bits, "-bit integer");
         }
         // Dense [nt, kn] tile: rows of this K tile's width; int4 low nibble first.
@@ -170,13 +170,13 @@ Status Filler::scales(const Node& n, const LinearPlan& li, int64_t nt) {
         } else if (numerics::round_fp16(s) == s) {  // exact: the fp16 widens back to s
           put_f16(img_, base + li.ws_off[bi] + 2 * e, numerics::fp16_bits(s));
         } else {
-          return invalid_argument(node_label(n), ": weight scale ", s, " of channel ", ch,
+          return invalid_argument(ir::describe(n), ": weight scale ", s, " of channel ", ch,
                                   " is not an fp16 value (w_scale_f16)");
         }
         if (!li.zero) continue;
         const float z = zeros_[src];
         if (z != std::nearbyint(z) || (compact && (z < -8 || z > 7)))
-          return invalid_argument(node_label(n), ": zero point ", z,
+          return invalid_argument(ir::describe(n), ": zero point ", z,
                                   compact ? " is not a 4-bit integer" : " is not an integer");
         if (compact) {
           put_i4(img_, base + li.wz_off[bi], e, static_cast<int32_t>(z));
@@ -206,7 +206,7 @@ Status Filler::linear(const Node& n, int id) {
   if (li.zero) QBC_RETURN_IF_ERROR(read(n.operands[3].weight, &zeros_));
   if (li.bias) QBC_RETURN_IF_ERROR(read(n.operands[li.zero ? 4 : 3].weight, &bias_));
   if (static_cast<int64_t>(scales_.size()) != li.n * li.groups)
-    return invalid_argument(node_label(n), ": ", scales_.size(), " weight scales, expected ",
+    return invalid_argument(ir::describe(n), ": ", scales_.size(), " weight scales, expected ",
                             li.n * li.groups);
   for (int64_t nt = 0; nt < li.ntiles; ++nt) {
     QBC_RETURN_IF_ERROR(codes(n, li, nt, raw));

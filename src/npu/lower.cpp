@@ -44,7 +44,7 @@ Status lower_program(Context& cx, const ModeRequest& m, isa::Phase phase, isa::P
           lower_attention(n, id, L);
           break;
         case Op::kLinear:
-          return internal_error(node_label(n), ": float linear reached lowering");
+          return internal_error(ir::describe(n), ": float linear reached lowering");
         default:
           lower_rows(n, id, L);
           break;

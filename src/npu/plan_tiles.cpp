@@ -8,6 +8,7 @@
 #include <string>
 
 #include "backend.h"
+#include "qbc/ir/op_params.h"
 #include "passes.h"
 #include "qbc/ir/builder.h"
 #include "qbc/ir/verifier.h"
@@ -33,26 +34,28 @@ Status check_graph(Context& cx) {
         }
         break;
       case Op::kLinear:
-        return unimplemented(node_label(n),
+        return unimplemented(ir::describe(n),
                              ": a float linear; the ARIES backend runs integer matmuls only "
                              "(quantize every linear: `qbc quantize`, bit.transformer.*)");
-      case Op::kAttention:
+      case Op::kAttention: {
         if (!n.attrs.has("k_bits")) {
-          return unimplemented(node_label(n),
+          return unimplemented(ir::describe(n),
                                ": attention with a float KV cache; the ARIES backend needs a "
                                "quantized cache (bit.kvCache.key / bit.kvCache.value)");
         }
-        if (n.attrs.get_int("max_cache") < cx.cache_quantized) {
+        QBC_ASSIGN_OR_RETURN(const int64_t max_cache, ir::required_int(n, "max_cache"));
+        if (max_cache < cx.cache_quantized) {
           return failed_precondition(
-              node_label(n), ": quantized for a cache of ", n.attrs.get_int("max_cache"),
+              ir::describe(n), ": quantized for a cache of ", max_cache,
               " positions, but the backend compiles ", cx.o.max_cache,
               " (llm.attributes.maxCacheLength); key scales are only valid for the positions the "
               "graph was quantized for: quantize again with the larger maxCacheLength");
         }
         break;
+      }
       case Op::kRope:
         if (n.attrs.get_float("dynamic_factor", 0.0) < 0.0)
-          return invalid_argument(node_label(n), ": negative dynamic_factor");
+          return invalid_argument(ir::describe(n), ": negative dynamic_factor");
         break;
       default:
         break;
@@ -96,7 +99,7 @@ StatusOr<int64_t> row_stage(Context& cx, const Node& n, int32_t id, const std::s
   const int64_t need = fixed + mt * bytes_per_row;
   if (need > cx.plan.sram_budget) {
     return resource_exhausted(
-        node_label(n), ": one row tile", suffix.empty() ? "" : " of the KV append", " needs ", need,
+        ir::describe(n), ": one row tile", suffix.empty() ? "" : " of the KV append", " needs ", need,
         " bytes of SRAM; target '", cx.o.target.name, "' has ", cx.plan.sram_budget);
   }
   cx.plan.stages.push_back({id, n.name + suffix, need, 0});
@@ -121,29 +124,29 @@ Status plan_rows(Context& cx, const Node& n, int32_t id) {
 }
 
 Status plan_linear(Context& cx, const Node& n, LinearPlan* li, int64_t* sram) {
-  const ir::Attrs& at = n.attrs;
+  QBC_ASSIGN_OR_RETURN(const ir::QLinearParams qp, ir::qlinear_params(n));
+  const numerics::QLinear& q = qp.linear;
   const ir::Weight* wq = cx.g.find_weight(n.operands[1].weight);
   li->n = wq->type.dims[0];
   li->k = wq->type.dims[1];
-  li->w_bits = static_cast<int>(at.get_int("w_bits"));
-  li->in_bits = static_cast<int>(at.get_int("in_bits"));
-  li->group = at.get_int("w_group", 0);
+  li->w_bits = qp.w_bits;
+  li->in_bits = q.in_bits;
+  li->group = q.group;
   li->groups = li->group > 0 ? cdiv(li->k, li->group) : 1;
-  li->zero = at.get_int("w_zero", 0) == 1;
+  li->zero = qp.w_zero;
   li->bias = n.operands.size() > (li->zero ? 4u : 3u);
-  li->out_fp16 = at.get_int("out_fp16") != 0;
-  const bool dyn = at.has("in_dynamic") && at.get_int("in_dynamic") != 0;
-  const bool asym = at.get_int("in_asym", 0) == 1;
+  li->out_fp16 = q.out_fp16;
+  const bool dyn = q.in_dynamic, asym = q.in_asym;
   li->mode = dyn ? (asym ? isa::QuantMode::kTokenAffine : isa::QuantMode::kTokenSymmetric)
                  : (asym ? isa::QuantMode::kStaticAffine : isa::QuantMode::kStaticSymmetric);
-  li->in_scale = static_cast<float>(at.get_float("in_scale"));
-  li->in_zero = asym && !dyn ? static_cast<int32_t>(at.get_int("in_zero")) : 0;
+  li->in_scale = q.in_scale;
+  li->in_zero = q.in_zero;
   if (li->w_bits != 4 && li->w_bits != 8) {
-    return unimplemented(node_label(n), ": ", li->w_bits,
+    return unimplemented(ir::describe(n), ": ", li->w_bits,
                          "-bit weights; the ARIES MAC array takes 4- or 8-bit weights");
   }
   if (li->in_bits != 8 && li->in_bits != 16)
-    return unimplemented(node_label(n), ": ", li->in_bits, "-bit activations (8 or 16)");
+    return unimplemented(ir::describe(n), ": ", li->in_bits, "-bit activations (8 or 16)");
   const DType wt = isa::code_type(li->w_bits);
   const int64_t cb = li->in_bits == 16 ? 2 : 1;
   const int64_t accb = li->in_bits == 16 ? 8 : 4;
@@ -187,43 +190,42 @@ Status plan_linear(Context& cx, const Node& n, LinearPlan* li, int64_t* sram) {
       }
     }
   }
-  return resource_exhausted(node_label(n), ": no tile of [", li->n, " x ", li->k, "] fits the ",
+  return resource_exhausted(ir::describe(n), ": no tile of [", li->n, " x ", li->k, "] fits the ",
                             cx.plan.sram_budget, "-byte SRAM of target '", cx.o.target.name,
                             "' (even one row of fp16 inputs and codes needs ", li->k * (2 + cb),
                             " bytes)");
 }
 
 Status plan_attention(Context& cx, const Node& n, int32_t id, AttentionPlan* ai) {
-  const ir::Attrs& at = n.attrs;
+  QBC_ASSIGN_OR_RETURN(const numerics::Attention a, ir::attention_params(n));
+  if (!a.quantized) return internal_error(ir::describe(n), ": a float KV cache past the graph check");
   isa::AttnDesc d;
-  d.heads = at.get_int("num_heads");
-  d.kv_heads = at.get_int("num_kv_heads");
-  d.head_dim = at.get_int("head_dim");
-  d.window = at.get_int("window");
-  d.scale = at.get_float("scale");
-  d.softcap = at.get_float("softcap");
-  d.k_bits = static_cast<int32_t>(at.get_int("k_bits"));
-  d.v_bits = static_cast<int32_t>(at.get_int("v_bits"));
-  d.p_bits = static_cast<int32_t>(at.get_int("p_bits"));
-  d.q_dynamic = at.has("q_dynamic") && at.get_int("q_dynamic") != 0;
-  d.rotating = at.has("k_rot_offset");
-  if (d.kv_heads <= 0 || d.heads % d.kv_heads != 0)
-    return invalid_argument(node_label(n), ": num_heads not a multiple of num_kv_heads");
+  d.heads = a.heads;
+  d.kv_heads = a.kv_heads;
+  d.head_dim = a.head_dim;
+  d.window = a.window;
+  d.scale = a.scale;
+  d.softcap = a.softcap;
+  d.k_bits = a.k_bits;
+  d.v_bits = a.v_bits;
+  d.p_bits = a.p_bits;
+  d.q_dynamic = a.q_dynamic;
+  d.rotating = !a.k_rot_offset.empty();
   for (int bits : {d.k_bits, d.v_bits}) {
     if (bits != 4 && bits != 8 && bits != 16)
-      return unimplemented(node_label(n), ": ", bits, "-bit KV cache (4, 8 or 16)");
+      return unimplemented(ir::describe(n), ": ", bits, "-bit KV cache (4, 8 or 16)");
   }
   if (d.k_bits == 4 && d.head_dim % 2 != 0)
-    return unimplemented(node_label(n), ": int4 keys need an even head_dim");
+    return unimplemented(ir::describe(n), ": int4 keys need an even head_dim");
   // Sliding-window layers keep a ring of window + chunk positions, global layers the cache.
   d.capacity =
       d.window > 0 ? std::min<int64_t>(cx.o.max_cache, d.window + cx.o.chunk) : cx.o.max_cache;
   if (d.rotating) {
     const Node& k = cx.g.node(n.operands[1].value);
     if (k.op != Op::kRope)
-      return invalid_argument(node_label(n), ": k_rot_offset needs K from a rope node");
+      return invalid_argument(ir::describe(n), ": k_rot_offset needs K from a rope node");
     const int32_t rope = cx.plan.nodes[static_cast<size_t>(n.operands[1].value)].rope;
-    if (rope < 0) return internal_error(node_label(n), ": K's rope was not planned");
+    if (rope < 0) return internal_error(ir::describe(n), ": K's rope was not planned");
     d.k_rope = rope;
   }
   const int64_t g = d.heads / d.kv_heads, hd = d.head_dim, H = d.heads, KV = d.kv_heads;
@@ -248,7 +250,7 @@ Status plan_attention(Context& cx, const Node& n, int32_t id, AttentionPlan* ai)
     }
   }
   if (bytes(br, bc) > cx.plan.sram_budget) {
-    return resource_exhausted(node_label(n),
+    return resource_exhausted(ir::describe(n),
                               ": the smallest attention tile (1 query row, 16 "
                               "cache positions) needs ",
                               bytes(br, bc), " bytes of SRAM; target '", cx.o.target.name, "' has ",
@@ -313,9 +315,9 @@ void set_header(Context& cx) {
 
 /// The rope node's frequency table as a descriptor of the bundle.
 Status plan_rope(Context& cx, const Node& n, int id) {
-  QBC_ASSIGN_OR_RETURN(const ir::RopeParams rp, ir::rope_params_of(n));
-  isa::RopeDesc r;
-  r.heads = rp.num_heads;
+  QBC_ASSIGN_OR_RETURN(const numerics::Rope rp, ir::rope_params(n));
+  isa::RopeDesc r;  // the ISA's copy (isa may not depend on numerics)
+  r.heads = rp.heads;
   r.head_dim = rp.head_dim;
   r.rotary_dim = rp.rotary_dim;
   r.inv_freq = rp.inv_freq;

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "qbc/ir/builder.h"
+#include "qbc/ir/op_params.h"
 #include "qbc/ir/verifier.h"
 #include "qbc/numerics/attention.h"
 #include "qbc/numerics/elementwise.h"
@@ -26,10 +26,6 @@ namespace {
 using ir::Node;
 using ir::Op;
 
-std::string node_label(const Node& n) {
-  return "node '" + n.name + "' (" + std::string(ir::op_info(n.op).name) + ")";
-}
-
 /// A node prepared for execution: operands resolved, attributes decoded once.
 struct Step {
   const Node* node = nullptr;
@@ -38,6 +34,8 @@ struct Step {
   bool fp16 = true;         // round the result to fp16
   std::vector<float> w, bias;
   numerics::QLinear ql;
+  int w_bits = 8;       // qlinear: the weight codes' width
+  bool w_zero = false;  // qlinear: operand 3 holds zero points
   double eps = 0.0, unit_offset = 0.0;
   int64_t group = 0, start = 0, end = 0;
   numerics::Rope rope;
@@ -46,60 +44,6 @@ struct Step {
   bool gelu = false;
   float factor = 1.0f;  // scale factor / softcap cap
 };
-
-/// Decodes a rope node's parameters (ir::rope_params_of checks them).
-Status decode_rope(const Node& n, numerics::Rope* out) {
-  QBC_ASSIGN_OR_RETURN(const ir::RopeParams p, ir::rope_params_of(n));
-  numerics::Rope& r = *out;
-  r.heads = p.num_heads;
-  r.head_dim = p.head_dim;
-  r.rotary_dim = p.rotary_dim;
-  r.inv_freq = p.inv_freq;
-  r.long_inv_freq = p.long_inv_freq;
-  r.attention_factor = p.attention_factor;
-  r.dynamic_factor = p.dynamic_factor;
-  r.original_max_positions = p.original_max_positions;
-  r.theta = p.theta;
-  return ok_status();
-}
-
-/// Decodes the quantized-KV attributes of an attention node.
-Status decode_kv_quant(const Node& n, numerics::Attention* a) {
-  const ir::Attrs& at = n.attrs;
-  a->quantized = true;
-  a->k_bits = static_cast<int>(at.get_int("k_bits"));
-  a->v_bits = static_cast<int>(at.get_int("v_bits"));
-  a->p_bits = static_cast<int>(at.get_int("p_bits"));
-  a->q_dynamic = at.has("q_dynamic") && at.get_int("q_dynamic") != 0;
-  const std::pair<const char*, std::vector<float>*> lists[] = {
-      {"q_scale", &a->q_scale}, {"k_scale", &a->k_scale}, {"v_scale", &a->v_scale}};
-  for (const auto& [key, dst] : lists) {
-    for (double s : at.get_floats(key)) {
-      const float f = static_cast<float>(s);
-      if (!(f > 0.0f) || !std::isfinite(f)) {
-        return invalid_argument(node_label(n), ": ", key, " holds ", s,
-                                "; scales must be positive and finite");
-      }
-      dst->push_back(f);
-    }
-  }
-  const size_t width = a->k_scale.size();
-  for (const auto& [key, dst] :
-       {std::pair<const char*, std::vector<float>*>{"k_offset", &a->k_offset},
-        {"v_offset", &a->v_offset}}) {
-    dst->assign(width, 0.0f);
-    if (!at.has(key)) continue;
-    const std::vector<double> offsets = at.get_floats(key);
-    for (size_t i = 0; i < offsets.size() && i < width; ++i) {
-      if (!std::isfinite(offsets[i])) {
-        return invalid_argument(node_label(n), ": ", key, " holds ", offsets[i],
-                                "; offsets must be finite");
-      }
-      (*dst)[i] = static_cast<float>(offsets[i]);
-    }
-  }
-  return ok_status();
-}
 
 }  // namespace
 
@@ -129,7 +73,6 @@ struct FakeQuantSession::Impl {
 
 Status FakeQuantSession::Impl::prepare_step(Step& st) {
   const Node& n = *st.node;
-  const ir::Attrs& at = n.attrs;
   // The head keeps fp32 (logits leave unrounded); rms_norm runs on the vector unit in
   // fp16 in/out wherever it sits.
   st.fp16 = n.part == ir::Part::kBody || n.op == Op::kRmsNorm;
@@ -138,84 +81,61 @@ Status FakeQuantSession::Impl::prepare_step(Step& st) {
     case Op::kLinear:
     case Op::kAdd:
       break;
-    case Op::kQLinear:
-      st.ql.in_scale = static_cast<float>(at.get_float("in_scale"));
-      st.ql.in_bits = static_cast<int>(at.get_int("in_bits"));
-      st.ql.out_fp16 = at.get_int("out_fp16") != 0;
-      st.ql.in_dynamic = at.has("in_dynamic") && at.get_int("in_dynamic") != 0;
-      st.ql.in_asym = at.get_int("in_asym", 0) == 1;
-      st.ql.in_zero =
-          st.ql.in_asym && !st.ql.in_dynamic ? static_cast<int32_t>(at.get_int("in_zero")) : 0;
-      st.ql.group = at.get_int("w_group", 0);
-      if (!(st.ql.in_scale > 0.0f) || !std::isfinite(st.ql.in_scale)) {
-        return invalid_argument(node_label(n), ": in_scale ", at.get_float("in_scale"),
-                                " is not a positive finite fp32 value");
-      }
+    case Op::kQLinear: {
+      QBC_ASSIGN_OR_RETURN(ir::QLinearParams q, ir::qlinear_params(n));
+      st.ql = std::move(q.linear);
+      st.w_bits = q.w_bits;
+      st.w_zero = q.w_zero;
       break;
-    case Op::kRmsNorm:
-      st.eps = at.get_float("eps");
-      st.unit_offset = static_cast<double>(at.get_int("unit_offset"));
-      st.group = at.get_int("group");
+    }
+    case Op::kRmsNorm: {
+      QBC_ASSIGN_OR_RETURN(st.eps, ir::required_float(n, "eps"));
+      QBC_ASSIGN_OR_RETURN(const int64_t unit_offset, ir::required_int(n, "unit_offset"));
+      QBC_ASSIGN_OR_RETURN(st.group, ir::required_int(n, "group"));
+      st.unit_offset = static_cast<double>(unit_offset);
       if (st.group < 0 || (st.group > 0 && st.width % st.group != 0)) {
-        return invalid_argument(node_label(n), ": group ", st.group, " does not divide ", st.width);
+        return invalid_argument(ir::describe(n), ": group ", st.group, " does not divide ",
+                                st.width);
       }
       break;
-    case Op::kSlice:
-      st.start = at.get_int("start");
-      st.end = at.get_int("end");
+    }
+    case Op::kSlice: {
+      QBC_ASSIGN_OR_RETURN(st.start, ir::required_int(n, "start"));
+      QBC_ASSIGN_OR_RETURN(st.end, ir::required_int(n, "end"));
       break;
-    case Op::kRope:
-      QBC_RETURN_IF_ERROR(decode_rope(n, &st.rope));
+    }
+    case Op::kRope: {
+      QBC_ASSIGN_OR_RETURN(st.rope, ir::rope_params(n));
       break;
+    }
     case Op::kAttention: {
-      numerics::Attention& a = st.attn;
-      a.heads = at.get_int("num_heads");
-      a.kv_heads = at.get_int("num_kv_heads");
-      a.head_dim = at.get_int("head_dim");
-      a.scale = at.get_float("scale");
-      a.softcap = at.get_float("softcap");
-      a.window = at.get_int("window");
-      a.max_cache = at.get_int("max_cache");
-      if (a.kv_heads <= 0 || a.heads % a.kv_heads != 0 || a.max_cache <= 0) {
-        return invalid_argument(node_label(n), ": num_heads ", a.heads,
-                                " is not a multiple of num_kv_heads ", a.kv_heads, " or max_cache ",
-                                a.max_cache, " is not positive");
-      }
-      if (at.has("k_bits")) QBC_RETURN_IF_ERROR(decode_kv_quant(n, &a));
-      if (a.quantized && at.has("k_rot_offset")) {  // the K producer's RoPE rotates the offsets too
+      QBC_ASSIGN_OR_RETURN(st.attn, ir::attention_params(n));
+      if (!st.attn.k_rot_offset.empty()) {  // the K producer's RoPE rotates the offsets too
         const Node& k = graph.node(n.operands[1].value);
         if (k.op != Op::kRope)
-          return invalid_argument(node_label(n), ": k_rot_offset needs K from a rope node");
-        QBC_RETURN_IF_ERROR(decode_rope(k, &a.k_rope));
-        const std::vector<double> m = at.get_floats("k_rot_offset");
-        if (m.size() != a.k_scale.size()) {
-          return invalid_argument(node_label(n), ": k_rot_offset has ", m.size(), " values, K has ",
-                                  a.k_scale.size(), " channels");
-        }
-        for (double v : m) {
-          if (!std::isfinite(v)) return invalid_argument(node_label(n), ": k_rot_offset holds ", v);
-          a.k_rot_offset.push_back(static_cast<float>(v));
-        }
+          return invalid_argument(ir::describe(n), ": k_rot_offset needs K from a rope node");
+        QBC_ASSIGN_OR_RETURN(st.attn.k_rope, ir::rope_params(k));
       }
       st.cache = static_cast<int>(caches.size());
       caches.emplace_back();
       break;
     }
     case Op::kGatedAct: {
-      const std::string act = at.get_string("act");
+      QBC_ASSIGN_OR_RETURN(const std::string act, ir::required_string(n, "act"));
       if (act != "silu" && act != "gelu_tanh") {
-        return unimplemented(node_label(n), ": activation '", act,
+        return unimplemented(ir::describe(n), ": activation '", act,
                              "' (supported: silu, gelu_tanh)");
       }
       st.gelu = act == "gelu_tanh";
       break;
     }
     case Op::kScale:
-      st.factor = static_cast<float>(at.get_float("factor"));
+    case Op::kSoftcap: {
+      QBC_ASSIGN_OR_RETURN(const double f,
+                           ir::required_float(n, n.op == Op::kScale ? "factor" : "cap"));
+      st.factor = static_cast<float>(f);
       break;
-    case Op::kSoftcap:
-      st.factor = static_cast<float>(at.get_float("cap"));
-      break;
+    }
   }
   return ok_status();
 }
@@ -236,7 +156,7 @@ Status FakeQuantSession::Impl::prepare() {
     } else {
       st.width = n.type.rank() > 0 ? n.type.dim(-1) : 0;
       if (st.width <= 0) {
-        return invalid_argument(node_label(n), ": last dimension of ", n.type.to_string(),
+        return invalid_argument(ir::describe(n), ": last dimension of ", n.type.to_string(),
                                 " must be static");
       }
       if (n.op == Op::kInput) {
@@ -263,14 +183,14 @@ Status FakeQuantSession::Impl::load_qlinear(
   numerics::QLinear& p = st.ql;
   p.out = wq->type.dims[0];
   p.in = wq->type.dims[1];
-  const int w_bits = static_cast<int>(n.attrs.get_int("w_bits"));
+  const int w_bits = st.w_bits;
   const double hi = static_cast<double>(numerics::quant_max(w_bits));
   const std::vector<float>& codes = by_name.at(wq->name);
   p.wq.resize(codes.size());
   for (size_t i = 0; i < codes.size(); ++i) {
     const double c = codes[i];
     if (c != std::nearbyint(c) || c < -hi - 1.0 || c > hi) {
-      return invalid_argument(node_label(n), ": weight '", wq->name, "' element ", i, " is ", c,
+      return invalid_argument(ir::describe(n), ": weight '", wq->name, "' element ", i, " is ", c,
                               ", not an integer in [", -hi - 1.0, ", ", hi, "] for w_bits ",
                               w_bits);
     }
@@ -279,25 +199,25 @@ Status FakeQuantSession::Impl::load_qlinear(
   p.wscale = by_name.at(n.operands[2].weight);
   for (float s : p.wscale) {  // negative: the extreme weight sits on the long end (numerics.md)
     if (!(std::fabs(s) >= 1e-8f) || !std::isfinite(s)) {
-      return invalid_argument(node_label(n), ": weight scale '", n.operands[2].weight, "' holds ",
+      return invalid_argument(ir::describe(n), ": weight scale '", n.operands[2].weight, "' holds ",
                               s, "; weight scales must be finite with |s| >= 1e-8");
     }
   }
   size_t bias_at = 3;
-  if (n.attrs.get_int("w_zero", 0) == 1) {  // ŵ = s·(q − z): the zero points share the codes' range
+  if (st.w_zero) {  // ŵ = s·(q − z): the zero points share the codes' range
     bias_at = 4;
     const std::vector<float>& zeros = by_name.at(n.operands[3].weight);
     if (zeros.size() != p.wscale.size()) {
-      return invalid_argument(node_label(n), ": ", zeros.size(), " zero points for ",
+      return invalid_argument(ir::describe(n), ": ", zeros.size(), " zero points for ",
                               p.wscale.size(), " scales");
     }
     p.wzero.resize(zeros.size());
     for (size_t i = 0; i < zeros.size(); ++i) {
       const double z = zeros[i];
       if (z != std::nearbyint(z) || z < -hi - 1.0 || z > hi) {
-        return invalid_argument(node_label(n), ": zero point '", n.operands[3].weight, "' element ",
-                                i, " is ", z, ", not an integer in [", -hi - 1.0, ", ", hi,
-                                "] for w_bits ", w_bits);
+        return invalid_argument(ir::describe(n), ": zero point '", n.operands[3].weight,
+                                "' element ", i, " is ", z, ", not an integer in [", -hi - 1.0,
+                                ", ", hi, "] for w_bits ", w_bits);
       }
       p.wzero[i] = static_cast<int32_t>(z);
     }
@@ -346,7 +266,7 @@ Status FakeQuantSession::Impl::load(const ir::WeightReader& reader) {
       if (!op.is_weight()) continue;
       auto it = by_name.find(op.weight);
       if (it == by_name.end())
-        return invalid_argument(node_label(n), ": unknown weight '", op.weight, "'");
+        return invalid_argument(ir::describe(n), ": unknown weight '", op.weight, "'");
       (nw++ == 0 ? st.w : st.bias) = it->second;
     }
   }
@@ -411,7 +331,7 @@ Status FakeQuantSession::Impl::run(const std::vector<float>& x, int64_t s,
   for (const Step& st : steps) {
     if (st.cache < 0) continue;
     if (position + s > st.attn.max_cache) {
-      return resource_exhausted(node_label(*st.node), ": KV cache overflow: ", position,
+      return resource_exhausted(ir::describe(*st.node), ": KV cache overflow: ", position,
                                 " cached + ", s, " new tokens exceed max_cache ",
                                 st.attn.max_cache);
     }

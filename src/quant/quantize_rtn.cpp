@@ -89,6 +89,36 @@ bool fp16_values(const std::vector<float>& scales) {
                      [](float s) { return numerics::round_fp16(s) == s; });
 }
 
+/// The quantized KV cache's scales and offsets of one attention node.
+struct KvScales {
+  std::vector<double> q_scale, k_scale, v_scale, k_offset, v_offset;
+  std::vector<double> k_rot_offset;  // empty: none
+  /// Scales 1 and offsets 0 of the right lengths: a graph's shape without its statistics.
+  static KvScales placeholders(const ir::Node& n) {
+    const size_t heads = static_cast<size_t>(n.attrs.get_int("num_heads"));
+    const size_t width =
+        static_cast<size_t>(n.attrs.get_int("num_kv_heads") * n.attrs.get_int("head_dim"));
+    return KvScales{std::vector<double>(heads, 1.0), std::vector<double>(width, 1.0),
+                    std::vector<double>(width, 1.0), std::vector<double>(width, 0.0),
+                    std::vector<double>(width, 0.0), {}};
+  }
+};
+
+/// Writes the quantized-KV attributes (docs/numerics.md) on attention node `n`.
+void set_kv_attrs(ir::Node& n, const config::CompileOptions& options, bool per_token, KvScales s) {
+  const bool p16 = matches_any(options.bit().layer_overrides().activation16_bits(), n.name);
+  n.attrs.set("k_bits", int64_t{options.bit().kv_cache().key()});
+  n.attrs.set("v_bits", int64_t{options.bit().kv_cache().value()});
+  n.attrs.set("p_bits", int64_t{p16 ? 16 : 8});
+  n.attrs.set("q_scale", std::move(s.q_scale));
+  if (per_token) n.attrs.set("q_dynamic", int64_t{1});
+  n.attrs.set("k_scale", std::move(s.k_scale));
+  n.attrs.set("v_scale", std::move(s.v_scale));
+  n.attrs.set("k_offset", std::move(s.k_offset));
+  n.attrs.set("v_offset", std::move(s.v_offset));
+  if (!s.k_rot_offset.empty()) n.attrs.set("k_rot_offset", std::move(s.k_rot_offset));
+}
+
 }  // namespace
 
 int64_t weight_group(const config::CompileOptions& options, int64_t in) {
@@ -143,6 +173,9 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
                          scaling == config::ACTIVATION_SCALING_PER_TOKEN_ASYMMETRIC;
   const bool asym_inputs = options.calibration().method() >= 2 ||
                            scaling == config::ACTIVATION_SCALING_PER_TOKEN_ASYMMETRIC;
+  // A weight source without values (shape_only): the same nodes, attributes and weights,
+  // with placeholder scales (1) and offsets (0), no statistics read, no tensors written.
+  const bool shapes = !weights;
   ir::Graph& out = r.graph;
   out = g;
   std::vector<float> w;
@@ -156,8 +189,10 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
       }
       const std::string& x_name = out.node(n.operands[0].value).name;
       auto st = stats.find(x_name);
-      if (st == stats.end()) return internal_error("no calibration statistics for '", x_name, "'");
-      const float range = activation_range(st->second, options.calibration(), bits.activation);
+      if (st == stats.end() && !shapes)
+        return internal_error("no calibration statistics for '", x_name, "'");
+      const float range =
+          shapes ? 1.0f : activation_range(st->second, options.calibration(), bits.activation);
       const ir::Weight* wt = out.find_weight(n.operands[1].weight);
       const int64_t rows = wt->type.dims[0], cols = wt->type.dims[1];
       const FixedWeights* chosen = nullptr;
@@ -171,10 +206,13 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
                                 ? (chosen->group > 0 && chosen->group < cols ? chosen->group : 0)
                                 : weight_group(options, cols);
       const int64_t groups = group > 0 ? (cols + group - 1) / group : 1;
-      std::vector<int8_t> q(static_cast<size_t>(rows * cols));
+      std::vector<int8_t> q(shapes ? 0 : static_cast<size_t>(rows * cols));
       std::vector<float> scale(static_cast<size_t>(rows * groups));
       std::vector<int8_t> zero;  // empty: symmetric
-      if (chosen != nullptr) {   // a pass (hessianQuant, searchWeightScale) chose the integers
+      if (shapes) {
+        zero.resize(options.bit().weight_zero_point() ? scale.size() : 0);
+      } else if (chosen !=
+                 nullptr) {  // a pass (hessianQuant, searchWeightScale) chose the integers
         if (chosen->bits != bits.weight || chosen->codes.size() != q.size() ||
             chosen->scales.size() != scale.size()) {
           return internal_error("node '", n.name, "': weights fixed by a pass at ", chosen->bits,
@@ -191,7 +229,8 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
       } else {
         QBC_RETURN_IF_ERROR(weights(*wt, &w).with_context("node '", n.name, "'"));
       }
-      if (chosen == nullptr) {  // round to nearest, scales by the rule of docs/numerics.md
+      if (chosen == nullptr &&
+          !shapes) {  // round to nearest, scales by the rule of docs/numerics.md
         GptqOptions o;
         o.bits = bits.weight;
         o.group_size = group;
@@ -208,9 +247,11 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
       const std::string wq = n.name + ".wq", ws = n.name + ".wscale";
       const std::string wz = n.name + ".wzero";
       std::vector<tensorfile::TensorToWrite> tensors;
-      tensors.push_back(int8_tensor(wq, {rows, cols}, q));
-      tensors.push_back(tensorfile::make_tensor(ws, tensorfile::DType::kF32, scale_shape, scale));
-      if (!zero.empty()) tensors.push_back(int8_tensor(wz, scale_shape, zero));
+      if (!shapes) {
+        tensors.push_back(int8_tensor(wq, {rows, cols}, q));
+        tensors.push_back(tensorfile::make_tensor(ws, tensorfile::DType::kF32, scale_shape, scale));
+        if (!zero.empty()) tensors.push_back(int8_tensor(wz, scale_shape, zero));
+      }
       for (tensorfile::TensorToWrite& t : tensors) {
         if (sink) {
           QBC_RETURN_IF_ERROR(sink(std::move(t)));
@@ -235,15 +276,19 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
       n.op = ir::Op::kQLinear;
       n.operands = std::move(ops);
       n.attrs = ir::Attrs();
-      n.attrs.set("in_scale",
-                  static_cast<double>(std::max(
-                      range / static_cast<float>(numerics::quant_max(bits.activation)), 1e-8f)));
+      n.attrs.set(
+          "in_scale",
+          shapes ? 1.0
+                 : static_cast<double>(std::max(
+                       range / static_cast<float>(numerics::quant_max(bits.activation)), 1e-8f)));
       n.attrs.set("in_bits", int64_t{bits.activation});
       if (per_token) n.attrs.set("in_dynamic", int64_t{1});
       if (asym_inputs) {  // calibration.method 2 / 3: a zero point per token, or a calibrated one
         n.attrs.set("in_asym", int64_t{1});
         if (!per_token) {
-          const numerics::AffineParams a = static_affine(st->second, range, bits.activation);
+          const numerics::AffineParams a = shapes
+                                               ? numerics::AffineParams{1.0f, 0}
+                                               : static_affine(st->second, range, bits.activation);
           n.attrs.set("in_scale", static_cast<double>(a.scale));
           n.attrs.set("in_zero", int64_t{a.zero});
         }
@@ -256,6 +301,8 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
       n.attrs.set("out_fp16", int64_t{n.part == ir::Part::kHead ? 0 : 1});
       out.remove_weight(old_weight);
       ++r.quantized_linears;
+    } else if (n.op == ir::Op::kAttention && shapes) {
+      set_kv_attrs(n, options, per_token, KvScales::placeholders(n));
     } else if (n.op == ir::Op::kAttention) {
       const int64_t heads = n.attrs.get_int("num_heads"), kvh = n.attrs.get_int("num_kv_heads");
       const int64_t hd = n.attrs.get_int("head_dim");
@@ -334,17 +381,9 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
         q_scale[static_cast<size_t>(h)] =
             std::max(m / static_cast<double>(numerics::quant_max(8)), 1e-8);
       }
-      const bool p16 = matches_any(options.bit().layer_overrides().activation16_bits(), n.name);
-      n.attrs.set("k_bits", int64_t{kb});
-      n.attrs.set("v_bits", int64_t{vb});
-      n.attrs.set("p_bits", int64_t{p16 ? 16 : 8});
-      n.attrs.set("q_scale", q_scale);
-      if (per_token) n.attrs.set("q_dynamic", int64_t{1});
-      n.attrs.set("k_scale", k_scale);
-      n.attrs.set("v_scale", v_scale);
-      n.attrs.set("k_offset", k_offset);
-      n.attrs.set("v_offset", v_offset);
-      if (!k_rot_offset.empty()) n.attrs.set("k_rot_offset", k_rot_offset);
+      set_kv_attrs(n, options, per_token,
+                   KvScales{std::move(q_scale), std::move(k_scale), std::move(v_scale),
+                            std::move(k_offset), std::move(v_offset), std::move(k_rot_offset)});
     }
   }
   return r;

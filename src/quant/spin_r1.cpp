@@ -22,8 +22,6 @@
 namespace qbc::quant {
 namespace {
 
-std::string_view op_label(const ir::Node& n) { return ir::op_info(n.op).name; }
-
 class SpinR1 final : public Pass {
  public:
   explicit SpinR1(uint64_t seed) : seed_(seed) {}
@@ -80,8 +78,8 @@ class SpinR1 final : public Pass {
       work.pop_front();
       const ir::Node& n = g.node(v);
       if (n.type.rank() == 0 || n.type.dims.back() != hidden) {
-        problem(v, cat("node '", n.name, "' (", op_label(n),
-                       ") carries the residual stream but its last dim is not the hidden size ",
+        problem(v, cat(ir::describe(n),
+                       " carries the residual stream but its last dim is not the hidden size ",
                        hidden));
         continue;
       }
@@ -117,8 +115,8 @@ class SpinR1 final : public Pass {
           writers.insert(v);
           break;
         default:
-          problem(v, cat("node '", n.name, "' (", op_label(n),
-                         ") writes into the residual stream and does not commute "
+          problem(v, cat(ir::describe(n),
+                         " writes into the residual stream and does not commute "
                          "with the rotation"));
       }
       // Consumer side: every reader of v must accept x·R.
@@ -150,8 +148,8 @@ class SpinR1 final : public Pass {
             readers.insert(c);
             break;
           default:
-            problem(c, cat("node '", cn.name, "' (", op_label(cn),
-                           ") reads the residual stream and does not commute "
+            problem(c, cat(ir::describe(cn),
+                           " reads the residual stream and does not commute "
                            "with the rotation"));
         }
       }

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "qbc/numerics/rope_frequencies.h"
+#include "qbc/numerics/rope.h"
 
 namespace qbc::ref::kernels {
 
@@ -23,12 +23,7 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps, double
   return (xg * inv * scale).reshape(x.sizes());
 }
 
-std::vector<double> RopeTable::frequencies(int64_t max_pos) const {
-  return numerics::rope_frequencies(inv_freq, long_inv_freq, dynamic_factor, original_max_positions,
-                                    theta, rotary_dim, max_pos);
-}
-
-void rope_cos_sin(const RopeTable& table, const std::vector<int64_t>& positions,
+void rope_cos_sin(const numerics::Rope& table, const std::vector<int64_t>& positions,
                   const at::Tensor& like, at::Tensor* cos, at::Tensor* sin) {
   int64_t max_pos = 0;
   for (int64_t p : positions) max_pos = std::max(max_pos, p);

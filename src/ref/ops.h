@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "qbc/numerics/rope.h"
+
 namespace at {
 class Tensor;
 }  // namespace at
@@ -19,24 +21,9 @@ namespace qbc::ref::kernels {
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps, double unit_offset,
                     int64_t group);
 
-/// The cos and sin tables of one rope op for the given positions: [s, rotary_dim / 2] each,
-/// already multiplied by `attention_factor`, in the dtype of `like`.
-struct RopeTable {
-  std::vector<double> inv_freq;       ///< rotary_dim / 2 base inverse frequencies.
-  std::vector<double> long_inv_freq;  ///< LongRoPE frequencies (empty when unused).
-  double attention_factor = 1.0;
-  double dynamic_factor = 0.0;  ///< > 0: dynamic NTK.
-  int64_t original_max_positions = 0;
-  double theta = 10000.0;
-  int64_t rotary_dim = 0;
-
-  /// Inverse frequencies in effect when the largest position is `max_pos`.
-  std::vector<double> frequencies(int64_t max_pos) const;
-};
-
 /// Computes cos/sin [s, rotary_dim/2] for `positions` (host values, batch 1) in the
-/// dtype of `like`.
-void rope_cos_sin(const RopeTable& table, const std::vector<int64_t>& positions,
+/// dtype of `like`, already multiplied by the rope's attention_factor.
+void rope_cos_sin(const numerics::Rope& table, const std::vector<int64_t>& positions,
                   const at::Tensor& like, at::Tensor* cos, at::Tensor* sin);
 
 /// Applies HF rotate_half RoPE to `x` [b, s, heads·head_dim] with tables [s, rotary_dim/2].

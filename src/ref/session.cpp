@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "ops.h"
-#include "qbc/ir/builder.h"
+#include "qbc/ir/op_params.h"
 #include "qbc/ir/verifier.h"
 
 namespace qbc::ref {
@@ -51,8 +51,13 @@ struct Step {
   std::vector<int> release;  // values whose last use is this step
 };
 
-std::string node_label(const Node& n) {
-  return "node '" + n.name + "' (" + std::string(ir::op_info(n.op).name) + ")";
+// rms_norm's eps, unit_offset and group into the step's f, f2 and c.
+Status decode_rms_norm(const Node& n, Step* st) {
+  QBC_ASSIGN_OR_RETURN(st->f, ir::required_float(n, "eps"));
+  QBC_ASSIGN_OR_RETURN(const int64_t unit_offset, ir::required_int(n, "unit_offset"));
+  QBC_ASSIGN_OR_RETURN(st->c, ir::required_int(n, "group"));
+  st->f2 = static_cast<double>(unit_offset);
+  return ok_status();
 }
 
 std::string torch_message(const c10::Error& e) { return e.what_without_backtrace(); }
@@ -64,7 +69,7 @@ struct Session::Impl {
   SessionOptions options;
   at::ScalarType dtype = at::kFloat;
   std::vector<Step> steps;
-  std::vector<kernels::RopeTable> rope_tables;
+  std::vector<numerics::Rope> rope_tables;
   std::vector<KvCache> caches;
   at::Tensor host_embedding;  // float32 [vocab, hidden]
   int embeds_id = -1;
@@ -129,7 +134,7 @@ Status Session::Impl::load(const ir::WeightReader& reader) {
       if (!op.is_weight()) continue;
       auto it = by_name.find(op.weight);
       if (it == by_name.end())
-        return invalid_argument(node_label(*st.node), ": unknown weight '", op.weight, "'");
+        return invalid_argument(ir::describe(*st.node), ": unknown weight '", op.weight, "'");
       (nw++ == 0 ? st.w : st.bias) = it->second;
     }
   }
@@ -151,7 +156,7 @@ Status Session::Impl::prepare() {
     }
     const ir::Attrs& at = n.attrs;
     if (ir::is_quantized(n)) {
-      return unimplemented(node_label(n),
+      return unimplemented(ir::describe(n),
                            ": quantized node in the float reference runtime; "
                            "run quantized graphs with the fake-quant evaluator");
     }
@@ -167,28 +172,19 @@ Status Session::Impl::prepare() {
         }
         break;
       case Op::kRmsNorm:
-        st.f = at.get_float("eps");
-        st.f2 = static_cast<double>(at.get_int("unit_offset"));
-        st.c = at.get_int("group");
+        QBC_RETURN_IF_ERROR(decode_rms_norm(n, &st));
         break;
       case Op::kLinear:
         break;
-      case Op::kSlice:
-        st.a = at.get_int("start");
-        st.b = at.get_int("end");
+      case Op::kSlice: {
+        QBC_ASSIGN_OR_RETURN(st.a, ir::required_int(n, "start"));
+        QBC_ASSIGN_OR_RETURN(st.b, ir::required_int(n, "end"));
         break;
+      }
       case Op::kRope: {
-        QBC_ASSIGN_OR_RETURN(const ir::RopeParams p, ir::rope_params_of(n));
-        kernels::RopeTable t;
-        t.inv_freq = p.inv_freq;
-        t.long_inv_freq = p.long_inv_freq;
-        t.attention_factor = p.attention_factor;
-        t.dynamic_factor = p.dynamic_factor;
-        t.original_max_positions = p.original_max_positions;
-        t.theta = p.theta;
-        t.rotary_dim = p.rotary_dim;
-        st.a = p.num_heads;
-        st.b = p.head_dim;
+        QBC_ASSIGN_OR_RETURN(numerics::Rope t, ir::rope_params(n));
+        st.a = t.heads;
+        st.b = t.head_dim;
         st.c = t.rotary_dim;
         // Rope nodes with identical parameters share one cos/sin table per call.
         std::ostringstream key;
@@ -208,29 +204,25 @@ Status Session::Impl::prepare() {
         break;
       }
       case Op::kAttention: {
-        st.a = at.get_int("num_heads");
-        st.kv_heads = at.get_int("num_kv_heads");
-        st.b = at.get_int("head_dim");
-        st.f = at.get_float("scale");
-        st.f2 = at.get_float("softcap");
-        st.window = at.get_int("window");
+        QBC_ASSIGN_OR_RETURN(const numerics::Attention p, ir::attention_params(n));
+        st.a = p.heads;
+        st.kv_heads = p.kv_heads;
+        st.b = p.head_dim;
+        st.f = p.scale;
+        st.f2 = p.softcap;
+        st.window = p.window;
         KvCache cache;
-        cache.max_cache = at.get_int("max_cache");
+        cache.max_cache = p.max_cache;
         cache.kv_heads = st.kv_heads;
         cache.head_dim = st.b;
-        if (st.kv_heads <= 0 || st.a % st.kv_heads != 0 || cache.max_cache <= 0) {
-          return invalid_argument(node_label(n), ": num_heads ", st.a,
-                                  " is not a multiple of num_kv_heads ", st.kv_heads,
-                                  " or max_cache ", cache.max_cache, " is not positive");
-        }
         st.cache = static_cast<int>(caches.size());
         caches.push_back(cache);
         break;
       }
       case Op::kGatedAct: {
-        const std::string act = at.get_string("act");
+        QBC_ASSIGN_OR_RETURN(const std::string act, ir::required_string(n, "act"));
         if (act != "silu" && act != "gelu_tanh") {
-          return unimplemented(node_label(n), ": activation '", act,
+          return unimplemented(ir::describe(n), ": activation '", act,
                                "' (supported: silu, gelu_tanh)");
         }
         st.gelu = act == "gelu_tanh";
@@ -239,11 +231,10 @@ Status Session::Impl::prepare() {
       case Op::kAdd:
         break;
       case Op::kScale:
-        st.f = at.get_float("factor");
+      case Op::kSoftcap: {
+        QBC_ASSIGN_OR_RETURN(st.f, ir::required_float(n, n.op == Op::kScale ? "factor" : "cap"));
         break;
-      case Op::kSoftcap:
-        st.f = at.get_float("cap");
-        break;
+      }
     }
     steps.push_back(std::move(st));
   }
@@ -339,7 +330,7 @@ Status Session::Impl::run(at::Tensor x, std::vector<float>* logits) {
     if (st.cache < 0) continue;
     const KvCache& c = caches[static_cast<size_t>(st.cache)];
     if (position + s > c.max_cache) {
-      return resource_exhausted(node_label(*st.node), ": KV cache overflow: ", position,
+      return resource_exhausted(ir::describe(*st.node), ": KV cache overflow: ", position,
                                 " cached + ", s, " new tokens exceed max_cache ", c.max_cache);
     }
   }
@@ -353,9 +344,9 @@ Status Session::Impl::run(at::Tensor x, std::vector<float>* logits) {
     try {
       QBC_RETURN_IF_ERROR(exec(st, values, s, rope_cache));
     } catch (const c10::Error& e) {
-      return internal_error(node_label(*st.node), ": ", torch_message(e));
+      return internal_error(ir::describe(*st.node), ": ", torch_message(e));
     } catch (const std::exception& e) {
-      return internal_error(node_label(*st.node), ": ", e.what());
+      return internal_error(ir::describe(*st.node), ": ", e.what());
     }
     if (keep) continue;
     for (int v : st.release) values[static_cast<size_t>(v)] = at::Tensor();

@@ -7,6 +7,12 @@
 
 namespace qbc::runtime {
 
+std::vector<std::string> core_modes() {
+  std::vector<std::string> out = {"auto"};
+  for (const isa::SchemeInfo& s : isa::kSchemes) out.push_back(s.name);
+  return out;
+}
+
 StatusOr<isa::Scheme> pick_mode(const isa::Bundle& bundle, const std::string& core_mode,
                                 const std::string& path) {
   std::string have;
@@ -60,24 +66,25 @@ StatusOr<std::vector<int32_t>> place_cores(const isa::Bundle& bundle, const isa:
       if (p / per != out.front() / per) return false;
     return true;
   };
-  switch (mode.scheme) {
-    case isa::Scheme::kSingle:
+  switch (isa::scheme_info(mode.scheme).placement) {
+    case isa::CorePlacement::kCorePerSlot:
       if (n > mode.instances) {
-        return invalid_argument("--cores lists ", n, " cores; the single mode of this file serves ",
-                                mode.instances, " sequence slot(s), one core each");
+        return invalid_argument("--cores lists ", n, " cores; the ", scheme,
+                                " mode of this file serves ", mode.instances,
+                                " sequence slot(s), one core each");
       }
       break;
-    case isa::Scheme::kMulti:
-    case isa::Scheme::kGlobal4:
+    case isa::CorePlacement::kOneCluster:
       if (n != mode.cores_per_instance * mode.instances || !one_cluster()) {
         return invalid_argument("--cores: ", scheme, " runs on the ",
                                 mode.cores_per_instance * mode.instances,
                                 " cores of one cluster (e.g. 0:0,0:1,0:2,0:3)");
       }
       break;
-    case isa::Scheme::kGlobal8:
-      if (n != mode.cores_per_instance) {
-        return invalid_argument("--cores: global8 runs on all ", mode.cores_per_instance, " cores");
+    case isa::CorePlacement::kAllCores:
+      if (n != mode.cores_per_instance * mode.instances) {
+        return invalid_argument("--cores: ", scheme, " runs on all ",
+                                mode.cores_per_instance * mode.instances, " cores");
       }
       break;
   }

@@ -22,7 +22,7 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
                  "Explicit targetProfile: built-in name or YAML file (see `qbc targets`)")
       ->group("Configuration");
   cmd.add_option("--inference-scheme", f.inference_scheme,
-                 "Explicit inferenceScheme: single | multi | global4 | global8 | all")
+                 "Explicit inferenceScheme: " + isa::scheme_names(" | ") + " | all")
       ->group("Configuration");
   cmd.add_option("--seed", f.seed, "Explicit seed for every random choice")->group("Configuration");
   cmd.add_option("--calib", f.calib, "Calibration data path (sets calibDataPaths); repeatable")

@@ -29,10 +29,12 @@ struct MxqFlags {
 };
 
 void add_mxq_flags(CLI::App& cmd, MxqFlags& f) {
-  cmd.add_option("--core-mode", f.core_mode,
-                 "MXQ: the mode to run, auto (the file's only mode), single, multi, global4 or "
-                 "global8")
-      ->check(CLI::IsMember({"auto", "single", "multi", "global4", "global8"}))
+  const std::vector<std::string> modes = runtime::core_modes();
+  std::string names = "auto (the file's only mode)";
+  for (size_t i = 1; i < modes.size(); ++i)
+    names += (i + 1 == modes.size() ? " or " : ", ") + modes[i];
+  cmd.add_option("--core-mode", f.core_mode, "MXQ: the mode to run, " + names)
+      ->check(CLI::IsMember(modes))
       ->group("MXQ");
   cmd.add_option("--cores", f.cores,
                  "MXQ: physical cores as cluster:core, comma-separated (single: one per sequence "

@@ -8,10 +8,12 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "compile_options.pb.h"
+#include "qbc/isa/scheme.h"
 #include "qbc/support/status.h"
 
 namespace qbc::config {
@@ -89,5 +91,8 @@ std::string reference_markdown();
 /// Returns the enum value's config spelling ("aries-rb").
 std::string spell(TargetDevice v);
 std::string spell(InferenceScheme v);
+/// The row of the scheme table (qbc/isa/schemes.def) that `v` spells; nullopt for
+/// INFERENCE_SCHEME_ALL and UNSPECIFIED (which name no single scheme).
+std::optional<isa::Scheme> isa_scheme(InferenceScheme v);
 
 }  // namespace qbc::config

@@ -29,6 +29,6 @@ StatusOr<ir::Graph> build_decoder_graph(const HParams& hp, const ImportOptions& 
 
 /// RoPE parameters of decoder layer `layer` (inverse frequencies with the
 /// model's scaling applied, as HF computes them).
-ir::RopeParams rope_params(const HParams& hp, int64_t layer);
+numerics::Rope rope_params(const HParams& hp, int64_t layer);
 
 }  // namespace qbc::frontend

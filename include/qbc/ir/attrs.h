@@ -27,10 +27,20 @@ class Attrs {
   void set(const std::string& name, AttrValue v) { values_[name] = std::move(v); }
   bool has(const std::string& name) const { return values_.count(name) > 0; }
   const AttrValue* find(const std::string& name) const;
-  /// Typed getters; return `fallback` when absent or of another kind.
-  int64_t get_int(const std::string& name, int64_t fallback = 0) const;
-  double get_float(const std::string& name, double fallback = 0.0) const;
-  std::string get_string(const std::string& name, const std::string& fallback = "") const;
+  /// A required attribute, for code that runs on checked nodes (ir::verify's I4, or
+  /// ir::check_attr_kinds): absent or of another kind is an internal error (QBC_CHECK naming
+  /// the key, exit 70). Code that reads unchecked nodes uses ir/op_params.h, whose errors
+  /// are Status values naming the node and the key.
+  int64_t get_int(const std::string& name) const;
+  double get_float(const std::string& name) const;
+  std::string get_string(const std::string& name) const;
+  /// An optional attribute: `fallback` when absent, which every caller states; of another
+  /// kind is an internal error as above.
+  int64_t get_int(const std::string& name, int64_t fallback) const;
+  double get_float(const std::string& name, double fallback) const;
+  std::string get_string(const std::string& name, const std::string& fallback) const;
+  /// List attributes; empty when absent (the lists' own "none"), of another kind is an
+  /// internal error.
   std::vector<int64_t> get_ints(const std::string& name) const;
   std::vector<double> get_floats(const std::string& name) const;
   const std::map<std::string, AttrValue>& all() const { return values_; }

@@ -7,22 +7,10 @@
 #include <vector>
 
 #include "qbc/ir/graph.h"
+#include "qbc/numerics/rope.h"
 #include "qbc/support/status.h"
 
 namespace qbc::ir {
-
-/// Rotary-embedding parameters of a rope node (see docs/ir.md, op `rope`).
-struct RopeParams {
-  int64_t num_heads = 0;
-  int64_t head_dim = 0;
-  int64_t rotary_dim = 0;             ///< Leading dims of each head that rotate.
-  std::vector<double> inv_freq;       ///< rotary_dim / 2 inverse frequencies.
-  double attention_factor = 1.0;      ///< cos/sin multiplier (YaRN, LongRoPE).
-  double dynamic_factor = 0.0;        ///< > 0: dynamic NTK scaling with this factor.
-  int64_t original_max_positions = 0; ///< Dynamic NTK / LongRoPE switch length.
-  std::vector<double> long_inv_freq;  ///< LongRoPE: used once positions exceed the switch length.
-  double theta = 10000.0;             ///< Base, needed by dynamic NTK.
-};
 
 /// Attention parameters of an attention node.
 struct AttentionParams {
@@ -34,11 +22,6 @@ struct AttentionParams {
   int64_t window = 0;     ///< Sliding window; 0 = global.
   int64_t max_cache = 0;  ///< KV-cache capacity in tokens.
 };
-
-/// The parameters Builder::rope() wrote on rope node `n`, checked: an even rotary_dim
-/// in (0, head_dim] with rotary_dim / 2 inverse frequencies (and as many LongRoPE ones,
-/// if any). kInvalidArgument naming the node otherwise. For the runtimes that execute it.
-StatusOr<RopeParams> rope_params_of(const Node& n);
 
 /// Appends type-checked nodes to a graph.
 class Builder {
@@ -60,7 +43,7 @@ class Builder {
                            const std::string& bias, const std::string& origin);
   StatusOr<ValueId> slice(const std::string& name, ValueId x, int64_t start, int64_t end,
                           const std::string& origin);
-  StatusOr<ValueId> rope(const std::string& name, ValueId x, ValueId positions, const RopeParams& p,
+  StatusOr<ValueId> rope(const std::string& name, ValueId x, ValueId positions, const numerics::Rope& p,
                          const std::string& origin);
   StatusOr<ValueId> attention(const std::string& name, ValueId q, ValueId k, ValueId v,
                               const AttentionParams& p, const std::string& origin);

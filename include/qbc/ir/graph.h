@@ -49,6 +49,9 @@ struct Node {
   bool operator==(const Node& o) const;
 };
 
+/// "node 'blk.0.attn.q_proj' (qlinear)": how every stage names a node in a message.
+std::string describe(const Node& n);
+
 /// True for nodes that compute with integer numerics (docs/numerics.md): qlinear, and
 /// attention with a quantized KV cache.
 bool is_quantized(const Node& n);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "qbc/isa/ops.h"
+#include "qbc/isa/scheme.h"
 #include "qbc/isa/types.h"
 
 namespace qbc::isa {
@@ -83,11 +84,6 @@ struct Program {
   int64_t max_seq = 1;
   std::vector<CoreProgram> cores;
 };
-
-/// inferenceScheme values. A mode runs `instances` independent sequences, each on
-/// `cores_per_instance` cooperating cores.
-enum class Scheme : uint8_t { kSingle, kMulti, kGlobal4, kGlobal8 };
-const char* scheme_name(Scheme s);
 
 struct Mode {
   Scheme scheme = Scheme::kSingle;

@@ -8,7 +8,7 @@
 
 namespace qbc::numerics {
 
-/// A rope node's frequency parameters (ir::RopeParams as attributes).
+/// A rope node's parameters (ir::rope_params reads them from the attributes).
 struct Rope {
   int64_t heads = 0, head_dim = 0, rotary_dim = 0;
   std::vector<double> inv_freq, long_inv_freq;

@@ -70,7 +70,8 @@ using FixedWeightMap = std::map<std::string, FixedWeights>;
 
 /// Quantizes `g` with round-to-nearest weights (or the ones in `fixed`) and calibrated
 /// activation scales. Sidecar tensors go to `sink` when given, else to
-/// QuantizeResult::sidecar.
+/// QuantizeResult::sidecar. An empty `weights` is a source without values (shape_only): the
+/// same graph with scales 1, offsets 0, no statistics read and no tensors written.
 StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stats,
                                       const ir::WeightReader& weights,
                                       const config::CompileOptions& options,

@@ -1,8 +1,9 @@
 // A quantized graph without calibration or weights: every node, attribute and weight shape
 // `qbc quantize` would produce for `options` (bits, groups, zero points, activation scaling,
-// KV-cache bits, rotating key offsets), with placeholder scales. The backend plans memory and
-// programs from it (shapes only), so "does it fit?" is answered before any calibration work,
-// and models known only by their config.json can be planned.
+// KV-cache bits), with placeholder scales; rotating key offsets, which depend on the
+// statistics, are left out. It is quantize_rtn over a weight source without values. The
+// backend plans memory and programs from it (shapes only), so "does it fit?" is answered
+// before any calibration work, and models known only by their config.json can be planned.
 #pragma once
 
 #include "compile_options.pb.h"

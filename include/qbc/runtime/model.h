@@ -36,6 +36,9 @@ struct Model {
   std::shared_ptr<Device> device;
 };
 
+/// The values `core_mode` accepts: "auto", then every scheme of the table (isa/schemes.def).
+std::vector<std::string> core_modes();
+
 /// The scheme for `core_mode` among the modes of `bundle`: kInvalidArgument naming the
 /// modes the file has when it is not there, or when "auto" is ambiguous.
 StatusOr<isa::Scheme> pick_mode(const isa::Bundle& bundle, const std::string& core_mode,

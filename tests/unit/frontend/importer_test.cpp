@@ -87,7 +87,7 @@ TEST(Importer, Llama3RopeScalingChangesLowFrequenciesOnly) {
   QBC_REQUIRE_SHARED(cfg, "model-configs/Llama-3.2-1B-Instruct/config.json");
   auto hp = load_hparams(cfg);
   ASSERT_TRUE(hp.ok());
-  ir::RopeParams p = rope_params(*hp, 0);
+  numerics::Rope p = rope_params(*hp, 0);
   ASSERT_EQ(p.inv_freq.size(), 32u);
   // Highest frequency untouched, lowest divided by the factor (32).
   EXPECT_NEAR(p.inv_freq[0], 1.0, 1e-12);

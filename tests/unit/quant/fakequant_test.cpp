@@ -576,8 +576,8 @@ StatusOr<std::unique_ptr<FakeQuantSession>> rotary_attention_session(
   QBC_ASSIGN_OR_RETURN(ir::ValueId q, t.b.slice("q", t.x, 0, heads * d, "m.q"));
   QBC_ASSIGN_OR_RETURN(ir::ValueId kp, t.b.slice("k_pre", t.x, heads * d, (heads + kv) * d, "m.k"));
   QBC_ASSIGN_OR_RETURN(ir::ValueId v, t.b.slice("v", t.x, (heads + kv) * d, width, "m.v"));
-  ir::RopeParams rp;
-  rp.num_heads = kv;
+  numerics::Rope rp;
+  rp.heads = kv;
   rp.head_dim = d;
   rp.rotary_dim = d;
   rp.inv_freq = {0.5, 0.02};

@@ -282,8 +282,8 @@ TEST(EvaluatorTest, LinearWithBiasAndRope) {
   t.add_weight("lin.weight", {n, n}, w);
   t.add_weight("lin.bias", {n}, bias);
   ValueId lin = *t.b.linear("lin", t.x, "lin.weight", "lin.bias", "");
-  ir::RopeParams rp;
-  rp.num_heads = heads;
+  numerics::Rope rp;
+  rp.heads = heads;
   rp.head_dim = hd;
   rp.rotary_dim = rot;
   rp.inv_freq = {1.0, 0.1};
@@ -318,7 +318,7 @@ TEST(EvaluatorTest, LinearWithBiasAndRope) {
 }
 
 /// Rotation angle of dim 0/1 recovered from a rope of unit vectors at the last position.
-std::vector<double> rope_freqs_at(const ir::RopeParams& rp, int64_t s) {
+std::vector<double> rope_freqs_at(const numerics::Rope& rp, int64_t s) {
   TestGraph t(rp.head_dim);
   ValueId r = *t.b.rope("rope", t.x, t.pos, rp, "");
   auto sess = t.session(r);
@@ -339,8 +339,8 @@ std::vector<double> rope_freqs_at(const ir::RopeParams& rp, int64_t s) {
 }
 
 TEST(EvaluatorTest, RopeLongInvFreqAndDynamicNtkSwitchOnLength) {
-  ir::RopeParams rp;
-  rp.num_heads = 1;
+  numerics::Rope rp;
+  rp.heads = 1;
   rp.head_dim = 4;
   rp.rotary_dim = 4;
   rp.inv_freq = {0.1, 0.01};

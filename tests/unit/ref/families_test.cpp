@@ -577,7 +577,7 @@ TEST_P(Families, SessionMatchesNaiveDecoder) {
 
   // The graph builder's RoPE parameters against HF's, independently derived.
   for (int64_t l = 0; l < hp.num_hidden_layers; ++l) {
-    const ir::RopeParams rp = frontend::rope_params(hp, l);
+    const numerics::Rope rp = frontend::rope_params(hp, l);
     const NaiveRope short_rope = naive_rope(hp, l, 1);
     ASSERT_EQ(rp.inv_freq.size(), short_rope.inv_freq.size()) << "layer " << l;
     for (size_t i = 0; i < rp.inv_freq.size(); ++i) {
