@@ -57,6 +57,8 @@ void layout_linear(Context& cx, Layout& lay, const Node& n, LinearPlan& li) {
   const bool compact = compact_weights(n, li);
   const int64_t sblk = scale_block_bytes(li, compact, A);
   const int64_t zblk = zero_block_bytes(li, compact, A);
+  li.ws_bytes = sblk;
+  li.wz_bytes = li.zero ? zblk : 0;
   const int64_t bblk = align_up(t.nt * 4, A);
   const int64_t sblocks = li.group > 0 ? li.ktiles : 1;
   int64_t at = 0;

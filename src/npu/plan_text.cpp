@@ -45,9 +45,9 @@ void print_linear(const LinearPlan& li, std::ostringstream& os) {
      << ": nt " << li.t.nt << " kt " << li.t.kt << " mt " << li.t.mt << " (" << li.ntiles << " x "
      << li.ktiles << " tiles, gt " << li.gt << ")";
   if (li.buf < 0) return;
-  os << " buffer #" << li.buf << " w_bytes " << li.w_bytes << " w_off " << list(li.w_off)
-     << " ws_off " << list(li.ws_off) << " wz_off " << list(li.wz_off) << " b_off "
-     << list(li.b_off);
+  os << " buffer #" << li.buf << " w_bytes " << li.w_bytes << " ws_bytes " << li.ws_bytes
+     << " wz_bytes " << li.wz_bytes << " w_off " << list(li.w_off) << " ws_off " << list(li.ws_off)
+     << " wz_off " << list(li.wz_off) << " b_off " << list(li.b_off);
 }
 
 void print_attention(const AttentionPlan& a, std::ostringstream& os) {

@@ -8,9 +8,9 @@
 #include <string>
 
 #include "backend.h"
-#include "qbc/ir/op_params.h"
 #include "passes.h"
 #include "qbc/ir/builder.h"
+#include "qbc/ir/op_params.h"
 #include "qbc/ir/verifier.h"
 
 namespace qbc::npu {
@@ -99,8 +99,8 @@ StatusOr<int64_t> row_stage(Context& cx, const Node& n, int32_t id, const std::s
   const int64_t need = fixed + mt * bytes_per_row;
   if (need > cx.plan.sram_budget) {
     return resource_exhausted(
-        ir::describe(n), ": one row tile", suffix.empty() ? "" : " of the KV append", " needs ", need,
-        " bytes of SRAM; target '", cx.o.target.name, "' has ", cx.plan.sram_budget);
+        ir::describe(n), ": one row tile", suffix.empty() ? "" : " of the KV append", " needs ",
+        need, " bytes of SRAM; target '", cx.o.target.name, "' has ", cx.plan.sram_budget);
   }
   cx.plan.stages.push_back({id, n.name + suffix, need, 0});
   return mt;
@@ -198,7 +198,8 @@ Status plan_linear(Context& cx, const Node& n, LinearPlan* li, int64_t* sram) {
 
 Status plan_attention(Context& cx, const Node& n, int32_t id, AttentionPlan* ai) {
   QBC_ASSIGN_OR_RETURN(const numerics::Attention a, ir::attention_params(n));
-  if (!a.quantized) return internal_error(ir::describe(n), ": a float KV cache past the graph check");
+  if (!a.quantized)
+    return internal_error(ir::describe(n), ": a float KV cache past the graph check");
   isa::AttnDesc d;
   d.heads = a.heads;
   d.kv_heads = a.kv_heads;

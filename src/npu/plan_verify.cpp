@@ -144,13 +144,13 @@ Status p3_blocks(const Plan& p, size_t i) {
   if (l.w_bytes < l.t.nt * isa::dtype_bytes(isa::code_type(l.w_bits), l.t.kt))
     return fail(kP3, node(p, i), ": a weight tile of ", l.w_bytes, " bytes");
   const int64_t size = p.buffers[static_cast<size_t>(l.buf)].bytes;
-  const int64_t sblk = align_up(l.t.nt * l.gt * 4, A), bblk = align_up(l.t.nt * 4, A);
+  const int64_t bblk = align_up(l.t.nt * 4, A);
   const auto inside = [&](const std::vector<int64_t>& offs, int64_t bytes) {
     return std::all_of(offs.begin(), offs.end(),
                        [&](int64_t o) { return o >= 0 && o + bytes <= size; });
   };
-  if (!inside(l.w_off, l.w_bytes) || !inside(l.ws_off, sblk) || !inside(l.wz_off, sblk) ||
-      !inside(l.b_off, bblk))
+  if (!inside(l.w_off, l.w_bytes) || !inside(l.ws_off, l.ws_bytes) ||
+      !inside(l.wz_off, l.wz_bytes) || !inside(l.b_off, bblk))
     return fail(kP3, node(p, i), ": a weight block outside ", buffer(p, l.buf), " (", size,
                 " bytes)");
   return ok_status();
