@@ -13,6 +13,7 @@
 #include "prequant_packer.h"
 #include "qbc/frontend/random_model.h"
 #include "qbc/mxq/model_file.h"
+#include "qbc/numerics/fp16.h"
 
 namespace qbc {
 namespace {
@@ -42,10 +43,15 @@ ImageLinear read_linear(const isa::Bundle& b, const std::string& node, int64_t n
   if (buf == b.buffers.end()) return out;
   // The tile sizes: the widest matmul of this node in any program.
   int64_t nt = 0, kt = 0;
+  bool compact = false;  // fp16 scales and packed 4-bit zero points (docs/numerics.md)
   for (const isa::Mode& m : b.modes) {
     for (const isa::Program* p : {&m.prefill, &m.decode}) {
       for (const isa::CoreProgram& c : p->cores) {
         for (const isa::Instr& in : c.code) {
+          if (const auto* rq = std::get_if<isa::Requant>(&in.op);
+              rq != nullptr && in.node >= 0 && b.nodes[static_cast<size_t>(in.node)] == node) {
+            compact = b.buffers[static_cast<size_t>(rq->wscale.buffer)].dtype == isa::DType::kF16;
+          }
           const auto* mm = std::get_if<isa::MatMul>(&in.op);
           if (mm == nullptr || in.node < 0 || b.nodes[static_cast<size_t>(in.node)] != node) {
             continue;
@@ -64,7 +70,8 @@ ImageLinear read_linear(const isa::Bundle& b, const std::string& node, int64_t n
   const int64_t gt = group > 0 ? kt / group : 1;
   const int64_t w_bytes =
       align_up(nt * isa::dtype_bytes(bits == 4 ? isa::DType::kI4 : isa::DType::kI8, kt), A);
-  const int64_t sblk = align_up(nt * gt * 4, A);
+  const int64_t sblk = align_up(nt * gt * (compact ? 2 : 4), A);
+  const int64_t zblk = align_up(compact ? (nt * gt + 1) / 2 : nt * gt * 4, A);
   const int64_t sblocks = group > 0 ? ktiles : 1;
   const uint8_t* img = b.image_data() + (buf->offset - b.image_base);
   out.codes.assign(static_cast<size_t>(n * k), 0);
@@ -94,11 +101,23 @@ ImageLinear read_linear(const isa::Bundle& b, const std::string& node, int64_t n
       for (int64_t j = 0; j < nt && t * nt + j < n; ++j) {
         for (int64_t g = 0; g < gtk; ++g) {
           const size_t dst = static_cast<size_t>((t * nt + j) * groups + s * gt + g);
-          std::memcpy(&out.scales[dst], img + at + 4 * (j * gtk + g), 4);
-          if (zero) std::memcpy(&out.zeros[dst], img + at + sblk + 4 * (j * gtk + g), 4);
+          const int64_t e = j * gtk + g;
+          if (compact) {
+            uint16_t h;
+            std::memcpy(&h, img + at + 2 * e, 2);
+            out.scales[dst] = numerics::fp16_from_bits(h);
+            if (zero) {
+              const uint8_t byte = img[at + sblk + e / 2];
+              const int32_t nib = e % 2 == 0 ? byte & 0xF : byte >> 4;
+              out.zeros[dst] = nib >= 8 ? nib - 16 : nib;
+            }
+          } else {
+            std::memcpy(&out.scales[dst], img + at + 4 * e, 4);
+            if (zero) std::memcpy(&out.zeros[dst], img + at + sblk + 4 * e, 4);
+          }
         }
       }
-      at += zero ? 2 * sblk : sblk;
+      at += zero ? sblk + zblk : sblk;
     }
     at += align_up(nt * 4, A);  // the bias block
   }

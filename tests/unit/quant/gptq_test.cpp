@@ -5,6 +5,8 @@
 // across runs and thread counts, and the accumulator against a naive sum.
 #include "qbc/quant/gptq.h"
 
+#include "qbc/numerics/fp16.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -356,7 +358,8 @@ TEST(Rtn, ZeroPointFollowsTheAffineRule) {
         lo = std::min(lo, static_cast<double>(p.W[row * p.in + c]));
         hi = std::max(hi, static_cast<double>(p.W[row * p.in + c]));
       }
-      const float s = std::max(static_cast<float>((hi - lo) / 15.0), 1e-8f);
+      // 4-bit groups store fp16 scales (docs/numerics.md, "Compact 4-bit weights").
+      const float s = numerics::round_fp16(std::max(static_cast<float>((hi - lo) / 15.0), 1e-8f));
       const double z = std::clamp(std::nearbyint(-lo / s), 0.0, 15.0) - 8.0;
       ASSERT_EQ(r.scales[row * 2 + g], s) << row << "," << g;
       ASSERT_EQ(r.zeros[row * 2 + g], static_cast<int8_t>(z)) << row << "," << g;

@@ -120,7 +120,7 @@ std::vector<Attn> attentions(const ir::Graph& g) {
     a.H = n.attrs.get_int("num_heads");
     a.KV = n.attrs.get_int("num_kv_heads");
     a.d = n.attrs.get_int("head_dim");
-    a.rotary = qr.attrs.get_int("rotary_dim");
+    a.rotary = qr.op == ir::Op::kRope ? qr.attrs.get_int("rotary_dim") : 0;  // 0: a NoPE layer
     a.qk_norm = g.node(qr.operands[0].value).op == ir::Op::kRmsNorm;
     out.push_back(a);
   }
