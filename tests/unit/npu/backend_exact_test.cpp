@@ -18,6 +18,7 @@
 #include "qbc/runtime/device.h"
 #include "qbc/runtime/npu_session.h"
 #include "test_support.h"
+#include "unit/npu/quantized_case.h"
 #include "unit/quant/transform_cases.h"
 
 namespace qbc {
@@ -77,34 +78,11 @@ std::vector<testing::TransformCase> backend_cases() {
   return out;
 }
 
-/// One quantized model of a case: the graph, its loaded form and the fake-quant logits.
-struct Quantized {
-  driver::LoadedModel model;
-  config::ResolvedConfig cfg;
-};
+/// One quantized model of a case: its loaded form and configuration.
+using Quantized = testing::QuantizedCase;
 
 StatusOr<Quantized> quantize_case(const testing::TransformCase& c, bool w4) {
-  const std::filesystem::path shared = testing::shared_dir();
-  QBC_ASSIGN_OR_RETURN(testing::LoadedCase lc, testing::load_transform_case(c, shared));
-  config::LoadRequest req;
-  if (w4) {
-    req.files.push_back((testing::source_dir() / "configs/examples/w4v8.yaml").string());
-  } else {
-    req.preset = "llm_fast";
-  }
-  req.sets = {"useRandomCalib=true", "llm.attributes.maxSequenceLength=64",
-              "llm.attributes.maxCacheLength=64", "calibration.numSamples=2",
-              "calibration.seqLength=32"};
-  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, config::resolve(req));
-  QBC_ASSIGN_OR_RETURN(driver::LoadedModel src,
-                       driver::open_model(lc.source->path().string(), cfg));
-  const std::filesystem::path out =
-      temp_dir() / ("npu_" + c.name + (w4 ? "_w4v8" : "_w8") + ".mblt");
-  QBC_RETURN_IF_ERROR(driver::quantize_to(src, cfg, out.string(), driver::QuantizeRun{}).status());
-  Quantized q;
-  QBC_ASSIGN_OR_RETURN(q.model, driver::open_model(out.string(), cfg));
-  q.cfg = cfg;
-  return q;
+  return testing::quantize_transform_case(c, w4, "npu");
 }
 
 std::vector<int32_t> test_ids(int64_t vocab, size_t n) {

@@ -17,30 +17,15 @@
 #include "qbc/isa/verify.h"
 #include "qbc/npu/assign_tokens.h"
 #include "test_support.h"
+#include "unit/npu/quantized_case.h"
 #include "unit/quant/transform_cases.h"
 
 namespace qbc {
 namespace {
 
 StatusOr<driver::LoadedModel> quantized(const testing::TransformCase& c, bool w4) {
-  QBC_ASSIGN_OR_RETURN(testing::LoadedCase lc,
-                       testing::load_transform_case(c, testing::shared_dir()));
-  config::LoadRequest req;
-  if (w4) {
-    req.files.push_back((testing::source_dir() / "configs/examples/w4v8.yaml").string());
-  } else {
-    req.preset = "llm_fast";
-  }
-  req.sets = {"useRandomCalib=true", "llm.attributes.maxSequenceLength=64",
-              "llm.attributes.maxCacheLength=64", "calibration.numSamples=2",
-              "calibration.seqLength=32"};
-  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, config::resolve(req));
-  QBC_ASSIGN_OR_RETURN(driver::LoadedModel src,
-                       driver::open_model(lc.source->path().string(), cfg));
-  const std::filesystem::path out =
-      testing::temp_dir() / ("text_" + c.name + (w4 ? "_w4v8" : "_w8") + ".mblt");
-  QBC_RETURN_IF_ERROR(driver::quantize_to(src, cfg, out.string(), driver::QuantizeRun{}).status());
-  return driver::open_model(out.string(), cfg);
+  QBC_ASSIGN_OR_RETURN(testing::QuantizedCase q, testing::quantize_transform_case(c, w4, "text"));
+  return std::move(q.model);
 }
 
 StatusOr<isa::Bundle> compile(const driver::LoadedModel& q, const std::string& target, int cores) {
