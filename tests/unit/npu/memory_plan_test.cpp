@@ -18,52 +18,21 @@
 #include "qbc/npu/compile.h"
 #include "qbc/quant/shape_only.h"
 #include "test_support.h"
+#include "unit/npu/small_case.h"
 
 namespace qbc {
 namespace {
 
-struct Shaped {
-  ir::Graph graph;
-  config::CompileOptions options;
-};
+using testing::Shaped;
 
-/// A shared model config (`rel` under ../shared/model-configs) as a shape-only quantized
-/// graph: `layers` decoder layers (0: all), KV bits `kv`, cache `ctx`.
+/// A shared model config as a shape-only quantized graph with KV bits `kv` (small_case.h).
 StatusOr<Shaped> shaped(const std::string& rel, int layers, int kv, int64_t ctx) {
-  const std::filesystem::path path = testing::shared_dir() / "model-configs" / rel / "config.json";
-  std::string text = testing::read_file(path);
-  if (layers > 0) {
-    frontend::ConfigOverrides o;
-    o.num_hidden_layers = layers;
-    QBC_ASSIGN_OR_RETURN(text,
-                         frontend::apply_config_overrides(text, path.string(), o, std::nullopt));
-  }
-  QBC_ASSIGN_OR_RETURN(frontend::HParams hp, frontend::parse_hparams(text, path.string()));
-  frontend::ImportOptions io;
-  io.max_cache_length = ctx;
-  QBC_ASSIGN_OR_RETURN(ir::Graph g, frontend::build_decoder_graph(hp, io));
-  config::LoadRequest req;
-  req.preset = "llm_fast";
-  req.sets = {"bit.kvCache.key=" + std::to_string(kv), "bit.kvCache.value=" + std::to_string(kv)};
-  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, config::resolve(req));
-  Shaped s;
-  QBC_ASSIGN_OR_RETURN(s.graph, quant::shape_only(g, cfg.options));
-  s.options = cfg.options;
-  return s;
+  return testing::shaped_config(
+      rel, layers, ctx,
+      {"bit.kvCache.key=" + std::to_string(kv), "bit.kvCache.value=" + std::to_string(kv)});
 }
 
-StatusOr<npu::Target> target(const std::string& name) {
-  QBC_ASSIGN_OR_RETURN(config::TargetFile f, config::load_target(name));
-  npu::Target t;
-  t.name = f.profile.name();
-  t.clusters = f.profile.clusters();
-  t.cores_per_cluster = f.profile.cores_per_cluster();
-  t.sram_bytes = f.profile.sram_bytes_per_core();
-  t.dram_bytes = f.profile.dram_bytes();
-  t.dma_align = f.profile.dma_align_bytes();
-  t.dram_reserve = f.profile.dram_reserve_bytes();
-  return t;
-}
+StatusOr<npu::Target> target(const std::string& name) { return testing::test_target(name); }
 
 StatusOr<isa::Bundle> plan(const ir::Graph& g, const npu::Target& t, int64_t ctx, int64_t batch,
                            std::vector<npu::ModeRequest> modes, bool plan_only = false) {
