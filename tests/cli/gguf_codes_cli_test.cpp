@@ -54,18 +54,9 @@ TEST(GgufCodesCli, Q8Q5Q4LinearsKeepTheirCodesAndQ41IsRequantized) {
   QBC_REQUIRE_SHARED(stories, "models/stories260k/stories260K.gguf");
   QBC_REQUIRE_SHARED(eval_text, "data/tinystories/eval.clean.txt");
   const fs::path dir = temp_dir() / "gguf_codes";
-  frontend::RandomModelOptions o;
-  o.config_json = std::string(frontend::tiny_llama_config_json());
-  o.output_dir = dir / "hf";
-  o.seed = 31;
+  frontend::RandomModelOptions o = testing::small_llama_options(dir / "hf", 31, 96);
   o.init_std = 0.05;
-  o.overrides.num_hidden_layers = 2;
-  o.overrides.hidden_size = 64;
-  o.overrides.intermediate_size = 96;
   o.overrides.vocab_size = 512;  // stories260K's vocabulary, for the eval text
-  o.overrides.num_attention_heads = 4;
-  o.overrides.num_key_value_heads = 2;
-  o.overrides.head_dim = 16;
   QBC_ASSERT_OK(frontend::write_random_model(o));
   auto hf = frontend::ModelSource::open(o.output_dir);
   ASSERT_TRUE(hf.ok()) << hf.status().to_string();

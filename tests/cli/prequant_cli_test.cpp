@@ -25,16 +25,8 @@ using ::qbc::testing::TestPackScheme;
 
 fs::path packed_model(const std::string& name, const TestPackScheme& s,
                       std::map<std::string, TestPacked>* truth) {
-  frontend::RandomModelOptions o;
-  o.output_dir = temp_dir() / name / "hf";
-  o.seed = 5;
-  o.overrides.num_hidden_layers = 2;
-  o.overrides.hidden_size = 64;
-  o.overrides.intermediate_size = 96;
-  o.overrides.vocab_size = 256;
-  o.overrides.num_attention_heads = 4;
-  o.overrides.num_key_value_heads = 2;
-  o.overrides.head_dim = 16;
+  const frontend::RandomModelOptions o =
+      ::qbc::testing::small_llama_options(temp_dir() / name / "hf", 5, 96);
   EXPECT_TRUE(frontend::write_random_model(o).ok());
   *truth =
       ::qbc::testing::test_pack_model(o.output_dir, s, ::qbc::testing::test_quantization_config(s));

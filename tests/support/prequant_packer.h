@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "qbc/frontend/random_model.h"
 #include "qbc/frontend/safetensors.h"
 #include "qbc/tensorfile/dtype.h"
 #include "qbc/tensorfile/safetensors_writer.h"
@@ -68,6 +69,23 @@ inline std::string linear_node_of(const std::string& module) {
     if (at != std::string::npos) n.replace(at, std::string(from).size(), to);
   }
   return n;
+}
+
+/// The small random Llama the pre-quantized and GGUF-codes tests pack: 2 layers, hidden 64,
+/// 4 heads of 16 (2 KV heads), vocabulary 256, intermediate `intermediate`, written to `dir`.
+inline frontend::RandomModelOptions small_llama_options(const std::filesystem::path& dir,
+                                                        uint64_t seed, int64_t intermediate) {
+  frontend::RandomModelOptions o;
+  o.output_dir = dir;
+  o.seed = seed;
+  o.overrides.num_hidden_layers = 2;
+  o.overrides.hidden_size = 64;
+  o.overrides.intermediate_size = intermediate;
+  o.overrides.vocab_size = 256;
+  o.overrides.num_attention_heads = 4;
+  o.overrides.num_key_value_heads = 2;
+  o.overrides.head_dim = 16;
+  return o;
 }
 
 /// A small smoke compile of `model` to DIR/q.mxq, keeping the quantized MBLT and its weights

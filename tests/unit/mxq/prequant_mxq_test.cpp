@@ -125,16 +125,8 @@ ImageLinear read_linear(const isa::Bundle& b, const std::string& node, int64_t n
 }
 
 void check_codes_in_mxq(const std::string& name, const TestPackScheme& scheme) {
-  frontend::RandomModelOptions o;
-  o.output_dir = testing::temp_dir() / name;
-  o.seed = 3;
-  o.overrides.num_hidden_layers = 2;
-  o.overrides.hidden_size = 64;
-  o.overrides.intermediate_size = 128;
-  o.overrides.vocab_size = 256;
-  o.overrides.num_attention_heads = 4;
-  o.overrides.num_key_value_heads = 2;
-  o.overrides.head_dim = 16;
+  const frontend::RandomModelOptions o =
+      testing::small_llama_options(testing::temp_dir() / name, 3, 128);
   QBC_ASSERT_OK(frontend::write_random_model(o));
   const std::map<std::string, TestPacked> truth =
       testing::test_pack_model(o.output_dir, scheme, testing::test_quantization_config(scheme));
