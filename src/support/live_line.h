@@ -34,9 +34,16 @@ struct State {
   bool active = false;  ///< Work is running: a pipeline step or counted work since the last clear.
   bool shown = false;   ///< A line is on the terminal now (kTerminal).
   Clock::time_point start = Clock::now(), work_start = Clock::now(), drawn;
+  /// When the last counted progress event was written (kJson): between the first and the
+  /// last count of a work unit, at most one event every kJsonProgressSeconds.
+  Clock::time_point json_sent;
   progress::Line line;
   progress::Heartbeat heartbeat{30.0};
 };
+
+/// Seconds between two JSON progress events of the same counted work (its first and last
+/// count are always written; heartbeats are separate).
+inline constexpr double kJsonProgressSeconds = 1.0;
 
 /// The process's one state.
 State& state();

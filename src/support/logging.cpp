@@ -148,10 +148,12 @@ void progress(std::string_view stage, int64_t done, int64_t total) {
   {
     std::lock_guard<std::mutex> lock(l.mu);
     if (l.display == Display::kNone) return;
+    bool first = false;
     if (l.line.unit != stage || done < l.line.done) {
       // New work (another unit, or the count restarted): the estimate starts over.
       l.line.unit = std::string(stage);
       l.work_start = live_line::Clock::now();
+      first = true;
     }
     l.line.done = done;
     l.line.total = total;
@@ -169,6 +171,14 @@ void progress(std::string_view stage, int64_t done, int64_t total) {
     live_line::stamp_locked(l);
     snapshot = l.line;
     if (ended) live_line::finish_locked(l);
+    if (l.display == Display::kJson) {
+      // Machine readers get the first and the last count and at most one a second between:
+      // a calibration of 768 samples is a handful of events, not 768.
+      const bool due = first || done >= total ||
+                       live_line::since(l.json_sent) >= live_line::kJsonProgressSeconds;
+      if (!due) return;
+      l.json_sent = live_line::Clock::now();
+    }
   }
   if (json_events()) {
     write_json_line(live_line::progress_event(snapshot, stage, /*heartbeat=*/false));

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -100,6 +101,41 @@ TEST(ProgressCli, JsonEventsCarryHeartbeatsAndRates) {
   }
   EXPECT_GE(heartbeats, 1) << r.err;
   EXPECT_GE(rated, 1) << r.err;
+}
+
+TEST(ProgressCli, JsonCountedProgressIsAtMostOneEventASecond) {
+  QBC_REQUIRE_SHARED(hf, "models/stories260k/hf");
+  const auto r = compile(hf, "--log-format json --progress-interval 0");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  struct Last {
+    int64_t done = -1;
+    double elapsed = 0;
+  };
+  std::map<std::string, Last> last;  // per counted unit ("calib", "gptq", ...)
+  int64_t counted = 0, events = 0;
+  std::istringstream in(r.err);
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << line;
+    if (j["event"] != "progress" || !j.contains("done") || j.value("heartbeat", false)) continue;
+    const int64_t done = j["done"].get<int64_t>(), total = j["total"].get<int64_t>();
+    const double elapsed = j["elapsed_s"].get<double>();
+    Last& l = last[j["stage"].get<std::string>()];
+    ++events;
+    if (done > l.done && l.done >= 0) {
+      counted += done - l.done;
+      // Between the first and the last count of a unit, events are a second apart.
+      if (done < total) {
+        EXPECT_GE(elapsed - l.elapsed, 0.95) << line;
+      }
+    } else {
+      counted += done;
+    }
+    l = Last{done, elapsed};
+  }
+  ASSERT_GT(counted, 0) << r.err;
+  // One event per counted sample would make these equal (before the limit: 123 events here).
+  EXPECT_LT(events, counted) << r.err;
 }
 
 }  // namespace
