@@ -132,13 +132,14 @@ StatusOr<PackedLinear> read_linear(const GgufFile& gguf, const TensorInfo& info,
                             blocks, " blocks of ", traits->name);
   }
   // Codes and per-block scale and zero point, in the stored (GGUF) row order.
-  std::vector<float> codes(static_cast<size_t>(p.out * p.in)), scales(blocks), zeros(blocks);
+  std::vector<int32_t> codes(static_cast<size_t>(p.out * p.in)), zeros(blocks);
+  std::vector<float> scales(blocks);
   int32_t q[32];
   for (size_t blk = 0; blk < blocks; ++blk) {
     const uint8_t* b = t->data.data + blk * traits->type_size;
     float d = gguf_blocks::load_fp16(b);
     block_codes(t->type, b, q);
-    float z = 0;
+    int32_t z = 0;
     if (d < 0) {
       for (int32_t& v : q) v = -v - 1;
       d = -d;
@@ -147,18 +148,17 @@ StatusOr<PackedLinear> read_linear(const GgufFile& gguf, const TensorInfo& info,
       for (int32_t& v : q) v = 0;
       d = 1.0f / 16384;  // 2^-14, fp16's smallest normal: any scale stands for zeros
     }
-    for (int j = 0; j < 32; ++j)
-      codes[blk * kBlock + static_cast<size_t>(j)] = static_cast<float>(q[j]);
+    std::copy_n(q, kBlock, codes.data() + blk * kBlock);
     scales[blk] = d;
     zeros[blk] = z;
   }
   // The rows are permuted like the tensor's values (llama.cpp's q/k rope layout).
-  for (std::vector<float>* v : {&codes, &scales, &zeros}) {
-    QBC_RETURN_IF_ERROR(gguf_model::apply_transform(info, v));
-  }
-  p.codes.assign(codes.begin(), codes.end());
+  QBC_RETURN_IF_ERROR(gguf_model::reorder_rows(info, &codes));
+  QBC_RETURN_IF_ERROR(gguf_model::reorder_rows(info, &scales));
+  QBC_RETURN_IF_ERROR(gguf_model::reorder_rows(info, &zeros));
+  p.codes = std::move(codes);
   p.scales = std::move(scales);
-  p.zeros.assign(zeros.begin(), zeros.end());
+  p.zeros = std::move(zeros);
   return p;
 }
 

@@ -390,39 +390,35 @@ std::string gguf_name_for(std::string_view hf_name, std::string_view arch) {
   return "";
 }
 
-Status apply_transform(const TensorInfo& info, std::vector<float>* values) {
-  switch (info.transform) {
-    case TensorTransform::kNone:
-      return ok_status();
-    case TensorTransform::kSubtractOne:
-      for (float& v : *values) v -= 1.0f;
-      return ok_status();
-    case TensorTransform::kUnpermuteRopeRows:
-      break;
-  }
+StatusOr<std::vector<int64_t>> hf_row_sources(const TensorInfo& info, size_t count) {
+  if (info.transform != TensorTransform::kUnpermuteRopeRows) return std::vector<int64_t>{};
   // GGUF row h*hd + 2*j + i holds HF row h*hd + i*half + j (i in {0, 1}, j < half).
   const int64_t rows = info.shape.empty() ? 0 : info.shape[0];
   const int64_t heads = info.rope_heads;
-  if (heads <= 0 || rows % (2 * heads) != 0 || values->size() % static_cast<size_t>(rows) != 0) {
+  if (heads <= 0 || rows % (2 * heads) != 0 || count % static_cast<size_t>(rows) != 0) {
     return invalid_argument(info.file.string(), ": tensor '", info.name_in_file, "' (", info.name,
-                            "): ", values->size(), " values do not unpermute as ", rows,
-                            " rows in ", heads, " heads");
+                            "): ", count, " values do not unpermute as ", rows, " rows in ",
+                            heads, " heads");
   }
-  const size_t cols = values->size() / static_cast<size_t>(rows);
   const int64_t head_dim = rows / heads;
   const int64_t half = head_dim / 2;
-  std::vector<float> out(values->size());
+  std::vector<int64_t> sources(static_cast<size_t>(rows));
   for (int64_t h = 0; h < heads; ++h) {
     for (int64_t i = 0; i < 2; ++i) {
       for (int64_t j = 0; j < half; ++j) {
-        const size_t dst = static_cast<size_t>(h * head_dim + i * half + j) * cols;
-        const size_t src = static_cast<size_t>(h * head_dim + 2 * j + i) * cols;
-        std::copy_n(values->data() + src, cols, out.data() + dst);
+        sources[static_cast<size_t>(h * head_dim + i * half + j)] = h * head_dim + 2 * j + i;
       }
     }
   }
-  values->swap(out);
-  return ok_status();
+  return sources;
+}
+
+Status apply_transform(const TensorInfo& info, std::vector<float>* values) {
+  if (info.transform == TensorTransform::kSubtractOne) {
+    for (float& v : *values) v -= 1.0f;
+    return ok_status();
+  }
+  return reorder_rows(info, values);
 }
 
 }  // namespace qbc::frontend::gguf_model

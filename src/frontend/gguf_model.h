@@ -3,6 +3,8 @@
 // transforms (Llama q/k row permutation, Gemma's +1 on norm weights).
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,5 +46,28 @@ std::string gguf_name_for(std::string_view hf_name, std::string_view arch);
 /// Applies `info.transform` to `values` (the stored values in row-major order) in place.
 /// kInvalidArgument naming the tensor when the values do not fit the permutation.
 Status apply_transform(const TensorInfo& info, std::vector<float>* values);
+
+/// For a kUnpermuteRopeRows tensor whose `count` stored values are rows of info.shape[0]: the
+/// stored row each HF row comes from (llama.cpp's q/k rope layout undone); empty for the other
+/// transforms, which keep the rows where they are. kInvalidArgument naming the tensor when
+/// the values do not fit the permutation.
+StatusOr<std::vector<int64_t>> hf_row_sources(const TensorInfo& info, size_t count);
+
+/// The rows of `values` (row-major, info.shape[0] rows, any element type: codes, scales, zero
+/// points) in HF order; values are not changed, only moved (unlike apply_transform, which
+/// also applies kSubtractOne).
+template <typename T>
+Status reorder_rows(const TensorInfo& info, std::vector<T>* values) {
+  QBC_ASSIGN_OR_RETURN(std::vector<int64_t> sources, hf_row_sources(info, values->size()));
+  if (sources.empty()) return ok_status();
+  const size_t cols = values->size() / sources.size();
+  std::vector<T> out(values->size());
+  for (size_t row = 0; row < sources.size(); ++row) {
+    std::copy_n(values->data() + static_cast<size_t>(sources[row]) * cols, cols,
+                out.data() + row * cols);
+  }
+  values->swap(out);
+  return ok_status();
+}
 
 }  // namespace qbc::frontend::gguf_model
