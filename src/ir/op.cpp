@@ -28,9 +28,9 @@ std::vector<AttrSpec> attrs_of(Op op) {
               // 1: operand 3 is the integer zero point per scale, ŵ = s·(q − z); the bias
               // (if any) is then operand 4.
               {"w_zero", K::kInt, false},
-              // 1: every wscale value is an fp16 value (4-bit groups, docs/numerics.md
-              // "Compact 4-bit weights"); the backend then stores the scales as fp16 and the
-              // zero points as packed 4-bit codes.
+              // 1: every wscale value is an fp16 value (4- and 8-bit groups, docs/numerics.md
+              // "Compact grouped weights"); the backend then stores the scales as fp16 and the
+              // zero points as codes of the weights' width (packed 4-bit, or int8).
               {"w_scale_f16", K::kInt, false}};
     case Op::kSlice: return {{"start", K::kInt, true}, {"end", K::kInt, true}};
     case Op::kRope:

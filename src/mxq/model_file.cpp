@@ -142,28 +142,30 @@ StatusOr<pb::Manifest> parse_manifest(std::string_view b, const std::string& nam
 
 namespace {
 
-/// True when a matmul or requant of `b` reads the compact 4-bit image: zero points from an
-/// i4 SRAM buffer or weight scales from an f16 one (required feature bit 1).
-bool uses_compact_weights(const isa::Bundle& b) {
+/// The required feature bits the code of `b` needs for the compact grouped weight image:
+/// bit 1 when a matmul reads zero points from an i4 SRAM buffer or a requant weight scales
+/// from an f16 one, bit 2 when a matmul reads zero points from an i8 buffer.
+uint64_t compact_weight_features(const isa::Bundle& b) {
   auto type = [&b](const isa::Ref& r) {
     return r.valid() && static_cast<size_t>(r.buffer) < b.buffers.size()
                ? b.buffers[static_cast<size_t>(r.buffer)].dtype
-               : isa::DType::kI8;
+               : isa::DType::kI32;
   };
+  uint64_t bits = 0;
   for (const isa::Mode& m : b.modes) {
     for (const isa::Program* p : {&m.prefill, &m.decode}) {
       for (const isa::CoreProgram& c : p->cores) {
         for (const isa::Instr& in : c.code) {
           const auto* mm = std::get_if<isa::MatMul>(&in.op);
           const auto* rq = std::get_if<isa::Requant>(&in.op);
-          if ((mm != nullptr && type(mm->wzero) == isa::DType::kI4) ||
-              (rq != nullptr && type(rq->wscale) == isa::DType::kF16))
-            return true;
+          if (mm != nullptr && type(mm->wzero) == isa::DType::kI4) bits |= kFeatureCompactWeights;
+          if (mm != nullptr && type(mm->wzero) == isa::DType::kI8) bits |= kFeatureZeroPointsI8;
+          if (rq != nullptr && type(rq->wscale) == isa::DType::kF16) bits |= kFeatureCompactWeights;
         }
       }
     }
   }
-  return false;
+  return bits;
 }
 
 /// True when every value of `v` is exactly a bf16 (its low 16 bits zero, so widening the
@@ -267,7 +269,7 @@ StatusOr<std::vector<WrittenFile>> write_model(const std::string& path, const Wr
     }
   }
   add_owned(0, SectionKind::kDebug, serialize(encode_debug(b)));
-  const bool compact = uses_compact_weights(b);
+  const uint64_t compact = compact_weight_features(b);
   // The embedding as bf16 when that loses nothing (a bf16 source: half the bytes), else fp32.
   std::vector<uint16_t> bf16_table;
   std::string_view table_bytes;
@@ -358,7 +360,7 @@ StatusOr<std::vector<WrittenFile>> write_model(const std::string& path, const Wr
     for (const SectionData& s : parts[p].sections) sections.push_back(s);
     HeaderInfo h;
     if (p == 0 && bf16) h.required_features |= kFeatureEmbeddingBf16;
-    if (compact) h.required_features |= kFeatureCompactWeights;
+    h.required_features |= compact;
     h.target_word = word;
     h.part_index = static_cast<uint32_t>(p);
     h.part_count = static_cast<uint32_t>(nparts);
@@ -553,10 +555,17 @@ Status load_parts(std::vector<Container> opened, const pb::Manifest* manifest, L
       if (code.count({static_cast<int>(m), static_cast<int>(c)}) == 0)
         return data_loss(files[0], ": no code section for mode ", m, " (",
                          isa::scheme_name(b.modes[m].scheme), ") core ", c);
-  if ((c0.header().required_features & kFeatureCompactWeights) == 0 && uses_compact_weights(b))
+  const uint64_t needed = compact_weight_features(b);
+  if ((c0.header().required_features & needed & kFeatureCompactWeights) !=
+      (needed & kFeatureCompactWeights))
     return data_loss(files[0],
                      ": the code reads fp16 weight scales or 4-bit zero points (the compact "
-                     "4-bit weight image) but required feature bit 1 is not set");
+                     "weight image) but required feature bit 1 is not set");
+  if ((c0.header().required_features & needed & kFeatureZeroPointsI8) !=
+      (needed & kFeatureZeroPointsI8))
+    return data_loss(files[0],
+                     ": the code reads 8-bit zero points (the compact 8-bit group image) but "
+                     "required feature bit 2 is not set");
   QBC_ASSIGN_OR_RETURN(int di, unique_section(c0, SectionKind::kDebug));
   if (di < 0) return data_loss(files[0], ": no debug section");
   pb::DebugMap debug;

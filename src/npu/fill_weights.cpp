@@ -175,13 +175,20 @@ Status Filler::scales(const Node& n, const LinearPlan& li, int64_t nt) {
         }
         if (!li.zero) continue;
         const float z = zeros_[src];
-        if (z != std::nearbyint(z) || (compact && (z < -8 || z > 7)))
-          return invalid_argument(ir::describe(n), ": zero point ", z,
-                                  compact ? " is not a 4-bit integer" : " is not an integer");
-        if (compact) {
-          put_i4(img_, base + li.wz_off[bi], e, static_cast<int32_t>(z));
+        // Compact: a code of the weights' width, [−2^(b−1), 2^(b−1) − 1].
+        const float zmax = static_cast<float>((1 << (li.w_bits - 1)) - 1);
+        if (z != std::nearbyint(z) || (compact && (z < -zmax - 1 || z > zmax)))
+          return invalid_argument(ir::describe(n), ": zero point ", z, " is not ",
+                                  compact ? "a " + std::to_string(li.w_bits) + "-bit integer"
+                                          : std::string("an integer"));
+        const int32_t zi = static_cast<int32_t>(z);
+        if (compact && li.w_bits == 4) {
+          put_i4(img_, base + li.wz_off[bi], e, zi);
+        } else if (compact) {
+          img_[static_cast<size_t>(base + li.wz_off[bi] + e)] =
+              static_cast<uint8_t>(static_cast<int8_t>(zi));
         } else {
-          put_i32(img_, base + li.wz_off[bi] + 4 * e, static_cast<int32_t>(z));
+          put_i32(img_, base + li.wz_off[bi] + 4 * e, zi);
         }
       }
     }

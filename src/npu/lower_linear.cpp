@@ -82,7 +82,7 @@ void LinearLowering::alloc(const std::string& name) {
   xz_ = sram.alloc("xzero", DType::kI32, mt * 4, {mt});
   wbuf_ = sram.alloc("w", wt_, 2 * li_.w_bytes, {2, nt, li_.t.kt});
   wsb_ = sram.alloc("wscale", scale_type(compact_), 2 * sblk_, {2, nt, gt});
-  if (li_.zero) wzb_ = sram.alloc("wzero", zero_type(compact_), 2 * sblk_, {2, nt, gt});
+  if (li_.zero) wzb_ = sram.alloc("wzero", zero_type(compact_, li_.w_bits), 2 * sblk_, {2, nt, gt});
   if (li_.bias) bb_ = sram.alloc("bias", DType::kF32, 2 * nt * 4, {2, nt});
   acc_ = sram.alloc("acc", acct_, mt * nt * gt * isa::dtype_bytes(acct_, 1), {mt, nt, gt});
   fsum_ = sram.alloc("fsum", DType::kF32, mt * nt * 4, {mt, nt});

@@ -32,7 +32,7 @@ AffineParams affine_params(double span, double neg_lo, int bits) {
   return a;
 }
 
-bool fp16_weight_scales(int bits, int64_t group) { return bits == 4 && group > 0; }
+bool fp16_weight_scales(int bits, int64_t group) { return (bits == 4 || bits == 8) && group > 0; }
 
 float fp16_weight_scale(float s) {
   const double m = std::min(std::max(std::fabs(static_cast<double>(s)), 0x1p-24), 65504.0);

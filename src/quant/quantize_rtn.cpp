@@ -83,7 +83,7 @@ numerics::AffineParams static_affine(const TensorStats& s, float clip, int bits)
   return numerics::affine_params(hi - lo, -lo, bits);
 }
 
-/// Whether every scale is an fp16 value (the compact 4-bit image can hold it exactly).
+/// Whether every scale is an fp16 value (the compact grouped image can hold it exactly).
 bool fp16_values(const std::vector<float>& scales) {
   return std::all_of(scales.begin(), scales.end(),
                      [](float s) { return numerics::round_fp16(s) == s; });

@@ -380,8 +380,8 @@ Status exec(const isa::MatMul& op, Core& c) {
   QBC_ASSIGN_OR_RETURN(const uint8_t* xzp, c.sram_opt(op.xzero, span(rows, 4), "xzero"));
   QBC_ASSIGN_OR_RETURN(const uint8_t* wp,
                        c.sram_read(op.w, span(n, isa::dtype_bytes(op.wtype, kt)), "w"));
-  // Zero points as their SRAM buffer holds them: int32, or packed int4 (the compact 4-bit
-  // image, docs/numerics.md), flat index j * gt + g.
+  // Zero points as their SRAM buffer holds them: int32, or packed int4 / int8 codes (the
+  // compact grouped image, docs/numerics.md), flat index j * gt + g.
   const isa::DType wzt = buffer_type(c, op.wzero, isa::DType::kI32);
   QBC_ASSIGN_OR_RETURN(const uint8_t* wzp,
                        c.sram_read_opt(op.wzero, isa::dtype_bytes(wzt, span(n, gt)), "wzero"));
@@ -397,8 +397,8 @@ Status exec(const isa::MatMul& op, Core& c) {
   if (xzp != nullptr) load(xzp, rows, xz.data());
   if (wzp != nullptr) {
     wz.resize(static_cast<size_t>(n * gt));
-    if (wzt == isa::DType::kI4) {
-      load_codes(wzp, isa::DType::kI4, n * gt, wz.data());  // packed, flat index j * gt + g
+    if (wzt == isa::DType::kI4 || wzt == isa::DType::kI8) {
+      load_codes(wzp, wzt, n * gt, wz.data());  // codes, flat index j * gt + g
     } else {
       load(wzp, n * gt, wz.data());
     }

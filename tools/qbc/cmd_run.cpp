@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "qbc/driver/accuracy.h"
 #include "qbc/driver/backend.h"
+#include "qbc/driver/ctx_sweep.h"
 #include "qbc/driver/generate.h"
 #include "qbc/driver/layer_basis.h"
 #include "qbc/mxq/model_file.h"
@@ -207,6 +208,7 @@ struct EvalOptions {
   bool json = false;
   int threads = 0;
   std::string backend = "auto";
+  std::string ctx_sweep;  ///< "512,1024,...": the accuracy report per context length
 };
 
 // The accuracy report: the model against a float reference on the same tokens.
@@ -222,6 +224,14 @@ Status run_compare(const EvalOptions& o, const ir::Graph* graph, runner::Runner&
   driver::LayerSelection layers;
   if (graph != nullptr) {
     QBC_ASSIGN_OR_RETURN(layers, driver::select_layers(*graph, r.graph));
+  }
+  if (!o.ctx_sweep.empty()) {  // --ctx-sweep: one row per length (driver/ctx_sweep.h)
+    QBC_ASSIGN_OR_RETURN(std::vector<int64_t> ctxs, driver::parse_ctx_list(o.ctx_sweep));
+    QBC_ASSIGN_OR_RETURN(std::vector<driver::AccuracyReport> rows,
+                         driver::sweep_contexts(test, *reference, tokens, bos, ctxs, o.chunks));
+    const std::string json = driver::sweep_json(rows);
+    events::result("eval", json);
+    return emit_output("", o.json ? json : driver::format_sweep(rows));
   }
   driver::CompareOptions co;
   co.ctx = o.ctx;
@@ -239,16 +249,24 @@ Status run_eval(const EvalOptions& o) {
   if (o.ctx < 2) return invalid_argument("--ctx must be >= 2");
   QBC_ASSIGN_OR_RETURN(std::string text, read_text_file(o.text));
   QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_for_input(o.config, o.model));
+  if (!o.ctx_sweep.empty() && o.reference.empty())
+    return invalid_argument("--ctx-sweep needs --reference (KLD and top-1 against a float model)");
   QBC_ASSIGN_OR_RETURN(Opened opened, open_runnable(o.model, cfg, o.backend, o.threads, o.mxq));
-  if (opened.capacity < o.ctx) {
-    return resource_exhausted("--ctx ", o.ctx, " exceeds the KV-cache capacity ", opened.capacity,
-                              " of ", o.model, "; raise llm.attributes.maxCacheLength");
+  int64_t longest = o.ctx;
+  if (!o.ctx_sweep.empty()) {
+    QBC_ASSIGN_OR_RETURN(std::vector<int64_t> ctxs, driver::parse_ctx_list(o.ctx_sweep));
+    longest = ctxs.back();
+  }
+  if (opened.capacity < longest) {
+    return resource_exhausted(o.ctx_sweep.empty() ? "--ctx " : "--ctx-sweep length ", longest,
+                              " exceeds the KV-cache capacity ", opened.capacity, " of ", o.model,
+                              "; raise llm.attributes.maxCacheLength");
   }
   const tokenizer::Tokenizer& tok = *opened.tok;
   runner::Runner* session = opened.session;
   // As llama-perplexity: the whole text is one sequence, with BOS when the model adds one.
   const std::vector<int32_t> tokens = tok.encode(text, tok.add_bos_default());
-  if (static_cast<int64_t>(tokens.size()) < o.ctx) {
+  if (o.ctx_sweep.empty() && static_cast<int64_t>(tokens.size()) < o.ctx) {
     return invalid_argument(o.text, ": ", tokens.size(), " tokens, fewer than one chunk of --ctx ",
                             o.ctx);
   }
@@ -342,6 +360,10 @@ void register_eval(CLI::App& app, Action& action) {
   cmd->add_option("model", o->model, "HF folder, .gguf, .mblt or compiled .mxq")->required();
   cmd->add_option("--text", o->text, "Text file to score")->required();
   cmd->add_option("--ctx", o->ctx, "Tokens per chunk");
+  cmd->add_option("--ctx-sweep", o->ctx_sweep,
+                  "With --reference: the accuracy report (perplexity of both, KLD, top-1) once per "
+                  "context length\nof this comma-separated list (e.g. 512,1024,2048), one row "
+                  "each, in ascending order");
   cmd->add_option("--chunks", o->chunks, "Score at most this many chunks (-1 = all)");
   cmd->add_option("--logprobs", o->logprobs,
                   "Write per-token log-probabilities to this file (format: docs/cli.md)");

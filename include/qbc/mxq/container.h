@@ -40,11 +40,16 @@ inline constexpr uint32_t kMaxSections = 1u << 16;
 /// Bit 0: the embedding section holds bf16 values (2 bytes each) instead of fp32; set in the
 /// file that holds the embedding when every value of the table is exactly a bf16.
 inline constexpr uint64_t kFeatureEmbeddingBf16 = uint64_t{1} << 0;
-/// Bit 1: the compact 4-bit weight image: matmul and requant instructions may read packed
-/// 4-bit zero points and fp16 weight scales (pb::MatMul.wzero_i4, pb::Requant.wscale_f16);
-/// set in every part of a model whose code has one.
+/// Bit 1: the compact weight image: matmul and requant instructions may read packed 4-bit
+/// zero points (i4 SRAM buffers) and fp16 weight scales (f16 SRAM buffers, of 4- or 8-bit
+/// linears); set in every part of a model whose code has one.
 inline constexpr uint64_t kFeatureCompactWeights = uint64_t{1} << 1;
-inline constexpr uint64_t kKnownRequiredFeatures = kFeatureEmbeddingBf16 | kFeatureCompactWeights;
+/// Bit 2: the compact 8-bit group image: matmul instructions may read zero points from SRAM
+/// buffers of dtype i8 (one int8 code a value); its fp16 scales are bit 1's. Set in every
+/// part of a model whose code has one.
+inline constexpr uint64_t kFeatureZeroPointsI8 = uint64_t{1} << 2;
+inline constexpr uint64_t kKnownRequiredFeatures =
+    kFeatureEmbeddingBf16 | kFeatureCompactWeights | kFeatureZeroPointsI8;
 
 /// What a section holds (docs/mxq.md "Sections").
 enum class SectionKind : uint32_t {

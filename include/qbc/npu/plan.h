@@ -49,8 +49,8 @@ struct LinearPlan {
   /// (n tile, k tile) when grouped else per n tile, bias per n tile (plan-memory).
   std::vector<int64_t> w_off, ws_off, wz_off, b_off;
   int64_t w_bytes = 0;  ///< bytes of one full w tile
-  /// Bytes of one stored scale / zero-point block: fp32 / int32, or fp16 / packed int4 for
-  /// the compact 4-bit image (compact_weights.h) (plan-memory).
+  /// Bytes of one stored scale / zero-point block: fp32 / int32, or fp16 / packed int4
+  /// (int8 for 8-bit codes) for the compact grouped image (compact_weights.h) (plan-memory).
   int64_t ws_bytes = 0, wz_bytes = 0;
 };
 

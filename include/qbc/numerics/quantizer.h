@@ -29,7 +29,7 @@ struct AffineParams {
 AffineParams affine_params(double span, double neg_lo, int bits);
 
 /// Whether the weight scales of `bits`-bit codes in groups of `group` inputs (0: one per
-/// channel) are fp16 values (docs/numerics.md "Compact 4-bit weights"): 4-bit groups only.
+/// channel) are fp16 values (docs/numerics.md "Compact grouped weights"): 4- and 8-bit groups.
 bool fp16_weight_scales(int bits, int64_t group);
 
 /// A weight scale rounded to the nearest fp16 value (round-to-nearest-even, as

@@ -391,35 +391,42 @@ TEST(MxqReader, SeededMutationFuzzNeverCrashes) {
               verified);
 }
 
-// The compact 4-bit weight image (required feature bit 1, docs/mxq.md): a W4 compile with
-// groups of 32 and zero points sets the bit, its matmuls read zero points from i4 SRAM
-// buffers and its requants scales from f16 ones, and it reads back to the same bundle,
-// image and logits; the W8 file has no bit 1. The bit cleared on the W4 file is refused
+// The compact grouped weight image (required feature bits 1 and 2, docs/mxq.md): a W4
+// compile with groups of 32 and zero points (value and head at 8 bits) sets both bits, its
+// 4-bit matmuls read zero points from i4 SRAM buffers, its 8-bit ones from i8 buffers and
+// its requants scales from f16 ones, and it reads back to the same bundle, image and logits;
+// the per-channel W8 file has neither bit. Either bit cleared on the W4 file is refused
 // (exit 2) naming it.
 TEST(MxqReader, CompactW4ImageSetsFeatureBit1AndReadsBack) {
   REQUIRE_COMPILED();
   EXPECT_EQ(get_u64(compiled().bytes, kRequired) & mxq::kFeatureCompactWeights, 0u);
+  EXPECT_EQ(get_u64(compiled().bytes, kRequired) & mxq::kFeatureZeroPointsI8, 0u);
   const testing::CompiledMxq c = testing::compile_stories260k(
       "mxq_w4", {"bit.weightGroupSize=32", "bit.weightZeroPoint=true",
                  "bit.transformer.weight.query=4", "bit.transformer.weight.key=4",
                  "bit.transformer.weight.output=4", "bit.transformer.weight.ffn=4"});
   ASSERT_TRUE(c.error.empty()) << c.error;
   EXPECT_NE(get_u64(c.bytes, kRequired) & mxq::kFeatureCompactWeights, 0u);
-  int compact_matmuls = 0, compact_requants = 0;
+  EXPECT_NE(get_u64(c.bytes, kRequired) & mxq::kFeatureZeroPointsI8, 0u);
+  int compact_matmuls = 0, compact8_matmuls = 0, compact_requants = 0;
   auto dtype = [&c](const isa::Ref& r) {
     return r.valid() ? c.bundle->buffers[static_cast<size_t>(r.buffer)].dtype : isa::DType::kI8;
   };
   for (const isa::Mode& mode : c.bundle->modes) {
     for (const isa::CoreProgram& core : mode.decode.cores) {
       for (const isa::Instr& in : core.code) {
-        if (const auto* mm = std::get_if<isa::MatMul>(&in.op))
+        if (const auto* mm = std::get_if<isa::MatMul>(&in.op)) {
           compact_matmuls += dtype(mm->wzero) == isa::DType::kI4 ? 1 : 0;
+          compact8_matmuls +=
+              dtype(mm->wzero) == isa::DType::kI8 && mm->wtype == isa::DType::kI8 ? 1 : 0;
+        }
         if (const auto* r = std::get_if<isa::Requant>(&in.op))
           compact_requants += dtype(r->wscale) == isa::DType::kF16 ? 1 : 0;
       }
     }
   }
   EXPECT_GT(compact_matmuls, 0);
+  EXPECT_GT(compact8_matmuls, 0);
   EXPECT_GT(compact_requants, 0);
   EXPECT_LT(c.bytes.size(), compiled().bytes.size());
   auto m = load(c.bytes);
@@ -437,6 +444,13 @@ TEST(MxqReader, CompactW4ImageSetsFeatureBit1AndReadsBack) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(exit_code_for(bad.status()), kExitBadInput);
   EXPECT_TRUE(contains(bad.status().message(), "feature bit 1")) << bad.status().to_string();
+  s = c.bytes;
+  put_u64(s, kRequired, get_u64(s, kRequired) & ~mxq::kFeatureZeroPointsI8);
+  reseal(s, false);
+  bad = load(s);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(exit_code_for(bad.status()), kExitBadInput);
+  EXPECT_TRUE(contains(bad.status().message(), "feature bit 2")) << bad.status().to_string();
 }
 
 }  // namespace

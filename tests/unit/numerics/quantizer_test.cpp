@@ -26,15 +26,17 @@ TEST(NumericsQuantizer, QuantizerRoundsHalfToEvenAndClamps) {
   for (const auto& c : cases) EXPECT_EQ(quantize_symmetric(c.x, c.scale, c.bits), c.want) << c.x;
 }
 
-// The compact 4-bit weight image (docs/numerics.md "Compact 4-bit weights"): which scales
+// The compact grouped weight image (docs/numerics.md "Compact grouped weights"): which scales
 // are fp16, and how a scale is rounded. Expected values are IEEE binary16 facts (spacing
 // 2^(e-10) in [2^e, 2^(e+1)), smallest subnormal 2^-24, largest finite 65504).
-TEST(NumericsQuantizer, Fp16WeightScalesOnlyFor4BitGroups) {
+TEST(NumericsQuantizer, Fp16WeightScalesOnlyForGroups) {
   EXPECT_TRUE(fp16_weight_scales(4, 32));
   EXPECT_TRUE(fp16_weight_scales(4, 128));
-  EXPECT_FALSE(fp16_weight_scales(4, 0));   // per channel: fp32
-  EXPECT_FALSE(fp16_weight_scales(8, 32));  // 8-bit groups: fp32
+  EXPECT_TRUE(fp16_weight_scales(8, 32));  // 8-bit groups too (the 8-bit head of W4V8)
+  EXPECT_TRUE(fp16_weight_scales(8, 128));
+  EXPECT_FALSE(fp16_weight_scales(4, 0));  // per channel: fp32
   EXPECT_FALSE(fp16_weight_scales(8, 0));
+  EXPECT_FALSE(fp16_weight_scales(16, 32));  // 16-bit weights are not quantized
 }
 
 TEST(NumericsQuantizer, Fp16WeightScaleRoundsToNearestEven) {
@@ -77,6 +79,20 @@ TEST(NumericsQuantizer, AffineParamsFp16ComputesTheZeroPointFromTheRoundedScale)
   a = affine_params_fp16(0, 0, 4);
   EXPECT_EQ(a.scale, 0x1p-24f);
   EXPECT_EQ(a.zero, -8);
+}
+
+TEST(NumericsQuantizer, AffineParamsFp16At8Bits) {
+  // span 2.55 / 255 = fp32 0.0099999998 -> fp16 0x1.47cp-7 (0.01000213623046875); neg_lo
+  // 0.35505 / fp32 scale = 35.505 -> 36, / the fp16 scale = 35.497 -> 35: the zero point is
+  // the one of the rounded scale, a code of [-128, 127].
+  const AffineParams f32 = affine_params(2.55, 0.35505, 8);
+  const AffineParams a = affine_params_fp16(2.55, 0.35505, 8);
+  EXPECT_EQ(f32.zero, 36 - 128);
+  EXPECT_EQ(a.scale, 0x1.47cp-7f);
+  EXPECT_EQ(a.zero, 35 - 128);
+  // The whole unsigned range maps to the signed codes: neg_lo = span puts 0 at code 127.
+  EXPECT_EQ(affine_params_fp16(2.55, 2.55, 8).zero, 127);
+  EXPECT_EQ(affine_params_fp16(0, 0, 8).zero, -128);
 }
 
 // The row quantizers (four at a time with AVX) give the scalar rules' codes for every input:

@@ -358,7 +358,7 @@ TEST(Rtn, ZeroPointFollowsTheAffineRule) {
         lo = std::min(lo, static_cast<double>(p.W[row * p.in + c]));
         hi = std::max(hi, static_cast<double>(p.W[row * p.in + c]));
       }
-      // 4-bit groups store fp16 scales (docs/numerics.md, "Compact 4-bit weights").
+      // 4-bit groups store fp16 scales (docs/numerics.md, "Compact grouped weights").
       const float s = numerics::round_fp16(std::max(static_cast<float>((hi - lo) / 15.0), 1e-8f));
       const double z = std::clamp(std::nearbyint(-lo / s), 0.0, 15.0) - 8.0;
       ASSERT_EQ(r.scales[row * 2 + g], s) << row << "," << g;

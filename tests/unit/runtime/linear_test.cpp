@@ -29,8 +29,9 @@ struct LinearCase {
   int in_bits;
   bool in_dynamic, in_asym, bias, out_fp16;
   int ktiles;
-  /// The compact 4-bit image (docs/numerics.md "Compact 4-bit weights"): fp16 scales and
-  /// packed 4-bit zero points, in SRAM buffers of dtype f16 and i4 (docs/npu.md).
+  /// The compact grouped image (docs/numerics.md "Compact grouped weights"): fp16 scales
+  /// and zero points as codes of the weights' width (packed 4-bit, or int8), in SRAM buffers
+  /// of dtype f16 and i4 / i8 (docs/npu.md).
   bool compact = false;
 };
 
@@ -133,13 +134,15 @@ std::vector<float> run_linear(const LinearCase& c, const numerics::QLinear& p,
     bb.copy(0, bb.ref(w_s), bb.ref(w_d), c.out * isa::dtype_bytes(wt, kt));
     int32_t wz_s = -1;
     if (c.w_zero) {
-      // int32, or (compact) 4-bit codes packed two a byte, low nibble first, flat [out, gt].
+      // int32, or (compact) codes of the weights' width: 4-bit packed two a byte, low nibble
+      // first, or one int8 a value; flat [out, gt].
       const int64_t count = c.out * tile_groups;
-      const int64_t bytes = c.compact ? (count + 1) / 2 : count * 4;
+      const DType zt = !c.compact ? DType::kI32 : wt;
+      const int64_t bytes = c.compact ? isa::dtype_bytes(wt, count) : count * 4;
       const int32_t wz_d =
-          bb.weights("wz" + sfx, c.compact ? testing::code_bytes(wt_zero, 1, count, DType::kI4)
+          bb.weights("wz" + sfx, c.compact ? testing::code_bytes(wt_zero, 1, count, wt)
                                            : testing::raw_bytes(wt_zero));
-      wz_s = bb.sram("wz" + sfx, 0, count * 4, c.compact ? DType::kI4 : DType::kI32);
+      wz_s = bb.sram("wz" + sfx, 0, count * 4, zt);
       bb.copy(0, bb.ref(wz_s), bb.ref(wz_d), bytes);
     }
     if (acc_s < 0 || c.group > 0) acc_s = bb.sram("acc" + sfx, 0, c.s * c.out * tile_groups * accb);
@@ -237,6 +240,17 @@ const LinearCase kCases[] = {
     {"compact_static_affine", 2, 64, 13, 32, 4, true, 8, false, true, true, true, 2, true},
     {"compact_decode", 1, 200, 13, 32, 4, true, 8, true, true, false, true, 1, true},
     {"compact_large_threaded", 7, 512, 301, 32, 4, true, 8, true, true, true, true, 2, true},
+    // The compact 8-bit group image: fp16 scales and int8 zero points (the 8-bit head and
+    // value projections of W4V8): a head-like fp32 output, K tiles, decode rows (the VNNI
+    // path's short rows), 16-bit inputs (the generic path), the threaded path.
+    {"compact8_grouped_zero", 6, 64, 11, 32, 8, true, 8, true, true, false, true, 1, true},
+    {"compact8_head_fp32_out", 3, 96, 23, 32, 8, true, 8, true, true, false, false, 1, true},
+    {"compact8_k_tiled_zero", 3, 64, 11, 16, 8, true, 8, true, true, true, true, 2, true},
+    {"compact8_symmetric", 4, 96, 9, 32, 8, false, 8, true, false, true, true, 1, true},
+    {"compact8_static_affine", 2, 64, 13, 32, 8, true, 8, false, true, true, true, 2, true},
+    {"compact8_decode", 1, 200, 13, 32, 8, true, 8, true, true, false, true, 1, true},
+    {"compact8_in16", 3, 64, 6, 16, 8, true, 16, true, true, false, false, 2, true},
+    {"compact8_large_threaded", 7, 512, 301, 32, 8, true, 8, true, true, true, true, 2, true},
 };
 
 INSTANTIATE_TEST_SUITE_P(Cases, RuntimeLinear, ::testing::ValuesIn(kCases),
