@@ -15,6 +15,7 @@
 #include "qbc/driver/generate.h"
 #include "qbc/driver/model_loader.h"
 #include "qbc/driver/quantize.h"
+#include "qbc/ir/verifier.h"
 #include "qbc/runtime/device.h"
 #include "qbc/runtime/npu_session.h"
 #include "test_support.h"
@@ -157,6 +158,60 @@ TEST_P(BackendExact, ExecutorEqualsFakeQuantBitForBit) {
             << c.name << (w4 ? " W4V8" : " W8") << " on " << d.target << ", " << d.cores
             << " cores, chunk " << d.chunk << (stepwise ? ", decode" : ", prefill")
             << ": first difference at " << first_difference(*got, want) << " of " << want.size();
+      }
+    }
+  }
+}
+
+/// Turns every whole-row rms_norm of `g` into a layer_norm over the same weight; the norms of
+/// even blocks (and the head's) take the next whole-row norm's weight as their bias, so both
+/// the bias row and the zero row of the parameter block are exercised. Returns how many.
+int rms_to_layer_norm(ir::Graph& g) {
+  std::vector<ir::ValueId> norms;
+  for (ir::ValueId id = 0; id < static_cast<ir::ValueId>(g.nodes().size()); ++id) {
+    const ir::Node& n = g.node(id);
+    if (n.op == ir::Op::kRmsNorm && n.attrs.get_int("group") == 0) norms.push_back(id);
+  }
+  for (size_t i = 0; i < norms.size(); ++i) {
+    ir::Node& n = g.mutable_node(norms[i]);
+    ir::Attrs a;
+    a.set("eps", n.attrs.get_float("eps"));
+    n.op = ir::Op::kLayerNorm;
+    n.attrs = a;
+    const bool with_bias = n.block < 0 || n.block % 2 == 0;
+    const ir::ValueId other = norms[(i + 1) % norms.size()];
+    if (with_bias && other != norms[i]) n.operands.push_back(g.node(other).operands[1]);
+  }
+  return static_cast<int>(norms.size());
+}
+
+// layer_norm through the whole backend (plan, parameter image, lowering, executor): the norms of
+// a quantized Llama made LayerNorms, with and without bias, run bit for bit as the fake-quant
+// evaluator runs them, W8 and W4V8, prefill and decode, one core and four.
+TEST(BackendExactLayerNorm, ExecutorEqualsFakeQuantBitForBit) {
+  const testing::TransformCase& c = testing::find_transform_case("llama32_gqa_tied");
+  QBC_REQUIRE_TRANSFORM_CASE(shared, c);
+  for (bool w4 : {false, true}) {
+    auto q = quantize_case(c, w4);
+    QBC_ASSERT_OK(q);
+    const int norms = rms_to_layer_norm(q->model.graph);
+    EXPECT_GE(norms, 3);
+    QBC_ASSERT_OK(ir::verify(q->model.graph));
+    auto fq = driver::make_runner(q->model, ref::SessionOptions{});
+    QBC_ASSERT_OK(fq);
+    const std::vector<int32_t> ids = test_ids((*fq)->vocab_size(), 24);
+    std::vector<float> want;
+    QBC_ASSERT_OK((*fq)->forward(ids, &want));
+    const Deployment deployments[] = {
+        {"aries-rb", 1, 128}, {"aries-rb", 4, 7}, {"test-2core", 2, 7}};
+    for (const Deployment& d : deployments) {
+      for (bool stepwise : {false, true}) {
+        auto got = npu_logits(*q, d, ids, stepwise);
+        QBC_ASSERT_OK(got);
+        EXPECT_TRUE(bitwise_equal(*got, want))
+            << (w4 ? "W4V8" : "W8") << " on " << d.target << ", " << d.cores << " cores, chunk "
+            << d.chunk << (stepwise ? ", decode" : ", prefill") << ": first difference at "
+            << first_difference(*got, want) << " of " << want.size();
       }
     }
   }
