@@ -76,6 +76,16 @@ std::vector<testing::TransformCase> backend_cases() {
       "rope_scaling": null, "sliding_window": 262144, "hidden_act": "silu",
       "tie_word_embeddings": true, "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "float32"})",
                  "", ""});
+  // Cohere2 (Command R7B's layout): LayerNorms without bias, the parallel block, interleaved
+  // RoPE on the sliding layer (read as rotate_half), a global NoPE layer, logits times 0.25.
+  out.push_back({"cohere2_parallel_layernorm", "", "", R"({
+      "architectures": ["Cohere2ForCausalLM"], "model_type": "cohere2", "hidden_size": 64,
+      "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
+      "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 4096,
+      "layer_norm_eps": 1e-05, "rope_theta": 50000.0, "logit_scale": 0.25, "sliding_window": 8,
+      "sliding_window_pattern": 2, "hidden_act": "silu", "tie_word_embeddings": true,
+      "bos_token_id": 5, "eos_token_id": 255001, "torch_dtype": "float32"})",
+                 "", ""});
   return out;
 }
 
