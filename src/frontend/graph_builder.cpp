@@ -1,11 +1,13 @@
 // build_decoder_graph: one builder for every supported family, driven by
 // HParams flags (Gemma's extra norms, Qwen3's q/k norms, Phi3's fused
-// projections, SmolLM3's NoPE layers), as llama.cpp's model builder handles variants.
+// projections, SmolLM3's NoPE layers, Cohere2's LayerNorms, parallel block and logit scale), as
+// llama.cpp's model builder handles variants.
 //
 //   %inputs_embeds ─ [scale √hidden] ─┐
 //   per block N:  x ─ [attn_norm] ─ q/k/v_proj ─ [q/k_norm] ─ [rope] ─ attention ─ o_proj ─ [post_norm] ─ + x
 //                 x ─ [ffn_norm] ─ gate/up_proj ─ gated_act ─ down_proj ─ [post_norm] ─ + x
-//   head:         output_norm ─ lm_head ─ [softcap] ─ %logits
+//   parallel (Cohere2): n = attn_norm(x);  x + attention(n) + mlp(n)  (added in that order)
+//   head:         output_norm ─ lm_head ─ [softcap | logit scale] ─ %logits
 #include <cmath>
 
 #include "qbc/frontend/hf_names.h"
@@ -47,6 +49,9 @@ class DecoderBuilder {
   StatusOr<ValueId> norm(const std::string& name, ValueId x, const std::string& hf_module, int64_t width,
                          int64_t group) {
     b_.weight(name + ".weight", f32({width}), hf_module + ".weight");
+    if (hp_.layer_norm) {  // Cohere2: LayerNorm without bias over the last dim
+      return b_.layer_norm(name, x, name + ".weight", "", hp_.rms_norm_eps, hf_module);
+    }
     return b_.rms_norm(name, x, name + ".weight", hp_.rms_norm_eps,
                        hp_.norm_style == NormStyle::kOnePlusWeight, group, hf_module);
   }
@@ -107,7 +112,9 @@ class DecoderBuilder {
 
     // Feed-forward.
     ValueId n2 = x;
-    if (hp_.pre_norms) {
+    if (hp_.parallel_block) {
+      n2 = n1;  // the MLP reads the attention's input norm
+    } else if (hp_.pre_norms) {
       QBC_ASSIGN_OR_RETURN(n2, norm(p + "ffn_norm", x, hf.ffn_pre_norm, h, 0));
     }
     const int64_t f = hp_.intermediate_size;
@@ -134,10 +141,13 @@ class DecoderBuilder {
     QBC_ASSIGN_OR_RETURN(x, norm("output_norm", x, names.final_norm, hp_.hidden_size, 0));
     const std::string tensor = (hp_.tie_word_embeddings ? names.embed : names.lm_head) + ".weight";
     b_.weight("head.lm_head.weight", f32({hp_.vocab_size, hp_.hidden_size}), tensor);
-    const bool cap = hp_.final_logit_softcap > 0;
-    QBC_ASSIGN_OR_RETURN(x, b_.linear(cap ? "head.lm_head" : "logits", x, "head.lm_head.weight", "", names.lm_head));
+    const bool cap = hp_.final_logit_softcap > 0, scaled = hp_.logit_scale != 1.0;
+    QBC_ASSIGN_OR_RETURN(x, b_.linear(cap || scaled ? "head.lm_head" : "logits", x, "head.lm_head.weight", "",
+                                      names.lm_head));
     if (cap) {
       QBC_ASSIGN_OR_RETURN(x, b_.softcap("logits", x, hp_.final_logit_softcap, "final_logit_softcapping"));
+    } else if (scaled) {
+      QBC_ASSIGN_OR_RETURN(x, b_.scale("logits", x, hp_.logit_scale, "logit_scale"));
     }
     return x;
   }

@@ -38,6 +38,7 @@ const std::vector<ArchEntry>& arch_table() {
       {"SmolLM3ForCausalLM", ModelFamily::kSmolLM3, hi::parse_smollm3, {"smollm3"}},
       {"ExaoneForCausalLM", ModelFamily::kExaone, hi::parse_exaone, {"exaone"}},
       {"Exaone4ForCausalLM", ModelFamily::kExaone4, hi::parse_exaone4, {"exaone4"}},
+      {"Cohere2ForCausalLM", ModelFamily::kCohere2, hi::parse_cohere2, {"cohere2"}},
   };
   return table;
 }
@@ -61,8 +62,7 @@ bool is_multimodal_type(std::string_view type) {
 }
 
 // Architectures users bring that qbc cannot import yet (HF config classes), with what stops them:
-// mixture-of-experts routing has no MBLT form yet; Cohere2 normalizes with LayerNorm (mean
-// subtraction), which no MBLT op expresses yet.
+// mixture-of-experts routing has no MBLT form yet.
 struct PlannedArch {
   std::string_view architecture;
   std::string_view model_type;
@@ -72,7 +72,6 @@ constexpr PlannedArch kPlanned[] = {
     {"Qwen3MoeForCausalLM", "qwen3_moe", "a mixture-of-experts model"},
     {"GptOssForCausalLM", "gpt_oss", "a mixture-of-experts model"},
     {"MixtralForCausalLM", "mixtral", "a mixture-of-experts model"},
-    {"Cohere2ForCausalLM", "cohere2", "a LayerNorm (mean-subtracting) model"},
 };
 
 // A message naming the architecture when `arch` or `type` is one of kPlanned, else "".
@@ -179,6 +178,8 @@ std::string_view family_name(ModelFamily family) {
       return "exaone";
     case ModelFamily::kExaone4:
       return "exaone4";
+    case ModelFamily::kCohere2:
+      return "cohere2";
   }
   return "unknown";
 }
@@ -289,8 +290,8 @@ ParamCounts HParams::param_counts() const {
   if (o_bias) c.attention_per_block += h;
   c.mlp_per_block = 3 * h * intermediate_size;
   if (mlp_bias) c.mlp_per_block += 2 * intermediate_size + h;
-  c.norms_per_block =
-      ((pre_norms ? 2 : 0) + (post_norms ? 2 : 0)) * h + (qk_norm ? 2 * head_dim : 0);
+  const int64_t pre = pre_norms ? (parallel_block ? 1 : 2) : 0;
+  c.norms_per_block = (pre + (post_norms ? 2 : 0)) * h + (qk_norm ? 2 * head_dim : 0);
   return c;
 }
 

@@ -14,6 +14,7 @@
 #include "gguf_codes.h"
 #include "gguf_model.h"
 #include "qbc/frontend/gguf.h"
+#include "qbc/frontend/hf_names.h"
 #include "qbc/frontend/random_model.h"
 #include "qbc/frontend/safetensors.h"
 #include "qbc/support/file_util.h"
@@ -97,6 +98,7 @@ struct ModelSource::Impl {
   }
 
   static StatusOr<std::unique_ptr<Impl>> open_hf(const fs::path& dir);
+  Status reorder_interleaved_rope_rows();
   static StatusOr<std::unique_ptr<Impl>> open_gguf(const fs::path& file);
 };
 
@@ -175,7 +177,35 @@ StatusOr<std::unique_ptr<ModelSource::Impl>> ModelSource::Impl::open_hf(const fs
   std::sort(impl->tensors.begin(), impl->tensors.end(),
             [](const TensorInfo& a, const TensorInfo& b) { return a.name < b.name; });
   impl->build_index();
+  QBC_RETURN_IF_ERROR(impl->reorder_interleaved_rope_rows());
   return impl;
+}
+
+// Cohere2 rotates adjacent pairs (2i, 2i+1) of each q/k head; reading its q_proj/k_proj rows in
+// the rotate_half order (pair i at rows i and i + head_dim/2: the inverse of llama.cpp's
+// permute(), kUnpermuteRopeRows) gives the graph's rope the same rotation. q and k move alike, so
+// every q·k and the attention output are unchanged; NoPE layers' scores too.
+Status ModelSource::Impl::reorder_interleaved_rope_rows() {
+  if (!hparams.rope_interleaved) return ok_status();
+  if (prequant) {
+    return unimplemented(path.string(), ": a pre-quantized ", hparams.architecture,
+                         " checkpoint: its q/k codes would need the interleaved-RoPE row order "
+                         "undone; use the float checkpoint");
+  }
+  for (int64_t i = 0; i < hparams.num_hidden_layers; ++i) {
+    const HfLayerNames n = hf_layer_names(hparams, i);
+    for (const auto& [module, heads] : {std::pair{n.q, hparams.num_attention_heads},
+                                        std::pair{n.k, hparams.num_key_value_heads}}) {
+      for (const char* part : {".weight", ".bias"}) {
+        auto it = index.find(module + part);
+        if (it == index.end()) continue;
+        TensorInfo& t = tensors[it->second];
+        t.transform = TensorTransform::kUnpermuteRopeRows;
+        t.rope_heads = heads;
+      }
+    }
+  }
+  return ok_status();
 }
 
 StatusOr<std::unique_ptr<ModelSource::Impl>> ModelSource::Impl::open_gguf(const fs::path& file) {
@@ -260,7 +290,10 @@ Status ModelSource::read_f32(std::string_view hf_name, std::vector<float>* out) 
     *out = dequantize(p);
     return ok_status();
   }
-  if (impl_->safetensors) return impl_->safetensors->read_f32(info->name_in_file, out);
+  if (impl_->safetensors) {
+    QBC_RETURN_IF_ERROR(impl_->safetensors->read_f32(info->name_in_file, out));
+    return gguf_model::apply_transform(*info, out);
+  }
   const GgufFile& g = *impl_->gguf;
   QBC_ASSIGN_OR_RETURN(const GgufTensor* t, g.get_tensor(info->name_in_file));
   QBC_RETURN_IF_ERROR(g.read_f32(*t, out));

@@ -93,7 +93,8 @@ void add_block(const HParams& hp, int64_t i, std::vector<HfTensorSpec>& out) {
   const int64_t q = hp.q_dim(), kv = hp.kv_dim();
   if (hp.pre_norms) {
     add(out, n.attn_pre_norm + ".weight", {h}, TensorRole::kNorm);
-    add(out, n.ffn_pre_norm + ".weight", {h}, TensorRole::kNorm);
+    // A parallel block (Cohere2) has one input norm for attention and MLP.
+    if (!hp.parallel_block) add(out, n.ffn_pre_norm + ".weight", {h}, TensorRole::kNorm);
   }
   if (hp.post_norms) {
     add(out, n.attn_post_norm + ".weight", {h}, TensorRole::kNorm);

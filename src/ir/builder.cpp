@@ -64,6 +64,17 @@ StatusOr<TensorType> infer_type(const Graph& g, const Node& n) {
       }
       return t[0];
     }
+    case Op::kLayerNorm: {
+      const int64_t width = t[0].rank() < 1 ? -1 : t[0].dim(-1);
+      for (size_t i = 1; i < t.size(); ++i) {
+        if (t[i].rank() != 1 || t[i].dims[0] != width) {
+          return invalid_argument(describe(n), ": ", i == 1 ? "weight " : "bias ", t[i].to_string(),
+                                  " does not match input ", t[0].to_string());
+        }
+      }
+      if (a.get_float("eps") < 0) return invalid_argument(describe(n), ": negative eps");
+      return t[0];
+    }
     case Op::kLinear: {
       if (t[0].rank() < 1 || t[1].rank() != 2 || t[0].dim(-1) != t[1].dims[1]) {
         return invalid_argument(describe(n), ": contraction mismatch: input ", t[0].to_string(), " vs weight ",
@@ -284,6 +295,15 @@ StatusOr<ValueId> Builder::rms_norm(const std::string& name, ValueId x, const st
   a.set("unit_offset", int64_t{unit_offset ? 1 : 0});
   a.set("group", group);
   return make(Op::kRmsNorm, name, {Operand::of(x), Operand::of_weight(weight)}, std::move(a), origin);
+}
+
+StatusOr<ValueId> Builder::layer_norm(const std::string& name, ValueId x, const std::string& weight,
+                                      const std::string& bias, double eps, const std::string& origin) {
+  Attrs a;
+  a.set("eps", eps);
+  std::vector<Operand> ops = {Operand::of(x), Operand::of_weight(weight)};
+  if (!bias.empty()) ops.push_back(Operand::of_weight(bias));
+  return make(Op::kLayerNorm, name, std::move(ops), std::move(a), origin);
 }
 
 StatusOr<ValueId> Builder::linear(const std::string& name, ValueId x, const std::string& weight,

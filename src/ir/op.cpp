@@ -57,6 +57,7 @@ std::vector<AttrSpec> attrs_of(Op op) {
     case Op::kAdd: return {};
     case Op::kScale: return {{"factor", K::kFloat, true}};
     case Op::kSoftcap: return {{"cap", K::kFloat, true}};
+    case Op::kLayerNorm: return {{"eps", K::kFloat, true}};
   }
   return {};
 }
@@ -75,7 +76,7 @@ const std::array<OpInfo, kNumOps>& table() {
   return t;
 }
 
-static_assert(kNumOps == 11, "update op tables: attrs_of, infer_type, ref evaluator, docs/ir.md");
+static_assert(kNumOps == 12, "update op tables: attrs_of, infer_type, ref evaluator, docs/ir.md");
 
 }  // namespace
 

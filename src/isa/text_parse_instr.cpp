@@ -1,9 +1,10 @@
 // One instruction line of the NPU program text form, parsed back (see text_parser.h). The
 // Ref and Expr fields come from op_fields.h's lists; the scalar fields (integers, numbers,
-// flags, enums, table indices) are named in ScalarLister below, the one place that maps
-// the text's field names to the other fields of each op. An ISA table (issue 24,
-// deliverable 4) can replace that lister with its rows.
+// flags, enums, table indices) from each op's row in qbc/isa/ops.h, the same row the printer
+// reads, so a new instruction needs nothing here.
 #include <cstring>
+#include <functional>
+#include <type_traits>
 #include <utility>
 
 #include "op_fields.h"
@@ -20,122 +21,45 @@ struct Scalar {
   void* ptr;
   /// kEnum: the printed name of value v (nullptr past the last value); the field is a uint8_t
   /// enum.
-  const char* (*enum_name)(int v) = nullptr;
+  std::function<const char*(int)> enum_name = nullptr;
 };
 
-template <typename E, const char* (*Name)(E), int N>
-const char* name_of(int v) {
-  return v < N ? Name(static_cast<E>(v)) : nullptr;
-}
-const char* max_mode_name(int v) {
-  const char* names[] = {"none", "init", "update"};
-  return v < 3 ? names[v] : nullptr;
-}
-const char* merge_name(int v) {
-  const char* names[] = {"max", "sum"};
-  return v < 2 ? names[v] : nullptr;
-}
-constexpr auto kDType = name_of<DType, dtype_name, 8>;
-constexpr auto kQuantMode = name_of<QuantMode, quant_mode_name, 4>;
-constexpr auto kElt = name_of<EltOp, elt_name, 5>;
-
-/// The scalar fields of each op, by the names text.cpp prints them with.
+/// The scalar fields of an op (every field of its ops.h row but references and expressions),
+/// by the names the printer (text.cpp, from the same row) shows them with.
 struct ScalarLister {
   std::vector<Scalar> out;
-  void i64(const char* n, int64_t& v) { out.push_back({n, Scalar::kI64, &v}); }
-  void i32(const char* n, int32_t& v) { out.push_back({n, Scalar::kI32, &v}); }
-  void f32(const char* n, float& v) { out.push_back({n, Scalar::kF32, &v}); }
-  void f64(const char* n, double& v) { out.push_back({n, Scalar::kF64, &v}); }
-  void flag(const char* n, bool& v) { out.push_back({n, Scalar::kBool, &v}); }
-  void idx(const char* n, int32_t& v) { out.push_back({n, Scalar::kIndex, &v}); }
-  template <typename E>
-  void en(const char* n, E& v, const char* (*names)(int)) {
-    static_assert(sizeof(E) == 1, "enum fields are uint8_t");
-    out.push_back({n, Scalar::kEnum, &v, names});
-  }
-
-  void operator()(Loop& l) {
-    out.push_back({"var", Scalar::kLoopVar, &l.var});
-    i32("body", l.body);
-  }
-  void operator()(Barrier& b) {
-    i32("id", b.id);
-    i32("cores", b.cores);
-  }
-  void operator()(Dma& d) {
-    for (auto [n, p] : {std::pair{"row_bytes", &d.row_bytes},
-                        {"dst_stride", &d.dst_stride},
-                        {"src_stride", &d.src_stride},
-                        {"ring_rows", &d.ring_rows},
-                        {"ring_stride", &d.ring_stride}})
-      i64(n, *p);
-  }
-  void operator()(Quantize& q) {
-    i64("k", q.k);
-    i32("bits", q.bits);
-    en("mode", q.mode, kQuantMode);
-    f32("static_scale", q.static_scale);
-    i32("static_zero", q.static_zero);
-  }
-  void operator()(MatMul& m) {
-    for (auto [n, p] : {std::pair{"n", &m.n}, {"kt", &m.kt}, {"ldx", &m.ldx}, {"group", &m.group}})
-      i64(n, *p);
-    en("xtype", m.xtype, kDType);
-    en("wtype", m.wtype, kDType);
-    en("acctype", m.acctype, kDType);
-    flag("accumulate", m.accumulate);
-  }
-  void operator()(Requant& r) {
-    for (auto [n, p] :
-         {std::pair{"n", &r.n}, {"gt", &r.gt}, {"ws_stride", &r.ws_stride}, {"ldy", &r.ldy}})
-      i64(n, *p);
-    en("acctype", r.acctype, kDType);
-    en("ytype", r.ytype, kDType);
-    flag("first", r.first);
-    flag("last", r.last);
-  }
-  void operator()(RmsNorm& n) {
-    i64("width", n.width);
-    i64("group", n.group);
-    f64("eps", n.eps);
-    f64("unit_offset", n.unit_offset);
-  }
-  void operator()(Rope& r) { idx("rope", r.rope); }
-  void operator()(Eltwise& e) {
-    en("op", e.op, kElt);
-    i64("width", e.width);
-    f32("factor", e.factor);
-    en("type", e.type, kDType);
-  }
-  void operator()(KvQuant& k) { idx("attn", k.attn); }
-  void operator()(QueryPrep& q) {
-    i64("kv_head", q.kv_head);
-    idx("attn", q.attn);
-  }
-  void operator()(QkScores& s) {
-    i64("bc", s.bc);
-    i64("kv_head", s.kv_head);
-    en("max", s.max_mode, max_mode_name);
-    idx("attn", s.attn);
-  }
-  void operator()(ExpAccum& e) {
-    i64("bc", e.bc);
-    flag("first", e.first);
-    idx("attn", e.attn);
-  }
-  void operator()(Merge& m) {
-    en("op", m.op, merge_name);
-    i64("parts_count", m.parts_count);
-    i64("count", m.count);
-    i64("part_stride", m.part_stride);
-  }
-  void operator()(AttnOut& o) {
-    i64("kv_head", o.kv_head);
-    idx("attn", o.attn);
-  }
-  void operator()(Fill& f) {
-    en("type", f.type, kDType);
-    f64("value", f.value);
+  template <class T>
+  void operator()(T& op) {
+    for_each_field_mut(op, [&](const auto& f, auto& v) {
+      using M = std::decay_t<decltype(v)>;
+      const char* n = f.spec.name;
+      if constexpr (std::is_same_v<M, Ref> || std::is_same_v<M, Expr>) {
+        return;  // op_refs / op_exprs
+      } else if constexpr (std::is_same_v<M, bool>) {
+        out.push_back({n, Scalar::kBool, &v});
+      } else if constexpr (std::is_same_v<M, float>) {
+        out.push_back({n, Scalar::kF32, &v});
+      } else if constexpr (std::is_same_v<M, double>) {
+        out.push_back({n, Scalar::kF64, &v});
+      } else if constexpr (std::is_enum_v<M>) {
+        static_assert(sizeof(M) == 1, "enum fields are uint8_t");
+        const auto name_of = f.name_of;
+        const int count = static_cast<int>(f.spec.count);
+        out.push_back({n, Scalar::kEnum, &v, [name_of, count](int x) -> const char* {
+                         return x < count ? name_of(static_cast<M>(x)) : nullptr;
+                       }});
+      } else if constexpr (std::is_same_v<M, int64_t>) {
+        out.push_back({n, Scalar::kI64, &v});
+      } else {
+        static_assert(std::is_same_v<M, int32_t>, "integer fields are int32_t or int64_t");
+        const FieldKind k = f.spec.kind;
+        out.push_back({n,
+                       k == FieldKind::kLoopVar                         ? Scalar::kLoopVar
+                       : k == FieldKind::kAttn || k == FieldKind::kRope ? Scalar::kIndex
+                                                                        : Scalar::kI32,
+                       &v});
+      }
+    });
   }
 };
 

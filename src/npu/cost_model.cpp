@@ -83,6 +83,10 @@ class Walker {
           } else if constexpr (std::is_same_v<T, isa::RmsNorm>) {
             QBC_ASSIGN_OR_RETURN(const int64_t rows, count(op.rows, "rows"));
             w->vector_ops = span(rows, op.width);
+          } else if constexpr (std::is_same_v<T, isa::LayerNorm>) {
+            // Counted like rms_norm: one vector op per element (the reductions pipeline).
+            QBC_ASSIGN_OR_RETURN(const int64_t rows, count(op.rows, "rows"));
+            w->vector_ops = span(rows, op.width);
           } else if constexpr (std::is_same_v<T, isa::Rope>) {
             QBC_ASSIGN_OR_RETURN(const int64_t rows, count(op.rows, "rows"));
             if (op.rope < 0 || static_cast<size_t>(op.rope) >= b_.ropes.size())

@@ -48,6 +48,7 @@ class Filler {
 
   Status read(const std::string& name, std::vector<float>* v) const;
   Status norm(const Node& n, int id);
+  Status layer_norm(const Node& n, int id);
   Status attention(const Node& n, int id);
   Status linear(const Node& n, int id);
 
@@ -75,6 +76,18 @@ Status Filler::norm(const Node& n, int id) {
   QBC_RETURN_IF_ERROR(read(n.operands[1].weight, &v_));
   const int64_t base = offset(cx_.plan.nodes[static_cast<size_t>(id)].norm_weight);
   for (size_t j = 0; j < v_.size(); ++j) put_f32(img_, base + static_cast<int64_t>(4 * j), v_[j]);
+  return ok_status();
+}
+
+/// layer_norm's parameters: the weight row, then the bias row (zeros without a bias).
+Status Filler::layer_norm(const Node& n, int id) {
+  const int64_t base = offset(cx_.plan.nodes[static_cast<size_t>(id)].norm_weight);
+  QBC_RETURN_IF_ERROR(read(n.operands[1].weight, &v_));
+  const int64_t w = static_cast<int64_t>(v_.size());
+  for (int64_t j = 0; j < w; ++j) put_f32(img_, base + 4 * j, v_[static_cast<size_t>(j)]);
+  if (n.operands.size() < 3) return ok_status();  // the image starts zeroed
+  QBC_RETURN_IF_ERROR(read(n.operands[2].weight, &v_));
+  for (int64_t j = 0; j < w; ++j) put_f32(img_, base + 4 * (w + j), v_[static_cast<size_t>(j)]);
   return ok_status();
 }
 
@@ -247,6 +260,8 @@ class FillWeights final : public pass::Pass<Context> {
       const int id = static_cast<int>(i);
       if (n.op == Op::kRmsNorm) {
         QBC_RETURN_IF_ERROR(f.norm(n, id));
+      } else if (n.op == Op::kLayerNorm) {
+        QBC_RETURN_IF_ERROR(f.layer_norm(n, id));
       } else if (n.op == Op::kAttention) {
         QBC_RETURN_IF_ERROR(f.attention(n, id));
       } else if (n.op == Op::kQLinear) {

@@ -1,6 +1,6 @@
-// The lowering of row-wise ops (docs/npu.md "Lowering"): RMSNorm, rope, and the elementwise
-// ops (add, gated activation, scale, softcap). Row tiles go round-robin to the cores; each
-// tile is loaded, computed and stored.
+// The lowering of row-wise ops (docs/npu.md "Lowering"): RMSNorm, LayerNorm, rope, and the
+// elementwise ops (add, gated activation, scale, softcap). Row tiles go round-robin to the cores;
+// each tile is loaded, computed and stored.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -38,12 +38,15 @@ void lower_rows(const Node& n, int id, CoreLowering& L) {
                               {mt, in[i]->width}));
   const int32_t obuf = sram.alloc("out", y.type, mt * W * eb, {mt, W});
   int32_t wbuf = -1;
-  if (n.op == Op::kRmsNorm) {
-    wbuf = sram.alloc("weight", DType::kF32, 4 * wn, {wn});
+  if (n.op == Op::kRmsNorm || n.op == Op::kLayerNorm) {
+    // layer_norm's parameters are two rows: the weight, then the bias.
+    const int64_t params = n.op == Op::kLayerNorm ? 2 * W : wn;
+    wbuf = n.op == Op::kLayerNorm ? sram.alloc("weight", DType::kF32, 4 * params, {2, W})
+                                  : sram.alloc("weight", DType::kF32, 4 * params, {wn});
     isa::Dma d;
     d.dst = ref(wbuf);
     d.src = ref(np.norm_weight);
-    d.row_bytes = 4 * wn;
+    d.row_bytes = 4 * params;
     d.dst_stride = d.src_stride = d.row_bytes;
     L.s.emit(d, Queue::kLoad, id, pass);
   }
@@ -64,6 +67,17 @@ void lower_rows(const Node& n, int id, CoreLowering& L) {
       r.group = n.attrs.get_int("group");
       r.eps = n.attrs.get_float("eps");
       r.unit_offset = static_cast<double>(n.attrs.get_int("unit_offset"));
+      L.s.emit(r, Queue::kCompute, id, pass);
+      break;
+    }
+    case Op::kLayerNorm: {
+      isa::LayerNorm r;
+      r.x = ref(ibuf[0]);
+      r.weight = ref(wbuf);
+      r.y = ref(obuf);
+      r.rows = rows;
+      r.width = W;
+      r.eps = n.attrs.get_float("eps");
       L.s.emit(r, Queue::kCompute, id, pass);
       break;
     }

@@ -89,6 +89,10 @@ void layout_weights(Context& cx, Layout& lay) {
       const int64_t w = cx.g.find_weight(n.operands[1].weight)->type.num_elements();
       np.norm_weight = add_dram(cx, lay, n.name + ".weight", isa::Purpose::kWeights, DType::kF32,
                                 4 * w, {w}, false);
+    } else if (n.op == Op::kLayerNorm) {  // [2, width]: the weight row, then the bias row
+      const int64_t w = cx.g.find_weight(n.operands[1].weight)->type.num_elements();
+      np.norm_weight = add_dram(cx, lay, n.name + ".weight", isa::Purpose::kWeights, DType::kF32,
+                                8 * w, {2, w}, false);
     } else if (n.op == Op::kAttention) {
       AttentionPlan& ai = np.attention;
       ai.params = add_dram(cx, lay, n.name + ".params", isa::Purpose::kWeights, DType::kF32,

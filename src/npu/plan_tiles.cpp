@@ -107,7 +107,7 @@ StatusOr<int64_t> row_stage(Context& cx, const Node& n, int32_t id, const std::s
 }
 
 /// A row-wise node (rms_norm, rope, the elementwise ops): its inputs' and output's rows, and
-/// for rms_norm its weight, in one stage.
+/// for the norms their parameters, in one stage.
 Status plan_rows(Context& cx, const Node& n, int32_t id) {
   int64_t inputs = 0;
   for (const ir::Operand& op : n.operands) {  // rope's positions come from the runtime values
@@ -118,7 +118,8 @@ Status plan_rows(Context& cx, const Node& n, int32_t id) {
   const int64_t eb = isa::dtype_bytes(value_type(cx.g, id, cx.plan.output), 1);
   const int64_t wn =
       n.op == Op::kRmsNorm && n.attrs.get_int("group") > 0 ? n.attrs.get_int("group") : W;
-  const int64_t fixed = n.op == Op::kRmsNorm ? 4 * wn : 0;
+  // The norms' fp32 parameters: rms_norm's weight, layer_norm's weight and bias rows.
+  const int64_t fixed = n.op == Op::kRmsNorm ? 4 * wn : n.op == Op::kLayerNorm ? 8 * W : 0;
   QBC_ASSIGN_OR_RETURN(np.rows_mt, row_stage(cx, n, id, "", (inputs + 1) * W * eb, fixed));
   return ok_status();
 }
@@ -371,7 +372,7 @@ class PlanTiles final : public pass::Pass<Context> {
 isa::DType value_type(const ir::Graph& g, int32_t id, int32_t output) {
   if (id == output) return DType::kF32;
   const Node& n = g.node(id);
-  const bool f32 = n.part == ir::Part::kHead && n.op != Op::kRmsNorm &&
+  const bool f32 = n.part == ir::Part::kHead && n.op != Op::kRmsNorm && n.op != Op::kLayerNorm &&
                    !(n.op == Op::kQLinear && n.attrs.get_int("out_fp16") != 0);
   return f32 ? DType::kF32 : DType::kF16;
 }

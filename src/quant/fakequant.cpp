@@ -73,9 +73,9 @@ struct FakeQuantSession::Impl {
 
 Status FakeQuantSession::Impl::prepare_step(Step& st) {
   const Node& n = *st.node;
-  // The head keeps fp32 (logits leave unrounded); rms_norm runs on the vector unit in
-  // fp16 in/out wherever it sits.
-  st.fp16 = n.part == ir::Part::kBody || n.op == Op::kRmsNorm;
+  // The head keeps fp32 (logits leave unrounded); the norms run on the vector unit in
+  // fp16 in/out wherever they sit.
+  st.fp16 = n.part == ir::Part::kBody || n.op == Op::kRmsNorm || n.op == Op::kLayerNorm;
   switch (n.op) {
     case Op::kInput:
     case Op::kLinear:
@@ -97,6 +97,10 @@ Status FakeQuantSession::Impl::prepare_step(Step& st) {
         return invalid_argument(ir::describe(n), ": group ", st.group, " does not divide ",
                                 st.width);
       }
+      break;
+    }
+    case Op::kLayerNorm: {
+      QBC_ASSIGN_OR_RETURN(st.eps, ir::required_float(n, "eps"));
       break;
     }
     case Op::kSlice: {
@@ -294,6 +298,10 @@ void FakeQuantSession::Impl::exec(Step& st, std::vector<std::vector<float>>& val
       break;
     case Op::kRmsNorm:
       numerics::rms_norm(in(0), s, st.width, st.w, st.eps, st.unit_offset, st.group, out.data());
+      break;
+    case Op::kLayerNorm:
+      numerics::layer_norm(in(0), s, st.width, st.w.data(),
+                           st.bias.empty() ? nullptr : st.bias.data(), st.eps, out.data());
       break;
     case Op::kSlice: {
       const int64_t w = in_width(0);

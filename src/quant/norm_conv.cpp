@@ -17,6 +17,9 @@ class NormConv final : public Pass {
   StatusOr<bool> run(PassContext& ctx) override {
     const ir::Graph& g = *ctx.graph;
     const auto users = consumers(g);
+    warn_layer_norms(g, name(),
+                     "left alone (the pass folds into RMSNorm gains; a LayerNorm's mean "
+                     "subtraction does not fold the same way)");
     bool changed = false;
     for (ir::ValueId id = 0; id < static_cast<ir::ValueId>(g.nodes().size()); ++id) {
       const ir::Node& n = g.node(id);

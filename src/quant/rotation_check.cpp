@@ -98,6 +98,15 @@ class RotationCheck final : public Pass {
 
   StatusOr<bool> run(PassContext& ctx) override {
     const ir::Graph& g = *ctx.graph;
+    // LayerNorm models (Cohere2): the mean subtraction does not commute with a rotation of the
+    // residual stream, so neither normConv's fold nor spinR1 keeps the function.
+    if (warn_layer_norms(g, "spinR1 policy ifBetter",
+                         "normConv and spinR1 are skipped (a LayerNorm's mean subtraction does "
+                         "not commute with a rotation of the residual stream)") > 0) {
+      ctx.rotation.decided = true;
+      ctx.rotation.rotate = false;
+      return false;
+    }
     const int threads = gptq_detail::resolve_threads(ctx.session.threads);
     const std::vector<BlockNodes> blocks = block_nodes(g);
     const size_t samples = std::min<size_t>(ctx.num_samples, kSamples);

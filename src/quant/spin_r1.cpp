@@ -147,6 +147,11 @@ class SpinR1 final : public Pass {
           case ir::Op::kLinear:
             readers.insert(c);
             break;
+          case ir::Op::kLayerNorm:
+            problem(c, cat("layer_norm '", cn.name,
+                           "' reads the residual stream: its mean subtraction does not commute "
+                           "with the rotation (spinR1 needs RMSNorm models)"));
+            break;
           default:
             problem(c, cat(ir::describe(cn),
                            " reads the residual stream and does not commute "

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "qbc/quant/hadamard.h"
+#include "qbc/support/logging.h"
 
 namespace qbc::quant {
 
@@ -88,6 +89,18 @@ std::vector<std::vector<ir::ValueId>> consumers(const ir::Graph& g) {
     }
   }
   return out;
+}
+
+int warn_layer_norms(const ir::Graph& g, std::string_view what, std::string_view why) {
+  int count = 0;
+  std::string first;
+  for (const ir::Node& n : g.nodes()) {
+    if (n.op != ir::Op::kLayerNorm) continue;
+    if (count++ == 0) first = n.name;
+  }
+  if (count > 0)
+    log("transforms").warn("{}: {} layer_norm node(s), first '{}': {}", what, count, first, why);
+  return count;
 }
 
 std::string weight_operand(const ir::Graph& g, ir::ValueId id, size_t i) {

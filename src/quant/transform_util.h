@@ -87,6 +87,11 @@ struct Rows {
 StatusOr<Rows> producer_rows(const ir::Graph& g, const std::vector<std::vector<ir::ValueId>>& users,
                              ir::ValueId v, ir::ValueId reader);
 
+/// Warns once (stage "transforms": "<what>: N layer_norm node(s), first '<name>': <why>") when
+/// `g` holds layer_norm nodes, which passes written for RMSNorm models leave alone or skip.
+/// Returns how many there are.
+int warn_layer_norms(const ir::Graph& g, std::string_view what, std::string_view why);
+
 /// The weight name of operand `i` of node `id`, or "" when it is not a weight.
 std::string weight_operand(const ir::Graph& g, ir::ValueId id, size_t i);
 

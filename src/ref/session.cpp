@@ -39,9 +39,9 @@ struct KvCache {
 struct Step {
   const Node* node = nullptr;
   std::vector<int> inputs;      // value operands, in order
-  at::Tensor w;                 // first weight operand (rms_norm, linear)
-  at::Tensor bias;              // linear's optional bias
-  double f = 0.0;               // eps / factor / cap / scale
+  at::Tensor w;                 // first weight operand (rms_norm, layer_norm, linear)
+  at::Tensor bias;              // linear's and layer_norm's optional bias
+  double f = 0.0;               // eps / factor / cap / scale (rms_norm, layer_norm: eps)
   double f2 = 0.0;              // unit_offset / softcap
   int64_t a = 0, b = 0, c = 0;  // slice start/end; rope heads/head_dim/rotary_dim; group
   int64_t kv_heads = 0, window = 0;
@@ -174,6 +174,10 @@ Status Session::Impl::prepare() {
       case Op::kRmsNorm:
         QBC_RETURN_IF_ERROR(decode_rms_norm(n, &st));
         break;
+      case Op::kLayerNorm: {
+        QBC_ASSIGN_OR_RETURN(st.f, ir::required_float(n, "eps"));
+        break;
+      }
       case Op::kLinear:
         break;
       case Op::kSlice: {
@@ -267,6 +271,11 @@ Status Session::Impl::exec(Step& st, std::vector<at::Tensor>& values, int64_t s,
       return ok_status();
     case Op::kRmsNorm:
       out = kernels::rms_norm(in(0), st.w, st.f, st.f2, st.c);
+      break;
+    case Op::kLayerNorm:
+      out = at::layer_norm(in(0), {in(0).size(-1)}, st.w,
+                           st.bias.defined() ? c10::optional<at::Tensor>(st.bias) : c10::nullopt,
+                           st.f);
       break;
     case Op::kLinear:
       out = st.bias.defined() ? at::linear(in(0), st.w, st.bias) : at::linear(in(0), st.w);

@@ -1,5 +1,5 @@
-// The vector unit's row ops: rms_norm, rope and the elementwise ops, each one call of its
-// qbc_numerics kernel over rows read from SRAM (fp16 bit patterns, or fp32 for the head's
+// The vector unit's row ops: rms_norm, layer_norm, rope and the elementwise ops, each one call of
+// its qbc_numerics kernel over rows read from SRAM (fp16 bit patterns, or fp32 for the head's
 // elementwise values); fill (start values of row maxima and integer sums).
 #include <cmath>
 #include <cstring>
@@ -68,6 +68,46 @@ Status exec(const isa::RmsNorm& op, Core& c) {
         const size_t k = static_cast<size_t>(start + i);
         y[k] =
             numerics::round_fp16_bits(static_cast<double>(x[k]) * r * wi[static_cast<size_t>(i)]);
+      }
+    }
+  });
+  store(y.data(), count, yp);
+  return ok_status();
+}
+
+Status exec(const isa::LayerNorm& op, Core& c) {
+  QBC_ASSIGN_OR_RETURN(const int64_t rows, c.count(op.rows, "rows"));
+  const int64_t n = op.width;
+  const int64_t count = span(rows, n);
+  c.counters.vector_ops += count;
+  if (c.counters_only) return ok_status();
+  QBC_ASSIGN_OR_RETURN(const uint8_t* xp, c.sram_at(op.x, span(2, count), "x"));
+  // Parameters: the scale row [width], then the bias row [width].
+  QBC_ASSIGN_OR_RETURN(const uint8_t* wp, c.sram_read(op.weight, span(8, n), "weight"));
+  QBC_ASSIGN_OR_RETURN(uint8_t * yp, c.sram_write(op.y, span(2, count), "y"));
+  std::vector<float> x(static_cast<size_t>(count)), wb(static_cast<size_t>(2 * n));
+  load_f16(xp, count, x.data());
+  load(wp, 2 * n, wb.data());
+  // numerics::layer_norm's fp64 expressions, in its order: the mean, the squared deviations,
+  // ((x − mean) · r) · w + b, rounded once to fp16 from fp64 (round_fp16_bits: the bits of
+  // its round_fp16).
+  std::vector<uint16_t> y(static_cast<size_t>(count));
+  parallel_blocks(c.pool, rows, count, int64_t{1} << 15, 1, [&](int64_t r0, int64_t r1) {
+    for (int64_t start = r0 * n; start < r1 * n; start += n) {
+      const float* xr = x.data() + start;
+      double sum = 0.0;
+      for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(xr[i]);
+      const double mean = sum / static_cast<double>(n);
+      double ss = 0.0;
+      for (int64_t i = 0; i < n; ++i) {
+        const double d = static_cast<double>(xr[i]) - mean;
+        ss += d * d;
+      }
+      const double r = 1.0 / std::sqrt(ss / static_cast<double>(n) + op.eps);
+      for (int64_t i = 0; i < n; ++i) {
+        const double w = wb[static_cast<size_t>(i)], b = wb[static_cast<size_t>(n + i)];
+        y[static_cast<size_t>(start + i)] =
+            numerics::round_fp16_bits((static_cast<double>(xr[i]) - mean) * r * w + b);
       }
     }
   });

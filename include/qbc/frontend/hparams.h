@@ -1,7 +1,7 @@
 // Typed hyperparameters of a HuggingFace causal LM, read from its config.json.
 //
 // One HParams struct covers every supported family (Llama, Mistral, Qwen2, Qwen3, Gemma2,
-// Gemma3, Phi3, SmolLM3, EXAONE 3.5 and 4.0): the differences between them are flags and per-layer vectors, so the graph
+// Gemma3, Phi3, SmolLM3, EXAONE 3.5 and 4.0, Cohere2): the differences between them are flags and per-layer vectors, so the graph
 // builder and the shape-only planner need no per-family switch for most decisions. Defaults
 // follow each family's HF `*Config` class. Errors name the file and the key at fault.
 #pragma once
@@ -29,6 +29,7 @@ enum class ModelFamily {
   kSmolLM3,  ///< SmolLM3ForCausalLM (Llama block, NoPE on every `no_rope_layer_interval`-th layer).
   kExaone,   ///< ExaoneForCausalLM (EXAONE 3.0/3.5: the Llama block under GPT-2-style names).
   kExaone4,  ///< Exaone4ForCausalLM (q/k norms, norms after the sublayers, NoPE global layers).
+  kCohere2,  ///< Cohere2ForCausalLM (Command R7B: LayerNorm, parallel block, logit scale).
 };
 
 /// A stable lower-case name for `family`, e.g. "qwen2".
@@ -170,12 +171,22 @@ struct HParams {
   bool fused_qkv = false;       ///< One qkv_proj instead of q/k/v (Phi3).
   bool fused_gate_up = false;   ///< One gate_up_proj instead of gate/up (Phi3).
   NormStyle norm_style = NormStyle::kWeight;
+  /// Norms are LayerNorms without bias (mean subtracted; Cohere2), not RMSNorms.
+  bool layer_norm = false;
+  /// Attention and MLP both read the one input norm and the block adds both to the residual:
+  /// x + attn(n) + mlp(n), n = norm(x) (Cohere2). No ffn norm.
+  bool parallel_block = false;
+  /// HF rotates adjacent pairs (2i, 2i+1) of each head (Cohere2's interleaved RoPE). The model
+  /// source reorders the q/k projection rows to the rotate_half layout on read (pair i at rows
+  /// i and i + head_dim/2), which leaves every q·k unchanged; the graph's rope is then the usual.
+  bool rope_interleaved = false;
   Activation activation = Activation::kSilu;
 
   double attn_logit_softcap = 0.0;   ///< 0 = no soft-capping.
   double final_logit_softcap = 0.0;  ///< 0 = no soft-capping.
   double query_scale = 0.0;      ///< Multiplies q·k: 1/√head_dim or query_pre_attn_scalar^-½.
   double embedding_scale = 1.0;  ///< Multiplies embeddings: √hidden_size for Gemma.
+  double logit_scale = 1.0;      ///< Multiplies the logits (Cohere2's logit_scale).
 
   std::optional<int64_t> bos_token_id;
   std::vector<int64_t> eos_token_ids;  ///< `eos_token_id` may be an int or a list.

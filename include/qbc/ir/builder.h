@@ -39,6 +39,9 @@ class Builder {
   StatusOr<ValueId> input(const std::string& name, TensorType type);
   StatusOr<ValueId> rms_norm(const std::string& name, ValueId x, const std::string& weight, double eps,
                              bool unit_offset, int64_t group, const std::string& origin);
+  /// LayerNorm over the last dim (mean-subtracting); `bias` empty for none.
+  StatusOr<ValueId> layer_norm(const std::string& name, ValueId x, const std::string& weight,
+                               const std::string& bias, double eps, const std::string& origin);
   StatusOr<ValueId> linear(const std::string& name, ValueId x, const std::string& weight,
                            const std::string& bias, const std::string& origin);
   StatusOr<ValueId> slice(const std::string& name, ValueId x, int64_t start, int64_t end,

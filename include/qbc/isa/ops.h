@@ -298,6 +298,34 @@ struct OpRow<RmsNorm> {
   }
 };
 
+/// LayerNorm of fp16 rows x[rows, width] over each row (mean-subtracting), with fp32
+/// parameters [2, width]: the scale row, then the bias row (zeros for a norm without bias)
+/// (numerics layer_norm).
+struct LayerNorm {
+  Ref x, weight, y;
+  Expr rows = 1;
+  int64_t width = 0;
+  double eps = 0.0;
+};
+
+template <>
+struct OpRow<LayerNorm> {
+  static constexpr const char* kName = "layer_norm";
+  static constexpr QueueClass kQueue = QueueClass::kCompute;
+  static constexpr auto kFields = std::make_tuple(
+      ref("x", &LayerNorm::x, Role::kIn), ref("weight", &LayerNorm::weight, Role::kIn),
+      ref("y", &LayerNorm::y, Role::kOut), expr("rows", &LayerNorm::rows),
+      integer("width", &LayerNorm::width, 1), real("eps", &LayerNorm::eps).finite());
+  /// Rules between fields (V8), beyond each field's own range.
+  static std::string check(const LayerNorm& d) { return d.eps < 0 ? "eps must be >= 0" : ""; }
+  template <class S>
+  static void accesses(const LayerNorm& n, S& s) {
+    s.read(n.x, n.rows * Expr(2 * n.width));
+    s.read(n.weight, Expr(8 * n.width));
+    s.write(n.y, n.rows * Expr(2 * n.width));
+  }
+};
+
 /// RoPE of fp16 rows [rows, heads*head_dim] at positions pos0.. with Bundle::ropes[rope];
 /// frequencies are those of a call whose last position is `freq_pos` (numerics rope).
 struct Rope {
@@ -603,7 +631,7 @@ struct OpRow<Fill> {
 // clang-format off
 #define QBC_ISA_OPS(X)                                                                           \
   X(Loop) X(Dma) X(Barrier) X(Quantize) X(MatMul) X(Requant) X(RmsNorm) X(Rope) X(Eltwise)     \
-  X(KvQuant) X(QueryPrep) X(QkScores) X(ExpAccum) X(Merge) X(AttnOut) X(Fill)
+  X(KvQuant) X(QueryPrep) X(QkScores) X(ExpAccum) X(Merge) X(AttnOut) X(Fill) X(LayerNorm)
 // clang-format on
 
 namespace detail {

@@ -399,6 +399,54 @@ TEST(HParams, Exaone4HybridNoPeGlobalLayers) {
   EXPECT_NEAR(static_cast<double>(hp.param_counts().total()), 32.0e9, 0.1e9);
 }
 
+// Command R7B (tests/assets/model-configs/README.md gives the sources of its config).
+TEST(HParams, Cohere2CommandR7B) {
+  const HParams hp = load_asset("c4ai-command-r7b-12-2024");
+  EXPECT_EQ(hp.family, ModelFamily::kCohere2);
+  EXPECT_EQ(family_name(hp.family), "cohere2");
+  ASSERT_EQ(hp.layers.size(), 32u);
+  for (size_t i = 0; i < 32; ++i) {
+    const bool global = (i + 1) % 4 == 0;  // sliding_window_pattern 4
+    EXPECT_EQ(hp.layers[i].sliding_window, global ? 0 : 4096) << i;
+    EXPECT_EQ(hp.layers[i].use_rope, !global) << i;
+    EXPECT_DOUBLE_EQ(hp.layers[i].rope_theta, 50000.0) << i;
+  }
+  EXPECT_EQ(hp.head_dim, 128);
+  EXPECT_TRUE(hp.layer_norm);
+  EXPECT_TRUE(hp.parallel_block);
+  EXPECT_TRUE(hp.rope_interleaved);
+  EXPECT_FALSE(hp.qkv_bias);
+  EXPECT_DOUBLE_EQ(hp.logit_scale, 0.25);
+  EXPECT_DOUBLE_EQ(hp.rms_norm_eps, 1e-5);  // layer_norm_eps
+  EXPECT_TRUE(hp.tie_word_embeddings);
+  // One norm per block: 8.03B parameters (the hub page: 8.03B).
+  EXPECT_EQ(hp.param_counts().norms_per_block, 4096);
+  EXPECT_NEAR(static_cast<double>(hp.param_counts().total()), 8.028e9, 0.001e9);
+}
+
+// Cohere2Config: layer_types over sliding_window_pattern, logit_scale's default 0.0625, and the
+// head_dim it forces (hidden / heads): a file saying otherwise is refused, naming the key.
+TEST(HParams, Cohere2DefaultsAndRefusals) {
+  Json j = tiny_llama();
+  j["architectures"] = {"Cohere2ForCausalLM"};
+  j["model_type"] = "cohere2";
+  j.erase("rms_norm_eps");
+  j["layer_norm_eps"] = 1e-3;
+  j["num_hidden_layers"] = 3;
+  j["layer_types"] = {"full_attention", "sliding_attention", "full_attention"};
+  auto hp = parse(j);
+  ASSERT_TRUE(hp.ok()) << hp.status().to_string();
+  EXPECT_DOUBLE_EQ(hp->logit_scale, 0.0625);
+  EXPECT_DOUBLE_EQ(hp->rms_norm_eps, 1e-3);
+  const std::vector<int64_t> want = {0, 4096, 0};
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(hp->layers[i].sliding_window, want[i]) << i;
+    EXPECT_EQ(hp->layers[i].use_rope, want[i] > 0) << i;
+  }
+  j["head_dim"] = 8;  // tiny_llama: hidden 64, 4 heads
+  expect_error(j, Code::kInvalidArgument, {"'head_dim'"});
+}
+
 TEST(HParams, Exaone4PatternsAndNullWindow) {
   Json j = tiny_llama();
   j["architectures"] = {"Exaone4ForCausalLM"};
@@ -520,11 +568,6 @@ TEST(HParamsErrors, MoeArchitecturesArePlanned) {
     j["architectures"] = {"SomethingForCausalLM"};  // the model_type alone names it
     expect_error(j, Code::kUnimplemented, {type, "not yet supported", "planned"});
   }
-  Json j = tiny_llama();
-  j["architectures"] = {"Cohere2ForCausalLM"};
-  j["model_type"] = "cohere2";
-  expect_error(j, Code::kUnimplemented,
-               {"'Cohere2ForCausalLM'", "LayerNorm", "not yet supported", "planned"});
 }
 
 TEST(HParamsErrors, UnsupportedOptionNamesKey) {

@@ -54,6 +54,7 @@ std::vector<Instr> every_op(int32_t d, int32_t s) {
             2,         4,         0,          DType::kI64, DType::kF32, false, false};
   code.push_back(ins(r, cmp));
   code.push_back(ins(RmsNorm{Ref{s, 0}, Ref{d, 0}, Ref{s, 4}, Expr(1), 64, 16, 1e-6, 1.0}, cmp));
+  code.push_back(ins(LayerNorm{Ref{s, 0}, Ref{d, 0}, Ref{s, 4}, seq(), 64, 1e-5}, cmp));
   code.push_back(ins(Rope{Ref{s, 0}, Ref{s, 0}, seq(), start, start + seq() - 1, 0}, cmp));
   code.push_back(ins(
       Eltwise{EltOp::kSoftcap, Ref{s, 0}, Ref{}, Ref{s, 2}, Expr(1), 32, 30.0f, DType::kF32}, cmp));
@@ -128,7 +129,7 @@ TEST(TextParser, EveryOpPrintsParsesAndPrintsTheSame) {
   EXPECT_EQ(code[4].signal, tok(Channel::kComputeToLoad) | tok(Channel::kComputeToStore));
   EXPECT_EQ(parsed->nodes[static_cast<size_t>(code[4].node)], "blk.0.q_proj");
   EXPECT_EQ(std::get<MatMul>(code[5].op).ldx, 96);
-  EXPECT_TRUE(std::isinf(std::get<Fill>(code[17].op).value));
+  EXPECT_TRUE(std::isinf(std::get<Fill>(code[18].op).value));
   Env env;
   env.sym[static_cast<int>(Sym::kStart)] = 70;
   env.sym[static_cast<int>(Sym::kSlot)] = 1;
@@ -188,7 +189,7 @@ TEST(TextParser, MalformedTextNamesLineColumnAndToken) {
       {"ceil(seq, 16)", "ceil(seq 16)", "expected ','"},
       {"signal=", "signal=c>q,", "unknown token channel 'c>q'"},
       {"prefill max_seq=16", "prefill max_seq=sixteen", "expected an integer (found 'sixteen')"},
-      {"(19 instructions)", "(20 instructions)", "expected an integer (found 'core')"},
+      {"(20 instructions)", "(21 instructions)", "expected an integer (found 'core')"},
   };
   for (const Case& c : cases) {
     auto parsed = parse_bundle(edited(c.from, c.to), "every.npu");

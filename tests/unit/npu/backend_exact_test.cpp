@@ -15,6 +15,7 @@
 #include "qbc/driver/generate.h"
 #include "qbc/driver/model_loader.h"
 #include "qbc/driver/quantize.h"
+#include "qbc/ir/verifier.h"
 #include "qbc/runtime/device.h"
 #include "qbc/runtime/npu_session.h"
 #include "test_support.h"
@@ -74,6 +75,16 @@ std::vector<testing::TransformCase> backend_cases() {
       "partial_rotary_factor": 0.75, "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
       "rope_scaling": null, "sliding_window": 262144, "hidden_act": "silu",
       "tie_word_embeddings": true, "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "float32"})",
+                 "", ""});
+  // Cohere2 (Command R7B's layout): LayerNorms without bias, the parallel block, interleaved
+  // RoPE on the sliding layer (read as rotate_half), a global NoPE layer, logits times 0.25.
+  out.push_back({"cohere2_parallel_layernorm", "", "", R"({
+      "architectures": ["Cohere2ForCausalLM"], "model_type": "cohere2", "hidden_size": 64,
+      "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
+      "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 4096,
+      "layer_norm_eps": 1e-05, "rope_theta": 50000.0, "logit_scale": 0.25, "sliding_window": 8,
+      "sliding_window_pattern": 2, "hidden_act": "silu", "tie_word_embeddings": true,
+      "bos_token_id": 5, "eos_token_id": 255001, "torch_dtype": "float32"})",
                  "", ""});
   return out;
 }
@@ -157,6 +168,60 @@ TEST_P(BackendExact, ExecutorEqualsFakeQuantBitForBit) {
             << c.name << (w4 ? " W4V8" : " W8") << " on " << d.target << ", " << d.cores
             << " cores, chunk " << d.chunk << (stepwise ? ", decode" : ", prefill")
             << ": first difference at " << first_difference(*got, want) << " of " << want.size();
+      }
+    }
+  }
+}
+
+/// Turns every whole-row rms_norm of `g` into a layer_norm over the same weight; the norms of
+/// even blocks (and the head's) take the next whole-row norm's weight as their bias, so both
+/// the bias row and the zero row of the parameter block are exercised. Returns how many.
+int rms_to_layer_norm(ir::Graph& g) {
+  std::vector<ir::ValueId> norms;
+  for (ir::ValueId id = 0; id < static_cast<ir::ValueId>(g.nodes().size()); ++id) {
+    const ir::Node& n = g.node(id);
+    if (n.op == ir::Op::kRmsNorm && n.attrs.get_int("group") == 0) norms.push_back(id);
+  }
+  for (size_t i = 0; i < norms.size(); ++i) {
+    ir::Node& n = g.mutable_node(norms[i]);
+    ir::Attrs a;
+    a.set("eps", n.attrs.get_float("eps"));
+    n.op = ir::Op::kLayerNorm;
+    n.attrs = a;
+    const bool with_bias = n.block < 0 || n.block % 2 == 0;
+    const ir::ValueId other = norms[(i + 1) % norms.size()];
+    if (with_bias && other != norms[i]) n.operands.push_back(g.node(other).operands[1]);
+  }
+  return static_cast<int>(norms.size());
+}
+
+// layer_norm through the whole backend (plan, parameter image, lowering, executor): the norms of
+// a quantized Llama made LayerNorms, with and without bias, run bit for bit as the fake-quant
+// evaluator runs them, W8 and W4V8, prefill and decode, one core and four.
+TEST(BackendExactLayerNorm, ExecutorEqualsFakeQuantBitForBit) {
+  const testing::TransformCase& c = testing::find_transform_case("llama32_gqa_tied");
+  QBC_REQUIRE_TRANSFORM_CASE(shared, c);
+  for (bool w4 : {false, true}) {
+    auto q = quantize_case(c, w4);
+    QBC_ASSERT_OK(q);
+    const int norms = rms_to_layer_norm(q->model.graph);
+    EXPECT_GE(norms, 3);
+    QBC_ASSERT_OK(ir::verify(q->model.graph));
+    auto fq = driver::make_runner(q->model, ref::SessionOptions{});
+    QBC_ASSERT_OK(fq);
+    const std::vector<int32_t> ids = test_ids((*fq)->vocab_size(), 24);
+    std::vector<float> want;
+    QBC_ASSERT_OK((*fq)->forward(ids, &want));
+    const Deployment deployments[] = {
+        {"aries-rb", 1, 128}, {"aries-rb", 4, 7}, {"test-2core", 2, 7}};
+    for (const Deployment& d : deployments) {
+      for (bool stepwise : {false, true}) {
+        auto got = npu_logits(*q, d, ids, stepwise);
+        QBC_ASSERT_OK(got);
+        EXPECT_TRUE(bitwise_equal(*got, want))
+            << (w4 ? "W4V8" : "W8") << " on " << d.target << ", " << d.cores << " cores, chunk "
+            << d.chunk << (stepwise ? ", decode" : ", prefill") << ": first difference at "
+            << first_difference(*got, want) << " of " << want.size();
       }
     }
   }

@@ -174,6 +174,39 @@ TEST(SpinR1, Gemma2RefusedEvenWithoutNormConvAndSpinR2Works) {
   }
 }
 
+// A LayerNorm model (Cohere2): normConv leaves its layer_norms alone (they do not fold like an
+// RMSNorm gain) and changes nothing, spinR1 refuses naming the first layer_norm that reads the
+// residual stream and rewrites nothing; spinR2 (v/o rows) still applies.
+TEST(SpinR1, Cohere2LayerNormsAreRefused) {
+  const TransformCase c{"cohere2_spin", "", "", R"({
+      "architectures": ["Cohere2ForCausalLM"], "model_type": "cohere2", "hidden_size": 64,
+      "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
+      "num_key_value_heads": 2, "vocab_size": 256, "layer_norm_eps": 1e-05,
+      "logit_scale": 0.25, "sliding_window": 8, "sliding_window_pattern": 2,
+      "tie_word_embeddings": true, "torch_dtype": "float32"})", "", ""};
+  auto m = load(c);
+  QBC_ASSERT_OK(m);
+  {
+    Pipeline p(*m);
+    std::vector<PassRecord> records;
+    const Status s =
+        p.run(/*norm_conv=*/true, /*r1=*/true, /*r2=*/false, kSeedR1, kSeedR2, &records);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.code(), Code::kFailedPrecondition) << s.to_string();
+    EXPECT_NE(s.message().find("layer_norm 'blk.0.attn_norm'"), std::string::npos) << s.to_string();
+    ASSERT_GE(records.size(), 1u);
+    EXPECT_FALSE(records[0].changed);  // normConv
+    EXPECT_TRUE(p.store().rewritten_weights().empty());
+  }
+  {
+    Pipeline p(*m);
+    std::vector<PassRecord> records;
+    QBC_ASSERT_OK(p.run(false, false, true, kSeedR1, kSeedR2, &records));
+    ASSERT_EQ(records.size(), 1u);
+    EXPECT_TRUE(records[0].changed);
+  }
+}
+
 // E ← E·R and lm_head ← lm_head·R with R = random_hadamard(hidden, seed), on the tied
 // model: the host table and the head (one tensor in the file) are rotated separately.
 TEST(SpinR1, HostEmbeddingAndHeadAreRotated) {

@@ -3,7 +3,8 @@
 // sliding window, query_pre_attn_scalar, post-norms), Gemma 3 (q/k norms, local/global RoPE
 // bases), Mistral (sliding window), Qwen2 (q/k/v biases), Qwen3 (q/k norms), Phi-3 (fused
 // projections, partial rotary, LongRoPE), SmolLM3 (NoPE layers), EXAONE 3.5 (its own keys
-// and tensor names), EXAONE 4.0 (q/k norms, post-norms only, NoPE global layers) and Llama
+// and tensor names), EXAONE 4.0 (q/k norms, post-norms only, NoPE global layers), Cohere2
+// (LayerNorm, parallel block, interleaved RoPE read as rotate_half, logit scale) and Llama
 // RoPE scaling (llama3, linear, yarn, dynamic).
 // The naive decoder itself is validated on stories260K against llama.cpp's golden logits.
 #include <gtest/gtest.h>
@@ -26,6 +27,7 @@
 #include "qbc/frontend/importer.h"
 #include "qbc/frontend/model_source.h"
 #include "qbc/frontend/random_model.h"
+#include "qbc/frontend/safetensors.h"
 #include "qbc/ref/session.h"
 #include "test_support.h"
 
@@ -81,6 +83,15 @@ HfWeightFn weights_of(const ModelSource& source) {
   return [&source](const std::string& name) {
     std::vector<float> v;
     if (!source.read_f32(name, &v).ok()) v.clear();
+    return v;
+  };
+}
+
+/// The tensors exactly as the checkpoint stores them.
+HfWeightFn stored_weights_of(const frontend::SafetensorsCheckpoint& ckpt) {
+  return [&ckpt](const std::string& name) {
+    std::vector<float> v;
+    if (!ckpt.read_f32(name, &v).ok()) v.clear();
     return v;
   };
 }
@@ -214,6 +225,18 @@ constexpr const char* kExaone4Json = R"({
   "max_position_embeddings": 4096, "rms_norm_eps": 1e-05, "rope_theta": 1000000.0,
   "sliding_window": 4, "sliding_window_pattern": 4, "hidden_act": "silu",
   "tie_word_embeddings": false, "bos_token_id": 1, "eos_token_id": 361, "torch_dtype": "float32"
+})";
+
+// Cohere2 (Command R7B's layout, small): layers 0-2 slide with interleaved RoPE (pattern 4),
+// layer 3 is global without RoPE; LayerNorms, the parallel block and logit_scale 0.25.
+constexpr const char* kCohere2Json = R"({
+  "architectures": ["Cohere2ForCausalLM"], "model_type": "cohere2",
+  "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 4,
+  "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256,
+  "max_position_embeddings": 4096, "layer_norm_eps": 1e-05, "rope_theta": 50000.0,
+  "logit_scale": 0.25, "sliding_window": 4, "sliding_window_pattern": 4, "hidden_act": "silu",
+  "attention_bias": false, "tie_word_embeddings": true, "bos_token_id": 5,
+  "eos_token_id": 255001, "torch_dtype": "float32"
 })";
 
 std::vector<FamilyCase> family_cases() {
@@ -511,6 +534,38 @@ std::vector<FamilyCase> family_cases() {
   }
   {
     FamilyCase c;
+    c.name = "cohere2_parallel_layernorm";
+    c.inline_json = kCohere2Json;
+    c.check_hparams = [](const HParams& hp) {
+      expect_windows(hp, {4, 4, 4, 0});
+      ASSERT_EQ(hp.layers.size(), 4u);
+      for (size_t i = 0; i < 4; ++i) EXPECT_EQ(hp.layers[i].use_rope, i != 3) << "layer " << i;
+      EXPECT_EQ(hp.head_dim, 16);
+      EXPECT_DOUBLE_EQ(hp.rms_norm_eps, 1e-5);  // layer_norm_eps
+      EXPECT_DOUBLE_EQ(hp.logit_scale, 0.25);
+      EXPECT_TRUE(hp.tie_word_embeddings);
+    };
+    c.sensitivity = {{"windows and global NoPE", no_window},
+                     {"logit scale", [](HParams& hp) { hp.logit_scale = 1.0; }},
+                     {"norm eps", [](HParams& hp) { hp.rms_norm_eps = 1.0; }}};
+    cases.push_back(c);
+  }
+  {
+    FamilyCase c;
+    c.name = "cohere2_attention_bias";
+    nlohmann::json j = nlohmann::json::parse(kCohere2Json);
+    j["attention_bias"] = true;
+    j["sliding_window_pattern"] = 2;
+    c.inline_json = j.dump(2);
+    c.check_hparams = [](const HParams& hp) {
+      expect_windows(hp, {4, 0, 4, 0});
+      EXPECT_TRUE(hp.qkv_bias);
+      EXPECT_TRUE(hp.o_bias);
+    };
+    cases.push_back(c);
+  }
+  {
+    FamilyCase c;
     c.name = "llama32_shared";
     c.shared_config = "model-configs/Llama-3.2-1B-Instruct/config.json";
     c.overrides = small(2);
@@ -602,7 +657,10 @@ TEST_P(Families, SessionMatchesNaiveDecoder) {
   }
 
   const std::vector<int32_t> tokens = test_tokens(c.seq_len, hp.vocab_size, 11);
-  auto naive = NaiveDecoder::create(hp, weights_of(*source));
+  // The naive decoder reads the tensors as stored (HF's layout: Cohere2's q/k rows interleaved).
+  auto ckpt = frontend::SafetensorsCheckpoint::open(opt.output_dir);
+  QBC_ASSERT_OK(ckpt);
+  auto naive = NaiveDecoder::create(hp, stored_weights_of(*ckpt));
   QBC_ASSERT_OK(naive);
   const char* const kinds[] = {"prefill", "decode", "chunked"};
   std::vector<std::vector<double>> want;
@@ -617,7 +675,7 @@ TEST_P(Families, SessionMatchesNaiveDecoder) {
   for (const auto& [what, mutate] : c.sensitivity) {
     HParams changed = hp;
     mutate(changed);
-    auto other = NaiveDecoder::create(changed, weights_of(*source));
+    auto other = NaiveDecoder::create(changed, stored_weights_of(*ckpt));
     QBC_ASSERT_OK(other);
     EXPECT_GT(rel_error(naive_run(**other, tokens, {tokens.size()}), want[0]), 1e-3)
         << what << " does not change the logits of " << c.name;
@@ -658,6 +716,63 @@ INSTANTIATE_TEST_SUITE_P(All, Families, ::testing::ValuesIn(family_cases()),
                          [](const ::testing::TestParamInfo<FamilyCase>& i) {
                            return i.param.name;
                          });
+
+// Cohere2's q/k rows: the source reads them in the rotate_half order (and only them), and that
+// reordering is what makes the graph's rope HF's interleaved one: the stored order is not.
+TEST(Cohere2RopeRows, ReorderedOnReadAndNeeded) {
+  frontend::RandomModelOptions opt;
+  opt.config_json = kCohere2Json;
+  opt.output_dir = ::qbc::testing::temp_dir() / "cohere2_rope_rows";
+  opt.seed = 7;
+  opt.init_std = 0.2;
+  QBC_ASSERT_OK(frontend::write_random_model(opt));
+  auto source = ModelSource::open(opt.output_dir);
+  QBC_ASSERT_OK(source);
+  auto ckpt = frontend::SafetensorsCheckpoint::open(opt.output_dir);
+  QBC_ASSERT_OK(ckpt);
+  const HParams& hp = source->hparams();
+  for (const char* proj : {"q_proj", "k_proj", "v_proj"}) {
+    const std::string name = std::string("model.layers.0.self_attn.") + proj + ".weight";
+    const frontend::TensorInfo* t = source->find(name);
+    ASSERT_NE(t, nullptr) << name;
+    const bool reordered = std::string(proj) != "v_proj";
+    EXPECT_EQ(t->transform == frontend::TensorTransform::kUnpermuteRopeRows, reordered) << name;
+    // HF row 2j + i of each head (pair j, element i) is read as row i * head_dim/2 + j.
+    std::vector<float> stored, read;
+    QBC_ASSERT_OK(ckpt->read_f32(name, &stored));
+    QBC_ASSERT_OK(source->read_f32(name, &read));
+    const int64_t hd = hp.head_dim, h = hp.hidden_size;
+    for (int64_t j = 0; j < hd / 2; ++j) {
+      for (int64_t i = 0; i < 2; ++i) {
+        const int64_t from = reordered ? 2 * j + i : i * hd / 2 + j;
+        EXPECT_EQ(read[static_cast<size_t>((hd + i * hd / 2 + j) * h)],
+                  stored[static_cast<size_t>((hd + from) * h)])
+            << name << " head 1 pair " << j << " element " << i;
+      }
+    }
+  }
+  const std::vector<int32_t> tokens = test_tokens(12, hp.vocab_size, 11);
+  auto naive = NaiveDecoder::create(hp, stored_weights_of(*ckpt));
+  QBC_ASSERT_OK(naive);
+  const std::vector<double> want = naive_run(**naive, tokens, {tokens.size()});
+  auto graph = frontend::build_decoder_graph(hp, frontend::ImportOptions{64});
+  QBC_ASSERT_OK(graph);
+  double err[2] = {0, 0};
+  for (const bool as_stored : {false, true}) {
+    const ir::WeightReader reader = [&](const ir::Weight& w, std::vector<float>* out) {
+      return as_stored ? ckpt->read_f32(w.tensor, out) : source->read_f32(w.tensor, out);
+    };
+    SessionOptions so;
+    so.float64 = true;
+    auto session = Session::create(*graph, reader, so);
+    QBC_ASSERT_OK(session);
+    std::vector<float> got;
+    QBC_ASSERT_OK(session_run(**session, tokens, {tokens.size()}, &got));
+    err[as_stored] = rel_excess_over_f32_rounding(got, want);
+  }
+  EXPECT_LE(err[0], 1e-9);
+  EXPECT_GT(err[1], 1e-3) << "the stored q/k row order gives the same logits";
+}
 
 /// Reads `n` float32 values.
 std::vector<float> read_f32_file(const fs::path& path, size_t n) {

@@ -1,7 +1,8 @@
 // A naive HuggingFace causal-decoder forward pass, for cross-checking the reference runtime.
 //
 // Written from the semantics of transformers' modeling_{llama,mistral,qwen2,qwen3,gemma2,gemma3,
-// phi3,smollm3,exaone4}.py, EXAONE 3.5's remote modeling_exaone.py and modeling_rope_utils.py,
+// phi3,smollm3,exaone4,cohere2}.py, EXAONE 3.5's remote modeling_exaone.py and
+// modeling_rope_utils.py,
 // not from qbc's IR or graph builder: double precision,
 // std::vector and plain loops, no LibTorch. It reads weights by their HF tensor names and takes
 // from HParams only what config.json says (sizes, flags, per-layer windows and RoPE bases, caps);
@@ -182,8 +183,12 @@ class NaiveDecoder {
     }
     for (int64_t l = 0; l < hp_.num_hidden_layers; ++l) layer_forward(l, n, x);
     pos_ += n;
-    std::vector<double> normed = rms_norm(x, n, final_norm_);
+    std::vector<double> normed = norm(x, n, final_norm_);
     std::vector<double> logits = linear(normed, n, head(), nullptr, hp_.vocab_size, h);
+    // Cohere2ForCausalLM: logits = lm_head(hidden) * logit_scale.
+    if (cohere2()) {
+      for (double& v : logits) v *= hp_.logit_scale;
+    }
     if (hp_.final_logit_softcap > 0.0) {
       for (double& v : logits) v = softcap(v, hp_.final_logit_softcap);
     }
@@ -218,6 +223,9 @@ class NaiveDecoder {
   }
   bool phi3() const { return hp_.family == frontend::ModelFamily::kPhi3; }
   bool exaone4() const { return hp_.family == frontend::ModelFamily::kExaone4; }
+  /// Cohere2: LayerNorm without bias, one input norm for the parallel attention and MLP,
+  /// interleaved RoPE on sliding layers only, scaled logits.
+  bool cohere2() const { return hp_.family == frontend::ModelFamily::kCohere2; }
   /// Norms after attention and MLP: Gemma's sandwich, EXAONE 4's (Olmo2's) post-only.
   bool post_norms() const { return gemma() || exaone4(); }
 
@@ -227,6 +235,8 @@ class NaiveDecoder {
   bool rope_on(int64_t l) const {
     const auto& layers = hp_.layers;
     if (hp_.family == frontend::ModelFamily::kSmolLM3) return layers[static_cast<size_t>(l)].use_rope;
+    // Cohere2Attention: `if self.sliding_window is not None` (RoPE on sliding layers only).
+    if (cohere2()) return layers[static_cast<size_t>(l)].sliding_window > 0;
     if (!exaone4()) return true;
     const bool any_sliding = std::any_of(layers.begin(), layers.end(),
                                          [](const auto& la) { return la.sliding_window > 0; });
@@ -302,7 +312,9 @@ class NaiveDecoder {
       const std::string a = p + "self_attn.", m = p + "mlp.";
       // Exaone4DecoderLayer (Olmo2's) has no norm before attention or the MLP.
       if (!exaone4()) QBC_RETURN_IF_ERROR(fetch(w, p + "input_layernorm.weight", h, &L.in_norm));
-      QBC_RETURN_IF_ERROR(fetch(w, p + "post_attention_layernorm.weight", h, &L.post_attn_norm));
+      if (!cohere2()) {  // Cohere2DecoderLayer has input_layernorm only
+        QBC_RETURN_IF_ERROR(fetch(w, p + "post_attention_layernorm.weight", h, &L.post_attn_norm));
+      }
       if (gemma()) {
         QBC_RETURN_IF_ERROR(fetch(w, p + "pre_feedforward_layernorm.weight", h, &L.pre_ffn_norm));
       }
@@ -367,6 +379,32 @@ class NaiveDecoder {
     return y;
   }
 
+  /// Cohere2LayerNorm: (x − mean) / sqrt(mean((x − mean)²) + eps) · w, no bias.
+  std::vector<double> layer_norm(const std::vector<double>& x, int64_t rows,
+                                 const std::vector<double>& w) const {
+    const int64_t d = static_cast<int64_t>(w.size());
+    std::vector<double> y(x.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      const double* xr = &x[static_cast<size_t>(r * d)];
+      double mean = 0.0, var = 0.0;
+      for (int64_t i = 0; i < d; ++i) mean += xr[i];
+      mean /= static_cast<double>(d);
+      for (int64_t i = 0; i < d; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+      var /= static_cast<double>(d);
+      const double inv = 1.0 / std::sqrt(var + hp_.rms_norm_eps);
+      for (int64_t i = 0; i < d; ++i) {
+        y[static_cast<size_t>(r * d + i)] = (xr[i] - mean) * inv * w[static_cast<size_t>(i)];
+      }
+    }
+    return y;
+  }
+
+  /// The family's norm over the hidden size.
+  std::vector<double> norm(const std::vector<double>& x, int64_t rows,
+                           const std::vector<double>& w) const {
+    return cohere2() ? layer_norm(x, rows, w) : rms_norm(x, rows, w);
+  }
+
   /// y = x Wᵀ + b for x [rows, in], W [out, in].
   static std::vector<double> linear(const std::vector<double>& x, int64_t rows,
                                     const std::vector<double>& w, const std::vector<double>* b,
@@ -393,8 +431,30 @@ class NaiveDecoder {
     return 0.5 * g * (1.0 + std::tanh(c * (g + 0.044715 * g * g * g)));
   }
 
+  /// Cohere2's RoPE: pair i is dims (2i, 2i+1) of each head (frequencies repeat_interleave'd,
+  /// rotate_half on x[..., ::2] and x[..., 1::2]), in place.
+  void apply_rope_interleaved(std::vector<double>& x, int64_t n, int64_t heads,
+                              const NaiveRope& rope) const {
+    const int64_t hd = hp_.head_dim, half = hp_.rotary_dim / 2;
+    for (int64_t t = 0; t < n; ++t) {
+      const double pos = static_cast<double>(pos_ + t);
+      for (int64_t hh = 0; hh < heads; ++hh) {
+        double* v = &x[static_cast<size_t>((t * heads + hh) * hd)];
+        for (int64_t i = 0; i < half; ++i) {
+          const double angle = pos * rope.inv_freq[static_cast<size_t>(i)];
+          const double c = std::cos(angle) * rope.attention_factor;
+          const double s = std::sin(angle) * rope.attention_factor;
+          const double a = v[2 * i], b = v[2 * i + 1];
+          v[2 * i] = a * c - b * s;
+          v[2 * i + 1] = b * c + a * s;
+        }
+      }
+    }
+  }
+
   /// HF rotate_half RoPE on the first rotary_dim dims of each of `heads` heads, in place.
   void apply_rope(std::vector<double>& x, int64_t n, int64_t heads, const NaiveRope& rope) const {
+    if (cohere2()) return apply_rope_interleaved(x, n, heads, rope);
     const int64_t hd = hp_.head_dim, half = hp_.rotary_dim / 2;
     for (int64_t t = 0; t < n; ++t) {
       const double pos = static_cast<double>(pos_ + t);
@@ -419,7 +479,7 @@ class NaiveDecoder {
     const int64_t qd = nh * hd, kvd = nkv * hd;
 
     // --- Attention ---------------------------------------------------------------------------
-    std::vector<double> hn = exaone4() ? x : rms_norm(x, n, L.in_norm);
+    std::vector<double> hn = exaone4() ? x : norm(x, n, L.in_norm);
     std::vector<double> q = linear(hn, n, L.wq, &L.bq, qd, h);
     std::vector<double> k = linear(hn, n, L.wk, &L.bk, kvd, h);
     std::vector<double> v = linear(hn, n, L.wv, &L.bv, kvd, h);
@@ -472,7 +532,8 @@ class NaiveDecoder {
     for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
 
     // --- MLP ---------------------------------------------------------------------------------
-    hn = exaone4() ? x : rms_norm(x, n, gemma() ? L.pre_ffn_norm : L.post_attn_norm);
+    // Cohere2: the MLP reads the same normed input (residual + attention + mlp, in that order).
+    if (!cohere2()) hn = exaone4() ? x : rms_norm(x, n, gemma() ? L.pre_ffn_norm : L.post_attn_norm);
     std::vector<double> g = linear(hn, n, L.w_gate, &L.b_gate, inter, h);
     const std::vector<double> u = linear(hn, n, L.w_up, &L.b_up, inter, h);
     for (size_t i = 0; i < g.size(); ++i) g[i] = activation(g[i]) * u[i];

@@ -1,5 +1,6 @@
-// rms_norm, rope and the elementwise ops against their numerics kernels, bit for bit: whole
-// rows and grouped norms (weights [group], shared by every group), rope over runtime
+// rms_norm, layer_norm, rope and the elementwise ops against their numerics kernels, bit for
+// bit: whole rows and grouped norms (weights [group], shared by every group), layer_norm with
+// and without bias and over rows with a large common offset, rope over runtime
 // positions with LongRoPE frequencies (a call split into two row tiles that name the call's last
 // position rotates as the whole call), every elementwise op on fp16 body values and on fp32 head
 // values, norms with outputs of every magnitude, gated activations of every gate pattern.
@@ -111,6 +112,59 @@ TEST(RuntimeRmsNorm, OutputsOfEveryMagnitudeEqualNumerics) {
   numerics::rms_norm(x.data(), s, width, w, 1e-6, 0.0, 0, want.data());
   EXPECT_TRUE(testing::same_bits(testing::f16_values(testing::read(*d, y_d, n * 2)), want));
 }
+
+struct LayerNormCase {
+  int64_t width;
+  bool bias;
+  float scale;  // of the inputs: small, and large with a common offset
+};
+
+class RuntimeLayerNorm : public ::testing::TestWithParam<LayerNormCase> {};
+
+// The parameters sit in one fp32 block [2, width]: the weight row, then the bias row (zeros
+// when the norm has none; numerics adds 0 for a null bias, so the bits agree either way).
+TEST_P(RuntimeLayerNorm, EqualsNumerics) {
+  const LayerNormCase& c = GetParam();
+  const int64_t s = 3, n = s * c.width;
+  std::vector<float> x = testing::random_f16(static_cast<size_t>(n), 41, c.scale);
+  if (c.scale > 100.0f) {
+    for (float& v : x) v = numerics::round_fp16(static_cast<double>(v) + 3.0 * c.scale);
+  }
+  const std::vector<float> w = testing::random_f16(static_cast<size_t>(c.width), 42, 1.5f);
+  std::vector<float> b(static_cast<size_t>(c.width), 0.0f);
+  if (c.bias) b = testing::random_f16(static_cast<size_t>(c.width), 43, 0.5f);
+  std::vector<float> params = w;
+  params.insert(params.end(), b.begin(), b.end());
+  BundleBuilder bb;
+  const int32_t x_d = bb.dram("x", isa::Purpose::kActivations, n * 2);
+  const int32_t y_d = bb.dram("y", isa::Purpose::kActivations, n * 2);
+  const int32_t w_d = bb.weights("w", testing::raw_bytes(params));
+  const int32_t x_s = bb.sram("x", 0, n * 2), y_s = bb.sram("y", 0, n * 2);
+  const int32_t w_s = bb.sram("w", 0, c.width * 8);
+  bb.copy(0, bb.ref(x_s), bb.ref(x_d), c.width * 2, kSeq);
+  bb.copy(0, bb.ref(w_s), bb.ref(w_d), c.width * 8);
+  isa::LayerNorm op;
+  op.x = bb.ref(x_s);
+  op.weight = bb.ref(w_s);
+  op.y = bb.ref(y_s);
+  op.rows = kSeq;
+  op.width = c.width;
+  op.eps = 1e-5;
+  bb.emit(0, op);
+  bb.copy(0, bb.ref(y_d), bb.ref(y_s), c.width * 2, kSeq);
+  std::shared_ptr<Device> d = run(bb, x_d, testing::f16_bytes(x), 0, s);
+  ASSERT_NE(d, nullptr);
+  std::vector<float> want(static_cast<size_t>(n));
+  numerics::layer_norm(x.data(), s, c.width, w.data(), c.bias ? b.data() : nullptr, 1e-5,
+                       want.data());
+  EXPECT_TRUE(testing::same_bits(testing::f16_values(testing::read(*d, y_d, n * 2)), want));
+  EXPECT_EQ(d->counters()[0].vector_ops, n);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, RuntimeLayerNorm,
+                         ::testing::Values(LayerNormCase{32, false, 3.0f},
+                                           LayerNormCase{48, true, 3.0f},
+                                           LayerNormCase{64, true, 1000.0f}));
 
 isa::RopeDesc long_rope() {
   isa::RopeDesc r;
