@@ -10,6 +10,7 @@
 #include "qbc/isa/text_parser.h"
 #include "qbc/npu/assign_tokens.h"
 #include "qbc/npu/compile.h"
+#include "qbc/npu/plan.h"
 #include "qbc/quant/pass.h"
 #include "qbc/quant/pipeline.h"
 #include "qbc/quant/weight_store.h"
@@ -45,6 +46,10 @@ Status check_names(const std::vector<std::string>& passes, TextKind kind) {
     if (!quant && !npu::is_pass(p)) {
       return unimplemented("unknown pass '", p, "' (qbc opt --list-passes lists them)");
     }
+    if (kind == TextKind::kPlan) {
+      return unimplemented("pass '", p, "' needs MBLT text; plan text is verified (P1..P9) ",
+                           "and printed, with no pass");
+    }
     if (kind == TextKind::kProgram && !on_programs(p)) {
       return unimplemented("pass '", p, "' needs MBLT text; on NPU program text only ",
                            "assign-tokens runs");
@@ -64,6 +69,13 @@ StatusOr<std::string> run_on_program(const OptRequest& r) {
     QBC_RETURN_IF_ERROR(npu::assign_tokens(b).with_context("pass assign-tokens"));
   }
   return isa::print_bundle(b);
+}
+
+/// Plan text: parsed, checked by the plan verifier (P1..P9 of docs/npu.md) and printed.
+StatusOr<std::string> run_on_plan(const OptRequest& r) {
+  QBC_ASSIGN_OR_RETURN(npu::Plan p, npu::parse_plan(r.text, r.label));
+  QBC_RETURN_IF_ERROR(npu::verify_plan(p).with_context(r.label));
+  return npu::print_plan(p);
 }
 
 StatusOr<std::string> run_on_mblt(const OptRequest& r) {
@@ -106,12 +118,14 @@ std::vector<OptPass> opt_passes() {
 TextKind detect_kind(const std::string& text) {
   size_t i = 0;
   while (i < text.size() && (text[i] == ' ' || text[i] == '\n')) ++i;
+  if (npu::is_plan_text(text)) return TextKind::kPlan;
   return text.compare(i, 7, "bundle ") == 0 ? TextKind::kProgram : TextKind::kMblt;
 }
 
 StatusOr<std::string> run_opt(const OptRequest& request) {
   const TextKind kind = request.kind == TextKind::kAuto ? detect_kind(request.text) : request.kind;
   QBC_RETURN_IF_ERROR(check_names(request.passes, kind));
+  if (kind == TextKind::kPlan) return run_on_plan(request);
   return kind == TextKind::kProgram ? run_on_program(request) : run_on_mblt(request);
 }
 

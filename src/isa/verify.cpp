@@ -188,7 +188,7 @@ Status check_tables(const Bundle& b) {
   for (size_t m = 0; m < b.modes.size(); ++m) {
     const Mode& mode = b.modes[m];
     const std::string at = "mode " + num(static_cast<int64_t>(m));
-    if (!enum_ok(mode.scheme, Scheme::kGlobal8)) return bad(at + ": unknown scheme");
+    if (static_cast<size_t>(mode.scheme) >= kSchemeCount) return bad(at + ": unknown scheme");
     if (!in_range(mode.cores_per_instance, 1, b.target_cores) ||
         !in_range(mode.instances, 1, 1 << 20)) {
       return bad(at + ": cores_per_instance " + num(mode.cores_per_instance) + " and instances " +

@@ -26,7 +26,9 @@ void put_program_desc(const isa::Program& p, pb::ProgramDesc* out) {
 // ---------------------------------------------------------------------------------------
 // Decoding
 
-constexpr uint32_t kDTypes = 8, kSpaces = 2, kPurposes = 6, kPhases = 2, kSchemes = 4;
+constexpr uint32_t kDTypes = 8, kSpaces = 2, kPurposes = 6, kPhases = 2;
+/// Every row of the scheme table (include/qbc/isa/schemes.def) decodes.
+constexpr uint32_t kSchemes = static_cast<uint32_t>(isa::kSchemeCount);
 
 Status decode_stream(const google::protobuf::RepeatedPtrField<pb::Instr>& in, Reader& r,
                      std::vector<isa::Instr>* out) {

@@ -186,10 +186,9 @@ bool bf16_exact(const float* v, int64_t n, std::vector<uint16_t>* out) {
   return n > 0;
 }
 
-}  // namespace
-
-StatusOr<std::vector<WrittenFile>> write_model(const std::string& path, const WriteRequest& req) {
-  const isa::Bundle& b = *req.bundle;
+/// What write_model refuses before anything is laid out: an image that is not the plan's,
+/// a shape-only bundle, a bundle without its host embedding.
+Status check_writable(const std::string& path, const isa::Bundle& b) {
   if (b.image_size() != b.dram.weights && b.image_size() != 0)
     return internal_error("the weight image has ", b.image_size(), " bytes, the plan ",
                           b.dram.weights);
@@ -197,13 +196,14 @@ StatusOr<std::vector<WrittenFile>> write_model(const std::string& path, const Wr
     return invalid_argument(path, ": the bundle has no weights (a shape-only plan)");
   if (b.embedding_size() != b.embed_rows * b.hidden)
     return invalid_argument(path, ": the bundle has no host embedding");
-  QBC_ASSIGN_OR_RETURN(auto ranges,
-                       part_ranges(req.split_blocks, std::max(req.blocks, 1), "splitBlocks"));
-  const size_t nparts = ranges.size();
-  const bool split = nparts > 1;
+  return ok_status();
+}
 
-  // The weight image, cut at part boundaries: buffers in image order, each to its part.
-  pb::Layout layout = encode_layout(b);
+/// The weight image cut at part boundaries: buffers in image order, each to its part; the
+/// [begin, end) image range of each part, written into `layout` as its weight ranges.
+StatusOr<std::vector<std::pair<int64_t, int64_t>>> cut_image(
+    const isa::Bundle& b, const std::vector<std::pair<int, int>>& ranges, pb::Layout* layout) {
+  const size_t nparts = ranges.size();
   std::vector<int> order;
   for (size_t i = 0; i < b.buffers.size(); ++i)
     if (b.buffers[i].space == isa::Space::kDram && b.buffers[i].purpose == isa::Purpose::kWeights)
@@ -234,19 +234,21 @@ StatusOr<std::vector<WrittenFile>> write_model(const std::string& path, const Wr
   }
   cut.back().second = b.image_size();
   for (size_t p = 0; p < nparts; ++p) {
-    pb::WeightRange* w = layout.add_weights();
+    pb::WeightRange* w = layout->add_weights();
     w->set_block(ranges[p].first);
     w->set_image_offset(cut[p].first);
     w->set_bytes(cut[p].second - cut[p].first);
     w->set_part(static_cast<int32_t>(p));
   }
+  return cut;
+}
 
-  // Sections of every part but the metadata, whose digests make the model hash. Weights,
-  // embedding and assets are views of the bundle and the request, not copies.
-  std::vector<PartSections> parts(nparts);
-  std::string hash_input;
-  auto add_view = [&](size_t p, SectionKind kind, std::string_view bytes, int bundle = -1,
-                      int core = -1, int block = -1) {
+/// The sections of every part but the metadata, whose digests make the model hash. Weights,
+/// embedding and assets are views of the bundle and the request, not copies.
+struct ModelSections {
+  explicit ModelSections(size_t nparts) : parts(nparts) {}
+  void add_view(size_t p, SectionKind kind, std::string_view bytes, int bundle = -1, int core = -1,
+                int block = -1) {
     SectionEntry e;
     e.kind = static_cast<uint32_t>(kind);
     e.bundle = bundle;
@@ -255,63 +257,65 @@ StatusOr<std::vector<WrittenFile>> write_model(const std::string& path, const Wr
     const Digest d = digest_of(bytes.data(), bytes.size());
     hash_input.append(reinterpret_cast<const char*>(d.data()), d.size());
     parts[p].sections.push_back({e, bytes, d});
-  };
-  auto add_owned = [&](size_t p, SectionKind kind, std::string bytes, int bundle = -1,
-                       int core = -1) {
+  }
+  void add_owned(size_t p, SectionKind kind, std::string bytes, int bundle = -1, int core = -1) {
     parts[p].owned.push_back(std::move(bytes));
     add_view(p, kind, parts[p].owned.back(), bundle, core);
-  };
-  add_owned(0, SectionKind::kLayout, serialize(layout));
+  }
+
+  std::vector<PartSections> parts;
+  std::string hash_input;
+  bool bf16 = true;                  ///< the embedding is stored as bf16
+  std::vector<uint16_t> bf16_table;  ///< its bf16 values, when converted from fp32 here
+};
+
+/// The embedding as bf16 when that loses nothing (a bf16 source: half the bytes), else fp32.
+std::string_view embedding_bytes(const isa::Bundle& b, ModelSections* s) {
+  if (!b.embedding_bf16_view.empty())
+    return std::string_view(reinterpret_cast<const char*>(b.embedding_bf16_view.data),
+                            static_cast<size_t>(b.embedding_size()) * 2);
+  if (bf16_exact(b.embedding_data(), b.embedding_size(), &s->bf16_table))
+    return std::string_view(reinterpret_cast<const char*>(s->bf16_table.data()),
+                            s->bf16_table.size() * 2);
+  s->bf16 = false;
+  return std::string_view(reinterpret_cast<const char*>(b.embedding_data()),
+                          static_cast<size_t>(b.embedding_size()) * 4);
+}
+
+/// Part 0: layout, code, debug map, embedding and assets; every part: its weights.
+Status add_sections(const isa::Bundle& b, const WriteRequest& req, const pb::Layout& layout,
+                    const std::vector<std::pair<int64_t, int64_t>>& cut,
+                    const std::vector<std::pair<int, int>>& ranges, ModelSections* s) {
+  s->add_owned(0, SectionKind::kLayout, serialize(layout));
   for (size_t m = 0; m < b.modes.size(); ++m) {
     for (size_t c = 0; c < b.modes[m].decode.cores.size(); ++c) {
       QBC_ASSIGN_OR_RETURN(pb::CoreCode code, encode_code(b, m, c));
-      add_owned(0, SectionKind::kCode, serialize(code), static_cast<int>(m), static_cast<int>(c));
+      s->add_owned(0, SectionKind::kCode, serialize(code), static_cast<int>(m),
+                   static_cast<int>(c));
     }
   }
-  add_owned(0, SectionKind::kDebug, serialize(encode_debug(b)));
-  const uint64_t compact = compact_weight_features(b);
-  // The embedding as bf16 when that loses nothing (a bf16 source: half the bytes), else fp32.
-  std::vector<uint16_t> bf16_table;
-  std::string_view table_bytes;
-  bool bf16 = true;
-  if (!b.embedding_bf16_view.empty()) {
-    table_bytes = std::string_view(reinterpret_cast<const char*>(b.embedding_bf16_view.data),
-                                   static_cast<size_t>(b.embedding_size()) * 2);
-  } else if (bf16_exact(b.embedding_data(), b.embedding_size(), &bf16_table)) {
-    table_bytes =
-        std::string_view(reinterpret_cast<const char*>(bf16_table.data()), bf16_table.size() * 2);
-  } else {
-    bf16 = false;
-    table_bytes = std::string_view(reinterpret_cast<const char*>(b.embedding_data()),
-                                   static_cast<size_t>(b.embedding_size()) * 4);
+  s->add_owned(0, SectionKind::kDebug, serialize(encode_debug(b)));
+  s->add_view(0, SectionKind::kEmbedding, embedding_bytes(b, s));
+  for (const HostAsset& a : req.assets) s->add_view(0, SectionKind::kAsset, a.bytes);
+  for (size_t p = 0; p < cut.size(); ++p) {
+    s->add_view(p, SectionKind::kWeights,
+                std::string_view(reinterpret_cast<const char*>(b.image_data()) + cut[p].first,
+                                 static_cast<size_t>(cut[p].second - cut[p].first)),
+                -1, -1, ranges[p].first);
   }
-  add_view(0, SectionKind::kEmbedding, table_bytes);
-  for (const HostAsset& a : req.assets) add_view(0, SectionKind::kAsset, a.bytes);
-  for (size_t p = 0; p < nparts; ++p) {
-    add_view(p, SectionKind::kWeights,
-             std::string_view(reinterpret_cast<const char*>(b.image_data()) + cut[p].first,
-                              static_cast<size_t>(cut[p].second - cut[p].first)),
-             -1, -1, ranges[p].first);
-  }
-  const Digest model_hash = digest_of(hash_input.data(), hash_input.size());
+  return ok_status();
+}
 
-  // The metadata of each part, then the files.
-  const fs::path out(path);
-  const fs::path dir = out.has_parent_path() ? out.parent_path() : fs::path(".");
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec))
-    return not_found(path, ": output folder ", dir.string(), " does not exist");
-  // Each file is laid out, not built: its sections stay views of the bundle (the weights
-  // image and the embedding are most of it), hashed and written piece by piece.
-  struct OutFile {
+/// The files of one write, laid out, not built: their sections stay views of the bundle (the
+/// weights image and the embedding are most of it), hashed and written piece by piece.
+struct OutFiles {
+  struct File {
     std::string path;
     ContainerLayout layout;
     std::string digest;
   };
-  std::deque<std::string> owned;  // section bytes the files point into (metadata, manifest)
-  const std::string zeros(kAlignment, '\0');  // padding: every pad is shorter than this
-  std::vector<OutFile> files;
-  auto add_file = [&](std::string file, ContainerLayout layout) {
+  /// Adds a file; returns its digest.
+  std::string add(std::string file, ContainerLayout layout) {
     DigestStream ds;
     ds.update(layout.head.data(), layout.head.size());
     for (const ContainerLayout::Piece& piece : layout.body) {
@@ -320,7 +324,52 @@ StatusOr<std::vector<WrittenFile>> write_model(const std::string& path, const Wr
     }
     files.push_back({std::move(file), std::move(layout), digest_hex(ds.finish())});
     return files.back().digest;
-  };
+  }
+
+  std::deque<std::string> owned;  ///< section bytes the files point into (metadata, manifest)
+  const std::string zeros = std::string(kAlignment, '\0');  ///< every pad is shorter
+  std::vector<File> files;
+};
+
+/// The metadata of part `p` of `nparts` (part 0 lists the asset sections, which follow
+/// meta, layout, code, debug and embedding).
+pb::Meta part_meta(const isa::Bundle& b, const WriteRequest& req, const ModelSections& s,
+                   const std::vector<std::pair<int, int>>& ranges, const Digest& model_hash,
+                   size_t p) {
+  pb::Meta meta = req.meta;
+  meta.clear_schemes();
+  for (const isa::Mode& m : b.modes) meta.add_schemes(isa::scheme_name(m.scheme));
+  meta.set_target(b.target);
+  meta.set_model_hash(digest_hex(model_hash));
+  meta.set_blocks(req.blocks);
+  meta.set_part_index(static_cast<int32_t>(p));
+  meta.set_part_count(static_cast<int32_t>(ranges.size()));
+  meta.set_block_begin(ranges[p].first);
+  meta.set_block_end(ranges[p].second);
+  meta.clear_assets();
+  if (p != 0) return meta;
+  int32_t index = 1;
+  for (const SectionData& d : s.parts[0].sections) {
+    if (d.entry.kind == static_cast<uint32_t>(SectionKind::kAsset)) break;
+    ++index;
+  }
+  for (const HostAsset& a : req.assets) {
+    pb::Asset* x = meta.add_assets();
+    x->set_name(a.name);
+    x->set_section(index++);
+  }
+  return meta;
+}
+
+/// Each part's container (its metadata first), then, for a split build, the manifest.
+void lay_out_files(const std::string& path, const fs::path& dir, const isa::Bundle& b,
+                   const WriteRequest& req, const ModelSections& s,
+                   const std::vector<std::pair<int, int>>& ranges, OutFiles* out) {
+  const size_t nparts = ranges.size();
+  const bool split = nparts > 1;
+  const fs::path target(path);
+  const Digest model_hash = digest_of(s.hash_input.data(), s.hash_input.size());
+  const uint64_t compact = compact_weight_features(b);
   pb::Manifest manifest;
   manifest.set_producer(req.meta.producer());
   manifest.set_producer_version(req.meta.producer_version());
@@ -328,47 +377,24 @@ StatusOr<std::vector<WrittenFile>> write_model(const std::string& path, const Wr
   const uint64_t word =
       target_word(b.target, b.target_cores, b.sram_bytes, b.dram_bytes, b.dma_align);
   for (size_t p = 0; p < nparts; ++p) {
-    pb::Meta meta = req.meta;
-    meta.clear_schemes();
-    for (const isa::Mode& m : b.modes) meta.add_schemes(isa::scheme_name(m.scheme));
-    meta.set_target(b.target);
-    meta.set_model_hash(digest_hex(model_hash));
-    meta.set_blocks(req.blocks);
-    meta.set_part_index(static_cast<int32_t>(p));
-    meta.set_part_count(static_cast<int32_t>(nparts));
-    meta.set_block_begin(ranges[p].first);
-    meta.set_block_end(ranges[p].second);
-    meta.clear_assets();
-    if (p == 0) {
-      // Asset sections follow meta, layout, code, debug and embedding.
-      int32_t index = 1;
-      for (const SectionData& s : parts[0].sections) {
-        if (s.entry.kind == static_cast<uint32_t>(SectionKind::kAsset)) break;
-        ++index;
-      }
-      for (const HostAsset& a : req.assets) {
-        pb::Asset* x = meta.add_assets();
-        x->set_name(a.name);
-        x->set_section(index++);
-      }
-    }
-    const std::string& meta_bytes = owned.emplace_back(serialize(meta));
+    const std::string& meta_bytes =
+        out->owned.emplace_back(serialize(part_meta(b, req, s, ranges, model_hash, p)));
     std::vector<SectionData> sections;
     SectionEntry me;
     me.kind = static_cast<uint32_t>(SectionKind::kMeta);
     sections.push_back({me, meta_bytes});
-    for (const SectionData& s : parts[p].sections) sections.push_back(s);
+    for (const SectionData& d : s.parts[p].sections) sections.push_back(d);
     HeaderInfo h;
-    if (p == 0 && bf16) h.required_features |= kFeatureEmbeddingBf16;
+    if (p == 0 && s.bf16) h.required_features |= kFeatureEmbeddingBf16;
     h.required_features |= compact;
     h.target_word = word;
     h.part_index = static_cast<uint32_t>(p);
     h.part_count = static_cast<uint32_t>(nparts);
     h.model_hash = model_hash;
     ContainerLayout layout = layout_container(h, sections);
-    const fs::path file = split ? dir / part_name(out, p, nparts) : out;
+    const fs::path file = split ? dir / part_name(target, p, nparts) : target;
     const int64_t size = static_cast<int64_t>(layout.size);
-    const std::string digest = add_file(file.string(), std::move(layout));
+    const std::string digest = out->add(file.string(), std::move(layout));
     if (split) {
       pb::ManifestPart* mp = manifest.add_parts();
       mp->set_file(file.filename().string());
@@ -382,15 +408,19 @@ StatusOr<std::vector<WrittenFile>> write_model(const std::string& path, const Wr
     ContainerLayout m;
     m.head = write_manifest(manifest);
     m.size = m.head.size();
-    add_file(out.string(), std::move(m));
+    out->add(target.string(), std::move(m));
   }
+}
 
-  // Temporary names first; then the parts, the loadable file last.
+/// Writes the files under temporary names, then moves them into place, the loadable file
+/// last; on any failure (or cancellation) nothing is left behind.
+StatusOr<std::vector<WrittenFile>> commit_files(const OutFiles& out) {
+  std::error_code ec;
   std::vector<std::string> temps;
   auto cleanup = [&]() {
     for (const std::string& t : temps) fs::remove(t, ec);
   };
-  for (const OutFile& f : files) {
+  for (const OutFiles::File& f : out.files) {
     const std::string& final_path = f.path;
     const fs::path fp(final_path);
     const std::string tmp =
@@ -406,7 +436,7 @@ StatusOr<std::vector<WrittenFile>> write_model(const std::string& path, const Wr
         return c;
       }
       o.write(piece.bytes.data(), static_cast<std::streamsize>(piece.bytes.size()));
-      o.write(zeros.data(), static_cast<std::streamsize>(piece.pad));
+      o.write(out.zeros.data(), static_cast<std::streamsize>(piece.pad));
     }
     o.flush();
     if (!o) {
@@ -415,17 +445,39 @@ StatusOr<std::vector<WrittenFile>> write_model(const std::string& path, const Wr
     }
   }
   std::vector<WrittenFile> written;
-  for (size_t i = 0; i < files.size(); ++i) {
-    fs::rename(temps[i], files[i].path, ec);
+  for (size_t i = 0; i < out.files.size(); ++i) {
+    fs::rename(temps[i], out.files[i].path, ec);
     if (ec) {
       const std::string msg = ec.message();
       cleanup();
-      for (size_t j = 0; j < i; ++j) fs::remove(files[j].path, ec);
-      return invalid_argument(files[i].path, ": cannot move output into place: ", msg);
+      for (size_t j = 0; j < i; ++j) fs::remove(out.files[j].path, ec);
+      return invalid_argument(out.files[i].path, ": cannot move output into place: ", msg);
     }
-    written.push_back({files[i].path, static_cast<int64_t>(files[i].layout.size), files[i].digest});
+    written.push_back(
+        {out.files[i].path, static_cast<int64_t>(out.files[i].layout.size), out.files[i].digest});
   }
   return written;
+}
+
+}  // namespace
+
+StatusOr<std::vector<WrittenFile>> write_model(const std::string& path, const WriteRequest& req) {
+  const isa::Bundle& b = *req.bundle;
+  QBC_RETURN_IF_ERROR(check_writable(path, b));
+  QBC_ASSIGN_OR_RETURN(auto ranges,
+                       part_ranges(req.split_blocks, std::max(req.blocks, 1), "splitBlocks"));
+  pb::Layout layout = encode_layout(b);
+  QBC_ASSIGN_OR_RETURN(auto cut, cut_image(b, ranges, &layout));
+  ModelSections sections(ranges.size());
+  QBC_RETURN_IF_ERROR(add_sections(b, req, layout, cut, ranges, &sections));
+  const fs::path out(path);
+  const fs::path dir = out.has_parent_path() ? out.parent_path() : fs::path(".");
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    return not_found(path, ": output folder ", dir.string(), " does not exist");
+  OutFiles files;
+  lay_out_files(path, dir, b, req, sections, ranges, &files);
+  return commit_files(files);
 }
 
 const HostAsset* LoadedModel::asset(const std::string& name) const {
@@ -466,13 +518,16 @@ void hold_storage(LoadedModel* out, std::vector<std::shared_ptr<uint8_t>> held) 
       std::shared_ptr<isa::Bundle>(moved, [held = std::move(held)](isa::Bundle* p) { delete p; });
 }
 
-Status load_parts(std::vector<Container> opened, const pb::Manifest* manifest, LoadedModel* out) {
+/// The (part, section) of each part's weights sections.
+using WeightSections = std::vector<std::vector<std::pair<size_t, size_t>>>;
+
+/// Opens the parts into out->containers: each is the part of the manifest (its size) and of
+/// the build (its model hash) it says it is, in order; only part 0 holds sections other than
+/// weights. out->meta is part 0's metadata.
+Status check_parts(std::vector<Container> opened, const std::vector<std::string>& files,
+                   const pb::Manifest* manifest, LoadedModel* out, WeightSections* weights) {
   const size_t n = opened.size();
-  std::vector<std::string> files;
-  for (const Container& c : opened) files.push_back(c.path());
-  isa::Bundle& b = *out->bundle;
-  std::vector<std::shared_ptr<uint8_t>> held;  // the shared sections b's views point into
-  std::vector<std::vector<std::pair<size_t, size_t>>> weights(n);  // (part, section) per part
+  weights->assign(n, {});
   for (size_t p = 0; p < n; ++p) {
     const std::string& f = files[p];
     Container c = std::move(opened[p]);
@@ -511,7 +566,7 @@ Status load_parts(std::vector<Container> opened, const pb::Manifest* manifest, L
       const SectionEntry& e = c.sections()[i];
       const auto kind = static_cast<SectionKind>(e.kind);
       if (kind == SectionKind::kWeights) {
-        weights[p].emplace_back(p, i);
+        (*weights)[p].emplace_back(p, i);
       } else if (p != 0) {
         return data_loss(c.where(i), ": only the first part holds ", section_kind_name(e.kind),
                          " sections");
@@ -519,31 +574,20 @@ Status load_parts(std::vector<Container> opened, const pb::Manifest* manifest, L
     }
     out->containers.push_back(std::move(c));
   }
+  return ok_status();
+}
 
-  // Part 0: layout, code, debug map, embedding, assets.
-  Container& c0 = out->containers[0];
-  QBC_ASSIGN_OR_RETURN(int li, unique_section(c0, SectionKind::kLayout));
-  if (li < 0) return data_loss(files[0], ": no layout section");
-  pb::Layout layout;
-  QBC_RETURN_IF_ERROR(
-      parse(c0.bytes(static_cast<size_t>(li)), c0.where(static_cast<size_t>(li)), &layout));
-  QBC_RETURN_IF_ERROR(decode_layout(layout, c0.where(static_cast<size_t>(li)), &b));
-  const uint64_t word =
-      target_word(b.target, b.target_cores, b.sram_bytes, b.dram_bytes, b.dma_align);
-  for (size_t p = 0; p < n; ++p) {
-    if (out->containers[p].header().target_word != word)
-      return data_loss(files[p], ": target word ", std::hex,
-                       out->containers[p].header().target_word, " does not match target '",
-                       b.target.substr(0, 64), "' of the layout (", word, ")");
-  }
-  std::map<std::pair<int, int>, size_t> code;
+/// The code sections of part 0: one per mode and core of the layout, decoded into `b`;
+/// `code` maps (mode, core) to its section.
+Status load_code(const Container& c0, const std::string& file, isa::Bundle& b,
+                 std::map<std::pair<int, int>, size_t>* code) {
   for (size_t i = 0; i < c0.sections().size(); ++i) {
     const SectionEntry& e = c0.sections()[i];
     if (e.kind != kCode) continue;
     if (e.bundle < 0 || static_cast<size_t>(e.bundle) >= b.modes.size() || e.core < 0 ||
         static_cast<size_t>(e.core) >= b.modes[static_cast<size_t>(e.bundle)].prefill.cores.size())
       return data_loss(c0.where(i), ": no such mode or core in the layout");
-    if (!code.emplace(std::make_pair(e.bundle, e.core), i).second)
+    if (!code->emplace(std::make_pair(e.bundle, e.core), i).second)
       return data_loss(c0.where(i), ": a second code section for this mode and core");
     pb::CoreCode cc;
     QBC_RETURN_IF_ERROR(parse(c0.bytes(i), c0.where(i), &cc));
@@ -552,22 +596,29 @@ Status load_parts(std::vector<Container> opened, const pb::Manifest* manifest, L
   }
   for (size_t m = 0; m < b.modes.size(); ++m)
     for (size_t c = 0; c < b.modes[m].prefill.cores.size(); ++c)
-      if (code.count({static_cast<int>(m), static_cast<int>(c)}) == 0)
-        return data_loss(files[0], ": no code section for mode ", m, " (",
+      if (code->count({static_cast<int>(m), static_cast<int>(c)}) == 0)
+        return data_loss(file, ": no code section for mode ", m, " (",
                          isa::scheme_name(b.modes[m].scheme), ") core ", c);
   const uint64_t needed = compact_weight_features(b);
   if ((c0.header().required_features & needed & kFeatureCompactWeights) !=
       (needed & kFeatureCompactWeights))
-    return data_loss(files[0],
+    return data_loss(file,
                      ": the code reads fp16 weight scales or 4-bit zero points (the compact "
                      "weight image) but required feature bit 1 is not set");
   if ((c0.header().required_features & needed & kFeatureZeroPointsI8) !=
       (needed & kFeatureZeroPointsI8))
-    return data_loss(files[0],
+    return data_loss(file,
                      ": the code reads 8-bit zero points (the compact 8-bit group image) but "
                      "required feature bit 2 is not set");
+  return ok_status();
+}
+
+/// The debug map of part 0, with the counts the layout gives, and every instruction's node
+/// and pass inside it.
+Status load_debug(const Container& c0, const std::string& file, const pb::Layout& layout,
+                  const std::map<std::pair<int, int>, size_t>& code, isa::Bundle& b) {
   QBC_ASSIGN_OR_RETURN(int di, unique_section(c0, SectionKind::kDebug));
-  if (di < 0) return data_loss(files[0], ": no debug section");
+  if (di < 0) return data_loss(file, ": no debug section");
   pb::DebugMap debug;
   QBC_RETURN_IF_ERROR(
       parse(c0.bytes(static_cast<size_t>(di)), c0.where(static_cast<size_t>(di)), &debug));
@@ -585,35 +636,43 @@ Status load_parts(std::vector<Container> opened, const pb::Manifest* manifest, L
           const isa::Instr& in = stream[i];
           if (in.node < -1 || in.node >= static_cast<int64_t>(b.nodes.size()) || in.pass < -1 ||
               in.pass >= static_cast<int64_t>(b.passes.size()))
-            return data_loss(c0.where(code[{static_cast<int>(m), static_cast<int>(c)}]), ": ",
+            return data_loss(c0.where(code.at({static_cast<int>(m), static_cast<int>(c)})), ": ",
                              isa::phase_name(prog->phase), " instruction ", i, ": node ", in.node,
                              " / pass ", in.pass, " not in the debug map");
         }
       }
     }
   }
+  return ok_status();
+}
+
+/// The embedding section of part 0, used in place (bf16 or fp32 by the header's feature bit).
+Status load_embedding(Container& c0, const std::string& file, isa::Bundle& b,
+                      std::vector<std::shared_ptr<uint8_t>>* held) {
   QBC_ASSIGN_OR_RETURN(int ei, unique_section(c0, SectionKind::kEmbedding));
-  if (ei < 0) return data_loss(files[0], ": no embedding section");
-  {
-    const std::string_view e = c0.bytes(static_cast<size_t>(ei));
-    const bool bf16 = (c0.header().required_features & kFeatureEmbeddingBf16) != 0;
-    const size_t value_bytes = bf16 ? 2 : 4;
-    if (b.embed_rows < 0 || b.hidden <= 0 || b.embed_rows > (int64_t{1} << 31) / b.hidden ||
-        e.size() != static_cast<size_t>(b.embed_rows * b.hidden) * value_bytes)
-      return data_loss(c0.where(static_cast<size_t>(ei)), ": ", e.size(), " bytes for an [",
-                       b.embed_rows, ", ", b.hidden, "] ", bf16 ? "bf16" : "fp32", " table");
-    // Used in place (sections are 4096-aligned, so the rows are aligned): nothing is copied,
-    // and the table is resident only as far as tokens touch it.
-    if (!e.empty()) held.push_back(c0.share_section(static_cast<size_t>(ei)));
-    if (!e.empty() && bf16) {
-      b.embedding_bf16_view = {reinterpret_cast<const uint16_t*>(held.back().get()),
-                               static_cast<int64_t>(e.size() / 2)};
-    } else if (!e.empty()) {
-      b.embedding_view = {reinterpret_cast<const float*>(held.back().get()),
-                          static_cast<int64_t>(e.size() / 4)};
-    }
+  if (ei < 0) return data_loss(file, ": no embedding section");
+  const std::string_view e = c0.bytes(static_cast<size_t>(ei));
+  const bool bf16 = (c0.header().required_features & kFeatureEmbeddingBf16) != 0;
+  const size_t value_bytes = bf16 ? 2 : 4;
+  if (b.embed_rows < 0 || b.hidden <= 0 || b.embed_rows > (int64_t{1} << 31) / b.hidden ||
+      e.size() != static_cast<size_t>(b.embed_rows * b.hidden) * value_bytes)
+    return data_loss(c0.where(static_cast<size_t>(ei)), ": ", e.size(), " bytes for an [",
+                     b.embed_rows, ", ", b.hidden, "] ", bf16 ? "bf16" : "fp32", " table");
+  // Used in place (sections are 4096-aligned, so the rows are aligned): nothing is copied,
+  // and the table is resident only as far as tokens touch it.
+  if (!e.empty()) held->push_back(c0.share_section(static_cast<size_t>(ei)));
+  if (!e.empty() && bf16) {
+    b.embedding_bf16_view = {reinterpret_cast<const uint16_t*>(held->back().get()),
+                             static_cast<int64_t>(e.size() / 2)};
+  } else if (!e.empty()) {
+    b.embedding_view = {reinterpret_cast<const float*>(held->back().get()),
+                        static_cast<int64_t>(e.size() / 4)};
   }
-  QBC_RETURN_IF_ERROR(check_meta_against_layout(out->meta, b, c0.where(0)));
+  return ok_status();
+}
+
+/// The assets part 0's metadata lists, each from its asset section.
+Status load_assets(const Container& c0, LoadedModel* out) {
   for (const pb::Asset& a : out->meta.assets()) {
     if (a.section() < 0 || static_cast<size_t>(a.section()) >= c0.sections().size() ||
         c0.sections()[static_cast<size_t>(a.section())].kind !=
@@ -622,13 +681,21 @@ Status load_parts(std::vector<Container> opened, const pb::Manifest* manifest, L
                        a.section(), ", which is not an asset section");
     out->assets.push_back({a.name(), std::string(c0.bytes(static_cast<size_t>(a.section())))});
   }
+  return ok_status();
+}
 
-  // The weight image: one range per part, in order, covering it without holes.
+/// The weight image: one range per part, in order, covering it without holes. A single
+/// file's image is its weights section, used in place; a split build's parts are copied into
+/// one image (their sections are in different files).
+Status load_image(LoadedModel* out, const std::vector<std::string>& files, const pb::Layout& layout,
+                  const WeightSections& weights, std::vector<std::shared_ptr<uint8_t>>* held) {
+  const size_t n = files.size();
+  isa::Bundle& b = *out->bundle;
+  Container& c0 = out->containers[0];
+  QBC_ASSIGN_OR_RETURN(int li, unique_section(c0, SectionKind::kLayout));
   if (layout.weights_size() != static_cast<int>(n))
     return data_loss(c0.where(static_cast<size_t>(li)), ": ", layout.weights_size(),
                      " weight ranges for ", n, " parts");
-  // A single file's image is its weights section, used in place; a split build's parts are
-  // copied into one image (their sections are in different files).
   if (n > 1) b.image.assign(static_cast<size_t>(layout.image_bytes()), 0);
   int64_t at = 0;
   for (size_t p = 0; p < n; ++p) {
@@ -644,8 +711,8 @@ Status load_parts(std::vector<Container> opened, const pb::Manifest* manifest, L
                        w.image_offset(), " of ", w.bytes(), " bytes (expected it at ", at,
                        " of an image of ", layout.image_bytes(), ")");
     if (n == 1 && !bytes.empty()) {
-      held.push_back(c.share_section(si));
-      b.image_view = {held.back().get(), w.bytes()};
+      held->push_back(c.share_section(si));
+      b.image_view = {held->back().get(), w.bytes()};
     } else if (!bytes.empty()) {
       c.copy_section(si, b.image.data() + at);
     }
@@ -654,6 +721,40 @@ Status load_parts(std::vector<Container> opened, const pb::Manifest* manifest, L
   if (at != layout.image_bytes())
     return data_loss(files.back(), ": the weight sections hold ", at, " of the image's ",
                      layout.image_bytes(), " bytes");
+  return ok_status();
+}
+
+Status load_parts(std::vector<Container> opened, const pb::Manifest* manifest, LoadedModel* out) {
+  const size_t n = opened.size();
+  std::vector<std::string> files;
+  for (const Container& c : opened) files.push_back(c.path());
+  isa::Bundle& b = *out->bundle;
+  std::vector<std::shared_ptr<uint8_t>> held;  // the shared sections b's views point into
+  WeightSections weights;
+  QBC_RETURN_IF_ERROR(check_parts(std::move(opened), files, manifest, out, &weights));
+  // Part 0: layout, code, debug map, embedding, assets.
+  Container& c0 = out->containers[0];
+  QBC_ASSIGN_OR_RETURN(int li, unique_section(c0, SectionKind::kLayout));
+  if (li < 0) return data_loss(files[0], ": no layout section");
+  pb::Layout layout;
+  QBC_RETURN_IF_ERROR(
+      parse(c0.bytes(static_cast<size_t>(li)), c0.where(static_cast<size_t>(li)), &layout));
+  QBC_RETURN_IF_ERROR(decode_layout(layout, c0.where(static_cast<size_t>(li)), &b));
+  const uint64_t word =
+      target_word(b.target, b.target_cores, b.sram_bytes, b.dram_bytes, b.dma_align);
+  for (size_t p = 0; p < n; ++p) {
+    if (out->containers[p].header().target_word != word)
+      return data_loss(files[p], ": target word ", std::hex,
+                       out->containers[p].header().target_word, " does not match target '",
+                       b.target.substr(0, 64), "' of the layout (", word, ")");
+  }
+  std::map<std::pair<int, int>, size_t> code;
+  QBC_RETURN_IF_ERROR(load_code(c0, files[0], b, &code));
+  QBC_RETURN_IF_ERROR(load_debug(c0, files[0], layout, code, b));
+  QBC_RETURN_IF_ERROR(load_embedding(c0, files[0], b, &held));
+  QBC_RETURN_IF_ERROR(check_meta_against_layout(out->meta, b, c0.where(0)));
+  QBC_RETURN_IF_ERROR(load_assets(c0, out));
+  QBC_RETURN_IF_ERROR(load_image(out, files, layout, weights, &held));
   out->files = files;
   hold_storage(out, std::move(held));  // last: `b` is moved from
   return ok_status();

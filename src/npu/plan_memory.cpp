@@ -195,9 +195,32 @@ int32_t plan_activations(Context& cx, Layout& lay) {
   return act;
 }
 
+/// Slices are views (no instruction of their own): their consumers load the sliced columns
+/// straight from the source rows, so the first sliced byte must be a DMA address
+/// (`target.dma_align`; docs/npu.md V3). Buffer offsets and slot strides are aligned, so
+/// the column offset decides. An unaligned start would need a copy stage the backend does
+/// not have: kUnimplemented naming the node.
+Status check_slices(const Context& cx) {
+  const int64_t A = cx.o.target.dma_align;
+  for (size_t i = 0; i < cx.plan.nodes.size(); ++i) {
+    const Node& n = cx.g.node(static_cast<int32_t>(i));
+    const ValueLoc& v = cx.plan.nodes[i].place;
+    if (n.op != Op::kSlice || v.col % A == 0) continue;
+    return unimplemented(ir::describe(n), ": slice start ", n.attrs.get_int("start"), " is byte ",
+                         v.col, " of its source's rows, not a multiple of the ", A,
+                         "-byte DMA alignment; the backend lowers a slice as a view and has "
+                         "no copy for an unaligned one");
+  }
+  return ok_status();
+}
+
 /// The logits rows (fp32 from the head), per slot.
 Status plan_output(Context& cx, Layout& lay) {
   const Node& out = cx.g.node(cx.plan.output);
+  if (out.op == Op::kSlice || out.op == Op::kInput)
+    return unimplemented("graph output ", ir::describe(out),
+                         " computes nothing (a slice is a view of its source): the backend "
+                         "writes the logits from the head node that computes them");
   const bool out_f32 = out.part == ir::Part::kHead &&
                        !(out.op == Op::kQLinear && out.attrs.get_int("out_fp16") != 0);
   if (!out_f32)
@@ -245,6 +268,7 @@ Status plan_dram(Context& cx, Layout& lay) {
   p.nodes[static_cast<size_t>(p.embeds)].place =
       ValueLoc{p.input, 0, in_stride, hidden, DType::kF16};
   const int32_t act = plan_activations(cx, lay);
+  QBC_RETURN_IF_ERROR(check_slices(cx));
   QBC_RETURN_IF_ERROR(plan_output(cx, lay));
   const int64_t scratch = plan_scratch(cx, lay);
   const int64_t base = align_up(lay.weights_top, 4096);

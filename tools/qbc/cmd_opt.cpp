@@ -53,6 +53,7 @@ Status run_opt(const OptFlags& f) {
   QBC_ASSIGN_OR_RETURN(r.text, read_text_file(f.input));
   r.kind = f.kind == "mblt"      ? driver::TextKind::kMblt
            : f.kind == "program" ? driver::TextKind::kProgram
+           : f.kind == "plan"    ? driver::TextKind::kPlan
                                  : driver::TextKind::kAuto;
   r.passes = split_passes(f.passes);
   QBC_ASSIGN_OR_RETURN(r.cfg, resolve_config(f.config));
@@ -73,15 +74,17 @@ void register_opt(CLI::App& app, Action& action) {
       "passes run first (weights are values derived from each weight's name: a text carries\n"
       "none; passes that need calibration samples or statistics are refused), then the backend\n"
       "passes (shapes only), whose output is the plan text, or the program text once 'lower'\n"
-      "ran. On program text only assign-tokens runs; no pass: parse and print.\n"
+      "ran. On program text only assign-tokens runs; no pass: parse and print. Plan text (a\n"
+      "--dump-after of a planning pass; 'plan of graph ...') is parsed, verified (P1..P9) and\n"
+      "printed back; no pass runs on it.\n"
       "Exit codes: 0 ok, 2 bad text (FILE:LINE:COL and the token) or a pass refusing its\n"
       "input, 3 an unknown pass or one that cannot run on the input kind (named), 4 a plan\n"
       "that does not fit the target.");
-  cmd->add_option("input", f->input, "MBLT text or NPU program text file");
+  cmd->add_option("input", f->input, "MBLT text, NPU program text or plan text file");
   cmd->add_option("--passes", f->passes,
                   "Comma-separated pass names, run in order (quant passes before backend passes)");
-  cmd->add_option("--input-kind", f->kind, "auto (default), mblt or program")
-      ->check(CLI::IsMember({"auto", "mblt", "program"}));
+  cmd->add_option("--input-kind", f->kind, "auto (default), mblt, program or plan")
+      ->check(CLI::IsMember({"auto", "mblt", "program", "plan"}));
   cmd->add_flag("--list-passes", f->list, "List every pass: name, stage, input kinds, summary");
   cmd->add_option("-o,--output", f->output, "Write the result to this file (default stdout)");
   add_config_flags(*cmd, f->config);

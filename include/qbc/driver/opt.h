@@ -2,7 +2,8 @@
 // (docs/testing.md "Golden tests"). MBLT text goes through quant passes (over weights the
 // text cannot carry: deterministic values from each weight's name) and then backend passes
 // (shapes only: no weight image); NPU program text through the passes that work on programs
-// alone (assign-tokens), or none (a parse and print).
+// alone (assign-tokens), or none (a parse and print); plan text (npu::print_plan) is parsed,
+// verified (P1..P9) and printed back.
 #pragma once
 
 #include <string>
@@ -13,13 +14,13 @@
 
 namespace qbc::driver {
 
-enum class TextKind { kAuto, kMblt, kProgram };
+enum class TextKind { kAuto, kMblt, kProgram, kPlan };
 
 /// What `qbc opt` runs.
 struct OptRequest {
   std::string label;  ///< the input's name in errors ("file.mblt")
   std::string text;
-  TextKind kind = TextKind::kAuto;  ///< kAuto: program text starts with "bundle "
+  TextKind kind = TextKind::kAuto;  ///< kAuto: "bundle ..." program, "plan of graph ..." plan
   std::vector<std::string> passes;  ///< quant passes first, then backend passes
   config::ResolvedConfig cfg;       ///< quant pass options and the backend's target
 };

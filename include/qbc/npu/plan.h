@@ -133,6 +133,14 @@ struct Plan {
 /// planning passes, with the image line the backend adds).
 std::string print_plan(const Plan& p);
 
+/// Parses print_plan's text back to the Plan (an `image:` line after the regions, which
+/// the backend's fill-weights dump adds, is skipped). print_plan of the result is the text.
+/// Errors are kInvalidArgument "label:line:column: expected X (found 'token')".
+StatusOr<Plan> parse_plan(const std::string& text, const std::string& label = "<text>");
+
+/// Whether `text` is plan text (its first line starts "plan of graph ").
+bool is_plan_text(const std::string& text);
+
 /// Checks P1..P9 of docs/npu.md on `p` (as far as it is planned: tiles, places, fit). The
 /// first violation is kFailedPrecondition with a message that starts with the invariant,
 /// e.g. "P4 (stage fits SRAM): ", and names the node, value or buffer with the numbers.

@@ -12,7 +12,9 @@
 
 #include "mxq_meta.pb.h"
 #include "qbc/isa/text.h"
+#include "qbc/isa/verify.h"
 #include "qbc/mxq/bundle_codec.h"
+#include "unit/isa/isa_bundles.h"
 #include "unit/isa/table_sample.h"
 
 namespace qbc::mxq {
@@ -206,6 +208,30 @@ TEST(MxqInstrCodec, MalformedTableOpsAreRefused) {
   *bad_enum.mutable_table_op()->add_fields() = pb::TableField();
   bad_enum.mutable_table_op()->mutable_fields(10)->set_i(42);  // xtype
   refused(bad_enum, "matmul.xtype: enum value 42 is not defined");
+}
+
+// The scheme table (include/qbc/isa/schemes.def) is the only list of schemes: the layout
+// codec and the verifier accept every row of it and refuse the value one past it, so a row
+// added to the table is read and verified without touching either.
+TEST(MxqInstrCodec, EverySchemeOfTheTableDecodesAndVerifiesAndNoOther) {
+  for (size_t i = 0; i <= isa::kSchemeCount; ++i) {
+    isa::Bundle b = isa::testing::small_bundle();
+    b.modes[0].scheme = static_cast<isa::Scheme>(i);
+    const std::string name = i < isa::kSchemeCount ? isa::kSchemes[i].name : "one past the table";
+    isa::Bundle back;
+    const Status dec = decode_layout(encode_layout(b), "test", &back);
+    const Status ver = isa::verify(b);
+    if (i < isa::kSchemeCount) {
+      ASSERT_TRUE(dec.ok()) << name << ": " << dec.message();
+      ASSERT_EQ(back.modes.size(), 1u);
+      EXPECT_EQ(back.modes[0].scheme, b.modes[0].scheme) << name;
+      EXPECT_EQ(ver.message().find("unknown scheme"), std::string::npos) << name << ver.message();
+    } else {
+      EXPECT_EQ(dec.code(), Code::kDataLoss) << dec.message();
+      EXPECT_NE(dec.message().find("scheme"), std::string::npos) << dec.message();
+      EXPECT_NE(ver.message().find("mode 0: unknown scheme"), std::string::npos) << ver.message();
+    }
+  }
 }
 
 }  // namespace
