@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "qbc/driver/accuracy.h"
 #include "qbc/driver/backend.h"
+#include "qbc/driver/exec_trace.h"
 #include "qbc/driver/generate.h"
 #include "qbc/driver/layer_basis.h"
 #include "qbc/mxq/model_file.h"
@@ -63,6 +64,7 @@ struct RunOptions {
   int threads = 0;
   std::string backend = "auto";
   std::string load_cache, save_cache;  ///< MXQ: sequence cache files (docs/runtime.md)
+  std::string trace;                   ///< MXQ: the executor's timeline (Chrome trace JSON)
 };
 
 /// The runner of `m` for --backend: auto (the fake-quant evaluator for quantized graphs,
@@ -129,6 +131,25 @@ StatusOr<Opened> open_runnable(const std::string& path, const config::ResolvedCo
   return o;
 }
 
+/// `run --trace`: the executor's recorded timeline to `path`, with a summary line.
+Status write_exec_trace(const std::string& path, const runtime::Device& device,
+                        const runtime::ExecTrace& trace) {
+  QBC_ASSIGN_OR_RETURN(std::string json,
+                       driver::exec_trace_json(device.bundle(), device.mode(), trace));
+  QBC_RETURN_IF_ERROR(write_file_atomic(path, json));
+  const driver::ExecTraceSummary s = driver::summarize(trace);
+  char figures[128];
+  std::snprintf(figures, sizeof(figures), "prefill chunk %.1f us, decode step %.1f us mean",
+                s.prefill_us, s.decode_mean_us);
+  events::summary(
+      "trace",
+      "wrote " + path + " (" + std::to_string(s.spans) + " instructions in " +
+          std::to_string(s.calls) + " calls: " + figures +
+          "; measured host-executor times, open in ui.perfetto.dev)",
+      nlohmann::json({{"trace", path}, {"calls", s.calls}, {"events", s.spans}}).dump());
+  return ok_status();
+}
+
 Status run_run(const RunOptions& o) {
   QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_for_input(o.config, o.model));
   QBC_ASSIGN_OR_RETURN(Opened opened, open_runnable(o.model, cfg, o.backend, o.threads, o.mxq));
@@ -137,6 +158,10 @@ Status run_run(const RunOptions& o) {
   if ((!o.load_cache.empty() || !o.save_cache.empty()) && !opened.generator)
     return invalid_argument("--load-cache and --save-cache apply to compiled .mxq models; ",
                             o.model, " is not one");
+  if (!o.trace.empty() && !opened.generator)
+    return invalid_argument("--trace applies to compiled .mxq models; ", o.model, " is not one");
+  runtime::ExecTrace trace;
+  if (!o.trace.empty()) opened.generator->session().device().set_trace(&trace);
   if (!o.load_cache.empty()) {
     QBC_ASSIGN_OR_RETURN(std::string bytes, read_text_file(o.load_cache));
     QBC_RETURN_IF_ERROR(opened.generator->load_cache(bytes, o.load_cache));
@@ -170,6 +195,10 @@ Status run_run(const RunOptions& o) {
   if (!o.save_cache.empty()) {
     QBC_ASSIGN_OR_RETURN(std::string bytes, opened.generator->save_cache());
     QBC_RETURN_IF_ERROR(write_file_atomic(o.save_cache, bytes));
+  }
+  if (!o.trace.empty()) {
+    opened.generator->session().device().set_trace(nullptr);
+    QBC_RETURN_IF_ERROR(write_exec_trace(o.trace, opened.generator->session().device(), trace));
   }
   nlohmann::ordered_json j;
   j["prompt_tokens"] = prompt;
@@ -321,6 +350,11 @@ void register_run(CLI::App& app, Action& action) {
       ->group("MXQ");
   cmd->add_option("--save-cache", o->save_cache,
                   "MXQ: write the sequence's KV cache and its token ids to this file at the end")
+      ->group("MXQ");
+  cmd->add_option("--trace", o->trace,
+                  "MXQ: write the executor's timeline of the run (its first prefill chunk and up "
+                  "to 64 decode steps, every instruction on its core and queue, measured on the "
+                  "host) to this Chrome trace JSON file for ui.perfetto.dev")
       ->group("MXQ");
   cmd->add_option("--backend", o->backend,
                   "auto (quantized .mblt: the fake-quant evaluator; float models: LibTorch), npu "
