@@ -211,4 +211,17 @@ std::string report_json(const AccuracyReport& r) {
   return j.dump(2) + "\n";
 }
 
+StatusOr<PerplexityResult> perplexity(runner::Runner& model, const std::vector<int32_t>& tokens,
+                                      int32_t bos_id, const PerplexityRequest& request) {
+  ref::PerplexityOptions po;
+  po.max_chunks = request.max_chunks;
+  po.logprobs_path = request.logprobs_path;
+  po.write_logits = request.write_logits;
+  po.progress = [](int64_t chunk, int64_t n, double ppl) {
+    events::progress("eval", chunk, n);
+    log("eval").debug("chunk {}/{}: running perplexity {:.4f}", chunk, n, ppl);
+  };
+  return ref::perplexity(model, tokens, request.ctx, bos_id, po);
+}
+
 }  // namespace qbc::driver

@@ -56,7 +56,7 @@ StatusOr<std::vector<TraceCall>> trace_calls(const isa::Bundle& b, const isa::Mo
 }
 
 std::string chrome_trace_json(const isa::Bundle& b, const isa::Mode& mode,
-                              const std::vector<TraceCall>& calls) {
+                              const std::vector<TraceCall>& calls, const TraceSource& source) {
   Json events = Json::array();
   const int32_t cores = mode.cores_per_instance;
   for (int32_t c = 0; c < cores; ++c) {
@@ -99,7 +99,8 @@ std::string chrome_trace_json(const isa::Bundle& b, const isa::Mode& mode,
   Json doc;
   doc["traceEvents"] = std::move(events);
   doc["displayTimeUnit"] = "ns";
-  doc["otherData"] = {{"producer", "qbc inspect --trace (cost model)"},
+  doc["otherData"] = {{"producer", source.producer},
+                      {"times", source.times},
                       {"target", b.target},
                       {"scheme", isa::scheme_name(mode.scheme)}};
   return doc.dump() + "\n";

@@ -113,6 +113,10 @@ struct Core {
   /// DeviceOptions::counters_only: each exec_* counts its instruction and returns before it
   /// touches memory (there is none).
   bool counters_only = false;
+  /// Device::set_trace: every instruction's span is appended here (steady-clock seconds from
+  /// `trace_t0`); nullptr when the call is not recorded.
+  std::vector<ExecSpan>* trace = nullptr;
+  double trace_t0 = 0;
 
   /// The SRAM bytes [offset, offset + bytes) of ref `r` (`what` names the operand in
   /// errors): the buffer must be an SRAM buffer of this core and the range inside it. The

@@ -3,6 +3,7 @@
 #include "qbc/runtime/device.h"
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -89,6 +90,10 @@ std::vector<bool> read_only_buffers(const isa::Bundle& b, const isa::Mode& m) {
   return ro;
 }
 
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 std::string schemes_present(const isa::Bundle& b) {
   std::string s;
   for (const isa::Mode& m : b.modes)
@@ -117,9 +122,13 @@ struct Device::Impl {
   uint8_t* mapped = nullptr;  // or the bundle's viewed image (Bundle::image_view; the bundle,
                               // which this device holds, keeps it alive)
   int64_t weights_base = 0, weights_bytes = 0;
+  ExecTrace* trace = nullptr;  // Device::set_trace
 
   ~Impl();
   Status run(isa::Phase phase, int slot, int64_t start, int64_t seq);
+  /// Appends a recorded call to `trace`.
+  void record_call(isa::Phase phase, int slot, int64_t start, int64_t seq, double call_t0,
+                   std::vector<std::vector<ExecSpan>> spans);
   /// The DRAM the cores address (the block and the taken weight image).
   DramMemory memory() {
     return DramMemory{dram == nullptr ? nullptr : dram->p,
@@ -291,6 +300,14 @@ Status Device::Impl::run(isa::Phase phase, int slot, int64_t start, int64_t seq)
     }
   } materialize{cores};
   const size_t n = streams.size();
+  // Device::set_trace: this call's spans, per stream, on the clock of its start.
+  const bool record = trace != nullptr && trace->wants(phase);
+  const double call_t0 = record ? steady_seconds() : 0.0;
+  std::vector<std::vector<ExecSpan>> spans(record ? n : 0);
+  for (size_t i = 0; i < spans.size(); ++i) {
+    cores[i].trace = &spans[i];
+    cores[i].trace_t0 = call_t0;
+  }
   std::vector<Status> status(n);
   std::vector<const isa::Barrier*> at(n, nullptr);
   std::vector<bool> waiting(n, false);
@@ -343,7 +360,30 @@ Status Device::Impl::run(isa::Phase phase, int slot, int64_t start, int64_t seq)
                                  "; the other cores have ended)");
     }
   }
+  if (record) record_call(phase, slot, start, seq, call_t0, std::move(spans));
   return ok_status();
+}
+
+void Device::Impl::record_call(isa::Phase phase, int slot, int64_t start, int64_t seq,
+                               double call_t0, std::vector<std::vector<ExecSpan>> spans) {
+  const double seconds = steady_seconds() - call_t0;
+  if (trace->epoch < 0) trace->epoch = call_t0;
+  ExecCall c;
+  c.phase = phase;
+  c.start = start;
+  c.seq = seq;
+  c.slot = slot;
+  c.offset_s = call_t0 - trace->epoch;
+  c.seconds = seconds;
+  c.core_end_s.assign(static_cast<size_t>(mode->cores_per_instance), 0.0);
+  for (std::vector<ExecSpan>& core : spans) {
+    for (const ExecSpan& sp : core) {
+      double& end = c.core_end_s[static_cast<size_t>(sp.core)];
+      end = std::max(end, sp.end);
+    }
+    c.spans.insert(c.spans.end(), core.begin(), core.end());
+  }
+  trace->calls.push_back(std::move(c));
 }
 
 uint8_t* Device::dram(int64_t address, int64_t bytes) {
@@ -365,6 +405,8 @@ int32_t Device::physical_core(int32_t logical) const {
   return logical >= 0 && static_cast<size_t>(logical) < p.size() ? p[static_cast<size_t>(logical)]
                                                                  : logical;
 }
+
+void Device::set_trace(ExecTrace* trace) { impl_->trace = trace; }
 
 void Device::reset_counters() {
   for (CoreCounters& c : impl_->counters) c = CoreCounters();

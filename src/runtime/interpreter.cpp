@@ -90,6 +90,7 @@ Status Interpreter::run(Core& core, const isa::Barrier** barrier) {
       return ok_status();
     }
     const double t0 = core.profile ? profile_clock(core.profile_cpu) : 0.0;
+    const double trace_t0 = core.trace != nullptr ? profile_clock(false) : 0.0;
     Status s = std::visit(
         [&](const auto& op) -> Status {
           using T = std::decay_t<decltype(op)>;
@@ -104,6 +105,11 @@ Status Interpreter::run(Core& core, const isa::Barrier** barrier) {
       const size_t k = in.op.index();
       ++core.data.profile.count[k];
       core.data.profile.seconds[k] += profile_clock(core.profile_cpu) - t0;
+    }
+    if (core.trace != nullptr) {
+      core.trace->push_back(ExecSpan{core.index, in.queue, in.node, isa::op_name(in.op),
+                                     trace_t0 - core.trace_t0,
+                                     profile_clock(false) - core.trace_t0});
     }
     if (!s.ok()) return s.with_context(instr_label(*bundle_, *program_, core_, pc));
     pc_ = pc + 1;

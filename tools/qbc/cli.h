@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "qbc/config/config.h"
+#include "qbc/driver/compile.h"
+#include "qbc/driver/config_request.h"
 #include "qbc/driver/model_context.h"
-#include "qbc/mxq/model_file.h"
-#include "qbc/report/report.h"
+#include "qbc/driver/stored_config.h"
 #include "qbc/support/status.h"
 
 namespace qbc::cli {
@@ -18,20 +18,8 @@ namespace qbc::cli {
 /// The action of the selected subcommand, set by its CLI11 callback.
 using Action = std::function<Status()>;
 
-/// Config flags shared by commands that resolve a configuration.
-struct ConfigFlags {
-  std::string preset;
-  std::vector<std::string> files;
-  std::vector<std::string> sets;
-  std::string target_device;
-  std::string target_profile;
-  std::string inference_scheme;
-  std::string seed;
-  std::vector<std::string> calib;
-  bool use_random_calib = false;
-  int64_t context = 0;  ///< --context: maxSequenceLength = maxCacheLength (0: not given)
-  int64_t batch = 0;    ///< --batch: runtime.batchSize (0: not given)
-};
+/// Config flags shared by commands that resolve a configuration: the driver's request.
+using ConfigFlags = driver::ConfigRequest;
 
 /// Adds --preset, -c/--config, --set and the explicit config flags to `cmd`.
 void add_config_flags(CLI::App& cmd, ConfigFlags& flags);
@@ -90,11 +78,12 @@ Status inspect_mxq(const std::string& path, bool json, bool memory, bool program
 StatusOr<config::ResolvedConfig> stored_config(const std::string& path, const mxq::LoadedModel& m);
 
 /// `qbc report` / `compile --report` (cmd_report.cpp): the HTML report of the MXQ at
-/// `mxq_path` to `output`. `compiled` (the configuration with origins) and `passes` are
-/// known when a compile writes it; `accuracy` is an optional `qbc eval --json` file.
+/// `mxq_path` to `output` (driver::write_report). `compiled` (the configuration with origins)
+/// and the compile's `steps` are known when a compile writes it; `accuracy` is an optional
+/// `qbc eval --json` file.
 Status write_report(const std::string& mxq_path, const std::string& output,
                     const std::string& accuracy, const config::ResolvedConfig* compiled,
-                    const std::vector<report::PassTime>& passes, int64_t prompt_tokens = 240);
+                    const std::vector<driver::TimedStep>& steps, int64_t prompt_tokens = 240);
 /// `inspect --trace`: the cost model's timeline of the file's first mode as a Chrome trace.
 Status write_trace(const std::string& mxq_path, const mxq::LoadedModel& m,
                    const std::string& output);

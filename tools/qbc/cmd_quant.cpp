@@ -57,9 +57,7 @@ Status run_quantize(const QuantizeOptions& o) {
   QBC_ASSIGN_OR_RETURN(driver::CompileResult res, driver::run_compile(r, cfg));
   std::string json = driver::summary_json(r, res);
   if (r.compile && !o.report.empty()) {
-    std::vector<report::PassTime> passes;
-    for (const driver::TimedStep& s : res.steps()) passes.push_back({s.stage, s.name, s.seconds});
-    QBC_RETURN_IF_ERROR(write_report(o.output, o.report, "", &cfg, passes));
+    QBC_RETURN_IF_ERROR(write_report(o.output, o.report, "", &cfg, res.steps()));
     nlohmann::json j = nlohmann::json::parse(json);
     j["report"] = o.report;
     json = j.dump();

@@ -1,11 +1,10 @@
 // qbc report MODEL.mxq, compile --report and inspect --trace: the HTML compile report and
-// the timeline trace (qbc_report) of a compiled file.
+// the timeline trace of a compiled file (a shell over driver/report.h and driver/cost_trace.h).
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
-#include "qbc/driver/plan.h"
-#include "qbc/report/report.h"
-#include "qbc/report/trace.h"
+#include "qbc/driver/cost_trace.h"
+#include "qbc/driver/report.h"
 #include "qbc/support/file_util.h"
 #include "qbc/support/logging.h"
 
@@ -19,20 +18,6 @@ struct ReportOptions {
   int64_t prompt_tokens = 240;
 };
 
-/// The origins of a file's stored configuration: only whether a value is the built-in
-/// default (the layers it came from are known at compile time only).
-std::vector<config::OriginRow> stored_origin_rows(const config::CompileOptions& options) {
-  std::vector<config::OriginRow> rows = config::origin_rows(options, {});
-  const std::vector<config::OriginRow> defaults = config::origin_rows(config::defaults(), {});
-  for (config::OriginRow& r : rows) {
-    bool is_default = false;
-    for (const config::OriginRow& d : defaults)
-      if (d.path == r.path) is_default = d.value == r.value;
-    r.origin = is_default ? "default" : "stored in the MXQ";
-  }
-  return rows;
-}
-
 Status run_report(const ReportOptions& o) {
   return write_report(o.file, o.output, o.accuracy, nullptr, {}, o.prompt_tokens);
 }
@@ -41,66 +26,30 @@ Status run_report(const ReportOptions& o) {
 
 Status write_report(const std::string& mxq_path, const std::string& output,
                     const std::string& accuracy, const config::ResolvedConfig* compiled,
-                    const std::vector<report::PassTime>& passes, int64_t prompt_tokens) {
-  QBC_ASSIGN_OR_RETURN(mxq::LoadedModel m, mxq::load_model(mxq_path));
-  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig stored, stored_config(mxq_path, m));
-  report::ReportInput in;
-  in.model_file = mxq_path;
-  in.model_name = m.meta.model_name();
-  in.producer = m.meta.producer() + " " + m.meta.producer_version();
-  in.bundle = m.bundle.get();
-  in.cost = driver::cost_params(stored.options.target());
-  in.prompt_tokens = prompt_tokens;
-  if (compiled != nullptr) {
-    in.config = config::origin_rows(compiled->options, compiled->origins);
-  } else {
-    in.config = stored_origin_rows(stored.options);
-    in.config_note =
-        "Values as stored in the MXQ. The file keeps values, not origins: `qbc compile ... "
-        "--report` records the file, line, preset or flag each value came from.";
-  }
-  in.passes = passes;
-  if (passes.empty())
-    in.passes_note =
-        "Not recorded: pass times are known during a compile (`qbc compile ... "
-        "--report`), the MXQ does not keep them.";
-  if (!accuracy.empty()) {
-    QBC_ASSIGN_OR_RETURN(std::string text, read_text_file(accuracy));
-    QBC_ASSIGN_OR_RETURN(in.accuracy, report::parse_accuracy_json(text, accuracy));
-  }
-  QBC_ASSIGN_OR_RETURN(std::string html, report::render_html(in));
-  QBC_RETURN_IF_ERROR(write_file_atomic(output, html));
-  events::summary("report", "wrote " + output + " (" + std::to_string(html.size()) + " bytes)",
-                  nlohmann::json({{"report", output}, {"bytes", html.size()}}).dump());
+                    const std::vector<driver::TimedStep>& steps, int64_t prompt_tokens) {
+  driver::ReportRequest r;
+  r.mxq_path = mxq_path;
+  r.output = output;
+  r.accuracy = accuracy;
+  r.compiled = compiled;
+  r.steps = steps;
+  r.prompt_tokens = prompt_tokens;
+  QBC_ASSIGN_OR_RETURN(size_t bytes, driver::write_report(r));
+  events::summary("report", "wrote " + output + " (" + std::to_string(bytes) + " bytes)",
+                  nlohmann::json({{"report", output}, {"bytes", bytes}}).dump());
   return ok_status();
 }
 
 Status write_trace(const std::string& mxq_path, const mxq::LoadedModel& m,
                    const std::string& output) {
-  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, stored_config(mxq_path, m));
-  const isa::Bundle& b = *m.bundle;
-  if (b.modes.empty()) return invalid_argument(mxq_path, ": the file holds no program");
-  const isa::Mode& mode = b.modes.front();
-  QBC_ASSIGN_OR_RETURN(std::vector<report::TraceCall> calls,
-                       report::trace_calls(b, mode, driver::cost_params(cfg.options.target())));
-  const std::string json = report::chrome_trace_json(b, mode, calls);
-  QBC_RETURN_IF_ERROR(write_file_atomic(output, json));
-  size_t spans = 0;
-  std::string figures;
-  for (const report::TraceCall& c : calls) {
-    spans += c.cost.spans.size();
-    char buf[96];
-    std::snprintf(buf, sizeof(buf), "%s%s %.1f us", figures.empty() ? "" : ", ", c.name.c_str(),
-                  c.cost.seconds * 1e6);
-    figures += buf;
-  }
+  QBC_ASSIGN_OR_RETURN(driver::CostTrace t, driver::cost_trace(mxq_path, m));
+  QBC_RETURN_IF_ERROR(write_file_atomic(output, t.json));
   events::summary("trace",
-                  "wrote " + output + " (" + std::to_string(spans) + " instructions of the " +
-                      isa::scheme_name(mode.scheme) + " mode on " +
-                      std::to_string(mode.cores_per_instance) + " core" +
-                      (mode.cores_per_instance > 1 ? "s" : "") + ": " + figures +
+                  "wrote " + output + " (" + std::to_string(t.spans) + " instructions of the " +
+                      t.scheme + " mode on " + std::to_string(t.cores) + " core" +
+                      (t.cores > 1 ? "s" : "") + ": " + t.figures +
                       "; cost model estimate, open in ui.perfetto.dev)",
-                  nlohmann::json({{"trace", output}, {"events", spans}}).dump());
+                  nlohmann::json({{"trace", output}, {"events", t.spans}}).dump());
   return ok_status();
 }
 

@@ -7,17 +7,14 @@
 
 #include "cli.h"
 #include "qbc/driver/accuracy.h"
-#include "qbc/driver/backend.h"
 #include "qbc/driver/ctx_sweep.h"
-#include "qbc/driver/generate.h"
+#include "qbc/driver/exec_trace.h"
 #include "qbc/driver/layer_basis.h"
-#include "qbc/mxq/model_file.h"
-#include "qbc/ref/perplexity.h"
+#include "qbc/driver/runnable.h"
 #include "qbc/runtime/generator.h"
 #include "qbc/runtime/model.h"
 #include "qbc/support/file_util.h"
 #include "qbc/support/logging.h"
-#include "qbc/tokenizer/text_stream.h"
 
 namespace qbc::cli {
 namespace {
@@ -64,113 +61,82 @@ struct RunOptions {
   int threads = 0;
   std::string backend = "auto";
   std::string load_cache, save_cache;  ///< MXQ: sequence cache files (docs/runtime.md)
+  std::string trace;                   ///< MXQ: the executor's timeline (Chrome trace JSON)
 };
 
-/// The runner of `m` for --backend: auto (the fake-quant evaluator for quantized graphs,
-/// the float reference otherwise), npu (the ARIES backend's programs on the NPU executor),
-/// fakequant, float.
-StatusOr<std::unique_ptr<runner::Runner>> runner_for(const driver::LoadedModel& m,
-                                                     const config::ResolvedConfig& cfg,
-                                                     const std::string& backend, int threads) {
-  if (backend == "npu") return driver::make_npu_runner(m, cfg, threads);
-  if (backend != "auto" && backend != "fakequant" && backend != "float") {
-    return invalid_argument("--backend '", backend, "': expected auto, npu, fakequant or float");
-  }
-  const bool quantized = driver::is_quantized(m.graph);
-  if (backend == "fakequant" && !quantized)
-    return invalid_argument("--backend fakequant needs a quantized .mblt");
-  if (backend == "float" && quantized)
-    return invalid_argument("--backend float runs float models; this graph is quantized");
-  ref::SessionOptions so;
-  so.threads = threads;
-  return driver::make_runner(m, so);
+/// The driver's options for opening `model` with the MXQ flags.
+driver::RunnableOptions runnable_options(const MxqFlags& f, const std::string& backend,
+                                         int threads) {
+  driver::RunnableOptions r;
+  r.backend = backend;
+  r.threads = threads;
+  r.core_mode = f.core_mode;
+  r.cores = f.cores;
+  r.verify_digests = !f.no_verify;
+  return r;
 }
 
-/// A model opened to run: a graph (HF folder, .gguf, .mblt) with the runner --backend picks,
-/// or a compiled .mxq on the runtime.
-struct Opened {
-  std::optional<driver::LoadedModel> graph;
-  /// A compiled .mxq: the runtime's host side (tokenizer from the assets, its session).
-  std::unique_ptr<runtime::Generator> generator;
-  std::optional<tokenizer::Tokenizer> tok;
-  std::unique_ptr<runner::Runner> owned;  ///< the runner of a graph
-  runner::Runner* session = nullptr;
-  int64_t capacity = 0;
-};
-
-StatusOr<Opened> open_runnable(const std::string& path, const config::ResolvedConfig& cfg,
-                               const std::string& backend, int threads, const MxqFlags& f) {
-  Opened o;
-  if (mxq::is_mxq_file(path)) {
-    if (backend != "auto" && backend != "npu")
-      return invalid_argument(
-          "--backend ", backend, ": ", path,
-          " is compiled MXQ, which runs on the runtime (--backend auto or npu)");
-    runtime::LoadOptions lo;
-    lo.core_mode = f.core_mode;
-    lo.cores = f.cores;
-    lo.host_threads = threads;
-    lo.verify_digests = !f.no_verify;
-    QBC_ASSIGN_OR_RETURN(o.generator, runtime::Generator::create(path, lo));
-    o.capacity = o.generator->capacity();
-    o.session = &o.generator->session();
-    o.tok = o.generator->tokenizer();
-    return o;
-  }
-  if (f.core_mode != "auto" || !f.cores.empty())
-    return invalid_argument("--core-mode and --cores apply to compiled .mxq models; ", path,
-                            " is not one");
-  QBC_ASSIGN_OR_RETURN(driver::LoadedModel m, driver::open_model(path, cfg));
-  QBC_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, driver::load_tokenizer(m));
-  QBC_ASSIGN_OR_RETURN(o.owned, runner_for(m, cfg, backend, threads));
-  o.session = o.owned.get();
-  o.capacity = driver::cache_capacity(m.graph);
-  o.tok = std::move(tok);
-  o.graph = std::move(m);
-  return o;
+/// `run --trace`: the executor's recorded timeline to `path`, with a summary line.
+Status write_exec_trace(const std::string& path, const runtime::Device& device,
+                        const runtime::ExecTrace& trace) {
+  QBC_ASSIGN_OR_RETURN(std::string json,
+                       driver::exec_trace_json(device.bundle(), device.mode(), trace));
+  QBC_RETURN_IF_ERROR(write_file_atomic(path, json));
+  const driver::ExecTraceSummary s = driver::summarize(trace);
+  char figures[128];
+  std::snprintf(figures, sizeof(figures), "prefill chunk %.1f us, decode step %.1f us mean",
+                s.prefill_us, s.decode_mean_us);
+  events::summary(
+      "trace",
+      "wrote " + path + " (" + std::to_string(s.spans) + " instructions in " +
+          std::to_string(s.calls) + " calls: " + figures +
+          "; measured host-executor times, open in ui.perfetto.dev)",
+      nlohmann::json({{"trace", path}, {"calls", s.calls}, {"events", s.spans}}).dump());
+  return ok_status();
 }
 
 Status run_run(const RunOptions& o) {
   QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_for_input(o.config, o.model));
-  QBC_ASSIGN_OR_RETURN(Opened opened, open_runnable(o.model, cfg, o.backend, o.threads, o.mxq));
-  const tokenizer::Tokenizer& tok = *opened.tok;
-  runner::Runner* session = opened.session;
+  QBC_ASSIGN_OR_RETURN(
+      driver::Runnable opened,
+      driver::open_runnable(o.model, cfg, runnable_options(o.mxq, o.backend, o.threads)));
   if ((!o.load_cache.empty() || !o.save_cache.empty()) && !opened.generator)
     return invalid_argument("--load-cache and --save-cache apply to compiled .mxq models; ",
                             o.model, " is not one");
+  if (!o.trace.empty() && !opened.generator)
+    return invalid_argument("--trace applies to compiled .mxq models; ", o.model, " is not one");
+  runtime::ExecTrace trace;
+  if (!o.trace.empty()) opened.generator->session().device().set_trace(&trace);
   if (!o.load_cache.empty()) {
     QBC_ASSIGN_OR_RETURN(std::string bytes, read_text_file(o.load_cache));
     QBC_RETURN_IF_ERROR(opened.generator->load_cache(bytes, o.load_cache));
   }
-  const std::vector<int32_t> prompt = tok.encode(o.prompt, tok.add_bos_default());
-  runner::SamplingOptions s;
-  s.greedy = o.greedy || o.temperature <= 0;
-  s.temperature = o.temperature;
-  s.top_k = o.top_k;
-  s.top_p = o.top_p;
-  s.seed = static_cast<uint64_t>(cfg.options.seed());  // --seed, or `seed` in a config
+  driver::TextRequest req;
+  req.prompt = o.prompt;
+  req.n = o.n;
+  req.sampling.greedy = o.greedy || o.temperature <= 0;
+  req.sampling.temperature = o.temperature;
+  req.sampling.top_k = o.top_k;
+  req.sampling.top_p = o.top_p;
+  req.sampling.seed = static_cast<uint64_t>(cfg.options.seed());  // --seed, or `seed` in a config
+  req.ignore_eos = o.ignore_eos;
   std::fputs(o.prompt.c_str(), stdout);
-  // Stream text as it is decoded, in the prompt's context (a SentencePiece word's leading
-  // space survives) and whole UTF-8 characters at a time.
-  tokenizer::TextStream stream(tok, prompt);
-  auto on_token = [&](int32_t t) {
-    const std::string text = stream.push(t);
-    if (text.empty()) return;
-    std::fputs(text.c_str(), stdout);
-    std::fflush(stdout);
-  };
-  // An .mxq generates through the runtime's API (runtime::Generator), a graph on its runner;
-  // both are runner::generate with the same sampler.
-  QBC_ASSIGN_OR_RETURN(
-      runner::GenerateResult r,
-      opened.generator
-          ? opened.generator->generate_reusing_cache(prompt, o.n, s, on_token, o.ignore_eos)
-          : runner::generate(*session, prompt, o.n, s, tok.eos_id(), o.ignore_eos, opened.capacity,
-                             on_token));
-  std::fputs((stream.finish() + "\n").c_str(), stdout);
+  QBC_ASSIGN_OR_RETURN(driver::TextResult out,
+                       driver::generate_text(opened, req, [](const std::string& text) {
+                         if (text.empty()) return;
+                         std::fputs(text.c_str(), stdout);
+                         std::fflush(stdout);
+                       }));
+  std::fputs("\n", stdout);
+  const std::vector<int32_t>& prompt = out.prompt;
+  const driver::GenerateResult& r = out.generated;
   if (!o.save_cache.empty()) {
     QBC_ASSIGN_OR_RETURN(std::string bytes, opened.generator->save_cache());
     QBC_RETURN_IF_ERROR(write_file_atomic(o.save_cache, bytes));
+  }
+  if (!o.trace.empty()) {
+    opened.generator->session().device().set_trace(nullptr);
+    QBC_RETURN_IF_ERROR(write_exec_trace(o.trace, opened.generator->session().device(), trace));
   }
   nlohmann::ordered_json j;
   j["prompt_tokens"] = prompt;
@@ -215,20 +181,18 @@ struct EvalOptions {
 Status run_compare(const EvalOptions& o, const ir::Graph* graph, runner::Runner& test,
                    const std::vector<int32_t>& tokens, int32_t bos,
                    const config::ResolvedConfig& cfg) {
-  QBC_ASSIGN_OR_RETURN(driver::LoadedModel r, driver::open_model(o.reference, cfg));
-  ref::SessionOptions so;
-  so.threads = o.threads;
-  QBC_ASSIGN_OR_RETURN(std::unique_ptr<runner::Runner> reference, driver::make_runner(r, so));
+  QBC_ASSIGN_OR_RETURN(driver::ReferenceModel r,
+                       driver::open_reference(o.reference, cfg, o.threads));
   // Block outputs and every projection present in both graphs, each in a basis where the
   // two compare (driver/layer_basis.h: spinR1's rotation undone, re-based outputs left out).
   driver::LayerSelection layers;
   if (graph != nullptr) {
-    QBC_ASSIGN_OR_RETURN(layers, driver::select_layers(*graph, r.graph));
+    QBC_ASSIGN_OR_RETURN(layers, driver::select_layers(*graph, r.model.graph));
   }
   if (!o.ctx_sweep.empty()) {  // --ctx-sweep: one row per length (driver/ctx_sweep.h)
     QBC_ASSIGN_OR_RETURN(std::vector<int64_t> ctxs, driver::parse_ctx_list(o.ctx_sweep));
     QBC_ASSIGN_OR_RETURN(std::vector<driver::AccuracyReport> rows,
-                         driver::sweep_contexts(test, *reference, tokens, bos, ctxs, o.chunks));
+                         driver::sweep_contexts(test, *r.runner, tokens, bos, ctxs, o.chunks));
     const std::string json = driver::sweep_json(rows);
     events::result("eval", json);
     return emit_output("", o.json ? json : driver::format_sweep(rows));
@@ -238,7 +202,7 @@ Status run_compare(const EvalOptions& o, const ir::Graph* graph, runner::Runner&
   co.max_chunks = o.chunks;
   co.undo_spin_r1 = layers.undo_spin_r1;
   QBC_ASSIGN_OR_RETURN(driver::AccuracyReport rep,
-                       driver::compare_models(test, *reference, tokens, bos, layers.nodes, co));
+                       driver::compare_models(test, *r.runner, tokens, bos, layers.nodes, co));
   rep.layers_left_out = layers.left_out;
   const std::string json = driver::report_json(rep);
   events::result("eval", json);
@@ -251,7 +215,9 @@ Status run_eval(const EvalOptions& o) {
   QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_for_input(o.config, o.model));
   if (!o.ctx_sweep.empty() && o.reference.empty())
     return invalid_argument("--ctx-sweep needs --reference (KLD and top-1 against a float model)");
-  QBC_ASSIGN_OR_RETURN(Opened opened, open_runnable(o.model, cfg, o.backend, o.threads, o.mxq));
+  QBC_ASSIGN_OR_RETURN(
+      driver::Runnable opened,
+      driver::open_runnable(o.model, cfg, runnable_options(o.mxq, o.backend, o.threads)));
   int64_t longest = o.ctx;
   if (!o.ctx_sweep.empty()) {
     QBC_ASSIGN_OR_RETURN(std::vector<int64_t> ctxs, driver::parse_ctx_list(o.ctx_sweep));
@@ -262,7 +228,7 @@ Status run_eval(const EvalOptions& o) {
                               " exceeds the KV-cache capacity ", opened.capacity, " of ", o.model,
                               "; raise llm.attributes.maxCacheLength");
   }
-  const tokenizer::Tokenizer& tok = *opened.tok;
+  const auto& tok = *opened.tok;
   runner::Runner* session = opened.session;
   // As llama-perplexity: the whole text is one sequence, with BOS when the model adds one.
   const std::vector<int32_t> tokens = tok.encode(text, tok.add_bos_default());
@@ -273,16 +239,13 @@ Status run_eval(const EvalOptions& o) {
   if (!o.reference.empty())
     return run_compare(o, opened.graph ? &opened.graph->graph : nullptr, *session, tokens,
                        tok.bos_id(), cfg);
-  ref::PerplexityOptions po;
-  po.max_chunks = o.chunks;
-  po.logprobs_path = o.logprobs;
-  po.write_logits = o.logits;
-  po.progress = [](int64_t chunk, int64_t n, double ppl) {
-    events::progress("eval", chunk, n);
-    log("eval").debug("chunk {}/{}: running perplexity {:.4f}", chunk, n, ppl);
-  };
-  QBC_ASSIGN_OR_RETURN(ref::PerplexityResult r,
-                       ref::perplexity(*session, tokens, o.ctx, tok.bos_id(), po));
+  driver::PerplexityRequest pr;
+  pr.ctx = o.ctx;
+  pr.max_chunks = o.chunks;
+  pr.logprobs_path = o.logprobs;
+  pr.write_logits = o.logits;
+  QBC_ASSIGN_OR_RETURN(driver::PerplexityResult r,
+                       driver::perplexity(*session, tokens, tok.bos_id(), pr));
   nlohmann::ordered_json j = {{"model", o.model},
                               {"text", o.text},
                               {"ctx", o.ctx},
@@ -339,6 +302,11 @@ void register_run(CLI::App& app, Action& action) {
       ->group("MXQ");
   cmd->add_option("--save-cache", o->save_cache,
                   "MXQ: write the sequence's KV cache and its token ids to this file at the end")
+      ->group("MXQ");
+  cmd->add_option("--trace", o->trace,
+                  "MXQ: write the executor's timeline of the run (its first prefill chunk and up "
+                  "to 64 decode steps, every instruction on its core and queue, measured on the "
+                  "host) to this Chrome trace JSON file for ui.perfetto.dev")
       ->group("MXQ");
   cmd->add_option("--backend", o->backend,
                   "auto (quantized .mblt: the fake-quant evaluator; float models: LibTorch), npu "

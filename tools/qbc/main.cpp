@@ -6,7 +6,7 @@
 #include <exception>
 
 #include "cli.h"
-#include "qbc/ir/serialize.h"
+#include "qbc/driver/startup.h"
 #include "qbc/support/cancel.h"
 #include "qbc/support/exit_codes.h"
 #include "qbc/support/host_memory.h"
@@ -35,7 +35,7 @@ const char* kFooter =
 int run(int argc, char** argv) {
   // libprotobuf's own log lines (a junk MBLT's invalid UTF-8) go to the debug log, not next to
   // the located error we print.
-  qbc::ir::route_protobuf_logs();
+  qbc::driver::startup();
   CLI::App app("qbc: compiles HuggingFace decoder LLMs into quantized programs for the ARIES NPU");
   app.footer(kFooter);
   app.set_version_flag("--version", version_text(), "Print version and build information");

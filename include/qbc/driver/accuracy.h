@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "qbc/ref/perplexity.h"
 #include "qbc/runner/runner.h"
 #include "qbc/support/status.h"
 
@@ -64,6 +65,20 @@ StatusOr<AccuracyReport> compare_models(runner::Runner& test, runner::Runner& re
                                         const std::vector<int32_t>& tokens, int32_t bos_id,
                                         const std::vector<LayerError>& nodes,
                                         const CompareOptions& options);
+
+/// Options of perplexity().
+struct PerplexityRequest {
+  int64_t ctx = 256;
+  int64_t max_chunks = -1;    ///< -1 = all chunks of the text
+  std::string logprobs_path;  ///< per-token log-probabilities to this file (empty: none)
+  bool write_logits = false;  ///< with logprobs_path, the scored positions' logits too
+};
+using ref::PerplexityResult;
+
+/// llama-perplexity's protocol on `tokens` (ref::perplexity), reporting each chunk as an
+/// "eval" progress event and the running perplexity in the debug log.
+StatusOr<PerplexityResult> perplexity(runner::Runner& model, const std::vector<int32_t>& tokens,
+                                      int32_t bos_id, const PerplexityRequest& request);
 
 /// The report as a human-readable table.
 std::string format_report(const AccuracyReport& r);

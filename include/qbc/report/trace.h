@@ -33,8 +33,15 @@ struct TraceCall {
 StatusOr<std::vector<TraceCall>> trace_calls(const isa::Bundle& b, const isa::Mode& mode,
                                              const npu::CostParams& p);
 
-/// The calls as a Chrome trace event JSON document (see the layout above).
+/// Where a trace's times come from, written into its "otherData".
+struct TraceSource {
+  std::string producer = "qbc inspect --trace (cost model)";
+  std::string times = "cost model estimate (qbc/npu/cost_model.h), not measured";
+};
+
+/// The calls as a Chrome trace event JSON document (see the layout above). Only each call's
+/// name, phase, start, seq, offset_s and its cost's core_end_s and spans are read.
 std::string chrome_trace_json(const isa::Bundle& b, const isa::Mode& mode,
-                              const std::vector<TraceCall>& calls);
+                              const std::vector<TraceCall>& calls, const TraceSource& source = {});
 
 }  // namespace qbc::report

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "qbc/isa/program.h"
+#include "qbc/runtime/exec_trace.h"
 #include "qbc/support/status.h"
 
 namespace qbc::runtime {
@@ -97,6 +98,11 @@ class Device {
   /// Counters per core of the mode: index slot * cores_per_instance + core.
   const std::vector<CoreCounters>& counters() const;
   void reset_counters();
+
+  /// Records the timeline of the calls `trace` wants (ExecTrace::wants) into it, timing every
+  /// instruction on the host clock; nullptr stops recording. The trace must outlive the
+  /// recording.
+  void set_trace(ExecTrace* trace);
 
   const isa::Bundle& bundle() const;
   /// The selected mode.

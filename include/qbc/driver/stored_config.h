@@ -1,0 +1,16 @@
+// The configuration a compiled MXQ was made with, as the compile side reads it back.
+#pragma once
+
+#include <string>
+
+#include "qbc/config/config.h"
+#include "qbc/mxq/model_file.h"
+#include "qbc/support/status.h"
+
+namespace qbc::driver {
+
+/// The configuration stored in `m` (read from `path`), resolved over the defaults exactly as
+/// `-c` would load it. kDataLoss naming the file when it holds none or it does not load.
+StatusOr<config::ResolvedConfig> stored_config(const std::string& path, const mxq::LoadedModel& m);
+
+}  // namespace qbc::driver
