@@ -5,6 +5,7 @@
 // instructions split rows or channels over the host threads; every element is computed the
 // same way wherever it runs.
 #include <algorithm>
+#include <cstdlib>
 #include <vector>
 
 #if defined(__x86_64__)
@@ -50,6 +51,14 @@ const int8_t* weights_i8(const uint8_t* w, isa::DType t, int64_t n, int64_t kt,
     for (int64_t k = 0; k < kt; ++k) dst[k] = static_cast<int8_t>(row[static_cast<size_t>(k)]);
   }
   return scratch->data();
+}
+
+/// Whether matmul_u8 runs a block's groups in one dot_u8_groups call (else one dot_u8 call per
+/// group, the older path: the same integers). Off when the environment sets
+/// QBC_EXEC_NO_GROUPED, to time the two side by side.
+bool grouped_kernel() {
+  static const bool on = std::getenv("QBC_EXEC_NO_GROUPED") == nullptr;
+  return on;
 }
 
 /// The operands of one matmul, resolved.
@@ -199,7 +208,7 @@ void matmul_u8(const MatMulArgs& a, const int8_t* x, ThreadPool& pool, uint8_t* 
     }
   };
   auto run = [&](int64_t j0, int64_t j1, const int8_t* wr) {
-    if (gt > 1) return run_groups(j0, j1, wr);
+    if (gt > 1 && grouped_kernel()) return run_groups(j0, j1, wr);
     const int64_t bn = j1 - j0;
     int32_t* dots = scratch<int32_t, 1>(static_cast<size_t>(rows * bn)).data();
     int32_t* ws = scratch<int32_t, 2>(static_cast<size_t>(bn)).data();
