@@ -1,6 +1,8 @@
 // qbc-exec-matmul: throughput of the executor's integer matmul (and of a whole quantized
 // linear: quantize + matmul + requant) on SmolLM2-135M- and Llama-3.2-1B-shaped projections,
-// decode (1 row) and prefill (128 rows), with 1 and 2 host threads. Prints GMAC/s.
+// decode (1 row) and prefill (128 rows), with 1 and 2 host threads. Prints GMAC/s. The "W4g32"
+// shapes time the matmul on packed int4 weights in groups of 32 with packed 4-bit zero points
+// (the compact 4-bit image, docs/numerics.md): the grouped kernel dot_u8_groups.
 //
 //   build/tools/qbc-exec-matmul [reps [shape-substring]]
 #include <chrono>
@@ -21,14 +23,18 @@ using qbc::isa::Expr;
 struct Shape {
   const char* name;
   int64_t rows, n, k;
+  bool w4 = false;  ///< packed int4 weights, groups of 32, packed int4 zero points
 };
 
 /// A bundle whose prefill program loads x codes and weights into SRAM once, then runs
 /// `reps` matmuls (or quantize + matmul + requant with `linear`).
 std::shared_ptr<qbc::isa::Bundle> make_bundle(const Shape& s, int reps, bool linear) {
   auto b = std::make_shared<qbc::isa::Bundle>();
-  const int64_t w_bytes = s.n * s.k, x_bytes = s.rows * s.k * 2, acc_bytes = s.rows * s.n * 4;
-  b->sram_bytes = w_bytes + 2 * x_bytes + 2 * acc_bytes + 4 * s.n + 16 * s.rows + 4096;
+  const int64_t gt = s.w4 ? (s.k + 31) / 32 : 1, wz_bytes = s.w4 ? (s.n * gt + 1) / 2 : 0;
+  const int64_t w_bytes = s.w4 ? s.n * s.k / 2 : s.n * s.k, x_bytes = s.rows * s.k * 2;
+  const int64_t acc_bytes = s.rows * s.n * gt * 4;
+  b->sram_bytes =
+      w_bytes + wz_bytes + 2 * x_bytes + 2 * acc_bytes + 4 * s.n + 16 * s.rows + 4096 + 64;
   b->chunk = s.rows;
   b->max_cache = s.rows;
   std::mt19937 g(1);
@@ -59,12 +65,17 @@ std::shared_ptr<qbc::isa::Bundle> make_bundle(const Shape& s, int reps, bool lin
   const auto dws = buffer("ws", qbc::isa::Space::kDram, w_bytes + x_bytes, 4 * s.n);
   int64_t at = 0;
   auto sram = [&](const char* name, int64_t bytes) {
-    const auto r = buffer(name, qbc::isa::Space::kSram, at, bytes);
+    const auto r = buffer(name, qbc::isa::Space::kSram, at, bytes > 0 ? bytes : 1);
     at += (bytes + 63) / 64 * 64;
     return r;
   };
   const auto w = sram("w", w_bytes), x = sram("x", x_bytes), codes = sram("codes", s.rows * s.k);
   const auto xs = sram("xs", 4 * s.rows), xz = sram("xz", 4 * s.rows);
+  const auto wz = sram("wz", wz_bytes);  // zero codes: whatever the random weight bytes hold
+  if (s.w4) {
+    b->buffers[static_cast<size_t>(w.buffer)].dtype = qbc::isa::DType::kI4;
+    b->buffers[static_cast<size_t>(wz.buffer)].dtype = qbc::isa::DType::kI4;
+  }
   const auto ws = sram("ws", 4 * s.n), acc = sram("acc", acc_bytes),
              y = sram("y", s.rows * s.n * 2);
   qbc::isa::Mode m;
@@ -108,6 +119,11 @@ std::shared_ptr<qbc::isa::Bundle> make_bundle(const Shape& s, int reps, bool lin
   mm.n = s.n;
   mm.kt = s.k;
   mm.ldx = s.k;
+  if (s.w4) {
+    mm.wtype = qbc::isa::DType::kI4;
+    mm.group = 32;
+    mm.wzero = wz;
+  }
   emit(mm);
   if (linear) {
     qbc::isa::Requant r;
@@ -136,11 +152,16 @@ int main(int argc, char** argv) {
       {"smollm2-135m up (prefill)", 128, 1536, 576},
       {"smollm2-135m down (prefill)", 128, 576, 1536},
       {"llama-3.2-1b up (prefill)", 128, 8192, 2048},
+      {"smollm2-135m up W4g32 (decode)", 1, 1536, 576, true},
+      {"smollm2-135m down W4g32 (decode)", 1, 576, 1536, true},
+      {"llama-3.2-1b up W4g32 (decode)", 1, 8192, 2048, true},
+      {"smollm2-135m up W4g32 (prefill)", 128, 1536, 576, true},
   };
   std::printf("%-30s %8s %8s %12s %12s\n", "shape", "threads", "kind", "GMAC/s", "ms/call");
   for (const Shape& s : shapes) {
     if (argc > 2 && std::strstr(s.name, argv[2]) == nullptr) continue;
     for (bool linear : {false, true}) {
+      if (linear && s.w4) continue;  // the matmul alone (requant is per group either way)
       for (int threads : {1, 2}) {
         qbc::runtime::DeviceOptions o;
         o.host_threads = threads;

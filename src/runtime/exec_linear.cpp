@@ -5,6 +5,7 @@
 // instructions split rows or channels over the host threads; every element is computed the
 // same way wherever it runs.
 #include <algorithm>
+#include <cstdlib>
 #include <vector>
 
 #if defined(__x86_64__)
@@ -50,6 +51,14 @@ const int8_t* weights_i8(const uint8_t* w, isa::DType t, int64_t n, int64_t kt,
     for (int64_t k = 0; k < kt; ++k) dst[k] = static_cast<int8_t>(row[static_cast<size_t>(k)]);
   }
   return scratch->data();
+}
+
+/// Whether matmul_u8 runs a block's groups in one dot_u8_groups call (else one dot_u8 call per
+/// group, the older path: the same integers). Off when the environment sets
+/// QBC_EXEC_NO_GROUPED, to time the two side by side.
+bool grouped_kernel() {
+  static const bool on = std::getenv("QBC_EXEC_NO_GROUPED") == nullptr;
+  return on;
 }
 
 /// The operands of one matmul, resolved.
@@ -172,7 +181,34 @@ void matmul_u8(const MatMulArgs& a, const int8_t* x, ThreadPool& pool, uint8_t* 
   const int64_t work =
       rows <= kStreamRows ? n * kt * (kParallelMacs / kParallelStreamBytes) : rows * n * kt;
   // Channels [j0, j1) against weight rows wr (row j0 first, kt codes a row).
+  // Groups (gt > 1): every group of the block's rows in one dot_u8_groups call; the block's
+  // acc entries [(m * n + j0) * gt, (m * n + j1) * gt) are contiguous in that order.
+  auto run_groups = [&](int64_t j0, int64_t j1, const int8_t* wr) {
+    const int64_t cnt = (j1 - j0) * gt;
+    int32_t* dots = scratch<int32_t, 1>(static_cast<size_t>(rows * cnt)).data();
+    int32_t* ws = scratch<int32_t, 2>(static_cast<size_t>(cnt)).data();
+    AccT* row = scratch<AccT, 3>(static_cast<size_t>(cnt)).data();
+    dot_u8_groups(xu, kt, rows, wr, kt, j1 - j0, kt, a.group, dots, cnt, ws);
+    for (int64_t m = 0; m < rows; ++m) {
+      const int64_t xzm = int64_t{a.xz[m]} + 128;
+      const int64_t* xs = a.wz != nullptr ? xsum.data() + m * gt : nullptr;
+      const int32_t* wz = a.wz != nullptr ? a.wz + j0 * gt : nullptr;
+      uint8_t* dst = acc_mem + (m * n + j0) * gt * static_cast<int64_t>(sizeof(AccT));
+      if (op.accumulate) load(dst, cnt, row);
+      const int32_t* dr = dots + m * cnt;
+      for (int64_t i = 0; i < cnt; i += gt) {
+        for (int64_t g = 0; g < gt; ++g) {
+          int64_t v = int64_t{dr[i + g]} - xzm * ws[i + g];
+          if (wz != nullptr) v -= int64_t{wz[i + g]} * xs[g];
+          const int64_t old = op.accumulate ? int64_t{row[i + g]} : 0;
+          row[i + g] = static_cast<AccT>(static_cast<std::make_unsigned_t<AccT>>(v + old));
+        }
+      }
+      store(row, cnt, dst);
+    }
+  };
   auto run = [&](int64_t j0, int64_t j1, const int8_t* wr) {
+    if (gt > 1 && grouped_kernel()) return run_groups(j0, j1, wr);
     const int64_t bn = j1 - j0;
     int32_t* dots = scratch<int32_t, 1>(static_cast<size_t>(rows * bn)).data();
     int32_t* ws = scratch<int32_t, 2>(static_cast<size_t>(bn)).data();

@@ -248,6 +248,54 @@ QBC_VNNI_TARGET void dot_u8_vnni(const uint8_t* u, int64_t ldx, int64_t rows, co
   }
 }
 
+/// The eight int32 lane sums of v[0..7] (each __m256i one group), in order.
+QBC_VNNI_TARGET inline __m256i reduce8(const __m256i* v) {
+  const __m256i h01 = _mm256_hadd_epi32(v[0], v[1]), h23 = _mm256_hadd_epi32(v[2], v[3]);
+  const __m256i h45 = _mm256_hadd_epi32(v[4], v[5]), h67 = _mm256_hadd_epi32(v[6], v[7]);
+  const __m256i a = _mm256_hadd_epi32(h01, h23), b = _mm256_hadd_epi32(h45, h67);
+  return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20),
+                          _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+/// dot_u8_groups for group 32: one 32-byte vpdpbusd per group, eight groups reduced together.
+QBC_VNNI_TARGET void groups32_vnni(const uint8_t* u, int64_t ldx, int64_t rows, const int8_t* w,
+                                   int64_t ldw, int64_t n, int64_t len, int32_t* out, int64_t ldo,
+                                   int32_t* wsum) {
+  const int64_t gt = (len + 31) / 32;
+  const __m256i ones = _mm256_set1_epi8(1);
+  for (int64_t j = 0; j < n; ++j) {
+    const int8_t* wr = w + j * ldw;
+    for (int64_t g0 = 0; g0 < gt; g0 += 8) {
+      const int64_t gn = gt - g0 < 8 ? gt - g0 : 8;
+      __m256i wv[8], acc[8];
+      for (int i = 0; i < 8; ++i) {
+        const int64_t k0 = (g0 + i) * 32;
+        const int64_t left = i < gn ? (len - k0 < 32 ? len - k0 : 32) : 0;
+        const __mmask32 mask = left >= 32 ? ~__mmask32{0} : (__mmask32{1} << left) - 1;
+        wv[i] = _mm256_maskz_loadu_epi8(mask, wr + k0);
+        acc[i] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, wv[i]);
+      }
+      int32_t tmp[8];
+      if (wsum != nullptr) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(tmp), reduce8(acc));
+        for (int64_t i = 0; i < gn; ++i) wsum[j * gt + g0 + i] = tmp[i];
+      }
+      for (int64_t m = 0; m < rows; ++m) {
+        const uint8_t* ur = u + m * ldx;
+        for (int i = 0; i < 8; ++i) {
+          const int64_t k0 = (g0 + i) * 32;
+          const int64_t left = i < gn ? (len - k0 < 32 ? len - k0 : 32) : 0;
+          const __mmask32 mask = left >= 32 ? ~__mmask32{0} : (__mmask32{1} << left) - 1;
+          acc[i] = _mm256_dpbusd_epi32(_mm256_setzero_si256(),
+                                       _mm256_maskz_loadu_epi8(mask, ur + k0), wv[i]);
+        }
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(tmp), reduce8(acc));
+        for (int64_t i = 0; i < gn; ++i) out[m * ldo + j * gt + g0 + i] = tmp[i];
+      }
+    }
+  }
+}
+
 bool host_has_vnni() {
   static const bool has = [] {
     __builtin_cpu_init();
@@ -278,6 +326,29 @@ void dot_u8_portable(const uint8_t* u, int64_t ldx, int64_t rows, const int8_t* 
   }
 }
 
+void dot_u8_groups_portable(const uint8_t* u, int64_t ldx, int64_t rows, const int8_t* w,
+                            int64_t ldw, int64_t n, int64_t len, int64_t group, int32_t* out,
+                            int64_t ldo, int32_t* wsum) {
+  const int64_t gt = (len + group - 1) / group;
+  for (int64_t g = 0; g < gt; ++g) {
+    const int64_t k0 = g * group, gl = len - k0 < group ? len - k0 : group;
+    for (int64_t j = 0; j < n; ++j) {
+      const int8_t* b = w + j * ldw + k0;
+      if (wsum != nullptr) {
+        int32_t s = 0;
+        for (int64_t k = 0; k < gl; ++k) s += b[k];
+        wsum[j * gt + g] = s;
+      }
+      for (int64_t m = 0; m < rows; ++m) {
+        const uint8_t* a = u + m * ldx + k0;
+        int32_t s = 0;
+        for (int64_t k = 0; k < gl; ++k) s += int32_t{a[k]} * int32_t{b[k]};
+        out[m * ldo + j * gt + g] = s;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 bool dot_u8_fast() {
@@ -294,6 +365,17 @@ void dot_u8(const uint8_t* u, int64_t ldx, int64_t rows, const int8_t* w, int64_
   if (host_has_vnni()) return dot_u8_vnni(u, ldx, rows, w, ldw, n, len, out, ldo, wsum);
 #endif
   dot_u8_portable(u, ldx, rows, w, ldw, n, len, out, ldo, wsum);
+}
+
+void dot_u8_groups(const uint8_t* u, int64_t ldx, int64_t rows, const int8_t* w, int64_t ldw,
+                   int64_t n, int64_t len, int64_t group, int32_t* out, int64_t ldo,
+                   int32_t* wsum) {
+#ifdef QBC_RUNTIME_AVX2
+  if (group == 32 && host_has_vnni()) {
+    return groups32_vnni(u, ldx, rows, w, ldw, n, len, out, ldo, wsum);
+  }
+#endif
+  dot_u8_groups_portable(u, ldx, rows, w, ldw, n, len, group, out, ldo, wsum);
 }
 
 bool dot_tile_uses_avx2() {

@@ -31,4 +31,13 @@ bool dot_u8_fast();
 void dot_u8(const uint8_t* u, int64_t ldx, int64_t rows, const int8_t* w, int64_t ldw, int64_t n,
             int64_t len, int32_t* out, int64_t ldo, int32_t* wsum);
 
+/// Grouped dot_u8 (the int4 path's kernel: every group of a row in one call):
+/// out[m * ldo + j * gt + g] = Σ_{k in group g} u[m * ldx + k] * w[j * ldw + k] and
+/// wsum[j * gt + g] = Σ_{k in group g} w[j * ldw + k] for m < rows, j < n, g < gt =
+/// ceil(len / group) (the last group may be short), in int32: the same integers as dot_u8
+/// called once per group. AVX-512 VNNI for group 32 (eight groups reduced at once), else
+/// portable loops.
+void dot_u8_groups(const uint8_t* u, int64_t ldx, int64_t rows, const int8_t* w, int64_t ldw,
+                   int64_t n, int64_t len, int64_t group, int32_t* out, int64_t ldo, int32_t* wsum);
+
 }  // namespace qbc::runtime

@@ -203,8 +203,9 @@ TEST_P(RuntimeLinear, EqualsQlinearBitForBit) {
   x[5] = 60.0f;  // an outlier channel
   std::vector<float> want(static_cast<size_t>(c.s * c.out));
   numerics::qlinear(x.data(), c.s, p, want.data());
-  EXPECT_TRUE(testing::same_bits(run_linear(c, p, x, 1), want));
-  EXPECT_TRUE(testing::same_bits(run_linear(c, p, x, 2), want));
+  for (int threads = 1; threads <= 4; ++threads) {
+    EXPECT_TRUE(testing::same_bits(run_linear(c, p, x, threads), want)) << threads << " threads";
+  }
 }
 
 //                        name                s  in  out grp wb  wz     ib  dyn    asym   bias fp16
@@ -251,6 +252,17 @@ const LinearCase kCases[] = {
     {"compact8_decode", 1, 200, 13, 32, 8, true, 8, true, true, false, true, 1, true},
     {"compact8_in16", 3, 64, 6, 16, 8, true, 16, true, true, false, false, 2, true},
     {"compact8_large_threaded", 7, 512, 301, 32, 8, true, 8, true, true, true, true, 2, true},
+    // The grouped int4 kernel (dot_u8_groups: every group of a row in one call, eight groups
+    // reduced together): group counts that are not a multiple of eight (7 with a short last
+    // group, 18 as the 135M shape's 576 inputs, 9 per K tile), odd channel counts, decode and
+    // prefill rows, the threaded channel split, and int8 weights in groups of 32.
+    {"groups32_short_last_int4", 1, 200, 13, 32, 4, true, 8, true, true, true, true, 1, true},
+    {"groups32_135m_decode", 1, 576, 67, 32, 4, true, 8, true, true, false, true, 1, true},
+    {"groups32_135m_prefill", 5, 576, 33, 32, 4, true, 8, true, true, true, false, 1, true},
+    {"groups32_k_tiled", 3, 576, 19, 32, 4, true, 8, false, true, true, true, 2, true},
+    {"groups32_threaded_decode", 1, 1024, 301, 32, 4, true, 8, true, true, true, true, 1, true},
+    {"groups32_no_zero_int4", 2, 256, 41, 32, 4, false, 8, true, false, false, true, 1, true},
+    {"groups32_int8_weights", 3, 200, 29, 32, 8, true, 8, true, true, true, true, 1},
 };
 
 INSTANTIATE_TEST_SUITE_P(Cases, RuntimeLinear, ::testing::ValuesIn(kCases),
