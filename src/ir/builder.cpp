@@ -192,8 +192,10 @@ StatusOr<TensorType> infer_type(const Graph& g, const Node& n) {
       for (const char* key : {"v_bits", "p_bits", "q_scale", "k_scale", "v_scale"}) {
         if (a.has(key) != quant) return invalid_argument(describe(n), ": KV quantization attributes must all be present or none (", key, ")");
       }
-      if (!quant && (a.has("k_offset") || a.has("v_offset") || a.has("k_rot_offset"))) {
-        return invalid_argument(describe(n), ": k_offset / v_offset / k_rot_offset need a quantized KV cache (k_bits ...)");
+      if (!quant && (a.has("k_offset") || a.has("v_offset") || a.has("k_rot_offset") || a.has("k_token_scale") ||
+                     a.has("qk_hadamard"))) {
+        return invalid_argument(describe(n), ": k_offset / v_offset / k_rot_offset / k_token_scale / qk_hadamard need a ",
+                                "quantized KV cache (k_bits ...)");
       }
       if (a.has("k_rot_offset") && g.node(n.operands[1].value).op != Op::kRope) {
         return invalid_argument(describe(n), ": k_rot_offset needs K from a rope node (its offsets rotate with it)");
@@ -221,8 +223,14 @@ StatusOr<TensorType> infer_type(const Graph& g, const Node& n) {
           const int64_t b = a.get_int(key);
           if (b != 4 && b != 8 && b != 16) return invalid_argument(describe(n), ": ", key, " must be 4, 8 or 16");
         }
-        if (a.has("q_dynamic") && a.get_int("q_dynamic") != 0 && a.get_int("q_dynamic") != 1) {
-          return invalid_argument(describe(n), ": q_dynamic must be 0 or 1, got ", a.get_int("q_dynamic"));
+        for (const char* key : {"q_dynamic", "k_token_scale", "qk_hadamard"}) {
+          if (a.has(key) && a.get_int(key) != 0 && a.get_int(key) != 1) {
+            return invalid_argument(describe(n), ": ", key, " must be 0 or 1, got ", a.get_int(key));
+          }
+        }
+        if (a.get_int("qk_hadamard", 0) == 1 && (a.get_int("k_token_scale", 0) != 1 || (hd & (hd - 1)) != 0)) {
+          return invalid_argument(describe(n), ": qk_hadamard needs k_token_scale and a power-of-two head_dim (",
+                                  hd, "): static key ranges do not bound the rotated keys");
         }
         if (a.get_int("p_bits") != 8 && a.get_int("p_bits") != 16) {
           return invalid_argument(describe(n), ": p_bits must be 8 or 16");

@@ -52,7 +52,9 @@ std::vector<AttrSpec> attrs_of(Op op) {
               // and scores add q·rope(m) (docs/numerics.md).
               {"k_rot_offset", K::kFloats, false},
               // 1: per-(token, head) dynamic Q scale; q_scale then records the static one.
-              {"q_dynamic", K::kInt, false}};
+              {"q_dynamic", K::kInt, false},
+              // 1: per-(token, KV head) key multipliers; 1: online Q·K Hadamard (docs/numerics.md).
+              {"k_token_scale", K::kInt, false}, {"qk_hadamard", K::kInt, false}};
     case Op::kGatedAct: return {{"act", K::kString, true}};
     case Op::kAdd: return {};
     case Op::kScale: return {{"factor", K::kFloat, true}};

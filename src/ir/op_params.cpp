@@ -66,6 +66,8 @@ Status kv_quant_params(const Node& n, numerics::Attention* a) {
   a->v_bits = static_cast<int>(v_bits);
   a->p_bits = static_cast<int>(p_bits);
   QBC_ASSIGN_OR_RETURN(a->q_dynamic, flag(n, "q_dynamic"));
+  QBC_ASSIGN_OR_RETURN(a->k_token_scale, flag(n, "k_token_scale"));
+  QBC_ASSIGN_OR_RETURN(a->qk_hadamard, flag(n, "qk_hadamard"));
   const std::pair<const char*, std::vector<float>*> scales[] = {
       {"q_scale", &a->q_scale}, {"k_scale", &a->k_scale}, {"v_scale", &a->v_scale}};
   for (const auto& [key, dst] : scales) {

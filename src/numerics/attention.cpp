@@ -33,9 +33,32 @@ void softmax(std::vector<float>& x) {
 
 }  // namespace
 
+void hadamard_inplace(double* x, int64_t n) {
+  for (int64_t len = 1; len < n; len *= 2) {
+    for (int64_t i = 0; i < n; i += 2 * len) {
+      for (int64_t j = i; j < i + len; ++j) {
+        const double a = x[j], b = x[j + len];
+        x[j] = a + b;
+        x[j + len] = a - b;
+      }
+    }
+  }
+  const double r = std::sqrt(static_cast<double>(n));
+  for (int64_t i = 0; i < n; ++i) x[i] = x[i] / r;
+}
+
 void query_codes(const float* qr, int64_t head, const Attention& p, QueryCodes* out) {
   const int64_t d = p.head_dim;
   const int64_t kvh = head / (p.heads / p.kv_heads);
+  std::vector<float> qh;
+  if (p.qk_hadamard) {  // Q rotated like its keys, fp64, rounded once to fp16
+    std::vector<double> x(qr, qr + d);
+    hadamard_inplace(x.data(), d);
+    qh.resize(static_cast<size_t>(d));
+    for (int64_t c = 0; c < d; ++c)
+      qh[static_cast<size_t>(c)] = round_fp16(x[static_cast<size_t>(c)]);
+    qr = qh.data();
+  }
   std::vector<float> qk(static_cast<size_t>(d));
   for (int64_t c = 0; c < d; ++c)  // Q times its KV head's K scales, fp16
     qk[static_cast<size_t>(c)] = round_fp16(qr[c] * p.k_scale[static_cast<size_t>(kvh * d + c)]);
@@ -47,12 +70,36 @@ void query_codes(const float* qr, int64_t head, const Attention& p, QueryCodes* 
   out->mq = static_cast<float>(static_cast<double>(sq) * p.scale);
 }
 
+void key_codes(const float* k, int64_t kvh, const Attention& p, int32_t* codes, float* t) {
+  const int64_t d = p.head_dim;
+  const size_t base = static_cast<size_t>(kvh * d);
+  std::vector<double> x(k, k + d);
+  if (p.qk_hadamard) hadamard_inplace(x.data(), d);
+  *t = 1.0f;
+  if (p.k_token_scale) {  // the row's reach in units of its static scales, over qmax, fp16
+    double m = 0.0;
+    for (int64_t c = 0; c < d; ++c) {
+      const size_t i = base + static_cast<size_t>(c);
+      m = std::max(m, std::fabs(x[static_cast<size_t>(c)] - static_cast<double>(p.k_offset[i])) /
+                          static_cast<double>(p.k_scale[i]));
+    }
+    const float r = round_fp16(m / static_cast<double>(quant_max(p.k_bits)));
+    if (r > 0.0f) *t = r;
+  }
+  for (int64_t c = 0; c < d; ++c) {
+    const size_t i = base + static_cast<size_t>(c);
+    codes[c] =
+        quantize_symmetric(x[static_cast<size_t>(c)], p.k_scale[i] * *t, p.k_bits, p.k_offset[i]);
+  }
+}
+
 float key_score(const QueryCodes& q, const float* qr, const int32_t* kcodes, const float* krot,
-                const Attention& p) {
+                const Attention& p, float k_token) {
   const int64_t d = p.head_dim;
   int64_t acc = 0;
   for (int64_t c = 0; c < d; ++c) acc += int64_t{q.codes[static_cast<size_t>(c)]} * kcodes[c];
   float sc = static_cast<float>(acc) * q.mq;
+  if (p.k_token_scale) sc = sc * k_token;
   if (krot != nullptr) {  // + q · rope(m) of this key, in fp32, channel order
     float corr = 0.0f;
     for (int64_t c = 0; c < d; ++c) corr += qr[c] * krot[c];
@@ -85,7 +132,8 @@ void attention(const float* q, const float* k, const float* v, int64_t s, const 
   const int64_t d = p.head_dim, kvw = p.kv_heads * d, qw = p.heads * d;
   const int64_t groups = p.heads / p.kv_heads;
   const bool rot = p.quantized && !p.k_rot_offset.empty();
-  std::vector<float> off(static_cast<size_t>(rot ? kvw : 0));
+  std::vector<float> off(static_cast<size_t>(rot ? kvw : 0)), krow(static_cast<size_t>(kvw));
+  std::vector<int32_t> kc(static_cast<size_t>(kvw));
   // Append this call's keys and values (K is already rotated; static per-channel scales).
   for (int64_t t = 0; t < s; ++t) {
     if (rot) rotated_key_offset(p, cache.tokens + t, off.data());
@@ -98,13 +146,19 @@ void attention(const float* q, const float* k, const float* v, int64_t s, const 
       }
       if (p.quantized) {
         const size_t ci = static_cast<size_t>(c);
-        cache.k_codes.push_back(quantize_symmetric(kv, p.k_scale[ci], p.k_bits, p.k_offset[ci]));
+        krow[ci] = kv;
         cache.v_codes.push_back(quantize_symmetric(vv, p.v_scale[ci], p.v_bits, p.v_offset[ci]));
       } else {
         cache.k_values.push_back(kv);
         cache.v_values.push_back(vv);
       }
     }
+    for (int64_t h = 0; h < p.kv_heads && p.quantized; ++h) {
+      float tk = 1.0f;
+      key_codes(krow.data() + h * d, h, p, kc.data() + h * d, &tk);
+      if (p.k_token_scale) cache.k_token.push_back(tk);
+    }
+    if (p.quantized) cache.k_codes.insert(cache.k_codes.end(), kc.begin(), kc.end());
   }
   cache.tokens += s;
   const int64_t past = cache.tokens - s;
@@ -124,8 +178,10 @@ void attention(const float* q, const float* k, const float* v, int64_t s, const 
         float mx = -std::numeric_limits<float>::infinity();
         for (int64_t j = lo; j <= pos; ++j) {
           const size_t row = static_cast<size_t>(j * kvw + kvh * d);
+          const float tk =
+              p.k_token_scale ? cache.k_token[static_cast<size_t>(j * p.kv_heads + kvh)] : 1.0f;
           const float sc = key_score(qc, qr, cache.k_codes.data() + row,
-                                     rot ? cache.k_rot.data() + row : nullptr, p);
+                                     rot ? cache.k_rot.data() + row : nullptr, p, tk);
           scores[static_cast<size_t>(j - lo)] = sc;
           mx = std::max(mx, sc);
         }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "qbc/numerics/attention.h"
 #include "qbc/numerics/fp16.h"
 #include "qbc/numerics/quantizer.h"
 #include "qbc/quant/gptq.h"
@@ -104,6 +105,35 @@ struct KvScales {
   }
 };
 
+/// Static K scales and offsets for the Hadamard-rotated keys (qk_hadamard): per KV head
+/// the offsets rotated like the keys (still softmax-free), one scale for the head (the
+/// rotation mixes its channels; the per-token multiplier sets the actual step), and Q's
+/// static scale bounded by max|Hq|_c <= sum_c max|q_c| / sqrt(head_dim).
+void rotate_key_scales(KvScales& s, const TensorStats& q, int64_t kv_heads, int64_t hd) {
+  const int64_t group = static_cast<int64_t>(s.q_scale.size()) / kv_heads;
+  std::vector<double> head_scale(static_cast<size_t>(kv_heads), 0.0);
+  for (int64_t h = 0; h < kv_heads; ++h) {
+    double* o = s.k_offset.data() + h * hd;
+    numerics::hadamard_inplace(o, hd);
+    for (int64_t c = 0; c < hd; ++c) {
+      o[c] = fp32(o[c]);
+      head_scale[static_cast<size_t>(h)] =
+          std::max(head_scale[static_cast<size_t>(h)], s.k_scale[static_cast<size_t>(h * hd + c)]);
+    }
+    for (int64_t c = 0; c < hd; ++c)
+      s.k_scale[static_cast<size_t>(h * hd + c)] = head_scale[static_cast<size_t>(h)];
+  }
+  for (size_t h = 0; h < s.q_scale.size(); ++h) {
+    double l1 = 0;
+    for (int64_t c = 0; c < hd; ++c)
+      l1 += static_cast<double>(
+          q.channel_absmax[h * static_cast<size_t>(hd) + static_cast<size_t>(c)]);
+    const double reach =
+        l1 / std::sqrt(static_cast<double>(hd)) * head_scale[h / static_cast<size_t>(group)];
+    s.q_scale[h] = std::max(reach / static_cast<double>(numerics::quant_max(8)), 1e-8);
+  }
+}
+
 /// Writes the quantized-KV attributes (docs/numerics.md) on attention node `n`.
 void set_kv_attrs(ir::Node& n, const config::CompileOptions& options, bool per_token, KvScales s) {
   const bool p16 = matches_any(options.bit().layer_overrides().activation16_bits(), n.name);
@@ -117,6 +147,8 @@ void set_kv_attrs(ir::Node& n, const config::CompileOptions& options, bool per_t
   n.attrs.set("k_offset", std::move(s.k_offset));
   n.attrs.set("v_offset", std::move(s.v_offset));
   if (!s.k_rot_offset.empty()) n.attrs.set("k_rot_offset", std::move(s.k_rot_offset));
+  if (options.bit().kv_cache().key_token_scale()) n.attrs.set("k_token_scale", int64_t{1});
+  if (options.bit().kv_cache().key_hadamard()) n.attrs.set("qk_hadamard", int64_t{1});
 }
 
 }  // namespace
@@ -381,9 +413,17 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
         q_scale[static_cast<size_t>(h)] =
             std::max(m / static_cast<double>(numerics::quant_max(8)), 1e-8);
       }
-      set_kv_attrs(n, options, per_token,
-                   KvScales{std::move(q_scale), std::move(k_scale), std::move(v_scale),
-                            std::move(k_offset), std::move(v_offset), std::move(k_rot_offset)});
+      KvScales kv{std::move(q_scale),  std::move(k_scale),  std::move(v_scale),
+                  std::move(k_offset), std::move(v_offset), std::move(k_rot_offset)};
+      if (options.bit().kv_cache().key_hadamard()) {
+        if (!options.bit().kv_cache().key_token_scale() || (hd & (hd - 1)) != 0) {
+          return invalid_argument(n.name,
+                                  ": bit.kvCache.keyHadamard needs bit.kvCache.keyTokenScale and",
+                                  " a power-of-two head_dim (", hd, ")");
+        }
+        rotate_key_scales(kv, *qs, kvh, hd);
+      }
+      set_kv_attrs(n, options, per_token, std::move(kv));
     }
   }
   return r;

@@ -30,6 +30,12 @@ struct Attention {
   /// or empty. Each key is stored minus rope(m) at its position, with K's rope `k_rope`.
   std::vector<float> k_rot_offset;
   Rope k_rope;
+  /// Per-token key scales: each stored key row of a KV head gets an fp16 multiplier t
+  /// (its largest |(k_c − o_c) / s_c| over qmax), the codes use s_c · t, the score × t.
+  bool k_token_scale = false;
+  /// Online per-head Walsh–Hadamard rotation of Q and K (after RoPE and the rotating
+  /// offset) before their codes: exact in the score, q·k = (Hq)·(Hk). Needs k_token_scale.
+  bool qk_hadamard = false;
 };
 
 /// One attention node's KV cache, [tokens, KV*d] rows appended per token.
@@ -38,6 +44,7 @@ struct KvCache {
   std::vector<int32_t> k_codes, v_codes;  ///< Quantized caches.
   std::vector<float> k_values, v_values;  ///< Float caches (fp16 values).
   std::vector<float> k_rot;               ///< rope(m) per stored key [tokens, KV*d] (k_rot_offset).
+  std::vector<float> k_token;             ///< per-token key scales t [tokens, KV] (k_token_scale).
 };
 
 /// Q of one query head prepared for the integer score rule: Q times its KV head's K
@@ -53,7 +60,15 @@ void query_codes(const float* qr, int64_t head, const Attention& p, QueryCodes* 
 /// The (soft-capped) score of one key: fp32(acc) · mq (+ the rotating-offset correction
 /// fp32(Σ_c q_c · krot_c) · scale when `krot` is not null), acc = Σ_c qcodes_c · kcodes_c.
 float key_score(const QueryCodes& q, const float* qr, const int32_t* kcodes, const float* krot,
-                const Attention& p);
+                const Attention& p, float k_token = 1.0f);
+
+/// The orthonormal Walsh–Hadamard transform of `n` (a power of two) values in place:
+/// butterflies (a + b, a − b) in fp64 at strides 1, 2, 4, …, then each value / sqrt(n).
+void hadamard_inplace(double* x, int64_t n);
+
+/// One key row of KV head `kvh` (fp32 [head_dim], rotating offset already subtracted)
+/// into its codes (and, with k_token_scale, its per-token scale t; else 1).
+void key_codes(const float* k, int64_t kvh, const Attention& p, int32_t* codes, float* t);
 
 /// rope(m) of the rotating key offsets at cache position `pos`, for all KV heads
 /// (out: [KV*d]); one-position rope call, so it does not depend on how keys were batched.
