@@ -36,7 +36,6 @@ Status run_parse(const ParseOptions& o) {
   if (!driver::is_mblt_path(o.output))
     return invalid_argument("parse: output ", o.output, " must end in .mblt");
   const auto t0 = std::chrono::steady_clock::now();
-  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_for_model(o.config, o.model));
   // A VLM's vision tower goes to its own MBLT next to the language one (docs/multimodal.md).
   // A tower not built yet is reported (exit 3) after the language graph is written.
   StatusOr<std::optional<ir::Graph>> vision = driver::import_vision_graph(o.model);
@@ -50,6 +49,7 @@ Status run_parse(const ParseOptions& o) {
                                  " nodes, " + std::to_string(vg.weights().size()) +
                                  " weights, image " + vg.metadata["vision.image_size"] + ")");
   }
+  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_for_model(o.config, o.model));
   QBC_ASSIGN_OR_RETURN(driver::LoadedModel m, driver::import_model(o.model, cfg));
   m.graph.metadata["producer"] = "qbc " QBC_VERSION " (" QBC_GIT_DESCRIBE ")";
   QBC_RETURN_IF_ERROR(ir::save(m.graph, o.output));
