@@ -10,7 +10,9 @@
 #include <optional>
 
 #include "qbc/driver/backend.h"
+#include "qbc/driver/model_loader.h"
 #include "qbc/driver/mxq_output.h"
+#include "qbc/ir/serialize.h"
 #include "qbc/quant/pipeline.h"
 #include "qbc/quant/shape_only.h"
 #include "qbc/support/logging.h"
@@ -50,7 +52,24 @@ pass::Instrumentation quant_part(const CompileRequest& r) {
   return q;
 }
 
+// The vision tower's ops have a float reference only (docs/multimodal.md): exit 3 naming one,
+// before the graph's source model is opened (a VLM folder's language part is not read yet).
+Status refuse_vision_ops(const std::string& path) {
+  if (!is_mblt_path(path)) return ok_status();
+  QBC_ASSIGN_OR_RETURN(const ir::Graph g, ir::load(path));
+  for (const ir::Node& n : g.nodes()) {
+    if (n.op == ir::Op::kGelu || n.op == ir::Op::kRopeTable || n.op == ir::Op::kFullAttention ||
+        n.op == ir::Op::kMergeRows) {
+      return unimplemented(path, ": ", ir::describe(n), ": op '", ir::op_info(n.op).name,
+                           "' has a float reference only; no quantization or ARIES backend "
+                           "lowering yet (docs/multimodal.md)");
+    }
+  }
+  return ok_status();
+}
+
 Status parse_stage(Job& j) {
+  QBC_RETURN_IF_ERROR(refuse_vision_ops(j.req.model));
   QBC_ASSIGN_OR_RETURN(j.model, open_model(j.req.model, j.cfg));
   // The split is checked against the model's blocks before any work.
   if (j.req.compile) {

@@ -204,6 +204,22 @@ StatusOr<std::string> read_text(const std::filesystem::path& path) {
   return ss.str();
 }
 
+Status create_output_dir(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return invalid_argument(dir.string(), ": cannot create folder: ", ec.message());
+  return ok_status();
+}
+
+// A VLM's vision weights only: its language model is not read yet (docs/multimodal.md).
+Status write_random_vision(const RandomModelOptions& o, const VisionConfig& vc,
+                           const std::string& config) {
+  QBC_RETURN_IF_ERROR(create_output_dir(o.output_dir));
+  QBC_RETURN_IF_ERROR(write_model_safetensors(o.output_dir / "model.safetensors",
+                                              hf_vision_tensor_specs(vc), o, 1.0f));
+  return write_file_atomic((o.output_dir / "config.json").string(), config);
+}
+
 }  // namespace
 
 int64_t HfTensorSpec::num_elements() const {
@@ -221,6 +237,33 @@ std::vector<HfTensorSpec> hf_tensor_specs(const HParams& hp) {
   if (!hp.tie_word_embeddings) {
     add(out, names.lm_head + ".weight", {hp.vocab_size, hp.hidden_size}, TensorRole::kEmbedding);
   }
+  std::sort(out.begin(), out.end(),
+            [](const HfTensorSpec& a, const HfTensorSpec& b) { return a.name < b.name; });
+  return out;
+}
+
+std::vector<HfTensorSpec> hf_vision_tensor_specs(const VisionConfig& vc) {
+  std::vector<HfTensorSpec> out;
+  if (vc.tower != VisionTower::kQwen25Vit) return out;
+  const int64_t w = vc.width, f = vc.ffn, wide = w * vc.merge * vc.merge;
+  add(out, "visual.patch_embed.proj.weight",
+      {w, 3, vc.temporal_patch_size, vc.patch_size, vc.patch_size}, TensorRole::kLinear);
+  auto linear = [&](const std::string& m, int64_t rows, int64_t cols) {
+    add_linear(out, m, rows, cols, /*bias=*/true);
+  };
+  for (int64_t i = 0; i < vc.depth; ++i) {
+    const std::string b = "visual.blocks." + std::to_string(i) + ".";
+    add(out, b + "norm1.weight", {w}, TensorRole::kNorm);
+    add(out, b + "norm2.weight", {w}, TensorRole::kNorm);
+    linear(b + "attn.qkv", 3 * w, w);
+    linear(b + "attn.proj", w, w);
+    linear(b + "mlp.gate_proj", f, w);
+    linear(b + "mlp.up_proj", f, w);
+    linear(b + "mlp.down_proj", w, f);
+  }
+  add(out, "visual.merger.ln_q.weight", {w}, TensorRole::kNorm);
+  linear("visual.merger.mlp.0", wide, wide);
+  linear("visual.merger.mlp.2", vc.text_hidden, wide);
   std::sort(out.begin(), out.end(),
             [](const HfTensorSpec& a, const HfTensorSpec& b) { return a.name < b.name; });
   return out;
@@ -258,6 +301,28 @@ StatusOr<std::string> apply_config_overrides(std::string_view config_json, std::
     for (int64_t i = 0; i < *ov.num_hidden_layers; ++i) list.push_back(old[i % old.size()]);
     j[key] = list;
   }
+  const VisionOverrides& vo = ov.vision;
+  const std::pair<const char*, const std::optional<int64_t>*> vision_ints[] = {
+      {"depth", &vo.depth},
+      {"hidden_size", &vo.hidden_size},
+      {"intermediate_size", &vo.intermediate_size},
+      {"num_heads", &vo.num_heads},
+      {"out_hidden_size", &vo.out_hidden_size},
+  };
+  for (const auto& [key, value] : vision_ints) {
+    if (!value->has_value()) continue;
+    if (!j.contains("vision_config") || !j["vision_config"].is_object())
+      return invalid_argument(source, ": vision_config.", key,
+                              " overridden, but there is no vision_config");
+    j["vision_config"][key] = **value;
+  }
+  if (vo.fullatt_block_indexes) {
+    if (!j.contains("vision_config") || !j["vision_config"].is_object())
+      return invalid_argument(
+          source,
+          ": vision_config.fullatt_block_indexes overridden, but there is no vision_config");
+    j["vision_config"]["fullatt_block_indexes"] = *vo.fullatt_block_indexes;
+  }
   if (dtype) {
     j["torch_dtype"] = std::string(torch_dtype_of(*dtype));
     if (j.contains("dtype")) j["dtype"] = j["torch_dtype"];
@@ -283,6 +348,10 @@ Status write_random_model(const RandomModelOptions& o) {
   }
   QBC_ASSIGN_OR_RETURN(std::string config,
                        apply_config_overrides(text, source, o.overrides, o.dtype));
+  // Other VLMs go on to parse_hparams, which names what it cannot read.
+  const StatusOr<std::optional<VisionConfig>> vision = parse_vision_config(config, source);
+  if (vision.ok() && *vision && (*vision)->tower == VisionTower::kQwen25Vit)
+    return write_random_vision(o, **vision, config);
   QBC_ASSIGN_OR_RETURN(HParams hp, parse_hparams(config, source + " (with overrides)"));
   if (hp.architecture == "Gemma3ForConditionalGeneration") {
     return unimplemented(source,

@@ -261,6 +261,56 @@ StatusOr<TensorType> infer_type(const Graph& g, const Node& n) {
         return invalid_argument(describe(n), ": cap must be positive");
       }
       return t[0];
+    case Op::kGelu:
+      if (!is_float(t[0].dtype)) return invalid_argument(describe(n), ": needs a float input");
+      return t[0];
+    case Op::kRopeTable: {
+      const int64_t heads = a.get_int("num_heads"), hd = a.get_int("head_dim");
+      if (heads <= 0 || hd <= 0 || hd % 2 != 0 || t[0].dim(-1) != heads * hd) {
+        return invalid_argument(describe(n), ": input ", t[0].to_string(), " is not num_heads ", heads,
+                                " x an even head_dim ", hd);
+      }
+      for (size_t i = 1; i < 3; ++i) {
+        std::vector<int64_t> want = t[0].dims;
+        want.back() = hd / 2;
+        if (!is_float(t[i].dtype) || !dims_compatible(t[i].dims, want)) {
+          return invalid_argument(describe(n), ": ", i == 1 ? "cos" : "sin", " table ", t[i].to_string(),
+                                  " must be float shaped like the input with last dim head_dim / 2 = ", hd / 2);
+        }
+      }
+      return t[0];
+    }
+    case Op::kFullAttention: {
+      const int64_t h = a.get_int("num_heads"), hd = a.get_int("head_dim");
+      if (h <= 0 || hd <= 0 || t[0].dim(-1) != h * hd || !dims_compatible(t[0].dims, t[1].dims) ||
+          !dims_compatible(t[0].dims, t[2].dims) || t[0].rank() < 2) {
+        return invalid_argument(describe(n), ": q ", t[0].to_string(), ", k ", t[1].to_string(), ", v ",
+                                t[2].to_string(), " are not all [.., s, ", h, " heads x ", hd, "]");
+      }
+      if (a.has("segments")) {
+        int64_t total = 0;
+        for (int64_t len : a.get_ints("segments")) {
+          if (len <= 0) return invalid_argument(describe(n), ": segment length ", len, " is not positive");
+          total += len;
+        }
+        if (t[0].dim(-2) != kDynamic && total != t[0].dim(-2)) {
+          return invalid_argument(describe(n), ": segments sum to ", total, " tokens, the input has ",
+                                  t[0].dim(-2));
+        }
+      }
+      return t[0];
+    }
+    case Op::kMergeRows: {
+      const int64_t f = a.get_int("factor");
+      if (f <= 0 || t[0].rank() < 2 || t[0].dim(-2) == kDynamic || t[0].dim(-2) % f != 0) {
+        return invalid_argument(describe(n), ": factor ", f, " must be positive and divide the static rows of ",
+                                t[0].to_string());
+      }
+      TensorType out = t[0];
+      out.dims[out.dims.size() - 2] /= f;
+      out.dims.back() *= f;
+      return out;
+    }
   }
   return internal_error(describe(n), ": no type rule");
 }
@@ -378,6 +428,35 @@ StatusOr<ValueId> Builder::softcap(const std::string& name, ValueId x, double ca
   Attrs a;
   a.set("cap", cap);
   return make(Op::kSoftcap, name, {Operand::of(x)}, std::move(a), origin);
+}
+
+StatusOr<ValueId> Builder::gelu(const std::string& name, ValueId x, const std::string& origin) {
+  return make(Op::kGelu, name, {Operand::of(x)}, Attrs(), origin);
+}
+
+StatusOr<ValueId> Builder::rope_table(const std::string& name, ValueId x, ValueId cos, ValueId sin,
+                                      int64_t num_heads, int64_t head_dim, const std::string& origin) {
+  Attrs a;
+  a.set("num_heads", num_heads);
+  a.set("head_dim", head_dim);
+  return make(Op::kRopeTable, name, {Operand::of(x), Operand::of(cos), Operand::of(sin)}, std::move(a), origin);
+}
+
+StatusOr<ValueId> Builder::full_attention(const std::string& name, ValueId q, ValueId k, ValueId v,
+                                          int64_t num_heads, int64_t head_dim, double scale,
+                                          const std::vector<int64_t>& segments, const std::string& origin) {
+  Attrs a;
+  a.set("num_heads", num_heads);
+  a.set("head_dim", head_dim);
+  a.set("scale", scale);
+  if (!segments.empty()) a.set("segments", segments);
+  return make(Op::kFullAttention, name, {Operand::of(q), Operand::of(k), Operand::of(v)}, std::move(a), origin);
+}
+
+StatusOr<ValueId> Builder::merge_rows(const std::string& name, ValueId x, int64_t factor, const std::string& origin) {
+  Attrs a;
+  a.set("factor", factor);
+  return make(Op::kMergeRows, name, {Operand::of(x)}, std::move(a), origin);
 }
 
 }  // namespace qbc::ir

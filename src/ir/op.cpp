@@ -60,6 +60,14 @@ std::vector<AttrSpec> attrs_of(Op op) {
     case Op::kScale: return {{"factor", K::kFloat, true}};
     case Op::kSoftcap: return {{"cap", K::kFloat, true}};
     case Op::kLayerNorm: return {{"eps", K::kFloat, true}};
+    case Op::kGelu: return {};
+    case Op::kRopeTable: return {{"num_heads", K::kInt, true}, {"head_dim", K::kInt, true}};
+    case Op::kFullAttention:
+      return {{"num_heads", K::kInt, true}, {"head_dim", K::kInt, true}, {"scale", K::kFloat, true},
+              // Block-diagonal mask: consecutive runs of this many tokens attend within their run
+              // (Qwen2.5-VL window attention); absent = every token attends to every token.
+              {"segments", K::kInts, false}};
+    case Op::kMergeRows: return {{"factor", K::kInt, true}};
   }
   return {};
 }
@@ -78,7 +86,7 @@ const std::array<OpInfo, kNumOps>& table() {
   return t;
 }
 
-static_assert(kNumOps == 12, "update op tables: attrs_of, infer_type, ref evaluator, docs/ir.md");
+static_assert(kNumOps == 16, "update op tables: attrs_of, infer_type, ref evaluator, docs/ir.md");
 
 }  // namespace
 

@@ -60,6 +60,12 @@ Status check_graph(Context& cx) {
         }
         break;
       }
+      case Op::kGelu:
+      case Op::kRopeTable:
+      case Op::kFullAttention:
+      case Op::kMergeRows:
+        return unimplemented(ir::describe(n), ": op '", ir::op_info(n.op).name,
+                             "' has no ARIES backend lowering yet (docs/multimodal.md)");
       case Op::kRope:
         if (n.attrs.get_float("dynamic_factor", 0.0) < 0.0)
           return invalid_argument(ir::describe(n), ": negative dynamic_factor");

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "qbc/numerics/rope.h"
 
@@ -95,5 +96,27 @@ at::Tensor gated_act(const at::Tensor& gate, const at::Tensor& up, const std::st
 }
 
 at::Tensor softcap(const at::Tensor& x, double cap) { return at::tanh(x / cap) * cap; }
+
+at::Tensor gelu(const at::Tensor& x) { return at::gelu(x, "none"); }
+
+at::Tensor full_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                          int64_t num_heads, int64_t head_dim, double scale,
+                          const std::vector<int64_t>& segments) {
+  const int64_t s = q.size(1);
+  auto heads = [&](const at::Tensor& t) {
+    return t.view({s, num_heads, head_dim}).transpose(0, 1);
+  };
+  at::Tensor scores = at::matmul(heads(q), heads(k).transpose(-1, -2)) * scale;  // [H, s, s]
+  if (segments.size() > 1) {
+    std::vector<int64_t> id;
+    id.reserve(static_cast<size_t>(s));
+    for (size_t r = 0; r < segments.size(); ++r) id.insert(id.end(), segments[r], int64_t(r));
+    const at::Tensor seg = torch::tensor(id, at::kLong);
+    const at::Tensor blocked = seg.view({s, 1}) != seg.view({1, s});
+    scores = scores.masked_fill(blocked, -std::numeric_limits<double>::infinity());
+  }
+  const at::Tensor out = at::matmul(at::softmax(scores, -1), heads(v));  // [H, s, d]
+  return out.transpose(0, 1).reshape({1, s, num_heads * head_dim});
+}
 
 }  // namespace qbc::ref::kernels

@@ -42,4 +42,14 @@ at::Tensor gated_act(const at::Tensor& gate, const at::Tensor& up, const std::st
 /// `cap · tanh(x / cap)`.
 at::Tensor softcap(const at::Tensor& x, double cap);
 
+/// Erf GELU, `0.5·x·(1 + erf(x / √2))` (PyTorch's nn.GELU()).
+at::Tensor gelu(const at::Tensor& x);
+
+/// Attention of `q`, `k`, `v` [1, s, H·d] without causality or cache: scores `q·k · scale`,
+/// softmax over the keys of the query's segment (`segments`: consecutive run lengths summing to
+/// s; empty = one run of s), weighted sum of `v`.
+at::Tensor full_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                          int64_t num_heads, int64_t head_dim, double scale,
+                          const std::vector<int64_t>& segments);
+
 }  // namespace qbc::ref::kernels

@@ -48,7 +48,8 @@ struct Step {
   int rope_table = -1;
   int cache = -1;
   bool gelu = false;
-  std::vector<int> release;  // values whose last use is this step
+  std::vector<int64_t> segments;  // full_attention's block-diagonal runs
+  std::vector<int> release;       // values whose last use is this step
 };
 
 // rms_norm's eps, unit_offset and group into the step's f, f2 and c.
@@ -74,6 +75,8 @@ struct Session::Impl {
   at::Tensor host_embedding;  // float32 [vocab, hidden]
   int embeds_id = -1;
   int positions_id = -1;
+  std::vector<int> input_ids;  // every graph input, in graph order
+  bool feature_graph = false;  // no token positions: run with forward_inputs only
   int output_id = -1;
   int64_t position = 0;
   int64_t vocab = 0;       // logits width
@@ -85,6 +88,8 @@ struct Session::Impl {
   Status load(const ir::WeightReader& reader);
   Status prepare();
   Status run(at::Tensor x, std::vector<float>* logits);
+  Status run_steps(std::vector<at::Tensor>& values, int64_t s);
+  Status run_inputs(const std::vector<std::vector<float>>& inputs, std::vector<float>* out);
   Status exec(Step& st, std::vector<at::Tensor>& values, int64_t s,
               std::vector<std::pair<at::Tensor, at::Tensor>>& rope_cache);
   Status check_tokens(const std::vector<int32_t>& tokens) const;
@@ -164,6 +169,7 @@ Status Session::Impl::prepare() {
       case Op::kQLinear:
         break;
       case Op::kInput:
+        input_ids.push_back(static_cast<int>(i));
         if (n.type.dtype == ir::DType::kI64) {
           positions_id = static_cast<int>(i);
         } else {
@@ -239,10 +245,34 @@ Status Session::Impl::prepare() {
         QBC_ASSIGN_OR_RETURN(st.f, ir::required_float(n, n.op == Op::kScale ? "factor" : "cap"));
         break;
       }
+      case Op::kGelu:
+        break;
+      case Op::kRopeTable: {
+        QBC_ASSIGN_OR_RETURN(st.a, ir::required_int(n, "num_heads"));
+        QBC_ASSIGN_OR_RETURN(st.b, ir::required_int(n, "head_dim"));
+        break;
+      }
+      case Op::kFullAttention: {
+        QBC_ASSIGN_OR_RETURN(st.a, ir::required_int(n, "num_heads"));
+        QBC_ASSIGN_OR_RETURN(st.b, ir::required_int(n, "head_dim"));
+        QBC_ASSIGN_OR_RETURN(st.f, ir::required_float(n, "scale"));
+        if (at.has("segments")) st.segments = at.get_ints("segments");
+        break;
+      }
+      case Op::kMergeRows: {
+        QBC_ASSIGN_OR_RETURN(st.a, ir::required_int(n, "factor"));
+        break;
+      }
     }
     steps.push_back(std::move(st));
   }
-  if (embeds_id < 0 || positions_id < 0) {
+  // A graph without token positions, rope or a KV cache (a vision tower) takes its inputs
+  // through forward_inputs.
+  feature_graph = positions_id < 0 && !input_ids.empty() &&
+                  std::none_of(steps.begin(), steps.end(), [](const Step& st) {
+                    return st.node->op == Op::kRope || st.node->op == Op::kAttention;
+                  });
+  if (!feature_graph && (embeds_id < 0 || positions_id < 0)) {
     return invalid_argument("graph '", graph.name(),
                             "' needs inputs inputs_embeds (f32) and positions (i64)");
   }
@@ -327,12 +357,33 @@ Status Session::Impl::exec(Step& st, std::vector<at::Tensor>& values, int64_t s,
     case Op::kSoftcap:
       out = kernels::softcap(in(0), st.f);
       break;
+    case Op::kGelu:
+      out = kernels::gelu(in(0));
+      break;
+    case Op::kRopeTable: {
+      const int64_t rows = in(0).size(1);
+      out = kernels::rope(in(0), in(1).reshape({rows, st.b / 2}), in(2).reshape({rows, st.b / 2}),
+                          st.a, st.b, st.b);
+      break;
+    }
+    case Op::kFullAttention:
+      out = kernels::full_attention(in(0), in(1), in(2), st.a, st.b, st.f, st.segments);
+      break;
+    case Op::kMergeRows: {
+      const at::Tensor& x = in(0);
+      out = x.reshape({x.size(0), x.size(1) / st.a, x.size(2) * st.a});
+      break;
+    }
   }
   values[static_cast<size_t>(&st - steps.data())] = std::move(out);
   return ok_status();
 }
 
 Status Session::Impl::run(at::Tensor x, std::vector<float>* logits) {
+  if (feature_graph) {
+    return failed_precondition("graph '", graph.name(),
+                               "' has no token positions: use forward_inputs");
+  }
   const int64_t s = x.size(1);
   if (s <= 0) return invalid_argument("forward: no tokens");
   for (const Step& st : steps) {
@@ -347,6 +398,16 @@ Status Session::Impl::run(at::Tensor x, std::vector<float>* logits) {
   values[static_cast<size_t>(embeds_id)] = x.to(dtype);
   values[static_cast<size_t>(positions_id)] =
       at::arange(position, position + s, at::kLong).view({1, s});
+  QBC_RETURN_IF_ERROR(run_steps(values, s));
+  position += s;
+  if (logits != nullptr) {
+    const at::Tensor out = values[static_cast<size_t>(output_id)].to(at::kFloat).contiguous();
+    logits->assign(out.data_ptr<float>(), out.data_ptr<float>() + out.numel());
+  }
+  return ok_status();
+}
+
+Status Session::Impl::run_steps(std::vector<at::Tensor>& values, int64_t s) {
   std::vector<std::pair<at::Tensor, at::Tensor>> rope_cache(rope_tables.size());
   kept.clear();
   for (Step& st : steps) {
@@ -360,16 +421,39 @@ Status Session::Impl::run(at::Tensor x, std::vector<float>* logits) {
     if (keep) continue;
     for (int v : st.release) values[static_cast<size_t>(v)] = at::Tensor();
   }
-  position += s;
   if (keep) {
     for (size_t i = 0; i < steps.size(); ++i) {
       if (values[i].defined()) kept[steps[i].node->name] = values[i];
     }
   }
-  if (logits != nullptr) {
-    const at::Tensor out = values[static_cast<size_t>(output_id)].to(at::kFloat).contiguous();
-    logits->assign(out.data_ptr<float>(), out.data_ptr<float>() + out.numel());
+  return ok_status();
+}
+
+Status Session::Impl::run_inputs(const std::vector<std::vector<float>>& inputs,
+                                 std::vector<float>* out) {
+  if (!feature_graph) {
+    return failed_precondition("graph '", graph.name(),
+                               "' takes tokens or embeddings: use forward / forward_embeds");
   }
+  if (inputs.size() != input_ids.size()) {
+    return invalid_argument("graph '", graph.name(), "' has ", input_ids.size(), " inputs, got ",
+                            inputs.size());
+  }
+  std::vector<at::Tensor> values(steps.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Node& n = graph.node(input_ids[i]);
+    const int64_t want = n.type.num_elements();
+    if (want <= 0 || static_cast<int64_t>(inputs[i].size()) != want) {
+      return invalid_argument("input '", n.name, "' ", n.type.to_string(), ": got ",
+                              inputs[i].size(), " values");
+    }
+    values[static_cast<size_t>(input_ids[i])] =
+        torch::from_blob(const_cast<float*>(inputs[i].data()), n.type.dims, at::kFloat)
+            .to(dtype, /*non_blocking=*/false, /*copy=*/true);
+  }
+  QBC_RETURN_IF_ERROR(run_steps(values, 0));
+  const at::Tensor o = values[static_cast<size_t>(output_id)].to(at::kFloat).contiguous();
+  out->assign(o.data_ptr<float>(), o.data_ptr<float>() + o.numel());
   return ok_status();
 }
 
@@ -438,6 +522,15 @@ Status Session::forward_embeds(const std::vector<float>& embeds, int64_t seq,
     return impl_->run(x.clone(), logits);
   } catch (const c10::Error& e) {
     return internal_error("forward_embeds: ", torch_message(e));
+  }
+}
+
+Status Session::forward_inputs(const std::vector<std::vector<float>>& inputs,
+                               std::vector<float>* out) {
+  try {
+    return impl_->run_inputs(inputs, out);
+  } catch (const c10::Error& e) {
+    return internal_error("forward_inputs: ", torch_message(e));
   }
 }
 

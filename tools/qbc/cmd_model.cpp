@@ -10,6 +10,7 @@
 #include "qbc/driver/generate.h"
 #include "qbc/driver/model_loader.h"
 #include "qbc/driver/source_types.h"
+#include "qbc/driver/vision_import.h"
 #include "qbc/ir/serialize.h"
 #include "qbc/ir/text.h"
 #include "qbc/isa/text.h"
@@ -35,6 +36,19 @@ Status run_parse(const ParseOptions& o) {
   if (!driver::is_mblt_path(o.output))
     return invalid_argument("parse: output ", o.output, " must end in .mblt");
   const auto t0 = std::chrono::steady_clock::now();
+  // A VLM's vision tower goes to its own MBLT next to the language one (docs/multimodal.md).
+  // A tower not built yet is reported (exit 3) after the language graph is written.
+  StatusOr<std::optional<ir::Graph>> vision = driver::import_vision_graph(o.model);
+  if (!vision.ok() && vision.status().code() != Code::kUnimplemented) return vision.status();
+  if (vision.ok() && *vision) {
+    ir::Graph& vg = **vision;
+    const std::string path = driver::vision_mblt_path(o.output);
+    vg.metadata["producer"] = "qbc " QBC_VERSION " (" QBC_GIT_DESCRIBE ")";
+    QBC_RETURN_IF_ERROR(ir::save(vg, path));
+    events::summary("parse", "wrote " + path + " (vision: " + std::to_string(vg.nodes().size()) +
+                                 " nodes, " + std::to_string(vg.weights().size()) +
+                                 " weights, image " + vg.metadata["vision.image_size"] + ")");
+  }
   QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_for_model(o.config, o.model));
   QBC_ASSIGN_OR_RETURN(driver::LoadedModel m, driver::import_model(o.model, cfg));
   m.graph.metadata["producer"] = "qbc " QBC_VERSION " (" QBC_GIT_DESCRIBE ")";
@@ -54,7 +68,7 @@ Status run_parse(const ParseOptions& o) {
                       std::to_string(m.graph.weights().size()) +
                       " weights referenced in the source) in " + progress::format_duration(secs),
                   r.dump());
-  return ok_status();
+  return vision.ok() ? ok_status() : vision.status();
 }
 
 std::string human_count(int64_t n) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "qbc/frontend/hparams.h"
+#include "qbc/frontend/vision_config.h"
 #include "qbc/support/status.h"
 #include "qbc/tensorfile/dtype.h"
 
@@ -45,6 +46,21 @@ struct HfTensorSpec {
 /// (Gemma3ForCausalLM) names. The element counts sum to `hp.param_counts().total()`.
 std::vector<HfTensorSpec> hf_tensor_specs(const HParams& hp);
 
+/// Every tensor of a Qwen2.5-VL checkpoint's vision part (`visual.patch_embed.proj.weight`
+/// [width, 3, tp, p, p], `visual.blocks.N.*`, `visual.merger.*`), sorted by name; the element
+/// counts sum to `vc.parameters()`. Empty for other towers.
+std::vector<HfTensorSpec> hf_vision_tensor_specs(const VisionConfig& vc);
+
+/// Values replacing `vision_config` keys of a VLM config.
+struct VisionOverrides {
+  std::optional<int64_t> depth;
+  std::optional<int64_t> hidden_size;
+  std::optional<int64_t> intermediate_size;
+  std::optional<int64_t> num_heads;
+  std::optional<int64_t> out_hidden_size;
+  std::optional<std::vector<int64_t>> fullatt_block_indexes;
+};
+
 /// Values replacing config.json keys, e.g. to shrink a real config to a test-sized model.
 /// head_dim is not derived from an overridden hidden_size: override it too when the config
 /// sets it (or the family defaults it, as Qwen3 and Gemma do).
@@ -59,6 +75,7 @@ struct ConfigOverrides {
   std::optional<int64_t> head_dim;
   std::optional<int64_t> max_position_embeddings;
   std::optional<int64_t> sliding_window;
+  VisionOverrides vision;  ///< applied to `vision_config` (an error when the config has none)
 };
 
 /// Options of write_random_model().
@@ -94,6 +111,8 @@ StatusOr<std::string> apply_config_overrides(std::string_view config_json, std::
 /// written in chunks, so memory stays small even for multi-GB shapes. The config is validated with
 /// parse_hparams() first. kUnimplemented for Gemma3ForConditionalGeneration (write the text model
 /// instead) and for dtypes other than F32/F16/BF16; kInvalidArgument naming the path on I/O errors.
+/// A Qwen2.5-VL config (model_type qwen2_5_vl) writes its vision part only
+/// (hf_vision_tensor_specs()): the language model of a VLM is not read yet (docs/multimodal.md).
 Status write_random_model(const RandomModelOptions& options);
 
 /// A tiny built-in Llama config: 2 layers, hidden 64, 4 heads, 2 kv heads, intermediate 128,

@@ -55,6 +55,15 @@ class Builder {
   StatusOr<ValueId> add(const std::string& name, ValueId a, ValueId b, const std::string& origin);
   StatusOr<ValueId> scale(const std::string& name, ValueId x, double factor, const std::string& origin);
   StatusOr<ValueId> softcap(const std::string& name, ValueId x, double cap, const std::string& origin);
+  // Vision-tower ops (docs/ir.md, docs/multimodal.md).
+  StatusOr<ValueId> gelu(const std::string& name, ValueId x, const std::string& origin);
+  StatusOr<ValueId> rope_table(const std::string& name, ValueId x, ValueId cos, ValueId sin, int64_t num_heads,
+                               int64_t head_dim, const std::string& origin);
+  /// `segments` empty: every token attends to every token; otherwise block-diagonal runs.
+  StatusOr<ValueId> full_attention(const std::string& name, ValueId q, ValueId k, ValueId v, int64_t num_heads,
+                                   int64_t head_dim, double scale, const std::vector<int64_t>& segments,
+                                   const std::string& origin);
+  StatusOr<ValueId> merge_rows(const std::string& name, ValueId x, int64_t factor, const std::string& origin);
 
   /// Appends a node of any op with the given attrs, inferring its type.
   StatusOr<ValueId> make(Op op, const std::string& name, std::vector<Operand> operands, Attrs attrs,

@@ -48,6 +48,11 @@ class Session : public runner::Runner {
   Status forward(const std::vector<int32_t>& tokens, std::vector<float>* logits) override;
   Status forward_embeds(const std::vector<float>& embeds, int64_t seq,
                         std::vector<float>* logits) override;
+  /// Runs a graph without token positions (a vision tower): one float vector per graph input,
+  /// in graph order, each holding its input's static shape; `out` gets the first output.
+  /// kFailedPrecondition on a language graph.
+  virtual Status forward_inputs(const std::vector<std::vector<float>>& inputs,
+                                std::vector<float>* out);
   void reset() override;
   int64_t position() const override;
   int64_t vocab_size() const override;

@@ -1,0 +1,26 @@
+// The vision part of a VLM folder as its own MBLT graph, written by `qbc parse` next to the
+// language graph (docs/multimodal.md, "The vision graph").
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "qbc/ir/graph.h"
+#include "qbc/support/status.h"
+
+namespace qbc::driver {
+
+/// The vision graph of the HF folder `model` for an image_size x image_size image (0: the
+/// model's default, frontend::kDefaultDynamicImageSize for the dynamic-resolution towers), with
+/// its provenance (source folder, files, config.json, the grid). nullopt when `model` is not a
+/// folder whose config.json has a vision_config. kUnimplemented naming the tower for towers
+/// other than Qwen2.5-VL's; kNotFound / kInvalidArgument naming the tensor when a `visual.*`
+/// weight is missing or misshapen.
+StatusOr<std::optional<ir::Graph>> import_vision_graph(const std::string& model,
+                                                       int64_t image_size = 0);
+
+/// "x.mblt" -> "x.vision.mblt".
+std::string vision_mblt_path(const std::string& mblt_path);
+
+}  // namespace qbc::driver

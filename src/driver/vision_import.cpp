@@ -1,0 +1,80 @@
+// import_vision_graph (qbc/driver/vision_import.h): reads a VLM folder's vision_config, builds
+// the tower's graph for one fixed image size and checks every weight against the checkpoint.
+#include "qbc/driver/vision_import.h"
+
+#include <filesystem>
+
+#include "qbc/frontend/qwen_vision.h"
+#include "qbc/frontend/safetensors.h"
+#include "qbc/frontend/vision_config.h"
+#include "qbc/ir/verifier.h"
+#include "qbc/support/file_util.h"
+
+namespace qbc::driver {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Every weight of `g` exists in `ck` with its element count.
+Status check_weights(const ir::Graph& g, const frontend::SafetensorsCheckpoint& ck) {
+  for (const auto& [name, w] : g.weights()) {
+    QBC_ASSIGN_OR_RETURN(const frontend::SafetensorsTensor* t, ck.get(w.tensor));
+    if (t->num_elements() != w.type.num_elements()) {
+      return invalid_argument(ck.path().string(), ": tensor '", w.tensor, "' has ",
+                              t->num_elements(), " elements; the vision graph's weight '", name,
+                              "' needs ", w.type.to_string());
+    }
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+StatusOr<std::optional<ir::Graph>> import_vision_graph(const std::string& model,
+                                                       int64_t image_size) {
+  std::error_code ec;
+  const fs::path config = fs::path(model) / "config.json";
+  if (!fs::is_directory(model, ec) || !fs::is_regular_file(config, ec))
+    return std::optional<ir::Graph>();
+  QBC_ASSIGN_OR_RETURN(std::optional<frontend::VisionConfig> vc,
+                       frontend::load_vision_config(config));
+  if (!vc) return std::optional<ir::Graph>();
+  if (vc->tower != frontend::VisionTower::kQwen25Vit) {
+    return unimplemented(config.string(), ": the ", frontend::vision_tower_name(vc->tower),
+                         " vision tower of ", vc->model_type,
+                         " is not parsed yet (only Qwen2.5-VL's is; docs/multimodal.md)");
+  }
+  const int64_t side = image_size > 0 ? image_size : frontend::kDefaultDynamicImageSize;
+  const int64_t unit = vc->patch_size * vc->merge;
+  if (side % unit != 0) {
+    return invalid_argument("vision image size ", side,
+                            " is not a multiple of patch_size x merge = ", unit);
+  }
+  const frontend::VisionGrid grid{1, side / vc->patch_size, side / vc->patch_size};
+  QBC_ASSIGN_OR_RETURN(frontend::QwenVisionLayout layout,
+                       frontend::qwen25_vision_layout(*vc, grid));
+  QBC_ASSIGN_OR_RETURN(ir::Graph g, frontend::build_qwen25_vision_graph(*vc, layout));
+  QBC_ASSIGN_OR_RETURN(frontend::SafetensorsCheckpoint ck,
+                       frontend::SafetensorsCheckpoint::open(model));
+  QBC_RETURN_IF_ERROR(check_weights(g, ck));
+  g.source_path = fs::weakly_canonical(fs::absolute(model)).string();
+  for (const frontend::SafetensorsFile& f : ck.shards()) {
+    const auto size = fs::file_size(f.path(), ec);
+    g.files.push_back(ir::SourceFile{fs::weakly_canonical(f.path()).string(), ec ? 0 : size, ""});
+  }
+  QBC_ASSIGN_OR_RETURN(g.metadata["config.json"], read_text_file(config.string()));
+  g.metadata["vision.image_size"] = std::to_string(side) + "x" + std::to_string(side);
+  g.metadata["vision.grid_thw"] = "1x" + std::to_string(grid.h) + "x" + std::to_string(grid.w);
+  QBC_RETURN_IF_ERROR(ir::verify(g));
+  return std::optional<ir::Graph>(std::move(g));
+}
+
+std::string vision_mblt_path(const std::string& mblt_path) {
+  const std::string ext = ".mblt";
+  if (mblt_path.size() >= ext.size() &&
+      mblt_path.compare(mblt_path.size() - ext.size(), ext.size(), ext) == 0)
+    return mblt_path.substr(0, mblt_path.size() - ext.size()) + ".vision.mblt";
+  return mblt_path + ".vision.mblt";
+}
+
+}  // namespace qbc::driver

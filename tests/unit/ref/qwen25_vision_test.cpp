@@ -1,0 +1,195 @@
+// The Qwen2.5-VL vision MBLT graph (frontend::build_qwen25_vision_graph) run by the float
+// reference session against a float64 forward pass written from HF's modeling code
+// (naive_qwen_vision.h), on a shared photograph preprocessed by image::preprocess and a small
+// random Qwen2.5-VL checkpoint written from the real config with a tiny tower.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "naive_qwen_vision.h"
+#include "qbc/frontend/qwen_vision.h"
+#include "qbc/frontend/random_model.h"
+#include "qbc/frontend/safetensors.h"
+#include "qbc/frontend/vision_config.h"
+#include "qbc/image/image.h"
+#include "qbc/image/preprocess.h"
+#include "qbc/ir/verifier.h"
+#include "qbc/ref/session.h"
+#include "test_support.h"
+
+namespace qbc {
+namespace {
+
+namespace fs = std::filesystem;
+
+/// max |a − b| / max(1, max |b|), as the text families measure.
+double rel_error(const std::vector<float>& a, const std::vector<double>& b) {
+  double err = 0.0, scale = 1.0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    err = std::max(err, std::abs(static_cast<double>(a[i]) - b[i]));
+    scale = std::max(scale, std::abs(b[i]));
+  }
+  return err / scale;
+}
+
+class Qwen25Vision : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    QBC_REQUIRE_SHARED(config, "model-configs-new/Qwen2.5-VL-3B-Instruct/config.json");
+    QBC_REQUIRE_SHARED(prep, "model-configs-new/Qwen2.5-VL-3B-Instruct/preprocessor_config.json");
+    QBC_REQUIRE_SHARED(photo, "data/images/chelsea.png");
+    dir_ = testing::temp_dir() / "qwen25_vision_random";
+    frontend::RandomModelOptions o;
+    o.config_path = config;
+    o.output_dir = dir_;
+    o.seed = 7;
+    o.init_std = 0.1;  // large enough that attention is far from uniform
+    o.overrides.vision.depth = 3;
+    o.overrides.vision.hidden_size = 32;
+    o.overrides.vision.num_heads = 2;  // head_dim 16
+    o.overrides.vision.intermediate_size = 48;
+    o.overrides.vision.out_hidden_size = 24;
+    o.overrides.vision.fullatt_block_indexes = std::vector<int64_t>{1};  // blocks 0, 2: windows
+    QBC_ASSERT_OK(frontend::write_random_model(o));
+    auto vc = frontend::load_vision_config(dir_ / "config.json");
+    QBC_ASSERT_OK(vc);
+    ASSERT_TRUE(vc->has_value());
+    vc_ = **vc;
+    auto spec = image::load_preprocess_spec(prep.string());
+    QBC_ASSERT_OK(spec);
+    auto img = image::decode_file(photo.string());
+    QBC_ASSERT_OK(img);
+    auto px = image::preprocess(*img, *spec, "chelsea.png");
+    QBC_ASSERT_OK(px);
+    pixels_ = std::move(*px);
+    auto ck = frontend::SafetensorsCheckpoint::open(dir_);
+    QBC_ASSERT_OK(ck);
+    ckpt_ = std::make_unique<frontend::SafetensorsCheckpoint>(std::move(*ck));
+  }
+
+  std::vector<float> hf(const std::string& name) const {
+    std::vector<float> v;
+    const Status s = ckpt_->read_f32(name, &v);
+    EXPECT_TRUE(s.ok()) << s.to_string();
+    return v;
+  }
+
+  std::vector<double> reference(const std::vector<int64_t>& fullatt) const {
+    ref::testing::NaiveVisionDims d;
+    d.depth = vc_.depth;
+    d.hidden = vc_.width;
+    d.heads = vc_.heads;
+    d.ffn = vc_.ffn;
+    d.out_hidden = vc_.text_hidden;
+    d.fullatt_blocks = fullatt;
+    return ref::testing::naive_qwen25_vision(
+        d, [this](const std::string& n) { return hf(n); }, pixels_.values, pixels_.grid_h,
+        pixels_.grid_w);
+  }
+
+  // The session's image features in HF row order.
+  void run_graph(const frontend::VisionConfig& vc, bool f64, std::vector<float>* out) const {
+    const frontend::VisionGrid grid{pixels_.grid_t, pixels_.grid_h, pixels_.grid_w};
+    auto layout = frontend::qwen25_vision_layout(vc, grid);
+    QBC_ASSERT_OK(layout);
+    auto g = frontend::build_qwen25_vision_graph(vc, *layout);
+    QBC_ASSERT_OK(g);
+    QBC_ASSERT_OK(ir::verify(*g));
+    const ir::WeightReader reader = [this](const ir::Weight& w, std::vector<float>* v) {
+      return ckpt_->read_f32(w.tensor, v);
+    };
+    ref::SessionOptions so;
+    so.float64 = f64;
+    auto session = ref::Session::create(*g, reader, so);
+    QBC_ASSERT_OK(session);
+    const int64_t unit = vc.merge * vc.merge;
+    const std::vector<float> rows = frontend::qwen_window_rows(
+        pixels_.values, pixels_.shape[1], unit, layout->window_index, /*inverse=*/false);
+    std::vector<float> got;
+    QBC_ASSERT_OK((*session)->forward_inputs({rows, layout->cos, layout->sin}, &got));
+    *out =
+        frontend::qwen_window_rows(got, vc.text_hidden, 1, layout->window_index, /*inverse=*/true);
+  }
+
+  fs::path dir_;
+  frontend::VisionConfig vc_;
+  image::Pixels pixels_;
+  std::unique_ptr<frontend::SafetensorsCheckpoint> ckpt_;
+};
+
+TEST_F(Qwen25Vision, GridHasSeveralWindowsAndBothAttentionKinds) {
+  // chelsea 451x300 -> 308x448: 22 x 32 patches, 11 x 16 merged, windows of 4 x 4 merged.
+  EXPECT_EQ(pixels_.grid_h, 22);
+  EXPECT_EQ(pixels_.grid_w, 32);
+  auto layout = frontend::qwen25_vision_layout(vc_, {1, pixels_.grid_h, pixels_.grid_w});
+  QBC_ASSERT_OK(layout);
+  EXPECT_EQ(layout->window_tokens.size(), 12u);  // 3 rows x 4 columns of windows
+  EXPECT_EQ(layout->window_tokens.front(), 64);  // 4 x 4 merged groups x 4 patches
+  EXPECT_EQ(layout->window_tokens.back(), 48);   // the cut-short corner: 3 x 4 groups
+  EXPECT_EQ(vc_.full_attention_blocks, std::vector<int64_t>{1});
+  EXPECT_EQ(vc_.depth, 3);
+}
+
+TEST_F(Qwen25Vision, FloatSessionMatchesHfFloat64Reference) {
+  const std::vector<double> want = reference(vc_.full_attention_blocks);
+  ASSERT_EQ(want.size(),
+            static_cast<size_t>(pixels_.grid_h * pixels_.grid_w / 4 * vc_.text_hidden));
+  double scale = 0.0;
+  for (double v : want) scale = std::max(scale, std::abs(v));
+  EXPECT_GT(scale, 0.1);
+  for (const bool f64 : {false, true}) {
+    std::vector<float> got;
+    run_graph(vc_, f64, &got);
+    ASSERT_EQ(got.size(), want.size());
+    const double err = rel_error(got, want);
+    std::printf("[qwen25_vision] %s rel_err %.2e (max|feature| %.3f)\n", f64 ? "f64" : "f32", err,
+                scale);
+    // float64 mode still takes float32 pixels and rotary tables, as HF computes its angles in
+    // float32; float32 mode adds the session's own rounding.
+    EXPECT_LE(err, f64 ? 5e-7 : 5e-6) << (f64 ? "float64" : "float32");
+  }
+}
+
+TEST_F(Qwen25Vision, WrongAttentionKindIsDetected) {
+  // The same weights with every block windowed: the reference must tell the graphs apart, so
+  // the tolerance above cannot pass by accident.
+  const std::vector<double> want = reference(vc_.full_attention_blocks);
+  frontend::VisionConfig all_window = vc_;
+  all_window.full_attention_blocks.clear();
+  std::vector<float> got;
+  run_graph(all_window, false, &got);
+  EXPECT_GT(rel_error(got, want), 1e-3);
+}
+
+TEST_F(Qwen25Vision, OtherTowersAreRefusedNamingThem) {
+  frontend::VisionConfig other = vc_;
+  other.tower = frontend::VisionTower::kSiglip;
+  auto layout = frontend::qwen25_vision_layout(vc_, {1, pixels_.grid_h, pixels_.grid_w});
+  QBC_ASSERT_OK(layout);
+  auto g = frontend::build_qwen25_vision_graph(other, *layout);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), Code::kUnimplemented);
+  EXPECT_TRUE(testing::contains(g.status().message(), "SigLIP")) << g.status().to_string();
+}
+
+TEST_F(Qwen25Vision, RandomCheckpointHoldsEveryVisionTensor) {
+  std::vector<std::string> names;
+  int64_t total = 0;
+  for (const auto& t : ckpt_->tensors()) {
+    names.push_back(t.name);
+    total += t.num_elements();
+  }
+  EXPECT_EQ(total, vc_.parameters());
+  EXPECT_NE(std::find(names.begin(), names.end(), "visual.patch_embed.proj.weight"), names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "visual.blocks.2.mlp.down_proj.bias"),
+            names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "visual.merger.mlp.2.weight"), names.end());
+}
+
+}  // namespace
+}  // namespace qbc
