@@ -8,6 +8,7 @@
 #include "core.h"
 #include "qbc/numerics/elementwise.h"
 #include "qbc/numerics/fp16.h"
+#include "qbc/numerics/norm.h"
 #include "qbc/numerics/rope.h"
 #include "thread_pool.h"
 #include "values.h"
@@ -88,29 +89,15 @@ Status exec(const isa::LayerNorm& op, Core& c) {
   std::vector<float> x(static_cast<size_t>(count)), wb(static_cast<size_t>(2 * n));
   load_f16(xp, count, x.data());
   load(wp, 2 * n, wb.data());
-  // numerics::layer_norm's fp64 expressions, in its order: the mean, the squared deviations,
-  // ((x − mean) · r) · w + b, rounded once to fp16 from fp64 (round_fp16_bits: the bits of
-  // its round_fp16).
-  std::vector<uint16_t> y(static_cast<size_t>(count));
+  // numerics::layer_norm itself (its fp64 expressions and order; each output already an fp16
+  // value), rows split over the pool; the bias row is zeros when the node has none.
+  std::vector<float> yf(static_cast<size_t>(count));
   parallel_blocks(c.pool, rows, count, int64_t{1} << 15, 1, [&](int64_t r0, int64_t r1) {
-    for (int64_t start = r0 * n; start < r1 * n; start += n) {
-      const float* xr = x.data() + start;
-      double sum = 0.0;
-      for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(xr[i]);
-      const double mean = sum / static_cast<double>(n);
-      double ss = 0.0;
-      for (int64_t i = 0; i < n; ++i) {
-        const double d = static_cast<double>(xr[i]) - mean;
-        ss += d * d;
-      }
-      const double r = 1.0 / std::sqrt(ss / static_cast<double>(n) + op.eps);
-      for (int64_t i = 0; i < n; ++i) {
-        const double w = wb[static_cast<size_t>(i)], b = wb[static_cast<size_t>(n + i)];
-        y[static_cast<size_t>(start + i)] =
-            numerics::round_fp16_bits((static_cast<double>(xr[i]) - mean) * r * w + b);
-      }
-    }
+    numerics::layer_norm(x.data() + r0 * n, r1 - r0, n, wb.data(), wb.data() + n, op.eps,
+                         yf.data() + r0 * n);
   });
+  std::vector<uint16_t> y(static_cast<size_t>(count));
+  for (size_t k = 0; k < y.size(); ++k) y[k] = numerics::fp16_bits(yf[k]);
   store(y.data(), count, yp);
   return ok_status();
 }

@@ -74,8 +74,6 @@ void register_opt(CLI::App& app, Action& action);
 /// of the bundle inside it.
 Status inspect_mxq(const std::string& path, bool json, bool memory, bool program, bool no_verify,
                    bool cost = false, int64_t prompt_tokens = 240, const std::string& trace = "");
-/// The configuration an MXQ was compiled with, resolved as `-c` would load it.
-StatusOr<config::ResolvedConfig> stored_config(const std::string& path, const mxq::LoadedModel& m);
 
 /// `qbc report` / `compile --report` (cmd_report.cpp): the HTML report of the MXQ at
 /// `mxq_path` to `output` (driver::write_report). `compiled` (the configuration with origins)

@@ -176,38 +176,11 @@ std::string summary_text(const nlohmann::ordered_json& j) {
   return os.str();
 }
 
-}  // namespace
-
-StatusOr<config::ResolvedConfig> stored_config(const std::string& path, const mxq::LoadedModel& m) {
-  const std::string& json = m.meta.config_json();
-  if (json.empty()) return data_loss(path, ": the metadata holds no configuration");
-  // The stored JSON is a complete configuration file: it resolves over the defaults to
-  // exactly the options the file was compiled with (read back as `-c` would).
-  std::string templ = (std::filesystem::temp_directory_path() / "qbc-config-XXXXXX").string();
-  const int fd = mkstemp(templ.data());
-  if (fd < 0) return invalid_argument(path, ": cannot create a temporary file");
-  ::close(fd);
-  const std::string tmp = templ + ".json";
-  std::error_code ec;
-  std::filesystem::rename(templ, tmp, ec);
-  Status w = write_file_atomic(tmp, json);
-  config::LoadRequest req;
-  req.files = {tmp};
-  auto cfg = w.ok() ? config::resolve(req) : StatusOr<config::ResolvedConfig>(w);
-  std::filesystem::remove(tmp, ec);
-  std::filesystem::remove(templ, ec);
-  if (!cfg.ok())
-    return data_loss(path, ": the stored configuration does not load: ", cfg.status().message());
-  return cfg;
-}
-
-namespace {
-
 /// `inspect --cost`: the cost model on the exact programs of the file, with the target
 /// profile of its stored configuration.
 Status inspect_cost(const std::string& path, const mxq::LoadedModel& m, bool json,
                     int64_t prompt_tokens) {
-  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, stored_config(path, m));
+  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, driver::stored_config(path, m));
   const npu::CostParams p = driver::cost_params(cfg.options.target());
   const isa::Bundle& b = *m.bundle;
   const int64_t prompt = std::max<int64_t>(1, std::min<int64_t>(prompt_tokens, b.max_cache - 1));
@@ -263,7 +236,7 @@ Status inspect_cost(const std::string& path, const mxq::LoadedModel& m, bool jso
 Status dump_config_mxq(const std::string& path, const std::string& format,
                        const std::string& output) {
   QBC_ASSIGN_OR_RETURN(mxq::LoadedModel m, mxq::load_model(path));
-  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, stored_config(path, m));
+  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, driver::stored_config(path, m));
   const std::string text =
       format == "json" ? config::to_json(cfg.options) : config::to_yaml(cfg.options);
   events::result("dump-config", config::to_json(cfg.options));
