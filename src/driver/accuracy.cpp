@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "accuracy_json.h"
 #include "qbc/support/logging.h"
 
 namespace qbc::driver {
@@ -183,17 +184,21 @@ std::string format_report(const AccuracyReport& r) {
   return os.str();
 }
 
+nlohmann::ordered_json accuracy_figures_json(const AccuracyReport& r) {
+  return {{"ctx", r.ctx},
+          {"chunks", r.chunks},
+          {"tokens_scored", r.tokens_scored},
+          {"perplexity", r.ppl},
+          {"perplexity_reference", r.ppl_reference},
+          {"kld_mean", r.kld_mean},
+          {"kld_p99", r.kld_p99},
+          {"kld_max", r.kld_max},
+          {"top1", r.top1},
+          {"seconds", r.seconds}};
+}
+
 std::string report_json(const AccuracyReport& r) {
-  nlohmann::ordered_json j = {{"ctx", r.ctx},
-                              {"chunks", r.chunks},
-                              {"tokens_scored", r.tokens_scored},
-                              {"perplexity", r.ppl},
-                              {"perplexity_reference", r.ppl_reference},
-                              {"kld_mean", r.kld_mean},
-                              {"kld_p99", r.kld_p99},
-                              {"kld_max", r.kld_max},
-                              {"top1", r.top1},
-                              {"seconds", r.seconds}};
+  nlohmann::ordered_json j = accuracy_figures_json(r);
   nlohmann::ordered_json layers = nlohmann::ordered_json::array();
   for (const LayerError& e : r.layers) {
     layers.push_back({{"node", e.node},

@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "accuracy_json.h"
+
 namespace qbc::driver {
 
 StatusOr<std::vector<int64_t>> parse_ctx_list(const std::string& list) {
@@ -66,16 +68,7 @@ std::string format_sweep(const std::vector<AccuracyReport>& rows) {
 std::string sweep_json(const std::vector<AccuracyReport>& rows) {
   nlohmann::ordered_json sweep = nlohmann::ordered_json::array();
   for (const AccuracyReport& r : rows) {
-    sweep.push_back({{"ctx", r.ctx},
-                     {"chunks", r.chunks},
-                     {"tokens_scored", r.tokens_scored},
-                     {"perplexity", r.ppl},
-                     {"perplexity_reference", r.ppl_reference},
-                     {"kld_mean", r.kld_mean},
-                     {"kld_p99", r.kld_p99},
-                     {"kld_max", r.kld_max},
-                     {"top1", r.top1},
-                     {"seconds", r.seconds}});
+    sweep.push_back(accuracy_figures_json(r));
   }
   nlohmann::ordered_json j;
   j["sweep"] = sweep;
