@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -21,6 +22,7 @@
 #include "qbc/frontend/safetensors.h"
 #include "qbc/frontend/vision_config.h"
 #include "qbc/ir/op_params.h"
+#include "qbc/ir/verifier.h"
 #include "qbc/quant/fakequant.h"
 #include "qbc/ref/session.h"
 #include "test_support.h"
@@ -267,6 +269,32 @@ TEST_F(VisionQuant, ForwardInputsChecksItsInputs) {
   std::vector<float> logits;
   EXPECT_EQ((*fq)->forward_embeds(std::vector<float>(1176, 0.0f), 1, &logits).code(),
             Code::kFailedPrecondition);
+}
+
+TEST_F(VisionQuant, VerifierRefusesBrokenAttentionQuantization) {
+  auto q = quant::quantize_vision(graph_, reader_, calibration(), config::defaults());
+  QBC_ASSERT_OK(q);
+  QBC_ASSERT_OK(ir::verify(q->graph));
+  const std::string name = "vis.blk.0.attn.attention";
+  auto broken = [&](const std::function<void(ir::Attrs&)>& edit) {
+    ir::Graph g = q->graph;
+    edit(g.mutable_node(g.find(name)).attrs);
+    return ir::verify(g);
+  };
+  const Status missing = broken([](ir::Attrs& a) {
+    ir::Attrs keep;
+    for (const auto& [k, v] : a.all()) {
+      if (k != "v_scale") keep.set(k, v);
+    }
+    a = keep;
+  });
+  EXPECT_EQ(missing.code(), Code::kInvalidArgument);
+  EXPECT_NE(missing.message().find(name), std::string::npos) << missing.to_string();
+  EXPECT_NE(missing.message().find("v_scale"), std::string::npos) << missing.to_string();
+  const Status short_q = broken([](ir::Attrs& a) { a.set("q_scale", std::vector<double>{1.0}); });
+  EXPECT_NE(short_q.message().find("q_scale"), std::string::npos) << short_q.to_string();
+  const Status bits = broken([](ir::Attrs& a) { a.set("p_bits", int64_t{4}); });
+  EXPECT_NE(bits.message().find("p_bits"), std::string::npos) << bits.to_string();
 }
 
 }  // namespace
