@@ -21,7 +21,7 @@ namespace qbc::frontend {
 enum class ModelFamily {
   kLlama,    ///< LlamaForCausalLM (Llama 2/3.x, SmolLM2).
   kMistral,  ///< MistralForCausalLM.
-  kQwen2,    ///< Qwen2ForCausalLM (Qwen2, Qwen2.5).
+  kQwen2,    ///< Qwen2ForCausalLM (Qwen2, Qwen2.5); the language model of Qwen2(.5)-VL.
   kQwen3,    ///< Qwen3ForCausalLM (dense).
   kGemma2,   ///< Gemma2ForCausalLM.
   kGemma3,   ///< Gemma3ForCausalLM, or the text part of Gemma3ForConditionalGeneration.
@@ -181,6 +181,11 @@ struct HParams {
   /// i and i + head_dim/2), which leaves every q·k unchanged; the graph's rope is then the usual.
   bool rope_interleaved = false;
   Activation activation = Activation::kSilu;
+  /// M-RoPE (Qwen2-VL, Qwen2.5-VL: `rope_scaling.mrope_section`): how many of the head_dim / 2
+  /// rotary frequencies follow the temporal, height and width position streams, in that order
+  /// (sum head_dim / 2). The graph then takes host-computed cos/sin tables (docs/multimodal.md,
+  /// "The language graph"). Empty: 1-D RoPE from the token position.
+  std::vector<int64_t> mrope_section;
 
   double attn_logit_softcap = 0.0;   ///< 0 = no soft-capping.
   double final_logit_softcap = 0.0;  ///< 0 = no soft-capping.

@@ -316,6 +316,76 @@ TEST(HParams, Gemma3MultimodalReadsTextConfig) {
   expect_error(j, Code::kInvalidArgument, {"text_config.hidden_size", "integer"});
 }
 
+// Qwen2.5-VL-3B-Instruct's language model (its config.json, model card: 36 layers, 2048 wide,
+// 16 heads, 2 KV heads, tied embeddings) with M-RoPE [16, 24, 24] over head_dim 128.
+TEST(HParams, Qwen25VlReadsLanguageModelWithMrope) {
+  QBC_REQUIRE_SHARED(path, "model-configs-new/Qwen2.5-VL-3B-Instruct/config.json");
+  const HParams hp = load_shared(path);
+  EXPECT_EQ(hp.architecture, "Qwen2_5_VLForConditionalGeneration");
+  EXPECT_EQ(hp.family, ModelFamily::kQwen2);
+  EXPECT_EQ(hp.num_hidden_layers, 36);
+  EXPECT_EQ(hp.hidden_size, 2048);
+  EXPECT_EQ(hp.intermediate_size, 11008);
+  EXPECT_EQ(hp.num_attention_heads, 16);
+  EXPECT_EQ(hp.num_key_value_heads, 2);
+  EXPECT_EQ(hp.head_dim, 128);
+  EXPECT_EQ(hp.vocab_size, 151936);
+  EXPECT_TRUE(hp.tie_word_embeddings);
+  EXPECT_TRUE(hp.qkv_bias);
+  EXPECT_FALSE(hp.o_bias);
+  EXPECT_EQ(hp.rope_theta, 1000000.0);
+  EXPECT_EQ(hp.rope_scaling.type, RopeScalingType::kNone);  // "type": "mrope" is HF's default
+  EXPECT_EQ(hp.mrope_section, (std::vector<int64_t>{16, 24, 24}));
+  EXPECT_FALSE(hp.is_sliding(35));  // use_sliding_window false
+  // Qwen2.5-VL-3B: 3.75B parameters in all, of which the ViT + merger is 0.67B.
+  EXPECT_NEAR(static_cast<double>(hp.param_counts().total()), 3.09e9, 0.01e9);
+}
+
+Json tiny_qwen2_vl() {
+  Json j = tiny_llama();
+  j["architectures"] = {"Qwen2VLForConditionalGeneration"};
+  j["model_type"] = "qwen2_vl";
+  j["rope_scaling"] = {{"type", "mrope"}, {"mrope_section", {2, 3, 3}}};  // head_dim 16
+  j["vision_config"] = {{"depth", 2}, {"embed_dim", 32}};
+  return j;
+}
+
+TEST(HParams, Qwen2VlTopLevelOrTextConfig) {
+  const HParams flat = parse_ok(tiny_qwen2_vl());
+  EXPECT_EQ(flat.family, ModelFamily::kQwen2);
+  EXPECT_EQ(flat.mrope_section, (std::vector<int64_t>{2, 3, 3}));
+  EXPECT_EQ(flat.hidden_size, 64);
+  // transformers >= 4.53 nests the text keys under text_config; they win over the top level.
+  Json nested = tiny_qwen2_vl();
+  Json text = {{"hidden_size", 32},
+               {"num_attention_heads", 2},
+               {"rope_scaling", {{"rope_type", "default"}, {"mrope_section", {4, 2, 2}}}}};
+  nested["text_config"] = text;
+  const HParams hp = parse_ok(nested);
+  EXPECT_EQ(hp.hidden_size, 32);
+  EXPECT_EQ(hp.head_dim, 16);
+  EXPECT_EQ(hp.num_hidden_layers, 2);  // from the top level
+  EXPECT_EQ(hp.mrope_section, (std::vector<int64_t>{4, 2, 2}));
+}
+
+TEST(HParams, Qwen2VlMropeSectionErrors) {
+  Json j = tiny_qwen2_vl();
+  j["rope_scaling"]["mrope_section"] = {2, 3, 4};
+  expect_error(j, Code::kInvalidArgument, {"rope_scaling.mrope_section", "sums to 9", "8"});
+  j["rope_scaling"]["mrope_section"] = {4, 4};
+  expect_error(j, Code::kInvalidArgument, {"rope_scaling.mrope_section", "3 integers"});
+  j["rope_scaling"].erase("mrope_section");
+  expect_error(j, Code::kNotFound, {"rope_scaling.mrope_section"});
+  j.erase("rope_scaling");
+  expect_error(j, Code::kNotFound, {"rope_scaling"});
+  Json y = tiny_qwen2_vl();
+  y["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}, {"mrope_section", {2, 3, 3}}};
+  expect_error(y, Code::kUnimplemented, {"rope_scaling", "M-RoPE with linear"});
+  Json t = tiny_qwen2_vl();
+  t["model_type"] = "qwen2_5_vl";  // Qwen2VL architecture with the 2.5 model_type
+  expect_error(t, Code::kUnimplemented, {"model_type", "qwen2_5_vl"});
+}
+
 TEST(HParams, Phi3FusedAndLongRope) {
   Json j = tiny_llama();
   j["architectures"] = {"Phi3ForCausalLM"};
