@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -42,7 +43,14 @@ struct TestPackScheme {
   int64_t group = 32;  ///< 0: one scale per output channel.
   bool symmetric = false;
   bool act_order = false;  ///< Groups follow a column permutation (g_idx).
+  /// With act_order: only modules whose name contains this get a permutation (empty: all).
+  std::string act_order_only;
+  /// Stored as a plain float weight (a module the config keeps in float).
+  bool keep_float = false;
 };
+
+/// Changes the scheme of one module (GPTQModel `dynamic` rules in tests).
+using TestPackPerModule = std::function<void(const std::string& module, TestPackScheme& s)>;
 
 /// The truth for one packed linear: w ~= (code - zero) * scale, in the format's own convention
 /// (signed codes and zeros for compressed-tensors, unsigned for GPTQ / AWQ).
@@ -381,7 +389,8 @@ inline nlohmann::json test_quantization_config(const TestPackScheme& s) {
 /// Returns the truth per module.
 inline std::map<std::string, TestPacked> test_pack_model(const std::filesystem::path& dir,
                                                          const TestPackScheme& s,
-                                                         const nlohmann::json& qconfig) {
+                                                         const nlohmann::json& qconfig,
+                                                         const TestPackPerModule& per_module = {}) {
   std::map<std::string, TestPacked> truth;
   auto st = frontend::SafetensorsFile::open(dir / "model.safetensors");
   EXPECT_TRUE(st.ok()) << st.status().message();
@@ -393,12 +402,15 @@ inline std::map<std::string, TestPacked> test_pack_model(const std::filesystem::
     EXPECT_TRUE(frontend::read_f32(t, &v).ok());
     const bool linear = t.name.rfind("model.layers.", 0) == 0 && t.shape.size() == 2 &&
                         t.name.size() > 7 && t.name.substr(t.name.size() - 7) == ".weight";
-    if (!linear) {
+    const std::string module = linear ? t.name.substr(0, t.name.size() - 7) : "";
+    TestPackScheme ms = s;
+    if (linear && per_module) per_module(module, ms);
+    if (!linear || ms.keep_float) {
       out.push_back(tensorfile::make_tensor(t.name, tensorfile::DType::kF32, t.shape, v));
       continue;
     }
-    const std::string module = t.name.substr(0, t.name.size() - 7);
-    TestPacked p = test_pack(module, v, t.shape[0], t.shape[1], s, seed++);
+    ms.act_order = ms.act_order && module.find(ms.act_order_only) != std::string::npos;
+    TestPacked p = test_pack(module, v, t.shape[0], t.shape[1], ms, seed++);
     for (auto& x : p.tensors) out.push_back(std::move(x));
     p.tensors.clear();
     truth.emplace(module, std::move(p));
