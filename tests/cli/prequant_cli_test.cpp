@@ -24,12 +24,13 @@ using ::qbc::testing::TestPackFormat;
 using ::qbc::testing::TestPackScheme;
 
 fs::path packed_model(const std::string& name, const TestPackScheme& s,
-                      std::map<std::string, TestPacked>* truth) {
+                      std::map<std::string, TestPacked>* truth,
+                      const ::qbc::testing::TestPackPerModule& per_module = {}) {
   const frontend::RandomModelOptions o =
       ::qbc::testing::small_llama_options(temp_dir() / name / "hf", 5, 96);
   EXPECT_TRUE(frontend::write_random_model(o).ok());
-  *truth =
-      ::qbc::testing::test_pack_model(o.output_dir, s, ::qbc::testing::test_quantization_config(s));
+  *truth = ::qbc::testing::test_pack_model(o.output_dir, s,
+                                           ::qbc::testing::test_quantization_config(s), per_module);
   return o.output_dir;
 }
 
@@ -172,10 +173,12 @@ TEST(PrequantCliActOrder, DownProjKeptAsAColumnPermutationAndTheModelUnchanged) 
   double kld[2] = {0, 0};
   for (int act = 0; act < 2; ++act) {
     SCOPED_TRACE(act ? "act order" : "contiguous");
-    TestPackScheme s{TestPackFormat::kGptqV1, 4, 32, false, act == 1};
-    s.act_order_only = "mlp.down_proj";
+    const TestPackScheme s{TestPackFormat::kGptqV1, 4, 32, false, act == 1};
     std::map<std::string, TestPacked> truth;
-    const fs::path hf = packed_model(act ? "actorder_down" : "actorder_none", s, &truth);
+    const fs::path hf = packed_model(act ? "actorder_down" : "actorder_none", s, &truth,
+                                     [](const std::string& module, TestPackScheme& m) {
+                                       m.act_order = m.act_order && permuted_in_graph(module);
+                                     });
     const fs::path dir = hf.parent_path();
     const auto r = testing::run_small_compile(hf, dir);
     ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -43,13 +43,10 @@ struct TestPackScheme {
   int64_t group = 32;  ///< 0: one scale per output channel.
   bool symmetric = false;
   bool act_order = false;  ///< Groups follow a column permutation (g_idx).
-  /// With act_order: only modules whose name contains this get a permutation (empty: all).
-  std::string act_order_only;
-  /// Stored as a plain float weight (a module the config keeps in float).
-  bool keep_float = false;
 };
 
-/// Changes the scheme of one module (GPTQModel `dynamic` rules in tests).
+/// Changes the scheme of one module (GPTQModel `dynamic` rules, act order on some modules only
+/// in tests); `bits` of 16 or more stores the module as a plain float weight.
 using TestPackPerModule = std::function<void(const std::string& module, TestPackScheme& s)>;
 
 /// The truth for one packed linear: w ~= (code - zero) * scale, in the format's own convention
@@ -405,11 +402,10 @@ inline std::map<std::string, TestPacked> test_pack_model(const std::filesystem::
     const std::string module = linear ? t.name.substr(0, t.name.size() - 7) : "";
     TestPackScheme ms = s;
     if (linear && per_module) per_module(module, ms);
-    if (!linear || ms.keep_float) {
+    if (!linear || ms.bits >= 16) {
       out.push_back(tensorfile::make_tensor(t.name, tensorfile::DType::kF32, t.shape, v));
       continue;
     }
-    ms.act_order = ms.act_order && module.find(ms.act_order_only) != std::string::npos;
     TestPacked p = test_pack(module, v, t.shape[0], t.shape[1], ms, seed++);
     for (auto& x : p.tensors) out.push_back(std::move(x));
     p.tensors.clear();
