@@ -4,8 +4,9 @@
 // llama.cpp's model builder handles variants.
 //
 //   %inputs_embeds ─ [scale √hidden] ─┐
-//   per block N:  x ─ [attn_norm] ─ q/k/v_proj ─ [q/k_norm] ─ [rope] ─ attention ─ o_proj ─ [post_norm] ─ + x
-//                 x ─ [ffn_norm] ─ gate/up_proj ─ gated_act ─ down_proj ─ [post_norm] ─ + x
+//   per block N:  x ─ [attn_norm] ─ q/k/v_proj ─ [q/k_norm] ─ [rope] ─ attention ─ o_proj ─ [post_norm] ─ [scale] ─ + x
+//                 x ─ [ffn_norm] ─ gate/up_proj ─ gated_act ─ down_proj ─ [post_norm] ─ [scale] ─ + x
+//   (scale: HyperCLOVAX's residual_multiplier)
 //   parallel (Cohere2): n = attn_norm(x);  x + attention(n) + mlp(n)  (added in that order)
 //   head:         output_norm ─ lm_head ─ [softcap | logit scale] ─ %logits
 //   M-RoPE (Qwen2-VL, Qwen2.5-VL): q/k go through rope_table with the host's %rope_cos, %rope_sin
@@ -121,6 +122,10 @@ class DecoderBuilder {
     if (hp_.post_norms) {
       QBC_ASSIGN_OR_RETURN(o, norm(p + "attn.post_norm", o, hf.attn_post_norm, h, 0));
     }
+    if (hp_.residual_multiplier != 1.0) {
+      QBC_ASSIGN_OR_RETURN(
+          o, b_.scale(p + "attn.residual_scale", o, hp_.residual_multiplier, "residual_multiplier"));
+    }
     QBC_ASSIGN_OR_RETURN(x, b_.add(p + "attn.residual", x, o, hf.block));
 
     // Feed-forward.
@@ -145,6 +150,10 @@ class DecoderBuilder {
     QBC_ASSIGN_OR_RETURN(ValueId d, linear(p + "ffn.down_proj", a, hf.down, h, f, hp_.mlp_bias));
     if (hp_.post_norms) {
       QBC_ASSIGN_OR_RETURN(d, norm(p + "ffn.post_norm", d, hf.ffn_post_norm, h, 0));
+    }
+    if (hp_.residual_multiplier != 1.0) {
+      QBC_ASSIGN_OR_RETURN(
+          d, b_.scale(p + "ffn.residual_scale", d, hp_.residual_multiplier, "residual_multiplier"));
     }
     return b_.add(p + "ffn.residual", x, d, hf.block);
   }

@@ -42,6 +42,7 @@ const std::vector<ArchEntry>& arch_table() {
       {"ExaoneForCausalLM", ModelFamily::kExaone, hi::parse_exaone, {"exaone"}},
       {"Exaone4ForCausalLM", ModelFamily::kExaone4, hi::parse_exaone4, {"exaone4"}},
       {"Cohere2ForCausalLM", ModelFamily::kCohere2, hi::parse_cohere2, {"cohere2"}},
+      {"HyperCLOVAXForCausalLM", ModelFamily::kHyperClovax, hi::parse_hyperclovax, {"hyperclovax"}},
   };
   return table;
 }
@@ -194,6 +195,8 @@ std::string_view family_name(ModelFamily family) {
       return "exaone4";
     case ModelFamily::kCohere2:
       return "cohere2";
+    case ModelFamily::kHyperClovax:
+      return "hyperclovax";
   }
   return "unknown";
 }

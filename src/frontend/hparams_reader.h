@@ -105,5 +105,6 @@ Status parse_smollm3(const ConfigReader& cfg, HParams& hp);
 Status parse_exaone(const ConfigReader& cfg, HParams& hp);
 Status parse_exaone4(const ConfigReader& cfg, HParams& hp);
 Status parse_cohere2(const ConfigReader& cfg, HParams& hp);
+Status parse_hyperclovax(const ConfigReader& cfg, HParams& hp);
 
 }  // namespace qbc::frontend::hparams_internal

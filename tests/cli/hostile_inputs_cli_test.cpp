@@ -89,7 +89,8 @@ TEST(HostileInputsCliTest, ConfigJsonHugeSizesAreExit2) {
 }
 
 // The readers of the families with their own keys: EXAONE 3.5's num_layers, SmolLM3's
-// per-layer no_rope_layers, EXAONE 4.0's sliding_window_pattern. `qbc plan` reads config.json
+// per-layer no_rope_layers, EXAONE 4.0's sliding_window_pattern, Cohere2's logit_scale,
+// sliding_window_pattern and head_dim, HyperCLOVAX's multipliers. `qbc plan` reads config.json
 // alone; each is a located exit 2 at once.
 TEST(HostileInputsCliTest, NewFamilyConfigKeysAreLocatedExit2) {
   std::string million = "[1";
@@ -104,6 +105,19 @@ TEST(HostileInputsCliTest, NewFamilyConfigKeysAreLocatedExit2) {
           "sliding_window_pattern": ")" +
            std::string(1 << 20, 'Q') + R"(")",
        "'sliding_window_pattern'"},
+      {R"("architectures": ["Cohere2ForCausalLM"], "num_hidden_layers": 2, "logit_scale": -1e308)",
+       "'logit_scale'"},
+      {R"("architectures": ["Cohere2ForCausalLM"], "num_hidden_layers": 2,
+          "sliding_window_pattern": 9223372036854775807000)",
+       "'sliding_window_pattern'"},
+      {R"("architectures": ["Cohere2ForCausalLM"], "num_hidden_layers": 2, "head_dim": 4096)",
+       "'head_dim'"},
+      {R"("architectures": ["HyperCLOVAXForCausalLM"], "num_hidden_layers": 2,
+          "residual_multiplier": -0.5)",
+       "'residual_multiplier'"},
+      {R"("architectures": ["HyperCLOVAXForCausalLM"], "num_hidden_layers": 2,
+          "embedding_multiplier": "x")",
+       "'embedding_multiplier'"},
   };
   int n = 0;
   for (const auto& [keys, want] : cases) {

@@ -494,6 +494,59 @@ TEST(HParams, Cohere2CommandR7B) {
   EXPECT_NEAR(static_cast<double>(hp.param_counts().total()), 8.028e9, 0.001e9);
 }
 
+// HyperCLOVAX SEED Think 14B (tests/assets/model-configs/README.md: written from the model card,
+// sizes reconstructed): Peri-LN post norms, the multipliers' neutral values when null.
+TEST(HParams, HyperClovaxSeedThink14B) {
+  const HParams hp = load_asset("HyperCLOVAX-SEED-Think-14B");
+  EXPECT_EQ(hp.family, ModelFamily::kHyperClovax);
+  EXPECT_EQ(family_name(hp.family), "hyperclovax");
+  EXPECT_EQ(hp.num_hidden_layers, 38);
+  EXPECT_EQ(hp.head_dim, 128);
+  EXPECT_TRUE(hp.pre_norms);
+  EXPECT_TRUE(hp.post_norms);
+  EXPECT_DOUBLE_EQ(hp.query_scale, 1.0 / std::sqrt(128.0));
+  EXPECT_DOUBLE_EQ(hp.embedding_scale, 1.0);
+  EXPECT_DOUBLE_EQ(hp.residual_multiplier, 1.0);
+  EXPECT_DOUBLE_EQ(hp.logit_scale, 1.0);
+  // Four norms per block (input, post_attention, post_norm1, post_norm2): the card's 14.74B.
+  EXPECT_EQ(hp.param_counts().norms_per_block, 4 * 6144);
+  EXPECT_NEAR(static_cast<double>(hp.param_counts().total()), 14.74e9, 0.01e9);
+}
+
+// HyperCLOVAXConfig: the multipliers as given, Granite's biases, and refusals naming the key.
+TEST(HParams, HyperClovaxMultipliersAndRefusals) {
+  Json j = tiny_llama();
+  j["architectures"] = {"HyperCLOVAXForCausalLM"};
+  j["model_type"] = "hyperclovax";
+  j["embedding_multiplier"] = 12.0;
+  j["attention_multiplier"] = 0.015625;
+  j["residual_multiplier"] = 0.22;
+  j["logits_scaling"] = 0.125;
+  j["attention_bias"] = true;
+  j["mlp_bias"] = true;
+  const HParams hp = parse_ok(j);
+  EXPECT_DOUBLE_EQ(hp.embedding_scale, 12.0);
+  EXPECT_DOUBLE_EQ(hp.query_scale, 0.015625);
+  EXPECT_DOUBLE_EQ(hp.residual_multiplier, 0.22);
+  EXPECT_DOUBLE_EQ(hp.logit_scale, 0.125);
+  EXPECT_FALSE(hp.post_norms);  // use_post_norm defaults to false
+  EXPECT_TRUE(hp.qkv_bias && hp.o_bias && hp.mlp_bias);
+  for (const char* key :
+       {"embedding_multiplier", "attention_multiplier", "residual_multiplier", "logits_scaling"}) {
+    Json bad = j;
+    bad[key] = -1.0;
+    auto r = parse(bad);
+    ASSERT_FALSE(r.ok()) << key;
+    EXPECT_NE(r.status().message().find(std::string("'") + key + "'"), std::string::npos)
+        << r.status().message();
+  }
+  Json odd = j;
+  odd["num_attention_heads"] = 3;
+  odd["num_key_value_heads"] = 1;
+  odd["head_dim"] = 16;
+  EXPECT_FALSE(parse(odd).ok());  // 64 % 3 != 0 (HyperCLOVAXConfig.validate_architecture)
+}
+
 // Cohere2Config: layer_types over sliding_window_pattern, logit_scale's default 0.0625, and the
 // head_dim it forces (hidden / heads): a file saying otherwise is refused, naming the key.
 TEST(HParams, Cohere2DefaultsAndRefusals) {
