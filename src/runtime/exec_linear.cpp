@@ -14,6 +14,7 @@
 
 #include "core.h"
 #include "fp16_rows.h"
+#include "int4_kernel.h"
 #include "matmul_kernel.h"
 #include "qbc/numerics/quantizer.h"
 #include "thread_pool.h"
@@ -256,6 +257,63 @@ void matmul_u8(const MatMulArgs& a, const int8_t* x, ThreadPool& pool, uint8_t* 
   });
 }
 
+/// Whether packed int4 weights against int8 activations take matmul_i4 (else the older
+/// unpack-then-int8 paths: the same integers). Off when the environment sets
+/// QBC_EXEC_NO_I4_KERNEL, to time the two side by side.
+bool i4_kernel_on() {
+  static const bool on = std::getenv("QBC_EXEC_NO_I4_KERNEL") == nullptr;
+  return on;
+}
+
+/// Packed int4 weights against int8 activations on any host: dot_i4_groups reads the packed
+/// rows directly and gives Σ x t and Σ t per group (t = w + 8), so
+/// Σ (x − xz)(w − wz) = Σ x t − xz Σ t − (8 + wz) Σ (x − xz), computed modulo 2^bits(AccT)
+/// (the wrapped exact sum, as the other paths store it). Writes acc (device memory) directly.
+template <typename AccT>
+void matmul_i4(const MatMulArgs& a, const int8_t* x, ThreadPool& pool, uint8_t* acc_mem) {
+  using U = std::make_unsigned_t<AccT>;
+  const isa::MatMul& op = a.op;
+  const int64_t n = op.n, kt = op.kt, rows = a.rows, gt = a.gt;
+  int64_t* xsum = scratch<int64_t, 5>(static_cast<size_t>(rows * gt)).data();
+  for (int64_t m = 0; m < rows; ++m) {  // Σ_k (x − xz) per (m, g)
+    const int8_t* s = x + m * op.ldx;
+    for (int64_t g = 0; g < gt; ++g) {
+      int64_t v = 0;
+      const int64_t k1 = std::min(kt, (g + 1) * a.group);
+      for (int64_t k = g * a.group; k < k1; ++k) v += s[k];
+      xsum[m * gt + g] = v - int64_t{a.xz[m]} * (k1 - g * a.group);
+    }
+  }
+  const int64_t work =
+      rows <= kStreamRows ? n * kt * (kParallelMacs / kParallelStreamBytes) : rows * n * kt;
+  blocks(pool, n, work, kParallelMacs, 16, [&](int64_t j0, int64_t j1) {
+    const int64_t cnt = (j1 - j0) * gt;
+    int32_t* dots = scratch<int32_t, 1>(static_cast<size_t>(rows * cnt)).data();
+    int32_t* ts = scratch<int32_t, 2>(static_cast<size_t>(cnt)).data();
+    AccT* row = scratch<AccT, 3>(static_cast<size_t>(cnt)).data();
+    dot_i4_groups(x, op.ldx, rows, a.w4 + j0 * (kt / 2), kt / 2, j1 - j0, kt, a.group, dots, cnt,
+                  ts);
+    const int32_t* wz = a.wz != nullptr ? a.wz + j0 * gt : nullptr;
+    for (int64_t m = 0; m < rows; ++m) {
+      const U xzm = static_cast<U>(a.xz[m]);
+      const int64_t* xs = xsum + m * gt;
+      uint8_t* dst = acc_mem + (m * n + j0) * gt * static_cast<int64_t>(sizeof(AccT));
+      if (op.accumulate) load(dst, cnt, row);
+      const int32_t* dr = dots + m * cnt;
+      for (int64_t i = 0; i < cnt; i += gt) {
+        for (int64_t g = 0; g < gt; ++g) {
+          const U off = static_cast<U>(8 + (wz != nullptr ? int64_t{wz[i + g]} : 0));
+          U v = static_cast<U>(dr[i + g]) - xzm * static_cast<U>(ts[i + g]) -
+                off * static_cast<U>(xs[g]);
+          if (op.accumulate) v += static_cast<U>(row[i + g]);
+          row[i + g] = static_cast<AccT>(v);
+        }
+      }
+      store(row, cnt, dst);
+    }
+  });
+}
+
 /// Any code types in plain int64 loops (int16 activations, zero points outside int8, long
 /// groups).
 template <typename AccT>
@@ -292,8 +350,17 @@ bool vnni_path(const isa::MatMul& op, int64_t group) {
   return op.xtype == isa::DType::kI8 && group <= kMaxExactDotLen && dot_u8_fast();
 }
 
+/// Whether matmul() takes matmul_i4 (packed int4 weights, int8 activations).
+bool i4_path(const isa::MatMul& op, int64_t group) {
+  return op.wtype == isa::DType::kI4 && op.xtype == isa::DType::kI8 && group <= (1 << 20) &&
+         i4_kernel_on();
+}
+
 template <typename AccT>
 void matmul(const MatMulArgs& a, const uint8_t* x, ThreadPool& pool, uint8_t* acc_mem) {
+  if (a.w4 != nullptr && i4_path(a.op, a.group)) {
+    return matmul_i4<AccT>(a, reinterpret_cast<const int8_t*>(x), pool, acc_mem);
+  }
   if (vnni_path(a.op, a.group)) {
     return matmul_u8<AccT>(a, reinterpret_cast<const int8_t*>(x), pool, acc_mem);
   }
@@ -442,7 +509,7 @@ Status exec(const isa::MatMul& op, Core& c) {
   std::vector<int8_t> unpacked;
   // The VNNI path unpacks int4 rows block by block on the host threads (matmul_u8); the
   // others take the whole matrix as int8.
-  const bool packed = op.wtype == isa::DType::kI4 && vnni_path(op, group);
+  const bool packed = op.wtype == isa::DType::kI4 && (i4_path(op, group) || vnni_path(op, group));
   const MatMulArgs args{op,
                         rows,
                         gt,
