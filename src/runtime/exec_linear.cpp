@@ -383,7 +383,7 @@ template <typename AccT>
 void requant_rows(const isa::Requant& op, const AccT* acc, const float* xs, const float* ws,
                   const float* bias, float* fsum, int64_t m0, int64_t m1, uint8_t* y) {
   const int64_t n = op.n, gt = op.gt;
-  std::vector<float> row(static_cast<size_t>(n));
+  std::vector<float>& row = scratch<float, 7>(static_cast<size_t>(n));
   for (int64_t m = m0; m < m1; ++m) {
     const AccT* am = acc + m * n * gt;
     const float xm = xs[m];
@@ -391,16 +391,18 @@ void requant_rows(const isa::Requant& op, const AccT* acc, const float* xs, cons
       for (int64_t j = 0; j < n; ++j)
         row[static_cast<size_t>(j)] = static_cast<float>(am[j]) * (xm * ws[j * op.ws_stride]);
     } else {
-      for (int64_t j = 0; j < n; ++j) {
-        const float* wj = ws + j * op.ws_stride;
-        const AccT* aj = am + j * gt;
-        float v = op.first ? 0.0f : fsum[m * n + j];
-        for (int64_t g = 0; g < gt; ++g) {
-          const float mult = xm * wj[g];
-          const float part = static_cast<float>(aj[g]) * mult;
-          v = (op.first && g == 0) ? part : v + part;
+      // Groups outer, channels inner: every channel's sum still adds its parts in group
+      // order (the same bits), but the channels' independent sums overlap instead of one
+      // chain of dependent adds per channel.
+      float* v = row.data();
+      if (!op.first) std::copy(fsum + m * n, fsum + m * n + n, v);
+      for (int64_t g = 0; g < gt; ++g) {
+        const bool assign = op.first && g == 0;
+        for (int64_t j = 0; j < n; ++j) {
+          const float mult = xm * ws[j * op.ws_stride + g];
+          const float part = static_cast<float>(am[j * gt + g]) * mult;
+          v[j] = assign ? part : v[j] + part;
         }
-        row[static_cast<size_t>(j)] = v;
       }
     }
     if (op.last && bias != nullptr) {
@@ -408,7 +410,7 @@ void requant_rows(const isa::Requant& op, const AccT* acc, const float* xs, cons
         row[static_cast<size_t>(j)] = row[static_cast<size_t>(j)] + bias[j];
     }
     if (!op.last) {
-      std::copy(row.begin(), row.end(), fsum + m * n);
+      std::copy(row.begin(), row.begin() + n, fsum + m * n);
     } else if (op.ytype == isa::DType::kF16) {
       store_f16(row.data(), n, y + m * op.ldy * 2);
     } else {
@@ -496,10 +498,12 @@ Status exec(const isa::MatMul& op, Core& c) {
   }
   if (rows == 0 || n == 0) return ok_status();
 
-  std::vector<int32_t> xz(static_cast<size_t>(rows), 0), wz;
+  // Per-thread scratch (no allocation per instruction); the host threads only read them.
+  std::vector<int32_t>& xz = scratch<int32_t, 6>(static_cast<size_t>(rows));
+  std::fill(xz.begin(), xz.begin() + rows, 0);
   if (xzp != nullptr) load(xzp, rows, xz.data());
+  std::vector<int32_t>& wz = scratch<int32_t, 8>(wzp != nullptr ? static_cast<size_t>(n * gt) : 0);
   if (wzp != nullptr) {
-    wz.resize(static_cast<size_t>(n * gt));
     if (wzt == isa::DType::kI4 || wzt == isa::DType::kI8) {
       load_codes(wzp, wzt, n * gt, wz.data());  // codes, flat index j * gt + g
     } else {
@@ -551,21 +555,20 @@ Status exec(const isa::Requant& op, Core& c) {
     QBC_ASSIGN_OR_RETURN(yp, c.sram_at(op.y, span(rows_span(rows, op.ldy, n), yb), "y"));
   }
   if (rows == 0 || n == 0) return ok_status();
-  std::vector<float> xs(static_cast<size_t>(rows)), ws(static_cast<size_t>(ws_count)), bias, fsum;
+  // Per-thread scratch (no allocation per instruction); the host threads only read xs, ws,
+  // bias and acc, and write disjoint rows of fsum.
+  std::vector<float>& xs = scratch<float, 9>(static_cast<size_t>(rows));
+  std::vector<float>& ws = scratch<float, 10>(static_cast<size_t>(ws_count));
+  std::vector<float>& bias = scratch<float, 11>(biasp != nullptr ? static_cast<size_t>(n) : 0);
+  std::vector<float>& fsum = scratch<float, 12>(fsp != nullptr ? static_cast<size_t>(rows * n) : 0);
   load(xsp, rows, xs.data());
   if (ws16) {
     load_f16(wsp, ws_count, ws.data());  // fp16 scales widened exactly to fp32
   } else {
     load(wsp, ws_count, ws.data());
   }
-  if (biasp != nullptr) {
-    bias.resize(static_cast<size_t>(n));
-    load(biasp, n, bias.data());
-  }
-  if (fsp != nullptr) {
-    fsum.resize(static_cast<size_t>(rows * n));
-    if (!op.first) load(fsp, rows * n, fsum.data());
-  }
+  if (biasp != nullptr) load(biasp, n, bias.data());
+  if (fsp != nullptr && !op.first) load(fsp, rows * n, fsum.data());
   const int64_t count = rows * n * gt;
   auto run = [&](const auto* acc) {
     blocks(c.pool, rows, count, kParallelElements, 1, [&](int64_t m0, int64_t m1) {
@@ -574,11 +577,11 @@ Status exec(const isa::Requant& op, Core& c) {
     });
   };
   if (op.acctype == isa::DType::kI32) {
-    std::vector<int32_t> acc(static_cast<size_t>(count));
+    std::vector<int32_t>& acc = scratch<int32_t, 13>(static_cast<size_t>(count));
     load(accp, count, acc.data());
     run(acc.data());
   } else {
-    std::vector<int64_t> acc(static_cast<size_t>(count));
+    std::vector<int64_t>& acc = scratch<int64_t, 13>(static_cast<size_t>(count));
     load(accp, count, acc.data());
     run(acc.data());
   }
