@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "qbc/frontend/clip_vision.h"
 #include "qbc/frontend/qwen_vision.h"
 #include "qbc/frontend/safetensors.h"
 #include "qbc/frontend/vision_config.h"
@@ -28,6 +29,42 @@ Status check_weights(const ir::Graph& g, const frontend::SafetensorsCheckpoint& 
   return ok_status();
 }
 
+// LLaVA's CLIP tower: its learned positions fix the image size (no interpolation yet).
+StatusOr<ir::Graph> clip_graph(const frontend::VisionConfig& vc, int64_t image_size) {
+  if (image_size > 0 && image_size != vc.image_size) {
+    return unimplemented("vision image size ", image_size, ": the ", vc.model_type,
+                         " CLIP tower has learned positions for ", vc.image_size, "x",
+                         vc.image_size, " only (no interpolation yet)");
+  }
+  QBC_ASSIGN_OR_RETURN(ir::Graph g, frontend::build_clip_vision_graph(vc));
+  const int64_t side = vc.image_size / vc.patch_size;
+  g.metadata["vision.image_size"] = std::to_string(vc.image_size) + "x" + std::to_string(vc.image_size);
+  g.metadata["vision.grid_hw"] = std::to_string(side) + "x" + std::to_string(side);
+  // Output row 0 is the CLS token's; the strategy "default" drops it on the host.
+  g.metadata["vision.drop_cls"] = vc.keeps_cls ? "0" : "1";
+  // The host computes the embed_base input from two checkpoint tensors (clip_embed_base).
+  g.metadata["vision.embed_base"] =
+      "vision_tower.vision_model.embeddings.position_embedding.weight + class_embedding on row 0";
+  return g;
+}
+
+// The Qwen2.5-VL tower at image_size (0: kDefaultDynamicImageSize).
+StatusOr<ir::Graph> qwen25_graph(const frontend::VisionConfig& vc, int64_t image_size) {
+  const int64_t side = image_size > 0 ? image_size : frontend::kDefaultDynamicImageSize;
+  const int64_t unit = vc.patch_size * vc.merge;
+  if (side % unit != 0) {
+    return invalid_argument("vision image size ", side,
+                            " is not a multiple of patch_size x merge = ", unit);
+  }
+  const frontend::VisionGrid grid{1, side / vc.patch_size, side / vc.patch_size};
+  QBC_ASSIGN_OR_RETURN(frontend::QwenVisionLayout layout,
+                       frontend::qwen25_vision_layout(vc, grid));
+  QBC_ASSIGN_OR_RETURN(ir::Graph g, frontend::build_qwen25_vision_graph(vc, layout));
+  g.metadata["vision.image_size"] = std::to_string(side) + "x" + std::to_string(side);
+  g.metadata["vision.grid_thw"] = "1x" + std::to_string(grid.h) + "x" + std::to_string(grid.w);
+  return g;
+}
+
 }  // namespace
 
 StatusOr<std::optional<ir::Graph>> import_vision_graph(const std::string& model,
@@ -39,21 +76,17 @@ StatusOr<std::optional<ir::Graph>> import_vision_graph(const std::string& model,
   QBC_ASSIGN_OR_RETURN(std::optional<frontend::VisionConfig> vc,
                        frontend::load_vision_config(config));
   if (!vc) return std::optional<ir::Graph>();
-  if (vc->tower != frontend::VisionTower::kQwen25Vit) {
+  const bool clip = vc->tower == frontend::VisionTower::kClip &&
+                    vc->projector == frontend::VisionProjector::kLlavaMlp;
+  if (vc->tower != frontend::VisionTower::kQwen25Vit && !clip) {
     return unimplemented(config.string(), ": the ", frontend::vision_tower_name(vc->tower),
                          " vision tower of ", vc->model_type,
-                         " is not parsed yet (only Qwen2.5-VL's is; docs/multimodal.md)");
+                         " is not parsed yet (Qwen2.5-VL's and LLaVA's CLIP are; "
+                         "docs/multimodal.md)");
   }
-  const int64_t side = image_size > 0 ? image_size : frontend::kDefaultDynamicImageSize;
-  const int64_t unit = vc->patch_size * vc->merge;
-  if (side % unit != 0) {
-    return invalid_argument("vision image size ", side,
-                            " is not a multiple of patch_size x merge = ", unit);
-  }
-  const frontend::VisionGrid grid{1, side / vc->patch_size, side / vc->patch_size};
-  QBC_ASSIGN_OR_RETURN(frontend::QwenVisionLayout layout,
-                       frontend::qwen25_vision_layout(*vc, grid));
-  QBC_ASSIGN_OR_RETURN(ir::Graph g, frontend::build_qwen25_vision_graph(*vc, layout));
+  StatusOr<ir::Graph> built = clip ? clip_graph(*vc, image_size) : qwen25_graph(*vc, image_size);
+  if (!built.ok()) return built.status();
+  ir::Graph g = std::move(*built);
   QBC_ASSIGN_OR_RETURN(frontend::SafetensorsCheckpoint ck,
                        frontend::SafetensorsCheckpoint::open(model));
   QBC_RETURN_IF_ERROR(check_weights(g, ck));
@@ -63,8 +96,6 @@ StatusOr<std::optional<ir::Graph>> import_vision_graph(const std::string& model,
     g.files.push_back(ir::SourceFile{fs::weakly_canonical(f.path()).string(), ec ? 0 : size, ""});
   }
   QBC_ASSIGN_OR_RETURN(g.metadata["config.json"], read_text_file(config.string()));
-  g.metadata["vision.image_size"] = std::to_string(side) + "x" + std::to_string(side);
-  g.metadata["vision.grid_thw"] = "1x" + std::to_string(grid.h) + "x" + std::to_string(grid.w);
   QBC_RETURN_IF_ERROR(ir::verify(g));
   return std::optional<ir::Graph>(std::move(g));
 }

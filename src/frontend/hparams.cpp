@@ -34,6 +34,7 @@ const std::vector<ArchEntry>& arch_table() {
       {"Qwen2VLForConditionalGeneration", ModelFamily::kQwen2, hi::parse_qwen2_vl, {"qwen2_vl"}},
       {"Qwen2_5_VLForConditionalGeneration", ModelFamily::kQwen2, hi::parse_qwen2_vl,
        {"qwen2_5_vl"}},
+      {"LlavaForConditionalGeneration", ModelFamily::kLlama, hi::parse_llama, {"llava"}},
       {"Gemma2ForCausalLM", ModelFamily::kGemma2, hi::parse_gemma2, {"gemma2"}},
       {"Gemma3ForCausalLM", ModelFamily::kGemma3, hi::parse_gemma3, {"gemma3_text", "gemma3"}},
       {"Gemma3ForConditionalGeneration", ModelFamily::kGemma3, hi::parse_gemma3, {"gemma3"}},
@@ -128,6 +129,32 @@ nlohmann::json gemma3_text_defaults() {
   return {{"vocab_size", 262208},    {"hidden_size", 2304},      {"intermediate_size", 9216},
           {"num_hidden_layers", 26}, {"num_attention_heads", 8}, {"num_key_value_heads", 4},
           {"head_dim", 256}};
+}
+
+// LLaVA: LlavaConfig builds its text_config as a LlamaConfig, so the keys a (sparse) text_config
+// leaves out take LlamaConfig's __init__ defaults (llava-1.5-7b-hf's text_config sets only
+// vocab_size, max_position_embeddings and rms_norm_eps). tie_word_embeddings and the dtype may
+// sit at the top.
+nlohmann::json llava_text_json(const nlohmann::json& root, const nlohmann::json& sub) {
+  nlohmann::json text = {{"vocab_size", 32000},
+                         {"hidden_size", 4096},
+                         {"intermediate_size", 11008},
+                         {"num_hidden_layers", 32},
+                         {"num_attention_heads", 32},
+                         {"max_position_embeddings", 2048},
+                         {"rms_norm_eps", 1e-6},
+                         {"rope_theta", 10000.0},
+                         {"hidden_act", "silu"},
+                         {"tie_word_embeddings", false},
+                         {"bos_token_id", 1},
+                         {"eos_token_id", 2}};
+  for (const char* key : {"tie_word_embeddings", "torch_dtype", "dtype"}) {
+    if (root.contains(key)) text[key] = root[key];
+  }
+  text.update(sub);
+  text.erase("architectures");
+  text.erase("model_type");
+  return text;
 }
 
 // Qwen2(.5)-VL: the text keys at the top of config.json (transformers < 4.53), overridden by
@@ -264,6 +291,15 @@ StatusOr<HParams> parse_hparams(std::string_view json_text, std::string_view sou
     prefix = "text_config.";
   } else if (entry->parse == hparams_internal::parse_qwen2_vl) {
     text = qwen_vl_text_json(root);
+  } else if (entry->architecture == "LlavaForConditionalGeneration") {
+    QBC_ASSIGN_OR_RETURN(ConfigReader sub, top.child("text_config"));
+    QBC_ASSIGN_OR_RETURN(const std::string text_type, sub.get_string_or("model_type", "llama"));
+    if (text_type != "llama") {
+      return unimplemented(sub.where("model_type"), ": a LLaVA language model of type ",
+                           quote_prefix(text_type), " (only llama is read)");
+    }
+    text = llava_text_json(root, sub.object());
+    prefix = "text_config.";
   }
   const ConfigReader cfg(text, source, prefix);
   QBC_RETURN_IF_ERROR(check_unsupported_keys(cfg));

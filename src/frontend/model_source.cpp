@@ -57,6 +57,32 @@ std::string qwen_vl_canonical_name(const std::string& name) {
   return name;
 }
 
+// LLaVA checkpoints: `language_model.model.*` and `language_model.lm_head.*` (transformers <
+// 4.52), or `model.language_model.*`, `lm_head.*`, `model.vision_tower.*` and
+// `model.multi_modal_projector.*` (>= 4.52). The language model reads under the Llama names,
+// the tower and projector under the older names (`vision_tower.*`, `multi_modal_projector.*`).
+std::string llava_canonical_name(const std::string& name) {
+  const std::pair<std::string_view, std::string_view> prefixes[] = {
+      {"language_model.model.", "model."},
+      {"language_model.lm_head.", "lm_head."},
+      {"model.language_model.", "model."},
+      {"model.vision_tower.", "vision_tower."},
+      {"model.multi_modal_projector.", "multi_modal_projector."},
+  };
+  for (const auto& [from, to] : prefixes) {
+    if (name.rfind(from, 0) == 0) return std::string(to) + name.substr(from.size());
+  }
+  return name;
+}
+
+bool is_llava(const HParams& hp) { return hp.architecture == "LlavaForConditionalGeneration"; }
+
+bool is_vision_tensor(const HParams& hp, const std::string& name) {
+  if (is_llava(hp))
+    return name.rfind("vision_tower.", 0) == 0 || name.rfind("multi_modal_projector.", 0) == 0;
+  return !hp.mrope_section.empty() && name.rfind("visual.", 0) == 0;
+}
+
 bool has_gguf_magic(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   char magic[4] = {};
@@ -178,7 +204,9 @@ StatusOr<std::unique_ptr<ModelSource::Impl>> ModelSource::Impl::open_hf(const fs
   for (const SafetensorsTensor& t : st.tensors()) {
     if (hidden.count(t.name) != 0) continue;
     TensorInfo info;
-    info.name = vlm ? qwen_vl_canonical_name(t.name) : t.name;
+    info.name = vlm                       ? qwen_vl_canonical_name(t.name)
+                : is_llava(impl->hparams) ? llava_canonical_name(t.name)
+                                          : t.name;
     info.shape = t.shape;
     info.dtype = std::string(tensorfile::dtype_name(t.dtype));
     info.file = fs::absolute(t.file, ec);
@@ -392,10 +420,10 @@ std::vector<std::string> ModelSource::unexpected_tensors() const {
   std::set<std::string> expected;
   for (const HfTensorSpec& spec : hf_tensor_specs(impl_->hparams)) expected.insert(spec.name);
   std::vector<std::string> out = impl_->unmapped;
-  // A VLM's tower (visual.*) is read by the vision import, not the language graph.
-  const bool vlm = !impl_->hparams.mrope_section.empty();
+  // A VLM's tower (visual.*; LLaVA's vision_tower.* and multi_modal_projector.*) is read by the
+  // vision import, not the language graph.
   for (const TensorInfo& info : impl_->tensors) {
-    if (vlm && info.name.rfind("visual.", 0) == 0) continue;
+    if (is_vision_tensor(impl_->hparams, info.name)) continue;
     if (expected.count(info.name) == 0) out.push_back(info.name);
   }
   return out;

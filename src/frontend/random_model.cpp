@@ -239,8 +239,8 @@ void fit_vlm_keys(OrderedJson& j, const ConfigOverrides& ov) {
   }
   if (!ov.vocab_size) return;
   int64_t next = *ov.vocab_size - 1;
-  for (const char* key : {"image_token_id", "video_token_id", "vision_start_token_id",
-                          "vision_end_token_id", "vision_token_id"}) {
+  for (const char* key : {"image_token_id", "image_token_index", "video_token_id",
+                          "vision_start_token_id", "vision_end_token_id", "vision_token_id"}) {
     if (j.contains(key) && j[key].is_number_integer() && j[key].get<int64_t>() >= *ov.vocab_size &&
         next >= 0)
       j[key] = next--;
@@ -269,8 +269,47 @@ std::vector<HfTensorSpec> hf_tensor_specs(const HParams& hp) {
   return out;
 }
 
+namespace {
+
+// LLaVA's CLIP tower and projector under transformers < 4.52's names (CLIPVisionModel inside
+// `vision_tower`, LlavaMultiModalProjector): every layer, post_layernorm included, as the
+// checkpoint stores them even where the penultimate-layer features leave them unused.
+std::vector<HfTensorSpec> clip_tensor_specs(const VisionConfig& vc) {
+  std::vector<HfTensorSpec> out;
+  const int64_t w = vc.width, p = vc.patch_size;
+  const std::string m = "vision_tower.vision_model.";
+  add(out, m + "embeddings.class_embedding", {w}, TensorRole::kEmbedding);
+  add(out, m + "embeddings.patch_embedding.weight", {w, 3, p, p}, TensorRole::kLinear);
+  add(out, m + "embeddings.position_embedding.weight", {vc.position_embeddings, w},
+      TensorRole::kEmbedding);
+  auto norm = [&](const std::string& name) {
+    add(out, name + ".weight", {w}, TensorRole::kNorm);
+    add(out, name + ".bias", {w}, TensorRole::kBias);
+  };
+  norm(m + "pre_layrnorm");
+  for (int64_t i = 0; i < vc.depth; ++i) {
+    const std::string b = m + "encoder.layers." + std::to_string(i) + ".";
+    norm(b + "layer_norm1");
+    norm(b + "layer_norm2");
+    for (const char* proj : {"q_proj", "k_proj", "v_proj", "out_proj"})
+      add_linear(out, b + "self_attn." + proj, w, w, /*bias=*/true);
+    add_linear(out, b + "mlp.fc1", vc.ffn, w, /*bias=*/true);
+    add_linear(out, b + "mlp.fc2", w, vc.ffn, /*bias=*/true);
+  }
+  norm(m + "post_layernorm");
+  add_linear(out, "multi_modal_projector.linear_1", vc.text_hidden, w, /*bias=*/true);
+  add_linear(out, "multi_modal_projector.linear_2", vc.text_hidden, vc.text_hidden, true);
+  std::sort(out.begin(), out.end(),
+            [](const HfTensorSpec& a, const HfTensorSpec& b) { return a.name < b.name; });
+  return out;
+}
+
+}  // namespace
+
 std::vector<HfTensorSpec> hf_vision_tensor_specs(const VisionConfig& vc) {
   std::vector<HfTensorSpec> out;
+  if (vc.tower == VisionTower::kClip && vc.projector == VisionProjector::kLlavaMlp)
+    return clip_tensor_specs(vc);
   if (vc.tower != VisionTower::kQwen25Vit) return out;
   const int64_t w = vc.width, f = vc.ffn, wide = w * vc.merge * vc.merge;
   add(out, "visual.patch_embed.proj.weight",
@@ -312,8 +351,16 @@ StatusOr<std::string> apply_config_overrides(std::string_view config_json, std::
       {"max_position_embeddings", &ov.max_position_embeddings},
       {"sliding_window", &ov.sliding_window},
   };
+  // LLaVA: the language model's keys live under text_config (vocab_size at the top too).
+  const bool llava = j.contains("model_type") && j["model_type"] == "llava" &&
+                     j.contains("text_config") && j["text_config"].is_object();
   for (const auto& [key, value] : ints) {
     if (!value->has_value()) continue;
+    if (llava) {
+      j["text_config"][key] = **value;
+      if (std::string_view(key) == "vocab_size") j[key] = **value;
+      continue;
+    }
     // EXAONE 3.5 spells num_hidden_layers num_layers.
     const bool alias = std::string_view(key) == "num_hidden_layers" && j.contains("num_layers") &&
                        !j.contains("num_hidden_layers");
@@ -336,11 +383,20 @@ StatusOr<std::string> apply_config_overrides(std::string_view config_json, std::
       {"num_heads", &vo.num_heads},
       {"out_hidden_size", &vo.out_hidden_size},
   };
-  for (const auto& [key, value] : vision_ints) {
+  for (auto [key, value] : vision_ints) {
     if (!value->has_value()) continue;
     if (!j.contains("vision_config") || !j["vision_config"].is_object())
       return invalid_argument(source, ": vision_config.", key,
                               " overridden, but there is no vision_config");
+    if (llava) {  // CLIPVisionConfig's key names; the projector writes the text width
+      const std::string_view k(key);
+      if (k == "out_hidden_size")
+        return invalid_argument(source,
+                                ": a LLaVA projector writes text_config.hidden_size; "
+                                "override hidden_size instead of vision out_hidden_size");
+      if (k == "depth") key = "num_hidden_layers";
+      if (k == "num_heads") key = "num_attention_heads";
+    }
     j["vision_config"][key] = **value;
   }
   if (vo.fullatt_block_indexes) {
@@ -381,7 +437,11 @@ Status write_random_model(const RandomModelOptions& o) {
   std::vector<HfTensorSpec> specs = hf_tensor_specs(hp);
   // Qwen2.5-VL: the tower's weights next to the language model's (older transformers' names).
   const StatusOr<std::optional<VisionConfig>> vision = parse_vision_config(config, source);
-  if (vision.ok() && *vision && (*vision)->tower == VisionTower::kQwen25Vit) {
+  // LLaVA: the language model under `language_model.` (transformers < 4.52), CLIP next to it.
+  if (hp.architecture == "LlavaForConditionalGeneration") {
+    for (HfTensorSpec& s : specs) s.name = "language_model." + s.name;
+  }
+  if (vision.ok() && *vision && !hf_vision_tensor_specs(**vision).empty()) {
     for (HfTensorSpec& v : hf_vision_tensor_specs(**vision)) specs.push_back(std::move(v));
     std::sort(specs.begin(), specs.end(),
               [](const HfTensorSpec& a, const HfTensorSpec& b) { return a.name < b.name; });

@@ -86,6 +86,10 @@ Status read_vit(const ConfigReader& v, int64_t default_image, VisionConfig& c) {
   QBC_ASSIGN_OR_RETURN(c.heads, v.get_bounded_or("num_attention_heads", 12, 1024));
   QBC_ASSIGN_OR_RETURN(c.patch_size, v.get_bounded_or("patch_size", 16, 1024));
   QBC_ASSIGN_OR_RETURN(c.image_size, v.get_bounded_or("image_size", default_image, 65536));
+  QBC_ASSIGN_OR_RETURN(c.norm_eps, v.get_double_or("layer_norm_eps", 1e-5));
+  QBC_ASSIGN_OR_RETURN(c.hidden_act, v.get_string_or("hidden_act", c.tower == VisionTower::kClip
+                                                                       ? "quick_gelu"
+                                                                       : "gelu_pytorch_tanh"));
   if (c.image_size % c.patch_size != 0)
     return v.bad_value("image_size", "not a multiple of patch_size");
   const int64_t side = c.image_size / c.patch_size;
@@ -132,6 +136,7 @@ Status read_llava(const ConfigReader& top, const ConfigReader& v, VisionConfig& 
     return top.bad_value("vision_feature_select_strategy", "expected \"default\" or \"full\"");
   }
   c.keeps_cls = strategy == "full";
+  QBC_ASSIGN_OR_RETURN(c.projector_act, top.get_string_or("projector_hidden_act", "gelu"));
   QBC_ASSIGN_OR_RETURN(c.text_hidden, text_hidden(top, 4096));
   c.image_token_id = token_or(top, "image_token_index", 32000);
   return ok_status();

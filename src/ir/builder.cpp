@@ -289,6 +289,8 @@ StatusOr<TensorType> infer_type(const Graph& g, const Node& n) {
       return t[0];
     case Op::kGelu:
       if (!is_float(t[0].dtype)) return invalid_argument(describe(n), ": needs a float input");
+      if (a.has("approx") && a.get_string("approx") != "quick")
+        return invalid_argument(describe(n), ": approx '", a.get_string("approx"), "' (only \"quick\")");
       return t[0];
     case Op::kRopeTable: {
       const int64_t heads = a.get_int("num_heads"), hd = a.get_int("head_dim");
@@ -457,8 +459,11 @@ StatusOr<ValueId> Builder::softcap(const std::string& name, ValueId x, double ca
   return make(Op::kSoftcap, name, {Operand::of(x)}, std::move(a), origin);
 }
 
-StatusOr<ValueId> Builder::gelu(const std::string& name, ValueId x, const std::string& origin) {
-  return make(Op::kGelu, name, {Operand::of(x)}, Attrs(), origin);
+StatusOr<ValueId> Builder::gelu(const std::string& name, ValueId x, const std::string& origin,
+                                bool quick) {
+  Attrs a;
+  if (quick) a.set("approx", std::string("quick"));
+  return make(Op::kGelu, name, {Operand::of(x)}, std::move(a), origin);
 }
 
 StatusOr<ValueId> Builder::rope_table(const std::string& name, ValueId x, ValueId cos, ValueId sin,

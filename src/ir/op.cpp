@@ -60,7 +60,7 @@ std::vector<AttrSpec> attrs_of(Op op) {
     case Op::kScale: return {{"factor", K::kFloat, true}};
     case Op::kSoftcap: return {{"cap", K::kFloat, true}};
     case Op::kLayerNorm: return {{"eps", K::kFloat, true}};
-    case Op::kGelu: return {};
+    case Op::kGelu: return {{"approx", K::kString, false}};  // absent: erf; "quick": CLIP's quick_gelu
     case Op::kRopeTable: return {{"num_heads", K::kInt, true}, {"head_dim", K::kInt, true}};
     case Op::kFullAttention:
       return {{"num_heads", K::kInt, true}, {"head_dim", K::kInt, true}, {"scale", K::kFloat, true},

@@ -48,8 +48,15 @@ float gelu_value(float x) {
   return 0.5f * x * (1.0f + static_cast<float>(e));
 }
 
-void gelu(const float* x, int64_t count, bool fp16, float* y) {
-  for (int64_t i = 0; i < count; ++i) y[i] = maybe_fp16(gelu_value(x[i]), fp16);
+float quick_gelu_value(float x) {
+  const float t = 1.702f * x;
+  const double s = 1.0 / (1.0 + std::exp(-static_cast<double>(t)));
+  return x * static_cast<float>(s);
+}
+
+void gelu(const float* x, int64_t count, bool fp16, float* y, bool quick) {
+  for (int64_t i = 0; i < count; ++i)
+    y[i] = maybe_fp16(quick ? quick_gelu_value(x[i]) : gelu_value(x[i]), fp16);
 }
 
 }  // namespace qbc::numerics

@@ -149,6 +149,7 @@ Status FakeQuantSession::Impl::prepare_step(Step& st) {
       break;
     }
     case Op::kGelu:
+      st.gelu = n.attrs.has("approx");  // "quick" (the verifier allows no other value)
       break;
     case Op::kRopeTable: {
       QBC_ASSIGN_OR_RETURN(st.heads, ir::required_int(n, "num_heads"));
@@ -365,7 +366,7 @@ void FakeQuantSession::Impl::exec(Step& st, std::vector<std::vector<float>>& val
       numerics::softcap(in(0), count, st.factor, st.fp16, out.data());
       break;
     case Op::kGelu:
-      numerics::gelu(in(0), count, st.fp16, out.data());
+      numerics::gelu(in(0), count, st.fp16, out.data(), st.gelu);
       break;
     case Op::kRopeTable:
       numerics::rope_table(in(0), in(1), in(2), s, st.heads, st.head_dim, out.data());

@@ -99,6 +99,8 @@ at::Tensor softcap(const at::Tensor& x, double cap) { return at::tanh(x / cap) *
 
 at::Tensor gelu(const at::Tensor& x) { return at::gelu(x, "none"); }
 
+at::Tensor quick_gelu(const at::Tensor& x) { return x * at::sigmoid(x * 1.702); }
+
 at::Tensor full_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                           int64_t num_heads, int64_t head_dim, double scale,
                           const std::vector<int64_t>& segments) {

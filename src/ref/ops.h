@@ -44,6 +44,8 @@ at::Tensor softcap(const at::Tensor& x, double cap);
 
 /// Erf GELU, `0.5·x·(1 + erf(x / √2))` (PyTorch's nn.GELU()).
 at::Tensor gelu(const at::Tensor& x);
+/// CLIP's quick_gelu: x · sigmoid(1.702 · x) (transformers' QuickGELUActivation).
+at::Tensor quick_gelu(const at::Tensor& x);
 
 /// Attention of `q`, `k`, `v` [1, s, H·d] without causality or cache: scores `q·k · scale`,
 /// softmax over the keys of the query's segment (`segments`: consecutive run lengths summing to

@@ -256,6 +256,7 @@ Status Session::Impl::prepare() {
         break;
       }
       case Op::kGelu:
+        st.gelu = at.has("approx");  // "quick" (the verifier allows no other value)
         break;
       case Op::kRopeTable: {
         QBC_ASSIGN_OR_RETURN(st.a, ir::required_int(n, "num_heads"));
@@ -375,7 +376,7 @@ Status Session::Impl::exec(Step& st, std::vector<at::Tensor>& values, int64_t s,
       out = kernels::softcap(in(0), st.f);
       break;
     case Op::kGelu:
-      out = kernels::gelu(in(0));
+      out = st.gelu ? kernels::quick_gelu(in(0)) : kernels::gelu(in(0));
       break;
     case Op::kRopeTable: {
       const int64_t rows = in(0).size(1);

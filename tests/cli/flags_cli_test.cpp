@@ -155,9 +155,9 @@ TEST(FlagsCliInputs, ModelTypeThatContradictsTheArchitectureExitsThree) {
   EXPECT_EQ(q.exit_code, 3) << q.err;
   EXPECT_TRUE(contains(q.err, "'qwen2'")) << q.err;
   EXPECT_FALSE(contains(q.err, "planned")) << q.err;
-  // The published llava-1.5 config (LlavaForConditionalGeneration) says multimodal is planned.
-  QBC_REQUIRE_SHARED(llava, "model-configs-new/llava-1.5-7b-hf/config.json");
-  const auto l = run_qbc("plan --model-config " + shell_quote(llava));
+  // The published Qwen3-VL config (Qwen3VLForConditionalGeneration) says multimodal is planned.
+  QBC_REQUIRE_SHARED(qwen3vl, "model-configs-new/Qwen3-VL-4B-Instruct/config.json");
+  const auto l = run_qbc("plan --model-config " + shell_quote(qwen3vl));
   EXPECT_EQ(l.exit_code, 3) << l.err;
   EXPECT_TRUE(contains(l.err, "planned")) << l.err;
 }

@@ -51,7 +51,10 @@ struct VisionConfig {
   std::vector<int64_t> full_attention_blocks;  ///< Qwen2.5-VL
   std::vector<int64_t> deepstack_layers;       ///< Qwen3-VL
   int64_t feature_layer = -1;                  ///< LLaVA's vision_feature_layer
-  bool keeps_cls = false;  ///< LLaVA's vision_feature_select_strategy "full" (CLS kept)
+  bool keeps_cls = false;     ///< LLaVA's vision_feature_select_strategy "full" (CLS kept)
+  double norm_eps = 1e-5;     ///< SigLIP / CLIP layer_norm_eps
+  std::string hidden_act;     ///< SigLIP / CLIP vision_config.hidden_act (CLIP: "quick_gelu")
+  std::string projector_act;  ///< LLaVA's projector_hidden_act ("gelu")
   int64_t image_token_id = -1;
   int64_t image_start_token_id = -1, image_end_token_id = -1;  ///< -1: none
   std::string source_dtype;                                    ///< torch_dtype / dtype

@@ -56,7 +56,9 @@ class Builder {
   StatusOr<ValueId> scale(const std::string& name, ValueId x, double factor, const std::string& origin);
   StatusOr<ValueId> softcap(const std::string& name, ValueId x, double cap, const std::string& origin);
   // Vision-tower ops (docs/ir.md, docs/multimodal.md).
-  StatusOr<ValueId> gelu(const std::string& name, ValueId x, const std::string& origin);
+  /// GELU: erf (`quick` false) or quick_gelu x·σ(1.702x) (attr approx "quick").
+  StatusOr<ValueId> gelu(const std::string& name, ValueId x, const std::string& origin,
+                         bool quick = false);
   StatusOr<ValueId> rope_table(const std::string& name, ValueId x, ValueId cos, ValueId sin, int64_t num_heads,
                                int64_t head_dim, const std::string& origin);
   /// `segments` empty: every token attends to every token; otherwise block-diagonal runs.

@@ -20,7 +20,10 @@ void softcap(const float* x, int64_t count, float cap, bool fp16, float* y);
 /// The erf GELU 0.5 · x · (1 + erf(x / √2)): erf in fp64 of fp64(x) · fp64(1/√2), rounded to
 /// fp32 once, the rest in fp32 left to right; fp16 when `fp16` (docs/numerics.md "gelu").
 float gelu_value(float x);
-/// gelu_value over a buffer.
-void gelu(const float* x, int64_t count, bool fp16, float* y);
+/// gelu_value (or quick_gelu_value when `quick`) over a buffer.
+void gelu(const float* x, int64_t count, bool fp16, float* y, bool quick = false);
+/// CLIP's quick_gelu x · σ(1.702 · x): t = fp32(1.702f · x), σ(t) in fp64 rounded to fp32 once,
+/// then x · σ in fp32 (docs/numerics.md "gelu").
+float quick_gelu_value(float x);
 
 }  // namespace qbc::numerics

@@ -1,0 +1,166 @@
+// build_clip_vision_graph: LLaVA's CLIP vision tower and projector as an MBLT graph
+// (qbc/frontend/clip_vision.h has the picture), following HF's CLIPVisionEmbeddings,
+// CLIPEncoderLayer and LlavaMultiModalProjector. The Conv2d patch embedding (kernel = stride =
+// patch, no bias) is a linear over the flattened (channel, y, x) patch: the checkpoint's
+// [width, 3, p, p] weight read row-major as [width, 3·p²].
+#include <algorithm>
+#include <cmath>
+
+#include "qbc/frontend/clip_vision.h"
+#include "qbc/ir/builder.h"
+
+namespace qbc::frontend {
+namespace {
+
+using ir::DType;
+using ir::TensorType;
+using ir::ValueId;
+
+constexpr int64_t kChannels = 3;
+const std::string kTower = "vision_tower.vision_model.";
+const std::string kProjector = "multi_modal_projector.";
+
+TensorType f32(std::vector<int64_t> dims) { return TensorType{DType::kF32, std::move(dims)}; }
+
+class ClipBuilder {
+ public:
+  ClipBuilder(const VisionConfig& vc, int64_t layers, ir::Graph& g)
+      : vc_(vc), layers_(layers), b_(g), hd_(vc.width / vc.heads) {}
+
+  StatusOr<ValueId> build() {
+    const int64_t side = vc_.image_size / vc_.patch_size, rows = 1 + side * side;
+    const int64_t patch = kChannels * vc_.patch_size * vc_.patch_size;
+    QBC_ASSIGN_OR_RETURN(ValueId x, b_.input("patches", f32({1, rows, patch})));
+    QBC_ASSIGN_OR_RETURN(ValueId base, b_.input("embed_base", f32({1, rows, vc_.width})));
+    QBC_ASSIGN_OR_RETURN(x, linear("vis.patch_embed", x, kTower + "embeddings.patch_embedding",
+                                   vc_.width, patch, false));
+    QBC_ASSIGN_OR_RETURN(x, b_.add("vis.embed", x, base, kTower + "embeddings"));
+    QBC_ASSIGN_OR_RETURN(x, norm("vis.pre_norm", x, kTower + "pre_layrnorm"));
+    for (int64_t i = 0; i < layers_; ++i) {
+      b_.set_block(static_cast<int>(i));
+      QBC_ASSIGN_OR_RETURN(x, layer(i, x));
+    }
+    b_.set_block(-1);
+    b_.set_part(ir::Part::kHead);
+    const int64_t t = vc_.text_hidden;
+    QBC_ASSIGN_OR_RETURN(x, linear("vis.proj.fc1", x, kProjector + "linear_1", t, vc_.width, true));
+    QBC_ASSIGN_OR_RETURN(x, b_.gelu("vis.proj.gelu", x, kProjector + "act"));
+    return linear("image_features", x, kProjector + "linear_2", t, t, true);
+  }
+
+ private:
+  StatusOr<ValueId> norm(const std::string& name, ValueId x, const std::string& hf) {
+    b_.weight(name + ".weight", f32({vc_.width}), hf + ".weight");
+    b_.weight(name + ".bias", f32({vc_.width}), hf + ".bias");
+    return b_.layer_norm(name, x, name + ".weight", name + ".bias", vc_.norm_eps, hf);
+  }
+
+  StatusOr<ValueId> linear(const std::string& name, ValueId x, const std::string& hf, int64_t out,
+                           int64_t in, bool bias) {
+    b_.weight(name + ".weight", f32({out, in}), hf + ".weight");
+    if (bias) b_.weight(name + ".bias", f32({out}), hf + ".bias");
+    return b_.linear(name, x, name + ".weight", bias ? name + ".bias" : "", hf);
+  }
+
+  StatusOr<ValueId> layer(int64_t i, ValueId x) {
+    const std::string p = "vis.blk." + std::to_string(i) + ".";
+    const std::string hf = kTower + "encoder.layers." + std::to_string(i) + ".";
+    const int64_t w = vc_.width;
+    QBC_ASSIGN_OR_RETURN(ValueId h, norm(p + "norm1", x, hf + "layer_norm1"));
+    QBC_ASSIGN_OR_RETURN(ValueId q, linear(p + "attn.q", h, hf + "self_attn.q_proj", w, w, true));
+    QBC_ASSIGN_OR_RETURN(ValueId k, linear(p + "attn.k", h, hf + "self_attn.k_proj", w, w, true));
+    QBC_ASSIGN_OR_RETURN(ValueId v, linear(p + "attn.v", h, hf + "self_attn.v_proj", w, w, true));
+    const double scale = 1.0 / std::sqrt(static_cast<double>(hd_));
+    QBC_ASSIGN_OR_RETURN(ValueId a, b_.full_attention(p + "attn.attention", q, k, v, vc_.heads, hd_,
+                                                      scale, {}, hf + "self_attn"));
+    QBC_ASSIGN_OR_RETURN(a, linear(p + "attn.out", a, hf + "self_attn.out_proj", w, w, true));
+    QBC_ASSIGN_OR_RETURN(x, b_.add(p + "attn_residual", x, a, hf));
+    QBC_ASSIGN_OR_RETURN(h, norm(p + "norm2", x, hf + "layer_norm2"));
+    QBC_ASSIGN_OR_RETURN(h, linear(p + "mlp.fc1", h, hf + "mlp.fc1", vc_.ffn, w, true));
+    QBC_ASSIGN_OR_RETURN(h, b_.gelu(p + "mlp.act", h, hf + "mlp", vc_.hidden_act == "quick_gelu"));
+    QBC_ASSIGN_OR_RETURN(h, linear(p + "mlp.fc2", h, hf + "mlp.fc2", w, vc_.ffn, true));
+    return b_.add(p + "ffn_residual", x, h, hf);
+  }
+
+  const VisionConfig& vc_;
+  int64_t layers_;
+  ir::Builder b_;
+  int64_t hd_;
+};
+
+}  // namespace
+
+StatusOr<int64_t> clip_used_layers(const VisionConfig& vc) {
+  const int64_t n = vc.feature_layer < 0 ? vc.depth + 1 + vc.feature_layer : vc.feature_layer;
+  if (n < 0 || n > vc.depth) {
+    return invalid_argument(vc.model_type, ": vision_feature_layer ", vc.feature_layer,
+                            " is outside a ", vc.depth, "-layer tower");
+  }
+  return n;
+}
+
+std::vector<float> clip_patch_rows(const std::vector<float>& chw, int64_t side, int64_t patch) {
+  const int64_t grid = side / patch, width = kChannels * patch * patch;
+  std::vector<float> rows(static_cast<size_t>((1 + grid * grid) * width), 0.0f);
+  for (int64_t gy = 0; gy < grid; ++gy) {
+    for (int64_t gx = 0; gx < grid; ++gx) {
+      float* row = rows.data() + (1 + gy * grid + gx) * width;
+      for (int64_t c = 0; c < kChannels; ++c) {
+        for (int64_t y = 0; y < patch; ++y) {
+          const float* src = chw.data() + (c * side + gy * patch + y) * side + gx * patch;
+          std::copy(src, src + patch, row + (c * patch + y) * patch);
+        }
+      }
+    }
+  }
+  return rows;
+}
+
+StatusOr<std::vector<float>> clip_embed_base(const VisionConfig& vc, const TensorFloats& read) {
+  std::vector<float> base, cls;
+  QBC_RETURN_IF_ERROR(read(kTower + "embeddings.position_embedding.weight", &base));
+  QBC_RETURN_IF_ERROR(read(kTower + "embeddings.class_embedding", &cls));
+  const int64_t side = vc.image_size / vc.patch_size;
+  const auto want = static_cast<size_t>((1 + side * side) * vc.width);
+  if (base.size() != want || cls.size() != static_cast<size_t>(vc.width)) {
+    return invalid_argument(kTower, "embeddings: position_embedding has ", base.size(),
+                            " values and class_embedding ", cls.size(), "; ", vc.image_size, "x",
+                            vc.image_size, " needs ", want, " and ", vc.width);
+  }
+  for (size_t i = 0; i < cls.size(); ++i) base[i] += cls[i];
+  return base;
+}
+
+std::vector<float> clip_drop_cls(const VisionConfig& vc, const std::vector<float>& rows,
+                                 int64_t c) {
+  if (vc.keeps_cls) return rows;
+  return std::vector<float>(rows.begin() + std::min<int64_t>(c, rows.size()), rows.end());
+}
+
+StatusOr<ir::Graph> build_clip_vision_graph(const VisionConfig& vc) {
+  if (vc.tower != VisionTower::kClip || vc.projector != VisionProjector::kLlavaMlp) {
+    return unimplemented("CLIP vision graph of a ", vision_tower_name(vc.tower), " tower (",
+                         vc.model_type, "): only LLaVA's CLIP tower is built here");
+  }
+  if (vc.hidden_act != "quick_gelu" && vc.hidden_act != "gelu") {
+    return unimplemented(vc.model_type, " vision_config.hidden_act '", vc.hidden_act,
+                         "' (quick_gelu and gelu are built)");
+  }
+  if (vc.projector_act != "gelu") {
+    return unimplemented(vc.model_type, " projector_hidden_act '", vc.projector_act,
+                         "' (gelu is built)");
+  }
+  if (vc.heads <= 0 || vc.width % vc.heads != 0 || vc.text_hidden <= 0 || vc.ffn <= 0) {
+    return invalid_argument(vc.model_type, " vision_config: hidden_size ", vc.width,
+                            ", num_attention_heads ", vc.heads, ", intermediate_size ", vc.ffn,
+                            ", text hidden_size ", vc.text_hidden);
+  }
+  QBC_ASSIGN_OR_RETURN(const int64_t layers, clip_used_layers(vc));
+  ir::Graph g("llava_clip_vision");
+  ClipBuilder cb(vc, layers, g);
+  QBC_ASSIGN_OR_RETURN(ValueId out, cb.build());
+  g.add_output(out);
+  return g;
+}
+
+}  // namespace qbc::frontend
