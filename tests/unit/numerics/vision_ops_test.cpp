@@ -29,6 +29,22 @@ TEST(NumericsVision, GeluIsTheErfForm) {
   EXPECT_EQ(y[2], gelu_value(0.5f));
 }
 
+TEST(NumericsVision, QuickGeluIsXTimesSigmoidOf1702X) {
+  // x / (1 + exp(-1.702 x)) worked out in double: σ(1.702) = 0.845795765932821,
+  // -2 σ(-3.404) = -0.0643413768557919, 3.5 σ(5.957) = 3.49096655386522.
+  EXPECT_EQ(quick_gelu_value(0.0f), 0.0f);
+  EXPECT_NEAR(quick_gelu_value(1.0f), 0.845795765932821, 1e-7);
+  EXPECT_NEAR(quick_gelu_value(-2.0f), -0.0643413768557919, 1e-7);
+  EXPECT_NEAR(quick_gelu_value(3.5f), 3.49096655386522, 1e-6);
+  // Not the erf form: at x = 1 the two differ by 4.5e-3.
+  EXPECT_GT(std::abs(quick_gelu_value(1.0f) - gelu_value(1.0f)), 4e-3);
+  const float x[2] = {1.0f, -2.0f};
+  float y[2];
+  gelu(x, 2, /*fp16=*/true, y, /*quick=*/true);
+  EXPECT_EQ(y[0], round_fp16(quick_gelu_value(1.0f)));
+  EXPECT_EQ(y[1], round_fp16(quick_gelu_value(-2.0f)));
+}
+
 TEST(NumericsVision, RopeTableRotatesHalves) {
   // One head of dim 4: pairs (0, 2) and (1, 3). Pair 0 turned by 90° (c 0, s 1), pair 1 by 0°.
   const float x[4] = {1.0f, 0.5f, 0.0f, 2.0f};
