@@ -14,8 +14,13 @@ shared=${QBC_SHARED:-$root/../shared}
 work=${1:-$(mktemp -d /tmp/qbc-resume-XXXXXX)}
 shift || true
 command -v /usr/bin/time >/dev/null || { echo "bench: needs GNU time (apt-get install time)" >&2; exit 2; }
-qbc="$root/build/tools/qbc"
-[ -x "$qbc" ] || { echo "bench: build qbc first (tools/setup.sh --target qbc)" >&2; exit 2; }
+[ -x "$root/build/tools/qbc" ] || { echo "bench: build qbc first (tools/setup.sh --target qbc)" >&2; exit 2; }
+# Every run uses one copy of the binary: a rebuild during the bench (another commit, so another
+# `git describe`) would otherwise change the producer string the MXQ metadata records and the
+# resume fingerprint, and the bytes would differ for that reason alone.
+mkdir -p "$work"
+cp "$root/build/tools/qbc" "$work/qbc"
+qbc="$work/qbc"
 config="$shared/model-configs/Llama-3.2-1B-Instruct/config.json"
 model=${QBC_BENCH_MODEL:-$work/llama-3.2-1b-bf16}
 if [ ! -f "$model/model.safetensors" ]; then
@@ -33,13 +38,21 @@ import json, os, signal, subprocess, sys, time, filecmp, shutil
 qbc, work, points, args = sys.argv[1], sys.argv[2], [int(p) for p in sys.argv[3].split()], sys.argv[4:]
 
 def timed(cmd, err_path):
-    """Runs cmd under GNU time; returns (wall, user+sys, exit code)."""
+    """Runs cmd under GNU time; returns (wall, user, sys, peak RSS in MiB, exit code)."""
     tfile = err_path + ".time"
     with open(err_path, "w") as err:
-        rc = subprocess.call(["/usr/bin/time", "-f", "%e %U %S", "-o", tfile] + cmd,
+        rc = subprocess.call(["/usr/bin/time", "-f", "%e %U %S %M", "-o", tfile] + cmd,
                              stdout=subprocess.DEVNULL, stderr=err)
-    wall, user, sys_ = (float(x) for x in open(tfile).read().split()[-3:])
-    return wall, user + sys_, rc
+    wall, user, sys_, rss = (float(x) for x in open(tfile).read().split()[-4:])
+    return wall, user, sys_, rss / 1024.0, rc
+
+def load():
+    return "load %s" % " ".join(open("/proc/loadavg").read().split()[:3])
+
+def differing_bytes(a, b):
+    """How many bytes differ (cmp -l), for the report of a mismatch."""
+    out = subprocess.run(["cmp", "-l", a, b], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    return len(out.stdout.splitlines())
 
 def calib_seconds(err_path):
     for line in open(err_path):
@@ -50,10 +63,12 @@ def calib_seconds(err_path):
 
 ref_out = os.path.join(work, "ref", "q.mxq")
 ref_err = os.path.join(work, "ref", "err.jsonl")
-ref_wall, ref_cpu, rc = timed([qbc, "--log-format", "json", "-v"] + args + ["--no-resume", "-o", ref_out], ref_err)
+print("qbc %s, %s" % (subprocess.run([qbc, "--version"], stdout=subprocess.PIPE, text=True).stdout.splitlines()[0], load()))
+ref_wall, ref_user, ref_sys, ref_rss, rc = timed([qbc, "--log-format", "json", "-v"] + args + ["--no-resume", "-o", ref_out], ref_err)
 if rc != 0:
     sys.exit("reference compile failed (%d): see %s" % (rc, ref_err))
-print("reference             wall %7.1f s  cpu %7.1f s  (calibration %.1f s)" % (ref_wall, ref_cpu, calib_seconds(ref_err)))
+print("reference: wall %.1f s, user %.1f s, sys %.1f s, peak RSS %.0f MiB (calibration %.1f s); %s" %
+      (ref_wall, ref_user, ref_sys, ref_rss, calib_seconds(ref_err), load()))
 
 ok = True
 for p in points:
@@ -89,14 +104,17 @@ for p in points:
         ok = False
         continue
     res_err = os.path.join(work, "run", "resumed.jsonl")
-    wall, cpu, rc = timed([qbc, "--log-format", "json", "-v"] + args + ["-o", out], res_err)
+    wall, user, sys_, rss, rc = timed([qbc, "--log-format", "json", "-v"] + args + ["-o", out], res_err)
     resumed = [json.loads(l)["message"] for l in open(res_err) if "resuming:" in l]
     same = rc == 0 and filecmp.cmp(out, ref_out, shallow=False)
+    left = os.path.exists(out + ".qbc-resume")
     remainder = ref_wall - killed_at
-    ok = ok and same and wall <= 1.10 * remainder
-    print("%3d %%: killed at %5.1f s (calibrate %3.0f %% done); resumed wall %6.1f s cpu %6.1f s "
-          "vs remainder %6.1f s: %.2fx (target <= 1.10); MXQ %s; %s" %
-          (p, killed_at, 100 * fraction, wall, cpu, remainder, wall / remainder,
-           "identical" if same else "DIFFERENT (rc %d)" % rc, resumed[0] if resumed else "no resume line"))
+    ok = ok and same and not left and wall <= 1.10 * remainder
+    print("%3d %%: killed at %.1f s (calibrate %.0f %% done); resumed: wall %.1f s, user %.1f s, "
+          "sys %.1f s, peak RSS %.0f MiB; remainder %.1f s: %.2fx (target <= 1.10); MXQ %s; "
+          "checkpoints %s; %s; %s" %
+          (p, killed_at, 100 * fraction, wall, user, sys_, rss, remainder, wall / remainder,
+           "identical" if same else "DIFFERENT (rc %d, %d bytes)" % (rc, differing_bytes(out, ref_out)),
+           "LEFT BEHIND" if left else "removed", resumed[0] if resumed else "no resume line", load()))
 sys.exit(0 if ok else 1)
 PY
