@@ -2,8 +2,9 @@
 // during calibration (SIGKILL, through the test hook QBC_TEST_KILL_AFTER_CALIB_BLOCK and by a
 // real kill -9 from outside) and started again with the same command resumes from its last
 // finished calibration block, says so, and writes the same MXQ bytes as a run that was never
-// interrupted; a changed input starts over; --no-resume ignores and removes the checkpoints;
-// Ctrl-C keeps them in the named folder.
+// interrupted (also when killed mid-way through a deeper model); a changed input (configuration
+// key, calibration data, model file) starts over; --no-resume ignores and removes the
+// checkpoints; Ctrl-C keeps them in the named folder.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
@@ -46,6 +47,12 @@ const fs::path& tiny_model() {
 
 std::string compile_args(const fs::path& out, const std::string& extra = "") {
   return "compile " + shell_quote(tiny_model()) + kFlags + extra + " -o " + shell_quote(out);
+}
+
+/// `compile MODEL` with the test flags and `extra`, to `out`.
+std::string compile_model_args(const fs::path& model, const fs::path& out,
+                               const std::string& extra = "") {
+  return "compile " + shell_quote(model) + kFlags + extra + " -o " + shell_quote(out);
 }
 
 /// The MXQ of an uninterrupted compile (no checkpoints), with `extra` flags.
@@ -175,6 +182,106 @@ TEST(ResumeCli, NoResumeIgnoresAndRemovesTheCheckpoints) {
   EXPECT_EQ(killed_after(out, "calibrate:1", " --no-resume").exit_code, 0);
   EXPECT_FALSE(fs::exists(dir / "q.mxq.qbc-resume"));
   EXPECT_TRUE(testing::read_file(out) == reference);
+}
+
+/// `qbc ARGS` with the hook killing it (SIGKILL) after calibration block `block`.
+testing::RunResult killed_running(const std::string& args, const std::string& block) {
+  return testing::run_command("QBC_TEST_KILL_AFTER_CALIB_BLOCK=" + block + " " +
+                              shell_quote(testing::qbc_binary()) + " " + args);
+}
+
+// A model of 8 decoder blocks (9 calibration blocks with the head) killed in the middle of
+// its calibration, with the two-pass histogram observer (mode 2: a max pass, then a histogram
+// over that max, per block): the resumed run loads blocks 0-4 of `calibrate` and all of
+// `calibrateScales`, runs blocks 5-8, and writes the bytes of an uninterrupted run.
+TEST(ResumeCli, KilledInTheMiddleOfADeeperModelResumesToTheSameBytes) {
+  const fs::path model = testing::temp_dir() / "deep";
+  const auto made = run_qbc("random-model --tiny --layers 8 -o " + shell_quote(model));
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  const std::string mode = " --set calibration.mode=2";
+  const fs::path ref = testing::temp_dir() / "ref.mxq";
+  const auto r = run_qbc(compile_model_args(model, ref, mode + " --no-resume"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const fs::path dir = testing::temp_dir() / "out";
+  fs::create_directories(dir);
+  const fs::path out = dir / "q.mxq";
+  ASSERT_NE(killed_running(compile_model_args(model, out, mode), "calibrate:4").exit_code, 0);
+  EXPECT_TRUE(fs::exists(dir / "q.mxq.qbc-resume" / "calibrate.block-0004.ckpt"));
+  const auto resumed = run_qbc(compile_model_args(model, out, mode));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_TRUE(contains(resumed.err, "resuming: calibration blocks 1-5 of 9 (calibrate)"))
+      << resumed.err;
+  EXPECT_TRUE(contains(resumed.err, "resuming: calibration blocks 1-9 of 9 (calibrateScales)"))
+      << resumed.err;
+  EXPECT_TRUE(testing::read_file(out) == testing::read_file(ref))
+      << "resumed MXQ differs from the reference";
+  EXPECT_EQ(listing(dir), "q.mxq ");
+}
+
+// Other calibration samples at the same --calib path (so the same configuration): the
+// checkpoints, keyed on the embedded samples, are not used; the result is the new data's.
+TEST(ResumeCli, ChangedCalibrationDataIsCalibratedAgain) {
+  QBC_REQUIRE_SHARED(hf, "models/stories260k/hf");
+  QBC_REQUIRE_SHARED(calib_text, "data/tinystories/calib.clean.txt");
+  QBC_REQUIRE_SHARED(eval_text, "data/tinystories/eval.clean.txt");
+  const fs::path calib = testing::temp_dir() / "calib";
+  const auto prepare = [&](const fs::path& text) {
+    const auto p = run_qbc("calib prepare " + shell_quote(hf) + " --text " + shell_quote(text) +
+                           " --num-samples 4 --seq-len 32 --force -o " + shell_quote(calib));
+    ASSERT_EQ(p.exit_code, 0) << p.err;
+  };
+  const std::string args = " --preset llm_fast --calib " + shell_quote(calib);
+  const auto compile = [&](const fs::path& out, const std::string& extra = "") {
+    return "compile " + shell_quote(hf) + args + extra + " -o " + shell_quote(out);
+  };
+  const fs::path dir = testing::temp_dir() / "out";
+  fs::create_directories(dir);
+  const fs::path out = dir / "q.mxq";
+  prepare(calib_text);
+  ASSERT_FALSE(HasFatalFailure());
+  ASSERT_NE(killed_running(compile(out), "calibrate:2").exit_code, 0);
+  ASSERT_TRUE(fs::exists(dir / "q.mxq.qbc-resume" / "calibrate.block-0002.ckpt"));
+  prepare(eval_text);
+  ASSERT_FALSE(HasFatalFailure());
+  const fs::path ref = testing::temp_dir() / "ref.mxq";
+  const auto r = run_qbc(compile(ref, " --no-resume"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto again = run_qbc(compile(out));
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_FALSE(contains(again.err, "resuming")) << again.err;
+  EXPECT_TRUE(testing::read_file(out) == testing::read_file(ref))
+      << "the MXQ is not the one of the new calibration data";
+  EXPECT_EQ(listing(dir), "q.mxq ");
+}
+
+// The model's weights rewritten in place (another seed): another fingerprint, so the folder
+// is stale, emptied, and the compile starts over on the new weights.
+TEST(ResumeCli, ChangedModelFileStartsOver) {
+  const fs::path model = testing::temp_dir() / "model";
+  const auto write = [&](const char* seed) {
+    const auto m = run_qbc("random-model --tiny --force --seed " + std::string(seed) + " -o " +
+                           shell_quote(model));
+    ASSERT_EQ(m.exit_code, 0) << m.err;
+  };
+  write("0");
+  ASSERT_FALSE(HasFatalFailure());
+  const fs::path dir = testing::temp_dir() / "out";
+  fs::create_directories(dir);
+  const fs::path out = dir / "q.mxq";
+  ASSERT_NE(killed_running(compile_model_args(model, out), "calibrate:1").exit_code, 0);
+  write("1");
+  ASSERT_FALSE(HasFatalFailure());
+  const fs::path ref = testing::temp_dir() / "ref.mxq";
+  const auto r = run_qbc(compile_model_args(model, ref, " --no-resume"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto again = run_qbc(compile_model_args(model, out));
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_TRUE(
+      contains(again.err, "removed stale checkpoints in " + (dir / "q.mxq.qbc-resume").string()))
+      << again.err;
+  EXPECT_FALSE(contains(again.err, "resuming")) << again.err;
+  EXPECT_TRUE(testing::read_file(out) == testing::read_file(ref));
+  EXPECT_EQ(listing(dir), "q.mxq ");
 }
 
 /// Starts `qbc ARGS` (stderr to `err`) with SIGINT at its default action.
