@@ -75,8 +75,9 @@ for p in points:
     out = os.path.join(work, "run", "q.mxq")
     for f in os.listdir(os.path.join(work, "run")):
         path = os.path.join(work, "run", f)
-        shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
-    err_path = os.path.join(work, "run", "killed.jsonl")
+        if not f.endswith((".jsonl", ".time")):  # each point's logs are kept
+            shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+    err_path = os.path.join(work, "run", "killed-%d.jsonl" % p)
     with open(err_path, "w") as err:
         t0 = time.monotonic()
         proc = subprocess.Popen([qbc, "--log-format", "json", "--progress-interval", "0.2"] + args + ["-o", out],
@@ -103,9 +104,11 @@ for p in points:
         print("%3d %%: the compile ended (%d) before that point of its calibration" % (p, proc.returncode))
         ok = False
         continue
-    res_err = os.path.join(work, "run", "resumed.jsonl")
+    res_err = os.path.join(work, "run", "resumed-%d.jsonl" % p)
     wall, user, sys_, rss, rc = timed([qbc, "--log-format", "json", "-v"] + args + ["-o", out], res_err)
     resumed = [json.loads(l)["message"] for l in open(res_err) if "resuming:" in l]
+    if rc != 0:
+        print("%3d %%: the resumed compile failed (%d): %s" % (p, rc, res_err))
     same = rc == 0 and filecmp.cmp(out, ref_out, shallow=False)
     left = os.path.exists(out + ".qbc-resume")
     remainder = ref_wall - killed_at
