@@ -12,6 +12,7 @@
 #include "qbc/driver/backend.h"
 #include "qbc/driver/model_loader.h"
 #include "qbc/driver/mxq_output.h"
+#include "qbc/driver/resume.h"
 #include "qbc/ir/serialize.h"
 #include "qbc/quant/pipeline.h"
 #include "qbc/quant/shape_only.h"
@@ -34,7 +35,8 @@ struct Job {
   std::string mblt;     ///< the quantized MBLT to write ("": none)
   LoadedModel model;    ///< parse: the float model
   std::optional<QuantizedModel> quantized;
-  isa::Bundle bundle;  ///< backend
+  isa::Bundle bundle;                               ///< backend
+  std::optional<quant::CheckpointDir> checkpoints;  ///< --no-resume: none
 };
 
 /// The user's instrumentation without the backend's pass names (the backend gets those):
@@ -91,6 +93,14 @@ Status fit_stage(Job& j) {
 Status quantize_stage(Job& j) {
   QuantizeRun run = j.req.run;
   run.instrumentation = quant_part(j.req);
+  if (j.req.resume) {
+    std::string inputs;
+    QBC_ASSIGN_OR_RETURN(const std::string fp,
+                         resume_fingerprint(j.req.model, j.model, j.cfg, run.producer, &inputs));
+    QBC_ASSIGN_OR_RETURN(j.checkpoints,
+                         quant::CheckpointDir::open(resume_dir(j.req.output), fp, inputs));
+    run.checkpoints = &*j.checkpoints;
+  }
   QBC_ASSIGN_OR_RETURN(QuantizedModel q, quantize(j.model, j.cfg, j.sidecar, run));
   j.quantized = std::move(q);
   j.model = LoadedModel();  // the float graph is done with (the source stays open in `q`)
@@ -174,6 +184,14 @@ Status place_outputs(Job& j, std::string* temp_dir) {
     keep = r.keep_intermediate;
     fs::create_directories(keep, ec);
     if (ec) return invalid_argument("--keep-intermediate ", keep.string(), ": ", ec.message());
+  } else if (r.resume) {
+    // In the checkpoint folder, so that a killed run leaves one folder, which the next run
+    // reuses; its scratch files are not resumed from (a killed run's are removed).
+    keep = fs::path(resume_dir(r.output)) / "work";
+    fs::remove_all(keep, ec);
+    fs::create_directories(keep, ec);
+    if (ec)
+      return invalid_argument(r.output, ": cannot create ", keep.string(), ": ", ec.message());
   } else {
     std::string templ = (dir / ".qbc-compile-XXXXXX").string();
     if (mkdtemp(templ.data()) == nullptr)
@@ -190,6 +208,15 @@ Status place_outputs(Job& j, std::string* temp_dir) {
 bool ends_with(const std::string& s, const char* suffix) {
   const std::string t(suffix);
   return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
+}
+
+/// --no-resume: the checkpoints of an earlier run for `output` are not used, nor kept.
+void remove_checkpoints(const std::string& output) {
+  const std::string dir = resume_dir(output);
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return;
+  fs::remove_all(dir, ec);
+  log("resume").warn("--no-resume: removed the checkpoints in {}", dir);
 }
 
 /// "12.3 MiB": the one unit convention of plan, inspect and this summary.
@@ -223,6 +250,8 @@ Status check_request(const CompileRequest& r) {
 StatusOr<CompileResult> run_compile(const CompileRequest& r, const config::ResolvedConfig& cfg) {
   QBC_RETURN_IF_ERROR(check_request(r));
   QBC_RETURN_IF_ERROR(check_calibration_inputs(cfg));
+  if (!r.resume) remove_checkpoints(r.output);
+  ResumeFolder resume(r.resume ? resume_dir(r.output) : "");  // after the job, like `cleanup`
   struct Cleanup {
     std::string dir;
     ~Cleanup() {
@@ -243,6 +272,7 @@ StatusOr<CompileResult> run_compile(const CompileRequest& r, const config::Resol
     if (std::string(s.name) == "backend") out.backend_seconds = secs;
     log("driver").info("stage {:<9} {:8.2f} s", s.name, secs);
   }
+  resume.succeeded();
   return out;
 }
 

@@ -216,6 +216,7 @@ StatusOr<QuantizedModel> quantize(const LoadedModel& model, const config::Resolv
   ctx.session.threads = run.threads;
   ctx.fixed = &fixed;
   ctx.input_transforms = &input_transforms;
+  ctx.checkpoints = run.checkpoints;
   // Weights are spilled to disk as they are made: memory stays at one layer.
   ctx.sink = [&sidecar](tensorfile::TensorToWrite t) { return sidecar.add(std::move(t)); };
   // Act-order linears kept as a column permutation: the float weights follow it.

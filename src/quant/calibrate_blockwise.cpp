@@ -5,6 +5,7 @@
 #include <set>
 
 #include "qbc/quant/block_runner.h"
+#include "qbc/quant/calib_checkpoint.h"
 #include "qbc/quant/calibrate.h"
 #include "qbc/support/cancel.h"
 #include "qbc/support/logging.h"
@@ -214,16 +215,41 @@ Status BlockRunner::advance(size_t s, const ir::WeightReader& weights) {
   return ok_status();
 }
 
+Status BlockRunner::resume_at(size_t s, std::vector<std::vector<float>> stream) {
+  const bool all_done = s == segments_.size();  // no stream is needed then
+  if (current_ != 0 || s > segments_.size() || (!all_done && stream.size() != stream_.size()))
+    return internal_error("BlockRunner: cannot resume at segment ", s, " of ", segments_.size(),
+                          " with ", stream.size(), " samples (at ", current_, ")");
+  stream_ = all_done ? std::vector<std::vector<float>>(stream_.size()) : std::move(stream);
+  current_ = s;
+  return ok_status();
+}
+
 StatusOr<CalibStats> collect_stats_blockwise(const ir::Graph& g, const ir::WeightReader& weights,
                                              size_t n, const SampleSource& samples, int mode,
-                                             const ref::SessionOptions& session_options) {
+                                             const ref::SessionOptions& session_options,
+                                             const CalibCheckpoint* checkpoint) {
   QBC_ASSIGN_OR_RETURN(BlockRunner runner, BlockRunner::create(g, n, samples, session_options));
   const std::vector<std::string> observed = observed_nodes(g);
   const std::map<std::string, RotaryPairing> pairings = rotated_key_inputs(g);
   CalibStats stats;
   const int passes = mode == 0 ? 1 : 2;
   const int64_t total = static_cast<int64_t>(runner.num_segments() * n) * passes;
-  int64_t done = 0;
+  const bool checkpointed = checkpoint != nullptr && checkpoint->dir != nullptr;
+  const std::string key =
+      checkpointed ? calib_run_key(*checkpoint, runner.stream(), runner.seqs()) : "";
+  size_t start = 0;
+  if (checkpointed) {
+    CalibProgress p = load_calib_progress(*checkpoint, key, runner.num_segments(), n);
+    if (p.next > 0) {
+      log("resume").warn("resuming: calibration blocks 1-{} of {} ({}) from {}", p.next,
+                         runner.num_segments(), checkpoint->run, checkpoint->dir->path().string());
+      QBC_RETURN_IF_ERROR(runner.resume_at(p.next, std::move(p.stream)));
+      stats = std::move(p.stats);
+      start = p.next;
+    }
+  }
+  int64_t done = static_cast<int64_t>(start * n) * passes;
   std::vector<float> act;
   std::vector<int64_t> shape;
   std::set<std::string> seen;  // observed in an earlier segment (where they were computed)
@@ -239,6 +265,7 @@ StatusOr<CalibStats> collect_stats_blockwise(const ir::Graph& g, const ir::Weigh
       here.push_back(name);
       seen.insert(name);
     }
+    if (s < start) continue;  // finished by an earlier run (its statistics are loaded)
     // Pass 0's outputs are the next segment's inputs: no second forward to advance.
     for (int pass = 0; pass < passes; ++pass) {
       QBC_RETURN_IF_ERROR(runner.run(
@@ -261,6 +288,12 @@ StatusOr<CalibStats> collect_stats_blockwise(const ir::Graph& g, const ir::Weigh
           /*keep_outputs=*/pass == 0));
     }
     QBC_RETURN_IF_ERROR(runner.advance_from_last_run(s));
+    if (checkpointed) {
+      CalibStats block;
+      for (const std::string& name : here) block[name] = stats[name];
+      QBC_RETURN_IF_ERROR(
+          save_calib_block(*checkpoint, key, s, runner.num_segments(), block, runner.stream()));
+    }
   }
   return stats;
 }

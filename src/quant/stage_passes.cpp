@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "qbc/quant/calib_checkpoint.h"
 #include "qbc/support/logging.h"
 
 namespace qbc::quant {
@@ -35,9 +36,10 @@ class Calibrate final : public Pass {
                                               " samples, block by block");
     const auto t0 = std::chrono::steady_clock::now();
     const int mode = ctx.options->calibration().mode();
+    const CalibCheckpoint checkpoint{ctx.checkpoints, name()};
     QBC_ASSIGN_OR_RETURN(ctx.owned_stats,
                          collect_stats_blockwise(*ctx.graph, ctx.weights->reader(), ctx.num_samples,
-                                                 *ctx.samples, mode, ctx.session));
+                                                 *ctx.samples, mode, ctx.session, &checkpoint));
     ctx.stats = &ctx.owned_stats;
     ctx.stats_resource = provides();
     if (!for_scales_) {

@@ -3,7 +3,9 @@
 // nothing beside the output path: no hidden .qbc-compile-* folder, no partial MXQ, MBLT or
 // sidecar. The process is started directly (posix_spawn, signals at their defaults, as an
 // interactive shell starts a foreground job) and the signal is sent once the heartbeat
-// (--progress-interval) shows that it is inside the stage named.
+// (--progress-interval) shows that it is inside the stage named. These runs pass --no-resume:
+// with resume on, the checkpoints of finished calibration blocks are kept in a named folder
+// instead (resume_cli_test).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
@@ -96,9 +98,10 @@ Interrupted interrupt(const fs::path& hf, const std::string& command, const std:
   const fs::path out = tmp / "out";
   fs::create_directories(out);
   const fs::path err = tmp / "err";
-  const pid_t pid = spawn_qbc("--progress-interval 0.05 " + command + " " + shell_quote(hf) +
-                                  " --preset llm --use-random-calib -o " + shell_quote(out / name),
-                              err);
+  const pid_t pid =
+      spawn_qbc("--progress-interval 0.05 " + command + " " + shell_quote(hf) +
+                    " --preset llm --use-random-calib --no-resume -o " + shell_quote(out / name),
+                err);
   EXPECT_GT(pid, 0);
   Interrupted r;
   if (pid <= 0) return r;

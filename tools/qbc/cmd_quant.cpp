@@ -20,6 +20,7 @@ struct QuantizeOptions {
   std::string report;
   int threads = 0;
   bool print_pipeline = false;
+  bool no_resume = false;
   pass::Instrumentation instr;
 };
 
@@ -29,6 +30,7 @@ driver::CompileRequest request(const QuantizeOptions& o) {
   r.model = o.model;
   r.output = o.output;
   r.keep_intermediate = o.keep_intermediate;
+  r.resume = !o.no_resume;
   r.run.producer = "qbc " QBC_VERSION " (" QBC_GIT_DESCRIBE ")";
   r.run.threads = o.threads;
   r.run.instrumentation = o.instr;
@@ -87,6 +89,10 @@ void register_quantize_like(CLI::App& app, Action& action, const char* name, con
   cmd->add_option("--threads", o->threads,
                   "Compute threads of the float calibration runs (0 = all cores); the output is "
                   "the same for any value");
+  cmd->add_flag("--no-resume", o->no_resume,
+                "Start over: do not resume from (and remove) the checkpoints an interrupted run "
+                "left in OUT.qbc-resume/, and write none. By default every finished calibration "
+                "block is checkpointed there, and a run on the same inputs resumes from them");
   cmd->add_flag("--print-pipeline", o->print_pipeline,
                 "Print the passes the configuration enables, in order, with the key that enables "
                 "each, and exit")

@@ -30,6 +30,9 @@ struct CompileRequest {
   std::string model;              ///< HF folder, .gguf, or an .mblt from `qbc parse`
   std::string output;             ///< compile: OUT.mxq; quantize: OUT.mblt
   std::string keep_intermediate;  ///< compile: DIR of the quantized MBLT ("": not written)
+  /// Checkpoint finished calibration blocks in OUT.qbc-resume/ and resume from those an
+  /// earlier, killed run on the same inputs left (driver/resume.h); --no-resume: false.
+  bool resume = true;
   /// Producer, threads, and the instrumentation as the user gave it (every stage's pass
   /// names: the quant pipeline gets its own, the backend its own).
   QuantizeRun run;

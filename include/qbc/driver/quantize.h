@@ -10,6 +10,7 @@
 #include "qbc/pass/pass_manager.h"
 #include "qbc/pass/pipeline.h"
 #include "qbc/quant/calibrate.h"
+#include "qbc/quant/checkpoint.h"
 
 namespace qbc::driver {
 
@@ -31,6 +32,8 @@ struct QuantizeRun {
   int threads = 0;
   /// --disable-pass, --dump-after, --dump-dir.
   pass::Instrumentation instrumentation;
+  /// Where calibration checkpoints its finished blocks and resumes (null: nowhere).
+  const quant::CheckpointDir* checkpoints = nullptr;
 };
 
 /// What a quantize run wrote and did, for the command's summary line.

@@ -48,6 +48,15 @@ class BlockRunner {
   /// segment reads (call once per segment, after the last run()).
   Status advance(size_t s, const ir::WeightReader& weights);
 
+  /// Every sample's current stream (the input of the current segment) and its length.
+  const std::vector<std::vector<float>>& stream() const { return stream_; }
+  const std::vector<int64_t>& seqs() const { return seqs_; }
+  /// The current segment.
+  size_t current() const { return current_; }
+  /// Continues at segment `s` with `stream` as its input (a checkpoint of an earlier run:
+  /// what advancing through segments [0, s) made). Must be called before any run().
+  Status resume_at(size_t s, std::vector<std::vector<float>> stream);
+
  private:
   struct Segment {
     std::vector<ir::ValueId> nodes;

@@ -70,10 +70,14 @@ StatusOr<CalibStats> collect_stats(const ir::Graph& g, runner::Runner& runner, s
 /// (block 0 with whatever precedes it, each further block, the head), each segment
 /// becomes its own float session over `weights`, and every sample's residual stream
 /// is carried from one segment to the next ([seq, hidden] floats per sample). Equal
-/// to collect_stats() on the same samples up to float summation order.
+/// to collect_stats() on the same samples up to float summation order. With `checkpoint`
+/// (calib_checkpoint.h), every finished block is saved and the blocks an earlier run on the
+/// same inputs finished are loaded instead of run: the statistics are the same bit for bit.
+struct CalibCheckpoint;
 StatusOr<CalibStats> collect_stats_blockwise(const ir::Graph& g, const ir::WeightReader& weights,
                                              size_t n, const SampleSource& samples, int mode,
-                                             const ref::SessionOptions& session = {});
+                                             const ref::SessionOptions& session = {},
+                                             const CalibCheckpoint* checkpoint = nullptr);
 
 /// The clipping range of a per-tensor activation for `options.calibration()`:
 /// mode 0 max, mode 1 the `percentile` quantile of |x|, mode 2 the clip that

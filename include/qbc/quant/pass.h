@@ -14,6 +14,7 @@
 #include "qbc/pass/pass.h"
 #include "qbc/pass/pass_manager.h"
 #include "qbc/quant/calibrate.h"
+#include "qbc/quant/checkpoint.h"
 #include "qbc/quant/quantize.h"
 #include "qbc/quant/weight_store.h"
 #include "qbc/ref/session.h"
@@ -81,6 +82,9 @@ struct PassContext {
   RotationGate rotation;
   /// Where quantizeRtn writes the integer weights and scales; null without a sink.
   TensorSink sink;
+  /// Where block-by-block calibration checkpoints each finished block, and finds the blocks
+  /// an earlier run on the same inputs finished (quant/checkpoint.h); null: no checkpoints.
+  const CheckpointDir* checkpoints = nullptr;
   /// What quantizeRtn did.
   int quantized_linears = 0, float_linears = 0;
 
