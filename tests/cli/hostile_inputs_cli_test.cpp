@@ -265,7 +265,10 @@ TEST(HostileInputsCliTest, NonUtf8InADoubleQuotedYamlStringIsALocatedExit2) {
   write_file(cfg, "seed: 1\ntarget:\n  description: \"a\\xffb\"\n");
   const auto r = run_qbc("--log-format json dump-config --format json -c " + shell_quote(cfg));
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(contains(r.out, "\"description\": \"a\xc3\xbf" "b\"")) << r.out;  // U+00FF
+  EXPECT_TRUE(contains(r.out,
+                       "\"description\": \"a\xc3\xbf"
+                       "b\""))
+      << r.out;  // U+00FF
 }
 
 TEST(HostileInputsCliTest, ProtobufJunkMbltLeavesNoLibprotobufLines) {
