@@ -132,32 +132,94 @@ npu::ModePrediction extrapolate(const npu::ModePrediction& a, const npu::ModePre
   return p;
 }
 
+// Extrapolating over the vocabulary. The embedding, the head and the logits are tiled by
+// rows of the vocabulary: with a vocabulary of at least kVocabToExtrapolate, the programs are
+// lowered for two small vocabularies a step of kVocabStep rows apart, holding the same ragged
+// last tile (V mod step) as the model's, and extrapolated linearly by whole steps. Real models
+// (at most 262,208 ids among the shared configs) are below it and timed as before.
+constexpr int64_t kVocabToExtrapolate = int64_t{1} << 20;
+constexpr int64_t kVocabStep = int64_t{1} << 16;
+
+/// The graphs whose programs stand for the model's and how to combine their predictions:
+/// graphs[0..1] are one and two periods of blocks (or every block when `period` is 0) at the
+/// model's vocabulary or, when `vocab` is set, at `vocab` rows, and graphs[2..3] the same at
+/// `vocab` + kVocabStep rows.
+struct Samples {
+  std::vector<ir::Graph> graphs;
+  int period = 0;
+  int64_t vocab = 0;        ///< the smaller sampled vocabulary; 0: the model's
+  int64_t more_blocks = 0;  ///< periods past the second
+  int64_t more_steps = 0;   ///< vocabulary steps past the larger sample
+};
+
+StatusOr<ir::Graph> sample_graph(const frontend::HParams& full, const config::ResolvedConfig& cfg,
+                                 int blocks, int64_t vocab) {
+  frontend::HParams hp = full;
+  if (vocab > 0) hp.vocab_size = vocab;
+  QBC_ASSIGN_OR_RETURN(ir::Graph g, shape_graph(hp, cfg, blocks));
+  return quant::shape_only(g, cfg.options);
+}
+
 /// The quantized graphs of one and two periods of blocks when `q`'s blocks repeat (and the
-/// cut graphs' blocks are the full graph's); empty otherwise.
-StatusOr<std::vector<ir::Graph>> period_graphs(const ir::Graph& q, const frontend::HParams& hp,
-                                               const config::ResolvedConfig& cfg, int* period) {
-  *period = 0;
+/// cut graphs' blocks are the full graph's), each at two small vocabularies when the model's
+/// is large; empty when neither applies.
+StatusOr<Samples> sample_graphs(const ir::Graph& q, const frontend::HParams& hp,
+                                const config::ResolvedConfig& cfg) {
+  Samples out;
   const int blocks = block_count(q);
+  if (hp.num_hidden_layers != blocks) return out;
+  if (hp.vocab_size >= kVocabToExtrapolate) {
+    out.vocab = kVocabStep + hp.vocab_size % kVocabStep;
+    out.more_steps = (hp.vocab_size - out.vocab) / kVocabStep - 1;
+  }
   const std::vector<std::string> texts = block_texts(q, blocks);
-  const int p = block_period(texts);
-  std::vector<ir::Graph> out;
-  if (p == 0 || hp.num_hidden_layers != blocks) return out;
+  int p = block_period(texts);
   // Lowering costs about the weights' tiles: the cut graphs lower 3p blocks and the head twice
   // against every block and the head once. A head larger than the blocks saved (a vocabulary
-  // of millions) is cheaper timed whole.
+  // of millions) is cheaper timed whole, unless it is sampled too.
   const double head = static_cast<double>(hp.vocab_size) * static_cast<double>(hp.hidden_size);
   const double saved =
       static_cast<double>(blocks - 3 * p) * static_cast<double>(hp.param_counts().per_block());
-  if (head >= saved) return out;
-  for (int k : {p, 2 * p}) {
-    QBC_ASSIGN_OR_RETURN(ir::Graph g, shape_graph(hp, cfg, k));
-    QBC_ASSIGN_OR_RETURN(ir::Graph qk, quant::shape_only(g, cfg.options));
-    const std::vector<std::string> cut = block_texts(qk, k);
-    if (!std::equal(cut.begin(), cut.end(), texts.begin())) return std::vector<ir::Graph>();
-    out.push_back(std::move(qk));
+  if (out.vocab == 0 && head >= saved) p = 0;
+  if (p == 0 && out.vocab == 0) return out;
+  // Lowered vocabulary-major: for each vocabulary, one and two periods (or every block).
+  auto build = [&](int period) -> StatusOr<bool> {
+    out.graphs.clear();
+    const std::vector<int64_t> vocabs =
+        out.vocab > 0 ? std::vector<int64_t>{out.vocab, out.vocab + kVocabStep}
+                      : std::vector<int64_t>{0};
+    const std::vector<int> cuts =
+        period > 0 ? std::vector<int>{period, 2 * period} : std::vector<int>{0};
+    for (int64_t vocab : vocabs) {
+      for (int k : cuts) {
+        QBC_ASSIGN_OR_RETURN(ir::Graph qk, sample_graph(hp, cfg, k, vocab));
+        if (k > 0) {
+          const std::vector<std::string> cut = block_texts(qk, k);
+          if (!std::equal(cut.begin(), cut.end(), texts.begin())) return false;
+        }
+        out.graphs.push_back(std::move(qk));
+      }
+    }
+    return true;
+  };
+  QBC_ASSIGN_OR_RETURN(bool same_blocks, build(p));
+  if (!same_blocks) {
+    if (out.vocab == 0) return Samples();
+    p = 0;  // the vocabulary is still sampled, over every block
+    QBC_ASSIGN_OR_RETURN(same_blocks, build(0));
   }
-  *period = p;
+  out.period = p;
+  if (p > 0) out.more_blocks = blocks / p - 2;
   return out;
+}
+
+/// The model's figure from the samples' (ordered as Samples::graphs).
+template <class T>
+T combine(const Samples& s, const std::vector<T>& x) {
+  if (s.vocab == 0) return extrapolate(x[0], x[1], s.more_blocks);
+  if (s.period == 0) return extrapolate(x[0], x[1], s.more_steps);
+  return extrapolate(extrapolate(x[0], x[2], s.more_steps), extrapolate(x[1], x[3], s.more_steps),
+                     s.more_blocks);
 }
 
 }  // namespace
@@ -231,13 +293,15 @@ StatusOr<PlanResult> plan(const ir::Graph& shape, const config::ResolvedConfig& 
   r.target = base.target.name;
   r.trained_context = options.trained_context;
   r.trained_source = options.trained_source;
-  // Repeating blocks: the programs of one and two periods stand for the whole model's.
-  std::vector<ir::Graph> periods;
+  // Repeating blocks and a large vocabulary: the programs of one and two periods (at two
+  // small vocabularies) stand for the whole model's.
+  Samples samples;
   if (options.hparams != nullptr && options.predictions) {
-    QBC_ASSIGN_OR_RETURN(periods, period_graphs(q, *options.hparams, cfg, &r.extrapolated_period));
+    QBC_ASSIGN_OR_RETURN(samples, sample_graphs(q, *options.hparams, cfg));
   }
-  const int64_t more = r.extrapolated_period > 0 ? block_count(q) / r.extrapolated_period - 2
-                                                 : 0;  // periods past the second
+  r.extrapolated_period = samples.period;
+  r.extrapolated_vocab = samples.vocab;
+  const std::vector<ir::Graph>& periods = samples.graphs;
   // The configured deployment: its memory plan is what compile would check.
   events::status("plan", "memory plan for " + r.target);
   QBC_ASSIGN_OR_RETURN(r.bundle, lower_shape(q, base, periods.empty()));
@@ -248,12 +312,19 @@ StatusOr<PlanResult> plan(const ir::Graph& shape, const config::ResolvedConfig& 
     base_periods.push_back(std::move(b));
   }
   if (!base_periods.empty()) {
-    // The programs' size grows by the blocks; SRAM holds the tiles of one node at a time, the
-    // same in every block (and the head is in both cut graphs).
-    const npu::MemoryReport one = npu::memory_report(base_periods[0]);
-    const npu::MemoryReport two = npu::memory_report(base_periods[1]);
-    r.memory.program_bytes = extrapolate(one.program_bytes, two.program_bytes, more);
-    r.memory.sram_peak = two.sram_peak;
+    // The programs' size grows by the blocks and the vocabulary; SRAM holds the tiles of one
+    // node at a time, the same in every block (and the head is in both cut graphs); with a
+    // sampled vocabulary, the larger of the samples' per core.
+    std::vector<int64_t> program_bytes, peak;
+    for (const isa::Bundle& b : base_periods) {
+      const npu::MemoryReport m = npu::memory_report(b);
+      program_bytes.push_back(m.program_bytes);
+      if (samples.vocab == 0 && program_bytes.size() != 2) continue;
+      peak.resize(std::max(peak.size(), m.sram_peak.size()), 0);
+      for (size_t c = 0; c < m.sram_peak.size(); ++c) peak[c] = std::max(peak[c], m.sram_peak[c]);
+    }
+    r.memory.sram_peak = peak;
+    r.memory.program_bytes = combine(samples, program_bytes);
   }
   r.limits = npu::fit_limits(r.bundle, r.memory);
   r.fit = npu::check_fit(r.bundle, r.memory);
@@ -338,9 +409,12 @@ StatusOr<PlanResult> plan(const ir::Graph& shape, const config::ResolvedConfig& 
       QBC_ASSIGN_OR_RETURN(sp.prediction, predict(q, r.bundle));
       return sp;
     }
-    QBC_ASSIGN_OR_RETURN(npu::ModePrediction one, predict(periods[0], base_periods[0]));
-    QBC_ASSIGN_OR_RETURN(npu::ModePrediction two, predict(periods[1], base_periods[1]));
-    sp.prediction = extrapolate(one, two, more);
+    std::vector<npu::ModePrediction> x;
+    for (size_t i = 0; i < periods.size(); ++i) {
+      QBC_ASSIGN_OR_RETURN(npu::ModePrediction p, predict(periods[i], base_periods[i]));
+      x.push_back(std::move(p));
+    }
+    sp.prediction = combine(samples, x);
     return sp;
   };
   events::status("plan", "programs and cost of " + std::to_string(modes.size()) + " scheme(s)");

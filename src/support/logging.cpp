@@ -36,8 +36,12 @@ double now_seconds() {
   return duration<double>(system_clock::now().time_since_epoch()).count();
 }
 
+// Every event goes through here. Inputs are refused at their readers when not UTF-8
+// (support/utf8.h, the command line in tools/qbc/main.cpp), but a log or error message may still
+// quote bytes nobody could refuse (a library's own log line, an OS error text): those are replaced
+// by U+FFFD rather than failing the run with nlohmann's type_error 316.
 void write_json_line(const nlohmann::json& j) {
-  std::string line = j.dump() + "\n";
+  std::string line = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
 }

@@ -229,6 +229,48 @@ TEST(HostileInputsCliTest, A20MbStringIsQuotedByAShortPrefix) {
   EXPECT_TRUE(contains(r.err, "(20971520 bytes) is not supported")) << r.err.substr(0, 500);
 }
 
+// Outside mutation round, issue 29: a command-line argument that is not UTF-8 reaches the JSON
+// event writer (the error names the path); it is refused before the command runs.
+TEST(HostileInputsCliTest, NonUtf8CommandLineArgumentIsExit2NamingTheArgument) {
+  const std::string bad = std::string("x") + '\xff' + "/c.json";
+  const auto r = run_qbc("--log-format json plan --model-config " + shell_quote(bad));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, "command-line argument 5 'x\\\\xFF/c.json'")) << r.err;
+  EXPECT_TRUE(contains(r.err, "is not valid UTF-8 (byte 0xFF at offset 1 of 9)")) << r.err;
+  EXPECT_FALSE(contains(r.err, "internal error")) << r.err;
+}
+
+// Outside mutation finding 1: a double-quoted YAML string holding a byte that is not UTF-8 made
+// dump-config exit 70 printing the resolved config as JSON. The raw byte is refused with its
+// line and column; an escape that names no Unicode scalar (a lone surrogate, YAML 1.2 section
+// 5.7) is malformed YAML at its location; escapes of scalars are encoded as UTF-8 and print.
+TEST(HostileInputsCliTest, NonUtf8InADoubleQuotedYamlStringIsALocatedExit2) {
+  const fs::path dir = temp_dir();
+  const fs::path cfg = dir / "cfg.yaml";
+  const std::pair<std::string, std::string> cases[] = {
+      {std::string("a") + '\xff' + "b", "cfg.yaml:3:18: the text is not valid UTF-8 (byte 0xFF)"},
+      {std::string("a") + '\xc3' + "b", "cfg.yaml:3:18: the text is not valid UTF-8 (byte 0xC3)"},
+      {"a\\ud800b", "cfg.yaml:3:"},
+  };
+  for (const auto& [value, message] : cases) {
+    write_file(cfg, "seed: 1\ntarget:\n  description: \"" + value + "\"\n");
+    for (const char* format : {"text", "json"}) {
+      const auto r = run_qbc(std::string("--log-format ") + format +
+                             " dump-config --format json -c " + shell_quote(cfg));
+      EXPECT_EQ(r.exit_code, 2) << format << ": " << r.err;
+      EXPECT_TRUE(contains(r.err, message)) << r.err;
+      EXPECT_FALSE(contains(r.err, "internal error")) << r.err;
+    }
+  }
+  write_file(cfg, "seed: 1\ntarget:\n  description: \"a\\xffb\"\n");
+  const auto r = run_qbc("--log-format json dump-config --format json -c " + shell_quote(cfg));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out,
+                       "\"description\": \"a\xc3\xbf"
+                       "b\""))
+      << r.out;  // U+00FF
+}
+
 TEST(HostileInputsCliTest, ProtobufJunkMbltLeavesNoLibprotobufLines) {
   const fs::path dir = temp_dir();
   // Model.graph_name (field 3, length-delimited) holding bytes that are not UTF-8: libprotobuf

@@ -12,6 +12,8 @@
 #include "qbc/support/host_memory.h"
 #include "qbc/support/logging.h"
 #include "qbc/support/progress.h"
+#include "qbc/support/quote.h"
+#include "qbc/support/utf8.h"
 #include "qbc_git_describe.h"
 
 namespace {
@@ -31,6 +33,17 @@ const char* kFooter =
     "            143 for SIGTERM): quantize, compile and calib prepare stop at the next\n"
     "            safe point and remove their temporary files and partial outputs.\n"
     "Docs: docs/cli.md (commands), docs/config.md (every config key).";
+
+// The command line is read like any input: paths, prompts and values reach JSON writers (events,
+// results, the embedded configuration), so an argument that is not UTF-8 is refused here, exit 2.
+qbc::Status check_arguments_utf8(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string what =
+        "command-line argument " + std::to_string(i) + " " + qbc::quote_prefix(argv[i]);
+    QBC_RETURN_IF_ERROR(qbc::check_utf8_value(argv[i], what));
+  }
+  return qbc::ok_status();
+}
 
 int run(int argc, char** argv) {
   // libprotobuf's own log lines (a junk MBLT's invalid UTF-8) go to the debug log, not next to
@@ -84,7 +97,8 @@ int run(int argc, char** argv) {
                     log_format == "json" ? qbc::LogFormat::kJson : qbc::LogFormat::kText);
   qbc::progress::set_heartbeat_interval(progress_interval);
   if (!action) return qbc::kExitBadInput;
-  const qbc::Status st = action();
+  qbc::Status st = check_arguments_utf8(argc, argv);
+  if (st.ok()) st = action();
   if (st.ok()) return qbc::kExitOk;
   // Any failure after Ctrl-C / SIGTERM is the interruption (a step cut short by it may
   // report its own error): events::error prints "interrupted".

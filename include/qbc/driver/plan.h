@@ -56,7 +56,8 @@ struct PlanOptions {
   /// linearly to every block ("time one block, multiply"): the time and memory of a plan grow
   /// with one period of blocks, not the model. The memory plan is always the whole model's.
   /// Not when the head (vocab x hidden) outweighs the blocks this saves: lowering it twice
-  /// more would cost more than the blocks.
+  /// more would cost more than the blocks. A vocabulary of at least 2^20 ids is sampled too:
+  /// the programs at two small vocabularies one step apart, extrapolated by steps.
   const frontend::HParams* hparams = nullptr;
 };
 
@@ -103,6 +104,10 @@ struct PlanResult {
   /// were timed. Extrapolated, a SchemePlan's prediction.decode.nodes are those of the
   /// 2-period program.
   int extrapolated_period = 0;
+  /// The smaller of the two vocabularies (a step of 65,536 rows apart, the model's ragged last
+  /// tile) the predictions were extrapolated from when the model's has at least 2^20 ids; 0:
+  /// the model's vocabulary was lowered.
+  int64_t extrapolated_vocab = 0;
   /// The planned graph's name (plan_model).
   std::string model_name;
 };

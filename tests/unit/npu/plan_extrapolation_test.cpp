@@ -123,5 +123,63 @@ TEST(PlanExtrapolationRules, AnOverriddenBlockIsInTheTimedPeriodsOrTheModelIsTim
   EXPECT_EQ(uniform->extrapolated_period, 1);
 }
 
+// A shared config with its vocabulary set to `vocab` ids, planned (llm_fast, 2K context, the
+// configured scheme only) with or without extrapolation.
+StatusOr<driver::PlanResult> plan_vocab(const std::string& model, int64_t vocab, bool extrapolate) {
+  config::LoadRequest req;
+  req.preset = "llm_fast";
+  req.sets = {"llm.attributes.maxSequenceLength=2048", "llm.attributes.maxCacheLength=2048",
+              "inferenceScheme=single"};
+  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, config::resolve(req));
+  QBC_ASSIGN_OR_RETURN(frontend::HParams hp,
+                       driver::shape_hparams((shared_dir() / "model-configs" / model).string()));
+  hp.vocab_size = vocab;
+  QBC_ASSIGN_OR_RETURN(ir::Graph g, driver::shape_graph(hp, cfg));
+  driver::PlanOptions po;
+  if (extrapolate) po.hparams = &hp;
+  return driver::plan(g, cfg, po);
+}
+
+// Outside mutation finding 2: a vocabulary of millions made plan lower the head whole for
+// every scheme (10-20 s, 0.8 GB). From 2^20 ids it is sampled at two small vocabularies a
+// step of 65,536 apart with the model's ragged last tile, and the answer is the whole one.
+TEST(PlanExtrapolationRules, ALargeVocabularyIsSampledAndEqualsTimingItWhole) {
+  QBC_REQUIRE_SHARED(dir, "model-configs/SmolLM2-135M-Instruct");
+  const int64_t vocab = (int64_t{1} << 20) + 12345;
+  auto whole = plan_vocab("SmolLM2-135M-Instruct", vocab, false);
+  QBC_ASSERT_OK(whole);
+  auto fast = plan_vocab("SmolLM2-135M-Instruct", vocab, true);
+  QBC_ASSERT_OK(fast);
+  EXPECT_EQ(whole->extrapolated_vocab, 0);
+  EXPECT_EQ(fast->extrapolated_vocab, 65536 + 12345);
+  EXPECT_EQ(fast->extrapolated_period, 1);
+  expect_same_json(nlohmann::json::parse(driver::plan_json(*whole)),
+                   nlohmann::json::parse(driver::plan_json(*fast)), "vocab");
+}
+
+// The same for 8.2 M ids on a Llama-3.2-1B shape: the largest program lowered is that of two
+// blocks and 131,072 + (8.2 M mod 65,536) vocabulary rows, not the model's.
+TEST(PlanExtrapolationRules, An8MillionVocabularyPlansFromSmallSamples) {
+  QBC_REQUIRE_SHARED(dir, "model-configs/Llama-3.2-1B-Instruct");
+  auto fast = plan_vocab("Llama-3.2-1B-Instruct", 8200000, true);
+  QBC_ASSERT_OK(fast);
+  EXPECT_EQ(fast->extrapolated_vocab, 65536 + 8200000 % 65536);
+  EXPECT_EQ(fast->extrapolated_period, 1);
+  for (const isa::Mode& m : fast->bundle.modes) {  // the model's own programs were not lowered
+    for (const isa::CoreProgram& c : m.prefill.cores) EXPECT_TRUE(c.code.empty());
+    for (const isa::CoreProgram& c : m.decode.cores) EXPECT_TRUE(c.code.empty());
+  }
+  ASSERT_EQ(fast->schemes.size(), 1u);
+  EXPECT_GT(fast->schemes[0].prediction.decode_s, 0.0);
+  // The nodes timed are those of a two-block program, as for the real 128,256-id vocabulary.
+  auto real = plan_vocab("Llama-3.2-1B-Instruct", 128256, true);
+  QBC_ASSERT_OK(real);
+  ASSERT_EQ(real->schemes.size(), 1u);
+  EXPECT_EQ(fast->schemes[0].prediction.decode.nodes.size(),
+            real->schemes[0].prediction.decode.nodes.size());
+  // The head's weights are the model's: 8.2 M rows of 2048 at 8 bits at least.
+  EXPECT_GE(fast->memory.dram.weights, int64_t{8200000} * 2048);
+}
+
 }  // namespace
 }  // namespace qbc
