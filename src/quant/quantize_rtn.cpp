@@ -150,6 +150,10 @@ void set_kv_attrs(ir::Node& n, const config::CompileOptions& options, bool per_t
   if (!s.k_rot_offset.empty()) n.attrs.set("k_rot_offset", std::move(s.k_rot_offset));
   if (options.bit().kv_cache().key_token_scale()) n.attrs.set("k_token_scale", int64_t{1});
   if (options.bit().kv_cache().key_hadamard()) n.attrs.set("qk_hadamard", int64_t{1});
+  if (options.bit().kv_cache().key_group() != 0)
+    n.attrs.set("k_group", int64_t{options.bit().kv_cache().key_group()});
+  if (options.bit().kv_cache().key_asymmetric()) n.attrs.set("k_asym", int64_t{1});
+  if (options.bit().kv_cache().value_token_scale()) n.attrs.set("v_token_scale", int64_t{1});
 }
 
 }  // namespace
@@ -419,6 +423,17 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
       }
       KvScales kv{std::move(q_scale),  std::move(k_scale),  std::move(v_scale),
                   std::move(k_offset), std::move(v_offset), std::move(k_rot_offset)};
+      const auto& kvc = options.bit().kv_cache();
+      if ((kvc.key_group() != 0 || kvc.key_asymmetric()) &&
+          (!kvc.key_token_scale() || hd % std::max(kvc.key_group(), 1) != 0)) {
+        return invalid_argument(n.name, ": bit.kvCache.keyGroup (", kvc.key_group(),
+                                ") and keyAsymmetric need bit.kvCache.keyTokenScale and a group",
+                                " dividing head_dim (", hd, ")");
+      }
+      if (kvc.key_asymmetric() && options.bit().kv_cache().key() != 4) {
+        return invalid_argument(n.name, ": bit.kvCache.keyAsymmetric needs bit.kvCache.key 4 (its",
+                                " zero point is an int8)");
+      }
       if (options.bit().kv_cache().key_hadamard()) {
         if (!options.bit().kv_cache().key_token_scale() || (hd & (hd - 1)) != 0) {
           return invalid_argument(n.name,
