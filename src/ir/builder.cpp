@@ -265,7 +265,7 @@ StatusOr<TensorType> infer_type(const Graph& g, const Node& n) {
                                   "dividing head_dim ", hd);
         }
         if (a.get_int("k_asym", 0) == 1 && a.get_int("k_bits") != 4) {
-          return invalid_argument(describe(n), ": k_asym needs k_bits 4 (its zero point is an int8)");
+          return invalid_argument(describe(n), ": k_asym needs k_bits 4 (its zero point is an int16 in 1/256 steps)");
         }
         if (a.get_int("p_bits") != 8 && a.get_int("p_bits") != 16) {
           return invalid_argument(describe(n), ": p_bits must be 8 or 16");

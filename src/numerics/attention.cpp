@@ -47,13 +47,18 @@ void hadamard_inplace(double* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = x[i] / r;
 }
 
+void rotate_head(double* x, const Attention& p) {
+  const int64_t n = p.k_group > 0 ? p.k_group : p.head_dim;
+  for (int64_t g = 0; g < p.head_dim; g += n) hadamard_inplace(x + g, n);
+}
+
 void query_codes(const float* qr, int64_t head, const Attention& p, QueryCodes* out) {
   const int64_t d = p.head_dim;
   const int64_t kvh = head / (p.heads / p.kv_heads);
   std::vector<float> qh;
   if (p.qk_hadamard) {  // Q rotated like its keys, fp64, rounded once to fp16
     std::vector<double> x(qr, qr + d);
-    hadamard_inplace(x.data(), d);
+    rotate_head(x.data(), p);
     qh.resize(static_cast<size_t>(d));
     for (int64_t c = 0; c < d; ++c)
       qh[static_cast<size_t>(c)] = round_fp16(x[static_cast<size_t>(c)]);
@@ -84,9 +89,10 @@ double reach(const double* x, const float* o, const float* s, int64_t n, int bit
 constexpr double kZeroReach = 119.0;
 
 /// Asymmetric codes of one key group (k_asym): y_c = (x_c − o_c) / s_c in fp64, t =
-/// fp16(max((max y − min y) / (2^bits − 1), |min y| / 119)) (1 when that is 0), z = clamp(rne(−min
-/// y / t) − 2^(bits−1), −128, 127), code_c = clamp(rne((x_c − o_c) / fp32(s_c · t)) + z,
-/// −2^(bits−1), 2^(bits−1) − 1); the stored key is o_c + s_c · t · (code_c − z).
+/// fp16(max((max y − min y) / (2^bits − 1), |min y| / 119)) (1 when that is 0), the zero
+/// point in 1/256 steps z = rne(−min y / t · 256) − 2^(bits−1) · 256 (an int16), code_c =
+/// clamp(rne((x_c − o_c) / fp32(s_c · t) + z / 256), −2^(bits−1), 2^(bits−1) − 1); the
+/// stored key is o_c + s_c · t · (code_c − z / 256), so both ends of the group are exact.
 void asym_group(const double* x, const float* o, const float* s, int64_t n, int bits,
                 int32_t* codes, float* t, int32_t* z) {
   double lo = 0.0, hi = 0.0;
@@ -100,12 +106,12 @@ void asym_group(const double* x, const float* o, const float* s, int64_t n, int 
   // the group sits far from its offset (|lo| / t ≤ 119).
   const float r = round_fp16(std::max((hi - lo) / (2.0 * half - 1.0), std::fabs(lo) / kZeroReach));
   *t = r > 0.0f ? r : 1.0f;
-  *z = static_cast<int32_t>(
-      std::clamp(std::nearbyint(-lo / static_cast<double>(*t)) - half, -128.0, 127.0));
+  const double zf = std::nearbyint(-lo / static_cast<double>(*t) * kZeroUnit) - half * kZeroUnit;
+  *z = static_cast<int32_t>(zf);
   for (int64_t c = 0; c < n; ++c) {
-    const double q =
-        std::nearbyint((x[c] - static_cast<double>(o[c])) / static_cast<double>(s[c] * *t)) + *z;
-    codes[c] = static_cast<int32_t>(std::clamp(q, -half, half - 1.0));
+    const double y = (x[c] - static_cast<double>(o[c])) / static_cast<double>(s[c] * *t);
+    codes[c] =
+        static_cast<int32_t>(std::clamp(std::nearbyint(y + zf / kZeroUnit), -half, half - 1.0));
   }
 }
 
@@ -120,7 +126,7 @@ void key_codes(const float* k, int64_t kvh, const Attention& p, int32_t* codes, 
   const int64_t d = p.head_dim, ng = key_groups(p), gs = d / ng;
   const size_t base = static_cast<size_t>(kvh * d);
   std::vector<double> x(k, k + d);
-  if (p.qk_hadamard) hadamard_inplace(x.data(), d);
+  if (p.qk_hadamard) rotate_head(x.data(), p);
   for (int64_t g = 0; g < ng; ++g) {
     const double* xg = x.data() + g * gs;
     const float* o = p.k_offset.data() + base + g * gs;
@@ -169,8 +175,13 @@ float key_score(const QueryCodes& q, const float* qr, const int32_t* kcodes, con
       acc += int64_t{q.codes[static_cast<size_t>(c)]} * kcodes[c];
       qsum += q.codes[static_cast<size_t>(c)];
     }
-    if (k_zero != nullptr) acc -= int64_t{k_zero[g]} * qsum;
-    float sg = static_cast<float>(acc) * q.mq;
+    float sg;
+    if (k_zero != nullptr) {  // fractional zero point: the sum in 1/256 units, still an integer
+      acc = acc * kZeroUnit - int64_t{k_zero[g]} * qsum;
+      sg = static_cast<float>(acc) * (q.mq / static_cast<float>(kZeroUnit));
+    } else {
+      sg = static_cast<float>(acc) * q.mq;
+    }
     if (p.k_token_scale) sg = sg * k_token[g];
     sc = g == 0 ? sg : sc + sg;
   }

@@ -35,11 +35,12 @@ struct Attention {
   bool k_token_scale = false;
   /// Online per-head Walsh–Hadamard rotation of Q and K (after RoPE and the rotating
   /// offset) before their codes: exact in the score, q·k = (Hq)·(Hk). Needs k_token_scale.
+  /// With k_group, one rotation per group of k_group channels (block diagonal).
   bool qk_hadamard = false;
   /// Channels per key multiplier (0 or head_dim: one per stored key row of a KV head).
   int64_t k_group = 0;
-  /// Each key group coded over its own [min, max] with an integer zero point z: the score
-  /// subtracts z · Σ_group qcodes. Needs k_token_scale.
+  /// Each key group coded over its own [min, max] with a zero point z in 1/kZeroUnit steps
+  /// (int16): the score's sum is kZeroUnit · Σ q·code − z · Σ_group qcodes. Needs k_token_scale.
   bool k_asym = false;
   /// Per-token V multipliers m in [1, 255], units of 1/kVTokenUnit of the static scales,
   /// inside the integer P·V sum (Σ_j e_j · m_j · v_j).
@@ -68,8 +69,9 @@ struct QueryCodes {
 void query_codes(const float* qr, int64_t head, const Attention& p, QueryCodes* out);
 
 /// The (soft-capped) score of one key: Σ_g fp32(fp32(acc_g) · mq) · t_g over the key groups
-/// in order (t_g = 1 without k_token_scale), acc_g = Σ_{c in g} qcodes_c · kcodes_c (minus
-/// z_g · Σ_{c in g} qcodes_c with k_asym), + the rotating-offset correction
+/// in order (t_g = 1 without k_token_scale), acc_g = Σ_{c in g} qcodes_c · kcodes_c (with
+/// k_asym: kZeroUnit · that − z_g · Σ_{c in g} qcodes_c, times mq / kZeroUnit instead of mq),
+/// + the rotating-offset correction
 /// fp32(Σ_c q_c · krot_c) · scale when `krot` is not null.
 float key_score(const QueryCodes& q, const float* qr, const int32_t* kcodes, const float* krot,
                 const Attention& p, const float* k_token = nullptr,
@@ -87,6 +89,9 @@ int64_t key_groups(const Attention& p);
 /// `z` is not null, its zero point (0 without k_asym).
 void key_codes(const float* k, int64_t kvh, const Attention& p, int32_t* codes, float* t,
                int32_t* z = nullptr);
+
+/// Asymmetric key zero points are in units of 1/kZeroUnit of the group's step (int16).
+inline constexpr int32_t kZeroUnit = 256;
 
 /// The unit of the per-token V multipliers: m / kVTokenUnit of the static scale.
 inline constexpr int32_t kVTokenUnit = 64;

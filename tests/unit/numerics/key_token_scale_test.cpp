@@ -208,7 +208,8 @@ TEST(KeyAsymmetric, CodesSpanTheGroupRangeAndDecodeWithinHalfAStep) {
         const size_t i = static_cast<size_t>(g * 4 + c);
         lo = std::min(lo, codes[i]);
         hi = std::max(hi, codes[i]);
-        const double back = static_cast<double>(step) * (codes[i] - z[static_cast<size_t>(g)]);
+        const double back =
+            static_cast<double>(step) * (codes[i] - z[static_cast<size_t>(g)] / 256.0);
         // Half a step inside the range; the top code may be clamped (two roundings).
         const double tol = codes[i] == 7 ? 1.0 : 0.5;
         EXPECT_LE(std::fabs(back - k[i]), tol * step * (1 + 1e-6)) << s << " " << i;
@@ -239,17 +240,67 @@ TEST(KeyAsymmetric, AGroupFarFromItsOffsetWidensTheStepSoTheZeroPointFits) {
   float t[2];
   key_codes(k.data(), 0, a, codes.data(), t, z.data());
   for (int g = 0; g < 2; ++g) {
-    EXPECT_GE(z[static_cast<size_t>(g)], -128) << g;
-    EXPECT_LE(z[static_cast<size_t>(g)], 127) << g;
+    EXPECT_GE(z[static_cast<size_t>(g)], -32768) << g;
+    EXPECT_LE(z[static_cast<size_t>(g)], 32767) << g;
     const float step = a.k_scale[0] * t[g];
     for (int c = 0; c < 4; ++c) {
       const size_t i = static_cast<size_t>(g * 4 + c);
       EXPECT_GE(codes[i], -8) << i;
       EXPECT_LE(codes[i], 7) << i;
-      const double back = static_cast<double>(step) * (codes[i] - z[static_cast<size_t>(g)]);
+      const double back =
+          static_cast<double>(step) * (codes[i] - z[static_cast<size_t>(g)] / 256.0);
       EXPECT_LE(std::fabs(back - k[i]), 0.5 * step * (1 + 1e-6)) << i;
     }
   }
+}
+
+TEST(KeyAsymmetric, BothEndsOfAGroupDecodeWithinAFractionOfAStep) {
+  Attention a = one_head(4, true, false);
+  a.k_asym = true;
+  a.k_group = 4;
+  for (int s = 0; s < 8; ++s) {
+    const std::vector<float> k = row(1.0, s);
+    std::vector<int32_t> codes(kDim), z(2);
+    float t[2];
+    key_codes(k.data(), 0, a, codes.data(), t, z.data());
+    for (int g = 0; g < 2; ++g) {
+      size_t lo = static_cast<size_t>(g * 4), hi = lo;
+      for (size_t i = lo; i < static_cast<size_t>(g * 4 + 4); ++i) {
+        if (k[i] < k[lo]) lo = i;
+        if (k[i] > k[hi]) hi = i;
+      }
+      const double step = static_cast<double>(a.k_scale[0]) * t[g];
+      if (step * 15.0 < (k[hi] - k[lo]) * (1.0 - 1e-3)) continue;  // step widened: not the case
+      for (size_t i : {lo, hi}) {
+        const double back = step * (codes[i] - z[static_cast<size_t>(g)] / 256.0);
+        // The fp16 step and the 1/256 zero point: a few thousandths of a step, not a half.
+        EXPECT_LE(std::fabs(back - k[i]), 0.01 * step) << s << " " << i;
+      }
+    }
+  }
+}
+
+TEST(KeyHadamard, WithKeyGroupsEachGroupIsRotatedOnItsOwn) {
+  // Energy only in group 0: with per-group rotations group 1's codes stay 0; the one
+  // rotation over the whole head spreads it into both groups.
+  Attention blocks = one_head(8, true, true), whole = blocks;
+  blocks.k_group = 4;
+  std::vector<float> k(kDim, 0.0f);
+  k[0] = 1.0f;
+  k[1] = -0.5f;
+  std::vector<int32_t> cb(kDim), cw(kDim);
+  float tb[2], tw = 0.0f;
+  key_codes(k.data(), 0, blocks, cb.data(), tb);
+  key_codes(k.data(), 0, whole, cw.data(), &tw);
+  for (int c = 4; c < 8; ++c) EXPECT_EQ(cb[static_cast<size_t>(c)], 0) << c;
+  int nonzero = 0;
+  for (int c = 4; c < 8; ++c) nonzero += cw[static_cast<size_t>(c)] != 0;
+  EXPECT_EQ(nonzero, 4);
+  // Still exact in the score: the per-group rotation is orthonormal, so the quantized
+  // score stays close to the exact one.
+  const std::vector<float> q = row(1.0, 7);
+  const double ref = exact_score(blocks, q, k);
+  EXPECT_NEAR(score(blocks, q, k), ref, 0.02 * (1.0 + std::fabs(ref)));
 }
 
 TEST(KeyAsymmetric, ScoreSubtractsTheZeroPointTimesTheQuerySum) {
@@ -267,8 +318,8 @@ TEST(KeyAsymmetric, ScoreSubtractsTheZeroPointTimesTheQuerySum) {
     int64_t acc = 0;
     for (int c = g * 4; c < g * 4 + 4; ++c)
       acc += int64_t{qc.codes[static_cast<size_t>(c)]} *
-             (codes[static_cast<size_t>(c)] - z[static_cast<size_t>(g)]);
-    const float sg = static_cast<float>(acc) * qc.mq * t[g];
+             (256 * codes[static_cast<size_t>(c)] - z[static_cast<size_t>(g)]);
+    const float sg = static_cast<float>(acc) * (qc.mq / 256.0f) * t[g];
     want = g == 0 ? sg : want + sg;
   }
   const float got = key_score(qc, q.data(), codes.data(), nullptr, a, t, z.data());
