@@ -219,7 +219,7 @@ StatusOr<TensorType> infer_type(const Graph& g, const Node& n) {
         if (a.has(key) != quant) return invalid_argument(describe(n), ": KV quantization attributes must all be present or none (", key, ")");
       }
       if (!quant && (a.has("k_offset") || a.has("v_offset") || a.has("k_rot_offset") || a.has("k_token_scale") ||
-                     a.has("qk_hadamard"))) {
+                     a.has("qk_hadamard") || a.has("k_group") || a.has("k_asym") || a.has("v_token_scale"))) {
         return invalid_argument(describe(n), ": k_offset / v_offset / k_rot_offset / k_token_scale / qk_hadamard need a ",
                                 "quantized KV cache (k_bits ...)");
       }
@@ -249,7 +249,7 @@ StatusOr<TensorType> infer_type(const Graph& g, const Node& n) {
           const int64_t b = a.get_int(key);
           if (b != 4 && b != 8 && b != 16) return invalid_argument(describe(n), ": ", key, " must be 4, 8 or 16");
         }
-        for (const char* key : {"q_dynamic", "k_token_scale", "qk_hadamard"}) {
+        for (const char* key : {"q_dynamic", "k_token_scale", "qk_hadamard", "k_asym", "v_token_scale"}) {
           if (a.has(key) && a.get_int(key) != 0 && a.get_int(key) != 1) {
             return invalid_argument(describe(n), ": ", key, " must be 0 or 1, got ", a.get_int(key));
           }
@@ -257,6 +257,15 @@ StatusOr<TensorType> infer_type(const Graph& g, const Node& n) {
         if (a.get_int("qk_hadamard", 0) == 1 && (a.get_int("k_token_scale", 0) != 1 || (hd & (hd - 1)) != 0)) {
           return invalid_argument(describe(n), ": qk_hadamard needs k_token_scale and a power-of-two head_dim (",
                                   hd, "): static key ranges do not bound the rotated keys");
+        }
+        const int64_t kg = a.get_int("k_group", 0);
+        if ((kg != 0 || a.get_int("k_asym", 0) == 1) &&
+            (a.get_int("k_token_scale", 0) != 1 || kg < 0 || (kg > 0 && hd % kg != 0))) {
+          return invalid_argument(describe(n), ": k_group ", kg, " / k_asym need k_token_scale and a group ",
+                                  "dividing head_dim ", hd);
+        }
+        if (a.get_int("k_asym", 0) == 1 && a.get_int("k_bits") != 4) {
+          return invalid_argument(describe(n), ": k_asym needs k_bits 4 (its zero point is an int16 in 1/256 steps)");
         }
         if (a.get_int("p_bits") != 8 && a.get_int("p_bits") != 16) {
           return invalid_argument(describe(n), ": p_bits must be 8 or 16");

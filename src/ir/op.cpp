@@ -54,7 +54,8 @@ std::vector<AttrSpec> attrs_of(Op op) {
               // 1: per-(token, head) dynamic Q scale; q_scale then records the static one.
               {"q_dynamic", K::kInt, false},
               // 1: per-(token, KV head) key multipliers; 1: online Q·K Hadamard (docs/numerics.md).
-              {"k_token_scale", K::kInt, false}, {"qk_hadamard", K::kInt, false}};
+              {"k_token_scale", K::kInt, false}, {"qk_hadamard", K::kInt, false},
+              {"k_group", K::kInt, false}, {"k_asym", K::kInt, false}, {"v_token_scale", K::kInt, false}};
     case Op::kGatedAct: return {{"act", K::kString, true}};
     case Op::kAdd: return {};
     case Op::kScale: return {{"factor", K::kFloat, true}};

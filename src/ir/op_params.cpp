@@ -68,6 +68,9 @@ Status kv_quant_params(const Node& n, numerics::Attention* a) {
   QBC_ASSIGN_OR_RETURN(a->q_dynamic, flag(n, "q_dynamic"));
   QBC_ASSIGN_OR_RETURN(a->k_token_scale, flag(n, "k_token_scale"));
   QBC_ASSIGN_OR_RETURN(a->qk_hadamard, flag(n, "qk_hadamard"));
+  QBC_ASSIGN_OR_RETURN(a->k_asym, flag(n, "k_asym"));
+  QBC_ASSIGN_OR_RETURN(a->v_token_scale, flag(n, "v_token_scale"));
+  QBC_ASSIGN_OR_RETURN(a->k_group, optional_int(n, "k_group", 0));
   const std::pair<const char*, std::vector<float>*> scales[] = {
       {"q_scale", &a->q_scale}, {"k_scale", &a->k_scale}, {"v_scale", &a->v_scale}};
   for (const auto& [key, dst] : scales) {

@@ -43,11 +43,13 @@ Status check_graph(Context& cx) {
                                ": attention with a float KV cache; the ARIES backend needs a "
                                "quantized cache (bit.kvCache.key / bit.kvCache.value)");
         }
-        if (n.attrs.get_int("k_token_scale", 0) != 0 || n.attrs.get_int("qk_hadamard", 0) != 0) {
+        if (n.attrs.get_int("k_token_scale", 0) != 0 || n.attrs.get_int("qk_hadamard", 0) != 0 ||
+            n.attrs.get_int("v_token_scale", 0) != 0) {
           return unimplemented(
               ir::describe(n),
               ": per-token key scales / the online Q·K Hadamard "
-              "(bit.kvCache.keyTokenScale, keyHadamard) run in the fake-quant "
+              "(bit.kvCache.keyTokenScale, keyHadamard, keyGroup, keyAsymmetric, valueTokenScale) "
+              "run in the fake-quant "
               "evaluator only; the ARIES cache layout has no per-token multiplier yet");
         }
         QBC_ASSIGN_OR_RETURN(const int64_t max_cache, ir::required_int(n, "max_cache"));

@@ -24,8 +24,7 @@ void quantized_row(const float* qr, int64_t h, const std::vector<int32_t>& kc,
   std::vector<float> scores(static_cast<size_t>(hi - lo));
   float mx = -std::numeric_limits<float>::infinity();
   for (int64_t j = lo; j < hi; ++j) {
-    const float sc =
-        key_score(qc, qr, kc.data() + static_cast<size_t>(j * w + h * d), nullptr, p, 1.0f);
+    const float sc = key_score(qc, qr, kc.data() + static_cast<size_t>(j * w + h * d), nullptr, p);
     scores[static_cast<size_t>(j - lo)] = sc;
     mx = std::max(mx, sc);
   }
@@ -80,10 +79,10 @@ void full_attention(const float* q, const float* k, const float* v, int64_t s, c
   if (p.quantized) {  // every key and value row coded once, with its channel's static scale
     kc.resize(static_cast<size_t>(s * w));
     vc.resize(static_cast<size_t>(s * w));
-    float t = 1.0f;
+    std::vector<float> t(static_cast<size_t>(key_groups(p)));
     for (int64_t j = 0; j < s; ++j) {
       for (int64_t h = 0; h < p.heads; ++h)
-        key_codes(k + j * w + h * d, h, p, &kc[j * w + h * d], &t);
+        key_codes(k + j * w + h * d, h, p, &kc[j * w + h * d], t.data());
       for (int64_t c = 0; c < w; ++c) {
         const size_t ci = static_cast<size_t>(c);
         vc[static_cast<size_t>(j * w + c)] =

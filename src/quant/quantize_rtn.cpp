@@ -109,13 +109,16 @@ struct KvScales {
 /// Static K scales and offsets for the Hadamard-rotated keys (qk_hadamard): per KV head
 /// the offsets rotated like the keys (still softmax-free), one scale for the head (the
 /// rotation mixes its channels; the per-token multiplier sets the actual step), and Q's
-/// static scale bounded by max|Hq|_c <= sum_c max|q_c| / sqrt(head_dim).
-void rotate_key_scales(KvScales& s, const TensorStats& q, int64_t kv_heads, int64_t hd) {
+/// static scale bounded by max|Hq|_c <= sum_c max|q_c| / sqrt(n) over each rotated block of
+/// n channels (the head, or each key group of `block` channels: bit.kvCache.keyGroup).
+void rotate_key_scales(KvScales& s, const TensorStats& q, int64_t kv_heads, int64_t hd,
+                       int64_t block) {
+  const int64_t n = block > 0 ? block : hd;
   const int64_t group = static_cast<int64_t>(s.q_scale.size()) / kv_heads;
   std::vector<double> head_scale(static_cast<size_t>(kv_heads), 0.0);
   for (int64_t h = 0; h < kv_heads; ++h) {
     double* o = s.k_offset.data() + h * hd;
-    numerics::hadamard_inplace(o, hd);
+    for (int64_t b = 0; b < hd; b += n) numerics::hadamard_inplace(o + b, n);
     for (int64_t c = 0; c < hd; ++c) {
       o[c] = fp32(o[c]);
       head_scale[static_cast<size_t>(h)] =
@@ -126,11 +129,15 @@ void rotate_key_scales(KvScales& s, const TensorStats& q, int64_t kv_heads, int6
   }
   for (size_t h = 0; h < s.q_scale.size(); ++h) {
     double l1 = 0;
-    for (int64_t c = 0; c < hd; ++c)
-      l1 += static_cast<double>(
-          q.channel_absmax[h * static_cast<size_t>(hd) + static_cast<size_t>(c)]);
+    for (int64_t b = 0; b < hd; b += n) {
+      double lb = 0;
+      for (int64_t c = b; c < b + n; ++c)
+        lb += static_cast<double>(
+            q.channel_absmax[h * static_cast<size_t>(hd) + static_cast<size_t>(c)]);
+      l1 = std::max(l1, lb);
+    }
     const double reach =
-        l1 / std::sqrt(static_cast<double>(hd)) * head_scale[h / static_cast<size_t>(group)];
+        l1 / std::sqrt(static_cast<double>(n)) * head_scale[h / static_cast<size_t>(group)];
     s.q_scale[h] = std::max(reach / static_cast<double>(numerics::quant_max(8)), 1e-8);
   }
 }
@@ -150,6 +157,10 @@ void set_kv_attrs(ir::Node& n, const config::CompileOptions& options, bool per_t
   if (!s.k_rot_offset.empty()) n.attrs.set("k_rot_offset", std::move(s.k_rot_offset));
   if (options.bit().kv_cache().key_token_scale()) n.attrs.set("k_token_scale", int64_t{1});
   if (options.bit().kv_cache().key_hadamard()) n.attrs.set("qk_hadamard", int64_t{1});
+  if (options.bit().kv_cache().key_group() != 0)
+    n.attrs.set("k_group", int64_t{options.bit().kv_cache().key_group()});
+  if (options.bit().kv_cache().key_asymmetric()) n.attrs.set("k_asym", int64_t{1});
+  if (options.bit().kv_cache().value_token_scale()) n.attrs.set("v_token_scale", int64_t{1});
 }
 
 }  // namespace
@@ -419,13 +430,24 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
       }
       KvScales kv{std::move(q_scale),  std::move(k_scale),  std::move(v_scale),
                   std::move(k_offset), std::move(v_offset), std::move(k_rot_offset)};
+      const auto& kvc = options.bit().kv_cache();
+      if ((kvc.key_group() != 0 || kvc.key_asymmetric()) &&
+          (!kvc.key_token_scale() || hd % std::max(kvc.key_group(), 1) != 0)) {
+        return invalid_argument(n.name, ": bit.kvCache.keyGroup (", kvc.key_group(),
+                                ") and keyAsymmetric need bit.kvCache.keyTokenScale and a group",
+                                " dividing head_dim (", hd, ")");
+      }
+      if (kvc.key_asymmetric() && options.bit().kv_cache().key() != 4) {
+        return invalid_argument(n.name, ": bit.kvCache.keyAsymmetric needs bit.kvCache.key 4 (its",
+                                " zero point is an int16 in 1/256 steps of a 4-bit range)");
+      }
       if (options.bit().kv_cache().key_hadamard()) {
         if (!options.bit().kv_cache().key_token_scale() || (hd & (hd - 1)) != 0) {
           return invalid_argument(n.name,
                                   ": bit.kvCache.keyHadamard needs bit.kvCache.keyTokenScale and",
                                   " a power-of-two head_dim (", hd, ")");
         }
-        rotate_key_scales(kv, *qs, kvh, hd);
+        rotate_key_scales(kv, *qs, kvh, hd, kvc.key_group());
       }
       set_kv_attrs(n, options, per_token, std::move(kv));
     }

@@ -35,7 +35,16 @@ struct Attention {
   bool k_token_scale = false;
   /// Online per-head Walsh–Hadamard rotation of Q and K (after RoPE and the rotating
   /// offset) before their codes: exact in the score, q·k = (Hq)·(Hk). Needs k_token_scale.
+  /// With k_group, one rotation per group of k_group channels (block diagonal).
   bool qk_hadamard = false;
+  /// Channels per key multiplier (0 or head_dim: one per stored key row of a KV head).
+  int64_t k_group = 0;
+  /// Each key group coded over its own [min, max] with a zero point z in 1/kZeroUnit steps
+  /// (int16): the score's sum is kZeroUnit · Σ q·code − z · Σ_group qcodes. Needs k_token_scale.
+  bool k_asym = false;
+  /// Per-token V multipliers m in [1, 255], units of 1/kVTokenUnit of the static scales,
+  /// inside the integer P·V sum (Σ_j e_j · m_j · v_j).
+  bool v_token_scale = false;
 };
 
 /// One attention node's KV cache, [tokens, KV*d] rows appended per token.
@@ -44,7 +53,9 @@ struct KvCache {
   std::vector<int32_t> k_codes, v_codes;  ///< Quantized caches.
   std::vector<float> k_values, v_values;  ///< Float caches (fp16 values).
   std::vector<float> k_rot;               ///< rope(m) per stored key [tokens, KV*d] (k_rot_offset).
-  std::vector<float> k_token;             ///< per-token key scales t [tokens, KV] (k_token_scale).
+  std::vector<float> k_token;    ///< key multipliers t [tokens, KV, groups] (k_token_scale).
+  std::vector<int32_t> k_zero;   ///< key zero points z [tokens, KV, groups] (k_asym).
+  std::vector<int32_t> v_token;  ///< V multipliers m [tokens, KV] (v_token_scale).
 };
 
 /// Q of one query head prepared for the integer score rule: Q times its KV head's K
@@ -57,18 +68,37 @@ struct QueryCodes {
 /// Prepares query row `qr` (fp16 [head_dim]) of query head `head`.
 void query_codes(const float* qr, int64_t head, const Attention& p, QueryCodes* out);
 
-/// The (soft-capped) score of one key: fp32(acc) · mq (+ the rotating-offset correction
-/// fp32(Σ_c q_c · krot_c) · scale when `krot` is not null), acc = Σ_c qcodes_c · kcodes_c.
+/// The (soft-capped) score of one key: Σ_g fp32(fp32(acc_g) · mq) · t_g over the key groups
+/// in order (t_g = 1 without k_token_scale), acc_g = Σ_{c in g} qcodes_c · kcodes_c (with
+/// k_asym: kZeroUnit · that − z_g · Σ_{c in g} qcodes_c, times mq / kZeroUnit instead of mq),
+/// + the rotating-offset correction
+/// fp32(Σ_c q_c · krot_c) · scale when `krot` is not null.
 float key_score(const QueryCodes& q, const float* qr, const int32_t* kcodes, const float* krot,
-                const Attention& p, float k_token = 1.0f);
+                const Attention& p, const float* k_token = nullptr,
+                const int32_t* k_zero = nullptr);
 
 /// The orthonormal Walsh–Hadamard transform of `n` (a power of two) values in place:
 /// butterflies (a + b, a − b) in fp64 at strides 1, 2, 4, …, then each value / sqrt(n).
 void hadamard_inplace(double* x, int64_t n);
 
+/// Key multipliers per stored key row of a KV head: head_dim / k_group, or 1.
+int64_t key_groups(const Attention& p);
+
 /// One key row of KV head `kvh` (fp32 [head_dim], rotating offset already subtracted)
-/// into its codes (and, with k_token_scale, its per-token scale t; else 1).
-void key_codes(const float* k, int64_t kvh, const Attention& p, int32_t* codes, float* t);
+/// into its codes and, per key group, its multiplier t (1 without k_token_scale) and, when
+/// `z` is not null, its zero point (0 without k_asym).
+void key_codes(const float* k, int64_t kvh, const Attention& p, int32_t* codes, float* t,
+               int32_t* z = nullptr);
+
+/// Asymmetric key zero points are in units of 1/kZeroUnit of the group's step (int16).
+inline constexpr int32_t kZeroUnit = 256;
+
+/// The unit of the per-token V multipliers: m / kVTokenUnit of the static scale.
+inline constexpr int32_t kVTokenUnit = 64;
+
+/// One V row of KV head `kvh` (fp16 values [head_dim]) into its codes; returns its
+/// multiplier m (kVTokenUnit without v_token_scale).
+int32_t value_codes(const float* v, int64_t kvh, const Attention& p, int32_t* codes);
 
 /// rope(m) of the rotating key offsets at cache position `pos`, for all KV heads
 /// (out: [KV*d]); one-position rope call, so it does not depend on how keys were batched.
