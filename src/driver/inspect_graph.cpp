@@ -1,9 +1,8 @@
 // `qbc inspect` of a graph file (see qbc/driver/inspect.h).
-#include "qbc/driver/inspect.h"
-
 #include "graph_summary.h"
 #include "qbc/driver/backend.h"
 #include "qbc/driver/generate.h"
+#include "qbc/driver/inspect.h"
 #include "qbc/driver/model_loader.h"
 #include "qbc/ir/serialize.h"
 #include "qbc/ir/text.h"

@@ -84,8 +84,7 @@ nlohmann::ordered_json summary_json(const mxq::LoadedModel& m) {
   for (const mxq::pb::SourceFile& f : meta.sources())
     sources.push_back({{"name", f.name()}, {"bytes", f.bytes()}, {"xxh3_128", f.xxh3_128()}});
   j["provenance"] = {{"source_format", meta.source_format()}, {"sources", sources}};
-  const std::map<std::string, std::string> dtypes =
-      parse_source_dtypes(meta.source_dtypes_json());
+  const std::map<std::string, std::string> dtypes = parse_source_dtypes(meta.source_dtypes_json());
   j["provenance"]["tensor_dtypes"] = dtypes;
   j["provenance"]["dtype_counts"] = count_by_dtype(dtypes);
   if (!meta.calibration_json().empty()) {

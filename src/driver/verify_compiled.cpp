@@ -38,8 +38,8 @@ StatusOr<VerifyOutcome> verify_compiled(const std::string& path, const std::stri
                 (m.files.size() > 1 ? "s" : "") + ", " + std::to_string(sections) + " sections, " +
                 std::to_string(bytes) + " bytes; digests, format rules, " +
                 "program verifier V1-V8, device checks of the modes " + mode_list + ", tokenizer" +
-                (report.chat_template ? ", chat template" : "") + "; target '" +
-                m.bundle->target + "')";
+                (report.chat_template ? ", chat template" : "") + "; target '" + m.bundle->target +
+                "')";
   out.json = j.dump();
   out.json_text = j.dump(2) + "\n";
   return out;

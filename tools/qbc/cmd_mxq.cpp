@@ -45,9 +45,9 @@ struct VerifyOptions {
 };
 
 Status run_verify(const VerifyOptions& o) {
-  QBC_ASSIGN_OR_RETURN(driver::VerifyOutcome r,
-                       driver::verify_compiled(o.file, o.target.target_device,
-                                               o.target.target_profile));
+  QBC_ASSIGN_OR_RETURN(
+      driver::VerifyOutcome r,
+      driver::verify_compiled(o.file, o.target.target_device, o.target.target_profile));
   events::summary("verify", r.summary, r.json);
   if (o.json) return emit_output("", r.json_text);
   return ok_status();

@@ -11,8 +11,8 @@ namespace qbc::driver {
 
 /// What `qbc verify` reports of a file that passed.
 struct VerifyOutcome {
-  std::string summary;  ///< "FILE: ok (N files, S sections, B bytes; ...; target 'T')"
-  std::string json;     ///< file, ok, parts, sections, bytes, modes, model_hash, target
+  std::string summary;    ///< "FILE: ok (N files, S sections, B bytes; ...; target 'T')"
+  std::string json;       ///< file, ok, parts, sections, bytes, modes, model_hash, target
   std::string json_text;  ///< the same JSON indented, as --json prints it
 };
 

@@ -197,8 +197,9 @@ TEST(VerifyCompiled, PassesTheCompiledFileAndRefusesOneWithAFlippedByte) {
   EXPECT_EQ(json::parse(ok->json_text), j);
 
   // One byte in the middle of the largest section (its digest no longer matches).
+  const json file = json::parse(summary->event_json);
   json largest;
-  for (const json& sec : json::parse(summary->event_json)["parts"][0]["sections"])
+  for (const json& sec : file["parts"][0]["sections"])
     if (largest.is_null() || sec["bytes"].get<uint64_t>() > largest["bytes"].get<uint64_t>())
       largest = sec;
   ASSERT_FALSE(largest.is_null());
