@@ -135,6 +135,11 @@ std::string graph_summary_text(const nlohmann::ordered_json& j) {
         os << "; " << n.get<int>() << " " << why;
       os << "\n";
     }
+    if (w.contains("act_order")) {
+      os << "                act-order: " << w["act_order"].value("permuted", 0)
+         << " kept as a column permutation, " << w["act_order"].value("requantized", 0)
+         << " re-quantized\n";
+    }
   }
   os << "  inputs        ";
   for (const auto& i : j["inputs"])

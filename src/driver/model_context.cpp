@@ -51,7 +51,12 @@ StatusOr<TrainedContext> model_trained_context(const std::string& path) {
     QBC_ASSIGN_OR_RETURN(ir::Graph g, ir::load(path));
     TrainedContext t;
     auto it = g.metadata.find("config.json");
-    if (it != g.metadata.end() && !it->second.empty()) {
+    // A vision tower's graph (no attention over a cache) has no context length: its recorded
+    // config.json is the whole VLM's, read by the compile's own checks instead.
+    const bool feature_graph = std::none_of(g.nodes().begin(), g.nodes().end(), [](const auto& n) {
+      return n.op == ir::Op::kAttention;
+    });
+    if (it != g.metadata.end() && !it->second.empty() && !feature_graph) {
       QBC_ASSIGN_OR_RETURN(frontend::HParams hp,
                            frontend::parse_hparams(it->second, path + " (config.json at import)"));
       t = trained_context(hp);

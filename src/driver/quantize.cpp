@@ -218,6 +218,8 @@ StatusOr<QuantizedModel> quantize(const LoadedModel& model, const config::Resolv
   ctx.input_transforms = &input_transforms;
   // Weights are spilled to disk as they are made: memory stays at one layer.
   ctx.sink = [&sidecar](tensorfile::TensorToWrite t) { return sidecar.add(std::move(t)); };
+  // Act-order linears kept as a column permutation: the float weights follow it.
+  if (imported) QBC_RETURN_IF_ERROR(permute_act_order_inputs(*imported, ctx));
 
   std::vector<quant::PassRecord> stages;
   QBC_RETURN_IF_ERROR(pipeline.run(ctx, &stages));

@@ -33,13 +33,9 @@ StatusOr<config::ResolvedConfig> stored_config(const std::string& path, const mx
   return cfg;
 }
 
-StatusOr<StoredConfigText> stored_config_text(const std::string& path, const std::string& format) {
+StatusOr<config::ResolvedConfig> stored_config(const std::string& path) {
   QBC_ASSIGN_OR_RETURN(mxq::LoadedModel m, mxq::load_model(path));
-  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, stored_config(path, m));
-  StoredConfigText out;
-  out.json = config::to_json(cfg.options);
-  out.text = format == "json" ? out.json : config::to_yaml(cfg.options);
-  return out;
+  return stored_config(path, m);
 }
 
 }  // namespace qbc::driver

@@ -4,11 +4,15 @@
 // llama.cpp's model builder handles variants.
 //
 //   %inputs_embeds ─ [scale √hidden] ─┐
-//   per block N:  x ─ [attn_norm] ─ q/k/v_proj ─ [q/k_norm] ─ [rope] ─ attention ─ o_proj ─ [post_norm] ─ + x
-//                 x ─ [ffn_norm] ─ gate/up_proj ─ gated_act ─ down_proj ─ [post_norm] ─ + x
+//   per block N:  x ─ [attn_norm] ─ q/k/v_proj ─ [q/k_norm] ─ [rope] ─ attention ─ o_proj ─ [post_norm] ─ [scale] ─ + x
+//                 x ─ [ffn_norm] ─ gate/up_proj ─ gated_act ─ down_proj ─ [post_norm] ─ [scale] ─ + x
+//   (scale: HyperCLOVAX's residual_multiplier)
 //   parallel (Cohere2): n = attn_norm(x);  x + attention(n) + mlp(n)  (added in that order)
 //   head:         output_norm ─ lm_head ─ [softcap | logit scale] ─ %logits
+//   M-RoPE (Qwen2-VL, Qwen2.5-VL): q/k go through rope_table with the host's %rope_cos, %rope_sin
+//   [b, s, head_dim/2] instead of rope; the table parameters go to metadata mrope.*.
 #include <cmath>
+#include <cstdio>
 
 #include "qbc/frontend/hf_names.h"
 #include "qbc/frontend/importer.h"
@@ -30,6 +34,11 @@ class DecoderBuilder {
     const int64_t h = hp_.hidden_size;
     QBC_ASSIGN_OR_RETURN(ValueId x, b_.input("inputs_embeds", f32({ir::kDynamic, ir::kDynamic, h})));
     QBC_ASSIGN_OR_RETURN(positions_, b_.input("positions", TensorType{DType::kI64, {ir::kDynamic, ir::kDynamic}}));
+    if (!hp_.mrope_section.empty()) {  // M-RoPE: the host computes the tables (mrope.h)
+      const TensorType table = f32({ir::kDynamic, ir::kDynamic, hp_.head_dim / 2});
+      QBC_ASSIGN_OR_RETURN(rope_cos_, b_.input("rope_cos", table));
+      QBC_ASSIGN_OR_RETURN(rope_sin_, b_.input("rope_sin", table));
+    }
     const std::string embed = hf_model_names(hp_).embed;
     b_.weight("token_embd.weight", f32({hp_.vocab_size, h}), embed + ".weight", ir::WeightRole::kHostEmbedding);
     if (hp_.embedding_scale != 1.0) {
@@ -88,7 +97,12 @@ class DecoderBuilder {
       QBC_ASSIGN_OR_RETURN(q, norm(p + "attn.q_norm", q, hf.q_norm, hd, hd));
       QBC_ASSIGN_OR_RETURN(k, norm(p + "attn.k_norm", k, hf.k_norm, hd, hd));
     }
-    if (hp_.layers[static_cast<size_t>(i)].use_rope) {  // NoPE layers (SmolLM3, EXAONE 4) skip RoPE
+    if (!hp_.mrope_section.empty()) {
+      QBC_ASSIGN_OR_RETURN(q, b_.rope_table(p + "attn.q_rope", q, rope_cos_, rope_sin_, hp_.num_attention_heads,
+                                            hd, hf.rotary));
+      QBC_ASSIGN_OR_RETURN(k, b_.rope_table(p + "attn.k_rope", k, rope_cos_, rope_sin_, hp_.num_key_value_heads,
+                                            hd, hf.rotary));
+    } else if (hp_.layers[static_cast<size_t>(i)].use_rope) {  // NoPE layers (SmolLM3, EXAONE 4) skip RoPE
       numerics::Rope rq = rope_params(hp_, i);
       numerics::Rope rk = rq;
       rk.heads = hp_.num_key_value_heads;
@@ -107,6 +121,10 @@ class DecoderBuilder {
     QBC_ASSIGN_OR_RETURN(ValueId o, linear(p + "attn.o_proj", att, hf.o, h, qd, hp_.o_bias));
     if (hp_.post_norms) {
       QBC_ASSIGN_OR_RETURN(o, norm(p + "attn.post_norm", o, hf.attn_post_norm, h, 0));
+    }
+    if (hp_.residual_multiplier != 1.0) {
+      QBC_ASSIGN_OR_RETURN(
+          o, b_.scale(p + "attn.residual_scale", o, hp_.residual_multiplier, "residual_multiplier"));
     }
     QBC_ASSIGN_OR_RETURN(x, b_.add(p + "attn.residual", x, o, hf.block));
 
@@ -133,6 +151,10 @@ class DecoderBuilder {
     if (hp_.post_norms) {
       QBC_ASSIGN_OR_RETURN(d, norm(p + "ffn.post_norm", d, hf.ffn_post_norm, h, 0));
     }
+    if (hp_.residual_multiplier != 1.0) {
+      QBC_ASSIGN_OR_RETURN(
+          d, b_.scale(p + "ffn.residual_scale", d, hp_.residual_multiplier, "residual_multiplier"));
+    }
     return b_.add(p + "ffn.residual", x, d, hf.block);
   }
 
@@ -156,7 +178,19 @@ class DecoderBuilder {
   const ImportOptions& opt_;
   ir::Builder b_;
   ValueId positions_ = -1;
+  ValueId rope_cos_ = -1, rope_sin_ = -1;
 };
+
+// M-RoPE's table parameters, for the host that computes rope_cos / rope_sin.
+void record_mrope(const HParams& hp, ir::Graph& g) {
+  std::string section;
+  for (int64_t s : hp.mrope_section) section += (section.empty() ? "" : ",") + std::to_string(s);
+  char theta[32];
+  std::snprintf(theta, sizeof theta, "%.17g", hp.rope_theta);
+  g.metadata["mrope.section"] = section;
+  g.metadata["mrope.theta"] = theta;
+  g.metadata["mrope.head_dim"] = std::to_string(hp.head_dim);
+}
 
 }  // namespace
 
@@ -167,6 +201,7 @@ StatusOr<ir::Graph> build_decoder_graph(const HParams& hp, const ImportOptions& 
   QBC_ASSIGN_OR_RETURN(ir::ValueId logits, builder.build());
   g.add_output(logits);
   g.metadata["architecture"] = hp.architecture;
+  if (!hp.mrope_section.empty()) record_mrope(hp, g);
   return g;
 }
 

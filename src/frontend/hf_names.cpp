@@ -32,13 +32,19 @@ HfLayerNames llama_layer(const HParams& hp, int64_t layer) {
   n.attn_pre_norm = p + "input_layernorm";
   // Llama names its pre-MLP norm post_attention_layernorm; families with norms after the
   // sublayers (Gemma, EXAONE 4) use that name for the post-attention norm.
-  if (hp.post_norms) {
+  // HyperCLOVAX keeps Llama's names and calls its Peri-LN output norms post_norm1 / post_norm2.
+  if (hp.family == ModelFamily::kHyperClovax) {
+    n.ffn_pre_norm = p + "post_attention_layernorm";
+    n.attn_post_norm = p + "post_norm1";
+    n.ffn_post_norm = p + "post_norm2";
+  } else if (hp.post_norms) {
     n.attn_post_norm = p + "post_attention_layernorm";
     n.ffn_pre_norm = p + "pre_feedforward_layernorm";
+    n.ffn_post_norm = p + "post_feedforward_layernorm";
   } else {
     n.ffn_pre_norm = p + "post_attention_layernorm";
+    n.ffn_post_norm = p + "post_feedforward_layernorm";
   }
-  n.ffn_post_norm = p + "post_feedforward_layernorm";
   n.attn = p + "self_attn";
   n.q = n.attn + ".q_proj";
   n.k = n.attn + ".k_proj";

@@ -31,6 +31,9 @@ const std::vector<ArchEntry>& arch_table() {
       {"MistralForCausalLM", ModelFamily::kMistral, hi::parse_mistral, {"mistral"}},
       {"Qwen2ForCausalLM", ModelFamily::kQwen2, hi::parse_qwen2, {"qwen2"}},
       {"Qwen3ForCausalLM", ModelFamily::kQwen3, hi::parse_qwen3, {"qwen3"}},
+      {"Qwen2VLForConditionalGeneration", ModelFamily::kQwen2, hi::parse_qwen2_vl, {"qwen2_vl"}},
+      {"Qwen2_5_VLForConditionalGeneration", ModelFamily::kQwen2, hi::parse_qwen2_vl,
+       {"qwen2_5_vl"}},
       {"Gemma2ForCausalLM", ModelFamily::kGemma2, hi::parse_gemma2, {"gemma2"}},
       {"Gemma3ForCausalLM", ModelFamily::kGemma3, hi::parse_gemma3, {"gemma3_text", "gemma3"}},
       {"Gemma3ForConditionalGeneration", ModelFamily::kGemma3, hi::parse_gemma3, {"gemma3"}},
@@ -39,6 +42,7 @@ const std::vector<ArchEntry>& arch_table() {
       {"ExaoneForCausalLM", ModelFamily::kExaone, hi::parse_exaone, {"exaone"}},
       {"Exaone4ForCausalLM", ModelFamily::kExaone4, hi::parse_exaone4, {"exaone4"}},
       {"Cohere2ForCausalLM", ModelFamily::kCohere2, hi::parse_cohere2, {"cohere2"}},
+      {"HyperCLOVAXForCausalLM", ModelFamily::kHyperClovax, hi::parse_hyperclovax, {"hyperclovax"}},
   };
   return table;
 }
@@ -126,6 +130,17 @@ nlohmann::json gemma3_text_defaults() {
           {"head_dim", 256}};
 }
 
+// Qwen2(.5)-VL: the text keys at the top of config.json (transformers < 4.53), overridden by
+// `text_config` where a newer version nests them; the vision part is read elsewhere.
+nlohmann::json qwen_vl_text_json(const nlohmann::json& root) {
+  nlohmann::json text = root;
+  text.erase("vision_config");
+  text.erase("text_config");
+  if (const auto it = root.find("text_config"); it != root.end() && it->is_object())
+    text.update(*it);
+  return text;
+}
+
 // `model_type` must be one HF pairs with the architecture: a config whose two keys disagree
 // (a llava model_type over LlamaForCausalLM) is refused rather than guessed at. A config
 // without model_type is read by its architecture alone.
@@ -180,6 +195,8 @@ std::string_view family_name(ModelFamily family) {
       return "exaone4";
     case ModelFamily::kCohere2:
       return "cohere2";
+    case ModelFamily::kHyperClovax:
+      return "hyperclovax";
   }
   return "unknown";
 }
@@ -245,6 +262,8 @@ StatusOr<HParams> parse_hparams(std::string_view json_text, std::string_view sou
       if (!text.contains(key) && root.contains(key)) text[key] = root[key];
     }
     prefix = "text_config.";
+  } else if (entry->parse == hparams_internal::parse_qwen2_vl) {
+    text = qwen_vl_text_json(root);
   }
   const ConfigReader cfg(text, source, prefix);
   QBC_RETURN_IF_ERROR(check_unsupported_keys(cfg));

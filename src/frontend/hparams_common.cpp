@@ -133,7 +133,9 @@ Status parse_rope_scaling(const ConfigReader& top, HParams& hp) {
   QBC_ASSIGN_OR_RETURN(std::string type, cfg.get_string_or(type_key, ""));
   RopeScaling& rs = hp.rope_scaling;
   const int64_t max_pos = hp.max_position_embeddings;
-  if (type == "default") {
+  // Qwen2(.5)-VL write "mrope"; HF's config class turns it into "default" (mrope_section is
+  // read by parse_qwen2_vl).
+  if (type == "default" || type == "mrope") {
     rs.type = RopeScalingType::kNone;
   } else if (type == "linear" || type == "dynamic") {
     rs.type = type == "linear" ? RopeScalingType::kLinear : RopeScalingType::kDynamic;

@@ -96,6 +96,7 @@ Status apply_layer_types(const ConfigReader& cfg, int64_t window,
 Status parse_llama(const ConfigReader& cfg, HParams& hp);
 Status parse_mistral(const ConfigReader& cfg, HParams& hp);
 Status parse_qwen2(const ConfigReader& cfg, HParams& hp);
+Status parse_qwen2_vl(const ConfigReader& cfg, HParams& hp);
 Status parse_qwen3(const ConfigReader& cfg, HParams& hp);
 Status parse_gemma2(const ConfigReader& cfg, HParams& hp);
 Status parse_gemma3(const ConfigReader& cfg, HParams& hp);
@@ -104,5 +105,6 @@ Status parse_smollm3(const ConfigReader& cfg, HParams& hp);
 Status parse_exaone(const ConfigReader& cfg, HParams& hp);
 Status parse_exaone4(const ConfigReader& cfg, HParams& hp);
 Status parse_cohere2(const ConfigReader& cfg, HParams& hp);
+Status parse_hyperclovax(const ConfigReader& cfg, HParams& hp);
 
 }  // namespace qbc::frontend::hparams_internal

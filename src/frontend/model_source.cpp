@@ -47,6 +47,16 @@ std::string join_limited(const std::vector<std::string>& items, size_t limit) {
   return out;
 }
 
+// Qwen2(.5)-VL checkpoints saved by transformers >= 4.52 name the language model
+// `model.language_model.*` and the tower `model.visual.*`; older ones `model.*` and `visual.*`.
+// Both read under the older names (name_in_file keeps the stored one).
+std::string qwen_vl_canonical_name(const std::string& name) {
+  constexpr std::string_view kLanguage = "model.language_model.", kVisual = "model.visual.";
+  if (name.rfind(kLanguage, 0) == 0) return "model." + name.substr(kLanguage.size());
+  if (name.rfind(kVisual, 0) == 0) return "visual." + name.substr(kVisual.size());
+  return name;
+}
+
 bool has_gguf_magic(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   char magic[4] = {};
@@ -164,10 +174,11 @@ StatusOr<std::unique_ptr<ModelSource::Impl>> ModelSource::Impl::open_hf(const fs
       impl->tensors.push_back(std::move(info));
     }
   }
+  const bool vlm = !impl->hparams.mrope_section.empty();
   for (const SafetensorsTensor& t : st.tensors()) {
     if (hidden.count(t.name) != 0) continue;
     TensorInfo info;
-    info.name = t.name;
+    info.name = vlm ? qwen_vl_canonical_name(t.name) : t.name;
     info.shape = t.shape;
     info.dtype = std::string(tensorfile::dtype_name(t.dtype));
     info.file = fs::absolute(t.file, ec);
@@ -381,7 +392,10 @@ std::vector<std::string> ModelSource::unexpected_tensors() const {
   std::set<std::string> expected;
   for (const HfTensorSpec& spec : hf_tensor_specs(impl_->hparams)) expected.insert(spec.name);
   std::vector<std::string> out = impl_->unmapped;
+  // A VLM's tower (visual.*) is read by the vision import, not the language graph.
+  const bool vlm = !impl_->hparams.mrope_section.empty();
   for (const TensorInfo& info : impl_->tensors) {
+    if (vlm && info.name.rfind("visual.", 0) == 0) continue;
     if (expected.count(info.name) == 0) out.push_back(info.name);
   }
   return out;

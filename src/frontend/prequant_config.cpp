@@ -2,6 +2,7 @@
 // auto-round, and a clear exit 3 for every other method or format.
 #include <algorithm>
 #include <cctype>
+#include <regex>
 #include <sstream>
 
 #include "hparams_reader.h"
@@ -157,7 +158,64 @@ StatusOr<WeightQuantArgs> parse_flat_args(const ConfigReader& q, std::string_vie
   return a;
 }
 
-StatusOr<PrequantConfig> parse_gptq(const ConfigReader& q) {
+// The keys of quantization_config.dynamic in the order the file writes them (the first
+// matching rule wins, and nlohmann::json sorts keys).
+std::vector<std::string> dynamic_key_order(std::string_view text) {
+  std::vector<std::string> keys;
+  const auto j = nlohmann::ordered_json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return keys;
+  const auto q = j.find("quantization_config");
+  if (q == j.end() || !q->is_object()) return keys;
+  const auto d = q->find("dynamic");
+  if (d == q->end() || !d->is_object()) return keys;
+  for (const auto& [k, _] : d->items()) keys.push_back(k);
+  return keys;
+}
+
+// GPTQModel `dynamic`: {"-:<regex>": {}, "+:<regex>" or "<regex>": {bits, group_size, sym,
+// desc_act}} (GPTQModel's README; vLLM gptq_utils.get_dynamic_override reads it the same way).
+Status parse_gptq_dynamic(const ConfigReader& q, const std::vector<std::string>& order,
+                          PrequantConfig& c) {
+  const nlohmann::json* d = q.find("dynamic");
+  if (d == nullptr || d->is_null() || d->empty()) return ok_status();
+  if (!d->is_object()) return q.wrong_type("dynamic", "an object of module patterns");
+  QBC_ASSIGN_OR_RETURN(ConfigReader dyn, q.child("dynamic"));
+  for (const std::string& key : order) {
+    ModuleRule r;
+    r.key = key;
+    r.exclude = key.rfind("-:", 0) == 0;
+    r.regex = key.rfind("-:", 0) == 0 || key.rfind("+:", 0) == 0 ? key.substr(2) : key;
+    try {
+      (void)std::regex(r.regex);
+    } catch (const std::regex_error&) {
+      return unsupported(
+          dyn, key,
+          "the module pattern " + quote_prefix(key) + " (not a regular expression qbc can read)");
+    }
+    const nlohmann::json* v = dyn.find(key);
+    if (v == nullptr || !v->is_object()) return dyn.wrong_type(key, "an object of overrides");
+    QBC_ASSIGN_OR_RETURN(ConfigReader m, dyn.child(key));
+    r.args = c.schemes.front().args;
+    if (!r.exclude) {
+      QBC_ASSIGN_OR_RETURN(r.args.bits, get_bits(m, "bits", r.args.bits, "gptq"));
+      if (m.has("group_size")) {
+        QBC_ASSIGN_OR_RETURN(r.args.group_size, get_group_size(m, "group_size"));
+      }
+      QBC_ASSIGN_OR_RETURN(r.args.symmetric, m.get_bool_or("sym", r.args.symmetric));
+      QBC_ASSIGN_OR_RETURN(r.args.act_order, m.get_bool_or("desc_act", r.args.act_order));
+      QBC_ASSIGN_OR_RETURN(std::string pack, m.get_string_or("pack_dtype", "int32"));
+      if (pack != "int32") {
+        return unsupported(m, "pack_dtype",
+                           "module pattern " + quote_prefix(key) + " packed in " + pack);
+      }
+    }
+    c.dynamic.push_back(std::move(r));
+  }
+  return ok_status();
+}
+
+StatusOr<PrequantConfig> parse_gptq(const ConfigReader& q,
+                                    const std::vector<std::string>& dynamic_order) {
   PrequantConfig c;
   c.method = "gptq";
   QBC_ASSIGN_OR_RETURN(bool marlin, q.get_bool_or("is_marlin_format", false));
@@ -168,14 +226,12 @@ StatusOr<PrequantConfig> parse_gptq(const ConfigReader& q) {
     return unsupported(q, "checkpoint_format", "GPTQ checkpoint format " + quote_prefix(c.format));
   }
   c.zero_minus_one = c.format == "gptq";
-  if (q.has("dynamic") && !q.find("dynamic")->empty()) {
-    return unsupported(q, "dynamic", "GPTQModel per-module overrides (`dynamic`)");
-  }
   PrequantScheme s;
   s.name = "gptq";
   s.layout = PackLayout::kGptq;
   QBC_ASSIGN_OR_RETURN(s.args, parse_flat_args(q, "gptq", "sym"));
   c.schemes.push_back(std::move(s));
+  QBC_RETURN_IF_ERROR(parse_gptq_dynamic(q, dynamic_order, c));
   QBC_ASSIGN_OR_RETURN(c.ignore, get_strings(q, "modules_to_not_convert"));
   return c;
 }
@@ -288,6 +344,8 @@ std::string PrequantConfig::describe() const {
        << (s.args.act_order ? " act-order" : "");
   }
   if (!ignore.empty()) os << "; ignore " << ignore.size();
+  if (!dynamic.empty())
+    os << "; dynamic " << dynamic.size() << (dynamic.size() == 1 ? " rule" : " rules");
   if (!kv_cache_scheme.empty()) os << "; kv cache " << kv_cache_scheme;
   os << ')';
   return os.str();
@@ -306,7 +364,7 @@ StatusOr<std::optional<PrequantConfig>> parse_prequant_config(std::string_view c
   const std::string m = lower(method);
   StatusOr<PrequantConfig> c = [&]() -> StatusOr<PrequantConfig> {
     if (m == "compressed-tensors") return parse_compressed_tensors(q);
-    if (m == "gptq") return parse_gptq(q);
+    if (m == "gptq") return parse_gptq(q, dynamic_key_order(config_json));
     if (m == "awq") return parse_awq(q);
     if (m == "auto-round" || m == "intel/auto-round") return parse_auto_round(q);
     if (m.empty()) return q.missing("quant_method");

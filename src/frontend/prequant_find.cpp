@@ -186,6 +186,23 @@ bool is_redundant_scale(const std::string& name) {
   return false;
 }
 
+// GPTQModel `dynamic`: the first rule whose pattern matches the module sets its args; a "-:"
+// rule says the module is float, which a packed tensor contradicts.
+Status apply_dynamic(const PrequantConfig& c, const SafetensorsTensor& t, PackedTensorRef& ref) {
+  for (const ModuleRule& r : c.dynamic) {
+    if (!matches("re:" + r.regex, ref.module, false)) continue;
+    if (r.exclude) {
+      return invalid_argument(t.file.string(), ": tensor ", quote_prefix(t.name),
+                              " is stored quantized, but ", c.source,
+                              ": key 'quantization_config.dynamic' pattern ", quote_prefix(r.key),
+                              " keeps ", ref.module, " in float");
+    }
+    ref.args = r.args;
+    return ok_status();
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 StatusOr<PrequantTensors> find_packed_linears(const SafetensorsCheckpoint& ck,
@@ -206,6 +223,7 @@ StatusOr<PrequantTensors> find_packed_linears(const SafetensorsCheckpoint& ck,
     for (const auto& [name, args] : c.overrides) {
       if (name == ref.module) ref.args = args;
     }
+    QBC_RETURN_IF_ERROR(apply_dynamic(c, t, ref));
     if (ref.args.bits > 8) {
       return invalid_argument(
           t.file.string(), ": tensor ", quote_prefix(t.name), " is stored quantized, but ",

@@ -211,13 +211,40 @@ Status create_output_dir(const std::filesystem::path& dir) {
   return ok_status();
 }
 
-// A VLM's vision weights only: its language model is not read yet (docs/multimodal.md).
-Status write_random_vision(const RandomModelOptions& o, const VisionConfig& vc,
-                           const std::string& config) {
-  QBC_RETURN_IF_ERROR(create_output_dir(o.output_dir));
-  QBC_RETURN_IF_ERROR(write_model_safetensors(o.output_dir / "model.safetensors",
-                                              hf_vision_tensor_specs(vc), o, 1.0f));
-  return write_file_atomic((o.output_dir / "config.json").string(), config);
+// A shrunk Qwen2(.5)-VL keeps a valid config: `rope_scaling.mrope_section` rescaled to the new
+// head_dim / 2 (each stream floor(old * new / old_sum), the width stream the rest), and the
+// image and vision token ids that fall outside a smaller vocabulary moved to its top ids.
+void fit_vlm_keys(OrderedJson& j, const ConfigOverrides& ov) {
+  auto get = [&j](const char* key) {
+    return j.contains(key) && j[key].is_number_integer() ? j[key].get<int64_t>() : int64_t{0};
+  };
+  const int64_t heads = get("num_attention_heads");
+  const int64_t head_dim = get("head_dim") > 0 ? get("head_dim")
+                           : heads > 0         ? get("hidden_size") / heads
+                                               : 0;
+  if (j.contains("rope_scaling") && j["rope_scaling"].is_object() &&
+      j["rope_scaling"].contains("mrope_section") &&
+      j["rope_scaling"]["mrope_section"].is_array() &&
+      j["rope_scaling"]["mrope_section"].size() == 3) {
+    OrderedJson& sec = j["rope_scaling"]["mrope_section"];
+    int64_t old_sum = 0;
+    for (const auto& v : sec)
+      old_sum += v.is_number_integer() ? v.get<int64_t>() : -(int64_t{1} << 40);
+    const int64_t half = head_dim / 2;
+    if (old_sum > 0 && half > 0 && old_sum != half) {
+      const int64_t t = sec[0].get<int64_t>() * half / old_sum,
+                    h = sec[1].get<int64_t>() * half / old_sum;
+      sec = OrderedJson::array({t, h, half - t - h});
+    }
+  }
+  if (!ov.vocab_size) return;
+  int64_t next = *ov.vocab_size - 1;
+  for (const char* key : {"image_token_id", "video_token_id", "vision_start_token_id",
+                          "vision_end_token_id", "vision_token_id"}) {
+    if (j.contains(key) && j[key].is_number_integer() && j[key].get<int64_t>() >= *ov.vocab_size &&
+        next >= 0)
+      j[key] = next--;
+  }
 }
 
 }  // namespace
@@ -323,6 +350,7 @@ StatusOr<std::string> apply_config_overrides(std::string_view config_json, std::
           ": vision_config.fullatt_block_indexes overridden, but there is no vision_config");
     j["vision_config"]["fullatt_block_indexes"] = *vo.fullatt_block_indexes;
   }
+  fit_vlm_keys(j, ov);
   if (dtype) {
     j["torch_dtype"] = std::string(torch_dtype_of(*dtype));
     if (j.contains("dtype")) j["dtype"] = j["torch_dtype"];
@@ -348,23 +376,26 @@ Status write_random_model(const RandomModelOptions& o) {
   }
   QBC_ASSIGN_OR_RETURN(std::string config,
                        apply_config_overrides(text, source, o.overrides, o.dtype));
-  // Other VLMs go on to parse_hparams, which names what it cannot read.
-  const StatusOr<std::optional<VisionConfig>> vision = parse_vision_config(config, source);
-  if (vision.ok() && *vision && (*vision)->tower == VisionTower::kQwen25Vit)
-    return write_random_vision(o, **vision, config);
+  // Other VLMs stop in parse_hparams, which names what it cannot read.
   QBC_ASSIGN_OR_RETURN(HParams hp, parse_hparams(config, source + " (with overrides)"));
+  std::vector<HfTensorSpec> specs = hf_tensor_specs(hp);
+  // Qwen2.5-VL: the tower's weights next to the language model's (older transformers' names).
+  const StatusOr<std::optional<VisionConfig>> vision = parse_vision_config(config, source);
+  if (vision.ok() && *vision && (*vision)->tower == VisionTower::kQwen25Vit) {
+    for (HfTensorSpec& v : hf_vision_tensor_specs(**vision)) specs.push_back(std::move(v));
+    std::sort(specs.begin(), specs.end(),
+              [](const HfTensorSpec& a, const HfTensorSpec& b) { return a.name < b.name; });
+  }
   if (hp.architecture == "Gemma3ForConditionalGeneration") {
     return unimplemented(source,
                          ": random multimodal Gemma3 checkpoints are not supported; "
                          "use a Gemma3ForCausalLM (text) config");
   }
 
-  std::error_code ec;
-  std::filesystem::create_directories(o.output_dir, ec);
-  if (ec) return invalid_argument(o.output_dir.string(), ": cannot create folder: ", ec.message());
+  QBC_RETURN_IF_ERROR(create_output_dir(o.output_dir));
   const float norm_base = hp.norm_style == NormStyle::kOnePlusWeight ? 0.0f : 1.0f;
-  QBC_RETURN_IF_ERROR(write_model_safetensors(o.output_dir / "model.safetensors",
-                                              hf_tensor_specs(hp), o, norm_base));
+  QBC_RETURN_IF_ERROR(
+      write_model_safetensors(o.output_dir / "model.safetensors", specs, o, norm_base));
   // A byte-level BPE covering every id of the vocabulary (qbc/frontend/random_tokenizer.h), so
   // `qbc run` on the random model prints text for whatever ids it picks.
   if (const std::string tok = random_model_tokenizer_json(hp); !tok.empty())

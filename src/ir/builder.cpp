@@ -33,6 +33,32 @@ bool dims_compatible(const std::vector<int64_t>& a, const std::vector<int64_t>& 
   return true;
 }
 
+// A full_attention node's quantization attributes: all present or none, one q_scale per head,
+// k_scale / v_scale (and offsets, if any) one per channel of the `width`, bits 8 or 16.
+Status check_full_attention_quant(const Node& n, int64_t width) {
+  const Attrs& a = n.attrs;
+  const bool quant = a.has("k_bits");
+  for (const char* key : {"v_bits", "p_bits", "q_scale", "k_scale", "v_scale"}) {
+    if (a.has(key) != quant) return invalid_argument(describe(n), ": quantization attributes must all be present or none (", key, ")");
+  }
+  if (!quant) {
+    if (a.has("k_offset") || a.has("v_offset")) return invalid_argument(describe(n), ": k_offset / v_offset need k_bits");
+    return ok_status();
+  }
+  if (static_cast<int64_t>(a.get_floats("q_scale").size()) != a.get_int("num_heads")) {
+    return invalid_argument(describe(n), ": q_scale needs ", a.get_int("num_heads"), " entries (one per head)");
+  }
+  for (const char* key : {"k_scale", "v_scale", "k_offset", "v_offset"}) {
+    if (a.has(key) && static_cast<int64_t>(a.get_floats(key).size()) != width) {
+      return invalid_argument(describe(n), ": ", key, " needs ", width, " entries (one per channel)");
+    }
+  }
+  for (const char* key : {"k_bits", "v_bits", "p_bits"}) {
+    if (a.get_int(key) != 8 && a.get_int(key) != 16) return invalid_argument(describe(n), ": ", key, " must be 8 or 16");
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 StatusOr<TensorType> infer_type(const Graph& g, const Node& n) {
@@ -298,6 +324,7 @@ StatusOr<TensorType> infer_type(const Graph& g, const Node& n) {
                                   t[0].dim(-2));
         }
       }
+      QBC_RETURN_IF_ERROR(check_full_attention_quant(n, h * hd));
       return t[0];
     }
     case Op::kMergeRows: {

@@ -66,7 +66,11 @@ std::vector<AttrSpec> attrs_of(Op op) {
       return {{"num_heads", K::kInt, true}, {"head_dim", K::kInt, true}, {"scale", K::kFloat, true},
               // Block-diagonal mask: consecutive runs of this many tokens attend within their run
               // (Qwen2.5-VL window attention); absent = every token attends to every token.
-              {"segments", K::kInts, false}};
+              {"segments", K::kInts, false},
+              // Quantized Q, K, V (docs/numerics.md "full_attention"); all present or none.
+              {"k_bits", K::kInt, false}, {"v_bits", K::kInt, false}, {"p_bits", K::kInt, false},
+              {"q_scale", K::kFloats, false}, {"k_scale", K::kFloats, false}, {"v_scale", K::kFloats, false},
+              {"k_offset", K::kFloats, false}, {"v_offset", K::kFloats, false}};
     case Op::kMergeRows: return {{"factor", K::kInt, true}};
   }
   return {};

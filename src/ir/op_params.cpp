@@ -176,6 +176,27 @@ StatusOr<numerics::Attention> attention_params(const Node& n) {
   return a;
 }
 
+StatusOr<FullAttentionParams> full_attention_params(const Node& n) {
+  FullAttentionParams f;
+  numerics::Attention& a = f.attention;
+  QBC_ASSIGN_OR_RETURN(a.heads, required_int(n, "num_heads"));
+  QBC_ASSIGN_OR_RETURN(a.head_dim, required_int(n, "head_dim"));
+  QBC_ASSIGN_OR_RETURN(a.scale, required_float(n, "scale"));
+  a.kv_heads = a.heads;
+  if (a.heads <= 0 || a.head_dim <= 0) {
+    return invalid_argument(describe(n), ": num_heads ", a.heads, " and head_dim ", a.head_dim,
+                            " must be positive");
+  }
+  if (n.attrs.has("segments")) {
+    const AttrValue* v = n.attrs.find("segments");
+    if (attr_kind(*v) != AttrKind::kInts)
+      return invalid_argument(describe(n), ": attribute 'segments' must be ints");
+    f.segments = n.attrs.get_ints("segments");
+  }
+  if (n.attrs.has("k_bits")) QBC_RETURN_IF_ERROR(kv_quant_params(n, &a));
+  return f;
+}
+
 StatusOr<numerics::Rope> rope_params(const Node& n) {
   numerics::Rope r;
   QBC_ASSIGN_OR_RETURN(r.heads, required_int(n, "num_heads"));

@@ -43,4 +43,13 @@ void softcap(const float* x, int64_t count, float cap, bool fp16, float* y) {
   for (int64_t i = 0; i < count; ++i) y[i] = maybe_fp16(softcap_value(x[i], cap), fp16);
 }
 
+float gelu_value(float x) {
+  const double e = std::erf(static_cast<double>(x) * (1.0 / std::sqrt(2.0)));
+  return 0.5f * x * (1.0f + static_cast<float>(e));
+}
+
+void gelu(const float* x, int64_t count, bool fp16, float* y) {
+  for (int64_t i = 0; i < count; ++i) y[i] = maybe_fp16(gelu_value(x[i]), fp16);
+}
+
 }  // namespace qbc::numerics

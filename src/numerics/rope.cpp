@@ -41,4 +41,22 @@ void rope(const float* x, int64_t s, int64_t first_pos, const Rope& p, float* y,
   }
 }
 
+void rope_table(const float* x, const float* cos, const float* sin, int64_t s, int64_t heads,
+                int64_t head_dim, float* y) {
+  const int64_t half = head_dim / 2, width = heads * head_dim;
+  for (int64_t t = 0; t < s; ++t) {
+    const float* cs = cos + t * half;
+    const float* sn = sin + t * half;
+    for (int64_t h = 0; h < heads; ++h) {
+      const float* xr = x + t * width + h * head_dim;
+      float* yr = y + t * width + h * head_dim;
+      for (int64_t i = 0; i < half; ++i) {
+        const float x1 = xr[i], x2 = xr[i + half];
+        yr[i] = round_fp16(x1 * cs[i] - x2 * sn[i]);
+        yr[i + half] = round_fp16(x2 * cs[i] + x1 * sn[i]);
+      }
+    }
+  }
+}
+
 }  // namespace qbc::numerics

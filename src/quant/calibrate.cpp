@@ -75,6 +75,9 @@ std::vector<std::string> observed_nodes(const ir::Graph& g) {
   };
   for (const ir::Node& n : g.nodes()) {
     if (n.op == ir::Op::kLinear) add(n.operands[0].value);
+    if (n.op == ir::Op::kFullAttention) {
+      for (int i = 0; i < 3; ++i) add(n.operands[static_cast<size_t>(i)].value);
+    }
     if (n.op == ir::Op::kAttention) {
       for (int i = 0; i < 3; ++i) add(n.operands[static_cast<size_t>(i)].value);
       // Rotated keys: their position-robust range comes from the pre-RoPE values.

@@ -4,6 +4,7 @@
 // or fp32 values (the head's outputs).
 #include "qbc/quant/fakequant.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -42,7 +43,10 @@ struct Step {
   numerics::Attention attn;
   int cache = -1;
   bool gelu = false;
-  float factor = 1.0f;  // scale factor / softcap cap
+  float factor = 1.0f;              // scale factor / softcap cap
+  int64_t div = 1;                  // the graph's rows over this value's rows (merge_rows upstream)
+  int64_t heads = 0, head_dim = 0;  // rope_table
+  ir::FullAttentionParams full;     // full_attention
 };
 
 }  // namespace
@@ -54,6 +58,8 @@ struct FakeQuantSession::Impl {
   std::vector<float> host_embedding;  // fp32 [embed_rows, hidden]
   int embeds_id = -1;
   int positions_id = -1;
+  std::vector<int> input_ids;  // every graph input, in order (feature graphs: forward_inputs)
+  bool feature_graph = false;  // no token positions: a vision tower
   int output_id = -1;
   int64_t position = 0;
   int64_t vocab = 0;
@@ -67,6 +73,8 @@ struct FakeQuantSession::Impl {
   Status load(const ir::WeightReader& reader);
   Status load_qlinear(Step& st, const std::map<std::string, std::vector<float>>& by_name);
   Status run(const std::vector<float>& x, int64_t s, std::vector<float>* logits);
+  Status run_features(const std::vector<std::vector<float>>& inputs, std::vector<float>* out);
+  void keep_values(const std::vector<std::vector<float>>& values, int64_t s);
   void exec(Step& st, std::vector<std::vector<float>>& values, int64_t s);
   Status check_tokens(const std::vector<int32_t>& tokens) const;
 };
@@ -141,11 +149,21 @@ Status FakeQuantSession::Impl::prepare_step(Step& st) {
       break;
     }
     case Op::kGelu:
-    case Op::kRopeTable:
-    case Op::kFullAttention:
-    case Op::kMergeRows:
-      return unimplemented(ir::describe(n), ": op '", ir::op_info(n.op).name,
-                           "' is not in the fake-quant evaluator yet (docs/multimodal.md)");
+      break;
+    case Op::kRopeTable: {
+      QBC_ASSIGN_OR_RETURN(st.heads, ir::required_int(n, "num_heads"));
+      QBC_ASSIGN_OR_RETURN(st.head_dim, ir::required_int(n, "head_dim"));
+      break;
+    }
+    case Op::kFullAttention: {
+      QBC_ASSIGN_OR_RETURN(st.full, ir::full_attention_params(n));
+      break;
+    }
+    case Op::kMergeRows: {
+      QBC_ASSIGN_OR_RETURN(const int64_t f, ir::required_int(n, "factor"));
+      st.div *= f;
+      break;
+    }
   }
   return ok_status();
 }
@@ -158,7 +176,9 @@ Status FakeQuantSession::Impl::prepare() {
     Step st;
     st.node = &n;
     for (const ir::Operand& op : n.operands) {
-      if (!op.is_weight()) st.inputs.push_back(op.value);
+      if (op.is_weight()) continue;
+      st.inputs.push_back(op.value);
+      st.div = std::max(st.div, steps[static_cast<size_t>(op.value)].div);
     }
     if (n.op == Op::kInput && n.type.dtype == ir::DType::kI64) {
       positions_id = static_cast<int>(i);
@@ -170,14 +190,21 @@ Status FakeQuantSession::Impl::prepare() {
                                 " must be static");
       }
       if (n.op == Op::kInput) {
-        embeds_id = static_cast<int>(i);
-        hidden = st.width;
+        if (embeds_id < 0) embeds_id = static_cast<int>(i);
+        if (embeds_id == static_cast<int>(i)) hidden = st.width;
       }
     }
+    if (n.op == Op::kInput) input_ids.push_back(static_cast<int>(i));
     QBC_RETURN_IF_ERROR(prepare_step(st));
     steps.push_back(std::move(st));
   }
-  if (embeds_id < 0 || positions_id < 0) {
+  // A graph without token positions, rope or a KV cache (a vision tower) takes its inputs
+  // through forward_inputs, as in ref::Session.
+  feature_graph = positions_id < 0 && !input_ids.empty() &&
+                  std::none_of(steps.begin(), steps.end(), [](const Step& st) {
+                    return st.node->op == Op::kRope || st.node->op == Op::kAttention;
+                  });
+  if (!feature_graph && (embeds_id < 0 || positions_id < 0)) {
     return invalid_argument("graph '", graph.name(),
                             "' needs inputs inputs_embeds (f32) and positions (i64)");
   }
@@ -263,7 +290,7 @@ Status FakeQuantSession::Impl::load(const ir::WeightReader& reader) {
       by_name[name] = std::move(data);
     }
   }
-  if (host_embedding.empty())
+  if (host_embedding.empty() && !feature_graph)
     return invalid_argument("graph '", graph.name(), "' has no host embedding weight");
   for (Step& st : steps) {
     const Node& n = *st.node;
@@ -291,6 +318,7 @@ void FakeQuantSession::Impl::exec(Step& st, std::vector<std::vector<float>>& val
   auto in_width = [&](size_t i) { return steps[static_cast<size_t>(st.inputs[i])].width; };
   std::vector<float>& out = values[static_cast<size_t>(&st - steps.data())];
   if (n.op == Op::kInput) return;  // set by run()
+  s /= st.div;  // this value's rows (merge_rows reads its input's rows as its own, widened)
   out.assign(static_cast<size_t>(s * st.width), 0.0f);
   const int64_t count = s * st.width;
   switch (n.op) {
@@ -336,16 +364,28 @@ void FakeQuantSession::Impl::exec(Step& st, std::vector<std::vector<float>>& val
     case Op::kSoftcap:
       numerics::softcap(in(0), count, st.factor, st.fp16, out.data());
       break;
-    case Op::kGelu:  // refused by prepare_step
+    case Op::kGelu:
+      numerics::gelu(in(0), count, st.fp16, out.data());
+      break;
     case Op::kRopeTable:
+      numerics::rope_table(in(0), in(1), in(2), s, st.heads, st.head_dim, out.data());
+      break;
     case Op::kFullAttention:
-    case Op::kMergeRows:
+      numerics::full_attention(in(0), in(1), in(2), s, st.full.attention, st.full.segments,
+                               out.data());
+      break;
+    case Op::kMergeRows:  // a reshape of the row-major buffer: the same values, bit for bit
+      out = values[static_cast<size_t>(st.inputs[0])];
       break;
   }
 }
 
 Status FakeQuantSession::Impl::run(const std::vector<float>& x, int64_t s,
                                    std::vector<float>* logits) {
+  if (feature_graph) {
+    return failed_precondition("graph '", graph.name(),
+                               "' has no token positions: use forward_inputs");
+  }
   if (s <= 0) return invalid_argument("forward: no tokens");
   for (const Step& st : steps) {
     if (st.cache < 0) continue;
@@ -364,15 +404,61 @@ Status FakeQuantSession::Impl::run(const std::vector<float>& x, int64_t s,
   for (int64_t t = 0; t < s; ++t) pos.push_back(static_cast<float>(position + t));
   for (Step& st : steps) exec(st, values, s);
   position += s;
+  keep_values(values, s);
+  if (logits != nullptr) *logits = std::move(values[static_cast<size_t>(output_id)]);
+  return ok_status();
+}
+
+void FakeQuantSession::Impl::keep_values(const std::vector<std::vector<float>>& values, int64_t s) {
   kept.clear();
-  if (keep) {
-    for (size_t i = 0; i < steps.size(); ++i) {
-      std::vector<int64_t> shape = {1, s};
-      if (static_cast<int>(i) != positions_id) shape.push_back(steps[i].width);
-      kept[steps[i].node->name] = {values[i], std::move(shape)};
+  if (!keep) return;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    std::vector<int64_t> shape = {1, s / steps[i].div};
+    if (static_cast<int>(i) != positions_id) shape.push_back(steps[i].width);
+    kept[steps[i].node->name] = {values[i], std::move(shape)};
+  }
+}
+
+Status FakeQuantSession::Impl::run_features(const std::vector<std::vector<float>>& inputs,
+                                            std::vector<float>* out) {
+  if (!feature_graph) {
+    return failed_precondition("graph '", graph.name(),
+                               "' has token positions: use forward or forward_embeds");
+  }
+  if (inputs.size() != input_ids.size()) {
+    return invalid_argument("forward_inputs: ", inputs.size(), " inputs for graph '", graph.name(),
+                            "' with ", input_ids.size());
+  }
+  std::vector<std::vector<float>> values(steps.size());
+  int64_t s = -1;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Step& st = steps[static_cast<size_t>(input_ids[i])];
+    const int64_t n = static_cast<int64_t>(inputs[i].size());
+    if (n == 0 || n % st.width != 0 || (s >= 0 && n / st.width != s)) {
+      return invalid_argument("forward_inputs: input '", st.node->name, "' has ", n,
+                              " values, not rows of ", st.width,
+                              s >= 0 ? " matching the other inputs' rows" : "");
+    }
+    s = n / st.width;
+    const ir::TensorType& type = st.node->type;
+    if (type.rank() >= 2 && type.dim(-2) != ir::kDynamic && type.dim(-2) != s) {
+      return invalid_argument("forward_inputs: input '", st.node->name, "' has ", s,
+                              " rows, the graph fixes ", type.dim(-2));
+    }
+    std::vector<float>& v = values[static_cast<size_t>(input_ids[i])];
+    v.resize(inputs[i].size());
+    // NPU input buffers: fp16.
+    for (size_t j = 0; j < v.size(); ++j) v[j] = numerics::round_fp16(inputs[i][j]);
+  }
+  for (const Step& st : steps) {
+    if (st.div > 1 && s % st.div != 0) {
+      return invalid_argument("forward_inputs: ", s, " rows are not a multiple of ", st.div, " (",
+                              ir::describe(*st.node), ")");
     }
   }
-  if (logits != nullptr) *logits = std::move(values[static_cast<size_t>(output_id)]);
+  for (Step& st : steps) exec(st, values, s);
+  keep_values(values, s);
+  if (out != nullptr) *out = std::move(values[static_cast<size_t>(output_id)]);
   return ok_status();
 }
 
@@ -408,6 +494,11 @@ Status FakeQuantSession::forward_embeds(const std::vector<float>& embeds, int64_
                             " tokens of hidden size ", impl_->hidden);
   }
   return impl_->run(embeds, seq, logits);
+}
+
+Status FakeQuantSession::forward_inputs(const std::vector<std::vector<float>>& inputs,
+                                        std::vector<float>* out) {
+  return impl_->run_features(inputs, out);
 }
 
 void FakeQuantSession::reset() {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "full_attention_quant.h"
 #include "qbc/numerics/attention.h"
 #include "qbc/numerics/fp16.h"
 #include "qbc/numerics/quantizer.h"
@@ -197,7 +198,7 @@ Status check_supported(const config::CompileOptions& options) {
 StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stats,
                                       const ir::WeightReader& weights,
                                       const config::CompileOptions& options, const TensorSink& sink,
-                                      const FixedWeightMap* fixed) {
+                                      const FixedWeightMap* fixed, const RtnRules& rules) {
   QBC_RETURN_IF_ERROR(check_supported(options));
   QuantizeResult r;
   const config::ActivationScaling scaling = options.bit().activation_scaling();
@@ -234,9 +235,10 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
       }
       // Imported codes keep the checkpoint's width and groups (driver/imported_weights.h).
       if (chosen != nullptr && chosen->imported) bits.weight = chosen->bits;
-      const int64_t group = chosen != nullptr && chosen->imported
-                                ? (chosen->group > 0 && chosen->group < cols ? chosen->group : 0)
-                                : weight_group(options, cols);
+      int64_t group = chosen != nullptr && chosen->imported
+                          ? (chosen->group > 0 && chosen->group < cols ? chosen->group : 0)
+                          : weight_group(options, cols);
+      if (rules.per_channel_when_uneven && group > 0 && cols % group != 0) group = 0;
       const int64_t groups = group > 0 ? (cols + group - 1) / group : 1;
       std::vector<int8_t> q(shapes ? 0 : static_cast<size_t>(rows * cols));
       std::vector<float> scale(static_cast<size_t>(rows * groups));
@@ -333,6 +335,8 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
       n.attrs.set("out_fp16", int64_t{n.part == ir::Part::kHead ? 0 : 1});
       out.remove_weight(old_weight);
       ++r.quantized_linears;
+    } else if (n.op == ir::Op::kFullAttention) {
+      QBC_RETURN_IF_ERROR(set_full_attention_quant(n, out, shapes ? nullptr : &stats, options));
     } else if (n.op == ir::Op::kAttention && shapes) {
       set_kv_attrs(n, options, per_token, KvScales::placeholders(n));
     } else if (n.op == ir::Op::kAttention) {

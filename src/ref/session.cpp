@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "ops.h"
 #include "qbc/ir/op_params.h"
 #include "qbc/ir/verifier.h"
+#include "qbc/runner/mrope.h"
 
 namespace qbc::ref {
 namespace {
@@ -75,6 +77,9 @@ struct Session::Impl {
   at::Tensor host_embedding;  // float32 [vocab, hidden]
   int embeds_id = -1;
   int positions_id = -1;
+  int rope_cos_id = -1, rope_sin_id = -1;  // M-RoPE graphs: host tables (runner/mrope.h)
+  std::optional<runner::MRopeSpec> mrope;
+  int64_t rope_delta = 0;      // M-RoPE: text positions are cache position + rope_delta
   std::vector<int> input_ids;  // every graph input, in graph order
   bool feature_graph = false;  // no token positions: run with forward_inputs only
   int output_id = -1;
@@ -87,7 +92,10 @@ struct Session::Impl {
 
   Status load(const ir::WeightReader& reader);
   Status prepare();
-  Status run(at::Tensor x, std::vector<float>* logits);
+  Status run(at::Tensor x, std::vector<float>* logits,
+             const std::vector<int64_t>* mrope_positions = nullptr);
+  Status set_rope_tables(std::vector<at::Tensor>& values, int64_t s,
+                         const std::vector<int64_t>* mrope_positions);
   Status run_steps(std::vector<at::Tensor>& values, int64_t s);
   Status run_inputs(const std::vector<std::vector<float>>& inputs, std::vector<float>* out);
   Status exec(Step& st, std::vector<at::Tensor>& values, int64_t s,
@@ -170,7 +178,9 @@ Status Session::Impl::prepare() {
         break;
       case Op::kInput:
         input_ids.push_back(static_cast<int>(i));
-        if (n.type.dtype == ir::DType::kI64) {
+        if (n.name == "rope_cos" || n.name == "rope_sin") {
+          (n.name == "rope_cos" ? rope_cos_id : rope_sin_id) = static_cast<int>(i);
+        } else if (n.type.dtype == ir::DType::kI64) {
           positions_id = static_cast<int>(i);
         } else {
           embeds_id = static_cast<int>(i);
@@ -276,6 +286,13 @@ Status Session::Impl::prepare() {
     return invalid_argument("graph '", graph.name(),
                             "' needs inputs inputs_embeds (f32) and positions (i64)");
   }
+  if (!feature_graph && (rope_cos_id >= 0 || rope_sin_id >= 0)) {
+    if (rope_cos_id < 0 || rope_sin_id < 0)
+      return invalid_argument("graph '", graph.name(), "' has only one of rope_cos and rope_sin");
+    StatusOr<runner::MRopeSpec> spec = runner::mrope_spec_from_metadata(graph.metadata);
+    if (!spec.ok()) return spec.status().with_context("graph '", graph.name(), "'");
+    mrope = *spec;
+  }
   if (graph.outputs().empty()) return invalid_argument("graph '", graph.name(), "' has no output");
   output_id = graph.outputs().front();
   for (ir::ValueId o : graph.outputs())
@@ -379,7 +396,37 @@ Status Session::Impl::exec(Step& st, std::vector<at::Tensor>& values, int64_t s,
   return ok_status();
 }
 
-Status Session::Impl::run(at::Tensor x, std::vector<float>* logits) {
+// M-RoPE graphs: rope_cos / rope_sin [1, s, head_dim/2] from the given 3-stream positions, or,
+// without them, from text positions (cache position + rope_delta in every stream).
+Status Session::Impl::set_rope_tables(std::vector<at::Tensor>& values, int64_t s,
+                                      const std::vector<int64_t>* mrope_positions) {
+  if (!mrope) {
+    if (mrope_positions != nullptr)
+      return failed_precondition("graph '", graph.name(),
+                                 "' has no M-RoPE inputs (rope_cos, rope_sin)");
+    return ok_status();
+  }
+  std::vector<int64_t> text;
+  if (mrope_positions == nullptr) text = runner::mrope_text_positions(position, s, rope_delta);
+  const std::vector<int64_t>& pos = mrope_positions != nullptr ? *mrope_positions : text;
+  if (static_cast<int64_t>(pos.size()) != 3 * s)
+    return invalid_argument("M-RoPE positions: ", pos.size(), " values for 3 streams of ", s,
+                            " tokens");
+  std::vector<double> c, sn;
+  runner::mrope_tables(*mrope, pos, &c, &sn);
+  const int64_t half = mrope->head_dim / 2;
+  values[static_cast<size_t>(rope_cos_id)] = torch::from_blob(c.data(), {1, s, half}, at::kDouble)
+                                                 .to(dtype, /*non_blocking=*/false, /*copy=*/true);
+  values[static_cast<size_t>(rope_sin_id)] = torch::from_blob(sn.data(), {1, s, half}, at::kDouble)
+                                                 .to(dtype, /*non_blocking=*/false, /*copy=*/true);
+  if (mrope_positions !=
+      nullptr)  // later text continues after the largest position (HF rope_deltas)
+    rope_delta = *std::max_element(pos.begin(), pos.end()) + 1 - (position + s);
+  return ok_status();
+}
+
+Status Session::Impl::run(at::Tensor x, std::vector<float>* logits,
+                          const std::vector<int64_t>* mrope_positions) {
   if (feature_graph) {
     return failed_precondition("graph '", graph.name(),
                                "' has no token positions: use forward_inputs");
@@ -398,6 +445,7 @@ Status Session::Impl::run(at::Tensor x, std::vector<float>* logits) {
   values[static_cast<size_t>(embeds_id)] = x.to(dtype);
   values[static_cast<size_t>(positions_id)] =
       at::arange(position, position + s, at::kLong).view({1, s});
+  QBC_RETURN_IF_ERROR(set_rope_tables(values, s, mrope_positions));
   QBC_RETURN_IF_ERROR(run_steps(values, s));
   position += s;
   if (logits != nullptr) {
@@ -525,6 +573,22 @@ Status Session::forward_embeds(const std::vector<float>& embeds, int64_t seq,
   }
 }
 
+Status Session::forward_embeds_mrope(const std::vector<float>& embeds, int64_t seq,
+                                     const std::vector<int64_t>& positions,
+                                     std::vector<float>* logits) {
+  if (seq <= 0 || static_cast<int64_t>(embeds.size()) != seq * impl_->hidden) {
+    return invalid_argument("forward_embeds_mrope: ", embeds.size(), " values for ", seq,
+                            " tokens of hidden size ", impl_->hidden);
+  }
+  try {
+    at::Tensor x =
+        torch::from_blob(const_cast<float*>(embeds.data()), {1, seq, impl_->hidden}, at::kFloat);
+    return impl_->run(x.clone(), logits, &positions);
+  } catch (const c10::Error& e) {
+    return internal_error("forward_embeds_mrope: ", torch_message(e));
+  }
+}
+
 Status Session::forward_inputs(const std::vector<std::vector<float>>& inputs,
                                std::vector<float>* out) {
   try {
@@ -534,7 +598,10 @@ Status Session::forward_inputs(const std::vector<std::vector<float>>& inputs,
   }
 }
 
-void Session::reset() { impl_->position = 0; }
+void Session::reset() {
+  impl_->position = 0;
+  impl_->rope_delta = 0;
+}
 int64_t Session::position() const { return impl_->position; }
 int64_t Session::vocab_size() const { return impl_->vocab; }
 int64_t Session::hidden_size() const { return impl_->hidden; }

@@ -14,6 +14,7 @@
 
 #include "core.h"
 #include "fp16_rows.h"
+#include "int4_kernel.h"
 #include "matmul_kernel.h"
 #include "qbc/numerics/quantizer.h"
 #include "thread_pool.h"
@@ -256,6 +257,63 @@ void matmul_u8(const MatMulArgs& a, const int8_t* x, ThreadPool& pool, uint8_t* 
   });
 }
 
+/// Whether packed int4 weights against int8 activations take matmul_i4 (else the older
+/// unpack-then-int8 paths: the same integers). Off when the environment sets
+/// QBC_EXEC_NO_I4_KERNEL, to time the two side by side.
+bool i4_kernel_on() {
+  static const bool on = std::getenv("QBC_EXEC_NO_I4_KERNEL") == nullptr;
+  return on;
+}
+
+/// Packed int4 weights against int8 activations on any host: dot_i4_groups reads the packed
+/// rows directly and gives Σ x t and Σ t per group (t = w + 8), so
+/// Σ (x − xz)(w − wz) = Σ x t − xz Σ t − (8 + wz) Σ (x − xz), computed modulo 2^bits(AccT)
+/// (the wrapped exact sum, as the other paths store it). Writes acc (device memory) directly.
+template <typename AccT>
+void matmul_i4(const MatMulArgs& a, const int8_t* x, ThreadPool& pool, uint8_t* acc_mem) {
+  using U = std::make_unsigned_t<AccT>;
+  const isa::MatMul& op = a.op;
+  const int64_t n = op.n, kt = op.kt, rows = a.rows, gt = a.gt;
+  int64_t* xsum = scratch<int64_t, 5>(static_cast<size_t>(rows * gt)).data();
+  for (int64_t m = 0; m < rows; ++m) {  // Σ_k (x − xz) per (m, g)
+    const int8_t* s = x + m * op.ldx;
+    for (int64_t g = 0; g < gt; ++g) {
+      int64_t v = 0;
+      const int64_t k1 = std::min(kt, (g + 1) * a.group);
+      for (int64_t k = g * a.group; k < k1; ++k) v += s[k];
+      xsum[m * gt + g] = v - int64_t{a.xz[m]} * (k1 - g * a.group);
+    }
+  }
+  const int64_t work =
+      rows <= kStreamRows ? n * kt * (kParallelMacs / kParallelStreamBytes) : rows * n * kt;
+  blocks(pool, n, work, kParallelMacs, 16, [&](int64_t j0, int64_t j1) {
+    const int64_t cnt = (j1 - j0) * gt;
+    int32_t* dots = scratch<int32_t, 1>(static_cast<size_t>(rows * cnt)).data();
+    int32_t* ts = scratch<int32_t, 2>(static_cast<size_t>(cnt)).data();
+    AccT* row = scratch<AccT, 3>(static_cast<size_t>(cnt)).data();
+    dot_i4_groups(x, op.ldx, rows, a.w4 + j0 * (kt / 2), kt / 2, j1 - j0, kt, a.group, dots, cnt,
+                  ts);
+    const int32_t* wz = a.wz != nullptr ? a.wz + j0 * gt : nullptr;
+    for (int64_t m = 0; m < rows; ++m) {
+      const U xzm = static_cast<U>(a.xz[m]);
+      const int64_t* xs = xsum + m * gt;
+      uint8_t* dst = acc_mem + (m * n + j0) * gt * static_cast<int64_t>(sizeof(AccT));
+      if (op.accumulate) load(dst, cnt, row);
+      const int32_t* dr = dots + m * cnt;
+      for (int64_t i = 0; i < cnt; i += gt) {
+        for (int64_t g = 0; g < gt; ++g) {
+          const U off = static_cast<U>(8 + (wz != nullptr ? int64_t{wz[i + g]} : 0));
+          U v = static_cast<U>(dr[i + g]) - xzm * static_cast<U>(ts[i + g]) -
+                off * static_cast<U>(xs[g]);
+          if (op.accumulate) v += static_cast<U>(row[i + g]);
+          row[i + g] = static_cast<AccT>(v);
+        }
+      }
+      store(row, cnt, dst);
+    }
+  });
+}
+
 /// Any code types in plain int64 loops (int16 activations, zero points outside int8, long
 /// groups).
 template <typename AccT>
@@ -292,8 +350,17 @@ bool vnni_path(const isa::MatMul& op, int64_t group) {
   return op.xtype == isa::DType::kI8 && group <= kMaxExactDotLen && dot_u8_fast();
 }
 
+/// Whether matmul() takes matmul_i4 (packed int4 weights, int8 activations).
+bool i4_path(const isa::MatMul& op, int64_t group) {
+  return op.wtype == isa::DType::kI4 && op.xtype == isa::DType::kI8 && group <= (1 << 20) &&
+         i4_kernel_on();
+}
+
 template <typename AccT>
 void matmul(const MatMulArgs& a, const uint8_t* x, ThreadPool& pool, uint8_t* acc_mem) {
+  if (a.w4 != nullptr && i4_path(a.op, a.group)) {
+    return matmul_i4<AccT>(a, reinterpret_cast<const int8_t*>(x), pool, acc_mem);
+  }
   if (vnni_path(a.op, a.group)) {
     return matmul_u8<AccT>(a, reinterpret_cast<const int8_t*>(x), pool, acc_mem);
   }
@@ -316,7 +383,7 @@ template <typename AccT>
 void requant_rows(const isa::Requant& op, const AccT* acc, const float* xs, const float* ws,
                   const float* bias, float* fsum, int64_t m0, int64_t m1, uint8_t* y) {
   const int64_t n = op.n, gt = op.gt;
-  std::vector<float> row(static_cast<size_t>(n));
+  std::vector<float>& row = scratch<float, 7>(static_cast<size_t>(n));
   for (int64_t m = m0; m < m1; ++m) {
     const AccT* am = acc + m * n * gt;
     const float xm = xs[m];
@@ -324,16 +391,18 @@ void requant_rows(const isa::Requant& op, const AccT* acc, const float* xs, cons
       for (int64_t j = 0; j < n; ++j)
         row[static_cast<size_t>(j)] = static_cast<float>(am[j]) * (xm * ws[j * op.ws_stride]);
     } else {
-      for (int64_t j = 0; j < n; ++j) {
-        const float* wj = ws + j * op.ws_stride;
-        const AccT* aj = am + j * gt;
-        float v = op.first ? 0.0f : fsum[m * n + j];
-        for (int64_t g = 0; g < gt; ++g) {
-          const float mult = xm * wj[g];
-          const float part = static_cast<float>(aj[g]) * mult;
-          v = (op.first && g == 0) ? part : v + part;
+      // Groups outer, channels inner: every channel's sum still adds its parts in group
+      // order (the same bits), but the channels' independent sums overlap instead of one
+      // chain of dependent adds per channel.
+      float* v = row.data();
+      if (!op.first) std::copy(fsum + m * n, fsum + m * n + n, v);
+      for (int64_t g = 0; g < gt; ++g) {
+        const bool assign = op.first && g == 0;
+        for (int64_t j = 0; j < n; ++j) {
+          const float mult = xm * ws[j * op.ws_stride + g];
+          const float part = static_cast<float>(am[j * gt + g]) * mult;
+          v[j] = assign ? part : v[j] + part;
         }
-        row[static_cast<size_t>(j)] = v;
       }
     }
     if (op.last && bias != nullptr) {
@@ -341,7 +410,7 @@ void requant_rows(const isa::Requant& op, const AccT* acc, const float* xs, cons
         row[static_cast<size_t>(j)] = row[static_cast<size_t>(j)] + bias[j];
     }
     if (!op.last) {
-      std::copy(row.begin(), row.end(), fsum + m * n);
+      std::copy(row.begin(), row.begin() + n, fsum + m * n);
     } else if (op.ytype == isa::DType::kF16) {
       store_f16(row.data(), n, y + m * op.ldy * 2);
     } else {
@@ -429,10 +498,12 @@ Status exec(const isa::MatMul& op, Core& c) {
   }
   if (rows == 0 || n == 0) return ok_status();
 
-  std::vector<int32_t> xz(static_cast<size_t>(rows), 0), wz;
+  // Per-thread scratch (no allocation per instruction); the host threads only read them.
+  std::vector<int32_t>& xz = scratch<int32_t, 6>(static_cast<size_t>(rows));
+  std::fill(xz.begin(), xz.begin() + rows, 0);
   if (xzp != nullptr) load(xzp, rows, xz.data());
+  std::vector<int32_t>& wz = scratch<int32_t, 8>(wzp != nullptr ? static_cast<size_t>(n * gt) : 0);
   if (wzp != nullptr) {
-    wz.resize(static_cast<size_t>(n * gt));
     if (wzt == isa::DType::kI4 || wzt == isa::DType::kI8) {
       load_codes(wzp, wzt, n * gt, wz.data());  // codes, flat index j * gt + g
     } else {
@@ -442,7 +513,7 @@ Status exec(const isa::MatMul& op, Core& c) {
   std::vector<int8_t> unpacked;
   // The VNNI path unpacks int4 rows block by block on the host threads (matmul_u8); the
   // others take the whole matrix as int8.
-  const bool packed = op.wtype == isa::DType::kI4 && vnni_path(op, group);
+  const bool packed = op.wtype == isa::DType::kI4 && (i4_path(op, group) || vnni_path(op, group));
   const MatMulArgs args{op,
                         rows,
                         gt,
@@ -484,21 +555,20 @@ Status exec(const isa::Requant& op, Core& c) {
     QBC_ASSIGN_OR_RETURN(yp, c.sram_at(op.y, span(rows_span(rows, op.ldy, n), yb), "y"));
   }
   if (rows == 0 || n == 0) return ok_status();
-  std::vector<float> xs(static_cast<size_t>(rows)), ws(static_cast<size_t>(ws_count)), bias, fsum;
+  // Per-thread scratch (no allocation per instruction); the host threads only read xs, ws,
+  // bias and acc, and write disjoint rows of fsum.
+  std::vector<float>& xs = scratch<float, 9>(static_cast<size_t>(rows));
+  std::vector<float>& ws = scratch<float, 10>(static_cast<size_t>(ws_count));
+  std::vector<float>& bias = scratch<float, 11>(biasp != nullptr ? static_cast<size_t>(n) : 0);
+  std::vector<float>& fsum = scratch<float, 12>(fsp != nullptr ? static_cast<size_t>(rows * n) : 0);
   load(xsp, rows, xs.data());
   if (ws16) {
     load_f16(wsp, ws_count, ws.data());  // fp16 scales widened exactly to fp32
   } else {
     load(wsp, ws_count, ws.data());
   }
-  if (biasp != nullptr) {
-    bias.resize(static_cast<size_t>(n));
-    load(biasp, n, bias.data());
-  }
-  if (fsp != nullptr) {
-    fsum.resize(static_cast<size_t>(rows * n));
-    if (!op.first) load(fsp, rows * n, fsum.data());
-  }
+  if (biasp != nullptr) load(biasp, n, bias.data());
+  if (fsp != nullptr && !op.first) load(fsp, rows * n, fsum.data());
   const int64_t count = rows * n * gt;
   auto run = [&](const auto* acc) {
     blocks(c.pool, rows, count, kParallelElements, 1, [&](int64_t m0, int64_t m1) {
@@ -507,11 +577,11 @@ Status exec(const isa::Requant& op, Core& c) {
     });
   };
   if (op.acctype == isa::DType::kI32) {
-    std::vector<int32_t> acc(static_cast<size_t>(count));
+    std::vector<int32_t>& acc = scratch<int32_t, 13>(static_cast<size_t>(count));
     load(accp, count, acc.data());
     run(acc.data());
   } else {
-    std::vector<int64_t> acc(static_cast<size_t>(count));
+    std::vector<int64_t>& acc = scratch<int64_t, 13>(static_cast<size_t>(count));
     load(accp, count, acc.data());
     run(acc.data());
   }

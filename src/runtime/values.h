@@ -24,12 +24,13 @@ inline void store(const T* v, int64_t n, uint8_t* p) {
 /// Integer codes [n] of type t (kI4, kI8 or kI16) at p, sign-extended.
 inline void load_codes(const uint8_t* p, isa::DType t, int64_t n, int32_t* out) {
   switch (t) {
-    case isa::DType::kI4:
-      for (int64_t i = 0; i < n; ++i) {
+    case isa::DType::kI4:  // a byte at a time: (v ^ 8) - 8 sign-extends a nibble v
+      for (int64_t i = 0; i + 1 < n; i += 2) {
         const uint8_t b = p[i / 2];
-        const int32_t nib = (i % 2 == 0) ? (b & 0xF) : (b >> 4);
-        out[i] = nib >= 8 ? nib - 16 : nib;
+        out[i] = ((b & 0xF) ^ 8) - 8;
+        out[i + 1] = ((b >> 4) ^ 8) - 8;
       }
+      if (n % 2 != 0) out[n - 1] = ((p[n / 2] & 0xF) ^ 8) - 8;
       return;
     case isa::DType::kI16:
       for (int64_t i = 0; i < n; ++i) {

@@ -24,12 +24,13 @@ using ::qbc::testing::TestPackFormat;
 using ::qbc::testing::TestPackScheme;
 
 fs::path packed_model(const std::string& name, const TestPackScheme& s,
-                      std::map<std::string, TestPacked>* truth) {
+                      std::map<std::string, TestPacked>* truth,
+                      const ::qbc::testing::TestPackPerModule& per_module = {}) {
   const frontend::RandomModelOptions o =
       ::qbc::testing::small_llama_options(temp_dir() / name / "hf", 5, 96);
   EXPECT_TRUE(frontend::write_random_model(o).ok());
-  *truth =
-      ::qbc::testing::test_pack_model(o.output_dir, s, ::qbc::testing::test_quantization_config(s));
+  *truth = ::qbc::testing::test_pack_model(o.output_dir, s,
+                                           ::qbc::testing::test_quantization_config(s), per_module);
   return o.output_dir;
 }
 
@@ -42,8 +43,26 @@ std::vector<int64_t> ints_of(const frontend::SafetensorsTensor& t) {
 struct CliCase {
   const char* name;
   TestPackScheme scheme;
-  bool kept;  ///< qbc's weights can hold these codes.
+  int kept;  ///< Linears (of 14) whose codes qbc's weights hold.
 };
+
+// The column order a test-side reader of act-order groups would choose: columns sorted by their
+// g_idx, ties in checkpoint order (GPTQ's own `desc_act` packing sorts the same way).
+std::vector<int64_t> by_group(const std::vector<int32_t>& g_idx) {
+  std::vector<int64_t> perm(g_idx.size());
+  for (size_t i = 0; i < perm.size(); ++i) perm[i] = static_cast<int64_t>(i);
+  std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) {
+    return g_idx[static_cast<size_t>(a)] < g_idx[static_cast<size_t>(b)];
+  });
+  return perm;
+}
+
+// Act order: a down_proj reads the gated product of gate and up, whose rows qbc permutes, so its
+// codes are kept with the columns in group order; the other six linears of a layer read a norm
+// or the attention output and are re-quantized.
+bool permuted_in_graph(const std::string& module) {
+  return module.size() > 13 && module.substr(module.size() - 13) == "mlp.down_proj";
+}
 
 class PrequantCli : public ::testing::TestWithParam<CliCase> {};
 
@@ -59,11 +78,15 @@ TEST_P(PrequantCli, CompilesToMxqAndKeepsTheCodesItCanHold) {
   ASSERT_TRUE(summary.contains("result")) << r.err;
   const nlohmann::json& iw = summary["result"]["imported_weights"];
   EXPECT_EQ(iw["imported"].get<int>(), 14);
-  EXPECT_EQ(iw["kept"].get<int>(), c.kept ? 14 : 0);
+  EXPECT_EQ(iw["kept"].get<int>(), c.kept);
   ASSERT_EQ(iw["kinds"].size(), 7u);
   for (const auto& k : iw["kinds"]) EXPECT_EQ(k["imported"].get<int>(), 2) << k.dump();
-  if (!c.kept) {
+  if (c.scheme.act_order) {
     EXPECT_TRUE(contains(iw.dump(), "act-order groups")) << iw.dump();
+    ASSERT_TRUE(iw.contains("act_order")) << iw.dump();
+    EXPECT_EQ(iw["act_order"]["permuted"].get<int>(), 2);
+    EXPECT_EQ(iw["act_order"]["requantized"].get<int>(), 12);
+    EXPECT_TRUE(contains(r.err, "act-order: 2 kept as a column permutation")) << r.err;
   }
   // The quantized MBLT's integer weights are the packed ones (qbc's signed convention: GPTQ and
   // AWQ codes and zero points move down by 2^(b-1)).
@@ -83,9 +106,20 @@ TEST_P(PrequantCli, CompilesToMxqAndKeepsTheCodesItCanHold) {
     const std::vector<int64_t> codes = ints_of(*wq);
     std::vector<int64_t> expect(t.codes.begin(), t.codes.end());
     for (int64_t& q : expect) q -= shift;
-    if (!c.kept) {
-      EXPECT_NE(codes, expect);  // re-quantized by the recipe (W8 RTN)
-      continue;
+    if (c.scheme.act_order) {
+      if (!permuted_in_graph(module)) {
+        EXPECT_NE(codes, expect);  // re-quantized by the recipe (W8 RTN)
+        continue;
+      }
+      // Kept with the columns in group order: column j is checkpoint column perm[j].
+      const std::vector<int64_t> perm = by_group(t.g_idx);
+      const std::vector<int64_t> stored = expect;
+      for (int64_t o = 0; o < t.out; ++o) {
+        for (int64_t j = 0; j < t.in; ++j) {
+          expect[static_cast<size_t>(o * t.in + j)] =
+              stored[static_cast<size_t>(o * t.in + perm[static_cast<size_t>(j)])];
+        }
+      }
     }
     EXPECT_EQ(codes, expect);
     EXPECT_EQ(scales, t.scales);
@@ -103,28 +137,101 @@ TEST_P(PrequantCli, CompilesToMxqAndKeepsTheCodesItCanHold) {
   const auto mblt = run_qbc("inspect " + shell_quote(dir / "q.mblt"));
   ASSERT_EQ(mblt.exit_code, 0) << mblt.err;
   EXPECT_TRUE(contains(mblt.out, "pre-quantized")) << mblt.out;
-  EXPECT_TRUE(
-      contains(mblt.out, "self_attn.q_proj: kept " + std::to_string(c.kept ? 2 : 0) + " of 2"))
+  EXPECT_TRUE(contains(
+      mblt.out, "self_attn.q_proj: kept " + std::to_string(c.scheme.act_order ? 0 : 2) + " of 2"))
       << mblt.out;
+  if (c.scheme.act_order) {
+    EXPECT_TRUE(contains(mblt.out, "mlp.down_proj: kept 2 of 2")) << mblt.out;
+    EXPECT_TRUE(contains(mblt.out, "act-order: 2 kept as a column permutation, 12 re-quantized"))
+        << mblt.out;
+  }
   const auto mxq = run_qbc("inspect --json " + shell_quote(dir / "q.mxq"));
   ASSERT_EQ(mxq.exit_code, 0) << mxq.err;
   const nlohmann::json j = nlohmann::json::parse(mxq.out);
-  EXPECT_EQ(j["provenance"]["weights"]["kept"].get<int>(), c.kept ? 14 : 0) << mxq.out;
+  EXPECT_EQ(j["provenance"]["weights"]["kept"].get<int>(), c.kept) << mxq.out;
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Formats, PrequantCli,
     ::testing::Values(
-        CliCase{"ct_w4_g32_sym", {TestPackFormat::kCtPackedDense, 4, 32, true, false}, true},
-        CliCase{"ct_w4_g32_asym", {TestPackFormat::kCtPackedDense, 4, 32, false, false}, true},
-        CliCase{"ct_w8_channel", {TestPackFormat::kCtInt, 8, 0, true, false}, true},
-        CliCase{"ct_w4_actorder", {TestPackFormat::kCtPackedDense, 4, 32, true, true}, false},
-        CliCase{"gptq_v1_w4_g32", {TestPackFormat::kGptqV1, 4, 32, false, false}, true},
-        CliCase{"gptq_v2_w4_g32_sym", {TestPackFormat::kGptqV2, 4, 32, true, false}, true},
-        CliCase{"gptq_v1_descact", {TestPackFormat::kGptqV1, 4, 32, false, true}, false},
-        CliCase{"gptq_v2_w8_channel", {TestPackFormat::kGptqV2, 8, 0, true, false}, true},
-        CliCase{"awq_gemm_w4_g32", {TestPackFormat::kAwqGemm, 4, 32, false, false}, true}),
+        CliCase{"ct_w4_g32_sym", {TestPackFormat::kCtPackedDense, 4, 32, true, false}, 14},
+        CliCase{"ct_w4_g32_asym", {TestPackFormat::kCtPackedDense, 4, 32, false, false}, 14},
+        CliCase{"ct_w8_channel", {TestPackFormat::kCtInt, 8, 0, true, false}, 14},
+        CliCase{"ct_w4_actorder", {TestPackFormat::kCtPackedDense, 4, 32, true, true}, 2},
+        CliCase{"gptq_v1_w4_g32", {TestPackFormat::kGptqV1, 4, 32, false, false}, 14},
+        CliCase{"gptq_v2_w4_g32_sym", {TestPackFormat::kGptqV2, 4, 32, true, false}, 14},
+        CliCase{"gptq_v1_descact", {TestPackFormat::kGptqV1, 4, 32, false, true}, 2},
+        CliCase{"gptq_v2_w8_channel", {TestPackFormat::kGptqV2, 8, 0, true, false}, 14},
+        CliCase{"awq_gemm_w4_g32", {TestPackFormat::kAwqGemm, 4, 32, false, false}, 14}),
     [](const ::testing::TestParamInfo<CliCase>& info) { return std::string(info.param.name); });
+
+// GPTQ desc_act on the down projections only (the others contiguous): every code is kept, the
+// down projections' columns in group order and the gate / up rows in the same order, and the MXQ
+// is as close to the checkpoint's own float model as the same checkpoint without act order.
+TEST(PrequantCliActOrder, DownProjKeptAsAColumnPermutationAndTheModelUnchanged) {
+  QBC_REQUIRE_SHARED(eval_text, "data/tinystories/eval.clean.txt");
+  double kld[2] = {0, 0};
+  for (int act = 0; act < 2; ++act) {
+    SCOPED_TRACE(act ? "act order" : "contiguous");
+    const TestPackScheme s{TestPackFormat::kGptqV1, 4, 32, false, act == 1};
+    std::map<std::string, TestPacked> truth;
+    const fs::path hf = packed_model(act ? "actorder_down" : "actorder_none", s, &truth,
+                                     [](const std::string& module, TestPackScheme& m) {
+                                       m.act_order = m.act_order && permuted_in_graph(module);
+                                     });
+    const fs::path dir = hf.parent_path();
+    const auto r = testing::run_small_compile(hf, dir);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const nlohmann::json iw =
+        testing::last_json_event(r.err, "summary")["result"]["imported_weights"];
+    EXPECT_EQ(iw["kept"].get<int>(), 14) << iw.dump();
+    if (act) {
+      EXPECT_EQ(iw["act_order"]["permuted"].get<int>(), 2) << iw.dump();
+      EXPECT_EQ(iw["act_order"]["requantized"].get<int>(), 0) << iw.dump();
+    } else {
+      EXPECT_FALSE(iw.contains("act_order")) << iw.dump();
+    }
+    auto side = frontend::SafetensorsFile::open(dir / "q.weights.safetensors");
+    ASSERT_TRUE(side.ok()) << side.status().message();
+    for (int layer = 0; layer < 2; ++layer) {
+      const std::string mlp = "model.layers." + std::to_string(layer) + ".mlp.";
+      const TestPacked& down = truth.at(mlp + "down_proj");
+      const std::vector<int64_t> perm = by_group(down.g_idx);
+      for (const char* name : {"gate_proj", "up_proj", "down_proj"}) {
+        SCOPED_TRACE(mlp + name);
+        const TestPacked& t = truth.at(mlp + name);
+        const frontend::SafetensorsTensor* wq =
+            side->find(testing::linear_node_of(mlp + name) + ".wq");
+        ASSERT_NE(wq, nullptr);
+        const std::vector<int64_t> got = ints_of(*wq);
+        ASSERT_EQ(got.size(), t.codes.size());
+        const bool is_down = std::string(name) == "down_proj";
+        for (int64_t o = 0; o < t.out; ++o) {
+          for (int64_t i = 0; i < t.in; ++i) {
+            // down: column i is checkpoint column perm[i]; gate / up: row o is row perm[o].
+            const int64_t src_o = is_down ? o : perm[static_cast<size_t>(o)];
+            const int64_t src_i = is_down ? perm[static_cast<size_t>(i)] : i;
+            ASSERT_EQ(got[static_cast<size_t>(o * t.in + i)],
+                      t.codes[static_cast<size_t>(src_o * t.in + src_i)] - 8)
+                << o << "," << i;
+          }
+        }
+      }
+    }
+    const auto ev =
+        run_qbc("eval " + shell_quote(dir / "q.mxq") + " --reference " + shell_quote(hf) +
+                " --text " + shell_quote(eval_text) + " --ctx 64 --chunks 8 --json");
+    ASSERT_EQ(ev.exit_code, 0) << ev.err;
+    const nlohmann::json acc = nlohmann::json::parse(ev.out);
+    kld[act] = acc["kld_mean"].get<double>();
+    std::printf("%s: MXQ vs the checkpoint's float model: kld_mean %.6f, top1 %.4f\n",
+                act ? "act order" : "contiguous", kld[act], acc["top1"].get<double>());
+  }
+  // Measured: KLD 0.000231 with act order, 0.000232 without. A permutation missing on either
+  // side would leave the down projection reading the wrong inputs, far from the reference.
+  EXPECT_LT(kld[1], 0.02);
+  EXPECT_LT(kld[1], 2 * kld[0] + 0.002);
+}
 
 TEST(PrequantCliErrors, UnsupportedFormatExits3SayingUseTheFloatCheckpoint) {
   std::map<std::string, TestPacked> truth;

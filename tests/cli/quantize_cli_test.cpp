@@ -232,6 +232,14 @@ TEST(QuantizeCli, W4V8GptqExampleIsLlmFastWithTheAccurateFourBitRecipe) {
   auto j = nlohmann::json::parse(a.out);
   EXPECT_EQ(j["hessianQuant"]["attributes"]["floatTarget"], true);
   EXPECT_EQ(j["equivalentTransformation"]["spinR1"]["apply"], false);
+  // It leaves the cache length to the preset, so a model trained for 2048 positions gets 2048
+  // (the README's 4-bit command on stories260K compiles without the training-length warning).
+  QBC_REQUIRE_SHARED(hf, "models/stories260k/hf");
+  auto m = run_qbc("dump-config " + shell_quote(hf) + " -c " + shell_quote(cfg) + " --format json");
+  ASSERT_EQ(m.exit_code, 0) << m.err;
+  auto jm = nlohmann::json::parse(m.out);
+  EXPECT_EQ(jm["llm"]["attributes"]["maxCacheLength"], 2048);
+  EXPECT_EQ(jm["llm"]["attributes"]["maxSequenceLength"], 2048);
 }
 
 }  // namespace

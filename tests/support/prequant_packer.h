@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -43,6 +44,10 @@ struct TestPackScheme {
   bool symmetric = false;
   bool act_order = false;  ///< Groups follow a column permutation (g_idx).
 };
+
+/// Changes the scheme of one module (GPTQModel `dynamic` rules, act order on some modules only
+/// in tests); `bits` of 16 or more stores the module as a plain float weight.
+using TestPackPerModule = std::function<void(const std::string& module, TestPackScheme& s)>;
 
 /// The truth for one packed linear: w ~= (code - zero) * scale, in the format's own convention
 /// (signed codes and zeros for compressed-tensors, unsigned for GPTQ / AWQ).
@@ -381,7 +386,8 @@ inline nlohmann::json test_quantization_config(const TestPackScheme& s) {
 /// Returns the truth per module.
 inline std::map<std::string, TestPacked> test_pack_model(const std::filesystem::path& dir,
                                                          const TestPackScheme& s,
-                                                         const nlohmann::json& qconfig) {
+                                                         const nlohmann::json& qconfig,
+                                                         const TestPackPerModule& per_module = {}) {
   std::map<std::string, TestPacked> truth;
   auto st = frontend::SafetensorsFile::open(dir / "model.safetensors");
   EXPECT_TRUE(st.ok()) << st.status().message();
@@ -393,12 +399,14 @@ inline std::map<std::string, TestPacked> test_pack_model(const std::filesystem::
     EXPECT_TRUE(frontend::read_f32(t, &v).ok());
     const bool linear = t.name.rfind("model.layers.", 0) == 0 && t.shape.size() == 2 &&
                         t.name.size() > 7 && t.name.substr(t.name.size() - 7) == ".weight";
-    if (!linear) {
+    const std::string module = linear ? t.name.substr(0, t.name.size() - 7) : "";
+    TestPackScheme ms = s;
+    if (linear && per_module) per_module(module, ms);
+    if (!linear || ms.bits >= 16) {
       out.push_back(tensorfile::make_tensor(t.name, tensorfile::DType::kF32, t.shape, v));
       continue;
     }
-    const std::string module = t.name.substr(0, t.name.size() - 7);
-    TestPacked p = test_pack(module, v, t.shape[0], t.shape[1], s, seed++);
+    TestPacked p = test_pack(module, v, t.shape[0], t.shape[1], ms, seed++);
     for (auto& x : p.tensors) out.push_back(std::move(x));
     p.tensors.clear();
     truth.emplace(module, std::move(p));

@@ -1,19 +1,13 @@
 // qbc dump-config, qbc presets, qbc targets: inspecting configuration.
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "cli.h"
-#include "qbc/config/presets.h"
-#include "qbc/config/target.h"
+#include "qbc/driver/catalog.h"
+#include "qbc/driver/config_dump.h"
 #include "qbc/support/logging.h"
 
 namespace qbc::cli {
 namespace {
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 struct DumpOptions {
   std::string model;
@@ -25,13 +19,8 @@ struct DumpOptions {
 };
 
 Status run_dump_config(const DumpOptions& o) {
-  if (o.reference) return emit_output(o.output, config::reference_markdown());
-  std::string format = o.format;
-  if (format.empty()) format = ends_with(o.output, ".json") ? "json" : "yaml";
-  if (!o.output.empty() && format == "json" &&
-      (ends_with(o.output, ".yaml") || ends_with(o.output, ".yml"))) {
-    return invalid_argument("--format json conflicts with output file name ", o.output);
-  }
+  if (o.reference) return emit_output(o.output, driver::config_reference());
+  QBC_ASSIGN_OR_RETURN(const std::string format, driver::dump_format(o.format, o.output));
   const bool compiled = !o.model.empty() && mxq::is_mxq_file(o.model);
   if (compiled) {
     if (o.origins)
@@ -45,10 +34,10 @@ Status run_dump_config(const DumpOptions& o) {
   QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, o.model.empty()
                                                        ? resolve_config(o.config)
                                                        : resolve_for_model(o.config, o.model));
-  if (o.origins) return emit_output(o.output, config::origins_table(cfg.options, cfg.origins));
-  const std::string json = config::to_json(cfg.options);
+  if (o.origins) return emit_output(o.output, driver::config_origins(cfg));
+  const std::string json = driver::config_text(cfg.options, "json");
   events::result("dump-config", json);
-  const std::string text = format == "json" ? json : config::to_yaml(cfg.options);
+  const std::string text = format == "json" ? json : driver::config_text(cfg.options, "yaml");
   QBC_RETURN_IF_ERROR(emit_output(o.output, text));
   if (!o.output.empty() && o.output != "-") {
     events::summary("dump-config", "wrote " + o.output + " (" + format + ", " +
@@ -58,54 +47,20 @@ Status run_dump_config(const DumpOptions& o) {
   return ok_status();
 }
 
+// A listing as text, or with --json its JSON indented by two spaces.
+Status print_listing(const char* command, const driver::CatalogListing& l, bool as_json) {
+  events::result(command, l.json);
+  return emit_output("", as_json ? nlohmann::ordered_json::parse(l.json).dump(2) + "\n" : l.text);
+}
+
 Status run_presets(bool as_json) {
-  nlohmann::ordered_json list = nlohmann::ordered_json::array();
-  std::ostringstream os;
-  for (const config::Preset& p : config::presets()) {
-    list.push_back({{"name", p.name}, {"description", p.description}, {"path", p.path}});
-    os << p.name << std::string(p.name.size() < 12 ? 12 - p.name.size() : 1, ' ') << p.description
-       << "\n";
-  }
-  events::result("presets", list.dump());
-  return emit_output("", as_json ? list.dump(2) + "\n" : os.str());
+  return print_listing("presets", driver::list_presets(), as_json);
 }
 
 Status run_targets(const std::string& name, bool as_json) {
-  nlohmann::ordered_json out = nlohmann::ordered_json::array();
-  std::ostringstream os;
-  if (name.empty()) {
-    for (const std::string& n : config::builtin_target_names()) {
-      QBC_ASSIGN_OR_RETURN(config::TargetFile t, config::load_target(n));
-      out.push_back({{"name", n},
-                     {"description", t.profile.description()},
-                     {"cores", config::total_cores(t.profile)},
-                     {"path", t.path}});
-      os << n << std::string(n.size() < 12 ? 12 - n.size() : 1, ' ') << t.profile.description()
-         << "\n";
-    }
-  } else {
-    QBC_ASSIGN_OR_RETURN(config::TargetFile t, config::load_target(name));
-    nlohmann::ordered_json profile = nlohmann::ordered_json::parse([&] {
-      config::CompileOptions o;
-      *o.mutable_target() = t.profile;
-      return config::to_json(o);
-    }())["target"];
-    os << "# " << t.path << "\n";
-    for (auto& [key, value] : profile.items()) {
-      auto it = t.provenance.find(key);
-      std::string kind = "unspecified", note;
-      if (it != t.provenance.end()) {
-        kind = it->second.kind() == config::PROVENANCE_KIND_FACT     ? "fact"
-               : it->second.kind() == config::PROVENANCE_KIND_FITTED ? "fitted"
-                                                                     : "assumption";
-        note = it->second.note();
-      }
-      out.push_back({{"key", key}, {"value", value}, {"kind", kind}, {"note", note}});
-      os << key << ": " << value.dump() << "\n    [" << kind << "] " << note << "\n";
-    }
-  }
-  events::result("targets", out.dump());
-  return emit_output("", as_json ? out.dump(2) + "\n" : os.str());
+  QBC_ASSIGN_OR_RETURN(driver::CatalogListing l,
+                       name.empty() ? driver::list_targets() : driver::describe_target(name));
+  return print_listing("targets", l, as_json);
 }
 
 }  // namespace

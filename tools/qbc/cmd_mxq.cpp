@@ -2,6 +2,7 @@
 // driver/inspect_mxq.h and driver/verify_compiled.h).
 
 #include "cli.h"
+#include "qbc/driver/config_dump.h"
 #include "qbc/driver/inspect_mxq.h"
 #include "qbc/driver/verify_compiled.h"
 #include "qbc/support/logging.h"
@@ -10,13 +11,15 @@ namespace qbc::cli {
 
 Status dump_config_mxq(const std::string& path, const std::string& format,
                        const std::string& output) {
-  QBC_ASSIGN_OR_RETURN(driver::StoredConfigText c, driver::stored_config_text(path, format));
-  events::result("dump-config", c.json);
-  QBC_RETURN_IF_ERROR(emit_output(output, c.text));
+  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, driver::stored_config(path));
+  const std::string json = driver::config_text(cfg.options, "json");
+  const std::string text = format == "json" ? json : driver::config_text(cfg.options, "yaml");
+  events::result("dump-config", json);
+  QBC_RETURN_IF_ERROR(emit_output(output, text));
   if (!output.empty() && output != "-") {
     events::summary("dump-config", "wrote " + output + " (" + format + ", " +
-                                       std::to_string(c.text.size()) +
-                                       " bytes, the configuration " + path + " was compiled with)");
+                                       std::to_string(text.size()) + " bytes, the configuration " +
+                                       path + " was compiled with)");
   }
   return ok_status();
 }

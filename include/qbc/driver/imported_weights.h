@@ -10,6 +10,7 @@
 
 #include "qbc/config/config.h"
 #include "qbc/driver/model_loader.h"
+#include "qbc/quant/pass.h"
 #include "qbc/quant/quantize.h"
 
 namespace qbc::driver {
@@ -23,6 +24,18 @@ struct ImportedKind {
   std::map<std::string, int> why_not;
 };
 
+/// An act-order linear whose codes are kept as a column permutation: its columns are put in
+/// group order (new column j is checkpoint column `perm[j]`, so its groups are contiguous), and
+/// its input is permuted the same way by permuting the output rows of the linears that make it
+/// (the gate and up of a gated MLP whose product only this linear reads).
+struct ColumnPermutation {
+  /// The act-order linear's weight (columns permuted).
+  std::string weight;
+  /// The weights and biases of the linears before it (rows permuted).
+  std::vector<std::string> row_weights;
+  std::vector<int64_t> perm;
+};
+
 /// The imported linears of a pre-quantized checkpoint and the codes kept from them.
 struct ImportedWeights {
   /// PrequantConfig::describe().
@@ -34,6 +47,11 @@ struct ImportedWeights {
   std::string kv_note;
   /// The kept codes by linear node name (FixedWeights::imported).
   quant::FixedWeightMap fixed;
+  /// Act-order linears kept as a column permutation, and the float weights that permutation
+  /// rewrites (applied to the quantize run's weights by permute_act_order_inputs).
+  std::vector<ColumnPermutation> permutations;
+  /// Act-order linears (a non-trivial g_idx) dequantized and re-quantized instead.
+  int act_order_requantized = 0;
 
   int imported() const;
   int kept() const;
@@ -45,11 +63,17 @@ struct ImportedWeights {
 
 /// The imported linears of `model` under `options` (nullopt when the source is not a
 /// pre-quantized checkpoint). A linear keeps its codes when qbc's weight format holds them
-/// exactly: contiguous groups (no act-order g_idx), 2 to 8 bits (stored as 4 or 8), zero points
-/// inside the code range, |scale| >= 1e-8, and a recipe that does not keep the layer in float.
-/// Errors are the reader's (file, tensor).
+/// exactly: contiguous groups (an act-order g_idx only when its groups are whole and the graph
+/// can permute the linear's input, see ColumnPermutation), 2 to 8 bits (stored as 4 or 8), zero
+/// points inside the code range, |scale| >= 1e-8, and a recipe that does not keep the layer in
+/// float. Errors are the reader's (file, tensor).
 StatusOr<std::optional<ImportedWeights>> imported_weights(const LoadedModel& model,
                                                           const config::CompileOptions& options);
+
+/// Applies `iw.permutations` to the float weights of the quantize run (`ctx.weights`, moving
+/// each rewritten weight to the sidecar), so the graph computes the same function with the
+/// act-order linears' columns in group order. Errors name the weight.
+Status permute_act_order_inputs(const ImportedWeights& iw, quant::PassContext& ctx);
 
 /// `options` with every pass that changes weights turned off (spinR1/R2, normConv, qkRotation,
 /// qk/vo/ud/normSmooth, searchWeightScale, hessianQuant), recording the ones that were on in

@@ -13,12 +13,8 @@ namespace qbc::driver {
 /// `-c` would load it. kDataLoss naming the file when it holds none or it does not load.
 StatusOr<config::ResolvedConfig> stored_config(const std::string& path, const mxq::LoadedModel& m);
 
-/// `qbc dump-config MODEL.mxq`: the configuration stored in the compiled file at `path` (read
-/// with its digests checked), every key as `format` "json" or YAML otherwise, and as JSON.
-struct StoredConfigText {
-  std::string text;  ///< in the format asked for
-  std::string json;  ///< the same options as JSON (the command's result event)
-};
-StatusOr<StoredConfigText> stored_config_text(const std::string& path, const std::string& format);
+/// The configuration stored in the compiled file at `path`, read with its digests checked
+/// (`qbc dump-config MODEL.mxq` prints it with driver::config_text). Errors name the file.
+StatusOr<config::ResolvedConfig> stored_config(const std::string& path);
 
 }  // namespace qbc::driver

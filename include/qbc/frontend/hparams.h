@@ -1,7 +1,7 @@
 // Typed hyperparameters of a HuggingFace causal LM, read from its config.json.
 //
 // One HParams struct covers every supported family (Llama, Mistral, Qwen2, Qwen3, Gemma2,
-// Gemma3, Phi3, SmolLM3, EXAONE 3.5 and 4.0, Cohere2): the differences between them are flags and per-layer vectors, so the graph
+// Gemma3, Phi3, SmolLM3, EXAONE 3.5 and 4.0, Cohere2, HyperCLOVAX): the differences between them are flags and per-layer vectors, so the graph
 // builder and the shape-only planner need no per-family switch for most decisions. Defaults
 // follow each family's HF `*Config` class. Errors name the file and the key at fault.
 #pragma once
@@ -21,7 +21,7 @@ namespace qbc::frontend {
 enum class ModelFamily {
   kLlama,    ///< LlamaForCausalLM (Llama 2/3.x, SmolLM2).
   kMistral,  ///< MistralForCausalLM.
-  kQwen2,    ///< Qwen2ForCausalLM (Qwen2, Qwen2.5).
+  kQwen2,    ///< Qwen2ForCausalLM (Qwen2, Qwen2.5); the language model of Qwen2(.5)-VL.
   kQwen3,    ///< Qwen3ForCausalLM (dense).
   kGemma2,   ///< Gemma2ForCausalLM.
   kGemma3,   ///< Gemma3ForCausalLM, or the text part of Gemma3ForConditionalGeneration.
@@ -30,6 +30,7 @@ enum class ModelFamily {
   kExaone,   ///< ExaoneForCausalLM (EXAONE 3.0/3.5: the Llama block under GPT-2-style names).
   kExaone4,  ///< Exaone4ForCausalLM (q/k norms, norms after the sublayers, NoPE global layers).
   kCohere2,  ///< Cohere2ForCausalLM (Command R7B: LayerNorm, parallel block, logit scale).
+  kHyperClovax,  ///< HyperCLOVAXForCausalLM (HyperCLOVA X SEED: Granite's μP multipliers, Peri-LN).
 };
 
 /// A stable lower-case name for `family`, e.g. "qwen2".
@@ -181,12 +182,20 @@ struct HParams {
   /// i and i + head_dim/2), which leaves every q·k unchanged; the graph's rope is then the usual.
   bool rope_interleaved = false;
   Activation activation = Activation::kSilu;
+  /// M-RoPE (Qwen2-VL, Qwen2.5-VL: `rope_scaling.mrope_section`): how many of the head_dim / 2
+  /// rotary frequencies follow the temporal, height and width position streams, in that order
+  /// (sum head_dim / 2). The graph then takes host-computed cos/sin tables (docs/multimodal.md,
+  /// "The language graph"). Empty: 1-D RoPE from the token position.
+  std::vector<int64_t> mrope_section;
 
   double attn_logit_softcap = 0.0;   ///< 0 = no soft-capping.
   double final_logit_softcap = 0.0;  ///< 0 = no soft-capping.
   double query_scale = 0.0;      ///< Multiplies q·k: 1/√head_dim or query_pre_attn_scalar^-½.
   double embedding_scale = 1.0;  ///< Multiplies embeddings: √hidden_size for Gemma.
   double logit_scale = 1.0;      ///< Multiplies the logits (Cohere2's logit_scale).
+  /// Multiplies each sublayer's output before it is added to the residual stream
+  /// (HyperCLOVAX's residual_multiplier): x + residual_multiplier · attn(...).
+  double residual_multiplier = 1.0;
 
   std::optional<int64_t> bos_token_id;
   std::vector<int64_t> eos_token_ids;  ///< `eos_token_id` may be an int or a list.

@@ -5,6 +5,10 @@
 // nodes, the token-embedding table kept as a host-side weight, and the output
 // head (final norm, lm_head, logit soft-capping) as its own part. Node names are
 // stable and llama.cpp-like ("blk.3.attn.q_proj"); each carries its HF origin.
+// With M-RoPE (HParams::mrope_section: Qwen2-VL, Qwen2.5-VL) the graph also takes
+// `rope_cos`, `rope_sin [batch, seq, head_dim/2]`, computed on the host from the
+// 3-stream positions (qbc/runner/mrope.h), and q/k go through `rope_table`; the
+// metadata keys `mrope.section`, `mrope.theta`, `mrope.head_dim` say how to compute them.
 #pragma once
 
 #include <cstdint>

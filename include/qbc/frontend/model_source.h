@@ -37,7 +37,9 @@ std::string_view transform_name(TensorTransform transform);
 
 /// One tensor of a model under its HF name, and where its bytes come from.
 struct TensorInfo {
-  /// HF canonical name, e.g. "model.layers.0.self_attn.q_proj.weight".
+  /// HF canonical name, e.g. "model.layers.0.self_attn.q_proj.weight". A Qwen2(.5)-VL
+  /// checkpoint's `model.language_model.X` and `model.visual.X` (transformers >= 4.52) are
+  /// named `model.X` and `visual.X` here, as older versions store them.
   std::string name;
   /// Row-major (PyTorch) shape.
   std::vector<int64_t> shape;
@@ -124,7 +126,8 @@ class ModelSource {
   /// shapes; kUnimplemented for a dtype read_f32() cannot decode.
   Status validate() const;
   /// Tensors present but not expected for hparams() (HF names, or GGUF names without an HF
-  /// mapping). A warning, not an error: validate() ignores them.
+  /// mapping). A warning, not an error: validate() ignores them. A Qwen2(.5)-VL tower
+  /// (`visual.*`) is not listed: the vision import reads it.
   std::vector<std::string> unexpected_tensors() const;
 
   /// The checkpoint's `quantization_config` when it is pre-quantized (docs/frontend.md,

@@ -65,6 +65,18 @@ struct PrequantScheme {
   std::vector<std::string> targets;
 };
 
+/// One rule of GPTQModel's `dynamic` (per-module overrides): a module whose name matches
+/// `regex` at its start (Python's re.match) is kept in float (`exclude`: key prefix "-:") or
+/// packed with `args` (prefix "+:" or none: the base scheme with the rule's bits, group_size,
+/// sym and desc_act). The first matching rule applies, in the order the config writes them.
+struct ModuleRule {
+  /// The key as the config writes it ("-:model\\.layers\\.1\\..*"), for messages.
+  std::string key;
+  std::string regex;
+  bool exclude = false;
+  WeightQuantArgs args;
+};
+
 /// `quantization_config` of a config.json.
 struct PrequantConfig {
   /// "compressed-tensors", "gptq", "awq" or "auto-round".
@@ -80,6 +92,8 @@ struct PrequantConfig {
   /// Per-module overrides of auto-round's `extra_config` (module name -> args; bits >= 16 means
   /// the module stays float).
   std::vector<std::pair<std::string, WeightQuantArgs>> overrides;
+  /// GPTQModel `dynamic` rules, in the config's order.
+  std::vector<ModuleRule> dynamic;
   /// compressed-tensors `kv_cache_scheme` in words ("int8 tensor symmetric"); empty when absent.
   std::string kv_cache_scheme;
   /// Bits of `kv_cache_scheme` (0 when absent).

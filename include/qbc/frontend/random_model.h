@@ -99,7 +99,11 @@ struct RandomModelOptions {
 
 /// Returns `config_json` with `overrides` applied and, when `dtype` is set, `torch_dtype`
 /// updated ("float32", "float16", "bfloat16"); key order is preserved. `source` names the
-/// config in errors (kInvalidArgument for bad JSON).
+/// config in errors (kInvalidArgument for bad JSON). A Qwen2(.5)-VL config stays valid when
+/// shrunk: `rope_scaling.mrope_section` is rescaled to the new head_dim / 2 (each stream
+/// floor(old · new / old sum), the width stream the rest: [16, 24, 24] -> [2, 3, 3] at
+/// head_dim 16), and with a smaller vocab_size the image/video/vision token ids past it move to
+/// its top ids (image_token_id to vocab - 1, then video, vision start, end, vision_token_id).
 StatusOr<std::string> apply_config_overrides(std::string_view config_json, std::string_view source,
                                              const ConfigOverrides& overrides,
                                              std::optional<tensorfile::DType> dtype);
@@ -111,8 +115,9 @@ StatusOr<std::string> apply_config_overrides(std::string_view config_json, std::
 /// written in chunks, so memory stays small even for multi-GB shapes. The config is validated with
 /// parse_hparams() first. kUnimplemented for Gemma3ForConditionalGeneration (write the text model
 /// instead) and for dtypes other than F32/F16/BF16; kInvalidArgument naming the path on I/O errors.
-/// A Qwen2.5-VL config (model_type qwen2_5_vl) writes its vision part only
-/// (hf_vision_tensor_specs()): the language model of a VLM is not read yet (docs/multimodal.md).
+/// A Qwen2.5-VL config (model_type qwen2_5_vl) writes the language model and the vision part
+/// (hf_vision_tensor_specs()) into the one model.safetensors, under the names transformers <
+/// 4.52 uses (`model.layers.N.*`, `visual.*`).
 Status write_random_model(const RandomModelOptions& options);
 
 /// A tiny built-in Llama config: 2 layers, hidden 64, 4 heads, 2 kv heads, intermediate 128,

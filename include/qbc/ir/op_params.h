@@ -53,6 +53,15 @@ StatusOr<QLinearParams> qlinear_params(const Node& n);
 /// rope_params.
 StatusOr<numerics::Attention> attention_params(const Node& n);
 
+/// A full_attention node's parameters: `attention` with kv_heads = num_heads and no cache
+/// (max_cache 0); with k_bits present, `quantized` and the Q/K/V quantization as for attention
+/// (no rotating offsets, no per-token key scales). `segments` empty: one segment.
+struct FullAttentionParams {
+  numerics::Attention attention;
+  std::vector<int64_t> segments;
+};
+StatusOr<FullAttentionParams> full_attention_params(const Node& n);
+
 /// A rope node's parameters (Builder::rope writes them), checked: an even rotary_dim in
 /// (0, head_dim] with rotary_dim / 2 inverse frequencies (and as many LongRoPE ones, if any).
 StatusOr<numerics::Rope> rope_params(const Node& n);

@@ -89,4 +89,12 @@ float attention_output(int64_t acc, int64_t esum, float v_scale, float v_offset)
 void attention(const float* q, const float* k, const float* v, int64_t s, const Attention& p,
                KvCache& cache, float* y);
 
+/// full_attention: no cache, no causality. y[s, H*d] for q, k, v [s, H*d] (one KV head per
+/// query head), each token attending to every token of its segment: consecutive runs of
+/// `segments` tokens (empty: one segment of all s). Quantized (`p.quantized`): the codes,
+/// scores, exponent codes and output rule of `attention` with K and V coded per row of the
+/// segment (static scales, no rotating offset, no per-token key scale); else the float path.
+void full_attention(const float* q, const float* k, const float* v, int64_t s, const Attention& p,
+                    const std::vector<int64_t>& segments, float* y);
+
 }  // namespace qbc::numerics

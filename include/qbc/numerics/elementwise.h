@@ -17,4 +17,10 @@ float softcap_value(float x, float cap);
 /// softcap_value over a buffer.
 void softcap(const float* x, int64_t count, float cap, bool fp16, float* y);
 
+/// The erf GELU 0.5 · x · (1 + erf(x / √2)): erf in fp64 of fp64(x) · fp64(1/√2), rounded to
+/// fp32 once, the rest in fp32 left to right; fp16 when `fp16` (docs/numerics.md "gelu").
+float gelu_value(float x);
+/// gelu_value over a buffer.
+void gelu(const float* x, int64_t count, bool fp16, float* y);
+
 }  // namespace qbc::numerics

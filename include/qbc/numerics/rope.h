@@ -26,4 +26,11 @@ struct Rope {
 void rope(const float* x, int64_t s, int64_t first_pos, const Rope& p, float* y,
           int64_t freq_pos = -1);
 
+/// rope_table: rotate-half RoPE of x[s, heads*head_dim] with host tables cos, sin
+/// [s, head_dim/2] (fp16 values, as the NPU's input buffers hold them): for each head and
+/// i < head_dim/2, y_i = fp16(x_i · c_i − x_{i+h} · s_i), y_{i+h} = fp16(x_{i+h} · c_i + x_i · s_i)
+/// in fp32, h = head_dim/2 (docs/numerics.md "rope_table").
+void rope_table(const float* x, const float* cos, const float* sin, int64_t s, int64_t heads,
+                int64_t head_dim, float* y);
+
 }  // namespace qbc::numerics

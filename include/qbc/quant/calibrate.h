@@ -56,7 +56,7 @@ std::map<std::string, RotaryPairing> rotated_key_inputs(const ir::Graph& g);
 void observe_histogram(TensorStats& s, const std::vector<float>& x);
 
 /// The nodes whose outputs quantization needs: the inputs of every linear and
-/// the q, k, v inputs of every attention node.
+/// the q, k, v inputs of every attention and full_attention node.
 std::vector<std::string> observed_nodes(const ir::Graph& g);
 
 /// Runs `samples` (count `n`) through `runner` (a float session of `g`) and

@@ -51,6 +51,11 @@ class FakeQuantSession final : public runner::Runner {
   Status forward(const std::vector<int32_t>& tokens, std::vector<float>* logits) override;
   Status forward_embeds(const std::vector<float>& embeds, int64_t seq,
                         std::vector<float>* logits) override;
+  /// A graph without token positions (a vision tower, docs/multimodal.md): one float
+  /// vector per graph input in graph order, each rows x its last dim with the same rows,
+  /// rounded to fp16 at the boundary; `out` receives the first output. failed_precondition
+  /// on a decoder graph.
+  Status forward_inputs(const std::vector<std::vector<float>>& inputs, std::vector<float>* out);
   void reset() override;
   int64_t position() const override;
   int64_t vocab_size() const override;

@@ -68,14 +68,23 @@ struct FixedWeights {
 /// By linear node name.
 using FixedWeightMap = std::map<std::string, FixedWeights>;
 
+/// Rules a caller's recipe adds to the configuration's (the vision recipe, vision_quant.h).
+struct RtnRules {
+  /// A linear whose input width is not a multiple of bit.weightGroupSize gets one scale per
+  /// output channel instead of a shorter last group.
+  bool per_channel_when_uneven = false;
+};
+
 /// Quantizes `g` with round-to-nearest weights (or the ones in `fixed`) and calibrated
 /// activation scales. Sidecar tensors go to `sink` when given, else to
 /// QuantizeResult::sidecar. An empty `weights` is a source without values (shape_only): the
 /// same graph with scales 1, offsets 0, no statistics read and no tensors written.
+/// full_attention nodes get static Q/K/V scales (docs/numerics.md "full_attention").
 StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stats,
                                       const ir::WeightReader& weights,
                                       const config::CompileOptions& options,
                                       const TensorSink& sink = nullptr,
-                                      const FixedWeightMap* fixed = nullptr);
+                                      const FixedWeightMap* fixed = nullptr,
+                                      const RtnRules& rules = {});
 
 }  // namespace qbc::quant

@@ -48,6 +48,15 @@ class Session : public runner::Runner {
   Status forward(const std::vector<int32_t>& tokens, std::vector<float>* logits) override;
   Status forward_embeds(const std::vector<float>& embeds, int64_t seq,
                         std::vector<float>* logits) override;
+  /// forward_embeds for a language graph with M-RoPE inputs (rope_cos, rope_sin: Qwen2-VL,
+  /// Qwen2.5-VL) at explicit 3-stream `positions`, stream-major [3, seq]
+  /// (runner::mrope_positions); the session computes the tables. forward and forward_embeds on
+  /// such a graph use text positions, the cache position + a delta in every stream; this call
+  /// sets the delta so that the next token follows the largest position given (HF's
+  /// rope_deltas), and reset() clears it. kFailedPrecondition on a graph without M-RoPE.
+  virtual Status forward_embeds_mrope(const std::vector<float>& embeds, int64_t seq,
+                                      const std::vector<int64_t>& positions,
+                                      std::vector<float>* logits);
   /// Runs a graph without token positions (a vision tower): one float vector per graph input,
   /// in graph order, each holding its input's static shape; `out` gets the first output.
   /// kFailedPrecondition on a language graph.

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "qbc/config/config.h"
+#include "qbc/driver/config_dump.h"
 #include "qbc/driver/inspect_mxq.h"
 #include "qbc/driver/parse_model.h"
 #include "qbc/driver/stored_config.h"
@@ -127,7 +128,7 @@ TEST(InspectCompiled, AFileThatIsNotAnMxqIsRefusedNamingIt) {
   auto v = verify_compiled(p.string(), "", "");
   ASSERT_FALSE(v.ok());
   EXPECT_TRUE(contains(v.status().message(), p.string())) << v.status().to_string();
-  auto c = stored_config_text(p.string(), "yaml");
+  auto c = stored_config(p.string());
   ASSERT_FALSE(c.ok());
   EXPECT_TRUE(contains(c.status().message(), p.string())) << c.status().to_string();
 }
@@ -214,17 +215,15 @@ TEST(VerifyCompiled, PassesTheCompiledFileAndRefusesOneWithAFlippedByte) {
   EXPECT_TRUE(contains(refused.status().message(), bad.string())) << refused.status().to_string();
 }
 
-TEST(StoredConfigText, IsTheConfigurationTheFileWasCompiledWith) {
+TEST(StoredConfig, IsTheConfigurationTheFileWasCompiledWith) {
   REQUIRE_COMPILED();
-  auto c = stored_config_text(compiled().path.string(), "yaml");
+  auto c = stored_config(compiled().path.string());
   QBC_ASSERT_OK(c);
-  const json j = json::parse(c->json);
-  EXPECT_EQ(j["llm"]["attributes"]["maxCacheLength"], 64) << c->json.substr(0, 400);
-  EXPECT_NE(c->text, c->json);
-  EXPECT_TRUE(contains(c->text, "maxCacheLength: 64")) << c->text.substr(0, 400);
-  auto as_json = stored_config_text(compiled().path.string(), "json");
-  QBC_ASSERT_OK(as_json);
-  EXPECT_EQ(as_json->text, c->json);
+  const std::string as_json = config_text(c->options, "json");
+  const json j = json::parse(as_json);
+  EXPECT_EQ(j["llm"]["attributes"]["maxCacheLength"], 64) << as_json.substr(0, 400);
+  const std::string yaml = config_text(c->options, "yaml");
+  EXPECT_TRUE(contains(yaml, "maxCacheLength: 64")) << yaml.substr(0, 400);
 }
 
 }  // namespace

@@ -316,6 +316,76 @@ TEST(HParams, Gemma3MultimodalReadsTextConfig) {
   expect_error(j, Code::kInvalidArgument, {"text_config.hidden_size", "integer"});
 }
 
+// Qwen2.5-VL-3B-Instruct's language model (its config.json, model card: 36 layers, 2048 wide,
+// 16 heads, 2 KV heads, tied embeddings) with M-RoPE [16, 24, 24] over head_dim 128.
+TEST(HParams, Qwen25VlReadsLanguageModelWithMrope) {
+  QBC_REQUIRE_SHARED(path, "model-configs-new/Qwen2.5-VL-3B-Instruct/config.json");
+  const HParams hp = load_shared(path);
+  EXPECT_EQ(hp.architecture, "Qwen2_5_VLForConditionalGeneration");
+  EXPECT_EQ(hp.family, ModelFamily::kQwen2);
+  EXPECT_EQ(hp.num_hidden_layers, 36);
+  EXPECT_EQ(hp.hidden_size, 2048);
+  EXPECT_EQ(hp.intermediate_size, 11008);
+  EXPECT_EQ(hp.num_attention_heads, 16);
+  EXPECT_EQ(hp.num_key_value_heads, 2);
+  EXPECT_EQ(hp.head_dim, 128);
+  EXPECT_EQ(hp.vocab_size, 151936);
+  EXPECT_TRUE(hp.tie_word_embeddings);
+  EXPECT_TRUE(hp.qkv_bias);
+  EXPECT_FALSE(hp.o_bias);
+  EXPECT_EQ(hp.rope_theta, 1000000.0);
+  EXPECT_EQ(hp.rope_scaling.type, RopeScalingType::kNone);  // "type": "mrope" is HF's default
+  EXPECT_EQ(hp.mrope_section, (std::vector<int64_t>{16, 24, 24}));
+  EXPECT_FALSE(hp.is_sliding(35));  // use_sliding_window false
+  // Qwen2.5-VL-3B: 3.75B parameters in all, of which the ViT + merger is 0.67B.
+  EXPECT_NEAR(static_cast<double>(hp.param_counts().total()), 3.09e9, 0.01e9);
+}
+
+Json tiny_qwen2_vl() {
+  Json j = tiny_llama();
+  j["architectures"] = {"Qwen2VLForConditionalGeneration"};
+  j["model_type"] = "qwen2_vl";
+  j["rope_scaling"] = {{"type", "mrope"}, {"mrope_section", {2, 3, 3}}};  // head_dim 16
+  j["vision_config"] = {{"depth", 2}, {"embed_dim", 32}};
+  return j;
+}
+
+TEST(HParams, Qwen2VlTopLevelOrTextConfig) {
+  const HParams flat = parse_ok(tiny_qwen2_vl());
+  EXPECT_EQ(flat.family, ModelFamily::kQwen2);
+  EXPECT_EQ(flat.mrope_section, (std::vector<int64_t>{2, 3, 3}));
+  EXPECT_EQ(flat.hidden_size, 64);
+  // transformers >= 4.53 nests the text keys under text_config; they win over the top level.
+  Json nested = tiny_qwen2_vl();
+  Json text = {{"hidden_size", 32},
+               {"num_attention_heads", 2},
+               {"rope_scaling", {{"rope_type", "default"}, {"mrope_section", {4, 2, 2}}}}};
+  nested["text_config"] = text;
+  const HParams hp = parse_ok(nested);
+  EXPECT_EQ(hp.hidden_size, 32);
+  EXPECT_EQ(hp.head_dim, 16);
+  EXPECT_EQ(hp.num_hidden_layers, 2);  // from the top level
+  EXPECT_EQ(hp.mrope_section, (std::vector<int64_t>{4, 2, 2}));
+}
+
+TEST(HParams, Qwen2VlMropeSectionErrors) {
+  Json j = tiny_qwen2_vl();
+  j["rope_scaling"]["mrope_section"] = {2, 3, 4};
+  expect_error(j, Code::kInvalidArgument, {"rope_scaling.mrope_section", "sums to 9", "8"});
+  j["rope_scaling"]["mrope_section"] = {4, 4};
+  expect_error(j, Code::kInvalidArgument, {"rope_scaling.mrope_section", "3 integers"});
+  j["rope_scaling"].erase("mrope_section");
+  expect_error(j, Code::kNotFound, {"rope_scaling.mrope_section"});
+  j.erase("rope_scaling");
+  expect_error(j, Code::kNotFound, {"rope_scaling"});
+  Json y = tiny_qwen2_vl();
+  y["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}, {"mrope_section", {2, 3, 3}}};
+  expect_error(y, Code::kUnimplemented, {"rope_scaling", "M-RoPE with linear"});
+  Json t = tiny_qwen2_vl();
+  t["model_type"] = "qwen2_5_vl";  // Qwen2VL architecture with the 2.5 model_type
+  expect_error(t, Code::kUnimplemented, {"model_type", "qwen2_5_vl"});
+}
+
 TEST(HParams, Phi3FusedAndLongRope) {
   Json j = tiny_llama();
   j["architectures"] = {"Phi3ForCausalLM"};
@@ -422,6 +492,59 @@ TEST(HParams, Cohere2CommandR7B) {
   // One norm per block: 8.03B parameters (the hub page: 8.03B).
   EXPECT_EQ(hp.param_counts().norms_per_block, 4096);
   EXPECT_NEAR(static_cast<double>(hp.param_counts().total()), 8.028e9, 0.001e9);
+}
+
+// HyperCLOVAX SEED Think 14B (tests/assets/model-configs/README.md: written from the model card,
+// sizes reconstructed): Peri-LN post norms, the multipliers' neutral values when null.
+TEST(HParams, HyperClovaxSeedThink14B) {
+  const HParams hp = load_asset("HyperCLOVAX-SEED-Think-14B");
+  EXPECT_EQ(hp.family, ModelFamily::kHyperClovax);
+  EXPECT_EQ(family_name(hp.family), "hyperclovax");
+  EXPECT_EQ(hp.num_hidden_layers, 38);
+  EXPECT_EQ(hp.head_dim, 128);
+  EXPECT_TRUE(hp.pre_norms);
+  EXPECT_TRUE(hp.post_norms);
+  EXPECT_DOUBLE_EQ(hp.query_scale, 1.0 / std::sqrt(128.0));
+  EXPECT_DOUBLE_EQ(hp.embedding_scale, 1.0);
+  EXPECT_DOUBLE_EQ(hp.residual_multiplier, 1.0);
+  EXPECT_DOUBLE_EQ(hp.logit_scale, 1.0);
+  // Four norms per block (input, post_attention, post_norm1, post_norm2): the card's 14.74B.
+  EXPECT_EQ(hp.param_counts().norms_per_block, 4 * 6144);
+  EXPECT_NEAR(static_cast<double>(hp.param_counts().total()), 14.74e9, 0.01e9);
+}
+
+// HyperCLOVAXConfig: the multipliers as given, Granite's biases, and refusals naming the key.
+TEST(HParams, HyperClovaxMultipliersAndRefusals) {
+  Json j = tiny_llama();
+  j["architectures"] = {"HyperCLOVAXForCausalLM"};
+  j["model_type"] = "hyperclovax";
+  j["embedding_multiplier"] = 12.0;
+  j["attention_multiplier"] = 0.015625;
+  j["residual_multiplier"] = 0.22;
+  j["logits_scaling"] = 0.125;
+  j["attention_bias"] = true;
+  j["mlp_bias"] = true;
+  const HParams hp = parse_ok(j);
+  EXPECT_DOUBLE_EQ(hp.embedding_scale, 12.0);
+  EXPECT_DOUBLE_EQ(hp.query_scale, 0.015625);
+  EXPECT_DOUBLE_EQ(hp.residual_multiplier, 0.22);
+  EXPECT_DOUBLE_EQ(hp.logit_scale, 0.125);
+  EXPECT_FALSE(hp.post_norms);  // use_post_norm defaults to false
+  EXPECT_TRUE(hp.qkv_bias && hp.o_bias && hp.mlp_bias);
+  for (const char* key :
+       {"embedding_multiplier", "attention_multiplier", "residual_multiplier", "logits_scaling"}) {
+    Json bad = j;
+    bad[key] = -1.0;
+    auto r = parse(bad);
+    ASSERT_FALSE(r.ok()) << key;
+    EXPECT_NE(r.status().message().find(std::string("'") + key + "'"), std::string::npos)
+        << r.status().message();
+  }
+  Json odd = j;
+  odd["num_attention_heads"] = 3;
+  odd["num_key_value_heads"] = 1;
+  odd["head_dim"] = 16;
+  EXPECT_FALSE(parse(odd).ok());  // 64 % 3 != 0 (HyperCLOVAXConfig.validate_architecture)
 }
 
 // Cohere2Config: layer_types over sliding_window_pattern, logit_scale's default 0.0625, and the

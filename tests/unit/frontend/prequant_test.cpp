@@ -273,5 +273,127 @@ TEST(PrequantTest, BrokenPartsAreErrorsNamingFileAndTensor) {
   EXPECT_FALSE(src->read_f32("model.layers.0.mlp.up_proj.weight", &w).ok());
 }
 
+// GPTQModel `dynamic` (per-module overrides): keys are regexes matched at the start of the
+// module name, "-:" keeps the module float, "+:" or no prefix overrides bits / group_size /
+// sym / desc_act, and the first matching rule in the file's order applies.
+nlohmann::ordered_json dynamic_gptq_config() {
+  nlohmann::ordered_json q = {{"quant_method", "gptq"}, {"bits", 4},
+                              {"group_size", 32},       {"desc_act", false},
+                              {"sym", false},           {"checkpoint_format", "gptq_v2"}};
+  q["dynamic"] = nlohmann::ordered_json::object();
+  q["dynamic"]["-:model\\.layers\\.1\\.self_attn\\.o_proj"] = nlohmann::ordered_json::object();
+  q["dynamic"]["+:model\\.layers\\.1\\..*"] = {{"bits", 8}, {"group_size", -1}, {"sym", true}};
+  q["dynamic"][".*down_proj"] = {{"bits", 3}, {"damp_percent", 0.05}};
+  return q;
+}
+
+// The scheme the test packer uses for `module` under dynamic_gptq_config().
+void dynamic_scheme(const std::string& module, TestPackScheme& s) {
+  if (module == "model.layers.1.self_attn.o_proj") {
+    s.bits = 16;  // stored float
+  } else if (module.rfind("model.layers.1.", 0) == 0) {
+    s.bits = 8;
+    s.group = 0;
+    s.symmetric = true;
+  } else if (module.find("down_proj") != std::string::npos) {
+    s.bits = 3;
+  }
+}
+
+// Writes the packed model with `qconfig` in config.json in its own key order.
+fs::path write_dynamic_model(const std::string& name, const nlohmann::ordered_json& qconfig,
+                             std::map<std::string, TestPacked>* truth) {
+  const TestPackScheme base{TestPackFormat::kGptqV2, 4, 32, false, false};
+  RandomModelOptions o;
+  o.output_dir = ::qbc::testing::temp_dir() / name;
+  o.seed = 13;
+  o.overrides = ::qbc::testing::shrink();
+  EXPECT_TRUE(write_random_model(o).ok());
+  *truth = ::qbc::testing::test_pack_model(o.output_dir, base, nullptr, dynamic_scheme);
+  nlohmann::ordered_json cfg =
+      nlohmann::ordered_json::parse(::qbc::testing::read_file(o.output_dir / "config.json"));
+  cfg["quantization_config"] = qconfig;
+  ::qbc::testing::write_file(o.output_dir / "config.json", cfg.dump(2));
+  return o.output_dir;
+}
+
+TEST(PrequantDynamicTest, GptqModelDynamicRulesSetEachModulesBitsAndGroups) {
+  auto c = parse_prequant_config(
+      nlohmann::ordered_json{{"quantization_config", dynamic_gptq_config()}}.dump(), "c.json");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  const PrequantConfig& q = **c;
+  ASSERT_EQ(q.dynamic.size(), 3u);
+  // The file's order, not the sorted one ("+:" < "-:" < ".").
+  EXPECT_TRUE(q.dynamic[0].exclude);
+  EXPECT_EQ(q.dynamic[0].regex, "model\\.layers\\.1\\.self_attn\\.o_proj");
+  EXPECT_FALSE(q.dynamic[1].exclude);
+  EXPECT_EQ(q.dynamic[1].args.bits, 8);
+  EXPECT_EQ(q.dynamic[1].args.group_size, 0);
+  EXPECT_TRUE(q.dynamic[1].args.symmetric);
+  EXPECT_EQ(q.dynamic[2].regex, ".*down_proj");
+  EXPECT_EQ(q.dynamic[2].args.bits, 3);
+  EXPECT_EQ(q.dynamic[2].args.group_size, 32);  // the base scheme's
+  EXPECT_FALSE(q.dynamic[2].args.symmetric);
+  EXPECT_NE(q.describe().find("dynamic 3 rules"), std::string::npos) << q.describe();
+
+  std::map<std::string, TestPacked> truth;
+  const fs::path dir = write_dynamic_model("gptq_dynamic", dynamic_gptq_config(), &truth);
+  ASSERT_EQ(truth.size(), 13u);  // layer 1's o_proj stays float
+  auto src = ModelSource::open(dir);
+  ASSERT_TRUE(src.ok()) << src.status().message();
+  QBC_ASSERT_OK(src->validate());
+  EXPECT_EQ(src->packed_linears().size(), 13u);
+  for (const auto& [module, t] : truth) {
+    SCOPED_TRACE(module);
+    auto p = src->read_packed(module + ".weight");
+    ASSERT_TRUE(p.ok()) << p.status().message();
+    TestPackScheme expect{TestPackFormat::kGptqV2, 4, 32, false, false};
+    dynamic_scheme(module, expect);
+    EXPECT_EQ(p->bits, expect.bits);
+    EXPECT_EQ(p->num_groups, t.groups);
+    EXPECT_EQ(p->codes, t.codes);
+    EXPECT_EQ(p->scales, t.scales);
+    EXPECT_EQ(p->zeros, t.zeros);
+  }
+  // The float module reads as the float it is.
+  std::vector<float> o_proj;
+  QBC_ASSERT_OK(src->read_f32("model.layers.1.self_attn.o_proj.weight", &o_proj));
+  EXPECT_EQ(o_proj.size(), 64u * 64u);
+}
+
+TEST(PrequantDynamicTest, PackedModuleAFloatRuleCoversIsAnErrorNamingThePattern) {
+  nlohmann::ordered_json reordered = dynamic_gptq_config();
+  reordered["dynamic"] = nlohmann::ordered_json::object();
+  reordered["dynamic"]["-:.*layers\\.0\\.self_attn\\.q_proj"] = nlohmann::ordered_json::object();
+  const nlohmann::ordered_json base = dynamic_gptq_config();
+  for (const auto& [k, v] : base["dynamic"].items()) reordered["dynamic"][k] = v;
+  std::map<std::string, TestPacked> truth;
+  const fs::path dir = write_dynamic_model("gptq_dynamic_float", reordered, &truth);
+  auto src = ModelSource::open(dir);
+  ASSERT_FALSE(src.ok());
+  const std::string m = src.status().message();
+  EXPECT_NE(m.find("model.layers.0.self_attn.q_proj.qweight"), std::string::npos) << m;
+  EXPECT_NE(m.find("quantization_config.dynamic"), std::string::npos) << m;
+  EXPECT_NE(m.find("-:.*layers\\.0\\.self_attn\\.q_proj"), std::string::npos) << m;
+}
+
+TEST(PrequantDynamicTest, PatternQbcCannotReadExits3NamingIt) {
+  nlohmann::ordered_json q = dynamic_gptq_config();
+  q["dynamic"]["(?P<layer>model\\.layers\\.0)\\..*"] = {{"bits", 8}};
+  auto c =
+      parse_prequant_config(nlohmann::ordered_json{{"quantization_config", q}}.dump(), "c.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Code::kUnimplemented);
+  EXPECT_NE(c.status().message().find("(?P<layer>"), std::string::npos) << c.status().message();
+  // An override outside 2 to 8 bits is refused naming the rule's key.
+  nlohmann::ordered_json b = dynamic_gptq_config();
+  b["dynamic"]["+:model\\.layers\\.1\\..*"]["bits"] = 16;
+  auto cb =
+      parse_prequant_config(nlohmann::ordered_json{{"quantization_config", b}}.dump(), "c.json");
+  ASSERT_FALSE(cb.ok());
+  EXPECT_EQ(cb.status().code(), Code::kUnimplemented);
+  EXPECT_NE(cb.status().message().find("dynamic"), std::string::npos) << cb.status().message();
+}
+
 }  // namespace
 }  // namespace qbc::frontend

@@ -177,7 +177,9 @@ TEST(ReaderMutationTest, ConfigJson) {
 }
 
 // The families with their own config keys: SmolLM3 (no_rope_layers), EXAONE 3.5 (num_layers,
-// layer_norm_epsilon, activation_function) and EXAONE 4.0 (sliding_window_pattern, layer_types).
+// layer_norm_epsilon, activation_function), EXAONE 4.0 (sliding_window_pattern, layer_types),
+// Cohere2 (layer_norm_eps, logit_scale, sliding_window_pattern, attention_bias) and HyperCLOVAX
+// (the four μP multipliers, use_post_norm, mlp_bias).
 TEST(ReaderMutationTest, ConfigJsonNewFamilies) {
   const char* const seeds[] = {
       R"({"architectures": ["SmolLM3ForCausalLM"], "model_type": "smollm3", "vocab_size": 64,
@@ -196,6 +198,16 @@ TEST(ReaderMutationTest, ConfigJsonNewFamilies) {
           "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 4,
           "num_attention_heads": 2, "num_key_value_heads": 1, "sliding_window": 8,
           "sliding_window_pattern": "LLLG"})",
+      R"({"architectures": ["Cohere2ForCausalLM"], "model_type": "cohere2", "vocab_size": 64,
+          "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 4,
+          "num_attention_heads": 2, "num_key_value_heads": 1, "layer_norm_eps": 1e-5,
+          "logit_scale": 0.25, "sliding_window": 8, "sliding_window_pattern": 4,
+          "attention_bias": true, "tie_word_embeddings": true})",
+      R"({"architectures": ["HyperCLOVAXForCausalLM"], "model_type": "hyperclovax",
+          "vocab_size": 64, "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 2,
+          "num_attention_heads": 2, "num_key_value_heads": 1, "embedding_multiplier": 12.0,
+          "attention_multiplier": 0.0625, "residual_multiplier": 0.22, "logits_scaling": 0.125,
+          "use_post_norm": true, "mlp_bias": true})",
   };
   uint64_t rng = 21;
   for (const char* seed : seeds) {
@@ -215,6 +227,18 @@ TEST(ReaderMutationTest, PrequantConfig) {
       "actorder": "group"}}},
     "ignore": ["lm_head", "re:.*vision.*"], "kv_cache_scheme": {"num_bits": 8, "type": "int"}}})";
   EXPECT_GT(run_cases("quantization_config", seed, 0, 11,
+                      [](const std::string& text) {
+                        return frontend::parse_prequant_config(text, "config.json").status();
+                      }),
+            kCasesPerSeed / 4);
+  // GPTQModel `dynamic` rules (regex keys with -: / +: prefixes; ModelCloud's published
+  // TinyLlama-1.1B-Chat-v1.0-GPTQ-4bits-dynamic-cfg quantize_config.json).
+  const std::string dynamic = R"({"architectures": ["LlamaForCausalLM"], "quantization_config": {
+    "quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": true, "sym": true,
+    "checkpoint_format": "gptq", "dynamic": {
+      "-:model\\.layers\\.([2-9]\\d*|[1-9]\\d+)\\..*": {},
+      ".*\\.1\\..*": {"bits": 8, "group_size": 32, "desc_act": false}}}})";
+  EXPECT_GT(run_cases("quantization_config.dynamic", dynamic, 0, 13,
                       [](const std::string& text) {
                         return frontend::parse_prequant_config(text, "config.json").status();
                       }),

@@ -4,8 +4,9 @@
 // bases), Mistral (sliding window), Qwen2 (q/k/v biases), Qwen3 (q/k norms), Phi-3 (fused
 // projections, partial rotary, LongRoPE), SmolLM3 (NoPE layers), EXAONE 3.5 (its own keys
 // and tensor names), EXAONE 4.0 (q/k norms, post-norms only, NoPE global layers), Cohere2
-// (LayerNorm, parallel block, interleaved RoPE read as rotate_half, logit scale) and Llama
-// RoPE scaling (llama3, linear, yarn, dynamic).
+// (LayerNorm, parallel block, interleaved RoPE read as rotate_half, logit scale), HyperCLOVAX
+// (Granite's μP multipliers, Peri-LN post norms) and Llama RoPE scaling (llama3, linear, yarn,
+// dynamic).
 // The naive decoder itself is validated on stories260K against llama.cpp's golden logits.
 #include <gtest/gtest.h>
 
@@ -237,6 +238,19 @@ constexpr const char* kCohere2Json = R"({
   "logit_scale": 0.25, "sliding_window": 4, "sliding_window_pattern": 4, "hidden_act": "silu",
   "attention_bias": false, "tie_word_embeddings": true, "bos_token_id": 5,
   "eos_token_id": 255001, "torch_dtype": "float32"
+})";
+
+// HyperCLOVAX (HyperCLOVA X SEED Think's layout, small): Granite's μP multipliers, all away from
+// their neutral values, and Peri-LN (use_post_norm: post_norm1 / post_norm2).
+constexpr const char* kHyperClovaxJson = R"({
+  "architectures": ["HyperCLOVAXForCausalLM"], "model_type": "hyperclovax",
+  "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 3,
+  "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 256,
+  "max_position_embeddings": 4096, "rms_norm_eps": 1e-05, "rope_theta": 50000.0,
+  "embedding_multiplier": 2.5, "attention_multiplier": 0.125, "residual_multiplier": 0.4,
+  "logits_scaling": 0.6, "use_post_norm": true, "hidden_act": "silu",
+  "attention_bias": false, "mlp_bias": false, "tie_word_embeddings": false,
+  "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "float32"
 })";
 
 std::vector<FamilyCase> family_cases() {
@@ -562,6 +576,51 @@ std::vector<FamilyCase> family_cases() {
       EXPECT_TRUE(hp.qkv_bias);
       EXPECT_TRUE(hp.o_bias);
     };
+    cases.push_back(c);
+  }
+  {
+    FamilyCase c;
+    c.name = "hyperclovax_mup_peri_ln";
+    c.inline_json = kHyperClovaxJson;
+    c.check_hparams = [](const HParams& hp) {
+      EXPECT_EQ(hp.family, frontend::ModelFamily::kHyperClovax);
+      EXPECT_DOUBLE_EQ(hp.embedding_scale, 2.5);
+      EXPECT_DOUBLE_EQ(hp.query_scale, 0.125);
+      EXPECT_DOUBLE_EQ(hp.residual_multiplier, 0.4);
+      EXPECT_DOUBLE_EQ(hp.logit_scale, 0.6);
+      EXPECT_TRUE(hp.pre_norms);
+      EXPECT_TRUE(hp.post_norms);
+    };
+    c.sensitivity = {{"embedding multiplier", [](HParams& hp) { hp.embedding_scale = 1.0; }},
+                     {"attention multiplier", [](HParams& hp) { hp.query_scale = 0.25; }},
+                     {"residual multiplier", [](HParams& hp) { hp.residual_multiplier = 1.0; }},
+                     {"logits scaling", [](HParams& hp) { hp.logit_scale = 1.0; }},
+                     {"post norms", [](HParams& hp) { hp.post_norms = false; }}};
+    cases.push_back(c);
+  }
+  {
+    FamilyCase c;
+    c.name = "hyperclovax_defaults_biases";
+    // Null multipliers take their neutral values (attention: head_dim^-1/2); no post norms;
+    // Granite's attention and MLP biases.
+    nlohmann::json j = nlohmann::json::parse(kHyperClovaxJson);
+    for (const char* k : {"embedding_multiplier", "attention_multiplier", "logits_scaling"})
+      j[k] = nullptr;
+    j["use_post_norm"] = false;
+    j["attention_bias"] = true;
+    j["mlp_bias"] = true;
+    c.inline_json = j.dump(2);
+    c.check_hparams = [](const HParams& hp) {
+      EXPECT_DOUBLE_EQ(hp.embedding_scale, 1.0);
+      EXPECT_DOUBLE_EQ(hp.query_scale, 0.25);
+      EXPECT_DOUBLE_EQ(hp.logit_scale, 1.0);
+      EXPECT_DOUBLE_EQ(hp.residual_multiplier, 0.4);
+      EXPECT_FALSE(hp.post_norms);
+      EXPECT_TRUE(hp.qkv_bias);
+      EXPECT_TRUE(hp.o_bias);
+      EXPECT_TRUE(hp.mlp_bias);
+    };
+    c.sensitivity = {{"residual multiplier", [](HParams& hp) { hp.residual_multiplier = 1.0; }}};
     cases.push_back(c);
   }
   {

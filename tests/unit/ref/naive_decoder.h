@@ -1,7 +1,7 @@
 // A naive HuggingFace causal-decoder forward pass, for cross-checking the reference runtime.
 //
 // Written from the semantics of transformers' modeling_{llama,mistral,qwen2,qwen3,gemma2,gemma3,
-// phi3,smollm3,exaone4,cohere2}.py, EXAONE 3.5's remote modeling_exaone.py and
+// phi3,smollm3,exaone4,cohere2,hyperclovax}.py, EXAONE 3.5's remote modeling_exaone.py and
 // modeling_rope_utils.py,
 // not from qbc's IR or graph builder: double precision,
 // std::vector and plain loops, no LibTorch. It reads weights by their HF tensor names and takes
@@ -176,7 +176,10 @@ class NaiveDecoder {
     const int64_t h = hp_.hidden_size;
     std::vector<double> x(static_cast<size_t>(n * h));
     // Gemma: embeddings times √hidden_size (Gemma2 `normalizer`, Gemma3 `embed_scale`).
-    const double embed_scale = gemma() ? std::sqrt(static_cast<double>(h)) : 1.0;
+    // HyperCLOVAX (GraniteModel): inputs_embeds * embedding_multiplier.
+    const double embed_scale = gemma()         ? std::sqrt(static_cast<double>(h))
+                               : hyperclovax() ? hp_.embedding_scale
+                                               : 1.0;
     for (int64_t t = 0; t < n; ++t) {
       const double* row = &embed_[static_cast<size_t>(tokens[static_cast<size_t>(t)] * h)];
       for (int64_t i = 0; i < h; ++i) x[static_cast<size_t>(t * h + i)] = row[i] * embed_scale;
@@ -186,7 +189,8 @@ class NaiveDecoder {
     std::vector<double> normed = norm(x, n, final_norm_);
     std::vector<double> logits = linear(normed, n, head(), nullptr, hp_.vocab_size, h);
     // Cohere2ForCausalLM: logits = lm_head(hidden) * logit_scale.
-    if (cohere2()) {
+    // HyperCLOVAXForCausalLM: logits = lm_head(hidden) * logits_scaling (a multiplier).
+    if (cohere2() || hyperclovax()) {
       for (double& v : logits) v *= hp_.logit_scale;
     }
     if (hp_.final_logit_softcap > 0.0) {
@@ -226,8 +230,14 @@ class NaiveDecoder {
   /// Cohere2: LayerNorm without bias, one input norm for the parallel attention and MLP,
   /// interleaved RoPE on sliding layers only, scaled logits.
   bool cohere2() const { return hp_.family == frontend::ModelFamily::kCohere2; }
-  /// Norms after attention and MLP: Gemma's sandwich, EXAONE 4's (Olmo2's) post-only.
-  bool post_norms() const { return gemma() || exaone4(); }
+  /// HyperCLOVAX: Granite's μP multipliers (embedding, attention, residual, logits) and, with
+  /// use_post_norm, Peri-LN norms post_norm1 / post_norm2 after attention and MLP.
+  bool hyperclovax() const { return hp_.family == frontend::ModelFamily::kHyperClovax; }
+  /// Norms after attention and MLP: Gemma's sandwich, EXAONE 4's (Olmo2's) post-only,
+  /// HyperCLOVAX's Peri-LN (use_post_norm).
+  bool post_norms() const { return gemma() || exaone4() || (hyperclovax() && hp_.post_norms); }
+  /// HyperCLOVAXDecoderLayer: residual + hidden_states * residual_multiplier.
+  double residual_multiplier() const { return hyperclovax() ? hp_.residual_multiplier : 1.0; }
 
   /// Whether layer `l` applies RoPE: SmolLM3Attention `if self.use_rope` (no_rope_layers);
   /// Exaone4Attention `if self.sliding_window is None or self.is_sliding` (a model with no
@@ -302,7 +312,9 @@ class NaiveDecoder {
                           (hp_.attention_bias && fam != ModelFamily::kMistral && !phi3());
     const bool o_bias =
         hp_.attention_bias && fam != ModelFamily::kQwen2 && fam != ModelFamily::kMistral && !phi3();
-    const bool mlp_bias = (fam == ModelFamily::kLlama || fam == ModelFamily::kSmolLM3) && hp_.mlp_bias;
+    const bool mlp_bias = (fam == ModelFamily::kLlama || fam == ModelFamily::kSmolLM3 ||
+                           fam == ModelFamily::kHyperClovax) &&
+                          hp_.mlp_bias;
     const bool qk_norm =
         fam == ModelFamily::kQwen3 || fam == ModelFamily::kGemma3 || fam == ModelFamily::kExaone4;
     layers_.resize(static_cast<size_t>(hp_.num_hidden_layers));
@@ -318,7 +330,10 @@ class NaiveDecoder {
       if (gemma()) {
         QBC_RETURN_IF_ERROR(fetch(w, p + "pre_feedforward_layernorm.weight", h, &L.pre_ffn_norm));
       }
-      if (post_norms()) {
+      if (hyperclovax() && post_norms()) {
+        QBC_RETURN_IF_ERROR(fetch(w, p + "post_norm1.weight", h, &L.pre_ffn_norm));
+        QBC_RETURN_IF_ERROR(fetch(w, p + "post_norm2.weight", h, &L.post_ffn_norm));
+      } else if (post_norms()) {
         QBC_RETURN_IF_ERROR(fetch(w, p + "post_feedforward_layernorm.weight", h, &L.post_ffn_norm));
       }
       if (phi3()) {
@@ -528,8 +543,11 @@ class NaiveDecoder {
       }
     }
     std::vector<double> o = linear(attn, n, L.wo, &L.bo, h, qd);
-    if (post_norms()) o = rms_norm(o, n, L.post_attn_norm);
-    for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+    // HyperCLOVAX keeps post_attention_layernorm before the MLP; its post_norm1 is held in
+    // pre_ffn_norm (load()).
+    if (post_norms()) o = rms_norm(o, n, hyperclovax() ? L.pre_ffn_norm : L.post_attn_norm);
+    const double r = residual_multiplier();
+    for (size_t i = 0; i < x.size(); ++i) x[i] += o[i] * r;
 
     // --- MLP ---------------------------------------------------------------------------------
     // Cohere2: the MLP reads the same normed input (residual + attention + mlp, in that order).
@@ -539,7 +557,7 @@ class NaiveDecoder {
     for (size_t i = 0; i < g.size(); ++i) g[i] = activation(g[i]) * u[i];
     std::vector<double> mo = linear(g, n, L.w_down, &L.b_down, h, inter);
     if (post_norms()) mo = rms_norm(mo, n, L.post_ffn_norm);
-    for (size_t i = 0; i < x.size(); ++i) x[i] += mo[i];
+    for (size_t i = 0; i < x.size(); ++i) x[i] += mo[i] * r;
   }
 
   frontend::HParams hp_;

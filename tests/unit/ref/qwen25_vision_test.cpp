@@ -55,6 +55,13 @@ class Qwen25Vision : public ::testing::Test {
     o.overrides.vision.intermediate_size = 48;
     o.overrides.vision.out_hidden_size = 24;
     o.overrides.vision.fullatt_block_indexes = std::vector<int64_t>{1};  // blocks 0, 2: windows
+    // The language model is written too: keep it tiny (its width is the tower's out width).
+    o.overrides.num_hidden_layers = 1;
+    o.overrides.hidden_size = 24;
+    o.overrides.intermediate_size = 32;
+    o.overrides.num_attention_heads = 2;
+    o.overrides.num_key_value_heads = 1;
+    o.overrides.vocab_size = 64;
     QBC_ASSERT_OK(frontend::write_random_model(o));
     auto vc = frontend::load_vision_config(dir_ / "config.json");
     QBC_ASSERT_OK(vc);
@@ -179,12 +186,15 @@ TEST_F(Qwen25Vision, OtherTowersAreRefusedNamingThem) {
 
 TEST_F(Qwen25Vision, RandomCheckpointHoldsEveryVisionTensor) {
   std::vector<std::string> names;
-  int64_t total = 0;
+  int64_t total = 0, text = 0;
   for (const auto& t : ckpt_->tensors()) {
     names.push_back(t.name);
-    total += t.num_elements();
+    (t.name.rfind("visual.", 0) == 0 ? total : text) += t.num_elements();
   }
   EXPECT_EQ(total, vc_.parameters());
+  // The language model next to it: embed 64 x 24 (tied), one block, the final norm.
+  const int64_t block = 24 * 24 + 24 + 2 * (24 * 12 + 12) + 24 * 24 + 3 * 24 * 32 + 2 * 24;
+  EXPECT_EQ(text, 64 * 24 + block + 24);
   EXPECT_NE(std::find(names.begin(), names.end(), "visual.patch_embed.proj.weight"), names.end());
   EXPECT_NE(std::find(names.begin(), names.end(), "visual.blocks.2.mlp.down_proj.bias"),
             names.end());

@@ -1,0 +1,106 @@
+// `qbc calib prepare` over the driver's model loading (see qbc/driver/calib_prepare.h).
+#include "qbc/driver/calib_prepare.h"
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <vector>
+
+#include "qbc/calib/calib_data.h"
+#include "qbc/calib/npy.h"
+#include "qbc/calib/prepare.h"
+#include "qbc/driver/generate.h"
+#include "qbc/driver/model_loader.h"
+#include "qbc/support/logging.h"
+
+namespace qbc::driver {
+namespace {
+
+// The model's host embedding table, checked against its one float input.
+StatusOr<calib::EmbeddingTable> embedding_table(const CalibPrepareRequest& r, const LoadedModel& m,
+                                                std::string* input_name) {
+  const std::vector<calib::CalibInputSpec> inputs = calib::calib_input_specs(m.graph);
+  if (inputs.size() != 1) {
+    return unimplemented(r.model,
+                         ": calib prepare needs a model with one float input, this one has ",
+                         inputs.size());
+  }
+  QBC_ASSIGN_OR_RETURN(const ir::Weight* emb, calib::find_host_embedding(m.graph));
+  calib::EmbeddingTable table;
+  table.vocab = emb->type.dims[0];
+  table.hidden = emb->type.dims[1];
+  if (table.hidden != inputs[0].hidden) {
+    return invalid_argument(r.model, ": host embedding '@", emb->name, "' rows have ", table.hidden,
+                            " values but the graph input ", inputs[0].name, " takes ",
+                            inputs[0].hidden);
+  }
+  QBC_RETURN_IF_ERROR(read_weight(m, *emb, &table.data));
+  *input_name = inputs[0].name;
+  return table;
+}
+
+calib::PrepareProvenance provenance(const CalibPrepareRequest& r, const LoadedModel& m) {
+  calib::PrepareProvenance prov;
+  prov.model = r.model;
+  prov.source_path = m.graph.source_path;
+  prov.source_format = m.graph.source_format;
+  prov.files = m.graph.files;
+  prov.tokenizer_path = m.source ? m.source->tokenizer_path().string() : "";
+  prov.producer = r.producer;
+  return prov;
+}
+
+}  // namespace
+
+Status check_calib_prepare(const CalibPrepareRequest& r) {
+  QBC_RETURN_IF_ERROR(calib::check_output_dir(r.output, r.force));
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(r.text, ec))
+    return not_found(r.text, ": no such text file (--text)");
+  return ok_status();
+}
+
+StatusOr<CalibPrepareResult> prepare_calib(const CalibPrepareRequest& r,
+                                           const config::ResolvedConfig& cfg) {
+  calib::PrepareOptions po;
+  po.text_path = r.text;
+  po.out_dir = r.output;
+  po.num_samples = r.num_samples > 0 ? r.num_samples : cfg.options.calibration().num_samples();
+  po.seq_len = r.seq_len > 0 ? r.seq_len : cfg.options.calibration().seq_length();
+  po.seed = static_cast<uint64_t>(cfg.options.seed());
+  po.force = r.force;
+
+  QBC_ASSIGN_OR_RETURN(LoadedModel m, open_model(r.model, cfg));
+  QBC_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, load_tokenizer(m));
+  QBC_ASSIGN_OR_RETURN(calib::EmbeddingTable table, embedding_table(r, m, &po.input_name));
+  events::status("calib", "preparing " + std::to_string(po.num_samples) + " samples of " +
+                              std::to_string(po.seq_len) + " tokens");
+  QBC_ASSIGN_OR_RETURN(calib::PrepareResult pr,
+                       calib::prepare_calib_dir(po, tok, table, provenance(r, m)));
+  CalibPrepareResult out;
+  out.output = r.output;
+  out.samples = po.num_samples;
+  out.seq_len = po.seq_len;
+  out.hidden = table.hidden;
+  out.text_tokens = pr.num_tokens;
+  out.seed = po.seed;
+  out.bos_replaced = pr.bos_replaced;
+  return out;
+}
+
+std::string calib_prepare_json(const CalibPrepareResult& r) {
+  return nlohmann::ordered_json{
+      {"output", r.output},           {"samples", r.samples}, {"shape", {1, r.seq_len, r.hidden}},
+      {"text_tokens", r.text_tokens}, {"seed", r.seed},       {"bos_replaced", r.bos_replaced}}
+      .dump();
+}
+
+std::string calib_prepare_text(const CalibPrepareResult& r) {
+  std::ostringstream os;
+  os << "wrote " << r.samples << " samples " << calib::shape_string({1, r.seq_len, r.hidden})
+     << " float32 to " << r.output << " (" << r.text_tokens << " text tokens, seed " << r.seed
+     << ")\n";
+  return os.str();
+}
+
+}  // namespace qbc::driver

@@ -1,0 +1,52 @@
+// config.json -> HParams for the language model of Qwen2-VL and Qwen2.5-VL
+// (Qwen2VLForConditionalGeneration, Qwen2_5_VLForConditionalGeneration). Its decoder is Qwen2's
+// (q/k/v biases, no o_proj bias, SwiGLU), with M-RoPE: `rope_scaling.mrope_section` splits the
+// head_dim / 2 rotary frequencies among the temporal, height and width position streams
+// (transformers' apply_multimodal_rotary_pos_emb). The text keys sit at the top of config.json
+// (transformers < 4.53) or under `text_config`; parse_hparams merges the two first.
+#include <string>
+#include <vector>
+
+#include "hparams_reader.h"
+
+namespace qbc::frontend::hparams_internal {
+namespace {
+
+// rope_scaling.mrope_section: three non-negative integers summing to head_dim / 2.
+Status parse_mrope_section(const ConfigReader& cfg, HParams& hp) {
+  if (!cfg.has("rope_scaling")) return cfg.missing("rope_scaling");
+  QBC_ASSIGN_OR_RETURN(ConfigReader rs, cfg.child("rope_scaling"));
+  const nlohmann::json* sec = rs.find("mrope_section");
+  if (sec == nullptr) return rs.missing("mrope_section");
+  if (!sec->is_array() || sec->size() != 3) {
+    return rs.wrong_type("mrope_section", "a list of 3 integers (temporal, height, width)");
+  }
+  int64_t sum = 0;
+  for (const nlohmann::json& v : *sec) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > kMaxModelDim) {
+      return rs.wrong_type("mrope_section", "a list of 3 integers in [0, 2^20]");
+    }
+    hp.mrope_section.push_back(v.get<int64_t>());
+    sum += v.get<int64_t>();
+  }
+  if (sum * 2 != hp.head_dim) {
+    return rs.bad_value("mrope_section",
+                        internal::concat("sums to ", sum, "; M-RoPE needs head_dim / 2 = ",
+                                         hp.head_dim / 2, " (one entry per rotary frequency)"));
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Status parse_qwen2_vl(const ConfigReader& cfg, HParams& hp) {
+  QBC_RETURN_IF_ERROR(parse_qwen2(cfg, hp));
+  if (hp.rope_scaling.type != RopeScalingType::kNone) {
+    return unimplemented(cfg.where("rope_scaling"), ": M-RoPE with ",
+                         rope_scaling_name(hp.rope_scaling.type),
+                         " scaling (Qwen2-VL models use the default frequencies)");
+  }
+  return parse_mrope_section(cfg, hp);
+}
+
+}  // namespace qbc::frontend::hparams_internal
