@@ -33,4 +33,9 @@ StatusOr<config::ResolvedConfig> stored_config(const std::string& path, const mx
   return cfg;
 }
 
+StatusOr<config::ResolvedConfig> stored_config(const std::string& path) {
+  QBC_ASSIGN_OR_RETURN(mxq::LoadedModel m, mxq::load_model(path));
+  return stored_config(path, m);
+}
+
 }  // namespace qbc::driver

@@ -13,4 +13,8 @@ namespace qbc::driver {
 /// `-c` would load it. kDataLoss naming the file when it holds none or it does not load.
 StatusOr<config::ResolvedConfig> stored_config(const std::string& path, const mxq::LoadedModel& m);
 
+/// The configuration stored in the compiled file at `path`, read with its digests checked
+/// (`qbc dump-config MODEL.mxq` prints it with driver::config_text). Errors name the file.
+StatusOr<config::ResolvedConfig> stored_config(const std::string& path);
+
 }  // namespace qbc::driver
