@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -20,6 +21,7 @@
 #include "qbc/driver/model_loader.h"
 #include "qbc/frontend/random_model.h"
 #include "qbc/ir/weight_reader.h"
+#include "qbc/mxq/bundle_codec.h"
 #include "qbc/mxq/container.h"
 #include "qbc/quant/fakequant.h"
 #include "qbc/runner/mrope.h"
@@ -209,6 +211,35 @@ TEST_F(BackendMrope, TheMxqRecordsTheRopeTableInputs) {
   }
   EXPECT_EQ(tables, 4);  // q and k of two layers
   EXPECT_EQ(ropes, 0);
+}
+
+// The reader checks the layout's rope inputs: a field set wrong is data loss naming
+// rope_inputs; the unchanged layout decodes to the same spec.
+TEST_F(BackendMrope, BadRopeInputsInTheLayoutAreRefused) {
+  auto m = runtime::load_model(c().mxq.string());
+  QBC_ASSERT_OK(m);
+  const mxq::pb::Layout good = mxq::encode_layout(*m->file.bundle);
+  ASSERT_TRUE(good.has_rope_inputs());
+  isa::Bundle back;
+  QBC_ASSERT_OK(mxq::decode_layout(good, "layout", &back));
+  EXPECT_EQ(back.rope_inputs.cos, m->file.bundle->rope_inputs.cos);
+  EXPECT_EQ(back.rope_inputs.section[2], 3);
+  const auto edits = std::vector<std::function<void(mxq::pb::RopeInputs*)>>{
+      [](mxq::pb::RopeInputs* r) { r->set_cos(0); },  // buffer 0: weights, not io
+      [](mxq::pb::RopeInputs* r) { r->set_sin(r->cos()); },
+      [](mxq::pb::RopeInputs* r) { r->set_head_dim(15); },
+      [](mxq::pb::RopeInputs* r) { r->set_theta(-1.0); },
+      [](mxq::pb::RopeInputs* r) { r->set_section(2, 4); },  // sums to 9, not 8
+      [](mxq::pb::RopeInputs* r) { r->mutable_section()->RemoveLast(); },
+  };
+  for (size_t i = 0; i < edits.size(); ++i) {
+    mxq::pb::Layout bad = good;
+    edits[i](bad.mutable_rope_inputs());
+    isa::Bundle b;
+    const Status s = mxq::decode_layout(bad, "layout", &b);
+    EXPECT_EQ(s.code(), Code::kDataLoss) << "edit " << i << ": " << s.to_string();
+    EXPECT_NE(s.message().find("rope_inputs"), std::string::npos) << s.to_string();
+  }
 }
 
 // The MXQ run from the file: a text prompt (three equal streams), prefill then decode steps,
