@@ -54,16 +54,20 @@ pass::Instrumentation quant_part(const CompileRequest& r) {
   return q;
 }
 
-// The vision tower's ops are not lowered to the ARIES backend, and the compile's quant stage
-// runs the decoder pipeline (quant::quantize_vision is the vision one; docs/multimodal.md):
-// exit 3 naming the first, before the graph's source model is opened (a VLM folder's language
-// part is not read yet).
+// The vision tower's ops are not lowered to the ARIES backend (a decoder's rope_table is), and the
+// compile's quant stage runs the decoder pipeline (quant::quantize_vision is the vision one;
+// docs/multimodal.md): exit 3 naming the first, before the graph's source model is opened (a VLM
+// folder's language part is not read yet).
 Status refuse_vision_ops(const std::string& path) {
   if (!is_mblt_path(path)) return ok_status();
   QBC_ASSIGN_OR_RETURN(const ir::Graph g, ir::load(path));
+  // A decoder's rope_table (M-RoPE over the host's tables) is lowered; a tower's is not.
+  const bool decoder = std::any_of(g.nodes().begin(), g.nodes().end(), [](const ir::Node& n) {
+    return n.op == ir::Op::kInput && n.type.dtype == ir::DType::kI64;
+  });
   for (const ir::Node& n : g.nodes()) {
-    if (n.op == ir::Op::kGelu || n.op == ir::Op::kRopeTable || n.op == ir::Op::kFullAttention ||
-        n.op == ir::Op::kMergeRows) {
+    if (n.op == ir::Op::kGelu || (n.op == ir::Op::kRopeTable && !decoder) ||
+        n.op == ir::Op::kFullAttention || n.op == ir::Op::kMergeRows) {
       return unimplemented(path, ": ", ir::describe(n), ": op '", ir::op_info(n.op).name,
                            "' has no ARIES backend lowering yet; the float reference and the "
                            "fake-quant evaluator run it (docs/multimodal.md)");

@@ -169,6 +169,12 @@ void print_tables(std::ostringstream& os, const Bundle& b) {
   os << "model hidden=" << b.hidden << " vocab=" << b.vocab << " max_cache=" << b.max_cache
      << " chunk=" << b.chunk << " batch=" << b.batch << " embed_rows=" << b.embed_rows
      << " input=" << bname(b.input) << " output=" << bname(b.output) << "\n";
+  if (b.rope_inputs.present()) {  // M-RoPE models only: text models print as before
+    const RopeInputs& ri = b.rope_inputs;
+    os << "rope_inputs cos=" << bname(ri.cos) << " sin=" << bname(ri.sin)
+       << " head_dim=" << ri.head_dim << " theta=" << num(ri.theta) << " section=[" << ri.section[0]
+       << ", " << ri.section[1] << ", " << ri.section[2] << "]\n";
+  }
   os << "image base=" << b.image_base << " bytes=" << b.image_size() << "\n";
   os << "dram weights=" << b.dram.weights << " kv=" << b.dram.kv
      << " activations=" << b.dram.activations << " scratch=" << b.dram.scratch

@@ -119,6 +119,8 @@ class Parser {
     if (b_.embed_rows < 0 || b_.hidden < 0 || b_.embed_rows > (int64_t{1} << 40) / (b_.hidden + 1))
       return c.error_at(0, "embed_rows x hidden out of range");
     b_.embedding.assign(static_cast<size_t>(b_.embed_rows * b_.hidden), 0.0f);
+    if (at_ < lines_.size() && lines_[at_].rfind("rope_inputs ", 0) == 0)
+      QBC_RETURN_IF_ERROR(rope_inputs());
 
     QBC_ASSIGN_OR_RETURN(c, next("'image'"));
     int64_t bytes = 0;
@@ -149,6 +151,26 @@ class Parser {
     QBC_RETURN_IF_ERROR(c.expect("debug"));
     QBC_RETURN_IF_ERROR(keyed(c, "nodes", &node_count_));
     QBC_RETURN_IF_ERROR(keyed(c, "passes", &pass_count_));
+    return c.expect_end();
+  }
+
+  /// "rope_inputs cos=%b sin=%b head_dim=N theta=X section=[a, b, c]" (M-RoPE models).
+  Status rope_inputs() {
+    QBC_ASSIGN_OR_RETURN(Cursor c, next("'rope_inputs'"));
+    QBC_RETURN_IF_ERROR(c.expect("rope_inputs"));
+    RopeInputs& ri = b_.rope_inputs;
+    QBC_RETURN_IF_ERROR(buffer_id(c, "cos", &ri.cos));
+    QBC_RETURN_IF_ERROR(buffer_id(c, "sin", &ri.sin));
+    QBC_RETURN_IF_ERROR(keyed(c, "head_dim", &ri.head_dim));
+    QBC_RETURN_IF_ERROR(c.expect_key("theta"));
+    QBC_RETURN_IF_ERROR(c.real(&ri.theta));
+    QBC_RETURN_IF_ERROR(c.expect_key("section"));
+    QBC_RETURN_IF_ERROR(c.expect("["));
+    for (int k = 0; k < 3; ++k) {
+      if (k > 0) QBC_RETURN_IF_ERROR(c.expect(","));
+      QBC_RETURN_IF_ERROR(c.integer(&ri.section[k]));
+    }
+    QBC_RETURN_IF_ERROR(c.expect("]"));
     return c.expect_end();
   }
 

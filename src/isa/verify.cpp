@@ -177,7 +177,13 @@ Status check_tables(const Bundle& b) {
                  " entries, not rotary_dim / 2 = " + num(static_cast<int64_t>(half)));
     }
   }
-  for (const auto& [name, id] : {std::pair{"input", b.input}, std::pair{"output", b.output}}) {
+  const RopeInputs& ri = b.rope_inputs;
+  if (ri.present() && (ri.head_dim < 2 || ri.head_dim % 2 != 0 || ri.sin < 0))
+    return bad("rope_inputs: head_dim " + num(ri.head_dim) + " (even, at least 2) and buffers #" +
+               num(ri.cos) + ", #" + num(ri.sin));
+  for (const auto& [name, id] :
+       {std::pair{"input", b.input}, std::pair{"output", b.output},
+        std::pair{"rope_inputs cos", ri.cos}, std::pair{"rope_inputs sin", ri.sin}}) {
     if (id < -1 || id >= static_cast<int64_t>(b.buffers.size())) {
       return bad(std::string(name) + " buffer #" + num(id) + " does not exist");
     }
@@ -517,6 +523,9 @@ Status check_buffer_space(const Bundle& b, const std::vector<int64_t>& instances
   };
   QBC_RETURN_IF_ERROR(io(b.input, b.chunk * b.hidden * 2, "input (fp16 [chunk, hidden])"));
   QBC_RETURN_IF_ERROR(io(b.output, b.chunk * b.vocab * 4, "output (fp32 [chunk, vocab])"));
+  for (int32_t id : {b.rope_inputs.cos, b.rope_inputs.sin})
+    QBC_RETURN_IF_ERROR(
+        io(id, b.chunk * b.rope_inputs.head_dim, "rope table (fp16 [chunk, head_dim/2])"));
   return ok_status();
 }
 

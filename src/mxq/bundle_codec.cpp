@@ -1,6 +1,7 @@
 // isa::Bundle <-> MXQ protobuf messages (see qbc/mxq/bundle_codec.h).
 #include "qbc/mxq/bundle_codec.h"
 
+#include <cmath>
 #include <type_traits>
 
 #include "instr_codec.h"
@@ -48,6 +49,40 @@ Status decode_stream(const google::protobuf::RepeatedPtrField<pb::Instr>& in, Re
 Status count_ok(int64_t n, const std::string& where, const char* what) {
   if (n < 0 || n > kMaxTableEntries)
     return data_loss(where, ": ", n, " ", what, " (at most ", kMaxTableEntries, ")");
+  return ok_status();
+}
+
+/// The rope-table inputs: two DRAM io buffers and a spec the host can compute tables from.
+Status decode_rope_inputs(const pb::RopeInputs& p, const std::string& where, isa::Bundle* b) {
+  isa::RopeInputs& ri = b->rope_inputs;
+  const int64_t nbuf = static_cast<int64_t>(b->buffers.size());
+  for (int32_t id : {p.cos(), p.sin()}) {
+    if (id < 0 || id >= nbuf || b->buffers[static_cast<size_t>(id)].space != isa::Space::kDram ||
+        b->buffers[static_cast<size_t>(id)].purpose != isa::Purpose::kIo)
+      return data_loss(where, ": rope_inputs buffer ", id, " is not a DRAM io buffer");
+  }
+  if (p.cos() == p.sin())
+    return data_loss(where, ": rope_inputs cos and sin share buffer ", p.cos());
+  if (p.head_dim() < 2 || p.head_dim() % 2 != 0 || p.head_dim() > (int64_t{1} << 20))
+    return data_loss(where, ": rope_inputs head_dim ", p.head_dim());
+  if (!(p.theta() > 0.0) || !std::isfinite(p.theta()))
+    return data_loss(where, ": rope_inputs theta ", p.theta());
+  if (p.section_size() != 3)
+    return data_loss(where, ": rope_inputs has ", p.section_size(), " sections, not 3");
+  int64_t sum = 0;
+  for (int i = 0; i < 3; ++i) {
+    if (p.section(i) < 0 || p.section(i) > p.head_dim())
+      return data_loss(where, ": rope_inputs section ", p.section(i));
+    ri.section[i] = p.section(i);
+    sum += p.section(i);
+  }
+  if (sum != p.head_dim() / 2)
+    return data_loss(where, ": rope_inputs sections sum to ", sum,
+                     ", not head_dim / 2 = ", p.head_dim() / 2);
+  ri.cos = p.cos();
+  ri.sin = p.sin();
+  ri.head_dim = p.head_dim();
+  ri.theta = p.theta();
   return ok_status();
 }
 
@@ -118,6 +153,14 @@ pb::Layout encode_layout(const isa::Bundle& b) {
   }
   l.set_input(b.input);
   l.set_output(b.output);
+  if (b.rope_inputs.present()) {
+    pb::RopeInputs* ri = l.mutable_rope_inputs();
+    ri->set_cos(b.rope_inputs.cos);
+    ri->set_sin(b.rope_inputs.sin);
+    ri->set_head_dim(b.rope_inputs.head_dim);
+    ri->set_theta(b.rope_inputs.theta);
+    for (int64_t s : b.rope_inputs.section) ri->add_section(s);
+  }
   l.set_image_base(b.image_base);
   l.set_image_bytes(b.image_size());
   pb::DramPlan* d = l.mutable_dram();
@@ -269,6 +312,7 @@ Status decode_layout(const pb::Layout& l, const std::string& where, isa::Bundle*
   }
   b->input = l.input();
   b->output = l.output();
+  if (l.has_rope_inputs()) QBC_RETURN_IF_ERROR(decode_rope_inputs(l.rope_inputs(), where, b));
   b->image_base = l.image_base();
   if (l.image_bytes() < 0 || l.image_bytes() > (int64_t{1} << 40))
     return data_loss(where, ": weight image of ", l.image_bytes(), " bytes");

@@ -387,6 +387,7 @@ void lay_out_files(const std::string& path, const fs::path& dir, const isa::Bund
     HeaderInfo h;
     if (p == 0 && s.bf16) h.required_features |= kFeatureEmbeddingBf16;
     h.required_features |= compact;
+    if (b.rope_inputs.present()) h.required_features |= kFeatureRopeInputs;
     h.target_word = word;
     h.part_index = static_cast<uint32_t>(p);
     h.part_count = static_cast<uint32_t>(nparts);
@@ -599,6 +600,12 @@ Status load_code(const Container& c0, const std::string& file, isa::Bundle& b,
       if (code->count({static_cast<int>(m), static_cast<int>(c)}) == 0)
         return data_loss(file, ": no code section for mode ", m, " (",
                          isa::scheme_name(b.modes[m].scheme), ") core ", c);
+  if (b.rope_inputs.present() != ((c0.header().required_features & kFeatureRopeInputs) != 0))
+    return data_loss(file, b.rope_inputs.present()
+                               ? ": the layout has rope-table inputs but required feature bit 3 "
+                                 "is not set"
+                               : ": required feature bit 3 is set but the layout has no "
+                                 "rope-table inputs");
   const uint64_t needed = compact_weight_features(b);
   if ((c0.header().required_features & needed & kFeatureCompactWeights) !=
       (needed & kFeatureCompactWeights))

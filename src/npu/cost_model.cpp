@@ -93,6 +93,9 @@ class Walker {
               return invalid_argument("rope index out of range");
             const isa::RopeDesc& r = b_.ropes[static_cast<size_t>(op.rope)];
             w->vector_ops = span(rows, r.heads, r.head_dim);
+          } else if constexpr (std::is_same_v<T, isa::RopeTable>) {
+            QBC_ASSIGN_OR_RETURN(const int64_t rows, count(op.rows, "rows"));
+            w->vector_ops = span(rows, op.heads, op.head_dim);
           } else if constexpr (std::is_same_v<T, isa::Eltwise>) {
             QBC_ASSIGN_OR_RETURN(const int64_t rows, count(op.rows, "rows"));
             w->vector_ops = span(rows, op.width);

@@ -1,6 +1,6 @@
-// The lowering of row-wise ops (docs/npu.md "Lowering"): RMSNorm, LayerNorm, rope, and the
-// elementwise ops (add, gated activation, scale, softcap). Row tiles go round-robin to the cores;
-// each tile is loaded, computed and stored.
+// The lowering of row-wise ops (docs/npu.md "Lowering"): RMSNorm, LayerNorm, rope, rope_table and
+// the elementwise ops (add, gated activation, scale, softcap). Row tiles go round-robin to the
+// cores; each tile is loaded, computed and stored.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -89,6 +89,18 @@ void lower_rows(const Node& n, int id, CoreLowering& L) {
       r.pos0 = Expr::sym(Sym::kStart) + row0;
       r.freq_pos = Expr::sym(Sym::kStart) + Expr::sym(Sym::kSeq) - Expr(1);
       r.rope = np.rope;
+      L.s.emit(r, Queue::kCompute, id, pass);
+      break;
+    }
+    case Op::kRopeTable: {  // the host's cos and sin rows of this tile's tokens
+      isa::RopeTable r;
+      r.x = ref(ibuf[0]);
+      r.cos = ref(ibuf[1]);
+      r.sin = ref(ibuf[2]);
+      r.y = ref(obuf);
+      r.rows = rows;
+      r.heads = n.attrs.get_int("num_heads");
+      r.head_dim = n.attrs.get_int("head_dim");
       L.s.emit(r, Queue::kCompute, id, pass);
       break;
     }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -255,6 +256,21 @@ int64_t plan_scratch(Context& cx, Layout& lay) {
   return scratch;
 }
 
+/// M-RoPE graphs: the rope tables' io buffers, fp16 [chunk, head_dim/2] per slot, which the
+/// host fills per token of each call (nothing here grows with the cache).
+void plan_rope_inputs(Context& cx, Layout& lay) {
+  Plan& p = cx.plan;
+  if (p.rope_cos < 0) return;
+  for (const auto& [node, buf, name] : {std::tuple{p.rope_cos, &p.cos_buf, "io.rope_cos"},
+                                        std::tuple{p.rope_sin, &p.sin_buf, "io.rope_sin"}}) {
+    const int64_t half = cx.g.node(node).type.dim(-1);
+    const int64_t stride = align_up(half * 2, cx.o.target.dma_align);
+    *buf = add_dram(cx, lay, name, isa::Purpose::kIo, DType::kF16, cx.o.chunk * stride,
+                    {cx.o.chunk, half}, true);
+    p.nodes[static_cast<size_t>(node)].place = ValueLoc{*buf, 0, stride, half, DType::kF16};
+  }
+}
+
 /// The DRAM plan of the per-slot region (KV, io, activations, scratch), placed after the
 /// weights with the slots one after another, and the region totals.
 Status plan_dram(Context& cx, Layout& lay) {
@@ -267,6 +283,7 @@ Status plan_dram(Context& cx, Layout& lay) {
                      cx.o.chunk * in_stride, {cx.o.chunk, hidden}, true);
   p.nodes[static_cast<size_t>(p.embeds)].place =
       ValueLoc{p.input, 0, in_stride, hidden, DType::kF16};
+  plan_rope_inputs(cx, lay);
   const int32_t act = plan_activations(cx, lay);
   QBC_RETURN_IF_ERROR(check_slices(cx));
   QBC_RETURN_IF_ERROR(plan_output(cx, lay));
@@ -283,6 +300,7 @@ Status plan_dram(Context& cx, Layout& lay) {
   p.regions.activations = bytes_of(act) * cx.o.batch;
   p.regions.scratch = (scratch > 0 ? bytes_of(p.scratch) : 0) * cx.o.batch;
   p.regions.io = (bytes_of(p.input) + bytes_of(p.logits)) * cx.o.batch;
+  if (p.cos_buf >= 0) p.regions.io += (bytes_of(p.cos_buf) + bytes_of(p.sin_buf)) * cx.o.batch;
   p.regions.reserve = cx.o.target.dram_reserve;
   return ok_status();
 }
@@ -293,6 +311,8 @@ void emit_dram(Context& cx) {
   cx.b.dram = cx.plan.regions;
   cx.b.input = cx.plan.input;
   cx.b.output = cx.plan.logits;
+  cx.b.rope_inputs.cos = cx.plan.cos_buf;
+  cx.b.rope_inputs.sin = cx.plan.sin_buf;
   cx.b.hidden = cx.plan.nodes[static_cast<size_t>(cx.plan.embeds)].width;
   cx.b.vocab = cx.plan.nodes[static_cast<size_t>(cx.plan.output)].width;
 }

@@ -353,6 +353,11 @@ class Parser {
     QBC_RETURN_IF_ERROR(d.num(&p_.embeds));
     QBC_RETURN_IF_ERROR(d.lit("positions %"));
     QBC_RETURN_IF_ERROR(d.num(&p_.positions));
+    if (d.accept(" rope_cos %")) {
+      QBC_RETURN_IF_ERROR(d.num(&p_.rope_cos));
+      QBC_RETURN_IF_ERROR(d.lit(" rope_sin %"));
+      QBC_RETURN_IF_ERROR(d.num(&p_.rope_sin));
+    }
     QBC_RETURN_IF_ERROR(d.lit(", output %"));
     QBC_RETURN_IF_ERROR(d.num(&p_.output));
     QBC_RETURN_IF_ERROR(d.end());
@@ -434,6 +439,11 @@ class Parser {
                           std::pair{", scratch #", &p_.scratch}}) {
       QBC_RETURN_IF_ERROR(io.lit(key));
       QBC_RETURN_IF_ERROR(io.num(v));
+    }
+    if (io.accept(", rope_cos #")) {
+      QBC_RETURN_IF_ERROR(io.num(&p_.cos_buf));
+      QBC_RETURN_IF_ERROR(io.lit(", rope_sin #"));
+      QBC_RETURN_IF_ERROR(io.num(&p_.sin_buf));
     }
     QBC_RETURN_IF_ERROR(io.end());
     ++at_;

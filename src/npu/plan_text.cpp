@@ -104,8 +104,9 @@ std::string print_plan(const Plan& p) {
      << p.dram_reserve << "), align " << p.dma_align << "; cache " << p.max_cache << ", chunk "
      << p.chunk << ", batch " << p.batch << "\n";
   os << "planned:" << (p.tiled ? " tiles" : "") << (p.placed ? " places" : "")
-     << (p.fit_checked ? " fit" : "") << "; inputs %" << p.embeds << " positions %" << p.positions
-     << ", output %" << p.output << "\n";
+     << (p.fit_checked ? " fit" : "") << "; inputs %" << p.embeds << " positions %" << p.positions;
+  if (p.rope_cos >= 0) os << " rope_cos %" << p.rope_cos << " rope_sin %" << p.rope_sin;
+  os << ", output %" << p.output << "\n";
   os << "tiles\n";
   for (size_t i = 0; i < p.nodes.size(); ++i) print_node(p, i, os);
   os << "stages\n";
@@ -117,7 +118,9 @@ std::string print_plan(const Plan& p) {
   if (!p.placed) return os.str();
   os << "dram\n";
   for (size_t i = 0; i < p.buffers.size(); ++i) print_buffer(p, i, os);
-  os << "io: input #" << p.input << ", logits #" << p.logits << ", scratch #" << p.scratch << "\n";
+  os << "io: input #" << p.input << ", logits #" << p.logits << ", scratch #" << p.scratch;
+  if (p.cos_buf >= 0) os << ", rope_cos #" << p.cos_buf << ", rope_sin #" << p.sin_buf;
+  os << "\n";
   const isa::DramPlan& r = p.regions;
   os << "regions: weights " << r.weights << ", kv " << r.kv << ", activations " << r.activations
      << ", scratch " << r.scratch << ", io " << r.io << ", reserve " << r.reserve << " bytes\n";

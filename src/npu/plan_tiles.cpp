@@ -12,6 +12,7 @@
 #include "qbc/ir/builder.h"
 #include "qbc/ir/op_params.h"
 #include "qbc/ir/verifier.h"
+#include "qbc/runner/mrope.h"
 
 namespace qbc::npu {
 namespace {
@@ -19,6 +20,27 @@ namespace {
 using ir::Node;
 using ir::Op;
 using isa::DType;
+
+/// A rope_table node the backend lowers: in a decoder (M-RoPE), on the host's rope_cos and
+/// rope_sin inputs, which every call fills per token. A rope_table of a graph without token
+/// positions (a vision tower) is not lowered yet.
+Status check_rope_table(const Context& cx, const Node& n) {
+  auto input_named = [&](size_t k, const char* name) {
+    const Node& t = cx.g.node(n.operands[k].value);
+    return t.op == Op::kInput && t.name == name;
+  };
+  if (n.operands.size() != 3 || !input_named(1, "rope_cos") || !input_named(2, "rope_sin") ||
+      cx.plan.positions < 0) {
+    return unimplemented(ir::describe(n),
+                         ": op 'rope_table' has no ARIES backend lowering yet "
+                         "outside a decoder's host rope tables (docs/multimodal.md)");
+  }
+  const int64_t hd = n.attrs.get_int("head_dim"), heads = n.attrs.get_int("num_heads");
+  if (hd < 2 || hd % 2 != 0 || heads < 1 || n.type.dim(-1) != heads * hd)
+    return invalid_argument(ir::describe(n), ": ", heads, " heads of head_dim ", hd, " for ",
+                            n.type.dim(-1), " columns");
+  return ok_status();
+}
 
 /// The graph is one the backend compiles; finds its inputs and output.
 Status check_graph(Context& cx) {
@@ -29,6 +51,8 @@ Status check_graph(Context& cx) {
       case Op::kInput:
         if (n.type.dtype == ir::DType::kI64) {
           cx.plan.positions = static_cast<int32_t>(i);
+        } else if (n.name == "rope_cos" || n.name == "rope_sin") {  // M-RoPE: host tables
+          (n.name == "rope_cos" ? cx.plan.rope_cos : cx.plan.rope_sin) = static_cast<int32_t>(i);
         } else {
           cx.plan.embeds = static_cast<int32_t>(i);
         }
@@ -62,8 +86,10 @@ Status check_graph(Context& cx) {
         }
         break;
       }
-      case Op::kGelu:
       case Op::kRopeTable:
+        QBC_RETURN_IF_ERROR(check_rope_table(cx, n));
+        break;
+      case Op::kGelu:
       case Op::kFullAttention:
       case Op::kMergeRows:
         return unimplemented(ir::describe(n), ": op '", ir::op_info(n.op).name,
@@ -78,6 +104,22 @@ Status check_graph(Context& cx) {
   }
   if (cx.plan.embeds < 0 || cx.plan.positions < 0)
     return invalid_argument("graph '", cx.g.name(), "' needs inputs inputs_embeds and positions");
+  if ((cx.plan.rope_cos >= 0) != (cx.plan.rope_sin >= 0))
+    return invalid_argument("graph '", cx.g.name(), "' has only one of rope_cos and rope_sin");
+  if (cx.plan.rope_cos >= 0) {
+    QBC_ASSIGN_OR_RETURN(const runner::MRopeSpec spec,
+                         runner::mrope_spec_from_metadata(cx.g.metadata));
+    for (int32_t id : {cx.plan.rope_cos, cx.plan.rope_sin}) {
+      const Node& t = cx.g.node(id);
+      if (t.type.dim(-1) != spec.head_dim / 2)
+        return invalid_argument(ir::describe(t), ": ", t.type.dim(-1),
+                                " columns; the rope tables of mrope.head_dim ", spec.head_dim,
+                                " have ", spec.head_dim / 2);
+    }
+    cx.b.rope_inputs.head_dim = spec.head_dim;
+    cx.b.rope_inputs.theta = spec.theta;
+    for (int k = 0; k < 3; ++k) cx.b.rope_inputs.section[k] = spec.section[static_cast<size_t>(k)];
+  }
   if (cx.g.outputs().size() != 1)
     return unimplemented("graph '", cx.g.name(), "' has ", cx.g.outputs().size(),
                          " outputs; the backend compiles decoders with one logits output");
@@ -131,6 +173,11 @@ Status plan_rows(Context& cx, const Node& n, int32_t id) {
   NodePlan& np = cx.plan.nodes[static_cast<size_t>(id)];
   const int64_t W = np.width;
   const int64_t eb = isa::dtype_bytes(value_type(cx.g, id, cx.plan.output), 1);
+  if (n.op == Op::kRopeTable) {  // x and y rows, and a cos and a sin row of head_dim/2
+    const int64_t half = n.attrs.get_int("head_dim") / 2;
+    QBC_ASSIGN_OR_RETURN(np.rows_mt, row_stage(cx, n, id, "", (2 * W + 2 * half) * eb, 0));
+    return ok_status();
+  }
   const int64_t wn =
       n.op == Op::kRmsNorm && n.attrs.get_int("group") > 0 ? n.attrs.get_int("group") : W;
   // The norms' fp32 parameters: rms_norm's weight, layer_norm's weight and bias rows.

@@ -53,6 +53,13 @@ Status p1_header(const Plan& p) {
     if (p.nodes[static_cast<size_t>(id)].kind != NodeKind::kInput)
       return invalid_argument(kP1, ": ", node(p, static_cast<size_t>(id)), " is not an input");
   }
+  if ((p.rope_cos >= 0) != (p.rope_sin >= 0))
+    return invalid_argument(kP1, ": rope_cos %", p.rope_cos, " without rope_sin %", p.rope_sin);
+  for (int32_t id : {p.rope_cos, p.rope_sin}) {
+    if (id < 0) continue;
+    if (!in_range(id, p.nodes.size()) || p.nodes[static_cast<size_t>(id)].kind != NodeKind::kInput)
+      return invalid_argument(kP1, ": rope table input %", id, " is not an input node");
+  }
   return ok_status();
 }
 
@@ -98,6 +105,10 @@ Status p1(const Plan& p) {
       p.scratch >= nb)
     return invalid_argument(kP1, ": io buffers #", p.input, ", #", p.logits, ", scratch #",
                             p.scratch, " of ", nb);
+  if ((p.rope_cos >= 0) != (p.cos_buf >= 0) || (p.rope_sin >= 0) != (p.sin_buf >= 0) ||
+      p.cos_buf < -1 || p.cos_buf >= nb || p.sin_buf < -1 || p.sin_buf >= nb)
+    return invalid_argument(kP1, ": rope table io buffers #", p.cos_buf, ", #", p.sin_buf, " of ",
+                            nb, " for inputs %", p.rope_cos, ", %", p.rope_sin);
   return ok_status();
 }
 
@@ -221,7 +232,11 @@ Status p5_buffer(const Plan& p, size_t i) {
   const NodePlan& n = p.nodes[i];
   const ValueLoc& v = n.place;
   const auto id = static_cast<int32_t>(i);
-  const int32_t want = id == p.embeds ? p.input : id == p.output ? p.logits : -1;
+  const int32_t want = id == p.embeds     ? p.input
+                       : id == p.output   ? p.logits
+                       : id == p.rope_cos ? p.cos_buf
+                       : id == p.rope_sin ? p.sin_buf
+                                          : -1;
   if (want >= 0 && v.buf != want)
     return fail(kP5, "value %", n.name, " is in buffer #", v.buf, ", not ", buffer(p, want));
   if (n.kind == NodeKind::kSlice) {

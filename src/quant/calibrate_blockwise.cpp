@@ -20,6 +20,13 @@ struct SegmentPlan {
   ir::ValueId output = -1;  ///< The value later segments (or the graph output) read.
 };
 
+/// An input the host computes for every call from the positions alone, which every segment
+/// gets as it is: the positions, and an M-RoPE graph's rope tables (docs/multimodal.md).
+bool host_input(const ir::Node& n) {
+  return n.op == ir::Op::kInput &&
+         (n.type.dtype == ir::DType::kI64 || n.name == "rope_cos" || n.name == "rope_sin");
+}
+
 /// Cuts `g` at block boundaries. Block -1 nodes before the first block join block 0's
 /// segment; those after the last block form the head segment.
 StatusOr<std::vector<SegmentPlan>> segments_of(const ir::Graph& g) {
@@ -63,7 +70,7 @@ StatusOr<std::vector<SegmentPlan>> segments_of(const ir::Graph& g) {
     for (ir::ValueId id : out[s].nodes) {
       for (const ir::Operand& o : g.node(id).operands) {
         if (o.is_weight() || inside.count(o.value)) continue;
-        if (g.node(o.value).type.dtype == ir::DType::kI64) continue;  // positions
+        if (host_input(g.node(o.value))) continue;  // positions, M-RoPE tables
         outside.insert(o.value);
       }
     }
@@ -87,9 +94,12 @@ StatusOr<std::vector<SegmentPlan>> segments_of(const ir::Graph& g) {
 }
 
 /// The segment as a graph of its own: an f32 input named like the value it replaces,
-/// the positions input, its nodes, their weights, one output.
+/// the positions input (and an M-RoPE graph's rope tables, with the metadata that says how to
+/// compute them), its nodes, their weights, one output.
 StatusOr<ir::Graph> segment_graph(const ir::Graph& g, const SegmentPlan& seg, size_t index) {
   ir::Graph sub(g.name() + ".segment" + std::to_string(index));
+  for (const auto& [k, v] : g.metadata)
+    if (k.rfind("mrope.", 0) == 0) sub.metadata[k] = v;
   std::map<ir::ValueId, ir::ValueId> remap;
   ir::Node in;
   in.op = ir::Op::kInput;
@@ -99,6 +109,16 @@ StatusOr<ir::Graph> segment_graph(const ir::Graph& g, const SegmentPlan& seg, si
   for (ir::ValueId id = 0; id < static_cast<ir::ValueId>(g.nodes().size()); ++id) {
     const ir::Node& n = g.node(id);
     if (n.op == ir::Op::kInput && n.type.dtype == ir::DType::kI64) remap[id] = sub.append(n);
+  }
+  std::set<ir::ValueId> read;
+  for (ir::ValueId id : seg.nodes) {
+    for (const ir::Operand& o : g.node(id).operands)
+      if (!o.is_weight()) read.insert(o.value);
+  }
+  for (ir::ValueId id = 0; id < static_cast<ir::ValueId>(g.nodes().size()); ++id) {
+    const ir::Node& n = g.node(id);
+    if (host_input(n) && n.type.dtype != ir::DType::kI64 && read.count(id))
+      remap[id] = sub.append(n);
   }
   for (ir::ValueId id : seg.nodes) {
     ir::Node n = g.node(id);

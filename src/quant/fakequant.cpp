@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "qbc/numerics/norm.h"
 #include "qbc/numerics/quantizer.h"
 #include "qbc/numerics/rope.h"
+#include "qbc/runner/mrope.h"
 
 namespace qbc::quant {
 namespace {
@@ -58,6 +60,9 @@ struct FakeQuantSession::Impl {
   std::vector<float> host_embedding;  // fp32 [embed_rows, hidden]
   int embeds_id = -1;
   int positions_id = -1;
+  int rope_cos_id = -1, rope_sin_id = -1;  // M-RoPE graphs: host tables (runner/mrope.h)
+  std::optional<runner::MRopeSpec> mrope;
+  int64_t rope_delta = 0;      // M-RoPE: text positions are the cache position plus this
   std::vector<int> input_ids;  // every graph input, in order (feature graphs: forward_inputs)
   bool feature_graph = false;  // no token positions: a vision tower
   int output_id = -1;
@@ -72,7 +77,10 @@ struct FakeQuantSession::Impl {
   Status prepare_step(Step& st);
   Status load(const ir::WeightReader& reader);
   Status load_qlinear(Step& st, const std::map<std::string, std::vector<float>>& by_name);
-  Status run(const std::vector<float>& x, int64_t s, std::vector<float>* logits);
+  Status run(const std::vector<float>& x, int64_t s, std::vector<float>* logits,
+             const std::vector<int64_t>* mrope_positions = nullptr);
+  Status set_rope_tables(std::vector<std::vector<float>>& values, int64_t s,
+                         const std::vector<int64_t>* mrope_positions);
   Status run_features(const std::vector<std::vector<float>>& inputs, std::vector<float>* out);
   void keep_values(const std::vector<std::vector<float>>& values, int64_t s);
   void exec(Step& st, std::vector<std::vector<float>>& values, int64_t s);
@@ -196,6 +204,8 @@ Status FakeQuantSession::Impl::prepare() {
       }
     }
     if (n.op == Op::kInput) input_ids.push_back(static_cast<int>(i));
+    if (n.op == Op::kInput && (n.name == "rope_cos" || n.name == "rope_sin"))
+      (n.name == "rope_cos" ? rope_cos_id : rope_sin_id) = static_cast<int>(i);
     QBC_RETURN_IF_ERROR(prepare_step(st));
     steps.push_back(std::move(st));
   }
@@ -208,6 +218,15 @@ Status FakeQuantSession::Impl::prepare() {
   if (!feature_graph && (embeds_id < 0 || positions_id < 0)) {
     return invalid_argument("graph '", graph.name(),
                             "' needs inputs inputs_embeds (f32) and positions (i64)");
+  }
+  if (!feature_graph && (rope_cos_id >= 0 || rope_sin_id >= 0)) {
+    if (rope_cos_id < 0 || rope_sin_id < 0)
+      return invalid_argument("graph '", graph.name(), "' has only one of rope_cos and rope_sin");
+    StatusOr<runner::MRopeSpec> spec = runner::mrope_spec_from_metadata(graph.metadata);
+    if (!spec.ok()) return spec.status().with_context("graph '", graph.name(), "'");
+    mrope = *spec;
+    if (embeds_id == rope_cos_id || embeds_id == rope_sin_id)
+      return invalid_argument("graph '", graph.name(), "': inputs_embeds must come first");
   }
   if (graph.outputs().empty()) return invalid_argument("graph '", graph.name(), "' has no output");
   output_id = graph.outputs().front();
@@ -381,8 +400,39 @@ void FakeQuantSession::Impl::exec(Step& st, std::vector<std::vector<float>>& val
   }
 }
 
+// M-RoPE graphs: rope_cos / rope_sin [s, head_dim/2] from the given 3-stream positions, or,
+// without them, from text positions (cache position + rope_delta in every stream): fp64, the
+// graph's f32 inputs, then fp16 at the NPU boundary like every input.
+Status FakeQuantSession::Impl::set_rope_tables(std::vector<std::vector<float>>& values, int64_t s,
+                                               const std::vector<int64_t>* mrope_positions) {
+  if (!mrope) {
+    if (mrope_positions != nullptr)
+      return failed_precondition("graph '", graph.name(),
+                                 "' has no M-RoPE inputs (rope_cos, rope_sin)");
+    return ok_status();
+  }
+  std::vector<int64_t> text;
+  if (mrope_positions == nullptr) text = runner::mrope_text_positions(position, s, rope_delta);
+  const std::vector<int64_t>& pos = mrope_positions != nullptr ? *mrope_positions : text;
+  if (static_cast<int64_t>(pos.size()) != 3 * s)
+    return invalid_argument("M-RoPE positions: ", pos.size(), " values for 3 streams of ", s,
+                            " tokens");
+  std::vector<double> c, sn;
+  runner::mrope_tables(*mrope, pos, &c, &sn);
+  for (const auto& [id, table] : {std::pair{rope_cos_id, &c}, std::pair{rope_sin_id, &sn}}) {
+    std::vector<float>& v = values[static_cast<size_t>(id)];
+    v.resize(table->size());
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = numerics::round_fp16(static_cast<float>((*table)[i]));
+  }
+  if (mrope_positions != nullptr)  // later text continues after the largest position
+    rope_delta = *std::max_element(pos.begin(), pos.end()) + 1 - (position + s);
+  return ok_status();
+}
+
 Status FakeQuantSession::Impl::run(const std::vector<float>& x, int64_t s,
-                                   std::vector<float>* logits) {
+                                   std::vector<float>* logits,
+                                   const std::vector<int64_t>* mrope_positions) {
   if (feature_graph) {
     return failed_precondition("graph '", graph.name(),
                                "' has no token positions: use forward_inputs");
@@ -403,6 +453,7 @@ Status FakeQuantSession::Impl::run(const std::vector<float>& x, int64_t s,
   for (size_t i = 0; i < x.size(); ++i) embeds[i] = numerics::round_fp16(x[i]);
   std::vector<float>& pos = values[static_cast<size_t>(positions_id)];
   for (int64_t t = 0; t < s; ++t) pos.push_back(static_cast<float>(position + t));
+  QBC_RETURN_IF_ERROR(set_rope_tables(values, s, mrope_positions));
   for (Step& st : steps) exec(st, values, s);
   position += s;
   keep_values(values, s);
@@ -497,6 +548,16 @@ Status FakeQuantSession::forward_embeds(const std::vector<float>& embeds, int64_
   return impl_->run(embeds, seq, logits);
 }
 
+Status FakeQuantSession::forward_embeds_mrope(const std::vector<float>& embeds, int64_t seq,
+                                              const std::vector<int64_t>& positions,
+                                              std::vector<float>* logits) {
+  if (seq <= 0 || static_cast<int64_t>(embeds.size()) != seq * impl_->hidden) {
+    return invalid_argument("forward_embeds_mrope: ", embeds.size(), " values for ", seq,
+                            " tokens of hidden size ", impl_->hidden);
+  }
+  return impl_->run(embeds, seq, logits, &positions);
+}
+
 Status FakeQuantSession::forward_inputs(const std::vector<std::vector<float>>& inputs,
                                         std::vector<float>* out) {
   return impl_->run_features(inputs, out);
@@ -504,6 +565,7 @@ Status FakeQuantSession::forward_inputs(const std::vector<std::vector<float>>& i
 
 void FakeQuantSession::reset() {
   impl_->position = 0;
+  impl_->rope_delta = 0;
   for (numerics::KvCache& c : impl_->caches) c = numerics::KvCache();
 }
 

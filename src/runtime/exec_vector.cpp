@@ -1,6 +1,6 @@
-// The vector unit's row ops: rms_norm, layer_norm, rope and the elementwise ops, each one call of
-// its qbc_numerics kernel over rows read from SRAM (fp16 bit patterns, or fp32 for the head's
-// elementwise values); fill (start values of row maxima and integer sums).
+// The vector unit's row ops: rms_norm, layer_norm, rope, rope_table and the elementwise ops, each
+// one call of its qbc_numerics kernel over rows read from SRAM (fp16 bit patterns, or fp32 for the
+// head's elementwise values); fill (start values of row maxima and integer sums).
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -156,6 +156,31 @@ Status exec(const isa::Rope& op, Core& c) {
         for (int64_t i = r.rotary_dim; i < r.head_dim; ++i) yr[i] = xr[i];
       }
     }
+  });
+  store_f16(y.data(), count, yp);
+  return ok_status();
+}
+
+Status exec(const isa::RopeTable& op, Core& c) {
+  QBC_ASSIGN_OR_RETURN(const int64_t rows, c.count(op.rows, "rows"));
+  const int64_t count = span(rows, op.heads, op.head_dim);
+  const int64_t half = op.head_dim / 2, tab = span(rows, half);
+  c.counters.vector_ops += count;
+  if (c.counters_only) return ok_status();
+  QBC_ASSIGN_OR_RETURN(const uint8_t* xp, c.sram_at(op.x, span(2, count), "x"));
+  QBC_ASSIGN_OR_RETURN(const uint8_t* cp, c.sram_at(op.cos, span(2, tab), "cos"));
+  QBC_ASSIGN_OR_RETURN(const uint8_t* sp, c.sram_at(op.sin, span(2, tab), "sin"));
+  QBC_ASSIGN_OR_RETURN(uint8_t * yp, c.sram_write(op.y, span(2, count), "y"));
+  std::vector<float> x(static_cast<size_t>(count)), y(static_cast<size_t>(count));
+  std::vector<float> cs(static_cast<size_t>(tab)), sn(static_cast<size_t>(tab));
+  load_f16(xp, count, x.data());
+  load_f16(cp, tab, cs.data());
+  load_f16(sp, tab, sn.data());
+  // numerics::rope_table itself: the rotation in fp32, one rounding to fp16 per output.
+  parallel_blocks(c.pool, rows, count, int64_t{1} << 15, 1, [&](int64_t t0, int64_t t1) {
+    const int64_t w = op.heads * op.head_dim;
+    numerics::rope_table(x.data() + t0 * w, cs.data() + t0 * half, sn.data() + t0 * half, t1 - t0,
+                         op.heads, op.head_dim, y.data() + t0 * w);
   });
   store_f16(y.data(), count, yp);
   return ok_status();

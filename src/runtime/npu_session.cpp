@@ -4,12 +4,25 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "qbc/mxq/container.h"
 #include "qbc/numerics/fp16.h"
+#include "qbc/runner/mrope.h"
 #include "values.h"
 
 namespace qbc::runtime {
+namespace {
+
+/// Bytes between the rows of a rope-table io buffer: head_dim/2 fp16 values, DMA-aligned.
+int64_t rope_row_bytes(const isa::Bundle& b) {
+  const int64_t bytes = b.rope_inputs.head_dim;  // head_dim / 2 values of 2 bytes
+  const int64_t a = std::max<int64_t>(1, b.dma_align);
+  return (bytes + a - 1) / a * a;
+}
+
+}  // namespace
 
 StatusOr<std::unique_ptr<NpuSession>> NpuSession::create(std::shared_ptr<Device> device, int slot) {
   if (device == nullptr) return invalid_argument("NpuSession: no device");
@@ -38,6 +51,18 @@ StatusOr<std::unique_ptr<NpuSession>> NpuSession::create(std::shared_ptr<Device>
     if (buf.bytes < bytes) {
       return invalid_argument("bundle: io buffer '", buf.name, "' holds ", buf.bytes,
                               " bytes, the chunk of ", b.chunk, " tokens needs ", bytes);
+    }
+  }
+  const isa::RopeInputs& ri = b.rope_inputs;
+  if (ri.present()) {
+    const int64_t need = b.chunk * rope_row_bytes(b);
+    for (int32_t id : {ri.cos, ri.sin}) {
+      if (id < 0 || static_cast<size_t>(id) >= b.buffers.size())
+        return invalid_argument("bundle: rope table buffer ", id, " of ", b.buffers.size());
+      const isa::Buffer& buf = b.buffers[static_cast<size_t>(id)];
+      if (buf.bytes < need)
+        return invalid_argument("bundle: rope table buffer '", buf.name, "' holds ", buf.bytes,
+                                " bytes, the chunk of ", b.chunk, " tokens needs ", need);
     }
   }
   return std::unique_ptr<NpuSession>(new NpuSession(std::move(device), slot));
@@ -71,17 +96,86 @@ Status NpuSession::forward_embeds(const std::vector<float>& embeds, int64_t seq,
     return resource_exhausted("KV cache capacity: ", position_, " cached + ", seq,
                               " new tokens exceed max_cache ", b.max_cache);
   }
+  return run_chunks(embeds, seq, logits, nullptr);
+}
+
+Status NpuSession::forward_embeds_mrope(const std::vector<float>& embeds, int64_t seq,
+                                        const std::vector<int64_t>& positions,
+                                        std::vector<float>* logits) {
+  const isa::Bundle& b = device_->bundle();
+  if (!b.rope_inputs.present())
+    return failed_precondition("forward_embeds_mrope: the model takes no rope tables (no M-RoPE)");
+  if (seq <= 0 || static_cast<int64_t>(embeds.size()) != seq * b.hidden)
+    return invalid_argument("forward_embeds_mrope: ", embeds.size(), " values for ", seq,
+                            " tokens of hidden size ", b.hidden);
+  if (static_cast<int64_t>(positions.size()) != 3 * seq)
+    return invalid_argument("M-RoPE positions: ", positions.size(), " values for 3 streams of ",
+                            seq, " tokens");
+  for (int64_t p : positions) {
+    if (p < 0 || p > (int64_t{1} << 40))
+      return invalid_argument("M-RoPE positions: ", p, " outside [0, 2^40]");
+  }
+  if (position_ + seq > b.max_cache)
+    return resource_exhausted("KV cache capacity: ", position_, " cached + ", seq,
+                              " new tokens exceed max_cache ", b.max_cache);
+  const int64_t start = position_;
+  QBC_RETURN_IF_ERROR(run_chunks(embeds, seq, logits, &positions));
+  // Later text continues after the largest position (HF rope_deltas).
+  rope_delta_ = *std::max_element(positions.begin(), positions.end()) + 1 - (start + seq);
+  return ok_status();
+}
+
+Status NpuSession::run_chunks(const std::vector<float>& embeds, int64_t seq,
+                              std::vector<float>* logits, const std::vector<int64_t>* mrope) {
+  const isa::Bundle& b = device_->bundle();
   if (logits != nullptr) logits->assign(static_cast<size_t>(seq * b.vocab), 0.0f);
+  std::vector<int64_t> part;
   for (int64_t t = 0; t < seq; t += b.chunk) {
     const int64_t n = std::min(b.chunk, seq - t);
+    if (mrope != nullptr) {  // this chunk's columns of each stream
+      part.clear();
+      for (int64_t s = 0; s < 3; ++s)
+        part.insert(part.end(), mrope->begin() + s * seq + t, mrope->begin() + s * seq + t + n);
+    }
     QBC_RETURN_IF_ERROR(call(embeds.data() + t * b.hidden, n,
-                             logits != nullptr ? logits->data() + t * b.vocab : nullptr));
+                             logits != nullptr ? logits->data() + t * b.vocab : nullptr,
+                             mrope != nullptr ? &part : nullptr));
   }
   return ok_status();
 }
 
-Status NpuSession::call(const float* embeds, int64_t seq, float* logits) {
+Status NpuSession::write_rope_tables(int64_t seq, const std::vector<int64_t>* mrope) {
   const isa::Bundle& b = device_->bundle();
+  const isa::RopeInputs& ri = b.rope_inputs;
+  runner::MRopeSpec spec;
+  spec.head_dim = ri.head_dim;
+  spec.theta = ri.theta;
+  for (size_t k = 0; k < 3; ++k) spec.section[k] = ri.section[k];
+  std::vector<int64_t> text;
+  if (mrope == nullptr) text = runner::mrope_text_positions(position_, seq, rope_delta_);
+  std::vector<double> cos, sin;
+  runner::mrope_tables(spec, mrope != nullptr ? *mrope : text, &cos, &sin);
+  const int64_t half = ri.head_dim / 2, stride = rope_row_bytes(b);
+  std::vector<float> row(static_cast<size_t>(half));
+  for (const auto& [id, table] : {std::pair{ri.cos, &cos}, std::pair{ri.sin, &sin}}) {
+    uint8_t* p = device_->dram(device_->address(id, slot_), seq * stride);
+    if (p == nullptr) return internal_error("rope table buffer outside DRAM");
+    for (int64_t t = 0; t < seq; ++t) {
+      // The graph's f32 table (fp64 rounded once), then fp16 at the NPU boundary, as the
+      // fake-quant evaluator rounds every input.
+      for (int64_t i = 0; i < half; ++i)
+        row[static_cast<size_t>(i)] =
+            numerics::round_fp16(static_cast<float>((*table)[static_cast<size_t>(t * half + i)]));
+      store_f16(row.data(), half, p + t * stride);
+    }
+  }
+  return ok_status();
+}
+
+Status NpuSession::call(const float* embeds, int64_t seq, float* logits,
+                        const std::vector<int64_t>* mrope) {
+  const isa::Bundle& b = device_->bundle();
+  if (b.rope_inputs.present()) QBC_RETURN_IF_ERROR(write_rope_tables(seq, mrope));
   uint8_t* in = device_->dram(device_->address(b.input, slot_), seq * b.hidden * 2);
   uint8_t* out = device_->dram(device_->address(b.output, slot_), seq * b.vocab * 4);
   if (in == nullptr || out == nullptr) return internal_error("io buffers outside DRAM");

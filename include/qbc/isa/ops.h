@@ -350,6 +350,37 @@ struct OpRow<Rope> {
   }
 };
 
+/// RoPE of fp16 rows [rows, heads*head_dim] with host tables (numerics rope_table): row r
+/// rotates by cos[r], sin[r], fp16 rows of head_dim/2 values each (the program's rope-table
+/// inputs, one row per token of the call: docs/multimodal.md).
+struct RopeTable {
+  Ref x, cos, sin, y;  ///< x, y: rows of heads*head_dim fp16; cos, sin: rows of head_dim/2
+  Expr rows = 1;
+  int64_t heads = 0, head_dim = 0;
+};
+
+template <>
+struct OpRow<RopeTable> {
+  static constexpr const char* kName = "rope_table";
+  static constexpr QueueClass kQueue = QueueClass::kCompute;
+  static constexpr auto kFields =
+      std::make_tuple(ref("x", &RopeTable::x, Role::kIn), ref("cos", &RopeTable::cos, Role::kIn),
+                      ref("sin", &RopeTable::sin, Role::kIn), ref("y", &RopeTable::y, Role::kOut),
+                      expr("rows", &RopeTable::rows), integer("heads", &RopeTable::heads, 1),
+                      integer("head_dim", &RopeTable::head_dim, 2));
+  /// Rules between fields (V8), beyond each field's own range.
+  static std::string check(const RopeTable& d) {
+    return d.head_dim % 2 != 0 ? "head_dim must be even" : "";
+  }
+  template <class S>
+  static void accesses(const RopeTable& r, S& s) {
+    s.read(r.x, r.rows * Expr(2 * r.heads * r.head_dim));
+    s.read(r.cos, r.rows * Expr(r.head_dim));
+    s.read(r.sin, r.rows * Expr(r.head_dim));
+    s.write(r.y, r.rows * Expr(2 * r.heads * r.head_dim));
+  }
+};
+
 /// Elementwise ops over rows*width contiguous values (numerics elementwise).
 enum class EltOp : uint8_t { kAdd, kSilu, kGelu, kScale, kSoftcap };
 const char* elt_name(EltOp op);
@@ -631,7 +662,8 @@ struct OpRow<Fill> {
 // clang-format off
 #define QBC_ISA_OPS(X)                                                                           \
   X(Loop) X(Dma) X(Barrier) X(Quantize) X(MatMul) X(Requant) X(RmsNorm) X(Rope) X(Eltwise)     \
-  X(KvQuant) X(QueryPrep) X(QkScores) X(ExpAccum) X(Merge) X(AttnOut) X(Fill) X(LayerNorm)
+  X(KvQuant) X(QueryPrep) X(QkScores) X(ExpAccum) X(Merge) X(AttnOut) X(Fill) X(LayerNorm)    \
+  X(RopeTable)
 // clang-format on
 
 namespace detail {

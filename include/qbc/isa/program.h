@@ -69,6 +69,19 @@ struct RopeDesc {
   int64_t original_max_positions = 0;
 };
 
+/// Host-computed rope tables (M-RoPE models, docs/multimodal.md): the programs read per-token
+/// cos and sin rows from two io buffers, fp16 [chunk, head_dim/2] each, which the host fills
+/// before every call: frequency i (of head_dim/2) has angle p_{s(i)} · theta^(-2i/head_dim),
+/// p the token's position in stream s(i) (the first section[0] frequencies stream 0, the next
+/// section[1] stream 1, the rest stream 2), computed in fp64, rounded to fp32, then to fp16.
+struct RopeInputs {
+  int32_t cos = -1, sin = -1;  ///< Bundle::buffers (DRAM, io); -1: the model takes no tables
+  int64_t head_dim = 0;
+  double theta = 0.0;
+  int64_t section[3] = {0, 0, 0};
+  bool present() const { return cos >= 0; }
+};
+
 enum class Phase : uint8_t { kPrefill, kDecode };
 const char* phase_name(Phase p);
 
@@ -131,6 +144,7 @@ struct Bundle {
   int32_t input = -1,
           output =
               -1;  ///< DRAM buffers: fp16 inputs_embeds [chunk, hidden], fp32 logits [chunk, vocab]
+  RopeInputs rope_inputs;      ///< M-RoPE models: the per-token rope-table inputs
   int64_t image_base = 0;      ///< DRAM address of image[0]
   std::vector<uint8_t> image;  ///< initial DRAM contents of the weight region
   DramPlan dram;

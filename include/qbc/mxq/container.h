@@ -48,8 +48,11 @@ inline constexpr uint64_t kFeatureCompactWeights = uint64_t{1} << 1;
 /// buffers of dtype i8 (one int8 code a value); its fp16 scales are bit 1's. Set in every
 /// part of a model whose code has one.
 inline constexpr uint64_t kFeatureZeroPointsI8 = uint64_t{1} << 2;
+/// Bit 3: the programs read host-computed rope tables (Layout.rope_inputs, M-RoPE models): a
+/// reader must fill them before every call. Set in every part of such a model.
+inline constexpr uint64_t kFeatureRopeInputs = uint64_t{1} << 3;
 inline constexpr uint64_t kKnownRequiredFeatures =
-    kFeatureEmbeddingBf16 | kFeatureCompactWeights | kFeatureZeroPointsI8;
+    kFeatureEmbeddingBf16 | kFeatureCompactWeights | kFeatureZeroPointsI8 | kFeatureRopeInputs;
 
 /// What a section holds (docs/mxq.md "Sections").
 enum class SectionKind : uint32_t {

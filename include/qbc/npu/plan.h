@@ -121,10 +121,13 @@ struct Plan {
   bool tiled = false, placed = false, fit_checked = false;
   std::vector<NodePlan> nodes;                       ///< one per MBLT node, by node id
   int32_t embeds = -1, positions = -1, output = -1;  ///< the graph's inputs and output
-  std::vector<StagePlan> stages;                     ///< in node order
+  /// M-RoPE graphs: the host's rope-table inputs rope_cos, rope_sin (-1: none).
+  int32_t rope_cos = -1, rope_sin = -1;
+  std::vector<StagePlan> stages;  ///< in node order
   // plan-memory.
   std::vector<DramBuffer> buffers;
   int32_t input = -1, logits = -1, scratch = -1;  ///< buffers (scratch -1: none)
+  int32_t cos_buf = -1, sin_buf = -1;             ///< the rope tables' io buffers (-1: none)
   isa::DramPlan regions;
 };
 

@@ -51,6 +51,13 @@ class FakeQuantSession final : public runner::Runner {
   Status forward(const std::vector<int32_t>& tokens, std::vector<float>* logits) override;
   Status forward_embeds(const std::vector<float>& embeds, int64_t seq,
                         std::vector<float>* logits) override;
+  /// M-RoPE graphs (inputs rope_cos, rope_sin): `seq` tokens at explicit 3-stream positions,
+  /// stream-major [3, seq] (runner::mrope_positions); the tables are computed in fp64, rounded
+  /// to fp32 (the graph's inputs) and to fp16 at the boundary. Later calls without positions
+  /// continue at the largest position + 1; forward and forward_embeds use text positions
+  /// (cache position plus that delta in all three streams). kFailedPrecondition on other graphs.
+  Status forward_embeds_mrope(const std::vector<float>& embeds, int64_t seq,
+                              const std::vector<int64_t>& positions, std::vector<float>* logits);
   /// A graph without token positions (a vision tower, docs/multimodal.md): one float
   /// vector per graph input in graph order, each rows x its last dim with the same rows,
   /// rounded to fp16 at the boundary; `out` receives the first output. failed_precondition

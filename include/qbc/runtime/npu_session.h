@@ -2,7 +2,8 @@
 // embedded on the host (fp32 table, as the vendor's contract has it), rounded to fp16 into
 // the slot's input buffer, run through the prefill program in calls of at most
 // Bundle::chunk tokens (the decode program for a call of one token), and the fp32 logits
-// are read back from the slot's output buffer.
+// are read back from the slot's output buffer. M-RoPE models also take per-token rope tables,
+// which the session computes from the file's spec (Bundle::rope_inputs) before every call.
 #pragma once
 
 #include <cstdint>
@@ -28,8 +29,19 @@ class NpuSession final : public runner::Runner {
   Status forward(const std::vector<int32_t>& tokens, std::vector<float>* logits) override;
   Status forward_embeds(const std::vector<float>& embeds, int64_t seq,
                         std::vector<float>* logits) override;
-  /// Sets the position to 0; cached entries past the position are never read again.
-  void reset() override { position_ = 0; }
+  /// M-RoPE models (Bundle::rope_inputs): `seq` tokens at explicit 3-stream positions,
+  /// stream-major [3, seq] (runner::mrope_positions); later calls without positions continue
+  /// at the largest position + 1 (HF's rope_deltas). kFailedPrecondition on other models.
+  /// forward and forward_embeds on an M-RoPE model use text positions: cache position plus
+  /// that delta in all three streams.
+  Status forward_embeds_mrope(const std::vector<float>& embeds, int64_t seq,
+                              const std::vector<int64_t>& positions, std::vector<float>* logits);
+  /// Sets the position to 0 (and the M-RoPE delta); cached entries past the position are never
+  /// read again.
+  void reset() override {
+    position_ = 0;
+    rope_delta_ = 0;
+  }
   /// Rewinds to `position` cached tokens (<= the current position: entries past it are
   /// never read again). kInvalidArgument when it is ahead of the cache, or when a
   /// sliding-window ring no longer holds the window before it (a ring of window + chunk
@@ -61,12 +73,20 @@ class NpuSession final : public runner::Runner {
 
  private:
   NpuSession(std::shared_ptr<Device> device, int slot) : device_(std::move(device)), slot_(slot) {}
-  /// One device call of `seq` <= chunk tokens from rows `embeds` [seq, hidden].
-  Status call(const float* embeds, int64_t seq, float* logits);
+  /// One device call of `seq` <= chunk tokens from rows `embeds` [seq, hidden]; `mrope`, when
+  /// not null, holds the call's 3-stream positions, stream-major [3, seq].
+  Status call(const float* embeds, int64_t seq, float* logits,
+              const std::vector<int64_t>* mrope = nullptr);
+  /// Chunks of at most Bundle::chunk tokens; `mrope` as in call, [3, seq].
+  Status run_chunks(const std::vector<float>& embeds, int64_t seq, std::vector<float>* logits,
+                    const std::vector<int64_t>* mrope);
+  /// M-RoPE models: the rope tables of the call's tokens into the slot's io buffers.
+  Status write_rope_tables(int64_t seq, const std::vector<int64_t>* mrope);
 
   std::shared_ptr<Device> device_;
   int slot_ = 0;
   int64_t position_ = 0;
+  int64_t rope_delta_ = 0;  ///< M-RoPE: text positions are the cache position plus this
 };
 
 }  // namespace qbc::runtime

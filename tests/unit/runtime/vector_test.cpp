@@ -1,9 +1,9 @@
-// rms_norm, layer_norm, rope and the elementwise ops against their numerics kernels, bit for
-// bit: whole rows and grouped norms (weights [group], shared by every group), layer_norm with
-// and without bias and over rows with a large common offset, rope over runtime
-// positions with LongRoPE frequencies (a call split into two row tiles that name the call's last
-// position rotates as the whole call), every elementwise op on fp16 body values and on fp32 head
-// values, norms with outputs of every magnitude, gated activations of every gate pattern.
+// rms_norm, layer_norm, rope, rope_table and the elementwise ops against their numerics kernels,
+// bit for bit: whole rows and grouped norms (weights [group], shared by every group), layer_norm
+// with and without bias and over rows with a large common offset, rope over runtime positions with
+// LongRoPE frequencies (a call split into two row tiles that name the call's last position rotates
+// as the whole call), every elementwise op on fp16 body values and on fp32 head values, norms with
+// outputs of every magnitude, gated activations of every gate pattern.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -229,6 +229,50 @@ void rope_at(bool tiled) {
 
 TEST(RuntimeRope, EqualsNumericsAtRuntimePositions) { rope_at(false); }
 TEST(RuntimeRope, RowTilesNamingTheLastPositionEqualTheWholeCall) { rope_at(true); }
+
+// rope_table (M-RoPE): host tables in their own fp16 rows, the call split into two row tiles
+// (each reads its rows of x and of both tables), bit for bit numerics::rope_table.
+TEST(RuntimeRopeTable, RowTilesWithHostTablesEqualNumerics) {
+  const int64_t s = 5, heads = 2, hd = 8, width = heads * hd, half = hd / 2, n = s * width;
+  const std::vector<float> x = testing::random_f16(static_cast<size_t>(n), 41, 2.0f);
+  const std::vector<float> cs = testing::random_f16(static_cast<size_t>(s * half), 42, 1.0f);
+  const std::vector<float> sn = testing::random_f16(static_cast<size_t>(s * half), 43, 1.0f);
+  BundleBuilder bb;
+  const int32_t x_d = bb.dram("x", isa::Purpose::kActivations, n * 2);
+  const int32_t c_d = bb.dram("cos", isa::Purpose::kActivations, s * half * 2);
+  const int32_t s_d = bb.dram("sin", isa::Purpose::kActivations, s * half * 2);
+  const int32_t y_d = bb.dram("y", isa::Purpose::kActivations, n * 2);
+  const int32_t x_s = bb.sram("x", 0, n * 2), y_s = bb.sram("y", 0, n * 2);
+  const int32_t c_s = bb.sram("cos", 0, s * half * 2), s_s = bb.sram("sin", 0, s * half * 2);
+  bb.copy(0, bb.ref(x_s), bb.ref(x_d), width * 2, kSeq);
+  bb.copy(0, bb.ref(c_s), bb.ref(c_d), half * 2, kSeq);
+  bb.copy(0, bb.ref(s_s), bb.ref(s_d), half * 2, kSeq);
+  isa::RopeTable op;
+  op.heads = heads;
+  op.head_dim = hd;
+  for (int tile = 0; tile < 2; ++tile) {
+    const int64_t r0 = tile == 0 ? 0 : 2;
+    op.x = bb.ref(x_s, Expr(r0 * width * 2));
+    op.cos = bb.ref(c_s, Expr(r0 * half * 2));
+    op.sin = bb.ref(s_s, Expr(r0 * half * 2));
+    op.y = bb.ref(y_s, Expr(r0 * width * 2));
+    op.rows = tile == 0 ? Expr(2) : kSeq - 2;
+    bb.emit(0, op);
+  }
+  bb.copy(0, bb.ref(y_d), bb.ref(y_s), width * 2, kSeq);
+  std::shared_ptr<Device> d = testing::make_device(bb.finish());
+  ASSERT_NE(d, nullptr);
+  testing::write(*d, x_d, testing::f16_bytes(x));
+  testing::write(*d, c_d, testing::f16_bytes(cs));
+  testing::write(*d, s_d, testing::f16_bytes(sn));
+  QBC_ASSERT_OK(d->run(isa::Phase::kPrefill, 0, 0, s));
+  std::vector<float> want(static_cast<size_t>(n));
+  numerics::rope_table(x.data(), cs.data(), sn.data(), s, heads, hd, want.data());
+  const std::vector<float> got = testing::f16_values(testing::read(*d, y_d, n * 2));
+  EXPECT_TRUE(testing::same_bits(got, want));
+  EXPECT_FALSE(testing::same_bits(got, x));  // the tables rotate
+  EXPECT_EQ(d->counters()[0].vector_ops, n);
+}
 
 struct EltCase {
   isa::EltOp op;

@@ -1,0 +1,350 @@
+// The language model of a Qwen2.5-VL through the whole compile (M-RoPE: rope_table over the
+// host's per-token rope tables, docs/multimodal.md): a random checkpoint written from the real
+// Qwen2.5-VL-3B config, `llm_fast` with random calibration, written to an MXQ and run from
+// the file alone. Its logits equal the fake-quant evaluator's bit for bit, on a text prompt
+// (three equal position streams) and on a prompt with an image span (3-stream positions from
+// runner::mrope_positions), prefill and decode; and so do other core counts and chunks.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "qbc/config/config.h"
+#include "qbc/driver/backend.h"
+#include "qbc/driver/compile.h"
+#include "qbc/driver/model_loader.h"
+#include "qbc/frontend/random_model.h"
+#include "qbc/ir/weight_reader.h"
+#include "qbc/mxq/bundle_codec.h"
+#include "qbc/mxq/container.h"
+#include "qbc/quant/fakequant.h"
+#include "qbc/runner/mrope.h"
+#include "qbc/runtime/device.h"
+#include "qbc/runtime/model.h"
+#include "qbc/runtime/npu_session.h"
+#include "test_support.h"
+
+namespace qbc {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::temp_dir;
+
+bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+size_t first_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return i;
+  }
+  return std::min(a.size(), b.size());
+}
+
+/// One compile of the random Qwen2.5-VL language model, shared by the tests.
+struct Compiled {
+  fs::path dir, mxq, mblt;
+  config::ResolvedConfig cfg;
+  driver::LoadedModel model;  // the quantized MBLT
+  int32_t image_token = -1, vision_start = -1, vision_end = -1;
+};
+
+StatusOr<Compiled> compile_once() {
+  Compiled c;
+  c.dir = temp_dir() / "backend_mrope";
+  fs::remove_all(c.dir);
+  frontend::RandomModelOptions o;
+  o.config_path = testing::shared_dir() / "model-configs-new/Qwen2.5-VL-3B-Instruct/config.json";
+  o.output_dir = c.dir / "model";
+  o.seed = 5;
+  o.init_std = 0.15;  // attention, and so the positions, matter
+  o.overrides.num_hidden_layers = 2;
+  o.overrides.hidden_size = 64;
+  o.overrides.intermediate_size = 96;
+  o.overrides.num_attention_heads = 4;  // head_dim 16: mrope_section [16,24,24] -> [2,3,3]
+  o.overrides.num_key_value_heads = 2;
+  o.overrides.vocab_size = 256;
+  o.overrides.vision.depth = 1;
+  o.overrides.vision.hidden_size = 16;
+  o.overrides.vision.num_heads = 1;
+  o.overrides.vision.intermediate_size = 16;
+  o.overrides.vision.out_hidden_size = 64;
+  o.overrides.vision.fullatt_block_indexes = std::vector<int64_t>{0};
+  QBC_RETURN_IF_ERROR(frontend::write_random_model(o));
+  const auto js = nlohmann::json::parse(testing::read_file(o.output_dir / "config.json"));
+  c.image_token = js.at("image_token_id").get<int32_t>();
+  c.vision_start = js.at("vision_start_token_id").get<int32_t>();
+  c.vision_end = js.at("vision_end_token_id").get<int32_t>();
+
+  config::LoadRequest req;
+  req.preset = "llm_fast";
+  req.sets = {"useRandomCalib=true", "llm.attributes.maxSequenceLength=64",
+              "llm.attributes.maxCacheLength=64", "calibration.numSamples=2",
+              "calibration.seqLength=32"};
+  QBC_ASSIGN_OR_RETURN(c.cfg, config::resolve(req));
+  driver::CompileRequest r;
+  r.model = o.output_dir.string();
+  c.mxq = c.dir / "m.mxq";
+  r.output = c.mxq.string();
+  r.keep_intermediate = (c.dir / "kept").string();
+  QBC_ASSIGN_OR_RETURN(const driver::CompileResult res, driver::run_compile(r, c.cfg));
+  if (!res.mblt_kept) return internal_error("the quantized MBLT was not kept");
+  for (const auto& e : fs::directory_iterator(c.dir / "kept")) {
+    if (e.path().extension() == ".mblt") c.mblt = e.path();
+  }
+  if (c.mblt.empty()) return internal_error("no MBLT in ", (c.dir / "kept").string());
+  QBC_ASSIGN_OR_RETURN(c.model, driver::open_model(c.mblt.string(), c.cfg));
+  return c;
+}
+
+class BackendMrope : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!fs::exists(testing::shared_dir() / "model-configs-new/Qwen2.5-VL-3B-Instruct/config.json"))
+      return;
+    auto c = compile_once();
+    if (!c.ok()) {
+      error_ = new std::string(c.status().to_string());
+      return;
+    }
+    compiled_ = new Compiled(std::move(*c));
+  }
+  static void TearDownTestSuite() {
+    delete compiled_;
+    compiled_ = nullptr;
+    delete error_;
+    error_ = nullptr;
+  }
+  void SetUp() override {
+    QBC_REQUIRE_SHARED(config, "model-configs-new/Qwen2.5-VL-3B-Instruct/config.json");
+    ASSERT_EQ(error_, nullptr) << *error_;
+    ASSERT_NE(compiled_, nullptr);
+  }
+
+  const Compiled& c() const { return *compiled_; }
+
+  std::unique_ptr<quant::FakeQuantSession> fake_quant() const {
+    const driver::LoadedModel* m = &c().model;
+    const ir::WeightReader reader = [m](const ir::Weight& w, std::vector<float>* out) {
+      return driver::read_weight(*m, w, out);
+    };
+    auto s = quant::FakeQuantSession::create(m->graph, reader);
+    EXPECT_TRUE(s.ok()) << s.status().to_string();
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+
+  /// text(3) <vision_start> image 3 x 4 <vision_end> text(3): 20 tokens, and their 3-stream
+  /// positions (runner::mrope_positions, HF's get_rope_index).
+  std::vector<int32_t> image_prompt(runner::MRopePositions* pos) const {
+    std::vector<int32_t> t = {17, 42, 99, c().vision_start};
+    for (int i = 0; i < 12; ++i) t.push_back(c().image_token);
+    t.insert(t.end(), {c().vision_end, 7, 120, 31});
+    auto p = runner::mrope_positions(t, c().image_token, {runner::LlmGrid{1, 3, 4}});
+    EXPECT_TRUE(p.ok()) << p.status().to_string();
+    if (p.ok()) *pos = *p;
+    return t;
+  }
+
+  /// The embeddings of `tokens` with deterministic pseudo-features at the image placeholders
+  /// (the host splice).
+  std::vector<float> embeds(runner::Runner& r, const std::vector<int32_t>& tokens) const {
+    std::vector<float> x;
+    EXPECT_TRUE(r.embed(tokens, &x).ok());
+    const int64_t h = r.hidden_size();
+    uint32_t s = 777;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      if (tokens[i] != c().image_token) continue;
+      for (int64_t j = 0; j < h; ++j) {
+        s = s * 1664525u + 1013904223u;
+        x[i * h + j] = static_cast<float>(static_cast<int32_t>(s >> 9) % 2001 - 1000) / 1000.0f;
+      }
+    }
+    return x;
+  }
+
+  static Compiled* compiled_;
+  static std::string* error_;
+};
+
+Compiled* BackendMrope::compiled_ = nullptr;
+std::string* BackendMrope::error_ = nullptr;
+
+// The file records that its programs take rope tables and how to compute them: the graph's
+// mrope.* metadata, required feature bit 3, two io buffers of one chunk of head_dim/2 fp16.
+TEST_F(BackendMrope, TheMxqRecordsTheRopeTableInputs) {
+  auto m = runtime::load_model(c().mxq.string());
+  QBC_ASSERT_OK(m);
+  const isa::Bundle& b = *m->file.bundle;
+  const isa::RopeInputs& ri = b.rope_inputs;
+  ASSERT_TRUE(ri.present());
+  EXPECT_EQ(ri.head_dim, 16);
+  EXPECT_EQ(ri.theta, 1000000.0);
+  EXPECT_EQ(ri.section[0], 2);
+  EXPECT_EQ(ri.section[1], 3);
+  EXPECT_EQ(ri.section[2], 3);
+  for (int32_t id : {ri.cos, ri.sin}) {
+    const isa::Buffer& buf = b.buffers[static_cast<size_t>(id)];
+    EXPECT_EQ(buf.purpose, isa::Purpose::kIo) << buf.name;
+    EXPECT_EQ(buf.dtype, isa::DType::kF16) << buf.name;
+    EXPECT_EQ(buf.shape, (std::vector<int64_t>{b.chunk, 8})) << buf.name;
+  }
+  EXPECT_EQ(b.buffers[static_cast<size_t>(ri.cos)].name, "io.rope_cos");
+  EXPECT_EQ(b.buffers[static_cast<size_t>(ri.sin)].name, "io.rope_sin");
+  const std::string head = testing::read_file(c().mxq);
+  ASSERT_GE(head.size(), 32u);
+  uint64_t required = 0;
+  std::memcpy(&required, head.data() + 24, sizeof(required));
+  EXPECT_NE(required & mxq::kFeatureRopeInputs, 0u);
+  // Every program rotates q and k with rope_table and nothing with the position-table rope.
+  int tables = 0, ropes = 0;
+  for (const isa::CoreProgram& cp : b.modes.front().prefill.cores) {
+    for (const isa::Instr& in : cp.code) {
+      tables += std::holds_alternative<isa::RopeTable>(in.op);
+      ropes += std::holds_alternative<isa::Rope>(in.op);
+    }
+  }
+  EXPECT_EQ(tables, 4);  // q and k of two layers
+  EXPECT_EQ(ropes, 0);
+}
+
+// The reader checks the layout's rope inputs: a field set wrong is data loss naming
+// rope_inputs; the unchanged layout decodes to the same spec.
+TEST_F(BackendMrope, BadRopeInputsInTheLayoutAreRefused) {
+  auto m = runtime::load_model(c().mxq.string());
+  QBC_ASSERT_OK(m);
+  const mxq::pb::Layout good = mxq::encode_layout(*m->file.bundle);
+  ASSERT_TRUE(good.has_rope_inputs());
+  isa::Bundle back;
+  QBC_ASSERT_OK(mxq::decode_layout(good, "layout", &back));
+  EXPECT_EQ(back.rope_inputs.cos, m->file.bundle->rope_inputs.cos);
+  EXPECT_EQ(back.rope_inputs.section[2], 3);
+  const auto edits = std::vector<std::function<void(mxq::pb::RopeInputs*)>>{
+      [](mxq::pb::RopeInputs* r) { r->set_cos(0); },  // buffer 0: weights, not io
+      [](mxq::pb::RopeInputs* r) { r->set_sin(r->cos()); },
+      [](mxq::pb::RopeInputs* r) { r->set_head_dim(15); },
+      [](mxq::pb::RopeInputs* r) { r->set_theta(-1.0); },
+      [](mxq::pb::RopeInputs* r) { r->set_section(2, 4); },  // sums to 9, not 8
+      [](mxq::pb::RopeInputs* r) { r->mutable_section()->RemoveLast(); },
+  };
+  for (size_t i = 0; i < edits.size(); ++i) {
+    mxq::pb::Layout bad = good;
+    edits[i](bad.mutable_rope_inputs());
+    isa::Bundle b;
+    const Status s = mxq::decode_layout(bad, "layout", &b);
+    EXPECT_EQ(s.code(), Code::kDataLoss) << "edit " << i << ": " << s.to_string();
+    EXPECT_NE(s.message().find("rope_inputs"), std::string::npos) << s.to_string();
+  }
+}
+
+// The MXQ run from the file: a text prompt (three equal streams), prefill then decode steps,
+// bit for bit the fake-quant evaluator's logits.
+TEST_F(BackendMrope, TextPromptEqualsFakeQuantBitForBit) {
+  auto m = runtime::load_model(c().mxq.string());
+  QBC_ASSERT_OK(m);
+  auto npu = runtime::NpuSession::create(m->device, 0);
+  QBC_ASSERT_OK(npu);
+  auto fq = fake_quant();
+  ASSERT_NE(fq, nullptr);
+  const std::vector<int32_t> prompt = {3, 200, 45, 61, 7, 7, 250, 18, 90, 33, 12};
+  std::vector<float> want, got;
+  QBC_ASSERT_OK(fq->forward(prompt, &want));
+  QBC_ASSERT_OK((*npu)->forward(prompt, &got));
+  EXPECT_TRUE(bitwise_equal(got, want)) << "first difference at " << first_difference(got, want);
+  for (int32_t t : {5, 140, 77}) {
+    QBC_ASSERT_OK(fq->forward({t}, &want));
+    QBC_ASSERT_OK((*npu)->forward({t}, &got));
+    EXPECT_TRUE(bitwise_equal(got, want)) << "decode of " << t;
+  }
+}
+
+// A prompt with an image span: 3-stream positions given to both, then decode steps that
+// continue after the largest position (HF's rope_deltas). The same embeddings at text positions
+// give other logits, so the positions reach the programs.
+TEST_F(BackendMrope, ImagePositionsEqualFakeQuantBitForBit) {
+  auto m = runtime::load_model(c().mxq.string());
+  QBC_ASSERT_OK(m);
+  auto npu = runtime::NpuSession::create(m->device, 0);
+  QBC_ASSERT_OK(npu);
+  auto fq = fake_quant();
+  ASSERT_NE(fq, nullptr);
+  runner::MRopePositions pos;
+  const std::vector<int32_t> prompt = image_prompt(&pos);
+  ASSERT_EQ(pos.positions.size(), 3 * prompt.size());
+  EXPECT_EQ(pos.delta, -8);  // 12 image tokens take max(3, 4) = 4 positions
+  const std::vector<float> x = embeds(*fq, prompt);
+  const auto n = static_cast<int64_t>(prompt.size());
+  std::vector<float> want, got;
+  QBC_ASSERT_OK(fq->forward_embeds_mrope(x, n, pos.positions, &want));
+  QBC_ASSERT_OK((*npu)->forward_embeds_mrope(x, n, pos.positions, &got));
+  EXPECT_TRUE(bitwise_equal(got, want)) << "first difference at " << first_difference(got, want);
+  for (int32_t t : {9, 201}) {
+    QBC_ASSERT_OK(fq->forward({t}, &want));
+    QBC_ASSERT_OK((*npu)->forward({t}, &got));
+    EXPECT_TRUE(bitwise_equal(got, want)) << "decode of " << t;
+  }
+  std::vector<float> mrope_logits, text_logits;
+  (*npu)->reset();
+  QBC_ASSERT_OK((*npu)->forward_embeds_mrope(x, n, pos.positions, &mrope_logits));
+  (*npu)->reset();
+  QBC_ASSERT_OK((*npu)->forward_embeds(x, n, &text_logits));
+  EXPECT_FALSE(bitwise_equal(mrope_logits, text_logits));
+  // Wrong shapes are refused, naming what is wrong.
+  const Status bad = (*npu)->forward_embeds_mrope(x, n, {1, 2, 3}, &got);
+  EXPECT_EQ(bad.code(), Code::kInvalidArgument);
+  EXPECT_NE(bad.message().find("M-RoPE positions"), std::string::npos) << bad.to_string();
+}
+
+// Tile invariance: other core counts, schemes, targets and chunks give the same logits for
+// the image prompt, prefill and token by token (the tables are per token of each chunk).
+TEST_F(BackendMrope, CoresAndChunksGiveTheSameLogits) {
+  auto fq = fake_quant();
+  ASSERT_NE(fq, nullptr);
+  runner::MRopePositions pos;
+  const std::vector<int32_t> prompt = image_prompt(&pos);
+  const std::vector<float> x = embeds(*fq, prompt);
+  const auto n = static_cast<int64_t>(prompt.size());
+  std::vector<float> want;
+  QBC_ASSERT_OK(fq->forward_embeds_mrope(x, n, pos.positions, &want));
+  struct Deployment {
+    const char* target;
+    int cores;
+    int64_t chunk;
+  };
+  for (const Deployment& d : {Deployment{"aries-rb", 1, 128}, Deployment{"aries-rb", 8, 7},
+                              Deployment{"aries-rb", 4, 1}, Deployment{"test-2core", 2, 5}}) {
+    config::LoadRequest req;
+    req.sets = {"targetProfile=" + std::string(d.target)};
+    auto cfg = config::resolve(req);
+    QBC_ASSERT_OK(cfg);
+    auto o = driver::backend_options(c().model.graph, *cfg);
+    QBC_ASSERT_OK(o);
+    o->modes = {npu::ModeRequest{d.cores == 1   ? isa::Scheme::kSingle
+                                 : d.cores == 8 ? isa::Scheme::kGlobal8
+                                                : isa::Scheme::kGlobal4,
+                                 d.cores, 1}};
+    o->chunk = std::min(d.chunk, o->max_cache);
+    auto b = driver::compile_backend(c().model, *o);
+    QBC_ASSERT_OK(b);
+    auto bundle = std::make_shared<const isa::Bundle>(std::move(*b));
+    runtime::DeviceOptions dopt;
+    dopt.scheme = bundle->modes.front().scheme;
+    auto dev = runtime::Device::create(bundle, dopt);
+    QBC_ASSERT_OK(dev);
+    auto s = runtime::NpuSession::create(*dev, 0);
+    QBC_ASSERT_OK(s);
+    std::vector<float> got;
+    QBC_ASSERT_OK((*s)->forward_embeds_mrope(x, n, pos.positions, &got));
+    EXPECT_TRUE(bitwise_equal(got, want))
+        << d.target << ", " << d.cores << " cores, chunk " << d.chunk << ": first difference at "
+        << first_difference(got, want);
+  }
+}
+
+}  // namespace
+}  // namespace qbc
