@@ -5,10 +5,7 @@
 // zero-point and bias blocks). Without a weight reader (plans, the fit check, the
 // context-independence probe) only the embedding's shape is recorded and the image stays
 // empty.
-#include <sys/mman.h>
-
 #include <cmath>
-#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -42,20 +39,6 @@ void put_i4(std::vector<uint8_t>& img, int64_t at, int64_t i, int32_t v) {
   const uint8_t nib = static_cast<uint8_t>(v & 0xF);
   byte = i % 2 == 0 ? static_cast<uint8_t>((byte & 0xF0) | nib)
                     : static_cast<uint8_t>((byte & 0x0F) | (nib << 4));
-}
-
-/// `img` as `n` zero bytes. The reservation is asked for transparent huge pages before the
-/// zeros touch it: a 1B model's 1.7 GB image otherwise takes ~430,000 first-touch page faults
-/// (a 2 MiB page replaces 512 of them). Only the page size changes, never a byte; where
-/// madvise is refused the 4 KiB pages are used as before.
-void zeroed_image(std::vector<uint8_t>& img, size_t n) {
-  img.clear();
-  img.reserve(n);
-  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
-  const uintptr_t lo = (reinterpret_cast<uintptr_t>(img.data()) + kHuge - 1) & ~(kHuge - 1);
-  const uintptr_t hi = (reinterpret_cast<uintptr_t>(img.data()) + n) & ~(kHuge - 1);
-  if (hi > lo) (void)madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
-  img.assign(n, 0);
 }
 
 /// Fills the image of one compile.
@@ -270,7 +253,7 @@ class FillWeights final : public pass::Pass<Context> {
     cx.have |= Context::kImage;
     if (cx.weights == nullptr) return true;  // the embedding's shape only
     cx.b.image_base = 0;
-    zeroed_image(cx.b.image, static_cast<size_t>(cx.plan.regions.weights));
+    cx.b.image.assign(static_cast<size_t>(cx.plan.regions.weights), 0);
     const auto& nodes = cx.g.nodes();
     for (size_t i = 0; i < nodes.size(); ++i) {
       const Node& n = nodes[i];
