@@ -7,7 +7,6 @@
 // everywhere.
 #include "matmul_kernel.h"
 
-#include <algorithm>
 #include <cstdlib>
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -249,55 +248,49 @@ QBC_VNNI_TARGET void dot_u8_vnni(const uint8_t* u, int64_t ldx, int64_t rows, co
   }
 }
 
-/// t[4 L + c] = the sum of 128-bit lane L of a[c], for c < 4 (unpacks pair the lanes of a[0]
-/// with a[1] and of a[2] with a[3], then the pairs).
-QBC_VNNI_TARGET inline __m512i lane_sums(const __m512i* a) {
-  const __m512i s1 =
-      _mm512_add_epi32(_mm512_unpacklo_epi32(a[0], a[1]), _mm512_unpackhi_epi32(a[0], a[1]));
-  const __m512i s2 =
-      _mm512_add_epi32(_mm512_unpacklo_epi32(a[2], a[3]), _mm512_unpackhi_epi32(a[2], a[3]));
-  return _mm512_add_epi32(_mm512_unpacklo_epi64(s1, s2), _mm512_unpackhi_epi64(s1, s2));
+/// The eight int32 lane sums of v[0..7] (each __m256i one group), in order.
+QBC_VNNI_TARGET inline __m256i reduce8(const __m256i* v) {
+  const __m256i h01 = _mm256_hadd_epi32(v[0], v[1]), h23 = _mm256_hadd_epi32(v[2], v[3]);
+  const __m256i h45 = _mm256_hadd_epi32(v[4], v[5]), h67 = _mm256_hadd_epi32(v[6], v[7]);
+  const __m256i a = _mm256_hadd_epi32(h01, h23), b = _mm256_hadd_epi32(h45, h67);
+  return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20),
+                          _mm256_permute2x128_si256(a, b, 0x31));
 }
 
-/// The 16 group sums of a[0..7], in order, where a[i] holds groups 2 i (lanes 0 and 1) and
-/// 2 i + 1 (lanes 2 and 3): group 2 c + h of a half is lanes 8 h + c and 8 h + 4 + c of its
-/// lane_sums (the second half's indices carry 16: permutex2var's second operand).
-QBC_VNNI_TARGET inline __m512i reduce16(const __m512i* a) {
-  const __m512i ta = lane_sums(a), tb = lane_sums(a + 4);
-  const __m512i i1 = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 16, 24, 17, 25, 18, 26, 19, 27);
-  const __m512i i2 = _mm512_add_epi32(i1, _mm512_set1_epi32(4));
-  return _mm512_add_epi32(_mm512_permutex2var_epi32(ta, i1, tb),
-                          _mm512_permutex2var_epi32(ta, i2, tb));
-}
-
-/// dot_u8_groups for group 32: 64-byte vpdpbusd steps (two groups each), sixteen groups
-/// reduced together and stored under a mask; tails through masked loads (zero bytes add
-/// nothing), so no byte past a row is read.
+/// dot_u8_groups for group 32: one 32-byte vpdpbusd per group, eight groups reduced together.
 QBC_VNNI_TARGET void groups32_vnni(const uint8_t* u, int64_t ldx, int64_t rows, const int8_t* w,
                                    int64_t ldw, int64_t n, int64_t len, int32_t* out, int64_t ldo,
                                    int32_t* wsum) {
   const int64_t gt = (len + 31) / 32;
-  const __m512i ones = _mm512_set1_epi8(1), zero = _mm512_setzero_si512();
+  const __m256i ones = _mm256_set1_epi8(1);
   for (int64_t j = 0; j < n; ++j) {
     const int8_t* wr = w + j * ldw;
-    for (int64_t g0 = 0; g0 < gt; g0 += 16) {
-      const int64_t gn = gt - g0 < 16 ? gt - g0 : 16, k0 = g0 * 32;
-      const __mmask16 store_mask = static_cast<__mmask16>((1u << gn) - 1);
-      const int64_t steps = (std::min<int64_t>(len - k0, 512) + 63) / 64;
-      __m512i wv[8], acc[8];
+    for (int64_t g0 = 0; g0 < gt; g0 += 8) {
+      const int64_t gn = gt - g0 < 8 ? gt - g0 : 8;
+      __m256i wv[8], acc[8];
       for (int i = 0; i < 8; ++i) {
-        wv[i] = i < steps ? load_tail(wr + k0 + 64 * i, len - k0 - 64 * i) : zero;
-        acc[i] = _mm512_dpbusd_epi32(zero, ones, wv[i]);
+        const int64_t k0 = (g0 + i) * 32;
+        const int64_t left = i < gn ? (len - k0 < 32 ? len - k0 : 32) : 0;
+        const __mmask32 mask = left >= 32 ? ~__mmask32{0} : (__mmask32{1} << left) - 1;
+        wv[i] = _mm256_maskz_loadu_epi8(mask, wr + k0);
+        acc[i] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, wv[i]);
       }
-      if (wsum != nullptr) _mm512_mask_storeu_epi32(wsum + j * gt + g0, store_mask, reduce16(acc));
+      int32_t tmp[8];
+      if (wsum != nullptr) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(tmp), reduce8(acc));
+        for (int64_t i = 0; i < gn; ++i) wsum[j * gt + g0 + i] = tmp[i];
+      }
       for (int64_t m = 0; m < rows; ++m) {
-        const uint8_t* ur = u + m * ldx + k0;
+        const uint8_t* ur = u + m * ldx;
         for (int i = 0; i < 8; ++i) {
-          acc[i] = i < steps
-                       ? _mm512_dpbusd_epi32(zero, load_tail(ur + 64 * i, len - k0 - 64 * i), wv[i])
-                       : zero;
+          const int64_t k0 = (g0 + i) * 32;
+          const int64_t left = i < gn ? (len - k0 < 32 ? len - k0 : 32) : 0;
+          const __mmask32 mask = left >= 32 ? ~__mmask32{0} : (__mmask32{1} << left) - 1;
+          acc[i] = _mm256_dpbusd_epi32(_mm256_setzero_si256(),
+                                       _mm256_maskz_loadu_epi8(mask, ur + k0), wv[i]);
         }
-        _mm512_mask_storeu_epi32(out + m * ldo + j * gt + g0, store_mask, reduce16(acc));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(tmp), reduce8(acc));
+        for (int64_t i = 0; i < gn; ++i) out[m * ldo + j * gt + g0 + i] = tmp[i];
       }
     }
   }

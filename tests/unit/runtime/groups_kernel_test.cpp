@@ -1,8 +1,8 @@
 // The int8 grouped kernel dot_u8_groups (src/runtime/matmul_kernel.h) against a plain
 // reference written here from its contract: per group g of `group` codes (the last may be
 // short) out = Σ u w and wsum = Σ w, bit for bit, whichever implementation this host runs
-// (AVX-512 VNNI for groups of 32, sixteen groups a step; portable loops otherwise, and with
-// QBC_EXEC_NO_VNNI set). The cases cross the 64-byte step and 16-group boundaries, end in
+// (AVX-512 VNNI for groups of 32, eight groups a step; portable loops otherwise, and with
+// QBC_EXEC_NO_VNNI set). The cases cross the 8- and 16-group boundaries, end in
 // short steps and short groups, and pad the row strides. The matmul's zero-point algebra on
 // top of these sums is checked against numerics::qlinear in linear_test.
 #include <gtest/gtest.h>
