@@ -168,13 +168,15 @@ void matmul_u8(const MatMulArgs& a, const int8_t* x, ThreadPool& pool, uint8_t* 
     const uint8_t* s = reinterpret_cast<const uint8_t*>(x + m * op.ldx);
     for (int64_t k = 0; k < kt; ++k) d[k] = s[k] ^ 0x80u;
   }
-  std::vector<int64_t> xsum;  // Σ_k (x − xz) per (m, g), for the weight zero points
+  // Σ_k (x − xz) per (m, g), for the weight zero points (per-thread scratch: no allocation
+  // per instruction).
+  int64_t* xsum = nullptr;
   if (a.wz != nullptr) {
-    xsum.assign(static_cast<size_t>(rows * gt), 0);
+    xsum = scratch<int64_t, 5>(static_cast<size_t>(rows * gt)).data();
+    std::fill(xsum, xsum + rows * gt, int64_t{0});
     for (int64_t m = 0; m < rows; ++m) {
       const int8_t* s = x + m * op.ldx;
-      for (int64_t k = 0; k < kt; ++k)
-        xsum[static_cast<size_t>(m * gt + k / a.group)] += int64_t{s[k]} - a.xz[m];
+      for (int64_t k = 0; k < kt; ++k) xsum[m * gt + k / a.group] += int64_t{s[k]} - a.xz[m];
     }
   }
   // Few rows (decode) stream their weights once: worth the threads from far less work, since
@@ -192,7 +194,7 @@ void matmul_u8(const MatMulArgs& a, const int8_t* x, ThreadPool& pool, uint8_t* 
     dot_u8_groups(xu, kt, rows, wr, kt, j1 - j0, kt, a.group, dots, cnt, ws);
     for (int64_t m = 0; m < rows; ++m) {
       const int64_t xzm = int64_t{a.xz[m]} + 128;
-      const int64_t* xs = a.wz != nullptr ? xsum.data() + m * gt : nullptr;
+      const int64_t* xs = a.wz != nullptr ? xsum + m * gt : nullptr;
       const int32_t* wz = a.wz != nullptr ? a.wz + j0 * gt : nullptr;
       uint8_t* dst = acc_mem + (m * n + j0) * gt * static_cast<int64_t>(sizeof(AccT));
       if (op.accumulate) load(dst, cnt, row);
@@ -231,7 +233,7 @@ void matmul_u8(const MatMulArgs& a, const int8_t* x, ThreadPool& pool, uint8_t* 
           store(row, bn, dst);
           continue;
         }
-        const int64_t xsg = a.wz != nullptr ? xsum[static_cast<size_t>(m * gt + g)] : 0;
+        const int64_t xsg = a.wz != nullptr ? xsum[m * gt + g] : 0;
         for (int64_t j = j0; j < j1; ++j) {
           int64_t v = int64_t{dr[j - j0]} - xzm * ws[j - j0];
           if (a.wz != nullptr) v -= int64_t{a.wz[j * gt + g]} * xsg;

@@ -95,6 +95,44 @@ void fold_blocks(const int32_t* bs, int64_t count, int64_t nb, int64_t per, int6
   }
 }
 
+/// What both SIMD kernels derive from a call's shape: x reordered in chunks of `chunk` codes
+/// (chunk / 2 packed bytes each), nb blocks of 32, gt groups. Groups of 32 store block sums
+/// straight into out and tsum (direct); other groups collect them in bs [rows + 1, nb] (the
+/// last row for tsum) and fold them per channel (finish_channel).
+struct ChunkLayout {
+  int64_t nb, nch, padded, bytes, gt;
+  bool direct;
+  int32_t* bs;
+};
+
+ChunkLayout chunk_layout(int64_t rows, int64_t len, int64_t group, int64_t chunk) {
+  ChunkLayout l{};
+  l.nb = ceil_div(len, kBlock);
+  l.nch = ceil_div(len, chunk);
+  l.padded = l.nch * chunk;
+  l.bytes = len / 2;
+  l.gt = ceil_div(len, group);
+  l.direct = group == kBlock;
+  l.bs = l.direct ? nullptr : scratch<int32_t, 1>(static_cast<size_t>((rows + 1) * l.nb));
+  return l;
+}
+
+/// Where the block sums of row m (rows: tsum) of channel j, from block b0, go.
+int32_t* block_dst(const ChunkLayout& l, int64_t m, int64_t rows, int64_t j, int64_t b0,
+                   int32_t* out, int64_t ldo, int32_t* tsum) {
+  if (!l.direct) return l.bs + m * l.nb + b0;
+  return m == rows ? tsum + j * l.gt + b0 : out + m * ldo + j * l.gt + b0;
+}
+
+/// Channel j's block sums folded into its groups (a no-op for direct layouts).
+void finish_channel(const ChunkLayout& l, int64_t rows, int64_t group, int64_t j, int32_t* out,
+                    int64_t ldo, int32_t* tsum) {
+  if (l.direct) return;
+  const int64_t per = group / kBlock;
+  fold_blocks(l.bs, rows, l.nb, per, l.gt, out + j * l.gt, ldo);
+  if (tsum != nullptr) fold_blocks(l.bs + rows * l.nb, 1, l.nb, per, l.gt, tsum + j * l.gt, 0);
+}
+
 #ifdef QBC_I4_SIMD
 
 // GCC 12's AVX-512 unpack intrinsics pass an _mm512_undefined operand that -Wmaybe-uninitialized
@@ -121,23 +159,20 @@ QBC_I4_VNNI inline __m512i reduce16(const __m512i* a) {
 QBC_I4_VNNI void i4_vnni(const int8_t* xd, int64_t rows, const uint8_t* w, int64_t ldw, int64_t n,
                          int64_t len, int64_t group, int32_t* out, int64_t ldo, int32_t* tsum) {
   constexpr int64_t kChunk = 128;
-  const int64_t nb = ceil_div(len, kBlock), nch = ceil_div(len, kChunk);
-  const int64_t padded = nch * kChunk, bytes = len / 2, gt = ceil_div(len, group);
-  const bool direct = group == kBlock;
-  int32_t* bs = direct ? nullptr : scratch<int32_t, 1>(static_cast<size_t>((rows + 1) * nb));
+  const ChunkLayout l = chunk_layout(rows, len, group, kChunk);
   const __m512i low = _mm512_set1_epi8(0x0F), flip = _mm512_set1_epi8(static_cast<char>(0x88));
   const __m512i ones = _mm512_set1_epi8(1), zero = _mm512_setzero_si512();
   for (int64_t j = 0; j < n; ++j) {
     const uint8_t* wr = w + j * ldw;
-    for (int64_t c0 = 0; c0 < nch; c0 += 4) {
-      const int64_t cn = std::min<int64_t>(4, nch - c0), b0 = c0 * 4;
-      const int64_t bn = std::min<int64_t>(16, nb - b0);
+    for (int64_t c0 = 0; c0 < l.nch; c0 += 4) {
+      const int64_t cn = std::min<int64_t>(4, l.nch - c0), b0 = c0 * 4;
+      const int64_t bn = std::min<int64_t>(16, l.nb - b0);
       const __mmask16 store_mask = static_cast<__mmask16>((1u << bn) - 1);
       __m512i tl[4], th[4], acc[4];
       for (int c = 0; c < 4; ++c) {
         tl[c] = th[c] = acc[c] = zero;
         if (c >= cn) continue;
-        const int64_t at = (c0 + c) * 64, left = bytes - at;
+        const int64_t at = (c0 + c) * 64, left = l.bytes - at;
         __m512i v;
         if (left >= 64) {
           v = _mm512_xor_si512(_mm512_loadu_si512(wr + at), flip);
@@ -150,11 +185,11 @@ QBC_I4_VNNI void i4_vnni(const int8_t* xd, int64_t rows, const uint8_t* w, int64
         acc[c] = _mm512_dpbusd_epi32(zero, _mm512_add_epi8(tl[c], th[c]), ones);
       }
       if (tsum != nullptr) {
-        int32_t* dst = direct ? tsum + j * gt + b0 : bs + rows * nb + b0;
+        int32_t* dst = block_dst(l, rows, rows, j, b0, out, ldo, tsum);
         _mm512_mask_storeu_epi32(dst, store_mask, reduce16(acc));
       }
       for (int64_t m = 0; m < rows; ++m) {
-        const int8_t* xm = xd + m * padded + c0 * kChunk;
+        const int8_t* xm = xd + m * l.padded + c0 * kChunk;
         for (int c = 0; c < 4; ++c) {
           if (c >= cn) {
             acc[c] = zero;
@@ -164,15 +199,11 @@ QBC_I4_VNNI void i4_vnni(const int8_t* xd, int64_t rows, const uint8_t* w, int64
           const __m512i xo = _mm512_loadu_si512(xm + c * kChunk + 64);
           acc[c] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, tl[c], xe), th[c], xo);
         }
-        int32_t* dst = direct ? out + m * ldo + j * gt + b0 : bs + m * nb + b0;
-        _mm512_mask_storeu_epi32(dst, store_mask, reduce16(acc));
+        _mm512_mask_storeu_epi32(block_dst(l, m, rows, j, b0, out, ldo, tsum), store_mask,
+                                 reduce16(acc));
       }
     }
-    if (!direct) {
-      const int64_t per = group / kBlock;
-      fold_blocks(bs, rows, nb, per, gt, out + j * gt, ldo);
-      if (tsum != nullptr) fold_blocks(bs + rows * nb, 1, nb, per, gt, tsum + j * gt, 0);
-    }
+    finish_channel(l, rows, group, j, out, ldo, tsum);
   }
 }
 
@@ -204,23 +235,20 @@ QBC_I4_AVX2 inline void store_lanes(int32_t* p, __m256i v, int64_t count) {
 QBC_I4_AVX2 void i4_avx2(const int8_t* xd, int64_t rows, const uint8_t* w, int64_t ldw, int64_t n,
                          int64_t len, int64_t group, int32_t* out, int64_t ldo, int32_t* tsum) {
   constexpr int64_t kChunk = 64;
-  const int64_t nb = ceil_div(len, kBlock), nch = ceil_div(len, kChunk);
-  const int64_t padded = nch * kChunk, bytes = len / 2, gt = ceil_div(len, group);
-  const bool direct = group == kBlock;
-  int32_t* bs = direct ? nullptr : scratch<int32_t, 1>(static_cast<size_t>((rows + 1) * nb));
+  const ChunkLayout l = chunk_layout(rows, len, group, kChunk);
   const __m256i low = _mm256_set1_epi8(0x0F), flip = _mm256_set1_epi8(static_cast<char>(0x88));
   const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
   const __m256i zero = _mm256_setzero_si256();
   for (int64_t j = 0; j < n; ++j) {
     const uint8_t* wr = w + j * ldw;
-    for (int64_t c0 = 0; c0 < nch; c0 += 4) {
-      const int64_t cn = std::min<int64_t>(4, nch - c0), b0 = c0 * 2;
-      const int64_t bn = std::min<int64_t>(8, nb - b0);
+    for (int64_t c0 = 0; c0 < l.nch; c0 += 4) {
+      const int64_t cn = std::min<int64_t>(4, l.nch - c0), b0 = c0 * 2;
+      const int64_t bn = std::min<int64_t>(8, l.nb - b0);
       __m256i tl[4], th[4], acc[4];
       for (int c = 0; c < 4; ++c) {
         tl[c] = th[c] = acc[c] = zero;
         if (c >= cn) continue;
-        const int64_t at = (c0 + c) * 32, left = bytes - at;
+        const int64_t at = (c0 + c) * 32, left = l.bytes - at;
         __m256i v;
         if (left >= 32) {
           v = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wr + at)), flip);
@@ -235,9 +263,9 @@ QBC_I4_AVX2 void i4_avx2(const int8_t* xd, int64_t rows, const uint8_t* w, int64
             _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_add_epi8(tl[c], th[c]), ones8), ones16);
       }
       if (tsum != nullptr)
-        store_lanes(direct ? tsum + j * gt + b0 : bs + rows * nb + b0, reduce8(acc), bn);
+        store_lanes(block_dst(l, rows, rows, j, b0, out, ldo, tsum), reduce8(acc), bn);
       for (int64_t m = 0; m < rows; ++m) {
-        const int8_t* xm = xd + m * padded + c0 * kChunk;
+        const int8_t* xm = xd + m * l.padded + c0 * kChunk;
         for (int c = 0; c < 4; ++c) {
           if (c >= cn) {
             acc[c] = zero;
@@ -250,14 +278,10 @@ QBC_I4_AVX2 void i4_avx2(const int8_t* xd, int64_t rows, const uint8_t* w, int64
               _mm256_add_epi16(_mm256_maddubs_epi16(tl[c], xe), _mm256_maddubs_epi16(th[c], xo));
           acc[c] = _mm256_madd_epi16(p, ones16);
         }
-        store_lanes(direct ? out + m * ldo + j * gt + b0 : bs + m * nb + b0, reduce8(acc), bn);
+        store_lanes(block_dst(l, m, rows, j, b0, out, ldo, tsum), reduce8(acc), bn);
       }
     }
-    if (!direct) {
-      const int64_t per = group / kBlock;
-      fold_blocks(bs, rows, nb, per, gt, out + j * gt, ldo);
-      if (tsum != nullptr) fold_blocks(bs + rows * nb, 1, nb, per, gt, tsum + j * gt, 0);
-    }
+    finish_channel(l, rows, group, j, out, ldo, tsum);
   }
 }
 
