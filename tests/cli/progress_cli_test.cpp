@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -38,7 +39,9 @@ testing::RunResult compile(const fs::path& hf, const std::string& global) {
 
 TEST(ProgressCli, CompileToALogFileWritesHeartbeatLines) {
   QBC_REQUIRE_SHARED(hf, "models/stories260k/hf");
-  const auto r = compile(hf, "--progress-interval 0.2");
+  // A short interval so that some heartbeat lands inside counted work (calibration, the AWQ
+  // search, GPTQ) whichever stage the machine happens to be in at the time.
+  const auto r = compile(hf, "--progress-interval 0.05");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::vector<std::string> beats = lines_with(r.err, "[progress] ");
   ASSERT_FALSE(beats.empty()) << r.err;
@@ -47,7 +50,8 @@ TEST(ProgressCli, CompileToALogFileWritesHeartbeatLines) {
     EXPECT_EQ(b.rfind("[progress] [", 0), 0u) << b;  // a whole line, starting with the stage
     EXPECT_TRUE(contains(b, " elapsed")) << b;
     // Counted work shows n/N with its rate and, with the rate, the time left.
-    if (contains(b, "calib ") && contains(b, "/s · ")) {
+    if (contains(b, "/s · ")) {
+      EXPECT_TRUE(std::regex_search(b, std::regex(" [0-9]+/[0-9]+ · "))) << "no n/N: " << b;
       counted = true;
       EXPECT_TRUE(contains(b, " left")) << b;
     }
