@@ -411,22 +411,15 @@ Status FakeQuantSession::Impl::set_rope_tables(std::vector<std::vector<float>>& 
                                  "' has no M-RoPE inputs (rope_cos, rope_sin)");
     return ok_status();
   }
-  std::vector<int64_t> text;
-  if (mrope_positions == nullptr) text = runner::mrope_text_positions(position, s, rope_delta);
-  const std::vector<int64_t>& pos = mrope_positions != nullptr ? *mrope_positions : text;
-  if (static_cast<int64_t>(pos.size()) != 3 * s)
-    return invalid_argument("M-RoPE positions: ", pos.size(), " values for 3 streams of ", s,
-                            " tokens");
   std::vector<double> c, sn;
-  runner::mrope_tables(*mrope, pos, &c, &sn);
+  QBC_RETURN_IF_ERROR(
+      runner::mrope_call_tables(*mrope, position, s, mrope_positions, &rope_delta, &c, &sn));
   for (const auto& [id, table] : {std::pair{rope_cos_id, &c}, std::pair{rope_sin_id, &sn}}) {
     std::vector<float>& v = values[static_cast<size_t>(id)];
     v.resize(table->size());
     for (size_t i = 0; i < v.size(); ++i)
       v[i] = numerics::round_fp16(static_cast<float>((*table)[i]));
   }
-  if (mrope_positions != nullptr)  // later text continues after the largest position
-    rope_delta = *std::max_element(pos.begin(), pos.end()) + 1 - (position + s);
   return ok_status();
 }
 

@@ -407,22 +407,14 @@ Status Session::Impl::set_rope_tables(std::vector<at::Tensor>& values, int64_t s
                                  "' has no M-RoPE inputs (rope_cos, rope_sin)");
     return ok_status();
   }
-  std::vector<int64_t> text;
-  if (mrope_positions == nullptr) text = runner::mrope_text_positions(position, s, rope_delta);
-  const std::vector<int64_t>& pos = mrope_positions != nullptr ? *mrope_positions : text;
-  if (static_cast<int64_t>(pos.size()) != 3 * s)
-    return invalid_argument("M-RoPE positions: ", pos.size(), " values for 3 streams of ", s,
-                            " tokens");
   std::vector<double> c, sn;
-  runner::mrope_tables(*mrope, pos, &c, &sn);
+  QBC_RETURN_IF_ERROR(
+      runner::mrope_call_tables(*mrope, position, s, mrope_positions, &rope_delta, &c, &sn));
   const int64_t half = mrope->head_dim / 2;
   values[static_cast<size_t>(rope_cos_id)] = torch::from_blob(c.data(), {1, s, half}, at::kDouble)
                                                  .to(dtype, /*non_blocking=*/false, /*copy=*/true);
   values[static_cast<size_t>(rope_sin_id)] = torch::from_blob(sn.data(), {1, s, half}, at::kDouble)
                                                  .to(dtype, /*non_blocking=*/false, /*copy=*/true);
-  if (mrope_positions !=
-      nullptr)  // later text continues after the largest position (HF rope_deltas)
-    rope_delta = *std::max_element(pos.begin(), pos.end()) + 1 - (position + s);
   return ok_status();
 }
 

@@ -154,4 +154,18 @@ void mrope_tables(const MRopeSpec& spec, const std::vector<int64_t>& positions,
   }
 }
 
+Status mrope_call_tables(const MRopeSpec& spec, int64_t first, int64_t n,
+                         const std::vector<int64_t>* given, int64_t* delta,
+                         std::vector<double>* cos, std::vector<double>* sin) {
+  std::vector<int64_t> text;
+  if (given == nullptr) text = mrope_text_positions(first, n, *delta);
+  const std::vector<int64_t>& pos = given != nullptr ? *given : text;
+  if (static_cast<int64_t>(pos.size()) != 3 * n)
+    return invalid_argument("M-RoPE positions: ", pos.size(), " values for 3 streams of ", n,
+                            " tokens");
+  mrope_tables(spec, pos, cos, sin);
+  if (given != nullptr) *delta = *std::max_element(pos.begin(), pos.end()) + 1 - (first + n);
+  return ok_status();
+}
+
 }  // namespace qbc::runner

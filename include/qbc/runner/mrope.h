@@ -63,4 +63,12 @@ std::vector<int64_t> mrope_text_positions(int64_t first, int64_t n, int64_t delt
 void mrope_tables(const MRopeSpec& spec, const std::vector<int64_t>& positions,
                   std::vector<double>* cos, std::vector<double>* sin);
 
+/// The tables of one forward call of `n` tokens at sequence index `first`: from `given`
+/// (stream-major, 3 streams of n) when set, else from the text positions shifted by `*delta`.
+/// With `given`, `*delta` becomes HF's `rope_deltas` afterwards, so later text continues after
+/// the largest position. kInvalidArgument when `given` does not hold 3·n values.
+Status mrope_call_tables(const MRopeSpec& spec, int64_t first, int64_t n,
+                         const std::vector<int64_t>* given, int64_t* delta,
+                         std::vector<double>* cos, std::vector<double>* sin);
+
 }  // namespace qbc::runner

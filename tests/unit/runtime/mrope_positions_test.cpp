@@ -117,5 +117,31 @@ TEST(MRopeTables, SpecFromGraphMetadata) {
   EXPECT_EQ(mrope_spec_from_metadata(m).status().code(), Code::kNotFound);
 }
 
+// One forward call: text positions shifted by the delta, or the given positions, which then set
+// the delta for the text after them (HF rope_deltas).
+TEST(MRopeTables, CallTablesFromTextOrGivenPositions) {
+  MRopeSpec spec;
+  spec.head_dim = 8;
+  spec.section = {2, 1, 1};
+  std::vector<double> c, s, want_c, want_s;
+  int64_t delta = -2;
+  QBC_ASSERT_OK(mrope_call_tables(spec, 4, 2, nullptr, &delta, &c, &s));
+  mrope_tables(spec, cat3({2, 3}, {2, 3}, {2, 3}), &want_c, &want_s);
+  EXPECT_EQ(c, want_c);
+  EXPECT_EQ(s, want_s);
+  EXPECT_EQ(delta, -2) << "text positions leave the delta alone";
+  const std::vector<int64_t> given = cat3({0, 1, 1}, {0, 0, 1}, {0, 1, 0});
+  QBC_ASSERT_OK(mrope_call_tables(spec, 0, 3, &given, &delta, &c, &s));
+  mrope_tables(spec, given, &want_c, &want_s);
+  EXPECT_EQ(c, want_c);
+  EXPECT_EQ(delta, 2 - 3) << "largest position 1, so the next text token (index 3) sits at 2";
+  const std::vector<int64_t> short_given = cat3({0}, {0}, {0});
+  const Status bad = mrope_call_tables(spec, 3, 2, &short_given, &delta, &c, &s);
+  EXPECT_EQ(bad.code(), Code::kInvalidArgument);
+  EXPECT_NE(bad.message().find("3 values for 3 streams of 2 tokens"), std::string::npos)
+      << bad.message();
+  EXPECT_EQ(delta, -1) << "a refused call leaves the delta alone";
+}
+
 }  // namespace
 }  // namespace qbc::runner
