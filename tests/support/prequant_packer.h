@@ -31,6 +31,8 @@ enum class TestPackFormat {
   kCtPackedDense,   ///< compressed-tensors pack-quantized, value k at bit k*b (2026 layout).
   kCtPackedPadded,  ///< compressed-tensors pack-quantized, floor(32/b) values a word (older).
   kCtInt,           ///< compressed-tensors int-quantized (int8 weight tensor).
+  kCtNaive,         ///< compressed-tensors naive-quantized (NaiveQuantizationCompressor: the
+                    ///< same int8 `weight` + `weight_scale` tensors under its own format name).
   kGptqV1,          ///< AutoGPTQ checkpoint_format gptq: zero points stored minus one.
   kGptqV2,          ///< GPTQModel checkpoint_format gptq_v2.
   kAwqGemm,         ///< AutoAWQ GEMM.
@@ -117,7 +119,7 @@ inline nlohmann::json last_json_event(const std::string& text, const std::string
 
 inline bool test_pack_is_ct(TestPackFormat f) {
   return f == TestPackFormat::kCtPackedDense || f == TestPackFormat::kCtPackedPadded ||
-         f == TestPackFormat::kCtInt;
+         f == TestPackFormat::kCtInt || f == TestPackFormat::kCtNaive;
 }
 
 /// Little-endian bytes of 32-bit words.
@@ -269,7 +271,8 @@ inline TestPacked test_pack(const std::string& module, const std::vector<float>&
         p.tensors.push_back(int_tensor(module + ".weight_g_idx", DType::kI32, {in}, g_idx64));
       break;
     }
-    case TestPackFormat::kCtInt: {
+    case TestPackFormat::kCtInt:
+    case TestPackFormat::kCtNaive: {
       const std::vector<int64_t> q(p.codes.begin(), p.codes.end());
       p.tensors.push_back(int_tensor(module + ".weight", DType::kI8, {out, in}, q));
       p.tensors.push_back(scales_tensor(module + ".weight_scale", false));
@@ -345,7 +348,8 @@ inline nlohmann::json test_quantization_config(const TestPackScheme& s) {
   switch (s.format) {
     case TestPackFormat::kCtPackedDense:
     case TestPackFormat::kCtPackedPadded:
-    case TestPackFormat::kCtInt: {
+    case TestPackFormat::kCtInt:
+    case TestPackFormat::kCtNaive: {
       nlohmann::json weights = {
           {"num_bits", s.bits},
           {"type", "int"},
@@ -355,7 +359,9 @@ inline nlohmann::json test_quantization_config(const TestPackScheme& s) {
           {"actorder", s.act_order ? nlohmann::json("group") : nlohmann::json()}};
       if (s.group > 0) weights["group_size"] = s.group;
       return {{"quant_method", "compressed-tensors"},
-              {"format", s.format == TestPackFormat::kCtInt ? "int-quantized" : "pack-quantized"},
+              {"format", s.format == TestPackFormat::kCtInt     ? "int-quantized"
+                         : s.format == TestPackFormat::kCtNaive ? "naive-quantized"
+                                                                : "pack-quantized"},
               {"quantization_status", "compressed"},
               {"config_groups",
                {{"group_0",
