@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "qbc/support/quote.h"
 #include "qbc/support/utf8.h"
@@ -283,6 +284,20 @@ class GgufParser {
     return ok_status();
   }
 
+  // Type ids ggml assigned after the types qbc reads (ggml/include/ggml.h, enum ggml_type) are
+  // named and refused as unsupported; any other id is not a ggml type.
+  static Status unknown_type(uint32_t type_id) {
+    static const std::pair<uint32_t, const char*> kNewer[] = {{40, "NVFP4"}, {41, "Q1_0"}};
+    for (const auto& [id, name] : kNewer) {
+      if (id == type_id) {
+        return unimplemented("ggml type ", name, " (id ", id,
+                             ") is not supported; re-quantize the model to a supported type "
+                             "(Q8_0, Q4_K, ...) or use the float checkpoint");
+      }
+    }
+    return invalid_argument("unknown ggml type id ", type_id);
+  }
+
   Status parse_tensor_fields(GgufTensor* t) {
     uint32_t n_dims = 0;
     QBC_RETURN_IF_ERROR(read(&n_dims, "n_dims"));
@@ -301,7 +316,7 @@ class GgufParser {
     uint32_t type_id = 0;
     QBC_RETURN_IF_ERROR(read(&type_id, "tensor type"));
     const GgmlTypeTraits* traits = ggml_type_traits(type_id);
-    if (traits == nullptr) return invalid_argument("unknown ggml type id ", type_id);
+    if (traits == nullptr) return unknown_type(type_id);
     t->type = traits->type;
     QBC_RETURN_IF_ERROR(read(&t->offset, "tensor offset"));
     const uint64_t ne0 = t->dims.empty() ? 1 : static_cast<uint64_t>(t->dims[0]);
