@@ -275,7 +275,8 @@ TEST(PlanCli, NewArchitecturesRealConfigsAnswer) {
   const Case cases[] = {{smollm3, 36, 4, 128},
                         {assets / "Phi-4-mini-instruct", 32, 8, 128},
                         {assets / "EXAONE-3.5-2.4B-Instruct", 30, 8, 80},
-                        {assets / "HyperCLOVAX-SEED-Think-14B", 38, 8, 128}};
+                        {assets / "HyperCLOVAX-SEED-Think-14B", 38, 8, 128},
+                        {assets / "c4ai-command-r7b-12-2024", 32, 8, 128}};
   for (const Case& c : cases) {
     const nlohmann::json j =
         plan_json(shell_quote(c.dir) + " --context 4096 --kv-bits 8 --inference-scheme single");

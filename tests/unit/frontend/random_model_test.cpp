@@ -187,6 +187,30 @@ TEST(RandomModel, NewFamiliesWriteTheirHfNames) {
         "self_attn.o_proj.weight", "self_attn.q_norm.weight", "self_attn.k_norm.weight",
         "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight"},
        "model.layers."},
+      // modeling_cohere2.py: one input_layernorm (a LayerNorm without bias) for the parallel
+      // attention and MLP, tied embeddings.
+      {"cohere2",
+       R"({"architectures": ["Cohere2ForCausalLM"], "hidden_size": 64, "intermediate_size": 96,
+           "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+           "vocab_size": 256})",
+       {"model.embed_tokens.weight", "model.norm.weight"},
+       {"input_layernorm.weight", "self_attn.q_proj.weight", "self_attn.k_proj.weight",
+        "self_attn.v_proj.weight", "self_attn.o_proj.weight", "mlp.gate_proj.weight",
+        "mlp.up_proj.weight", "mlp.down_proj.weight"},
+       "model.layers."},
+      // modeling_hyperclovax.py: Llama's names plus the Peri-LN output norms post_norm1 /
+      // post_norm2 when use_post_norm.
+      {"hyperclovax",
+       R"({"architectures": ["HyperCLOVAXForCausalLM"], "hidden_size": 64,
+           "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
+           "num_key_value_heads": 2, "vocab_size": 256, "use_post_norm": true,
+           "tie_word_embeddings": false})",
+       {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"},
+       {"input_layernorm.weight", "post_attention_layernorm.weight", "post_norm1.weight",
+        "post_norm2.weight", "self_attn.q_proj.weight", "self_attn.k_proj.weight",
+        "self_attn.v_proj.weight", "self_attn.o_proj.weight", "mlp.gate_proj.weight",
+        "mlp.up_proj.weight", "mlp.down_proj.weight"},
+       "model.layers."},
   };
   for (const Case& c : cases) {
     RandomModelOptions o;
