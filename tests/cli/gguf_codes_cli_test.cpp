@@ -7,13 +7,16 @@
 // magnitude) is held as scale -d, code -q - 1 and zero point -1 (src/frontend/gguf_codes.h):
 // the test checks that convention and, independently of it, that (code - zero) * scale is
 // ggml's value of every weight bit for bit. Q4_1's float minimum has no integer form: the
-// output is re-quantized, and the summary says so per ggml type.
+// output is re-quantized, and the summary says so per ggml type. The MXQ's weight image is read
+// back too (tests/support/mxq_weight_image.h): it holds the same codes, scales and zero points.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
+#include "mxq_weight_image.h"
 #include "prequant_packer.h"
 #include "qbc/frontend/safetensors.h"
+#include "qbc/mxq/model_file.h"
 #include "test_support.h"
 #include "unit/frontend/gguf_convert.h"
 
@@ -46,6 +49,7 @@ std::vector<int32_t> ints_of(const frontend::SafetensorsTensor* t) {
 
 struct Truth {
   GgmlType type;
+  int64_t out = 0, in = 0;      // the HF weight's shape
   std::vector<Block32> blocks;  // row-major blocks of the HF weight [out, in]
   std::vector<float> values;    // ggml's dequantized values
 };
@@ -74,6 +78,8 @@ TEST(GgufCodesCli, Q8Q5Q4LinearsKeepTheirCodesAndQ41IsRequantized) {
     QBC_ASSERT_OK(hf->read_f32(t.name, &v));
     Truth& tr = truth[t.name.substr(0, t.name.size() - 7)];
     tr.type = type_plan(testing::gguf_name(t.name, "llama"));
+    tr.out = t.shape[0];
+    tr.in = t.shape[1];
     tr.values = testing::ref_quantize_block32(tr.type, v, &tr.blocks).values;
   }
   ASSERT_EQ(truth.size(), 14u);
@@ -94,6 +100,8 @@ TEST(GgufCodesCli, Q8Q5Q4LinearsKeepTheirCodesAndQ41IsRequantized) {
 
   auto side = frontend::SafetensorsFile::open(dir / "q.weights.safetensors");
   ASSERT_TRUE(side.ok()) << side.status().message();
+  auto mxq_file = mxq::load_model((dir / "q.mxq").string());
+  ASSERT_TRUE(mxq_file.ok()) << mxq_file.status().message();
   int negative_blocks = 0;
   for (const auto& [module, t] : truth) {
     SCOPED_TRACE(module);
@@ -120,6 +128,16 @@ TEST(GgufCodesCli, Q8Q5Q4LinearsKeepTheirCodesAndQ41IsRequantized) {
         ASSERT_EQ(codes[k], d < 0 ? -q - 1 : q) << "weight " << k;
         ASSERT_EQ(static_cast<float>(codes[k] - zeros[b]) * scales[b], t.values[k]) << k;
       }
+    }
+    // The MXQ's weight image holds the same codes, block scales and zero points: Q4_0 as W4,
+    // Q8_0 and Q5_0 as W8, groups of 32.
+    const bool has_zero = side->find(node + ".wzero") != nullptr;
+    const testing::ImageLinear img = testing::read_linear(
+        *mxq_file->bundle, node, t.out, t.in, t.type == GgmlType::kQ4_0 ? 4 : 8, 32, has_zero);
+    EXPECT_EQ(img.codes, codes);
+    EXPECT_EQ(img.scales, scales);
+    if (has_zero) {
+      EXPECT_EQ(img.zeros, zeros);
     }
   }
   EXPECT_GT(negative_blocks, 0);  // the zero-point convention was exercised
