@@ -9,6 +9,7 @@
 #include "prequant_packer.h"
 #include "qbc/frontend/random_model.h"
 #include "qbc/frontend/safetensors.h"
+#include "qbc/tensorfile/safetensors_writer.h"
 #include "test_support.h"
 
 namespace qbc {
@@ -231,6 +232,153 @@ TEST(PrequantCliActOrder, DownProjKeptAsAColumnPermutationAndTheModelUnchanged) 
   // side would leave the down projection reading the wrong inputs, far from the reference.
   EXPECT_LT(kld[1], 0.02);
   EXPECT_LT(kld[1], 2 * kld[0] + 0.002);
+}
+
+// Rewrites config.json's quantization_config as `q`, in its own key order.
+void set_qconfig(const fs::path& hf, const nlohmann::ordered_json& q) {
+  auto cfg = nlohmann::ordered_json::parse(::qbc::testing::read_file(hf / "config.json"));
+  cfg["quantization_config"] = q;
+  ::qbc::testing::write_file(hf / "config.json", cfg.dump(2));
+}
+
+// The quantized MBLT's integer weights of every packed module are its packed codes, scales and
+// zero points (GPTQ-style unsigned codes move down by 2^(b-1)); `per_module` gives each
+// module's scheme.
+void expect_codes_kept(const fs::path& dir, const std::map<std::string, TestPacked>& truth,
+                       const TestPackScheme& base,
+                       const ::qbc::testing::TestPackPerModule& per_module = {}) {
+  auto side = frontend::SafetensorsFile::open(dir / "q.weights.safetensors");
+  ASSERT_TRUE(side.ok()) << side.status().message();
+  for (const auto& [module, t] : truth) {
+    SCOPED_TRACE(module);
+    TestPackScheme s = base;
+    if (per_module) per_module(module, s);
+    const int32_t shift = ::qbc::testing::test_pack_is_ct(s.format) ? 0 : 1 << (s.bits - 1);
+    const std::string node = testing::linear_node_of(module);
+    const frontend::SafetensorsTensor* wq = side->find(node + ".wq");
+    const frontend::SafetensorsTensor* ws = side->find(node + ".wscale");
+    ASSERT_NE(wq, nullptr);
+    ASSERT_NE(ws, nullptr);
+    std::vector<int64_t> expect(t.codes.begin(), t.codes.end());
+    for (int64_t& q : expect) q -= shift;
+    EXPECT_EQ(ints_of(*wq), expect);
+    std::vector<float> scales;
+    ASSERT_TRUE(frontend::read_f32(*ws, &scales).ok());
+    EXPECT_EQ(scales, t.scales);
+    const frontend::SafetensorsTensor* wz = side->find(node + ".wzero");
+    ASSERT_EQ(wz != nullptr, !s.symmetric);
+    if (wz != nullptr) {
+      std::vector<int64_t> zexpect(t.zeros.begin(), t.zeros.end());
+      for (int64_t& z : zexpect) z -= shift;
+      EXPECT_EQ(ints_of(*wz), zexpect);
+    }
+  }
+}
+
+// auto-round's auto_gptq export (GPTQ v1 tensors under quant_method auto-round) compiles end
+// to end with every code kept.
+TEST(PrequantCliExports, AutoRoundGptqExportKeepsEveryCode) {
+  const TestPackScheme s{TestPackFormat::kGptqV1, 4, 32, false, false};
+  std::map<std::string, TestPacked> truth;
+  const fs::path hf = packed_model("auto_round_gptq", s, &truth);
+  set_qconfig(hf, {{"quant_method", "auto-round"},
+                   {"packing_format", "auto_round:auto_gptq"},
+                   {"bits", 4},
+                   {"group_size", 32},
+                   {"sym", false},
+                   {"data_type", "int"}});
+  const auto r = testing::run_small_compile(hf, hf.parent_path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json iw =
+      testing::last_json_event(r.err, "summary")["result"]["imported_weights"];
+  EXPECT_EQ(iw["imported"].get<int>(), 14) << iw.dump();
+  EXPECT_EQ(iw["kept"].get<int>(), 14) << iw.dump();
+  EXPECT_TRUE(contains(r.err, "codes kept 14 of 14")) << r.err;
+  expect_codes_kept(hf.parent_path(), truth, s);
+}
+
+// GPTQModel `dynamic`: layer 1 int8 per channel symmetric, layer 1's o_proj left float ("-:"),
+// the rest the base int4 groups of 32: the 13 packed linears all keep their codes.
+void dynamic_scheme(const std::string& module, TestPackScheme& s) {
+  if (module == "model.layers.1.self_attn.o_proj") {
+    s.bits = 16;
+  } else if (module.rfind("model.layers.1.", 0) == 0) {
+    s.bits = 8;
+    s.group = 0;
+    s.symmetric = true;
+  }
+}
+
+TEST(PrequantCliExports, GptqModelDynamicRulesKeepEveryPackedCode) {
+  const TestPackScheme s{TestPackFormat::kGptqV2, 4, 32, false, false};
+  std::map<std::string, TestPacked> truth;
+  const fs::path hf = packed_model("gptq_dynamic", s, &truth, dynamic_scheme);
+  ASSERT_EQ(truth.size(), 13u);
+  nlohmann::ordered_json q = {{"quant_method", "gptq"}, {"bits", 4},
+                              {"group_size", 32},       {"desc_act", false},
+                              {"sym", false},           {"checkpoint_format", "gptq_v2"}};
+  q["dynamic"] = nlohmann::ordered_json::object();
+  q["dynamic"]["-:model\\.layers\\.1\\.self_attn\\.o_proj"] = nlohmann::ordered_json::object();
+  q["dynamic"]["+:model\\.layers\\.1\\..*"] = {{"bits", 8}, {"group_size", -1}, {"sym", true}};
+  set_qconfig(hf, q);
+  const auto r = testing::run_small_compile(hf, hf.parent_path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json iw =
+      testing::last_json_event(r.err, "summary")["result"]["imported_weights"];
+  EXPECT_EQ(iw["imported"].get<int>(), 13) << iw.dump();
+  EXPECT_EQ(iw["kept"].get<int>(), 13) << iw.dump();
+  EXPECT_TRUE(contains(r.err, "codes kept 13 of 13")) << r.err;
+  expect_codes_kept(hf.parent_path(), truth, s, dynamic_scheme);
+}
+
+// Under --preset llm every weight-changing pass the preset turns on is skipped for the imported
+// linears and listed in the summary; a kv_cache_scheme with the checkpoint's k/v scale tensors
+// is noted (qbc calibrates the KV cache itself) and the scale tensors are accepted.
+TEST(PrequantCliExports, PresetLlmListsSkippedPassesAndNotesTheKvCacheScheme) {
+  const TestPackScheme s{TestPackFormat::kCtPackedDense, 4, 32, true, false};
+  std::map<std::string, TestPacked> truth;
+  const fs::path hf = packed_model("ct_llm_kv", s, &truth);
+  nlohmann::ordered_json q = ::qbc::testing::test_quantization_config(s);
+  q["kv_cache_scheme"] = {
+      {"num_bits", 8}, {"type", "int"}, {"symmetric", true}, {"strategy", "tensor"}};
+  set_qconfig(hf, q);
+  {
+    auto st = frontend::SafetensorsFile::open(hf / "model.safetensors");
+    ASSERT_TRUE(st.ok()) << st.status().message();
+    std::vector<tensorfile::TensorToWrite> out;
+    for (const frontend::SafetensorsTensor& t : st->tensors()) {
+      out.push_back(
+          {t.name, t.dtype, t.shape, std::vector<uint8_t>(t.data.data, t.data.data + t.data.size)});
+    }
+    for (int layer = 0; layer < 2; ++layer) {
+      const std::string a = "model.layers." + std::to_string(layer) + ".self_attn.";
+      out.push_back(tensorfile::make_tensor(a + "k_scale", tensorfile::DType::kF32, {}, {0.02f}));
+      out.push_back(tensorfile::make_tensor(a + "v_scale", tensorfile::DType::kF32, {}, {0.01f}));
+    }
+    ASSERT_TRUE(tensorfile::write_safetensors(hf / "model.safetensors", out).ok());
+  }
+  const fs::path dir = hf.parent_path();
+  const auto r = run_qbc("--log-format json compile " + shell_quote(hf) +
+                         " --preset llm --use-random-calib --set calibration.numSamples=2 "
+                         "--set calibration.seqLength=16 --set llm.attributes.maxCacheLength=64 "
+                         "--set llm.attributes.maxSequenceLength=64 -o " +
+                         shell_quote(dir / "q.mxq") + " --keep-intermediate " + shell_quote(dir));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json iw =
+      testing::last_json_event(r.err, "summary")["result"]["imported_weights"];
+  EXPECT_EQ(iw["kept"].get<int>(), 14) << iw.dump();
+  const auto skipped = iw["skipped_passes"].get<std::vector<std::string>>();
+  for (const char* pass : {"normConv", "spinR1", "spinR2", "qk", "vo", "ud", "searchWeightScale"}) {
+    EXPECT_NE(std::find(skipped.begin(), skipped.end(), pass), skipped.end())
+        << pass << " in " << iw.dump();
+  }
+  EXPECT_TRUE(contains(r.err, "skipped for the imported linears")) << r.err;
+  ASSERT_TRUE(iw.contains("kv_cache")) << iw.dump();
+  const std::string kv = iw["kv_cache"].get<std::string>();
+  EXPECT_TRUE(contains(kv, "kv_cache_scheme")) << kv;
+  EXPECT_TRUE(contains(kv, "k/v scales are not used")) << kv;
+  EXPECT_TRUE(contains(r.err, "the checkpoint's k/v scales are not used")) << r.err;
+  expect_codes_kept(dir, truth, s);
 }
 
 TEST(PrequantCliErrors, UnsupportedFormatExits3SayingUseTheFloatCheckpoint) {
