@@ -9,7 +9,7 @@
 #                                            and print its executions and findings
 #   tools/fuzz.sh all [--time S]             build, corpus, run
 #
-# Readers: safetensors gguf config_json prequant_config tokenizer_json vocab_json chat_template compile_config_json
+# Readers: safetensors gguf config_json prequant_config prequant_model tokenizer_json vocab_json chat_template compile_config_json
 # compile_config_yaml mblt mblt_text npy mxq kv_cache image (target fuzz_<reader>; kv_cache loads the
 # model build-fuzz/kv_cache-model.mxq that `corpus` compiles). Environment: QBC_SHARED (default ../shared), QBC_JOBS (build
 # jobs, default 1), QBC_FUZZ_DIR (default build-fuzz). Crashes and the inputs that caused them go
@@ -18,7 +18,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dir=${QBC_FUZZ_DIR:-$root/build-fuzz}
 shared=${QBC_SHARED:-$root/../shared}
-readers=(safetensors gguf config_json prequant_config tokenizer_json vocab_json chat_template compile_config_json
+readers=(safetensors gguf config_json prequant_config prequant_model tokenizer_json vocab_json chat_template compile_config_json
          compile_config_yaml mblt mblt_text npy mxq kv_cache image)
 
 build() {

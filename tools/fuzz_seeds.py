@@ -124,6 +124,71 @@ def npy(descr: str, shape: tuple, major: int, payload: bytes) -> bytes:
         payload
 
 
+def safetensors_bytes(tensors: dict) -> bytes:
+    """A safetensors file (8-byte header length, JSON header, data) of name -> (dtype, shape, bytes)."""
+    header, data = {}, b""
+    for name, (dtype, shape, raw) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + data
+
+
+def packed_checkpoints():
+    """fuzz_prequant_model seeds: a 1-layer Llama (hidden 32) packed as GPTQ v2, AWQ GEMM and
+    compressed-tensors int4 groups of 32 (random codes; layouts in docs/frontend.md). Each seed is
+    a little-endian uint32 n, n bytes of config.json, then the safetensors file."""
+    import random
+    rng = random.Random(25)
+    def raw(n: int) -> bytes:
+        return bytes(rng.randrange(256) for _ in range(n))
+    def f32(n: int) -> bytes:
+        return struct.pack(f"<{n}f", *[rng.uniform(-0.1, 0.1) for _ in range(n)])
+    def f16(n: int) -> bytes:
+        return struct.pack(f"<{n}e", *[rng.uniform(0.001, 0.01) for _ in range(n)])
+    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 32,
+           "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
+           "num_key_value_heads": 1, "head_dim": 16, "vocab_size": 32,
+           "tie_word_embeddings": True, "rms_norm_eps": 1e-5}
+    linears = {"self_attn.q_proj": (32, 32), "self_attn.k_proj": (16, 32),
+               "self_attn.v_proj": (16, 32), "self_attn.o_proj": (32, 32),
+               "mlp.gate_proj": (64, 32), "mlp.up_proj": (64, 32), "mlp.down_proj": (32, 64)}
+    qconfigs = {
+        "gptq": {"quant_method": "gptq", "bits": 4, "group_size": 32, "desc_act": False,
+                 "sym": False, "checkpoint_format": "gptq_v2"},
+        "awq": {"quant_method": "awq", "bits": 4, "group_size": 32, "zero_point": True,
+                "version": "gemm"},
+        "ct": {"quant_method": "compressed-tensors", "format": "pack-quantized",
+               "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+                   "num_bits": 4, "type": "int", "symmetric": True, "strategy": "group",
+                   "group_size": 32}}}, "ignore": ["lm_head"]},
+    }
+    for kind, q in qconfigs.items():
+        t = {"model.embed_tokens.weight": ("F32", [32, 32], f32(32 * 32)),
+             "model.norm.weight": ("F32", [32], f32(32)),
+             "model.layers.0.input_layernorm.weight": ("F32", [32], f32(32)),
+             "model.layers.0.post_attention_layernorm.weight": ("F32", [32], f32(32))}
+        for m, (out, inp) in linears.items():
+            pre = f"model.layers.0.{m}."
+            g = inp // 32
+            if kind == "gptq":
+                t[pre + "qweight"] = ("I32", [inp // 8, out], raw(inp // 8 * out * 4))
+                t[pre + "qzeros"] = ("I32", [g, out // 8], raw(g * out // 8 * 4))
+                t[pre + "scales"] = ("F16", [g, out], f16(g * out))
+                t[pre + "g_idx"] = ("I32", [inp], struct.pack(f"<{inp}i", *[i // 32 for i in range(inp)]))
+            elif kind == "awq":
+                t[pre + "qweight"] = ("I32", [inp, out // 8], raw(inp * out // 8 * 4))
+                t[pre + "qzeros"] = ("I32", [g, out // 8], raw(g * out // 8 * 4))
+                t[pre + "scales"] = ("F16", [g, out], f16(g * out))
+            else:
+                t[pre + "weight_packed"] = ("I32", [out, inp // 8], raw(out * inp // 8 * 4))
+                t[pre + "weight_scale"] = ("F16", [out, g], f16(out * g))
+                t[pre + "weight_shape"] = ("I64", [2], struct.pack("<2q", out, inp))
+        c = json.dumps({**cfg, "quantization_config": q}).encode()
+        yield f"{kind}.bin", struct.pack("<I", len(c)) + c + safetensors_bytes(t)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)
@@ -138,6 +203,7 @@ def main() -> int:
         print(f"fuzz_seeds: no shared assets at {shared} (set QBC_SHARED)", file=sys.stderr)
         return 2
     dirs = {k: args.out / k for k in ("safetensors", "gguf", "config_json", "prequant_config",
+                                      "prequant_model",
                                       "tokenizer_json",
                                       "vocab_json", "chat_template", "compile_config_json", "compile_config_yaml", "mblt", "mblt_text",
                                       "npy", "mxq", "kv_cache", "image")}
@@ -185,6 +251,8 @@ def main() -> int:
                        "extra_config": {"model.layers.0.mlp.down_proj": {"bits": 8}}},
     }.items():
         put("prequant_config", f"{name}.json", json.dumps({**arch, "quantization_config": q}).encode())
+    for name, data in packed_checkpoints():
+        put("prequant_model", name, data)
     for i, p in enumerate(sorted(shared.glob("**/tokenizer.json"))):
         if p.stat().st_size <= 4 << 20:
             put("tokenizer_json", f"{i:02d}-{p.parent.parent.name}.json", p.read_bytes())
