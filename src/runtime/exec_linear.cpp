@@ -295,18 +295,21 @@ void matmul_i4(const MatMulArgs& a, const int8_t* x, ThreadPool& pool, uint8_t* 
     AccT* row = scratch<AccT, 3>(static_cast<size_t>(cnt)).data();
     dot_i4_groups(x, op.ldx, rows, a.w4 + j0 * (kt / 2), kt / 2, j1 - j0, kt, a.group, dots, cnt,
                   ts);
+    // 8 + wz per (channel, group) and Σ (x − xz) per group as U: the correction loop below
+    // then runs on one integer width (a loop the compiler vectorises).
+    U* off = scratch<U, 15>(static_cast<size_t>(cnt)).data();
+    U* xsu = scratch<U, 16>(static_cast<size_t>(gt)).data();
     const int32_t* wz = a.wz != nullptr ? a.wz + j0 * gt : nullptr;
+    for (int64_t i = 0; i < cnt; ++i) off[i] = static_cast<U>(8 + (wz != nullptr ? wz[i] : 0));
     for (int64_t m = 0; m < rows; ++m) {
       const U xzm = static_cast<U>(a.xz[m]);
-      const int64_t* xs = xsum + m * gt;
+      for (int64_t g = 0; g < gt; ++g) xsu[g] = static_cast<U>(xsum[m * gt + g]);
       uint8_t* dst = acc_mem + (m * n + j0) * gt * static_cast<int64_t>(sizeof(AccT));
       if (op.accumulate) load(dst, cnt, row);
       const int32_t* dr = dots + m * cnt;
       for (int64_t i = 0; i < cnt; i += gt) {
         for (int64_t g = 0; g < gt; ++g) {
-          const U off = static_cast<U>(8 + (wz != nullptr ? int64_t{wz[i + g]} : 0));
-          U v = static_cast<U>(dr[i + g]) - xzm * static_cast<U>(ts[i + g]) -
-                off * static_cast<U>(xs[g]);
+          U v = static_cast<U>(dr[i + g]) - xzm * static_cast<U>(ts[i + g]) - off[i + g] * xsu[g];
           if (op.accumulate) v += static_cast<U>(row[i + g]);
           row[i + g] = static_cast<AccT>(v);
         }
@@ -379,6 +382,36 @@ void matmul(const MatMulArgs& a, const uint8_t* x, ThreadPool& pool, uint8_t* ac
   store(acc.data(), count, acc_mem);
 }
 
+/// One row's grouped requant sums: v[j] = (fsum[j] +) part_0 + part_1 + ... in group order,
+/// part_g = fp32(acc[j * gt + g]) * fp32(xm * ws[j * ws_stride + g]). Two passes with the same
+/// fp32 operations as the element-at-a-time loop (so the same bits): every part into `part`
+/// [n, gt] with unit strides (a loop the compiler vectorises), then the sums with the channels
+/// inner (independent adds instead of one dependent chain per channel).
+template <typename AccT>
+void grouped_sums(const isa::Requant& op, const AccT* __restrict am, float xm,
+                  const float* __restrict ws, float* __restrict part, const float* __restrict fsum,
+                  float* __restrict v) {
+  const int64_t n = op.n, gt = op.gt;
+  if (op.ws_stride == gt) {
+    for (int64_t i = 0; i < n * gt; ++i) part[i] = static_cast<float>(am[i]) * (xm * ws[i]);
+  } else {
+    for (int64_t j = 0; j < n; ++j) {
+      const AccT* aj = am + j * gt;
+      const float* wj = ws + j * op.ws_stride;
+      float* pj = part + j * gt;
+      for (int64_t g = 0; g < gt; ++g) pj[g] = static_cast<float>(aj[g]) * (xm * wj[g]);
+    }
+  }
+  if (fsum != nullptr) {
+    for (int64_t j = 0; j < n; ++j) v[j] = fsum[j] + part[j * gt];
+  } else {
+    for (int64_t j = 0; j < n; ++j) v[j] = part[j * gt];
+  }
+  for (int64_t g = 1; g < gt; ++g) {
+    for (int64_t j = 0; j < n; ++j) v[j] = v[j] + part[j * gt + g];
+  }
+}
+
 /// numerics::qlinear's fp32 order for rows [m0, m1): part_g = fp32(acc) * fp32(xs * ws),
 /// v = part_0 or fsum + part_0, then + part_1 ..., + bias; fp16 or fp32 out, or fsum.
 template <typename AccT>
@@ -386,6 +419,7 @@ void requant_rows(const isa::Requant& op, const AccT* acc, const float* xs, cons
                   const float* bias, float* fsum, int64_t m0, int64_t m1, uint8_t* y) {
   const int64_t n = op.n, gt = op.gt;
   std::vector<float>& row = scratch<float, 7>(static_cast<size_t>(n));
+  std::vector<float>& part = scratch<float, 14>(static_cast<size_t>(n * gt));
   for (int64_t m = m0; m < m1; ++m) {
     const AccT* am = acc + m * n * gt;
     const float xm = xs[m];
@@ -393,19 +427,7 @@ void requant_rows(const isa::Requant& op, const AccT* acc, const float* xs, cons
       for (int64_t j = 0; j < n; ++j)
         row[static_cast<size_t>(j)] = static_cast<float>(am[j]) * (xm * ws[j * op.ws_stride]);
     } else {
-      // Groups outer, channels inner: every channel's sum still adds its parts in group
-      // order (the same bits), but the channels' independent sums overlap instead of one
-      // chain of dependent adds per channel.
-      float* v = row.data();
-      if (!op.first) std::copy(fsum + m * n, fsum + m * n + n, v);
-      for (int64_t g = 0; g < gt; ++g) {
-        const bool assign = op.first && g == 0;
-        for (int64_t j = 0; j < n; ++j) {
-          const float mult = xm * ws[j * op.ws_stride + g];
-          const float part = static_cast<float>(am[j * gt + g]) * mult;
-          v[j] = assign ? part : v[j] + part;
-        }
-      }
+      grouped_sums(op, am, xm, ws, part.data(), op.first ? nullptr : fsum + m * n, row.data());
     }
     if (op.last && bias != nullptr) {
       for (int64_t j = 0; j < n; ++j)

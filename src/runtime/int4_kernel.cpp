@@ -71,11 +71,20 @@ const int8_t* reorder_x(const int8_t* x, int64_t ldx, int64_t rows, int64_t len,
   for (int64_t m = 0; m < rows; ++m) {
     const int8_t* s = x + m * ldx;
     int8_t* d = xd + m * padded;
-    std::fill(d, d + padded, int8_t{0});
-    for (int64_t k = 0; k < len; k += 2) {
-      const int64_t c0 = k / c * c, i = (k - c0) / 2;
-      d[c0 + i] = s[k];
-      d[c0 + half + i] = s[k + 1];
+    // Chunk by chunk (no division per code); only the padding of the last chunk is cleared.
+    for (int64_t c0 = 0; c0 < len; c0 += c) {
+      const int64_t pairs = std::min(c, len - c0) / 2;
+      int8_t* de = d + c0;
+      int8_t* dd = d + c0 + half;
+      const int8_t* sc = s + c0;
+      for (int64_t i = 0; i < pairs; ++i) {
+        de[i] = sc[2 * i];
+        dd[i] = sc[2 * i + 1];
+      }
+      if (pairs < half) {
+        std::fill(de + pairs, de + half, int8_t{0});
+        std::fill(dd + pairs, dd + half, int8_t{0});
+      }
     }
   }
   return xd;

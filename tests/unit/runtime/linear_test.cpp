@@ -33,6 +33,9 @@ struct LinearCase {
   /// and zero points as codes of the weights' width (packed 4-bit, or int8), in SRAM buffers
   /// of dtype f16 and i4 / i8 (docs/npu.md).
   bool compact = false;
+  /// Weight zero points at the ends of their range (alternately the lowest and the highest
+  /// code) instead of random codes.
+  bool extreme_zero = false;
 };
 
 numerics::QLinear make_params(const LinearCase& c) {
@@ -49,6 +52,9 @@ numerics::QLinear make_params(const LinearCase& c) {
     for (float& s : p.wscale) s = numerics::fp16_weight_scale(s);
   }
   if (c.w_zero) p.wzero = testing::random_codes(p.wscale.size(), 13, -hi - 1, hi);
+  if (c.w_zero && c.extreme_zero) {
+    for (size_t i = 0; i < p.wzero.size(); ++i) p.wzero[i] = i % 2 == 0 ? -hi - 1 : hi;
+  }
   if (c.bias) {
     for (int64_t i = 0; i < c.out; ++i) p.bias.push_back(0.01f * static_cast<float>(i % 7) - 0.03f);
   }
@@ -263,6 +269,16 @@ const LinearCase kCases[] = {
     {"groups32_threaded_decode", 1, 1024, 301, 32, 4, true, 8, true, true, true, true, 1, true},
     {"groups32_no_zero_int4", 2, 256, 41, 32, 4, false, 8, true, false, false, true, 1, true},
     {"groups32_int8_weights", 3, 200, 29, 32, 8, true, 8, true, true, true, true, 1},
+    // The grouped requant's two passes (every part, then the sums with the channels inner):
+    // K tiles whose scale rows are wider than their groups (ws_stride 18, 9 groups a tile, the
+    // second tile adding to fsum), a short last group, zero points at both ends of the range.
+    {"requant_groups_k_tiled_135m", 2, 576, 97, 32, 4, true, 8, true, true, true, true, 2, true},
+    {"requant_groups_tail_extreme_zero", 1, 232, 15, 32, 4, true, 8, true, true, true, false, 1,
+     true, true},
+    {"requant_groups_prefill_extreme_zero", 5, 576, 33, 32, 4, true, 8, true, true, false, true, 2,
+     true, true},
+    {"requant_groups_int8_extreme_zero", 3, 200, 29, 32, 8, true, 8, true, true, false, true, 1,
+     true, true},
 };
 
 INSTANTIATE_TEST_SUITE_P(Cases, RuntimeLinear, ::testing::ValuesIn(kCases),
