@@ -131,6 +131,20 @@ int64_t attn_params_floats(int64_t heads, int64_t kv_heads, int64_t head_dim) {
   return heads + 5 * kv_heads * head_dim;
 }
 
+std::string kv4_fields_problem(const AttnDesc& a) {
+  if (a.k_group < 0 || (a.k_group > 0 && (a.head_dim % a.k_group != 0)))
+    return "k_group " + std::to_string(a.k_group) + " is not 0 or a divisor of head_dim " +
+           std::to_string(a.head_dim);
+  if ((a.k_group > 0 || a.qk_hadamard || a.k_asym) && !a.k_token_scale)
+    return "k_group, qk_hadamard and k_asym need k_token_scale";
+  const int64_t block = a.head_dim / a.key_groups();
+  if (a.qk_hadamard && (block & (block - 1)) != 0)
+    return "qk_hadamard over blocks of " + std::to_string(block) + ", not a power of two";
+  if (a.k_asym && a.k_bits != 4)
+    return "k_asym with " + std::to_string(a.k_bits) + "-bit keys (4 only)";
+  return "";
+}
+
 DType code_type(int bits) { return bits == 4 ? DType::kI4 : bits == 16 ? DType::kI16 : DType::kI8; }
 
 namespace {

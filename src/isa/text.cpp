@@ -213,7 +213,14 @@ void print_tables(std::ostringstream& os, const Bundle& b) {
        << " scale=" << num(a.scale) << " softcap=" << num(a.softcap) << " k_bits=" << a.k_bits
        << " v_bits=" << a.v_bits << " p_bits=" << a.p_bits
        << " q_dynamic=" << (a.q_dynamic ? "true" : "false")
-       << " rotating=" << (a.rotating ? "true" : "false") << " k_rope=" << a.k_rope << "\n";
+       << " rotating=" << (a.rotating ? "true" : "false") << " k_rope=" << a.k_rope;
+    if (a.token_fields()) {  // the KV4 rules; absent from KV8 programs' text
+      auto tf = [](bool b) { return b ? "true" : "false"; };
+      os << " k_token_scale=" << tf(a.k_token_scale) << " qk_hadamard=" << tf(a.qk_hadamard)
+         << " k_group=" << a.k_group << " k_asym=" << tf(a.k_asym)
+         << " v_token_scale=" << tf(a.v_token_scale);
+    }
+    os << "\n";
   }
   os << "\nropes (" << b.ropes.size() << ")\n";
   for (size_t i = 0; i < b.ropes.size(); ++i) {

@@ -244,6 +244,16 @@ class Parser {
     QBC_RETURN_IF_ERROR(c.expect_key("rotating"));
     QBC_RETURN_IF_ERROR(c.boolean(&a->rotating));
     QBC_RETURN_IF_ERROR(keyed(c, "k_rope", &a->k_rope));
+    if (c.at_end()) return ok_status();
+    QBC_RETURN_IF_ERROR(c.expect_key("k_token_scale"));  // the KV4 rules, all or none
+    QBC_RETURN_IF_ERROR(c.boolean(&a->k_token_scale));
+    QBC_RETURN_IF_ERROR(c.expect_key("qk_hadamard"));
+    QBC_RETURN_IF_ERROR(c.boolean(&a->qk_hadamard));
+    QBC_RETURN_IF_ERROR(keyed(c, "k_group", &a->k_group));
+    QBC_RETURN_IF_ERROR(c.expect_key("k_asym"));
+    QBC_RETURN_IF_ERROR(c.boolean(&a->k_asym));
+    QBC_RETURN_IF_ERROR(c.expect_key("v_token_scale"));
+    QBC_RETURN_IF_ERROR(c.boolean(&a->v_token_scale));
     return c.expect_end();
   }
 

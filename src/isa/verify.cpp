@@ -366,6 +366,8 @@ Status check_tables_v8(const Bundle& b) {
       return violation(8, at + ": window " + num(a.window) + ", capacity " + num(a.capacity) +
                               ", scale and softcap out of range");
     }
+    if (const std::string why = kv4_fields_problem(a); !why.empty())
+      return violation(8, at + ": " + why);
   }
   for (size_t i = 0; i < b.ropes.size(); ++i) {
     const RopeDesc& r = b.ropes[i];

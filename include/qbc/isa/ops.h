@@ -452,8 +452,8 @@ struct OpRow<KvQuant> {
     s.read(k.k, k.rows * Expr(2 * w));
     s.read(k.v, k.rows * Expr(2 * w));
     s.read(k.params, Expr(s.params_bytes(k.attn)));
-    s.write(k.kcodes, k.rows * Expr(dtype_bytes(code_type(a.k_bits), w)));
-    s.write(k.vcodes, k.rows * Expr(dtype_bytes(code_type(a.v_bits), w)));
+    s.write(k.kcodes, k.rows * Expr(a.kv_heads * a.key_record()));
+    s.write(k.vcodes, k.rows * Expr(a.kv_heads * a.value_record()));
   }
 };
 
@@ -528,7 +528,8 @@ struct OpRow<QkScores> {
     s.read(q.qcodes, q.rows * Expr(4 * g * d));
     s.read(q.mq, q.rows * Expr(4 * g));
     if (a.rotating) s.read(q.q, (q.rows - 1) * Expr(2 * a.heads * d) + Expr(2 * g * d));
-    s.read(q.kcodes, Expr(dtype_bytes(code_type(a.k_bits), q.bc * d)));
+    s.read(q.kcodes, a.token_fields() ? Expr(q.bc * a.key_record())
+                                      : Expr(dtype_bytes(code_type(a.k_bits), q.bc * d)));
     s.read(q.params, Expr(s.params_bytes(q.attn)));
     s.write(q.scores, q.rows * Expr(4 * g * q.bc));
     if (q.max_mode == MaxMode::kUpdate) s.read(q.rowmax, q.rows * Expr(4 * g));
@@ -562,7 +563,8 @@ struct OpRow<ExpAccum> {
     const int64_t g = a.heads / a.kv_heads, d = a.head_dim;
     s.read(e.scores, e.rows * Expr(4 * g * e.bc));
     s.read(e.rowmax, e.rows * Expr(4 * g));
-    s.read(e.vcodes, Expr(dtype_bytes(code_type(a.v_bits), e.bc * d)));
+    s.read(e.vcodes, a.token_fields() ? Expr(e.bc * a.value_record())
+                                      : Expr(dtype_bytes(code_type(a.v_bits), e.bc * d)));
     if (!e.first) {
       s.read(e.esum, e.rows * Expr(8 * g));
       s.read(e.acc, e.rows * Expr(8 * g * d));

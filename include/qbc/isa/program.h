@@ -59,7 +59,33 @@ struct AttnDesc {
   int32_t k_bits = 8, v_bits = 8, p_bits = 8;
   bool q_dynamic = false, rotating = false;
   int32_t k_rope = -1;  ///< Bundle::ropes: K's rope (rotating offsets)
+  // The KV4 rules (docs/numerics.md): per-token key multipliers per key group of k_group
+  // channels (0: one per row), their int16 zero points, the block-diagonal Q·K Hadamard,
+  // per-token V multipliers. Each stored key/value of a KV head is a record (key_record).
+  bool k_token_scale = false, qk_hadamard = false, k_asym = false, v_token_scale = false;
+  int64_t k_group = 0;
+
+  /// Key multipliers per stored key of a KV head (head_dim / k_group, or 1).
+  int64_t key_groups() const { return k_group > 0 && k_group < head_dim ? head_dim / k_group : 1; }
+  /// Bytes of one stored key of a KV head: its codes, then with k_token_scale an fp16
+  /// multiplier per key group, then with k_asym an int16 zero point per group.
+  int64_t key_record() const {
+    return dtype_bytes(code_type(k_bits), head_dim) + (k_token_scale ? 2 * key_groups() : 0) +
+           (k_asym ? 2 * key_groups() : 0);
+  }
+  /// Bytes of one stored value of a KV head: its codes, then with v_token_scale its u8
+  /// multiplier.
+  int64_t value_record() const {
+    return dtype_bytes(code_type(v_bits), head_dim) + (v_token_scale ? 1 : 0);
+  }
+  /// The KV4 rules are on (the records carry per-token fields).
+  bool token_fields() const { return k_token_scale || v_token_scale; }
 };
+
+/// Why the KV4 fields of `a` are inconsistent (k_group not 0 or a divisor of head_dim;
+/// k_group, qk_hadamard or k_asym without k_token_scale; qk_hadamard over a block that is
+/// not a power of two; k_asym with keys of other than 4 bits), or "" when they are not.
+std::string kv4_fields_problem(const AttnDesc& a);
 
 /// A rope table's parameters (numerics::Rope).
 struct RopeDesc {

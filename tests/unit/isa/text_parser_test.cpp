@@ -143,6 +143,33 @@ TEST(TextParser, EveryOpPrintsParsesAndPrintsTheSame) {
   EXPECT_EQ(parsed->image_size(), 4352);
 }
 
+// The KV4 rules of an attention (docs/npu.md "KV4 cache records") print and parse; an
+// attention without them prints none of their keys.
+TEST(TextParser, Kv4AttentionFieldsRoundTrip) {
+  Bundle b = every_op_bundle();
+  AttnDesc a{4, 2, 16, 0, 64, 0.25, 0.0, 4, 4, 8, true, false, -1};
+  a.k_token_scale = true;
+  a.qk_hadamard = true;
+  a.k_group = 4;
+  a.k_asym = true;
+  a.v_token_scale = true;
+  b.attentions.push_back(a);
+  const std::string text = print_bundle(b);
+  EXPECT_TRUE(contains(text,
+                       " k_token_scale=true qk_hadamard=true k_group=4 k_asym=true "
+                       "v_token_scale=true\n"))
+      << text;
+  EXPECT_FALSE(contains(print_bundle(every_op_bundle()), "k_token_scale"));
+  auto parsed = parse_bundle(text, "kv4.npu");
+  QBC_ASSERT_OK(parsed);
+  const AttnDesc& p = parsed->attentions.back();
+  EXPECT_TRUE(p.k_token_scale && p.qk_hadamard && p.k_asym && p.v_token_scale);
+  EXPECT_EQ(p.k_group, 4);
+  EXPECT_FALSE(parsed->attentions.front().token_fields());
+  EXPECT_EQ(p.key_record(), 8 + 4 * 2 + 4 * 2);  // 16 int4 codes, 4 groups of t and z
+  EXPECT_EQ(p.value_record(), 8 + 1);
+}
+
 TEST(TextParser, WithoutNotesAndTokens) {
   PrintOptions opts;
   opts.debug_info = false;

@@ -459,6 +459,40 @@ TEST(IsaVerify, V8FieldOutOfRange) {
       "V8 (sizes): ", {"#7 cmp rms_norm", "width 64 is not a multiple of group 48"});
 }
 
+// The KV4 fields of an attention (kv4_fields_problem), one broken rule each.
+TEST(IsaVerify, V8Kv4AttentionFields) {
+  const auto kv4 = [](int64_t group, bool token, bool hadamard, bool asym, int32_t k_bits) {
+    return [=](Bundle& b, auto&) {
+      AttnDesc a{4, 2, 16, 0, 64, 0.25, 0.0, k_bits, 4, 8, false, false, -1};
+      a.k_group = group;
+      a.k_token_scale = token;
+      a.qk_hadamard = hadamard;
+      a.k_asym = asym;
+      a.v_token_scale = true;
+      b.attentions.push_back(a);
+    };
+  };
+  expect_broken(kv4(5, true, false, false, 4),
+                "V8 (sizes): ", {"attention #0", "k_group 5 is not 0 or a divisor of head_dim 16"});
+  expect_broken(kv4(4, false, false, false, 4), "V8 (sizes): ",
+                {"attention #0", "k_group, qk_hadamard and k_asym need k_token_scale"});
+  expect_broken(kv4(0, false, false, true, 4),
+                "V8 (sizes): ", {"attention #0", "need k_token_scale"});
+  expect_broken(kv4(0, false, true, false, 4),
+                "V8 (sizes): ", {"attention #0", "need k_token_scale"});
+  expect_broken(kv4(0, true, false, true, 8),
+                "V8 (sizes): ", {"attention #0", "k_asym with 8-bit keys (4 only)"});
+  // head_dim 12 in groups of 6: a Hadamard block that is not a power of two
+  expect_broken(
+      [](Bundle& b, auto&) {
+        AttnDesc a{4, 2, 12, 0, 64, 0.25, 0.0, 4, 4, 8, false, false, -1};
+        a.k_token_scale = a.qk_hadamard = true;
+        a.k_group = 6;
+        b.attentions.push_back(a);
+      },
+      "V8 (sizes): ", {"attention #0", "qk_hadamard over blocks of 6, not a power of two"});
+}
+
 TEST(IsaVerify, V8NegativeRowCount) {
   // seq - 2 rows is fine for the prefill's 16 rows but negative for one token.
   expect_broken([](Bundle&, auto& c) { std::get<Quantize>(c[3].op).rows = seq() - 2; },
