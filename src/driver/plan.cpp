@@ -326,6 +326,21 @@ StatusOr<PlanResult> plan(const ir::Graph& shape, const config::ResolvedConfig& 
     r.memory.sram_peak = peak;
     r.memory.program_bytes = combine(samples, program_bytes);
   }
+  // The configured deployment's predictions from its programs of the periods, when it is one
+  // mode (the scheme loop below reuses them), then those programs go: they are the largest
+  // thing plan holds, and the loop lowers each other scheme's on top of them.
+  std::vector<npu::ModePrediction> base_predictions;
+  const npu::CostParams cp = cost_params(cfg.options.target());
+  if (options.predictions && base.modes.size() == 1) {
+    for (const isa::Bundle& b : base_periods) {
+      const int64_t prompt = std::min<int64_t>(options.prompt_tokens, b.max_cache - 1);
+      QBC_ASSIGN_OR_RETURN(npu::ModePrediction p, npu::predict_mode(b, b.modes.front(), prompt, cp,
+                                                                    base.modes.front().instances));
+      base_predictions.push_back(std::move(p));
+    }
+  }
+  base_periods.clear();
+  base_periods.shrink_to_fit();
   r.limits = npu::fit_limits(r.bundle, r.memory);
   r.fit = npu::check_fit(r.bundle, r.memory);
   r.max_cache = r.bundle.max_cache;
@@ -378,7 +393,6 @@ StatusOr<PlanResult> plan(const ir::Graph& shape, const config::ResolvedConfig& 
     if (s.min_cores() <= cores && want(s.scheme))
       modes.push_back({s.scheme, s.cores_per_instance, s.instances_for(1)});
   }
-  const npu::CostParams cp = cost_params(cfg.options.target());
   // One compile and prediction per scheme, two at a time (independent; each lowers the
   // same shape graph).
   auto one = [&](const npu::ModeRequest& m) -> StatusOr<SchemePlan> {
@@ -409,9 +423,10 @@ StatusOr<PlanResult> plan(const ir::Graph& shape, const config::ResolvedConfig& 
       QBC_ASSIGN_OR_RETURN(sp.prediction, predict(q, r.bundle));
       return sp;
     }
-    std::vector<npu::ModePrediction> x;
-    for (size_t i = 0; i < periods.size(); ++i) {
-      QBC_ASSIGN_OR_RETURN(npu::ModePrediction p, predict(periods[i], base_periods[i]));
+    std::vector<npu::ModePrediction> x =
+        same ? base_predictions : std::vector<npu::ModePrediction>();
+    for (size_t i = x.size(); i < periods.size(); ++i) {
+      QBC_ASSIGN_OR_RETURN(npu::ModePrediction p, predict(periods[i], r.bundle));
       x.push_back(std::move(p));
     }
     sp.prediction = combine(samples, x);

@@ -60,6 +60,40 @@ Status check_kv(const pb::KvLayer& k, size_t i, const isa::Bundle& b, const std:
   return ok_status();
 }
 
+/// The programs' KV buffers of layer `k` (`<node>.kcache` and `.vcache`, as the backend names
+/// them): DRAM KV buffers of shape [kv_heads, capacity, head_dim] holding a row of codes per
+/// head and position.
+Status check_kv_buffers(const pb::KvLayer& k, size_t i, const isa::Bundle& b,
+                        const std::string& where) {
+  const std::string at =
+      where + ": metadata kv[" + std::to_string(i) + "] (node " + quote_prefix(k.node()) + ")";
+  for (const auto& [suffix, bits] : {std::pair<const char*, int32_t>{".kcache", k.k_bits()},
+                                     std::pair<const char*, int32_t>{".vcache", k.v_bits()}}) {
+    const std::string name = k.node() + suffix;
+    const isa::Buffer* buf = nullptr;
+    for (const isa::Buffer& x : b.buffers)
+      if (x.name == name) buf = &x;
+    if (buf == nullptr || buf->space != isa::Space::kDram || buf->purpose != isa::Purpose::kKv)
+      return data_loss(at, ": the programs have no DRAM KV buffer ", quote_prefix(name));
+    const std::pair<const char*, int64_t> dims[] = {
+        {"kv_heads", k.kv_heads()}, {"capacity", k.capacity()}, {"head_dim", k.head_dim()}};
+    if (buf->shape.size() != 3)
+      return data_loss(at, ": KV buffer ", quote_prefix(name), " has ", buf->shape.size(),
+                       " dimensions, expected 3 [kv_heads, capacity, head_dim]");
+    for (size_t d = 0; d < 3; ++d) {
+      if (buf->shape[d] != dims[d].second)
+        return data_loss(at, ": ", dims[d].first, " is ", dims[d].second, ", the KV buffer ",
+                         quote_prefix(name), " holds ", buf->shape[d]);
+    }
+    const int64_t rows = k.kv_heads() * k.capacity();
+    const int64_t need = rows * ((k.head_dim() * bits + 7) / 8);
+    if (buf->bytes < need)
+      return data_loss(at, ": ", rows, " rows of ", k.head_dim(), " ", bits, "-bit codes need ",
+                       need, " bytes, the KV buffer ", quote_prefix(name), " holds ", buf->bytes);
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 Status check_meta_against_layout(const pb::Meta& meta, const isa::Bundle& b,
@@ -69,6 +103,15 @@ Status check_meta_against_layout(const pb::Meta& meta, const isa::Bundle& b,
                      b.attentions.size(), " attentions");
   for (int i = 0; i < meta.kv_size(); ++i)
     QBC_RETURN_IF_ERROR(check_kv(meta.kv(i), static_cast<size_t>(i), b, where));
+  // The KV layers against the programs' KV buffers: two per layer, each of its shape.
+  int64_t kv_buffers = 0;
+  for (const isa::Buffer& x : b.buffers)
+    kv_buffers += x.space == isa::Space::kDram && x.purpose == isa::Purpose::kKv ? 1 : 0;
+  if (kv_buffers != 2 * int64_t{meta.kv_size()})
+    return data_loss(where, ": metadata lists ", meta.kv_size(), " KV layers, the programs have ",
+                     kv_buffers, " KV buffers (expected a K and a V buffer per layer)");
+  for (int i = 0; i < meta.kv_size(); ++i)
+    QBC_RETURN_IF_ERROR(check_kv_buffers(meta.kv(i), static_cast<size_t>(i), b, where));
   QBC_RETURN_IF_ERROR(
       check_io(meta.input(), "input", "inputs_embeds", "fp16", b.chunk, b.hidden, where));
   QBC_RETURN_IF_ERROR(check_io(meta.output(), "output", "logits", "fp32", b.chunk, b.vocab, where));

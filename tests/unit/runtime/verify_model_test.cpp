@@ -124,6 +124,57 @@ TEST(VerifyModel, LyingKvLayersInTheMetadataAreRefused) {
   }
 }
 
+/// The metadata's KV layer `i` restated after a consistent lie in the layout's attention
+/// table: the two agree, so only the programs' KV buffers can tell.
+void restate_kv(mxq::pb::Meta& m, const isa::Bundle& b, int i) {
+  const isa::AttnDesc& a = b.attentions[static_cast<size_t>(i)];
+  mxq::pb::KvLayer& k = *m.mutable_kv(i);
+  k.set_capacity(a.capacity);
+  k.set_kv_heads(static_cast<int32_t>(a.kv_heads));
+  k.set_head_dim(static_cast<int32_t>(a.head_dim));
+  k.set_bytes_per_sequence(a.capacity * a.kv_heads * a.head_dim * (a.k_bits + a.v_bits) / 8);
+  k.clear_k_scale();
+  k.clear_v_scale();
+}
+
+TEST(VerifyModel, KvLayersThatDisagreeWithTheProgramsKvBuffersAreRefused) {
+  REQUIRE_COMPILED();
+  struct Case {
+    const char* name;
+    std::function<void(isa::Bundle&)> lie;  // on the layout; the metadata is restated
+    const char* what;
+  };
+  const Case cases[] = {
+      {"buf-capacity", [](isa::Bundle& b) { b.attentions[2].capacity = 128; },
+       "capacity is 128, the KV buffer 'blk.2.attn.sdpa.kcache' holds 64"},
+      {"buf-kv-heads", [](isa::Bundle& b) { b.attentions[1].kv_heads = 2; },
+       "kv_heads is 2, the KV buffer 'blk.1.attn.sdpa.kcache' holds 4"},
+      {"buf-head-dim",
+       [](isa::Bundle& b) {
+         b.attentions[0].head_dim = 16;
+         b.attentions[0].rotating = false;  // no rope table to disagree first
+       },
+       "head_dim is 16, the KV buffer 'blk.0.attn.sdpa.kcache' holds 8"},
+      {"buf-count",
+       [](isa::Bundle& b) {
+         for (isa::Buffer& x : b.buffers)
+           if (x.name == "blk.4.attn.sdpa.vcache") x.purpose = isa::Purpose::kActivations;
+       },
+       "metadata lists 5 KV layers, the programs have 9 KV buffers"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string p = rewrite(c.name, [&](mxq::WriteRequest& req, isa::Bundle& b) {
+      c.lie(b);
+      for (int i = 0; i < req.meta.kv_size(); ++i) restate_kv(req.meta, b, i);
+    });
+    const Status v = verify(p), r = run_loads(p);
+    expect_refused(v, p, c.what);
+    expect_refused(r, p, c.what);
+    EXPECT_EQ(v.message(), r.message());
+  }
+}
+
 TEST(VerifyModel, BrokenOrInconsistentTokenizerAssetsAreRefused) {
   REQUIRE_COMPILED();
   // Not JSON.
