@@ -335,11 +335,13 @@ void AttentionLowering::attend() {
   const int rv = L_.s.begin_loop(seq_.ceildiv(Expr(br_)), id_, pass_);
   const Expr row0 = Expr::loop(rv) * Expr(br_);
   const Expr rows = (seq_ - row0).min(Expr(br_));
-  const Expr qpos0 = start_ + row0;
+  // A bidirectional attention (full_attention) sees keys [0, seq) from every row: qpos0 is
+  // the range's last position and does not advance with the row (isa::AttnDesc).
+  const Expr qpos0 = d_.bidirectional ? seq_ - Expr(1) : start_ + row0;
   L_.s.emit(L_.load_rows(loc(n_.operands[0].value), qt_, row0, rows), Queue::kLoad, id_, pass_);
   prepare_queries(rows);
   // Chunks the row tile sees: from the window's first position (or 0) to its last query.
-  const Expr last_q = qpos0 + rows - Expr(1);
+  const Expr last_q = d_.bidirectional ? qpos0 : qpos0 + rows - Expr(1);
   const Expr lo = d_.window > 0 ? (qpos0 - Expr(d_.window - 1)).max(Expr(0)) : Expr(0);
   chunk_first_ = lo.floordiv(Expr(bc_));
   const Expr count = last_q.floordiv(Expr(bc_)) - chunk_first_ + Expr(1);

@@ -42,6 +42,30 @@ Status check_rope_table(const Context& cx, const Node& n) {
   return ok_status();
 }
 
+/// A graph without a positions input is a feature graph (a vision tower, docs/npu.md "Feature
+/// bundles"): every input is a row input of the image's rows, the chunk is that row count, and
+/// no op may need token positions.
+Status check_feature_graph(Context& cx) {
+  const auto& nodes = cx.g.nodes();
+  cx.plan.embeds = -1;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
+    if (n.op == Op::kAttention || n.op == Op::kRope || n.op == Op::kRopeTable)
+      return unimplemented(ir::describe(n), ": op '", ir::op_info(n.op).name,
+                           "' in a graph without positions (a feature graph) has no ARIES "
+                           "lowering");
+    if (n.op != Op::kInput) continue;
+    if (n.type.rank() != 3 || n.type.dim(1) != cx.o.chunk)
+      return invalid_argument(ir::describe(n), ": a feature graph's input ", n.type.to_string(),
+                              " must be [1, rows, width] with rows the compiled chunk ", cx.o.chunk,
+                              " (the image's rows)");
+    cx.plan.feature_inputs.push_back(static_cast<int32_t>(i));
+  }
+  if (cx.plan.feature_inputs.empty())
+    return invalid_argument("graph '", cx.g.name(), "' has neither positions nor inputs");
+  return ok_status();
+}
+
 /// The graph is one the backend compiles; finds its inputs and output.
 Status check_graph(Context& cx) {
   const auto& nodes = cx.g.nodes();
@@ -89,8 +113,20 @@ Status check_graph(Context& cx) {
       case Op::kRopeTable:
         QBC_RETURN_IF_ERROR(check_rope_table(cx, n));
         break;
+      case Op::kFullAttention: {
+        QBC_ASSIGN_OR_RETURN(const ir::FullAttentionParams fa, ir::full_attention_params(n));
+        if (!fa.attention.quantized)
+          return unimplemented(ir::describe(n),
+                               ": unquantized full_attention; the ARIES backend needs its "
+                               "static Q, K and V codes (quant::quantize_vision)");
+        if (!fa.segments.empty())
+          return unimplemented(ir::describe(n),
+                               ": full_attention with segments (window attention) has no ARIES "
+                               "lowering yet (docs/multimodal.md)");
+        break;
+      }
       case Op::kGelu:
-      case Op::kFullAttention:
+        break;
       case Op::kMergeRows:
         return unimplemented(ir::describe(n), ": op '", ir::op_info(n.op).name,
                              "' has no ARIES backend lowering yet (docs/multimodal.md)");
@@ -102,7 +138,8 @@ Status check_graph(Context& cx) {
         break;
     }
   }
-  if (cx.plan.embeds < 0 || cx.plan.positions < 0)
+  if (cx.plan.positions < 0) QBC_RETURN_IF_ERROR(check_feature_graph(cx));
+  if (!cx.plan.features() && (cx.plan.embeds < 0 || cx.plan.positions < 0))
     return invalid_argument("graph '", cx.g.name(), "' needs inputs inputs_embeds and positions");
   if ((cx.plan.rope_cos >= 0) != (cx.plan.rope_sin >= 0))
     return invalid_argument("graph '", cx.g.name(), "' has only one of rope_cos and rope_sin");
@@ -212,11 +249,13 @@ Status plan_linear(Context& cx, const Node& n, LinearPlan* li, int64_t* sram) {
     return unimplemented(ir::describe(n), ": ", li->in_bits, "-bit activations (8 or 16)");
   const DType wt = isa::code_type(li->w_bits);
   const int64_t cb = li->in_bits == 16 ? 2 : 1;
+  // The input rows: fp16, or fp32 when they are a head value kept in fp32 (a projector).
+  const int64_t xb = isa::dtype_bytes(value_type(cx.g, n.operands[0].value, -1), 1);
   const int64_t accb = li->in_bits == 16 ? 8 : 4;
   const int64_t yb = li->out_fp16 ? 2 : 4;
   auto bytes = [&](int64_t mt, int64_t nt, int64_t kt) {
     const int64_t gt = li->group > 0 ? cdiv(kt, li->group) : 1;
-    return mt * li->k * (2 + cb) + 8 * mt + 2 * nt * isa::dtype_bytes(wt, kt) + 2 * nt * gt * 8 +
+    return mt * li->k * (xb + cb) + 8 * mt + 2 * nt * isa::dtype_bytes(wt, kt) + 2 * nt * gt * 8 +
            2 * nt * 4 + mt * nt * gt * accb + mt * nt * 4 + 2 * mt * nt * yb + 16 * 16;
   };
   // Channel tiles: a multiple of `unit_n` channels, so every tile's column offset in the
@@ -227,7 +266,7 @@ Status plan_linear(Context& cx, const Node& n, LinearPlan* li, int64_t* sram) {
   int64_t nt_cap = std::max<int64_t>(unit_n, align_up(cdiv(li->n, cores), unit_n));
   nt_cap = std::min<int64_t>(nt_cap, align_up(li->n, unit_n));
   for (int64_t mt = std::min<int64_t>(cx.o.chunk, 64); mt >= 1; mt /= 2) {
-    if (mt * li->k * (2 + cb) + 512 > cx.plan.sram_budget) continue;
+    if (mt * li->k * (xb + cb) + 512 > cx.plan.sram_budget) continue;
     // K tiles: the whole row, else halves that stay multiples of the group (or of 32).
     const int64_t unit = li->group > 0 ? li->group : 32;
     for (int64_t kt = li->k; kt >= 1;) {
@@ -255,12 +294,18 @@ Status plan_linear(Context& cx, const Node& n, LinearPlan* li, int64_t* sram) {
   }
   return resource_exhausted(ir::describe(n), ": no tile of [", li->n, " x ", li->k, "] fits the ",
                             cx.plan.sram_budget, "-byte SRAM of target '", cx.o.target.name,
-                            "' (even one row of fp16 inputs and codes needs ", li->k * (2 + cb),
+                            "' (even one row of inputs and codes needs ", li->k * (xb + cb),
                             " bytes)");
 }
 
 Status plan_attention(Context& cx, const Node& n, int32_t id, AttentionPlan* ai) {
-  QBC_ASSIGN_OR_RETURN(const numerics::Attention a, ir::attention_params(n));
+  numerics::Attention a;
+  if (n.op == Op::kFullAttention) {
+    QBC_ASSIGN_OR_RETURN(ir::FullAttentionParams fa, ir::full_attention_params(n));
+    a = std::move(fa.attention);
+  } else {
+    QBC_ASSIGN_OR_RETURN(a, ir::attention_params(n));
+  }
   if (!a.quantized)
     return internal_error(ir::describe(n), ": a float KV cache past the graph check");
   isa::AttnDesc d;
@@ -275,6 +320,7 @@ Status plan_attention(Context& cx, const Node& n, int32_t id, AttentionPlan* ai)
   d.p_bits = a.p_bits;
   d.q_dynamic = a.q_dynamic;
   d.rotating = !a.k_rot_offset.empty();
+  d.bidirectional = n.op == Op::kFullAttention;
   for (int bits : {d.k_bits, d.v_bits}) {
     if (bits != 4 && bits != 8 && bits != 16)
       return unimplemented(ir::describe(n), ": ", bits, "-bit KV cache (4, 8 or 16)");
@@ -366,11 +412,11 @@ void set_header(Context& cx) {
     NodePlan np;
     np.name = n.name;
     np.op = ir::op_info(n.op).name;
-    np.kind = n.op == Op::kInput       ? NodeKind::kInput
-              : n.op == Op::kSlice     ? NodeKind::kSlice
-              : n.op == Op::kQLinear   ? NodeKind::kLinear
-              : n.op == Op::kAttention ? NodeKind::kAttention
-                                       : NodeKind::kRows;
+    np.kind = n.op == Op::kInput                                     ? NodeKind::kInput
+              : n.op == Op::kSlice                                   ? NodeKind::kSlice
+              : n.op == Op::kQLinear                                 ? NodeKind::kLinear
+              : n.op == Op::kAttention || n.op == Op::kFullAttention ? NodeKind::kAttention
+                                                                     : NodeKind::kRows;
     np.width =
         n.op == Op::kSlice ? n.attrs.get_int("end") - n.attrs.get_int("start") : n.type.dim(-1);
     p.nodes.push_back(std::move(np));
