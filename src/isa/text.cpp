@@ -213,7 +213,8 @@ void print_tables(std::ostringstream& os, const Bundle& b) {
        << " scale=" << num(a.scale) << " softcap=" << num(a.softcap) << " k_bits=" << a.k_bits
        << " v_bits=" << a.v_bits << " p_bits=" << a.p_bits
        << " q_dynamic=" << (a.q_dynamic ? "true" : "false")
-       << " rotating=" << (a.rotating ? "true" : "false") << " k_rope=" << a.k_rope << "\n";
+       << " rotating=" << (a.rotating ? "true" : "false") << " k_rope=" << a.k_rope
+       << (a.bidirectional ? " bidirectional=true" : "") << "\n";
   }
   os << "\nropes (" << b.ropes.size() << ")\n";
   for (size_t i = 0; i < b.ropes.size(); ++i) {

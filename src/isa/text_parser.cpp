@@ -244,6 +244,10 @@ class Parser {
     QBC_RETURN_IF_ERROR(c.expect_key("rotating"));
     QBC_RETURN_IF_ERROR(c.boolean(&a->rotating));
     QBC_RETURN_IF_ERROR(keyed(c, "k_rope", &a->k_rope));
+    if (!c.at_end()) {  // printed only when set (a vision tower's full_attention)
+      QBC_RETURN_IF_ERROR(c.expect_key("bidirectional"));
+      QBC_RETURN_IF_ERROR(c.boolean(&a->bidirectional));
+    }
     return c.expect_end();
   }
 
