@@ -22,15 +22,19 @@ using ir::Op;
 using isa::DType;
 
 /// A rope_table node the backend lowers: in a decoder (M-RoPE), on the host's rope_cos and
-/// rope_sin inputs, which every call fills per token. A rope_table of a graph without token
-/// positions (a vision tower) is not lowered yet.
+/// rope_sin inputs, which every call fills per token; in a graph without token positions (a
+/// vision tower's feature graph), on any two graph inputs of head_dim / 2 columns, which are
+/// then feature inputs like the patch rows.
 Status check_rope_table(const Context& cx, const Node& n) {
+  const bool features = std::none_of(cx.g.nodes().begin(), cx.g.nodes().end(), [](const Node& t) {
+    return t.op == Op::kInput && t.type.dtype == ir::DType::kI64;
+  });
   auto input_named = [&](size_t k, const char* name) {
     const Node& t = cx.g.node(n.operands[k].value);
-    return t.op == Op::kInput && t.name == name;
+    return t.op == Op::kInput && (features || t.name == name);
   };
   if (n.operands.size() != 3 || !input_named(1, "rope_cos") || !input_named(2, "rope_sin") ||
-      cx.plan.positions < 0) {
+      (!features && cx.plan.positions < 0)) {
     return unimplemented(ir::describe(n),
                          ": op 'rope_table' has no ARIES backend lowering yet "
                          "outside a decoder's host rope tables (docs/multimodal.md)");
@@ -39,6 +43,12 @@ Status check_rope_table(const Context& cx, const Node& n) {
   if (hd < 2 || hd % 2 != 0 || heads < 1 || n.type.dim(-1) != heads * hd)
     return invalid_argument(ir::describe(n), ": ", heads, " heads of head_dim ", hd, " for ",
                             n.type.dim(-1), " columns");
+  for (size_t k = 1; features && k < 3; ++k) {
+    const Node& t = cx.g.node(n.operands[k].value);
+    if (t.type.dim(-1) != hd / 2)
+      return invalid_argument(ir::describe(n), ": table input ", ir::describe(t), " has ",
+                              t.type.dim(-1), " columns, not head_dim / 2 = ", hd / 2);
+  }
   return ok_status();
 }
 
@@ -47,10 +57,11 @@ Status check_rope_table(const Context& cx, const Node& n) {
 /// no op may need token positions.
 Status check_feature_graph(Context& cx) {
   const auto& nodes = cx.g.nodes();
-  cx.plan.embeds = -1;
+  cx.plan.embeds = -1;  // every input is a feature input, the rope tables too
+  cx.plan.rope_cos = cx.plan.rope_sin = -1;
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
-    if (n.op == Op::kAttention || n.op == Op::kRope || n.op == Op::kRopeTable)
+    if (n.op == Op::kAttention || n.op == Op::kRope)
       return unimplemented(ir::describe(n), ": op '", ir::op_info(n.op).name,
                            "' in a graph without positions (a feature graph) has no ARIES "
                            "lowering");
