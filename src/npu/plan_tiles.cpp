@@ -130,10 +130,11 @@ Status check_graph(Context& cx) {
           return unimplemented(ir::describe(n),
                                ": unquantized full_attention; the ARIES backend needs its "
                                "static Q, K and V codes (quant::quantize_vision)");
-        if (!fa.segments.empty())
-          return unimplemented(ir::describe(n),
-                               ": full_attention with segments (window attention) has no ARIES "
-                               "lowering yet (docs/multimodal.md)");
+        int64_t total = 0;
+        for (int64_t len : fa.segments) total += len;
+        if (!fa.segments.empty() && total != n.type.dim(1))
+          return invalid_argument(ir::describe(n), ": segments cover ", total, " of ",
+                                  n.type.dim(1), " rows");
         break;
       }
       case Op::kGelu:
@@ -309,6 +310,18 @@ Status plan_linear(Context& cx, const Node& n, LinearPlan* li, int64_t* sram) {
                             " bytes)");
 }
 
+}  // namespace
+
+std::vector<int64_t> segment_lengths(const Node& n) {
+  std::vector<int64_t> v =
+      n.attrs.has("segments") ? n.attrs.get_ints("segments") : std::vector<int64_t>();
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
+}
+
+namespace {
+
 Status plan_attention(Context& cx, const Node& n, int32_t id, AttentionPlan* ai) {
   numerics::Attention a;
   if (n.op == Op::kFullAttention) {
@@ -392,6 +405,13 @@ Status plan_attention(Context& cx, const Node& n, int32_t id, AttentionPlan* ai)
   ai->v_bits = d.v_bits;
   cx.b.attentions.push_back(d);
   ai->desc = static_cast<int32_t>(cx.b.attentions.size() - 1);
+  if (n.op == Op::kFullAttention) {  // window attention: one descriptor per segment length
+    for (int64_t len : segment_lengths(n)) {
+      isa::AttnDesc w = d;
+      w.window = len;
+      cx.b.attentions.push_back(w);
+    }
+  }
   return ok_status();
 }
 

@@ -37,7 +37,7 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 /// The block's graph: inputs x, rope_cos, rope_sin; output `image_features` (fp32, head).
-ir::Graph block_graph() {
+ir::Graph block_graph(const std::vector<int64_t>& segments) {
   ir::Graph g("vision_rope_block");
   ir::Builder b(g);
   const ir::ValueId x = *b.input("x", TensorType{DType::kF32, {1, kRows, kWidth}});
@@ -54,8 +54,9 @@ ir::Graph block_graph() {
   const ir::ValueId v = linear("blk.v", x, kWidth, kWidth);
   const ir::ValueId qr = *b.rope_table("blk.q_rope", q, cs, sn, kHeads, kDim, "rope");
   const ir::ValueId kr = *b.rope_table("blk.k_rope", k, cs, sn, kHeads, kDim, "rope");
-  const ir::ValueId a = *b.full_attention("blk.attention", qr, kr, v, kHeads, kDim,
-                                          1.0 / std::sqrt(static_cast<double>(kDim)), {}, "attn");
+  const ir::ValueId a =
+      *b.full_attention("blk.attention", qr, kr, v, kHeads, kDim,
+                        1.0 / std::sqrt(static_cast<double>(kDim)), segments, "attn");
   const ir::ValueId y = *b.add("blk.residual", a, x, "add");
   b.set_block(-1);
   b.set_part(ir::Part::kHead);
@@ -89,8 +90,15 @@ quant::FeatureSample inputs(uint32_t seed, double phase) {
   return {x, c, s};
 }
 
-TEST(VisionRope, FeatureInputTablesGiveTheFakeQuantRowsBitForBit) {
-  const ir::Graph g = block_graph();
+struct BlockCase {
+  const char* name;
+  std::vector<int64_t> segments;  ///< full_attention's windows (empty: all rows)
+};
+
+class VisionRope : public ::testing::TestWithParam<BlockCase> {};
+
+TEST_P(VisionRope, FeatureInputTablesGiveTheFakeQuantRowsBitForBit) {
+  const ir::Graph g = block_graph(GetParam().segments);
   config::CompileOptions o = config::defaults();
   auto q = quant::quantize_vision(g, read_weight, {inputs(1, 0.0), inputs(2, 0.0)}, o);
   QBC_ASSERT_OK(q);
@@ -150,6 +158,27 @@ TEST(VisionRope, FeatureInputTablesGiveTheFakeQuantRowsBitForBit) {
     QBC_ASSERT_OK((*s)->forward(turned, &got));
     EXPECT_TRUE(same_bits(got, want_turned)) << at << " (turned tables)";
   }
+}
+
+// Window attention (Qwen2.5-VL's windowed blocks): segments as key ranges, with boundaries
+// inside query row tiles and key chunks, and one segment of all rows.
+INSTANTIATE_TEST_SUITE_P(
+    Cases, VisionRope,
+    ::testing::Values(BlockCase{"full", {}}, BlockCase{"windows_40", {40, 40, 40, 30}},
+                      BlockCase{"windows_uneven", {37, 50, 63}}, BlockCase{"one_window", {150}}),
+    [](const ::testing::TestParamInfo<BlockCase>& i) { return std::string(i.param.name); });
+
+// Windows change the rows: the same block without them gives other features.
+TEST(VisionRopeWindows, SegmentsChangeTheFakeQuantRows) {
+  std::vector<float> rows[2];
+  const std::vector<int64_t> segs[2] = {{}, {40, 40, 40, 30}};
+  for (int i = 0; i < 2; ++i) {
+    const ir::Graph g = block_graph(segs[i]);
+    auto fq = quant::FakeQuantSession::create(g, read_weight);
+    QBC_ASSERT_OK(fq);
+    QBC_ASSERT_OK((*fq)->forward_inputs(inputs(3, 0.0), &rows[i]));
+  }
+  EXPECT_FALSE(same_bits(rows[0], rows[1]));
 }
 
 }  // namespace
