@@ -121,6 +121,10 @@ const char* elt_name(EltOp op) {
       return "scale";
     case EltOp::kSoftcap:
       return "softcap";
+    case EltOp::kGeluErf:
+      return "gelu";
+    case EltOp::kGeluQuick:
+      return "quick_gelu";
   }
   return "?";
 }

@@ -213,7 +213,8 @@ void print_tables(std::ostringstream& os, const Bundle& b) {
        << " scale=" << num(a.scale) << " softcap=" << num(a.softcap) << " k_bits=" << a.k_bits
        << " v_bits=" << a.v_bits << " p_bits=" << a.p_bits
        << " q_dynamic=" << (a.q_dynamic ? "true" : "false")
-       << " rotating=" << (a.rotating ? "true" : "false") << " k_rope=" << a.k_rope;
+       << " rotating=" << (a.rotating ? "true" : "false") << " k_rope=" << a.k_rope
+       << (a.bidirectional ? " bidirectional=true" : "");
     if (a.token_fields()) {  // the KV4 rules; absent from KV8 programs' text
       auto tf = [](bool b) { return b ? "true" : "false"; };
       os << " k_token_scale=" << tf(a.k_token_scale) << " qk_hadamard=" << tf(a.qk_hadamard)

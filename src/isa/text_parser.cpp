@@ -244,6 +244,9 @@ class Parser {
     QBC_RETURN_IF_ERROR(c.expect_key("rotating"));
     QBC_RETURN_IF_ERROR(c.boolean(&a->rotating));
     QBC_RETURN_IF_ERROR(keyed(c, "k_rope", &a->k_rope));
+    if (c.accept("bidirectional=")) {  // printed only when set (a vision tower's full_attention)
+      QBC_RETURN_IF_ERROR(c.boolean(&a->bidirectional));
+    }
     if (c.at_end()) return ok_status();
     QBC_RETURN_IF_ERROR(c.expect_key("k_token_scale"));  // the KV4 rules, all or none
     QBC_RETURN_IF_ERROR(c.boolean(&a->k_token_scale));

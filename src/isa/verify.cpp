@@ -825,10 +825,71 @@ std::vector<Checked> programs_of(const Bundle& b) {
   return out;
 }
 
+/// V10: a feature bundle's interface (docs/npu.md "Feature bundles"): named fp16 row inputs
+/// and an fp32 feature output in io DRAM buffers large enough for chunk rows, no decoder
+/// input, rope tables or decode code; a decoder bundle has no feature inputs.
+Status check_features_v10(const Bundle& b) {
+  const auto bad = [](const std::string& m) { return violation(10, m); };
+  if (b.kind == BundleKind::kDecoder) {
+    if (!b.feature_inputs.empty())
+      return bad("a decoder bundle has " + num(static_cast<int64_t>(b.feature_inputs.size())) +
+                 " feature inputs");
+    return ok_status();
+  }
+  if (b.kind != BundleKind::kFeatures) return bad("unknown bundle kind");
+  if (b.input >= 0 || b.rope_inputs.present())
+    return bad("a feature bundle has an inputs_embeds or rope-table input");
+  if (b.feature_inputs.empty()) return bad("a feature bundle without inputs");
+  const auto io_buffer = [&](int32_t id, int64_t need, const std::string& what) -> Status {
+    if (id < 0 || id >= static_cast<int64_t>(b.buffers.size()))
+      return bad(what + ": buffer #" + num(id) + " does not exist");
+    const Buffer& buf = b.buffers[static_cast<size_t>(id)];
+    if (buf.space != Space::kDram || buf.purpose != Purpose::kIo)
+      return bad(what + ": buffer " + buffer_name(b, id) + " is not an io buffer in DRAM");
+    if (buf.bytes < need) {
+      return bad(what + ": buffer " + buffer_name(b, id) + " holds " + num(buf.bytes) +
+                 " bytes, less than the " + num(need) + " of " + num(b.chunk) + " rows");
+    }
+    return ok_status();
+  };
+  std::vector<int32_t> seen;
+  for (const FeatureInput& in : b.feature_inputs) {
+    const std::string what = "feature input '" + in.name + "'";
+    if (in.name.empty()) return bad("a feature input without a name");
+    for (const FeatureInput& other : b.feature_inputs) {
+      if (&other != &in && other.name == in.name) return bad(what + " is named twice");
+    }
+    if (in.width < 1 || in.width > kMaxField || in.stride < 2 * in.width || in.stride > kMaxField)
+      return bad(what + ": width " + num(in.width) + " and row stride " + num(in.stride) +
+                 " (at least 2 * width)");
+    for (int32_t id : seen) {
+      if (id == in.buffer) return bad(what + " shares its buffer with another input");
+    }
+    seen.push_back(in.buffer);
+    QBC_RETURN_IF_ERROR(io_buffer(in.buffer, (b.chunk - 1) * in.stride + 2 * in.width, what));
+  }
+  if (b.vocab < 1 || b.output_stride < 4 * b.vocab || b.output_stride > kMaxField)
+    return bad("feature output: width " + num(b.vocab) + " and row stride " + num(b.output_stride) +
+               " (at least 4 * width)");
+  QBC_RETURN_IF_ERROR(
+      io_buffer(b.output, (b.chunk - 1) * b.output_stride + 4 * b.vocab, "feature output"));
+  for (size_t m = 0; m < b.modes.size(); ++m) {
+    for (const CoreProgram& cp : b.modes[m].decode.cores) {
+      if (!cp.code.empty())
+        return bad("mode " + num(static_cast<int64_t>(m)) + " (" + scheme_name(b.modes[m].scheme) +
+                   "): a feature bundle's decode program has " +
+                   num(static_cast<int64_t>(cp.code.size())) + " instructions on core " +
+                   num(cp.core));
+    }
+  }
+  return ok_status();
+}
+
 Status verify_all(const Bundle& b, std::vector<Checked> programs, const ProgramRef* extra) {
   QBC_RETURN_IF_ERROR(check_tables(b));
   for (Checked& c : programs) QBC_RETURN_IF_ERROR(check_program_v1(c.pr, &c.shapes));
   QBC_RETURN_IF_ERROR(check_tables_v8(b));
+  QBC_RETURN_IF_ERROR(check_features_v10(b));
   for (Checked& c : programs) QBC_RETURN_IF_ERROR(check_program_v8(c.pr, c.shapes));
   for (Checked& c : programs) {
     c.accs.resize(c.pr.p.cores.size());
@@ -862,8 +923,11 @@ Status violation(int invariant, const std::string& message) {
                                            "ordered conflicts",
                                            "deadlock-free replay",
                                            "barriers",
-                                           "sizes"};
-  const bool input = invariant == 1 || invariant == 2 || invariant == 3 || invariant == 8;
+                                           "sizes",
+                                           "no SRAM size depends on the cache length",
+                                           "feature interface"};
+  const bool input =
+      invariant == 1 || invariant == 2 || invariant == 3 || invariant == 8 || invariant == 10;
   return Status(input ? Code::kInvalidArgument : Code::kFailedPrecondition,
                 "V" + std::to_string(invariant) + " (" + kNames[invariant] + "): " + message);
 }

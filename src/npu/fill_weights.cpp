@@ -248,7 +248,7 @@ class FillWeights final : public pass::Pass<Context> {
       cx.b.embed_rows = w.type.dims[0];
       if (cx.weights != nullptr) QBC_RETURN_IF_ERROR(f.read(name, &cx.b.embedding));
     }
-    if (cx.b.embed_rows == 0)
+    if (cx.b.embed_rows == 0 && !cx.plan.features())  // a feature graph takes rows, not tokens
       return invalid_argument("graph '", cx.g.name(), "' has no host embedding");
     cx.have |= Context::kImage;
     if (cx.weights == nullptr) return true;  // the embedding's shape only
@@ -262,7 +262,7 @@ class FillWeights final : public pass::Pass<Context> {
         QBC_RETURN_IF_ERROR(f.norm(n, id));
       } else if (n.op == Op::kLayerNorm) {
         QBC_RETURN_IF_ERROR(f.layer_norm(n, id));
-      } else if (n.op == Op::kAttention) {
+      } else if (n.op == Op::kAttention || n.op == Op::kFullAttention) {
         QBC_RETURN_IF_ERROR(f.attention(n, id));
       } else if (n.op == Op::kQLinear) {
         QBC_RETURN_IF_ERROR(f.linear(n, id));

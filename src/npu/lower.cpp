@@ -30,7 +30,10 @@ Status lower_program(Context& cx, const ModeRequest& m, isa::Phase phase, isa::P
     cp.core = c;
     Stream s(&cp.code);
     CoreLowering L{cx, s, c, m.cores, prog->max_seq, prefix};
-    for (size_t i = 0; i < nodes.size(); ++i) {
+    // A feature graph (docs/npu.md "Feature bundles") has no decode program: its streams
+    // stay empty.
+    const bool empty = phase == isa::Phase::kDecode && cx.plan.features();
+    for (size_t i = 0; i < nodes.size() && !empty; ++i) {
       const Node& n = nodes[i];
       const int id = static_cast<int>(i);
       switch (n.op) {
@@ -41,6 +44,7 @@ Status lower_program(Context& cx, const ModeRequest& m, isa::Phase phase, isa::P
           lower_linear(n, id, L);
           break;
         case Op::kAttention:
+        case Op::kFullAttention:
           lower_attention(n, id, L);
           break;
         case Op::kLinear:

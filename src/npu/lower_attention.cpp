@@ -5,6 +5,7 @@
 //    round-robin to the cores; pass A takes the exact row max, pass B the integer exponent
 //    sums and P·V; partials merge across cores through DRAM scratch, and the owner of each
 //    block of KV heads normalises and stores it.
+#include <algorithm>
 #include <limits>
 #include <string>
 #include <vector>
@@ -40,6 +41,9 @@ class AttentionLowering {
 
   void append();
   void attend();
+  /// full_attention with segments (window attention): per segment [lo, hi), its query row
+  /// tiles scan keys [lo, hi) under the descriptor whose window is the segment's length.
+  void attend_segments(const std::vector<int64_t>& segments);
 
  private:
   void load_params(int32_t dst, int32_t pass);
@@ -74,6 +78,7 @@ class AttentionLowering {
   int32_t mparts_ = -1, sparts_ = -1;
   std::vector<int32_t> qc_, mq_, rmax_, sum_;
   Expr chunk_first_ = Expr(0), chunk_trip_ = Expr(0);
+  int32_t qk_attn_ = -1;  ///< qk_scores' descriptor when not the node's (a segment's window)
 };
 
 void AttentionLowering::load_params(int32_t dst, int32_t pass) {
@@ -220,7 +225,7 @@ void AttentionLowering::chunk_loop(int64_t h, bool with_v, isa::MaxMode mode, co
   qk.bc = bc_;
   qk.kv_head = h;
   qk.max_mode = mode;
-  qk.attn = ai_.desc;
+  qk.attn = qk_attn_ >= 0 ? qk_attn_ : ai_.desc;
   L_.s.emit(qk, Queue::kCompute, id_, pass_);
   if (with_v) {
     isa::ExpAccum e;
@@ -335,11 +340,13 @@ void AttentionLowering::attend() {
   const int rv = L_.s.begin_loop(seq_.ceildiv(Expr(br_)), id_, pass_);
   const Expr row0 = Expr::loop(rv) * Expr(br_);
   const Expr rows = (seq_ - row0).min(Expr(br_));
-  const Expr qpos0 = start_ + row0;
+  // A bidirectional attention (full_attention) sees keys [0, seq) from every row: qpos0 is
+  // the range's last position and does not advance with the row (isa::AttnDesc).
+  const Expr qpos0 = d_.bidirectional ? seq_ - Expr(1) : start_ + row0;
   L_.s.emit(L_.load_rows(loc(n_.operands[0].value), qt_, row0, rows), Queue::kLoad, id_, pass_);
   prepare_queries(rows);
   // Chunks the row tile sees: from the window's first position (or 0) to its last query.
-  const Expr last_q = qpos0 + rows - Expr(1);
+  const Expr last_q = d_.bidirectional ? qpos0 : qpos0 + rows - Expr(1);
   const Expr lo = d_.window > 0 ? (qpos0 - Expr(d_.window - 1)).max(Expr(0)) : Expr(0);
   chunk_first_ = lo.floordiv(Expr(bc_));
   const Expr count = last_q.floordiv(Expr(bc_)) - chunk_first_ + Expr(1);
@@ -352,6 +359,35 @@ void AttentionLowering::attend() {
   L_.s.end_loop();
 }
 
+void AttentionLowering::attend_segments(const std::vector<int64_t>& segments) {
+  alloc_attend();
+  load_params(prm_, pass_);
+  const std::vector<int64_t> lengths = segment_lengths(n_);
+  int64_t lo = 0;
+  for (int64_t len : segments) {
+    const int64_t hi = lo + len;
+    const auto at = std::lower_bound(lengths.begin(), lengths.end(), len) - lengths.begin();
+    qk_attn_ = ai_.desc + 1 + static_cast<int32_t>(at);
+    const int rv = L_.s.begin_loop(Expr((len + br_ - 1) / br_), id_, pass_);
+    const Expr row0 = Expr(lo) + Expr::loop(rv) * Expr(br_);
+    const Expr rows = (Expr(hi) - row0).min(Expr(br_));
+    const Expr qpos0 = Expr(hi - 1);  // every row sees [hi - window, hi - 1] = [lo, hi)
+    L_.s.emit(L_.load_rows(loc(n_.operands[0].value), qt_, row0, rows), Queue::kLoad, id_, pass_);
+    prepare_queries(rows);
+    chunk_first_ = Expr(lo / bc_);
+    const int64_t count = (hi - 1) / bc_ - lo / bc_ + 1;
+    chunk_trip_ = (Expr(count) - Expr(L_.c)).ceildiv(Expr(L_.P)).max(Expr(0));
+    for (int64_t h = 0; h < KV_; ++h) chunk_loop(h, false, isa::MaxMode::kUpdate, rows, qpos0);
+    if (L_.P > 1) merge_max();
+    for (int64_t h = 0; h < KV_; ++h) chunk_loop(h, true, isa::MaxMode::kNone, rows, qpos0);
+    if (L_.P > 1) store_sums();
+    outputs(row0, rows);
+    L_.s.end_loop();
+    lo = hi;
+  }
+  qk_attn_ = -1;
+}
+
 }  // namespace
 
 void lower_attention(const Node& n, int id, CoreLowering& L) {
@@ -359,7 +395,14 @@ void lower_attention(const Node& n, int id, CoreLowering& L) {
   a.append();
   L.barrier(id);
   ++L.stage;
-  a.attend();
+  const std::vector<int64_t> segments = n.op == ir::Op::kFullAttention && n.attrs.has("segments")
+                                            ? n.attrs.get_ints("segments")
+                                            : std::vector<int64_t>();
+  if (segments.empty()) {
+    a.attend();
+  } else {
+    a.attend_segments(segments);
+  }
 }
 
 }  // namespace qbc::npu

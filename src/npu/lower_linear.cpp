@@ -76,7 +76,7 @@ class LinearLowering {
 void LinearLowering::alloc(const std::string& name) {
   const int64_t mt = mt_, nt = nt_, K = li_.k, gt = li_.gt;
   SramStage sram = L_.sram(name, np_.stage);
-  x16_ = sram.alloc("x", DType::kF16, mt * K * 2, {mt, K});
+  x16_ = sram.alloc("x", x_.type, isa::dtype_bytes(x_.type, mt * K), {mt, K});
   codes_ = sram.alloc("codes", xt_, mt * K * cb_, {mt, K});
   xs_ = sram.alloc("xscale", DType::kF32, mt * 4, {mt});
   xz_ = sram.alloc("xzero", DType::kI32, mt * 4, {mt});
@@ -103,6 +103,7 @@ void LinearLowering::quantize(const Expr& row0, const Expr& rows) {
   q.mode = li_.mode;
   q.static_scale = li_.in_scale;
   q.static_zero = li_.in_zero;
+  q.x_f32 = x_.type == DType::kF32;  // a head value kept in fp32 (a vision projector)
   L_.s.emit(q, Queue::kCompute, id_, pass_);
 }
 

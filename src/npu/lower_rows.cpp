@@ -1,6 +1,6 @@
 // The lowering of row-wise ops (docs/npu.md "Lowering"): RMSNorm, LayerNorm, rope, rope_table and
-// the elementwise ops (add, gated activation, scale, softcap). Row tiles go round-robin to the
-// cores; each tile is loaded, computed and stored.
+// the elementwise ops (add, gated activation, gelu, scale, softcap). Row tiles go round-robin to
+// the cores; each tile is loaded, computed and stored.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -116,6 +116,8 @@ void lower_rows(const Node& n, int id, CoreLowering& L) {
         e.op = isa::EltOp::kAdd;
       } else if (n.op == Op::kGatedAct) {
         e.op = n.attrs.get_string("act") == "gelu_tanh" ? isa::EltOp::kGelu : isa::EltOp::kSilu;
+      } else if (n.op == Op::kGelu) {  // unary: erf, or CLIP's quick_gelu
+        e.op = n.attrs.has("approx") ? isa::EltOp::kGeluQuick : isa::EltOp::kGeluErf;
       } else if (n.op == Op::kScale) {
         e.op = isa::EltOp::kScale;
         e.factor = static_cast<float>(n.attrs.get_float("factor"));

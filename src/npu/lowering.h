@@ -82,6 +82,11 @@ inline isa::Ref ref(int32_t buf, isa::Expr off = isa::Expr(0)) {
 /// Row tiles dealt round-robin: core c of P takes tiles c, c + P, ... of ceil(seq / mt).
 isa::Expr round_robin_trip(int64_t mt, int c, int P);
 
+/// A full_attention's distinct segment lengths, ascending (empty without segments): its
+/// attention descriptors after the node's own, one per length, with that length as the
+/// window (plan_tiles.cpp; lower_attention.cpp picks them).
+std::vector<int64_t> segment_lengths(const ir::Node& n);
+
 /// The op lowerings, one stage of node `id` on one core each.
 void lower_rows(const ir::Node& n, int id, CoreLowering& L);       // lower_rows.cpp
 void lower_linear(const ir::Node& n, int id, CoreLowering& L);     // lower_linear.cpp

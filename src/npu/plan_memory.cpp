@@ -94,7 +94,7 @@ void layout_weights(Context& cx, Layout& lay) {
       const int64_t w = cx.g.find_weight(n.operands[1].weight)->type.num_elements();
       np.norm_weight = add_dram(cx, lay, n.name + ".weight", isa::Purpose::kWeights, DType::kF32,
                                 8 * w, {2, w}, false);
-    } else if (n.op == Op::kAttention) {
+    } else if (n.op == Op::kAttention || n.op == Op::kFullAttention) {
       AttentionPlan& ai = np.attention;
       ai.params = add_dram(cx, lay, n.name + ".params", isa::Purpose::kWeights, DType::kF32,
                            ai.params_bytes, {ai.params_bytes / 4}, false);
@@ -229,8 +229,9 @@ Status plan_output(Context& cx, Layout& lay) {
                          "' is fp16; the backend writes fp32 logits from the head");
   const int64_t vocab = out.type.dim(-1);
   const int64_t out_stride = align_up(vocab * 4, cx.o.target.dma_align);
-  cx.plan.logits = add_dram(cx, lay, "io.logits", isa::Purpose::kIo, DType::kF32,
-                            cx.o.chunk * out_stride, {cx.o.chunk, vocab}, true);
+  cx.plan.logits =
+      add_dram(cx, lay, cx.plan.features() ? "io." + out.name : "io.logits", isa::Purpose::kIo,
+               DType::kF32, cx.o.chunk * out_stride, {cx.o.chunk, vocab}, true);
   cx.plan.nodes[static_cast<size_t>(cx.plan.output)].place =
       ValueLoc{cx.plan.logits, 0, out_stride, vocab, DType::kF32};
   return ok_status();
@@ -271,18 +272,37 @@ void plan_rope_inputs(Context& cx, Layout& lay) {
   }
 }
 
+/// Feature graphs: each input's io buffer, fp16 [chunk, width] per slot (the host converts
+/// the graph's fp32 inputs to fp16, as the fake-quant evaluator rounds every input).
+void plan_feature_inputs(Context& cx, Layout& lay) {
+  Plan& p = cx.plan;
+  for (int32_t node : p.feature_inputs) {
+    const Node& n = cx.g.node(node);
+    const int64_t w = n.type.dim(-1);
+    const int64_t stride = align_up(w * 2, cx.o.target.dma_align);
+    const int32_t buf = add_dram(cx, lay, "io." + n.name, isa::Purpose::kIo, DType::kF16,
+                                 cx.o.chunk * stride, {cx.o.chunk, w}, true);
+    p.feature_bufs.push_back(buf);
+    p.nodes[static_cast<size_t>(node)].place = ValueLoc{buf, 0, stride, w, DType::kF16};
+  }
+}
+
 /// The DRAM plan of the per-slot region (KV, io, activations, scratch), placed after the
 /// weights with the slots one after another, and the region totals.
 Status plan_dram(Context& cx, Layout& lay) {
   Plan& p = cx.plan;
   const int64_t kv_bytes = plan_kv(cx, lay);
-  const int64_t A = cx.o.target.dma_align;
-  const int64_t hidden = cx.g.node(p.embeds).type.dim(-1);
-  const int64_t in_stride = align_up(hidden * 2, A);
-  p.input = add_dram(cx, lay, "io.inputs_embeds", isa::Purpose::kIo, DType::kF16,
-                     cx.o.chunk * in_stride, {cx.o.chunk, hidden}, true);
-  p.nodes[static_cast<size_t>(p.embeds)].place =
-      ValueLoc{p.input, 0, in_stride, hidden, DType::kF16};
+  if (p.features()) {
+    plan_feature_inputs(cx, lay);
+  } else {
+    const int64_t A = cx.o.target.dma_align;
+    const int64_t hidden = cx.g.node(p.embeds).type.dim(-1);
+    const int64_t in_stride = align_up(hidden * 2, A);
+    p.input = add_dram(cx, lay, "io.inputs_embeds", isa::Purpose::kIo, DType::kF16,
+                       cx.o.chunk * in_stride, {cx.o.chunk, hidden}, true);
+    p.nodes[static_cast<size_t>(p.embeds)].place =
+        ValueLoc{p.input, 0, in_stride, hidden, DType::kF16};
+  }
   plan_rope_inputs(cx, lay);
   const int32_t act = plan_activations(cx, lay);
   QBC_RETURN_IF_ERROR(check_slices(cx));
@@ -299,7 +319,8 @@ Status plan_dram(Context& cx, Layout& lay) {
   p.regions.kv = kv_bytes * cx.o.batch;
   p.regions.activations = bytes_of(act) * cx.o.batch;
   p.regions.scratch = (scratch > 0 ? bytes_of(p.scratch) : 0) * cx.o.batch;
-  p.regions.io = (bytes_of(p.input) + bytes_of(p.logits)) * cx.o.batch;
+  p.regions.io = ((p.input >= 0 ? bytes_of(p.input) : 0) + bytes_of(p.logits)) * cx.o.batch;
+  for (int32_t b : p.feature_bufs) p.regions.io += bytes_of(b) * cx.o.batch;
   if (p.cos_buf >= 0) p.regions.io += (bytes_of(p.cos_buf) + bytes_of(p.sin_buf)) * cx.o.batch;
   p.regions.reserve = cx.o.target.dram_reserve;
   return ok_status();
@@ -313,8 +334,18 @@ void emit_dram(Context& cx) {
   cx.b.output = cx.plan.logits;
   cx.b.rope_inputs.cos = cx.plan.cos_buf;
   cx.b.rope_inputs.sin = cx.plan.sin_buf;
-  cx.b.hidden = cx.plan.nodes[static_cast<size_t>(cx.plan.embeds)].width;
   cx.b.vocab = cx.plan.nodes[static_cast<size_t>(cx.plan.output)].width;
+  if (!cx.plan.features()) {
+    cx.b.hidden = cx.plan.nodes[static_cast<size_t>(cx.plan.embeds)].width;
+    return;
+  }
+  cx.b.kind = isa::BundleKind::kFeatures;
+  cx.b.output_stride = cx.plan.nodes[static_cast<size_t>(cx.plan.output)].place.stride;
+  for (size_t i = 0; i < cx.plan.feature_inputs.size(); ++i) {
+    const NodePlan& np = cx.plan.nodes[static_cast<size_t>(cx.plan.feature_inputs[i])];
+    cx.b.feature_inputs.push_back(
+        isa::FeatureInput{np.name, cx.plan.feature_bufs[i], np.place.width, np.place.stride});
+  }
 }
 
 /// plan-memory: the weight layout and the DRAM plan.

@@ -22,15 +22,19 @@ using ir::Op;
 using isa::DType;
 
 /// A rope_table node the backend lowers: in a decoder (M-RoPE), on the host's rope_cos and
-/// rope_sin inputs, which every call fills per token. A rope_table of a graph without token
-/// positions (a vision tower) is not lowered yet.
+/// rope_sin inputs, which every call fills per token; in a graph without token positions (a
+/// vision tower's feature graph), on any two graph inputs of head_dim / 2 columns, which are
+/// then feature inputs like the patch rows.
 Status check_rope_table(const Context& cx, const Node& n) {
+  const bool features = std::none_of(cx.g.nodes().begin(), cx.g.nodes().end(), [](const Node& t) {
+    return t.op == Op::kInput && t.type.dtype == ir::DType::kI64;
+  });
   auto input_named = [&](size_t k, const char* name) {
     const Node& t = cx.g.node(n.operands[k].value);
-    return t.op == Op::kInput && t.name == name;
+    return t.op == Op::kInput && (features || t.name == name);
   };
   if (n.operands.size() != 3 || !input_named(1, "rope_cos") || !input_named(2, "rope_sin") ||
-      cx.plan.positions < 0) {
+      (!features && cx.plan.positions < 0)) {
     return unimplemented(ir::describe(n),
                          ": op 'rope_table' has no ARIES backend lowering yet "
                          "outside a decoder's host rope tables (docs/multimodal.md)");
@@ -39,6 +43,37 @@ Status check_rope_table(const Context& cx, const Node& n) {
   if (hd < 2 || hd % 2 != 0 || heads < 1 || n.type.dim(-1) != heads * hd)
     return invalid_argument(ir::describe(n), ": ", heads, " heads of head_dim ", hd, " for ",
                             n.type.dim(-1), " columns");
+  for (size_t k = 1; features && k < 3; ++k) {
+    const Node& t = cx.g.node(n.operands[k].value);
+    if (t.type.dim(-1) != hd / 2)
+      return invalid_argument(ir::describe(n), ": table input ", ir::describe(t), " has ",
+                              t.type.dim(-1), " columns, not head_dim / 2 = ", hd / 2);
+  }
+  return ok_status();
+}
+
+/// A graph without a positions input is a feature graph (a vision tower, docs/npu.md "Feature
+/// bundles"): every input is a row input of the image's rows, the chunk is that row count, and
+/// no op may need token positions.
+Status check_feature_graph(Context& cx) {
+  const auto& nodes = cx.g.nodes();
+  cx.plan.embeds = -1;  // every input is a feature input, the rope tables too
+  cx.plan.rope_cos = cx.plan.rope_sin = -1;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
+    if (n.op == Op::kAttention || n.op == Op::kRope)
+      return unimplemented(ir::describe(n), ": op '", ir::op_info(n.op).name,
+                           "' in a graph without positions (a feature graph) has no ARIES "
+                           "lowering");
+    if (n.op != Op::kInput) continue;
+    if (n.type.rank() != 3 || n.type.dim(1) != cx.o.chunk)
+      return invalid_argument(ir::describe(n), ": a feature graph's input ", n.type.to_string(),
+                              " must be [1, rows, width] with rows the compiled chunk ", cx.o.chunk,
+                              " (the image's rows)");
+    cx.plan.feature_inputs.push_back(static_cast<int32_t>(i));
+  }
+  if (cx.plan.feature_inputs.empty())
+    return invalid_argument("graph '", cx.g.name(), "' has neither positions nor inputs");
   return ok_status();
 }
 
@@ -89,8 +124,21 @@ Status check_graph(Context& cx) {
       case Op::kRopeTable:
         QBC_RETURN_IF_ERROR(check_rope_table(cx, n));
         break;
+      case Op::kFullAttention: {
+        QBC_ASSIGN_OR_RETURN(const ir::FullAttentionParams fa, ir::full_attention_params(n));
+        if (!fa.attention.quantized)
+          return unimplemented(ir::describe(n),
+                               ": unquantized full_attention; the ARIES backend needs its "
+                               "static Q, K and V codes (quant::quantize_vision)");
+        int64_t total = 0;
+        for (int64_t len : fa.segments) total += len;
+        if (!fa.segments.empty() && total != n.type.dim(1))
+          return invalid_argument(ir::describe(n), ": segments cover ", total, " of ",
+                                  n.type.dim(1), " rows");
+        break;
+      }
       case Op::kGelu:
-      case Op::kFullAttention:
+        break;
       case Op::kMergeRows:
         return unimplemented(ir::describe(n), ": op '", ir::op_info(n.op).name,
                              "' has no ARIES backend lowering yet (docs/multimodal.md)");
@@ -102,7 +150,8 @@ Status check_graph(Context& cx) {
         break;
     }
   }
-  if (cx.plan.embeds < 0 || cx.plan.positions < 0)
+  if (cx.plan.positions < 0) QBC_RETURN_IF_ERROR(check_feature_graph(cx));
+  if (!cx.plan.features() && (cx.plan.embeds < 0 || cx.plan.positions < 0))
     return invalid_argument("graph '", cx.g.name(), "' needs inputs inputs_embeds and positions");
   if ((cx.plan.rope_cos >= 0) != (cx.plan.rope_sin >= 0))
     return invalid_argument("graph '", cx.g.name(), "' has only one of rope_cos and rope_sin");
@@ -212,11 +261,13 @@ Status plan_linear(Context& cx, const Node& n, LinearPlan* li, int64_t* sram) {
     return unimplemented(ir::describe(n), ": ", li->in_bits, "-bit activations (8 or 16)");
   const DType wt = isa::code_type(li->w_bits);
   const int64_t cb = li->in_bits == 16 ? 2 : 1;
+  // The input rows: fp16, or fp32 when they are a head value kept in fp32 (a projector).
+  const int64_t xb = isa::dtype_bytes(value_type(cx.g, n.operands[0].value, -1), 1);
   const int64_t accb = li->in_bits == 16 ? 8 : 4;
   const int64_t yb = li->out_fp16 ? 2 : 4;
   auto bytes = [&](int64_t mt, int64_t nt, int64_t kt) {
     const int64_t gt = li->group > 0 ? cdiv(kt, li->group) : 1;
-    return mt * li->k * (2 + cb) + 8 * mt + 2 * nt * isa::dtype_bytes(wt, kt) + 2 * nt * gt * 8 +
+    return mt * li->k * (xb + cb) + 8 * mt + 2 * nt * isa::dtype_bytes(wt, kt) + 2 * nt * gt * 8 +
            2 * nt * 4 + mt * nt * gt * accb + mt * nt * 4 + 2 * mt * nt * yb + 16 * 16;
   };
   // Channel tiles: a multiple of `unit_n` channels, so every tile's column offset in the
@@ -227,7 +278,7 @@ Status plan_linear(Context& cx, const Node& n, LinearPlan* li, int64_t* sram) {
   int64_t nt_cap = std::max<int64_t>(unit_n, align_up(cdiv(li->n, cores), unit_n));
   nt_cap = std::min<int64_t>(nt_cap, align_up(li->n, unit_n));
   for (int64_t mt = std::min<int64_t>(cx.o.chunk, 64); mt >= 1; mt /= 2) {
-    if (mt * li->k * (2 + cb) + 512 > cx.plan.sram_budget) continue;
+    if (mt * li->k * (xb + cb) + 512 > cx.plan.sram_budget) continue;
     // K tiles: the whole row, else halves that stay multiples of the group (or of 32).
     const int64_t unit = li->group > 0 ? li->group : 32;
     for (int64_t kt = li->k; kt >= 1;) {
@@ -255,12 +306,30 @@ Status plan_linear(Context& cx, const Node& n, LinearPlan* li, int64_t* sram) {
   }
   return resource_exhausted(ir::describe(n), ": no tile of [", li->n, " x ", li->k, "] fits the ",
                             cx.plan.sram_budget, "-byte SRAM of target '", cx.o.target.name,
-                            "' (even one row of fp16 inputs and codes needs ", li->k * (2 + cb),
+                            "' (even one row of inputs and codes needs ", li->k * (xb + cb),
                             " bytes)");
 }
 
+}  // namespace
+
+std::vector<int64_t> segment_lengths(const Node& n) {
+  std::vector<int64_t> v =
+      n.attrs.has("segments") ? n.attrs.get_ints("segments") : std::vector<int64_t>();
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
+}
+
+namespace {
+
 Status plan_attention(Context& cx, const Node& n, int32_t id, AttentionPlan* ai) {
-  QBC_ASSIGN_OR_RETURN(const numerics::Attention a, ir::attention_params(n));
+  numerics::Attention a;
+  if (n.op == Op::kFullAttention) {
+    QBC_ASSIGN_OR_RETURN(ir::FullAttentionParams fa, ir::full_attention_params(n));
+    a = std::move(fa.attention);
+  } else {
+    QBC_ASSIGN_OR_RETURN(a, ir::attention_params(n));
+  }
   if (!a.quantized)
     return internal_error(ir::describe(n), ": a float KV cache past the graph check");
   isa::AttnDesc d;
@@ -275,6 +344,7 @@ Status plan_attention(Context& cx, const Node& n, int32_t id, AttentionPlan* ai)
   d.p_bits = a.p_bits;
   d.q_dynamic = a.q_dynamic;
   d.rotating = !a.k_rot_offset.empty();
+  d.bidirectional = n.op == Op::kFullAttention;
   for (int bits : {d.k_bits, d.v_bits}) {
     if (bits != 4 && bits != 8 && bits != 16)
       return unimplemented(ir::describe(n), ": ", bits, "-bit KV cache (4, 8 or 16)");
@@ -335,6 +405,13 @@ Status plan_attention(Context& cx, const Node& n, int32_t id, AttentionPlan* ai)
   ai->v_bits = d.v_bits;
   cx.b.attentions.push_back(d);
   ai->desc = static_cast<int32_t>(cx.b.attentions.size() - 1);
+  if (n.op == Op::kFullAttention) {  // window attention: one descriptor per segment length
+    for (int64_t len : segment_lengths(n)) {
+      isa::AttnDesc w = d;
+      w.window = len;
+      cx.b.attentions.push_back(w);
+    }
+  }
   return ok_status();
 }
 
@@ -366,11 +443,11 @@ void set_header(Context& cx) {
     NodePlan np;
     np.name = n.name;
     np.op = ir::op_info(n.op).name;
-    np.kind = n.op == Op::kInput       ? NodeKind::kInput
-              : n.op == Op::kSlice     ? NodeKind::kSlice
-              : n.op == Op::kQLinear   ? NodeKind::kLinear
-              : n.op == Op::kAttention ? NodeKind::kAttention
-                                       : NodeKind::kRows;
+    np.kind = n.op == Op::kInput                                     ? NodeKind::kInput
+              : n.op == Op::kSlice                                   ? NodeKind::kSlice
+              : n.op == Op::kQLinear                                 ? NodeKind::kLinear
+              : n.op == Op::kAttention || n.op == Op::kFullAttention ? NodeKind::kAttention
+                                                                     : NodeKind::kRows;
     np.width =
         n.op == Op::kSlice ? n.attrs.get_int("end") - n.attrs.get_int("start") : n.type.dim(-1);
     p.nodes.push_back(std::move(np));

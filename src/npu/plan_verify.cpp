@@ -45,11 +45,15 @@ Status p1_header(const Plan& p) {
                             p.dma_align, ", batch ", p.batch, ", chunk ", p.chunk, ", cache ",
                             p.max_cache, " (each at least 1, the chunk at most the cache)");
   }
-  for (int32_t id : {p.embeds, p.positions, p.output}) {
+  std::vector<int32_t> inputs = {p.embeds, p.positions};
+  if (p.features()) inputs = p.feature_inputs;  // a feature graph: its row inputs
+  for (int32_t id : inputs) {
     if (!in_range(id, p.nodes.size()))
-      return invalid_argument(kP1, ": input or output node %", id, " of ", p.nodes.size());
+      return invalid_argument(kP1, ": input node %", id, " of ", p.nodes.size());
   }
-  for (int32_t id : {p.embeds, p.positions}) {
+  if (!in_range(p.output, p.nodes.size()))
+    return invalid_argument(kP1, ": output node %", p.output, " of ", p.nodes.size());
+  for (int32_t id : inputs) {
     if (p.nodes[static_cast<size_t>(id)].kind != NodeKind::kInput)
       return invalid_argument(kP1, ": ", node(p, static_cast<size_t>(id)), " is not an input");
   }
@@ -101,14 +105,20 @@ Status p1(const Plan& p) {
   }
   if (!p.placed) return ok_status();
   const auto nb = static_cast<int32_t>(p.buffers.size());
-  if (p.input < 0 || p.input >= nb || p.logits < 0 || p.logits >= nb || p.scratch < -1 ||
-      p.scratch >= nb)
+  const bool input_ok = p.features() ? p.input == -1 : p.input >= 0 && p.input < nb;
+  if (!input_ok || p.logits < 0 || p.logits >= nb || p.scratch < -1 || p.scratch >= nb)
     return invalid_argument(kP1, ": io buffers #", p.input, ", #", p.logits, ", scratch #",
                             p.scratch, " of ", nb);
   if ((p.rope_cos >= 0) != (p.cos_buf >= 0) || (p.rope_sin >= 0) != (p.sin_buf >= 0) ||
       p.cos_buf < -1 || p.cos_buf >= nb || p.sin_buf < -1 || p.sin_buf >= nb)
     return invalid_argument(kP1, ": rope table io buffers #", p.cos_buf, ", #", p.sin_buf, " of ",
                             nb, " for inputs %", p.rope_cos, ", %", p.rope_sin);
+  if (p.feature_bufs.size() != p.feature_inputs.size())
+    return invalid_argument(kP1, ": ", p.feature_bufs.size(), " io buffers for ",
+                            p.feature_inputs.size(), " feature inputs");
+  for (int32_t b : p.feature_bufs) {
+    if (b < 0 || b >= nb) return invalid_argument(kP1, ": feature input buffer #", b, " of ", nb);
+  }
   return ok_status();
 }
 
@@ -232,11 +242,14 @@ Status p5_buffer(const Plan& p, size_t i) {
   const NodePlan& n = p.nodes[i];
   const ValueLoc& v = n.place;
   const auto id = static_cast<int32_t>(i);
-  const int32_t want = id == p.embeds     ? p.input
-                       : id == p.output   ? p.logits
-                       : id == p.rope_cos ? p.cos_buf
-                       : id == p.rope_sin ? p.sin_buf
-                                          : -1;
+  int32_t want = id == p.embeds     ? p.input
+                 : id == p.output   ? p.logits
+                 : id == p.rope_cos ? p.cos_buf
+                 : id == p.rope_sin ? p.sin_buf
+                                    : -1;
+  for (size_t k = 0; k < p.feature_inputs.size() && k < p.feature_bufs.size(); ++k) {
+    if (p.feature_inputs[k] == id) want = p.feature_bufs[k];
+  }
   if (want >= 0 && v.buf != want)
     return fail(kP5, "value %", n.name, " is in buffer #", v.buf, ", not ", buffer(p, want));
   if (n.kind == NodeKind::kSlice) {

@@ -239,7 +239,9 @@ Status exec(const isa::QkScores& op, Core& c) {
 
   // Keys every query masks (after the last, before the first's window, before 0) are -inf
   // for every row: only keys [j0, j1) of the block are scored.
-  const int64_t last = qpos0 + rows - 1;
+  // A bidirectional attention's rows all sit at qpos0 (the key range's last position).
+  const int64_t qstep = d.bidirectional ? 0 : 1;
+  const int64_t last = qpos0 + qstep * (rows - 1);
   const int64_t first = std::max<int64_t>(0, d.window > 0 ? qpos0 - d.window + 1 : 0);
   const int64_t j0 = std::clamp<int64_t>(first - kpos0, 0, bc);
   const int64_t j1 = std::max(j0, std::clamp<int64_t>(last - kpos0 + 1, 0, bc));
@@ -284,7 +286,7 @@ Status exec(const isa::QkScores& op, Core& c) {
         std::vector<float> qr(static_cast<size_t>(rot ? hd : 0)), scores(static_cast<size_t>(bc));
         std::vector<float> corr(static_cast<size_t>(fast && rot ? nk : 0));
         for (int64_t r = r0; r < r1; ++r) {
-          const int64_t qpos = qpos0 + r;
+          const int64_t qpos = qpos0 + qstep * r;
           const int64_t lo = d.window > 0 ? qpos - d.window + 1 : 0;
           for (int64_t i = 0; i < g; ++i) {
             const int64_t row = r * g + i;

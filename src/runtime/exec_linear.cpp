@@ -452,7 +452,8 @@ Status exec(const isa::Quantize& op, Core& c) {
   if (c.counters_only) return ok_status();
   const isa::DType ct = op.bits == 16 ? isa::DType::kI16 : isa::DType::kI8;
   const int64_t cb = op.bits == 16 ? 2 : 1;
-  QBC_ASSIGN_OR_RETURN(const uint8_t* x, c.sram_at(op.x, span(rows, 2, k), "x"));
+  const int64_t xb = op.x_f32 ? 4 : 2;
+  QBC_ASSIGN_OR_RETURN(const uint8_t* x, c.sram_at(op.x, span(rows, xb, k), "x"));
   QBC_ASSIGN_OR_RETURN(uint8_t * codes, c.sram_write(op.codes, span(rows, cb, k), "codes"));
   QBC_ASSIGN_OR_RETURN(uint8_t * scale, c.sram_write(op.scale, span(rows, 4), "scale"));
   uint8_t* zero = nullptr;
@@ -463,7 +464,11 @@ Status exec(const isa::Quantize& op, Core& c) {
     std::vector<float> xr(static_cast<size_t>(k));
     std::vector<int32_t> q(static_cast<size_t>(k));
     for (int64_t r = r0; r < r1; ++r) {
-      load_f16(x + r * 2 * k, k, xr.data());
+      if (op.x_f32) {
+        load(x + r * 4 * k, k, xr.data());
+      } else {
+        load_f16(x + r * 2 * k, k, xr.data());
+      }
       float s = op.static_scale;
       int32_t z = 0;
       bool affine = false;

@@ -250,6 +250,10 @@ Status exec(const isa::Eltwise& op, Core& c) {
     case isa::EltOp::kSoftcap:
       numerics::softcap(a.data(), count, op.factor, f16, y.data());
       break;
+    case isa::EltOp::kGeluErf:
+    case isa::EltOp::kGeluQuick:
+      numerics::gelu(a.data(), count, f16, y.data(), op.op == isa::EltOp::kGeluQuick);
+      break;
   }
   if (f16) {
     store_f16(y.data(), count, yp);

@@ -115,6 +115,9 @@ struct Quantize {
   QuantMode mode = QuantMode::kTokenAffine;
   float static_scale = 1.0f;
   int32_t static_zero = 0;
+  /// x holds fp32 rows (the values of a head kept in fp32, e.g. a vision projector's
+  /// second linear) instead of fp16; the codes are computed from the fp32 values.
+  bool x_f32 = false;
 };
 
 inline bool quantize_static(const Quantize& q) {
@@ -133,11 +136,12 @@ struct OpRow<Quantize> {
       real("static_scale", &Quantize::static_scale).finite().shown_when(quantize_static),
       integer("static_zero", &Quantize::static_zero).shown_when(+[](const Quantize& q) {
         return quantize_static(q) && q.static_zero != 0;
-      }));
+      }),
+      flag("x_f32", &Quantize::x_f32).unless_default());
   template <class S>
   static void accesses(const Quantize& q, S& s) {
     const int64_t cb = q.bits == 16 ? 2 : 1;
-    s.read(q.x, q.rows * Expr(2 * q.k));
+    s.read(q.x, q.rows * Expr((q.x_f32 ? 4 : 2) * q.k));
     s.write(q.codes, q.rows * Expr(cb * q.k));
     s.write(q.scale, q.rows * Expr(4));
     s.write(q.zero, q.rows * Expr(4));
@@ -382,7 +386,9 @@ struct OpRow<RopeTable> {
 };
 
 /// Elementwise ops over rows*width contiguous values (numerics elementwise).
-enum class EltOp : uint8_t { kAdd, kSilu, kGelu, kScale, kSoftcap };
+/// kGeluErf and kGeluQuick are unary: y = gelu(a) (erf) or CLIP's quick_gelu a·σ(1.702·a)
+/// (numerics gelu; vision towers).
+enum class EltOp : uint8_t { kAdd, kSilu, kGelu, kScale, kSoftcap, kGeluErf, kGeluQuick };
 const char* elt_name(EltOp op);
 struct Eltwise {
   EltOp op = EltOp::kAdd;
@@ -404,7 +410,7 @@ struct OpRow<Eltwise> {
   static constexpr const char* kName = "eltwise";
   static constexpr QueueClass kQueue = QueueClass::kCompute;
   static constexpr auto kFields = std::make_tuple(
-      enumeration("op", &Eltwise::op, 5, elt_name), ref("a", &Eltwise::a, Role::kIn),
+      enumeration("op", &Eltwise::op, 7, elt_name), ref("a", &Eltwise::a, Role::kIn),
       ref_when("b", &Eltwise::b, Role::kIn, eltwise_binary), ref("y", &Eltwise::y, Role::kOut),
       expr("rows", &Eltwise::rows), integer("width", &Eltwise::width, 1),
       real("factor", &Eltwise::factor).finite().shown_when(+[](const Eltwise& e) {

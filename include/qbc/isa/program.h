@@ -80,6 +80,11 @@ struct AttnDesc {
   }
   /// The KV4 rules are on (the records carry per-token fields).
   bool token_fields() const { return k_token_scale || v_token_scale; }
+  /// A vision tower's full_attention (feature bundles): no causal mask. Every query row of
+  /// a qk_scores sees the keys at positions [0, qpos0] (qpos0 does not advance with the row),
+  /// so the lowering passes the key range's last position as qpos0. The cache is a scratch
+  /// of the call's own keys, appended at positions 0.. before any query.
+  bool bidirectional = false;
 };
 
 /// Why the KV4 fields of `a` are inconsistent (k_group not 0 or a divisor of head_dim;
@@ -106,6 +111,21 @@ struct RopeInputs {
   double theta = 0.0;
   int64_t section[3] = {0, 0, 0};
   bool present() const { return cos >= 0; }
+};
+
+/// What a bundle computes (docs/npu.md "Feature bundles"). A decoder: one fp16
+/// inputs_embeds input, fp32 logits, prefill and decode programs over a KV cache. A feature
+/// graph (a vision tower): named fp16 row inputs (`Bundle::feature_inputs`), an fp32 feature
+/// output [chunk, vocab] (vocab: the feature width), one call per image through the prefill
+/// program (chunk: the image's rows; start 0, seq the rows), decode programs without code.
+enum class BundleKind : uint8_t { kDecoder, kFeatures };
+
+/// A feature bundle's input: fp16 rows [chunk, width], `stride` bytes apart, in DRAM buffer
+/// `buffer` (io). The host converts its values to fp16 and writes them there before the call.
+struct FeatureInput {
+  std::string name;  ///< the MBLT input node's name
+  int32_t buffer = -1;
+  int64_t width = 0, stride = 0;
 };
 
 enum class Phase : uint8_t { kPrefill, kDecode };
@@ -170,9 +190,12 @@ struct Bundle {
   int32_t input = -1,
           output =
               -1;  ///< DRAM buffers: fp16 inputs_embeds [chunk, hidden], fp32 logits [chunk, vocab]
-  RopeInputs rope_inputs;      ///< M-RoPE models: the per-token rope-table inputs
-  int64_t image_base = 0;      ///< DRAM address of image[0]
-  std::vector<uint8_t> image;  ///< initial DRAM contents of the weight region
+  RopeInputs rope_inputs;  ///< M-RoPE models: the per-token rope-table inputs
+  BundleKind kind = BundleKind::kDecoder;
+  std::vector<FeatureInput> feature_inputs;  ///< kFeatures: the graph's inputs, in node order
+  int64_t output_stride = 0;                 ///< kFeatures: bytes between output rows
+  int64_t image_base = 0;                    ///< DRAM address of image[0]
+  std::vector<uint8_t> image;                ///< initial DRAM contents of the weight region
   DramPlan dram;
 
   /// Weight bytes held outside the bundle. A reader that maps its file (the MXQ layer, which

@@ -123,6 +123,10 @@ struct Plan {
   int32_t embeds = -1, positions = -1, output = -1;  ///< the graph's inputs and output
   /// M-RoPE graphs: the host's rope-table inputs rope_cos, rope_sin (-1: none).
   int32_t rope_cos = -1, rope_sin = -1;
+  /// Feature graphs (a vision tower; no positions input): every input node, in node order,
+  /// and its io buffer (plan-memory). Empty for a decoder. Not in the plan text yet.
+  std::vector<int32_t> feature_inputs, feature_bufs;
+  bool features() const { return !feature_inputs.empty(); }
   std::vector<StagePlan> stages;  ///< in node order
   // plan-memory.
   std::vector<DramBuffer> buffers;

@@ -170,6 +170,19 @@ TEST(TextParser, Kv4AttentionFieldsRoundTrip) {
   EXPECT_EQ(p.value_record(), 8 + 1);
 }
 
+TEST(TextParser, BidirectionalAttentionRoundTrips) {
+  Bundle b = every_op_bundle();
+  ASSERT_FALSE(b.attentions.empty());
+  EXPECT_FALSE(contains(print_bundle(b), "bidirectional"));  // printed only when set
+  b.attentions[0].bidirectional = true;
+  const std::string text = print_bundle(b);
+  EXPECT_TRUE(contains(text, " k_rope=") && contains(text, " bidirectional=true\n")) << text;
+  auto parsed = parse_bundle(text, "bidi.npu");
+  QBC_ASSERT_OK(parsed);
+  EXPECT_TRUE(parsed->attentions[0].bidirectional);
+  EXPECT_EQ(print_bundle(*parsed), text);
+}
+
 TEST(TextParser, WithoutNotesAndTokens) {
   PrintOptions opts;
   opts.debug_info = false;

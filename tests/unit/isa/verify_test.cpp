@@ -519,5 +519,63 @@ TEST(IsaVerify, V8ExpressionOverflow) {
       "V8 (sizes): ", {"#0 ld dma", "src offset", "overflows int64"});
 }
 
+// V10 -----------------------------------------------------------------------------------
+
+/// small_bundle() as a feature bundle: its `in` buffer is the input "patches" (16 rows of 64
+/// fp16 values, 128 bytes apart), `out` the fp32 feature output, and the decode program empty.
+Bundle feature_bundle() {
+  Bundle b = small_bundle();
+  b.kind = BundleKind::kFeatures;
+  b.feature_inputs = {FeatureInput{"patches", kIn, 64, 128}};
+  b.input = -1;
+  b.output_stride = 256;
+  decode(b).clear();
+  return b;
+}
+
+void expect_feature_broken(const std::function<void(Bundle&)>& edit,
+                           const std::vector<std::string>& parts) {
+  Bundle b = feature_bundle();
+  edit(b);
+  const Status st = verify(b);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.message().rfind("V10 (feature interface): ", 0), 0u) << st.message();
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  for (const std::string& p : parts) EXPECT_TRUE(contains(st.message(), p)) << st.message();
+}
+
+TEST(IsaVerify, FeatureBundleVerifies) { QBC_ASSERT_OK(verify(feature_bundle())); }
+
+TEST(IsaVerify, V10DecodeCodeInAFeatureBundle) {
+  expect_feature_broken([](Bundle& b) { decode(b) = small_code(); },
+                        {"mode 0 (single)", "decode program has 7 instructions on core 0"});
+}
+
+TEST(IsaVerify, V10FeatureInputSmallerThanItsRows) {
+  expect_feature_broken(
+      [](Bundle& b) { b.feature_inputs[0].stride = 256; },
+      {"feature input 'patches'", "holds 2048 bytes", "less than the 3968", "of 16 rows"});
+}
+
+TEST(IsaVerify, V10FeatureInputNamedTwice) {
+  expect_feature_broken(
+      [](Bundle& b) {
+        b.feature_inputs.push_back(FeatureInput{"patches", kOut, 64, 128});
+      },
+      {"feature input 'patches' is named twice"});
+}
+
+TEST(IsaVerify, V10FeatureBundleWithADecoderInput) {
+  expect_feature_broken([](Bundle& b) { b.input = kIn; }, {"inputs_embeds"});
+}
+
+TEST(IsaVerify, V10DecoderWithFeatureInputs) {
+  expect_broken(
+      [](Bundle& b, auto&) {
+        b.feature_inputs = {FeatureInput{"patches", kIn, 64, 128}};
+      },
+      "V10 (feature interface): ", {"a decoder bundle has 1 feature inputs"});
+}
+
 }  // namespace
 }  // namespace qbc::isa

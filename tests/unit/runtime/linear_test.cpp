@@ -36,6 +36,8 @@ struct LinearCase {
   /// Weight zero points at the ends of their range (alternately the lowest and the highest
   /// code) instead of random codes.
   bool extreme_zero = false;
+  /// fp32 input rows (quantize's x_f32: a head value kept in fp32, a vision projector's).
+  bool x_f32 = false;
 };
 
 numerics::QLinear make_params(const LinearCase& c) {
@@ -81,14 +83,15 @@ std::vector<float> run_linear(const LinearCase& c, const numerics::QLinear& p,
   const int64_t accb = acct == DType::kI64 ? 8 : 4;
   const Expr seq = Expr::sym(isa::Sym::kSeq);
 
-  const int32_t x_d = bb.dram("x", isa::Purpose::kActivations, c.s * c.in * 2);
+  const int64_t xb = c.x_f32 ? 4 : 2;
+  const int32_t x_d = bb.dram("x", isa::Purpose::kActivations, c.s * c.in * xb);
   const int32_t y_d = bb.dram("y", isa::Purpose::kActivations, c.s * c.out * yb);
   // Scales as the spec stores them: fp32, or (compact) the IEEE binary16 bits of each value.
   const int64_t wsb = c.compact ? 2 : 4;
   const int32_t ws_d =
       bb.weights("ws", c.compact ? testing::f16_bytes(p.wscale) : testing::raw_bytes(p.wscale));
   const int32_t bias_d = c.bias ? bb.weights("bias", testing::raw_bytes(p.bias)) : -1;
-  const int32_t x_s = bb.sram("x", 0, c.s * c.in * 2);
+  const int32_t x_s = bb.sram("x", 0, c.s * c.in * xb);
   const int32_t codes_s = bb.sram("codes", 0, c.s * c.in * cb);
   const int32_t xs_s = bb.sram("xs", 0, c.s * 4);
   const int32_t xz_s = bb.sram("xz", 0, c.s * 4);
@@ -100,7 +103,7 @@ std::vector<float> run_linear(const LinearCase& c, const numerics::QLinear& p,
   const int32_t y_s = bb.sram("y", 0, c.s * c.out * yb);
   const int32_t node = bb.node("blk.0.mlp.down");
 
-  bb.copy(0, bb.ref(x_s), bb.ref(x_d), c.in * 2, seq);
+  bb.copy(0, bb.ref(x_s), bb.ref(x_d), c.in * xb, seq);
   bb.copy(0, bb.ref(ws_s), bb.ref(ws_d), c.out * groups * wsb);
   if (c.bias) bb.copy(0, bb.ref(bias_s), bb.ref(bias_d), c.out * 4);
   isa::Quantize q;
@@ -116,6 +119,7 @@ std::vector<float> run_linear(const LinearCase& c, const numerics::QLinear& p,
                : (c.in_asym ? isa::QuantMode::kStaticAffine : isa::QuantMode::kStaticSymmetric);
   q.static_scale = p.in_scale;
   q.static_zero = p.in_zero;
+  q.x_f32 = c.x_f32;
   bb.emit(0, q, node);
 
   const int64_t tile_groups = c.group > 0 ? (kt + c.group - 1) / c.group : 1;
@@ -191,7 +195,7 @@ std::vector<float> run_linear(const LinearCase& c, const numerics::QLinear& p,
   bb.copy(0, bb.ref(y_d), bb.ref(y_s), c.out * yb, seq);
   std::shared_ptr<Device> dev = testing::make_device(bb.finish(), threads);
   if (dev == nullptr) return {};
-  testing::write(*dev, x_d, testing::f16_bytes(x));
+  testing::write(*dev, x_d, c.x_f32 ? testing::raw_bytes(x) : testing::f16_bytes(x));
   const Status st = dev->run(isa::Phase::kPrefill, 0, 0, c.s);
   EXPECT_TRUE(st.ok()) << st.to_string();
   const CoreCounters& k = dev->counters()[0];
@@ -206,7 +210,10 @@ TEST_P(RuntimeLinear, EqualsQlinearBitForBit) {
   const LinearCase& c = GetParam();
   const numerics::QLinear p = make_params(c);
   std::vector<float> x = testing::random_f16(static_cast<size_t>(c.s * c.in), 3, 2.0f);
-  x[5] = 60.0f;  // an outlier channel
+  x[5] = 60.0f;   // an outlier channel
+  if (c.x_f32) {  // fp32 head values: not fp16-representable
+    for (float& v : x) v = v * 1.0001f + 1e-4f;
+  }
   std::vector<float> want(static_cast<size_t>(c.s * c.out));
   numerics::qlinear(x.data(), c.s, p, want.data());
   for (int threads = 1; threads <= 4; ++threads) {
@@ -279,6 +286,13 @@ const LinearCase kCases[] = {
      true, true},
     {"requant_groups_int8_extreme_zero", 3, 200, 29, 32, 8, true, 8, true, true, false, true, 1,
      true, true},
+    // fp32 input rows (a vision projector's second linear after its fp32 GELU): per-token
+    // and static scales, 8- and 16-bit codes.
+    {"x_f32_token_affine", 3, 40, 24, 0, 8, false, 8, true, true, true, false, 1, false, false, true},
+    {"x_f32_static_affine_in16", 4, 48, 17, 0, 8, false, 16, false, true, true, false, 1, false,
+     true},
+    {"x_f32_grouped_static_sym", 2, 64, 12, 32, 8, false, 8, false, false, true, false, 1, false,
+     true},
 };
 
 INSTANTIATE_TEST_SUITE_P(Cases, RuntimeLinear, ::testing::ValuesIn(kCases),

@@ -330,6 +330,10 @@ TEST_P(RuntimeEltwise, EqualsNumerics) {
     case isa::EltOp::kSoftcap:
       numerics::softcap(a.data(), n, op.factor, f16, want.data());
       break;
+    case isa::EltOp::kGeluErf:
+    case isa::EltOp::kGeluQuick:
+      numerics::gelu(a.data(), n, f16, want.data(), c.op == isa::EltOp::kGeluQuick);
+      break;
   }
   const std::vector<uint8_t> y = testing::read(*d, y_d, n * eb);
   EXPECT_TRUE(
@@ -344,7 +348,11 @@ INSTANTIATE_TEST_SUITE_P(Ops, RuntimeEltwise,
                                            EltCase{isa::EltOp::kSoftcap, isa::DType::kF16},
                                            EltCase{isa::EltOp::kAdd, isa::DType::kF32},
                                            EltCase{isa::EltOp::kScale, isa::DType::kF32},
-                                           EltCase{isa::EltOp::kSoftcap, isa::DType::kF32}),
+                                           EltCase{isa::EltOp::kSoftcap, isa::DType::kF32},
+                                           EltCase{isa::EltOp::kGeluErf, isa::DType::kF16},
+                                           EltCase{isa::EltOp::kGeluQuick, isa::DType::kF16},
+                                           EltCase{isa::EltOp::kGeluErf, isa::DType::kF32},
+                                           EltCase{isa::EltOp::kGeluQuick, isa::DType::kF32}),
                          [](const ::testing::TestParamInfo<EltCase>& i) {
                            return std::string(isa::elt_name(i.param.op)) + "_" +
                                   isa::dtype_name(i.param.type);

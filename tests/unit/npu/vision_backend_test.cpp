@@ -1,0 +1,311 @@
+// LLaVA-1.5's CLIP vision tower as an NPU program (docs/multimodal.md "The vision tower on
+// the NPU"): a small random tower from the real llava-1.5-7b-hf config, quantized with the
+// vision recipe (quant::quantize_vision), compiled by the backend into a feature bundle
+// (docs/npu.md "Feature bundles") and run in the executor (runtime::FeatureSession). The
+// feature rows must equal the fake-quant evaluator's bit for bit for every scheme, tile
+// setting and activation-scale mode; the SRAM plan must not depend on the patch count.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "qbc/config/config.h"
+#include "qbc/frontend/clip_vision.h"
+#include "qbc/frontend/random_model.h"
+#include "qbc/frontend/safetensors.h"
+#include "qbc/frontend/vision_config.h"
+#include "qbc/isa/verify.h"
+#include "qbc/npu/compile.h"
+#include "qbc/npu/plan.h"
+#include "qbc/quant/fakequant.h"
+#include "qbc/quant/vision_quant.h"
+#include "qbc/runtime/feature_session.h"
+#include "small_case.h"
+#include "test_support.h"
+
+namespace qbc {
+namespace {
+
+namespace fs = std::filesystem;
+
+/// The first index where two float vectors differ bitwise (-1: none; size mismatch: 0).
+int64_t first_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return static_cast<int64_t>(i);
+  }
+  return -1;
+}
+
+/// A WeightReader over the float checkpoint with the quantizer's sidecar tensors on top.
+ir::WeightReader with_sidecar(const ir::WeightReader& base,
+                              std::shared_ptr<const quant::QuantizeResult> r) {
+  return [base, r](const ir::Weight& w, std::vector<float>* v) -> Status {
+    for (const tensorfile::TensorToWrite& t : r->sidecar) {
+      if (t.name != w.tensor) continue;
+      v->clear();
+      if (t.dtype == tensorfile::DType::kI8) {
+        for (uint8_t b : t.data) v->push_back(static_cast<float>(static_cast<int8_t>(b)));
+      } else {
+        v->resize(t.data.size() / sizeof(float));
+        std::memcpy(v->data(), t.data.data(), t.data.size());
+      }
+      return ok_status();
+    }
+    return base(w, v);
+  };
+}
+
+class VisionBackend : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    QBC_REQUIRE_SHARED(config, "model-configs-new/llava-1.5-7b-hf/config.json");
+    dir_ = testing::temp_dir() / "vision_backend_random";
+    frontend::RandomModelOptions o;
+    o.config_path = config;
+    o.output_dir = dir_;
+    o.seed = 29;
+    o.init_std = 0.1;
+    o.overrides.vision.depth = 3;
+    o.overrides.vision.hidden_size = 32;
+    o.overrides.vision.num_heads = 2;
+    o.overrides.vision.intermediate_size = 48;
+    o.overrides.num_hidden_layers = 1;
+    o.overrides.hidden_size = 24;
+    o.overrides.intermediate_size = 32;
+    o.overrides.num_attention_heads = 2;
+    o.overrides.num_key_value_heads = 1;
+    o.overrides.vocab_size = 64;
+    QBC_ASSERT_OK(frontend::write_random_model(o));
+    auto vc = frontend::load_vision_config(dir_ / "config.json");
+    QBC_ASSERT_OK(vc);
+    ASSERT_TRUE(vc->has_value());
+    vc_ = **vc;
+    auto ck = frontend::SafetensorsCheckpoint::open(dir_);
+    QBC_ASSERT_OK(ck);
+    auto ckpt = std::make_shared<frontend::SafetensorsCheckpoint>(std::move(*ck));
+    reader_ = [ckpt](const ir::Weight& w, std::vector<float>* v) {
+      return ckpt->read_f32(w.tensor, v);
+    };
+    auto base = frontend::clip_embed_base(
+        vc_, [ckpt](const std::string& n, std::vector<float>* v) { return ckpt->read_f32(n, v); });
+    QBC_ASSERT_OK(base);
+    base_ = std::move(*base);
+  }
+
+  /// The tower at `image_size` (rows 1 + (image_size / 14)^2).
+  frontend::VisionConfig at_size(int64_t image_size) const {
+    frontend::VisionConfig vc = vc_;
+    vc.image_size = image_size;
+    return vc;
+  }
+
+  /// Random inputs of the tower: patch rows in [-1.8, 2.1] (the CLIP-normalised pixel range)
+  /// with the CLS row zero, and the checkpoint's CLS + position rows (a random table of the
+  /// same range at another size).
+  quant::FeatureSample sample(const frontend::VisionConfig& vc, uint32_t seed) const {
+    const int64_t side = vc.image_size / vc.patch_size, rows = 1 + side * side;
+    const int64_t patch = 3 * vc.patch_size * vc.patch_size;
+    std::mt19937 gen(seed);
+    std::uniform_real_distribution<float> u(-1.8f, 2.1f);
+    std::vector<float> patches(static_cast<size_t>(rows * patch), 0.0f);
+    for (size_t i = static_cast<size_t>(patch); i < patches.size(); ++i) patches[i] = u(gen);
+    std::vector<float> base = base_;
+    if (vc.image_size != vc_.image_size) {
+      std::uniform_real_distribution<float> ub(-0.3f, 0.3f);
+      base.assign(static_cast<size_t>(rows * vc.width), 0.0f);
+      for (float& x : base) x = ub(gen);
+    }
+    return {patches, base};
+  }
+
+  /// The tower at `image_size`, quantized with `options` on two random calibration images.
+  std::shared_ptr<const quant::QuantizeResult> quantized(
+      int64_t image_size, const config::CompileOptions& options) const {
+    const frontend::VisionConfig vc = at_size(image_size);
+    auto g = frontend::build_clip_vision_graph(vc);
+    EXPECT_TRUE(g.ok()) << g.status().to_string();
+    if (!g.ok()) return nullptr;
+    auto q = quant::quantize_vision(*g, reader_, {sample(vc, 1), sample(vc, 2)}, options);
+    EXPECT_TRUE(q.ok()) << q.status().to_string();
+    if (!q.ok()) return nullptr;
+    return std::make_shared<const quant::QuantizeResult>(std::move(*q));
+  }
+
+  /// Backend options: `target`'s profile with `sram` bytes per core (0: the profile's), the
+  /// chunk and cache the image's rows, one mode.
+  StatusOr<npu::Options> options(const std::string& target, int64_t sram, isa::Scheme scheme,
+                                 int cores, int64_t rows) const {
+    QBC_ASSIGN_OR_RETURN(npu::Target t, testing::test_target(target));
+    if (sram > 0) t.sram_bytes = sram;
+    npu::Options o;
+    o.target = t;
+    o.modes = {npu::ModeRequest{scheme, cores, 1}};
+    o.chunk = rows;
+    o.max_cache = rows;
+    return o;
+  }
+
+  fs::path dir_;
+  frontend::VisionConfig vc_;
+  ir::WeightReader reader_;
+  std::vector<float> base_;
+};
+
+config::CompileOptions scaling(config::ActivationScaling s, int method) {
+  config::CompileOptions o = config::defaults();
+  o.mutable_bit()->set_activation_scaling(s);
+  o.mutable_calibration()->set_method(method);
+  return o;
+}
+
+// Bit-exactness: schemes x tile settings x activation-scale modes, on a held-out image.
+TEST_F(VisionBackend, ExecutorFeaturesEqualTheFakeQuantEvaluatorBitForBit) {
+  struct Quant {
+    const char* label;
+    config::ActivationScaling scaling;
+    int method;
+  };
+  struct Deployment {
+    const char* target;
+    int64_t sram;  // 0: the profile's
+    isa::Scheme scheme;
+    int cores;
+  };
+  const Quant quants[] = {
+      {"per-token asymmetric", config::ACTIVATION_SCALING_PER_TOKEN_ASYMMETRIC, 0},
+      {"static, method 3", config::ACTIVATION_SCALING_STATIC, 3},
+  };
+  const Deployment deployments[] = {
+      {"aries-rb", 0, isa::Scheme::kSingle, 1},
+      {"aries-rb", 0, isa::Scheme::kGlobal8, 8},
+      {"aries-rb", 48 * 1024, isa::Scheme::kSingle, 1},  // small SRAM: smaller tiles
+      {"aries-rb", 48 * 1024, isa::Scheme::kGlobal8, 8},
+      {"test-2core", 0, isa::Scheme::kGlobal4, 2},
+  };
+  const quant::FeatureSample image = sample(vc_, 100);
+  const int64_t rows = 1 + (vc_.image_size / vc_.patch_size) * (vc_.image_size / vc_.patch_size);
+  for (const Quant& qm : quants) {
+    auto q = quantized(vc_.image_size, scaling(qm.scaling, qm.method));
+    ASSERT_NE(q, nullptr) << qm.label;
+    const ir::WeightReader qr = with_sidecar(reader_, q);
+    auto fq = quant::FakeQuantSession::create(q->graph, qr);
+    QBC_ASSERT_OK(fq);
+    std::vector<float> want;
+    QBC_ASSERT_OK((*fq)->forward_inputs(image, &want));
+    ASSERT_EQ(want.size(), static_cast<size_t>(rows * vc_.text_hidden));
+    std::vector<int64_t> tiles;  // the first qlinear's row tile per deployment
+    for (const Deployment& d : deployments) {
+      const std::string at = std::string(qm.label) + ", " + d.target + " SRAM " +
+                             std::to_string(d.sram) + ", " + isa::scheme_name(d.scheme);
+      auto o = options(d.target, d.sram, d.scheme, d.cores, rows);
+      QBC_ASSERT_OK(o);
+      auto b = npu::compile(q->graph, qr, *o);
+      ASSERT_TRUE(b.ok()) << at << ": " << b.status().to_string();
+      EXPECT_EQ(b->kind, isa::BundleKind::kFeatures) << at;
+      ASSERT_EQ(b->feature_inputs.size(), 2u) << at;
+      EXPECT_EQ(b->feature_inputs[0].name, "patches") << at;
+      EXPECT_EQ(b->feature_inputs[1].name, "embed_base") << at;
+      const Status verified = isa::verify(*b);
+      EXPECT_TRUE(verified.ok()) << at << ": " << verified.to_string();
+      auto bundle = std::make_shared<const isa::Bundle>(std::move(*b));
+      runtime::DeviceOptions dopt;
+      dopt.scheme = d.scheme;
+      auto s = runtime::FeatureSession::create(bundle, dopt);
+      ASSERT_TRUE(s.ok()) << at << ": " << s.status().to_string();
+      EXPECT_EQ((*s)->rows(), rows);
+      EXPECT_EQ((*s)->width(), vc_.text_hidden);
+      std::vector<float> got;
+      const Status ran = (*s)->forward(image, &got);
+      ASSERT_TRUE(ran.ok()) << at << ": " << ran.to_string();
+      EXPECT_EQ(first_difference(got, want), -1)
+          << at << ": first difference at index " << first_difference(got, want);
+      // A second call on the same device gives the same bits (nothing carried over).
+      std::vector<float> again;
+      QBC_ASSERT_OK((*s)->forward(image, &again));
+      EXPECT_EQ(first_difference(again, want), -1) << at << " (second call)";
+    }
+  }
+}
+
+// The tiles differ between the deployments above (so the test covers tile invariance), and
+// a different image gives different features (so equality is not vacuous).
+TEST_F(VisionBackend, TileSettingsDifferAndFeaturesDependOnTheImage) {
+  auto q = quantized(vc_.image_size, config::defaults());
+  ASSERT_NE(q, nullptr);
+  const ir::WeightReader qr = with_sidecar(reader_, q);
+  const int64_t rows = 1 + (vc_.image_size / vc_.patch_size) * (vc_.image_size / vc_.patch_size);
+  npu::Plan big, small;
+  for (auto [sram, plan] : {std::pair{int64_t{0}, &big}, std::pair{int64_t{48 * 1024}, &small}}) {
+    auto o = options("aries-rb", sram, isa::Scheme::kSingle, 1, rows);
+    QBC_ASSERT_OK(o);
+    auto b = npu::run_pipeline("npu-compile", q->graph, *o, &qr, {}, {}, nullptr, plan);
+    QBC_ASSERT_OK(b);
+  }
+  bool differ = false;
+  for (size_t i = 0; i < big.nodes.size(); ++i) {
+    differ = differ || big.nodes[i].linear.t.mt != small.nodes[i].linear.t.mt ||
+             big.nodes[i].linear.t.nt != small.nodes[i].linear.t.nt ||
+             big.nodes[i].attention.t.bc != small.nodes[i].attention.t.bc ||
+             big.nodes[i].rows_mt != small.nodes[i].rows_mt;
+  }
+  EXPECT_TRUE(differ) << "the 48 KiB SRAM setting chose the same tiles";
+  auto o = options("aries-rb", 0, isa::Scheme::kSingle, 1, rows);
+  QBC_ASSERT_OK(o);
+  auto b = npu::compile(q->graph, qr, *o);
+  QBC_ASSERT_OK(b);
+  runtime::DeviceOptions dopt;
+  auto s =
+      runtime::FeatureSession::create(std::make_shared<const isa::Bundle>(std::move(*b)), dopt);
+  QBC_ASSERT_OK(s);
+  std::vector<float> a, c;
+  QBC_ASSERT_OK((*s)->forward(sample(vc_, 100), &a));
+  QBC_ASSERT_OK((*s)->forward(sample(vc_, 101), &c));
+  EXPECT_NE(first_difference(a, c), -1);
+}
+
+// SRAM depends on the tiles, not on the patch count: the tower at 224 (257 rows) and at 336
+// (577 rows) plans the same SRAM stages on the same target.
+TEST_F(VisionBackend, SramPeakIsTheSameForTwoImageSizes) {
+  std::vector<npu::StagePlan> stages[2];
+  int64_t io[2] = {0, 0};
+  const int64_t sizes[2] = {224, 336};
+  for (int i = 0; i < 2; ++i) {
+    auto q = quantized(sizes[i], config::defaults());
+    ASSERT_NE(q, nullptr);
+    const ir::WeightReader qr = with_sidecar(reader_, q);
+    const int64_t side = sizes[i] / vc_.patch_size;
+    auto o = options("aries-rb", 0, isa::Scheme::kGlobal8, 8, 1 + side * side);
+    QBC_ASSERT_OK(o);
+    npu::Plan plan;
+    auto b = npu::run_pipeline("npu-compile", q->graph, *o, &qr, {}, {}, nullptr, &plan);
+    ASSERT_TRUE(b.ok()) << sizes[i] << ": " << b.status().to_string();
+    stages[i] = plan.stages;
+    io[i] = plan.regions.io;
+  }
+  ASSERT_EQ(stages[0].size(), stages[1].size());
+  int64_t peak[2] = {0, 0};
+  for (int i = 0; i < 2; ++i) {
+    for (const npu::StagePlan& st : stages[i]) peak[i] = std::max(peak[i], st.used);
+  }
+  for (size_t k = 0; k < stages[0].size(); ++k) {
+    EXPECT_EQ(stages[0][k].planned, stages[1][k].planned) << stages[0][k].name;
+    EXPECT_EQ(stages[0][k].used, stages[1][k].used) << stages[0][k].name;
+  }
+  EXPECT_GT(peak[0], 0);
+  EXPECT_EQ(peak[0], peak[1]);
+  EXPECT_LT(io[0], io[1]);  // DRAM grows with the rows
+  std::printf("[vision_backend] SRAM peak %lld bytes at 257 and at 577 rows; io %lld vs %lld\n",
+              static_cast<long long>(peak[0]), static_cast<long long>(io[0]),
+              static_cast<long long>(io[1]));
+}
+
+}  // namespace
+}  // namespace qbc
