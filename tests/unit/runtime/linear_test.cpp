@@ -290,9 +290,9 @@ const LinearCase kCases[] = {
     // and static scales, 8- and 16-bit codes.
     {"x_f32_token_affine", 3, 40, 24, 0, 8, false, 8, true, true, true, false, 1, false, false, true},
     {"x_f32_static_affine_in16", 4, 48, 17, 0, 8, false, 16, false, true, true, false, 1, false,
-     true},
+     false, true},
     {"x_f32_grouped_static_sym", 2, 64, 12, 32, 8, false, 8, false, false, true, false, 1, false,
-     true},
+     false, true},
 };
 
 INSTANTIATE_TEST_SUITE_P(Cases, RuntimeLinear, ::testing::ValuesIn(kCases),
