@@ -88,7 +88,15 @@ class Gemma3Vision : public ::testing::Test {
     return v;
   }
 
+  // Memoized per process: the float64 forward over 4096 patches takes seconds.
   std::vector<double> reference(bool tanh_gelu = true) const {
+    static std::vector<double> cached[2];
+    std::vector<double>& c = cached[tanh_gelu ? 1 : 0];
+    if (c.empty()) c = compute_reference(tanh_gelu);
+    return c;
+  }
+
+  std::vector<double> compute_reference(bool tanh_gelu) const {
     ref::testing::NaiveGemma3VisionDims d;
     d.depth = vc_.depth;
     d.hidden = vc_.width;
@@ -171,14 +179,15 @@ TEST_F(Gemma3Vision, FloatSessionMatchesHfFloat64Reference) {
 }
 
 TEST_F(Gemma3Vision, WrongActivationOrUntransposedProjectionIsDetected) {
-  // The tolerance above cannot pass by accident: the erf GELU, or the projector's weight read
-  // as stored, differ by far more.
+  // The tolerance above cannot pass by accident: the erf GELU differs by more than ten times
+  // it (the two GELUs are close: measured 7.3e-5), the projector's weight read as stored by far
+  // more.
   const std::vector<double> want = reference();
   frontend::VisionConfig erf = vc_;
   erf.hidden_act = "gelu";
   std::vector<float> got;
   run_graph(erf, false, &got);
-  EXPECT_GT(rel_error(got, want), 1e-3);
+  EXPECT_GT(rel_error(got, want), 5e-5);
   EXPECT_LE(rel_error(got, reference(false)), 5e-6);  // and the erf reference agrees with it
   run_graph(vc_, false, &got, /*transpose=*/false);
   EXPECT_GT(rel_error(got, want), 1e-3);
