@@ -67,7 +67,7 @@ Status refuse_vision_ops(const std::string& path) {
   });
   for (const ir::Node& n : g.nodes()) {
     if (n.op == ir::Op::kGelu || (n.op == ir::Op::kRopeTable && !decoder) ||
-        n.op == ir::Op::kFullAttention || n.op == ir::Op::kMergeRows) {
+        n.op == ir::Op::kFullAttention || n.op == ir::Op::kMergeRows || n.op == ir::Op::kAvgPool) {
       return unimplemented(path, ": ", ir::describe(n), ": op '", ir::op_info(n.op).name,
                            "' has no ARIES backend lowering yet; the float reference and the "
                            "fake-quant evaluator run it (docs/multimodal.md)");

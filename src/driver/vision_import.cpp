@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "qbc/frontend/clip_vision.h"
+#include "qbc/frontend/gemma3_vision.h"
 #include "qbc/frontend/qwen_vision.h"
 #include "qbc/frontend/safetensors.h"
 #include "qbc/frontend/vision_config.h"
@@ -48,6 +49,28 @@ StatusOr<ir::Graph> clip_graph(const frontend::VisionConfig& vc, int64_t image_s
   return g;
 }
 
+// Gemma 3's SigLIP tower and projector: learned positions fix the image size (896 for the real
+// config). The checkpoint's names pick the prefix (transformers >= 4.52 adds `model.`).
+StatusOr<ir::Graph> gemma3_graph(const frontend::VisionConfig& vc, int64_t image_size,
+                                 const frontend::SafetensorsCheckpoint& ck) {
+  if (image_size > 0 && image_size != vc.image_size) {
+    return unimplemented("vision image size ", image_size, ": the ", vc.model_type,
+                         " SigLIP tower has learned positions for ", vc.image_size, "x",
+                         vc.image_size, " only (no interpolation yet)");
+  }
+  const bool new_names = !ck.get("vision_tower.vision_model.post_layernorm.weight").ok() &&
+                         ck.get("model.vision_tower.vision_model.post_layernorm.weight").ok();
+  const frontend::Gemma3VisionNames names = frontend::gemma3_vision_names(new_names);
+  QBC_ASSIGN_OR_RETURN(ir::Graph g, frontend::build_gemma3_vision_graph(vc, names));
+  const int64_t side = vc.image_size / vc.patch_size;
+  g.metadata["vision.image_size"] = std::to_string(vc.image_size) + "x" + std::to_string(vc.image_size);
+  g.metadata["vision.grid_hw"] = std::to_string(side) + "x" + std::to_string(side);
+  g.metadata["vision.pool"] = std::to_string(vc.pool);
+  // The host reads the embed_base input from the checkpoint.
+  g.metadata["vision.embed_base"] = names.tower + "embeddings.position_embedding.weight";
+  return g;
+}
+
 // The Qwen2.5-VL tower at image_size (0: kDefaultDynamicImageSize).
 StatusOr<ir::Graph> qwen25_graph(const frontend::VisionConfig& vc, int64_t image_size) {
   const int64_t side = image_size > 0 ? image_size : frontend::kDefaultDynamicImageSize;
@@ -78,17 +101,21 @@ StatusOr<std::optional<ir::Graph>> import_vision_graph(const std::string& model,
   if (!vc) return std::optional<ir::Graph>();
   const bool clip = vc->tower == frontend::VisionTower::kClip &&
                     vc->projector == frontend::VisionProjector::kLlavaMlp;
-  if (vc->tower != frontend::VisionTower::kQwen25Vit && !clip) {
+  const bool gemma3 = vc->tower == frontend::VisionTower::kSiglip &&
+                      vc->projector == frontend::VisionProjector::kGemmaSoftEmb;
+  if (vc->tower != frontend::VisionTower::kQwen25Vit && !clip && !gemma3) {
     return unimplemented(config.string(), ": the ", frontend::vision_tower_name(vc->tower),
                          " vision tower of ", vc->model_type,
-                         " is not parsed yet (Qwen2.5-VL's and LLaVA's CLIP are; "
-                         "docs/multimodal.md)");
+                         " is not parsed yet (Qwen2.5-VL's, LLaVA's CLIP and Gemma 3's SigLIP "
+                         "are; docs/multimodal.md)");
   }
-  StatusOr<ir::Graph> built = clip ? clip_graph(*vc, image_size) : qwen25_graph(*vc, image_size);
-  if (!built.ok()) return built.status();
-  ir::Graph g = std::move(*built);
   QBC_ASSIGN_OR_RETURN(frontend::SafetensorsCheckpoint ck,
                        frontend::SafetensorsCheckpoint::open(model));
+  StatusOr<ir::Graph> built = gemma3 ? gemma3_graph(*vc, image_size, ck)
+                              : clip ? clip_graph(*vc, image_size)
+                                     : qwen25_graph(*vc, image_size);
+  if (!built.ok()) return built.status();
+  ir::Graph g = std::move(*built);
   QBC_RETURN_IF_ERROR(check_weights(g, ck));
   g.source_path = fs::weakly_canonical(fs::absolute(model)).string();
   for (const frontend::SafetensorsFile& f : ck.shards()) {

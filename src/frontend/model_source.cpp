@@ -75,7 +75,12 @@ std::string llava_canonical_name(const std::string& name) {
   return name;
 }
 
-bool is_llava(const HParams& hp) { return hp.architecture == "LlavaForConditionalGeneration"; }
+// Gemma 3 VLM checkpoints use LLaVA's names (language_model.model.*, vision_tower.*,
+// multi_modal_projector.*, or their transformers >= 4.52 forms).
+bool is_llava(const HParams& hp) {
+  return hp.architecture == "LlavaForConditionalGeneration" ||
+         hp.architecture == "Gemma3ForConditionalGeneration";
+}
 
 bool is_vision_tensor(const HParams& hp, const std::string& name) {
   if (is_llava(hp))

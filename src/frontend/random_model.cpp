@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <unordered_map>
@@ -150,7 +151,9 @@ Status write_tensor(tensorfile::SafetensorsStreamWriter& out, const HfTensorSpec
   const size_t width = element_bytes(o.dtype);
   constexpr int64_t kChunk = 1 << 16;
   std::vector<uint8_t> buffer(static_cast<size_t>(kChunk) * width);
-  const double base = spec.role == TensorRole::kNorm ? norm_base : 0.0;
+  const double base = spec.role == TensorRole::kNorm       ? norm_base
+                      : spec.role == TensorRole::kUnitNorm ? 1.0
+                                                           : 0.0;
   for (int64_t done = 0, n = spec.num_elements(); done < n; done += kChunk) {
     const int64_t count = std::min(kChunk, n - done);
     for (int64_t i = 0; i < count; ++i) {
@@ -239,8 +242,9 @@ void fit_vlm_keys(OrderedJson& j, const ConfigOverrides& ov) {
   }
   if (!ov.vocab_size) return;
   int64_t next = *ov.vocab_size - 1;
-  for (const char* key : {"image_token_id", "image_token_index", "video_token_id",
-                          "vision_start_token_id", "vision_end_token_id", "vision_token_id"}) {
+  for (const char* key :
+       {"image_token_id", "image_token_index", "video_token_id", "vision_start_token_id",
+        "vision_end_token_id", "vision_token_id", "boi_token_index", "eoi_token_index"}) {
     if (j.contains(key) && j[key].is_number_integer() && j[key].get<int64_t>() >= *ov.vocab_size &&
         next >= 0)
       j[key] = next--;
@@ -304,12 +308,47 @@ std::vector<HfTensorSpec> clip_tensor_specs(const VisionConfig& vc) {
   return out;
 }
 
+// Gemma 3's SigLIP tower (SiglipVisionModel inside `vision_tower`, no head) and
+// Gemma3MultiModalProjector under transformers < 4.52's names. The projector's weight is
+// [vision width, text width] (HF multiplies by it); mm_soft_emb_norm is Gemma's 1 + w style.
+std::vector<HfTensorSpec> siglip_gemma3_tensor_specs(const VisionConfig& vc) {
+  std::vector<HfTensorSpec> out;
+  const int64_t w = vc.width, p = vc.patch_size;
+  const std::string m = "vision_tower.vision_model.";
+  add(out, m + "embeddings.patch_embedding.weight", {w, 3, p, p}, TensorRole::kLinear);
+  add(out, m + "embeddings.patch_embedding.bias", {w}, TensorRole::kBias);
+  add(out, m + "embeddings.position_embedding.weight", {vc.position_embeddings, w},
+      TensorRole::kEmbedding);
+  auto norm = [&](const std::string& name) {
+    add(out, name + ".weight", {w}, TensorRole::kUnitNorm);
+    add(out, name + ".bias", {w}, TensorRole::kBias);
+  };
+  for (int64_t i = 0; i < vc.depth; ++i) {
+    const std::string b = m + "encoder.layers." + std::to_string(i) + ".";
+    norm(b + "layer_norm1");
+    norm(b + "layer_norm2");
+    for (const char* proj : {"q_proj", "k_proj", "v_proj", "out_proj"})
+      add_linear(out, b + "self_attn." + proj, w, w, /*bias=*/true);
+    add_linear(out, b + "mlp.fc1", vc.ffn, w, /*bias=*/true);
+    add_linear(out, b + "mlp.fc2", w, vc.ffn, /*bias=*/true);
+  }
+  norm(m + "post_layernorm");
+  add(out, "multi_modal_projector.mm_soft_emb_norm.weight", {w}, TensorRole::kNorm);
+  add(out, "multi_modal_projector.mm_input_projection_weight", {w, vc.text_hidden},
+      TensorRole::kLinear);
+  std::sort(out.begin(), out.end(),
+            [](const HfTensorSpec& a, const HfTensorSpec& b) { return a.name < b.name; });
+  return out;
+}
+
 }  // namespace
 
 std::vector<HfTensorSpec> hf_vision_tensor_specs(const VisionConfig& vc) {
   std::vector<HfTensorSpec> out;
   if (vc.tower == VisionTower::kClip && vc.projector == VisionProjector::kLlavaMlp)
     return clip_tensor_specs(vc);
+  if (vc.tower == VisionTower::kSiglip && vc.projector == VisionProjector::kGemmaSoftEmb)
+    return siglip_gemma3_tensor_specs(vc);
   if (vc.tower != VisionTower::kQwen25Vit) return out;
   const int64_t w = vc.width, f = vc.ffn, wide = w * vc.merge * vc.merge;
   add(out, "visual.patch_embed.proj.weight",
@@ -351,14 +390,16 @@ StatusOr<std::string> apply_config_overrides(std::string_view config_json, std::
       {"max_position_embeddings", &ov.max_position_embeddings},
       {"sliding_window", &ov.sliding_window},
   };
-  // LLaVA: the language model's keys live under text_config (vocab_size at the top too).
-  const bool llava = j.contains("model_type") && j["model_type"] == "llava" &&
+  // LLaVA and Gemma 3: the language model's keys live under text_config (vocab_size at the top
+  // too); their towers (CLIP, SigLIP) share CLIPVisionConfig's key names.
+  const bool llava = j.contains("model_type") &&
+                     (j["model_type"] == "llava" || j["model_type"] == "gemma3") &&
                      j.contains("text_config") && j["text_config"].is_object();
   for (const auto& [key, value] : ints) {
     if (!value->has_value()) continue;
     if (llava) {
       j["text_config"][key] = **value;
-      if (std::string_view(key) == "vocab_size") j[key] = **value;
+      if (std::string_view(key) == "vocab_size" && j.contains(key)) j[key] = **value;
       continue;
     }
     // EXAONE 3.5 spells num_hidden_layers num_layers.
@@ -438,27 +479,34 @@ Status write_random_model(const RandomModelOptions& o) {
   // Qwen2.5-VL: the tower's weights next to the language model's (older transformers' names).
   const StatusOr<std::optional<VisionConfig>> vision = parse_vision_config(config, source);
   // LLaVA: the language model under `language_model.` (transformers < 4.52), CLIP next to it.
-  if (hp.architecture == "LlavaForConditionalGeneration") {
+  if (hp.architecture == "LlavaForConditionalGeneration" ||
+      hp.architecture == "Gemma3ForConditionalGeneration") {
     for (HfTensorSpec& s : specs) s.name = "language_model." + s.name;
+  }
+  if (hp.architecture == "Gemma3ForConditionalGeneration" && !(vision.ok() && *vision)) {
+    return unimplemented(source,
+                         ": a random multimodal Gemma3 checkpoint needs the config's "
+                         "vision_config (or use a Gemma3ForCausalLM text config)");
   }
   if (vision.ok() && *vision && !hf_vision_tensor_specs(**vision).empty()) {
     for (HfTensorSpec& v : hf_vision_tensor_specs(**vision)) specs.push_back(std::move(v));
     std::sort(specs.begin(), specs.end(),
               [](const HfTensorSpec& a, const HfTensorSpec& b) { return a.name < b.name; });
   }
-  if (hp.architecture == "Gemma3ForConditionalGeneration") {
-    return unimplemented(source,
-                         ": random multimodal Gemma3 checkpoints are not supported; "
-                         "use a Gemma3ForCausalLM (text) config");
-  }
-
   QBC_RETURN_IF_ERROR(create_output_dir(o.output_dir));
   const float norm_base = hp.norm_style == NormStyle::kOnePlusWeight ? 0.0f : 1.0f;
   QBC_RETURN_IF_ERROR(
       write_model_safetensors(o.output_dir / "model.safetensors", specs, o, norm_base));
   // A byte-level BPE covering every id of the vocabulary (qbc/frontend/random_tokenizer.h), so
   // `qbc run` on the random model prints text for whatever ids it picks.
-  if (const std::string tok = random_model_tokenizer_json(hp); !tok.empty())
+  // Gemma 3: its image tokens as special tokens, under the names of the published tokenizer.
+  std::map<int64_t, std::string> image_tokens;
+  if (vision.ok() && *vision && (*vision)->projector == VisionProjector::kGemmaSoftEmb) {
+    image_tokens[(*vision)->image_token_id] = "<image_soft_token>";
+    image_tokens[(*vision)->image_start_token_id] = "<start_of_image>";
+    image_tokens[(*vision)->image_end_token_id] = "<end_of_image>";
+  }
+  if (const std::string tok = random_model_tokenizer_json(hp, image_tokens); !tok.empty())
     QBC_RETURN_IF_ERROR(write_file_atomic((o.output_dir / "tokenizer.json").string(), tok));
   // The config goes last, so a folder with a config.json always has its weights too.
   return write_file_atomic((o.output_dir / "config.json").string(), config);

@@ -65,7 +65,8 @@ std::vector<std::pair<std::string, std::string>> word_merges(size_t count,
 
 }  // namespace
 
-std::string random_model_tokenizer_json(const HParams& hp) {
+std::string random_model_tokenizer_json(const HParams& hp,
+                                        const std::map<int64_t, std::string>& extra) {
   const int64_t vocab = hp.vocab_size;
   // Special tokens at the config's ids.
   std::map<int64_t, std::string> special;
@@ -77,6 +78,9 @@ std::string random_model_tokenizer_json(const HParams& hp) {
     special[eos[k]] = k == 0 ? "<|eos|>" : "<|eos_" + std::to_string(k) + "|>";
   if (hp.bos_token_id && *hp.bos_token_id >= 0 && *hp.bos_token_id < vocab)
     special[*hp.bos_token_id] = special.count(*hp.bos_token_id) ? "<|endoftext|>" : "<|bos|>";
+  for (const auto& [id, name] : extra) {
+    if (id >= 0 && id < vocab && special.count(id) == 0) special[id] = name;
+  }
 
   // Bytes at their own ids where free, the displaced ones at the next free ids.
   const std::vector<std::string> sym = byte_symbols();

@@ -86,7 +86,9 @@ Status read_vit(const ConfigReader& v, int64_t default_image, VisionConfig& c) {
   QBC_ASSIGN_OR_RETURN(c.heads, v.get_bounded_or("num_attention_heads", 12, 1024));
   QBC_ASSIGN_OR_RETURN(c.patch_size, v.get_bounded_or("patch_size", 16, 1024));
   QBC_ASSIGN_OR_RETURN(c.image_size, v.get_bounded_or("image_size", default_image, 65536));
-  QBC_ASSIGN_OR_RETURN(c.norm_eps, v.get_double_or("layer_norm_eps", 1e-5));
+  // CLIPVisionConfig's default is 1e-5, SiglipVisionConfig's 1e-6.
+  QBC_ASSIGN_OR_RETURN(
+      c.norm_eps, v.get_double_or("layer_norm_eps", c.tower == VisionTower::kClip ? 1e-5 : 1e-6));
   QBC_ASSIGN_OR_RETURN(c.hidden_act, v.get_string_or("hidden_act", c.tower == VisionTower::kClip
                                                                        ? "quick_gelu"
                                                                        : "gelu_pytorch_tanh"));

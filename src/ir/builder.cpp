@@ -298,8 +298,8 @@ StatusOr<TensorType> infer_type(const Graph& g, const Node& n) {
       return t[0];
     case Op::kGelu:
       if (!is_float(t[0].dtype)) return invalid_argument(describe(n), ": needs a float input");
-      if (a.has("approx") && a.get_string("approx") != "quick")
-        return invalid_argument(describe(n), ": approx '", a.get_string("approx"), "' (only \"quick\")");
+      if (a.has("approx") && a.get_string("approx") != "quick" && a.get_string("approx") != "tanh")
+        return invalid_argument(describe(n), ": approx '", a.get_string("approx"), "' (only \"quick\", \"tanh\")");
       return t[0];
     case Op::kRopeTable: {
       const int64_t heads = a.get_int("num_heads"), hd = a.get_int("head_dim");
@@ -347,6 +347,18 @@ StatusOr<TensorType> infer_type(const Graph& g, const Node& n) {
       TensorType out = t[0];
       out.dims[out.dims.size() - 2] /= f;
       out.dims.back() *= f;
+      return out;
+    }
+    case Op::kAvgPool: {
+      const int64_t gw = a.get_int("grid_w"), k = a.get_int("kernel");
+      const int64_t rows = t[0].rank() < 2 ? kDynamic : t[0].dim(-2);
+      if (!is_float(t[0].dtype) || gw <= 0 || k <= 0 || rows == kDynamic || rows % gw != 0 ||
+          gw % k != 0 || (rows / gw) % k != 0) {
+        return invalid_argument(describe(n), ": kernel ", k, " must divide both sides of a grid ",
+                                gw, " wide over the static float rows of ", t[0].to_string());
+      }
+      TensorType out = t[0];
+      out.dims[out.dims.size() - 2] /= k * k;
       return out;
     }
   }
@@ -492,6 +504,21 @@ StatusOr<ValueId> Builder::full_attention(const std::string& name, ValueId q, Va
   a.set("scale", scale);
   if (!segments.empty()) a.set("segments", segments);
   return make(Op::kFullAttention, name, {Operand::of(q), Operand::of(k), Operand::of(v)}, std::move(a), origin);
+}
+
+StatusOr<ValueId> Builder::gelu_approx(const std::string& name, ValueId x, const std::string& approx,
+                                       const std::string& origin) {
+  Attrs a;
+  if (!approx.empty()) a.set("approx", approx);
+  return make(Op::kGelu, name, {Operand::of(x)}, std::move(a), origin);
+}
+
+StatusOr<ValueId> Builder::avg_pool(const std::string& name, ValueId x, int64_t grid_w, int64_t kernel,
+                                    const std::string& origin) {
+  Attrs a;
+  a.set("grid_w", grid_w);
+  a.set("kernel", kernel);
+  return make(Op::kAvgPool, name, {Operand::of(x)}, std::move(a), origin);
 }
 
 StatusOr<ValueId> Builder::merge_rows(const std::string& name, ValueId x, int64_t factor, const std::string& origin) {

@@ -61,7 +61,7 @@ std::vector<AttrSpec> attrs_of(Op op) {
     case Op::kScale: return {{"factor", K::kFloat, true}};
     case Op::kSoftcap: return {{"cap", K::kFloat, true}};
     case Op::kLayerNorm: return {{"eps", K::kFloat, true}};
-    case Op::kGelu: return {{"approx", K::kString, false}};  // absent: erf; "quick": CLIP's quick_gelu
+    case Op::kGelu: return {{"approx", K::kString, false}};  // absent: erf; "quick": CLIP's quick_gelu; "tanh"
     case Op::kRopeTable: return {{"num_heads", K::kInt, true}, {"head_dim", K::kInt, true}};
     case Op::kFullAttention:
       return {{"num_heads", K::kInt, true}, {"head_dim", K::kInt, true}, {"scale", K::kFloat, true},
@@ -73,6 +73,7 @@ std::vector<AttrSpec> attrs_of(Op op) {
               {"q_scale", K::kFloats, false}, {"k_scale", K::kFloats, false}, {"v_scale", K::kFloats, false},
               {"k_offset", K::kFloats, false}, {"v_offset", K::kFloats, false}};
     case Op::kMergeRows: return {{"factor", K::kInt, true}};
+    case Op::kAvgPool: return {{"grid_w", K::kInt, true}, {"kernel", K::kInt, true}};
   }
   return {};
 }
@@ -91,7 +92,7 @@ const std::array<OpInfo, kNumOps>& table() {
   return t;
 }
 
-static_assert(kNumOps == 16, "update op tables: attrs_of, infer_type, ref evaluator, docs/ir.md");
+static_assert(kNumOps == 17, "update op tables: attrs_of, infer_type, ref evaluator, docs/ir.md");
 
 }  // namespace
 

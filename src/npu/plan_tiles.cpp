@@ -140,6 +140,7 @@ Status check_graph(Context& cx) {
       case Op::kGelu:
         break;
       case Op::kMergeRows:
+      case Op::kAvgPool:
         return unimplemented(ir::describe(n), ": op '", ir::op_info(n.op).name,
                              "' has no ARIES backend lowering yet (docs/multimodal.md)");
       case Op::kRope:

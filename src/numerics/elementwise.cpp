@@ -14,16 +14,24 @@ void gated_act(const float* gate, const float* up, int64_t count, bool gelu, boo
     const float g = gate[i];
     float a = 0.0f;
     if (gelu) {
-      const float k = static_cast<float>(std::sqrt(2.0 / M_PI));
-      const float inner = k * (g + 0.044715f * (g * g * g));
-      const float th = static_cast<float>(std::tanh(static_cast<double>(inner)));
-      a = 0.5f * g * (1.0f + th);
+      a = gelu_tanh_value(g);
     } else {
       const float e = static_cast<float>(std::exp(-static_cast<double>(g)));
       a = g / (1.0f + e);
     }
     y[i] = maybe_fp16(a * up[i], fp16);
   }
+}
+
+float gelu_tanh_value(float g) {
+  const float k = static_cast<float>(std::sqrt(2.0 / M_PI));
+  const float inner = k * (g + 0.044715f * (g * g * g));
+  const float th = static_cast<float>(std::tanh(static_cast<double>(inner)));
+  return 0.5f * g * (1.0f + th);
+}
+
+void gelu_tanh(const float* x, int64_t count, bool fp16, float* y) {
+  for (int64_t i = 0; i < count; ++i) y[i] = maybe_fp16(gelu_tanh_value(x[i]), fp16);
 }
 
 void add(const float* a, const float* b, int64_t count, bool fp16, float* y) {

@@ -19,6 +19,7 @@
 #include "qbc/numerics/fp16.h"
 #include "qbc/numerics/linear.h"
 #include "qbc/numerics/norm.h"
+#include "qbc/numerics/pool.h"
 #include "qbc/numerics/quantizer.h"
 #include "qbc/numerics/rope.h"
 #include "qbc/runner/mrope.h"
@@ -45,6 +46,8 @@ struct Step {
   numerics::Attention attn;
   int cache = -1;
   bool gelu = false;
+  bool gelu_tanh = false;           // gelu {approx: tanh}
+  int64_t grid_w = 0, kernel = 0;   // avg_pool
   float factor = 1.0f;              // scale factor / softcap cap
   int64_t div = 1;                  // the graph's rows over this value's rows (merge_rows upstream)
   int64_t heads = 0, head_dim = 0;  // rope_table
@@ -156,8 +159,9 @@ Status FakeQuantSession::Impl::prepare_step(Step& st) {
       st.factor = static_cast<float>(f);
       break;
     }
-    case Op::kGelu:
-      st.gelu = n.attrs.has("approx");  // "quick" (the verifier allows no other value)
+    case Op::kGelu:  // approx absent: erf; "quick" or "tanh" (the verifier allows no other)
+      st.gelu_tanh = n.attrs.has("approx") && n.attrs.get_string("approx") == "tanh";
+      st.gelu = n.attrs.has("approx") && !st.gelu_tanh;
       break;
     case Op::kRopeTable: {
       QBC_ASSIGN_OR_RETURN(st.heads, ir::required_int(n, "num_heads"));
@@ -171,6 +175,12 @@ Status FakeQuantSession::Impl::prepare_step(Step& st) {
     case Op::kMergeRows: {
       QBC_ASSIGN_OR_RETURN(const int64_t f, ir::required_int(n, "factor"));
       st.div *= f;
+      break;
+    }
+    case Op::kAvgPool: {
+      QBC_ASSIGN_OR_RETURN(st.grid_w, ir::required_int(n, "grid_w"));
+      QBC_ASSIGN_OR_RETURN(st.kernel, ir::required_int(n, "kernel"));
+      st.div *= st.kernel * st.kernel;
       break;
     }
   }
@@ -385,7 +395,11 @@ void FakeQuantSession::Impl::exec(Step& st, std::vector<std::vector<float>>& val
       numerics::softcap(in(0), count, st.factor, st.fp16, out.data());
       break;
     case Op::kGelu:
-      numerics::gelu(in(0), count, st.fp16, out.data(), st.gelu);
+      if (st.gelu_tanh) {
+        numerics::gelu_tanh(in(0), count, st.fp16, out.data());
+      } else {
+        numerics::gelu(in(0), count, st.fp16, out.data(), st.gelu);
+      }
       break;
     case Op::kRopeTable:
       numerics::rope_table(in(0), in(1), in(2), s, st.heads, st.head_dim, out.data());
@@ -397,6 +411,12 @@ void FakeQuantSession::Impl::exec(Step& st, std::vector<std::vector<float>>& val
     case Op::kMergeRows:  // a reshape of the row-major buffer: the same values, bit for bit
       out = values[static_cast<size_t>(st.inputs[0])];
       break;
+    case Op::kAvgPool: {  // s output rows from s·k² input rows of a grid grid_w wide
+      const int64_t in_rows = s * st.kernel * st.kernel;
+      numerics::avg_pool(in(0), in_rows / st.grid_w, st.grid_w, st.width, st.kernel, st.fp16,
+                         out.data());
+      break;
+    }
   }
 }
 

@@ -101,6 +101,15 @@ at::Tensor gelu(const at::Tensor& x) { return at::gelu(x, "none"); }
 
 at::Tensor quick_gelu(const at::Tensor& x) { return x * at::sigmoid(x * 1.702); }
 
+at::Tensor gelu_tanh(const at::Tensor& x) { return at::gelu(x, "tanh"); }
+
+at::Tensor avg_pool(const at::Tensor& x, int64_t grid_w, int64_t k) {
+  const int64_t b = x.size(0), c = x.size(2), gh = x.size(1) / grid_w;
+  const at::Tensor grid = x.reshape({b, gh, grid_w, c}).permute({0, 3, 1, 2});
+  const at::Tensor pooled = at::avg_pool2d(grid, {k, k}, {k, k});
+  return pooled.flatten(2).transpose(1, 2).contiguous();
+}
+
 at::Tensor full_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                           int64_t num_heads, int64_t head_dim, double scale,
                           const std::vector<int64_t>& segments) {

@@ -46,6 +46,11 @@ at::Tensor softcap(const at::Tensor& x, double cap);
 at::Tensor gelu(const at::Tensor& x);
 /// CLIP's quick_gelu: x · sigmoid(1.702 · x) (transformers' QuickGELUActivation).
 at::Tensor quick_gelu(const at::Tensor& x);
+/// The tanh GELU (transformers' gelu_pytorch_tanh: at::gelu with approximate "tanh").
+at::Tensor gelu_tanh(const at::Tensor& x);
+/// [b, gh·gw, c] rows of a row-major grid grid_w wide -> [b, (gh/k)·(gw/k), c]: the mean of each
+/// k x k window (at::avg_pool2d over the grid, as Gemma 3's projector pools).
+at::Tensor avg_pool(const at::Tensor& x, int64_t grid_w, int64_t k);
 
 /// Attention of `q`, `k`, `v` [1, s, H·d] without causality or cache: scores `q·k · scale`,
 /// softmax over the keys of the query's segment (`segments`: consecutive run lengths summing to

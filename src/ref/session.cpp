@@ -255,8 +255,8 @@ Status Session::Impl::prepare() {
         QBC_ASSIGN_OR_RETURN(st.f, ir::required_float(n, n.op == Op::kScale ? "factor" : "cap"));
         break;
       }
-      case Op::kGelu:
-        st.gelu = at.has("approx");  // "quick" (the verifier allows no other value)
+      case Op::kGelu:  // approx absent: erf (a = 0); "quick" (1) or "tanh" (2)
+        st.a = !at.has("approx") ? 0 : at.get_string("approx") == "tanh" ? 2 : 1;
         break;
       case Op::kRopeTable: {
         QBC_ASSIGN_OR_RETURN(st.a, ir::required_int(n, "num_heads"));
@@ -272,6 +272,11 @@ Status Session::Impl::prepare() {
       }
       case Op::kMergeRows: {
         QBC_ASSIGN_OR_RETURN(st.a, ir::required_int(n, "factor"));
+        break;
+      }
+      case Op::kAvgPool: {
+        QBC_ASSIGN_OR_RETURN(st.a, ir::required_int(n, "grid_w"));
+        QBC_ASSIGN_OR_RETURN(st.b, ir::required_int(n, "kernel"));
         break;
       }
     }
@@ -376,7 +381,9 @@ Status Session::Impl::exec(Step& st, std::vector<at::Tensor>& values, int64_t s,
       out = kernels::softcap(in(0), st.f);
       break;
     case Op::kGelu:
-      out = st.gelu ? kernels::quick_gelu(in(0)) : kernels::gelu(in(0));
+      out = st.a == 1   ? kernels::quick_gelu(in(0))
+            : st.a == 2 ? kernels::gelu_tanh(in(0))
+                        : kernels::gelu(in(0));
       break;
     case Op::kRopeTable: {
       const int64_t rows = in(0).size(1);
@@ -392,6 +399,9 @@ Status Session::Impl::exec(Step& st, std::vector<at::Tensor>& values, int64_t s,
       out = x.reshape({x.size(0), x.size(1) / st.a, x.size(2) * st.a});
       break;
     }
+    case Op::kAvgPool:
+      out = kernels::avg_pool(in(0), st.a, st.b);
+      break;
   }
   values[static_cast<size_t>(&st - steps.data())] = std::move(out);
   return ok_status();

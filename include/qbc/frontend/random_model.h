@@ -26,6 +26,7 @@ enum class TensorRole {
   kLinear,     ///< Projection weights: N(0, std).
   kBias,       ///< Projection biases: N(0, std), so bias bugs are visible.
   kNorm,       ///< RMSNorm weights: 1 (0 for Gemma's 1+w style) plus N(0, std) noise.
+  kUnitNorm,   ///< A vision tower's LayerNorm weights: 1 plus N(0, std), whatever the LLM's style.
 };
 
 /// One tensor of an HF checkpoint: its exact HF name, row-major shape and role.

@@ -13,6 +13,8 @@
 // Deterministic: the same config gives the same bytes.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <string>
 
 #include "qbc/frontend/hparams.h"
@@ -22,6 +24,9 @@ namespace qbc::frontend {
 /// The HF `tokenizer.json` of the header comment for `hp` (vocab_size, bos_token_id,
 /// eos_token_ids); "" when the vocabulary cannot hold every printable byte and the special
 /// tokens (vocab_size below about 230).
-std::string random_model_tokenizer_json(const HParams& hp);
+/// `extra`: more special tokens by id (a VLM's image tokens, e.g. Gemma 3's
+/// `<start_of_image>`), added where the id is inside the vocabulary and not taken.
+std::string random_model_tokenizer_json(const HParams& hp,
+                                        const std::map<int64_t, std::string>& extra = {});
 
 }  // namespace qbc::frontend

@@ -66,6 +66,12 @@ class Builder {
                                    int64_t head_dim, double scale, const std::vector<int64_t>& segments,
                                    const std::string& origin);
   StatusOr<ValueId> merge_rows(const std::string& name, ValueId x, int64_t factor, const std::string& origin);
+  /// GELU with attr approx `approx` ("" erf, "quick", "tanh": SigLIP's gelu_pytorch_tanh).
+  StatusOr<ValueId> gelu_approx(const std::string& name, ValueId x, const std::string& approx,
+                                const std::string& origin);
+  /// Mean of each kernel x kernel window of the row-major [gh·gw] grid of rows (Gemma 3's pool).
+  StatusOr<ValueId> avg_pool(const std::string& name, ValueId x, int64_t grid_w, int64_t kernel,
+                             const std::string& origin);
 
   /// Appends a node of any op with the given attrs, inferring its type.
   StatusOr<ValueId> make(Op op, const std::string& name, std::vector<Operand> operands, Attrs attrs,

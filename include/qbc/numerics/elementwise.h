@@ -25,5 +25,10 @@ void gelu(const float* x, int64_t count, bool fp16, float* y, bool quick = false
 /// CLIP's quick_gelu x · σ(1.702 · x): t = fp32(1.702f · x), σ(t) in fp64 rounded to fp32 once,
 /// then x · σ in fp32 (docs/numerics.md "gelu").
 float quick_gelu_value(float x);
+/// The tanh GELU (gated_act's "gelu_tanh", SigLIP's gelu_pytorch_tanh): inner =
+/// fp32(√(2/π)) · (x + 0.044715 · x³) in fp32, tanh in fp64 rounded to fp32, 0.5 · x · (1 + tanh).
+float gelu_tanh_value(float x);
+/// gelu_tanh_value over a buffer; fp16 when `fp16`.
+void gelu_tanh(const float* x, int64_t count, bool fp16, float* y);
 
 }  // namespace qbc::numerics

@@ -1,0 +1,164 @@
+// build_gemma3_vision_graph: Gemma 3's SigLIP tower and soft-embedding projector as an MBLT graph
+// (qbc/frontend/gemma3_vision.h has the picture), following HF's SiglipVisionEmbeddings,
+// SiglipEncoderLayer, post_layernorm and Gemma3MultiModalProjector. The Conv2d patch embedding
+// (kernel = stride = patch, with bias) is a linear over the flattened (channel, y, x) patch.
+#include <cmath>
+
+#include "qbc/frontend/gemma3_vision.h"
+#include "qbc/ir/builder.h"
+
+namespace qbc::frontend {
+namespace {
+
+using ir::DType;
+using ir::TensorType;
+using ir::ValueId;
+
+constexpr int64_t kChannels = 3;
+constexpr const char* kProjection = "mm_input_projection_weight";
+
+TensorType f32(std::vector<int64_t> dims) { return TensorType{DType::kF32, std::move(dims)}; }
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+class SiglipBuilder {
+ public:
+  SiglipBuilder(const VisionConfig& vc, const Gemma3VisionNames& names, ir::Graph& g)
+      : vc_(vc), n_(names), b_(g), hd_(vc.width / vc.heads) {}
+
+  StatusOr<ValueId> build() {
+    const int64_t side = vc_.image_size / vc_.patch_size, rows = side * side;
+    const int64_t patch = kChannels * vc_.patch_size * vc_.patch_size;
+    QBC_ASSIGN_OR_RETURN(ValueId x, b_.input("patches", f32({1, rows, patch})));
+    QBC_ASSIGN_OR_RETURN(ValueId base, b_.input("embed_base", f32({1, rows, vc_.width})));
+    QBC_ASSIGN_OR_RETURN(x, linear("vis.patch_embed", x, n_.tower + "embeddings.patch_embedding",
+                                   vc_.width, patch, true));
+    QBC_ASSIGN_OR_RETURN(x, b_.add("vis.embed", x, base, n_.tower + "embeddings"));
+    for (int64_t i = 0; i < vc_.depth; ++i) {
+      b_.set_block(static_cast<int>(i));
+      QBC_ASSIGN_OR_RETURN(x, layer(i, x));
+    }
+    b_.set_block(-1);
+    QBC_ASSIGN_OR_RETURN(x, norm("vis.post_norm", x, n_.tower + "post_layernorm"));
+    b_.set_part(ir::Part::kHead);
+    const std::string p = n_.projector;
+    QBC_ASSIGN_OR_RETURN(x, b_.avg_pool("vis.proj.pool", x, side, vc_.pool, p + "avg_pool"));
+    b_.weight("vis.proj.norm.weight", f32({vc_.width}), p + "mm_soft_emb_norm.weight");
+    QBC_ASSIGN_OR_RETURN(x, b_.rms_norm("vis.proj.norm", x, "vis.proj.norm.weight", vc_.norm_eps,
+                                        true, 0, p + "mm_soft_emb_norm"));
+    b_.weight("image_features.weight", f32({vc_.text_hidden, vc_.width}), p + kProjection);
+    return b_.linear("image_features", x, "image_features.weight", "", p + kProjection);
+  }
+
+ private:
+  StatusOr<ValueId> norm(const std::string& name, ValueId x, const std::string& hf) {
+    b_.weight(name + ".weight", f32({vc_.width}), hf + ".weight");
+    b_.weight(name + ".bias", f32({vc_.width}), hf + ".bias");
+    return b_.layer_norm(name, x, name + ".weight", name + ".bias", vc_.norm_eps, hf);
+  }
+
+  StatusOr<ValueId> linear(const std::string& name, ValueId x, const std::string& hf, int64_t out,
+                           int64_t in, bool bias) {
+    b_.weight(name + ".weight", f32({out, in}), hf + ".weight");
+    if (bias) b_.weight(name + ".bias", f32({out}), hf + ".bias");
+    return b_.linear(name, x, name + ".weight", bias ? name + ".bias" : "", hf);
+  }
+
+  StatusOr<ValueId> layer(int64_t i, ValueId x) {
+    const std::string p = "vis.blk." + std::to_string(i) + ".";
+    const std::string hf = n_.tower + "encoder.layers." + std::to_string(i) + ".";
+    const int64_t w = vc_.width;
+    QBC_ASSIGN_OR_RETURN(ValueId h, norm(p + "norm1", x, hf + "layer_norm1"));
+    QBC_ASSIGN_OR_RETURN(ValueId q, linear(p + "attn.q", h, hf + "self_attn.q_proj", w, w, true));
+    QBC_ASSIGN_OR_RETURN(ValueId k, linear(p + "attn.k", h, hf + "self_attn.k_proj", w, w, true));
+    QBC_ASSIGN_OR_RETURN(ValueId v, linear(p + "attn.v", h, hf + "self_attn.v_proj", w, w, true));
+    const double scale = 1.0 / std::sqrt(static_cast<double>(hd_));
+    QBC_ASSIGN_OR_RETURN(ValueId a, b_.full_attention(p + "attn.attention", q, k, v, vc_.heads, hd_,
+                                                      scale, {}, hf + "self_attn"));
+    QBC_ASSIGN_OR_RETURN(a, linear(p + "attn.out", a, hf + "self_attn.out_proj", w, w, true));
+    QBC_ASSIGN_OR_RETURN(x, b_.add(p + "attn_residual", x, a, hf));
+    QBC_ASSIGN_OR_RETURN(h, norm(p + "norm2", x, hf + "layer_norm2"));
+    QBC_ASSIGN_OR_RETURN(h, linear(p + "mlp.fc1", h, hf + "mlp.fc1", vc_.ffn, w, true));
+    QBC_ASSIGN_OR_RETURN(h, b_.gelu_approx(p + "mlp.act", h, approx(), hf + "mlp"));
+    QBC_ASSIGN_OR_RETURN(h, linear(p + "mlp.fc2", h, hf + "mlp.fc2", w, vc_.ffn, true));
+    return b_.add(p + "ffn_residual", x, h, hf);
+  }
+
+  // transformers' ACT2FN names: gelu_pytorch_tanh (SigLIP's default) and gelu_new are the tanh
+  // approximation, gelu the erf one.
+  std::string approx() const {
+    return vc_.hidden_act == "gelu" ? "" : vc_.hidden_act == "quick_gelu" ? "quick" : "tanh";
+  }
+
+  const VisionConfig& vc_;
+  const Gemma3VisionNames& n_;
+  ir::Builder b_;
+  int64_t hd_;
+};
+
+}  // namespace
+
+Gemma3VisionNames gemma3_vision_names(bool transformers_4_52) {
+  Gemma3VisionNames n;
+  if (transformers_4_52) {
+    n.tower = "model." + n.tower;
+    n.projector = "model." + n.projector;
+  }
+  return n;
+}
+
+std::vector<float> siglip_patch_rows(const std::vector<float>& chw, int64_t side, int64_t patch) {
+  std::vector<float> rows = clip_patch_rows(chw, side, patch);  // row 0: the CLS slot
+  rows.erase(rows.begin(), rows.begin() + kChannels * patch * patch);
+  return rows;
+}
+
+StatusOr<ir::Graph> build_gemma3_vision_graph(const VisionConfig& vc,
+                                              const Gemma3VisionNames& names) {
+  if (vc.tower != VisionTower::kSiglip || vc.projector != VisionProjector::kGemmaSoftEmb) {
+    return unimplemented(
+        "Gemma 3 vision graph of a ", vision_tower_name(vc.tower), " tower with ",
+        vision_projector_name(vc.projector), " (", vc.model_type,
+        "): only gemma3's SigLIP tower and soft-embedding projector are built here");
+  }
+  const std::string& act = vc.hidden_act;
+  if (act != "gelu_pytorch_tanh" && act != "gelu_new" && act != "gelu" && act != "quick_gelu") {
+    return unimplemented(vc.model_type, " vision_config.hidden_act '", act,
+                         "' (gelu_pytorch_tanh, gelu_new, gelu and quick_gelu are built)");
+  }
+  const int64_t side = vc.patch_size > 0 ? vc.image_size / vc.patch_size : 0;
+  if (vc.heads <= 0 || vc.width % vc.heads != 0 || vc.text_hidden <= 0 || vc.ffn <= 0 ||
+      vc.pool <= 0 || side <= 0 || side % vc.pool != 0) {
+    return invalid_argument(vc.model_type, " vision_config: hidden_size ", vc.width,
+                            ", num_attention_heads ", vc.heads, ", intermediate_size ", vc.ffn,
+                            ", text hidden_size ", vc.text_hidden, ", pool ", vc.pool,
+                            " over a patch grid ", side, " wide");
+  }
+  ir::Graph g("gemma3_siglip_vision");
+  SiglipBuilder sb(vc, names, g);
+  QBC_ASSIGN_OR_RETURN(ValueId out, sb.build());
+  g.add_output(out);
+  g.metadata["vision.transposed_weights"] = names.projector + kProjection;
+  return g;
+}
+
+Status gemma3_read_vision_weight(const TensorFloats& read, const ir::Weight& w,
+                                 std::vector<float>* out) {
+  QBC_RETURN_IF_ERROR(read(w.tensor, out));
+  if (!ends_with(w.tensor, kProjection)) return ok_status();
+  const int64_t rows = w.type.dim(0), cols = w.type.dim(1);  // the linear's [out, in]
+  if (static_cast<int64_t>(out->size()) != rows * cols) {
+    return invalid_argument("tensor '", w.tensor, "' has ", out->size(), " values; weight '",
+                            w.name, "' needs ", w.type.to_string());
+  }
+  std::vector<float> t(out->size());
+  for (int64_t i = 0; i < cols; ++i) {  // stored [in = cols, out = rows]
+    for (int64_t o = 0; o < rows; ++o) t[o * cols + i] = (*out)[i * rows + o];
+  }
+  *out = std::move(t);
+  return ok_status();
+}
+
+}  // namespace qbc::frontend
