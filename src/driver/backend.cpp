@@ -54,15 +54,44 @@ ir::Int8View int8_codes(const LoadedModel& model) {
   };
 }
 
-StatusOr<isa::Bundle> compile_backend(const LoadedModel& model, const npu::Options& options,
-                                      const pass::Instrumentation& instr) {
+namespace {
+
+/// The bf16 values of a weight read unchanged from a BF16 tensor of the source model.
+ir::Bf16View source_bf16(const LoadedModel& model) {
   const LoadedModel* m = &model;
-  // Quantized codes are copied as they are stored (a float round trip of every code took
-  // most of a 1B model's backend time).
+  return [m](const ir::Weight& w) -> const uint16_t* {
+    if (w.source != ir::WeightSource::kModel || !m->source) return nullptr;
+    const frontend::TensorInfo* t = m->source->find(w.tensor);
+    if (t == nullptr || t->num_elements() != w.type.num_elements()) return nullptr;
+    StatusOr<const uint16_t*> v = m->source->bf16_view(w.tensor);
+    return v.ok() ? *v : nullptr;
+  };
+}
+
+StatusOr<isa::Bundle> compile_with(const LoadedModel& model, const npu::Options& options,
+                                   const pass::Instrumentation& instr,
+                                   const ir::WeightViews& views) {
+  const LoadedModel* m = &model;
   return npu::compile(
       model.graph,
       [m](const ir::Weight& w, std::vector<float>* out) { return read_weight(*m, w, out); },
-      options, int8_codes(model), instr);
+      options, views, instr);
+}
+
+}  // namespace
+
+StatusOr<isa::Bundle> compile_backend(const LoadedModel& model, const npu::Options& options,
+                                      const pass::Instrumentation& instr) {
+  // Quantized codes are copied as they are stored (a float round trip of every code took
+  // most of a 1B model's backend time).
+  return compile_with(model, options, instr, int8_codes(model));
+}
+
+StatusOr<isa::Bundle> compile_backend_in_place(const LoadedModel& model,
+                                               const npu::Options& options,
+                                               const pass::Instrumentation& instr) {
+  return compile_with(model, options, instr,
+                      ir::WeightViews(int8_codes(model), source_bf16(model)));
 }
 
 StatusOr<std::unique_ptr<runner::Runner>> make_npu_runner(const LoadedModel& model,

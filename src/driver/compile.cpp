@@ -114,7 +114,8 @@ Status quantize_stage(Job& j) {
 Status backend_stage(Job& j) {
   const LoadedModel& q = j.quantized->model;
   QBC_ASSIGN_OR_RETURN(npu::Options o, backend_options(q.graph, j.cfg));
-  QBC_ASSIGN_OR_RETURN(j.bundle, compile_backend(q, o, j.req.run.instrumentation));
+  // The bundle views the source's bf16 embedding: j.quantized stays open until the write.
+  QBC_ASSIGN_OR_RETURN(j.bundle, compile_backend_in_place(q, o, j.req.run.instrumentation));
   j.out.target = j.bundle.target;
   j.out.memory = npu::memory_report(j.bundle);
   return ok_status();

@@ -344,19 +344,20 @@ Status ModelSource::read_f32(std::string_view hf_name, std::vector<float>* out) 
   return gguf_model::apply_transform(*info, out);
 }
 
-StatusOr<const float*> ModelSource::f32_view(std::string_view hf_name) const {
+StatusOr<const uint8_t*> ModelSource::stored_view(std::string_view hf_name, const char* dtype,
+                                                  size_t align) const {
   const TensorInfo* info = find(hf_name);
   if (info == nullptr) {
     return not_found(impl_->path.string(), ": no tensor ", quote_prefix(hf_name));
   }
-  if (info->dtype != "F32" || info->transform != TensorTransform::kNone) {
+  if (info->dtype != dtype || info->transform != TensorTransform::kNone) {
     const std::string transform =
         info->transform == TensorTransform::kNone
             ? std::string()
             : ", transform " + std::string(transform_name(info->transform));
     return failed_precondition(info->file.string(), ": tensor ", quote_prefix(info->name),
-                               " has no zero-copy F32 view (stored ", info->dtype, transform,
-                               "); use read_f32()");
+                               " has no zero-copy ", dtype, " view (stored ", info->dtype,
+                               transform, "); use read_f32()");
   }
   ByteSpan data;
   if (impl_->safetensors) {
@@ -364,11 +365,21 @@ StatusOr<const float*> ModelSource::f32_view(std::string_view hf_name) const {
   } else {
     data = impl_->gguf->find_tensor(info->name_in_file)->data;
   }
-  if (reinterpret_cast<uintptr_t>(data.data) % alignof(float) != 0) {
+  if (reinterpret_cast<uintptr_t>(data.data) % align != 0) {
     return failed_precondition(info->file.string(), ": tensor ", quote_prefix(info->name),
-                               " is not 4-byte aligned in the file; use read_f32()");
+                               " is not ", align, "-byte aligned in the file; use read_f32()");
   }
-  return reinterpret_cast<const float*>(data.data);
+  return reinterpret_cast<const uint8_t*>(data.data);
+}
+
+StatusOr<const float*> ModelSource::f32_view(std::string_view hf_name) const {
+  QBC_ASSIGN_OR_RETURN(const uint8_t* p, stored_view(hf_name, "F32", alignof(float)));
+  return reinterpret_cast<const float*>(p);
+}
+
+StatusOr<const uint16_t*> ModelSource::bf16_view(std::string_view hf_name) const {
+  QBC_ASSIGN_OR_RETURN(const uint8_t* p, stored_view(hf_name, "BF16", alignof(uint16_t)));
+  return reinterpret_cast<const uint16_t*>(p);
 }
 
 Status ModelSource::validate() const {

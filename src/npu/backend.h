@@ -44,11 +44,12 @@ class Context {
   /// `cache_quantized` is the cache length the graph's attentions must have been quantized
   /// for (options.max_cache, except in the context-independence probe).
   Context(const ir::Graph& graph, const Options& options, const ir::WeightReader* weights,
-          const ir::Int8View& codes, bool verify_programs, int64_t cache_quantized)
+          const ir::WeightViews& views, bool verify_programs, int64_t cache_quantized)
       : g(graph),
         o(options),
         weights(weights),
-        codes(codes),
+        codes(views.codes),
+        bf16(views.bf16),
         verify_programs(verify_programs),
         cache_quantized(cache_quantized) {}
 
@@ -56,6 +57,7 @@ class Context {
   const Options& o;
   const ir::WeightReader* weights;
   const ir::Int8View codes;  // a copy: the view is a small function object
+  const ir::Bf16View bf16;   // the host embedding as stored, when it is bf16 (may be empty)
   const bool verify_programs;
   const int64_t cache_quantized;
   isa::Bundle b;

@@ -151,7 +151,7 @@ std::vector<pass::PipelineEntry> entries_of(const Named& p) {
 /// checked against the cache the graph was quantized for.
 StatusOr<Compiled> probe(const ir::Graph& graph, const Options& options, int64_t cache_quantized) {
   QBC_ASSIGN_OR_RETURN(const Named* p, find_pipeline("npu-programs"));
-  Context cx(graph, options, nullptr, ir::Int8View{}, p->verify, cache_quantized);
+  Context cx(graph, options, nullptr, ir::WeightViews{}, p->verify, cache_quantized);
   for (const Row& r : p->rows) {
     QBC_ASSIGN_OR_RETURN(PassPtr pass, npu_passes().create(r.pass, options));
     QBC_RETURN_IF_ERROR(pass->run(cx).status().with_context("probe pass ", r.pass));
@@ -161,11 +161,11 @@ StatusOr<Compiled> probe(const ir::Graph& graph, const Options& options, int64_t
 
 /// Runs pipeline `p` on a fresh context for `graph`.
 StatusOr<isa::Bundle> run(const Named& p, const ir::Graph& graph, const Options& options,
-                          const ir::WeightReader* weights, const ir::Int8View& codes,
+                          const ir::WeightReader* weights, const ir::WeightViews& views,
                           const pass::Instrumentation& instr, int64_t cache_quantized,
                           std::vector<pass::PassRecord>* records, Plan* plan) {
   QBC_RETURN_IF_ERROR(check_instrumentation(p.name, instr));
-  Context cx(graph, options, weights, codes, p.verify, cache_quantized);
+  Context cx(graph, options, weights, views, p.verify, cache_quantized);
   cx.probe = [&graph, cache_quantized](const Options& o) {
     return probe(graph, o, cache_quantized);
   };
@@ -218,16 +218,16 @@ Status check_instrumentation(const std::string& pipeline_name, const pass::Instr
 
 StatusOr<isa::Bundle> run_pipeline(const std::string& name, const ir::Graph& graph,
                                    const Options& options, const ir::WeightReader* weights,
-                                   const ir::Int8View& codes, const pass::Instrumentation& instr,
+                                   const ir::WeightViews& views, const pass::Instrumentation& instr,
                                    std::vector<pass::PassRecord>* records, Plan* plan) {
   QBC_ASSIGN_OR_RETURN(const Named* p, find_pipeline(name));
-  return run(*p, graph, options, weights, codes, instr, options.max_cache, records, plan);
+  return run(*p, graph, options, weights, views, instr, options.max_cache, records, plan);
 }
 
 StatusOr<isa::Bundle> compile(const ir::Graph& graph, const ir::WeightReader& weights,
-                              const Options& options, const ir::Int8View& codes,
+                              const Options& options, const ir::WeightViews& views,
                               const pass::Instrumentation& instr) {
-  return run_pipeline("npu-compile", graph, options, &weights, codes, instr);
+  return run_pipeline("npu-compile", graph, options, &weights, views, instr);
 }
 
 std::string pass_summary(const std::string& name) { return npu_passes().summary(name); }
@@ -235,7 +235,8 @@ std::string pass_summary(const std::string& name) { return npu_passes().summary(
 StatusOr<std::string> run_passes_text(const std::vector<std::string>& passes,
                                       const ir::Graph& graph, const Options& options,
                                       const ir::WeightReader* weights) {
-  Context cx(graph, options, weights, ir::Int8View{}, /*verify_programs=*/true, options.max_cache);
+  Context cx(graph, options, weights, ir::WeightViews{}, /*verify_programs=*/true,
+             options.max_cache);
   cx.probe = [&graph, &options](const Options& o) { return probe(graph, o, options.max_cache); };
   pass::PassManager<Context> pm(pass::Instrumentation{});
   for (const std::string& name : passes) {

@@ -2,9 +2,10 @@
 // weight image in the layout plan-memory chose: RMSNorm weights as fp32, each attention's
 // fp32 parameter block (q/k/v scales, k/v offsets, rotating key offsets), and each qlinear's
 // tiles (dense [nt, kt] code blocks, int4 two per byte low nibble first; then scale,
-// zero-point and bias blocks). Without a weight reader (plans, the fit check, the
-// context-independence probe) only the embedding's shape is recorded and the image stays
-// empty.
+// zero-point and bias blocks). A host embedding the caller can view as stored bf16
+// (Context::bf16) is held as that view, not copied. Without a weight reader (plans, the fit
+// check, the context-independence probe) only the embedding's shape is recorded and the image
+// stays empty.
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -246,7 +247,16 @@ class FillWeights final : public pass::Pass<Context> {
     for (const auto& [name, w] : cx.g.weights()) {
       if (w.role != ir::WeightRole::kHostEmbedding) continue;
       cx.b.embed_rows = w.type.dims[0];
-      if (cx.weights != nullptr) QBC_RETURN_IF_ERROR(f.read(name, &cx.b.embedding));
+      if (cx.weights == nullptr) continue;
+      // Stored as bf16: viewed as it is (the fp32 values are those bf16 widened, and the MXQ
+      // stores them as bf16 either way), which spares a 4-byte copy of the largest table.
+      const uint16_t* bf16 = cx.bf16 ? cx.bf16(w) : nullptr;
+      if (bf16 != nullptr) {
+        cx.b.embedding.clear();
+        cx.b.embedding_bf16_view = {bf16, w.type.num_elements()};
+      } else {
+        QBC_RETURN_IF_ERROR(f.read(name, &cx.b.embedding));
+      }
     }
     if (cx.b.embed_rows == 0 && !cx.plan.features())  // a feature graph takes rows, not tokens
       return invalid_argument("graph '", cx.g.name(), "' has no host embedding");

@@ -28,6 +28,15 @@ ir::Int8View int8_codes(const LoadedModel& model);
 StatusOr<isa::Bundle> compile_backend(const LoadedModel& model, const npu::Options& options,
                                       const pass::Instrumentation& instr = {});
 
+/// As compile_backend, but a host embedding read unchanged from a BF16 tensor of the source
+/// model is held as a view of the model's mapping (isa::Bundle::embedding_bf16_view) instead of
+/// an fp32 copy: the bundle is valid only while `model` is (the compile job, which writes the
+/// MXQ before it closes the model). The bundle's values, and the MXQ written from it, are the
+/// same.
+StatusOr<isa::Bundle> compile_backend_in_place(const LoadedModel& model,
+                                               const npu::Options& options,
+                                               const pass::Instrumentation& instr = {});
+
 /// A runner over the NPU executor: compiles `model` for `cfg` (its first scheme, or
 /// `scheme` when set) and returns a session on slot 0 of a new device. `host_threads` as
 /// runtime::DeviceOptions (0 = all cores; results do not depend on it).

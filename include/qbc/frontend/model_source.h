@@ -119,6 +119,9 @@ class ModelSource {
   /// applies and the data is 4-byte aligned; kFailedPrecondition naming the tensor otherwise
   /// (use read_f32()), kNotFound when it does not exist.
   StatusOr<const float*> f32_view(std::string_view hf_name) const;
+  /// The same for a tensor stored as BF16 (the raw bf16 bits, 2-byte aligned): what the
+  /// backend's compile views the host embedding through instead of widening it to fp32.
+  StatusOr<const uint16_t*> bf16_view(std::string_view hf_name) const;
 
   /// Checks the tensor table against hf_tensor_specs(hparams()): every required tensor present
   /// with the expected shape, and every tensor decodable. kInvalidArgument listing missing
@@ -148,6 +151,9 @@ class ModelSource {
  private:
   struct Impl;
   explicit ModelSource(std::unique_ptr<Impl> impl);
+  /// The stored bytes of a tensor of `dtype` without a transform, aligned to `align`.
+  StatusOr<const uint8_t*> stored_view(std::string_view hf_name, const char* dtype,
+                                       size_t align) const;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "qbc/ir/graph.h"
@@ -22,5 +23,21 @@ using WeightReader = std::function<Status(const Weight& w, std::vector<float>* o
 /// valid while the weight's file is open. Lets the backend copy a model's codes as they are
 /// instead of converting every one to float and back.
 using Int8View = std::function<const int8_t*(const Weight& w)>;
+
+/// Zero-copy access to a weight stored as bf16 (a source model's host embedding): its
+/// `w.type.num_elements()` raw bf16 values row-major, or nullptr when stored otherwise. The
+/// backend keeps the table in this form (isa::Bundle::embedding_bf16_view) instead of
+/// widening 2 bytes per value to 4, so the bytes must outlive the bundle.
+using Bf16View = std::function<const uint16_t*(const Weight& w)>;
+
+/// The zero-copy views a weight's consumer may take (each may be empty). Converts from an
+/// Int8View alone.
+struct WeightViews {
+  WeightViews() = default;
+  WeightViews(Int8View int8) : codes(std::move(int8)) {}  // NOLINT(google-explicit-constructor)
+  WeightViews(Int8View int8, Bf16View bf16) : codes(std::move(int8)), bf16(std::move(bf16)) {}
+  Int8View codes;
+  Bf16View bf16;
+};
 
 }  // namespace qbc::ir

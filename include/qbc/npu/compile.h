@@ -84,14 +84,14 @@ Status check_instrumentation(const std::string& name, const pass::Instrumentatio
 /// the plan the passes made (qbc/npu/plan.h).
 StatusOr<isa::Bundle> run_pipeline(const std::string& name, const ir::Graph& graph,
                                    const Options& options, const ir::WeightReader* weights,
-                                   const ir::Int8View& codes = {},
+                                   const ir::WeightViews& views = {},
                                    const pass::Instrumentation& instr = {},
                                    std::vector<pass::PassRecord>* records = nullptr,
                                    Plan* plan = nullptr);
 
 /// run_pipeline("npu-compile", ...) with weights.
 StatusOr<isa::Bundle> compile(const ir::Graph& graph, const ir::WeightReader& weights,
-                              const Options& options, const ir::Int8View& codes = {},
+                              const Options& options, const ir::WeightViews& views = {},
                               const pass::Instrumentation& instr = {});
 
 /// The one-line summary of backend pass `name` ("" for an unknown name).

@@ -365,5 +365,36 @@ TEST(ModelSourceTest, MovedSourceKeepsViewsValid) {
   EXPECT_EQ((*again)[0], first);
 }
 
+// The bf16 view is the stored bits: widened, every value is what read_f32 gives.
+TEST(ModelSourceTest, Bf16ViewIsTheStoredBits) {
+  QBC_REQUIRE_SHARED(dir, "models/tiny/qwen2-bf16/hf");
+  auto src = ModelSource::open(dir);
+  QBC_ASSERT_OK(src);
+  const char* name = "model.embed_tokens.weight";
+  auto view = src->bf16_view(name);
+  QBC_ASSERT_OK(view);
+  std::vector<float> v;
+  QBC_ASSERT_OK(src->read_f32(name, &v));
+  ASSERT_EQ(static_cast<int64_t>(v.size()), src->find(name)->num_elements());
+  size_t differ = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    uint32_t bits = 0;
+    std::memcpy(&bits, &v[i], 4);
+    differ += (bits & 0xFFFFu) != 0 || (bits >> 16) != (*view)[i];
+  }
+  EXPECT_EQ(differ, 0u);
+  EXPECT_EQ(src->bf16_view("nope").status().code(), Code::kNotFound);
+}
+
+TEST(ModelSourceTest, Bf16ViewRefusesOtherDtypes) {
+  const fs::path dir = write_random("");  // F32
+  auto src = ModelSource::open(dir);
+  QBC_ASSERT_OK(src);
+  const Status s = src->bf16_view("model.norm.weight").status();
+  EXPECT_EQ(s.code(), Code::kFailedPrecondition);
+  EXPECT_TRUE(contains(s.message(), "model.norm.weight")) << s.to_string();
+  EXPECT_TRUE(contains(s.message(), "stored F32")) << s.to_string();
+}
+
 }  // namespace
 }  // namespace qbc::frontend

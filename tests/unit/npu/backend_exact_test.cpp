@@ -14,6 +14,7 @@
 #include "qbc/driver/backend.h"
 #include "qbc/driver/generate.h"
 #include "qbc/driver/model_loader.h"
+#include "qbc/driver/mxq_output.h"
 #include "qbc/driver/quantize.h"
 #include "qbc/ir/verifier.h"
 #include "qbc/runtime/device.h"
@@ -291,6 +292,57 @@ TEST(BackendWeights, Int8CodesGiveTheFloatReadersImage) {
               std::string::npos)
         << refused.status().message();
   }
+}
+
+// The compile job views a bf16 source's host embedding in place (driver::
+// compile_backend_in_place) instead of widening it to fp32: the same weight image, the same
+// fp32 row for every token, and the same MXQ bytes; an fp32 source keeps its fp32 copy.
+TEST(BackendWeights, Bf16EmbeddingViewedInPlaceWritesTheSameMxq) {
+  const testing::TransformCase c{"qwen2_bf16", "models/tiny/qwen2-bf16/hf", "", "", "", ""};
+  QBC_REQUIRE_TRANSFORM_CASE(shared, c);
+  auto q = quantize_case(c, false);
+  QBC_ASSERT_OK(q);
+  auto o = driver::backend_options(q->model.graph, q->cfg);
+  QBC_ASSERT_OK(o);
+  auto copied = driver::compile_backend(q->model, *o);
+  auto viewed = driver::compile_backend_in_place(q->model, *o);
+  QBC_ASSERT_OK(copied);
+  QBC_ASSERT_OK(viewed);
+  ASSERT_TRUE(copied->embedding_bf16_view.empty());
+  ASSERT_FALSE(viewed->embedding_bf16_view.empty());
+  EXPECT_TRUE(viewed->embedding.empty());
+  EXPECT_EQ(viewed->embedding_size(), copied->embedding_size());
+  EXPECT_TRUE(viewed->image == copied->image);
+  std::vector<float> a(static_cast<size_t>(copied->hidden)), b(a.size());
+  int64_t differ = 0;
+  for (int64_t r = 0; r < copied->embed_rows; ++r) {
+    copied->embedding_row(r, a.data());
+    viewed->embedding_row(r, b.data());
+    differ += std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) != 0;
+  }
+  EXPECT_EQ(differ, 0);
+  const std::filesystem::path dir = testing::temp_dir() / "bf16_in_place";
+  std::filesystem::create_directories(dir);
+  QBC_ASSERT_OK(driver::write_mxq(q->model, *copied, q->cfg, (dir / "copied.mxq").string()));
+  QBC_ASSERT_OK(driver::write_mxq(q->model, *viewed, q->cfg, (dir / "viewed.mxq").string()));
+  const std::string x = testing::read_file(dir / "copied.mxq");
+  EXPECT_GT(x.size(), 0u);
+  EXPECT_TRUE(x == testing::read_file(dir / "viewed.mxq"));
+}
+
+TEST(BackendWeights, Fp32EmbeddingIsCopiedInPlaceToo) {
+  const std::vector<testing::TransformCase> cases = backend_cases();
+  ASSERT_FALSE(cases.empty());
+  const testing::TransformCase& c = cases.front();
+  QBC_REQUIRE_TRANSFORM_CASE(shared, c);
+  auto q = quantize_case(c, false);
+  QBC_ASSERT_OK(q);
+  auto o = driver::backend_options(q->model.graph, q->cfg);
+  QBC_ASSERT_OK(o);
+  auto viewed = driver::compile_backend_in_place(q->model, *o);
+  QBC_ASSERT_OK(viewed);
+  EXPECT_TRUE(viewed->embedding_bf16_view.empty());
+  EXPECT_EQ(static_cast<int64_t>(viewed->embedding.size()), viewed->embed_rows * viewed->hidden);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, BackendExact, ::testing::ValuesIn(backend_cases()),
