@@ -5,7 +5,7 @@
 
 namespace qbc::quant {
 
-void record_embedding_bits(const CompileOptions& options, ir::Graph& g) {
+void record_embedding_bits(const config::CompileOptions& options, ir::Graph& g) {
   if (options.bit().embedding() == 8) {
     g.metadata[numerics::kEmbeddingBitsKey] = "8";
   } else {

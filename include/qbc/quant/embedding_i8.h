@@ -15,7 +15,7 @@ namespace qbc::quant {
 
 /// Writes the metadata key (numerics::kEmbeddingBitsKey) when `options` ask for an 8-bit
 /// table, and removes it otherwise.
-void record_embedding_bits(const CompileOptions& options, ir::Graph& g);
+void record_embedding_bits(const config::CompileOptions& options, ir::Graph& g);
 
 /// Whether `g` carries the key.
 bool embedding_is_i8(const ir::Graph& g);
