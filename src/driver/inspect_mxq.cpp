@@ -42,7 +42,9 @@ nlohmann::ordered_json summary_json(const mxq::LoadedModel& m) {
   }
   j["embedding"] = {{"rows", b.embed_rows},
                     {"hidden", b.hidden},
-                    {"dtype", !b.embedding_bf16_view.empty() ? "bf16" : "fp32"}};
+                    {"dtype", b.embedding_is_i8()                  ? "int8"
+                              : !b.embedding_bf16_view.empty() ? "bf16"
+                                                               : "fp32"}};
   j["max_cache"] = b.max_cache;
   j["chunk"] = b.chunk;
   j["batch"] = b.batch;

@@ -10,6 +10,7 @@
 #include "qbc/driver/imported_weights.h"
 #include "qbc/driver/model_context.h"
 #include "qbc/ir/serialize.h"
+#include "qbc/quant/embedding_i8.h"
 #include "qbc/quant/pass.h"
 #include "qbc/quant/pipeline.h"
 #include "qbc/quant/quantize.h"
@@ -238,6 +239,7 @@ StatusOr<QuantizedModel> quantize(const LoadedModel& model, const config::Resolv
   }
   graph.metadata["producer"] = run.producer;
   graph.metadata["qbc.config"] = config::to_json(options);
+  quant::record_embedding_bits(options, graph);
   graph.metadata["qbc.calibration"] = calibration_provenance(options, n, tokens);
   graph.metadata["sidecar"] = std::filesystem::path(side).filename().string();
   if (imported) graph.metadata["qbc.imported_weights"] = imported->json();

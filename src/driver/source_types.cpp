@@ -3,6 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "qbc/quant/embedding_i8.h"
+
 namespace qbc::driver {
 namespace {
 
@@ -79,6 +81,7 @@ std::vector<SourceTypeOutcome> source_type_outcomes(const frontend::ModelSource&
       ++(kept_codes.count(user->name) != 0 ? o.codes_kept : o.quantized)[bits];
     } else if (w.role == ir::WeightRole::kHostEmbedding) {
       ++o.host_embedding;
+      o.host_embedding_i8 = quant::embedding_is_i8(quantized);
     } else {
       ++o.float_kept;
     }
@@ -95,7 +98,12 @@ std::string describe(const SourceTypeOutcome& o) {
     parts.push_back(std::to_string(n) + " with codes kept as W" + std::to_string(bits));
   for (const auto& [bits, n] : o.quantized)
     parts.push_back(std::to_string(n) + " " + re + std::to_string(bits));
-  if (o.host_embedding > 0) {
+  if (o.host_embedding > 0 && o.host_embedding_i8) {
+    parts.push_back(std::to_string(o.host_embedding) +
+                    (o.lossless_source ? " quantized to the 8-bit host embedding (row scales)"
+                                       : " dequantized and re-quantized to the 8-bit host "
+                                         "embedding (row scales)"));
+  } else if (o.host_embedding > 0) {
     parts.push_back(std::to_string(o.host_embedding) +
                     (o.lossless_source ? " kept as the float host embedding"
                                        : " dequantized to the float host embedding"));

@@ -6,6 +6,7 @@
 #include <google/protobuf/stubs/logging.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -266,11 +267,26 @@ struct ModelSections {
   std::vector<PartSections> parts;
   std::string hash_input;
   bool bf16 = true;                  ///< the embedding is stored as bf16
+  bool i8 = false;                   ///< the embedding is stored as int8 codes + row scales
   std::vector<uint16_t> bf16_table;  ///< its bf16 values, when converted from fp32 here
+  std::string i8_table;              ///< the 8-bit section: fp32 row scales, then the codes
 };
+
+/// The 8-bit table's section: embed_rows fp32 scales (little-endian), then the int8 codes.
+std::string_view embedding_i8_bytes(const isa::Bundle& b, ModelSections* s) {
+  s->bf16 = false;
+  s->i8 = true;
+  const size_t scale_bytes = static_cast<size_t>(b.embed_rows) * sizeof(float);
+  const size_t code_bytes = static_cast<size_t>(b.embedding_size());
+  s->i8_table.resize(scale_bytes + code_bytes);
+  std::memcpy(s->i8_table.data(), b.embedding_scales(), scale_bytes);
+  std::memcpy(s->i8_table.data() + scale_bytes, b.embedding_codes(), code_bytes);
+  return s->i8_table;
+}
 
 /// The embedding as bf16 when that loses nothing (a bf16 source: half the bytes), else fp32.
 std::string_view embedding_bytes(const isa::Bundle& b, ModelSections* s) {
+  if (b.embedding_is_i8()) return embedding_i8_bytes(b, s);
   if (!b.embedding_bf16_view.empty())
     return std::string_view(reinterpret_cast<const char*>(b.embedding_bf16_view.data),
                             static_cast<size_t>(b.embedding_size()) * 2);
@@ -386,6 +402,7 @@ void lay_out_files(const std::string& path, const fs::path& dir, const isa::Bund
     for (const SectionData& d : s.parts[p].sections) sections.push_back(d);
     HeaderInfo h;
     if (p == 0 && s.bf16) h.required_features |= kFeatureEmbeddingBf16;
+    if (p == 0 && s.i8) h.required_features |= kFeatureEmbeddingI8;
     h.required_features |= compact;
     if (b.rope_inputs.present()) h.required_features |= kFeatureRopeInputs;
     h.target_word = word;
@@ -653,12 +670,40 @@ Status load_debug(const Container& c0, const std::string& file, const pb::Layout
   return ok_status();
 }
 
+/// The 8-bit embedding section (feature bit 4), used in place: embed_rows fp32 scales, each
+/// finite and at least 1e-8, then embed_rows × hidden int8 codes. Anything else is exit 2
+/// naming the section.
+Status load_embedding_i8(Container& c0, size_t ei, isa::Bundle& b,
+                         std::vector<std::shared_ptr<uint8_t>>* held) {
+  const std::string_view e = c0.bytes(ei);
+  if ((c0.header().required_features & kFeatureEmbeddingBf16) != 0)
+    return data_loss(c0.where(ei), ": both the bf16 and the int8 embedding feature bits are set");
+  if (b.embed_rows <= 0 || b.hidden <= 0 || b.embed_rows > (int64_t{1} << 31) / b.hidden ||
+      e.size() != static_cast<size_t>(b.embed_rows * (b.hidden + 4)))
+    return data_loss(c0.where(ei), ": ", e.size(), " bytes for an [", b.embed_rows, ", ",
+                     b.hidden, "] int8 table with fp32 row scales (expected rows x (hidden + 4))");
+  held->push_back(c0.share_section(ei));
+  const uint8_t* base = held->back().get();
+  const auto* scales = reinterpret_cast<const float*>(base);
+  for (int64_t r = 0; r < b.embed_rows; ++r) {
+    if (!std::isfinite(scales[r]) || !(scales[r] >= 1e-8f))
+      return data_loss(c0.where(ei), ": row ", r, " scale ", scales[r],
+                       " is not a finite value of at least 1e-8");
+  }
+  b.embedding_row_scales_view = {scales, b.embed_rows};
+  b.embedding_i8_view = {reinterpret_cast<const int8_t*>(base + b.embed_rows * 4),
+                         b.embed_rows * b.hidden};
+  return ok_status();
+}
+
 /// The embedding section of part 0, used in place (bf16 or fp32 by the header's feature bit).
 Status load_embedding(Container& c0, const std::string& file, isa::Bundle& b,
                       std::vector<std::shared_ptr<uint8_t>>* held) {
   QBC_ASSIGN_OR_RETURN(int ei, unique_section(c0, SectionKind::kEmbedding));
   if (ei < 0) return data_loss(file, ": no embedding section");
   const std::string_view e = c0.bytes(static_cast<size_t>(ei));
+  if ((c0.header().required_features & kFeatureEmbeddingI8) != 0)
+    return load_embedding_i8(c0, static_cast<size_t>(ei), b, held);
   const bool bf16 = (c0.header().required_features & kFeatureEmbeddingBf16) != 0;
   const size_t value_bytes = bf16 ? 2 : 4;
   if (b.embed_rows < 0 || b.hidden <= 0 || b.embed_rows > (int64_t{1} << 31) / b.hidden ||

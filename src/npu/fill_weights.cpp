@@ -15,6 +15,7 @@
 #include "backend.h"
 #include "compact_weights.h"
 #include "passes.h"
+#include "qbc/numerics/embedding_rows.h"
 #include "qbc/numerics/fp16.h"
 
 namespace qbc::npu {
@@ -236,6 +237,25 @@ Status Filler::linear(const Node& n, int id) {
   return ok_status();
 }
 
+/// With the graph's 8-bit embedding key (bit.embedding 8): the table read as floats becomes
+/// int8 codes and row scales (docs/numerics.md "8-bit embedding"), and the floats go.
+Status embedding_to_i8(const ir::Graph& g, const std::string& name, isa::Bundle* b) {
+  const auto it = g.metadata.find(numerics::kEmbeddingBitsKey);
+  if (it == g.metadata.end()) return ok_status();
+  if (it->second != "8")
+    return invalid_argument("graph metadata '", numerics::kEmbeddingBitsKey, "' is '", it->second,
+                            "', expected 8");
+  b->embedding_i8.resize(b->embedding.size());
+  b->embedding_row_scales.resize(static_cast<size_t>(b->embed_rows));
+  const int64_t bad =
+      numerics::quantize_embedding_rows(b->embedding.data(), b->embed_rows, b->hidden,
+                                        b->embedding_i8.data(), b->embedding_row_scales.data());
+  if (bad >= 0)
+    return invalid_argument("host embedding '", name, "' row ", bad, " holds a value that is not finite");
+  std::vector<float>().swap(b->embedding);
+  return ok_status();
+}
+
 /// fill-weights: the embedding and the image (see the top of this file).
 class FillWeights final : public pass::Pass<Context> {
  public:
@@ -248,14 +268,17 @@ class FillWeights final : public pass::Pass<Context> {
       if (w.role != ir::WeightRole::kHostEmbedding) continue;
       cx.b.embed_rows = w.type.dims[0];
       if (cx.weights == nullptr) continue;
-      // Stored as bf16: viewed as it is (the fp32 values are those bf16 widened, and the MXQ
-      // stores them as bf16 either way), which spares a 4-byte copy of the largest table.
-      const uint16_t* bf16 = cx.bf16 ? cx.bf16(w) : nullptr;
+      // Stored as bf16 and kept as the host's table: viewed as it is (the fp32 values are
+      // those bf16 widened, and the MXQ stores them as bf16 either way), which spares a 4-byte
+      // copy of the largest table. An 8-bit table (bit.embedding) is coded from fp32 rows.
+      const bool to_i8 = cx.g.metadata.count(numerics::kEmbeddingBitsKey) > 0;
+      const uint16_t* bf16 = cx.bf16 && !to_i8 ? cx.bf16(w) : nullptr;
       if (bf16 != nullptr) {
         cx.b.embedding.clear();
         cx.b.embedding_bf16_view = {bf16, w.type.num_elements()};
       } else {
         QBC_RETURN_IF_ERROR(f.read(name, &cx.b.embedding));
+        QBC_RETURN_IF_ERROR(embedding_to_i8(cx.g, name, &cx.b));
       }
     }
     if (cx.b.embed_rows == 0 && !cx.plan.features())  // a feature graph takes rows, not tokens

@@ -14,6 +14,7 @@
 
 #include "qbc/ir/op_params.h"
 #include "qbc/ir/verifier.h"
+#include "qbc/quant/embedding_i8.h"
 #include "qbc/numerics/attention.h"
 #include "qbc/numerics/elementwise.h"
 #include "qbc/numerics/fp16.h"
@@ -322,6 +323,7 @@ Status FakeQuantSession::Impl::load(const ir::WeightReader& reader) {
   }
   if (host_embedding.empty() && !feature_graph)
     return invalid_argument("graph '", graph.name(), "' has no host embedding weight");
+  QBC_RETURN_IF_ERROR(embedding_as_i8(graph, hidden, &host_embedding));
   for (Step& st : steps) {
     const Node& n = *st.node;
     if (n.op == Op::kQLinear) {

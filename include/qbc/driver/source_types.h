@@ -39,6 +39,7 @@ struct SourceTypeOutcome {
   std::map<int, int> quantized;   ///< Weight bits -> tensors re-quantized to that width.
   std::map<int, int> codes_kept;  ///< Weight bits -> tensors whose integer codes were kept.
   int host_embedding = 0;         ///< Kept float as the host embedding table.
+  bool host_embedding_i8 = false; ///< ... or as its 8-bit form (bit.embedding 8).
   int float_kept = 0;             ///< Kept float in the graph (norms, float linears).
   bool lossless_source = false;   ///< F32/F16/BF16: nothing was dequantized.
 };

@@ -210,6 +210,25 @@ struct Bundle {
   /// source without a rotation; docs/mxq.md), the bf16 values; rows are widened to fp32 as
   /// they are looked up (embedding_row), which gives the same fp32 values.
   View<const uint16_t> embedding_bf16_view;
+  /// Or the 8-bit table (bit.embedding 8; docs/numerics.md "8-bit embedding"): int8 codes
+  /// [embed_rows, hidden] and one fp32 scale per row, held here by the compiler and viewed in
+  /// the file by a reader; a row is looked up as fp32(code) · scale.
+  std::vector<int8_t> embedding_i8;
+  std::vector<float> embedding_row_scales;
+  View<const int8_t> embedding_i8_view;
+  View<const float> embedding_row_scales_view;
+
+  /// Whether the table is held as int8 codes with row scales.
+  bool embedding_is_i8() const {
+    return embedding_i8_view.data != nullptr || !embedding_i8.empty();
+  }
+  const int8_t* embedding_codes() const {
+    return embedding_i8_view.data ? embedding_i8_view.data : embedding_i8.data();
+  }
+  const float* embedding_scales() const {
+    return embedding_row_scales_view.data ? embedding_row_scales_view.data
+                                          : embedding_row_scales.data();
+  }
 
   /// The weight image and the embedding table, wherever they live.
   const uint8_t* image_data() const { return image_view.data ? image_view.data : image.data(); }
@@ -218,12 +237,14 @@ struct Bundle {
   }
   /// The fp32 table, or nullptr when the table is held as bf16 (embedding_bf16_view).
   const float* embedding_data() const {
-    if (embedding_bf16_view.data) return nullptr;
+    if (embedding_bf16_view.data || embedding_is_i8()) return nullptr;
     return embedding_view.data ? embedding_view.data : embedding.data();
   }
   /// Values in the table, in whichever form it is held.
   int64_t embedding_size() const {
     if (embedding_bf16_view.data) return embedding_bf16_view.size;
+    if (embedding_i8_view.data) return embedding_i8_view.size;
+    if (!embedding_i8.empty()) return static_cast<int64_t>(embedding_i8.size());
     return embedding_view.data ? embedding_view.size : static_cast<int64_t>(embedding.size());
   }
   /// Row `r` of the table as fp32 (`hidden` values); the caller checks 0 <= r < embed_rows.
@@ -234,6 +255,13 @@ struct Bundle {
         const uint32_t bits = static_cast<uint32_t>(src[i]) << 16;
         std::memcpy(out + i, &bits, sizeof(bits));
       }
+      return;
+    }
+    if (embedding_is_i8()) {
+      // numerics::dequantize_embedding_row: one fp32 multiply a value.
+      const int8_t* c = embedding_codes() + r * hidden;
+      const float s = embedding_scales()[r];
+      for (int64_t i = 0; i < hidden; ++i) out[i] = static_cast<float>(c[i]) * s;
       return;
     }
     std::memcpy(out, embedding_data() + r * hidden, static_cast<size_t>(hidden) * sizeof(float));

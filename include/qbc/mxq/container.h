@@ -51,8 +51,13 @@ inline constexpr uint64_t kFeatureZeroPointsI8 = uint64_t{1} << 2;
 /// Bit 3: the programs read host-computed rope tables (Layout.rope_inputs, M-RoPE models): a
 /// reader must fill them before every call. Set in every part of such a model.
 inline constexpr uint64_t kFeatureRopeInputs = uint64_t{1} << 3;
-inline constexpr uint64_t kKnownRequiredFeatures =
-    kFeatureEmbeddingBf16 | kFeatureCompactWeights | kFeatureZeroPointsI8 | kFeatureRopeInputs;
+/// Bit 4: the embedding section holds the 8-bit table (bit.embedding 8): embed_rows fp32 row
+/// scales, then embed_rows × hidden int8 codes (docs/mxq.md, docs/numerics.md "8-bit
+/// embedding"). Set in the file that holds the embedding; never together with bit 0.
+inline constexpr uint64_t kFeatureEmbeddingI8 = uint64_t{1} << 4;
+inline constexpr uint64_t kKnownRequiredFeatures = kFeatureEmbeddingBf16 |
+                                                   kFeatureCompactWeights | kFeatureZeroPointsI8 |
+                                                   kFeatureRopeInputs | kFeatureEmbeddingI8;
 
 /// What a section holds (docs/mxq.md "Sections").
 enum class SectionKind : uint32_t {
@@ -61,7 +66,8 @@ enum class SectionKind : uint32_t {
   kCode = 3,       ///< pb::CoreCode: one core's prefill and decode streams of one mode
   kWeights = 4,    ///< a range of the DRAM weight image, pre-tiled as the programs read it
   kEmbedding = 5,  ///< the host token embedding [embed_rows, hidden], fp32 or bf16 (feature
-                   ///< bit kFeatureEmbeddingBf16) little-endian
+                   ///< bit kFeatureEmbeddingBf16) little-endian, or int8 codes with fp32 row
+                   ///< scales (kFeatureEmbeddingI8)
   kDebug = 6,      ///< pb::DebugMap: MBLT node and pass names of the instructions
   kAsset = 7,      ///< a host file the runtime needs (tokenizer, generation config, ...)
 };
