@@ -680,8 +680,8 @@ Status load_embedding_i8(Container& c0, size_t ei, isa::Bundle& b,
     return data_loss(c0.where(ei), ": both the bf16 and the int8 embedding feature bits are set");
   if (b.embed_rows <= 0 || b.hidden <= 0 || b.embed_rows > (int64_t{1} << 31) / b.hidden ||
       e.size() != static_cast<size_t>(b.embed_rows * (b.hidden + 4)))
-    return data_loss(c0.where(ei), ": ", e.size(), " bytes for an [", b.embed_rows, ", ",
-                     b.hidden, "] int8 table with fp32 row scales (expected rows x (hidden + 4))");
+    return data_loss(c0.where(ei), ": ", e.size(), " bytes for an [", b.embed_rows, ", ", b.hidden,
+                     "] int8 table with fp32 row scales (expected rows x (hidden + 4))");
   held->push_back(c0.share_section(ei));
   const uint8_t* base = held->back().get();
   const auto* scales = reinterpret_cast<const float*>(base);

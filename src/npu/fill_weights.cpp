@@ -251,7 +251,8 @@ Status embedding_to_i8(const ir::Graph& g, const std::string& name, isa::Bundle*
       numerics::quantize_embedding_rows(b->embedding.data(), b->embed_rows, b->hidden,
                                         b->embedding_i8.data(), b->embedding_row_scales.data());
   if (bad >= 0)
-    return invalid_argument("host embedding '", name, "' row ", bad, " holds a value that is not finite");
+    return invalid_argument("host embedding '", name, "' row ", bad,
+                            " holds a value that is not finite");
   std::vector<float>().swap(b->embedding);
   return ok_status();
 }

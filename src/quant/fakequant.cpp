@@ -14,7 +14,6 @@
 
 #include "qbc/ir/op_params.h"
 #include "qbc/ir/verifier.h"
-#include "qbc/quant/embedding_i8.h"
 #include "qbc/numerics/attention.h"
 #include "qbc/numerics/elementwise.h"
 #include "qbc/numerics/fp16.h"
@@ -23,6 +22,7 @@
 #include "qbc/numerics/pool.h"
 #include "qbc/numerics/quantizer.h"
 #include "qbc/numerics/rope.h"
+#include "qbc/quant/embedding_i8.h"
 #include "qbc/runner/mrope.h"
 
 namespace qbc::quant {

@@ -34,14 +34,14 @@ std::map<std::string, int> count_by_dtype(const std::map<std::string, std::strin
 
 /// What quantization did to the tensors of one source dtype.
 struct SourceTypeOutcome {
-  std::string dtype;              ///< "Q4_K", "F32", ...
-  int tensors = 0;                ///< Model weights of this dtype.
-  std::map<int, int> quantized;   ///< Weight bits -> tensors re-quantized to that width.
-  std::map<int, int> codes_kept;  ///< Weight bits -> tensors whose integer codes were kept.
-  int host_embedding = 0;         ///< Kept float as the host embedding table.
-  bool host_embedding_i8 = false; ///< ... or as its 8-bit form (bit.embedding 8).
-  int float_kept = 0;             ///< Kept float in the graph (norms, float linears).
-  bool lossless_source = false;   ///< F32/F16/BF16: nothing was dequantized.
+  std::string dtype;               ///< "Q4_K", "F32", ...
+  int tensors = 0;                 ///< Model weights of this dtype.
+  std::map<int, int> quantized;    ///< Weight bits -> tensors re-quantized to that width.
+  std::map<int, int> codes_kept;   ///< Weight bits -> tensors whose integer codes were kept.
+  int host_embedding = 0;          ///< Kept float as the host embedding table.
+  bool host_embedding_i8 = false;  ///< ... or as its 8-bit form (bit.embedding 8).
+  int float_kept = 0;              ///< Kept float in the graph (norms, float linears).
+  bool lossless_source = false;    ///< F32/F16/BF16: nothing was dequantized.
 };
 
 /// Per source dtype (looked up in `source`): the imported graph's model weights and what the

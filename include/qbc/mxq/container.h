@@ -55,9 +55,9 @@ inline constexpr uint64_t kFeatureRopeInputs = uint64_t{1} << 3;
 /// scales, then embed_rows × hidden int8 codes (docs/mxq.md, docs/numerics.md "8-bit
 /// embedding"). Set in the file that holds the embedding; never together with bit 0.
 inline constexpr uint64_t kFeatureEmbeddingI8 = uint64_t{1} << 4;
-inline constexpr uint64_t kKnownRequiredFeatures = kFeatureEmbeddingBf16 |
-                                                   kFeatureCompactWeights | kFeatureZeroPointsI8 |
-                                                   kFeatureRopeInputs | kFeatureEmbeddingI8;
+inline constexpr uint64_t kKnownRequiredFeatures = kFeatureEmbeddingBf16 | kFeatureCompactWeights |
+                                                   kFeatureZeroPointsI8 | kFeatureRopeInputs |
+                                                   kFeatureEmbeddingI8;
 
 /// What a section holds (docs/mxq.md "Sections").
 enum class SectionKind : uint32_t {

@@ -288,7 +288,8 @@ const LinearCase kCases[] = {
      true, true},
     // fp32 input rows (a vision projector's second linear after its fp32 GELU): per-token
     // and static scales, 8- and 16-bit codes.
-    {"x_f32_token_affine", 3, 40, 24, 0, 8, false, 8, true, true, true, false, 1, false, false, true},
+    {"x_f32_token_affine", 3, 40, 24, 0, 8, false, 8, true, true, true, false, 1, false, false,
+     true},
     {"x_f32_static_affine_in16", 4, 48, 17, 0, 8, false, 16, false, true, true, false, 1, false,
      false, true},
     {"x_f32_grouped_static_sym", 2, 64, 12, 32, 8, false, 8, false, false, true, false, 1, false,
