@@ -261,6 +261,11 @@ StatusOr<PlanResult> plan_model(const std::string& path, const config::ResolvedC
   options.hparams = extrapolate ? &hp : nullptr;
   QBC_ASSIGN_OR_RETURN(PlanResult r, plan(g, cfg, options));
   r.model_name = g.name();
+  for (const auto& [name, w] : g.weights()) {
+    if (w.role != ir::WeightRole::kHostEmbedding || w.type.dims.size() != 2) continue;
+    r.host_embedding = host_embedding_plan(w.type.dims[0], w.type.dims[1], hp.torch_dtype,
+                                           cfg.options.bit().embedding());
+  }
   return r;
 }
 
@@ -477,6 +482,18 @@ std::string plan_json(const PlanResult& r) {
   j["batch_size"] = r.batch;
   j["memory"] = nlohmann::ordered_json::parse(npu::memory_json(r.memory));
   j["memory"]["weights_bytes_by_part"] = r.weights_by_part;
+  if (r.host_embedding.rows > 0) {
+    const HostEmbeddingPlan& e = r.host_embedding;
+    j["memory"]["host_embedding"] = {{"rows", e.rows},
+                                     {"hidden", e.hidden},
+                                     {"dtype", e.i8                       ? "int8+fp32 row scales"
+                                               : e.float_value_bytes == 2 ? "bf16"
+                                                                          : "fp32"},
+                                     {"bytes", e.bytes()},
+                                     {"float_bytes", e.float_bytes()},
+                                     {"i8_bytes", e.i8_bytes()},
+                                     {"i8_saves_bytes", e.float_bytes() - e.i8_bytes()}};
+  }
   j["max_context"] = r.limits.max_cache == INT64_MAX ? -1 : r.limits.max_cache;
   j["max_batch"] = r.limits.max_batch;
   j["trained_context"] = r.trained_context;
@@ -565,6 +582,19 @@ std::string plan_text(const PlanResult& r) {
                 npu::human_bytes(peak).c_str(), npu::human_bytes(r.memory.sram_bytes).c_str(),
                 npu::human_bytes(r.memory.program_bytes).c_str());
   os << line;
+  if (r.host_embedding.rows > 0) {
+    const HostEmbeddingPlan& e = r.host_embedding;
+    const char* dtype = e.i8 ? "int8 + row scales" : e.float_value_bytes == 2 ? "bf16" : "fp32";
+    std::snprintf(line, sizeof(line), "host embedding %lld x %lld %s: %s",
+                  static_cast<long long>(e.rows), static_cast<long long>(e.hidden), dtype,
+                  npu::human_bytes(e.bytes()).c_str());
+    os << line;
+    if (e.i8)
+      os << " (float: " << npu::human_bytes(e.float_bytes()) << ")\n";
+    else
+      os << " (bit.embedding 8: " << npu::human_bytes(e.i8_bytes()) << ", saves "
+         << npu::human_bytes(e.float_bytes() - e.i8_bytes()) << ")\n";
+  }
   os << (r.limits.fits ? "fits in memory" : "DOES NOT FIT") << ": " << npu::human_bytes(d.total())
      << " of " << npu::human_bytes(r.memory.device_bytes);
   if (r.limits.max_cache == INT64_MAX) {

@@ -4,6 +4,7 @@
 // W8, and the cost of an MXQ equal to the plan of the same configuration.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <utility>
 
@@ -316,6 +317,31 @@ TEST(PlanCli, MoeConfigsExitThreeAsPlanned) {
     EXPECT_TRUE(contains(r.err, "not yet supported")) << r.err;
     EXPECT_TRUE(contains(r.err, "planned")) << r.err;
   }
+}
+
+// The host embedding (not DRAM): Llama-3.2-1B's tied bf16 table is rows x hidden x 2 bytes,
+// and bit.embedding 8 holds rows x (hidden int8 codes + one fp32 scale), rows and hidden read
+// from config.json here, not from plan.
+TEST(PlanCli, HostEmbeddingBytesFollowTheTableFormula) {
+  QBC_REQUIRE_SHARED(dir, "model-configs/Llama-3.2-1B-Instruct");
+  std::ifstream in(dir / "config.json");
+  const nlohmann::json cfg = nlohmann::json::parse(in);
+  const int64_t rows = cfg["vocab_size"].get<int64_t>(), hidden = cfg["hidden_size"].get<int64_t>();
+  ASSERT_EQ(cfg["torch_dtype"], "bfloat16");
+  const std::string base = shell_quote(dir) + " --inference-scheme single";
+  const nlohmann::json f = plan_json(base)["memory"]["host_embedding"];
+  const nlohmann::json q = plan_json(base + " --set bit.embedding=8")["memory"]["host_embedding"];
+  EXPECT_EQ(f["rows"].get<int64_t>(), rows);
+  EXPECT_EQ(f["hidden"].get<int64_t>(), hidden);
+  EXPECT_EQ(f["dtype"], "bf16");
+  EXPECT_EQ(f["bytes"].get<int64_t>(), rows * hidden * 2);
+  EXPECT_EQ(q["bytes"].get<int64_t>(), rows * (hidden + 4));
+  EXPECT_EQ(q["float_bytes"].get<int64_t>(), f["bytes"].get<int64_t>());
+  EXPECT_EQ(f["i8_saves_bytes"].get<int64_t>(), rows * hidden * 2 - rows * (hidden + 4));
+  // The text report names the host table too.
+  const auto text = run_qbc("plan " + base + " --set bit.embedding=8");
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_TRUE(contains(text.out, "host embedding")) << text.out;
 }
 
 }  // namespace

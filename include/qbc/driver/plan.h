@@ -80,7 +80,27 @@ StatusOr<VisionPlan> vision_plan(const std::string& path);
 /// Its line of `qbc plan`'s text report (empty when not present).
 std::string vision_plan_text(const VisionPlan& v);
 
+/// The host's token embedding table (docs/quantization.md "8-bit embedding"): held in host
+/// memory, not DRAM, as the MXQ stores it. A float table is its source's bf16 when the
+/// checkpoint is bfloat16 (2 bytes a value), else fp32 (4 bytes; a rotation such as spinR1
+/// also makes it fp32); bit.embedding 8 holds int8 codes and one fp32 scale per row.
+struct HostEmbeddingPlan {
+  int64_t rows = 0, hidden = 0;
+  int float_value_bytes = 4;  ///< 2 (bf16 source) or 4 (fp32)
+  bool i8 = false;            ///< bit.embedding 8
+  int64_t float_bytes() const { return rows * hidden * float_value_bytes; }
+  int64_t i8_bytes() const { return rows * (hidden + 4); }
+  int64_t bytes() const { return i8 ? i8_bytes() : float_bytes(); }
+};
+
+/// The host table of a graph's host embedding (rows x hidden), its source dtype (HF
+/// torch_dtype; empty: fp32) and the configuration's bit.embedding.
+HostEmbeddingPlan host_embedding_plan(int64_t rows, int64_t hidden, const std::string& torch_dtype,
+                                      int embedding_bits);
+
 struct PlanResult {
+  /// The host's embedding table (set by plan_model; rows 0 when not known).
+  HostEmbeddingPlan host_embedding;
   /// The memory plan of the configured deployment (inferenceScheme, batchSize,
   /// maxCacheLength), and whether it fits.
   npu::MemoryReport memory;
