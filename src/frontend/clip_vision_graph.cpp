@@ -4,10 +4,10 @@
 // patch, no bias) is a linear over the flattened (channel, y, x) patch: the checkpoint's
 // [width, 3, p, p] weight read row-major as [width, 3·p²].
 #include <algorithm>
-#include <cmath>
 
 #include "qbc/frontend/clip_vision.h"
 #include "qbc/ir/builder.h"
+#include "vit_layers.h"
 
 namespace qbc::frontend {
 namespace {
@@ -25,67 +25,31 @@ TensorType f32(std::vector<int64_t> dims) { return TensorType{DType::kF32, std::
 class ClipBuilder {
  public:
   ClipBuilder(const VisionConfig& vc, int64_t layers, ir::Graph& g)
-      : vc_(vc), layers_(layers), b_(g), hd_(vc.width / vc.heads) {}
+      : vc_(vc), layers_(layers), b_(g), vit_(vc, kTower, b_) {}
 
   StatusOr<ValueId> build() {
     const int64_t side = vc_.image_size / vc_.patch_size, rows = 1 + side * side;
     const int64_t patch = kChannels * vc_.patch_size * vc_.patch_size;
     QBC_ASSIGN_OR_RETURN(ValueId x, b_.input("patches", f32({1, rows, patch})));
     QBC_ASSIGN_OR_RETURN(ValueId base, b_.input("embed_base", f32({1, rows, vc_.width})));
-    QBC_ASSIGN_OR_RETURN(x, linear("vis.patch_embed", x, kTower + "embeddings.patch_embedding",
-                                   vc_.width, patch, false));
+    QBC_ASSIGN_OR_RETURN(x, vit_.linear("vis.patch_embed", x, kTower + "embeddings.patch_embedding",
+                                        vc_.width, patch, false));
     QBC_ASSIGN_OR_RETURN(x, b_.add("vis.embed", x, base, kTower + "embeddings"));
-    QBC_ASSIGN_OR_RETURN(x, norm("vis.pre_norm", x, kTower + "pre_layrnorm"));
-    for (int64_t i = 0; i < layers_; ++i) {
-      b_.set_block(static_cast<int>(i));
-      QBC_ASSIGN_OR_RETURN(x, layer(i, x));
-    }
-    b_.set_block(-1);
+    QBC_ASSIGN_OR_RETURN(x, vit_.norm("vis.pre_norm", x, kTower + "pre_layrnorm"));
+    QBC_ASSIGN_OR_RETURN(x, vit_.layers(x, layers_));
     b_.set_part(ir::Part::kHead);
     const int64_t t = vc_.text_hidden;
-    QBC_ASSIGN_OR_RETURN(x, linear("vis.proj.fc1", x, kProjector + "linear_1", t, vc_.width, true));
+    QBC_ASSIGN_OR_RETURN(
+        x, vit_.linear("vis.proj.fc1", x, kProjector + "linear_1", t, vc_.width, true));
     QBC_ASSIGN_OR_RETURN(x, b_.gelu("vis.proj.gelu", x, kProjector + "act"));
-    return linear("image_features", x, kProjector + "linear_2", t, t, true);
+    return vit_.linear("image_features", x, kProjector + "linear_2", t, t, true);
   }
 
  private:
-  StatusOr<ValueId> norm(const std::string& name, ValueId x, const std::string& hf) {
-    b_.weight(name + ".weight", f32({vc_.width}), hf + ".weight");
-    b_.weight(name + ".bias", f32({vc_.width}), hf + ".bias");
-    return b_.layer_norm(name, x, name + ".weight", name + ".bias", vc_.norm_eps, hf);
-  }
-
-  StatusOr<ValueId> linear(const std::string& name, ValueId x, const std::string& hf, int64_t out,
-                           int64_t in, bool bias) {
-    b_.weight(name + ".weight", f32({out, in}), hf + ".weight");
-    if (bias) b_.weight(name + ".bias", f32({out}), hf + ".bias");
-    return b_.linear(name, x, name + ".weight", bias ? name + ".bias" : "", hf);
-  }
-
-  StatusOr<ValueId> layer(int64_t i, ValueId x) {
-    const std::string p = "vis.blk." + std::to_string(i) + ".";
-    const std::string hf = kTower + "encoder.layers." + std::to_string(i) + ".";
-    const int64_t w = vc_.width;
-    QBC_ASSIGN_OR_RETURN(ValueId h, norm(p + "norm1", x, hf + "layer_norm1"));
-    QBC_ASSIGN_OR_RETURN(ValueId q, linear(p + "attn.q", h, hf + "self_attn.q_proj", w, w, true));
-    QBC_ASSIGN_OR_RETURN(ValueId k, linear(p + "attn.k", h, hf + "self_attn.k_proj", w, w, true));
-    QBC_ASSIGN_OR_RETURN(ValueId v, linear(p + "attn.v", h, hf + "self_attn.v_proj", w, w, true));
-    const double scale = 1.0 / std::sqrt(static_cast<double>(hd_));
-    QBC_ASSIGN_OR_RETURN(ValueId a, b_.full_attention(p + "attn.attention", q, k, v, vc_.heads, hd_,
-                                                      scale, {}, hf + "self_attn"));
-    QBC_ASSIGN_OR_RETURN(a, linear(p + "attn.out", a, hf + "self_attn.out_proj", w, w, true));
-    QBC_ASSIGN_OR_RETURN(x, b_.add(p + "attn_residual", x, a, hf));
-    QBC_ASSIGN_OR_RETURN(h, norm(p + "norm2", x, hf + "layer_norm2"));
-    QBC_ASSIGN_OR_RETURN(h, linear(p + "mlp.fc1", h, hf + "mlp.fc1", vc_.ffn, w, true));
-    QBC_ASSIGN_OR_RETURN(h, b_.gelu(p + "mlp.act", h, hf + "mlp", vc_.hidden_act == "quick_gelu"));
-    QBC_ASSIGN_OR_RETURN(h, linear(p + "mlp.fc2", h, hf + "mlp.fc2", w, vc_.ffn, true));
-    return b_.add(p + "ffn_residual", x, h, hf);
-  }
-
   const VisionConfig& vc_;
   int64_t layers_;
   ir::Builder b_;
-  int64_t hd_;
+  VitLayers vit_;
 };
 
 }  // namespace

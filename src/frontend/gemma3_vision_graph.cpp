@@ -2,10 +2,9 @@
 // (qbc/frontend/gemma3_vision.h has the picture), following HF's SiglipVisionEmbeddings,
 // SiglipEncoderLayer, post_layernorm and Gemma3MultiModalProjector. The Conv2d patch embedding
 // (kernel = stride = patch, with bias) is a linear over the flattened (channel, y, x) patch.
-#include <cmath>
-
 #include "qbc/frontend/gemma3_vision.h"
 #include "qbc/ir/builder.h"
+#include "vit_layers.h"
 
 namespace qbc::frontend {
 namespace {
@@ -26,22 +25,19 @@ bool ends_with(const std::string& s, const std::string& tail) {
 class SiglipBuilder {
  public:
   SiglipBuilder(const VisionConfig& vc, const Gemma3VisionNames& names, ir::Graph& g)
-      : vc_(vc), n_(names), b_(g), hd_(vc.width / vc.heads) {}
+      : vc_(vc), n_(names), b_(g), vit_(vc, names.tower, b_) {}
 
   StatusOr<ValueId> build() {
     const int64_t side = vc_.image_size / vc_.patch_size, rows = side * side;
     const int64_t patch = kChannels * vc_.patch_size * vc_.patch_size;
     QBC_ASSIGN_OR_RETURN(ValueId x, b_.input("patches", f32({1, rows, patch})));
     QBC_ASSIGN_OR_RETURN(ValueId base, b_.input("embed_base", f32({1, rows, vc_.width})));
-    QBC_ASSIGN_OR_RETURN(x, linear("vis.patch_embed", x, n_.tower + "embeddings.patch_embedding",
-                                   vc_.width, patch, true));
+    QBC_ASSIGN_OR_RETURN(
+        x, vit_.linear("vis.patch_embed", x, n_.tower + "embeddings.patch_embedding", vc_.width,
+                       patch, true));
     QBC_ASSIGN_OR_RETURN(x, b_.add("vis.embed", x, base, n_.tower + "embeddings"));
-    for (int64_t i = 0; i < vc_.depth; ++i) {
-      b_.set_block(static_cast<int>(i));
-      QBC_ASSIGN_OR_RETURN(x, layer(i, x));
-    }
-    b_.set_block(-1);
-    QBC_ASSIGN_OR_RETURN(x, norm("vis.post_norm", x, n_.tower + "post_layernorm"));
+    QBC_ASSIGN_OR_RETURN(x, vit_.layers(x, vc_.depth));
+    QBC_ASSIGN_OR_RETURN(x, vit_.norm("vis.post_norm", x, n_.tower + "post_layernorm"));
     b_.set_part(ir::Part::kHead);
     const std::string p = n_.projector;
     QBC_ASSIGN_OR_RETURN(x, b_.avg_pool("vis.proj.pool", x, side, vc_.pool, p + "avg_pool"));
@@ -53,49 +49,10 @@ class SiglipBuilder {
   }
 
  private:
-  StatusOr<ValueId> norm(const std::string& name, ValueId x, const std::string& hf) {
-    b_.weight(name + ".weight", f32({vc_.width}), hf + ".weight");
-    b_.weight(name + ".bias", f32({vc_.width}), hf + ".bias");
-    return b_.layer_norm(name, x, name + ".weight", name + ".bias", vc_.norm_eps, hf);
-  }
-
-  StatusOr<ValueId> linear(const std::string& name, ValueId x, const std::string& hf, int64_t out,
-                           int64_t in, bool bias) {
-    b_.weight(name + ".weight", f32({out, in}), hf + ".weight");
-    if (bias) b_.weight(name + ".bias", f32({out}), hf + ".bias");
-    return b_.linear(name, x, name + ".weight", bias ? name + ".bias" : "", hf);
-  }
-
-  StatusOr<ValueId> layer(int64_t i, ValueId x) {
-    const std::string p = "vis.blk." + std::to_string(i) + ".";
-    const std::string hf = n_.tower + "encoder.layers." + std::to_string(i) + ".";
-    const int64_t w = vc_.width;
-    QBC_ASSIGN_OR_RETURN(ValueId h, norm(p + "norm1", x, hf + "layer_norm1"));
-    QBC_ASSIGN_OR_RETURN(ValueId q, linear(p + "attn.q", h, hf + "self_attn.q_proj", w, w, true));
-    QBC_ASSIGN_OR_RETURN(ValueId k, linear(p + "attn.k", h, hf + "self_attn.k_proj", w, w, true));
-    QBC_ASSIGN_OR_RETURN(ValueId v, linear(p + "attn.v", h, hf + "self_attn.v_proj", w, w, true));
-    const double scale = 1.0 / std::sqrt(static_cast<double>(hd_));
-    QBC_ASSIGN_OR_RETURN(ValueId a, b_.full_attention(p + "attn.attention", q, k, v, vc_.heads, hd_,
-                                                      scale, {}, hf + "self_attn"));
-    QBC_ASSIGN_OR_RETURN(a, linear(p + "attn.out", a, hf + "self_attn.out_proj", w, w, true));
-    QBC_ASSIGN_OR_RETURN(x, b_.add(p + "attn_residual", x, a, hf));
-    QBC_ASSIGN_OR_RETURN(h, norm(p + "norm2", x, hf + "layer_norm2"));
-    QBC_ASSIGN_OR_RETURN(h, linear(p + "mlp.fc1", h, hf + "mlp.fc1", vc_.ffn, w, true));
-    QBC_ASSIGN_OR_RETURN(h, b_.gelu_approx(p + "mlp.act", h, approx(), hf + "mlp"));
-    QBC_ASSIGN_OR_RETURN(h, linear(p + "mlp.fc2", h, hf + "mlp.fc2", w, vc_.ffn, true));
-    return b_.add(p + "ffn_residual", x, h, hf);
-  }
-
-  // transformers' ACT2FN names: gelu_pytorch_tanh (SigLIP's default) and gelu_new are the tanh
-  // approximation, gelu the erf one.
-  std::string approx() const {
-    return vc_.hidden_act == "gelu" ? "" : vc_.hidden_act == "quick_gelu" ? "quick" : "tanh";
-  }
-
   const VisionConfig& vc_;
   const Gemma3VisionNames& n_;
   ir::Builder b_;
-  int64_t hd_;
+  VitLayers vit_;
 };
 
 }  // namespace
