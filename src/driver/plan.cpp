@@ -334,14 +334,26 @@ StatusOr<PlanResult> plan(const ir::Graph& shape, const config::ResolvedConfig& 
   // The configured deployment's predictions from its programs of the periods, when it is one
   // mode (the scheme loop below reuses them), then those programs go: they are the largest
   // thing plan holds, and the loop lowers each other scheme's on top of them.
-  std::vector<npu::ModePrediction> base_predictions;
+  std::vector<npu::ModePrediction> base_predictions, base_image_predictions;
   const npu::CostParams cp = cost_params(cfg.options.target());
+  const int64_t image_tokens = options.vision.tokens;
+  // A VLM's prompt with one image: the same programs timed for the longer prompt.
+  auto predict_image = [&](const isa::Bundle& b, int32_t instances,
+                           std::vector<npu::ModePrediction>* out) -> Status {
+    if (image_tokens <= 0) return ok_status();
+    const int64_t prompt = std::min<int64_t>(options.prompt_tokens + image_tokens, b.max_cache - 1);
+    QBC_ASSIGN_OR_RETURN(npu::ModePrediction p,
+                         npu::predict_mode(b, b.modes.front(), prompt, cp, instances));
+    out->push_back(std::move(p));
+    return ok_status();
+  };
   if (options.predictions && base.modes.size() == 1) {
     for (const isa::Bundle& b : base_periods) {
       const int64_t prompt = std::min<int64_t>(options.prompt_tokens, b.max_cache - 1);
       QBC_ASSIGN_OR_RETURN(npu::ModePrediction p, npu::predict_mode(b, b.modes.front(), prompt, cp,
                                                                     base.modes.front().instances));
       base_predictions.push_back(std::move(p));
+      QBC_RETURN_IF_ERROR(predict_image(b, base.modes.front().instances, &base_image_predictions));
     }
   }
   base_periods.clear();
@@ -412,8 +424,10 @@ StatusOr<PlanResult> plan(const ir::Graph& shape, const config::ResolvedConfig& 
     sp.scheme = m.scheme;
     sp.cores = m.cores;
     sp.instances = m.instances;
+    if (image_tokens > 0) sp.vision = vision_time(options.vision, cp, m.cores);
     // The programs of `g` for this scheme (the configured deployment's own when it is this
-    // one mode), timed.
+    // one mode), timed; with an image, also for the prompt and the image's tokens.
+    std::vector<npu::ModePrediction> xi;
     auto predict = [&](const ir::Graph& g,
                        const isa::Bundle& configured) -> StatusOr<npu::ModePrediction> {
       isa::Bundle own;
@@ -422,19 +436,23 @@ StatusOr<PlanResult> plan(const ir::Graph& shape, const config::ResolvedConfig& 
       }
       const isa::Bundle& b = same ? configured : own;
       const int64_t prompt = std::min<int64_t>(options.prompt_tokens, b.max_cache - 1);
+      QBC_RETURN_IF_ERROR(predict_image(b, m.instances, &xi));
       return npu::predict_mode(b, b.modes.front(), prompt, cp, m.instances);
     };
     if (periods.empty()) {
       QBC_ASSIGN_OR_RETURN(sp.prediction, predict(q, r.bundle));
+      if (!xi.empty()) sp.image_prediction = xi.front();
       return sp;
     }
     std::vector<npu::ModePrediction> x =
         same ? base_predictions : std::vector<npu::ModePrediction>();
+    if (same) xi = base_image_predictions;
     for (size_t i = x.size(); i < periods.size(); ++i) {
       QBC_ASSIGN_OR_RETURN(npu::ModePrediction p, predict(periods[i], r.bundle));
       x.push_back(std::move(p));
     }
     sp.prediction = combine(samples, x);
+    if (image_tokens > 0) sp.image_prediction = combine(samples, xi);
     return sp;
   };
   events::status("plan", "programs and cost of " + std::to_string(modes.size()) + " scheme(s)");
@@ -504,17 +522,28 @@ std::string plan_json(const PlanResult& r) {
   j["estimates"] = kEstimateNote;
   if (r.vision.present) {
     const VisionPlan& v = r.vision;
-    j["vision"] = {{"estimate", true},
-                   {"tower", v.tower},
-                   {"projector", v.projector},
-                   {"layers", v.depth},
-                   {"width", v.width},
-                   {"parameters", v.parameters},
-                   {"weight_bytes", v.weight_bytes},
-                   {"source_bytes", v.source_bytes},
-                   {"image_size", v.image_size},
-                   {"tokens_per_image", v.tokens_per_image},
-                   {"dynamic_resolution", v.dynamic_resolution}};
+    j["vision"] = {
+        {"estimate", true},
+        {"tower", v.tower},
+        {"projector", v.projector},
+        {"layers", v.depth},
+        {"width", v.width},
+        {"parameters", v.parameters},
+        {"weight_bytes", v.weight_bytes},
+        {"source_bytes", v.source_bytes},
+        {"image_size", v.image_size},
+        {"tokens_per_image", v.tokens_per_image},
+        {"dynamic_resolution", v.dynamic_resolution},
+        {"rows", v.work.rows},
+        {"layers_run", v.work.layers},
+        {"macs_8bit", v.work.macs_i8},
+        {"macs_16bit", v.work.macs_i16},
+        {"vector_ops", v.work.vector_ops},
+        {"dram_traffic_bytes", v.work.weight_bytes + v.work.activation_traffic_bytes},
+        {"activation_bytes", v.work.activation_bytes},
+        {"method", "analytic (the tower is not lowered by plan)"},
+        {"dram_bytes", vision_dram_bytes(v)},
+        {"fits_with_text", r.memory.dram.total() + vision_dram_bytes(v) <= r.memory.device_bytes}};
   }
   j["schemes"] = nlohmann::ordered_json::array();
   for (const SchemePlan& s : r.schemes) {
@@ -533,6 +562,12 @@ std::string plan_json(const PlanResult& r) {
     e["prefill_bound"] = npu::bound_name(p.prefill_bound);
     e["decode_dram_bytes"] = p.decode.total.dram_bytes();
     e["decode_macs"] = p.decode.total.macs;
+    if (r.vision.present && r.vision.work.tokens > 0) {
+      e["vision_ms"] = s.vision.seconds * 1e3;
+      e["vision_bound"] = npu::bound_name(s.vision.bound);
+      e["image_prompt_tokens"] = s.image_prediction.prompt_tokens;
+      e["ttft_with_image_ms"] = (s.vision.seconds + s.image_prediction.ttft_s) * 1e3;
+    }
     j["schemes"].push_back(std::move(e));
   }
   const Recommendation rec = recommend(r);
@@ -610,6 +645,15 @@ std::string plan_text(const PlanResult& r) {
   }
   if (past_training(r)) os << "WARNING: " << training_warning(r) << "\n";
   os << vision_plan_text(r.vision);
+  if (r.vision.present) {
+    const int64_t total = r.memory.dram.total() + vision_dram_bytes(r.vision);
+    os << "with the vision part: " << npu::human_bytes(total) << " of "
+       << npu::human_bytes(r.memory.device_bytes) << " (text "
+       << npu::human_bytes(r.memory.dram.total()) << " + vision weights "
+       << npu::human_bytes(r.vision.weight_bytes) << " + activations "
+       << npu::human_bytes(r.vision.work.activation_bytes) << ")"
+       << (total > r.memory.device_bytes ? ": DOES NOT FIT" : "") << "\n";
+  }
   if (!r.schemes.empty()) {
     os << "estimates (" << kEstimateNote << "):\n";
     std::snprintf(line, sizeof(line), "%-8s %12s %10s %12s %12s %9s  %s\n", "scheme",
@@ -630,6 +674,7 @@ std::string plan_text(const PlanResult& r) {
        << " prompt tokens; decode right after the prompt and with the cache full; multi: per "
           "sequence with its 4 instances running; roofline: unavoidable DRAM bytes (weights, KV "
           "read and written) at the effective bandwidth over the step time\n";
+    os << vision_schemes_text(r);
     const Recommendation rec = recommend(r);
     os << "recommended: " << rec.reason << "\n";
   }

@@ -2,6 +2,7 @@
 // reported on its own line, marked as an estimate, and in --json; not silently left out.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -10,6 +11,7 @@
 namespace qbc {
 namespace {
 
+namespace fs = std::filesystem;
 using testing::contains;
 using testing::run_qbc;
 using testing::shell_quote;
@@ -29,6 +31,50 @@ TEST(PlanVisionCliTest, Gemma3PlansTheTextModelAndReportsTheVisionTower) {
   // bfloat16 checkpoint: two bytes a parameter; 8-bit weights: one.
   EXPECT_EQ(v["source_bytes"].get<int64_t>(), 2 * v["weight_bytes"].get<int64_t>());
   EXPECT_TRUE(j["fits"].get<bool>());
+  EXPECT_TRUE(v["fits_with_text"].get<bool>());
+  EXPECT_EQ(v["rows"], 4096);  // (896 / 14)^2 patches, no CLS
+  EXPECT_EQ(v["dram_bytes"].get<int64_t>(),
+            v["weight_bytes"].get<int64_t>() + v["activation_bytes"].get<int64_t>());
+  // Every scheme: the tower's time on its cores and the TTFT of the prompt with the image.
+  ASSERT_FALSE(j["schemes"].empty());
+  double single_ms = 0, global8_ms = 0;
+  for (const auto& s : j["schemes"]) {
+    EXPECT_GT(s["vision_ms"].get<double>(), 0.0) << s.dump();
+    EXPECT_EQ(s["image_prompt_tokens"].get<int64_t>(), s["prompt_tokens"].get<int64_t>() + 256);
+    EXPECT_GT(s["ttft_with_image_ms"].get<double>(),
+              s["ttft_ms"].get<double>() + s["vision_ms"].get<double>())
+        << "the longer prompt's prefill takes longer: " << s.dump();
+    if (s["scheme"] == "single") single_ms = s["vision_ms"].get<double>();
+    if (s["scheme"] == "global8") global8_ms = s["vision_ms"].get<double>();
+  }
+  EXPECT_GT(single_ms, global8_ms);  // the tower is MAC-bound: eight cores are faster
+}
+
+TEST(PlanVisionCliTest, ExitsFourWhenOnlyTheVisionPartDoesNotFit) {
+  QBC_REQUIRE_SHARED(dir, "model-configs-new/gemma-3-4b-it");
+  const auto first = run_qbc("plan " + shell_quote(dir) + " --json");
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const auto j = nlohmann::json::parse(first.out);
+  const int64_t text = j["memory"]["dram"]["total_bytes"].get<int64_t>();
+  const int64_t vision = j["vision"]["dram_bytes"].get<int64_t>();
+  // A device with room for the language model and half the vision part.
+  const fs::path target = testing::temp_dir() / "plan_vision_small.yaml";
+  // The rest of the profile as aries-rb's (a smaller SRAM would change the tiling).
+  testing::write_file(target,
+                      "name: small-vlm\ndescription: room for the text model only\n"
+                      "clusters: 2\ncoresPerCluster: 4\nsramBytesPerCore: 4194304\n"
+                      "dramBytes: " +
+                          std::to_string(text + vision / 2) +
+                          "\ndramBandwidthGbps: 51.2\nclockMhz: 1000\n"
+                          "int8MacsPerCyclePerCore: 5000\nint16MacsPerCyclePerCore: 1250\n"
+                          "vectorFp16OpsPerCyclePerCore: 128\ndmaAlignBytes: 64\n"
+                          "dramReserveBytes: 536870912\n");
+  const auto r =
+      run_qbc("plan " + shell_quote(dir) + " --target-profile " + shell_quote(target.string()));
+  EXPECT_EQ(r.exit_code, 4) << r.out << r.err;
+  EXPECT_TRUE(contains(r.err, "the language model fits")) << r.err;
+  EXPECT_TRUE(contains(r.err, "with the vision part")) << r.err;
+  EXPECT_TRUE(contains(r.out, "DOES NOT FIT")) << r.out;
 }
 
 TEST(PlanVisionCliTest, LlavaPlansItsLlamaLanguageModelAndPrintsTheVisionLine) {
@@ -49,6 +95,7 @@ TEST(PlanVisionCliTest, TextModelsHaveNoVisionLine) {
   const auto r = run_qbc("plan " + shell_quote(dir));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_FALSE(contains(r.out, "vision")) << r.out;
+  EXPECT_FALSE(contains(r.out, "with one image")) << r.out;
 }
 
 }  // namespace

@@ -133,8 +133,10 @@ Status run_plan(const PlanFlags& f) {
   QBC_ASSIGN_OR_RETURN(const driver::VisionPlan vision, driver::vision_plan(path));
   driver::TrainedContext trained;
   StatusOr<config::ResolvedConfig> resolved = plan_config(f, path, 0, 0, &trained);
+  driver::PlanOptions options = plan_options(f, trained);
+  if (vision.present) options.vision = vision.work;
   StatusOr<driver::PlanResult> planned =
-      resolved.ok() ? driver::plan_model(path, *resolved, plan_options(f, trained), !f.whole)
+      resolved.ok() ? driver::plan_model(path, *resolved, options, !f.whole)
                     : StatusOr<driver::PlanResult>(resolved.status());
   if (!planned.ok() && vision.present && !f.json) {
     // A VLM whose language model is not read yet: its vision part is still reported.
@@ -148,6 +150,15 @@ Status run_plan(const PlanFlags& f) {
   QBC_RETURN_IF_ERROR(emit_output(f.output, f.json ? driver::plan_json(r) : driver::plan_text(r)));
   log("plan").info("planned {} for {} in {}", r.model_name, r.target,
                    progress::format_duration(secs));
+  const int64_t with_vision = r.memory.dram.total() + driver::vision_dram_bytes(r.vision);
+  if (r.limits.fits && r.vision.present && with_vision > r.memory.device_bytes) {
+    return resource_exhausted(
+        "the language model fits (", npu::human_bytes(r.memory.dram.total()),
+        ") but with the vision part (weights ", npu::human_bytes(r.vision.weight_bytes),
+        ", activations ", npu::human_bytes(r.vision.work.activation_bytes), ") it needs ",
+        npu::human_bytes(with_vision), " of ", npu::human_bytes(r.memory.device_bytes),
+        "; see the plan ", f.output.empty() || f.output == "-" ? "above" : "in " + f.output);
+  }
   if (!r.limits.fits) {
     // Exit 4. The plan printed above has the breakdown and the largest context and batch that
     // fit, so the error is its first line, not the table again.

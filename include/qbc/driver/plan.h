@@ -33,15 +33,46 @@ StatusOr<ir::Graph> shape_graph(const frontend::HParams& hp, const config::Resol
 /// The cost model's parameters of a target profile.
 npu::CostParams cost_params(const config::TargetProfile& t);
 
+/// The vision tower's work for one image, counted from config.json (plan does not lower the
+/// tower: an analytic estimate with the target profile's rates, docs/performance.md "Vision
+/// towers in plan"). Linears with 16-bit activations (the patch embedding and the projector's
+/// output, the multimodal recipe) count at the INT16 MAC rate, the rest at INT8.
+struct VisionWork {
+  int64_t rows = 0;    ///< the tower's rows (patches, + CLS for CLIP)
+  int64_t layers = 0;  ///< encoder layers run (LLaVA: up to vision_feature_layer)
+  int64_t tokens = 0;  ///< image tokens the language model receives
+  int64_t macs_i8 = 0, macs_i16 = 0;
+  int64_t vector_ops = 0;                ///< element operations: norms, GELU, softmax, residuals
+  int64_t weight_bytes = 0;              ///< every weight read once (8-bit)
+  int64_t activation_traffic_bytes = 0;  ///< DRAM reads and writes of activations per image
+  int64_t activation_bytes = 0;          ///< DRAM held: input rows, the largest live pair, output
+};
+
+/// The estimate of one image through the tower on `cores` cores of a target.
+struct VisionTime {
+  double seconds = 0;  ///< with the host's per-call overhead
+  double mac_s = 0, dram_s = 0, vector_s = 0;
+  npu::Bound bound = npu::Bound::kLatency;
+};
+VisionTime vision_time(const VisionWork& w, const npu::CostParams& p, int cores);
+
 /// Predictions for one inference scheme.
 struct SchemePlan {
   isa::Scheme scheme = isa::Scheme::kSingle;
   int32_t cores = 1, instances = 1;
   npu::ModePrediction prediction;
+  /// VLMs (PlanOptions::vision.tokens > 0): the prompt with one image's tokens added, and the
+  /// tower's estimate on this scheme's cores per instance. TTFT with an image is
+  /// vision.seconds + image_prediction.ttft_s.
+  npu::ModePrediction image_prediction;
+  VisionTime vision;
 };
 
 struct PlanOptions {
   int64_t prompt_tokens = 240;
+  /// A VLM's vision work (vision_plan); tokens 0: a text model. With it every scheme also
+  /// gets the tower's time and a TTFT for the prompt plus one image.
+  VisionWork vision;
   /// The length the model was trained for (driver::model_trained_context); 0: unknown.
   int64_t trained_context = 0;
   std::string trained_source;
@@ -73,12 +104,16 @@ struct VisionPlan {
   int64_t source_bytes = 0;  ///< in the checkpoint's dtype
   int64_t image_size = 0, tokens_per_image = 0;
   bool dynamic_resolution = false;
+  VisionWork work;
 };
 
 /// The vision plan of the model at `path` (a folder, its config.json, or a .gguf).
 StatusOr<VisionPlan> vision_plan(const std::string& path);
 /// Its line of `qbc plan`'s text report (empty when not present).
 std::string vision_plan_text(const VisionPlan& v);
+/// DRAM the vision part adds to the text model's plan: its 8-bit weights and its activations
+/// (the activations are not shared with the language model's: an estimate's upper bound).
+int64_t vision_dram_bytes(const VisionPlan& v);
 
 /// The host's token embedding table (docs/quantization.md "8-bit embedding"): held in host
 /// memory, not DRAM, as the MXQ stores it. A float table is its source's bf16 when the
@@ -131,6 +166,10 @@ struct PlanResult {
   /// The planned graph's name (plan_model).
   std::string model_name;
 };
+
+/// The per-scheme lines of a VLM's plan: the tower's time on the scheme's cores and the TTFT
+/// of a prompt with one image (empty for a text model).
+std::string vision_schemes_text(const PlanResult& r);
 
 /// Which scheme to pick, from the predictions of every scheme planned (all estimates).
 struct Recommendation {
