@@ -3,6 +3,8 @@
 //   ==> (g + u) ← (g + u) / s;  W_i ← W_i · diag(s)   (one s shared by every reader,
 //   since they all read the same activation)
 //   s_j = max|X_j|^α / max_i max_r |W_i[r, j]|^(1−α),  X = %n (its calibration stats).
+// A LayerNorm takes the same migration on its gain and its bias b (b ← b / s), since
+// W · diag(s) · ((g ⊙ n + b) / s) = W · (g ⊙ n + b).
 // Exact only when the norm output feeds linears alone, so other norms are skipped.
 // fp64, rounded to fp32 once.
 #include "qbc/quant/norm_smooth.h"
@@ -27,13 +29,11 @@ class NormSmooth final : public Pass {
     }
     const ir::Graph& g = *ctx.graph;
     const auto users = consumers(g);
-    warn_layer_norms(g, name(),
-                     "left alone (the pass folds into RMSNorm gains; a LayerNorm's mean "
-                     "subtraction does not fold the same way)");
     bool changed = false;
     for (ir::ValueId id = 0; id < static_cast<ir::ValueId>(g.nodes().size()); ++id) {
       const ir::Node& n = g.node(id);
-      if (n.op != ir::Op::kRmsNorm || n.attrs.get_int("group") > 0) continue;
+      const bool layer = n.op == ir::Op::kLayerNorm;
+      if ((n.op != ir::Op::kRmsNorm && !layer) || n.attrs.get_int("group", 0) > 0) continue;
       const std::vector<ir::ValueId>& readers = users[static_cast<size_t>(id)];
       bool only_linears = !readers.empty();
       for (ir::ValueId r : readers) only_linears = only_linears && g.node(r).op == ir::Op::kLinear;
@@ -84,9 +84,15 @@ class NormSmooth final : public Pass {
         }
         write_matrix(ctx, wnames[i], w);
       }
-      const double u = static_cast<double>(n.attrs.get_int("unit_offset"));
+      const double u = static_cast<double>(n.attrs.get_int("unit_offset", 0));
       for (size_t c = 0; c < s.size(); ++c) gain.v[c] = (gain.v[c] + u) / s[c] - u;
       write_matrix(ctx, gname, gain);
+      const std::string bname = layer ? weight_operand(g, id, 2) : "";
+      if (!bname.empty()) {
+        QBC_ASSIGN_OR_RETURN(Matrix bias, read_matrix(ctx, bname));
+        for (size_t c = 0; c < s.size(); ++c) bias.v[c] /= s[c];
+        write_matrix(ctx, bname, bias);
+      }
       changed = true;
     }
     return changed;

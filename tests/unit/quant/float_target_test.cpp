@@ -56,9 +56,10 @@ std::vector<double> cross(const Data& d, int threads = 0) {
 }
 
 /// W' = W + W·M, M from H and C.
-StatusOr<std::vector<float>> float_target_weights(const std::vector<float>& W, int64_t out, int64_t in,
-                                                  const std::vector<double>& H, const std::vector<double>& C,
-                                                  double damp, int threads = 0) {
+StatusOr<std::vector<float>> float_target_weights(const std::vector<float>& W, int64_t out,
+                                                  int64_t in, const std::vector<double>& H,
+                                                  const std::vector<double>& C, double damp,
+                                                  int threads = 0) {
   QBC_ASSIGN_OR_RETURN(std::vector<double> M, float_target_correction(H, C, damp, threads));
   return apply_float_target(W, out, in, M, threads);
 }
@@ -85,7 +86,8 @@ TEST(CrossAccumulator, EqualsTheNaiveSum) {
   for (int64_t i = 0; i < d.in; ++i) {
     for (int64_t j = 0; j < d.in; ++j) {
       double s = 0;
-      for (int64_t t = 0; t < d.rows; ++t) s += static_cast<double>(d.Xf[t * d.in + i]) * d.Xq[t * d.in + j];
+      for (int64_t t = 0; t < d.rows; ++t)
+        s += static_cast<double>(d.Xf[t * d.in + i]) * d.Xq[t * d.in + j];
       EXPECT_NEAR(c[i * d.in + j], 2.0 * s / d.rows, 1e-9 * (1 + std::fabs(s)));
     }
   }
@@ -120,14 +122,16 @@ TEST(FloatTarget, MovesTheWeightsTowardsTheFloatOutputs) {
 
 TEST(FloatTarget, DeadColumnsAndThreadCounts) {
   Data d = make_data(5, 12, 300, 0.3f, 4);
-  for (int64_t t = 0; t < d.rows; ++t) d.Xq[t * d.in + 3] = 0.0f;  // column 3 never reaches the layer
+  for (int64_t t = 0; t < d.rows; ++t)
+    d.Xq[t * d.in + 3] = 0.0f;  // column 3 never reaches the layer
   const std::vector<double> H = hessian(d, d.Xq);
   StatusOr<std::vector<float>> a = float_target_weights(d.W, d.out, d.in, H, cross(d, 1), 0.01, 1);
   StatusOr<std::vector<float>> b = float_target_weights(d.W, d.out, d.in, H, cross(d, 3), 0.01, 3);
   QBC_ASSERT_OK(a);
   QBC_ASSERT_OK(b);
   EXPECT_EQ(*a, *b);
-  for (int64_t o = 0; o < d.out; ++o) EXPECT_EQ((*a)[o * d.in + 3], d.W[o * d.in + 3]);  // no correction there
+  for (int64_t o = 0; o < d.out; ++o)
+    EXPECT_EQ((*a)[o * d.in + 3], d.W[o * d.in + 3]);  // no correction there
   EXPECT_FALSE(float_target_weights(d.W, d.out, d.in + 1, H, cross(d), 0.01).ok());
   EXPECT_FALSE(float_target_correction(H, std::vector<double>(3, 0.0), 0.01).ok());
 }
@@ -147,7 +151,8 @@ TEST(CrossAccumulator, TargetsOfAnotherWidth) {
   const std::vector<double> square = cross(d);
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < d.in; ++j) {
-      EXPECT_NEAR((*c)[i * d.in + j], 2.0 * square[i * d.in + j], 1e-9 * (1 + std::fabs(square[i * d.in + j])));
+      EXPECT_NEAR((*c)[i * d.in + j], 2.0 * square[i * d.in + j],
+                  1e-9 * (1 + std::fabs(square[i * d.in + j])));
     }
   }
 }
@@ -176,7 +181,8 @@ TEST(RidgeRightSolve, SolvesAgainstTheDampedHessian) {
       if (j == 2) continue;
       // (X (H + λI))_rj = B_rj on the live inputs.
       double v = 0;
-      for (int64_t k = 0; k < n; ++k) v += (*X)[r * n + k] * (H[k * n + j] + (k == j ? lambda : 0.0));
+      for (int64_t k = 0; k < n; ++k)
+        v += (*X)[r * n + k] * (H[k * n + j] + (k == j ? lambda : 0.0));
       EXPECT_NEAR(v, B[r * n + j], 1e-8 * (1 + std::fabs(B[r * n + j])));
     }
   }
@@ -195,7 +201,8 @@ TEST(FloatTarget, ResidualDriftIsCancelledWhereTheInputsPredictIt) {
   for (int64_t t = 0; t < d.rows; ++t) {
     for (int64_t o = 0; o < d.out; ++o) {
       double a = 0;
-      for (int64_t i = 0; i < d.in; ++i) a += static_cast<double>(G[o * d.in + i]) * d.Xq[t * d.in + i];
+      for (int64_t i = 0; i < d.in; ++i)
+        a += static_cast<double>(G[o * d.in + i]) * d.Xq[t * d.in + i];
       D[t * d.out + o] = static_cast<float>(a);
     }
   }
@@ -209,7 +216,8 @@ TEST(FloatTarget, ResidualDriftIsCancelledWhereTheInputsPredictIt) {
   StatusOr<std::vector<float>> plain = float_target_weights(d.W, d.out, d.in, H, C, 1e-4);
   QBC_ASSERT_OK(plain);
   std::vector<float> with_drift = *plain;
-  for (size_t k = 0; k < with_drift.size(); ++k) with_drift[k] = static_cast<float>(with_drift[k] + (*R)[k]);
+  for (size_t k = 0; k < with_drift.size(); ++k)
+    with_drift[k] = static_cast<float>(with_drift[k] + (*R)[k]);
   // Σ_t ||W x_f + d − W' x_q||².
   auto err = [&](const std::vector<float>& Wp) {
     double e = 0;

@@ -5,8 +5,6 @@
 // across runs and thread counts, and the accumulator against a naive sum.
 #include "qbc/quant/gptq.h"
 
-#include "qbc/numerics/fp16.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "qbc/numerics/fp16.h"
 #include "test_support.h"
 
 namespace qbc::quant {
@@ -269,7 +268,9 @@ TEST(Rtn, FollowsTheNumericsRule) {
   o.bits = 4;
   StatusOr<GptqResult> r = rtn_quantize(p.W, p.out, p.in, o);
   QBC_ASSERT_OK(r);
-  auto code = [](double w, float s) { return std::clamp(std::nearbyint(w / static_cast<double>(s)), -8.0, 7.0); };
+  auto code = [](double w, float s) {
+    return std::clamp(std::nearbyint(w / static_cast<double>(s)), -8.0, 7.0);
+  };
   auto sq_error = [&](int64_t row, float s) {
     double e = 0;
     for (int64_t c = 0; c < p.in; ++c) {
@@ -577,9 +578,11 @@ TEST_P(GptqRefine, LowersTheProxyLossToALocalMinimum) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, GptqRefine,
-                         ::testing::Values(RefineCase{0, false}, RefineCase{32, false}, RefineCase{32, true}),
+                         ::testing::Values(RefineCase{0, false}, RefineCase{32, false},
+                                           RefineCase{32, true}),
                          [](const ::testing::TestParamInfo<RefineCase>& i) {
-                           return "g" + std::to_string(i.param.group_size) + (i.param.zero_point ? "_zp" : "");
+                           return "g" + std::to_string(i.param.group_size) +
+                                  (i.param.zero_point ? "_zp" : "");
                          });
 
 TEST(GptqRefine, OneSweepIsBetweenNoneAndConvergence) {

@@ -45,7 +45,8 @@ TEST_P(NormConvFamilies, LogitsUnchangedAndGainsFolded) {
   // Folded norms have unit gain; norms feeding anything but linears keep theirs.
   const auto nodes = g.nodes();
   for (const ir::Node& n : nodes) {
-    if (n.op != ir::Op::kRmsNorm) continue;
+    // LayerNorm (Cohere2) folds its gain the same way: the mean subtraction comes before it.
+    if (n.op != ir::Op::kRmsNorm && n.op != ir::Op::kLayerNorm) continue;
     const bool qk_or_post = n.name.find("q_norm") != std::string::npos ||
                             n.name.find("k_norm") != std::string::npos ||
                             n.name.find("post_norm") != std::string::npos;
@@ -54,7 +55,7 @@ TEST_P(NormConvFamilies, LogitsUnchangedAndGainsFolded) {
     std::vector<float> w;
     QBC_ASSERT_OK(store.read(*g.find_weight(n.operands[1].weight), &w));
     for (float v : w)
-      ASSERT_EQ(v + static_cast<float>(n.attrs.get_int("unit_offset")), 1.0f) << n.name;
+      ASSERT_EQ(v + static_cast<float>(n.attrs.get_int("unit_offset", 0)), 1.0f) << n.name;
   }
   // A second run has nothing left to fold.
   records.clear();

@@ -1,7 +1,8 @@
 // Models every equivalence-transform test runs on: stories260K (untied and tied) and
 // small random models of every supported family (GQA, biases, QK-norms, Gemma's
 // post-norms and soft-caps, Phi-3's fused projections and partial rotary, SmolLM3's NoPE
-// layers, EXAONE 3.5's names, EXAONE 4.0's post-norms-only block), plus the
+// layers, EXAONE 3.5's names, EXAONE 4.0's post-norms-only block, Phi-4-mini's tied partial
+// rotary, Cohere2's parallel LayerNorm block, HyperCLOVAX's muP multipliers and Peri-LN), plus the
 // check that a pass list leaves the float logits unchanged.
 #pragma once
 
@@ -166,6 +167,37 @@ inline std::vector<TransformCase> transform_cases() {
         "sliding_window": 8, "sliding_window_pattern": 2, "hidden_act": "silu",
         "tie_word_embeddings": false, "bos_token_id": 1, "eos_token_id": 2,
         "torch_dtype": "float32"})",
+       "", ""},
+      // Phi-4-mini's layout: tied embeddings, partial_rotary_factor 0.75 (12 of 16 dims).
+      {"phi4_mini_tied_partial", "", "", R"({
+      "architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "hidden_size": 64,
+      "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
+      "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 4096,
+      "partial_rotary_factor": 0.75, "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
+      "rope_scaling": null, "sliding_window": 262144, "hidden_act": "silu",
+      "tie_word_embeddings": true, "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "float32"})",
+       "", ""},
+      // Cohere2 (Command R7B's layout): LayerNorms without bias, the parallel block, interleaved
+      // RoPE on the sliding layer (read as rotate_half), a global NoPE layer, logits times 0.25.
+      {"cohere2_parallel_layernorm", "", "", R"({
+      "architectures": ["Cohere2ForCausalLM"], "model_type": "cohere2", "hidden_size": 64,
+      "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
+      "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 4096,
+      "layer_norm_eps": 1e-05, "rope_theta": 50000.0, "logit_scale": 0.25, "sliding_window": 8,
+      "sliding_window_pattern": 2, "hidden_act": "silu", "tie_word_embeddings": true,
+      "bos_token_id": 5, "eos_token_id": 255001, "torch_dtype": "float32"})",
+       "", ""},
+      // HyperCLOVAX (SEED Think's layout): μP multipliers (embeddings, attention, residual scale
+      // nodes on both sublayers, logits) and Peri-LN post norms.
+      {"hyperclovax_mup_peri_ln", "", "", R"({
+      "architectures": ["HyperCLOVAXForCausalLM"], "model_type": "hyperclovax",
+      "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+      "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 256,
+      "max_position_embeddings": 4096, "rms_norm_eps": 1e-05, "rope_theta": 50000.0,
+      "embedding_multiplier": 2.5, "attention_multiplier": 0.125, "residual_multiplier": 0.4,
+      "logits_scaling": 0.6, "use_post_norm": true, "hidden_act": "silu",
+      "tie_word_embeddings": false, "bos_token_id": 1, "eos_token_id": 2,
+      "torch_dtype": "float32"})",
        "", ""},
   };
 }
