@@ -36,6 +36,8 @@ struct Job {
   LoadedModel model;    ///< parse: the float model
   std::optional<QuantizedModel> quantized;
   isa::Bundle bundle;                               ///< backend
+  std::optional<VisionBuild> vision;                ///< a VLM folder's vision part
+  std::vector<std::string> images;                  ///< --images DIR's files
   std::optional<quant::CheckpointDir> checkpoints;  ///< --no-resume: none
 };
 
@@ -78,6 +80,13 @@ Status refuse_vision_ops(const std::string& path) {
 
 Status parse_stage(Job& j) {
   QBC_RETURN_IF_ERROR(refuse_vision_ops(j.req.model));
+  if (!j.req.images.empty()) {  // said before any work: a bad folder, a text model
+    QBC_ASSIGN_OR_RETURN(j.images, list_images(j.req.images));
+    QBC_ASSIGN_OR_RETURN(const bool vlm, has_vision_part(j.req.model));
+    if (!vlm)
+      return invalid_argument("--images ", j.req.images, ": ", j.req.model,
+                              " has no vision part (no vision_config in its config.json)");
+  }
   QBC_ASSIGN_OR_RETURN(j.model, open_model(j.req.model, j.cfg));
   // The split is checked against the model's blocks before any work.
   if (j.req.compile) {
@@ -121,6 +130,34 @@ Status backend_stage(Job& j) {
   return ok_status();
 }
 
+/// A VLM folder's vision part, for the target and schemes of the language programs. A tower
+/// the backend does not lower yet leaves the MXQ a language model only: said as a warning and
+/// in the summary, not an error (the language part is still what `qbc run` serves).
+Status vision_stage(Job& j) {
+  const auto t0 = std::chrono::steady_clock::now();
+  QBC_ASSIGN_OR_RETURN(npu::Options o, backend_options(j.quantized->model.graph, j.cfg));
+  StatusOr<std::optional<VisionBuild>> v = build_vision_part(j.req.model, j.cfg, o, j.images);
+  VisionOutcome& out = j.out.vision;
+  if (!v.ok() && v.status().code() == Code::kUnimplemented) {
+    out.present = true;
+    out.reason = v.status().message();
+    log("vision").warn("{}; the MXQ holds the language model only", out.reason);
+    return ok_status();
+  }
+  if (!v.ok()) return v.status();
+  if (!v->has_value()) return ok_status();
+  j.vision = std::move(**v);
+  out.present = out.compiled = true;
+  j.out.vision_rows = j.vision->bundle.chunk;
+  j.out.vision_width = j.vision->bundle.vocab;
+  j.out.vision_bytes = j.vision->bundle.dram.total();
+  j.out.vision_images = j.vision->calibration_images;
+  j.out.vision_synthetic = j.vision->synthetic_calibration;
+  j.out.vision_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return ok_status();
+}
+
 Status write_stage(Job& j) {
   if (!j.mblt.empty()) {
     if (Status s = save_quantized(*j.quantized, j.mblt); !s.ok()) {
@@ -137,7 +174,8 @@ Status write_stage(Job& j) {
   if (!j.req.compile) return ok_status();
   // The writer's time is mostly the disk's.
   const auto t0 = std::chrono::steady_clock::now();
-  QBC_ASSIGN_OR_RETURN(j.out.files, write_mxq(j.quantized->model, j.bundle, j.cfg, j.req.output));
+  QBC_ASSIGN_OR_RETURN(j.out.files, write_mxq(j.quantized->model, j.bundle, j.cfg, j.req.output,
+                                              j.vision ? &*j.vision : nullptr));
   j.out.write_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return ok_status();
@@ -164,6 +202,8 @@ const Stage kStages[] = {
      "the quant pipeline (--print-pipeline); integer weights spilled to the sidecar as made, the graph kept in memory"},
     {"backend", "qbc compile", compiling, backend_stage,
      "npu-compile on the quantized graph as the quantize stage left it in memory: programs, weight image, memory plan"},
+    {"vision", "qbc compile", compiling, vision_stage,
+     "a VLM folder's vision tower: calibrated on --images (or synthetic images), quantized with the vision recipe, lowered for the same target and schemes"},
     {"write", "always", always, write_stage,
      "the outputs: the quantized MBLT (quantize, --keep-intermediate), then the MXQ (compile)"},
 };
@@ -222,6 +262,20 @@ void remove_checkpoints(const std::string& output) {
   if (!fs::exists(dir, ec)) return;
   fs::remove_all(dir, ec);
   log("resume").warn("--no-resume: removed the checkpoints in {}", dir);
+}
+
+/// The vision part's clause of the summary ("" for a text model).
+std::string vision_text(const CompileResult& res) {
+  const VisionOutcome& v = res.vision;
+  if (!v.present) return "";
+  if (!v.compiled) return "; vision part NOT compiled (" + v.reason + "): the MXQ takes no images";
+  return "; vision part: " + std::to_string(res.vision_rows) + " feature rows x " +
+         std::to_string(res.vision_width) + " per image, DRAM " +
+         npu::human_bytes(res.vision_bytes) + ", calibrated on " +
+         std::to_string(res.vision_images) +
+         (res.vision_synthetic ? " synthetic images (pass --images DIR for real ones)"
+                               : " images") +
+         ", in " + progress::format_duration(res.vision_seconds);
 }
 
 /// "12.3 MiB": the one unit convention of plan, inspect and this summary.
@@ -325,7 +379,7 @@ std::string summary_text(const CompileRequest& r, const CompileResult& res) {
         "wrote " + r.output + " (" + bytes_text(total) +
         (res.files.size() > 1 ? ", manifest of " + std::to_string(res.files.size() - 1) + " parts"
                               : "") +
-        "); " + text + line;
+        "); " + text + line + vision_text(res);
   }
   // What happened per source type, e.g. "Q6_K: 3 tensors dequantized and re-quantized to W8".
   std::string types;
@@ -371,6 +425,19 @@ std::string summary_json(const CompileRequest& r, const CompileResult& res) {
   if (r.compile) {
     int64_t peak = 0;
     for (int64_t p : res.memory.sram_peak) peak = std::max(peak, p);
+    if (res.vision.present) {
+      j["vision"] = {{"compiled", res.vision.compiled}};
+      if (res.vision.compiled) {
+        j["vision"]["feature_rows"] = res.vision_rows;
+        j["vision"]["feature_width"] = res.vision_width;
+        j["vision"]["dram_bytes"] = res.vision_bytes;
+        j["vision"]["calibration_images"] = res.vision_images;
+        j["vision"]["synthetic_calibration"] = res.vision_synthetic;
+        j["vision"]["seconds"] = res.vision_seconds;
+      } else {
+        j["vision"]["reason"] = res.vision.reason;
+      }
+    }
     j["backend"] = {{"seconds", res.backend_seconds},
                     {"write_seconds", res.write_seconds},
                     {"dram_total_bytes", res.memory.dram.total()},

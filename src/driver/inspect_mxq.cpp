@@ -101,6 +101,26 @@ nlohmann::ordered_json summary_json(const mxq::LoadedModel& m) {
   j["assets"] = nlohmann::ordered_json::array();
   for (const mxq::HostAsset& a : m.assets)
     j["assets"].push_back({{"name", a.name}, {"bytes", a.bytes.size()}});
+  if (m.vision != nullptr) {
+    const mxq::pb::VisionPart& v = meta.vision();
+    const isa::Bundle& vb = *m.vision->bundle;
+    nlohmann::ordered_json vj = {{"family", v.family()},
+                                 {"model_hash", v.model_hash()},
+                                 {"architecture", m.vision->meta.architecture()},
+                                 {"image_size", v.image_size()},
+                                 {"patch_size", v.patch_size()},
+                                 {"feature_rows", v.feature_rows()},
+                                 {"feature_width", v.feature_width()},
+                                 {"drop_front_rows", v.drop_front_rows()},
+                                 {"image_token_id", v.image_token_id()},
+                                 {"tokens_per_image", v.tokens_per_image()},
+                                 {"weight_bytes", vb.image_size()},
+                                 {"schemes", nlohmann::ordered_json::array()}};
+    for (const isa::Mode& mode : vb.modes) vj["schemes"].push_back(isa::scheme_name(mode.scheme));
+    auto cal = nlohmann::ordered_json::parse(v.calibration(), nullptr, false);
+    vj["calibration"] = cal.is_discarded() ? nlohmann::ordered_json(v.calibration()) : cal;
+    j["vision"] = vj;
+  }
   return j;
 }
 
@@ -162,6 +182,16 @@ std::string summary_text(const nlohmann::ordered_json& j) {
   }
   os << "\nassets      ";
   for (const auto& a : j["assets"]) os << " " << a["name"].get<std::string>();
+  if (j.contains("vision")) {
+    const auto& v = j["vision"];
+    os << "\nvision       " << v["architecture"].get<std::string>() << ", build "
+       << v["model_hash"].get<std::string>().substr(0, 12) << "…: image "
+       << v["image_size"].get<int64_t>() << "x" << v["image_size"].get<int64_t>() << " (patch "
+       << v["patch_size"].get<int64_t>() << ") -> " << v["feature_rows"].get<int64_t>() << " x "
+       << v["feature_width"].get<int64_t>() << " features, " << v["tokens_per_image"].get<int64_t>()
+       << " spliced at token " << v["image_token_id"].get<int64_t>() << "; weights "
+       << npu::human_bytes(v["weight_bytes"].get<int64_t>());
+  }
   os << "\n";
   return os.str();
 }

@@ -2,6 +2,7 @@
 #include "qbc/driver/mxq_output.h"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 
 #include "qbc/driver/generate.h"
@@ -44,10 +45,61 @@ StatusOr<std::vector<int>> split_boundaries(const config::ResolvedConfig& cfg, c
   return out;
 }
 
+namespace {
+
+/// The vision part as its own single-file MXQ (meta: the language part's sources and
+/// configuration, a "features" output, the embed_base asset), its bytes the vision section of
+/// `req`, its model hash and the preprocessing asset recorded in req's metadata.
+Status add_vision_part(const VisionBuild& v, const std::string& producer, mxq::WriteRequest* req) {
+  mxq::WriteRequest vr;
+  vr.bundle = &v.bundle;
+  vr.blocks = 1;
+  mxq::pb::Meta& m = vr.meta;
+  m.set_producer("qbc");
+  m.set_producer_version(req->meta.producer_version());
+  m.set_model_name(v.graph_name);
+  m.set_architecture(v.architecture);
+  *m.mutable_sources() = req->meta.sources();
+  m.set_source_format(req->meta.source_format());
+  m.set_config_json(req->meta.config_json());
+  m.set_calibration_json(v.calibration_json);
+  m.set_bos_id(-1);
+  m.set_eos_id(-1);
+  mxq::pb::IoSpec* out = m.mutable_output();
+  out->set_name("features");
+  out->set_dtype("fp32");
+  out->add_shape(v.bundle.chunk);
+  out->add_shape(v.bundle.vocab);
+  out->set_scale(1.0);
+  for (const isa::FeatureInput& in : v.bundle.feature_inputs) {
+    if (in.name != "patches") continue;
+    mxq::pb::IoSpec* i = m.mutable_input();
+    i->set_name(in.name);
+    i->set_dtype("fp16");
+    i->add_shape(v.bundle.chunk);
+    i->add_shape(in.width);
+    i->set_scale(1.0);
+  }
+  std::string base(v.embed_base.size() * sizeof(float), '\0');
+  std::memcpy(base.data(), v.embed_base.data(), base.size());
+  vr.assets.push_back({kVisionEmbedBaseAsset, std::move(base)});
+  QBC_ASSIGN_OR_RETURN(req->vision, mxq::write_model_bytes(vr));
+  // The hash as a reader sees it, from the bytes just made (which also checks them).
+  QBC_ASSIGN_OR_RETURN(const mxq::LoadedModel loaded,
+                       mxq::load_model_bytes(req->vision, "the vision part of " + producer));
+  *req->meta.mutable_vision() = v.part;
+  req->meta.mutable_vision()->set_model_hash(loaded.meta.model_hash());
+  req->assets.push_back({kPreprocessorAsset, v.preprocessor_json});
+  return ok_status();
+}
+
+}  // namespace
+
 StatusOr<std::vector<mxq::WrittenFile>> write_mxq(const LoadedModel& model,
                                                   const isa::Bundle& bundle,
                                                   const config::ResolvedConfig& cfg,
-                                                  const std::string& path) {
+                                                  const std::string& path,
+                                                  const VisionBuild* vision) {
   const ir::Graph& g = model.graph;
   QBC_ASSIGN_OR_RETURN(std::vector<int> split, split_boundaries(cfg, g));
 
@@ -154,6 +206,7 @@ StatusOr<std::vector<mxq::WrittenFile>> write_mxq(const LoadedModel& model,
     req.assets.push_back({"qbc_vocab.json", tok->to_vocab_json()});
   const std::string config_json = meta_value(g, "config.json");
   if (!config_json.empty()) req.assets.push_back({"config.json", config_json});
+  if (vision != nullptr) QBC_RETURN_IF_ERROR(add_vision_part(*vision, producer, &req));
   return mxq::write_model(path, req);
 }
 

@@ -506,8 +506,23 @@ Status write_random_model(const RandomModelOptions& o) {
     image_tokens[(*vision)->image_start_token_id] = "<start_of_image>";
     image_tokens[(*vision)->image_end_token_id] = "<end_of_image>";
   }
+  if (vision.ok() && *vision && (*vision)->projector == VisionProjector::kLlavaMlp &&
+      (*vision)->image_token_id >= 0)
+    image_tokens[(*vision)->image_token_id] = "<image>";
   if (const std::string tok = random_model_tokenizer_json(hp, image_tokens); !tok.empty())
     QBC_RETURN_IF_ERROR(write_file_atomic((o.output_dir / "tokenizer.json").string(), tok));
+  // A VLM's processor files beside the source config (preprocessing, chat template) come
+  // along: the compile packs them, and `qbc run --image` follows them.
+  if (!o.config_path.empty() && vision.ok() && *vision) {
+    for (const char* name : {"preprocessor_config.json", "processor_config.json",
+                             "chat_template.json", "generation_config.json"}) {
+      const std::filesystem::path from = o.config_path.parent_path() / name;
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(from, ec)) continue;
+      QBC_ASSIGN_OR_RETURN(const std::string bytes, read_text(from));
+      QBC_RETURN_IF_ERROR(write_file_atomic((o.output_dir / name).string(), bytes));
+    }
+  }
   // The config goes last, so a folder with a config.json always has its weights too.
   return write_file_atomic((o.output_dir / "config.json").string(), config);
 }

@@ -6,6 +6,7 @@
 
 #include "instr_codec.h"
 #include "qbc/isa/verify.h"
+#include "qbc/support/quote.h"
 
 namespace qbc::mxq {
 namespace {
@@ -86,6 +87,30 @@ Status decode_rope_inputs(const pb::RopeInputs& p, const std::string& where, isa
   return ok_status();
 }
 
+/// The bundle kind and a feature bundle's interface; what the values mean (io buffers large
+/// enough for the rows) is isa::verify's V10.
+Status decode_features(const pb::Layout& l, const std::string& where, isa::Bundle* b) {
+  b->feature_inputs.clear();
+  b->output_stride = 0;
+  if (l.kind() > 1) return data_loss(where, ": bundle kind ", l.kind(), " (0 decoder, 1 features)");
+  b->kind = l.kind() == 1 ? isa::BundleKind::kFeatures : isa::BundleKind::kDecoder;
+  if (b->kind == isa::BundleKind::kDecoder) {
+    if (l.feature_inputs_size() > 0 || l.output_stride() != 0)
+      return data_loss(where, ": a decoder layout with feature inputs or a feature output stride");
+    return ok_status();
+  }
+  if (l.feature_inputs_size() < 1 || l.feature_inputs_size() > 64)
+    return data_loss(where, ": a feature bundle with ", l.feature_inputs_size(), " inputs (1..64)");
+  for (const pb::FeatureInput& p : l.feature_inputs()) {
+    if (p.buffer() < 0 || p.buffer() >= static_cast<int64_t>(b->buffers.size()))
+      return data_loss(where, ": feature input ", quote_prefix(p.name()), " names buffer ",
+                       p.buffer(), " of ", b->buffers.size());
+    b->feature_inputs.push_back(isa::FeatureInput{p.name(), p.buffer(), p.width(), p.stride()});
+  }
+  b->output_stride = l.output_stride();
+  return ok_status();
+}
+
 }  // namespace
 
 pb::Layout encode_layout(const isa::Bundle& b) {
@@ -160,6 +185,17 @@ pb::Layout encode_layout(const isa::Bundle& b) {
     ri->set_head_dim(b.rope_inputs.head_dim);
     ri->set_theta(b.rope_inputs.theta);
     for (int64_t s : b.rope_inputs.section) ri->add_section(s);
+  }
+  if (b.kind == isa::BundleKind::kFeatures) {
+    l.set_kind(u(b.kind));
+    for (const isa::FeatureInput& in : b.feature_inputs) {
+      pb::FeatureInput* p = l.add_feature_inputs();
+      p->set_name(in.name);
+      p->set_buffer(in.buffer);
+      p->set_width(in.width);
+      p->set_stride(in.stride);
+    }
+    l.set_output_stride(b.output_stride);
   }
   l.set_image_base(b.image_base);
   l.set_image_bytes(b.image_size());
@@ -313,6 +349,7 @@ Status decode_layout(const pb::Layout& l, const std::string& where, isa::Bundle*
   b->input = l.input();
   b->output = l.output();
   if (l.has_rope_inputs()) QBC_RETURN_IF_ERROR(decode_rope_inputs(l.rope_inputs(), where, b));
+  QBC_RETURN_IF_ERROR(decode_features(l, where, b));
   b->image_base = l.image_base();
   if (l.image_bytes() < 0 || l.image_bytes() > (int64_t{1} << 40))
     return data_loss(where, ": weight image of ", l.image_bytes(), " bytes");

@@ -67,13 +67,15 @@ std::string section_kind_name(uint32_t kind) {
       return "debug";
     case SectionKind::kAsset:
       return "asset";
+    case SectionKind::kVision:
+      return "vision";
   }
   return "unknown(" + std::to_string(kind) + ")";
 }
 
 bool known_section_kind(uint32_t kind) {
   return kind >= static_cast<uint32_t>(SectionKind::kMeta) &&
-         kind <= static_cast<uint32_t>(SectionKind::kAsset);
+         kind <= static_cast<uint32_t>(SectionKind::kVision);
 }
 
 DigestStream::DigestStream() {

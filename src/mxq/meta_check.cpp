@@ -94,10 +94,77 @@ Status check_kv_buffers(const pb::KvLayer& k, size_t i, const isa::Bundle& b,
   return ok_status();
 }
 
+/// A feature bundle's metadata: no KV layers or token ids, its output the feature rows.
+Status check_feature_meta(const pb::Meta& meta, const isa::Bundle& b, const std::string& where) {
+  if (meta.kv_size() != 0)
+    return data_loss(where, ": a feature bundle's metadata lists ", meta.kv_size(), " KV layers");
+  QBC_RETURN_IF_ERROR(
+      check_io(meta.output(), "output", "features", "fp32", b.chunk, b.vocab, where));
+  if (meta.target() != b.target)
+    return data_loss(where, ": metadata target ", quote_prefix(meta.target()), ", the layout's is ",
+                     quote_prefix(b.target));
+  if (meta.bos_id() != -1 || meta.eos_id() != -1)
+    return data_loss(where, ": a feature bundle's metadata has token ids");
+  return ok_status();
+}
+
+/// The XXH3-128 of `name` among meta's source files ("" when not listed).
+std::string source_digest(const pb::Meta& meta, const std::string& name) {
+  for (const pb::SourceFile& f : meta.sources())
+    if (f.name() == name) return f.xxh3_128();
+  return "";
+}
+
 }  // namespace
+
+Status check_vision_pair(const pb::Meta& meta, const isa::Bundle& b, const LoadedModel& vision,
+                         const std::vector<HostAsset>& assets, const std::string& where) {
+  const pb::VisionPart& v = meta.vision();
+  const isa::Bundle& vb = *vision.bundle;
+  const std::string mine = "the language part";
+  if (vb.kind != isa::BundleKind::kFeatures)
+    return data_loss(where, ": holds a decoder, not a vision tower's feature bundle");
+  if (vision.vision != nullptr) return data_loss(where, ": holds a vision part of its own");
+  if (vision.meta.model_hash() != v.model_hash())
+    return data_loss(where, ": the vision part is of build ", vision.meta.model_hash(), ", ", mine,
+                     " was compiled with vision part ", quote_prefix(v.model_hash()),
+                     " (the parts come from different compiles)");
+  const std::string cfg_v = source_digest(vision.meta, "config.json");
+  const std::string cfg_l = source_digest(meta, "config.json");
+  if (cfg_v != cfg_l)
+    return data_loss(where, ": the vision part was compiled from config.json ",
+                     quote_prefix(cfg_v.empty() ? "(none)" : cfg_v), ", ", mine, " from ",
+                     quote_prefix(cfg_l.empty() ? "(none)" : cfg_l));
+  if (vb.target != b.target)
+    return data_loss(where, ": the vision part is compiled for target ", quote_prefix(vb.target),
+                     ", ", mine, " for ", quote_prefix(b.target));
+  if (vb.vocab != b.hidden || v.feature_width() != b.hidden)
+    return data_loss(where, ": the vision part's features are ", vb.vocab, " wide (metadata ",
+                     v.feature_width(), "), ", mine, "'s hidden size is ", b.hidden);
+  if (vb.chunk != v.feature_rows())
+    return data_loss(where, ": the vision part gives ", vb.chunk, " rows per image, the metadata ",
+                     v.feature_rows());
+  if (v.tokens_per_image() < 1 || v.drop_front_rows() < 0 ||
+      v.tokens_per_image() + v.drop_front_rows() != v.feature_rows())
+    return data_loss(where, ": ", v.tokens_per_image(), " image tokens and ", v.drop_front_rows(),
+                     " dropped rows do not make the ", v.feature_rows(), " feature rows");
+  if (v.image_token_id() < 0 || v.image_token_id() >= b.embed_rows)
+    return data_loss(where, ": image token id ", v.image_token_id(), " is not one of the ",
+                     b.embed_rows, " rows of the embedding");
+  if (v.image_size() < 1 || v.image_size() > 8192 || v.patch_size() < 1 ||
+      v.image_size() % v.patch_size() != 0)
+    return data_loss(where, ": image size ", v.image_size(), " and patch size ", v.patch_size());
+  bool has_pre = false;
+  for (const HostAsset& a : assets) has_pre = has_pre || a.name == v.preprocessor_asset();
+  if (!has_pre)
+    return data_loss(where, ": the preprocessing asset ", quote_prefix(v.preprocessor_asset()),
+                     " is not in the file");
+  return ok_status();
+}
 
 Status check_meta_against_layout(const pb::Meta& meta, const isa::Bundle& b,
                                  const std::string& where) {
+  if (b.kind == isa::BundleKind::kFeatures) return check_feature_meta(meta, b, where);
   if (static_cast<size_t>(meta.kv_size()) != b.attentions.size())
     return data_loss(where, ": metadata lists ", meta.kv_size(), " KV layers, the layout has ",
                      b.attentions.size(), " attentions");

@@ -7,6 +7,7 @@
 
 #include "mxq_meta.pb.h"
 #include "qbc/isa/program.h"
+#include "qbc/mxq/model_file.h"
 #include "qbc/support/status.h"
 
 namespace qbc::mxq {
@@ -15,5 +16,13 @@ namespace qbc::mxq {
 /// `b`, the bundle decoded from the layout.
 Status check_meta_against_layout(const pb::Meta& meta, const isa::Bundle& b,
                                  const std::string& where);
+
+/// A VLM's language part (`meta`, `b`, its `assets`) against the vision part loaded from its
+/// vision section: the vision file is the one meta.vision names (its model hash), was
+/// compiled from the same config.json for the same target, and its feature rows fit the
+/// language model (width = hidden, rows = tokens per image + dropped rows, the image token a
+/// row of the embedding). kDataLoss naming `where` and what differs.
+Status check_vision_pair(const pb::Meta& meta, const isa::Bundle& b, const LoadedModel& vision,
+                         const std::vector<HostAsset>& assets, const std::string& where);
 
 }  // namespace qbc::mxq

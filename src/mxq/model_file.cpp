@@ -311,8 +311,11 @@ Status add_sections(const isa::Bundle& b, const WriteRequest& req, const pb::Lay
     }
   }
   s->add_owned(0, SectionKind::kDebug, serialize(encode_debug(b)));
-  s->add_view(0, SectionKind::kEmbedding, embedding_bytes(b, s));
+  // A feature bundle (a vision tower) has no token embedding.
+  if (b.kind != isa::BundleKind::kFeatures)
+    s->add_view(0, SectionKind::kEmbedding, embedding_bytes(b, s));
   for (const HostAsset& a : req.assets) s->add_view(0, SectionKind::kAsset, a.bytes);
+  if (!req.vision.empty()) s->add_view(0, SectionKind::kVision, req.vision);
   for (size_t p = 0; p < cut.size(); ++p) {
     s->add_view(p, SectionKind::kWeights,
                 std::string_view(reinterpret_cast<const char*>(b.image_data()) + cut[p].first,
@@ -405,6 +408,8 @@ void lay_out_files(const std::string& path, const fs::path& dir, const isa::Bund
     if (p == 0 && s.i8) h.required_features |= kFeatureEmbeddingI8;
     h.required_features |= compact;
     if (b.rope_inputs.present()) h.required_features |= kFeatureRopeInputs;
+    if (b.kind == isa::BundleKind::kFeatures || !req.vision.empty())
+      h.required_features |= kFeatureVision;
     h.target_word = word;
     h.part_index = static_cast<uint32_t>(p);
     h.part_count = static_cast<uint32_t>(nparts);
@@ -496,6 +501,30 @@ StatusOr<std::vector<WrittenFile>> write_model(const std::string& path, const Wr
   OutFiles files;
   lay_out_files(path, dir, b, req, sections, ranges, &files);
   return commit_files(files);
+}
+
+StatusOr<std::string> write_model_bytes(const WriteRequest& req) {
+  const isa::Bundle& b = *req.bundle;
+  const std::string name = "<in memory>";
+  if (!req.split_blocks.empty())
+    return invalid_argument(name, ": a model written to memory is one file (no splitBlocks)");
+  QBC_RETURN_IF_ERROR(check_writable(name, b));
+  QBC_ASSIGN_OR_RETURN(auto ranges, part_ranges({}, std::max(req.blocks, 1), "splitBlocks"));
+  pb::Layout layout = encode_layout(b);
+  QBC_ASSIGN_OR_RETURN(auto cut, cut_image(b, ranges, &layout));
+  ModelSections sections(ranges.size());
+  QBC_RETURN_IF_ERROR(add_sections(b, req, layout, cut, ranges, &sections));
+  OutFiles files;
+  lay_out_files(name, fs::path("."), b, req, sections, ranges, &files);
+  const ContainerLayout& l = files.files.at(0).layout;
+  std::string bytes;
+  bytes.reserve(static_cast<size_t>(l.size));
+  bytes.append(l.head);
+  for (const ContainerLayout::Piece& piece : l.body) {
+    bytes.append(piece.bytes.data(), piece.bytes.size());
+    bytes.append(piece.pad, '\0');
+  }
+  return bytes;
 }
 
 const HostAsset* LoadedModel::asset(const std::string& name) const {
@@ -736,6 +765,41 @@ Status load_assets(const Container& c0, LoadedModel* out) {
   return ok_status();
 }
 
+/// A VLM's vision part: the vision section of part 0 loaded as a single-file MXQ (every rule
+/// of the format again), then checked against meta.vision so that a language part never runs
+/// with the vision part of another compile (check_vision_pair names what differs).
+Status load_vision(const Container& c0, const std::string& file, LoadedModel* out) {
+  const isa::Bundle& b = *out->bundle;
+  const bool bit = (c0.header().required_features & kFeatureVision) != 0;
+  QBC_ASSIGN_OR_RETURN(int vi, unique_section(c0, SectionKind::kVision));
+  if (b.kind == isa::BundleKind::kFeatures) {
+    if (!bit) return data_loss(file, ": a feature bundle but required feature bit 5 is not set");
+    if (vi >= 0)
+      return data_loss(c0.where(static_cast<size_t>(vi)),
+                       ": a vision part's file holds a vision section");
+    if (out->meta.has_vision())
+      return data_loss(c0.where(0), ": a vision part's metadata describes a vision part");
+    return ok_status();
+  }
+  if (vi < 0) {
+    if (out->meta.has_vision())
+      return data_loss(file,
+                       ": the metadata describes a vision part but the file has no vision section");
+    if (bit)
+      return data_loss(file, ": required feature bit 5 is set but the file has no vision part");
+    return ok_status();
+  }
+  const std::string where = c0.where(static_cast<size_t>(vi));
+  if (!bit) return data_loss(where, ": a vision section but required feature bit 5 is not set");
+  if (!out->meta.has_vision())
+    return data_loss(where, ": a vision section but the metadata describes no vision part");
+  auto vision = load_model_bytes(std::string(c0.bytes(static_cast<size_t>(vi))), where);
+  if (!vision.ok()) return vision.status();
+  QBC_RETURN_IF_ERROR(check_vision_pair(out->meta, b, *vision, out->assets, where));
+  out->vision = std::make_shared<LoadedModel>(std::move(*vision));
+  return ok_status();
+}
+
 /// The weight image: one range per part, in order, covering it without holes. A single
 /// file's image is its weights section, used in place; a split build's parts are copied into
 /// one image (their sections are in different files).
@@ -803,9 +867,17 @@ Status load_parts(std::vector<Container> opened, const pb::Manifest* manifest, L
   std::map<std::pair<int, int>, size_t> code;
   QBC_RETURN_IF_ERROR(load_code(c0, files[0], b, &code));
   QBC_RETURN_IF_ERROR(load_debug(c0, files[0], layout, code, b));
-  QBC_RETURN_IF_ERROR(load_embedding(c0, files[0], b, &held));
+  if (b.kind == isa::BundleKind::kFeatures) {
+    QBC_ASSIGN_OR_RETURN(int ei, unique_section(c0, SectionKind::kEmbedding));
+    if (ei >= 0)
+      return data_loss(c0.where(static_cast<size_t>(ei)),
+                       ": a feature bundle has no token embedding");
+  } else {
+    QBC_RETURN_IF_ERROR(load_embedding(c0, files[0], b, &held));
+  }
   QBC_RETURN_IF_ERROR(check_meta_against_layout(out->meta, b, c0.where(0)));
   QBC_RETURN_IF_ERROR(load_assets(c0, out));
+  QBC_RETURN_IF_ERROR(load_vision(c0, files[0], out));
   QBC_RETURN_IF_ERROR(load_image(out, files, layout, weights, &held));
   out->files = files;
   hold_storage(out, std::move(held));  // last: `b` is moved from

@@ -20,6 +20,7 @@ struct RandomModelFlags {
     int64_t value = 0;
   };
   Override layers, hidden, intermediate, vocab, heads, kv_heads, head_dim;
+  Override vision_layers, vision_hidden, vision_intermediate, vision_heads;
 };
 
 Status run_random_model(const RandomModelFlags& f) {
@@ -32,6 +33,10 @@ Status run_random_model(const RandomModelFlags& f) {
       {&f.heads, &r.overrides.num_attention_heads},
       {&f.kv_heads, &r.overrides.num_key_value_heads},
       {&f.head_dim, &r.overrides.head_dim},
+      {&f.vision_layers, &r.overrides.vision.depth},
+      {&f.vision_hidden, &r.overrides.vision.hidden_size},
+      {&f.vision_intermediate, &r.overrides.vision.intermediate_size},
+      {&f.vision_heads, &r.overrides.vision.num_heads},
   };
   for (const auto& [flag, target] : overrides) {
     if (flag->option->count() > 0) *target = flag->value;
@@ -80,6 +85,14 @@ void register_random_model(CLI::App& app, Action& action) {
   shape("--kv-heads", f->kv_heads, "Override num_key_value_heads");
   shape("--head-dim", f->head_dim,
         "Override head_dim (not derived from --hidden: set it too when the config has it)");
+  shape("--vision-layers", f->vision_layers,
+        "A VLM: override vision_config's depth / num_hidden_layers (an error without a "
+        "vision_config)");
+  shape("--vision-hidden", f->vision_hidden, "A VLM: override vision_config's hidden_size");
+  shape("--vision-intermediate", f->vision_intermediate,
+        "A VLM: override vision_config's intermediate_size");
+  shape("--vision-heads", f->vision_heads,
+        "A VLM: override vision_config's num_heads / num_attention_heads");
   cmd->add_flag("--force", f->request.force,
                 "Write into a non-empty output folder, replacing config.json and "
                 "model.safetensors (other files are kept)");

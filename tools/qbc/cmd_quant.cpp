@@ -17,6 +17,7 @@ struct QuantizeOptions {
   std::string model;
   std::string output;
   std::string keep_intermediate;
+  std::string images;
   std::string report;
   int threads = 0;
   bool print_pipeline = false;
@@ -30,6 +31,7 @@ driver::CompileRequest request(const QuantizeOptions& o) {
   r.model = o.model;
   r.output = o.output;
   r.keep_intermediate = o.keep_intermediate;
+  r.images = o.images;
   r.resume = !o.no_resume;
   r.run.producer = "qbc " QBC_VERSION " (" QBC_GIT_DESCRIBE ")";
   r.run.threads = o.threads;
@@ -79,6 +81,11 @@ void register_quantize_like(CLI::App& app, Action& action, const char* name, con
                     "parts (OUT-00001-of-0000N.mxq) beside it. Written atomically");
     cmd->add_option("--keep-intermediate", o->keep_intermediate,
                     "Keep the quantized MBLT (DIR/OUT.mblt + DIR/OUT.weights.safetensors)");
+    cmd->add_option("--images", o->images,
+                    "A VLM folder's vision calibration images: the PNG and JPEG files of DIR, "
+                    "preprocessed as the model's preprocessor_config.json says (default: 4 "
+                    "synthetic images, said in the summary). The vision part goes into the MXQ "
+                    "(docs/multimodal.md)");
     cmd->add_option("--report", o->report,
                     "Also write the HTML report (as `qbc report`, with the origin of every "
                     "configuration value and the pass times) to this file");

@@ -15,6 +15,7 @@
 
 #include "qbc/config/config.h"
 #include "qbc/driver/quantize.h"
+#include "qbc/driver/vision_part.h"
 #include "qbc/ir/graph.h"
 #include "qbc/mxq/model_file.h"
 #include "qbc/npu/compile.h"
@@ -33,6 +34,9 @@ struct CompileRequest {
   /// Checkpoint finished calibration blocks in OUT.qbc-resume/ and resume from those an
   /// earlier, killed run on the same inputs left (driver/resume.h); --no-resume: false.
   bool resume = true;
+  /// A VLM folder's vision calibration images (--images DIR: its PNG and JPEG files); empty:
+  /// synthetic images, said in the summary.
+  std::string images;
   /// Producer, threads, and the instrumentation as the user gave it (every stage's pass
   /// names: the quant pipeline gets its own, the backend its own).
   QuantizeRun run;
@@ -58,6 +62,12 @@ struct CompileResult {
   std::string target;
   npu::MemoryReport memory;
   double backend_seconds = 0, write_seconds = 0;
+  /// A VLM folder's vision part: compiled into the MXQ, or why not.
+  VisionOutcome vision;
+  int64_t vision_rows = 0, vision_width = 0, vision_bytes = 0;
+  int vision_images = 0;
+  bool vision_synthetic = false;
+  double vision_seconds = 0;
 
   std::vector<TimedStep> steps() const;
 };

@@ -9,6 +9,7 @@
 
 #include "qbc/config/config.h"
 #include "qbc/driver/model_loader.h"
+#include "qbc/driver/vision_part.h"
 #include "qbc/isa/program.h"
 #include "qbc/mxq/model_file.h"
 #include "qbc/support/status.h"
@@ -23,10 +24,13 @@ int block_count(const ir::Graph& g);
 StatusOr<std::vector<int>> split_boundaries(const config::ResolvedConfig& cfg, const ir::Graph& g);
 
 /// Writes `bundle` (compiled from `model`) to `path`: one MXQ, or the manifest of a split
-/// build with its parts beside it. Returns the files written, the loadable one last.
+/// build with its parts beside it. A VLM's `vision` part goes in as the vision section of the
+/// first file (a single-file MXQ of its own, written first, whose model hash the language
+/// part's metadata records). Returns the files written, the loadable one last.
 StatusOr<std::vector<mxq::WrittenFile>> write_mxq(const LoadedModel& model,
                                                   const isa::Bundle& bundle,
                                                   const config::ResolvedConfig& cfg,
-                                                  const std::string& path);
+                                                  const std::string& path,
+                                                  const VisionBuild* vision = nullptr);
 
 }  // namespace qbc::driver

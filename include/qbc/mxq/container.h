@@ -55,9 +55,12 @@ inline constexpr uint64_t kFeatureRopeInputs = uint64_t{1} << 3;
 /// scales, then embed_rows × hidden int8 codes (docs/mxq.md, docs/numerics.md "8-bit
 /// embedding"). Set in the file that holds the embedding; never together with bit 0.
 inline constexpr uint64_t kFeatureEmbeddingI8 = uint64_t{1} << 4;
+/// Bit 5: a vision part (docs/mxq.md "Vision part"): set in a feature bundle's file (a vision
+/// tower: Layout.kind 1) and in a language model's file that holds a vision section.
+inline constexpr uint64_t kFeatureVision = uint64_t{1} << 5;
 inline constexpr uint64_t kKnownRequiredFeatures = kFeatureEmbeddingBf16 | kFeatureCompactWeights |
                                                    kFeatureZeroPointsI8 | kFeatureRopeInputs |
-                                                   kFeatureEmbeddingI8;
+                                                   kFeatureEmbeddingI8 | kFeatureVision;
 
 /// What a section holds (docs/mxq.md "Sections").
 enum class SectionKind : uint32_t {
@@ -70,6 +73,7 @@ enum class SectionKind : uint32_t {
                    ///< scales (kFeatureEmbeddingI8)
   kDebug = 6,      ///< pb::DebugMap: MBLT node and pass names of the instructions
   kAsset = 7,      ///< a host file the runtime needs (tokenizer, generation config, ...)
+  kVision = 8,     ///< a VLM's vision part: a complete single-file MXQ of a feature bundle
 };
 /// "meta", "layout", ... or "unknown(N)".
 std::string section_kind_name(uint32_t kind);

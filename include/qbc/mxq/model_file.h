@@ -33,6 +33,10 @@ struct WriteRequest {
   /// Block boundaries of a split build (splitBlocks; splitParts is turned into them by the
   /// caller): strictly increasing, each in 1..blocks-1. Empty: a single file.
   std::vector<int> split_blocks;
+  /// A VLM's vision part: the bytes of a complete single-file MXQ of its feature bundle
+  /// (write_model_bytes), stored as the vision section of the first part; meta.vision must
+  /// describe it (its model hash). Empty: a text model.
+  std::string vision;
 };
 
 struct WrittenFile {
@@ -46,6 +50,10 @@ struct WrittenFile {
 /// temporary name first; the parts are renamed into place, then the manifest, so `path`
 /// never names a partial build. Returns the files, the loadable one (`path`) last.
 StatusOr<std::vector<WrittenFile>> write_model(const std::string& path, const WriteRequest& req);
+
+/// A single-file model (no split_blocks) as bytes instead of a file: what a VLM's vision
+/// part is before it goes into the language model's file.
+StatusOr<std::string> write_model_bytes(const WriteRequest& req);
 
 /// The parts' block ranges for `split_blocks` over `blocks` blocks, checked: kInvalidArgument
 /// naming `key` when a boundary is out of 1..blocks-1 or not increasing.
@@ -65,6 +73,8 @@ struct LoadedModel {
   bool split = false;                 ///< loaded through a manifest
   std::vector<std::string> files;     ///< the MXQ files read, in part order
   std::vector<Container> containers;  ///< the open parts (header and section table)
+  /// A VLM's vision part (the vision section, loaded and checked against meta.vision), or null.
+  std::shared_ptr<LoadedModel> vision;
   /// The asset called `name`, or nullptr.
   const HostAsset* asset(const std::string& name) const;
 };

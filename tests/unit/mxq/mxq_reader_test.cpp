@@ -344,12 +344,20 @@ TEST(MxqReader, WrongTargetWordFeatureBitsAndVersionAreRefused) {
   EXPECT_EQ(exit_code_for(m.status()), kExitBadInput);
   EXPECT_TRUE(contains(m.status().message(), "target word")) << m.status().to_string();
   s = compiled().bytes;
-  put_u64(s, kRequired, 1u << 5);
+  put_u64(s, kRequired, 1u << 6);  // the first bit no reader knows
   reseal(s, false);
   m = load(s);
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), Code::kUnimplemented);
   EXPECT_TRUE(contains(m.status().message(), "required feature")) << m.status().to_string();
+  // Bit 5 (a vision part) on a text model's file: known, but the file does not have one.
+  s = compiled().bytes;
+  put_u64(s, kRequired, get_u64(s, kRequired) | (1u << 5));
+  reseal(s, false);
+  m = load(s);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(exit_code_for(m.status()), kExitBadInput);
+  EXPECT_TRUE(contains(m.status().message(), "no vision part")) << m.status().to_string();
   s = compiled().bytes;
   s[kMajor] = 2;
   reseal(s, false);

@@ -1,0 +1,65 @@
+// The vision part of a VLM compile (docs/multimodal.md "One file"): the tower's graph from the
+// folder, calibrated on images (or synthetic ones), quantized with the vision recipe, lowered
+// by the backend into a feature bundle for the language model's target and schemes, and the
+// host constants and metadata the runtime needs to turn an image into the rows spliced in at
+// the image tokens. write_mxq packs it as the vision section of the language model's file.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "qbc/config/config.h"
+#include "qbc/isa/program.h"
+#include "qbc/mxq/model_file.h"
+#include "qbc/npu/compile.h"
+#include "qbc/support/status.h"
+
+namespace qbc::driver {
+
+/// The asset of the vision part's file holding the tower's constant `embed_base` input
+/// (fp32 little-endian [rows, width]: CLIP's class embedding on row 0 plus the positions).
+inline constexpr const char* kVisionEmbedBaseAsset = "vision_embed_base.f32";
+/// The asset of the language part's file holding the model's preprocessor_config.json.
+inline constexpr const char* kPreprocessorAsset = "preprocessor_config.json";
+
+/// A compiled vision part, before it is written.
+struct VisionBuild {
+  isa::Bundle bundle;             ///< the feature bundle (with its weight image)
+  std::vector<float> embed_base;  ///< the `embed_base` input, [rows, width]
+  mxq::pb::VisionPart part;       ///< everything but model_hash
+  std::string architecture;       ///< "llava/clip"
+  std::string preprocessor_json;  ///< the folder's preprocessor_config.json
+  std::string calibration_json;   ///< images used: {"images": N, "source": "files"|"synthetic"}
+  std::string graph_name;
+  int quantized_linears = 0;
+  int calibration_images = 0;
+  bool synthetic_calibration = false;
+};
+
+/// What the compile summary says about a VLM folder's vision part.
+struct VisionOutcome {
+  bool present = false;  ///< the folder has a vision_config
+  bool compiled = false;
+  std::string reason;  ///< not compiled: why (the family's tower does not lower yet)
+};
+
+/// The vision part of the HF folder `model`: nullopt when it has no vision_config. For a
+/// tower the backend does not lower yet, kUnimplemented naming the family and the op. `images`
+/// are calibration images (PNG or JPEG paths; empty: `synthetic` smooth random images, said in
+/// the calibration record); `language` gives the target and the schemes.
+StatusOr<std::optional<VisionBuild>> build_vision_part(const std::string& model,
+                                                       const config::ResolvedConfig& cfg,
+                                                       const npu::Options& language,
+                                                       const std::vector<std::string>& images,
+                                                       int synthetic = 4);
+
+/// True when `model` is an HF folder whose config.json has a vision_config (of any family).
+StatusOr<bool> has_vision_part(const std::string& model);
+
+/// The image files (.png, .jpg, .jpeg, any case) of `dir`, sorted by name; kNotFound /
+/// kInvalidArgument naming the folder when it is missing or holds none.
+StatusOr<std::vector<std::string>> list_images(const std::string& dir);
+
+}  // namespace qbc::driver

@@ -1,0 +1,235 @@
+// build_vision_part (qbc/driver/vision_part.h): a VLM folder's vision tower compiled into a
+// feature bundle the language model's file carries.
+#include "qbc/driver/vision_part.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "qbc/driver/vision_import.h"
+#include "qbc/frontend/clip_vision.h"
+#include "qbc/frontend/safetensors.h"
+#include "qbc/frontend/vision_config.h"
+#include "qbc/image/image.h"
+#include "qbc/image/preprocess.h"
+#include "qbc/isa/verify.h"
+#include "qbc/quant/vision_quant.h"
+#include "qbc/support/file_util.h"
+
+namespace qbc::driver {
+namespace {
+
+namespace fs = std::filesystem;
+
+/// The float checkpoint with the quantizer's integer weights and scales on top (the quantized
+/// graph names its sidecar tensors; the rest are the checkpoint's).
+ir::WeightReader with_sidecar(ir::WeightReader base,
+                              std::shared_ptr<const quant::QuantizeResult> r) {
+  return [base = std::move(base), r](const ir::Weight& w, std::vector<float>* v) -> Status {
+    for (const tensorfile::TensorToWrite& t : r->sidecar) {
+      if (t.name != w.tensor) continue;
+      v->clear();
+      if (t.dtype == tensorfile::DType::kI8) {
+        v->reserve(t.data.size());
+        for (uint8_t b : t.data) v->push_back(static_cast<float>(static_cast<int8_t>(b)));
+      } else if (t.dtype == tensorfile::DType::kF32) {
+        v->resize(t.data.size() / sizeof(float));
+        std::memcpy(v->data(), t.data.data(), t.data.size());
+      } else {
+        return internal_error("sidecar tensor '", t.name, "' of an unexpected dtype");
+      }
+      return ok_status();
+    }
+    return base(w, v);
+  };
+}
+
+/// A smooth synthetic photograph-like image (gradients, a few soft discs, mild noise): what
+/// calibrates the tower when the user gives no images.
+image::Image synthetic_image(uint32_t seed, int32_t width, int32_t height) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  image::Image img;
+  img.width = width;
+  img.height = height;
+  img.rgb.resize(static_cast<size_t>(width) * static_cast<size_t>(height) * 3);
+  double base[3], gx[3], gy[3];
+  for (int c = 0; c < 3; ++c) {
+    base[c] = 40 + 150 * u(gen);
+    gx[c] = 80 * (u(gen) - 0.5);
+    gy[c] = 80 * (u(gen) - 0.5);
+  }
+  struct Disc {
+    double x, y, r, color[3];
+  };
+  std::vector<Disc> discs(4);
+  for (Disc& d : discs) {
+    d.x = u(gen) * width;
+    d.y = u(gen) * height;
+    d.r = (0.1 + 0.25 * u(gen)) * std::min(width, height);
+    for (double& c : d.color) c = 255 * u(gen);
+  }
+  std::normal_distribution<double> noise(0.0, 6.0);
+  for (int32_t y = 0; y < height; ++y) {
+    for (int32_t x = 0; x < width; ++x) {
+      for (int c = 0; c < 3; ++c) {
+        double v = base[c] + gx[c] * x / width + gy[c] * y / height;
+        for (const Disc& d : discs) {
+          const double dist = std::hypot(x - d.x, y - d.y) / d.r;
+          if (dist < 1) v += (d.color[c] - v) * (1 - dist * dist);
+        }
+        v += noise(gen);
+        img.rgb[(static_cast<size_t>(y) * static_cast<size_t>(width) + static_cast<size_t>(x)) *
+                    3 +
+                static_cast<size_t>(c)] =
+            static_cast<uint8_t>(std::clamp(std::lround(v), 0L, 255L));
+      }
+    }
+  }
+  return img;
+}
+
+}  // namespace
+
+StatusOr<bool> has_vision_part(const std::string& model) {
+  std::error_code ec;
+  const fs::path config = fs::path(model) / "config.json";
+  if (!fs::is_directory(model, ec) || !fs::is_regular_file(config, ec)) return false;
+  StatusOr<std::optional<frontend::VisionConfig>> vc = frontend::load_vision_config(config);
+  if (!vc.ok()) return vc.status().code() == Code::kUnimplemented;  // a VLM of another family
+  return vc->has_value();
+}
+
+StatusOr<std::vector<std::string>> list_images(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return not_found("--images ", dir, ": no such folder");
+  std::vector<std::string> out;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    if (!e.is_regular_file(ec)) continue;
+    std::string ext = e.path().extension().string();
+    std::transform(ext.begin(), ext.end(), ext.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (ext == ".png" || ext == ".jpg" || ext == ".jpeg") out.push_back(e.path().string());
+  }
+  if (ec) return invalid_argument("--images ", dir, ": ", ec.message());
+  if (out.empty()) return invalid_argument("--images ", dir, ": no .png, .jpg or .jpeg file");
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+StatusOr<std::optional<VisionBuild>> build_vision_part(const std::string& model,
+                                                       const config::ResolvedConfig& cfg,
+                                                       const npu::Options& language,
+                                                       const std::vector<std::string>& images,
+                                                       int synthetic) {
+  std::error_code ec;
+  const fs::path config = fs::path(model) / "config.json";
+  if (!fs::is_directory(model, ec) || !fs::is_regular_file(config, ec))
+    return std::optional<VisionBuild>();
+  QBC_ASSIGN_OR_RETURN(std::optional<frontend::VisionConfig> vc,
+                       frontend::load_vision_config(config));
+  if (!vc) return std::optional<VisionBuild>();
+  if (vc->tower != frontend::VisionTower::kClip ||
+      vc->projector != frontend::VisionProjector::kLlavaMlp) {
+    const char* why = vc->tower == frontend::VisionTower::kQwen25Vit
+                          ? "its merger's merge_rows has no ARIES lowering yet"
+                      : vc->tower == frontend::VisionTower::kSiglip
+                          ? "its avg_pool and tanh gelu have no ARIES lowering yet"
+                          : "its tower is not parsed yet";
+    return unimplemented(config.string(), ": the ", frontend::vision_tower_name(vc->tower),
+                         " vision part of ", vc->model_type, " does not compile yet: ", why,
+                         " (LLaVA's CLIP tower does; docs/multimodal.md)");
+  }
+  const fs::path pre_path = fs::path(model) / kPreprocessorAsset;
+  if (!fs::is_regular_file(pre_path, ec))
+    return not_found(pre_path.string(),
+                     ": missing; a VLM's MXQ carries its preprocessing (resize, crop, mean/std)");
+  VisionBuild out;
+  QBC_ASSIGN_OR_RETURN(out.preprocessor_json, read_text_file(pre_path.string()));
+  QBC_ASSIGN_OR_RETURN(const image::PreprocessSpec spec,
+                       image::parse_preprocess_spec(out.preprocessor_json, pre_path.string()));
+
+  QBC_ASSIGN_OR_RETURN(std::optional<ir::Graph> g, import_vision_graph(model));
+  if (!g) return internal_error(model, ": a vision_config but no vision graph");
+  QBC_ASSIGN_OR_RETURN(frontend::SafetensorsCheckpoint ck,
+                       frontend::SafetensorsCheckpoint::open(model));
+  auto ckpt = std::make_shared<frontend::SafetensorsCheckpoint>(std::move(ck));
+  const ir::WeightReader reader = [ckpt](const ir::Weight& w, std::vector<float>* v) {
+    return ckpt->read_f32(w.tensor, v);
+  };
+  QBC_ASSIGN_OR_RETURN(out.embed_base,
+                       frontend::clip_embed_base(*vc, [ckpt](const std::string& n,
+                                                             std::vector<float>* v) {
+                         return ckpt->read_f32(n, v);
+                       }));
+  const int64_t side = vc->image_size / vc->patch_size;
+  const int64_t rows = 1 + side * side;
+
+  // Calibration: the user's images, else synthetic ones, through the model's preprocessing.
+  std::vector<quant::FeatureSample> samples;
+  const auto add = [&](const image::Image& img, const std::string& name) -> Status {
+    QBC_ASSIGN_OR_RETURN(image::Pixels px, image::preprocess(img, spec, name));
+    if (px.size.height != vc->image_size || px.size.width != vc->image_size)
+      return invalid_argument(pre_path.string(), ": preprocessing gives ", px.size.width, "x",
+                              px.size.height, " images, the tower takes ", vc->image_size, "x",
+                              vc->image_size);
+    samples.push_back(
+        {frontend::clip_patch_rows(px.values, vc->image_size, vc->patch_size), out.embed_base});
+    return ok_status();
+  };
+  for (const std::string& path : images) {
+    QBC_ASSIGN_OR_RETURN(const image::Image img, image::decode_file(path));
+    QBC_RETURN_IF_ERROR(add(img, path));
+  }
+  out.synthetic_calibration = images.empty();
+  for (int i = 0; images.empty() && i < synthetic; ++i)
+    QBC_RETURN_IF_ERROR(add(synthetic_image(static_cast<uint32_t>(i + 1), 480, 360),
+                            "synthetic image " + std::to_string(i + 1)));
+  out.calibration_images = static_cast<int>(samples.size());
+
+  QBC_ASSIGN_OR_RETURN(quant::QuantizeResult q,
+                       quant::quantize_vision(*g, reader, samples, cfg.options));
+  out.quantized_linears = q.quantized_linears;
+  auto qr = std::make_shared<const quant::QuantizeResult>(std::move(q));
+  npu::Options o;
+  o.target = language.target;
+  for (npu::ModeRequest m : language.modes) {
+    m.instances = 1;  // one image at a time
+    o.modes.push_back(m);
+  }
+  o.chunk = rows;
+  o.max_cache = rows;
+  QBC_ASSIGN_OR_RETURN(out.bundle, npu::compile(qr->graph, with_sidecar(reader, qr), o));
+  QBC_RETURN_IF_ERROR(isa::verify(out.bundle));
+  out.graph_name = g->name();
+  out.architecture = vc->model_type + "/clip";
+
+  mxq::pb::VisionPart& p = out.part;
+  p.set_family(vc->model_type);
+  p.set_image_token_id(static_cast<int32_t>(vc->image_token_id));
+  p.set_drop_front_rows(vc->keeps_cls ? 0 : 1);
+  p.set_tokens_per_image(rows - p.drop_front_rows());
+  p.set_feature_rows(rows);
+  p.set_feature_width(vc->text_hidden);
+  p.set_image_size(vc->image_size);
+  p.set_patch_size(vc->patch_size);
+  p.set_preprocessor_asset(kPreprocessorAsset);
+  nlohmann::json cal = {{"images", out.calibration_images},
+                        {"source", out.synthetic_calibration ? "synthetic" : "files"},
+                        {"mode", cfg.options.calibration().mode()}};
+  if (!images.empty()) {
+    nlohmann::json names = nlohmann::json::array();
+    for (const std::string& path : images) names.push_back(fs::path(path).filename().string());
+    cal["files"] = names;
+  }
+  out.calibration_json = cal.dump();
+  p.set_calibration(out.calibration_json);
+  return std::optional<VisionBuild>(std::move(out));
+}
+
+}  // namespace qbc::driver

@@ -1,0 +1,263 @@
+// `qbc compile` of a VLM folder (docs/multimodal.md "One file"): a random LLaVA-1.5 from the
+// real config compiles into one MXQ whose vision section is a complete MXQ of the tower's
+// feature bundle; the reader loads it, runs it from the file alone, and refuses (exit 2) a
+// vision part of another compile, a corrupted vision section and a truncated file.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "qbc/frontend/clip_vision.h"
+#include "qbc/image/image.h"
+#include "qbc/image/preprocess.h"
+#include "qbc/mxq/container.h"
+#include "qbc/mxq/model_file.h"
+#include "qbc/runtime/feature_session.h"
+#include "test_support.h"
+
+namespace qbc {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::contains;
+using testing::run_qbc;
+using testing::shell_quote;
+
+/// The `result` of the last summary event of a --log-format json run's stderr.
+nlohmann::json summary_of(const std::string& out) {
+  nlohmann::json last;
+  size_t at = 0;
+  while (at < out.size()) {
+    const size_t end = out.find('\n', at);
+    const std::string line = out.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    at = end == std::string::npos ? out.size() : end + 1;
+    if (line.empty() || line[0] != '{') continue;
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.value("event", "") == "summary") last = j["result"];
+  }
+  return last;
+}
+
+class VlmCompile : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const fs::path config = testing::shared_dir() / "model-configs-new/llava-1.5-7b-hf/config.json";
+    images_ = testing::shared_dir() / "data/images";
+    if (!fs::exists(config) || !fs::exists(images_)) return;
+    dir_ = testing::temp_dir() / "vlm_compile";
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    model_ = dir_ / "llava";
+    const auto made = run_qbc(
+        "random-model " + shell_quote(config) + " -o " + shell_quote(model_) +
+        " --layers 2 --hidden 64 --intermediate 128 --heads 4 --kv-heads 2 --vocab 512"
+        " --vision-layers 3 --vision-hidden 64 --vision-intermediate 128 --vision-heads 4"
+        " --dtype f32 --seed 3");
+    if (made.exit_code != 0) {
+      setup_error_ = made.err;
+      return;
+    }
+    const std::string common =
+        " --preset multimodal --use-random-calib --no-resume --set calibration.numSamples=2"
+        " --set calibration.seqLength=32 --context 128 --log-format json";
+    real_ = run_qbc("compile " + shell_quote(model_) + " -o " + shell_quote(dir_ / "a.mxq") +
+                    " --images " + shell_quote(images_) + common);
+    synthetic_ = run_qbc("compile " + shell_quote(model_) + " -o " + shell_quote(dir_ / "b.mxq") +
+                         common);
+  }
+
+  void SetUp() override {
+    QBC_REQUIRE_SHARED(config, "model-configs-new/llava-1.5-7b-hf/config.json");
+    QBC_REQUIRE_SHARED(images, "data/images");
+    ASSERT_TRUE(setup_error_.empty()) << setup_error_;
+    ASSERT_EQ(real_.exit_code, 0) << real_.out << real_.err;
+    ASSERT_EQ(synthetic_.exit_code, 0) << synthetic_.out << synthetic_.err;
+  }
+
+  static fs::path dir_, model_, images_;
+  static std::string setup_error_;
+  static testing::RunResult real_, synthetic_;
+};
+
+fs::path VlmCompile::dir_, VlmCompile::model_, VlmCompile::images_;
+std::string VlmCompile::setup_error_;
+testing::RunResult VlmCompile::real_, VlmCompile::synthetic_;
+
+/// The tower's inputs for the image at `path`, from what the MXQ carries: the preprocessing
+/// asset of the language part and the embed_base asset of the vision part.
+std::vector<std::vector<float>> tower_inputs(const mxq::LoadedModel& m, const fs::path& path) {
+  const mxq::pb::VisionPart& v = m.meta.vision();
+  const mxq::HostAsset* pre = m.asset(v.preprocessor_asset());
+  const mxq::HostAsset* base = m.vision->asset("vision_embed_base.f32");
+  EXPECT_NE(pre, nullptr);
+  EXPECT_NE(base, nullptr);
+  if (pre == nullptr || base == nullptr) return {};
+  auto spec = image::parse_preprocess_spec(pre->bytes, "preprocessor_config.json");
+  EXPECT_TRUE(spec.ok()) << spec.status().to_string();
+  auto img = image::decode_file(path.string());
+  EXPECT_TRUE(img.ok()) << img.status().to_string();
+  if (!spec.ok() || !img.ok()) return {};
+  auto px = image::preprocess(*img, *spec, path.string());
+  EXPECT_TRUE(px.ok()) << px.status().to_string();
+  if (!px.ok()) return {};
+  std::vector<float> embed(base->bytes.size() / sizeof(float));
+  std::memcpy(embed.data(), base->bytes.data(), base->bytes.size());
+  return {frontend::clip_patch_rows(px->values, v.image_size(), v.patch_size()), embed};
+}
+
+TEST_F(VlmCompile, TheMxqCarriesTheVisionPartAndItRunsFromTheFile) {
+  const nlohmann::json s = summary_of(real_.err);
+  ASSERT_TRUE(s.contains("vision")) << real_.err;
+  EXPECT_TRUE(s["vision"]["compiled"].get<bool>());
+  EXPECT_EQ(s["vision"]["feature_rows"], 577);  // 1 + (336 / 14)^2
+  EXPECT_EQ(s["vision"]["feature_width"], 64);  // the language model's hidden size
+  EXPECT_FALSE(s["vision"]["synthetic_calibration"].get<bool>());
+  EXPECT_GE(s["vision"]["calibration_images"].get<int>(), 4);
+  EXPECT_TRUE(summary_of(synthetic_.err)["vision"]["synthetic_calibration"].get<bool>());
+  EXPECT_TRUE(contains(synthetic_.err, "synthetic images")) << synthetic_.err;
+
+  auto m = mxq::load_model((dir_ / "a.mxq").string());
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  ASSERT_NE(m->vision, nullptr);
+  const mxq::pb::VisionPart& v = m->meta.vision();
+  EXPECT_EQ(v.model_hash(), m->vision->meta.model_hash());
+  EXPECT_EQ(v.family(), "llava");
+  EXPECT_EQ(v.tokens_per_image(), 576);
+  EXPECT_EQ(v.drop_front_rows(), 1);
+  EXPECT_EQ(v.image_token_id(), 511);  // moved to the top id of the shrunk vocabulary
+  EXPECT_EQ(m->vision->bundle->kind, isa::BundleKind::kFeatures);
+  EXPECT_EQ(m->vision->bundle->vocab, m->bundle->hidden);
+  const mxq::HostAsset* pre = m->asset("preprocessor_config.json");
+  ASSERT_NE(pre, nullptr);
+  EXPECT_EQ(pre->bytes, testing::read_file(model_ / "preprocessor_config.json"));
+  const auto shown = run_qbc("inspect " + shell_quote(dir_ / "a.mxq"));
+  ASSERT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_TRUE(contains(shown.out, "image 336x336 (patch 14) -> 577 x 64 features, 576 spliced "
+                                  "at token 511"))
+      << shown.out;
+
+  // The vision bundle runs from the file: features for two photographs, finite and different.
+  std::vector<fs::path> photos;
+  for (const auto& e : fs::directory_iterator(images_)) {
+    const std::string ext = e.path().extension().string();
+    if (ext == ".png" || ext == ".jpg" || ext == ".jpeg") photos.push_back(e.path());
+  }
+  std::sort(photos.begin(), photos.end());
+  ASSERT_GE(photos.size(), 2u);
+  runtime::DeviceOptions dopt;
+  dopt.scheme = m->vision->bundle->modes[0].scheme;
+  auto session = runtime::FeatureSession::create(m->vision->bundle, dopt);
+  ASSERT_TRUE(session.ok()) << session.status().to_string();
+  std::vector<float> f[2];
+  for (int i = 0; i < 2; ++i) {
+    const auto inputs = tower_inputs(*m, photos[static_cast<size_t>(i)]);
+    ASSERT_EQ(inputs.size(), 2u);
+    QBC_ASSERT_OK((*session)->forward(inputs, &f[i]));
+    ASSERT_EQ(f[i].size(), static_cast<size_t>(577 * 64));
+    for (float x : f[i]) ASSERT_TRUE(std::isfinite(x));
+  }
+  EXPECT_NE(f[0], f[1]) << "two photographs gave the same features";
+}
+
+// The vision section of b.mxq (calibrated on synthetic images) in a.mxq's file, with every
+// digest and the model hash made consistent: only the pair check can refuse it.
+TEST_F(VlmCompile, AVisionPartOfAnotherCompileExitsTwoNamingTheMismatch) {
+  auto a = mxq::Container::open((dir_ / "a.mxq").string());
+  auto b = mxq::Container::open((dir_ / "b.mxq").string());
+  ASSERT_TRUE(a.ok() && b.ok());
+  const auto vision_of = [](const mxq::Container& c) {
+    for (size_t i = 0; i < c.sections().size(); ++i)
+      if (c.sections()[i].kind == static_cast<uint32_t>(mxq::SectionKind::kVision)) return i;
+    return c.sections().size();
+  };
+  const size_t va = vision_of(*a), vb = vision_of(*b);
+  ASSERT_LT(va, a->sections().size());
+  ASSERT_LT(vb, b->sections().size());
+  ASSERT_NE(a->bytes(va), b->bytes(vb)) << "the two compiles made the same vision part";
+  std::vector<mxq::SectionData> sections;
+  std::string hash_input;
+  for (size_t i = 1; i < a->sections().size(); ++i) {
+    mxq::SectionData d;
+    d.entry = a->sections()[i];
+    d.bytes = i == va ? b->bytes(vb) : a->bytes(i);
+    const mxq::Digest dg = mxq::digest_of(d.bytes.data(), d.bytes.size());
+    hash_input.append(reinterpret_cast<const char*>(dg.data()), dg.size());
+    sections.push_back(d);
+  }
+  mxq::HeaderInfo h = a->header();
+  h.model_hash = mxq::digest_of(hash_input.data(), hash_input.size());
+  mxq::pb::Meta meta;
+  ASSERT_TRUE(meta.ParseFromString(std::string(a->bytes(0))));
+  meta.set_model_hash(mxq::digest_hex(h.model_hash));
+  const std::string meta_bytes = meta.SerializeAsString();
+  mxq::SectionData md;
+  md.entry = a->sections()[0];
+  md.bytes = meta_bytes;
+  sections.insert(sections.begin(), md);
+  const fs::path mixed = dir_ / "mixed.mxq";
+  testing::write_file(mixed, mxq::write_container(h, sections));
+  const auto r = run_qbc("inspect " + shell_quote(mixed));
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_TRUE(contains(r.err, "different compiles")) << r.err;
+  EXPECT_TRUE(contains(r.err, "vision")) << r.err;
+  // The same rebuild with a's own vision section loads: the refusal is the pair check's.
+  sections[va].bytes = a->bytes(va);
+  hash_input.clear();
+  for (size_t i = 1; i < sections.size(); ++i) {
+    const mxq::Digest dg = mxq::digest_of(sections[i].bytes.data(), sections[i].bytes.size());
+    hash_input.append(reinterpret_cast<const char*>(dg.data()), dg.size());
+  }
+  h.model_hash = mxq::digest_of(hash_input.data(), hash_input.size());
+  meta.set_model_hash(mxq::digest_hex(h.model_hash));
+  const std::string meta_again = meta.SerializeAsString();
+  sections[0].bytes = meta_again;
+  const fs::path same = dir_ / "same.mxq";
+  testing::write_file(same, mxq::write_container(h, sections));
+  const auto ok = run_qbc("inspect " + shell_quote(same));
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+}
+
+TEST_F(VlmCompile, ACorruptedOrTruncatedVisionSectionExitsTwo) {
+  const std::string bytes = testing::read_file(dir_ / "a.mxq");
+  auto a = mxq::Container::open((dir_ / "a.mxq").string());
+  ASSERT_TRUE(a.ok());
+  size_t va = 0;
+  for (size_t i = 0; i < a->sections().size(); ++i)
+    if (a->sections()[i].kind == static_cast<uint32_t>(mxq::SectionKind::kVision)) va = i;
+  ASSERT_GT(va, 0u);
+  const mxq::SectionEntry& e = a->sections()[va];
+  std::string corrupt = bytes;
+  corrupt[e.offset + e.size / 2] ^= 0x5A;  // a byte inside the vision part's weights
+  testing::write_file(dir_ / "corrupt.mxq", corrupt);
+  const auto r = run_qbc("inspect " + shell_quote(dir_ / "corrupt.mxq"));
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_TRUE(contains(r.err, "vision")) << r.err;
+  testing::write_file(dir_ / "cut.mxq", bytes.substr(0, e.offset + e.size / 2));
+  const auto t = run_qbc("inspect " + shell_quote(dir_ / "cut.mxq"));
+  EXPECT_EQ(t.exit_code, 2) << t.out << t.err;
+}
+
+TEST_F(VlmCompile, ImagesForATextModelOrAMissingFolderAreRefused) {
+  const fs::path tiny = dir_ / "tiny";
+  ASSERT_EQ(run_qbc("random-model --tiny -o " + shell_quote(tiny)).exit_code, 0);
+  const auto r = run_qbc("compile " + shell_quote(tiny) + " -o " + shell_quote(dir_ / "t.mxq") +
+                         " --use-random-calib --no-resume --images " + shell_quote(images_));
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_TRUE(contains(r.err, "has no vision part")) << r.err;
+  EXPECT_FALSE(fs::exists(dir_ / "t.mxq"));
+  const auto missing = run_qbc("compile " + shell_quote(model_) + " -o " +
+                               shell_quote(dir_ / "m.mxq") +
+                               " --use-random-calib --no-resume --images " +
+                               shell_quote(dir_ / "no-such-folder"));
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_TRUE(contains(missing.err, "no-such-folder")) << missing.err;
+}
+
+}  // namespace
+}  // namespace qbc
