@@ -3,18 +3,19 @@
 #   cmake --install build --component runtime --prefix P
 #
 # installs qbc_runtime and the static libraries it links (support, runner, isa, mxq and its
-# protobuf messages, numerics, tokenizer), their public headers (include/qbc/<stage>/ and the
+# protobuf messages, numerics, tokenizer, image), their public headers (include/qbc/<stage>/ and the
 # generated mxq_meta.pb.h under include/qbc/proto/) and the CMake package qbc_runtime, so that
 #
 #   find_package(qbc_runtime REQUIRED)
 #   target_link_libraries(app PRIVATE qbc::runtime)
 #
 # works from a separate project (examples/generate). The package finds the system libraries
-# the static ones need (protobuf, spdlog, fmt, nlohmann_json, PCRE2, xxhash) as this build did.
+# the static ones need (protobuf, spdlog, fmt, nlohmann_json, PCRE2, xxhash, libpng, libjpeg) as
+# this build did.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-set(QBC_RUNTIME_STAGES support runner isa mxq numerics tokenizer runtime)
+set(QBC_RUNTIME_STAGES support runner isa mxq numerics tokenizer image runtime)
 set(QBC_RUNTIME_TARGETS qbc_mxq_proto)
 foreach(stage ${QBC_RUNTIME_STAGES})
   list(APPEND QBC_RUNTIME_TARGETS qbc_${stage})

@@ -146,6 +146,12 @@ Status vision_stage(Job& j) {
   }
   if (!v.ok()) return v.status();
   if (!v->has_value()) return ok_status();
+  const int64_t tokens = (*v)->part.tokens_per_image();
+  if (j.bundle.max_cache <= tokens)
+    return invalid_argument(j.req.model, ": the context (llm.attributes.maxCacheLength ",
+                            j.bundle.max_cache, ") holds no prompt with an image, which is ",
+                            tokens, " tokens alone; raise it (e.g. --context ",
+                            std::max<int64_t>(2048, tokens * 2), ")");
   j.vision = std::move(**v);
   out.present = out.compiled = true;
   j.out.vision_rows = j.vision->bundle.chunk;

@@ -4,6 +4,8 @@
 #include "qbc/driver/backend.h"
 #include "qbc/mxq/model_file.h"
 #include "qbc/runtime/model.h"
+#include "qbc/runtime/vision_encoder.h"
+#include "qbc/support/logging.h"
 #include "qbc/tokenizer/text_stream.h"
 
 namespace qbc::driver {
@@ -75,11 +77,81 @@ StatusOr<ReferenceModel> open_reference(const std::string& path, const config::R
   return r;
 }
 
+namespace {
+
+/// The image tokens of `ids` expanded to `per_image` copies each; with none, `images` of them
+/// placed after the BOS (or first). kInvalidArgument when the prompt has another number.
+StatusOr<std::vector<int32_t>> expand_image_tokens(const std::vector<int32_t>& ids, int32_t token,
+                                                   int64_t per_image, size_t images,
+                                                   int32_t bos) {
+  size_t found = 0;
+  for (int32_t t : ids) found += t == token ? 1 : 0;
+  std::vector<int32_t> in = ids;
+  if (found == 0) {
+    const auto at = in.begin() + (!in.empty() && in[0] == bos ? 1 : 0);
+    in.insert(at, images, token);
+    log("runtime").info("the prompt has no image token (id {}): {} placed at its start", token,
+                        images);
+  } else if (found != images) {
+    return invalid_argument("the prompt has ", found, " image tokens (id ", token, ") for ",
+                            images, " --image files");
+  }
+  std::vector<int32_t> out;
+  for (int32_t t : in) {
+    if (t != token) {
+      out.push_back(t);
+      continue;
+    }
+    out.insert(out.end(), static_cast<size_t>(per_image), token);
+  }
+  return out;
+}
+
+/// generate_text of a prompt with images: the vision part encodes them, the generator
+/// splices their rows at the expanded image tokens.
+StatusOr<GenerateResult> generate_with_images(Runnable& m, const TextRequest& request,
+                                              TextResult* res,
+                                              const std::function<void(int32_t)>& on_token) {
+  if (!m.generator)
+    return invalid_argument("--image applies to a compiled VLM (.mxq with a vision part)");
+  runtime::Generator& g = *m.generator;
+  QBC_ASSIGN_OR_RETURN(std::unique_ptr<runtime::VisionEncoder> enc,
+                       runtime::VisionEncoder::create(g.model().file,
+                                                      g.session().device().mode().scheme));
+  std::vector<float> rows;
+  for (const std::string& path : request.images) {
+    QBC_ASSIGN_OR_RETURN(std::vector<float> r, enc->encode_file(path));
+    rows.insert(rows.end(), r.begin(), r.end());
+  }
+  QBC_ASSIGN_OR_RETURN(res->prompt,
+                       expand_image_tokens(res->prompt, enc->image_token_id(),
+                                           enc->tokens_per_image(), request.images.size(),
+                                           m.tok->bos_id()));
+  return g.generate_with_rows(res->prompt, enc->image_token_id(), std::move(rows), request.n,
+                              request.sampling, on_token, request.ignore_eos);
+}
+
+}  // namespace
+
 StatusOr<TextResult> generate_text(Runnable& m, const TextRequest& request,
                                    const std::function<void(const std::string&)>& on_text) {
   const tokenizer::Tokenizer& tok = *m.tok;
   TextResult res;
   res.prompt = tok.encode(request.prompt, tok.add_bos_default());
+  if (!request.images.empty()) {
+    // As the HF processor tokenizes: special tokens written in the prompt (<image>) are parsed.
+    res.prompt = tok.encode(request.prompt, tok.add_bos_default(), true);
+    // The stream starts after the prompt: its text is the user's, not the expanded ids'.
+    std::unique_ptr<tokenizer::TextStream> stream;
+    auto on_token = [&](int32_t t) {
+      if (!stream) stream = std::make_unique<tokenizer::TextStream>(tok, res.prompt);
+      const std::string text = stream->push(t);
+      if (!text.empty()) on_text(text);
+    };
+    QBC_ASSIGN_OR_RETURN(res.generated, generate_with_images(m, request, &res, on_token));
+    if (stream) on_text(stream->finish());
+    return res;
+  }
   // Stream text as it is decoded, in the prompt's context (a SentencePiece word's leading
   // space survives) and whole UTF-8 characters at a time.
   tokenizer::TextStream stream(tok, res.prompt);

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "qbc/frontend/clip_vision.h"
+#include "qbc/image/preprocess.h"
 #include "qbc/ir/builder.h"
 #include "vit_layers.h"
 
@@ -64,20 +65,7 @@ StatusOr<int64_t> clip_used_layers(const VisionConfig& vc) {
 }
 
 std::vector<float> clip_patch_rows(const std::vector<float>& chw, int64_t side, int64_t patch) {
-  const int64_t grid = side / patch, width = kChannels * patch * patch;
-  std::vector<float> rows(static_cast<size_t>((1 + grid * grid) * width), 0.0f);
-  for (int64_t gy = 0; gy < grid; ++gy) {
-    for (int64_t gx = 0; gx < grid; ++gx) {
-      float* row = rows.data() + (1 + gy * grid + gx) * width;
-      for (int64_t c = 0; c < kChannels; ++c) {
-        for (int64_t y = 0; y < patch; ++y) {
-          const float* src = chw.data() + (c * side + gy * patch + y) * side + gx * patch;
-          std::copy(src, src + patch, row + (c * patch + y) * patch);
-        }
-      }
-    }
-  }
-  return rows;
+  return image::patch_rows(chw, side, patch, 1);
 }
 
 StatusOr<std::vector<float>> clip_embed_base(const VisionConfig& vc, const TensorFloats& read) {

@@ -146,4 +146,23 @@ StatusOr<Pixels> preprocess(const Image& img, const PreprocessSpec& spec, std::s
   return out;
 }
 
+std::vector<float> patch_rows(const std::vector<float>& chw, int64_t side, int64_t patch,
+                              int64_t leading) {
+  constexpr int64_t kChannels = 3;
+  const int64_t grid = side / patch, width = kChannels * patch * patch;
+  std::vector<float> rows(static_cast<size_t>((leading + grid * grid) * width), 0.0f);
+  for (int64_t gy = 0; gy < grid; ++gy) {
+    for (int64_t gx = 0; gx < grid; ++gx) {
+      float* row = rows.data() + (leading + gy * grid + gx) * width;
+      for (int64_t c = 0; c < kChannels; ++c) {
+        for (int64_t y = 0; y < patch; ++y) {
+          const float* src = chw.data() + (c * side + gy * patch + y) * side + gx * patch;
+          std::copy(src, src + patch, row + (c * patch + y) * patch);
+        }
+      }
+    }
+  }
+  return rows;
+}
+
 }  // namespace qbc::image

@@ -152,12 +152,39 @@ StatusOr<runner::GenerateResult> Generator::generate(const std::vector<int32_t>&
   session_->reset();
   cached_.clear();
   reused_ = 0;
+  cache_has_images_ = false;
   return generate_from(prompt, 0, max_new, sampling, on_token, ignore_eos);
+}
+
+StatusOr<runner::GenerateResult> Generator::generate_with_rows(
+    const std::vector<int32_t>& prompt, int32_t image_token, std::vector<float> rows, int max_new,
+    const runner::SamplingOptions& sampling, const std::function<void(int32_t)>& on_token,
+    bool ignore_eos) {
+  const int64_t hidden = session_->hidden_size();
+  int64_t placeholders = 0;
+  for (int32_t t : prompt) placeholders += t == image_token ? 1 : 0;
+  if (hidden <= 0 || static_cast<int64_t>(rows.size()) != placeholders * hidden)
+    return invalid_argument("the prompt has ", placeholders, " image tokens (id ", image_token,
+                            "), the images give ", rows.size() / std::max<int64_t>(hidden, 1),
+                            " rows");
+  session_->reset();
+  cached_.clear();
+  reused_ = 0;
+  cache_has_images_ = true;
+  QBC_RETURN_IF_ERROR(session_->splice(image_token, std::move(rows)));
+  StatusOr<runner::GenerateResult> r =
+      generate_from(prompt, 0, max_new, sampling, on_token, ignore_eos);
+  const int64_t left = session_->rows_pending();
+  session_->clear_splice();
+  if (r.ok() && left != 0)
+    return internal_error(left, " image rows were not used by the prompt's image tokens");
+  return r;
 }
 
 StatusOr<runner::GenerateResult> Generator::generate_reusing_cache(
     const std::vector<int32_t>& prompt, int max_new, const runner::SamplingOptions& sampling,
     const std::function<void(int32_t)>& on_token, bool ignore_eos) {
+  if (cache_has_images_) return generate(prompt, max_new, sampling, on_token, ignore_eos);
   size_t keep = 0;
   while (keep < cached_.size() && keep < prompt.size() && cached_[keep] == prompt[keep]) ++keep;
   if (keep > 0 && keep == prompt.size()) --keep;  // the last prompt token runs for its logits
@@ -189,6 +216,10 @@ StatusOr<runner::GenerateResult> Generator::generate_from(
 }
 
 StatusOr<std::string> Generator::save_cache() const {
+  if (cache_has_images_)
+    return unimplemented(
+        "the sequence holds an image: a cache file records token ids, not the image rows "
+        "(saving it is not supported yet)");
   SequenceCache c;
   c.tokens = cached_;
   QBC_ASSIGN_OR_RETURN(c.kv, session_->dump_kv());
@@ -211,6 +242,7 @@ Status Generator::load_cache(std::string_view bytes, std::string_view source) {
   QBC_RETURN_IF_ERROR(session_->load_kv(c.kv).with_context(source));
   cached_ = std::move(c.tokens);
   reused_ = 0;
+  cache_has_images_ = false;
   return ok_status();
 }
 

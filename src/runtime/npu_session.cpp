@@ -82,7 +82,36 @@ Status NpuSession::forward(const std::vector<int32_t>& tokens, std::vector<float
   if (tokens.empty()) return invalid_argument("forward: no tokens");
   std::vector<float> x;
   QBC_RETURN_IF_ERROR(embed(tokens, &x));
-  return forward_embeds(x, static_cast<int64_t>(tokens.size()), logits);
+  const int64_t hidden = device_->bundle().hidden;
+  const int64_t first = splice_next_;
+  const int64_t total = static_cast<int64_t>(splice_rows_.size()) / hidden;
+  for (size_t i = 0; i < tokens.size() && splice_token_ >= 0; ++i) {
+    if (tokens[i] != splice_token_ || splice_next_ >= total) continue;
+    std::memcpy(x.data() + static_cast<int64_t>(i) * hidden,
+                splice_rows_.data() + splice_next_ * hidden, sizeof(float) * hidden);
+    ++splice_next_;
+  }
+  const Status s = forward_embeds(x, static_cast<int64_t>(tokens.size()), logits);
+  if (!s.ok()) splice_next_ = first;  // nothing was consumed
+  return s;
+}
+
+Status NpuSession::splice(int32_t token, std::vector<float> rows) {
+  const int64_t hidden = device_->bundle().hidden;
+  if (token < 0 || token >= vocab_size() || token >= device_->bundle().embed_rows)
+    return invalid_argument("splice: token ", token, " is outside the vocabulary");
+  if (rows.empty() || rows.size() % static_cast<size_t>(hidden) != 0)
+    return invalid_argument("splice: ", rows.size(), " values are not rows of hidden size ",
+                            hidden);
+  splice_token_ = token;
+  splice_rows_ = std::move(rows);
+  splice_next_ = 0;
+  return ok_status();
+}
+
+int64_t NpuSession::rows_pending() const {
+  if (splice_token_ < 0) return 0;
+  return static_cast<int64_t>(splice_rows_.size()) / device_->bundle().hidden - splice_next_;
 }
 
 Status NpuSession::forward_embeds(const std::vector<float>& embeds, int64_t seq,

@@ -35,7 +35,8 @@ nlohmann::json summary_of(const std::string& out) {
   size_t at = 0;
   while (at < out.size()) {
     const size_t end = out.find('\n', at);
-    const std::string line = out.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    const std::string line =
+        out.substr(at, end == std::string::npos ? std::string::npos : end - at);
     at = end == std::string::npos ? out.size() : end + 1;
     if (line.empty() || line[0] != '{') continue;
     const auto j = nlohmann::json::parse(line, nullptr, false);
@@ -54,22 +55,22 @@ class VlmCompile : public ::testing::Test {
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     model_ = dir_ / "llava";
-    const auto made = run_qbc(
-        "random-model " + shell_quote(config) + " -o " + shell_quote(model_) +
-        " --layers 2 --hidden 64 --intermediate 128 --heads 4 --kv-heads 2 --vocab 512"
-        " --vision-layers 3 --vision-hidden 64 --vision-intermediate 128 --vision-heads 4"
-        " --dtype f32 --seed 3");
+    const auto made =
+        run_qbc("random-model " + shell_quote(config) + " -o " + shell_quote(model_) +
+                " --layers 2 --hidden 64 --intermediate 128 --heads 4 --kv-heads 2 --vocab 512"
+                " --vision-layers 3 --vision-hidden 64 --vision-intermediate 128 --vision-heads 4"
+                " --dtype f32 --seed 3");
     if (made.exit_code != 0) {
       setup_error_ = made.err;
       return;
     }
     const std::string common =
         " --preset multimodal --use-random-calib --no-resume --set calibration.numSamples=2"
-        " --set calibration.seqLength=32 --context 128 --log-format json";
+        " --set calibration.seqLength=32 --context 1024 --log-format json";
     real_ = run_qbc("compile " + shell_quote(model_) + " -o " + shell_quote(dir_ / "a.mxq") +
                     " --images " + shell_quote(images_) + common);
-    synthetic_ = run_qbc("compile " + shell_quote(model_) + " -o " + shell_quote(dir_ / "b.mxq") +
-                         common);
+    synthetic_ =
+        run_qbc("compile " + shell_quote(model_) + " -o " + shell_quote(dir_ / "b.mxq") + common);
   }
 
   void SetUp() override {
@@ -138,8 +139,9 @@ TEST_F(VlmCompile, TheMxqCarriesTheVisionPartAndItRunsFromTheFile) {
   EXPECT_EQ(pre->bytes, testing::read_file(model_ / "preprocessor_config.json"));
   const auto shown = run_qbc("inspect " + shell_quote(dir_ / "a.mxq"));
   ASSERT_EQ(shown.exit_code, 0) << shown.err;
-  EXPECT_TRUE(contains(shown.out, "image 336x336 (patch 14) -> 577 x 64 features, 576 spliced "
-                                  "at token 511"))
+  EXPECT_TRUE(contains(shown.out,
+                       "image 336x336 (patch 14) -> 577 x 64 features, 576 spliced "
+                       "at token 511"))
       << shown.out;
 
   // The vision bundle runs from the file: features for two photographs, finite and different.
@@ -251,12 +253,104 @@ TEST_F(VlmCompile, ImagesForATextModelOrAMissingFolderAreRefused) {
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
   EXPECT_TRUE(contains(r.err, "has no vision part")) << r.err;
   EXPECT_FALSE(fs::exists(dir_ / "t.mxq"));
-  const auto missing = run_qbc("compile " + shell_quote(model_) + " -o " +
-                               shell_quote(dir_ / "m.mxq") +
-                               " --use-random-calib --no-resume --images " +
-                               shell_quote(dir_ / "no-such-folder"));
+  const auto missing =
+      run_qbc("compile " + shell_quote(model_) + " -o " + shell_quote(dir_ / "m.mxq") +
+              " --use-random-calib --no-resume --images " + shell_quote(dir_ / "no-such-folder"));
   EXPECT_NE(missing.exit_code, 0);
   EXPECT_TRUE(contains(missing.err, "no-such-folder")) << missing.err;
+}
+
+/// The PNG and JPEG files of the shared images folder, sorted.
+std::vector<fs::path> photographs(const fs::path& dir) {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string ext = e.path().extension().string();
+    if (ext == ".png" || ext == ".jpg" || ext == ".jpeg") out.push_back(e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+/// The "new_tokens" of a --log-format json `qbc run`'s result event (stderr).
+std::vector<int32_t> new_tokens(const std::string& err) {
+  std::vector<int32_t> out;
+  size_t at = 0;
+  while (at < err.size()) {
+    const size_t end = err.find('\n', at);
+    const std::string line =
+        err.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    at = end == std::string::npos ? err.size() : end + 1;
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.value("event", "") == "result" && j.contains("result") &&
+        j["result"].contains("new_tokens"))
+      out = j["result"]["new_tokens"].get<std::vector<int32_t>>();
+  }
+  return out;
+}
+
+// qbc run --image on every shared photograph: tokens come out, and the image changes them.
+TEST_F(VlmCompile, RunWithAnImageGeneratesOnEveryPhotograph) {
+  const std::vector<fs::path> photos = photographs(images_);
+  ASSERT_GE(photos.size(), 4u);
+  std::vector<std::vector<int32_t>> outs;
+  for (const fs::path& p : photos) {
+    const auto r = run_qbc("run " + shell_quote(dir_ / "a.mxq") + " --image " + shell_quote(p) +
+                           " -p 'USER: <image>\nDescribe this image. ASSISTANT:' -n 6 "
+                           "--ignore-eos --log-format json");
+    ASSERT_EQ(r.exit_code, 0) << p << ": " << r.err;
+    const std::vector<int32_t> t = new_tokens(r.err);
+    EXPECT_EQ(t.size(), 6u) << p << ": " << r.err;
+    outs.push_back(t);
+  }
+  bool differ = false;
+  for (const auto& t : outs) differ = differ || t != outs[0];
+  EXPECT_TRUE(differ) << "every photograph gave the same tokens";
+  // A prompt without the placeholder gets one at its start: the same tokens as writing it there.
+  const auto a =
+      run_qbc("run " + shell_quote(dir_ / "a.mxq") + " --image " + shell_quote(photos[0]) +
+              " -p '<image>Hi' -n 4 --ignore-eos "
+              "--log-format json");
+  const auto b = run_qbc("run " + shell_quote(dir_ / "a.mxq") + " --image " +
+                         shell_quote(photos[0]) + " -p 'Hi' -n 4 --ignore-eos --log-format json");
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_EQ(new_tokens(a.err), new_tokens(b.err));
+}
+
+// Bad images and bad requests: exit 2 naming the problem, never a crash.
+TEST_F(VlmCompile, RunRefusesBadImagesAndMismatchedPrompts) {
+  const fs::path photo = photographs(images_).front();
+  const std::string run = "run " + shell_quote(dir_ / "a.mxq") + " -n 2 ";
+  const std::string bytes = testing::read_file(photo);
+  testing::write_file(dir_ / "cut" / photo.filename(), bytes.substr(0, bytes.size() / 3));
+  testing::write_file(dir_ / "empty.png", "");
+  testing::write_file(dir_ / "text.jpg", "not an image at all\n");
+  const std::pair<std::string, std::string> cases[] = {
+      {"--image " + shell_quote(dir_ / "cut" / photo.filename()) + " -p hi", "cut"},
+      {"--image " + shell_quote(dir_ / "empty.png") + " -p hi", "empty.png"},
+      {"--image " + shell_quote(dir_ / "text.jpg") + " -p hi", "text.jpg"},
+      {"--image " + shell_quote(dir_ / "missing.png") + " -p hi", "missing.png"},
+      {"--image " + shell_quote(photo) + " --image " + shell_quote(photo) + " -p '<image> hi'",
+       "1 image tokens"},
+      {"--image " + shell_quote(photo) + " --save-cache " + shell_quote(dir_ / "c.bin") + " -p hi",
+       "--save-cache"},
+  };
+  for (const auto& [args, needle] : cases) {
+    const auto r = run_qbc(run + args);
+    EXPECT_EQ(r.exit_code, 2) << args << ": " << r.out << r.err;
+    EXPECT_TRUE(contains(r.err, needle)) << args << ": " << r.err;
+  }
+  // A text model takes no image.
+  const fs::path tiny = dir_ / "tiny_run";
+  ASSERT_EQ(run_qbc("random-model --tiny -o " + shell_quote(tiny)).exit_code, 0);
+  ASSERT_EQ(run_qbc("compile " + shell_quote(tiny) + " -o " + shell_quote(dir_ / "tiny.mxq") +
+                    " --use-random-calib --no-resume")
+                .exit_code,
+            0);
+  const auto t = run_qbc("run " + shell_quote(dir_ / "tiny.mxq") + " --image " +
+                         shell_quote(photo) + " -p hi -n 2");
+  EXPECT_EQ(t.exit_code, 2) << t.err;
+  EXPECT_TRUE(contains(t.err, "no vision part")) << t.err;
 }
 
 }  // namespace

@@ -62,6 +62,7 @@ struct RunOptions {
   std::string backend = "auto";
   std::string load_cache, save_cache;  ///< MXQ: sequence cache files (docs/runtime.md)
   std::string trace;                   ///< MXQ: the executor's timeline (Chrome trace JSON)
+  std::vector<std::string> images;     ///< MXQ of a VLM: --image files
 };
 
 /// The driver's options for opening `model` with the MXQ flags.
@@ -103,6 +104,9 @@ Status run_run(const RunOptions& o) {
   if ((!o.load_cache.empty() || !o.save_cache.empty()) && !opened.generator)
     return invalid_argument("--load-cache and --save-cache apply to compiled .mxq models; ",
                             o.model, " is not one");
+  if (!o.images.empty() && (!o.load_cache.empty() || !o.save_cache.empty()))
+    return invalid_argument("--image with --load-cache or --save-cache: a cache file records "
+                            "token ids, not the image (not supported yet)");
   if (!o.trace.empty() && !opened.generator)
     return invalid_argument("--trace applies to compiled .mxq models; ", o.model, " is not one");
   runtime::ExecTrace trace;
@@ -120,6 +124,7 @@ Status run_run(const RunOptions& o) {
   req.sampling.top_p = o.top_p;
   req.sampling.seed = static_cast<uint64_t>(cfg.options.seed());  // --seed, or `seed` in a config
   req.ignore_eos = o.ignore_eos;
+  req.images = o.images;
   std::fputs(o.prompt.c_str(), stdout);
   QBC_ASSIGN_OR_RETURN(driver::TextResult out,
                        driver::generate_text(opened, req, [](const std::string& text) {
@@ -302,6 +307,11 @@ void register_run(CLI::App& app, Action& action) {
       ->group("MXQ");
   cmd->add_option("--save-cache", o->save_cache,
                   "MXQ: write the sequence's KV cache and its token ids to this file at the end")
+      ->group("MXQ");
+  cmd->add_option("--image", o->images,
+                  "MXQ of a VLM: an image (PNG or JPEG; repeatable) for the prompt's image "
+                  "tokens (e.g. <image> for LLaVA; one is put at the start of a prompt without "
+                  "any), preprocessed and encoded by the file's vision part (docs/multimodal.md)")
       ->group("MXQ");
   cmd->add_option("--trace", o->trace,
                   "MXQ: write the executor's timeline of the run (its first prefill chunk and up "

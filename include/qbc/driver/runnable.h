@@ -66,6 +66,10 @@ struct TextRequest {
   int n = 32;  ///< tokens to generate
   SamplingOptions sampling;
   bool ignore_eos = false;
+  /// Images (PNG or JPEG paths) for a VLM's MXQ: each is one image token of the prompt (or,
+  /// when the prompt has none, one placed after the BOS), expanded to the vision part's tokens
+  /// per image and replaced by its feature rows.
+  std::vector<std::string> images;
 };
 
 /// What a text generation produced.

@@ -85,6 +85,14 @@ StatusOr<Image> resize_for_model(const Image& img, const PreprocessSpec& spec,
 /// Resize, crop, rescale, normalize and (kSmart) flatten.
 StatusOr<Pixels> preprocess(const Image& img, const PreprocessSpec& spec, std::string_view name);
 
+/// Patch rows of CHW pixels [3, side, side] for a ViT whose patch embedding is a Conv2d of
+/// kernel = stride = `patch` read as a matmul (CLIP, SigLIP): `leading` zero rows first (CLIP's
+/// CLS slot), then one row per patch in row-major grid order, each (channel, y, x) as the
+/// Conv2d weight [width, 3, patch, patch] reads it. Both the compiler (calibration) and the
+/// runtime (`qbc run --image`) make the tower's input with it.
+std::vector<float> patch_rows(const std::vector<float>& chw, int64_t side, int64_t patch,
+                              int64_t leading = 0);
+
 /// The rescaled, normalized value of channel c of 8-bit sample v.
 float normalize_sample(const PreprocessSpec& spec, int c, uint8_t v);
 

@@ -88,6 +88,15 @@ class Generator {
   StatusOr<runner::GenerateResult> generate_reusing_cache(
       const std::vector<int32_t>& prompt, int max_new, const runner::SamplingOptions& sampling = {},
       const std::function<void(int32_t)>& on_token = nullptr, bool ignore_eos = false);
+  /// generate() of a prompt with images (a VLM's MXQ, runtime::VisionEncoder): `rows` are the
+  /// images' feature rows in order, [n, hidden], one for each `image_token` of `prompt`; they
+  /// replace those tokens' embedding rows. kInvalidArgument before any work when the counts
+  /// differ. The sequence's cache is not reused by generate_reusing_cache() nor saved by
+  /// save_cache() afterwards: its ids do not say which image it saw.
+  StatusOr<runner::GenerateResult> generate_with_rows(
+      const std::vector<int32_t>& prompt, int32_t image_token, std::vector<float> rows,
+      int max_new, const runner::SamplingOptions& sampling = {},
+      const std::function<void(int32_t)>& on_token = nullptr, bool ignore_eos = false);
   /// Tokens of the last generate_reusing_cache() prompt taken from the cache.
   int64_t reused_tokens() const { return reused_; }
   /// The ids the KV cache holds, position 0 first (the prompt and every new token fed back).
@@ -124,6 +133,7 @@ class Generator {
   std::unique_ptr<NpuSession> session_;
   std::vector<int32_t> cached_;  // the ids at the session's positions
   int64_t reused_ = 0;
+  bool cache_has_images_ = false;  // the cache holds image rows its ids do not name
 };
 
 }  // namespace qbc::runtime

@@ -36,11 +36,23 @@ class NpuSession final : public runner::Runner {
   /// that delta in all three streams.
   Status forward_embeds_mrope(const std::vector<float>& embeds, int64_t seq,
                               const std::vector<int64_t>& positions, std::vector<float>* logits);
-  /// Sets the position to 0 (and the M-RoPE delta); cached entries past the position are never
-  /// read again.
+  /// Sets the position to 0 (and the M-RoPE delta) and drops pending spliced rows; cached
+  /// entries past the position are never read again.
   void reset() override {
     position_ = 0;
     rope_delta_ = 0;
+    clear_splice();
+  }
+  /// Rows that forward() uses instead of the embedding of the next occurrences of `token` (an
+  /// image's features at its placeholder tokens), one row each, in order, until they are used
+  /// up. `rows` is [n, hidden]; kInvalidArgument otherwise or for a token outside the vocabulary.
+  Status splice(int32_t token, std::vector<float> rows);
+  /// Spliced rows not used yet.
+  int64_t rows_pending() const;
+  void clear_splice() {
+    splice_token_ = -1;
+    splice_rows_.clear();
+    splice_next_ = 0;
   }
   /// Rewinds to `position` cached tokens (<= the current position: entries past it are
   /// never read again). kInvalidArgument when it is ahead of the cache, or when a
@@ -87,6 +99,9 @@ class NpuSession final : public runner::Runner {
   int slot_ = 0;
   int64_t position_ = 0;
   int64_t rope_delta_ = 0;  ///< M-RoPE: text positions are the cache position plus this
+  int32_t splice_token_ = -1;     ///< splice(): the placeholder token, -1 for none
+  std::vector<float> splice_rows_;
+  int64_t splice_next_ = 0;  ///< the next spliced row to use
 };
 
 }  // namespace qbc::runtime

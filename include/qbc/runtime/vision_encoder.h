@@ -1,0 +1,48 @@
+// The vision part of a VLM's MXQ on the runtime (docs/multimodal.md "Running with an image"):
+// an image decoded (PNG, JPEG), preprocessed as the file's preprocessor_config.json asset says,
+// cut into the tower's patch rows, run through the vision part's feature bundle (its own
+// simulated device), and the feature rows the language model reads in place of the image
+// placeholder tokens. Everything comes from the file: the spec, the tower's constant input
+// (the vision part's embed_base asset), the rows to drop, the placeholder id.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "qbc/image/image.h"
+#include "qbc/image/preprocess.h"
+#include "qbc/mxq/model_file.h"
+#include "qbc/runtime/feature_session.h"
+#include "qbc/support/status.h"
+
+namespace qbc::runtime {
+
+class VisionEncoder {
+ public:
+  /// The vision part of `file` for `scheme` (the language model's mode when the vision part has
+  /// it, else its first mode). kInvalidArgument when the file has no vision part (naming it);
+  /// the program verifier's and the assets' errors name the file.
+  static StatusOr<std::unique_ptr<VisionEncoder>> create(const mxq::LoadedModel& file,
+                                                         isa::Scheme scheme, int host_threads = 0);
+
+  /// The rows one image gives the language model: [tokens_per_image(), hidden], fp32.
+  StatusOr<std::vector<float>> encode(const image::Image& img, std::string_view name);
+  /// encode() of the PNG or JPEG file at `path` (image::decode_file's limits).
+  StatusOr<std::vector<float>> encode_file(const std::string& path);
+
+  int32_t image_token_id() const { return part_.image_token_id(); }
+  int64_t tokens_per_image() const { return part_.tokens_per_image(); }
+  int64_t width() const { return part_.feature_width(); }
+
+ private:
+  VisionEncoder() = default;
+  mxq::pb::VisionPart part_;
+  image::PreprocessSpec spec_;
+  std::vector<float> embed_base_;
+  std::unique_ptr<FeatureSession> session_;
+};
+
+}  // namespace qbc::runtime

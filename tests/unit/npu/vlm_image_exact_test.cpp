@@ -1,0 +1,201 @@
+// A VLM with an image in the prompt, end to end (docs/multimodal.md "Running with an image"):
+// a random LLaVA-1.5 from the real config compiled by the driver into one MXQ (language and
+// vision part), the shared photographs encoded by the file's vision part on the executor
+// (runtime::VisionEncoder), their rows spliced at the 576 image tokens by the runtime session
+// (NpuSession::splice), and the language model's logits compared with the fake-quant
+// evaluator's over the same spliced rows: bit for bit, for the `single` and `global8` modes,
+// with the prompt prefilled in chunks of 128 and fed one token at a time. (The vision part's
+// own executor-vs-evaluator equality is unit_npu_vision_backend_test's.)
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "qbc/config/config.h"
+#include "qbc/driver/compile.h"
+#include "qbc/driver/model_loader.h"
+#include "qbc/frontend/random_model.h"
+#include "qbc/ir/weight_reader.h"
+#include "qbc/quant/fakequant.h"
+#include "qbc/runtime/model.h"
+#include "qbc/runtime/npu_session.h"
+#include "qbc/runtime/vision_encoder.h"
+#include "test_support.h"
+
+namespace qbc {
+namespace {
+
+namespace fs = std::filesystem;
+
+size_t first_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return i;
+  return a.size();
+}
+
+struct Compiled {
+  fs::path dir, mxq, mblt;
+  config::ResolvedConfig cfg;
+  driver::LoadedModel model;  // the quantized language MBLT
+};
+
+StatusOr<Compiled> compile_once() {
+  Compiled c;
+  c.dir = testing::temp_dir() / "vlm_image_exact";
+  fs::remove_all(c.dir);
+  frontend::RandomModelOptions o;
+  o.config_path = testing::shared_dir() / "model-configs-new/llava-1.5-7b-hf/config.json";
+  o.output_dir = c.dir / "model";
+  o.seed = 11;
+  o.init_std = 0.15;  // attention, and so the image rows, matter
+  o.overrides.num_hidden_layers = 2;
+  o.overrides.hidden_size = 64;
+  o.overrides.intermediate_size = 96;
+  o.overrides.num_attention_heads = 4;
+  o.overrides.num_key_value_heads = 2;
+  o.overrides.vocab_size = 256;
+  o.overrides.vision.depth = 2;
+  o.overrides.vision.hidden_size = 32;
+  o.overrides.vision.num_heads = 2;
+  o.overrides.vision.intermediate_size = 48;
+  QBC_RETURN_IF_ERROR(frontend::write_random_model(o));
+  config::LoadRequest req;
+  req.preset = "multimodal";
+  req.sets = {"useRandomCalib=true",
+              "llm.attributes.maxSequenceLength=1024",
+              "llm.attributes.maxCacheLength=1024",
+              "calibration.numSamples=2",
+              "calibration.seqLength=32",
+              "inferenceScheme=all"};
+  QBC_ASSIGN_OR_RETURN(c.cfg, config::resolve(req));
+  driver::CompileRequest r;
+  r.model = o.output_dir.string();
+  c.mxq = c.dir / "m.mxq";
+  r.output = c.mxq.string();
+  r.keep_intermediate = (c.dir / "kept").string();
+  r.images = (testing::shared_dir() / "data/images").string();
+  r.resume = false;
+  QBC_ASSIGN_OR_RETURN(const driver::CompileResult res, driver::run_compile(r, c.cfg));
+  if (!res.vision.compiled) return internal_error("the vision part was not compiled");
+  for (const auto& e : fs::directory_iterator(c.dir / "kept"))
+    if (e.path().extension() == ".mblt") c.mblt = e.path();
+  if (c.mblt.empty()) return internal_error("no MBLT kept");
+  QBC_ASSIGN_OR_RETURN(c.model, driver::open_model(c.mblt.string(), c.cfg));
+  return c;
+}
+
+class VlmImageExact : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!fs::exists(testing::shared_dir() / "model-configs-new/llava-1.5-7b-hf/config.json") ||
+        !fs::exists(testing::shared_dir() / "data/images"))
+      return;
+    auto c = compile_once();
+    if (!c.ok()) {
+      error_ = new std::string(c.status().to_string());
+      return;
+    }
+    compiled_ = new Compiled(std::move(*c));
+  }
+  static void TearDownTestSuite() {
+    delete compiled_;
+    compiled_ = nullptr;
+    delete error_;
+    error_ = nullptr;
+  }
+  void SetUp() override {
+    QBC_REQUIRE_SHARED(config, "model-configs-new/llava-1.5-7b-hf/config.json");
+    QBC_REQUIRE_SHARED(images, "data/images");
+    ASSERT_EQ(error_, nullptr) << *error_;
+    ASSERT_NE(compiled_, nullptr);
+  }
+
+  static Compiled* compiled_;
+  static std::string* error_;
+};
+
+Compiled* VlmImageExact::compiled_ = nullptr;
+std::string* VlmImageExact::error_ = nullptr;
+
+TEST_F(VlmImageExact, LogitsWithAnImageEqualTheFakeQuantEvaluatorBitForBit) {
+  const Compiled& c = *compiled_;
+  const driver::LoadedModel* lm = &c.model;
+  const ir::WeightReader reader = [lm](const ir::Weight& w, std::vector<float>* out) {
+    return driver::read_weight(*lm, w, out);
+  };
+  std::vector<float> first_rows;
+  for (const char* mode : {"single", "global8"}) {
+    runtime::LoadOptions lo;
+    lo.core_mode = mode;
+    auto m = runtime::load_model(c.mxq.string(), lo);
+    ASSERT_TRUE(m.ok()) << mode << ": " << m.status().to_string();
+    auto enc = runtime::VisionEncoder::create(m->file, m->device->mode().scheme);
+    ASSERT_TRUE(enc.ok()) << enc.status().to_string();
+    const int32_t image = (*enc)->image_token_id();
+    auto rows = (*enc)->encode_file((testing::shared_dir() / "data/images/rocket.jpg").string());
+    ASSERT_TRUE(rows.ok()) << rows.status().to_string();
+    ASSERT_EQ(rows->size(), static_cast<size_t>(576 * 64));
+    // The vision part gives the same rows in every mode (tile invariance).
+    if (first_rows.empty()) first_rows = *rows;
+    EXPECT_EQ(first_difference(*rows, first_rows), rows->size()) << mode;
+
+    // "USER: <image>\n... ASSISTANT:" as ids: text, 576 image tokens, text.
+    std::vector<int32_t> prompt = {1, 85, 83, 69, 82, 58};
+    prompt.insert(prompt.end(), 576, image);
+    for (int32_t t : {10, 68, 101, 115, 99, 65, 58}) prompt.push_back(t);
+
+    auto fq = quant::FakeQuantSession::create(c.model.graph, reader);
+    ASSERT_TRUE(fq.ok()) << fq.status().to_string();
+    std::vector<float> x;
+    QBC_ASSERT_OK((*fq)->embed(prompt, &x));
+    for (size_t i = 0, r = 0; i < prompt.size(); ++i) {
+      if (prompt[i] != image) continue;
+      std::copy(rows->begin() + static_cast<std::ptrdiff_t>(r * 64),
+                rows->begin() + static_cast<std::ptrdiff_t>((r + 1) * 64), x.begin() + i * 64);
+      ++r;
+    }
+    std::vector<float> want;
+    QBC_ASSERT_OK((*fq)->forward_embeds(x, static_cast<int64_t>(prompt.size()), &want));
+
+    // Prefill in chunks of 128 (the compiled chunk).
+    auto npu = runtime::NpuSession::create(m->device, 0);
+    QBC_ASSERT_OK(npu);
+    QBC_ASSERT_OK((*npu)->splice(image, *rows));
+    std::vector<float> got;
+    QBC_ASSERT_OK((*npu)->forward(prompt, &got));
+    EXPECT_EQ((*npu)->rows_pending(), 0);
+    EXPECT_EQ(first_difference(got, want), got.size())
+        << mode << ", chunks of 128: first difference at " << first_difference(got, want);
+    // A decode step after the image.
+    std::vector<float> want_next, got_next;
+    QBC_ASSERT_OK((*fq)->forward({42}, &want_next));
+    QBC_ASSERT_OK((*npu)->forward({42}, &got_next));
+    EXPECT_EQ(first_difference(got_next, want_next), got_next.size()) << mode << ", decode";
+
+    // One token a call: the splice carries over calls.
+    (*npu)->reset();
+    QBC_ASSERT_OK((*npu)->splice(image, *rows));
+    std::vector<float> one_by_one;
+    for (int32_t t : prompt) {
+      std::vector<float> l;
+      QBC_ASSERT_OK((*npu)->forward({t}, &l));
+      one_by_one.insert(one_by_one.end(), l.begin(), l.end());
+    }
+    EXPECT_EQ(first_difference(one_by_one, want), want.size())
+        << mode << ", one token a call: first difference at " << first_difference(one_by_one, want);
+
+    // The image matters: without the splice the logits differ.
+    (*npu)->reset();
+    std::vector<float> plain;
+    QBC_ASSERT_OK((*npu)->forward(prompt, &plain));
+    EXPECT_NE(first_difference(plain, want), want.size()) << mode;
+  }
+}
+
+}  // namespace
+}  // namespace qbc
