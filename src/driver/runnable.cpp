@@ -82,8 +82,7 @@ namespace {
 /// The image tokens of `ids` expanded to `per_image` copies each; with none, `images` of them
 /// placed after the BOS (or first). kInvalidArgument when the prompt has another number.
 StatusOr<std::vector<int32_t>> expand_image_tokens(const std::vector<int32_t>& ids, int32_t token,
-                                                   int64_t per_image, size_t images,
-                                                   int32_t bos) {
+                                                   int64_t per_image, size_t images, int32_t bos) {
   size_t found = 0;
   for (int32_t t : ids) found += t == token ? 1 : 0;
   std::vector<int32_t> in = ids;
@@ -93,8 +92,8 @@ StatusOr<std::vector<int32_t>> expand_image_tokens(const std::vector<int32_t>& i
     log("runtime").info("the prompt has no image token (id {}): {} placed at its start", token,
                         images);
   } else if (found != images) {
-    return invalid_argument("the prompt has ", found, " image tokens (id ", token, ") for ",
-                            images, " --image files");
+    return invalid_argument("the prompt has ", found, " image tokens (id ", token, ") for ", images,
+                            " --image files");
   }
   std::vector<int32_t> out;
   for (int32_t t : in) {
@@ -115,18 +114,17 @@ StatusOr<GenerateResult> generate_with_images(Runnable& m, const TextRequest& re
   if (!m.generator)
     return invalid_argument("--image applies to a compiled VLM (.mxq with a vision part)");
   runtime::Generator& g = *m.generator;
-  QBC_ASSIGN_OR_RETURN(std::unique_ptr<runtime::VisionEncoder> enc,
-                       runtime::VisionEncoder::create(g.model().file,
-                                                      g.session().device().mode().scheme));
+  QBC_ASSIGN_OR_RETURN(
+      std::unique_ptr<runtime::VisionEncoder> enc,
+      runtime::VisionEncoder::create(g.model().file, g.session().device().mode().scheme));
   std::vector<float> rows;
   for (const std::string& path : request.images) {
     QBC_ASSIGN_OR_RETURN(std::vector<float> r, enc->encode_file(path));
     rows.insert(rows.end(), r.begin(), r.end());
   }
-  QBC_ASSIGN_OR_RETURN(res->prompt,
-                       expand_image_tokens(res->prompt, enc->image_token_id(),
-                                           enc->tokens_per_image(), request.images.size(),
-                                           m.tok->bos_id()));
+  QBC_ASSIGN_OR_RETURN(
+      res->prompt, expand_image_tokens(res->prompt, enc->image_token_id(), enc->tokens_per_image(),
+                                       request.images.size(), m.tok->bos_id()));
   return g.generate_with_rows(res->prompt, enc->image_token_id(), std::move(rows), request.n,
                               request.sampling, on_token, request.ignore_eos);
 }

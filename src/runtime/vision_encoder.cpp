@@ -13,8 +13,9 @@ StatusOr<std::unique_ptr<VisionEncoder>> VisionEncoder::create(const mxq::Loaded
                                                                int host_threads) {
   const std::string name = file.files.empty() ? "the model" : file.files[0];
   if (file.vision == nullptr || !file.meta.has_vision())
-    return invalid_argument(name, " has no vision part: it takes no images (compile the VLM "
-                                  "folder to get one)");
+    return invalid_argument(name,
+                            " has no vision part: it takes no images (compile the VLM "
+                            "folder to get one)");
   std::unique_ptr<VisionEncoder> e(new VisionEncoder());
   e->part_ = file.meta.vision();
   const mxq::HostAsset* pre = file.asset(e->part_.preprocessor_asset());
@@ -34,8 +35,8 @@ StatusOr<std::unique_ptr<VisionEncoder>> VisionEncoder::create(const mxq::Loaded
     if (in.name == "embed_base") base_width = in.width;
   if (base == nullptr || base_width <= 0 ||
       base->bytes.size() != static_cast<size_t>(rows * base_width) * sizeof(float))
-    return invalid_argument(name, ": the vision part's embed_base asset is missing or not [",
-                            rows, ", ", base_width, "] fp32");
+    return invalid_argument(name, ": the vision part's embed_base asset is missing or not [", rows,
+                            ", ", base_width, "] fp32");
   e->embed_base_.resize(base->bytes.size() / sizeof(float));
   std::memcpy(e->embed_base_.data(), base->bytes.data(), base->bytes.size());
   DeviceOptions d;

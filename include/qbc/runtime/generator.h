@@ -94,8 +94,8 @@ class Generator {
   /// differ. The sequence's cache is not reused by generate_reusing_cache() nor saved by
   /// save_cache() afterwards: its ids do not say which image it saw.
   StatusOr<runner::GenerateResult> generate_with_rows(
-      const std::vector<int32_t>& prompt, int32_t image_token, std::vector<float> rows,
-      int max_new, const runner::SamplingOptions& sampling = {},
+      const std::vector<int32_t>& prompt, int32_t image_token, std::vector<float> rows, int max_new,
+      const runner::SamplingOptions& sampling = {},
       const std::function<void(int32_t)>& on_token = nullptr, bool ignore_eos = false);
   /// Tokens of the last generate_reusing_cache() prompt taken from the cache.
   int64_t reused_tokens() const { return reused_; }

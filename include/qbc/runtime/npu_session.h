@@ -98,8 +98,8 @@ class NpuSession final : public runner::Runner {
   std::shared_ptr<Device> device_;
   int slot_ = 0;
   int64_t position_ = 0;
-  int64_t rope_delta_ = 0;  ///< M-RoPE: text positions are the cache position plus this
-  int32_t splice_token_ = -1;     ///< splice(): the placeholder token, -1 for none
+  int64_t rope_delta_ = 0;     ///< M-RoPE: text positions are the cache position plus this
+  int32_t splice_token_ = -1;  ///< splice(): the placeholder token, -1 for none
   std::vector<float> splice_rows_;
   int64_t splice_next_ = 0;  ///< the next spliced row to use
 };
