@@ -189,6 +189,11 @@ Status write_stage(Job& j) {
 
 bool always(const CompileRequest&) { return true; }
 bool compiling(const CompileRequest& r) { return r.compile; }
+bool compiling_vlm(const CompileRequest& r) {
+  if (!r.compile) return false;
+  const StatusOr<bool> vlm = has_vision_part(r.model);
+  return vlm.ok() && *vlm;
+}
 
 struct Stage {
   const char* name;
@@ -208,7 +213,7 @@ const Stage kStages[] = {
      "the quant pipeline (--print-pipeline); integer weights spilled to the sidecar as made, the graph kept in memory"},
     {"backend", "qbc compile", compiling, backend_stage,
      "npu-compile on the quantized graph as the quantize stage left it in memory: programs, weight image, memory plan"},
-    {"vision", "qbc compile", compiling, vision_stage,
+    {"vision", "qbc compile of a VLM folder", compiling_vlm, vision_stage,
      "a VLM folder's vision tower: calibrated on --images (or synthetic images), quantized with the vision recipe, lowered for the same target and schemes"},
     {"write", "always", always, write_stage,
      "the outputs: the quantized MBLT (quantize, --keep-intermediate), then the MXQ (compile)"},

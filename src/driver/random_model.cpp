@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "qbc/frontend/hparams.h"
+#include "qbc/frontend/safetensors.h"
 #include "qbc/support/file_util.h"
 #include "qbc/support/logging.h"
 #include "qbc/tensorfile/dtype.h"
@@ -97,8 +98,12 @@ Status measure(const fs::path& dir, RandomModelResult* out) {
     out->bytes += size;
   }
   out->architecture = hp.architecture;
-  out->tensors = frontend::hf_tensor_specs(hp).size();
-  out->parameters = hp.param_counts().total();
+  // Counted from the file: a VLM's vision tensors are beside the language model's.
+  QBC_ASSIGN_OR_RETURN(const frontend::SafetensorsCheckpoint ck,
+                       frontend::SafetensorsCheckpoint::open(weights));
+  out->tensors = ck.tensors().size();
+  out->parameters = 0;
+  for (const frontend::SafetensorsTensor& t : ck.tensors()) out->parameters += t.num_elements();
   return ok_status();
 }
 

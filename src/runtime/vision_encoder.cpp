@@ -31,8 +31,14 @@ StatusOr<std::unique_ptr<VisionEncoder>> VisionEncoder::create(const mxq::Loaded
   const mxq::HostAsset* base = v.asset("vision_embed_base.f32");
   const int64_t rows = bundle->chunk;
   int64_t base_width = 0;
-  for (const isa::FeatureInput& in : bundle->feature_inputs)
-    if (in.name == "embed_base") base_width = in.width;
+  for (const isa::FeatureInput& in : bundle->feature_inputs) {
+    if (in.name == "embed_base") {
+      base_width = in.width;
+    } else if (in.name != "patches") {
+      return unimplemented(name, ": the vision part takes an input '", in.name,
+                           "' this runtime does not make (it makes 'patches' and 'embed_base')");
+    }
+  }
   if (base == nullptr || base_width <= 0 ||
       base->bytes.size() != static_cast<size_t>(rows * base_width) * sizeof(float))
     return invalid_argument(name, ": the vision part's embed_base asset is missing or not [", rows,
@@ -62,8 +68,14 @@ StatusOr<std::vector<float>> VisionEncoder::encode(const image::Image& img, std:
   if (leading < 0)
     return invalid_argument(name, ": ", grid * grid, " patches for ", part_.feature_rows(),
                             " feature rows");
-  std::vector<std::vector<float>> inputs = {
-      image::patch_rows(px.values, side, part_.patch_size(), leading), embed_base_};
+  // The tower's inputs by name, in the bundle's order (create() checked the names).
+  std::vector<std::vector<float>> inputs;
+  for (const isa::FeatureInput& in : session_->device().bundle().feature_inputs) {
+    if (in.name == "patches")
+      inputs.push_back(image::patch_rows(px.values, side, part_.patch_size(), leading));
+    else
+      inputs.push_back(embed_base_);
+  }
   std::vector<float> rows;
   QBC_RETURN_IF_ERROR(session_->forward(inputs, &rows));
   const size_t drop = static_cast<size_t>(part_.drop_front_rows() * part_.feature_width());

@@ -117,6 +117,10 @@ TEST_F(VlmCompile, TheMxqCarriesTheVisionPartAndItRunsFromTheFile) {
   ASSERT_TRUE(s.contains("vision")) << real_.err;
   EXPECT_TRUE(s["vision"]["compiled"].get<bool>());
   EXPECT_EQ(s["vision"]["feature_rows"], 577);  // 1 + (336 / 14)^2
+  std::vector<std::string> stages;
+  for (const auto& st : s["stages"]) stages.push_back(st.value("name", ""));
+  EXPECT_EQ(stages, (std::vector<std::string>{"parse", "fit", "quantize", "backend", "vision",
+                                               "write"}));
   EXPECT_EQ(s["vision"]["feature_width"], 64);  // the language model's hidden size
   EXPECT_FALSE(s["vision"]["synthetic_calibration"].get<bool>());
   EXPECT_GE(s["vision"]["calibration_images"].get<int>(), 4);

@@ -23,6 +23,7 @@
 #include "qbc/quant/fakequant.h"
 #include "qbc/quant/vision_quant.h"
 #include "qbc/ref/session.h"
+#include "small_vlm.h"
 #include "test_support.h"
 
 namespace qbc {
@@ -56,13 +57,8 @@ class ClipVisionQuant : public ::testing::Test {
     o.overrides.vision.depth = 3;
     o.overrides.vision.hidden_size = 32;
     o.overrides.vision.num_heads = 2;
-    o.overrides.vision.intermediate_size = 48;  // not a multiple of the group size 32
-    o.overrides.num_hidden_layers = 1;
-    o.overrides.hidden_size = 24;
-    o.overrides.intermediate_size = 32;
-    o.overrides.num_attention_heads = 2;
-    o.overrides.num_key_value_heads = 1;
-    o.overrides.vocab_size = 64;
+    o.overrides.vision.intermediate_size = 48;    // not a multiple of the group size 32
+    testing::shrink_language_model(o.overrides);  // the projector writes its width
     QBC_ASSERT_OK(frontend::write_random_model(o));
     auto vc = frontend::load_vision_config(dir_ / "config.json");
     QBC_ASSERT_OK(vc);

@@ -25,6 +25,7 @@
 #include "qbc/quant/fakequant.h"
 #include "qbc/quant/vision_quant.h"
 #include "qbc/ref/session.h"
+#include "small_vlm.h"
 #include "test_support.h"
 
 namespace qbc {
@@ -58,14 +59,9 @@ class Gemma3VisionQuant : public ::testing::Test {
     o.overrides.vision.depth = 2;
     o.overrides.vision.hidden_size = 32;
     o.overrides.vision.num_heads = 2;
-    o.overrides.vision.intermediate_size = 43;  // like SigLIP's 4304: no group size divides it
-    o.overrides.num_hidden_layers = 1;
-    o.overrides.hidden_size = 24;
-    o.overrides.intermediate_size = 32;
-    o.overrides.num_attention_heads = 2;
-    o.overrides.num_key_value_heads = 1;
+    o.overrides.vision.intermediate_size = 43;    // like SigLIP's 4304: no group size divides it
+    testing::shrink_language_model(o.overrides);  // the projector writes its width
     o.overrides.head_dim = 12;
-    o.overrides.vocab_size = 64;
     QBC_ASSERT_OK(frontend::write_random_model(o));
     auto vc = frontend::load_vision_config(dir_ / "config.json");
     QBC_ASSERT_OK(vc);

@@ -25,6 +25,7 @@
 #include "qbc/ir/verifier.h"
 #include "qbc/quant/fakequant.h"
 #include "qbc/ref/session.h"
+#include "small_vlm.h"
 #include "test_support.h"
 
 namespace qbc {
@@ -61,12 +62,7 @@ class VisionQuant : public ::testing::Test {
     o.overrides.vision.fullatt_block_indexes = std::vector<int64_t>{1};  // 0, 2: windows
     // The language model is written too: keep it tiny (its width is the tower's out width). At
     // the real 3B shape every test's SetUp spent about 100 s writing it.
-    o.overrides.num_hidden_layers = 1;
-    o.overrides.hidden_size = 24;
-    o.overrides.intermediate_size = 32;
-    o.overrides.num_attention_heads = 2;
-    o.overrides.num_key_value_heads = 1;
-    o.overrides.vocab_size = 64;
+    testing::shrink_language_model(o.overrides);  // the projector writes its width
     QBC_ASSERT_OK(frontend::write_random_model(o));
     auto vc = frontend::load_vision_config(dir_ / "config.json");
     QBC_ASSERT_OK(vc);

@@ -24,6 +24,7 @@
 #include "qbc/image/preprocess.h"
 #include "qbc/ir/verifier.h"
 #include "qbc/ref/session.h"
+#include "small_vlm.h"
 #include "test_support.h"
 
 namespace qbc {
@@ -55,15 +56,10 @@ class Gemma3Vision : public ::testing::Test {
     o.init_std = 0.1;  // large enough that attention is far from uniform
     o.overrides.vision.depth = 2;
     o.overrides.vision.hidden_size = 32;
-    o.overrides.vision.num_heads = 2;           // head_dim 16
-    o.overrides.vision.intermediate_size = 43;  // like 4304, a multiple of no group size
-    o.overrides.num_hidden_layers = 1;          // the language model: its width is the projector's
-    o.overrides.hidden_size = 24;
-    o.overrides.intermediate_size = 32;
-    o.overrides.num_attention_heads = 2;
-    o.overrides.num_key_value_heads = 1;
+    o.overrides.vision.num_heads = 2;             // head_dim 16
+    o.overrides.vision.intermediate_size = 43;    // like 4304, a multiple of no group size
+    testing::shrink_language_model(o.overrides);  // the projector writes its width
     o.overrides.head_dim = 12;
-    o.overrides.vocab_size = 64;
     QBC_ASSERT_OK(frontend::write_random_model(o));
     auto vc = frontend::load_vision_config(dir_ / "config.json");
     QBC_ASSERT_OK(vc);

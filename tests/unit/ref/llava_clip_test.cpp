@@ -23,6 +23,7 @@
 #include "qbc/image/preprocess.h"
 #include "qbc/ir/verifier.h"
 #include "qbc/ref/session.h"
+#include "small_vlm.h"
 #include "test_support.h"
 
 namespace qbc {
@@ -56,12 +57,7 @@ class LlavaClip : public ::testing::Test {
     o.overrides.vision.hidden_size = 32;
     o.overrides.vision.num_heads = 2;  // head_dim 16
     o.overrides.vision.intermediate_size = 48;
-    o.overrides.num_hidden_layers = 1;  // the language model: its width is the projector's
-    o.overrides.hidden_size = 24;
-    o.overrides.intermediate_size = 32;
-    o.overrides.num_attention_heads = 2;
-    o.overrides.num_key_value_heads = 1;
-    o.overrides.vocab_size = 64;
+    testing::shrink_language_model(o.overrides);  // the projector writes its width
     QBC_ASSERT_OK(frontend::write_random_model(o));
     auto vc = frontend::load_vision_config(dir_ / "config.json");
     QBC_ASSERT_OK(vc);

@@ -1,0 +1,123 @@
+// qbc-bench-vision: a VLM's vision part, images per second on the executor (the compiled
+// MXQ's vision part through runtime::VisionEncoder, as `qbc run --image` runs it: decode,
+// preprocessing, the tower on the simulated device) against the float reference runtime
+// (ref::Session over the same folder's vision graph, the same preprocessed inputs), both in
+// this run, on this host (bench/vision.sh). The figures are host measurements, not NPU times.
+//
+// Usage: qbc-bench-vision MODEL_DIR MODEL.mxq IMAGE [reps=3]
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "qbc/driver/vision_import.h"
+#include "qbc/frontend/clip_vision.h"
+#include "qbc/frontend/safetensors.h"
+#include "qbc/frontend/vision_config.h"
+#include "qbc/image/image.h"
+#include "qbc/image/preprocess.h"
+#include "qbc/mxq/model_file.h"
+#include "qbc/ref/session.h"
+#include "qbc/runtime/model.h"
+#include "qbc/runtime/vision_encoder.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+int fail(const qbc::Status& s) {
+  std::fprintf(stderr, "qbc-bench-vision: %s\n", s.to_string().c_str());
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 4) {
+    std::fprintf(stderr, "usage: qbc-bench-vision MODEL_DIR MODEL.mxq IMAGE [reps=3]\n");
+    return 2;
+  }
+  const std::string dir = argv[1], mxq = argv[2], image_path = argv[3];
+  const int reps = argc > 4 ? std::max(1, std::atoi(argv[4])) : 3;
+  namespace q = qbc;
+
+  // Executor: the file's vision part, as `qbc run --image` runs it.
+  auto model = q::runtime::load_model(mxq);
+  if (!model.ok()) return fail(model.status());
+  auto enc = q::runtime::VisionEncoder::create(model->file, model->device->mode().scheme);
+  if (!enc.ok()) return fail(enc.status());
+  auto img = q::image::decode_file(image_path);
+  if (!img.ok()) return fail(img.status());
+  std::vector<float> npu_rows;
+  double npu_best = 1e30;
+  for (int r = 0; r < reps + 1; ++r) {  // the first call warms up
+    const auto t0 = Clock::now();
+    auto rows = (*enc)->encode(*img, image_path);
+    if (!rows.ok()) return fail(rows.status());
+    if (r > 0) npu_best = std::min(npu_best, seconds_since(t0));
+    npu_rows = std::move(*rows);
+  }
+
+  // Float reference: the folder's vision graph over the same preprocessed inputs.
+  auto vc = q::frontend::load_vision_config(dir + "/config.json");
+  if (!vc.ok()) return fail(vc.status());
+  if (!*vc) return fail(q::invalid_argument(dir, ": no vision_config"));
+  auto g = q::driver::import_vision_graph(dir);
+  if (!g.ok()) return fail(g.status());
+  auto ck = q::frontend::SafetensorsCheckpoint::open(dir);
+  if (!ck.ok()) return fail(ck.status());
+  auto ckpt = std::make_shared<q::frontend::SafetensorsCheckpoint>(std::move(*ck));
+  const q::ir::WeightReader reader = [ckpt](const q::ir::Weight& w, std::vector<float>* v) {
+    return ckpt->read_f32(w.tensor, v);
+  };
+  auto base = q::frontend::clip_embed_base(
+      **vc, [ckpt](const std::string& n, std::vector<float>* v) { return ckpt->read_f32(n, v); });
+  if (!base.ok()) return fail(base.status());
+  auto spec = q::image::load_preprocess_spec(dir + "/preprocessor_config.json");
+  if (!spec.ok()) return fail(spec.status());
+  auto session = q::ref::Session::create(**g, reader);
+  if (!session.ok()) return fail(session.status());
+  std::vector<float> float_rows;
+  double float_best = 1e30;
+  for (int r = 0; r < reps + 1; ++r) {
+    const auto t0 = Clock::now();
+    auto px = q::image::preprocess(*img, *spec, image_path);
+    if (!px.ok()) return fail(px.status());
+    const std::vector<std::vector<float>> inputs = {
+        q::frontend::clip_patch_rows(px->values, (*vc)->image_size, (*vc)->patch_size), *base};
+    std::vector<float> out;
+    const q::Status s = (*session)->forward_inputs(inputs, &out);
+    if (!s.ok()) return fail(s);
+    if (r > 0) float_best = std::min(float_best, seconds_since(t0));
+    float_rows = q::frontend::clip_drop_cls(**vc, out, (*vc)->text_hidden);
+  }
+
+  // How close the quantized features are (SQNR of the executor's rows against the float ones).
+  double sig = 0, err = 0;
+  const size_t n = std::min(npu_rows.size(), float_rows.size());
+  for (size_t i = 0; i < n; ++i) {
+    sig += static_cast<double>(float_rows[i]) * float_rows[i];
+    const double d = static_cast<double>(npu_rows[i]) - float_rows[i];
+    err += d * d;
+  }
+  const double sqnr = err > 0 ? 10 * std::log10(sig / err) : 999.0;
+  std::printf("vision_tower %s: %lld layers x %lld wide, %lld rows per image\n",
+              (*vc)->model_type.c_str(), static_cast<long long>((*vc)->depth),
+              static_cast<long long>((*vc)->width),
+              static_cast<long long>(npu_rows.size() / std::max<int64_t>(1, (*vc)->text_hidden)));
+  std::printf("vision_executor_images_per_s %.4f (%.3f s per image, best of %d)\n",
+              1.0 / npu_best, npu_best, reps);
+  std::printf("vision_float_images_per_s %.4f (%.3f s per image, best of %d)\n", 1.0 / float_best,
+              float_best, reps);
+  std::printf("vision_executor_vs_float %.3f (target >= 1)\n", float_best / npu_best);
+  std::printf("vision_feature_sqnr_db %.2f (executor W8A8 rows vs float)\n", sqnr);
+  return float_best / npu_best >= 1.0 ? 0 : 1;
+}
