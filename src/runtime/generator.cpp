@@ -152,7 +152,7 @@ StatusOr<runner::GenerateResult> Generator::generate(const std::vector<int32_t>&
   session_->reset();
   cached_.clear();
   reused_ = 0;
-  cache_has_images_ = false;
+  images_.clear();
   return generate_from(prompt, 0, max_new, sampling, on_token, ignore_eos);
 }
 
@@ -167,13 +167,34 @@ StatusOr<runner::GenerateResult> Generator::generate_with_rows(
     return invalid_argument("the prompt has ", placeholders, " image tokens (id ", image_token,
                             "), the images give ", rows.size() / std::max<int64_t>(hidden, 1),
                             " rows");
-  session_->reset();
-  cached_.clear();
-  reused_ = 0;
-  cache_has_images_ = true;
-  QBC_RETURN_IF_ERROR(session_->splice(image_token, std::move(rows)));
+  if (prompt.empty()) return invalid_argument("the prompt encodes to no tokens");
+  std::vector<ImageSpan> spans = image_spans(prompt, image_token, rows, hidden);
+  // The cached ids that begin the prompt, cut at the first cached image span the prompt does
+  // not repeat with the same rows.
+  size_t keep = 0;
+  while (keep < cached_.size() && keep < prompt.size() && cached_[keep] == prompt[keep]) ++keep;
+  for (const ImageSpan& c : images_) {
+    if (c.first >= static_cast<int64_t>(keep)) break;
+    const bool same =
+        std::any_of(spans.begin(), spans.end(), [&](const ImageSpan& s) { return s == c; });
+    if (!same) keep = static_cast<size_t>(c.first);
+  }
+  if (keep > 0 && keep == prompt.size()) --keep;  // the last prompt token runs for its logits
+  if (!session_->rewind(static_cast<int64_t>(keep)).ok()) {
+    session_->reset();
+    keep = 0;
+  }
+  cached_.resize(keep);
+  reused_ = static_cast<int64_t>(keep);
+  // The rows of the image tokens from `keep` on.
+  int64_t before = 0;
+  for (size_t i = 0; i < keep; ++i) before += prompt[i] == image_token ? 1 : 0;
+  rows.erase(rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(before * hidden));
+  session_->clear_splice();
+  if (!rows.empty()) QBC_RETURN_IF_ERROR(session_->splice(image_token, std::move(rows)));
+  images_ = std::move(spans);
   StatusOr<runner::GenerateResult> r =
-      generate_from(prompt, 0, max_new, sampling, on_token, ignore_eos);
+      generate_from(prompt, keep, max_new, sampling, on_token, ignore_eos);
   const int64_t left = session_->rows_pending();
   session_->clear_splice();
   if (r.ok() && left != 0)
@@ -184,9 +205,11 @@ StatusOr<runner::GenerateResult> Generator::generate_with_rows(
 StatusOr<runner::GenerateResult> Generator::generate_reusing_cache(
     const std::vector<int32_t>& prompt, int max_new, const runner::SamplingOptions& sampling,
     const std::function<void(int32_t)>& on_token, bool ignore_eos) {
-  if (cache_has_images_) return generate(prompt, max_new, sampling, on_token, ignore_eos);
   size_t keep = 0;
   while (keep < cached_.size() && keep < prompt.size() && cached_[keep] == prompt[keep]) ++keep;
+  // A text prompt has no image rows: the cache is reused up to its first image.
+  if (!images_.empty()) keep = std::min(keep, static_cast<size_t>(images_.front().first));
+  images_.clear();
   if (keep > 0 && keep == prompt.size()) --keep;  // the last prompt token runs for its logits
   // A sliding-window ring that has wrapped cannot go back far: then nothing is reused.
   if (!session_->rewind(static_cast<int64_t>(keep)).ok()) {
@@ -216,11 +239,17 @@ StatusOr<runner::GenerateResult> Generator::generate_from(
 }
 
 StatusOr<std::string> Generator::save_cache() const {
-  if (cache_has_images_)
-    return unimplemented(
-        "the sequence holds an image: a cache file records token ids, not the image rows "
-        "(saving it is not supported yet)");
   SequenceCache c;
+  const auto held = static_cast<int64_t>(cached_.size());
+  for (const ImageSpan& s : images_) {
+    if (s.first >= held) break;
+    // A span the cache holds only part of keeps its positions with a digest no rows have
+    // (all zero), so that no prompt reuses them.
+    if (s.first + s.count <= held)
+      c.images.push_back(s);
+    else
+      c.images.push_back(ImageSpan{s.first, held - s.first, std::string(16, '\0')});
+  }
   c.tokens = cached_;
   QBC_ASSIGN_OR_RETURN(c.kv, session_->dump_kv());
   return encode_sequence_cache(c);
@@ -241,8 +270,8 @@ Status Generator::load_cache(std::string_view bytes, std::string_view source) {
                             held, " positions");
   QBC_RETURN_IF_ERROR(session_->load_kv(c.kv).with_context(source));
   cached_ = std::move(c.tokens);
+  images_ = std::move(c.images);
   reused_ = 0;
-  cache_has_images_ = false;
   return ok_status();
 }
 

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -119,8 +120,8 @@ TEST_F(VlmCompile, TheMxqCarriesTheVisionPartAndItRunsFromTheFile) {
   EXPECT_EQ(s["vision"]["feature_rows"], 577);  // 1 + (336 / 14)^2
   std::vector<std::string> stages;
   for (const auto& st : s["stages"]) stages.push_back(st.value("name", ""));
-  EXPECT_EQ(stages, (std::vector<std::string>{"parse", "fit", "quantize", "backend", "vision",
-                                               "write"}));
+  EXPECT_EQ(stages,
+            (std::vector<std::string>{"parse", "fit", "quantize", "backend", "vision", "write"}));
   EXPECT_EQ(s["vision"]["feature_width"], 64);  // the language model's hidden size
   EXPECT_FALSE(s["vision"]["synthetic_calibration"].get<bool>());
   EXPECT_GE(s["vision"]["calibration_images"].get<int>(), 4);
@@ -336,8 +337,6 @@ TEST_F(VlmCompile, RunRefusesBadImagesAndMismatchedPrompts) {
       {"--image " + shell_quote(dir_ / "missing.png") + " -p hi", "missing.png"},
       {"--image " + shell_quote(photo) + " --image " + shell_quote(photo) + " -p '<image> hi'",
        "1 image tokens"},
-      {"--image " + shell_quote(photo) + " --save-cache " + shell_quote(dir_ / "c.bin") + " -p hi",
-       "--save-cache"},
   };
   for (const auto& [args, needle] : cases) {
     const auto r = run_qbc(run + args);
@@ -355,6 +354,49 @@ TEST_F(VlmCompile, RunRefusesBadImagesAndMismatchedPrompts) {
                          shell_quote(photo) + " -p hi -n 2");
   EXPECT_EQ(t.exit_code, 2) << t.err;
   EXPECT_TRUE(contains(t.err, "no vision part")) << t.err;
+}
+
+/// The "cached_prompt_tokens" of a --log-format json `qbc run`'s result event (stderr).
+int64_t cached_tokens(const std::string& err) {
+  int64_t out = -1;
+  std::istringstream lines(err);
+  for (std::string line; std::getline(lines, line);) {
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.value("event", "") == "result" && j.contains("result") &&
+        j["result"].contains("cached_prompt_tokens"))
+      out = j["result"]["cached_prompt_tokens"].get<int64_t>();
+  }
+  return out;
+}
+
+// A sequence with an image saved and loaded: the same image reuses the cache and continues as
+// a fresh run; another image at the same tokens reuses only the text before it.
+TEST_F(VlmCompile, SequenceCacheFilesRecordTheImage) {
+  const std::vector<fs::path> photos = photographs(images_);
+  const std::string run = "run " + shell_quote(dir_ / "a.mxq") + " --ignore-eos --log-format json ";
+  const std::string prompt = " -p 'USER: <image>\nWhat is it? ASSISTANT:'";
+  const fs::path cache = dir_ / "seq.bin";
+  const auto saved = run_qbc(run + "--image " + shell_quote(photos[0]) + prompt + " -n 0" +
+                             " --save-cache " + shell_quote(cache));
+  ASSERT_EQ(saved.exit_code, 0) << saved.err;
+  for (int i = 0; i < 2; ++i) {
+    const fs::path& photo = photos[static_cast<size_t>(i)];
+    const auto fresh = run_qbc(run + "--image " + shell_quote(photo) + prompt + " -n 5");
+    const auto reused = run_qbc(run + "--image " + shell_quote(photo) + prompt + " -n 5" +
+                                " --load-cache " + shell_quote(cache));
+    ASSERT_EQ(fresh.exit_code, 0) << fresh.err;
+    ASSERT_EQ(reused.exit_code, 0) << reused.err;
+    EXPECT_EQ(new_tokens(reused.err), new_tokens(fresh.err)) << photo;
+    if (i == 0) {
+      EXPECT_GT(cached_tokens(reused.err), 576) << "the same image: its rows come from the cache";
+    } else {
+      EXPECT_EQ(cached_tokens(reused.err), 6) << "another image: only 'USER: ' is reused";
+    }
+  }
+  // A text prompt after the image sequence reuses nothing past the image's first token.
+  const auto text = run_qbc(run + prompt + " -n 2 --load-cache " + shell_quote(cache));
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_LE(cached_tokens(text.err), 6);
 }
 
 }  // namespace

@@ -104,10 +104,6 @@ Status run_run(const RunOptions& o) {
   if ((!o.load_cache.empty() || !o.save_cache.empty()) && !opened.generator)
     return invalid_argument("--load-cache and --save-cache apply to compiled .mxq models; ",
                             o.model, " is not one");
-  if (!o.images.empty() && (!o.load_cache.empty() || !o.save_cache.empty()))
-    return invalid_argument(
-        "--image with --load-cache or --save-cache: a cache file records "
-        "token ids, not the image (not supported yet)");
   if (!o.trace.empty() && !opened.generator)
     return invalid_argument("--trace applies to compiled .mxq models; ", o.model, " is not one");
   runtime::ExecTrace trace;

@@ -19,6 +19,7 @@
 #include "qbc/runner/generate.h"
 #include "qbc/runtime/model.h"
 #include "qbc/runtime/npu_session.h"
+#include "qbc/runtime/sequence_cache.h"
 #include "qbc/support/status.h"
 #include "qbc/tokenizer/chat_template.h"
 #include "qbc/tokenizer/tokenizer.h"
@@ -88,11 +89,12 @@ class Generator {
   StatusOr<runner::GenerateResult> generate_reusing_cache(
       const std::vector<int32_t>& prompt, int max_new, const runner::SamplingOptions& sampling = {},
       const std::function<void(int32_t)>& on_token = nullptr, bool ignore_eos = false);
-  /// generate() of a prompt with images (a VLM's MXQ, runtime::VisionEncoder): `rows` are the
-  /// images' feature rows in order, [n, hidden], one for each `image_token` of `prompt`; they
-  /// replace those tokens' embedding rows. kInvalidArgument before any work when the counts
-  /// differ. The sequence's cache is not reused by generate_reusing_cache() nor saved by
-  /// save_cache() afterwards: its ids do not say which image it saw.
+  /// generate_reusing_cache() of a prompt with images (a VLM's MXQ, runtime::VisionEncoder):
+  /// `rows` are the images' feature rows in order, [n, hidden], one for each `image_token` of
+  /// `prompt`; they replace those tokens' embedding rows. kInvalidArgument before any work when
+  /// the counts differ. The cache is reused only up to the first image span whose rows differ
+  /// from those the cache saw (each run of image tokens is recorded with its rows' digest, and
+  /// save_cache() writes them), so a cached image is never taken for another one.
   StatusOr<runner::GenerateResult> generate_with_rows(
       const std::vector<int32_t>& prompt, int32_t image_token, std::vector<float> rows, int max_new,
       const runner::SamplingOptions& sampling = {},
@@ -133,7 +135,7 @@ class Generator {
   std::unique_ptr<NpuSession> session_;
   std::vector<int32_t> cached_;  // the ids at the session's positions
   int64_t reused_ = 0;
-  bool cache_has_images_ = false;  // the cache holds image rows its ids do not name
+  std::vector<ImageSpan> images_;  // the cached positions that hold image rows, with digests
 };
 
 }  // namespace qbc::runtime

@@ -82,6 +82,51 @@ TEST(SequenceCache, DamagedFilesAreRefusedNamingWhatIsWrong) {
   expect_refused(huge, "truncated: its header lists 2305843009213693952 tokens");
 }
 
+// Version 2 (a sequence that saw images): after the ids, u64 k and k image spans (u64 first,
+// u64 count, 16 digest bytes), then the blob as in version 1.
+std::string spec_file_v2(const std::vector<uint32_t>& ids,
+                         const std::vector<std::pair<uint64_t, uint64_t>>& spans,
+                         const std::string& blob) {
+  std::string s("QBCSEQ\0\2", 8);
+  s += u64le(ids.size());
+  for (uint32_t t : ids)
+    for (int i = 0; i < 4; ++i) s += static_cast<char>(t >> (8 * i) & 0xff);
+  s += u64le(spans.size());
+  for (const auto& [first, count] : spans)
+    s += u64le(first) + u64le(count) + std::string(16, static_cast<char>('a' + first));
+  s += u64le(blob.size()) + blob;
+  const mxq::Digest d = mxq::digest_of(s.data(), s.size());
+  return s + std::string(reinterpret_cast<const char*>(d.data()), d.size());
+}
+
+TEST(SequenceCache, VersionTwoRecordsImageSpans) {
+  const std::string file = spec_file_v2({1, 9, 9, 9, 5, 9, 9}, {{1, 3}, {5, 2}}, "kv");
+  auto c = runtime::decode_sequence_cache(file, "c.seq");
+  QBC_ASSERT_OK(c);
+  ASSERT_EQ(c->images.size(), 2u);
+  EXPECT_EQ(c->images[1].first, 5);
+  EXPECT_EQ(c->images[1].count, 2);
+  EXPECT_EQ(c->images[1].digest, std::string(16, 'f'));
+  EXPECT_TRUE(runtime::encode_sequence_cache(*c) == file);
+  // Without images the writer keeps version 1's bytes.
+  c->images.clear();
+  EXPECT_EQ(runtime::encode_sequence_cache(*c)[7], 1);
+  // Spans out of order, overlapping, empty or past the ids.
+  for (const auto& spans : std::vector<std::vector<std::pair<uint64_t, uint64_t>>>{
+           {{5, 2}, {1, 3}}, {{1, 3}, {3, 2}}, {{1, 0}}, {{5, 3}}, {{uint64_t{1} << 62, 2}}}) {
+    expect_refused(spec_file_v2({1, 9, 9, 9, 5, 9, 9}, spans, "kv"), "image span");
+  }
+  // The spans of a prompt: each run of the image token, with the digest of its rows.
+  const std::vector<float> rows = {1, 2, 3, 4, 5, 6};  // three rows of width 2
+  const auto spans = runtime::image_spans({7, 9, 9, 4, 9}, 9, rows, 2);
+  ASSERT_EQ(spans.size(), 2u);
+  EXPECT_EQ(spans[0].first, 1);
+  EXPECT_EQ(spans[0].count, 2);
+  EXPECT_EQ(spans[1].first, 4);
+  const mxq::Digest last = mxq::digest_of(rows.data() + 4, 2 * sizeof(float));
+  EXPECT_EQ(spans[1].digest, std::string(reinterpret_cast<const char*>(last.data()), 16));
+}
+
 const testing::CompiledMxq& compiled() {
   static const testing::CompiledMxq c = testing::compile_stories260k("sequence_cache", {});
   return c;
