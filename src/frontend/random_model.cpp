@@ -509,6 +509,11 @@ Status write_random_model(const RandomModelOptions& o) {
   if (vision.ok() && *vision && (*vision)->projector == VisionProjector::kLlavaMlp &&
       (*vision)->image_token_id >= 0)
     image_tokens[(*vision)->image_token_id] = "<image>";
+  if (vision.ok() && *vision && (*vision)->projector == VisionProjector::kQwenMerger) {
+    image_tokens[(*vision)->image_token_id] = "<|image_pad|>";
+    image_tokens[(*vision)->image_start_token_id] = "<|vision_start|>";
+    image_tokens[(*vision)->image_end_token_id] = "<|vision_end|>";
+  }
   if (const std::string tok = random_model_tokenizer_json(hp, image_tokens); !tok.empty())
     QBC_RETURN_IF_ERROR(write_file_atomic((o.output_dir / "tokenizer.json").string(), tok));
   // A VLM's processor files beside the source config (preprocessing, chat template) come

@@ -171,21 +171,14 @@ StatusOr<runner::GenerateResult> Generator::generate_with_rows(
   std::vector<ImageSpan> spans = image_spans(prompt, image_token, rows, hidden);
   // The cached ids that begin the prompt, cut at the first cached image span the prompt does
   // not repeat with the same rows.
-  size_t keep = 0;
-  while (keep < cached_.size() && keep < prompt.size() && cached_[keep] == prompt[keep]) ++keep;
+  size_t keep = common_prefix(prompt);
   for (const ImageSpan& c : images_) {
     if (c.first >= static_cast<int64_t>(keep)) break;
     const bool same =
         std::any_of(spans.begin(), spans.end(), [&](const ImageSpan& s) { return s == c; });
     if (!same) keep = static_cast<size_t>(c.first);
   }
-  if (keep > 0 && keep == prompt.size()) --keep;  // the last prompt token runs for its logits
-  if (!session_->rewind(static_cast<int64_t>(keep)).ok()) {
-    session_->reset();
-    keep = 0;
-  }
-  cached_.resize(keep);
-  reused_ = static_cast<int64_t>(keep);
+  keep = rewind_to(keep, prompt.size());
   // The rows of the image tokens from `keep` on.
   int64_t before = 0;
   for (size_t i = 0; i < keep; ++i) before += prompt[i] == image_token ? 1 : 0;
@@ -205,12 +198,22 @@ StatusOr<runner::GenerateResult> Generator::generate_with_rows(
 StatusOr<runner::GenerateResult> Generator::generate_reusing_cache(
     const std::vector<int32_t>& prompt, int max_new, const runner::SamplingOptions& sampling,
     const std::function<void(int32_t)>& on_token, bool ignore_eos) {
-  size_t keep = 0;
-  while (keep < cached_.size() && keep < prompt.size() && cached_[keep] == prompt[keep]) ++keep;
+  size_t keep = common_prefix(prompt);
   // A text prompt has no image rows: the cache is reused up to its first image.
   if (!images_.empty()) keep = std::min(keep, static_cast<size_t>(images_.front().first));
   images_.clear();
-  if (keep > 0 && keep == prompt.size()) --keep;  // the last prompt token runs for its logits
+  keep = rewind_to(keep, prompt.size());
+  return generate_from(prompt, keep, max_new, sampling, on_token, ignore_eos);
+}
+
+size_t Generator::common_prefix(const std::vector<int32_t>& prompt) const {
+  size_t keep = 0;
+  while (keep < cached_.size() && keep < prompt.size() && cached_[keep] == prompt[keep]) ++keep;
+  return keep;
+}
+
+size_t Generator::rewind_to(size_t keep, size_t prompt_size) {
+  if (keep > 0 && keep == prompt_size) --keep;  // the last prompt token runs for its logits
   // A sliding-window ring that has wrapped cannot go back far: then nothing is reused.
   if (!session_->rewind(static_cast<int64_t>(keep)).ok()) {
     session_->reset();
@@ -218,7 +221,7 @@ StatusOr<runner::GenerateResult> Generator::generate_reusing_cache(
   }
   cached_.resize(keep);
   reused_ = static_cast<int64_t>(keep);
-  return generate_from(prompt, keep, max_new, sampling, on_token, ignore_eos);
+  return keep;
 }
 
 StatusOr<runner::GenerateResult> Generator::generate_from(

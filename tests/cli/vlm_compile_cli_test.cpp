@@ -30,21 +30,20 @@ using testing::contains;
 using testing::run_qbc;
 using testing::shell_quote;
 
-/// The `result` of the last summary event of a --log-format json run's stderr.
-nlohmann::json summary_of(const std::string& out) {
+/// The `result` of the last `event` event ("summary", "result") of a --log-format json run's
+/// stderr (null when there is none).
+nlohmann::json last_event(const std::string& err, const std::string& event) {
   nlohmann::json last;
-  size_t at = 0;
-  while (at < out.size()) {
-    const size_t end = out.find('\n', at);
-    const std::string line =
-        out.substr(at, end == std::string::npos ? std::string::npos : end - at);
-    at = end == std::string::npos ? out.size() : end + 1;
-    if (line.empty() || line[0] != '{') continue;
+  std::istringstream lines(err);
+  for (std::string line; std::getline(lines, line);) {
     const auto j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_discarded() && j.value("event", "") == "summary") last = j["result"];
+    if (!j.is_discarded() && j.is_object() && j.value("event", "") == event && j.contains("result"))
+      last = j["result"];
   }
   return last;
 }
+
+nlohmann::json summary_of(const std::string& err) { return last_event(err, "summary"); }
 
 class VlmCompile : public ::testing::Test {
  protected:
@@ -276,21 +275,36 @@ std::vector<fs::path> photographs(const fs::path& dir) {
   return out;
 }
 
+// Qwen2.5-VL's tower does not lower yet (merge_rows): its language model compiles, the summary
+// and a warning say the vision part was not, and the file takes no image.
+TEST_F(VlmCompile, ATowerThatDoesNotLowerLeavesALanguageOnlyMxqAndSaysSo) {
+  QBC_REQUIRE_SHARED(config, "model-configs-new/Qwen2.5-VL-3B-Instruct/config.json");
+  const fs::path qwen = dir_ / "qwen25vl";
+  ASSERT_EQ(run_qbc("random-model " + shell_quote(config) + " -o " + shell_quote(qwen) +
+                    " --layers 2 --hidden 64 --intermediate 96 --heads 4 --kv-heads 2 --vocab 512"
+                    " --vision-layers 1 --vision-hidden 16 --vision-heads 1"
+                    " --vision-intermediate 16")
+                .exit_code,
+            0);
+  const auto r = run_qbc("compile " + shell_quote(qwen) + " -o " + shell_quote(dir_ / "q.mxq") +
+                         " --use-random-calib --no-resume --context 1024 --log-format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json s = summary_of(r.err);
+  ASSERT_TRUE(s.contains("vision")) << r.err;
+  EXPECT_FALSE(s["vision"]["compiled"].get<bool>());
+  EXPECT_TRUE(contains(s["vision"]["reason"].get<std::string>(), "merge_rows"));
+  EXPECT_TRUE(contains(r.err, "the MXQ holds the language model only")) << r.err;
+  const auto run = run_qbc("run " + shell_quote(dir_ / "q.mxq") + " --image " +
+                           shell_quote(photographs(images_).front()) + " -p hi -n 2");
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_TRUE(contains(run.err, "has no vision part")) << run.err;
+}
+
 /// The "new_tokens" of a --log-format json `qbc run`'s result event (stderr).
 std::vector<int32_t> new_tokens(const std::string& err) {
-  std::vector<int32_t> out;
-  size_t at = 0;
-  while (at < err.size()) {
-    const size_t end = err.find('\n', at);
-    const std::string line =
-        err.substr(at, end == std::string::npos ? std::string::npos : end - at);
-    at = end == std::string::npos ? err.size() : end + 1;
-    const auto j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_discarded() && j.value("event", "") == "result" && j.contains("result") &&
-        j["result"].contains("new_tokens"))
-      out = j["result"]["new_tokens"].get<std::vector<int32_t>>();
-  }
-  return out;
+  const nlohmann::json r = last_event(err, "result");
+  return r.contains("new_tokens") ? r["new_tokens"].get<std::vector<int32_t>>()
+                                  : std::vector<int32_t>();
 }
 
 // qbc run --image on every shared photograph: tokens come out, and the image changes them.
@@ -358,15 +372,8 @@ TEST_F(VlmCompile, RunRefusesBadImagesAndMismatchedPrompts) {
 
 /// The "cached_prompt_tokens" of a --log-format json `qbc run`'s result event (stderr).
 int64_t cached_tokens(const std::string& err) {
-  int64_t out = -1;
-  std::istringstream lines(err);
-  for (std::string line; std::getline(lines, line);) {
-    const auto j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_discarded() && j.value("event", "") == "result" && j.contains("result") &&
-        j["result"].contains("cached_prompt_tokens"))
-      out = j["result"]["cached_prompt_tokens"].get<int64_t>();
-  }
-  return out;
+  const nlohmann::json r = last_event(err, "result");
+  return r.contains("cached_prompt_tokens") ? r["cached_prompt_tokens"].get<int64_t>() : -1;
 }
 
 // A sequence with an image saved and loaded: the same image reuses the cache and continues as

@@ -122,6 +122,12 @@ class Generator {
 
  private:
   Generator(Model model, tokenizer::Tokenizer tok) : model_(std::move(model)), tokenizer_(tok) {}
+  /// How many cached ids begin `prompt`.
+  size_t common_prefix(const std::vector<int32_t>& prompt) const;
+  /// Rewinds the session to `keep` cached tokens (one fewer when that is the whole prompt: its
+  /// last token runs for its logits; none when the cache cannot go back that far) and returns
+  /// how many are kept.
+  size_t rewind_to(size_t keep, size_t prompt_size);
   /// Generation with the first `cached` tokens of `prompt` already in the cache.
   StatusOr<runner::GenerateResult> generate_from(const std::vector<int32_t>& prompt, size_t cached,
                                                  int max_new,
