@@ -154,13 +154,12 @@ Status vision_stage(Job& j) {
                             std::max<int64_t>(2048, tokens * 2), ")");
   j.vision = std::move(**v);
   out.present = out.compiled = true;
-  j.out.vision_rows = j.vision->bundle.chunk;
-  j.out.vision_width = j.vision->bundle.vocab;
-  j.out.vision_bytes = j.vision->bundle.dram.total();
-  j.out.vision_images = j.vision->calibration_images;
-  j.out.vision_synthetic = j.vision->synthetic_calibration;
-  j.out.vision_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  out.rows = j.vision->bundle.chunk;
+  out.width = j.vision->bundle.vocab;
+  out.dram_bytes = j.vision->bundle.dram.total();
+  out.calibration_images = j.vision->calibration_images;
+  out.synthetic_calibration = j.vision->synthetic_calibration;
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return ok_status();
 }
 
@@ -280,13 +279,12 @@ std::string vision_text(const CompileResult& res) {
   const VisionOutcome& v = res.vision;
   if (!v.present) return "";
   if (!v.compiled) return "; vision part NOT compiled (" + v.reason + "): the MXQ takes no images";
-  return "; vision part: " + std::to_string(res.vision_rows) + " feature rows x " +
-         std::to_string(res.vision_width) + " per image, DRAM " +
-         npu::human_bytes(res.vision_bytes) + ", calibrated on " +
-         std::to_string(res.vision_images) +
-         (res.vision_synthetic ? " synthetic images (pass --images DIR for real ones)"
-                               : " images") +
-         ", in " + progress::format_duration(res.vision_seconds);
+  return "; vision part: " + std::to_string(v.rows) + " feature rows x " + std::to_string(v.width) +
+         " per image, DRAM " + npu::human_bytes(v.dram_bytes) + ", calibrated on " +
+         std::to_string(v.calibration_images) +
+         (v.synthetic_calibration ? " synthetic images (pass --images DIR for real ones)"
+                                  : " images") +
+         ", in " + progress::format_duration(v.seconds);
 }
 
 /// "12.3 MiB": the one unit convention of plan, inspect and this summary.
@@ -439,12 +437,12 @@ std::string summary_json(const CompileRequest& r, const CompileResult& res) {
     if (res.vision.present) {
       j["vision"] = {{"compiled", res.vision.compiled}};
       if (res.vision.compiled) {
-        j["vision"]["feature_rows"] = res.vision_rows;
-        j["vision"]["feature_width"] = res.vision_width;
-        j["vision"]["dram_bytes"] = res.vision_bytes;
-        j["vision"]["calibration_images"] = res.vision_images;
-        j["vision"]["synthetic_calibration"] = res.vision_synthetic;
-        j["vision"]["seconds"] = res.vision_seconds;
+        j["vision"]["feature_rows"] = res.vision.rows;
+        j["vision"]["feature_width"] = res.vision.width;
+        j["vision"]["dram_bytes"] = res.vision.dram_bytes;
+        j["vision"]["calibration_images"] = res.vision.calibration_images;
+        j["vision"]["synthetic_calibration"] = res.vision.synthetic_calibration;
+        j["vision"]["seconds"] = res.vision.seconds;
       } else {
         j["vision"]["reason"] = res.vision.reason;
       }

@@ -50,7 +50,7 @@ namespace {
 /// The vision part as its own single-file MXQ (meta: the language part's sources and
 /// configuration, a "features" output, the embed_base asset), its bytes the vision section of
 /// `req`, its model hash and the preprocessing asset recorded in req's metadata.
-Status add_vision_part(const VisionBuild& v, const std::string& producer, mxq::WriteRequest* req) {
+Status add_vision_part(const VisionBuild& v, mxq::WriteRequest* req) {
   mxq::WriteRequest vr;
   vr.bundle = &v.bundle;
   vr.blocks = 1;
@@ -82,13 +82,11 @@ Status add_vision_part(const VisionBuild& v, const std::string& producer, mxq::W
   }
   std::string base(v.embed_base.size() * sizeof(float), '\0');
   std::memcpy(base.data(), v.embed_base.data(), base.size());
-  vr.assets.push_back({kVisionEmbedBaseAsset, std::move(base)});
-  QBC_ASSIGN_OR_RETURN(req->vision, mxq::write_model_bytes(vr));
-  // The hash as a reader sees it, from the bytes just made (which also checks them).
-  QBC_ASSIGN_OR_RETURN(const mxq::LoadedModel loaded,
-                       mxq::load_model_bytes(req->vision, "the vision part of " + producer));
+  vr.assets.push_back({mxq::kVisionEmbedBaseAsset, std::move(base)});
+  std::string hash;
+  QBC_ASSIGN_OR_RETURN(req->vision, mxq::write_model_bytes(vr, &hash));
   *req->meta.mutable_vision() = v.part;
-  req->meta.mutable_vision()->set_model_hash(loaded.meta.model_hash());
+  req->meta.mutable_vision()->set_model_hash(hash);
   req->assets.push_back({kPreprocessorAsset, v.preprocessor_json});
   return ok_status();
 }
@@ -206,7 +204,7 @@ StatusOr<std::vector<mxq::WrittenFile>> write_mxq(const LoadedModel& model,
     req.assets.push_back({"qbc_vocab.json", tok->to_vocab_json()});
   const std::string config_json = meta_value(g, "config.json");
   if (!config_json.empty()) req.assets.push_back({"config.json", config_json});
-  if (vision != nullptr) QBC_RETURN_IF_ERROR(add_vision_part(*vision, producer, &req));
+  if (vision != nullptr) QBC_RETURN_IF_ERROR(add_vision_part(*vision, &req));
   return mxq::write_model(path, req);
 }
 

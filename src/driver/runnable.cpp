@@ -135,10 +135,10 @@ StatusOr<TextResult> generate_text(Runnable& m, const TextRequest& request,
                                    const std::function<void(const std::string&)>& on_text) {
   const tokenizer::Tokenizer& tok = *m.tok;
   TextResult res;
-  res.prompt = tok.encode(request.prompt, tok.add_bos_default());
+  // With images, as the HF processor tokenizes: special tokens written in the prompt (<image>)
+  // are parsed.
+  res.prompt = tok.encode(request.prompt, tok.add_bos_default(), !request.images.empty());
   if (!request.images.empty()) {
-    // As the HF processor tokenizes: special tokens written in the prompt (<image>) are parsed.
-    res.prompt = tok.encode(request.prompt, tok.add_bos_default(), true);
     // The stream starts after the prompt: its text is the user's, not the expanded ids'.
     std::unique_ptr<tokenizer::TextStream> stream;
     auto on_token = [&](int32_t t) {

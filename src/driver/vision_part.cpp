@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -25,29 +24,6 @@ namespace qbc::driver {
 namespace {
 
 namespace fs = std::filesystem;
-
-/// The float checkpoint with the quantizer's integer weights and scales on top (the quantized
-/// graph names its sidecar tensors; the rest are the checkpoint's).
-ir::WeightReader with_sidecar(ir::WeightReader base,
-                              std::shared_ptr<const quant::QuantizeResult> r) {
-  return [base = std::move(base), r](const ir::Weight& w, std::vector<float>* v) -> Status {
-    for (const tensorfile::TensorToWrite& t : r->sidecar) {
-      if (t.name != w.tensor) continue;
-      v->clear();
-      if (t.dtype == tensorfile::DType::kI8) {
-        v->reserve(t.data.size());
-        for (uint8_t b : t.data) v->push_back(static_cast<float>(static_cast<int8_t>(b)));
-      } else if (t.dtype == tensorfile::DType::kF32) {
-        v->resize(t.data.size() / sizeof(float));
-        std::memcpy(v->data(), t.data.data(), t.data.size());
-      } else {
-        return internal_error("sidecar tensor '", t.name, "' of an unexpected dtype");
-      }
-      return ok_status();
-    }
-    return base(w, v);
-  };
-}
 
 /// A smooth synthetic photograph-like image (gradients, a few soft discs, mild noise): what
 /// calibrates the tower when the user gives no images.
@@ -84,8 +60,7 @@ image::Image synthetic_image(uint32_t seed, int32_t width, int32_t height) {
           if (dist < 1) v += (d.color[c] - v) * (1 - dist * dist);
         }
         v += noise(gen);
-        img.rgb[(static_cast<size_t>(y) * static_cast<size_t>(width) + static_cast<size_t>(x)) *
-                    3 +
+        img.rgb[(static_cast<size_t>(y) * static_cast<size_t>(width) + static_cast<size_t>(x)) * 3 +
                 static_cast<size_t>(c)] =
             static_cast<uint8_t>(std::clamp(std::lround(v), 0L, 255L));
       }
@@ -162,11 +137,11 @@ StatusOr<std::optional<VisionBuild>> build_vision_part(const std::string& model,
   const ir::WeightReader reader = [ckpt](const ir::Weight& w, std::vector<float>* v) {
     return ckpt->read_f32(w.tensor, v);
   };
-  QBC_ASSIGN_OR_RETURN(out.embed_base,
-                       frontend::clip_embed_base(*vc, [ckpt](const std::string& n,
-                                                             std::vector<float>* v) {
-                         return ckpt->read_f32(n, v);
-                       }));
+  QBC_ASSIGN_OR_RETURN(
+      out.embed_base,
+      frontend::clip_embed_base(*vc, [ckpt](const std::string& n, std::vector<float>* v) {
+        return ckpt->read_f32(n, v);
+      }));
   const int64_t side = vc->image_size / vc->patch_size;
   const int64_t rows = 1 + side * side;
 
@@ -194,7 +169,6 @@ StatusOr<std::optional<VisionBuild>> build_vision_part(const std::string& model,
 
   QBC_ASSIGN_OR_RETURN(quant::QuantizeResult q,
                        quant::quantize_vision(*g, reader, samples, cfg.options));
-  out.quantized_linears = q.quantized_linears;
   auto qr = std::make_shared<const quant::QuantizeResult>(std::move(q));
   npu::Options o;
   o.target = language.target;
@@ -204,7 +178,7 @@ StatusOr<std::optional<VisionBuild>> build_vision_part(const std::string& model,
   }
   o.chunk = rows;
   o.max_cache = rows;
-  QBC_ASSIGN_OR_RETURN(out.bundle, npu::compile(qr->graph, with_sidecar(reader, qr), o));
+  QBC_ASSIGN_OR_RETURN(out.bundle, npu::compile(qr->graph, quant::with_sidecar(reader, *qr), o));
   QBC_RETURN_IF_ERROR(isa::verify(out.bundle));
   out.graph_name = g->name();
   out.architecture = vc->model_type + "/clip";

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <variant>
 
 #include "meta_check.h"
@@ -482,40 +483,49 @@ StatusOr<std::vector<WrittenFile>> commit_files(const OutFiles& out) {
   return written;
 }
 
+/// The sections of a write of `req` (`path` names it in errors) and the parts' block ranges:
+/// what write_model and write_model_bytes share before they lay out their files.
+StatusOr<std::unique_ptr<ModelSections>> model_sections(const std::string& path,
+                                                        const WriteRequest& req,
+                                                        std::vector<std::pair<int, int>>* ranges) {
+  const isa::Bundle& b = *req.bundle;
+  QBC_RETURN_IF_ERROR(check_writable(path, b));
+  QBC_ASSIGN_OR_RETURN(*ranges,
+                       part_ranges(req.split_blocks, std::max(req.blocks, 1), "splitBlocks"));
+  pb::Layout layout = encode_layout(b);
+  QBC_ASSIGN_OR_RETURN(auto cut, cut_image(b, *ranges, &layout));
+  auto sections = std::make_unique<ModelSections>(ranges->size());
+  QBC_RETURN_IF_ERROR(add_sections(b, req, layout, cut, *ranges, sections.get()));
+  return sections;
+}
+
 }  // namespace
 
 StatusOr<std::vector<WrittenFile>> write_model(const std::string& path, const WriteRequest& req) {
-  const isa::Bundle& b = *req.bundle;
-  QBC_RETURN_IF_ERROR(check_writable(path, b));
-  QBC_ASSIGN_OR_RETURN(auto ranges,
-                       part_ranges(req.split_blocks, std::max(req.blocks, 1), "splitBlocks"));
-  pb::Layout layout = encode_layout(b);
-  QBC_ASSIGN_OR_RETURN(auto cut, cut_image(b, ranges, &layout));
-  ModelSections sections(ranges.size());
-  QBC_RETURN_IF_ERROR(add_sections(b, req, layout, cut, ranges, &sections));
+  std::vector<std::pair<int, int>> ranges;
+  QBC_ASSIGN_OR_RETURN(const std::unique_ptr<ModelSections> sections,
+                       model_sections(path, req, &ranges));
   const fs::path out(path);
   const fs::path dir = out.has_parent_path() ? out.parent_path() : fs::path(".");
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     return not_found(path, ": output folder ", dir.string(), " does not exist");
   OutFiles files;
-  lay_out_files(path, dir, b, req, sections, ranges, &files);
+  lay_out_files(path, dir, *req.bundle, req, *sections, ranges, &files);
   return commit_files(files);
 }
 
-StatusOr<std::string> write_model_bytes(const WriteRequest& req) {
-  const isa::Bundle& b = *req.bundle;
+StatusOr<std::string> write_model_bytes(const WriteRequest& req, std::string* model_hash) {
   const std::string name = "<in memory>";
   if (!req.split_blocks.empty())
     return invalid_argument(name, ": a model written to memory is one file (no splitBlocks)");
-  QBC_RETURN_IF_ERROR(check_writable(name, b));
-  QBC_ASSIGN_OR_RETURN(auto ranges, part_ranges({}, std::max(req.blocks, 1), "splitBlocks"));
-  pb::Layout layout = encode_layout(b);
-  QBC_ASSIGN_OR_RETURN(auto cut, cut_image(b, ranges, &layout));
-  ModelSections sections(ranges.size());
-  QBC_RETURN_IF_ERROR(add_sections(b, req, layout, cut, ranges, &sections));
+  std::vector<std::pair<int, int>> ranges;
+  QBC_ASSIGN_OR_RETURN(const std::unique_ptr<ModelSections> sections,
+                       model_sections(name, req, &ranges));
   OutFiles files;
-  lay_out_files(name, fs::path("."), b, req, sections, ranges, &files);
+  lay_out_files(name, fs::path("."), *req.bundle, req, *sections, ranges, &files);
+  if (model_hash != nullptr)
+    *model_hash = digest_hex(digest_of(sections->hash_input.data(), sections->hash_input.size()));
   const ContainerLayout& l = files.files.at(0).layout;
   std::string bytes;
   bytes.reserve(static_cast<size_t>(l.size));

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "full_attention_quant.h"
 #include "qbc/numerics/attention.h"
@@ -453,6 +454,26 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
     }
   }
   return r;
+}
+
+ir::WeightReader with_sidecar(ir::WeightReader base, const QuantizeResult& r) {
+  return [base = std::move(base), &r](const ir::Weight& w, std::vector<float>* v) -> Status {
+    for (const tensorfile::TensorToWrite& t : r.sidecar) {
+      if (t.name != w.tensor) continue;
+      v->clear();
+      if (t.dtype == tensorfile::DType::kI8) {
+        v->reserve(t.data.size());
+        for (uint8_t b : t.data) v->push_back(static_cast<float>(static_cast<int8_t>(b)));
+      } else if (t.dtype == tensorfile::DType::kF32) {
+        v->resize(t.data.size() / sizeof(float));
+        std::memcpy(v->data(), t.data.data(), t.data.size());
+      } else {
+        return internal_error("sidecar tensor '", t.name, "' of an unexpected dtype");
+      }
+      return ok_status();
+    }
+    return base(w, v);
+  };
 }
 
 }  // namespace qbc::quant

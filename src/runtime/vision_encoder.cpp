@@ -28,7 +28,7 @@ StatusOr<std::unique_ptr<VisionEncoder>> VisionEncoder::create(const mxq::Loaded
                          " preprocessing (flattened patch rows) does not run here yet");
   const mxq::LoadedModel& v = *file.vision;
   const std::shared_ptr<const isa::Bundle> bundle = v.bundle;
-  const mxq::HostAsset* base = v.asset("vision_embed_base.f32");
+  const mxq::HostAsset* base = v.asset(mxq::kVisionEmbedBaseAsset);
   const int64_t rows = bundle->chunk;
   int64_t base_width = 0;
   for (const isa::FeatureInput& in : bundle->feature_inputs) {

@@ -95,7 +95,7 @@ testing::RunResult VlmCompile::real_, VlmCompile::synthetic_;
 std::vector<std::vector<float>> tower_inputs(const mxq::LoadedModel& m, const fs::path& path) {
   const mxq::pb::VisionPart& v = m.meta.vision();
   const mxq::HostAsset* pre = m.asset(v.preprocessor_asset());
-  const mxq::HostAsset* base = m.vision->asset("vision_embed_base.f32");
+  const mxq::HostAsset* base = m.vision->asset(mxq::kVisionEmbedBaseAsset);
   EXPECT_NE(pre, nullptr);
   EXPECT_NE(base, nullptr);
   if (pre == nullptr || base == nullptr) return {};

@@ -64,10 +64,6 @@ struct CompileResult {
   double backend_seconds = 0, write_seconds = 0;
   /// A VLM folder's vision part: compiled into the MXQ, or why not.
   VisionOutcome vision;
-  int64_t vision_rows = 0, vision_width = 0, vision_bytes = 0;
-  int vision_images = 0;
-  bool vision_synthetic = false;
-  double vision_seconds = 0;
 
   std::vector<TimedStep> steps() const;
 };

@@ -18,9 +18,6 @@
 
 namespace qbc::driver {
 
-/// The asset of the vision part's file holding the tower's constant `embed_base` input
-/// (fp32 little-endian [rows, width]: CLIP's class embedding on row 0 plus the positions).
-inline constexpr const char* kVisionEmbedBaseAsset = "vision_embed_base.f32";
 /// The asset of the language part's file holding the model's preprocessor_config.json.
 inline constexpr const char* kPreprocessorAsset = "preprocessor_config.json";
 
@@ -33,7 +30,6 @@ struct VisionBuild {
   std::string preprocessor_json;  ///< the folder's preprocessor_config.json
   std::string calibration_json;   ///< images used: {"images": N, "source": "files"|"synthetic"}
   std::string graph_name;
-  int quantized_linears = 0;
   int calibration_images = 0;
   bool synthetic_calibration = false;
 };
@@ -43,6 +39,12 @@ struct VisionOutcome {
   bool present = false;  ///< the folder has a vision_config
   bool compiled = false;
   std::string reason;  ///< not compiled: why (the family's tower does not lower yet)
+  // compiled:
+  int64_t rows = 0, width = 0;  ///< feature rows per image and their width
+  int64_t dram_bytes = 0;       ///< the vision part's DRAM plan
+  int calibration_images = 0;
+  bool synthetic_calibration = false;
+  double seconds = 0;
 };
 
 /// The vision part of the HF folder `model`: nullopt when it has no vision_config. For a

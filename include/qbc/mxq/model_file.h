@@ -17,6 +17,11 @@
 
 namespace qbc::mxq {
 
+/// The asset of a VLM's vision part holding the tower's constant `embed_base` input (fp32
+/// little-endian [rows, width]: CLIP's class embedding on row 0 plus the learned positions),
+/// which the compiler writes and the runtime feeds (docs/mxq.md "Vision part").
+inline constexpr const char* kVisionEmbedBaseAsset = "vision_embed_base.f32";
+
 /// A host file the runtime needs, stored as an asset section.
 struct HostAsset {
   std::string name;
@@ -52,8 +57,9 @@ struct WrittenFile {
 StatusOr<std::vector<WrittenFile>> write_model(const std::string& path, const WriteRequest& req);
 
 /// A single-file model (no split_blocks) as bytes instead of a file: what a VLM's vision
-/// part is before it goes into the language model's file.
-StatusOr<std::string> write_model_bytes(const WriteRequest& req);
+/// part is before it goes into the language model's file. `model_hash`, when given, receives
+/// the file's model hash (32 hex digits, as its metadata and header hold it).
+StatusOr<std::string> write_model_bytes(const WriteRequest& req, std::string* model_hash = nullptr);
 
 /// The parts' block ranges for `split_blocks` over `blocks` blocks, checked: kInvalidArgument
 /// naming `key` when a boundary is out of 1..blocks-1 or not increasing.

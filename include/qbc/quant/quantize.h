@@ -27,6 +27,11 @@ struct QuantizeResult {
   int float_linears = 0;  ///< Left in float (weight16Bits overrides).
 };
 
+/// The weights the quantized graph of `r` reads: its sidecar tensors (int8 codes as their
+/// values, fp32 scales as they are) on top of `base`, the float checkpoint it was made from.
+/// kInternal for a sidecar tensor of another dtype. `r` must outlive the reader.
+ir::WeightReader with_sidecar(ir::WeightReader base, const QuantizeResult& r);
+
 /// The precision chosen for one linear node.
 struct LinearBits {
   int weight = 8;      ///< 4 or 8; 16 = leave the layer in float.

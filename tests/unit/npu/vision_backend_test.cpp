@@ -45,25 +45,6 @@ int64_t first_difference(const std::vector<float>& a, const std::vector<float>& 
   return -1;
 }
 
-/// A WeightReader over the float checkpoint with the quantizer's sidecar tensors on top.
-ir::WeightReader with_sidecar(const ir::WeightReader& base,
-                              std::shared_ptr<const quant::QuantizeResult> r) {
-  return [base, r](const ir::Weight& w, std::vector<float>* v) -> Status {
-    for (const tensorfile::TensorToWrite& t : r->sidecar) {
-      if (t.name != w.tensor) continue;
-      v->clear();
-      if (t.dtype == tensorfile::DType::kI8) {
-        for (uint8_t b : t.data) v->push_back(static_cast<float>(static_cast<int8_t>(b)));
-      } else {
-        v->resize(t.data.size() / sizeof(float));
-        std::memcpy(v->data(), t.data.data(), t.data.size());
-      }
-      return ok_status();
-    }
-    return base(w, v);
-  };
-}
-
 class VisionBackend : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -191,7 +172,7 @@ TEST_F(VisionBackend, ExecutorFeaturesEqualTheFakeQuantEvaluatorBitForBit) {
   for (const Quant& qm : quants) {
     auto q = quantized(vc_.image_size, scaling(qm.scaling, qm.method));
     ASSERT_NE(q, nullptr) << qm.label;
-    const ir::WeightReader qr = with_sidecar(reader_, q);
+    const ir::WeightReader qr = quant::with_sidecar(reader_, *q);
     auto fq = quant::FakeQuantSession::create(q->graph, qr);
     QBC_ASSERT_OK(fq);
     std::vector<float> want;
@@ -236,7 +217,7 @@ TEST_F(VisionBackend, ExecutorFeaturesEqualTheFakeQuantEvaluatorBitForBit) {
 TEST_F(VisionBackend, TileSettingsDifferAndFeaturesDependOnTheImage) {
   auto q = quantized(vc_.image_size, config::defaults());
   ASSERT_NE(q, nullptr);
-  const ir::WeightReader qr = with_sidecar(reader_, q);
+  const ir::WeightReader qr = quant::with_sidecar(reader_, *q);
   const int64_t rows = 1 + (vc_.image_size / vc_.patch_size) * (vc_.image_size / vc_.patch_size);
   npu::Plan big, small;
   for (auto [sram, plan] : {std::pair{int64_t{0}, &big}, std::pair{int64_t{48 * 1024}, &small}}) {
@@ -276,7 +257,7 @@ TEST_F(VisionBackend, SramPeakIsTheSameForTwoImageSizes) {
   for (int i = 0; i < 2; ++i) {
     auto q = quantized(sizes[i], config::defaults());
     ASSERT_NE(q, nullptr);
-    const ir::WeightReader qr = with_sidecar(reader_, q);
+    const ir::WeightReader qr = quant::with_sidecar(reader_, *q);
     const int64_t side = sizes[i] / vc_.patch_size;
     auto o = options("aries-rb", 0, isa::Scheme::kGlobal8, 8, 1 + side * side);
     QBC_ASSERT_OK(o);

@@ -103,20 +103,7 @@ TEST_P(VisionRope, FeatureInputTablesGiveTheFakeQuantRowsBitForBit) {
   auto q = quant::quantize_vision(g, read_weight, {inputs(1, 0.0), inputs(2, 0.0)}, o);
   QBC_ASSERT_OK(q);
   auto qr = std::make_shared<const quant::QuantizeResult>(std::move(*q));
-  const ir::WeightReader reader = [qr](const ir::Weight& w, std::vector<float>* v) -> Status {
-    for (const tensorfile::TensorToWrite& t : qr->sidecar) {
-      if (t.name != w.tensor) continue;
-      v->clear();
-      if (t.dtype == tensorfile::DType::kI8) {
-        for (uint8_t byte : t.data) v->push_back(static_cast<float>(static_cast<int8_t>(byte)));
-      } else {
-        v->resize(t.data.size() / sizeof(float));
-        std::memcpy(v->data(), t.data.data(), t.data.size());
-      }
-      return ok_status();
-    }
-    return read_weight(w, v);
-  };
+  const ir::WeightReader reader = quant::with_sidecar(read_weight, *qr);
   auto fq = quant::FakeQuantSession::create(qr->graph, reader);
   QBC_ASSERT_OK(fq);
   const quant::FeatureSample image = inputs(3, 0.0), turned = inputs(3, 0.5);

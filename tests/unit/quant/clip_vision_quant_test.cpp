@@ -7,7 +7,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -110,24 +109,6 @@ class ClipVisionQuant : public ::testing::Test {
   std::vector<quant::FeatureSample> samples_;  // camera, gravel, rocket, chelsea
 };
 
-/// A WeightReader over the float checkpoint with the sidecar tensors layered on top.
-ir::WeightReader with_sidecar(const ir::WeightReader& base, const quant::QuantizeResult& r) {
-  return [&base, &r](const ir::Weight& w, std::vector<float>* v) -> Status {
-    for (const tensorfile::TensorToWrite& t : r.sidecar) {
-      if (t.name != w.tensor) continue;
-      v->clear();
-      if (t.dtype == tensorfile::DType::kI8) {
-        for (uint8_t b : t.data) v->push_back(static_cast<float>(static_cast<int8_t>(b)));
-      } else {
-        v->resize(t.data.size() / sizeof(float));
-        std::memcpy(v->data(), t.data.data(), t.data.size());
-      }
-      return ok_status();
-    }
-    return base(w, v);
-  };
-}
-
 TEST_F(ClipVisionQuant, FakeQuantFloatGraphTracksTheReference) {
   // Unquantized: fp16 values between ops, the float paths of layer_norm, quick_gelu, gelu and
   // full_attention without segments.
@@ -164,7 +145,7 @@ TEST_F(ClipVisionQuant, QuantizedFeaturesSqnrAboveThreshold) {
     QBC_ASSERT_OK(q);
     EXPECT_EQ(q->float_linears, 0) << c.label;
     EXPECT_EQ(q->quantized_linears, 1 + 2 * 6 + 2) << c.label;  // patch, 2 layers x 6, projector
-    const ir::WeightReader qr = with_sidecar(reader_, *q);
+    const ir::WeightReader qr = quant::with_sidecar(reader_, *q);
     auto fq = quant::FakeQuantSession::create(q->graph, qr);
     QBC_ASSERT_OK(fq);
     std::vector<float> got;

@@ -8,7 +8,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -124,24 +123,6 @@ class VisionQuant : public ::testing::Test {
   ir::WeightReader reader_;
 };
 
-/// A WeightReader over the float checkpoint with the sidecar tensors layered on top.
-ir::WeightReader with_sidecar(const ir::WeightReader& base, const quant::QuantizeResult& r) {
-  return [&base, &r](const ir::Weight& w, std::vector<float>* v) -> Status {
-    for (const tensorfile::TensorToWrite& t : r.sidecar) {
-      if (t.name != w.tensor) continue;
-      v->clear();
-      if (t.dtype == tensorfile::DType::kI8) {
-        for (uint8_t b : t.data) v->push_back(static_cast<float>(static_cast<int8_t>(b)));
-      } else {
-        v->resize(t.data.size() / sizeof(float));
-        std::memcpy(v->data(), t.data.data(), t.data.size());
-      }
-      return ok_status();
-    }
-    return base(w, v);
-  };
-}
-
 TEST_F(VisionQuant, FakeQuantFloatGraphTracksTheReference) {
   // Unquantized graph: fp16 values between ops, the float paths of gelu, rope_table,
   // full_attention (both kinds of block) and merge_rows.
@@ -181,7 +162,7 @@ TEST_F(VisionQuant, QuantizedFeaturesSqnrAboveThreshold) {
     const ir::Node& qkv = q->graph.node(q->graph.find("vis.blk.0.attn.qkv"));
     EXPECT_EQ(qkv.attrs.get_int("in_dynamic", 0), c.dynamic ? 1 : 0) << c.label;
     EXPECT_EQ(qkv.attrs.get_int("in_asym", 0), c.asym ? 1 : 0) << c.label;
-    const ir::WeightReader qr = with_sidecar(reader_, *q);
+    const ir::WeightReader qr = quant::with_sidecar(reader_, *q);
     auto fq = quant::FakeQuantSession::create(q->graph, qr);
     QBC_ASSERT_OK(fq);
     for (uint32_t seed : {100u, 101u}) {  // images not in the calibration set
