@@ -524,7 +524,9 @@ Status check_buffer_space(const Bundle& b, const std::vector<int64_t>& instances
     return ok_status();
   };
   QBC_RETURN_IF_ERROR(io(b.input, b.chunk * b.hidden * 2, "input (fp16 [chunk, hidden])"));
-  QBC_RETURN_IF_ERROR(io(b.output, b.chunk * b.vocab * 4, "output (fp32 [chunk, vocab])"));
+  // A feature bundle's output may have fewer rows than its inputs (V10 checked how many).
+  const int64_t out_rows = b.kind == BundleKind::kFeatures ? b.output_rows : b.chunk;
+  QBC_RETURN_IF_ERROR(io(b.output, out_rows * b.vocab * 4, "output (fp32 [rows, vocab])"));
   for (int32_t id : {b.rope_inputs.cos, b.rope_inputs.sin})
     QBC_RETURN_IF_ERROR(
         io(id, b.chunk * b.rope_inputs.head_dim, "rope table (fp16 [chunk, head_dim/2])"));
@@ -840,7 +842,8 @@ Status check_features_v10(const Bundle& b) {
   if (b.input >= 0 || b.rope_inputs.present())
     return bad("a feature bundle has an inputs_embeds or rope-table input");
   if (b.feature_inputs.empty()) return bad("a feature bundle without inputs");
-  const auto io_buffer = [&](int32_t id, int64_t need, const std::string& what) -> Status {
+  const auto io_buffer = [&](int32_t id, int64_t need, int64_t rows,
+                             const std::string& what) -> Status {
     if (id < 0 || id >= static_cast<int64_t>(b.buffers.size()))
       return bad(what + ": buffer #" + num(id) + " does not exist");
     const Buffer& buf = b.buffers[static_cast<size_t>(id)];
@@ -848,7 +851,7 @@ Status check_features_v10(const Bundle& b) {
       return bad(what + ": buffer " + buffer_name(b, id) + " is not an io buffer in DRAM");
     if (buf.bytes < need) {
       return bad(what + ": buffer " + buffer_name(b, id) + " holds " + num(buf.bytes) +
-                 " bytes, less than the " + num(need) + " of " + num(b.chunk) + " rows");
+                 " bytes, less than the " + num(need) + " of " + num(rows) + " rows");
     }
     return ok_status();
   };
@@ -866,13 +869,17 @@ Status check_features_v10(const Bundle& b) {
       if (id == in.buffer) return bad(what + " shares its buffer with another input");
     }
     seen.push_back(in.buffer);
-    QBC_RETURN_IF_ERROR(io_buffer(in.buffer, (b.chunk - 1) * in.stride + 2 * in.width, what));
+    QBC_RETURN_IF_ERROR(
+        io_buffer(in.buffer, (b.chunk - 1) * in.stride + 2 * in.width, b.chunk, what));
   }
   if (b.vocab < 1 || b.output_stride < 4 * b.vocab || b.output_stride > kMaxField)
     return bad("feature output: width " + num(b.vocab) + " and row stride " + num(b.output_stride) +
                " (at least 4 * width)");
-  QBC_RETURN_IF_ERROR(
-      io_buffer(b.output, (b.chunk - 1) * b.output_stride + 4 * b.vocab, "feature output"));
+  if (b.output_rows < 1 || b.output_rows > b.chunk || b.chunk % b.output_rows != 0)
+    return bad("feature output: " + num(b.output_rows) + " rows per call, not a divisor of the " +
+               num(b.chunk) + " input rows");
+  QBC_RETURN_IF_ERROR(io_buffer(b.output, (b.output_rows - 1) * b.output_stride + 4 * b.vocab,
+                                b.output_rows, "feature output"));
   for (size_t m = 0; m < b.modes.size(); ++m) {
     for (const CoreProgram& cp : b.modes[m].decode.cores) {
       if (!cp.code.empty())

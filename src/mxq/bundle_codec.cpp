@@ -92,11 +92,13 @@ Status decode_rope_inputs(const pb::RopeInputs& p, const std::string& where, isa
 Status decode_features(const pb::Layout& l, const std::string& where, isa::Bundle* b) {
   b->feature_inputs.clear();
   b->output_stride = 0;
+  b->output_rows = 0;
   if (l.kind() > 1) return data_loss(where, ": bundle kind ", l.kind(), " (0 decoder, 1 features)");
   b->kind = l.kind() == 1 ? isa::BundleKind::kFeatures : isa::BundleKind::kDecoder;
   if (b->kind == isa::BundleKind::kDecoder) {
-    if (l.feature_inputs_size() > 0 || l.output_stride() != 0)
-      return data_loss(where, ": a decoder layout with feature inputs or a feature output stride");
+    if (l.feature_inputs_size() > 0 || l.output_stride() != 0 || l.output_rows() != 0)
+      return data_loss(where,
+                       ": a decoder layout with feature inputs or a feature output stride or rows");
     return ok_status();
   }
   if (l.feature_inputs_size() < 1 || l.feature_inputs_size() > 64)
@@ -108,6 +110,7 @@ Status decode_features(const pb::Layout& l, const std::string& where, isa::Bundl
     b->feature_inputs.push_back(isa::FeatureInput{p.name(), p.buffer(), p.width(), p.stride()});
   }
   b->output_stride = l.output_stride();
+  b->output_rows = l.output_rows() == 0 ? b->chunk : l.output_rows();
   return ok_status();
 }
 
@@ -196,6 +199,7 @@ pb::Layout encode_layout(const isa::Bundle& b) {
       p->set_stride(in.stride);
     }
     l.set_output_stride(b.output_stride);
+    l.set_output_rows(b.output_rows);
   }
   l.set_image_base(b.image_base);
   l.set_image_bytes(b.image_size());

@@ -39,6 +39,7 @@ Status lower_program(Context& cx, const ModeRequest& m, isa::Phase phase, isa::P
       switch (n.op) {
         case Op::kInput:
         case Op::kSlice:
+        case Op::kMergeRows:  // views (plan-memory)
           continue;
         case Op::kQLinear:
           lower_linear(n, id, L);

@@ -103,7 +103,7 @@ void AttentionLowering::append() {
   const int32_t vc = sram.alloc("vcodes", vt_, isa::dtype_bytes(vt_, mt * kvw), {mt, kvw});
   const int32_t prm = sram.alloc("params", DType::kF32, ai_.params_bytes, {ai_.params_bytes / 4});
   load_params(prm, pass_kv);
-  const int var = L_.s.begin_loop(round_robin_trip(mt, c, P), id_, pass_kv);
+  const int var = L_.s.begin_loop(round_robin_trip(Expr::sym(Sym::kSeq), mt, c, P), id_, pass_kv);
   const Expr row0 = (Expr(c) + Expr(P) * Expr::loop(var)) * Expr(mt);
   const Expr rows = (seq_ - row0).min(Expr(mt));
   L_.s.emit(L_.load_rows(loc(n_.operands[1].value), k16, row0, rows), Queue::kLoad, id_, pass_kv);

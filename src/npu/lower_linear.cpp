@@ -189,9 +189,10 @@ void LinearLowering::channel_tile(int64_t ti, int64_t p, const Expr& row0, const
 
 void LinearLowering::run(const std::string& name, int64_t a, int64_t b) {
   alloc(name);
-  const int var = L_.s.begin_loop(Expr::sym(Sym::kSeq).ceildiv(Expr(mt_)), id_, pass_);
+  const Expr all = L_.rows(id_);
+  const int var = L_.s.begin_loop(all.ceildiv(Expr(mt_)), id_, pass_);
   const Expr row0 = Expr::loop(var) * Expr(mt_);
-  const Expr rows = (Expr::sym(Sym::kSeq) - row0).min(Expr(mt_));
+  const Expr rows = (all - row0).min(Expr(mt_));
   quantize(row0, rows);
   for (int64_t ti = a; ti < b; ++ti) channel_tile(ti, (ti - a) % 2, row0, rows);
   L_.s.end_loop();

@@ -50,10 +50,11 @@ void lower_rows(const Node& n, int id, CoreLowering& L) {
     d.dst_stride = d.src_stride = d.row_bytes;
     L.s.emit(d, Queue::kLoad, id, pass);
   }
-  const int var = L.s.begin_loop(round_robin_trip(mt, L.c, L.P), id, pass);
+  const Expr all = L.rows(id);
+  const int var = L.s.begin_loop(round_robin_trip(all, mt, L.c, L.P), id, pass);
   const Expr tile = Expr(L.c) + Expr(L.P) * Expr::loop(var);
   const Expr row0 = tile * Expr(mt);
-  const Expr rows = (Expr::sym(Sym::kSeq) - row0).min(Expr(mt));
+  const Expr rows = (all - row0).min(Expr(mt));
   for (size_t i = 0; i < in.size(); ++i)
     L.s.emit(L.load_rows(*in[i], ibuf[i], row0, rows), Queue::kLoad, id, pass);
   switch (n.op) {

@@ -65,6 +65,9 @@ struct CoreLowering {
   /// A fresh SRAM stage of this core named after `name`, for stage `stage` of the plan
   /// (whose `used` bytes it records).
   SramStage sram(const std::string& name, int32_t stage) const;
+  /// Rows of node `id`'s value in this call: the call's rows (Sym::kSeq), over the node's
+  /// row_div past a merge_rows (a feature call's rows are a multiple of it).
+  isa::Expr rows(int id) const;
   /// A barrier of the P cores (nothing on one core), for MBLT node `node`.
   void barrier(int node);
   /// Rows [row0, row0 + rows) of value `v` into SRAM buffer `dst`, or back from `src`.
@@ -79,8 +82,8 @@ inline isa::Ref ref(int32_t buf, isa::Expr off = isa::Expr(0)) {
   return isa::Ref{buf, std::move(off)};
 }
 
-/// Row tiles dealt round-robin: core c of P takes tiles c, c + P, ... of ceil(seq / mt).
-isa::Expr round_robin_trip(int64_t mt, int c, int P);
+/// Row tiles dealt round-robin: core c of P takes tiles c, c + P, ... of ceil(rows / mt).
+isa::Expr round_robin_trip(const isa::Expr& rows, int64_t mt, int c, int P);
 
 /// A full_attention's distinct segment lengths, ascending (empty without segments): its
 /// attention descriptors after the node's own, one per length, with that length as the

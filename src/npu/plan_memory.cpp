@@ -127,8 +127,12 @@ int64_t plan_kv(Context& cx, Layout& lay) {
   return kv_bytes;
 }
 
-/// The last node reading each value; slices alias their input, so the input lives on to
-/// the slice's readers.
+/// A view: no instruction; its value points into its input's rows (a slice's columns, or
+/// merge_rows' groups of rows read as one wider row).
+bool is_view(const Node& n) { return n.op == Op::kSlice || n.op == Op::kMergeRows; }
+
+/// The last node reading each value; views alias their input, so the input lives on to
+/// the view's readers.
 std::vector<int> last_readers(const std::vector<Node>& nodes) {
   std::vector<int> last(nodes.size(), -1);
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -137,7 +141,7 @@ std::vector<int> last_readers(const std::vector<Node>& nodes) {
     }
   }
   for (size_t i = nodes.size(); i-- > 0;) {
-    if (nodes[i].op == Op::kSlice) {
+    if (is_view(nodes[i])) {
       const int src = nodes[i].operands[0].value;
       last[static_cast<size_t>(src)] = std::max(last[static_cast<size_t>(src)], last[i]);
     }
@@ -161,14 +165,14 @@ int32_t plan_activations(Context& cx, Layout& lay) {
   std::vector<int> act_values;
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
-    if (n.op == Op::kInput || n.op == Op::kSlice || static_cast<int>(i) == cx.plan.output) continue;
+    if (n.op == Op::kInput || is_view(n) || static_cast<int>(i) == cx.plan.output) continue;
     live.erase(std::remove_if(live.begin(), live.end(),
                               [&](const Live& l) { return l.end < static_cast<int>(i); }),
                live.end());
     const DType t = value_type(cx.g, static_cast<int32_t>(i), cx.plan.output);
     const int64_t width = n.type.dim(-1);
     const int64_t stride = align_up(isa::dtype_bytes(t, width), A);
-    const int64_t bytes = cx.o.chunk * stride;
+    const int64_t bytes = cx.plan.rows(i) * stride;
     std::sort(live.begin(), live.end(), [](const Live& a, const Live& b) { return a.off < b.off; });
     int64_t off = 0;
     for (const Live& l : live) {
@@ -185,27 +189,44 @@ int32_t plan_activations(Context& cx, Layout& lay) {
   for (int i : act_values) cx.plan.nodes[static_cast<size_t>(i)].place.buf = act;
   for (size_t i = 0; i < nodes.size(); ++i) {
     cx.plan.nodes[i].last_use = last[i];
-    if (nodes[i].op != Op::kSlice) continue;
+    if (!is_view(nodes[i])) continue;
     const int32_t from = nodes[i].operands[0].value;
     const ValueLoc& src = cx.plan.nodes[static_cast<size_t>(from)].place;
+    cx.plan.nodes[i].alias = from;
+    if (nodes[i].op == Op::kMergeRows) {  // f rows of c columns read as one row of f·c
+      const int64_t f = nodes[i].attrs.get_int("factor");
+      cx.plan.nodes[i].place = ValueLoc{src.buf, src.col, f * src.stride, f * src.width, src.type};
+      continue;
+    }
     const int64_t start = nodes[i].attrs.get_int("start"), end = nodes[i].attrs.get_int("end");
     cx.plan.nodes[i].place = ValueLoc{src.buf, src.col + isa::dtype_bytes(src.type, start),
                                       src.stride, end - start, src.type};
-    cx.plan.nodes[i].alias = from;
   }
   return act;
 }
 
-/// Slices are views (no instruction of their own): their consumers load the sliced columns
+/// Views have no instruction of their own. A slice's consumers load the sliced columns
 /// straight from the source rows, so the first sliced byte must be a DMA address
 /// (`target.dma_align`; docs/npu.md V3). Buffer offsets and slot strides are aligned, so
-/// the column offset decides. An unaligned start would need a copy stage the backend does
-/// not have: kUnimplemented naming the node.
-Status check_slices(const Context& cx) {
+/// the column offset decides. A merge_rows' consumers read f source rows as one, so the
+/// source rows must be dense (no padding between them). Either case otherwise would need a
+/// copy stage the backend does not have: kUnimplemented naming the node.
+Status check_views(const Context& cx) {
   const int64_t A = cx.o.target.dma_align;
   for (size_t i = 0; i < cx.plan.nodes.size(); ++i) {
     const Node& n = cx.g.node(static_cast<int32_t>(i));
     const ValueLoc& v = cx.plan.nodes[i].place;
+    if (n.op == Op::kMergeRows) {
+      const ValueLoc& src = cx.plan.nodes[static_cast<size_t>(n.operands[0].value)].place;
+      if (src.stride == isa::dtype_bytes(src.type, src.width)) continue;
+      return unimplemented(ir::describe(n), ": its input's rows of ",
+                           isa::dtype_bytes(src.type, src.width), " bytes are ", src.stride,
+                           " bytes apart; the backend lowers merge_rows as a view of dense rows "
+                           "(each row a multiple of the ",
+                           A,
+                           "-byte DMA alignment, not a column slice) and has no copy for "
+                           "padded ones");
+    }
     if (n.op != Op::kSlice || v.col % A == 0) continue;
     return unimplemented(ir::describe(n), ": slice start ", n.attrs.get_int("start"), " is byte ",
                          v.col, " of its source's rows, not a multiple of the ", A,
@@ -218,7 +239,7 @@ Status check_slices(const Context& cx) {
 /// The logits rows (fp32 from the head), per slot.
 Status plan_output(Context& cx, Layout& lay) {
   const Node& out = cx.g.node(cx.plan.output);
-  if (out.op == Op::kSlice || out.op == Op::kInput)
+  if (is_view(out) || out.op == Op::kInput)
     return unimplemented("graph output ", ir::describe(out),
                          " computes nothing (a slice is a view of its source): the backend "
                          "writes the logits from the head node that computes them");
@@ -229,9 +250,9 @@ Status plan_output(Context& cx, Layout& lay) {
                          "' is fp16; the backend writes fp32 logits from the head");
   const int64_t vocab = out.type.dim(-1);
   const int64_t out_stride = align_up(vocab * 4, cx.o.target.dma_align);
-  cx.plan.logits =
-      add_dram(cx, lay, cx.plan.features() ? "io." + out.name : "io.logits", isa::Purpose::kIo,
-               DType::kF32, cx.o.chunk * out_stride, {cx.o.chunk, vocab}, true);
+  const int64_t rows = cx.plan.rows(static_cast<size_t>(cx.plan.output));
+  cx.plan.logits = add_dram(cx, lay, cx.plan.features() ? "io." + out.name : "io.logits",
+                            isa::Purpose::kIo, DType::kF32, rows * out_stride, {rows, vocab}, true);
   cx.plan.nodes[static_cast<size_t>(cx.plan.output)].place =
       ValueLoc{cx.plan.logits, 0, out_stride, vocab, DType::kF32};
   return ok_status();
@@ -305,7 +326,7 @@ Status plan_dram(Context& cx, Layout& lay) {
   }
   plan_rope_inputs(cx, lay);
   const int32_t act = plan_activations(cx, lay);
-  QBC_RETURN_IF_ERROR(check_slices(cx));
+  QBC_RETURN_IF_ERROR(check_views(cx));
   QBC_RETURN_IF_ERROR(plan_output(cx, lay));
   const int64_t scratch = plan_scratch(cx, lay);
   const int64_t base = align_up(lay.weights_top, 4096);
@@ -341,6 +362,7 @@ void emit_dram(Context& cx) {
   }
   cx.b.kind = isa::BundleKind::kFeatures;
   cx.b.output_stride = cx.plan.nodes[static_cast<size_t>(cx.plan.output)].place.stride;
+  cx.b.output_rows = cx.plan.rows(static_cast<size_t>(cx.plan.output));
   for (size_t i = 0; i < cx.plan.feature_inputs.size(); ++i) {
     const NodePlan& np = cx.plan.nodes[static_cast<size_t>(cx.plan.feature_inputs[i])];
     cx.b.feature_inputs.push_back(

@@ -252,6 +252,7 @@ Status node(Line& c, const Plan& p, NodePlan& n) {
   QBC_RETURN_IF_ERROR(c.word(5, kind_word, "a node kind", &n.kind));
   QBC_RETURN_IF_ERROR(c.lit("width"));
   QBC_RETURN_IF_ERROR(c.num(&n.width));
+  if (c.accept("row_div ")) QBC_RETURN_IF_ERROR(c.num(&n.row_div));
   if (n.kind == NodeKind::kLinear) QBC_RETURN_IF_ERROR(linear(c, n.linear));
   if (n.kind == NodeKind::kAttention) QBC_RETURN_IF_ERROR(attention(c, n.attention));
   if (n.kind == NodeKind::kRows) {

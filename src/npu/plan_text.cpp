@@ -63,6 +63,7 @@ void print_node(const Plan& p, size_t i, std::ostringstream& os) {
   const NodePlan& n = p.nodes[i];
   os << "  %" << i << " " << n.name << " " << n.op << " " << kind_name(n.kind) << " width "
      << n.width;
+  if (n.row_div != 1) os << " row_div " << n.row_div;
   if (n.kind == NodeKind::kLinear) print_linear(n.linear, os);
   if (n.kind == NodeKind::kAttention) print_attention(n.attention, os);
   if (n.kind == NodeKind::kRows) os << ": rows " << n.rows_mt;

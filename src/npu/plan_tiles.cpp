@@ -140,6 +140,9 @@ Status check_graph(Context& cx) {
       case Op::kGelu:
         break;
       case Op::kMergeRows:
+        if (n.attrs.get_int("factor") < 1)
+          return invalid_argument(ir::describe(n), ": merge factor ", n.attrs.get_int("factor"));
+        break;
       case Op::kAvgPool:
         return unimplemented(ir::describe(n), ": op '", ir::op_info(n.op).name,
                              "' has no ARIES backend lowering yet (docs/multimodal.md)");
@@ -202,7 +205,8 @@ int64_t row_tile(int64_t budget, int64_t bytes_per_row, int64_t fixed, int64_t c
 /// `fixed` bytes and one tile of rows (kResourceExhausted when not even one row fits).
 StatusOr<int64_t> row_stage(Context& cx, const Node& n, int32_t id, const std::string& suffix,
                             int64_t bytes_per_row, int64_t fixed) {
-  const int64_t mt = row_tile(cx.plan.sram_budget, bytes_per_row, fixed, cx.o.chunk);
+  const int64_t mt =
+      row_tile(cx.plan.sram_budget, bytes_per_row, fixed, cx.plan.rows(static_cast<size_t>(id)));
   const int64_t need = fixed + mt * bytes_per_row;
   if (need > cx.plan.sram_budget) {
     return resource_exhausted(
@@ -236,7 +240,8 @@ Status plan_rows(Context& cx, const Node& n, int32_t id) {
   return ok_status();
 }
 
-Status plan_linear(Context& cx, const Node& n, LinearPlan* li, int64_t* sram) {
+/// `rows`: the node's rows per call (its row tiles are at most that).
+Status plan_linear(Context& cx, const Node& n, int64_t rows, LinearPlan* li, int64_t* sram) {
   QBC_ASSIGN_OR_RETURN(const ir::QLinearParams qp, ir::qlinear_params(n));
   const numerics::QLinear& q = qp.linear;
   const ir::Weight* wq = cx.g.find_weight(n.operands[1].weight);
@@ -278,7 +283,7 @@ Status plan_linear(Context& cx, const Node& n, LinearPlan* li, int64_t* sram) {
   const int64_t cores = cx.o.target.cores();
   int64_t nt_cap = std::max<int64_t>(unit_n, align_up(cdiv(li->n, cores), unit_n));
   nt_cap = std::min<int64_t>(nt_cap, align_up(li->n, unit_n));
-  for (int64_t mt = std::min<int64_t>(cx.o.chunk, 64); mt >= 1; mt /= 2) {
+  for (int64_t mt = std::min<int64_t>(rows, 64); mt >= 1; mt /= 2) {
     if (mt * li->k * (xb + cb) + 512 > cx.plan.sram_budget) continue;
     // K tiles: the whole row, else halves that stay multiples of the group (or of 32).
     const int64_t unit = li->group > 0 ? li->group : 32;
@@ -445,7 +450,7 @@ void set_header(Context& cx) {
     np.name = n.name;
     np.op = ir::op_info(n.op).name;
     np.kind = n.op == Op::kInput                                     ? NodeKind::kInput
-              : n.op == Op::kSlice                                   ? NodeKind::kSlice
+              : n.op == Op::kSlice || n.op == Op::kMergeRows         ? NodeKind::kSlice
               : n.op == Op::kQLinear                                 ? NodeKind::kLinear
               : n.op == Op::kAttention || n.op == Op::kFullAttention ? NodeKind::kAttention
                                                                      : NodeKind::kRows;
@@ -453,6 +458,44 @@ void set_header(Context& cx) {
         n.op == Op::kSlice ? n.attrs.get_int("end") - n.attrs.get_int("start") : n.type.dim(-1);
     p.nodes.push_back(std::move(np));
   }
+}
+
+/// Row counts (docs/npu.md "Feature bundles"): a node's value has the graph's rows over its
+/// row_div, which is its operands' (equal over them) times the factor of a merge_rows. Only a
+/// feature graph merges rows (its calls always carry the compiled chunk, which the factors
+/// must divide), and nothing that mixes rows across positions (attention, rope tables) may
+/// follow a merge.
+Status plan_row_counts(Context& cx) {
+  const auto& nodes = cx.g.nodes();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
+    int64_t div = 0;
+    for (const ir::Operand& op : n.operands) {
+      if (op.is_weight()) continue;
+      const int64_t d = cx.plan.nodes[static_cast<size_t>(op.value)].row_div;
+      if (div != 0 && d != div)
+        return unimplemented(ir::describe(n), ": operands with ", div, " and ", d,
+                             " graph rows per row (one is past a merge_rows, one is not)");
+      div = d;
+    }
+    if (div == 0) div = 1;
+    if (n.op == Op::kMergeRows) {
+      if (!cx.plan.features())
+        return unimplemented(ir::describe(n),
+                             ": merge_rows outside a feature graph (a decoder's rows are tokens)");
+      div *= n.attrs.get_int("factor");
+      if (cx.o.chunk % div != 0)
+        return invalid_argument(ir::describe(n), ": merges ", div, " rows into one, but the ",
+                                cx.o.chunk, " rows of a call are not a multiple of ", div);
+    }
+    if (div != 1 && (n.op == Op::kAttention || n.op == Op::kFullAttention || n.op == Op::kRope ||
+                     n.op == Op::kRopeTable)) {
+      return unimplemented(ir::describe(n), ": op '", ir::op_info(n.op).name,
+                           "' after a merge_rows has no ARIES lowering");
+    }
+    cx.plan.nodes[i].row_div = div;
+  }
+  return ok_status();
 }
 
 /// The rope node's frequency table as a descriptor of the bundle.
@@ -481,7 +524,8 @@ Status plan_node(Context& cx, const Node& n, int32_t id) {
   np.stage = static_cast<int32_t>(cx.plan.stages.size());
   if (np.kind == NodeKind::kLinear) {
     int64_t sram = 0;
-    QBC_RETURN_IF_ERROR(plan_linear(cx, n, &np.linear, &sram));
+    QBC_RETURN_IF_ERROR(
+        plan_linear(cx, n, cx.plan.rows(static_cast<size_t>(id)), &np.linear, &sram));
     cx.plan.stages.push_back({id, n.name, sram, 0});
     return ok_status();
   }
@@ -499,6 +543,7 @@ class PlanTiles final : public pass::Pass<Context> {
     QBC_RETURN_IF_ERROR(ir::verify(cx.g));
     QBC_RETURN_IF_ERROR(check_graph(cx));
     set_header(cx);
+    QBC_RETURN_IF_ERROR(plan_row_counts(cx));
     for (size_t i = 0; i < cx.g.nodes().size(); ++i)
       QBC_RETURN_IF_ERROR(plan_node(cx, cx.g.nodes()[i], static_cast<int32_t>(i)));
     cx.plan.tiled = true;
@@ -512,6 +557,7 @@ class PlanTiles final : public pass::Pass<Context> {
 isa::DType value_type(const ir::Graph& g, int32_t id, int32_t output) {
   if (id == output) return DType::kF32;
   const Node& n = g.node(id);
+  if (n.op == Op::kMergeRows) return value_type(g, n.operands[0].value, output);  // a view
   const bool f32 = n.part == ir::Part::kHead && n.op != Op::kRmsNorm && n.op != Op::kLayerNorm &&
                    !(n.op == Op::kQLinear && n.attrs.get_int("out_fp16") != 0);
   return f32 ? DType::kF32 : DType::kF16;

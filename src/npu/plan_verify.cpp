@@ -79,6 +79,9 @@ Status p1_node(const Plan& p, size_t i) {
         return invalid_argument(kP1, ": ", node(p, i), ": stage s", s, " belongs to another node");
     }
   }
+  if (n.row_div < 1 || p.chunk % n.row_div != 0)
+    return invalid_argument(kP1, ": ", node(p, i), ": row_div ", n.row_div, " does not divide the ",
+                            p.chunk, " rows of a call");
   if (n.rope >= 0 && n.op != "rope")
     return invalid_argument(kP1, ": ", node(p, i), ": a rope table");
   if (!p.placed) return ok_status();
@@ -182,9 +185,10 @@ Status p3_linear(const Plan& p, size_t i) {
   const LinearTiles& t = l.t;
   const int64_t yb = l.out_fp16 ? 2 : 4;
   if (l.n < 1 || l.k < 1 || l.ntiles != cdiv(l.n, t.nt) || l.ktiles != cdiv(l.k, t.kt) ||
-      t.kt > l.k || t.mt > p.chunk)
+      t.kt > l.k || t.mt > p.rows(i))
     return fail(kP3, node(p, i), ": [", l.n, " x ", l.k, "] in tiles nt ", t.nt, " kt ", t.kt,
-                " mt ", t.mt, " counted ", l.ntiles, " x ", l.ktiles, " (chunk ", p.chunk, ")");
+                " mt ", t.mt, " counted ", l.ntiles, " x ", l.ktiles, " (", p.rows(i),
+                " rows per call)");
   if ((t.nt * yb) % p.dma_align != 0)
     return fail(kP3, node(p, i), ": channel tiles of ", t.nt * yb, " output bytes are not a ",
                 "multiple of the DMA alignment ", p.dma_align);
@@ -214,8 +218,9 @@ Status p3(const Plan& p) {
     const NodePlan& n = p.nodes[i];
     if (n.kind == NodeKind::kLinear) QBC_RETURN_IF_ERROR(p3_linear(p, i));
     if (n.kind == NodeKind::kAttention) QBC_RETURN_IF_ERROR(p3_attention(p, i));
-    if (n.kind == NodeKind::kRows && n.rows_mt > p.chunk)
-      return fail(kP3, node(p, i), ": ", n.rows_mt, " rows per tile for a chunk of ", p.chunk);
+    if (n.kind == NodeKind::kRows && n.rows_mt > p.rows(i))
+      return fail(kP3, node(p, i), ": ", n.rows_mt, " rows per tile for ", p.rows(i),
+                  " rows per call");
   }
   return ok_status();
 }
@@ -252,7 +257,18 @@ Status p5_buffer(const Plan& p, size_t i) {
   }
   if (want >= 0 && v.buf != want)
     return fail(kP5, "value %", n.name, " is in buffer #", v.buf, ", not ", buffer(p, want));
-  if (n.kind == NodeKind::kSlice) {
+  if (n.kind == NodeKind::kSlice && n.op == "merge_rows") {
+    const NodePlan& from = p.nodes[static_cast<size_t>(n.alias)];
+    const ValueLoc& src = from.place;
+    const int64_t f = n.row_div / from.row_div;
+    if (f * from.row_div != n.row_div || v.buf != src.buf || v.col != src.col ||
+        v.type != src.type || src.stride != isa::dtype_bytes(src.type, src.width) ||
+        v.stride != f * src.stride || v.width != f * src.width)
+      return fail(kP5, "merge_rows %", n.name, " (", v.width, " columns ", v.stride,
+                  " bytes apart, row_div ", n.row_div, ") is not ", f, " dense rows of %",
+                  from.name, " (", src.width, " columns ", src.stride, " bytes apart, row_div ",
+                  from.row_div, ")");
+  } else if (n.kind == NodeKind::kSlice) {
     const ValueLoc& src = p.nodes[static_cast<size_t>(n.alias)].place;
     const int64_t end = v.col + isa::dtype_bytes(v.type, v.width);
     if (v.buf != src.buf || v.stride != src.stride || v.type != src.type || v.col < src.col ||
@@ -279,9 +295,9 @@ Status p5(const Plan& p) {
     const int64_t row = isa::dtype_bytes(v.type, v.width);
     const int64_t size = p.buffers[static_cast<size_t>(v.buf)].bytes;
     if (v.width != n.width || v.stride < row || v.col < 0 ||
-        (n.kind != NodeKind::kSlice && v.col + (p.chunk - 1) * v.stride + row > size))
+        (n.kind != NodeKind::kSlice && v.col + (p.rows(i) - 1) * v.stride + row > size))
       return fail(kP5, "value %", n.name, ": width ", v.width, " (the node's ", n.width,
-                  "), rows of ", row, " bytes ", v.stride, " apart from ", v.col, ", ", p.chunk,
+                  "), rows of ", row, " bytes ", v.stride, " apart from ", v.col, ", ", p.rows(i),
                   " rows in ", buffer(p, v.buf), " of ", size, " bytes");
   }
   return ok_status();
@@ -304,8 +320,8 @@ Status p6(const Plan& p) {
     for (size_t y = x + 1; y < act.size() && static_cast<int64_t>(act[y]) <= end; ++y) {
       const NodePlan& nb = p.nodes[act[y]];
       if (nb.place.buf != na.place.buf) continue;
-      const int64_t a0 = na.place.col, a1 = a0 + p.chunk * na.place.stride;
-      const int64_t b0 = nb.place.col, b1 = b0 + p.chunk * nb.place.stride;
+      const int64_t a0 = na.place.col, a1 = a0 + p.rows(a) * na.place.stride;
+      const int64_t b0 = nb.place.col, b1 = b0 + p.rows(act[y]) * nb.place.stride;
       if (a0 < b1 && b0 < a1)
         return fail("P6 (live values disjoint)", "value %", na.name, " (live to %", end,
                     ") at bytes [", a0, ", ", a1, ") and value %", nb.name, " at [", b0, ", ", b1,

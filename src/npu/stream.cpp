@@ -88,8 +88,15 @@ isa::Dma CoreLowering::store_rows(const ValueLoc& v, int32_t src, const Expr& ro
   return d;
 }
 
-Expr round_robin_trip(int64_t mt, int c, int P) {
-  return (Expr::sym(Sym::kSeq).ceildiv(Expr(mt)) - Expr(c)).ceildiv(Expr(P)).max(Expr(0));
+Expr round_robin_trip(const Expr& rows, int64_t mt, int c, int P) {
+  return (rows.ceildiv(Expr(mt)) - Expr(c)).ceildiv(Expr(P)).max(Expr(0));
+}
+
+Expr CoreLowering::rows(int id) const {
+  const int64_t div = cx.plan.nodes[static_cast<size_t>(id)].row_div;
+  // The same expression as before row counts existed when nothing merges rows, so decoder
+  // programs keep their bytes.
+  return div == 1 ? Expr::sym(Sym::kSeq) : Expr::sym(Sym::kSeq).ceildiv(Expr(div));
 }
 
 }  // namespace qbc::npu

@@ -18,32 +18,37 @@ StatusOr<std::unique_ptr<FeatureSession>> FeatureSession::create(
   const isa::Bundle& b = *bundle;
   if (b.kind != isa::BundleKind::kFeatures || b.feature_inputs.empty() || b.output < 0)
     return invalid_argument("bundle: not a feature bundle (a decoder runs in an NpuSession)");
-  const auto holds = [&](int32_t id, int64_t need, const std::string& what) -> Status {
+  const auto holds = [&](int32_t id, int64_t need, int64_t rows,
+                         const std::string& what) -> Status {
     if (id < 0 || static_cast<size_t>(id) >= b.buffers.size())
       return invalid_argument("bundle: ", what, ": buffer #", id, " does not exist");
     if (b.buffers[static_cast<size_t>(id)].bytes < need)
       return invalid_argument("bundle: ", what, ": buffer '",
                               b.buffers[static_cast<size_t>(id)].name, "' holds fewer than the ",
-                              need, " bytes of ", b.chunk, " rows");
+                              need, " bytes of ", rows, " rows");
     return ok_status();
   };
   for (const isa::FeatureInput& in : b.feature_inputs) {
     if (in.width < 1 || in.stride < 2 * in.width)
       return invalid_argument("bundle: feature input '", in.name, "': width ", in.width,
                               ", row stride ", in.stride);
-    QBC_RETURN_IF_ERROR(holds(in.buffer, (b.chunk - 1) * in.stride + 2 * in.width,
+    QBC_RETURN_IF_ERROR(holds(in.buffer, (b.chunk - 1) * in.stride + 2 * in.width, b.chunk,
                               "feature input '" + in.name + "'"));
   }
   if (b.vocab < 1 || b.output_stride < 4 * b.vocab)
     return invalid_argument("bundle: feature output width ", b.vocab, ", row stride ",
                             b.output_stride);
-  QBC_RETURN_IF_ERROR(
-      holds(b.output, (b.chunk - 1) * b.output_stride + 4 * b.vocab, "feature output"));
+  if (b.output_rows < 1 || b.output_rows > b.chunk || b.chunk % b.output_rows != 0)
+    return invalid_argument("bundle: ", b.output_rows, " feature output rows for ", b.chunk,
+                            " input rows");
+  QBC_RETURN_IF_ERROR(holds(b.output, (b.output_rows - 1) * b.output_stride + 4 * b.vocab,
+                            b.output_rows, "feature output"));
   QBC_ASSIGN_OR_RETURN(std::shared_ptr<Device> device, Device::create(std::move(bundle), options));
   return std::unique_ptr<FeatureSession>(new FeatureSession(std::move(device)));
 }
 
 int64_t FeatureSession::rows() const { return device_->bundle().chunk; }
+int64_t FeatureSession::output_rows() const { return device_->bundle().output_rows; }
 int64_t FeatureSession::width() const { return device_->bundle().vocab; }
 
 Status FeatureSession::forward(const std::vector<std::vector<float>>& inputs,
@@ -69,11 +74,12 @@ Status FeatureSession::forward(const std::vector<std::vector<float>>& inputs,
     }
   }
   QBC_RETURN_IF_ERROR(device_->run(isa::Phase::kPrefill, 0, 0, rows));
+  const int64_t out_rows = b.output_rows;
   const uint8_t* src =
-      device_->dram(device_->address(b.output, 0), (rows - 1) * b.output_stride + 4 * b.vocab);
+      device_->dram(device_->address(b.output, 0), (out_rows - 1) * b.output_stride + 4 * b.vocab);
   if (src == nullptr) return internal_error("feature output outside DRAM");
-  out->resize(static_cast<size_t>(rows * b.vocab));
-  for (int64_t r = 0; r < rows; ++r)
+  out->resize(static_cast<size_t>(out_rows * b.vocab));
+  for (int64_t r = 0; r < out_rows; ++r)
     load(src + r * b.output_stride, b.vocab, out->data() + r * b.vocab);
   return ok_status();
 }

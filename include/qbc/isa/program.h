@@ -194,8 +194,10 @@ struct Bundle {
   BundleKind kind = BundleKind::kDecoder;
   std::vector<FeatureInput> feature_inputs;  ///< kFeatures: the graph's inputs, in node order
   int64_t output_stride = 0;                 ///< kFeatures: bytes between output rows
-  int64_t image_base = 0;                    ///< DRAM address of image[0]
-  std::vector<uint8_t> image;                ///< initial DRAM contents of the weight region
+  /// kFeatures: output rows per call (chunk, or chunk / f after a merge of f rows into one)
+  int64_t output_rows = 0;
+  int64_t image_base = 0;      ///< DRAM address of image[0]
+  std::vector<uint8_t> image;  ///< initial DRAM contents of the weight region
   DramPlan dram;
 
   /// Weight bytes held outside the bundle. A reader that maps its file (the MXQ layer, which

@@ -78,6 +78,7 @@ struct NodePlan {
   std::string op;  ///< the MBLT op name
   NodeKind kind = NodeKind::kRows;
   int64_t width = 0;         ///< elements per row of the node's value
+  int64_t row_div = 1;       ///< the graph's rows over this value's rows (> 1 past merge_rows)
   LinearPlan linear;         ///< kLinear
   AttentionPlan attention;   ///< kAttention
   int64_t rows_mt = 0;       ///< kRows: rows per tile (prefill; decode uses 1)
@@ -85,7 +86,7 @@ struct NodePlan {
   int32_t rope = -1;         ///< rope: isa::Bundle::ropes index
   int32_t stage = -1;        ///< its first SRAM stage in Plan::stages (attention: two)
   ValueLoc place;            ///< plan-memory; buf -1 for the positions input
-  int32_t alias = -1;        ///< a slice: the node whose value it points into
+  int32_t alias = -1;        ///< a view (slice, merge_rows): the node whose value it points into
   int32_t last_use = -1;     ///< the last node reading the value (slices extend their input)
 };
 
@@ -127,6 +128,8 @@ struct Plan {
   /// and its io buffer (plan-memory). Empty for a decoder. Not in the plan text yet.
   std::vector<int32_t> feature_inputs, feature_bufs;
   bool features() const { return !feature_inputs.empty(); }
+  /// Rows of node `i`'s value per prefill call: the chunk over its row_div.
+  int64_t rows(size_t i) const { return chunk / nodes[i].row_div; }
   std::vector<StagePlan> stages;  ///< in node order
   // plan-memory.
   std::vector<DramBuffer> buffers;

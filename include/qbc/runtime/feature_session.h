@@ -23,11 +23,13 @@ class FeatureSession {
                                                           const DeviceOptions& options);
   /// One call: `inputs` in the bundle's input order (Bundle::feature_inputs, the graph's
   /// input order), each rows x width fp32 values rounded to fp16 at the NPU boundary, rows
-  /// the bundle's chunk; `out` receives rows x the output width, fp32. kInvalidArgument
+  /// the bundle's chunk; `out` receives output_rows() x the output width, fp32. kInvalidArgument
   /// naming the input whose size is wrong.
   Status forward(const std::vector<std::vector<float>>& inputs, std::vector<float>* out);
-  /// Rows per call and the output width.
+  /// Input rows per call, output rows per call (the input rows, or fewer when the graph
+  /// merges rows, e.g. Qwen2-VL's 2x2 merger: a quarter) and the output width.
   int64_t rows() const;
+  int64_t output_rows() const;
   int64_t width() const;
   Device& device() { return *device_; }
 

@@ -529,6 +529,7 @@ Bundle feature_bundle() {
   b.feature_inputs = {FeatureInput{"patches", kIn, 64, 128}};
   b.input = -1;
   b.output_stride = 256;
+  b.output_rows = 16;
   decode(b).clear();
   return b;
 }
@@ -555,6 +556,22 @@ TEST(IsaVerify, V10FeatureInputSmallerThanItsRows) {
   expect_feature_broken(
       [](Bundle& b) { b.feature_inputs[0].stride = 256; },
       {"feature input 'patches'", "holds 2048 bytes", "less than the 3968", "of 16 rows"});
+}
+
+TEST(IsaVerify, V10FeatureOutputRowsNotADivisorOfTheInputRows) {
+  expect_feature_broken([](Bundle& b) { b.output_rows = 5; },
+                        {"feature output: 5 rows per call", "16 input rows"});
+  expect_feature_broken([](Bundle& b) { b.output_rows = 0; }, {"feature output: 0 rows"});
+}
+
+TEST(IsaVerify, V10FeatureOutputSmallerThanItsRows) {
+  // Four output rows of 1024 bytes need 3 * 1024 + 4 * vocab bytes.
+  expect_feature_broken(
+      [](Bundle& b) {
+        b.output_rows = 4;
+        b.output_stride = 1024 * 4;
+      },
+      {"feature output", "of 4 rows"});
 }
 
 TEST(IsaVerify, V10FeatureInputNamedTwice) {
