@@ -56,10 +56,10 @@ pass::Instrumentation quant_part(const CompileRequest& r) {
   return q;
 }
 
-// The vision tower's ops are not lowered to the ARIES backend (a decoder's rope_table is), and the
-// compile's quant stage runs the decoder pipeline (quant::quantize_vision is the vision one;
-// docs/multimodal.md): exit 3 naming the first, before the graph's source model is opened (a VLM
-// folder's language part is not read yet).
+// A vision tower's MBLT alone: the compile's quant stage runs the decoder pipeline
+// (quant::quantize_vision, which the VLM folder's compile runs, is the vision one;
+// docs/multimodal.md): exit 3 naming the first tower op, before the graph's source model is
+// opened.
 Status refuse_vision_ops(const std::string& path) {
   if (!is_mblt_path(path)) return ok_status();
   QBC_ASSIGN_OR_RETURN(const ir::Graph g, ir::load(path));
@@ -71,8 +71,9 @@ Status refuse_vision_ops(const std::string& path) {
     if (n.op == ir::Op::kGelu || (n.op == ir::Op::kRopeTable && !decoder) ||
         n.op == ir::Op::kFullAttention || n.op == ir::Op::kMergeRows || n.op == ir::Op::kAvgPool) {
       return unimplemented(path, ": ", ir::describe(n), ": op '", ir::op_info(n.op).name,
-                           "' has no ARIES backend lowering yet; the float reference and the "
-                           "fake-quant evaluator run it (docs/multimodal.md)");
+                           "' is a vision tower's; a tower's MBLT does not compile alone (the "
+                           "decoder pipeline would quantize it): compile the VLM folder, whose "
+                           "vision part is calibrated on images (docs/multimodal.md)");
     }
   }
   return ok_status();
@@ -152,9 +153,15 @@ Status vision_stage(Job& j) {
                             j.bundle.max_cache, ") holds no prompt with an image, which is ",
                             tokens, " tokens alone; raise it (e.g. --context ",
                             std::max<int64_t>(2048, tokens * 2), ")");
+  if ((*v)->bundle.vocab != j.bundle.hidden)
+    return invalid_argument(j.req.model, "/config.json: the vision part writes features of ",
+                            (*v)->bundle.vocab,
+                            " columns (the projector's output width), the "
+                            "language model's hidden size is ",
+                            j.bundle.hidden);
   j.vision = std::move(**v);
   out.present = out.compiled = true;
-  out.rows = j.vision->bundle.chunk;
+  out.rows = j.vision->bundle.output_rows;
   out.width = j.vision->bundle.vocab;
   out.dram_bytes = j.vision->bundle.dram.total();
   out.calibration_images = j.vision->calibration_images;

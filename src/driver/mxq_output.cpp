@@ -48,8 +48,8 @@ StatusOr<std::vector<int>> split_boundaries(const config::ResolvedConfig& cfg, c
 namespace {
 
 /// The vision part as its own single-file MXQ (meta: the language part's sources and
-/// configuration, a "features" output, the embed_base asset), its bytes the vision section of
-/// `req`, its model hash and the preprocessing asset recorded in req's metadata.
+/// configuration, a "features" output, the constant inputs as assets), its bytes the vision section
+/// of `req`, its model hash and the preprocessing asset recorded in req's metadata.
 Status add_vision_part(const VisionBuild& v, mxq::WriteRequest* req) {
   mxq::WriteRequest vr;
   vr.bundle = &v.bundle;
@@ -68,7 +68,7 @@ Status add_vision_part(const VisionBuild& v, mxq::WriteRequest* req) {
   mxq::pb::IoSpec* out = m.mutable_output();
   out->set_name("features");
   out->set_dtype("fp32");
-  out->add_shape(v.bundle.chunk);
+  out->add_shape(v.bundle.output_rows);
   out->add_shape(v.bundle.vocab);
   out->set_scale(1.0);
   for (const isa::FeatureInput& in : v.bundle.feature_inputs) {
@@ -80,9 +80,16 @@ Status add_vision_part(const VisionBuild& v, mxq::WriteRequest* req) {
     i->add_shape(in.width);
     i->set_scale(1.0);
   }
-  std::string base(v.embed_base.size() * sizeof(float), '\0');
-  std::memcpy(base.data(), v.embed_base.data(), base.size());
-  vr.assets.push_back({mxq::kVisionEmbedBaseAsset, std::move(base)});
+  for (const auto& [name, values] : v.constants) {
+    std::string bytes(values.size() * sizeof(float), '\0');
+    std::memcpy(bytes.data(), values.data(), bytes.size());
+    vr.assets.push_back({mxq::vision_input_asset(name), std::move(bytes)});
+  }
+  if (!v.window_order.empty()) {
+    std::string bytes(v.window_order.size() * sizeof(int64_t), '\0');
+    std::memcpy(bytes.data(), v.window_order.data(), bytes.size());
+    vr.assets.push_back({mxq::kVisionWindowOrderAsset, std::move(bytes)});
+  }
   std::string hash;
   QBC_ASSIGN_OR_RETURN(req->vision, mxq::write_model_bytes(vr, &hash));
   *req->meta.mutable_vision() = v.part;

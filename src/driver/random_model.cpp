@@ -77,6 +77,9 @@ StatusOr<frontend::RandomModelOptions> writer_options(const RandomModelRequest& 
   o.config_path = r.config;  // Empty with --tiny: the built-in tiny Llama config.
   o.output_dir = r.output;
   o.seed = r.seed;
+  if (!(r.init_std >= 0.0 && r.init_std <= 10.0))
+    return invalid_argument("--init-std ", r.init_std, ": expected a number in [0, 10]");
+  o.init_std = r.init_std;
   if (r.dtype.empty()) {
     o.dtype = default_dtype(r.config);
   } else {

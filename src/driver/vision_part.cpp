@@ -6,12 +6,15 @@
 #include <cctype>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <utility>
 
 #include "qbc/driver/vision_import.h"
 #include "qbc/frontend/clip_vision.h"
+#include "qbc/frontend/qwen_vision.h"
 #include "qbc/frontend/safetensors.h"
 #include "qbc/frontend/vision_config.h"
 #include "qbc/image/image.h"
@@ -97,6 +100,74 @@ StatusOr<std::vector<std::string>> list_images(const std::string& dir) {
   return out;
 }
 
+namespace {
+
+/// What one family's tower takes: its rows, the rows the language model gets, the constant
+/// inputs, the window order, and how the patch input is cut from a preprocessed image.
+struct Tower {
+  ir::Graph graph;
+  int64_t side = 0;      ///< the compiled image size (pixels per side)
+  int64_t rows = 0;      ///< input rows per image (the bundle's chunk)
+  int64_t features = 0;  ///< output rows per image
+  int64_t drop = 0;      ///< output rows dropped before the splice (CLIP's CLS)
+  int64_t merge = 1;     ///< the language model's grid is the patch grid over this per side
+  std::vector<std::pair<std::string, std::vector<float>>> constants;
+  std::vector<int64_t> window_order;
+  std::function<std::vector<float>(const image::Pixels&)> patches;
+};
+
+StatusOr<Tower> clip_tower(const std::string& model, const frontend::VisionConfig& vc,
+                           const frontend::SafetensorsCheckpoint& ck) {
+  Tower t;
+  QBC_ASSIGN_OR_RETURN(std::optional<ir::Graph> g, import_vision_graph(model));
+  if (!g) return internal_error(model, ": a vision_config but no vision graph");
+  t.graph = std::move(*g);
+  t.side = vc.image_size;
+  const int64_t grid = vc.image_size / vc.patch_size;
+  t.rows = t.features = 1 + grid * grid;
+  t.drop = vc.keeps_cls ? 0 : 1;
+  QBC_ASSIGN_OR_RETURN(std::vector<float> base,
+                       frontend::clip_embed_base(vc, [&ck](const std::string& n,
+                                                           std::vector<float>* v) {
+                         return ck.read_f32(n, v);
+                       }));
+  t.constants.emplace_back("embed_base", std::move(base));
+  const int64_t side = vc.image_size, patch = vc.patch_size;
+  t.patches = [side, patch](const image::Pixels& px) {
+    return frontend::clip_patch_rows(px.values, side, patch);
+  };
+  return t;
+}
+
+/// Qwen2.5-VL at the default dynamic size (448x448: a 32 x 32 patch grid, 256 image tokens):
+/// the patch rows (HF's pixel_values) permuted into window order, the 2-D rope tables of the
+/// grid as constants, 4 patches merged per token.
+StatusOr<Tower> qwen_tower(const std::string& model, const frontend::VisionConfig& vc) {
+  Tower t;
+  t.side = vc.image_size > 0 ? vc.image_size : frontend::kDefaultDynamicImageSize;
+  QBC_ASSIGN_OR_RETURN(std::optional<ir::Graph> g, import_vision_graph(model, t.side));
+  if (!g) return internal_error(model, ": a vision_config but no vision graph");
+  t.graph = std::move(*g);
+  const int64_t grid = t.side / vc.patch_size;
+  QBC_ASSIGN_OR_RETURN(frontend::QwenVisionLayout layout,
+                       frontend::qwen25_vision_layout(vc, {1, grid, grid}));
+  t.rows = grid * grid;
+  t.merge = vc.merge;
+  t.features = t.rows / (vc.merge * vc.merge);
+  t.constants.emplace_back("rope_cos", layout.cos);
+  t.constants.emplace_back("rope_sin", layout.sin);
+  t.window_order = layout.window_index;
+  const int64_t group = vc.merge * vc.merge;
+  const std::vector<int64_t> order = layout.window_index;
+  t.patches = [group, order](const image::Pixels& px) {
+    const int64_t width = px.shape.empty() ? 0 : px.shape.back();
+    return frontend::qwen_window_rows(px.values, width, group, order, /*inverse=*/false);
+  };
+  return t;
+}
+
+}  // namespace
+
 StatusOr<std::optional<VisionBuild>> build_vision_part(const std::string& model,
                                                        const config::ResolvedConfig& cfg,
                                                        const npu::Options& language,
@@ -109,16 +180,16 @@ StatusOr<std::optional<VisionBuild>> build_vision_part(const std::string& model,
   QBC_ASSIGN_OR_RETURN(std::optional<frontend::VisionConfig> vc,
                        frontend::load_vision_config(config));
   if (!vc) return std::optional<VisionBuild>();
-  if (vc->tower != frontend::VisionTower::kClip ||
-      vc->projector != frontend::VisionProjector::kLlavaMlp) {
-    const char* why = vc->tower == frontend::VisionTower::kQwen25Vit
-                          ? "its merger's merge_rows has no ARIES lowering yet"
-                      : vc->tower == frontend::VisionTower::kSiglip
+  const bool clip = vc->tower == frontend::VisionTower::kClip &&
+                    vc->projector == frontend::VisionProjector::kLlavaMlp;
+  const bool qwen = vc->tower == frontend::VisionTower::kQwen25Vit;
+  if (!clip && !qwen) {
+    const char* why = vc->tower == frontend::VisionTower::kSiglip
                           ? "its avg_pool and tanh gelu have no ARIES lowering yet"
                           : "its tower is not parsed yet";
     return unimplemented(config.string(), ": the ", frontend::vision_tower_name(vc->tower),
                          " vision part of ", vc->model_type, " does not compile yet: ", why,
-                         " (LLaVA's CLIP tower does; docs/multimodal.md)");
+                         " (LLaVA's CLIP and Qwen2.5-VL's towers do; docs/multimodal.md)");
   }
   const fs::path pre_path = fs::path(model) / kPreprocessorAsset;
   if (!fs::is_regular_file(pre_path, ec))
@@ -126,35 +197,44 @@ StatusOr<std::optional<VisionBuild>> build_vision_part(const std::string& model,
                      ": missing; a VLM's MXQ carries its preprocessing (resize, crop, mean/std)");
   VisionBuild out;
   QBC_ASSIGN_OR_RETURN(out.preprocessor_json, read_text_file(pre_path.string()));
-  QBC_ASSIGN_OR_RETURN(const image::PreprocessSpec spec,
+  QBC_ASSIGN_OR_RETURN(image::PreprocessSpec spec,
                        image::parse_preprocess_spec(out.preprocessor_json, pre_path.string()));
+  if (spec.flattens_patches() != qwen)
+    return invalid_argument(pre_path.string(), ": a ", spec.processor, " for the ",
+                            frontend::vision_tower_name(vc->tower), " tower of ", vc->model_type);
 
-  QBC_ASSIGN_OR_RETURN(std::optional<ir::Graph> g, import_vision_graph(model));
-  if (!g) return internal_error(model, ": a vision_config but no vision graph");
   QBC_ASSIGN_OR_RETURN(frontend::SafetensorsCheckpoint ck,
                        frontend::SafetensorsCheckpoint::open(model));
   auto ckpt = std::make_shared<frontend::SafetensorsCheckpoint>(std::move(ck));
   const ir::WeightReader reader = [ckpt](const ir::Weight& w, std::vector<float>* v) {
     return ckpt->read_f32(w.tensor, v);
   };
-  QBC_ASSIGN_OR_RETURN(
-      out.embed_base,
-      frontend::clip_embed_base(*vc, [ckpt](const std::string& n, std::vector<float>* v) {
-        return ckpt->read_f32(n, v);
-      }));
-  const int64_t side = vc->image_size / vc->patch_size;
-  const int64_t rows = 1 + side * side;
+  QBC_ASSIGN_OR_RETURN(Tower tower, qwen ? qwen_tower(model, *vc) : clip_tower(model, *vc, *ckpt));
+  if (spec.flattens_patches()) spec.compiled_size = static_cast<int32_t>(tower.side);
 
-  // Calibration: the user's images, else synthetic ones, through the model's preprocessing.
+  // Calibration: the user's images, else synthetic ones, through the model's preprocessing;
+  // the graph's inputs in its order (the patches, then the constants by name).
   std::vector<quant::FeatureSample> samples;
   const auto add = [&](const image::Image& img, const std::string& name) -> Status {
     QBC_ASSIGN_OR_RETURN(image::Pixels px, image::preprocess(img, spec, name));
-    if (px.size.height != vc->image_size || px.size.width != vc->image_size)
+    if (px.size.height != tower.side || px.size.width != tower.side)
       return invalid_argument(pre_path.string(), ": preprocessing gives ", px.size.width, "x",
-                              px.size.height, " images, the tower takes ", vc->image_size, "x",
-                              vc->image_size);
-    samples.push_back(
-        {frontend::clip_patch_rows(px.values, vc->image_size, vc->patch_size), out.embed_base});
+                              px.size.height, " images, the tower takes ", tower.side, "x",
+                              tower.side);
+    quant::FeatureSample sample;
+    for (const ir::Node& n : tower.graph.nodes()) {
+      if (n.op != ir::Op::kInput) continue;
+      if (n.name == "patches") {
+        sample.push_back(tower.patches(px));
+        continue;
+      }
+      const auto c = std::find_if(tower.constants.begin(), tower.constants.end(),
+                                  [&](const auto& kv) { return kv.first == n.name; });
+      if (c == tower.constants.end())
+        return internal_error(tower.graph.name(), ": no host values for input '", n.name, "'");
+      sample.push_back(c->second);
+    }
+    samples.push_back(std::move(sample));
     return ok_status();
   };
   for (const std::string& path : images) {
@@ -168,7 +248,7 @@ StatusOr<std::optional<VisionBuild>> build_vision_part(const std::string& model,
   out.calibration_images = static_cast<int>(samples.size());
 
   QBC_ASSIGN_OR_RETURN(quant::QuantizeResult q,
-                       quant::quantize_vision(*g, reader, samples, cfg.options));
+                       quant::quantize_vision(tower.graph, reader, samples, cfg.options));
   auto qr = std::make_shared<const quant::QuantizeResult>(std::move(q));
   npu::Options o;
   o.target = language.target;
@@ -176,22 +256,28 @@ StatusOr<std::optional<VisionBuild>> build_vision_part(const std::string& model,
     m.instances = 1;  // one image at a time
     o.modes.push_back(m);
   }
-  o.chunk = rows;
-  o.max_cache = rows;
+  o.chunk = tower.rows;
+  o.max_cache = tower.rows;
   QBC_ASSIGN_OR_RETURN(out.bundle, npu::compile(qr->graph, quant::with_sidecar(reader, *qr), o));
   QBC_RETURN_IF_ERROR(isa::verify(out.bundle));
-  out.graph_name = g->name();
-  out.architecture = vc->model_type + "/clip";
+  if (out.bundle.output_rows != tower.features)
+    return internal_error(tower.graph.name(), ": ", out.bundle.output_rows,
+                          " feature rows per image, expected ", tower.features);
+  out.graph_name = tower.graph.name();
+  out.architecture = vc->model_type + (qwen ? "/qwen2.5-vit" : "/clip");
+  out.constants = std::move(tower.constants);
+  out.window_order = std::move(tower.window_order);
 
   mxq::pb::VisionPart& p = out.part;
   p.set_family(vc->model_type);
   p.set_image_token_id(static_cast<int32_t>(vc->image_token_id));
-  p.set_drop_front_rows(vc->keeps_cls ? 0 : 1);
-  p.set_tokens_per_image(rows - p.drop_front_rows());
-  p.set_feature_rows(rows);
+  p.set_drop_front_rows(tower.drop);
+  p.set_tokens_per_image(tower.features - tower.drop);
+  p.set_feature_rows(tower.features);
   p.set_feature_width(vc->text_hidden);
-  p.set_image_size(vc->image_size);
+  p.set_image_size(tower.side);
   p.set_patch_size(vc->patch_size);
+  p.set_merge_size(tower.merge);
   p.set_preprocessor_asset(kPreprocessorAsset);
   nlohmann::json cal = {{"images", out.calibration_images},
                         {"source", out.synthetic_calibration ? "synthetic" : "files"},

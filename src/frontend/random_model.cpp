@@ -440,6 +440,11 @@ StatusOr<std::string> apply_config_overrides(std::string_view config_json, std::
     }
     j["vision_config"][key] = **value;
   }
+  // A Qwen-VL merger writes the language model's width: a smaller language model takes the
+  // tower's out_hidden_size with it (unless that is overridden too).
+  if (ov.hidden_size && !vo.out_hidden_size && !llava && j.contains("vision_config") &&
+      j["vision_config"].is_object() && j["vision_config"].contains("out_hidden_size"))
+    j["vision_config"]["out_hidden_size"] = *ov.hidden_size;
   if (vo.fullatt_block_indexes) {
     if (!j.contains("vision_config") || !j["vision_config"].is_object())
       return invalid_argument(

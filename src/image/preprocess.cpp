@@ -91,6 +91,13 @@ StatusOr<Size> smart_resize(int64_t height, int64_t width, int64_t factor, int64
 StatusOr<Size> resized_size(const PreprocessSpec& spec, int32_t height, int32_t width) {
   switch (spec.rule) {
     case ResizeRule::kSmart:
+      if (spec.compiled_size > 0) {
+        const int64_t factor = int64_t{spec.patch_size} * spec.merge_size;
+        if (factor < 1 || spec.compiled_size % factor != 0)
+          return invalid_argument("resize: the compiled size ", spec.compiled_size,
+                                  " is not a multiple of patch_size x merge_size ", factor);
+        return Size{spec.compiled_size, spec.compiled_size};
+      }
       return smart_resize(height, width, int64_t{spec.patch_size} * spec.merge_size,
                           spec.min_pixels, spec.max_pixels);
     case ResizeRule::kShortestEdge: {

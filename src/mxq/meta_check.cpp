@@ -99,7 +99,7 @@ Status check_feature_meta(const pb::Meta& meta, const isa::Bundle& b, const std:
   if (meta.kv_size() != 0)
     return data_loss(where, ": a feature bundle's metadata lists ", meta.kv_size(), " KV layers");
   QBC_RETURN_IF_ERROR(
-      check_io(meta.output(), "output", "features", "fp32", b.chunk, b.vocab, where));
+      check_io(meta.output(), "output", "features", "fp32", b.output_rows, b.vocab, where));
   if (meta.target() != b.target)
     return data_loss(where, ": metadata target ", quote_prefix(meta.target()), ", the layout's is ",
                      quote_prefix(b.target));
@@ -141,9 +141,9 @@ Status check_vision_pair(const pb::Meta& meta, const isa::Bundle& b, const Loade
   if (vb.vocab != b.hidden || v.feature_width() != b.hidden)
     return data_loss(where, ": the vision part's features are ", vb.vocab, " wide (metadata ",
                      v.feature_width(), "), ", mine, "'s hidden size is ", b.hidden);
-  if (vb.chunk != v.feature_rows())
-    return data_loss(where, ": the vision part gives ", vb.chunk, " rows per image, the metadata ",
-                     v.feature_rows());
+  if (vb.output_rows != v.feature_rows())
+    return data_loss(where, ": the vision part gives ", vb.output_rows,
+                     " rows per image, the metadata ", v.feature_rows());
   if (v.tokens_per_image() < 1 || v.drop_front_rows() < 0 ||
       v.tokens_per_image() + v.drop_front_rows() != v.feature_rows())
     return data_loss(where, ": ", v.tokens_per_image(), " image tokens and ", v.drop_front_rows(),
@@ -154,6 +154,14 @@ Status check_vision_pair(const pb::Meta& meta, const isa::Bundle& b, const Loade
   if (v.image_size() < 1 || v.image_size() > 8192 || v.patch_size() < 1 ||
       v.image_size() % v.patch_size() != 0)
     return data_loss(where, ": image size ", v.image_size(), " and patch size ", v.patch_size());
+  // An M-RoPE language model places an image's tokens on its merged grid, row-major.
+  const int64_t merge = std::max<int64_t>(1, v.merge_size());
+  const int64_t grid = v.image_size() / v.patch_size();
+  if (b.rope_inputs.present() && (v.merge_size() > 64 || grid % merge != 0 ||
+                                  v.tokens_per_image() != (grid / merge) * (grid / merge)))
+    return data_loss(where, ": ", v.tokens_per_image(), " image tokens are not the ", grid, "/",
+                     merge, " x ", grid, "/", merge,
+                     " grid the M-RoPE language model places them on");
   bool has_pre = false;
   for (const HostAsset& a : assets) has_pre = has_pre || a.name == v.preprocessor_asset();
   if (!has_pre)

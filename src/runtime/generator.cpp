@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <nlohmann/json.hpp>
 
+#include "qbc/runner/mrope.h"
 #include "qbc/runtime/sequence_cache.h"
 #include "qbc/support/json_parse.h"
 #include "qbc/tokenizer/text_stream.h"
@@ -185,6 +186,7 @@ StatusOr<runner::GenerateResult> Generator::generate_with_rows(
   rows.erase(rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(before * hidden));
   session_->clear_splice();
   if (!rows.empty()) QBC_RETURN_IF_ERROR(session_->splice(image_token, std::move(rows)));
+  QBC_RETURN_IF_ERROR(set_prompt_positions(prompt, keep, image_token));
   images_ = std::move(spans);
   StatusOr<runner::GenerateResult> r =
       generate_from(prompt, keep, max_new, sampling, on_token, ignore_eos);
@@ -203,7 +205,39 @@ StatusOr<runner::GenerateResult> Generator::generate_reusing_cache(
   if (!images_.empty()) keep = std::min(keep, static_cast<size_t>(images_.front().first));
   images_.clear();
   keep = rewind_to(keep, prompt.size());
-  return generate_from(prompt, keep, max_new, sampling, on_token, ignore_eos);
+  session_->clear_splice();
+  QBC_RETURN_IF_ERROR(set_prompt_positions(prompt, keep, -1));
+  StatusOr<runner::GenerateResult> r =
+      generate_from(prompt, keep, max_new, sampling, on_token, ignore_eos);
+  session_->clear_splice();
+  return r;
+}
+
+Status Generator::set_prompt_positions(const std::vector<int32_t>& prompt, size_t keep,
+                                       int32_t image_token) {
+  if (!session_->mrope()) return ok_status();
+  // Each image is a grid of merged patches (the vision part's), positions from 0 over the
+  // whole prompt as HF's get_rope_index; the cached prefix already ran with the same ones.
+  std::vector<runner::LlmGrid> grids;
+  if (image_token >= 0) {
+    const mxq::pb::VisionPart& v = model_.file.meta.vision();
+    const int64_t merge = std::max<int64_t>(1, v.merge_size());
+    const int64_t side = v.patch_size() > 0 ? v.image_size() / v.patch_size() / merge : 0;
+    int64_t placeholders = 0;
+    for (int32_t t : prompt) placeholders += t == image_token ? 1 : 0;
+    if (side < 1 || placeholders % (side * side) != 0)
+      return invalid_argument("the prompt's ", placeholders, " image tokens are not whole ", side,
+                              " x ", side, " image grids of the M-RoPE language model");
+    grids.assign(static_cast<size_t>(placeholders / (side * side)), runner::LlmGrid{1, side, side});
+  }
+  QBC_ASSIGN_OR_RETURN(const runner::MRopePositions p,
+                       runner::mrope_positions(prompt, image_token, grids));
+  const auto n = static_cast<int64_t>(prompt.size());
+  const auto k = static_cast<int64_t>(keep);
+  std::vector<int64_t> rest;
+  for (int64_t st = 0; st < 3; ++st)
+    rest.insert(rest.end(), p.positions.begin() + st * n + k, p.positions.begin() + (st + 1) * n);
+  return session_->set_positions(std::move(rest));
 }
 
 size_t Generator::common_prefix(const std::vector<int32_t>& prompt) const {

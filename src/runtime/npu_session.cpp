@@ -91,9 +91,39 @@ Status NpuSession::forward(const std::vector<int32_t>& tokens, std::vector<float
                 splice_rows_.data() + splice_next_ * hidden, sizeof(float) * hidden);
     ++splice_next_;
   }
-  const Status s = forward_embeds(x, static_cast<int64_t>(tokens.size()), logits);
+  const auto seq = static_cast<int64_t>(tokens.size());
+  Status s;
+  if (positions_pending() > 0) {  // this call's columns of each stream
+    if (positions_pending() < seq) {
+      splice_next_ = first;
+      return invalid_argument("forward: ", seq, " tokens, but only ", positions_pending(),
+                              " of the positions set are left");
+    }
+    const int64_t n = static_cast<int64_t>(positions_.size()) / 3;
+    std::vector<int64_t> part;
+    for (int64_t k = 0; k < 3; ++k)
+      part.insert(part.end(), positions_.begin() + k * n + positions_next_,
+                  positions_.begin() + k * n + positions_next_ + seq);
+    s = forward_embeds_mrope(x, seq, part, logits);
+    if (s.ok()) positions_next_ += seq;
+  } else {
+    s = forward_embeds(x, seq, logits);
+  }
   if (!s.ok()) splice_next_ = first;  // nothing was consumed
   return s;
+}
+
+bool NpuSession::mrope() const { return device_->bundle().rope_inputs.present(); }
+
+Status NpuSession::set_positions(std::vector<int64_t> positions) {
+  if (!mrope())
+    return failed_precondition("set_positions: the model takes no rope tables (no M-RoPE)");
+  if (positions.empty() || positions.size() % 3 != 0)
+    return invalid_argument("set_positions: ", positions.size(),
+                            " values are not 3 streams of positions");
+  positions_ = std::move(positions);
+  positions_next_ = 0;
+  return ok_status();
 }
 
 Status NpuSession::splice(int32_t token, std::vector<float> rows) {

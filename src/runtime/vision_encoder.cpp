@@ -1,7 +1,9 @@
 // VisionEncoder (qbc/runtime/vision_encoder.h).
 #include "qbc/runtime/vision_encoder.h"
 
+#include <algorithm>
 #include <cstring>
+#include <string>
 #include <utility>
 
 #include "qbc/isa/verify.h"
@@ -23,28 +25,55 @@ StatusOr<std::unique_ptr<VisionEncoder>> VisionEncoder::create(const mxq::Loaded
     return invalid_argument(name, ": no asset '", e->part_.preprocessor_asset(), "'");
   QBC_ASSIGN_OR_RETURN(e->spec_,
                        image::parse_preprocess_spec(pre->bytes, name + ": asset " + pre->name));
-  if (e->spec_.flattens_patches())
-    return unimplemented(name, ": the vision part's ", e->spec_.processor,
-                         " preprocessing (flattened patch rows) does not run here yet");
   const mxq::LoadedModel& v = *file.vision;
   const std::shared_ptr<const isa::Bundle> bundle = v.bundle;
-  const mxq::HostAsset* base = v.asset(mxq::kVisionEmbedBaseAsset);
   const int64_t rows = bundle->chunk;
-  int64_t base_width = 0;
-  for (const isa::FeatureInput& in : bundle->feature_inputs) {
-    if (in.name == "embed_base") {
-      base_width = in.width;
-    } else if (in.name != "patches") {
-      return unimplemented(name, ": the vision part takes an input '", in.name,
-                           "' this runtime does not make (it makes 'patches' and 'embed_base')");
-    }
+  const int64_t merge = std::max<int64_t>(1, e->part_.merge_size());
+  if (e->spec_.flattens_patches()) {  // Qwen2-VL's patch rows at the compiled size
+    e->spec_.compiled_size = static_cast<int32_t>(e->part_.image_size());
+    const int64_t grid = e->part_.image_size() / e->part_.patch_size();
+    if (grid * grid != rows || grid % merge != 0)
+      return invalid_argument(name, ": the vision part takes ", rows, " patch rows, not the ",
+                              grid, " x ", grid, " of a ", e->part_.image_size(),
+                              " pixel image merged ", merge, " x ", merge);
   }
-  if (base == nullptr || base_width <= 0 ||
-      base->bytes.size() != static_cast<size_t>(rows * base_width) * sizeof(float))
-    return invalid_argument(name, ": the vision part's embed_base asset is missing or not [", rows,
-                            ", ", base_width, "] fp32");
-  e->embed_base_.resize(base->bytes.size() / sizeof(float));
-  std::memcpy(e->embed_base_.data(), base->bytes.data(), base->bytes.size());
+  // The tower's constant inputs (every input but the patches) come from the vision part's
+  // assets, in the bundle's input order.
+  for (const isa::FeatureInput& in : bundle->feature_inputs) {
+    if (in.name == "patches") {
+      e->inputs_.emplace_back();
+      continue;
+    }
+    const std::string asset = mxq::vision_input_asset(in.name);
+    const mxq::HostAsset* a = v.asset(asset);
+    if (a == nullptr || a->bytes.size() != static_cast<size_t>(rows * in.width) * sizeof(float))
+      return invalid_argument(name, ": the vision part's input '", in.name, "' needs asset '",
+                              asset, "' of [", rows, ", ", in.width, "] fp32; ",
+                              a == nullptr ? "it is missing"
+                                           : "it holds " + std::to_string(a->bytes.size()) +
+                                                 " bytes");
+    std::vector<float> values(a->bytes.size() / sizeof(float));
+    std::memcpy(values.data(), a->bytes.data(), a->bytes.size());
+    e->inputs_.push_back(std::move(values));
+  }
+  // A tower in window order: a permutation of the merge groups.
+  if (const mxq::HostAsset* w = v.asset(mxq::kVisionWindowOrderAsset)) {
+    const int64_t groups = rows / (merge * merge);
+    std::vector<int64_t> order(w->bytes.size() / sizeof(int64_t));
+    std::memcpy(order.data(), w->bytes.data(), order.size() * sizeof(int64_t));
+    std::vector<bool> seen(static_cast<size_t>(groups), false);
+    bool ok = w->bytes.size() == static_cast<size_t>(groups) * sizeof(int64_t) &&
+              bundle->output_rows == groups;
+    for (int64_t g : order) {
+      ok = ok && g >= 0 && g < groups && !seen[static_cast<size_t>(g)];
+      if (ok) seen[static_cast<size_t>(g)] = true;
+    }
+    if (!ok)
+      return invalid_argument(name, ": asset '", mxq::kVisionWindowOrderAsset,
+                              "' is not a permutation of the ", groups, " merge groups of the ",
+                              bundle->output_rows, " feature rows");
+    e->window_order_ = std::move(order);
+  }
   DeviceOptions d;
   d.scheme = bundle->modes[0].scheme;
   for (const isa::Mode& m : bundle->modes)
@@ -63,23 +92,47 @@ StatusOr<std::vector<float>> VisionEncoder::encode(const image::Image& img, std:
   if (px.size.height != side || px.size.width != side)
     return invalid_argument(name, ": preprocessing gives ", px.size.width, "x", px.size.height,
                             ", the compiled vision part takes ", side, "x", side);
-  const int64_t grid = side / part_.patch_size();
-  const int64_t leading = part_.feature_rows() - grid * grid;
-  if (leading < 0)
-    return invalid_argument(name, ": ", grid * grid, " patches for ", part_.feature_rows(),
-                            " feature rows");
-  // The tower's inputs by name, in the bundle's order (create() checked the names).
-  std::vector<std::vector<float>> inputs;
-  for (const isa::FeatureInput& in : session_->device().bundle().feature_inputs) {
-    if (in.name == "patches")
-      inputs.push_back(image::patch_rows(px.values, side, part_.patch_size(), leading));
-    else
-      inputs.push_back(embed_base_);
+  const isa::Bundle& b = session_->device().bundle();
+  const int64_t merge = std::max<int64_t>(1, part_.merge_size());
+  const int64_t group = merge * merge;
+  // The tower's inputs by name, in the bundle's order (create() checked them).
+  for (size_t i = 0; i < b.feature_inputs.size(); ++i) {
+    if (b.feature_inputs[i].name != "patches") continue;
+    const int64_t width = b.feature_inputs[i].width;
+    if (spec_.flattens_patches()) {  // HF's pixel_values, merge groups in window order
+      if (static_cast<int64_t>(px.values.size()) != b.chunk * width)
+        return invalid_argument(name, ": ", px.values.size(), " pixel values, the vision part ",
+                                "takes ", b.chunk, " patch rows of ", width);
+      inputs_[i] = window_order_.empty() ? px.values
+                                         : permute_groups(px.values, group * width, false);
+    } else {
+      const int64_t grid = side / part_.patch_size();
+      const int64_t leading = b.chunk - grid * grid;
+      if (leading < 0)
+        return invalid_argument(name, ": ", grid * grid, " patches for ", b.chunk,
+                                " rows of the vision part");
+      inputs_[i] = image::patch_rows(px.values, side, part_.patch_size(), leading);
+    }
   }
   std::vector<float> rows;
-  QBC_RETURN_IF_ERROR(session_->forward(inputs, &rows));
+  QBC_RETURN_IF_ERROR(session_->forward(inputs_, &rows));
+  if (!window_order_.empty()) rows = permute_groups(rows, part_.feature_width(), true);
   const size_t drop = static_cast<size_t>(part_.drop_front_rows() * part_.feature_width());
   return std::vector<float>(rows.begin() + static_cast<std::ptrdiff_t>(drop), rows.end());
+}
+
+std::vector<float> VisionEncoder::permute_groups(const std::vector<float>& v, int64_t unit,
+                                                 bool back) const {
+  std::vector<float> out(v.size());
+  const auto u = static_cast<size_t>(unit);
+  for (size_t k = 0; k < window_order_.size(); ++k) {
+    const size_t hf = static_cast<size_t>(window_order_[k]);
+    const size_t from = back ? k : hf, to = back ? hf : k;
+    std::copy(v.begin() + static_cast<std::ptrdiff_t>(from * u),
+              v.begin() + static_cast<std::ptrdiff_t>((from + 1) * u),
+              out.begin() + static_cast<std::ptrdiff_t>(to * u));
+  }
+  return out;
 }
 
 StatusOr<std::vector<float>> VisionEncoder::encode_file(const std::string& path) {

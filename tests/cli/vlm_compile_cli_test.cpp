@@ -95,7 +95,7 @@ testing::RunResult VlmCompile::real_, VlmCompile::synthetic_;
 std::vector<std::vector<float>> tower_inputs(const mxq::LoadedModel& m, const fs::path& path) {
   const mxq::pb::VisionPart& v = m.meta.vision();
   const mxq::HostAsset* pre = m.asset(v.preprocessor_asset());
-  const mxq::HostAsset* base = m.vision->asset(mxq::kVisionEmbedBaseAsset);
+  const mxq::HostAsset* base = m.vision->asset(mxq::vision_input_asset("embed_base"));
   EXPECT_NE(pre, nullptr);
   EXPECT_NE(base, nullptr);
   if (pre == nullptr || base == nullptr) return {};
@@ -275,29 +275,90 @@ std::vector<fs::path> photographs(const fs::path& dir) {
   return out;
 }
 
-// Qwen2.5-VL's tower does not lower yet (merge_rows): its language model compiles, the summary
-// and a warning say the vision part was not, and the file takes no image.
+// Gemma 3's tower does not lower yet (avg_pool, tanh gelu): its language model compiles, the
+// summary and a warning say the vision part was not, and the file takes no image.
 TEST_F(VlmCompile, ATowerThatDoesNotLowerLeavesALanguageOnlyMxqAndSaysSo) {
-  QBC_REQUIRE_SHARED(config, "model-configs-new/Qwen2.5-VL-3B-Instruct/config.json");
-  const fs::path qwen = dir_ / "qwen25vl";
-  ASSERT_EQ(run_qbc("random-model " + shell_quote(config) + " -o " + shell_quote(qwen) +
+  QBC_REQUIRE_SHARED(config, "model-configs-new/gemma-3-4b-it/config.json");
+  const fs::path gemma = dir_ / "gemma3";
+  ASSERT_EQ(run_qbc("random-model " + shell_quote(config) + " -o " + shell_quote(gemma) +
                     " --layers 2 --hidden 64 --intermediate 96 --heads 4 --kv-heads 2 --vocab 512"
                     " --vision-layers 1 --vision-hidden 16 --vision-heads 1"
                     " --vision-intermediate 16")
                 .exit_code,
             0);
-  const auto r = run_qbc("compile " + shell_quote(qwen) + " -o " + shell_quote(dir_ / "q.mxq") +
+  const auto r = run_qbc("compile " + shell_quote(gemma) + " -o " + shell_quote(dir_ / "g.mxq") +
                          " --use-random-calib --no-resume --context 1024 --log-format json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json s = summary_of(r.err);
   ASSERT_TRUE(s.contains("vision")) << r.err;
   EXPECT_FALSE(s["vision"]["compiled"].get<bool>());
-  EXPECT_TRUE(contains(s["vision"]["reason"].get<std::string>(), "merge_rows"));
+  EXPECT_TRUE(contains(s["vision"]["reason"].get<std::string>(), "avg_pool"));
   EXPECT_TRUE(contains(r.err, "the MXQ holds the language model only")) << r.err;
-  const auto run = run_qbc("run " + shell_quote(dir_ / "q.mxq") + " --image " +
+  const auto run = run_qbc("run " + shell_quote(dir_ / "g.mxq") + " --image " +
                            shell_quote(photographs(images_).front()) + " -p hi -n 2");
   EXPECT_EQ(run.exit_code, 2) << run.err;
   EXPECT_TRUE(contains(run.err, "has no vision part")) << run.err;
+}
+
+// A Qwen2.5-VL folder compiles with its tower (window attention, 2-D rope tables, the 2x2
+// merger) into one MXQ: 1024 patches of a 448x448 image give 256 image tokens, which
+// `qbc run --image` places on the merged 16 x 16 grid of M-RoPE positions; every photograph
+// generates, and the image changes the tokens.
+TEST_F(VlmCompile, AQwen25VlFolderCompilesItsTowerAndRunsWithAnImage) {
+  QBC_REQUIRE_SHARED(config, "model-configs-new/Qwen2.5-VL-3B-Instruct/config.json");
+  const fs::path qwen = dir_ / "qwen25vl";
+  ASSERT_EQ(run_qbc("random-model " + shell_quote(config) + " -o " + shell_quote(qwen) +
+                    " --layers 2 --hidden 64 --intermediate 96 --heads 4 --kv-heads 2 --vocab 512"
+                    " --vision-layers 2 --vision-hidden 32 --vision-heads 2"
+                    " --vision-intermediate 48 --dtype f32 --seed 5 --init-std 0.15")
+                .exit_code,
+            0);
+  const fs::path out = dir_ / "q.mxq";
+  const auto r = run_qbc("compile " + shell_quote(qwen) + " -o " + shell_quote(out) +
+                         " --preset multimodal --use-random-calib --no-resume --context 1024"
+                         " --set calibration.numSamples=2 --set calibration.seqLength=32"
+                         " --images " + shell_quote(images_) + " --log-format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json s = summary_of(r.err);
+  ASSERT_TRUE(s.contains("vision")) << r.err;
+  EXPECT_TRUE(s["vision"]["compiled"].get<bool>()) << r.err;
+  EXPECT_EQ(s["vision"]["feature_rows"], 256);
+  auto m = mxq::load_model(out.string());
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  ASSERT_NE(m->vision, nullptr);
+  const mxq::pb::VisionPart& v = m->meta.vision();
+  EXPECT_EQ(v.family(), "qwen2_5_vl");
+  EXPECT_EQ(v.tokens_per_image(), 256);
+  EXPECT_EQ(v.drop_front_rows(), 0);
+  EXPECT_EQ(v.merge_size(), 2);
+  EXPECT_EQ(v.image_size(), 448);
+  EXPECT_EQ(m->vision->bundle->chunk, 1024);
+  EXPECT_EQ(m->vision->bundle->output_rows, 256);
+  EXPECT_NE(m->vision->asset(mxq::vision_input_asset("rope_cos")), nullptr);
+  EXPECT_NE(m->vision->asset(mxq::kVisionWindowOrderAsset), nullptr);
+  EXPECT_TRUE(m->bundle->rope_inputs.present());  // the language model's M-RoPE tables
+
+  std::vector<std::vector<int32_t>> outs;
+  for (const fs::path& p : photographs(images_)) {
+    const auto g = run_qbc("run " + shell_quote(out) + " --image " + shell_quote(p) +
+                           " -p '<|vision_start|><|image_pad|><|vision_end|>Describe this image.'"
+                           " -n 5 --ignore-eos --log-format json");
+    ASSERT_EQ(g.exit_code, 0) << p << ": " << g.err;
+    const nlohmann::json res = last_event(g.err, "result");
+    const std::vector<int32_t> t =
+        res.contains("new_tokens") ? res["new_tokens"].get<std::vector<int32_t>>()
+                                   : std::vector<int32_t>();
+    EXPECT_EQ(t.size(), 5u) << p << ": " << g.err;
+    outs.push_back(t);
+  }
+  bool differ = false;
+  for (const auto& t : outs) differ = differ || t != outs[0];
+  EXPECT_TRUE(differ) << "every photograph gave the same tokens";
+  // Two image placeholders for one --image: exit 2 naming the count.
+  const auto two = run_qbc("run " + shell_quote(out) + " --image " +
+                           shell_quote(photographs(images_).front()) +
+                           " -p '<|image_pad|><|image_pad|>' -n 2");
+  EXPECT_EQ(two.exit_code, 2) << two.err;
 }
 
 /// The "new_tokens" of a --log-format json `qbc run`'s result event (stderr).

@@ -74,6 +74,9 @@ void register_random_model(CLI::App& app, Action& action) {
       ->check(CLI::IsMember({"f32", "f16", "bf16"}));
   cmd->add_option("--seed", f->request.seed,
                   "PRNG seed (default 0); equal seeds give identical files");
+  cmd->add_option("--init-std", f->request.init_std,
+                  "Standard deviation of the random weights (default 0.02, HF's "
+                  "initializer_range; larger makes attention, and so an image, matter more)");
   const auto shape = [&](const char* name, RandomModelFlags::Override& o, const char* what) {
     o.option = cmd->add_option(name, o.value, what)->check(CLI::PositiveNumber);
   };

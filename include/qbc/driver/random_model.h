@@ -12,12 +12,13 @@ namespace qbc::driver {
 
 /// What to write (the command's arguments).
 struct RandomModelRequest {
-  std::string config;  ///< source config.json; empty with `tiny`
-  bool tiny = false;   ///< the built-in tiny Llama config instead of `config`
-  std::string output;  ///< the output folder
-  std::string dtype;   ///< "f32", "f16", "bf16"; empty: the config's torch_dtype, else f32
-  uint64_t seed = 0;   ///< equal seeds give identical files
-  bool force = false;  ///< write into a non-empty folder
+  std::string config;      ///< source config.json; empty with `tiny`
+  bool tiny = false;       ///< the built-in tiny Llama config instead of `config`
+  std::string output;      ///< the output folder
+  std::string dtype;       ///< "f32", "f16", "bf16"; empty: the config's torch_dtype, else f32
+  uint64_t seed = 0;       ///< equal seeds give identical files
+  double init_std = 0.02;  ///< standard deviation of the weights (HF's initializer_range)
+  bool force = false;      ///< write into a non-empty folder
   frontend::ConfigOverrides overrides;  ///< shape keys replaced in the config
 };
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "qbc/config/config.h"
@@ -24,7 +25,12 @@ inline constexpr const char* kPreprocessorAsset = "preprocessor_config.json";
 /// A compiled vision part, before it is written.
 struct VisionBuild {
   isa::Bundle bundle;             ///< the feature bundle (with its weight image)
-  std::vector<float> embed_base;  ///< the `embed_base` input, [rows, width]
+  /// The tower's constant inputs (every feature input but `patches`) by name, [rows, width]:
+  /// CLIP's `embed_base`, Qwen2.5-VL's `rope_cos` and `rope_sin`.
+  std::vector<std::pair<std::string, std::vector<float>>> constants;
+  /// A tower in window order (Qwen2.5-VL): its merge group k is the image's group
+  /// window_order[k]; empty otherwise.
+  std::vector<int64_t> window_order;
   mxq::pb::VisionPart part;       ///< everything but model_hash
   std::string architecture;       ///< "llava/clip"
   std::string preprocessor_json;  ///< the folder's preprocessor_config.json

@@ -40,6 +40,11 @@ struct PreprocessSpec {
   int64_t min_pixels = 0, max_pixels = 0;  ///< kSmart
   int32_t patch_size = 0;                  ///< kSmart: also the patch order below
   int32_t temporal_patch_size = 1, merge_size = 1;
+  /// kSmart: when > 0, every image is resized to compiled_size x compiled_size instead of
+  /// smart_resize's size (a compiled vision part fixes its patch grid, as every NPU toolchain
+  /// does; the aspect ratio is not kept). Not read from the file: the compiler and the runtime
+  /// set it to the compiled image size.
+  int32_t compiled_size = 0;
   bool rescale = true;
   double rescale_factor = 1.0 / 255.0;
   bool normalize = true;

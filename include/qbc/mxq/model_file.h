@@ -17,10 +17,19 @@
 
 namespace qbc::mxq {
 
-/// The asset of a VLM's vision part holding the tower's constant `embed_base` input (fp32
-/// little-endian [rows, width]: CLIP's class embedding on row 0 plus the learned positions),
-/// which the compiler writes and the runtime feeds (docs/mxq.md "Vision part").
-inline constexpr const char* kVisionEmbedBaseAsset = "vision_embed_base.f32";
+/// The asset of a VLM's vision part holding the tower's constant input `input` (every feature
+/// input but `patches`), fp32 little-endian [rows, width]: "vision_<input>.f32". CLIP's
+/// `embed_base` (the class embedding on row 0 plus the learned positions), Qwen2.5-VL's
+/// `rope_cos` and `rope_sin` (the 2-D rotary tables of the compiled grid, in window order). The
+/// compiler writes them and the runtime feeds them (docs/mxq.md "Vision part").
+inline std::string vision_input_asset(const std::string& input) {
+  return "vision_" + input + ".f32";
+}
+/// The vision part's asset holding the window order of a tower that works in window order
+/// (Qwen2.5-VL), int64 little-endian: the tower's merge group k is the image's group order[k]
+/// (row-major over the merged grid). The runtime permutes the patch rows into that order and
+/// the feature rows back.
+inline constexpr const char* kVisionWindowOrderAsset = "vision_window_order.i64";
 
 /// A host file the runtime needs, stored as an asset section.
 struct HostAsset {

@@ -128,6 +128,10 @@ class Generator {
   /// last token runs for its logits; none when the cache cannot go back that far) and returns
   /// how many are kept.
   size_t rewind_to(size_t keep, size_t prompt_size);
+  /// M-RoPE models: the positions of prompt[keep..] pending in the session (HF's
+  /// get_rope_index over the whole prompt; each run of `image_token` (-1: none) one image on
+  /// the vision part's merged grid). Nothing on other models.
+  Status set_prompt_positions(const std::vector<int32_t>& prompt, size_t keep, int32_t image_token);
   /// Generation with the first `cached` tokens of `prompt` already in the cache.
   StatusOr<runner::GenerateResult> generate_from(const std::vector<int32_t>& prompt, size_t cached,
                                                  int max_new,

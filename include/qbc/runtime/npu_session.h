@@ -36,7 +36,8 @@ class NpuSession final : public runner::Runner {
   /// that delta in all three streams.
   Status forward_embeds_mrope(const std::vector<float>& embeds, int64_t seq,
                               const std::vector<int64_t>& positions, std::vector<float>* logits);
-  /// Sets the position to 0 (and the M-RoPE delta) and drops pending spliced rows; cached
+  /// Sets the position to 0 (and the M-RoPE delta) and drops pending spliced rows and
+  /// positions; cached
   /// entries past the position are never read again.
   void reset() override {
     position_ = 0;
@@ -49,10 +50,24 @@ class NpuSession final : public runner::Runner {
   Status splice(int32_t token, std::vector<float> rows);
   /// Spliced rows not used yet.
   int64_t rows_pending() const;
+  /// M-RoPE models: the positions (stream-major [3, n], runner::mrope_positions) of the next n
+  /// tokens forward() runs, consumed across calls like spliced rows (a call takes as many
+  /// columns as it has tokens; one that has more tokens than columns left is kInvalidArgument).
+  /// kFailedPrecondition on a model without M-RoPE.
+  Status set_positions(std::vector<int64_t> positions);
+  /// Position columns set_positions() gave that no call has used yet.
+  int64_t positions_pending() const {
+    return static_cast<int64_t>(positions_.size()) / 3 - positions_next_;
+  }
+  /// Whether the model takes M-RoPE tables (its positions are three streams).
+  bool mrope() const;
+  /// Drops pending spliced rows and positions.
   void clear_splice() {
     splice_token_ = -1;
     splice_rows_.clear();
     splice_next_ = 0;
+    positions_.clear();
+    positions_next_ = 0;
   }
   /// Rewinds to `position` cached tokens (<= the current position: entries past it are
   /// never read again). kInvalidArgument when it is ahead of the cache, or when a
@@ -101,7 +116,9 @@ class NpuSession final : public runner::Runner {
   int64_t rope_delta_ = 0;     ///< M-RoPE: text positions are the cache position plus this
   int32_t splice_token_ = -1;  ///< splice(): the placeholder token, -1 for none
   std::vector<float> splice_rows_;
-  int64_t splice_next_ = 0;  ///< the next spliced row to use
+  int64_t splice_next_ = 0;         ///< the next spliced row to use
+  std::vector<int64_t> positions_;  ///< set_positions(): [3, n] stream-major
+  int64_t positions_next_ = 0;      ///< the next position column to use
 };
 
 }  // namespace qbc::runtime

@@ -2,10 +2,12 @@
 // an image decoded (PNG, JPEG), preprocessed as the file's preprocessor_config.json asset says,
 // cut into the tower's patch rows, run through the vision part's feature bundle (its own
 // simulated device), and the feature rows the language model reads in place of the image
-// placeholder tokens. Everything comes from the file: the spec, the tower's constant input
-// (the vision part's embed_base asset), the rows to drop, the placeholder id.
+// placeholder tokens. Everything comes from the file: the spec, the tower's constant inputs
+// (the vision part's assets: CLIP's embed_base, Qwen2.5-VL's rope tables), the window order of
+// a tower that works in one, the rows to drop, the placeholder id.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -36,12 +38,23 @@ class VisionEncoder {
   int32_t image_token_id() const { return part_.image_token_id(); }
   int64_t tokens_per_image() const { return part_.tokens_per_image(); }
   int64_t width() const { return part_.feature_width(); }
+  /// Patches merged per side into one token (1: none); the language model's grid of an image
+  /// is image_size / patch_size / merge_size per side (M-RoPE positions).
+  int64_t merge_size() const { return std::max<int64_t>(1, part_.merge_size()); }
+  int64_t grid_side() const { return part_.image_size() / part_.patch_size() / merge_size(); }
 
  private:
   VisionEncoder() = default;
+  /// Groups of `unit` values in the tower's window order (back = false: from the image's
+  /// order) or back to the image's order.
+  std::vector<float> permute_groups(const std::vector<float>& v, int64_t unit, bool back) const;
+
   mxq::pb::VisionPart part_;
   image::PreprocessSpec spec_;
-  std::vector<float> embed_base_;
+  /// The tower's inputs in the bundle's order: the constants from the assets, the patches'
+  /// slot filled per image.
+  std::vector<std::vector<float>> inputs_;
+  std::vector<int64_t> window_order_;  ///< empty: the tower works in the image's order
   std::unique_ptr<FeatureSession> session_;
 };
 

@@ -1,11 +1,14 @@
-// A VLM with an image in the prompt, end to end (docs/multimodal.md "Running with an image"):
-// a random LLaVA-1.5 from the real config compiled by the driver into one MXQ (language and
-// vision part), the shared photographs encoded by the file's vision part on the executor
-// (runtime::VisionEncoder), their rows spliced at the 576 image tokens by the runtime session
-// (NpuSession::splice), and the language model's logits compared with the fake-quant
-// evaluator's over the same spliced rows: bit for bit, for the `single` and `global8` modes,
-// with the prompt prefilled in chunks of 128 and fed one token at a time. (The vision part's
-// own executor-vs-evaluator equality is unit_npu_vision_backend_test's.)
+// A VLM with an image in the prompt, end to end (docs/multimodal.md "Running with an image"),
+// for each family whose tower compiles: a random LLaVA-1.5 and a random Qwen2.5-VL from the
+// real configs compiled by the driver into one MXQ (language and vision part), the shared
+// photographs encoded by the file's vision part on the executor (runtime::VisionEncoder),
+// their rows spliced at the image tokens by the runtime session (NpuSession::splice; for
+// Qwen2.5-VL also its M-RoPE positions of the image grid, NpuSession::set_positions), and the
+// language model's logits compared with the fake-quant evaluator's over the same spliced rows
+// and positions: bit for bit, for the `single` and `global8` modes, with the prompt prefilled
+// in chunks of 128 and fed one token at a time, and a decode step after it. (The vision
+// part's own executor-vs-evaluator equality is unit_npu_vision_backend_test's and
+// unit_npu_qwen_vision_backend_test's.)
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,6 +24,7 @@
 #include "qbc/frontend/random_model.h"
 #include "qbc/ir/weight_reader.h"
 #include "qbc/quant/fakequant.h"
+#include "qbc/runner/mrope.h"
 #include "qbc/runtime/model.h"
 #include "qbc/runtime/npu_session.h"
 #include "qbc/runtime/vision_encoder.h"
@@ -44,12 +48,26 @@ struct Compiled {
   driver::LoadedModel model;  // the quantized language MBLT
 };
 
-StatusOr<Compiled> compile_once() {
+/// One family: its real config, the image token's rows per image, whether its language model
+/// takes M-RoPE positions (then each image is a side x side grid of merged patches).
+struct Family {
+  const char* name;
+  const char* config;  // under the shared folder
+  int64_t tokens;      // image tokens per image
+  int64_t side;        // M-RoPE: the merged grid's side; 0: 1-D positions
+};
+
+const Family kFamilies[] = {
+    {"llava", "model-configs-new/llava-1.5-7b-hf/config.json", 576, 0},
+    {"qwen2_5_vl", "model-configs-new/Qwen2.5-VL-3B-Instruct/config.json", 256, 16},
+};
+
+StatusOr<Compiled> compile_once(const Family& f) {
   Compiled c;
-  c.dir = testing::temp_dir() / "vlm_image_exact";
+  c.dir = testing::temp_dir() / (std::string("vlm_image_exact_") + f.name);
   fs::remove_all(c.dir);
   frontend::RandomModelOptions o;
-  o.config_path = testing::shared_dir() / "model-configs-new/llava-1.5-7b-hf/config.json";
+  o.config_path = testing::shared_dir() / f.config;
   o.output_dir = c.dir / "model";
   o.seed = 11;
   o.init_std = 0.15;  // attention, and so the image rows, matter
@@ -63,6 +81,7 @@ StatusOr<Compiled> compile_once() {
   o.overrides.vision.hidden_size = 32;
   o.overrides.vision.num_heads = 2;
   o.overrides.vision.intermediate_size = 48;
+  if (f.side > 0) o.overrides.vision.out_hidden_size = 64;  // the merger writes the text width
   QBC_RETURN_IF_ERROR(frontend::write_random_model(o));
   config::LoadRequest req;
   req.preset = "multimodal";
@@ -89,40 +108,20 @@ StatusOr<Compiled> compile_once() {
   return c;
 }
 
-class VlmImageExact : public ::testing::Test {
+class VlmImageExact : public ::testing::TestWithParam<Family> {
  protected:
-  static void SetUpTestSuite() {
-    if (!fs::exists(testing::shared_dir() / "model-configs-new/llava-1.5-7b-hf/config.json") ||
-        !fs::exists(testing::shared_dir() / "data/images"))
-      return;
-    auto c = compile_once();
-    if (!c.ok()) {
-      error_ = new std::string(c.status().to_string());
-      return;
-    }
-    compiled_ = new Compiled(std::move(*c));
-  }
-  static void TearDownTestSuite() {
-    delete compiled_;
-    compiled_ = nullptr;
-    delete error_;
-    error_ = nullptr;
-  }
   void SetUp() override {
-    QBC_REQUIRE_SHARED(config, "model-configs-new/llava-1.5-7b-hf/config.json");
+    QBC_REQUIRE_SHARED(config, GetParam().config);
     QBC_REQUIRE_SHARED(images, "data/images");
-    ASSERT_EQ(error_, nullptr) << *error_;
-    ASSERT_NE(compiled_, nullptr);
+    auto c = compile_once(GetParam());
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    compiled_ = std::make_unique<Compiled>(std::move(*c));
   }
-
-  static Compiled* compiled_;
-  static std::string* error_;
+  std::unique_ptr<Compiled> compiled_;
 };
 
-Compiled* VlmImageExact::compiled_ = nullptr;
-std::string* VlmImageExact::error_ = nullptr;
-
-TEST_F(VlmImageExact, LogitsWithAnImageEqualTheFakeQuantEvaluatorBitForBit) {
+TEST_P(VlmImageExact, LogitsWithAnImageEqualTheFakeQuantEvaluatorBitForBit) {
+  const Family& f = GetParam();
   const Compiled& c = *compiled_;
   const driver::LoadedModel* lm = &c.model;
   const ir::WeightReader reader = [lm](const ir::Weight& w, std::vector<float>* out) {
@@ -139,15 +138,24 @@ TEST_F(VlmImageExact, LogitsWithAnImageEqualTheFakeQuantEvaluatorBitForBit) {
     const int32_t image = (*enc)->image_token_id();
     auto rows = (*enc)->encode_file((testing::shared_dir() / "data/images/rocket.jpg").string());
     ASSERT_TRUE(rows.ok()) << rows.status().to_string();
-    ASSERT_EQ(rows->size(), static_cast<size_t>(576 * 64));
+    ASSERT_EQ(rows->size(), static_cast<size_t>(f.tokens * 64));
     // The vision part gives the same rows in every mode (tile invariance).
     if (first_rows.empty()) first_rows = *rows;
     EXPECT_EQ(first_difference(*rows, first_rows), rows->size()) << mode;
 
-    // "USER: <image>\n... ASSISTANT:" as ids: text, 576 image tokens, text.
+    // Text, the image tokens, text.
     std::vector<int32_t> prompt = {1, 85, 83, 69, 82, 58};
-    prompt.insert(prompt.end(), 576, image);
+    prompt.insert(prompt.end(), static_cast<size_t>(f.tokens), image);
     for (int32_t t : {10, 68, 101, 115, 99, 65, 58}) prompt.push_back(t);
+    const auto n = static_cast<int64_t>(prompt.size());
+    std::vector<int64_t> positions;  // M-RoPE: the image on its grid
+    if (f.side > 0) {
+      auto p = runner::mrope_positions(prompt, image, {runner::LlmGrid{1, f.side, f.side}});
+      ASSERT_TRUE(p.ok()) << p.status().to_string();
+      positions = p->positions;
+      EXPECT_GT(p->delta, -f.tokens);  // the grid's positions are fewer than its tokens
+      EXPECT_LT(p->delta, 0);
+    }
 
     auto fq = quant::FakeQuantSession::create(c.model.graph, reader);
     ASSERT_TRUE(fq.ok()) << fq.status().to_string();
@@ -160,26 +168,35 @@ TEST_F(VlmImageExact, LogitsWithAnImageEqualTheFakeQuantEvaluatorBitForBit) {
       ++r;
     }
     std::vector<float> want;
-    QBC_ASSERT_OK((*fq)->forward_embeds(x, static_cast<int64_t>(prompt.size()), &want));
+    if (f.side > 0) {
+      QBC_ASSERT_OK((*fq)->forward_embeds_mrope(x, n, positions, &want));
+    } else {
+      QBC_ASSERT_OK((*fq)->forward_embeds(x, n, &want));
+    }
 
     // Prefill in chunks of 128 (the compiled chunk).
     auto npu = runtime::NpuSession::create(m->device, 0);
     QBC_ASSERT_OK(npu);
-    QBC_ASSERT_OK((*npu)->splice(image, *rows));
+    const auto start = [&]() {
+      (*npu)->reset();
+      QBC_ASSERT_OK((*npu)->splice(image, *rows));
+      if (f.side > 0) QBC_ASSERT_OK((*npu)->set_positions(positions));
+    };
+    start();
     std::vector<float> got;
     QBC_ASSERT_OK((*npu)->forward(prompt, &got));
     EXPECT_EQ((*npu)->rows_pending(), 0);
+    EXPECT_EQ((*npu)->positions_pending(), 0);
     EXPECT_EQ(first_difference(got, want), got.size())
         << mode << ", chunks of 128: first difference at " << first_difference(got, want);
-    // A decode step after the image.
+    // A decode step after the image (M-RoPE: at the largest position + 1).
     std::vector<float> want_next, got_next;
     QBC_ASSERT_OK((*fq)->forward({42}, &want_next));
     QBC_ASSERT_OK((*npu)->forward({42}, &got_next));
     EXPECT_EQ(first_difference(got_next, want_next), got_next.size()) << mode << ", decode";
 
-    // One token a call: the splice carries over calls.
-    (*npu)->reset();
-    QBC_ASSERT_OK((*npu)->splice(image, *rows));
+    // One token a call: the splice and the positions carry over calls.
+    start();
     std::vector<float> one_by_one;
     for (int32_t t : prompt) {
       std::vector<float> l;
@@ -196,6 +213,11 @@ TEST_F(VlmImageExact, LogitsWithAnImageEqualTheFakeQuantEvaluatorBitForBit) {
     EXPECT_NE(first_difference(plain, want), want.size()) << mode;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Families, VlmImageExact, ::testing::ValuesIn(kFamilies),
+                         [](const ::testing::TestParamInfo<Family>& i) {
+                           return std::string(i.param.name);
+                         });
 
 }  // namespace
 }  // namespace qbc
