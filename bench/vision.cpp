@@ -3,8 +3,10 @@
 // preprocessing, the tower on the simulated device) against the float reference runtime
 // (ref::Session over the same folder's vision graph, the same preprocessed inputs), both in
 // this run, on this host (bench/vision.sh). The figures are host measurements, not NPU times.
+// Towers: LLaVA's CLIP (patch rows and the embed_base constant) and Qwen2.5-VL's (patch rows in
+// window order and the grid's rope tables, at the compiled size the MXQ records; the float
+// features are put back in the image's order, as the executor's are).
 //
-// Usage: qbc-bench-vision MODEL_DIR MODEL.mxq IMAGE [reps=3]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -16,6 +18,7 @@
 
 #include "qbc/driver/vision_import.h"
 #include "qbc/frontend/clip_vision.h"
+#include "qbc/frontend/qwen_vision.h"
 #include "qbc/frontend/safetensors.h"
 #include "qbc/frontend/vision_config.h"
 #include "qbc/image/image.h"
@@ -70,34 +73,59 @@ int main(int argc, char** argv) {
   auto vc = q::frontend::load_vision_config(dir + "/config.json");
   if (!vc.ok()) return fail(vc.status());
   if (!*vc) return fail(q::invalid_argument(dir, ": no vision_config"));
-  auto g = q::driver::import_vision_graph(dir);
+  const q::frontend::VisionConfig& v = **vc;
+  const bool qwen = v.tower == q::frontend::VisionTower::kQwen25Vit;
+  const int64_t side = model->file.meta.vision().image_size();
+  auto g = q::driver::import_vision_graph(dir, qwen ? side : 0);
   if (!g.ok()) return fail(g.status());
+  if (!*g) return fail(q::invalid_argument(dir, ": no vision graph"));
   auto ck = q::frontend::SafetensorsCheckpoint::open(dir);
   if (!ck.ok()) return fail(ck.status());
   auto ckpt = std::make_shared<q::frontend::SafetensorsCheckpoint>(std::move(*ck));
   const q::ir::WeightReader reader = [ckpt](const q::ir::Weight& w, std::vector<float>* v) {
     return ckpt->read_f32(w.tensor, v);
   };
-  auto base = q::frontend::clip_embed_base(
-      **vc, [ckpt](const std::string& n, std::vector<float>* v) { return ckpt->read_f32(n, v); });
-  if (!base.ok()) return fail(base.status());
+  std::vector<float> base;  // CLIP's constant input
+  q::frontend::QwenVisionLayout layout;
+  if (qwen) {
+    const int64_t grid = side / v.patch_size;
+    auto l = q::frontend::qwen25_vision_layout(v, {1, grid, grid});
+    if (!l.ok()) return fail(l.status());
+    layout = std::move(*l);
+  } else {
+    auto b = q::frontend::clip_embed_base(v, [ckpt](const std::string& n, std::vector<float>* out) {
+      return ckpt->read_f32(n, out);
+    });
+    if (!b.ok()) return fail(b.status());
+    base = std::move(*b);
+  }
   auto spec = q::image::load_preprocess_spec(dir + "/preprocessor_config.json");
   if (!spec.ok()) return fail(spec.status());
+  if (spec->flattens_patches()) spec->compiled_size = static_cast<int32_t>(side);
   auto session = q::ref::Session::create(**g, reader);
   if (!session.ok()) return fail(session.status());
   std::vector<float> float_rows;
   double float_best = 1e30;
+  const int64_t group = v.merge * v.merge;
   for (int r = 0; r < reps + 1; ++r) {
     const auto t0 = Clock::now();
     auto px = q::image::preprocess(*img, *spec, image_path);
     if (!px.ok()) return fail(px.status());
-    const std::vector<std::vector<float>> inputs = {
-        q::frontend::clip_patch_rows(px->values, (*vc)->image_size, (*vc)->patch_size), *base};
+    std::vector<std::vector<float>> inputs;
+    if (qwen) {
+      inputs = {q::frontend::qwen_window_rows(px->values, px->shape.back(), group,
+                                              layout.window_index, false),
+                layout.cos, layout.sin};
+    } else {
+      inputs = {q::frontend::clip_patch_rows(px->values, v.image_size, v.patch_size), base};
+    }
     std::vector<float> out;
     const q::Status s = (*session)->forward_inputs(inputs, &out);
     if (!s.ok()) return fail(s);
     if (r > 0) float_best = std::min(float_best, seconds_since(t0));
-    float_rows = q::frontend::clip_drop_cls(**vc, out, (*vc)->text_hidden);
+    float_rows =
+        qwen ? q::frontend::qwen_window_rows(out, v.text_hidden, 1, layout.window_index, true)
+             : q::frontend::clip_drop_cls(v, out, v.text_hidden);
   }
 
   // How close the quantized features are (SQNR of the executor's rows against the float ones).
@@ -109,12 +137,13 @@ int main(int argc, char** argv) {
     err += d * d;
   }
   const double sqnr = err > 0 ? 10 * std::log10(sig / err) : 999.0;
-  std::printf("vision_tower %s: %lld layers x %lld wide, %lld rows per image\n",
-              (*vc)->model_type.c_str(), static_cast<long long>((*vc)->depth),
-              static_cast<long long>((*vc)->width),
-              static_cast<long long>(npu_rows.size() / std::max<int64_t>(1, (*vc)->text_hidden)));
-  std::printf("vision_executor_images_per_s %.4f (%.3f s per image, best of %d)\n",
-              1.0 / npu_best, npu_best, reps);
+  std::printf("vision_tower %s: %lld layers x %lld wide, %lldx%lld pixels, %lld rows per image\n",
+              v.model_type.c_str(), static_cast<long long>(v.depth),
+              static_cast<long long>(v.width), static_cast<long long>(side),
+              static_cast<long long>(side),
+              static_cast<long long>(npu_rows.size() / std::max<int64_t>(1, v.text_hidden)));
+  std::printf("vision_executor_images_per_s %.4f (%.3f s per image, best of %d)\n", 1.0 / npu_best,
+              npu_best, reps);
   std::printf("vision_float_images_per_s %.4f (%.3f s per image, best of %d)\n", 1.0 / float_best,
               float_best, reps);
   std::printf("vision_executor_vs_float %.3f (target >= 1)\n", float_best / npu_best);

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "image_writers.h"
 #include "qbc/frontend/clip_vision.h"
 #include "qbc/image/image.h"
 #include "qbc/image/preprocess.h"
@@ -317,7 +318,8 @@ TEST_F(VlmCompile, AQwen25VlFolderCompilesItsTowerAndRunsWithAnImage) {
   const auto r = run_qbc("compile " + shell_quote(qwen) + " -o " + shell_quote(out) +
                          " --preset multimodal --use-random-calib --no-resume --context 1024"
                          " --set calibration.numSamples=2 --set calibration.seqLength=32"
-                         " --images " + shell_quote(images_) + " --log-format json");
+                         " --images " +
+                         shell_quote(images_) + " --log-format json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json s = summary_of(r.err);
   ASSERT_TRUE(s.contains("vision")) << r.err;
@@ -345,9 +347,9 @@ TEST_F(VlmCompile, AQwen25VlFolderCompilesItsTowerAndRunsWithAnImage) {
                            " -n 5 --ignore-eos --log-format json");
     ASSERT_EQ(g.exit_code, 0) << p << ": " << g.err;
     const nlohmann::json res = last_event(g.err, "result");
-    const std::vector<int32_t> t =
-        res.contains("new_tokens") ? res["new_tokens"].get<std::vector<int32_t>>()
-                                   : std::vector<int32_t>();
+    const std::vector<int32_t> t = res.contains("new_tokens")
+                                       ? res["new_tokens"].get<std::vector<int32_t>>()
+                                       : std::vector<int32_t>();
     EXPECT_EQ(t.size(), 5u) << p << ": " << g.err;
     outs.push_back(t);
   }
@@ -355,9 +357,9 @@ TEST_F(VlmCompile, AQwen25VlFolderCompilesItsTowerAndRunsWithAnImage) {
   for (const auto& t : outs) differ = differ || t != outs[0];
   EXPECT_TRUE(differ) << "every photograph gave the same tokens";
   // Two image placeholders for one --image: exit 2 naming the count.
-  const auto two = run_qbc("run " + shell_quote(out) + " --image " +
-                           shell_quote(photographs(images_).front()) +
-                           " -p '<|image_pad|><|image_pad|>' -n 2");
+  const auto two =
+      run_qbc("run " + shell_quote(out) + " --image " + shell_quote(photographs(images_).front()) +
+              " -p '<|image_pad|><|image_pad|>' -n 2");
   EXPECT_EQ(two.exit_code, 2) << two.err;
 }
 
@@ -418,6 +420,45 @@ TEST_F(VlmCompile, RunRefusesBadImagesAndMismatchedPrompts) {
     EXPECT_EQ(r.exit_code, 2) << args << ": " << r.out << r.err;
     EXPECT_TRUE(contains(r.err, needle)) << args << ": " << r.err;
   }
+  // Hostile files through `qbc run` (written by the spec-following writers of the image tests,
+  // not by our decoder): each exit 2 naming the file and what is wrong, refused from the header
+  // before any pixel buffer is allocated; a 16-bit PNG is converted and runs.
+  namespace img = testing::img;
+  testing::write_file(dir_ / "cmyk.jpg",
+                      img::jpeg_file(8, 8, 4, JCS_CMYK, std::vector<uint8_t>(8 * 8 * 4, 7)));
+  testing::write_file(dir_ / "huge.png",
+                      img::png_file(100000, 100000, 8, 2, {std::string(6, '\0')}));
+  testing::write_file(dir_ / "zero.png", img::png_file(0, 4, 8, 2, {std::string(1, '\0')}));
+  std::string huge_jpeg = img::jpeg_file(16, 16, 3, JCS_RGB, std::vector<uint8_t>(16 * 16 * 3, 90));
+  const size_t sof = huge_jpeg.find("\xff\xc0");
+  ASSERT_NE(sof, std::string::npos);
+  for (size_t k : {sof + 5, sof + 7}) {  // height and width 60000
+    huge_jpeg[k] = static_cast<char>(0xea);
+    huge_jpeg[k + 1] = static_cast<char>(0x60);
+  }
+  testing::write_file(dir_ / "huge.jpg", huge_jpeg);
+  const std::pair<const char*, const char*> hostile[] = {
+      {"cmyk.jpg", "CMYK"},
+      {"huge.png", "16384 pixels per side"},
+      {"zero.png", "zero.png"},
+      {"huge.jpg", "60000 x 60000"},
+  };
+  for (const auto& [file, says] : hostile) {
+    const auto r = run_qbc(run + "--image " + shell_quote(dir_ / file) + " -p hi");
+    EXPECT_EQ(r.exit_code, 2) << file << ": " << r.out << r.err;
+    EXPECT_TRUE(contains(r.err, file)) << file << ": " << r.err;
+    EXPECT_TRUE(contains(r.err, says)) << file << ": " << r.err;
+  }
+  std::vector<std::string> rows16;
+  for (int y = 0; y < 32; ++y) {
+    std::string row;
+    for (int x = 0; x < 32 * 3; ++x)
+      row += std::string(2, static_cast<char>((x * 5 + y * 3) & 0xff));
+    rows16.push_back(row);
+  }
+  testing::write_file(dir_ / "deep.png", img::png_file(32, 32, 16, 2, rows16));
+  const auto deep = run_qbc(run + "--image " + shell_quote(dir_ / "deep.png") + " -p hi");
+  EXPECT_EQ(deep.exit_code, 0) << deep.err;
   // A text model takes no image.
   const fs::path tiny = dir_ / "tiny_run";
   ASSERT_EQ(run_qbc("random-model --tiny -o " + shell_quote(tiny)).exit_code, 0);

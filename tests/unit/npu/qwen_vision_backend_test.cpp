@@ -256,8 +256,8 @@ TEST_F(QwenVisionBackend, MergeRowsIsAViewAndSramDoesNotGrowWithTheImage) {
     if (i == 0) {
       runtime::DeviceOptions dopt;
       dopt.scheme = isa::Scheme::kGlobal8;
-      auto s = runtime::FeatureSession::create(
-          std::make_shared<const isa::Bundle>(std::move(*b)), dopt);
+      auto s =
+          runtime::FeatureSession::create(std::make_shared<const isa::Bundle>(std::move(*b)), dopt);
       QBC_ASSERT_OK(s);
       std::vector<float> a, c;
       QBC_ASSERT_OK((*s)->forward(tower_.sample(layouts[0], 100), &a));
@@ -290,7 +290,8 @@ TEST_F(QwenVisionBackend, PlanVerifierChecksRowCountsAndTheMergeView) {
   auto o = options("aries-rb", 0, isa::Scheme::kSingle, 1, layout_.grid.patches());
   QBC_ASSERT_OK(o);
   npu::Plan plan;
-  QBC_ASSERT_OK(npu::run_pipeline("npu-compile", q->graph, *o, &qr, {}, {}, nullptr, &plan).status());
+  QBC_ASSERT_OK(
+      npu::run_pipeline("npu-compile", q->graph, *o, &qr, {}, {}, nullptr, &plan).status());
   QBC_ASSERT_OK(npu::verify_plan(plan));
   size_t merge = 0;
   while (merge < plan.nodes.size() && plan.nodes[merge].op != "merge_rows") ++merge;
