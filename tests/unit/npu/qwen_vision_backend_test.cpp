@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "feature_bundle_cases.h"
 #include "qbc/config/config.h"
 #include "qbc/frontend/qwen_vision.h"
 #include "qbc/frontend/random_model.h"
@@ -38,20 +39,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-int64_t first_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return static_cast<int64_t>(i);
-  }
-  return -1;
-}
-
-config::CompileOptions scaling(config::ActivationScaling s, int method) {
-  config::CompileOptions o = config::defaults();
-  o.mutable_bit()->set_activation_scaling(s);
-  o.mutable_calibration()->set_method(method);
-  return o;
-}
+using testing::first_difference;
 
 /// A random Qwen2.5-VL folder with a tower of `width` columns (2 heads), 3 blocks (block 1
 /// full attention, 0 and 2 windows), FFN 48 and an output of 24 columns.
@@ -91,20 +79,8 @@ class QwenTower {
     return l.ok() ? std::move(*l) : frontend::QwenVisionLayout{};
   }
 
-  /// Graph inputs of a random image: smoothed normalized pixels in window order, and the
-  /// layout's rope tables.
   quant::FeatureSample sample(const frontend::QwenVisionLayout& l, uint32_t seed) const {
-    const int64_t n = l.grid.patches(), width = 3 * 2 * 14 * 14;
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<float> u(-1.8f, 2.1f);
-    std::vector<float> rows(static_cast<size_t>(n * width));
-    float prev = 0.0f;
-    for (float& v : rows) {
-      prev = 0.7f * prev + 0.3f * u(rng);
-      v = prev;
-    }
-    return {frontend::qwen_window_rows(rows, width, vc_.merge * vc_.merge, l.window_index, false),
-            l.cos, l.sin};
+    return testing::qwen_random_image(vc_, l, seed);
   }
 
   /// The tower for `l`, quantized with `options` on two random images.
@@ -123,18 +99,6 @@ class QwenTower {
   ir::WeightReader reader_;
 };
 
-StatusOr<npu::Options> options(const std::string& target, int64_t sram, isa::Scheme scheme,
-                               int cores, int64_t rows) {
-  QBC_ASSIGN_OR_RETURN(npu::Target t, testing::test_target(target));
-  if (sram > 0) t.sram_bytes = sram;
-  npu::Options o;
-  o.target = t;
-  o.modes = {npu::ModeRequest{scheme, cores, 1}};
-  o.chunk = rows;
-  o.max_cache = rows;
-  return o;
-}
-
 class QwenVisionBackend : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -147,69 +111,21 @@ class QwenVisionBackend : public ::testing::Test {
 
 // Bit-exactness: schemes x tile settings x activation-scale modes, on a held-out image.
 TEST_F(QwenVisionBackend, ExecutorFeaturesEqualTheFakeQuantEvaluatorBitForBit) {
-  struct Quant {
-    const char* label;
-    config::ActivationScaling scaling;
-    int method;
-  };
-  struct Deployment {
-    const char* target;
-    int64_t sram;  // 0: the profile's
-    isa::Scheme scheme;
-    int cores;
-  };
-  const Quant quants[] = {
-      {"per-token asymmetric", config::ACTIVATION_SCALING_PER_TOKEN_ASYMMETRIC, 0},
-      {"static, method 3", config::ACTIVATION_SCALING_STATIC, 3},
-  };
-  const Deployment deployments[] = {
-      {"aries-rb", 0, isa::Scheme::kSingle, 1},
-      {"aries-rb", 0, isa::Scheme::kGlobal8, 8},
-      {"aries-rb", 48 * 1024, isa::Scheme::kSingle, 1},  // small SRAM: smaller tiles
-      {"aries-rb", 48 * 1024, isa::Scheme::kGlobal8, 8},
-      {"test-2core", 0, isa::Scheme::kGlobal4, 2},
-  };
   const quant::FeatureSample image = tower_.sample(layout_, 100);
   const int64_t rows = layout_.grid.patches(), out_rows = rows / 4;
-  for (const Quant& qm : quants) {
-    auto q = tower_.quantized(layout_, scaling(qm.scaling, qm.method));
+  for (const testing::ScaleMode& qm : testing::tower_scale_modes()) {
+    auto q = tower_.quantized(layout_, qm.options());
     ASSERT_NE(q, nullptr) << qm.label;
     const ir::WeightReader qr = quant::with_sidecar(tower_.reader_, *q);
-    auto fq = quant::FakeQuantSession::create(q->graph, qr);
-    QBC_ASSERT_OK(fq);
-    std::vector<float> want;
-    QBC_ASSERT_OK((*fq)->forward_inputs(image, &want));
+    const std::vector<float> want = testing::evaluator_features(*q, qr, image);
     ASSERT_EQ(want.size(), static_cast<size_t>(out_rows * 24));
-    for (const Deployment& d : deployments) {
-      const std::string at = std::string(qm.label) + ", " + d.target + " SRAM " +
-                             std::to_string(d.sram) + ", " + isa::scheme_name(d.scheme);
-      auto o = options(d.target, d.sram, d.scheme, d.cores, rows);
-      QBC_ASSERT_OK(o);
-      auto b = npu::compile(q->graph, qr, *o);
-      ASSERT_TRUE(b.ok()) << at << ": " << b.status().to_string();
-      EXPECT_EQ(b->kind, isa::BundleKind::kFeatures) << at;
-      EXPECT_EQ(b->chunk, rows) << at;
-      EXPECT_EQ(b->output_rows, out_rows) << at;
-      ASSERT_EQ(b->feature_inputs.size(), 3u) << at;
-      EXPECT_EQ(b->feature_inputs[0].name, "patches") << at;
-      const Status verified = isa::verify(*b);
-      EXPECT_TRUE(verified.ok()) << at << ": " << verified.to_string();
-      auto bundle = std::make_shared<const isa::Bundle>(std::move(*b));
-      runtime::DeviceOptions dopt;
-      dopt.scheme = d.scheme;
-      auto s = runtime::FeatureSession::create(bundle, dopt);
-      ASSERT_TRUE(s.ok()) << at << ": " << s.status().to_string();
-      EXPECT_EQ((*s)->rows(), rows);
-      EXPECT_EQ((*s)->output_rows(), out_rows);
-      EXPECT_EQ((*s)->width(), 24);
-      std::vector<float> got;
-      const Status ran = (*s)->forward(image, &got);
-      ASSERT_TRUE(ran.ok()) << at << ": " << ran.to_string();
-      EXPECT_EQ(first_difference(got, want), -1)
-          << at << ": first difference at index " << first_difference(got, want);
-      std::vector<float> again;
-      QBC_ASSERT_OK((*s)->forward(image, &again));
-      EXPECT_EQ(first_difference(again, want), -1) << at << " (second call)";
+    for (const testing::Deployment& d : testing::tower_deployments()) {
+      const std::string at = std::string(qm.label) + ", " + d.label();
+      testing::expect_executor_matches(*q, qr, d, rows, image, want, at, [&](const isa::Bundle& b) {
+        EXPECT_EQ(b.output_rows, out_rows) << at;
+        ASSERT_EQ(b.feature_inputs.size(), 3u) << at;
+        EXPECT_EQ(b.feature_inputs[0].name, "patches") << at;
+      });
     }
   }
 }
@@ -226,7 +142,7 @@ TEST_F(QwenVisionBackend, MergeRowsIsAViewAndSramDoesNotGrowWithTheImage) {
     ASSERT_NE(q, nullptr);
     const ir::WeightReader qr = quant::with_sidecar(tower_.reader_, *q);
     const int64_t rows = layouts[i].grid.patches();
-    auto o = options("aries-rb", 0, isa::Scheme::kGlobal8, 8, rows);
+    auto o = testing::feature_options("aries-rb", 0, isa::Scheme::kGlobal8, 8, rows);
     QBC_ASSERT_OK(o);
     npu::Plan plan;
     auto b = npu::run_pipeline("npu-compile", q->graph, *o, &qr, {}, {}, nullptr, &plan);
@@ -287,7 +203,7 @@ TEST_F(QwenVisionBackend, PlanVerifierChecksRowCountsAndTheMergeView) {
   auto q = tower_.quantized(layout_, config::defaults());
   ASSERT_NE(q, nullptr);
   const ir::WeightReader qr = quant::with_sidecar(tower_.reader_, *q);
-  auto o = options("aries-rb", 0, isa::Scheme::kSingle, 1, layout_.grid.patches());
+  auto o = testing::feature_options("aries-rb", 0, isa::Scheme::kSingle, 1, layout_.grid.patches());
   QBC_ASSERT_OK(o);
   npu::Plan plan;
   QBC_ASSERT_OK(

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "feature_bundle_cases.h"
 #include "qbc/config/config.h"
 #include "qbc/frontend/clip_vision.h"
 #include "qbc/frontend/random_model.h"
@@ -36,14 +37,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-/// The first index where two float vectors differ bitwise (-1: none; size mismatch: 0).
-int64_t first_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return static_cast<int64_t>(i);
-  }
-  return -1;
-}
+using testing::first_difference;
 
 class VisionBackend : public ::testing::Test {
  protected:
@@ -116,98 +110,30 @@ class VisionBackend : public ::testing::Test {
     return std::make_shared<const quant::QuantizeResult>(std::move(*q));
   }
 
-  /// Backend options: `target`'s profile with `sram` bytes per core (0: the profile's), the
-  /// chunk and cache the image's rows, one mode.
-  StatusOr<npu::Options> options(const std::string& target, int64_t sram, isa::Scheme scheme,
-                                 int cores, int64_t rows) const {
-    QBC_ASSIGN_OR_RETURN(npu::Target t, testing::test_target(target));
-    if (sram > 0) t.sram_bytes = sram;
-    npu::Options o;
-    o.target = t;
-    o.modes = {npu::ModeRequest{scheme, cores, 1}};
-    o.chunk = rows;
-    o.max_cache = rows;
-    return o;
-  }
-
   fs::path dir_;
   frontend::VisionConfig vc_;
   ir::WeightReader reader_;
   std::vector<float> base_;
 };
 
-config::CompileOptions scaling(config::ActivationScaling s, int method) {
-  config::CompileOptions o = config::defaults();
-  o.mutable_bit()->set_activation_scaling(s);
-  o.mutable_calibration()->set_method(method);
-  return o;
-}
-
 // Bit-exactness: schemes x tile settings x activation-scale modes, on a held-out image.
 TEST_F(VisionBackend, ExecutorFeaturesEqualTheFakeQuantEvaluatorBitForBit) {
-  struct Quant {
-    const char* label;
-    config::ActivationScaling scaling;
-    int method;
-  };
-  struct Deployment {
-    const char* target;
-    int64_t sram;  // 0: the profile's
-    isa::Scheme scheme;
-    int cores;
-  };
-  const Quant quants[] = {
-      {"per-token asymmetric", config::ACTIVATION_SCALING_PER_TOKEN_ASYMMETRIC, 0},
-      {"static, method 3", config::ACTIVATION_SCALING_STATIC, 3},
-  };
-  const Deployment deployments[] = {
-      {"aries-rb", 0, isa::Scheme::kSingle, 1},
-      {"aries-rb", 0, isa::Scheme::kGlobal8, 8},
-      {"aries-rb", 48 * 1024, isa::Scheme::kSingle, 1},  // small SRAM: smaller tiles
-      {"aries-rb", 48 * 1024, isa::Scheme::kGlobal8, 8},
-      {"test-2core", 0, isa::Scheme::kGlobal4, 2},
-  };
   const quant::FeatureSample image = sample(vc_, 100);
   const int64_t rows = 1 + (vc_.image_size / vc_.patch_size) * (vc_.image_size / vc_.patch_size);
-  for (const Quant& qm : quants) {
-    auto q = quantized(vc_.image_size, scaling(qm.scaling, qm.method));
+  for (const testing::ScaleMode& qm : testing::tower_scale_modes()) {
+    auto q = quantized(vc_.image_size, qm.options());
     ASSERT_NE(q, nullptr) << qm.label;
     const ir::WeightReader qr = quant::with_sidecar(reader_, *q);
-    auto fq = quant::FakeQuantSession::create(q->graph, qr);
-    QBC_ASSERT_OK(fq);
-    std::vector<float> want;
-    QBC_ASSERT_OK((*fq)->forward_inputs(image, &want));
+    const std::vector<float> want = testing::evaluator_features(*q, qr, image);
     ASSERT_EQ(want.size(), static_cast<size_t>(rows * vc_.text_hidden));
-    std::vector<int64_t> tiles;  // the first qlinear's row tile per deployment
-    for (const Deployment& d : deployments) {
-      const std::string at = std::string(qm.label) + ", " + d.target + " SRAM " +
-                             std::to_string(d.sram) + ", " + isa::scheme_name(d.scheme);
-      auto o = options(d.target, d.sram, d.scheme, d.cores, rows);
-      QBC_ASSERT_OK(o);
-      auto b = npu::compile(q->graph, qr, *o);
-      ASSERT_TRUE(b.ok()) << at << ": " << b.status().to_string();
-      EXPECT_EQ(b->kind, isa::BundleKind::kFeatures) << at;
-      ASSERT_EQ(b->feature_inputs.size(), 2u) << at;
-      EXPECT_EQ(b->feature_inputs[0].name, "patches") << at;
-      EXPECT_EQ(b->feature_inputs[1].name, "embed_base") << at;
-      const Status verified = isa::verify(*b);
-      EXPECT_TRUE(verified.ok()) << at << ": " << verified.to_string();
-      auto bundle = std::make_shared<const isa::Bundle>(std::move(*b));
-      runtime::DeviceOptions dopt;
-      dopt.scheme = d.scheme;
-      auto s = runtime::FeatureSession::create(bundle, dopt);
-      ASSERT_TRUE(s.ok()) << at << ": " << s.status().to_string();
-      EXPECT_EQ((*s)->rows(), rows);
-      EXPECT_EQ((*s)->width(), vc_.text_hidden);
-      std::vector<float> got;
-      const Status ran = (*s)->forward(image, &got);
-      ASSERT_TRUE(ran.ok()) << at << ": " << ran.to_string();
-      EXPECT_EQ(first_difference(got, want), -1)
-          << at << ": first difference at index " << first_difference(got, want);
-      // A second call on the same device gives the same bits (nothing carried over).
-      std::vector<float> again;
-      QBC_ASSERT_OK((*s)->forward(image, &again));
-      EXPECT_EQ(first_difference(again, want), -1) << at << " (second call)";
+    for (const testing::Deployment& d : testing::tower_deployments()) {
+      const std::string at = std::string(qm.label) + ", " + d.label();
+      testing::expect_executor_matches(*q, qr, d, rows, image, want, at, [&](const isa::Bundle& b) {
+        EXPECT_EQ(b.output_rows, rows) << at;
+        ASSERT_EQ(b.feature_inputs.size(), 2u) << at;
+        EXPECT_EQ(b.feature_inputs[0].name, "patches") << at;
+        EXPECT_EQ(b.feature_inputs[1].name, "embed_base") << at;
+      });
     }
   }
 }
@@ -221,7 +147,7 @@ TEST_F(VisionBackend, TileSettingsDifferAndFeaturesDependOnTheImage) {
   const int64_t rows = 1 + (vc_.image_size / vc_.patch_size) * (vc_.image_size / vc_.patch_size);
   npu::Plan big, small;
   for (auto [sram, plan] : {std::pair{int64_t{0}, &big}, std::pair{int64_t{48 * 1024}, &small}}) {
-    auto o = options("aries-rb", sram, isa::Scheme::kSingle, 1, rows);
+    auto o = testing::feature_options("aries-rb", sram, isa::Scheme::kSingle, 1, rows);
     QBC_ASSERT_OK(o);
     auto b = npu::run_pipeline("npu-compile", q->graph, *o, &qr, {}, {}, nullptr, plan);
     QBC_ASSERT_OK(b);
@@ -234,7 +160,7 @@ TEST_F(VisionBackend, TileSettingsDifferAndFeaturesDependOnTheImage) {
              big.nodes[i].rows_mt != small.nodes[i].rows_mt;
   }
   EXPECT_TRUE(differ) << "the 48 KiB SRAM setting chose the same tiles";
-  auto o = options("aries-rb", 0, isa::Scheme::kSingle, 1, rows);
+  auto o = testing::feature_options("aries-rb", 0, isa::Scheme::kSingle, 1, rows);
   QBC_ASSERT_OK(o);
   auto b = npu::compile(q->graph, qr, *o);
   QBC_ASSERT_OK(b);
@@ -259,7 +185,7 @@ TEST_F(VisionBackend, SramPeakIsTheSameForTwoImageSizes) {
     ASSERT_NE(q, nullptr);
     const ir::WeightReader qr = quant::with_sidecar(reader_, *q);
     const int64_t side = sizes[i] / vc_.patch_size;
-    auto o = options("aries-rb", 0, isa::Scheme::kGlobal8, 8, 1 + side * side);
+    auto o = testing::feature_options("aries-rb", 0, isa::Scheme::kGlobal8, 8, 1 + side * side);
     QBC_ASSERT_OK(o);
     npu::Plan plan;
     auto b = npu::run_pipeline("npu-compile", q->graph, *o, &qr, {}, {}, nullptr, &plan);

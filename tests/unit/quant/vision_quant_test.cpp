@@ -84,22 +84,9 @@ class VisionQuant : public ::testing::Test {
     };
   }
 
-  /// Graph inputs for a random image: normalized pixel values in [-1.8, 2.1] (the range of
-  /// CLIP's mean/std normalisation), smoothed along each patch row so neighbouring pixels
-  /// correlate, in window order, with the layout's rotary tables.
+  /// Graph inputs for a random image (testing::qwen_random_image).
   quant::FeatureSample sample(uint32_t seed) const {
-    const int64_t n = layout_.grid.patches(), width = 3 * 2 * 14 * 14;
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<float> u(-1.8f, 2.1f);
-    std::vector<float> rows(static_cast<size_t>(n * width));
-    float prev = 0.0f;
-    for (float& v : rows) {
-      prev = 0.7f * prev + 0.3f * u(rng);
-      v = prev;
-    }
-    return {frontend::qwen_window_rows(rows, width, vc_.merge * vc_.merge, layout_.window_index,
-                                       /*inverse=*/false),
-            layout_.cos, layout_.sin};
+    return testing::qwen_random_image(vc_, layout_, seed);
   }
 
   std::vector<float> float_features(const ir::Graph& g, const quant::FeatureSample& in) const {
