@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -16,6 +17,7 @@
 #include "qbc/config/config.h"
 #include "qbc/isa/verify.h"
 #include "qbc/npu/compile.h"
+#include "qbc/npu/plan.h"
 #include "qbc/quant/fakequant.h"
 #include "qbc/quant/vision_quant.h"
 #include "qbc/runtime/feature_session.h"
@@ -135,6 +137,23 @@ inline std::vector<float> evaluator_features(const quant::QuantizeResult& q,
   const Status s = (*fq)->forward_inputs(image, &want);
   EXPECT_TRUE(s.ok()) << s.to_string();
   return want;
+}
+
+/// Two plans of one tower at two image sizes have the same SRAM stages, planned and used
+/// (nothing on chip grows with the image); returns the peak (expected > 0).
+inline int64_t expect_same_sram_stages(const std::vector<npu::StagePlan>& a,
+                                       const std::vector<npu::StagePlan>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  int64_t peak_a = 0, peak_b = 0;
+  for (const npu::StagePlan& st : a) peak_a = std::max(peak_a, st.used);
+  for (const npu::StagePlan& st : b) peak_b = std::max(peak_b, st.used);
+  for (size_t k = 0; k < a.size() && k < b.size(); ++k) {
+    EXPECT_EQ(a[k].planned, b[k].planned) << a[k].name;
+    EXPECT_EQ(a[k].used, b[k].used) << a[k].name;
+  }
+  EXPECT_GT(peak_a, 0);
+  EXPECT_EQ(peak_a, peak_b);
+  return peak_a;
 }
 
 }  // namespace qbc::testing
