@@ -34,6 +34,7 @@ const std::vector<ArchEntry>& arch_table() {
       {"Qwen2VLForConditionalGeneration", ModelFamily::kQwen2, hi::parse_qwen2_vl, {"qwen2_vl"}},
       {"Qwen2_5_VLForConditionalGeneration", ModelFamily::kQwen2, hi::parse_qwen2_vl,
        {"qwen2_5_vl"}},
+      {"Qwen3VLForConditionalGeneration", ModelFamily::kQwen3, hi::parse_qwen3_vl, {"qwen3_vl"}},
       {"LlavaForConditionalGeneration", ModelFamily::kLlama, hi::parse_llama, {"llava"}},
       {"Gemma2ForCausalLM", ModelFamily::kGemma2, hi::parse_gemma2, {"gemma2"}},
       {"Gemma3ForCausalLM", ModelFamily::kGemma3, hi::parse_gemma3, {"gemma3_text", "gemma3"}},
@@ -289,7 +290,8 @@ StatusOr<HParams> parse_hparams(std::string_view json_text, std::string_view sou
       if (!text.contains(key) && root.contains(key)) text[key] = root[key];
     }
     prefix = "text_config.";
-  } else if (entry->parse == hparams_internal::parse_qwen2_vl) {
+  } else if (entry->parse == hparams_internal::parse_qwen2_vl ||
+             entry->parse == hparams_internal::parse_qwen3_vl) {
     text = qwen_vl_text_json(root);
   } else if (entry->architecture == "LlavaForConditionalGeneration") {
     QBC_ASSIGN_OR_RETURN(ConfigReader sub, top.child("text_config"));

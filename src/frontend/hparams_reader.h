@@ -98,6 +98,7 @@ Status parse_mistral(const ConfigReader& cfg, HParams& hp);
 Status parse_qwen2(const ConfigReader& cfg, HParams& hp);
 Status parse_qwen2_vl(const ConfigReader& cfg, HParams& hp);
 Status parse_qwen3(const ConfigReader& cfg, HParams& hp);
+Status parse_qwen3_vl(const ConfigReader& cfg, HParams& hp);
 Status parse_gemma2(const ConfigReader& cfg, HParams& hp);
 Status parse_gemma3(const ConfigReader& cfg, HParams& hp);
 Status parse_phi3(const ConfigReader& cfg, HParams& hp);

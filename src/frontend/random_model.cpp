@@ -218,18 +218,23 @@ Status create_output_dir(const std::filesystem::path& dir) {
 // head_dim / 2 (each stream floor(old * new / old_sum), the width stream the rest), and the
 // image and vision token ids that fall outside a smaller vocabulary moved to its top ids.
 void fit_vlm_keys(OrderedJson& j, const ConfigOverrides& ov) {
-  auto get = [&j](const char* key) {
-    return j.contains(key) && j[key].is_number_integer() ? j[key].get<int64_t>() : int64_t{0};
+  // The language keys: under text_config when it holds the rope scaling (Qwen3-VL).
+  OrderedJson& t = j.contains("text_config") && j["text_config"].is_object() &&
+                           j["text_config"].contains("rope_scaling")
+                       ? j["text_config"]
+                       : j;
+  auto get = [&t](const char* key) {
+    return t.contains(key) && t[key].is_number_integer() ? t[key].get<int64_t>() : int64_t{0};
   };
   const int64_t heads = get("num_attention_heads");
   const int64_t head_dim = get("head_dim") > 0 ? get("head_dim")
                            : heads > 0         ? get("hidden_size") / heads
                                                : 0;
-  if (j.contains("rope_scaling") && j["rope_scaling"].is_object() &&
-      j["rope_scaling"].contains("mrope_section") &&
-      j["rope_scaling"]["mrope_section"].is_array() &&
-      j["rope_scaling"]["mrope_section"].size() == 3) {
-    OrderedJson& sec = j["rope_scaling"]["mrope_section"];
+  if (t.contains("rope_scaling") && t["rope_scaling"].is_object() &&
+      t["rope_scaling"].contains("mrope_section") &&
+      t["rope_scaling"]["mrope_section"].is_array() &&
+      t["rope_scaling"]["mrope_section"].size() == 3) {
+    OrderedJson& sec = t["rope_scaling"]["mrope_section"];
     int64_t old_sum = 0;
     for (const auto& v : sec)
       old_sum += v.is_number_integer() ? v.get<int64_t>() : -(int64_t{1} << 40);
@@ -395,9 +400,12 @@ StatusOr<std::string> apply_config_overrides(std::string_view config_json, std::
   const bool llava = j.contains("model_type") &&
                      (j["model_type"] == "llava" || j["model_type"] == "gemma3") &&
                      j.contains("text_config") && j["text_config"].is_object();
+  // Qwen3-VL (and Qwen2.5-VL as newer transformers write it) nest the language keys under
+  // text_config too: a key found there, and not at the top, is overridden there.
+  const bool nested = j.contains("text_config") && j["text_config"].is_object();
   for (const auto& [key, value] : ints) {
     if (!value->has_value()) continue;
-    if (llava) {
+    if (llava || (nested && !j.contains(key) && j["text_config"].contains(key))) {
       j["text_config"][key] = **value;
       if (std::string_view(key) == "vocab_size" && j.contains(key)) j[key] = **value;
       continue;

@@ -155,10 +155,13 @@ TEST(FlagsCliInputs, ModelTypeThatContradictsTheArchitectureExitsThree) {
   EXPECT_EQ(q.exit_code, 3) << q.err;
   EXPECT_TRUE(contains(q.err, "'qwen2'")) << q.err;
   EXPECT_FALSE(contains(q.err, "planned")) << q.err;
-  // The published Qwen3-VL config (Qwen3VLForConditionalGeneration) says multimodal is planned.
-  QBC_REQUIRE_SHARED(qwen3vl, "model-configs-new/Qwen3-VL-4B-Instruct/config.json");
-  const auto l = run_qbc("plan --model-config " + shell_quote(qwen3vl));
+  // A VLM architecture qbc does not read (SmolVLM / Idefics3) says multimodal is planned.
+  cfg["architectures"] = nlohmann::json::array({"Idefics3ForConditionalGeneration"});
+  cfg["model_type"] = "idefics3";
+  write_file(dir / "m/config.json", cfg.dump(2));
+  const auto l = run_qbc("plan --model-config " + shell_quote(dir / "m/config.json"));
   EXPECT_EQ(l.exit_code, 3) << l.err;
+  EXPECT_TRUE(contains(l.err, "Idefics3ForConditionalGeneration")) << l.err;
   EXPECT_TRUE(contains(l.err, "planned")) << l.err;
 }
 

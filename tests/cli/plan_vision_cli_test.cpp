@@ -90,6 +90,43 @@ TEST(PlanVisionCliTest, LlavaPlansItsLlamaLanguageModelAndPrintsTheVisionLine) {
   EXPECT_TRUE(contains(r.out, "model trained for 4096 positions")) << r.out;
 }
 
+// Qwen3-VL-4B: the language model (Qwen3 under text_config: 36 layers of width 2560, 8 KV
+// heads of 128, interleaved M-RoPE) is planned from the config, with the vision part and the
+// time to first token with an image; its weights are not read (the interleaved M-RoPE and
+// DeepStack decoder is not built), which `qbc parse` says with exit 3.
+TEST(PlanVisionCliTest, Qwen3VlPlansItsLanguageModelAndTheVisionPart) {
+  QBC_REQUIRE_SHARED(dir, "model-configs-new/Qwen3-VL-4B-Instruct");
+  const auto r = run_qbc("plan " + shell_quote(dir) + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["fits"].get<bool>());
+  ASSERT_TRUE(j.contains("vision")) << r.out;
+  EXPECT_EQ(j["vision"]["tower"], "Qwen3-VL ViT");
+  EXPECT_EQ(j["vision"]["tokens_per_image"], 196);  // (448 / 32)^2
+  EXPECT_TRUE(j["vision"]["fits_with_text"].get<bool>());
+  // K and V of 36 layers x 8 heads x 128 at 8 bits for the 4096 planned positions.
+  EXPECT_EQ(j["memory"]["dram"]["kv_bytes"].get<int64_t>(), int64_t{36} * 8 * 128 * 2 * 4096);
+  for (const auto& s : j["schemes"]) {
+    EXPECT_GT(s["vision_ms"].get<double>(), 0.0) << s.dump();
+    EXPECT_EQ(s["image_prompt_tokens"].get<int64_t>(), s["prompt_tokens"].get<int64_t>() + 196);
+  }
+  // A random Qwen3-VL shrunk by the language flags (which reach text_config, mrope_section
+  // rescaled to the new head_dim) parses to exit 3 naming what is missing.
+  const fs::path out = testing::temp_dir() / "qwen3vl_parse";
+  const auto made = run_qbc("random-model " + shell_quote(dir / "config.json") + " -o " +
+                            shell_quote(out) +
+                            " --layers 1 --hidden 64 --heads 2 --kv-heads 1 --head-dim 32"
+                            " --intermediate 64 --vocab 256");
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  const auto cfg = nlohmann::json::parse(testing::read_file(out / "config.json"));
+  EXPECT_EQ(cfg["text_config"]["num_hidden_layers"], 1);
+  EXPECT_EQ(cfg["text_config"]["rope_scaling"]["mrope_section"], nlohmann::json({6, 5, 5}));
+  const auto p = run_qbc("parse " + shell_quote(out) + " -o " + shell_quote(out / "m.mblt"));
+  EXPECT_EQ(p.exit_code, 3) << p.err;
+  EXPECT_TRUE(contains(p.err, "mrope_interleaved")) << p.err;
+  EXPECT_FALSE(fs::exists(out / "m.mblt"));
+}
+
 TEST(PlanVisionCliTest, TextModelsHaveNoVisionLine) {
   QBC_REQUIRE_SHARED(dir, "model-configs/Qwen2.5-0.5B-Instruct");
   const auto r = run_qbc("plan " + shell_quote(dir));

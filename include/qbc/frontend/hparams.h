@@ -187,6 +187,10 @@ struct HParams {
   /// (sum head_dim / 2). The graph then takes host-computed cos/sin tables (docs/multimodal.md,
   /// "The language graph"). Empty: 1-D RoPE from the token position.
   std::vector<int64_t> mrope_section;
+  /// Qwen3-VL (`rope_scaling.mrope_interleaved`): the streams take the rotary frequencies in
+  /// turn (t, h, w, t, h, w, ...) instead of in sections; with its DeepStack inputs, what the
+  /// decoder graph does not build yet (`qbc plan` reads such a config).
+  bool mrope_interleaved = false;
 
   double attn_logit_softcap = 0.0;   ///< 0 = no soft-capping.
   double final_logit_softcap = 0.0;  ///< 0 = no soft-capping.

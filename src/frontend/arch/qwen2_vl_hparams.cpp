@@ -1,5 +1,6 @@
-// config.json -> HParams for the language model of Qwen2-VL and Qwen2.5-VL
-// (Qwen2VLForConditionalGeneration, Qwen2_5_VLForConditionalGeneration). Its decoder is Qwen2's
+// config.json -> HParams for the language model of Qwen2-VL, Qwen2.5-VL and Qwen3-VL
+// (Qwen2VLForConditionalGeneration, Qwen2_5_VLForConditionalGeneration,
+// Qwen3VLForConditionalGeneration). Its decoder is Qwen2's
 // (q/k/v biases, no o_proj bias, SwiGLU), with M-RoPE: `rope_scaling.mrope_section` splits the
 // head_dim / 2 rotary frequencies among the temporal, height and width position streams
 // (transformers' apply_multimodal_rotary_pos_emb). The text keys sit at the top of config.json
@@ -47,6 +48,21 @@ Status parse_qwen2_vl(const ConfigReader& cfg, HParams& hp) {
                          " scaling (Qwen2-VL models use the default frequencies)");
   }
   return parse_mrope_section(cfg, hp);
+}
+
+// Qwen3VLForConditionalGeneration: the decoder is Qwen3's (q/k RMSNorm, head_dim 128 by
+// default) under `text_config`, with interleaved M-RoPE (`rope_scaling.mrope_interleaved`).
+Status parse_qwen3_vl(const ConfigReader& cfg, HParams& hp) {
+  QBC_RETURN_IF_ERROR(parse_qwen3(cfg, hp));
+  if (hp.rope_scaling.type != RopeScalingType::kNone) {
+    return unimplemented(cfg.where("rope_scaling"), ": M-RoPE with ",
+                         rope_scaling_name(hp.rope_scaling.type),
+                         " scaling (Qwen3-VL models use the default frequencies)");
+  }
+  QBC_RETURN_IF_ERROR(parse_mrope_section(cfg, hp));
+  QBC_ASSIGN_OR_RETURN(ConfigReader rs, cfg.child("rope_scaling"));
+  QBC_ASSIGN_OR_RETURN(hp.mrope_interleaved, rs.get_bool_or("mrope_interleaved", false));
+  return ok_status();
 }
 
 }  // namespace qbc::frontend::hparams_internal
