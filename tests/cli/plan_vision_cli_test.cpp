@@ -113,10 +113,10 @@ TEST(PlanVisionCliTest, Qwen3VlPlansItsLanguageModelAndTheVisionPart) {
   // A random Qwen3-VL shrunk by the language flags (which reach text_config, mrope_section
   // rescaled to the new head_dim) parses to exit 3 naming what is missing.
   const fs::path out = testing::temp_dir() / "qwen3vl_parse";
-  const auto made = run_qbc("random-model " + shell_quote(dir / "config.json") + " -o " +
-                            shell_quote(out) +
-                            " --layers 1 --hidden 64 --heads 2 --kv-heads 1 --head-dim 32"
-                            " --intermediate 64 --vocab 256");
+  const auto made =
+      run_qbc("random-model " + shell_quote(dir / "config.json") + " -o " + shell_quote(out) +
+              " --layers 1 --hidden 64 --heads 2 --kv-heads 1 --head-dim 32"
+              " --intermediate 64 --vocab 256");
   ASSERT_EQ(made.exit_code, 0) << made.err;
   const auto cfg = nlohmann::json::parse(testing::read_file(out / "config.json"));
   EXPECT_EQ(cfg["text_config"]["num_hidden_layers"], 1);
