@@ -126,11 +126,10 @@ StatusOr<Tower> clip_tower(const std::string& model, const frontend::VisionConfi
   const int64_t grid = vc.image_size / vc.patch_size;
   t.rows = t.features = 1 + grid * grid;
   t.drop = vc.keeps_cls ? 0 : 1;
-  QBC_ASSIGN_OR_RETURN(std::vector<float> base,
-                       frontend::clip_embed_base(vc, [&ck](const std::string& n,
-                                                           std::vector<float>* v) {
-                         return ck.read_f32(n, v);
-                       }));
+  QBC_ASSIGN_OR_RETURN(
+      std::vector<float> base,
+      frontend::clip_embed_base(
+          vc, [&ck](const std::string& n, std::vector<float>* v) { return ck.read_f32(n, v); }));
   t.constants.emplace_back("embed_base", std::move(base));
   const int64_t side = vc.image_size, patch = vc.patch_size;
   t.patches = [side, patch](const image::Pixels& px) {
@@ -154,12 +153,11 @@ StatusOr<Tower> qwen_tower(const std::string& model, const frontend::VisionConfi
   t.rows = grid * grid;
   t.merge = vc.merge;
   t.features = t.rows / (vc.merge * vc.merge);
-  t.constants.emplace_back("rope_cos", layout.cos);
-  t.constants.emplace_back("rope_sin", layout.sin);
+  t.constants.emplace_back("rope_cos", std::move(layout.cos));
+  t.constants.emplace_back("rope_sin", std::move(layout.sin));
   t.window_order = layout.window_index;
   const int64_t group = vc.merge * vc.merge;
-  const std::vector<int64_t> order = layout.window_index;
-  t.patches = [group, order](const image::Pixels& px) {
+  t.patches = [group, order = std::move(layout.window_index)](const image::Pixels& px) {
     const int64_t width = px.shape.empty() ? 0 : px.shape.back();
     return frontend::qwen_window_rows(px.values, width, group, order, /*inverse=*/false);
   };

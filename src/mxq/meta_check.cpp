@@ -155,7 +155,7 @@ Status check_vision_pair(const pb::Meta& meta, const isa::Bundle& b, const Loade
       v.image_size() % v.patch_size() != 0)
     return data_loss(where, ": image size ", v.image_size(), " and patch size ", v.patch_size());
   // An M-RoPE language model places an image's tokens on its merged grid, row-major.
-  const int64_t merge = std::max<int64_t>(1, v.merge_size());
+  const int64_t merge = vision_merge(v);
   const int64_t grid = v.image_size() / v.patch_size();
   if (b.rope_inputs.present() && (v.merge_size() > 64 || grid % merge != 0 ||
                                   v.tokens_per_image() != (grid / merge) * (grid / merge)))

@@ -220,9 +220,7 @@ Status Generator::set_prompt_positions(const std::vector<int32_t>& prompt, size_
   // whole prompt as HF's get_rope_index; the cached prefix already ran with the same ones.
   std::vector<runner::LlmGrid> grids;
   if (image_token >= 0) {
-    const mxq::pb::VisionPart& v = model_.file.meta.vision();
-    const int64_t merge = std::max<int64_t>(1, v.merge_size());
-    const int64_t side = v.patch_size() > 0 ? v.image_size() / v.patch_size() / merge : 0;
+    const int64_t side = mxq::vision_grid_side(model_.file.meta.vision());
     int64_t placeholders = 0;
     for (int32_t t : prompt) placeholders += t == image_token ? 1 : 0;
     if (side < 1 || placeholders % (side * side) != 0)

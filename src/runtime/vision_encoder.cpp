@@ -28,14 +28,14 @@ StatusOr<std::unique_ptr<VisionEncoder>> VisionEncoder::create(const mxq::Loaded
   const mxq::LoadedModel& v = *file.vision;
   const std::shared_ptr<const isa::Bundle> bundle = v.bundle;
   const int64_t rows = bundle->chunk;
-  const int64_t merge = std::max<int64_t>(1, e->part_.merge_size());
+  const int64_t merge = mxq::vision_merge(e->part_);
   if (e->spec_.flattens_patches()) {  // Qwen2-VL's patch rows at the compiled size
     e->spec_.compiled_size = static_cast<int32_t>(e->part_.image_size());
     const int64_t grid = e->part_.image_size() / e->part_.patch_size();
     if (grid * grid != rows || grid % merge != 0)
-      return invalid_argument(name, ": the vision part takes ", rows, " patch rows, not the ",
-                              grid, " x ", grid, " of a ", e->part_.image_size(),
-                              " pixel image merged ", merge, " x ", merge);
+      return invalid_argument(name, ": the vision part takes ", rows, " patch rows, not the ", grid,
+                              " x ", grid, " of a ", e->part_.image_size(), " pixel image merged ",
+                              merge, " x ", merge);
   }
   // The tower's constant inputs (every input but the patches) come from the vision part's
   // assets, in the bundle's input order.
@@ -49,9 +49,9 @@ StatusOr<std::unique_ptr<VisionEncoder>> VisionEncoder::create(const mxq::Loaded
     if (a == nullptr || a->bytes.size() != static_cast<size_t>(rows * in.width) * sizeof(float))
       return invalid_argument(name, ": the vision part's input '", in.name, "' needs asset '",
                               asset, "' of [", rows, ", ", in.width, "] fp32; ",
-                              a == nullptr ? "it is missing"
-                                           : "it holds " + std::to_string(a->bytes.size()) +
-                                                 " bytes");
+                              a == nullptr
+                                  ? "it is missing"
+                                  : "it holds " + std::to_string(a->bytes.size()) + " bytes");
     std::vector<float> values(a->bytes.size() / sizeof(float));
     std::memcpy(values.data(), a->bytes.data(), a->bytes.size());
     e->inputs_.push_back(std::move(values));
@@ -93,7 +93,7 @@ StatusOr<std::vector<float>> VisionEncoder::encode(const image::Image& img, std:
     return invalid_argument(name, ": preprocessing gives ", px.size.width, "x", px.size.height,
                             ", the compiled vision part takes ", side, "x", side);
   const isa::Bundle& b = session_->device().bundle();
-  const int64_t merge = std::max<int64_t>(1, part_.merge_size());
+  const int64_t merge = mxq::vision_merge(part_);
   const int64_t group = merge * merge;
   // The tower's inputs by name, in the bundle's order (create() checked them).
   for (size_t i = 0; i < b.feature_inputs.size(); ++i) {
@@ -103,8 +103,8 @@ StatusOr<std::vector<float>> VisionEncoder::encode(const image::Image& img, std:
       if (static_cast<int64_t>(px.values.size()) != b.chunk * width)
         return invalid_argument(name, ": ", px.values.size(), " pixel values, the vision part ",
                                 "takes ", b.chunk, " patch rows of ", width);
-      inputs_[i] = window_order_.empty() ? px.values
-                                         : permute_groups(px.values, group * width, false);
+      inputs_[i] =
+          window_order_.empty() ? px.values : permute_groups(px.values, group * width, false);
     } else {
       const int64_t grid = side / part_.patch_size();
       const int64_t leading = b.chunk - grid * grid;

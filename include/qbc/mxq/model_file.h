@@ -25,6 +25,16 @@ namespace qbc::mxq {
 inline std::string vision_input_asset(const std::string& input) {
   return "vision_" + input + ".f32";
 }
+/// Patches merged per side into one image token (`VisionPart.merge_size`; 0 in files without
+/// a merger reads as 1).
+inline int64_t vision_merge(const pb::VisionPart& v) {
+  return v.merge_size() > 1 ? v.merge_size() : 1;
+}
+/// The side of an image's token grid as the language model sees it (M-RoPE positions):
+/// image_size / patch_size / merge (0 for a malformed part; the pair check refuses those).
+inline int64_t vision_grid_side(const pb::VisionPart& v) {
+  return v.patch_size() > 0 ? v.image_size() / v.patch_size() / vision_merge(v) : 0;
+}
 /// The vision part's asset holding the window order of a tower that works in window order
 /// (Qwen2.5-VL), int64 little-endian: the tower's merge group k is the image's group order[k]
 /// (row-major over the merged grid). The runtime permutes the patch rows into that order and

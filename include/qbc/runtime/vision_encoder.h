@@ -7,7 +7,6 @@
 // a tower that works in one, the rows to drop, the placeholder id.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -38,10 +37,6 @@ class VisionEncoder {
   int32_t image_token_id() const { return part_.image_token_id(); }
   int64_t tokens_per_image() const { return part_.tokens_per_image(); }
   int64_t width() const { return part_.feature_width(); }
-  /// Patches merged per side into one token (1: none); the language model's grid of an image
-  /// is image_size / patch_size / merge_size per side (M-RoPE positions).
-  int64_t merge_size() const { return std::max<int64_t>(1, part_.merge_size()); }
-  int64_t grid_side() const { return part_.image_size() / part_.patch_size() / merge_size(); }
 
  private:
   VisionEncoder() = default;

@@ -38,28 +38,29 @@ Status parse_mrope_section(const ConfigReader& cfg, HParams& hp) {
   return ok_status();
 }
 
+// M-RoPE over the default frequencies (`family` names the models in the refusal of a scaled
+// one), then its sections.
+Status parse_mrope(const ConfigReader& cfg, const char* family, HParams& hp) {
+  if (hp.rope_scaling.type != RopeScalingType::kNone) {
+    return unimplemented(cfg.where("rope_scaling"), ": M-RoPE with ",
+                         rope_scaling_name(hp.rope_scaling.type), " scaling (", family,
+                         " models use the default frequencies)");
+  }
+  return parse_mrope_section(cfg, hp);
+}
+
 }  // namespace
 
 Status parse_qwen2_vl(const ConfigReader& cfg, HParams& hp) {
   QBC_RETURN_IF_ERROR(parse_qwen2(cfg, hp));
-  if (hp.rope_scaling.type != RopeScalingType::kNone) {
-    return unimplemented(cfg.where("rope_scaling"), ": M-RoPE with ",
-                         rope_scaling_name(hp.rope_scaling.type),
-                         " scaling (Qwen2-VL models use the default frequencies)");
-  }
-  return parse_mrope_section(cfg, hp);
+  return parse_mrope(cfg, "Qwen2-VL", hp);
 }
 
 // Qwen3VLForConditionalGeneration: the decoder is Qwen3's (q/k RMSNorm, head_dim 128 by
 // default) under `text_config`, with interleaved M-RoPE (`rope_scaling.mrope_interleaved`).
 Status parse_qwen3_vl(const ConfigReader& cfg, HParams& hp) {
   QBC_RETURN_IF_ERROR(parse_qwen3(cfg, hp));
-  if (hp.rope_scaling.type != RopeScalingType::kNone) {
-    return unimplemented(cfg.where("rope_scaling"), ": M-RoPE with ",
-                         rope_scaling_name(hp.rope_scaling.type),
-                         " scaling (Qwen3-VL models use the default frequencies)");
-  }
-  QBC_RETURN_IF_ERROR(parse_mrope_section(cfg, hp));
+  QBC_RETURN_IF_ERROR(parse_mrope(cfg, "Qwen3-VL", hp));
   QBC_ASSIGN_OR_RETURN(ConfigReader rs, cfg.child("rope_scaling"));
   QBC_ASSIGN_OR_RETURN(hp.mrope_interleaved, rs.get_bool_or("mrope_interleaved", false));
   return ok_status();
