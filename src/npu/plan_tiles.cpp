@@ -380,8 +380,11 @@ Status plan_attention(Context& cx, const Node& n, int32_t id, AttentionPlan* ai)
            ai->params_bytes + 2 * bc * ai->krow + 2 * bc * ai->vrow + rg * bc * 4 + P * rg * 4 +
            P * rg * (hd + 1) * 8 + rg * (hd + 1) * 8 + 32 * 16;
   };
+  // Query rows per tile: a causal prefill's chunk is short (16 rows); a bidirectional
+  // attention (a vision tower's) takes all its rows at once, and 64-row tiles read every key
+  // block a quarter as often (and issue a quarter of the instructions) as 16-row ones.
   int64_t bc = hd <= 64 ? 256 : hd <= 128 ? 128 : 64;
-  int64_t br = std::min<int64_t>(cx.o.chunk, 16);
+  int64_t br = std::min<int64_t>(cx.o.chunk, d.bidirectional ? 64 : 16);
   while (bytes(br, bc) > cx.plan.sram_budget && (bc > 16 || br > 1)) {
     if (bc > 16 && (bc >= 4 * br || br == 1)) {
       bc /= 2;

@@ -33,6 +33,21 @@ const float* gated_activation_table(bool gelu) {
   return gelu ? gelu_tanh.data() : silu.data();
 }
 
+/// numerics::gelu's unrounded fp32 value (erf or quick_gelu) for every fp16 bit pattern: an
+/// fp16 GELU is then fp16(table[x]), numerics' one rounding (store_f16 rounds as round_fp16).
+const float* gelu_table(bool quick) {
+  auto build = [](bool q) {
+    std::vector<float> t(65536);
+    for (uint32_t h = 0; h < 65536; ++h) {
+      const float x = numerics::fp16_from_bits(static_cast<uint16_t>(h));
+      numerics::gelu(&x, 1, false, &t[h], q);
+    }
+    return t;
+  };
+  static const std::vector<float> erf = build(false), quick_gelu = build(true);
+  return quick ? quick_gelu.data() : erf.data();
+}
+
 }  // namespace
 
 Status exec(const isa::RmsNorm& op, Core& c) {
@@ -252,7 +267,16 @@ Status exec(const isa::Eltwise& op, Core& c) {
       break;
     case isa::EltOp::kGeluErf:
     case isa::EltOp::kGeluQuick:
-      numerics::gelu(a.data(), count, f16, y.data(), op.op == isa::EltOp::kGeluQuick);
+      if (f16) {
+        const float* act = gelu_table(op.op == isa::EltOp::kGeluQuick);
+        for (int64_t i = 0; i < count; ++i) {
+          uint16_t h;
+          std::memcpy(&h, ap + 2 * i, 2);
+          y[static_cast<size_t>(i)] = act[h];
+        }
+      } else {
+        numerics::gelu(a.data(), count, f16, y.data(), op.op == isa::EltOp::kGeluQuick);
+      }
       break;
   }
   if (f16) {

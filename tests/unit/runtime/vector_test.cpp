@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "qbc/numerics/elementwise.h"
+#include "qbc/numerics/fp16.h"
 #include "qbc/numerics/norm.h"
 #include "qbc/numerics/rope.h"
 #include "test_bundle.h"
@@ -338,6 +339,45 @@ TEST_P(RuntimeEltwise, EqualsNumerics) {
   const std::vector<uint8_t> y = testing::read(*d, y_d, n * eb);
   EXPECT_TRUE(
       testing::same_bits(f16 ? testing::f16_values(y) : testing::values_of<float>(y), want));
+}
+
+// The fp16 GELUs run from a table over the input's bit pattern: every non-NaN fp16 value gives
+// numerics::gelu's bits (erf and quick_gelu), 8192 values per run (the test core's SRAM).
+TEST(RuntimeGelu, EveryFp16PatternEqualsNumerics) {
+  std::vector<float> all;
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float v = numerics::fp16_from_bits(static_cast<uint16_t>(h));
+    if (!std::isnan(v)) all.push_back(v);
+  }
+  const int64_t width = 1024, s = 8, n = s * width;
+  all.resize((all.size() + n - 1) / n * n, 0.0f);
+  for (const isa::EltOp op : {isa::EltOp::kGeluErf, isa::EltOp::kGeluQuick}) {
+    BundleBuilder bb;
+    const int32_t a_d = bb.dram("a", isa::Purpose::kActivations, n * 2);
+    const int32_t y_d = bb.dram("y", isa::Purpose::kActivations, n * 2);
+    const int32_t a_s = bb.sram("a", 0, n * 2), y_s = bb.sram("y", 0, n * 2);
+    bb.copy(0, bb.ref(a_s), bb.ref(a_d), width * 2, kSeq);
+    isa::Eltwise e;
+    e.op = op;
+    e.a = bb.ref(a_s);
+    e.y = bb.ref(y_s);
+    e.rows = kSeq;
+    e.width = width;
+    bb.emit(0, e);
+    bb.copy(0, bb.ref(y_d), bb.ref(y_s), width * 2, kSeq);
+    int64_t differ = 0;
+    for (size_t at = 0; at < all.size(); at += static_cast<size_t>(n)) {
+      const std::vector<float> x(all.begin() + static_cast<std::ptrdiff_t>(at),
+                                 all.begin() + static_cast<std::ptrdiff_t>(at) + n);
+      std::shared_ptr<Device> d = run(bb, a_d, testing::f16_bytes(x), 0, s);
+      ASSERT_NE(d, nullptr);
+      std::vector<float> want(static_cast<size_t>(n));
+      numerics::gelu(x.data(), n, true, want.data(), op == isa::EltOp::kGeluQuick);
+      const std::vector<float> got = testing::f16_values(testing::read(*d, y_d, n * 2));
+      if (!testing::same_bits(got, want)) ++differ;
+    }
+    EXPECT_EQ(differ, 0) << isa::elt_name(op);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, RuntimeEltwise,
