@@ -829,9 +829,17 @@ std::vector<Checked> programs_of(const Bundle& b) {
 
 /// V10: a feature bundle's interface (docs/npu.md "Feature bundles"): named fp16 row inputs
 /// and an fp32 feature output in io DRAM buffers large enough for chunk rows, no decoder
-/// input, rope tables or decode code; a decoder bundle has no feature inputs.
+/// input, rope tables or decode code, bidirectional attention descriptors; a decoder bundle
+/// has no feature inputs and causal attention descriptors.
 Status check_features_v10(const Bundle& b) {
   const auto bad = [](const std::string& m) { return violation(10, m); };
+  // A decoder's attention is causal, a feature bundle's (a tower's full_attention) is not.
+  for (size_t i = 0; i < b.attentions.size(); ++i) {
+    if (b.attentions[i].bidirectional != (b.kind == BundleKind::kFeatures))
+      return bad("attention descriptor " + num(static_cast<int64_t>(i)) + " is " +
+                 (b.attentions[i].bidirectional ? "bidirectional in a decoder bundle"
+                                                : "causal in a feature bundle"));
+  }
   if (b.kind == BundleKind::kDecoder) {
     if (!b.feature_inputs.empty())
       return bad("a decoder bundle has " + num(static_cast<int64_t>(b.feature_inputs.size())) +

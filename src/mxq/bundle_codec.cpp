@@ -158,6 +158,7 @@ pb::Layout encode_layout(const isa::Bundle& b) {
     p->set_q_dynamic(a.q_dynamic);
     p->set_rotating(a.rotating);
     p->set_k_rope(a.k_rope);
+    p->set_bidirectional(a.bidirectional);
   }
   for (const isa::RopeDesc& r : b.ropes) {
     pb::RopeDesc* p = l.add_ropes();
@@ -304,6 +305,7 @@ Status decode_layout(const pb::Layout& l, const std::string& where, isa::Bundle*
     a.q_dynamic = p.q_dynamic();
     a.rotating = p.rotating();
     a.k_rope = p.k_rope();
+    a.bidirectional = p.bidirectional();
     b->attentions.push_back(a);
   }
   QBC_RETURN_IF_ERROR(count_ok(l.ropes_size(), where, "ropes"));

@@ -586,6 +586,24 @@ TEST(IsaVerify, V10FeatureBundleWithADecoderInput) {
   expect_feature_broken([](Bundle& b) { b.input = kIn; }, {"inputs_embeds"});
 }
 
+TEST(IsaVerify, V10CausalAttentionInAFeatureBundle) {
+  expect_feature_broken(
+      [](Bundle& b) {
+        b.attentions.push_back(AttnDesc{4, 2, 16, 0, 16, 0.25, 0.0, 8, 8, 8});
+      },
+      {"attention descriptor 0 is causal in a feature bundle"});
+}
+
+TEST(IsaVerify, V10BidirectionalAttentionInADecoder) {
+  expect_broken(
+      [](Bundle& b, auto&) {
+        AttnDesc a{4, 2, 16, 0, 64, 0.25, 0.0, 8, 8, 8};
+        a.bidirectional = true;
+        b.attentions.push_back(a);
+      },
+      "V10 (feature interface): ", {"bidirectional in a decoder bundle"});
+}
+
 TEST(IsaVerify, V10DecoderWithFeatureInputs) {
   expect_broken(
       [](Bundle& b, auto&) {

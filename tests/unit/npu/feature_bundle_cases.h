@@ -16,6 +16,7 @@
 
 #include "qbc/config/config.h"
 #include "qbc/isa/verify.h"
+#include "qbc/mxq/bundle_codec.h"
 #include "qbc/npu/compile.h"
 #include "qbc/npu/plan.h"
 #include "qbc/quant/fakequant.h"
@@ -109,6 +110,16 @@ inline void expect_executor_matches(const quant::QuantizeResult& q, const ir::We
   const Status verified = isa::verify(*b);
   EXPECT_TRUE(verified.ok()) << at << ": " << verified.to_string();
   check(*b);
+  // The MXQ carries every attention descriptor as compiled (a lost `bidirectional` turned a
+  // window's rows causal in the runtime; V10 now refuses that).
+  isa::Bundle carried;
+  QBC_ASSERT_OK(mxq::decode_layout(mxq::encode_layout(*b), at, &carried));
+  ASSERT_EQ(carried.attentions.size(), b->attentions.size()) << at;
+  for (size_t i = 0; i < b->attentions.size(); ++i) {
+    EXPECT_TRUE(b->attentions[i].bidirectional) << at << ": attention " << i;
+    EXPECT_EQ(carried.attentions[i].bidirectional, b->attentions[i].bidirectional) << at;
+    EXPECT_EQ(carried.attentions[i].window, b->attentions[i].window) << at;
+  }
   auto bundle = std::make_shared<const isa::Bundle>(std::move(*b));
   runtime::DeviceOptions dopt;
   dopt.scheme = d.scheme;
