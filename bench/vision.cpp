@@ -74,7 +74,8 @@ int main(int argc, char** argv) {
   if (!vc.ok()) return fail(vc.status());
   if (!*vc) return fail(q::invalid_argument(dir, ": no vision_config"));
   const q::frontend::VisionConfig& v = **vc;
-  const bool qwen = v.tower == q::frontend::VisionTower::kQwen25Vit;
+  const bool qwen = v.tower == q::frontend::VisionTower::kQwen25Vit ||
+                    v.tower == q::frontend::VisionTower::kQwen2Vit;
   const int64_t side = model->file.meta.vision().image_size();
   auto g = q::driver::import_vision_graph(dir, qwen ? side : 0);
   if (!g.ok()) return fail(g.status());
@@ -89,7 +90,7 @@ int main(int argc, char** argv) {
   q::frontend::QwenVisionLayout layout;
   if (qwen) {
     const int64_t grid = side / v.patch_size;
-    auto l = q::frontend::qwen25_vision_layout(v, {1, grid, grid});
+    auto l = q::frontend::qwen_vision_layout(v, {1, grid, grid});
     if (!l.ok()) return fail(l.status());
     layout = std::move(*l);
   } else {

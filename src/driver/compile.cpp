@@ -88,6 +88,10 @@ Status parse_stage(Job& j) {
       return invalid_argument("--images ", j.req.images, ": ", j.req.model,
                               " has no vision part (no vision_config in its config.json)");
   }
+  // A vision.imageSize the tower cannot take is said before any work, not after the language
+  // model as a part left out.
+  if (j.req.compile)
+    QBC_RETURN_IF_ERROR(check_vision_image_size(j.req.model, j.cfg.options.vision().image_size()));
   QBC_ASSIGN_OR_RETURN(j.model, open_model(j.req.model, j.cfg));
   // The split is checked against the model's blocks before any work.
   if (j.req.compile) {

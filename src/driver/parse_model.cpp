@@ -29,8 +29,9 @@ StatusOr<ParsedFile> write_graph(ir::Graph& g, const std::string& path,
 
 StatusOr<std::optional<ParsedFile>> write_vision_mblt(const std::string& model,
                                                       const std::string& output,
-                                                      const std::string& producer) {
-  QBC_ASSIGN_OR_RETURN(std::optional<ir::Graph> vision, import_vision_graph(model));
+                                                      const std::string& producer,
+                                                      int64_t image_size) {
+  QBC_ASSIGN_OR_RETURN(std::optional<ir::Graph> vision, import_vision_graph(model, image_size));
   if (!vision) return std::optional<ParsedFile>();
   QBC_ASSIGN_OR_RETURN(ParsedFile f, write_graph(*vision, vision_mblt_path(output), producer));
   const auto it = vision->metadata.find("vision.image_size");

@@ -119,16 +119,17 @@ VisionTime vision_time(const VisionWork& w, const npu::CostParams& p, int cores)
   return v;
 }
 
-StatusOr<VisionPlan> vision_plan(const std::string& path) {
+StatusOr<VisionPlan> vision_plan(const std::string& path, int64_t image_size) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::path config = path;
   if (fs::is_directory(config, ec)) config /= "config.json";
   if (config.extension() != ".json" || !fs::is_regular_file(config, ec)) return VisionPlan{};
-  QBC_ASSIGN_OR_RETURN(const std::optional<frontend::VisionConfig> c,
+  QBC_ASSIGN_OR_RETURN(std::optional<frontend::VisionConfig> c,
                        frontend::load_vision_config(config));
   VisionPlan v;
   if (!c.has_value()) return v;
+  QBC_RETURN_IF_ERROR(frontend::set_image_size(*c, image_size, "vision.imageSize"));
   v.present = true;
   v.tower = std::string(frontend::vision_tower_name(c->tower));
   v.projector = std::string(frontend::vision_projector_name(c->projector));

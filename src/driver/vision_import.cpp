@@ -39,7 +39,8 @@ StatusOr<ir::Graph> clip_graph(const frontend::VisionConfig& vc, int64_t image_s
   }
   QBC_ASSIGN_OR_RETURN(ir::Graph g, frontend::build_clip_vision_graph(vc));
   const int64_t side = vc.image_size / vc.patch_size;
-  g.metadata["vision.image_size"] = std::to_string(vc.image_size) + "x" + std::to_string(vc.image_size);
+  g.metadata["vision.image_size"] =
+      std::to_string(vc.image_size) + "x" + std::to_string(vc.image_size);
   g.metadata["vision.grid_hw"] = std::to_string(side) + "x" + std::to_string(side);
   // Output row 0 is the CLS token's; the strategy "default" drops it on the host.
   g.metadata["vision.drop_cls"] = vc.keeps_cls ? "0" : "1";
@@ -63,7 +64,8 @@ StatusOr<ir::Graph> gemma3_graph(const frontend::VisionConfig& vc, int64_t image
   const frontend::Gemma3VisionNames names = frontend::gemma3_vision_names(new_names);
   QBC_ASSIGN_OR_RETURN(ir::Graph g, frontend::build_gemma3_vision_graph(vc, names));
   const int64_t side = vc.image_size / vc.patch_size;
-  g.metadata["vision.image_size"] = std::to_string(vc.image_size) + "x" + std::to_string(vc.image_size);
+  g.metadata["vision.image_size"] =
+      std::to_string(vc.image_size) + "x" + std::to_string(vc.image_size);
   g.metadata["vision.grid_hw"] = std::to_string(side) + "x" + std::to_string(side);
   g.metadata["vision.pool"] = std::to_string(vc.pool);
   // The host reads the embed_base input from the checkpoint.
@@ -71,8 +73,8 @@ StatusOr<ir::Graph> gemma3_graph(const frontend::VisionConfig& vc, int64_t image
   return g;
 }
 
-// The Qwen2.5-VL tower at image_size (0: kDefaultDynamicImageSize).
-StatusOr<ir::Graph> qwen25_graph(const frontend::VisionConfig& vc, int64_t image_size) {
+// The Qwen2-VL or Qwen2.5-VL tower at image_size (0: kDefaultDynamicImageSize).
+StatusOr<ir::Graph> qwen_graph(const frontend::VisionConfig& vc, int64_t image_size) {
   const int64_t side = image_size > 0 ? image_size : frontend::kDefaultDynamicImageSize;
   const int64_t unit = vc.patch_size * vc.merge;
   if (side % unit != 0) {
@@ -80,9 +82,8 @@ StatusOr<ir::Graph> qwen25_graph(const frontend::VisionConfig& vc, int64_t image
                             " is not a multiple of patch_size x merge = ", unit);
   }
   const frontend::VisionGrid grid{1, side / vc.patch_size, side / vc.patch_size};
-  QBC_ASSIGN_OR_RETURN(frontend::QwenVisionLayout layout,
-                       frontend::qwen25_vision_layout(vc, grid));
-  QBC_ASSIGN_OR_RETURN(ir::Graph g, frontend::build_qwen25_vision_graph(vc, layout));
+  QBC_ASSIGN_OR_RETURN(frontend::QwenVisionLayout layout, frontend::qwen_vision_layout(vc, grid));
+  QBC_ASSIGN_OR_RETURN(ir::Graph g, frontend::build_qwen_vision_graph(vc, layout));
   g.metadata["vision.image_size"] = std::to_string(side) + "x" + std::to_string(side);
   g.metadata["vision.grid_thw"] = "1x" + std::to_string(grid.h) + "x" + std::to_string(grid.w);
   return g;
@@ -103,17 +104,19 @@ StatusOr<std::optional<ir::Graph>> import_vision_graph(const std::string& model,
                     vc->projector == frontend::VisionProjector::kLlavaMlp;
   const bool gemma3 = vc->tower == frontend::VisionTower::kSiglip &&
                       vc->projector == frontend::VisionProjector::kGemmaSoftEmb;
-  if (vc->tower != frontend::VisionTower::kQwen25Vit && !clip && !gemma3) {
+  const bool qwen = vc->tower == frontend::VisionTower::kQwen25Vit ||
+                    vc->tower == frontend::VisionTower::kQwen2Vit;
+  if (!qwen && !clip && !gemma3) {
     return unimplemented(config.string(), ": the ", frontend::vision_tower_name(vc->tower),
                          " vision tower of ", vc->model_type,
-                         " is not parsed yet (Qwen2.5-VL's, LLaVA's CLIP and Gemma 3's SigLIP "
-                         "are; docs/multimodal.md)");
+                         " is not parsed yet (Qwen2-VL's, Qwen2.5-VL's, LLaVA's CLIP and Gemma 3's "
+                         "SigLIP are; docs/multimodal.md)");
   }
   QBC_ASSIGN_OR_RETURN(frontend::SafetensorsCheckpoint ck,
                        frontend::SafetensorsCheckpoint::open(model));
   StatusOr<ir::Graph> built = gemma3 ? gemma3_graph(*vc, image_size, ck)
                               : clip ? clip_graph(*vc, image_size)
-                                     : qwen25_graph(*vc, image_size);
+                                     : qwen_graph(*vc, image_size);
   if (!built.ok()) return built.status();
   ir::Graph g = std::move(*built);
   QBC_RETURN_IF_ERROR(check_weights(g, ck));

@@ -116,6 +116,23 @@ struct Tower {
   std::function<std::vector<float>(const image::Pixels&)> patches;
 };
 
+// The tower's short name in the vision MBLT's architecture ("qwen2_vl/qwen2-vit").
+const char* tower_tag(frontend::VisionTower t) {
+  switch (t) {
+    case frontend::VisionTower::kQwen2Vit:
+      return "qwen2-vit";
+    case frontend::VisionTower::kQwen25Vit:
+      return "qwen2.5-vit";
+    case frontend::VisionTower::kQwen3Vit:
+      return "qwen3-vit";
+    case frontend::VisionTower::kSiglip:
+      return "siglip";
+    case frontend::VisionTower::kClip:
+      return "clip";
+  }
+  return "?";
+}
+
 StatusOr<Tower> clip_tower(const std::string& model, const frontend::VisionConfig& vc,
                            const frontend::SafetensorsCheckpoint& ck) {
   Tower t;
@@ -138,9 +155,10 @@ StatusOr<Tower> clip_tower(const std::string& model, const frontend::VisionConfi
   return t;
 }
 
-/// Qwen2.5-VL at the default dynamic size (448x448: a 32 x 32 patch grid, 256 image tokens):
-/// the patch rows (HF's pixel_values) permuted into window order, the 2-D rope tables of the
-/// grid as constants, 4 patches merged per token.
+/// Qwen2-VL or Qwen2.5-VL at the default dynamic size (448x448: a 32 x 32 patch grid, 256 image
+/// tokens): the patch rows (HF's pixel_values) permuted into window order (Qwen2.5-VL; Qwen2-VL
+/// has no windows and keeps HF's order), the 2-D rope tables of the grid as constants, 4
+/// patches merged per token.
 StatusOr<Tower> qwen_tower(const std::string& model, const frontend::VisionConfig& vc) {
   Tower t;
   t.side = vc.image_size > 0 ? vc.image_size : frontend::kDefaultDynamicImageSize;
@@ -149,12 +167,16 @@ StatusOr<Tower> qwen_tower(const std::string& model, const frontend::VisionConfi
   t.graph = std::move(*g);
   const int64_t grid = t.side / vc.patch_size;
   QBC_ASSIGN_OR_RETURN(frontend::QwenVisionLayout layout,
-                       frontend::qwen25_vision_layout(vc, {1, grid, grid}));
+                       frontend::qwen_vision_layout(vc, {1, grid, grid}));
   t.rows = grid * grid;
   t.merge = vc.merge;
   t.features = t.rows / (vc.merge * vc.merge);
   t.constants.emplace_back("rope_cos", std::move(layout.cos));
   t.constants.emplace_back("rope_sin", std::move(layout.sin));
+  if (vc.tower == frontend::VisionTower::kQwen2Vit) {
+    t.patches = [](const image::Pixels& px) { return px.values; };
+    return t;
+  }
   t.window_order = layout.window_index;
   const int64_t group = vc.merge * vc.merge;
   t.patches = [group, order = std::move(layout.window_index)](const image::Pixels& px) {
@@ -164,59 +186,51 @@ StatusOr<Tower> qwen_tower(const std::string& model, const frontend::VisionConfi
   return t;
 }
 
-}  // namespace
-
-StatusOr<std::optional<VisionBuild>> build_vision_part(const std::string& model,
-                                                       const config::ResolvedConfig& cfg,
-                                                       const npu::Options& language,
-                                                       const std::vector<std::string>& images,
-                                                       int synthetic) {
-  std::error_code ec;
-  const fs::path config = fs::path(model) / "config.json";
-  if (!fs::is_directory(model, ec) || !fs::is_regular_file(config, ec))
-    return std::optional<VisionBuild>();
-  QBC_ASSIGN_OR_RETURN(std::optional<frontend::VisionConfig> vc,
-                       frontend::load_vision_config(config));
-  if (!vc) return std::optional<VisionBuild>();
-  const bool clip = vc->tower == frontend::VisionTower::kClip &&
-                    vc->projector == frontend::VisionProjector::kLlavaMlp;
-  const bool qwen = vc->tower == frontend::VisionTower::kQwen25Vit;
-  if (!clip && !qwen) {
-    const char* why = vc->tower == frontend::VisionTower::kSiglip
-                          ? "its avg_pool and tanh gelu have no ARIES lowering yet"
-                          : "its tower is not parsed yet";
-    return unimplemented(config.string(), ": the ", frontend::vision_tower_name(vc->tower),
-                         " vision part of ", vc->model_type, " does not compile yet: ", why,
-                         " (LLaVA's CLIP and Qwen2.5-VL's towers do; docs/multimodal.md)");
+/// A Qwen processor's square of `side` pixels within its min_pixels / max_pixels.
+Status check_area(const image::PreprocessSpec& spec, int64_t side, const fs::path& pre_path) {
+  const int64_t area = side * side;
+  if ((spec.min_pixels > 0 && area < spec.min_pixels) ||
+      (spec.max_pixels > 0 && area > spec.max_pixels)) {
+    return invalid_argument("vision.imageSize ", side, ": ", area, " pixels, outside ",
+                            pre_path.string(), "'s min_pixels ", spec.min_pixels, " / max_pixels ",
+                            spec.max_pixels);
   }
-  const fs::path pre_path = fs::path(model) / kPreprocessorAsset;
+  return ok_status();
+}
+
+/// The folder's preprocessing for `tower`: preprocessor_config.json parsed (its bytes kept in
+/// `out`), the Qwen processors fixed to the compiled square, whose area must be within their
+/// min_pixels / max_pixels.
+StatusOr<image::PreprocessSpec> preprocessing(const fs::path& pre_path, const Tower& tower,
+                                              const frontend::VisionConfig& vc, bool qwen,
+                                              VisionBuild& out) {
+  std::error_code ec;
   if (!fs::is_regular_file(pre_path, ec))
     return not_found(pre_path.string(),
                      ": missing; a VLM's MXQ carries its preprocessing (resize, crop, mean/std)");
-  VisionBuild out;
   QBC_ASSIGN_OR_RETURN(out.preprocessor_json, read_text_file(pre_path.string()));
   QBC_ASSIGN_OR_RETURN(image::PreprocessSpec spec,
                        image::parse_preprocess_spec(out.preprocessor_json, pre_path.string()));
   if (spec.flattens_patches() != qwen)
     return invalid_argument(pre_path.string(), ": a ", spec.processor, " for the ",
-                            frontend::vision_tower_name(vc->tower), " tower of ", vc->model_type);
+                            frontend::vision_tower_name(vc.tower), " tower of ", vc.model_type);
+  if (!spec.flattens_patches()) return spec;
+  QBC_RETURN_IF_ERROR(check_area(spec, tower.side, pre_path));
+  spec.compiled_size = static_cast<int32_t>(tower.side);
+  return spec;
+}
 
-  QBC_ASSIGN_OR_RETURN(frontend::SafetensorsCheckpoint ck,
-                       frontend::SafetensorsCheckpoint::open(model));
-  auto ckpt = std::make_shared<frontend::SafetensorsCheckpoint>(std::move(ck));
-  const ir::WeightReader reader = [ckpt](const ir::Weight& w, std::vector<float>* v) {
-    return ckpt->read_f32(w.tensor, v);
-  };
-  QBC_ASSIGN_OR_RETURN(Tower tower, qwen ? qwen_tower(model, *vc) : clip_tower(model, *vc, *ckpt));
-  if (spec.flattens_patches()) spec.compiled_size = static_cast<int32_t>(tower.side);
-
-  // Calibration: the user's images, else synthetic ones, through the model's preprocessing;
-  // the graph's inputs in its order (the patches, then the constants by name).
+/// Calibration samples: the user's images, else `synthetic` synthetic ones, through the
+/// model's preprocessing; the graph's inputs in its order (the patches, then the constants by
+/// name).
+StatusOr<std::vector<quant::FeatureSample>> calibration_samples(
+    const Tower& tower, const image::PreprocessSpec& spec, const std::string& pre_path,
+    const std::vector<std::string>& images, int synthetic) {
   std::vector<quant::FeatureSample> samples;
   const auto add = [&](const image::Image& img, const std::string& name) -> Status {
     QBC_ASSIGN_OR_RETURN(image::Pixels px, image::preprocess(img, spec, name));
     if (px.size.height != tower.side || px.size.width != tower.side)
-      return invalid_argument(pre_path.string(), ": preprocessing gives ", px.size.width, "x",
+      return invalid_argument(pre_path, ": preprocessing gives ", px.size.width, "x",
                               px.size.height, " images, the tower takes ", tower.side, "x",
                               tower.side);
     quant::FeatureSample sample;
@@ -239,10 +253,75 @@ StatusOr<std::optional<VisionBuild>> build_vision_part(const std::string& model,
     QBC_ASSIGN_OR_RETURN(const image::Image img, image::decode_file(path));
     QBC_RETURN_IF_ERROR(add(img, path));
   }
-  out.synthetic_calibration = images.empty();
   for (int i = 0; images.empty() && i < synthetic; ++i)
     QBC_RETURN_IF_ERROR(add(synthetic_image(static_cast<uint32_t>(i + 1), 480, 360),
                             "synthetic image " + std::to_string(i + 1)));
+  return samples;
+}
+
+}  // namespace
+
+Status check_vision_image_size(const std::string& model, int64_t image_size) {
+  if (image_size == 0) return ok_status();
+  std::error_code ec;
+  const fs::path config = fs::path(model) / "config.json";
+  std::optional<frontend::VisionConfig> vc;
+  if (fs::is_directory(model, ec) && fs::is_regular_file(config, ec)) {
+    QBC_ASSIGN_OR_RETURN(vc, frontend::load_vision_config(config));
+  }
+  if (!vc)
+    return invalid_argument("vision.imageSize ", image_size, ": ", model,
+                            " has no vision part (no vision_config in a config.json)");
+  QBC_RETURN_IF_ERROR(frontend::set_image_size(*vc, image_size, "vision.imageSize"));
+  const fs::path pre_path = fs::path(model) / kPreprocessorAsset;
+  if (!vc->dynamic_resolution || !fs::is_regular_file(pre_path, ec)) return ok_status();
+  QBC_ASSIGN_OR_RETURN(const std::string json, read_text_file(pre_path.string()));
+  QBC_ASSIGN_OR_RETURN(const image::PreprocessSpec spec,
+                       image::parse_preprocess_spec(json, pre_path.string()));
+  return spec.flattens_patches() ? check_area(spec, image_size, pre_path) : ok_status();
+}
+
+StatusOr<std::optional<VisionBuild>> build_vision_part(const std::string& model,
+                                                       const config::ResolvedConfig& cfg,
+                                                       const npu::Options& language,
+                                                       const std::vector<std::string>& images,
+                                                       int synthetic) {
+  std::error_code ec;
+  const fs::path config = fs::path(model) / "config.json";
+  if (!fs::is_directory(model, ec) || !fs::is_regular_file(config, ec))
+    return std::optional<VisionBuild>();
+  QBC_ASSIGN_OR_RETURN(std::optional<frontend::VisionConfig> vc,
+                       frontend::load_vision_config(config));
+  if (!vc) return std::optional<VisionBuild>();
+  const bool clip = vc->tower == frontend::VisionTower::kClip &&
+                    vc->projector == frontend::VisionProjector::kLlavaMlp;
+  const bool qwen = vc->tower == frontend::VisionTower::kQwen25Vit ||
+                    vc->tower == frontend::VisionTower::kQwen2Vit;
+  if (!clip && !qwen) {
+    const char* why = vc->tower == frontend::VisionTower::kSiglip
+                          ? "its avg_pool and tanh gelu have no ARIES lowering yet"
+                          : "its tower is not parsed yet";
+    return unimplemented(config.string(), ": the ", frontend::vision_tower_name(vc->tower),
+                         " vision part of ", vc->model_type, " does not compile yet: ", why,
+                         " (LLaVA's CLIP, Qwen2-VL's and Qwen2.5-VL's towers do; "
+                         "docs/multimodal.md)");
+  }
+  QBC_RETURN_IF_ERROR(
+      frontend::set_image_size(*vc, cfg.options.vision().image_size(), "vision.imageSize"));
+  QBC_ASSIGN_OR_RETURN(frontend::SafetensorsCheckpoint ck,
+                       frontend::SafetensorsCheckpoint::open(model));
+  auto ckpt = std::make_shared<frontend::SafetensorsCheckpoint>(std::move(ck));
+  const ir::WeightReader reader = [ckpt](const ir::Weight& w, std::vector<float>* v) {
+    return ckpt->read_f32(w.tensor, v);
+  };
+  QBC_ASSIGN_OR_RETURN(Tower tower, qwen ? qwen_tower(model, *vc) : clip_tower(model, *vc, *ckpt));
+  VisionBuild out;
+  const fs::path pre_path = fs::path(model) / kPreprocessorAsset;
+  QBC_ASSIGN_OR_RETURN(const image::PreprocessSpec spec,
+                       preprocessing(pre_path, tower, *vc, qwen, out));
+  QBC_ASSIGN_OR_RETURN(const std::vector<quant::FeatureSample> samples,
+                       calibration_samples(tower, spec, pre_path.string(), images, synthetic));
+  out.synthetic_calibration = images.empty();
   out.calibration_images = static_cast<int>(samples.size());
 
   QBC_ASSIGN_OR_RETURN(quant::QuantizeResult q,
@@ -262,7 +341,7 @@ StatusOr<std::optional<VisionBuild>> build_vision_part(const std::string& model,
     return internal_error(tower.graph.name(), ": ", out.bundle.output_rows,
                           " feature rows per image, expected ", tower.features);
   out.graph_name = tower.graph.name();
-  out.architecture = vc->model_type + (qwen ? "/qwen2.5-vit" : "/clip");
+  out.architecture = vc->model_type + "/" + tower_tag(vc->tower);
   out.constants = std::move(tower.constants);
   out.window_order = std::move(tower.window_order);
 

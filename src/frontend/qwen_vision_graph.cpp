@@ -1,13 +1,16 @@
-// build_qwen25_vision_graph: the Qwen2.5-VL vision tower and patch merger as an MBLT graph
-// (qbc/frontend/qwen_vision.h has the picture), following HF's
-// Qwen2_5_VisionTransformerPretrainedModel module by module. The Conv3d patch embedding, whose
-// kernel equals its stride, is a linear over the flattened (channel, frame, y, x) patch: the
+// build_qwen_vision_graph: the Qwen2-VL and Qwen2.5-VL vision towers and patch mergers as an
+// MBLT graph (qbc/frontend/qwen_vision.h has the picture), following HF's
+// Qwen2VisionTransformerPretrainedModel and Qwen2_5_VisionTransformerPretrainedModel module by
+// module: Qwen2-VL's blocks use LayerNorm (with bias) and an fc1/act/fc2 MLP and attend over
+// the whole frame, Qwen2.5-VL's use RMSNorm, a SwiGLU MLP and windows. The Conv3d patch embedding,
+// whose kernel equals its stride, is a linear over the flattened (channel, frame, y, x) patch: the
 // checkpoint's [width, 3, tp, p, p] weight read row-major as [width, 3·tp·p²].
 #include <algorithm>
 #include <cmath>
 
 #include "qbc/frontend/qwen_vision.h"
 #include "qbc/ir/builder.h"
+#include "vit_layers.h"
 
 namespace qbc::frontend {
 namespace {
@@ -16,15 +19,20 @@ using ir::DType;
 using ir::TensorType;
 using ir::ValueId;
 
-constexpr double kNormEps = 1e-6;  // HF hard-codes Qwen2RMSNorm(..., eps=1e-6) in the tower
-constexpr int64_t kChannels = 3;   // in_chans
+// HF hard-codes eps=1e-6 in both towers' norms (Qwen2RMSNorm, nn.LayerNorm) and the merger's.
+constexpr double kNormEps = 1e-6;
+constexpr int64_t kChannels = 3;  // in_chans
 
 TensorType f32(std::vector<int64_t> dims) { return TensorType{DType::kF32, std::move(dims)}; }
 
 class VisionBuilder {
  public:
   VisionBuilder(const VisionConfig& vc, const QwenVisionLayout& layout, ir::Graph& g)
-      : vc_(vc), layout_(layout), b_(g), hd_(vc.width / vc.heads) {}
+      : vc_(vc),
+        layout_(layout),
+        b_(g),
+        hd_(vc.width / vc.heads),
+        qwen2_(vc.tower == VisionTower::kQwen2Vit) {}
 
   StatusOr<ValueId> build() {
     const int64_t n = layout_.grid.patches();
@@ -46,7 +54,9 @@ class VisionBuilder {
  private:
   StatusOr<ValueId> norm(const std::string& name, ValueId x, const std::string& hf) {
     b_.weight(name + ".weight", f32({vc_.width}), hf + ".weight");
-    return b_.rms_norm(name, x, name + ".weight", kNormEps, false, 0, hf);
+    if (!qwen2_) return b_.rms_norm(name, x, name + ".weight", kNormEps, false, 0, hf);
+    b_.weight(name + ".bias", f32({vc_.width}), hf + ".bias");
+    return b_.layer_norm(name, x, name + ".weight", name + ".bias", kNormEps, hf);
   }
 
   StatusOr<ValueId> linear(const std::string& name, ValueId x, const std::string& hf, int64_t out,
@@ -56,10 +66,12 @@ class VisionBuilder {
     return b_.linear(name, x, name + ".weight", bias ? name + ".bias" : "", hf);
   }
 
-  // Full attention in the fullatt blocks (one segment per frame), window attention elsewhere.
+  // Full attention in the fullatt blocks (one segment per frame), window attention elsewhere;
+  // Qwen2-VL's blocks are all full.
   std::vector<int64_t> segments(int64_t i) const {
     const auto& full = vc_.full_attention_blocks;
-    if (std::find(full.begin(), full.end(), i) == full.end()) return layout_.window_tokens;
+    if (!qwen2_ && std::find(full.begin(), full.end(), i) == full.end())
+      return layout_.window_tokens;
     if (layout_.grid.t == 1) return {};
     return std::vector<int64_t>(static_cast<size_t>(layout_.grid.t),
                                 layout_.grid.h * layout_.grid.w);
@@ -84,14 +96,28 @@ class VisionBuilder {
     QBC_ASSIGN_OR_RETURN(a, linear(p + "attn.proj", a, hf + "attn.proj", w, w, true));
     QBC_ASSIGN_OR_RETURN(x, b_.add(p + "attn_residual", x, a, hf));
     QBC_ASSIGN_OR_RETURN(h, norm(p + "norm2", x, hf + "norm2"));
+    QBC_ASSIGN_OR_RETURN(ValueId down, qwen2_ ? mlp(p, hf, h) : swiglu(p, hf, h));
+    return b_.add(p + "ffn_residual", x, down, hf);
+  }
+
+  // Qwen2-VL's VisionMlp: fc2(act(fc1(x))), act = vision_config.hidden_act (quick_gelu).
+  StatusOr<ValueId> mlp(const std::string& p, const std::string& hf, ValueId h) {
+    const int64_t w = vc_.width;
+    QBC_ASSIGN_OR_RETURN(h, linear(p + "mlp.fc1", h, hf + "mlp.fc1", vc_.ffn, w, true));
+    QBC_ASSIGN_OR_RETURN(
+        h, b_.gelu_approx(p + "mlp.act", h, vit_gelu_approx(vc_.hidden_act), hf + "mlp"));
+    return linear(p + "mlp.fc2", h, hf + "mlp.fc2", w, vc_.ffn, true);
+  }
+
+  // Qwen2.5-VL's Qwen2_5_VLMLP: down(silu(gate(x)) · up(x)).
+  StatusOr<ValueId> swiglu(const std::string& p, const std::string& hf, ValueId h) {
+    const int64_t w = vc_.width;
     QBC_ASSIGN_OR_RETURN(ValueId gate,
                          linear(p + "mlp.gate_proj", h, hf + "mlp.gate_proj", vc_.ffn, w, true));
     QBC_ASSIGN_OR_RETURN(ValueId up,
                          linear(p + "mlp.up_proj", h, hf + "mlp.up_proj", vc_.ffn, w, true));
     QBC_ASSIGN_OR_RETURN(ValueId act, b_.gated_act(p + "mlp.act", gate, up, "silu", hf + "mlp"));
-    QBC_ASSIGN_OR_RETURN(ValueId down,
-                         linear(p + "mlp.down_proj", act, hf + "mlp.down_proj", w, vc_.ffn, true));
-    return b_.add(p + "ffn_residual", x, down, hf);
+    return linear(p + "mlp.down_proj", act, hf + "mlp.down_proj", w, vc_.ffn, true);
   }
 
   StatusOr<ValueId> merger(ValueId x) {
@@ -107,24 +133,25 @@ class VisionBuilder {
   const QwenVisionLayout& layout_;
   ir::Builder b_;
   int64_t hd_;
+  bool qwen2_;
   ValueId cos_ = -1, sin_ = -1;
 };
 
 }  // namespace
 
-StatusOr<ir::Graph> build_qwen25_vision_graph(const VisionConfig& vc,
-                                              const QwenVisionLayout& layout) {
-  if (vc.tower != VisionTower::kQwen25Vit) {
+StatusOr<ir::Graph> build_qwen_vision_graph(const VisionConfig& vc,
+                                            const QwenVisionLayout& layout) {
+  if (vc.tower != VisionTower::kQwen25Vit && vc.tower != VisionTower::kQwen2Vit) {
     return unimplemented("vision graph of the ", vision_tower_name(vc.tower), " tower (",
-                         vc.model_type,
-                         "): only Qwen2.5-VL's is built so far (docs/multimodal.md)");
+                         vc.model_type, "): this builder takes Qwen2-VL's and Qwen2.5-VL's ",
+                         "(docs/multimodal.md)");
   }
   if (vc.heads <= 0 || vc.width % vc.heads != 0 || vc.text_hidden <= 0 || vc.ffn <= 0) {
     return invalid_argument(vc.model_type, " vision_config: hidden_size ", vc.width, ", num_heads ",
                             vc.heads, ", intermediate_size ", vc.ffn, ", out_hidden_size ",
                             vc.text_hidden);
   }
-  ir::Graph g("qwen2_5_vl_vision");
+  ir::Graph g(vc.tower == VisionTower::kQwen2Vit ? "qwen2_vl_vision" : "qwen2_5_vl_vision");
   VisionBuilder vb(vc, layout, g);
   QBC_ASSIGN_OR_RETURN(ValueId out, vb.build());
   g.add_output(out);

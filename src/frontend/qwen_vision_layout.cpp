@@ -1,7 +1,7 @@
-// The host side of the Qwen2.5-VL vision graph (qbc/frontend/qwen_vision.h): HF's
+// The host side of the Qwen2(.5)-VL vision graph (qbc/frontend/qwen_vision.h): Qwen2.5-VL's
 // get_window_index (windows of window_size pixels over the merged grid, row-major, the last
-// row and column of windows cut short by the image edge) and rot_pos_emb (each patch's row and
-// column angles), computed for one grid.
+// row and column of windows cut short by the image edge; Qwen2-VL has none: the identity) and
+// rot_pos_emb (each patch's row and column angles), computed for one grid.
 #include <algorithm>
 #include <cmath>
 
@@ -9,7 +9,7 @@
 
 namespace qbc::frontend {
 
-StatusOr<QwenVisionLayout> qwen25_vision_layout(const VisionConfig& vc, const VisionGrid& grid) {
+StatusOr<QwenVisionLayout> qwen_vision_layout(const VisionConfig& vc, const VisionGrid& grid) {
   const int64_t m = vc.merge, hd = vc.heads > 0 ? vc.width / vc.heads : 0;
   if (m <= 0 || grid.t <= 0 || grid.h <= 0 || grid.w <= 0 || grid.h % m != 0 || grid.w % m != 0) {
     return invalid_argument("vision grid ", grid.t, "x", grid.h, "x", grid.w,
@@ -19,14 +19,16 @@ StatusOr<QwenVisionLayout> qwen25_vision_layout(const VisionConfig& vc, const Vi
     return invalid_argument("vision hidden_size ", vc.width, " / num_heads ", vc.heads,
                             " must be a head_dim that is a multiple of 4 (2-D rotary)");
   }
-  const int64_t win = vc.window_size / m / vc.patch_size;  // merged groups per window side
+  const bool windows = vc.tower == VisionTower::kQwen25Vit;
+  const int64_t gh = grid.h / m, gw = grid.w / m;
+  // Merged groups per window side; Qwen2-VL: one window over the whole frame.
+  const int64_t win = windows ? vc.window_size / m / vc.patch_size : std::max(gh, gw);
   if (win <= 0) {
     return invalid_argument("vision window_size ", vc.window_size, " is smaller than one merged ",
                             "group of ", m * vc.patch_size, " pixels");
   }
   QwenVisionLayout out;
   out.grid = grid;
-  const int64_t gh = grid.h / m, gw = grid.w / m;
   for (int64_t t = 0; t < grid.t; ++t) {
     for (int64_t wr = 0; wr < gh; wr += win) {
       for (int64_t wc = 0; wc < gw; wc += win) {
@@ -35,7 +37,7 @@ StatusOr<QwenVisionLayout> qwen25_vision_layout(const VisionConfig& vc, const Vi
           for (int64_t c = wc; c < std::min(wc + win, gw); ++c, ++groups)
             out.window_index.push_back(t * gh * gw + r * gw + c);
         }
-        out.window_tokens.push_back(groups * m * m);
+        if (windows) out.window_tokens.push_back(groups * m * m);
       }
     }
   }

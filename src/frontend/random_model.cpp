@@ -354,24 +354,35 @@ std::vector<HfTensorSpec> hf_vision_tensor_specs(const VisionConfig& vc) {
     return clip_tensor_specs(vc);
   if (vc.tower == VisionTower::kSiglip && vc.projector == VisionProjector::kGemmaSoftEmb)
     return siglip_gemma3_tensor_specs(vc);
-  if (vc.tower != VisionTower::kQwen25Vit) return out;
+  const bool qwen2 = vc.tower == VisionTower::kQwen2Vit;
+  if (vc.tower != VisionTower::kQwen25Vit && !qwen2) return out;
   const int64_t w = vc.width, f = vc.ffn, wide = w * vc.merge * vc.merge;
   add(out, "visual.patch_embed.proj.weight",
       {w, 3, vc.temporal_patch_size, vc.patch_size, vc.patch_size}, TensorRole::kLinear);
   auto linear = [&](const std::string& m, int64_t rows, int64_t cols) {
     add_linear(out, m, rows, cols, /*bias=*/true);
   };
+  // Qwen2-VL's norms are LayerNorms with a bias, Qwen2.5-VL's RMSNorms.
+  auto norm = [&](const std::string& m) {
+    add(out, m + ".weight", {w}, TensorRole::kNorm);
+    if (qwen2) add(out, m + ".bias", {w}, TensorRole::kBias);
+  };
   for (int64_t i = 0; i < vc.depth; ++i) {
     const std::string b = "visual.blocks." + std::to_string(i) + ".";
-    add(out, b + "norm1.weight", {w}, TensorRole::kNorm);
-    add(out, b + "norm2.weight", {w}, TensorRole::kNorm);
+    norm(b + "norm1");
+    norm(b + "norm2");
     linear(b + "attn.qkv", 3 * w, w);
     linear(b + "attn.proj", w, w);
-    linear(b + "mlp.gate_proj", f, w);
-    linear(b + "mlp.up_proj", f, w);
-    linear(b + "mlp.down_proj", w, f);
+    if (qwen2) {
+      linear(b + "mlp.fc1", f, w);
+      linear(b + "mlp.fc2", w, f);
+    } else {
+      linear(b + "mlp.gate_proj", f, w);
+      linear(b + "mlp.up_proj", f, w);
+      linear(b + "mlp.down_proj", w, f);
+    }
   }
-  add(out, "visual.merger.ln_q.weight", {w}, TensorRole::kNorm);
+  norm("visual.merger.ln_q");
   linear("visual.merger.mlp.0", wide, wide);
   linear("visual.merger.mlp.2", vc.text_hidden, wide);
   std::sort(out.begin(), out.end(),
@@ -432,11 +443,20 @@ StatusOr<std::string> apply_config_overrides(std::string_view config_json, std::
       {"num_heads", &vo.num_heads},
       {"out_hidden_size", &vo.out_hidden_size},
   };
+  // Qwen2VLVisionConfig: the tower's width is embed_dim, its MLP embed_dim · mlp_ratio, and
+  // hidden_size is the merger's output (the language model's width).
+  const bool qwen2_vl = j.contains("model_type") && j["model_type"] == "qwen2_vl";
   for (auto [key, value] : vision_ints) {
     if (!value->has_value()) continue;
     if (!j.contains("vision_config") || !j["vision_config"].is_object())
       return invalid_argument(source, ": vision_config.", key,
                               " overridden, but there is no vision_config");
+    if (qwen2_vl) {
+      const std::string_view k(key);
+      if (k == "hidden_size") key = "embed_dim";
+      if (k == "out_hidden_size") key = "hidden_size";
+      if (k == "intermediate_size") continue;  // mlp_ratio, below
+    }
     if (llava) {  // CLIPVisionConfig's key names; the projector writes the text width
       const std::string_view k(key);
       if (k == "out_hidden_size")
@@ -448,11 +468,23 @@ StatusOr<std::string> apply_config_overrides(std::string_view config_json, std::
     }
     j["vision_config"][key] = **value;
   }
+  if (qwen2_vl && vo.intermediate_size) {
+    const OrderedJson& v = j["vision_config"];
+    const int64_t width = v.contains("embed_dim") && v["embed_dim"].is_number_integer()
+                              ? v["embed_dim"].get<int64_t>()
+                              : 1280;
+    if (*vo.intermediate_size % width != 0)
+      return invalid_argument(source, ": a Qwen2-VL tower's MLP is embed_dim x mlp_ratio; ",
+                              "intermediate_size ", *vo.intermediate_size,
+                              " is not a multiple of embed_dim ", width);
+    j["vision_config"]["mlp_ratio"] = *vo.intermediate_size / width;
+  }
   // A Qwen-VL merger writes the language model's width: a smaller language model takes the
-  // tower's out_hidden_size with it (unless that is overridden too).
+  // tower's out_hidden_size (Qwen2-VL: hidden_size) with it (unless that is overridden too).
+  const char* out_key = qwen2_vl ? "hidden_size" : "out_hidden_size";
   if (ov.hidden_size && !vo.out_hidden_size && !llava && j.contains("vision_config") &&
-      j["vision_config"].is_object() && j["vision_config"].contains("out_hidden_size"))
-    j["vision_config"]["out_hidden_size"] = *ov.hidden_size;
+      j["vision_config"].is_object() && j["vision_config"].contains(out_key))
+    j["vision_config"][out_key] = *ov.hidden_size;
   if (vo.fullatt_block_indexes) {
     if (!j.contains("vision_config") || !j["vision_config"].is_object())
       return invalid_argument(

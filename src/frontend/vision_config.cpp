@@ -4,6 +4,7 @@
 // modules of the HF modeling code.
 #include "qbc/frontend/vision_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -58,6 +59,12 @@ Status read_qwen(const ConfigReader& top, const ConfigReader& v, VisionConfig& c
     QBC_ASSIGN_OR_RETURN(const int64_t ratio, v.get_bounded_or("mlp_ratio", 4, 64));
     c.ffn = c.width * ratio;
     QBC_ASSIGN_OR_RETURN(c.text_hidden, v.get_bounded_or("hidden_size", 3584, kMaxDim));
+    // Qwen2VLVisionConfig's default; the blocks' LayerNorms use eps 1e-6 (hard-coded in HF).
+    QBC_ASSIGN_OR_RETURN(c.hidden_act, v.get_string_or("hidden_act", "quick_gelu"));
+    if (c.hidden_act != "quick_gelu" && c.hidden_act != "gelu" &&
+        c.hidden_act != "gelu_pytorch_tanh" && c.hidden_act != "gelu_new")
+      return v.bad_value("hidden_act", "expected quick_gelu, gelu, gelu_pytorch_tanh or gelu_new");
+    c.norm_eps = 1e-6;
   } else {
     c.tower = c.model_type == "qwen3_vl" ? VisionTower::kQwen3Vit : VisionTower::kQwen25Vit;
     const bool q3 = c.tower == VisionTower::kQwen3Vit;
@@ -226,6 +233,25 @@ int64_t VisionConfig::parameters() const {
     }
   }
   return 0;
+}
+
+Status set_image_size(VisionConfig& c, int64_t side, std::string_view key) {
+  if (side == 0 || side == c.image_size) return ok_status();
+  if (!c.dynamic_resolution) {
+    return unimplemented(key, " ", side, ": the ", vision_tower_name(c.tower), " tower of ",
+                         c.model_type, " has learned position embeddings for ", c.image_size, "x",
+                         c.image_size, " only (no interpolation yet); leave ", key,
+                         " at 0 or set it to ", c.image_size);
+  }
+  const int64_t unit = c.patch_size * c.merge;
+  if (side < unit || side % unit != 0) {
+    const int64_t below = std::max(unit, side / unit * unit);
+    return invalid_argument(key, " ", side, ": the ", vision_tower_name(c.tower),
+                            " tower takes multiples of patch_size x spatial_merge_size = ", unit,
+                            " pixels (e.g. ", below, " or ", below + unit, ")");
+  }
+  c.image_size = side;
+  return ok_status();
 }
 
 StatusOr<std::optional<VisionConfig>> parse_vision_config(std::string_view text,

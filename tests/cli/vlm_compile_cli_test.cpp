@@ -301,25 +301,28 @@ TEST_F(VlmCompile, ATowerThatDoesNotLowerLeavesALanguageOnlyMxqAndSaysSo) {
   EXPECT_TRUE(contains(run.err, "has no vision part")) << run.err;
 }
 
-// A Qwen2.5-VL folder compiles with its tower (window attention, 2-D rope tables, the 2x2
-// merger) into one MXQ: 1024 patches of a 448x448 image give 256 image tokens, which
-// `qbc run --image` places on the merged 16 x 16 grid of M-RoPE positions; every photograph
-// generates, and the image changes the tokens.
-TEST_F(VlmCompile, AQwen25VlFolderCompilesItsTowerAndRunsWithAnImage) {
-  QBC_REQUIRE_SHARED(config, "model-configs-new/Qwen2.5-VL-3B-Instruct/config.json");
-  const fs::path qwen = dir_ / "qwen25vl";
+// A Qwen2-VL / Qwen2.5-VL folder compiles with its tower (2-D rope tables, the 2x2 merger;
+// Qwen2.5-VL's window attention, Qwen2-VL's LayerNorm / quick_gelu blocks) into one MXQ: 1024
+// patches of a 448x448 image give 256 image tokens, which `qbc run --image` places on the
+// merged 16 x 16 grid of M-RoPE positions; every photograph generates, and the image changes
+// the tokens. `ffn` is the tower's MLP width (Qwen2-VL: a multiple of its width).
+void expect_qwen_folder_compiles_and_runs(const fs::path& config, const fs::path& dir,
+                                          const fs::path& images, const std::string& family,
+                                          int ffn, bool windows) {
+  const fs::path qwen = dir / family;
   ASSERT_EQ(run_qbc("random-model " + shell_quote(config) + " -o " + shell_quote(qwen) +
                     " --layers 2 --hidden 64 --intermediate 96 --heads 4 --kv-heads 2 --vocab 512"
                     " --vision-layers 2 --vision-hidden 32 --vision-heads 2"
-                    " --vision-intermediate 48 --dtype f32 --seed 5 --init-std 0.15")
+                    " --vision-intermediate " +
+                    std::to_string(ffn) + " --dtype f32 --seed 5 --init-std 0.15")
                 .exit_code,
             0);
-  const fs::path out = dir_ / "q.mxq";
+  const fs::path out = dir / (family + ".mxq");
   const auto r = run_qbc("compile " + shell_quote(qwen) + " -o " + shell_quote(out) +
                          " --preset multimodal --use-random-calib --no-resume --context 1024"
                          " --set calibration.numSamples=2 --set calibration.seqLength=32"
                          " --images " +
-                         shell_quote(images_) + " --log-format json");
+                         shell_quote(images) + " --log-format json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json s = summary_of(r.err);
   ASSERT_TRUE(s.contains("vision")) << r.err;
@@ -329,7 +332,7 @@ TEST_F(VlmCompile, AQwen25VlFolderCompilesItsTowerAndRunsWithAnImage) {
   ASSERT_TRUE(m.ok()) << m.status().to_string();
   ASSERT_NE(m->vision, nullptr);
   const mxq::pb::VisionPart& v = m->meta.vision();
-  EXPECT_EQ(v.family(), "qwen2_5_vl");
+  EXPECT_EQ(v.family(), family);
   EXPECT_EQ(v.tokens_per_image(), 256);
   EXPECT_EQ(v.drop_front_rows(), 0);
   EXPECT_EQ(v.merge_size(), 2);
@@ -337,11 +340,12 @@ TEST_F(VlmCompile, AQwen25VlFolderCompilesItsTowerAndRunsWithAnImage) {
   EXPECT_EQ(m->vision->bundle->chunk, 1024);
   EXPECT_EQ(m->vision->bundle->output_rows, 256);
   EXPECT_NE(m->vision->asset(mxq::vision_input_asset("rope_cos")), nullptr);
-  EXPECT_NE(m->vision->asset(mxq::kVisionWindowOrderAsset), nullptr);
+  // Qwen2-VL works in the image's order: no window permutation is stored.
+  EXPECT_EQ(m->vision->asset(mxq::kVisionWindowOrderAsset) != nullptr, windows);
   EXPECT_TRUE(m->bundle->rope_inputs.present());  // the language model's M-RoPE tables
 
   std::vector<std::vector<int32_t>> outs;
-  for (const fs::path& p : photographs(images_)) {
+  for (const fs::path& p : photographs(images)) {
     const auto g = run_qbc("run " + shell_quote(out) + " --image " + shell_quote(p) +
                            " -p '<|vision_start|><|image_pad|><|vision_end|>Describe this image.'"
                            " -n 5 --ignore-eos --log-format json");
@@ -358,9 +362,88 @@ TEST_F(VlmCompile, AQwen25VlFolderCompilesItsTowerAndRunsWithAnImage) {
   EXPECT_TRUE(differ) << "every photograph gave the same tokens";
   // Two image placeholders for one --image: exit 2 naming the count.
   const auto two =
-      run_qbc("run " + shell_quote(out) + " --image " + shell_quote(photographs(images_).front()) +
+      run_qbc("run " + shell_quote(out) + " --image " + shell_quote(photographs(images).front()) +
               " -p '<|image_pad|><|image_pad|>' -n 2");
   EXPECT_EQ(two.exit_code, 2) << two.err;
+}
+
+TEST_F(VlmCompile, AQwen25VlFolderCompilesItsTowerAndRunsWithAnImage) {
+  QBC_REQUIRE_SHARED(config, "model-configs-new/Qwen2.5-VL-3B-Instruct/config.json");
+  expect_qwen_folder_compiles_and_runs(config, dir_, images_, "qwen2_5_vl", 48, true);
+}
+
+// Qwen2-VL-2B's published config (tests/assets/model-configs/README.md).
+TEST_F(VlmCompile, AQwen2VlFolderCompilesItsTowerAndRunsWithAnImage) {
+  const fs::path config =
+      testing::source_dir() / "tests/assets/model-configs/Qwen2-VL-2B-Instruct/config.json";
+  expect_qwen_folder_compiles_and_runs(config, dir_, images_, "qwen2_vl", 64, false);
+}
+
+// vision.imageSize: a Qwen tower compiles at the configured square (336: 24 x 24 patches, 144
+// merged tokens, the M-RoPE grid 12 x 12) and runs with an image; sizes the tower cannot take
+// exit 2 (or 3 for a fixed-size tower) naming the key, before any file is written; `qbc plan`
+// counts the tokens at that size.
+TEST_F(VlmCompile, VisionImageSizeSetsTheCompiledSquare) {
+  const fs::path config =
+      testing::source_dir() / "tests/assets/model-configs/Qwen2-VL-2B-Instruct/config.json";
+  const fs::path qwen = dir_ / "qwen2_vl_sized";
+  ASSERT_EQ(run_qbc("random-model " + shell_quote(config) + " -o " + shell_quote(qwen) +
+                    " --layers 2 --hidden 64 --intermediate 96 --heads 4 --kv-heads 2 --vocab 512"
+                    " --vision-layers 2 --vision-hidden 32 --vision-heads 2"
+                    " --vision-intermediate 64 --dtype f32 --seed 9 --init-std 0.15")
+                .exit_code,
+            0);
+  const std::string common =
+      " --preset multimodal --use-random-calib --no-resume --context 1024"
+      " --set calibration.numSamples=2 --set calibration.seqLength=32"
+      " --log-format json --images " +
+      shell_quote(images_);
+  const fs::path out = dir_ / "sized.mxq";
+  const auto r = run_qbc("compile " + shell_quote(qwen) + " -o " + shell_quote(out) + common +
+                         " --set vision.imageSize=336");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(summary_of(r.err)["vision"]["feature_rows"], 144) << r.err;
+  auto m = mxq::load_model(out.string());
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  ASSERT_NE(m->vision, nullptr);
+  EXPECT_EQ(m->meta.vision().image_size(), 336);
+  EXPECT_EQ(m->meta.vision().tokens_per_image(), 144);
+  EXPECT_EQ(m->vision->bundle->chunk, 576);
+  const auto g =
+      run_qbc("run " + shell_quote(out) + " --image " + shell_quote(photographs(images_).front()) +
+              " -p '<|vision_start|><|image_pad|><|vision_end|>Describe.'"
+              " -n 3 --ignore-eos --log-format json");
+  ASSERT_EQ(g.exit_code, 0) << g.err;
+  const nlohmann::json res = last_event(g.err, "result");
+  ASSERT_TRUE(res.contains("new_tokens")) << g.err;
+  EXPECT_EQ(res["new_tokens"].size(), 3u);
+
+  const fs::path text = dir_ / "text_model";
+  ASSERT_EQ(run_qbc("random-model --tiny -o " + shell_quote(text) + " --force").exit_code, 0);
+  struct Bad {
+    std::string model, set, want;
+    int exit;
+  };
+  const Bad bad[] = {
+      {qwen.string(), "300", "vision.imageSize 300", 2},
+      {text.string(), "336", "has no vision part", 2},
+      {qwen.string(), "28", "min_pixels 3136", 2},
+      {model_.string(), "224", "learned position embeddings for 336x336", 3},
+  };
+  for (const Bad& b : bad) {
+    const fs::path none = dir_ / ("refused_" + b.set + ".mxq");
+    const auto e = run_qbc("compile " + shell_quote(b.model) + " -o " + shell_quote(none) + common +
+                           " --set vision.imageSize=" + b.set);
+    EXPECT_EQ(e.exit_code, b.exit) << b.set << ": " << e.err;
+    EXPECT_TRUE(contains(e.err, b.want)) << b.set << ": " << e.err;
+    EXPECT_FALSE(fs::exists(none)) << b.set;
+  }
+  const auto plan = run_qbc("plan " + shell_quote(config) + " --set vision.imageSize=672");
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  EXPECT_TRUE(contains(plan.out, "576 tokens per 672x672 image")) << plan.out;
+  const auto plan_bad = run_qbc("plan " + shell_quote(config) + " --set vision.imageSize=670");
+  EXPECT_EQ(plan_bad.exit_code, 2) << plan_bad.out << plan_bad.err;
+  EXPECT_TRUE(contains(plan_bad.err, "vision.imageSize 670")) << plan_bad.err;
 }
 
 /// The "new_tokens" of a --log-format json `qbc run`'s result event (stderr).

@@ -29,8 +29,9 @@ Status run_parse(const ParseOptions& o) {
   const std::string producer = "qbc " QBC_VERSION " (" QBC_GIT_DESCRIBE ")";
   // A VLM's vision tower goes to its own MBLT next to the language one (docs/multimodal.md).
   // A tower not built yet is reported (exit 3) after the language graph is written.
+  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_for_model(o.config, o.model));
   StatusOr<std::optional<driver::ParsedFile>> vision =
-      driver::write_vision_mblt(o.model, o.output, producer);
+      driver::write_vision_mblt(o.model, o.output, producer, cfg.options.vision().image_size());
   if (!vision.ok() && vision.status().code() != Code::kUnimplemented) return vision.status();
   if (vision.ok() && *vision) {
     const driver::ParsedFile& v = **vision;
@@ -38,7 +39,6 @@ Status run_parse(const ParseOptions& o) {
                                  " nodes, " + std::to_string(v.weights) + " weights, image " +
                                  v.image_size + ")");
   }
-  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_for_model(o.config, o.model));
   QBC_ASSIGN_OR_RETURN(driver::ParsedFile f,
                        driver::write_model_mblt(o.model, cfg, o.output, producer));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -130,9 +130,12 @@ Status run_plan(const PlanFlags& f) {
     return invalid_argument("plan: give a model folder (or .gguf) or --model-config, not both");
   const std::string path = f.model.empty() ? f.model_config : f.model;
   if (!f.sweep.empty()) return run_sweep(f, path);
-  QBC_ASSIGN_OR_RETURN(const driver::VisionPlan vision, driver::vision_plan(path));
   driver::TrainedContext trained;
   StatusOr<config::ResolvedConfig> resolved = plan_config(f, path, 0, 0, &trained);
+  // The vision part at the configured vision.imageSize (0: the model's default).
+  QBC_ASSIGN_OR_RETURN(
+      const driver::VisionPlan vision,
+      driver::vision_plan(path, resolved.ok() ? resolved->options.vision().image_size() : 0));
   driver::PlanOptions options = plan_options(f, trained);
   if (vision.present) options.vision = vision.work;
   StatusOr<driver::PlanResult> planned =

@@ -21,13 +21,15 @@ struct ParsedFile {
   std::string image_size;  ///< a vision graph: the image side it was built for
 };
 
-/// The vision graph of the HF folder `model` (import_vision_graph) written to
+/// The vision graph of the HF folder `model` (import_vision_graph at `image_size`, the
+/// configuration's vision.imageSize; 0: the model's default) written to
 /// vision_mblt_path(output), `producer` recorded as its producer. nullopt when `model` has no
 /// vision tower; the errors of import_vision_graph (kUnimplemented naming a tower not built
 /// yet) and of the write otherwise.
 StatusOr<std::optional<ParsedFile>> write_vision_mblt(const std::string& model,
                                                       const std::string& output,
-                                                      const std::string& producer);
+                                                      const std::string& producer,
+                                                      int64_t image_size = 0);
 
 /// The model at `model` (an HF folder or .gguf) imported with `cfg` (import_model) and
 /// written to `output`, `producer` recorded as its producer.

@@ -107,8 +107,10 @@ struct VisionPlan {
   VisionWork work;
 };
 
-/// The vision plan of the model at `path` (a folder, its config.json, or a .gguf).
-StatusOr<VisionPlan> vision_plan(const std::string& path);
+/// The vision plan of the model at `path` (a folder, its config.json, or a .gguf), at an image
+/// side of `image_size` pixels (the configuration's vision.imageSize; 0: the model's default;
+/// frontend::set_image_size's errors).
+StatusOr<VisionPlan> vision_plan(const std::string& path, int64_t image_size = 0);
 /// Its line of `qbc plan`'s text report (empty when not present).
 std::string vision_plan_text(const VisionPlan& v);
 /// DRAM the vision part adds to the text model's plan: its 8-bit weights and its activations

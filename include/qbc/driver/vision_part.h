@@ -24,7 +24,7 @@ inline constexpr const char* kPreprocessorAsset = "preprocessor_config.json";
 
 /// A compiled vision part, before it is written.
 struct VisionBuild {
-  isa::Bundle bundle;             ///< the feature bundle (with its weight image)
+  isa::Bundle bundle;  ///< the feature bundle (with its weight image)
   /// The tower's constant inputs (every feature input but `patches`) by name, [rows, width]:
   /// CLIP's `embed_base`, Qwen2.5-VL's `rope_cos` and `rope_sin`.
   std::vector<std::pair<std::string, std::vector<float>>> constants;
@@ -69,5 +69,11 @@ StatusOr<bool> has_vision_part(const std::string& model);
 /// The image files (.png, .jpg, .jpeg, any case) of `dir`, sorted by name; kNotFound /
 /// kInvalidArgument naming the folder when it is missing or holds none.
 StatusOr<std::vector<std::string>> list_images(const std::string& dir);
+
+/// The configuration's vision.imageSize checked against the folder `model` before any work:
+/// ok when it is 0; kInvalidArgument when the model has no vision part or the tower cannot
+/// take the size (frontend::set_image_size; a Qwen processor's min_pixels / max_pixels),
+/// kUnimplemented for another size of a tower with learned positions.
+Status check_vision_image_size(const std::string& model, int64_t image_size);
 
 }  // namespace qbc::driver

@@ -1,18 +1,20 @@
-// The Qwen2.5-VL vision tower as its own MBLT graph (docs/multimodal.md, "The vision graph"),
-// and the host-side layout it runs with: the window order of the patches, the window lengths
-// and the 2-D rotary tables, all fixed by the image grid of a compile.
+// The Qwen2-VL and Qwen2.5-VL vision towers as their own MBLT graph (docs/multimodal.md, "The
+// vision graph"), and the host-side layout they run with: the window order of the patches, the
+// window lengths and the 2-D rotary tables, all fixed by the image grid of a compile.
 //
 //   %patches [1, N, 3·tp·p²] ─ patch_embed (linear) ─┐           (rows in window order)
 //   per block i:  x ─ norm1 ─ qkv ─ slice q/k/v ─ rope_table(q, k; %rope_cos, %rope_sin)
 //                   ─ full_attention (whole image in fullatt blocks, else per window) ─ proj ─ + x
-//                 x ─ norm2 ─ gate/up ─ gated_act(silu) ─ down ─ + x
+//     Qwen2.5-VL: x ─ norm2 ─ gate/up ─ gated_act(silu) ─ down ─ + x       (RMSNorms)
+//     Qwen2-VL:   x ─ norm2 ─ fc1 ─ gelu(hidden_act) ─ fc2 ─ + x          (LayerNorms, bias)
 //   merger:       ln_q ─ merge_rows(merge²) ─ mlp.0 ─ gelu ─ mlp.2 ─ %image_features [1, N/merge²,
 //   out]
 //
-// The graph works in window order, as HF's model does between its window_index gather and the
-// final argsort: the host permutes the patch rows and the rope tables into that order
+// Qwen2.5-VL's graph works in window order, as HF's model does between its window_index gather
+// and the final argsort: the host permutes the patch rows and the rope tables into that order
 // (qwen_window_rows) and the output rows back (inverse = true). The permutation moves whole
-// merge groups, so the merger's reshape sees each group's merge² rows together.
+// merge groups, so the merger's reshape sees each group's merge² rows together. Qwen2-VL has no
+// windows (every block attends over the whole frame): its window order is the identity.
 #pragma once
 
 #include <cstdint>
@@ -31,34 +33,35 @@ struct VisionGrid {
   int64_t patches() const { return t * h * w; }
 };
 
-/// What the host feeds a Qwen2.5-VL vision graph for one grid (HF's rot_pos_emb and
-/// get_window_index).
+/// What the host feeds a Qwen2(.5)-VL vision graph for one grid (HF's rot_pos_emb and, for
+/// Qwen2.5-VL, get_window_index).
 struct QwenVisionLayout {
   VisionGrid grid;
   /// Merge groups in window order: window_index[k] is the HF (row-major) group at position k.
   std::vector<int64_t> window_index;
-  /// Tokens (patches) per window, in window order; they sum to grid.patches().
+  /// Tokens (patches) per window, in window order; they sum to grid.patches(). Empty for
+  /// Qwen2-VL (no windows).
   std::vector<int64_t> window_tokens;
   /// cos / sin of the 2-D rotary angles, [patches, head_dim / 2] in window order: the first
   /// head_dim / 4 angles are row · inv_freq, the next head_dim / 4 column · inv_freq.
   std::vector<float> cos, sin;
 };
 
-/// The layout of `grid` for tower `vc` (kQwen25Vit). kInvalidArgument when h or w is not a
-/// multiple of the merge size, or head_dim is not a multiple of 4.
-StatusOr<QwenVisionLayout> qwen25_vision_layout(const VisionConfig& vc, const VisionGrid& grid);
+/// The layout of `grid` for tower `vc` (kQwen25Vit, or kQwen2Vit: identity order, no windows).
+/// kInvalidArgument when h or w is not a multiple of the merge size, head_dim is not a multiple
+/// of 4, or a Qwen2.5-VL window is smaller than one merge group.
+StatusOr<QwenVisionLayout> qwen_vision_layout(const VisionConfig& vc, const VisionGrid& grid);
 
 /// Rows of `width` values permuted in groups of `group` rows: output group k is input group
 /// order[k] (inverse = false), or output group order[k] is input group k (inverse = true).
 std::vector<float> qwen_window_rows(const std::vector<float>& rows, int64_t width, int64_t group,
                                     const std::vector<int64_t>& order, bool inverse);
 
-/// The vision graph of `vc` for `layout`'s grid. Weights name the checkpoint's tensors
-/// (`visual.patch_embed.proj.weight` read as [width, 3·tp·p²], `visual.blocks.N.*`,
-/// `visual.merger.*`). Inputs: patches f32[1, N, 3·tp·p²], rope_cos and rope_sin
-/// f32[1, N, head_dim/2]; output image_features f32[1, N / merge², text_hidden].
+/// The vision graph of `vc` (kQwen2Vit or kQwen25Vit) for `layout`'s grid. Weights name the
+/// checkpoint's tensors (`visual.patch_embed.proj.weight` read as [width, 3·tp·p²],
+/// `visual.blocks.N.*`, `visual.merger.*`). Inputs: patches f32[1, N, 3·tp·p²], rope_cos and
+/// rope_sin f32[1, N, head_dim/2]; output image_features f32[1, N / merge², text_hidden].
 /// kUnimplemented for another tower, naming it.
-StatusOr<ir::Graph> build_qwen25_vision_graph(const VisionConfig& vc,
-                                              const QwenVisionLayout& layout);
+StatusOr<ir::Graph> build_qwen_vision_graph(const VisionConfig& vc, const QwenVisionLayout& layout);
 
 }  // namespace qbc::frontend

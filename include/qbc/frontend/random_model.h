@@ -116,7 +116,8 @@ StatusOr<std::string> apply_config_overrides(std::string_view config_json, std::
 /// written in chunks, so memory stays small even for multi-GB shapes. The config is validated with
 /// parse_hparams() first. kUnimplemented for Gemma3ForConditionalGeneration (write the text model
 /// instead) and for dtypes other than F32/F16/BF16; kInvalidArgument naming the path on I/O errors.
-/// A Qwen2.5-VL config (model_type qwen2_5_vl) writes the language model and the vision part
+/// A Qwen2-VL or Qwen2.5-VL config (model_type qwen2_vl, qwen2_5_vl) writes the language model
+/// and the vision part
 /// (hf_vision_tensor_specs()) into the one model.safetensors, under the names transformers <
 /// 4.52 uses (`model.layers.N.*`, `visual.*`).
 Status write_random_model(const RandomModelOptions& options);

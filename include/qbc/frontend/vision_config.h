@@ -69,6 +69,13 @@ struct VisionConfig {
 /// 28 and 32 (Qwen2-VL's and Qwen3-VL's patch x merge), the size issue 26's benchmark uses.
 inline constexpr int64_t kDefaultDynamicImageSize = 448;
 
+/// `c` planned or compiled at `side` x `side` pixels (the configuration key `key` names it in
+/// errors; 0 keeps c.image_size): a dynamic-resolution Qwen tower takes any positive multiple
+/// of patch_size x merge, other towers only their own image_size (learned positions are not
+/// interpolated). kInvalidArgument for a side the tower cannot take, kUnimplemented for another
+/// size of a fixed-size tower.
+Status set_image_size(VisionConfig& c, int64_t side, std::string_view key);
+
 /// The vision part of the config.json text `text` (`source` names it in errors); nullopt when
 /// it has no vision_config. kUnimplemented naming model_type for a vision model of another family.
 StatusOr<std::optional<VisionConfig>> parse_vision_config(std::string_view text,

@@ -127,5 +127,62 @@ TEST(VisionConfigTest, OtherFamiliesAndBadValuesAreNamed) {
       << bad.status().message();
 }
 
+// Qwen2-VL-2B-Instruct's config (tests/assets/model-configs: sources in its README).
+TEST(VisionConfigTest, Qwen2Vl) {
+  const auto c = load_vision_config(testing::source_dir() /
+                                    "tests/assets/model-configs/Qwen2-VL-2B-Instruct/config.json");
+  QBC_ASSERT_OK(c);
+  ASSERT_TRUE(c->has_value());
+  const VisionConfig& v = **c;
+  EXPECT_EQ(v.tower, VisionTower::kQwen2Vit);
+  EXPECT_EQ(v.depth, 32);
+  EXPECT_EQ(v.width, 1280);               // embed_dim
+  EXPECT_EQ(v.ffn, 5120);                 // embed_dim x mlp_ratio 4
+  EXPECT_EQ(v.text_hidden, 1536);         // vision_config.hidden_size: the merger's output
+  EXPECT_EQ(v.hidden_act, "quick_gelu");  // Qwen2VLVisionConfig's default
+  EXPECT_EQ(v.tokens_per_image(), 256);
+  // The Qwen2-VL report gives its ViT as 675M parameters (with the 7B's 3584-wide merger
+  // output; the 2B's 1536 has 3.1M fewer in mlp.2).
+  EXPECT_NEAR(static_cast<double>(v.parameters()), 665.3e6, 0.1e6);
+  const auto bad = parse_vision_config(
+      R"({"model_type": "qwen2_vl", "vision_config": {"hidden_act": "relu"}})", "c.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(testing::contains(bad.status().message(), "hidden_act")) << bad.status().message();
+}
+
+// vision.imageSize: a Qwen tower takes multiples of patch x merge, a tower with learned
+// positions only its own size.
+TEST(VisionConfigTest, ImageSizeIsCheckedPerTower) {
+  QBC_REQUIRE_SHARED(dir, "model-configs-new/Qwen2.5-VL-3B-Instruct");
+  auto q = load("Qwen2.5-VL-3B-Instruct");
+  QBC_ASSERT_OK(q);
+  VisionConfig v = **q;
+  QBC_ASSERT_OK(set_image_size(v, 0, "vision.imageSize"));
+  EXPECT_EQ(v.image_size, 448);
+  QBC_ASSERT_OK(set_image_size(v, 336, "vision.imageSize"));
+  EXPECT_EQ(v.image_size, 336);
+  EXPECT_EQ(v.tokens_per_image(), 144);  // 12 x 12 merged
+  for (const int64_t bad : {300, 14, 1}) {
+    const Status s = set_image_size(v, bad, "vision.imageSize");
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_EQ(s.code(), Code::kInvalidArgument);
+    EXPECT_TRUE(testing::contains(s.message(), "vision.imageSize " + std::to_string(bad)))
+        << s.message();
+    EXPECT_TRUE(testing::contains(s.message(), "multiples of patch_size x spatial_merge_size = 28"))
+        << s.message();
+  }
+  EXPECT_TRUE(testing::contains(set_image_size(v, 300, "k").message(), "e.g. 280 or 308"));
+  EXPECT_EQ(v.image_size, 336);  // unchanged by the refusals
+  auto l = load("llava-1.5-7b-hf");
+  QBC_ASSERT_OK(l);
+  VisionConfig clip = **l;
+  QBC_ASSERT_OK(set_image_size(clip, 336, "vision.imageSize"));  // its own size
+  const Status s = set_image_size(clip, 224, "vision.imageSize");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), Code::kUnimplemented);
+  EXPECT_TRUE(testing::contains(s.message(), "learned position embeddings for 336x336"))
+      << s.message();
+}
+
 }  // namespace
 }  // namespace qbc::frontend

@@ -2,9 +2,11 @@
 // NPU"): a small random tower from the real Qwen2.5-VL-3B-Instruct config (window and full
 // attention blocks, 2-D rope tables, the 2x2 merger), quantized with the vision recipe,
 // compiled into a feature bundle whose output has a quarter of the input rows, and run in the
-// executor. Its features must equal the fake-quant evaluator's bit for bit for every scheme,
-// tile setting and activation-scale mode; merge_rows is a view (no instruction) whose
-// consumers count their own rows; the SRAM plan does not depend on the image size.
+// executor; and Qwen2-VL's (tests/assets/model-configs/Qwen2-VL-2B-Instruct: LayerNorm blocks,
+// a quick_gelu MLP, whole-image attention in every block). Its features must equal the fake-quant
+// evaluator's bit for bit for every scheme, tile setting and activation-scale mode; merge_rows is a
+// view (no instruction) whose consumers count their own rows; the SRAM plan does not depend on the
+// image size.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -42,22 +44,25 @@ namespace fs = std::filesystem;
 using testing::first_difference;
 
 /// A random Qwen2.5-VL folder with a tower of `width` columns (2 heads), 3 blocks (block 1
-/// full attention, 0 and 2 windows), FFN 48 and an output of 24 columns.
+/// full attention, 0 and 2 windows), FFN 48 and an output of 24 columns; with `qwen2`, a
+/// Qwen2-VL folder (every block full attention, FFN 2 x width).
 class QwenTower {
  public:
-  void write(const fs::path& dir, int64_t width) {
-    QBC_REQUIRE_SHARED(config, "model-configs-new/Qwen2.5-VL-3B-Instruct/config.json");
+  void write(const fs::path& dir, int64_t width, bool qwen2 = false) {
+    QBC_REQUIRE_SHARED(shared_config, "model-configs-new/Qwen2.5-VL-3B-Instruct/config.json");
     frontend::RandomModelOptions o;
-    o.config_path = config;
+    o.config_path = qwen2 ? testing::source_dir() /
+                                "tests/assets/model-configs/Qwen2-VL-2B-Instruct/config.json"
+                          : shared_config;
     o.output_dir = dir;
     o.seed = 41;
     o.init_std = 0.1;
     o.overrides.vision.depth = 3;
     o.overrides.vision.hidden_size = width;
     o.overrides.vision.num_heads = 2;
-    o.overrides.vision.intermediate_size = 48;
+    o.overrides.vision.intermediate_size = qwen2 ? 2 * width : 48;
     o.overrides.vision.out_hidden_size = 24;
-    o.overrides.vision.fullatt_block_indexes = std::vector<int64_t>{1};
+    if (!qwen2) o.overrides.vision.fullatt_block_indexes = std::vector<int64_t>{1};
     testing::shrink_language_model(o.overrides);
     QBC_ASSERT_OK(frontend::write_random_model(o));
     auto vc = frontend::load_vision_config(dir / "config.json");
@@ -74,7 +79,7 @@ class QwenTower {
 
   /// The layout of a grid of `h` x `w` patches.
   frontend::QwenVisionLayout layout(int64_t h, int64_t w) const {
-    auto l = frontend::qwen25_vision_layout(vc_, {1, h, w});
+    auto l = frontend::qwen_vision_layout(vc_, {1, h, w});
     EXPECT_TRUE(l.ok()) << l.status().to_string();
     return l.ok() ? std::move(*l) : frontend::QwenVisionLayout{};
   }
@@ -86,7 +91,7 @@ class QwenTower {
   /// The tower for `l`, quantized with `options` on two random images.
   std::shared_ptr<const quant::QuantizeResult> quantized(const frontend::QwenVisionLayout& l,
                                                          const config::CompileOptions& o) const {
-    auto g = frontend::build_qwen25_vision_graph(vc_, l);
+    auto g = frontend::build_qwen_vision_graph(vc_, l);
     EXPECT_TRUE(g.ok()) << g.status().to_string();
     if (!g.ok()) return nullptr;
     auto q = quant::quantize_vision(*g, reader_, {sample(l, 1), sample(l, 2)}, o);
@@ -110,13 +115,13 @@ class QwenVisionBackend : public ::testing::Test {
 };
 
 // Bit-exactness: schemes x tile settings x activation-scale modes, on a held-out image.
-TEST_F(QwenVisionBackend, ExecutorFeaturesEqualTheFakeQuantEvaluatorBitForBit) {
-  const quant::FeatureSample image = tower_.sample(layout_, 100);
-  const int64_t rows = layout_.grid.patches(), out_rows = rows / 4;
+void expect_bit_exact(const QwenTower& tower, const frontend::QwenVisionLayout& layout) {
+  const quant::FeatureSample image = tower.sample(layout, 100);
+  const int64_t rows = layout.grid.patches(), out_rows = rows / 4;
   for (const testing::ScaleMode& qm : testing::tower_scale_modes()) {
-    auto q = tower_.quantized(layout_, qm.options());
+    auto q = tower.quantized(layout, qm.options());
     ASSERT_NE(q, nullptr) << qm.label;
-    const ir::WeightReader qr = quant::with_sidecar(tower_.reader_, *q);
+    const ir::WeightReader qr = quant::with_sidecar(tower.reader_, *q);
     const std::vector<float> want = testing::evaluator_features(*q, qr, image);
     ASSERT_EQ(want.size(), static_cast<size_t>(out_rows * 24));
     for (const testing::Deployment& d : testing::tower_deployments()) {
@@ -128,6 +133,19 @@ TEST_F(QwenVisionBackend, ExecutorFeaturesEqualTheFakeQuantEvaluatorBitForBit) {
       });
     }
   }
+}
+
+TEST_F(QwenVisionBackend, ExecutorFeaturesEqualTheFakeQuantEvaluatorBitForBit) {
+  expect_bit_exact(tower_, layout_);
+}
+
+TEST(Qwen2VisionBackend, ExecutorFeaturesEqualTheFakeQuantEvaluatorBitForBit) {
+  QwenTower tower;
+  tower.write(testing::temp_dir() / "qwen2_vision_backend", 32, /*qwen2=*/true);
+  ASSERT_EQ(tower.vc_.tower, frontend::VisionTower::kQwen2Vit);
+  const frontend::QwenVisionLayout layout = tower.layout(16, 24);  // 384 patches, 96 merged
+  EXPECT_TRUE(layout.window_tokens.empty());
+  expect_bit_exact(tower, layout);
 }
 
 // The plan: merge_rows is a view of its input's rows (four dense rows read as one), the nodes

@@ -52,7 +52,7 @@ struct Compiled {
 /// takes M-RoPE positions (then each image is a side x side grid of merged patches).
 struct Family {
   const char* name;
-  const char* config;  // under the shared folder
+  const char* config;  // under the shared folder, or the source tree's when it starts "tests/"
   int64_t tokens;      // image tokens per image
   int64_t side;        // M-RoPE: the merged grid's side; 0: 1-D positions
 };
@@ -60,14 +60,20 @@ struct Family {
 const Family kFamilies[] = {
     {"llava", "model-configs-new/llava-1.5-7b-hf/config.json", 576, 0},
     {"qwen2_5_vl", "model-configs-new/Qwen2.5-VL-3B-Instruct/config.json", 256, 16},
+    {"qwen2_vl", "tests/assets/model-configs/Qwen2-VL-2B-Instruct/config.json", 256, 16},
 };
+
+fs::path config_path(const Family& f) {
+  const std::string c = f.config;
+  return c.rfind("tests/", 0) == 0 ? testing::source_dir() / c : testing::shared_dir() / c;
+}
 
 StatusOr<Compiled> compile_once(const Family& f) {
   Compiled c;
   c.dir = testing::temp_dir() / (std::string("vlm_image_exact_") + f.name);
   fs::remove_all(c.dir);
   frontend::RandomModelOptions o;
-  o.config_path = testing::shared_dir() / f.config;
+  o.config_path = config_path(f);
   o.output_dir = c.dir / "model";
   o.seed = 11;
   o.init_std = 0.15;  // attention, and so the image rows, matter
@@ -80,7 +86,7 @@ StatusOr<Compiled> compile_once(const Family& f) {
   o.overrides.vision.depth = 2;
   o.overrides.vision.hidden_size = 32;
   o.overrides.vision.num_heads = 2;
-  o.overrides.vision.intermediate_size = 48;
+  o.overrides.vision.intermediate_size = 64;                // Qwen2-VL: embed_dim x mlp_ratio 2
   if (f.side > 0) o.overrides.vision.out_hidden_size = 64;  // the merger writes the text width
   QBC_RETURN_IF_ERROR(frontend::write_random_model(o));
   config::LoadRequest req;
@@ -111,7 +117,7 @@ StatusOr<Compiled> compile_once(const Family& f) {
 class VlmImageExact : public ::testing::TestWithParam<Family> {
  protected:
   void SetUp() override {
-    QBC_REQUIRE_SHARED(config, GetParam().config);
+    ASSERT_TRUE(fs::exists(config_path(GetParam()))) << config_path(GetParam());
     QBC_REQUIRE_SHARED(images, "data/images");
     auto c = compile_once(GetParam());
     ASSERT_TRUE(c.ok()) << c.status().to_string();

@@ -68,11 +68,11 @@ class VisionQuant : public ::testing::Test {
     ASSERT_TRUE(vc->has_value());
     vc_ = **vc;
     // 224 x 336 pixels: 16 x 24 patches, 2 x 3 windows of 8 x 8 patches.
-    auto layout = frontend::qwen25_vision_layout(vc_, {1, 16, 24});
+    auto layout = frontend::qwen_vision_layout(vc_, {1, 16, 24});
     QBC_ASSERT_OK(layout);
     layout_ = std::move(*layout);
     ASSERT_EQ(layout_.window_tokens.size(), 6u);
-    auto g = frontend::build_qwen25_vision_graph(vc_, layout_);
+    auto g = frontend::build_qwen_vision_graph(vc_, layout_);
     QBC_ASSERT_OK(g);
     graph_ = std::move(*g);
     auto ck = frontend::SafetensorsCheckpoint::open(dir_);

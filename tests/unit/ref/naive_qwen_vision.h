@@ -1,10 +1,14 @@
-// A naive Qwen2.5-VL vision tower forward pass, for cross-checking the vision MBLT graph.
+// A naive Qwen2.5-VL / Qwen2-VL vision tower forward pass, for cross-checking the vision MBLT
+// graph.
 //
 // Written from transformers' modeling_qwen2_5_vl.py (Qwen2_5_VisionTransformerPretrainedModel:
 // patch_embed, rot_pos_emb, get_window_index, the blocks with cu_seqlens masks, the merger and
-// the final argsort), not from qbc's graph builder or its host layout: double precision, plain
-// loops and std::vector, HF's padded-window construction and HF's patch order. Header-only
-// because tests/unit/ref builds one binary per *_test.cpp.
+// the final argsort) and modeling_qwen2_vl.py (Qwen2VisionTransformerPretrainedModel: the same
+// patch_embed and rot_pos_emb, Qwen2VLVisionBlock with LayerNorm(eps=1e-6) and VisionMlp
+// fc2(quick_gelu(fc1)), one cu_seqlens segment per frame, PatchMerger with a LayerNorm ln_q),
+// not from qbc's graph builder or its host layout: double precision, plain loops and
+// std::vector, HF's padded-window construction and HF's patch order. Header-only because
+// tests/unit/ref builds one binary per *_test.cpp.
 #pragma once
 
 #include <algorithm>
@@ -21,6 +25,7 @@ struct NaiveVisionDims {
   int64_t depth = 0, hidden = 0, heads = 0, ffn = 0, out_hidden = 0;
   int64_t patch = 14, temporal_patch = 2, merge = 2, window_size = 112;
   std::vector<int64_t> fullatt_blocks;
+  bool qwen2 = false;  ///< Qwen2-VL: LayerNorms, fc1/quick_gelu/fc2, no windows
 };
 
 namespace naive_vision_internal {
@@ -57,12 +62,33 @@ inline Mat rms_norm(const Mat& x, int64_t n, int64_t d, const std::vector<float>
   return y;
 }
 
+/// nn.LayerNorm(eps = 1e-6) over rows of `d`, with weight and bias.
+inline Mat layer_norm(const Mat& x, int64_t n, int64_t d, const std::vector<float>& w,
+                      const std::vector<float>& b) {
+  Mat y(x.size());
+  for (int64_t r = 0; r < n; ++r) {
+    double mean = 0.0, var = 0.0;
+    for (int64_t i = 0; i < d; ++i) mean += x[static_cast<size_t>(r * d + i)];
+    mean /= static_cast<double>(d);
+    for (int64_t i = 0; i < d; ++i) {
+      const double c = x[static_cast<size_t>(r * d + i)] - mean;
+      var += c * c;
+    }
+    const double inv = 1.0 / std::sqrt(var / static_cast<double>(d) + 1e-6);
+    for (int64_t i = 0; i < d; ++i)
+      y[static_cast<size_t>(r * d + i)] =
+          (x[static_cast<size_t>(r * d + i)] - mean) * inv * w[static_cast<size_t>(i)] +
+          b[static_cast<size_t>(i)];
+  }
+  return y;
+}
+
 }  // namespace naive_vision_internal
 
 /// The image features [grid_h·grid_w / merge², out_hidden] of `pixel_values`
 /// [grid_h·grid_w, 3·tp·p²] (HF patch order, one image, grid_t = 1); `w(name)` returns an HF
 /// tensor's float32 values.
-inline std::vector<double> naive_qwen25_vision(
+inline std::vector<double> naive_qwen_vision(
     const NaiveVisionDims& d, const std::function<std::vector<float>(const std::string&)>& w,
     const std::vector<float>& pixel_values, int64_t grid_h, int64_t grid_w) {
   using namespace naive_vision_internal;
@@ -96,7 +122,9 @@ inline std::vector<double> naive_qwen25_vision(
   }
 
   // get_window_index: pad the merged grid to whole windows with -100, walk windows row-major.
-  const int64_t vws = d.window_size / m / d.patch, lh = grid_h / m, lw = grid_w / m;
+  // Qwen2-VL has none: one window holding the whole (merged) grid keeps HF's order.
+  const int64_t lh = grid_h / m, lw = grid_w / m;
+  const int64_t vws = d.qwen2 ? std::max(lh, lw) : d.window_size / m / d.patch;
   const int64_t pad_h = vws - lh % vws, pad_w = vws - lw % vws;
   const int64_t nwh = (lh + pad_h) / vws, nww = (lw + pad_w) / vws;
   std::vector<int64_t> window_index, cu_window = {0};
@@ -139,17 +167,22 @@ inline std::vector<double> naive_qwen25_vision(
     }
   const std::vector<int64_t> cu_full = {0, n};
 
+  // The blocks' norm: Qwen2RMSNorm (Qwen2.5-VL) or nn.LayerNorm with bias (Qwen2-VL).
+  auto norm = [&](const Mat& v, int64_t rows, int64_t width, const std::string& name) {
+    return d.qwen2 ? layer_norm(v, rows, width, w(name + ".weight"), w(name + ".bias"))
+                   : rms_norm(v, rows, width, w(name + ".weight"));
+  };
   for (int64_t layer = 0; layer < d.depth; ++layer) {
     const std::string p = "visual.blocks." + std::to_string(layer) + ".";
-    const bool full = std::find(d.fullatt_blocks.begin(), d.fullatt_blocks.end(), layer) !=
-                      d.fullatt_blocks.end();
+    const bool full = d.qwen2 || std::find(d.fullatt_blocks.begin(), d.fullatt_blocks.end(),
+                                           layer) != d.fullatt_blocks.end();
     const std::vector<int64_t>& cu = full ? cu_full : cu_window;
     std::vector<int64_t> seg(static_cast<size_t>(n));
     for (size_t s = 0; s + 1 < cu.size(); ++s)
       for (int64_t t = cu[s]; t < cu[s + 1]; ++t)
         seg[static_cast<size_t>(t)] = static_cast<int64_t>(s);
     // Attention: qkv → reshape(n, 3, H, hd); rotate_half rope on q, k; masked softmax.
-    const Mat h1 = rms_norm(x, n, C, w(p + "norm1.weight"));
+    const Mat h1 = norm(x, n, C, p + "norm1");
     const Mat qkv = linear(h1, n, C, w(p + "attn.qkv.weight"), w(p + "attn.qkv.bias"), 3 * C);
     auto at = [&](int64_t which, int64_t t, int64_t head, int64_t e) {
       return qkv[static_cast<size_t>(t * 3 * C + which * C + head * hd + e)];
@@ -195,8 +228,15 @@ inline std::vector<double> naive_qwen25_vision(
     }
     const Mat o = linear(attn, n, C, w(p + "attn.proj.weight"), w(p + "attn.proj.bias"), C);
     for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+    const Mat h2 = norm(x, n, C, p + "norm2");
+    if (d.qwen2) {  // VisionMlp: fc2(quick_gelu(fc1(x))), quick_gelu(v) = v · σ(1.702 v)
+      Mat f = linear(h2, n, C, w(p + "mlp.fc1.weight"), w(p + "mlp.fc1.bias"), d.ffn);
+      for (double& v : f) v = v / (1.0 + std::exp(-1.702 * v));
+      const Mat o2 = linear(f, n, d.ffn, w(p + "mlp.fc2.weight"), w(p + "mlp.fc2.bias"), C);
+      for (size_t i = 0; i < x.size(); ++i) x[i] += o2[i];
+      continue;
+    }
     // MLP: down(silu(gate(x)) · up(x)), all with biases.
-    const Mat h2 = rms_norm(x, n, C, w(p + "norm2.weight"));
     const Mat g =
         linear(h2, n, C, w(p + "mlp.gate_proj.weight"), w(p + "mlp.gate_proj.bias"), d.ffn);
     Mat u = linear(h2, n, C, w(p + "mlp.up_proj.weight"), w(p + "mlp.up_proj.bias"), d.ffn);
@@ -208,7 +248,7 @@ inline std::vector<double> naive_qwen25_vision(
 
   // Merger: ln_q, view(-1, C·merge²), Linear, GELU (erf), Linear; then rows back by argsort.
   const int64_t groups = n / unit, wide = C * unit;
-  const Mat ln = rms_norm(x, n, C, w("visual.merger.ln_q.weight"));
+  const Mat ln = norm(x, n, C, "visual.merger.ln_q");
   Mat h = linear(ln, groups, wide, w("visual.merger.mlp.0.weight"), w("visual.merger.mlp.0.bias"),
                  wide);
   for (double& v : h) v = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
