@@ -7,8 +7,11 @@
 #   qwen2.5-vl  Qwen2.5-VL-3B's ViT at 448x448 (1024 patches, 256 tokens), full width 1280,
 #               FFN 3420, 16 heads, window attention and one full-attention block, the 2x2
 #               merger: 8 of its 32 blocks (the per-block work is the same; `--layers` below)
+#   qwen2-vl    Qwen2-VL-2B's ViT at 448x448 (tests/assets/model-configs), full width 1280, FFN
+#               5120 (quick_gelu), 16 heads, every block over the whole image, the 2x2 merger:
+#               8 of its 32 blocks
 #   llava       LLaVA-1.5-7B's CLIP ViT-L/14 at 336x336 at full size (23 of 24 layers, 577 rows)
-# Usage: bench/vision.sh [WORKDIR] [reps=3] [tower=all|qwen2.5-vl|llava]
+# Usage: bench/vision.sh [WORKDIR] [reps=3] [tower=all|qwen2.5-vl|qwen2-vl|llava]
 # Target: vision_executor_vs_float >= 1 for each tower; exit 1 otherwise.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -36,6 +39,10 @@ run_tower() {  # NAME CONFIG [random-model flags...]
 }
 if [ "$tower" = all ] || [ "$tower" = qwen2.5-vl ]; then
   run_tower qwen2.5-vl "$shared/model-configs-new/Qwen2.5-VL-3B-Instruct/config.json" \
+    --vocab 32064 --vision-layers 8
+fi
+if [ "$tower" = all ] || [ "$tower" = qwen2-vl ]; then
+  run_tower qwen2-vl "$root/tests/assets/model-configs/Qwen2-VL-2B-Instruct/config.json" \
     --vocab 32064 --vision-layers 8
 fi
 if [ "$tower" = all ] || [ "$tower" = llava ]; then
