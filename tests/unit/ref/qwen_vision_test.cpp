@@ -120,6 +120,27 @@ class QwenVisionBase : public ::testing::Test {
         frontend::qwen_window_rows(got, vc.text_hidden, 1, layout->window_index, /*inverse=*/true);
   }
 
+  // The float session against the float64 reference in float32 and float64 modes: float64
+  // mode still takes float32 pixels and rotary tables, as HF computes its angles in float32;
+  // float32 mode adds the session's own rounding.
+  void expect_matches_reference(const std::vector<int64_t>& fullatt, const char* tag) const {
+    const std::vector<double> want = reference(fullatt);
+    ASSERT_EQ(want.size(),
+              static_cast<size_t>(pixels_.grid_h * pixels_.grid_w / 4 * vc_.text_hidden));
+    double scale = 0.0;
+    for (double v : want) scale = std::max(scale, std::abs(v));
+    EXPECT_GT(scale, 0.1);
+    for (const bool f64 : {false, true}) {
+      std::vector<float> got;
+      run_graph(vc_, f64, &got);
+      ASSERT_EQ(got.size(), want.size());
+      const double err = rel_error(got, want);
+      std::printf("[%s] %s rel_err %.2e (max|feature| %.3f)\n", tag, f64 ? "f64" : "f32", err,
+                  scale);
+      EXPECT_LE(err, f64 ? 5e-7 : 5e-6) << (f64 ? "float64" : "float32");
+    }
+  }
+
   fs::path dir_;
   frontend::VisionConfig vc_;
   image::Pixels pixels_;
@@ -167,23 +188,7 @@ TEST_F(Qwen25Vision, GridHasSeveralWindowsAndBothAttentionKinds) {
 }
 
 TEST_F(Qwen25Vision, FloatSessionMatchesHfFloat64Reference) {
-  const std::vector<double> want = reference(vc_.full_attention_blocks);
-  ASSERT_EQ(want.size(),
-            static_cast<size_t>(pixels_.grid_h * pixels_.grid_w / 4 * vc_.text_hidden));
-  double scale = 0.0;
-  for (double v : want) scale = std::max(scale, std::abs(v));
-  EXPECT_GT(scale, 0.1);
-  for (const bool f64 : {false, true}) {
-    std::vector<float> got;
-    run_graph(vc_, f64, &got);
-    ASSERT_EQ(got.size(), want.size());
-    const double err = rel_error(got, want);
-    std::printf("[qwen25_vision] %s rel_err %.2e (max|feature| %.3f)\n", f64 ? "f64" : "f32", err,
-                scale);
-    // float64 mode still takes float32 pixels and rotary tables, as HF computes its angles in
-    // float32; float32 mode adds the session's own rounding.
-    EXPECT_LE(err, f64 ? 5e-7 : 5e-6) << (f64 ? "float64" : "float32");
-  }
+  expect_matches_reference(vc_.full_attention_blocks, "qwen25_vision");
 }
 
 TEST_F(Qwen25Vision, WrongAttentionKindIsDetected) {
@@ -243,21 +248,7 @@ TEST_F(Qwen2Vision, ConfigReadsTheQwen2TowerAndTheLayoutIsTheIdentity) {
 }
 
 TEST_F(Qwen2Vision, FloatSessionMatchesHfFloat64Reference) {
-  const std::vector<double> want = reference({});
-  ASSERT_EQ(want.size(),
-            static_cast<size_t>(pixels_.grid_h * pixels_.grid_w / 4 * vc_.text_hidden));
-  double scale = 0.0;
-  for (double v : want) scale = std::max(scale, std::abs(v));
-  EXPECT_GT(scale, 0.1);
-  for (const bool f64 : {false, true}) {
-    std::vector<float> got;
-    run_graph(vc_, f64, &got);
-    ASSERT_EQ(got.size(), want.size());
-    const double err = rel_error(got, want);
-    std::printf("[qwen2_vision] %s rel_err %.2e (max|feature| %.3f)\n", f64 ? "f64" : "f32", err,
-                scale);
-    EXPECT_LE(err, f64 ? 5e-7 : 5e-6) << (f64 ? "float64" : "float32");
-  }
+  expect_matches_reference({}, "qwen2_vision");
 }
 
 TEST_F(Qwen2Vision, WrongActivationIsDetected) {
