@@ -74,8 +74,7 @@ int main(int argc, char** argv) {
   if (!vc.ok()) return fail(vc.status());
   if (!*vc) return fail(q::invalid_argument(dir, ": no vision_config"));
   const q::frontend::VisionConfig& v = **vc;
-  const bool qwen = v.tower == q::frontend::VisionTower::kQwen25Vit ||
-                    v.tower == q::frontend::VisionTower::kQwen2Vit;
+  const bool qwen = q::frontend::builds_qwen_vision_graph(v.tower);
   const int64_t side = model->file.meta.vision().image_size();
   auto g = q::driver::import_vision_graph(dir, qwen ? side : 0);
   if (!g.ok()) return fail(g.status());

@@ -31,12 +31,7 @@ Status check_weights(const ir::Graph& g, const frontend::SafetensorsCheckpoint& 
 }
 
 // LLaVA's CLIP tower: its learned positions fix the image size (no interpolation yet).
-StatusOr<ir::Graph> clip_graph(const frontend::VisionConfig& vc, int64_t image_size) {
-  if (image_size > 0 && image_size != vc.image_size) {
-    return unimplemented("vision image size ", image_size, ": the ", vc.model_type,
-                         " CLIP tower has learned positions for ", vc.image_size, "x",
-                         vc.image_size, " only (no interpolation yet)");
-  }
+StatusOr<ir::Graph> clip_graph(const frontend::VisionConfig& vc) {
   QBC_ASSIGN_OR_RETURN(ir::Graph g, frontend::build_clip_vision_graph(vc));
   const int64_t side = vc.image_size / vc.patch_size;
   g.metadata["vision.image_size"] =
@@ -52,13 +47,8 @@ StatusOr<ir::Graph> clip_graph(const frontend::VisionConfig& vc, int64_t image_s
 
 // Gemma 3's SigLIP tower and projector: learned positions fix the image size (896 for the real
 // config). The checkpoint's names pick the prefix (transformers >= 4.52 adds `model.`).
-StatusOr<ir::Graph> gemma3_graph(const frontend::VisionConfig& vc, int64_t image_size,
+StatusOr<ir::Graph> gemma3_graph(const frontend::VisionConfig& vc,
                                  const frontend::SafetensorsCheckpoint& ck) {
-  if (image_size > 0 && image_size != vc.image_size) {
-    return unimplemented("vision image size ", image_size, ": the ", vc.model_type,
-                         " SigLIP tower has learned positions for ", vc.image_size, "x",
-                         vc.image_size, " only (no interpolation yet)");
-  }
   const bool new_names = !ck.get("vision_tower.vision_model.post_layernorm.weight").ok() &&
                          ck.get("model.vision_tower.vision_model.post_layernorm.weight").ok();
   const frontend::Gemma3VisionNames names = frontend::gemma3_vision_names(new_names);
@@ -73,14 +63,9 @@ StatusOr<ir::Graph> gemma3_graph(const frontend::VisionConfig& vc, int64_t image
   return g;
 }
 
-// The Qwen2-VL or Qwen2.5-VL tower at image_size (0: kDefaultDynamicImageSize).
-StatusOr<ir::Graph> qwen_graph(const frontend::VisionConfig& vc, int64_t image_size) {
-  const int64_t side = image_size > 0 ? image_size : frontend::kDefaultDynamicImageSize;
-  const int64_t unit = vc.patch_size * vc.merge;
-  if (side % unit != 0) {
-    return invalid_argument("vision image size ", side,
-                            " is not a multiple of patch_size x merge = ", unit);
-  }
+// The Qwen2-VL or Qwen2.5-VL tower at vc.image_size.
+StatusOr<ir::Graph> qwen_graph(const frontend::VisionConfig& vc) {
+  const int64_t side = vc.image_size;
   const frontend::VisionGrid grid{1, side / vc.patch_size, side / vc.patch_size};
   QBC_ASSIGN_OR_RETURN(frontend::QwenVisionLayout layout, frontend::qwen_vision_layout(vc, grid));
   QBC_ASSIGN_OR_RETURN(ir::Graph g, frontend::build_qwen_vision_graph(vc, layout));
@@ -104,8 +89,7 @@ StatusOr<std::optional<ir::Graph>> import_vision_graph(const std::string& model,
                     vc->projector == frontend::VisionProjector::kLlavaMlp;
   const bool gemma3 = vc->tower == frontend::VisionTower::kSiglip &&
                       vc->projector == frontend::VisionProjector::kGemmaSoftEmb;
-  const bool qwen = vc->tower == frontend::VisionTower::kQwen25Vit ||
-                    vc->tower == frontend::VisionTower::kQwen2Vit;
+  const bool qwen = frontend::builds_qwen_vision_graph(vc->tower);
   if (!qwen && !clip && !gemma3) {
     return unimplemented(config.string(), ": the ", frontend::vision_tower_name(vc->tower),
                          " vision tower of ", vc->model_type,
@@ -114,9 +98,12 @@ StatusOr<std::optional<ir::Graph>> import_vision_graph(const std::string& model,
   }
   QBC_ASSIGN_OR_RETURN(frontend::SafetensorsCheckpoint ck,
                        frontend::SafetensorsCheckpoint::open(model));
-  StatusOr<ir::Graph> built = gemma3 ? gemma3_graph(*vc, image_size, ck)
-                              : clip ? clip_graph(*vc, image_size)
-                                     : qwen_graph(*vc, image_size);
+  // One size rule for every tower (a Qwen tower: multiples of patch x merge; learned
+  // positions: their own size only).
+  QBC_RETURN_IF_ERROR(frontend::set_image_size(*vc, image_size, "vision.imageSize"));
+  StatusOr<ir::Graph> built = gemma3 ? gemma3_graph(*vc, ck)
+                              : clip ? clip_graph(*vc)
+                                     : qwen_graph(*vc);
   if (!built.ok()) return built.status();
   ir::Graph g = std::move(*built);
   QBC_RETURN_IF_ERROR(check_weights(g, ck));

@@ -161,7 +161,7 @@ StatusOr<Tower> clip_tower(const std::string& model, const frontend::VisionConfi
 /// patches merged per token.
 StatusOr<Tower> qwen_tower(const std::string& model, const frontend::VisionConfig& vc) {
   Tower t;
-  t.side = vc.image_size > 0 ? vc.image_size : frontend::kDefaultDynamicImageSize;
+  t.side = vc.image_size;  // the default or vision.imageSize (set_image_size)
   QBC_ASSIGN_OR_RETURN(std::optional<ir::Graph> g, import_vision_graph(model, t.side));
   if (!g) return internal_error(model, ": a vision_config but no vision graph");
   t.graph = std::move(*g);
@@ -295,8 +295,7 @@ StatusOr<std::optional<VisionBuild>> build_vision_part(const std::string& model,
   if (!vc) return std::optional<VisionBuild>();
   const bool clip = vc->tower == frontend::VisionTower::kClip &&
                     vc->projector == frontend::VisionProjector::kLlavaMlp;
-  const bool qwen = vc->tower == frontend::VisionTower::kQwen25Vit ||
-                    vc->tower == frontend::VisionTower::kQwen2Vit;
+  const bool qwen = frontend::builds_qwen_vision_graph(vc->tower);
   if (!clip && !qwen) {
     const char* why = vc->tower == frontend::VisionTower::kSiglip
                           ? "its avg_pool and tanh gelu have no ARIES lowering yet"

@@ -141,7 +141,7 @@ class VisionBuilder {
 
 StatusOr<ir::Graph> build_qwen_vision_graph(const VisionConfig& vc,
                                             const QwenVisionLayout& layout) {
-  if (vc.tower != VisionTower::kQwen25Vit && vc.tower != VisionTower::kQwen2Vit) {
+  if (!builds_qwen_vision_graph(vc.tower)) {
     return unimplemented("vision graph of the ", vision_tower_name(vc.tower), " tower (",
                          vc.model_type, "): this builder takes Qwen2-VL's and Qwen2.5-VL's ",
                          "(docs/multimodal.md)");

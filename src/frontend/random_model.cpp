@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "qbc/frontend/hf_names.h"
+#include "qbc/frontend/qwen_vision.h"
 #include "qbc/frontend/random_tokenizer.h"
 #include "qbc/support/check.h"
 #include "qbc/support/file_util.h"
@@ -354,8 +355,8 @@ std::vector<HfTensorSpec> hf_vision_tensor_specs(const VisionConfig& vc) {
     return clip_tensor_specs(vc);
   if (vc.tower == VisionTower::kSiglip && vc.projector == VisionProjector::kGemmaSoftEmb)
     return siglip_gemma3_tensor_specs(vc);
+  if (!builds_qwen_vision_graph(vc.tower)) return out;
   const bool qwen2 = vc.tower == VisionTower::kQwen2Vit;
-  if (vc.tower != VisionTower::kQwen25Vit && !qwen2) return out;
   const int64_t w = vc.width, f = vc.ffn, wide = w * vc.merge * vc.merge;
   add(out, "visual.patch_embed.proj.weight",
       {w, 3, vc.temporal_patch_size, vc.patch_size, vc.patch_size}, TensorRole::kLinear);

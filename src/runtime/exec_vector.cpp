@@ -16,35 +16,35 @@
 namespace qbc::runtime {
 namespace {
 
+/// `f` of every fp16 bit pattern, in fp32: f(x, &y) writes numerics' unrounded value of x.
+template <typename F>
+std::vector<float> fp16_table(F f) {
+  std::vector<float> t(65536);
+  for (uint32_t h = 0; h < 65536; ++h) f(numerics::fp16_from_bits(static_cast<uint16_t>(h)), &t[h]);
+  return t;
+}
+
 /// act(g) of numerics::gated_act (silu or gelu_tanh) for every fp16 bit pattern g, unrounded:
 /// gated_act with up = 1 and no rounding is act(g) * 1 = act(g) exactly. A gated activation
 /// of fp16 values is then fp16(table[g] * up), numerics' expression.
 const float* gated_activation_table(bool gelu) {
-  auto build = [](bool gl) {
-    std::vector<float> t(65536);
-    const float one = 1.0f;
-    for (uint32_t h = 0; h < 65536; ++h) {
-      const float g = numerics::fp16_from_bits(static_cast<uint16_t>(h));
-      numerics::gated_act(&g, &one, 1, gl, false, &t[h]);
-    }
-    return t;
+  auto gated = [](bool gl) {
+    return fp16_table([gl](float g, float* y) {
+      const float one = 1.0f;
+      numerics::gated_act(&g, &one, 1, gl, false, y);
+    });
   };
-  static const std::vector<float> silu = build(false), gelu_tanh = build(true);
+  static const std::vector<float> silu = gated(false), gelu_tanh = gated(true);
   return gelu ? gelu_tanh.data() : silu.data();
 }
 
 /// numerics::gelu's unrounded fp32 value (erf or quick_gelu) for every fp16 bit pattern: an
 /// fp16 GELU is then fp16(table[x]), numerics' one rounding (store_f16 rounds as round_fp16).
 const float* gelu_table(bool quick) {
-  auto build = [](bool q) {
-    std::vector<float> t(65536);
-    for (uint32_t h = 0; h < 65536; ++h) {
-      const float x = numerics::fp16_from_bits(static_cast<uint16_t>(h));
-      numerics::gelu(&x, 1, false, &t[h], q);
-    }
-    return t;
+  auto gelu = [](bool q) {
+    return fp16_table([q](float x, float* y) { numerics::gelu(&x, 1, false, y, q); });
   };
-  static const std::vector<float> erf = build(false), quick_gelu = build(true);
+  static const std::vector<float> erf = gelu(false), quick_gelu = gelu(true);
   return quick ? quick_gelu.data() : erf.data();
 }
 

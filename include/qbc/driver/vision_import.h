@@ -15,8 +15,9 @@ namespace qbc::driver {
 /// model's default, frontend::kDefaultDynamicImageSize for the dynamic-resolution towers), with
 /// its provenance (source folder, files, config.json, the grid). nullopt when `model` is not a
 /// folder whose config.json has a vision_config. kUnimplemented naming the tower for towers
-/// other than Qwen2.5-VL's and LLaVA's CLIP; kNotFound / kInvalidArgument naming the tensor
-/// when a weight is missing or misshapen.
+/// other than Qwen2-VL's, Qwen2.5-VL's, LLaVA's CLIP and Gemma 3's SigLIP;
+/// frontend::set_image_size's errors (naming vision.imageSize) for a size the tower cannot
+/// take; kNotFound / kInvalidArgument naming the tensor when a weight is missing or misshapen.
 StatusOr<std::optional<ir::Graph>> import_vision_graph(const std::string& model,
                                                        int64_t image_size = 0);
 

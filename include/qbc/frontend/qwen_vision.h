@@ -47,6 +47,11 @@ struct QwenVisionLayout {
   std::vector<float> cos, sin;
 };
 
+/// The towers build_qwen_vision_graph builds: Qwen2-VL's and Qwen2.5-VL's.
+inline bool builds_qwen_vision_graph(VisionTower t) {
+  return t == VisionTower::kQwen2Vit || t == VisionTower::kQwen25Vit;
+}
+
 /// The layout of `grid` for tower `vc` (kQwen25Vit, or kQwen2Vit: identity order, no windows).
 /// kInvalidArgument when h or w is not a multiple of the merge size, head_dim is not a multiple
 /// of 4, or a Qwen2.5-VL window is smaller than one merge group.
