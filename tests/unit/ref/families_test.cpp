@@ -30,6 +30,7 @@
 #include "qbc/frontend/random_model.h"
 #include "qbc/frontend/safetensors.h"
 #include "qbc/ref/session.h"
+#include "rel_error.h"
 #include "test_support.h"
 
 namespace qbc::ref::testing {
@@ -38,17 +39,6 @@ namespace {
 namespace fs = std::filesystem;
 using frontend::HParams;
 using frontend::ModelSource;
-
-/// max |a − b| / max(1, max |b|).
-template <typename T>
-double rel_error(const std::vector<T>& a, const std::vector<double>& b) {
-  double err = 0.0, scale = 1.0;
-  for (size_t i = 0; i < b.size(); ++i) {
-    err = std::max(err, std::abs(static_cast<double>(a[i]) - b[i]));
-    scale = std::max(scale, std::abs(b[i]));
-  }
-  return err / scale;
-}
 
 /// Like rel_error(), but ignores what rounding the exact logits to float32 explains: the
 /// Session returns float logits even in float64 mode, so each value may be off by half an ulp.

@@ -24,6 +24,7 @@
 #include "qbc/image/preprocess.h"
 #include "qbc/ir/verifier.h"
 #include "qbc/ref/session.h"
+#include "rel_error.h"
 #include "small_vlm.h"
 #include "test_support.h"
 
@@ -32,15 +33,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-/// max |a − b| / max(1, max |b|), as the other families measure.
-double rel_error(const std::vector<float>& a, const std::vector<double>& b) {
-  double err = 0.0, scale = 1.0;
-  for (size_t i = 0; i < b.size(); ++i) {
-    err = std::max(err, std::abs(static_cast<double>(a[i]) - b[i]));
-    scale = std::max(scale, std::abs(b[i]));
-  }
-  return err / scale;
-}
+using ref::testing::rel_error;
 
 class Gemma3Vision : public ::testing::Test {
  protected:

@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "naive_llava_clip.h"  // nn.LayerNorm (naive_clip_internal::layer_norm)
+
 namespace qbc::ref::testing {
 
 /// The vision_config values the HF module reads.
@@ -58,27 +60,6 @@ inline Mat rms_norm(const Mat& x, int64_t n, int64_t d, const std::vector<float>
     for (int64_t i = 0; i < d; ++i)
       y[static_cast<size_t>(r * d + i)] =
           w[static_cast<size_t>(i)] * (x[static_cast<size_t>(r * d + i)] * inv);
-  }
-  return y;
-}
-
-/// nn.LayerNorm(eps = 1e-6) over rows of `d`, with weight and bias.
-inline Mat layer_norm(const Mat& x, int64_t n, int64_t d, const std::vector<float>& w,
-                      const std::vector<float>& b) {
-  Mat y(x.size());
-  for (int64_t r = 0; r < n; ++r) {
-    double mean = 0.0, var = 0.0;
-    for (int64_t i = 0; i < d; ++i) mean += x[static_cast<size_t>(r * d + i)];
-    mean /= static_cast<double>(d);
-    for (int64_t i = 0; i < d; ++i) {
-      const double c = x[static_cast<size_t>(r * d + i)] - mean;
-      var += c * c;
-    }
-    const double inv = 1.0 / std::sqrt(var / static_cast<double>(d) + 1e-6);
-    for (int64_t i = 0; i < d; ++i)
-      y[static_cast<size_t>(r * d + i)] =
-          (x[static_cast<size_t>(r * d + i)] - mean) * inv * w[static_cast<size_t>(i)] +
-          b[static_cast<size_t>(i)];
   }
   return y;
 }
@@ -169,7 +150,8 @@ inline std::vector<double> naive_qwen_vision(
 
   // The blocks' norm: Qwen2RMSNorm (Qwen2.5-VL) or nn.LayerNorm with bias (Qwen2-VL).
   auto norm = [&](const Mat& v, int64_t rows, int64_t width, const std::string& name) {
-    return d.qwen2 ? layer_norm(v, rows, width, w(name + ".weight"), w(name + ".bias"))
+    return d.qwen2 ? naive_clip_internal::layer_norm(v, rows, width, w(name + ".weight"),
+                                                     w(name + ".bias"), 1e-6)
                    : rms_norm(v, rows, width, w(name + ".weight"));
   };
   for (int64_t layer = 0; layer < d.depth; ++layer) {

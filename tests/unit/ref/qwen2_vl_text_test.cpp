@@ -24,6 +24,7 @@
 #include "qbc/ir/verifier.h"
 #include "qbc/ref/session.h"
 #include "qbc/runner/mrope.h"
+#include "rel_error.h"
 #include "test_support.h"
 
 namespace qbc {
@@ -31,14 +32,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-double rel_error(const std::vector<float>& a, const std::vector<double>& b) {
-  double err = 0.0, scale = 1.0;
-  for (size_t i = 0; i < b.size(); ++i) {
-    err = std::max(err, std::abs(static_cast<double>(a[i]) - b[i]));
-    scale = std::max(scale, std::abs(b[i]));
-  }
-  return err / scale;
-}
+using ref::testing::rel_error;
 
 class Qwen2VlText : public ::testing::Test {
  protected:
