@@ -38,12 +38,14 @@ class SiglipBuilder {
     QBC_ASSIGN_OR_RETURN(x, b_.add("vis.embed", x, base, n_.tower + "embeddings"));
     QBC_ASSIGN_OR_RETURN(x, vit_.layers(x, vc_.depth));
     QBC_ASSIGN_OR_RETURN(x, vit_.norm("vis.post_norm", x, n_.tower + "post_layernorm"));
-    b_.set_part(ir::Part::kHead);
     const std::string p = n_.projector;
+    // The pool and the norm are body values (fp16 on the vector unit, like the tower's); the
+    // head is the projection, whose fp32 output the language model takes.
     QBC_ASSIGN_OR_RETURN(x, b_.avg_pool("vis.proj.pool", x, side, vc_.pool, p + "avg_pool"));
     b_.weight("vis.proj.norm.weight", f32({vc_.width}), p + "mm_soft_emb_norm.weight");
     QBC_ASSIGN_OR_RETURN(x, b_.rms_norm("vis.proj.norm", x, "vis.proj.norm.weight", vc_.norm_eps,
                                         true, 0, p + "mm_soft_emb_norm"));
+    b_.set_part(ir::Part::kHead);
     b_.weight("image_features.weight", f32({vc_.text_hidden, vc_.width}), p + kProjection);
     return b_.linear("image_features", x, "image_features.weight", "", p + kProjection);
   }

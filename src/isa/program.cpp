@@ -125,6 +125,8 @@ const char* elt_name(EltOp op) {
       return "gelu";
     case EltOp::kGeluQuick:
       return "quick_gelu";
+    case EltOp::kGeluTanh:
+      return "gelu_tanh";
   }
   return "?";
 }

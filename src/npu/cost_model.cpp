@@ -96,6 +96,10 @@ class Walker {
           } else if constexpr (std::is_same_v<T, isa::RopeTable>) {
             QBC_ASSIGN_OR_RETURN(const int64_t rows, count(op.rows, "rows"));
             w->vector_ops = span(rows, op.heads, op.head_dim);
+          } else if constexpr (std::is_same_v<T, isa::AvgPool>) {
+            // One vector op per input element (the sums); the division pipelines.
+            QBC_ASSIGN_OR_RETURN(const int64_t rows, count(op.rows, "rows"));
+            w->vector_ops = span(rows, static_cast<int64_t>(op.kernel) * op.kernel, op.width);
           } else if constexpr (std::is_same_v<T, isa::Eltwise>) {
             QBC_ASSIGN_OR_RETURN(const int64_t rows, count(op.rows, "rows"));
             w->vector_ops = span(rows, op.width);

@@ -1,6 +1,6 @@
-// The lowering of row-wise ops (docs/npu.md "Lowering"): RMSNorm, LayerNorm, rope, rope_table and
-// the elementwise ops (add, gated activation, gelu, scale, softcap). Row tiles go round-robin to
-// the cores; each tile is loaded, computed and stored.
+// The lowering of row-wise ops (docs/npu.md "Lowering"): RMSNorm, LayerNorm, rope, rope_table,
+// avg_pool and the elementwise ops (add, gated activation, gelu, scale, softcap). Row tiles go
+// round-robin to the cores; each tile is loaded, computed and stored.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -31,11 +31,13 @@ void lower_rows(const Node& n, int id, CoreLowering& L) {
   const int64_t wn =
       n.op == Op::kRmsNorm && n.attrs.get_int("group") > 0 ? n.attrs.get_int("group") : W;
   const int64_t mt = std::min(np.rows_mt, L.cap);
+  // avg_pool reads kernel² input rows per output row (whole bands: plan_avg_pool's tiles).
+  const int64_t k = n.op == Op::kAvgPool ? n.attrs.get_int("kernel") : 1, fan = k * k;
   SramStage sram = L.sram(n.name, np.stage);
   std::vector<int32_t> ibuf;
   for (size_t i = 0; i < in.size(); ++i)
-    ibuf.push_back(sram.alloc("in" + std::to_string(i), in[i]->type, mt * in[i]->width * eb,
-                              {mt, in[i]->width}));
+    ibuf.push_back(sram.alloc("in" + std::to_string(i), in[i]->type, fan * mt * in[i]->width * eb,
+                              {fan * mt, in[i]->width}));
   const int32_t obuf = sram.alloc("out", y.type, mt * W * eb, {mt, W});
   int32_t wbuf = -1;
   if (n.op == Op::kRmsNorm || n.op == Op::kLayerNorm) {
@@ -55,8 +57,10 @@ void lower_rows(const Node& n, int id, CoreLowering& L) {
   const Expr tile = Expr(L.c) + Expr(L.P) * Expr::loop(var);
   const Expr row0 = tile * Expr(mt);
   const Expr rows = (all - row0).min(Expr(mt));
-  for (size_t i = 0; i < in.size(); ++i)
-    L.s.emit(L.load_rows(*in[i], ibuf[i], row0, rows), Queue::kLoad, id, pass);
+  for (size_t i = 0; i < in.size(); ++i) {
+    L.s.emit(L.load_rows(*in[i], ibuf[i], row0 * Expr(fan), rows * Expr(fan)), Queue::kLoad, id,
+             pass);
+  }
   switch (n.op) {
     case Op::kRmsNorm: {
       isa::RmsNorm r;
@@ -105,6 +109,17 @@ void lower_rows(const Node& n, int id, CoreLowering& L) {
       L.s.emit(r, Queue::kCompute, id, pass);
       break;
     }
+    case Op::kAvgPool: {
+      isa::AvgPool r;
+      r.x = ref(ibuf[0]);
+      r.y = ref(obuf);
+      r.rows = rows;
+      r.width = W;
+      r.grid_w = n.attrs.get_int("grid_w");
+      r.kernel = static_cast<int32_t>(k);
+      L.s.emit(r, Queue::kCompute, id, pass);
+      break;
+    }
     default: {
       isa::Eltwise e;
       e.a = ref(ibuf[0]);
@@ -117,8 +132,11 @@ void lower_rows(const Node& n, int id, CoreLowering& L) {
         e.op = isa::EltOp::kAdd;
       } else if (n.op == Op::kGatedAct) {
         e.op = n.attrs.get_string("act") == "gelu_tanh" ? isa::EltOp::kGelu : isa::EltOp::kSilu;
-      } else if (n.op == Op::kGelu) {  // unary: erf, or CLIP's quick_gelu
-        e.op = n.attrs.has("approx") ? isa::EltOp::kGeluQuick : isa::EltOp::kGeluErf;
+      } else if (n.op == Op::kGelu) {  // unary: erf, CLIP's quick_gelu or SigLIP's tanh GELU
+        const std::string approx = n.attrs.has("approx") ? n.attrs.get_string("approx") : "";
+        e.op = approx.empty()     ? isa::EltOp::kGeluErf
+               : approx == "tanh" ? isa::EltOp::kGeluTanh
+                                  : isa::EltOp::kGeluQuick;
       } else if (n.op == Op::kScale) {
         e.op = isa::EltOp::kScale;
         e.factor = static_cast<float>(n.attrs.get_float("factor"));

@@ -143,9 +143,14 @@ Status check_graph(Context& cx) {
         if (n.attrs.get_int("factor") < 1)
           return invalid_argument(ir::describe(n), ": merge factor ", n.attrs.get_int("factor"));
         break;
-      case Op::kAvgPool:
-        return unimplemented(ir::describe(n), ": op '", ir::op_info(n.op).name,
-                             "' has no ARIES backend lowering yet (docs/multimodal.md)");
+      case Op::kAvgPool: {
+        const int64_t gw = n.attrs.get_int("grid_w"), k = n.attrs.get_int("kernel");
+        if (k < 1 || gw < k || gw % k != 0)
+          return invalid_argument(ir::describe(n), ": kernel ", k, " does not divide grid_w ", gw);
+        if (n.part == ir::Part::kHead)  // the instruction pools fp16 rows
+          return unimplemented(ir::describe(n), ": avg_pool of fp32 head values");
+        break;
+      }
       case Op::kRope:
         if (n.attrs.get_float("dynamic_factor", 0.0) < 0.0)
           return invalid_argument(ir::describe(n), ": negative dynamic_factor");
@@ -217,6 +222,26 @@ StatusOr<int64_t> row_stage(Context& cx, const Node& n, int32_t id, const std::s
   return mt;
 }
 
+/// avg_pool's row tile: whole bands of output rows (grid_w / kernel windows each, whose inputs
+/// are kernel whole grid rows), the most bands, a power of two, whose double-buffered input
+/// and output rows fit the SRAM budget.
+Status plan_avg_pool(Context& cx, const Node& n, int32_t id, int64_t eb) {
+  NodePlan& np = cx.plan.nodes[static_cast<size_t>(id)];
+  const int64_t k = n.attrs.get_int("kernel"), ow = n.attrs.get_int("grid_w") / k;
+  const int64_t per_band = ow * (k * k + 1) * np.width * eb;
+  const int64_t bands = cx.plan.rows(static_cast<size_t>(id)) / ow;
+  int64_t nb = 1;
+  while (nb * 2 <= bands && 2 * nb * 2 * per_band + 256 <= cx.plan.sram_budget) nb *= 2;
+  if (nb * per_band > cx.plan.sram_budget) {
+    return resource_exhausted(ir::describe(n), ": one band of ", ow, " windows needs ",
+                              nb * per_band, " bytes of SRAM; target '", cx.o.target.name, "' has ",
+                              cx.plan.sram_budget);
+  }
+  np.rows_mt = nb * ow;
+  cx.plan.stages.push_back({id, n.name, nb * per_band, 0});
+  return ok_status();
+}
+
 /// A row-wise node (rms_norm, rope, the elementwise ops): its inputs' and output's rows, and
 /// for the norms their parameters, in one stage.
 Status plan_rows(Context& cx, const Node& n, int32_t id) {
@@ -232,6 +257,7 @@ Status plan_rows(Context& cx, const Node& n, int32_t id) {
     QBC_ASSIGN_OR_RETURN(np.rows_mt, row_stage(cx, n, id, "", (2 * W + 2 * half) * eb, 0));
     return ok_status();
   }
+  if (n.op == Op::kAvgPool) return plan_avg_pool(cx, n, id, eb);
   const int64_t wn =
       n.op == Op::kRmsNorm && n.attrs.get_int("group") > 0 ? n.attrs.get_int("group") : W;
   // The norms' fp32 parameters: rms_norm's weight, layer_norm's weight and bias rows.
@@ -464,10 +490,10 @@ void set_header(Context& cx) {
 }
 
 /// Row counts (docs/npu.md "Feature bundles"): a node's value has the graph's rows over its
-/// row_div, which is its operands' (equal over them) times the factor of a merge_rows. Only a
-/// feature graph merges rows (its calls always carry the compiled chunk, which the factors
-/// must divide), and nothing that mixes rows across positions (attention, rope tables) may
-/// follow a merge.
+/// row_div, which is its operands' (equal over them) times the factor of a merge_rows (or an
+/// avg_pool's kernel squared). Only a feature graph merges rows (its calls always carry the
+/// compiled chunk, which the factors must divide), and nothing that mixes rows across positions
+/// (attention, rope tables) may follow a merge.
 Status plan_row_counts(Context& cx) {
   const auto& nodes = cx.g.nodes();
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -491,10 +517,20 @@ Status plan_row_counts(Context& cx) {
         return invalid_argument(ir::describe(n), ": merges ", div, " rows into one, but the ",
                                 cx.o.chunk, " rows of a call are not a multiple of ", div);
     }
+    if (n.op == Op::kAvgPool) {  // whole bands of kernel grid rows in every call
+      if (!cx.plan.features())
+        return unimplemented(ir::describe(n), ": avg_pool outside a feature graph");
+      const int64_t k = n.attrs.get_int("kernel"), band = k * n.attrs.get_int("grid_w");
+      if ((cx.o.chunk / div) % band != 0)
+        return invalid_argument(ir::describe(n), ": pools ", k, "x", k, " windows of a grid ",
+                                n.attrs.get_int("grid_w"), " rows wide, but the ", cx.o.chunk / div,
+                                " rows of a call are not whole bands of ", band);
+      div *= k * k;
+    }
     if (div != 1 && (n.op == Op::kAttention || n.op == Op::kFullAttention || n.op == Op::kRope ||
                      n.op == Op::kRopeTable)) {
       return unimplemented(ir::describe(n), ": op '", ir::op_info(n.op).name,
-                           "' after a merge_rows has no ARIES lowering");
+                           "' after a merge_rows or avg_pool has no ARIES lowering");
     }
     cx.plan.nodes[i].row_div = div;
   }

@@ -1,6 +1,6 @@
-// The vector unit's row ops: rms_norm, layer_norm, rope, rope_table and the elementwise ops, each
-// one call of its qbc_numerics kernel over rows read from SRAM (fp16 bit patterns, or fp32 for the
-// head's elementwise values); fill (start values of row maxima and integer sums).
+// The vector unit's row ops: rms_norm, layer_norm, rope, rope_table, avg_pool and the elementwise
+// ops, each one call of its qbc_numerics kernel over rows read from SRAM (fp16 bit patterns, or
+// fp32 for the head's elementwise values); fill (start values of row maxima and integer sums).
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -9,6 +9,7 @@
 #include "qbc/numerics/elementwise.h"
 #include "qbc/numerics/fp16.h"
 #include "qbc/numerics/norm.h"
+#include "qbc/numerics/pool.h"
 #include "qbc/numerics/rope.h"
 #include "thread_pool.h"
 #include "values.h"
@@ -38,14 +39,19 @@ const float* gated_activation_table(bool gelu) {
   return gelu ? gelu_tanh.data() : silu.data();
 }
 
-/// numerics::gelu's unrounded fp32 value (erf or quick_gelu) for every fp16 bit pattern: an
-/// fp16 GELU is then fp16(table[x]), numerics' one rounding (store_f16 rounds as round_fp16).
-const float* gelu_table(bool quick) {
+/// The unary GELU's unrounded fp32 value (numerics::gelu: erf or quick_gelu; numerics::gelu_tanh)
+/// for every fp16 bit pattern: an fp16 GELU is then fp16(table[x]), numerics' one rounding
+/// (store_f16 rounds as round_fp16).
+const float* gelu_table(isa::EltOp op) {
   auto gelu = [](bool q) {
     return fp16_table([q](float x, float* y) { numerics::gelu(&x, 1, false, y, q); });
   };
   static const std::vector<float> erf = gelu(false), quick_gelu = gelu(true);
-  return quick ? quick_gelu.data() : erf.data();
+  static const std::vector<float> tanh_gelu =
+      fp16_table([](float x, float* y) { numerics::gelu_tanh(&x, 1, false, y); });
+  return op == isa::EltOp::kGeluQuick  ? quick_gelu.data()
+         : op == isa::EltOp::kGeluTanh ? tanh_gelu.data()
+                                       : erf.data();
 }
 
 }  // namespace
@@ -267,13 +273,16 @@ Status exec(const isa::Eltwise& op, Core& c) {
       break;
     case isa::EltOp::kGeluErf:
     case isa::EltOp::kGeluQuick:
+    case isa::EltOp::kGeluTanh:
       if (f16) {
-        const float* act = gelu_table(op.op == isa::EltOp::kGeluQuick);
+        const float* act = gelu_table(op.op);
         for (int64_t i = 0; i < count; ++i) {
           uint16_t h;
           std::memcpy(&h, ap + 2 * i, 2);
           y[static_cast<size_t>(i)] = act[h];
         }
+      } else if (op.op == isa::EltOp::kGeluTanh) {
+        numerics::gelu_tanh(a.data(), count, f16, y.data());
       } else {
         numerics::gelu(a.data(), count, f16, y.data(), op.op == isa::EltOp::kGeluQuick);
       }
@@ -284,6 +293,30 @@ Status exec(const isa::Eltwise& op, Core& c) {
   } else {
     store(y.data(), count, yp);
   }
+  return ok_status();
+}
+
+Status exec(const isa::AvgPool& op, Core& c) {
+  QBC_ASSIGN_OR_RETURN(const int64_t rows, c.count(op.rows, "rows"));
+  const int64_t ow = op.grid_w / op.kernel;  // V8: grid_w is a multiple of kernel
+  if (rows % ow != 0)
+    return invalid_argument("avg_pool: ", rows, " output rows are not whole bands of ", ow,
+                            " windows (grid_w ", op.grid_w, ", kernel ", op.kernel, ")");
+  const int64_t k2 = static_cast<int64_t>(op.kernel) * op.kernel;
+  const int64_t in = span(rows, k2, op.width), count = span(rows, op.width);
+  c.counters.vector_ops += in;
+  if (c.counters_only) return ok_status();
+  QBC_ASSIGN_OR_RETURN(const uint8_t* xp, c.sram_at(op.x, span(2, in), "x"));
+  QBC_ASSIGN_OR_RETURN(uint8_t * yp, c.sram_write(op.y, span(2, count), "y"));
+  std::vector<float> x(static_cast<size_t>(in)), y(static_cast<size_t>(count));
+  load_f16(xp, in, x.data());
+  // numerics::avg_pool itself over the tile's bands (each output already an fp16 value).
+  const int64_t bands = rows / ow, band_in = op.kernel * op.grid_w * op.width;
+  parallel_blocks(c.pool, bands, in, int64_t{1} << 15, 1, [&](int64_t b0, int64_t b1) {
+    numerics::avg_pool(x.data() + b0 * band_in, (b1 - b0) * op.kernel, op.grid_w, op.width,
+                       op.kernel, true, y.data() + b0 * ow * op.width);
+  });
+  store_f16(y.data(), count, yp);
   return ok_status();
 }
 

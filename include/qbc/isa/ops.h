@@ -386,9 +386,18 @@ struct OpRow<RopeTable> {
 };
 
 /// Elementwise ops over rows*width contiguous values (numerics elementwise).
-/// kGeluErf and kGeluQuick are unary: y = gelu(a) (erf) or CLIP's quick_gelu a·σ(1.702·a)
-/// (numerics gelu; vision towers).
-enum class EltOp : uint8_t { kAdd, kSilu, kGelu, kScale, kSoftcap, kGeluErf, kGeluQuick };
+/// kGeluErf, kGeluQuick and kGeluTanh are unary: y = gelu(a) (erf), CLIP's quick_gelu
+/// a·σ(1.702·a) or SigLIP's tanh GELU (numerics gelu / gelu_tanh; vision towers).
+enum class EltOp : uint8_t {
+  kAdd,
+  kSilu,
+  kGelu,
+  kScale,
+  kSoftcap,
+  kGeluErf,
+  kGeluQuick,
+  kGeluTanh
+};
 const char* elt_name(EltOp op);
 struct Eltwise {
   EltOp op = EltOp::kAdd;
@@ -410,7 +419,7 @@ struct OpRow<Eltwise> {
   static constexpr const char* kName = "eltwise";
   static constexpr QueueClass kQueue = QueueClass::kCompute;
   static constexpr auto kFields = std::make_tuple(
-      enumeration("op", &Eltwise::op, 7, elt_name), ref("a", &Eltwise::a, Role::kIn),
+      enumeration("op", &Eltwise::op, 8, elt_name), ref("a", &Eltwise::a, Role::kIn),
       ref_when("b", &Eltwise::b, Role::kIn, eltwise_binary), ref("y", &Eltwise::y, Role::kOut),
       expr("rows", &Eltwise::rows), integer("width", &Eltwise::width, 1),
       real("factor", &Eltwise::factor).finite().shown_when(+[](const Eltwise& e) {
@@ -666,12 +675,42 @@ struct OpRow<Fill> {
   }
 };
 
+/// The mean of each kernel x kernel window of a row-major grid of fp16 rows `grid_w` rows wide
+/// (numerics avg_pool, fp16 output): x holds rows·kernel² rows of `width` values, whole bands of
+/// `kernel` grid rows; y gets `rows` rows, one per window, windows in row-major order. `rows`
+/// is a multiple of grid_w / kernel (the runtime refuses another count). Gemma 3's projector.
+struct AvgPool {
+  Ref x, y;
+  Expr rows = 1;
+  int64_t width = 0, grid_w = 1;
+  int32_t kernel = 1;
+};
+
+template <>
+struct OpRow<AvgPool> {
+  static constexpr const char* kName = "avg_pool";
+  static constexpr QueueClass kQueue = QueueClass::kCompute;
+  static constexpr auto kFields = std::make_tuple(
+      ref("x", &AvgPool::x, Role::kIn), ref("y", &AvgPool::y, Role::kOut),
+      expr("rows", &AvgPool::rows), integer("width", &AvgPool::width, 1),
+      integer("grid_w", &AvgPool::grid_w, 1), integer("kernel", &AvgPool::kernel, 1));
+  /// Rules between fields (V8), beyond each field's own range.
+  static std::string check(const AvgPool& p) {
+    return p.grid_w % p.kernel != 0 ? "grid_w must be a multiple of kernel" : "";
+  }
+  template <class S>
+  static void accesses(const AvgPool& p, S& s) {
+    s.read(p.x, p.rows * Expr(2 * p.kernel * p.kernel * p.width));
+    s.write(p.y, p.rows * Expr(2 * p.width));
+  }
+};
+
 /// Every instruction, in the order of Op's alternatives (append only: the MXQ oneof).
 // clang-format off
 #define QBC_ISA_OPS(X)                                                                           \
   X(Loop) X(Dma) X(Barrier) X(Quantize) X(MatMul) X(Requant) X(RmsNorm) X(Rope) X(Eltwise)     \
   X(KvQuant) X(QueryPrep) X(QkScores) X(ExpAccum) X(Merge) X(AttnOut) X(Fill) X(LayerNorm)    \
-  X(RopeTable)
+  X(RopeTable) X(AvgPool)
 // clang-format on
 
 namespace detail {

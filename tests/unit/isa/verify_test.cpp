@@ -457,6 +457,17 @@ TEST(IsaVerify, V8FieldOutOfRange) {
         c.push_back(ins(n, cmp));
       },
       "V8 (sizes): ", {"#7 cmp rms_norm", "width 64 is not a multiple of group 48"});
+  expect_broken(
+      [](Bundle&, auto& c) {
+        AvgPool p;
+        p.x = Ref{kX, 0};
+        p.y = Ref{kX, 0};
+        p.width = 4;
+        p.grid_w = 6;
+        p.kernel = 4;
+        c.push_back(ins(p, cmp));
+      },
+      "V8 (sizes): ", {"#7 cmp avg_pool", "grid_w must be a multiple of kernel"});
 }
 
 // The KV4 fields of an attention (kv4_fields_problem), one broken rule each.

@@ -1,9 +1,9 @@
-// rms_norm, layer_norm, rope, rope_table and the elementwise ops against their numerics kernels,
-// bit for bit: whole rows and grouped norms (weights [group], shared by every group), layer_norm
-// with and without bias and over rows with a large common offset, rope over runtime positions with
-// LongRoPE frequencies (a call split into two row tiles that name the call's last position rotates
-// as the whole call), every elementwise op on fp16 body values and on fp32 head values, norms with
-// outputs of every magnitude, gated activations of every gate pattern.
+// rms_norm, layer_norm, rope, rope_table, avg_pool and the elementwise ops against their numerics
+// kernels, bit for bit: whole rows and grouped norms (weights [group], shared by every group),
+// layer_norm with and without bias and over rows with a large common offset, rope over runtime
+// positions with LongRoPE frequencies (a call split into two row tiles that name the call's last
+// position rotates as the whole call), every elementwise op on fp16 body values and on fp32 head
+// values, norms with outputs of every magnitude, gated activations of every gate pattern.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +13,7 @@
 #include "qbc/numerics/elementwise.h"
 #include "qbc/numerics/fp16.h"
 #include "qbc/numerics/norm.h"
+#include "qbc/numerics/pool.h"
 #include "qbc/numerics/rope.h"
 #include "test_bundle.h"
 #include "test_support.h"
@@ -335,6 +336,9 @@ TEST_P(RuntimeEltwise, EqualsNumerics) {
     case isa::EltOp::kGeluQuick:
       numerics::gelu(a.data(), n, f16, want.data(), c.op == isa::EltOp::kGeluQuick);
       break;
+    case isa::EltOp::kGeluTanh:
+      numerics::gelu_tanh(a.data(), n, f16, want.data());
+      break;
   }
   const std::vector<uint8_t> y = testing::read(*d, y_d, n * eb);
   EXPECT_TRUE(
@@ -342,7 +346,8 @@ TEST_P(RuntimeEltwise, EqualsNumerics) {
 }
 
 // The fp16 GELUs run from a table over the input's bit pattern: every non-NaN fp16 value gives
-// numerics::gelu's bits (erf and quick_gelu), 8192 values per run (the test core's SRAM).
+// numerics::gelu's bits (erf and quick_gelu; numerics::gelu_tanh's for SigLIP's tanh GELU),
+// 8192 values per run (the test core's SRAM).
 TEST(RuntimeGelu, EveryFp16PatternEqualsNumerics) {
   std::vector<float> all;
   for (uint32_t h = 0; h < 65536; ++h) {
@@ -351,7 +356,8 @@ TEST(RuntimeGelu, EveryFp16PatternEqualsNumerics) {
   }
   const int64_t width = 1024, s = 8, n = s * width;
   all.resize((all.size() + n - 1) / n * n, 0.0f);
-  for (const isa::EltOp op : {isa::EltOp::kGeluErf, isa::EltOp::kGeluQuick}) {
+  for (const isa::EltOp op :
+       {isa::EltOp::kGeluErf, isa::EltOp::kGeluQuick, isa::EltOp::kGeluTanh}) {
     BundleBuilder bb;
     const int32_t a_d = bb.dram("a", isa::Purpose::kActivations, n * 2);
     const int32_t y_d = bb.dram("y", isa::Purpose::kActivations, n * 2);
@@ -372,7 +378,11 @@ TEST(RuntimeGelu, EveryFp16PatternEqualsNumerics) {
       std::shared_ptr<Device> d = run(bb, a_d, testing::f16_bytes(x), 0, s);
       ASSERT_NE(d, nullptr);
       std::vector<float> want(static_cast<size_t>(n));
-      numerics::gelu(x.data(), n, true, want.data(), op == isa::EltOp::kGeluQuick);
+      if (op == isa::EltOp::kGeluTanh) {
+        numerics::gelu_tanh(x.data(), n, true, want.data());
+      } else {
+        numerics::gelu(x.data(), n, true, want.data(), op == isa::EltOp::kGeluQuick);
+      }
       const std::vector<float> got = testing::f16_values(testing::read(*d, y_d, n * 2));
       if (!testing::same_bits(got, want)) ++differ;
     }
@@ -391,12 +401,82 @@ INSTANTIATE_TEST_SUITE_P(Ops, RuntimeEltwise,
                                            EltCase{isa::EltOp::kSoftcap, isa::DType::kF32},
                                            EltCase{isa::EltOp::kGeluErf, isa::DType::kF16},
                                            EltCase{isa::EltOp::kGeluQuick, isa::DType::kF16},
+                                           EltCase{isa::EltOp::kGeluTanh, isa::DType::kF16},
                                            EltCase{isa::EltOp::kGeluErf, isa::DType::kF32},
-                                           EltCase{isa::EltOp::kGeluQuick, isa::DType::kF32}),
+                                           EltCase{isa::EltOp::kGeluQuick, isa::DType::kF32},
+                                           EltCase{isa::EltOp::kGeluTanh, isa::DType::kF32}),
                          [](const ::testing::TestParamInfo<EltCase>& i) {
                            return std::string(isa::elt_name(i.param.op)) + "_" +
                                   isa::dtype_name(i.param.type);
                          });
+
+struct PoolCase {
+  int64_t grid_h, grid_w, kernel, width;
+};
+
+class RuntimeAvgPool : public ::testing::TestWithParam<PoolCase> {};
+
+// avg_pool over whole bands of the grid, run as two calls of half the bands each (the tiles the
+// backend makes), equals numerics::avg_pool over the whole grid bit for bit; values of both
+// signs and large magnitudes (the fp64 sum, one rounding to fp32, then fp16).
+TEST_P(RuntimeAvgPool, EqualsNumerics) {
+  const PoolCase& c = GetParam();
+  const int64_t k2 = c.kernel * c.kernel, ow = c.grid_w / c.kernel;
+  const int64_t in_rows = c.grid_h * c.grid_w, out_rows = in_rows / k2;
+  const int64_t n_in = in_rows * c.width, n_out = out_rows * c.width;
+  std::vector<float> x = testing::random_f16(static_cast<size_t>(n_in), 51, 4.0f);
+  for (size_t i = 0; i < x.size(); i += 37) x[i] = (i % 2 ? -1.0f : 1.0f) * 60000.0f;
+  BundleBuilder bb(1, 1, 1 << 20);
+  const int32_t x_d = bb.dram("x", isa::Purpose::kActivations, n_in * 2);
+  const int32_t y_d = bb.dram("y", isa::Purpose::kActivations, n_out * 2);
+  const int32_t x_s = bb.sram("x", 0, n_in * 2), y_s = bb.sram("y", 0, n_out * 2);
+  bb.copy(0, bb.ref(x_s), bb.ref(x_d), n_in * 2);
+  const int64_t half = out_rows / ow / 2 * ow;  // whole bands in the first call
+  for (const auto& [row0, rows] : {std::pair{int64_t{0}, half}, {half, out_rows - half}}) {
+    isa::AvgPool op;
+    op.x = bb.ref(x_s, row0 * k2 * c.width * 2);
+    op.y = bb.ref(y_s, row0 * c.width * 2);
+    op.rows = Expr(rows);
+    op.width = c.width;
+    op.grid_w = c.grid_w;
+    op.kernel = static_cast<int32_t>(c.kernel);
+    bb.emit(0, op);
+  }
+  bb.copy(0, bb.ref(y_d), bb.ref(y_s), n_out * 2);
+  std::shared_ptr<Device> d = run(bb, x_d, testing::f16_bytes(x), 0, 1);
+  ASSERT_NE(d, nullptr);
+  std::vector<float> want(static_cast<size_t>(n_out));
+  numerics::avg_pool(x.data(), c.grid_h, c.grid_w, c.width, c.kernel, true, want.data());
+  EXPECT_TRUE(testing::same_bits(testing::f16_values(testing::read(*d, y_d, n_out * 2)), want));
+  EXPECT_EQ(d->counters()[0].vector_ops, n_in);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, RuntimeAvgPool,
+                         ::testing::Values(PoolCase{8, 8, 4, 16}, PoolCase{12, 8, 2, 24},
+                                           PoolCase{16, 16, 4, 8}, PoolCase{6, 6, 3, 5},
+                                           PoolCase{4, 4, 1, 8}));
+
+// A count of output rows that is not whole bands of grid_w / kernel windows is refused (its
+// inputs would not be whole grid rows).
+TEST(RuntimeAvgPool, RowsThatAreNotWholeBandsAreRefused) {
+  BundleBuilder bb;
+  const int32_t x_d = bb.dram("x", isa::Purpose::kActivations, 64 * 8 * 2);
+  const int32_t x_s = bb.sram("x", 0, 64 * 8 * 2), y_s = bb.sram("y", 0, 4 * 8 * 2);
+  bb.copy(0, bb.ref(x_s), bb.ref(x_d), 64 * 8 * 2);
+  isa::AvgPool op;
+  op.x = bb.ref(x_s);
+  op.y = bb.ref(y_s);
+  op.rows = Expr(3);  // a band is 2 windows (grid_w 8, kernel 4)
+  op.width = 8;
+  op.grid_w = 8;
+  op.kernel = 4;
+  bb.emit(0, op);
+  std::shared_ptr<Device> d = testing::make_device(bb.finish());
+  ASSERT_NE(d, nullptr);
+  const Status s = d->run(isa::Phase::kPrefill, 0, 0, 1);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("not whole bands of 2 windows"), std::string::npos) << s.to_string();
+}
 
 // The gated activations for every one of the 65536 gate patterns (the executor reads them
 // from a table over the patterns), against up values of both signs, zeros and infinities.
