@@ -151,7 +151,9 @@ Status vision_stage(Job& j) {
   }
   if (!v.ok()) return v.status();
   if (!v->has_value()) return ok_status();
-  const int64_t tokens = (*v)->part.tokens_per_image();
+  const mxq::pb::VisionPart& vp = (*v)->part;
+  const int64_t tokens =
+      vp.tokens_per_image() + vp.image_prefix_ids_size() + vp.image_suffix_ids_size();
   if (j.bundle.max_cache <= tokens)
     return invalid_argument(j.req.model, ": the context (llm.attributes.maxCacheLength ",
                             j.bundle.max_cache, ") holds no prompt with an image, which is ",

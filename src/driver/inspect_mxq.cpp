@@ -117,6 +117,14 @@ nlohmann::ordered_json summary_json(const mxq::LoadedModel& m) {
                                  {"weight_bytes", vb.image_size()},
                                  {"schemes", nlohmann::ordered_json::array()}};
     for (const isa::Mode& mode : vb.modes) vj["schemes"].push_back(isa::scheme_name(mode.scheme));
+    if (v.has_prompt_token_id()) vj["prompt_token_id"] = v.prompt_token_id();
+    if (v.image_prefix_ids_size() + v.image_suffix_ids_size() > 0) {
+      vj["image_prefix_ids"] =
+          std::vector<int32_t>(v.image_prefix_ids().begin(), v.image_prefix_ids().end());
+      vj["image_suffix_ids"] =
+          std::vector<int32_t>(v.image_suffix_ids().begin(), v.image_suffix_ids().end());
+    }
+    if (v.feature_divisor() != 0.0) vj["feature_divisor"] = v.feature_divisor();
     auto cal = nlohmann::ordered_json::parse(v.calibration(), nullptr, false);
     vj["calibration"] = cal.is_discarded() ? nlohmann::ordered_json(v.calibration()) : cal;
     j["vision"] = vj;

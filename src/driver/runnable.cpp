@@ -79,29 +79,31 @@ StatusOr<ReferenceModel> open_reference(const std::string& path, const config::R
 
 namespace {
 
-/// The image tokens of `ids` expanded to `per_image` copies each; with none, `images` of them
-/// placed after the BOS (or first). kInvalidArgument when the prompt has another number.
-StatusOr<std::vector<int32_t>> expand_image_tokens(const std::vector<int32_t>& ids, int32_t token,
-                                                   int64_t per_image, size_t images, int32_t bos) {
+/// Each image mark `mark` of `ids` replaced by `span` (the encoder's image_span: its prefix,
+/// the image tokens, its suffix); with no mark, `images` of them placed after the BOS (or
+/// first). kInvalidArgument when the prompt has another number.
+StatusOr<std::vector<int32_t>> expand_image_tokens(const std::vector<int32_t>& ids, int32_t mark,
+                                                   const std::vector<int32_t>& span, size_t images,
+                                                   int32_t bos) {
   size_t found = 0;
-  for (int32_t t : ids) found += t == token ? 1 : 0;
+  for (int32_t t : ids) found += t == mark ? 1 : 0;
   std::vector<int32_t> in = ids;
   if (found == 0) {
     const auto at = in.begin() + (!in.empty() && in[0] == bos ? 1 : 0);
-    in.insert(at, images, token);
-    log("runtime").info("the prompt has no image token (id {}): {} placed at its start", token,
+    in.insert(at, images, mark);
+    log("runtime").info("the prompt has no image token (id {}): {} placed at its start", mark,
                         images);
   } else if (found != images) {
-    return invalid_argument("the prompt has ", found, " image tokens (id ", token, ") for ", images,
+    return invalid_argument("the prompt has ", found, " image tokens (id ", mark, ") for ", images,
                             " --image files");
   }
   std::vector<int32_t> out;
   for (int32_t t : in) {
-    if (t != token) {
+    if (t != mark) {
       out.push_back(t);
       continue;
     }
-    out.insert(out.end(), static_cast<size_t>(per_image), token);
+    out.insert(out.end(), span.begin(), span.end());
   }
   return out;
 }
@@ -122,9 +124,9 @@ StatusOr<GenerateResult> generate_with_images(Runnable& m, const TextRequest& re
     QBC_ASSIGN_OR_RETURN(std::vector<float> r, enc->encode_file(path));
     rows.insert(rows.end(), r.begin(), r.end());
   }
-  QBC_ASSIGN_OR_RETURN(
-      res->prompt, expand_image_tokens(res->prompt, enc->image_token_id(), enc->tokens_per_image(),
-                                       request.images.size(), m.tok->bos_id()));
+  QBC_ASSIGN_OR_RETURN(res->prompt,
+                       expand_image_tokens(res->prompt, enc->prompt_token_id(), enc->image_span(),
+                                           request.images.size(), m.tok->bos_id()));
   return g.generate_with_rows(res->prompt, enc->image_token_id(), std::move(rows), request.n,
                               request.sampling, on_token, request.ignore_eos);
 }

@@ -30,6 +30,21 @@ Status check_weights(const ir::Graph& g, const frontend::SafetensorsCheckpoint& 
   return ok_status();
 }
 
+// transformers >= 4.52 saves every tower and projector tensor under `model.` (`model.visual.*`,
+// `model.vision_tower.*`, `model.multi_modal_projector.*`): a weight whose HF name the
+// checkpoint lacks reads the `model.` one when the checkpoint has that.
+void use_checkpoint_names(ir::Graph& g, const frontend::SafetensorsCheckpoint& ck) {
+  std::vector<ir::Weight> renamed;
+  for (const auto& [name, w] : g.weights()) {
+    const std::string name_4_52 = checkpoint_tensor_name(ck, w.tensor);
+    if (name_4_52 == w.tensor) continue;
+    ir::Weight r = w;
+    r.tensor = name_4_52;
+    renamed.push_back(std::move(r));
+  }
+  for (ir::Weight& w : renamed) g.add_weight(std::move(w));
+}
+
 // LLaVA's CLIP tower: its learned positions fix the image size (no interpolation yet).
 StatusOr<ir::Graph> clip_graph(const frontend::VisionConfig& vc) {
   QBC_ASSIGN_OR_RETURN(ir::Graph g, frontend::build_clip_vision_graph(vc));
@@ -106,6 +121,7 @@ StatusOr<std::optional<ir::Graph>> import_vision_graph(const std::string& model,
                                      : qwen_graph(*vc);
   if (!built.ok()) return built.status();
   ir::Graph g = std::move(*built);
+  use_checkpoint_names(g, ck);
   QBC_RETURN_IF_ERROR(check_weights(g, ck));
   g.source_path = fs::weakly_canonical(fs::absolute(model)).string();
   for (const frontend::SafetensorsFile& f : ck.shards()) {
@@ -115,6 +131,12 @@ StatusOr<std::optional<ir::Graph>> import_vision_graph(const std::string& model,
   QBC_ASSIGN_OR_RETURN(g.metadata["config.json"], read_text_file(config.string()));
   QBC_RETURN_IF_ERROR(ir::verify(g));
   return std::optional<ir::Graph>(std::move(g));
+}
+
+std::string checkpoint_tensor_name(const frontend::SafetensorsCheckpoint& ck,
+                                   const std::string& hf) {
+  if (ck.get(hf).ok() || !ck.get("model." + hf).ok()) return hf;
+  return "model." + hf;
 }
 
 std::string vision_mblt_path(const std::string& mblt_path) {

@@ -14,6 +14,7 @@
 
 #include "qbc/driver/vision_import.h"
 #include "qbc/frontend/clip_vision.h"
+#include "qbc/frontend/gemma3_vision.h"
 #include "qbc/frontend/qwen_vision.h"
 #include "qbc/frontend/safetensors.h"
 #include "qbc/frontend/vision_config.h"
@@ -114,6 +115,11 @@ struct Tower {
   std::vector<std::pair<std::string, std::vector<float>>> constants;
   std::vector<int64_t> window_order;
   std::function<std::vector<float>(const image::Pixels&)> patches;
+  /// How the prompt marks an image (mxq VisionPart): the user's token (-1: the image token),
+  /// the ids around the image tokens, and the divisor of the features.
+  int64_t prompt_token = -1;
+  std::vector<int32_t> prefix, suffix;
+  double feature_divisor = 0.0;
 };
 
 // The tower's short name in the vision MBLT's architecture ("qwen2_vl/qwen2-vit").
@@ -145,13 +151,44 @@ StatusOr<Tower> clip_tower(const std::string& model, const frontend::VisionConfi
   t.drop = vc.keeps_cls ? 0 : 1;
   QBC_ASSIGN_OR_RETURN(
       std::vector<float> base,
-      frontend::clip_embed_base(
-          vc, [&ck](const std::string& n, std::vector<float>* v) { return ck.read_f32(n, v); }));
+      frontend::clip_embed_base(vc, [&ck](const std::string& n, std::vector<float>* v) {
+        return ck.read_f32(checkpoint_tensor_name(ck, n), v);
+      }));
   t.constants.emplace_back("embed_base", std::move(base));
   const int64_t side = vc.image_size, patch = vc.patch_size;
   t.patches = [side, patch](const image::Pixels& px) {
     return frontend::clip_patch_rows(px.values, side, patch);
   };
+  return t;
+}
+
+/// Gemma 3's SigLIP tower and projector at its fixed size (896: 4096 patch rows, no CLS row,
+/// pooled 4 x 4 to 256 image tokens), the checkpoint's position table as the embed_base input.
+/// The prompt marks an image with <start_of_image>, kept before the image tokens and closed by
+/// <end_of_image> (Gemma3Processor); the features are divided by the language model's embedding
+/// scale, sqrt(hidden_size), which its graph applies to every inputs_embeds row.
+StatusOr<Tower> gemma3_tower(const std::string& model, const frontend::VisionConfig& vc,
+                             const frontend::SafetensorsCheckpoint& ck) {
+  Tower t;
+  QBC_ASSIGN_OR_RETURN(std::optional<ir::Graph> g, import_vision_graph(model));
+  if (!g) return internal_error(model, ": a vision_config but no vision graph");
+  t.graph = std::move(*g);
+  t.side = vc.image_size;
+  const int64_t grid = vc.image_size / vc.patch_size;
+  t.rows = grid * grid;
+  t.features = t.rows / (vc.pool * vc.pool);
+  std::vector<float> base;
+  QBC_RETURN_IF_ERROR(ck.read_f32(t.graph.metadata["vision.embed_base"], &base));
+  t.constants.emplace_back("embed_base", std::move(base));
+  const int64_t side = vc.image_size, patch = vc.patch_size;
+  t.patches = [side, patch](const image::Pixels& px) {
+    return frontend::siglip_patch_rows(px.values, side, patch);
+  };
+  if (vc.image_start_token_id >= 0)
+    t.prefix.push_back(static_cast<int32_t>(vc.image_start_token_id));
+  if (vc.image_end_token_id >= 0) t.suffix.push_back(static_cast<int32_t>(vc.image_end_token_id));
+  t.prompt_token = vc.image_start_token_id >= 0 ? vc.image_start_token_id : -1;
+  t.feature_divisor = std::sqrt(static_cast<double>(vc.text_hidden));
   return t;
 }
 
@@ -296,13 +333,13 @@ StatusOr<std::optional<VisionBuild>> build_vision_part(const std::string& model,
   const bool clip = vc->tower == frontend::VisionTower::kClip &&
                     vc->projector == frontend::VisionProjector::kLlavaMlp;
   const bool qwen = frontend::builds_qwen_vision_graph(vc->tower);
-  if (!clip && !qwen) {
-    const char* why = vc->tower == frontend::VisionTower::kSiglip
-                          ? "its avg_pool and tanh gelu have no ARIES lowering yet"
-                          : "its tower is not parsed yet";
+  const bool gemma3 = vc->tower == frontend::VisionTower::kSiglip &&
+                      vc->projector == frontend::VisionProjector::kGemmaSoftEmb;
+  if (!clip && !qwen && !gemma3) {
     return unimplemented(config.string(), ": the ", frontend::vision_tower_name(vc->tower),
-                         " vision part of ", vc->model_type, " does not compile yet: ", why,
-                         " (LLaVA's CLIP, Qwen2-VL's and Qwen2.5-VL's towers do; "
+                         " vision part of ", vc->model_type,
+                         " does not compile yet: its tower is not parsed yet (LLaVA's CLIP, "
+                         "Gemma 3's SigLIP, Qwen2-VL's and Qwen2.5-VL's towers do; "
                          "docs/multimodal.md)");
   }
   QBC_RETURN_IF_ERROR(
@@ -310,10 +347,16 @@ StatusOr<std::optional<VisionBuild>> build_vision_part(const std::string& model,
   QBC_ASSIGN_OR_RETURN(frontend::SafetensorsCheckpoint ck,
                        frontend::SafetensorsCheckpoint::open(model));
   auto ckpt = std::make_shared<frontend::SafetensorsCheckpoint>(std::move(ck));
-  const ir::WeightReader reader = [ckpt](const ir::Weight& w, std::vector<float>* v) {
-    return ckpt->read_f32(w.tensor, v);
+  const frontend::TensorFloats read = [ckpt](const std::string& n, std::vector<float>* v) {
+    return ckpt->read_f32(n, v);
   };
-  QBC_ASSIGN_OR_RETURN(Tower tower, qwen ? qwen_tower(model, *vc) : clip_tower(model, *vc, *ckpt));
+  // Gemma 3's projector weight is stored [in, out]: its reader transposes it.
+  const ir::WeightReader reader = [read, gemma3](const ir::Weight& w, std::vector<float>* v) {
+    return gemma3 ? frontend::gemma3_read_vision_weight(read, w, v) : read(w.tensor, v);
+  };
+  QBC_ASSIGN_OR_RETURN(Tower tower, qwen     ? qwen_tower(model, *vc)
+                                    : gemma3 ? gemma3_tower(model, *vc, *ckpt)
+                                             : clip_tower(model, *vc, *ckpt));
   VisionBuild out;
   const fs::path pre_path = fs::path(model) / kPreprocessorAsset;
   QBC_ASSIGN_OR_RETURN(const image::PreprocessSpec spec,
@@ -355,6 +398,10 @@ StatusOr<std::optional<VisionBuild>> build_vision_part(const std::string& model,
   p.set_patch_size(vc->patch_size);
   p.set_merge_size(tower.merge);
   p.set_preprocessor_asset(kPreprocessorAsset);
+  if (tower.prompt_token >= 0) p.set_prompt_token_id(static_cast<int32_t>(tower.prompt_token));
+  for (int32_t id : tower.prefix) p.add_image_prefix_ids(id);
+  for (int32_t id : tower.suffix) p.add_image_suffix_ids(id);
+  p.set_feature_divisor(tower.feature_divisor);
   nlohmann::json cal = {{"images", out.calibration_images},
                         {"source", out.synthetic_calibration ? "synthetic" : "files"},
                         {"mode", cfg.options.calibration().mode()}};

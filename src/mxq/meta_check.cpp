@@ -151,6 +151,22 @@ Status check_vision_pair(const pb::Meta& meta, const isa::Bundle& b, const Loade
   if (v.image_token_id() < 0 || v.image_token_id() >= b.embed_rows)
     return data_loss(where, ": image token id ", v.image_token_id(), " is not one of the ",
                      b.embed_rows, " rows of the embedding");
+  const auto token_ok = [&](int64_t id) { return id >= 0 && id < b.embed_rows; };
+  if (v.has_prompt_token_id() && !token_ok(v.prompt_token_id()))
+    return data_loss(where, ": image prompt token id ", v.prompt_token_id(), " is not one of the ",
+                     b.embed_rows, " rows of the embedding");
+  if (v.image_prefix_ids_size() + v.image_suffix_ids_size() > 64)
+    return data_loss(where, ": ", v.image_prefix_ids_size(), " + ", v.image_suffix_ids_size(),
+                     " tokens around an image (at most 64)");
+  for (const auto* ids : {&v.image_prefix_ids(), &v.image_suffix_ids()}) {
+    for (int32_t id : *ids) {
+      if (!token_ok(id))
+        return data_loss(where, ": token id ", id, " around an image is not one of the ",
+                         b.embed_rows, " rows of the embedding");
+    }
+  }
+  if (!std::isfinite(v.feature_divisor()) || v.feature_divisor() < 0)
+    return data_loss(where, ": feature divisor ", v.feature_divisor());
   if (v.image_size() < 1 || v.image_size() > 8192 || v.patch_size() < 1 ||
       v.image_size() % v.patch_size() != 0)
     return data_loss(where, ": image size ", v.image_size(), " and patch size ", v.patch_size());

@@ -118,7 +118,19 @@ StatusOr<std::vector<float>> VisionEncoder::encode(const image::Image& img, std:
   QBC_RETURN_IF_ERROR(session_->forward(inputs_, &rows));
   if (!window_order_.empty()) rows = permute_groups(rows, part_.feature_width(), true);
   const size_t drop = static_cast<size_t>(part_.drop_front_rows() * part_.feature_width());
-  return std::vector<float>(rows.begin() + static_cast<std::ptrdiff_t>(drop), rows.end());
+  std::vector<float> out(rows.begin() + static_cast<std::ptrdiff_t>(drop), rows.end());
+  // The language graph scales its inputs_embeds; HF scales only token embeddings.
+  if (const float d = static_cast<float>(part_.feature_divisor()); d != 0.0f && d != 1.0f) {
+    for (float& v : out) v /= d;
+  }
+  return out;
+}
+
+std::vector<int32_t> VisionEncoder::image_span() const {
+  std::vector<int32_t> ids(part_.image_prefix_ids().begin(), part_.image_prefix_ids().end());
+  ids.insert(ids.end(), static_cast<size_t>(part_.tokens_per_image()), part_.image_token_id());
+  ids.insert(ids.end(), part_.image_suffix_ids().begin(), part_.image_suffix_ids().end());
+  return ids;
 }
 
 std::vector<float> VisionEncoder::permute_groups(const std::vector<float>& v, int64_t unit,

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -230,6 +231,57 @@ TEST_F(VlmCompile, AVisionPartOfAnotherCompileExitsTwoNamingTheMismatch) {
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
 }
 
+// The image-marking fields of the vision metadata are checked on load (exit 2 naming them): a
+// prompt token or a token around the image outside the embedding, more than 64 tokens around
+// an image, a feature divisor that is negative or not finite. The file is a.mxq with only its
+// metadata section changed (the model hash covers the other sections).
+TEST_F(VlmCompile, BadImageMarkingMetadataExitsTwo) {
+  auto a = mxq::Container::open((dir_ / "a.mxq").string());
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  mxq::pb::Meta meta;
+  ASSERT_TRUE(meta.ParseFromString(std::string(a->bytes(0))));
+  ASSERT_TRUE(meta.has_vision());
+  struct Case {
+    const char* label;
+    std::function<void(mxq::pb::VisionPart&)> edit;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"prompt", [](mxq::pb::VisionPart& v) { v.set_prompt_token_id(100000); },
+       "image prompt token id 100000"},
+      {"prefix", [](mxq::pb::VisionPart& v) { v.add_image_prefix_ids(-3); },
+       "token id -3 around an image"},
+      {"suffix", [](mxq::pb::VisionPart& v) { v.add_image_suffix_ids(512); },
+       "token id 512 around an image"},
+      {"many",
+       [](mxq::pb::VisionPart& v) {
+         for (int i = 0; i < 65; ++i) v.add_image_prefix_ids(1);
+       },
+       "(at most 64)"},
+      {"divisor", [](mxq::pb::VisionPart& v) { v.set_feature_divisor(-2.0); },
+       "feature divisor -2"},
+      {"nan", [](mxq::pb::VisionPart& v) { v.set_feature_divisor(std::nan("")); },
+       "feature divisor nan"},
+  };
+  for (const Case& c : cases) {
+    mxq::pb::Meta m = meta;
+    c.edit(*m.mutable_vision());
+    const std::string meta_bytes = m.SerializeAsString();
+    std::vector<mxq::SectionData> sections;
+    for (size_t i = 0; i < a->sections().size(); ++i) {
+      mxq::SectionData d;
+      d.entry = a->sections()[i];
+      d.bytes = i == 0 ? std::string_view(meta_bytes) : a->bytes(i);
+      sections.push_back(d);
+    }
+    const fs::path bad = dir_ / (std::string("marking_") + c.label + ".mxq");
+    testing::write_file(bad, mxq::write_container(a->header(), sections));
+    const auto r = run_qbc("inspect " + shell_quote(bad));
+    EXPECT_EQ(r.exit_code, 2) << c.label << ": " << r.out << r.err;
+    EXPECT_TRUE(contains(r.err, c.says)) << c.label << ": " << r.err;
+  }
+}
+
 TEST_F(VlmCompile, ACorruptedOrTruncatedVisionSectionExitsTwo) {
   const std::string bytes = testing::read_file(dir_ / "a.mxq");
   auto a = mxq::Container::open((dir_ / "a.mxq").string());
@@ -276,29 +328,105 @@ std::vector<fs::path> photographs(const fs::path& dir) {
   return out;
 }
 
-// Gemma 3's tower does not lower yet (avg_pool, tanh gelu): its language model compiles, the
-// summary and a warning say the vision part was not, and the file takes no image.
-TEST_F(VlmCompile, ATowerThatDoesNotLowerLeavesALanguageOnlyMxqAndSaysSo) {
-  QBC_REQUIRE_SHARED(config, "model-configs-new/gemma-3-4b-it/config.json");
-  const fs::path gemma = dir_ / "gemma3";
-  ASSERT_EQ(run_qbc("random-model " + shell_quote(config) + " -o " + shell_quote(gemma) +
+/// A random Gemma 3 folder from the real gemma-3-4b-it config: a 2-layer language model of
+/// width 64 (head_dim 16) and a tiny SigLIP tower at the real 896x896 (4096 patches pooled 4 x 4).
+fs::path write_gemma3(const fs::path& config, const fs::path& dir) {
+  EXPECT_EQ(run_qbc("random-model " + shell_quote(config) + " -o " + shell_quote(dir) +
                     " --layers 2 --hidden 64 --intermediate 96 --heads 4 --kv-heads 2 --vocab 512"
-                    " --vision-layers 1 --vision-hidden 16 --vision-heads 1"
-                    " --vision-intermediate 16")
+                    " --head-dim 16 --vision-layers 1 --vision-hidden 16 --vision-heads 1"
+                    " --vision-intermediate 16 --dtype f32 --seed 5 --init-std 0.15")
                 .exit_code,
             0);
+  return dir;
+}
+
+// A tower the backend does not build (here a Gemma 3 folder whose vision_config.hidden_act is
+// silu): its language model compiles, the summary and a warning say the vision part was not,
+// and the file takes no image.
+TEST_F(VlmCompile, ATowerThatDoesNotBuildLeavesALanguageOnlyMxqAndSaysSo) {
+  QBC_REQUIRE_SHARED(config, "model-configs-new/gemma-3-4b-it/config.json");
+  const fs::path gemma = write_gemma3(config, dir_ / "gemma3_silu");
+  nlohmann::json cfg = nlohmann::json::parse(testing::read_file(gemma / "config.json"));
+  cfg["vision_config"]["hidden_act"] = "silu";
+  testing::write_file(gemma / "config.json", cfg.dump(2));
   const auto r = run_qbc("compile " + shell_quote(gemma) + " -o " + shell_quote(dir_ / "g.mxq") +
                          " --use-random-calib --no-resume --context 1024 --log-format json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json s = summary_of(r.err);
   ASSERT_TRUE(s.contains("vision")) << r.err;
   EXPECT_FALSE(s["vision"]["compiled"].get<bool>());
-  EXPECT_TRUE(contains(s["vision"]["reason"].get<std::string>(), "avg_pool"));
+  EXPECT_TRUE(contains(s["vision"]["reason"].get<std::string>(), "hidden_act 'silu'")) << r.err;
   EXPECT_TRUE(contains(r.err, "the MXQ holds the language model only")) << r.err;
   const auto run = run_qbc("run " + shell_quote(dir_ / "g.mxq") + " --image " +
                            shell_quote(photographs(images_).front()) + " -p hi -n 2");
   EXPECT_EQ(run.exit_code, 2) << run.err;
   EXPECT_TRUE(contains(run.err, "has no vision part")) << run.err;
+}
+
+// A Gemma 3 folder compiles with its SigLIP tower (tanh GELU, the 4 x 4 average pool, the
+// soft-embedding projector) into one MXQ: 4096 patches of an 896x896 image give 256 image
+// tokens. The file records how a prompt marks an image (<start_of_image>, kept before the image
+// tokens, <end_of_image> after) and the features' divisor (the language graph's embedding scale,
+// sqrt(64) = 8); `qbc run --image` on every photograph generates, the image changes the tokens
+// (sampled with a fixed seed: this tiny random language model's greedy choice is the same token
+// whatever the image), and a prompt with two marks for one image exits 2.
+TEST_F(VlmCompile, AGemma3FolderCompilesItsTowerAndRunsWithAnImage) {
+  QBC_REQUIRE_SHARED(config, "model-configs-new/gemma-3-4b-it/config.json");
+  const fs::path gemma = write_gemma3(config, dir_ / "gemma3");
+  const fs::path out = dir_ / "gemma3.mxq";
+  const auto r = run_qbc("compile " + shell_quote(gemma) + " -o " + shell_quote(out) +
+                         " --preset multimodal --use-random-calib --no-resume --context 1024"
+                         " --set calibration.numSamples=2 --set calibration.seqLength=32"
+                         " --images " +
+                         shell_quote(images_) + " --log-format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json s = summary_of(r.err);
+  ASSERT_TRUE(s.contains("vision")) << r.err;
+  EXPECT_TRUE(s["vision"]["compiled"].get<bool>()) << r.err;
+  EXPECT_EQ(s["vision"]["feature_rows"], 256);
+  auto m = mxq::load_model(out.string());
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  ASSERT_NE(m->vision, nullptr);
+  const mxq::pb::VisionPart& v = m->meta.vision();
+  EXPECT_EQ(v.family(), "gemma3");
+  EXPECT_EQ(v.tokens_per_image(), 256);
+  EXPECT_EQ(v.drop_front_rows(), 0);
+  EXPECT_EQ(v.image_size(), 896);
+  // --vocab 512 moves the image ids to the top: soft token 511, <start_of_image> 510,
+  // <end_of_image> 509.
+  EXPECT_EQ(v.image_token_id(), 511);
+  ASSERT_TRUE(v.has_prompt_token_id());
+  EXPECT_EQ(v.prompt_token_id(), 510);
+  EXPECT_EQ(std::vector<int32_t>(v.image_prefix_ids().begin(), v.image_prefix_ids().end()),
+            std::vector<int32_t>{510});
+  EXPECT_EQ(std::vector<int32_t>(v.image_suffix_ids().begin(), v.image_suffix_ids().end()),
+            std::vector<int32_t>{509});
+  EXPECT_DOUBLE_EQ(v.feature_divisor(), 8.0);
+  EXPECT_EQ(m->vision->bundle->chunk, 4096);
+  EXPECT_EQ(m->vision->bundle->output_rows, 256);
+  EXPECT_NE(m->vision->asset(mxq::vision_input_asset("embed_base")), nullptr);
+
+  std::vector<std::vector<int32_t>> outs;
+  for (const fs::path& p : photographs(images_)) {
+    const auto g = run_qbc("run " + shell_quote(out) + " --image " + shell_quote(p) +
+                           " -p '<start_of_image>Describe this image.'"
+                           " -n 5 --ignore-eos --temperature 1 --seed 3 --log-format json");
+    ASSERT_EQ(g.exit_code, 0) << p << ": " << g.err;
+    const nlohmann::json res = last_event(g.err, "result");
+    const std::vector<int32_t> t = res.contains("new_tokens")
+                                       ? res["new_tokens"].get<std::vector<int32_t>>()
+                                       : std::vector<int32_t>();
+    EXPECT_EQ(t.size(), 5u) << p << ": " << g.err;
+    outs.push_back(t);
+  }
+  bool differ = false;
+  for (const auto& t : outs) differ = differ || t != outs[0];
+  EXPECT_TRUE(differ) << "every photograph gave the same tokens";
+  const auto two =
+      run_qbc("run " + shell_quote(out) + " --image " + shell_quote(photographs(images_).front()) +
+              " -p '<start_of_image><start_of_image>' -n 2");
+  EXPECT_EQ(two.exit_code, 2) << two.err;
+  EXPECT_TRUE(contains(two.err, "2 image tokens (id 510) for 1 --image files")) << two.err;
 }
 
 // A Qwen2-VL / Qwen2.5-VL folder compiles with its tower (2-D rope tables, the 2x2 merger;
@@ -377,6 +505,102 @@ TEST_F(VlmCompile, AQwen2VlFolderCompilesItsTowerAndRunsWithAnImage) {
   const fs::path config =
       testing::source_dir() / "tests/assets/model-configs/Qwen2-VL-2B-Instruct/config.json";
   expect_qwen_folder_compiles_and_runs(config, dir_, images_, "qwen2_vl", 64, false);
+}
+
+/// Copies the HF folder `from` to `to` with every tensor of model.safetensors renamed by the first
+/// matching (old prefix, new prefix) pair: the file rewritten per the safetensors spec (an
+/// 8-byte little-endian header length, the JSON header, the data bytes unchanged, since the
+/// offsets are relative to the data), not by our reader.
+void copy_with_renamed_tensors(const fs::path& from, const fs::path& to,
+                               const std::vector<std::pair<std::string, std::string>>& prefixes) {
+  fs::remove_all(to);
+  fs::copy(from, to, fs::copy_options::recursive);
+  const std::string bytes = testing::read_file(from / "model.safetensors");
+  ASSERT_GE(bytes.size(), 8u);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<uint8_t>(bytes[static_cast<size_t>(i)]);
+  const nlohmann::json header = nlohmann::json::parse(bytes.substr(8, n));
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [key, value] : header.items()) {
+    std::string name = key;
+    for (const auto& [old_prefix, new_prefix] : prefixes) {
+      if (name.rfind(old_prefix, 0) == 0) {
+        name = new_prefix + name.substr(old_prefix.size());
+        break;
+      }
+    }
+    out[name] = value;
+  }
+  std::string h = out.dump();
+  h.append((8 - h.size() % 8) % 8, ' ');
+  std::string file(8, '\0');
+  for (int i = 0; i < 8; ++i)
+    file[static_cast<size_t>(i)] = static_cast<char>((h.size() >> (8 * i)) & 0xff);
+  file += h;
+  file += bytes.substr(8 + n);
+  testing::write_file(to / "model.safetensors", file);
+}
+
+/// The tokens `qbc run --image` samples (fixed seed) from `mxq` with `photo` and `prompt`.
+std::vector<int32_t> sampled_tokens(const fs::path& mxq, const fs::path& photo,
+                                    const std::string& prompt) {
+  const auto g = run_qbc("run " + shell_quote(mxq) + " --image " + shell_quote(photo) + " -p " +
+                         shell_quote(prompt) +
+                         " -n 6 --ignore-eos --temperature 1 --seed 4 --log-format json");
+  EXPECT_EQ(g.exit_code, 0) << g.err;
+  const nlohmann::json res = last_event(g.err, "result");
+  return res.contains("new_tokens") ? res["new_tokens"].get<std::vector<int32_t>>()
+                                    : std::vector<int32_t>();
+}
+
+// Checkpoints saved by transformers >= 4.52 keep every tensor under `model.` (LLaVA:
+// model.language_model.*, model.vision_tower.*, model.multi_modal_projector.*, lm_head.*;
+// Qwen2-VL: model.language_model.*, model.visual.*): the same random models under those names
+// compile, with their towers, into files that sample the same tokens with an image as the
+// files compiled from the old names.
+TEST_F(VlmCompile, CheckpointsUnderTransformers452NamesCompileToTheSameModel) {
+  const std::string common =
+      " --preset multimodal --use-random-calib --no-resume --set calibration.numSamples=2"
+      " --set calibration.seqLength=32 --context 1024 --log-format json --images " +
+      shell_quote(images_);
+  const fs::path photo = photographs(images_).front();
+  const fs::path llava = dir_ / "llava_452";
+  copy_with_renamed_tensors(model_, llava,
+                            {{"language_model.model.", "model.language_model."},
+                             {"language_model.lm_head.", "lm_head."},
+                             {"vision_tower.", "model.vision_tower."},
+                             {"multi_modal_projector.", "model.multi_modal_projector."}});
+  const auto l = run_qbc("compile " + shell_quote(llava) + " -o " +
+                         shell_quote(dir_ / "llava_452.mxq") + common);
+  ASSERT_EQ(l.exit_code, 0) << l.err;
+  EXPECT_TRUE(summary_of(l.err)["vision"]["compiled"].get<bool>()) << l.err;
+  const std::string llava_prompt = "USER: <image>\nDescribe. ASSISTANT:";
+  const std::vector<int32_t> want = sampled_tokens(dir_ / "a.mxq", photo, llava_prompt);
+  EXPECT_EQ(want.size(), 6u);
+  EXPECT_EQ(sampled_tokens(dir_ / "llava_452.mxq", photo, llava_prompt), want);
+
+  const fs::path config =
+      testing::source_dir() / "tests/assets/model-configs/Qwen2-VL-2B-Instruct/config.json";
+  const fs::path qwen = dir_ / "qwen2_vl_names";
+  ASSERT_EQ(run_qbc("random-model " + shell_quote(config) + " -o " + shell_quote(qwen) +
+                    " --layers 2 --hidden 64 --intermediate 96 --heads 4 --kv-heads 2 --vocab 512"
+                    " --vision-layers 2 --vision-hidden 32 --vision-heads 2"
+                    " --vision-intermediate 64 --dtype f32 --seed 9 --init-std 0.15")
+                .exit_code,
+            0);
+  copy_with_renamed_tensors(qwen, dir_ / "qwen2_vl_452",
+                            {{"model.", "model.language_model."}, {"visual.", "model.visual."}});
+  for (const char* name : {"qwen2_vl_names", "qwen2_vl_452"}) {
+    const auto r = run_qbc("compile " + shell_quote(dir_ / name) + " -o " +
+                           shell_quote(dir_ / (std::string(name) + ".mxq")) + common);
+    ASSERT_EQ(r.exit_code, 0) << name << ": " << r.err;
+    EXPECT_TRUE(summary_of(r.err)["vision"]["compiled"].get<bool>()) << r.err;
+  }
+  const std::string qwen_prompt = "<|vision_start|><|image_pad|><|vision_end|>Describe.";
+  const std::vector<int32_t> qwant =
+      sampled_tokens(dir_ / "qwen2_vl_names.mxq", photo, qwen_prompt);
+  EXPECT_EQ(qwant.size(), 6u);
+  EXPECT_EQ(sampled_tokens(dir_ / "qwen2_vl_452.mxq", photo, qwen_prompt), qwant);
 }
 
 // vision.imageSize: a Qwen tower compiles at the configured square (336: 24 x 24 patches, 144

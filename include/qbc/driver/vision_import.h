@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "qbc/frontend/safetensors.h"
 #include "qbc/ir/graph.h"
 #include "qbc/support/status.h"
 
@@ -20,6 +21,12 @@ namespace qbc::driver {
 /// take; kNotFound / kInvalidArgument naming the tensor when a weight is missing or misshapen.
 StatusOr<std::optional<ir::Graph>> import_vision_graph(const std::string& model,
                                                        int64_t image_size = 0);
+
+/// The checkpoint's name of the tower or projector tensor HF calls `hf` (transformers < 4.52):
+/// `hf` itself, or "model." + hf when only that is stored (transformers >= 4.52 saves
+/// `model.visual.*`, `model.vision_tower.*`, `model.multi_modal_projector.*`).
+std::string checkpoint_tensor_name(const frontend::SafetensorsCheckpoint& ck,
+                                   const std::string& hf);
 
 /// "x.mblt" -> "x.vision.mblt".
 std::string vision_mblt_path(const std::string& mblt_path);

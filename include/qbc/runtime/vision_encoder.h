@@ -29,13 +29,21 @@ class VisionEncoder {
   static StatusOr<std::unique_ptr<VisionEncoder>> create(const mxq::LoadedModel& file,
                                                          isa::Scheme scheme, int host_threads = 0);
 
-  /// The rows one image gives the language model: [tokens_per_image(), hidden], fp32.
+  /// The rows one image gives the language model: [tokens_per_image(), hidden], fp32 (divided
+  /// by the file's feature divisor, Gemma 3's embedding scale).
   StatusOr<std::vector<float>> encode(const image::Image& img, std::string_view name);
   /// encode() of the PNG or JPEG file at `path` (image::decode_file's limits).
   StatusOr<std::vector<float>> encode_file(const std::string& path);
 
   int32_t image_token_id() const { return part_.image_token_id(); }
   int64_t tokens_per_image() const { return part_.tokens_per_image(); }
+  /// The token that marks an image in the user's prompt (Gemma 3: <start_of_image>; else the
+  /// image token itself), and the expansion of one mark: the prefix ids, tokens_per_image()
+  /// image tokens, the suffix ids.
+  int32_t prompt_token_id() const {
+    return part_.has_prompt_token_id() ? part_.prompt_token_id() : part_.image_token_id();
+  }
+  std::vector<int32_t> image_span() const;
   int64_t width() const { return part_.feature_width(); }
 
  private:

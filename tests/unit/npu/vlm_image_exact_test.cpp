@@ -1,6 +1,6 @@
 // A VLM with an image in the prompt, end to end (docs/multimodal.md "Running with an image"),
-// for each family whose tower compiles: a random LLaVA-1.5 and a random Qwen2.5-VL from the
-// real configs compiled by the driver into one MXQ (language and vision part), the shared
+// for each family whose tower compiles: a random LLaVA-1.5, Qwen2.5-VL, Qwen2-VL and Gemma 3 from
+// the real configs compiled by the driver into one MXQ (language and vision part), the shared
 // photographs encoded by the file's vision part on the executor (runtime::VisionEncoder),
 // their rows spliced at the image tokens by the runtime session (NpuSession::splice; for
 // Qwen2.5-VL also its M-RoPE positions of the image grid, NpuSession::set_positions), and the
@@ -55,12 +55,14 @@ struct Family {
   const char* config;  // under the shared folder, or the source tree's when it starts "tests/"
   int64_t tokens;      // image tokens per image
   int64_t side;        // M-RoPE: the merged grid's side; 0: 1-D positions
+  int64_t head_dim;    // the language model's explicit head_dim (Gemma 3), 0: none
 };
 
 const Family kFamilies[] = {
-    {"llava", "model-configs-new/llava-1.5-7b-hf/config.json", 576, 0},
-    {"qwen2_5_vl", "model-configs-new/Qwen2.5-VL-3B-Instruct/config.json", 256, 16},
-    {"qwen2_vl", "tests/assets/model-configs/Qwen2-VL-2B-Instruct/config.json", 256, 16},
+    {"llava", "model-configs-new/llava-1.5-7b-hf/config.json", 576, 0, 0},
+    {"qwen2_5_vl", "model-configs-new/Qwen2.5-VL-3B-Instruct/config.json", 256, 16, 0},
+    {"qwen2_vl", "tests/assets/model-configs/Qwen2-VL-2B-Instruct/config.json", 256, 16, 0},
+    {"gemma3", "model-configs-new/gemma-3-4b-it/config.json", 256, 0, 16},
 };
 
 fs::path config_path(const Family& f) {
@@ -88,6 +90,7 @@ StatusOr<Compiled> compile_once(const Family& f) {
   o.overrides.vision.num_heads = 2;
   o.overrides.vision.intermediate_size = 64;                // Qwen2-VL: embed_dim x mlp_ratio 2
   if (f.side > 0) o.overrides.vision.out_hidden_size = 64;  // the merger writes the text width
+  if (f.head_dim > 0) o.overrides.head_dim = f.head_dim;
   QBC_RETURN_IF_ERROR(frontend::write_random_model(o));
   config::LoadRequest req;
   req.preset = "multimodal";
