@@ -98,6 +98,28 @@ Status add_vision_part(const VisionBuild& v, mxq::WriteRequest* req) {
   return ok_status();
 }
 
+/// The processor's text around an image span (VisionBuild::prefix_text / suffix_text) encoded
+/// with the model's tokenizer, outside the span's own ids: without a tokenizer it is left out,
+/// with a warning (a prompt can still write it).
+void add_span_text(const VisionBuild& v, const StatusOr<tokenizer::Tokenizer>& tok,
+                   mxq::pb::VisionPart* part) {
+  if (v.prefix_text.empty() && v.suffix_text.empty()) return;
+  if (!tok.ok()) {
+    log("mxq").warn(
+        "no tokenizer: the text the processor writes around an image is left out "
+        "of the image span ({})",
+        tok.status().message());
+    return;
+  }
+  const std::vector<int32_t> pre = tok->encode(v.prefix_text, false);
+  const std::vector<int32_t> post = tok->encode(v.suffix_text, false);
+  std::vector<int32_t> prefix(pre);
+  prefix.insert(prefix.end(), part->image_prefix_ids().begin(), part->image_prefix_ids().end());
+  part->clear_image_prefix_ids();
+  for (int32_t id : prefix) part->add_image_prefix_ids(id);
+  for (int32_t id : post) part->add_image_suffix_ids(id);
+}
+
 }  // namespace
 
 StatusOr<std::vector<mxq::WrittenFile>> write_mxq(const LoadedModel& model,
@@ -211,7 +233,10 @@ StatusOr<std::vector<mxq::WrittenFile>> write_mxq(const LoadedModel& model,
     req.assets.push_back({"qbc_vocab.json", tok->to_vocab_json()});
   const std::string config_json = meta_value(g, "config.json");
   if (!config_json.empty()) req.assets.push_back({"config.json", config_json});
-  if (vision != nullptr) QBC_RETURN_IF_ERROR(add_vision_part(*vision, &req));
+  if (vision != nullptr) {
+    QBC_RETURN_IF_ERROR(add_vision_part(*vision, &req));
+    add_span_text(*vision, tok, req.meta.mutable_vision());
+  }
   return mxq::write_model(path, req);
 }
 

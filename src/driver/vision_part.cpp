@@ -119,6 +119,7 @@ struct Tower {
   /// the ids around the image tokens, and the divisor of the features.
   int64_t prompt_token = -1;
   std::vector<int32_t> prefix, suffix;
+  std::string prefix_text, suffix_text;  ///< encoded by the MXQ writer, outside prefix / suffix
   double feature_divisor = 0.0;
 };
 
@@ -188,6 +189,7 @@ StatusOr<Tower> gemma3_tower(const std::string& model, const frontend::VisionCon
     t.prefix.push_back(static_cast<int32_t>(vc.image_start_token_id));
   if (vc.image_end_token_id >= 0) t.suffix.push_back(static_cast<int32_t>(vc.image_end_token_id));
   t.prompt_token = vc.image_start_token_id >= 0 ? vc.image_start_token_id : -1;
+  t.prefix_text = t.suffix_text = "\n\n";  // Gemma3Processor's full_image_sequence
   t.feature_divisor = std::sqrt(static_cast<double>(vc.text_hidden));
   return t;
 }
@@ -402,6 +404,8 @@ StatusOr<std::optional<VisionBuild>> build_vision_part(const std::string& model,
   for (int32_t id : tower.prefix) p.add_image_prefix_ids(id);
   for (int32_t id : tower.suffix) p.add_image_suffix_ids(id);
   p.set_feature_divisor(tower.feature_divisor);
+  out.prefix_text = tower.prefix_text;
+  out.suffix_text = tower.suffix_text;
   nlohmann::json cal = {{"images", out.calibration_images},
                         {"source", out.synthetic_calibration ? "synthetic" : "files"},
                         {"mode", cfg.options.calibration().mode()}};

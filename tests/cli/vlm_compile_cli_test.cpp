@@ -365,11 +365,11 @@ TEST_F(VlmCompile, ATowerThatDoesNotBuildLeavesALanguageOnlyMxqAndSaysSo) {
 
 // A Gemma 3 folder compiles with its SigLIP tower (tanh GELU, the 4 x 4 average pool, the
 // soft-embedding projector) into one MXQ: 4096 patches of an 896x896 image give 256 image
-// tokens. The file records how a prompt marks an image (<start_of_image>, kept before the image
-// tokens, <end_of_image> after) and the features' divisor (the language graph's embedding scale,
-// sqrt(64) = 8); `qbc run --image` on every photograph generates, the image changes the tokens
-// (sampled with a fixed seed: this tiny random language model's greedy choice is the same token
-// whatever the image), and a prompt with two marks for one image exits 2.
+// tokens. The file records how a prompt marks an image ("\n\n<start_of_image>" before the image
+// tokens, "<end_of_image>\n\n" after) and the features' divisor (the language graph's embedding
+// scale, sqrt(64) = 8); `qbc run --image` on every photograph generates, the image changes the
+// tokens (sampled with a fixed seed: this tiny random language model's greedy choice is the same
+// token whatever the image), and a prompt with two marks for one image exits 2.
 TEST_F(VlmCompile, AGemma3FolderCompilesItsTowerAndRunsWithAnImage) {
   QBC_REQUIRE_SHARED(config, "model-configs-new/gemma-3-4b-it/config.json");
   const fs::path gemma = write_gemma3(config, dir_ / "gemma3");
@@ -397,10 +397,17 @@ TEST_F(VlmCompile, AGemma3FolderCompilesItsTowerAndRunsWithAnImage) {
   EXPECT_EQ(v.image_token_id(), 511);
   ASSERT_TRUE(v.has_prompt_token_id());
   EXPECT_EQ(v.prompt_token_id(), 510);
-  EXPECT_EQ(std::vector<int32_t>(v.image_prefix_ids().begin(), v.image_prefix_ids().end()),
-            std::vector<int32_t>{510});
-  EXPECT_EQ(std::vector<int32_t>(v.image_suffix_ids().begin(), v.image_suffix_ids().end()),
-            std::vector<int32_t>{509});
+  // Gemma3Processor writes "\n\n" + <start_of_image> + the soft tokens + <end_of_image> +
+  // "\n\n": the newlines as the folder's tokenizer encodes them, the same ids on both sides.
+  const std::vector<int32_t> pre(v.image_prefix_ids().begin(), v.image_prefix_ids().end());
+  const std::vector<int32_t> post(v.image_suffix_ids().begin(), v.image_suffix_ids().end());
+  ASSERT_GE(pre.size(), 2u);
+  ASSERT_GE(post.size(), 2u);
+  EXPECT_EQ(pre.back(), 510);
+  EXPECT_EQ(post.front(), 509);
+  EXPECT_EQ(std::vector<int32_t>(pre.begin(), pre.end() - 1),
+            std::vector<int32_t>(post.begin() + 1, post.end()));
+  EXPECT_EQ(std::count(pre.begin(), pre.end(), 510), 1);
   EXPECT_DOUBLE_EQ(v.feature_divisor(), 8.0);
   EXPECT_EQ(m->vision->bundle->chunk, 4096);
   EXPECT_EQ(m->vision->bundle->output_rows, 256);

@@ -32,6 +32,10 @@ struct VisionBuild {
   /// window_order[k]; empty otherwise.
   std::vector<int64_t> window_order;
   mxq::pb::VisionPart part;       ///< everything but model_hash
+  /// Text around each image span that the processor writes (Gemma 3: "\n\n" before
+  /// <start_of_image> and after <end_of_image>); the MXQ writer encodes it with the model's
+  /// tokenizer into the part's image_prefix_ids / image_suffix_ids.
+  std::string prefix_text, suffix_text;
   std::string architecture;       ///< "llava/clip"
   std::string preprocessor_json;  ///< the folder's preprocessor_config.json
   std::string calibration_json;   ///< images used: {"images": N, "source": "files"|"synthetic"}
