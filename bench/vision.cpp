@@ -3,9 +3,11 @@
 // preprocessing, the tower on the simulated device) against the float reference runtime
 // (ref::Session over the same folder's vision graph, the same preprocessed inputs), both in
 // this run, on this host (bench/vision.sh). The figures are host measurements, not NPU times.
-// Towers: LLaVA's CLIP (patch rows and the embed_base constant) and Qwen2.5-VL's (patch rows in
-// window order and the grid's rope tables, at the compiled size the MXQ records; the float
-// features are put back in the image's order, as the executor's are).
+// Towers: LLaVA's CLIP (patch rows and the embed_base constant), Gemma 3's SigLIP (patch rows
+// without a CLS row, the checkpoint's position table, the projector weight read transposed; the
+// executor's rows are divided by the file's feature divisor, so the float ones are too) and
+// Qwen2.5-VL's (patch rows in window order and the grid's rope tables, at the compiled size the
+// MXQ records; the float features are put back in the image's order, as the executor's are).
 //
 #include <algorithm>
 #include <chrono>
@@ -18,6 +20,7 @@
 
 #include "qbc/driver/vision_import.h"
 #include "qbc/frontend/clip_vision.h"
+#include "qbc/frontend/gemma3_vision.h"
 #include "qbc/frontend/qwen_vision.h"
 #include "qbc/frontend/safetensors.h"
 #include "qbc/frontend/vision_config.h"
@@ -75,6 +78,8 @@ int main(int argc, char** argv) {
   if (!*vc) return fail(q::invalid_argument(dir, ": no vision_config"));
   const q::frontend::VisionConfig& v = **vc;
   const bool qwen = q::frontend::builds_qwen_vision_graph(v.tower);
+  const bool gemma3 = v.tower == q::frontend::VisionTower::kSiglip &&
+                      v.projector == q::frontend::VisionProjector::kGemmaSoftEmb;
   const int64_t side = model->file.meta.vision().image_size();
   auto g = q::driver::import_vision_graph(dir, qwen ? side : 0);
   if (!g.ok()) return fail(g.status());
@@ -82,20 +87,25 @@ int main(int argc, char** argv) {
   auto ck = q::frontend::SafetensorsCheckpoint::open(dir);
   if (!ck.ok()) return fail(ck.status());
   auto ckpt = std::make_shared<q::frontend::SafetensorsCheckpoint>(std::move(*ck));
-  const q::ir::WeightReader reader = [ckpt](const q::ir::Weight& w, std::vector<float>* v) {
-    return ckpt->read_f32(w.tensor, v);
+  const q::frontend::TensorFloats read = [ckpt](const std::string& n, std::vector<float>* out) {
+    return ckpt->read_f32(n, out);
   };
-  std::vector<float> base;  // CLIP's constant input
+  const q::ir::WeightReader reader = [read, gemma3](const q::ir::Weight& w,
+                                                    std::vector<float>* out) {
+    return gemma3 ? q::frontend::gemma3_read_vision_weight(read, w, out) : read(w.tensor, out);
+  };
+  std::vector<float> base;  // CLIP's and Gemma 3's constant input
   q::frontend::QwenVisionLayout layout;
   if (qwen) {
     const int64_t grid = side / v.patch_size;
     auto l = q::frontend::qwen_vision_layout(v, {1, grid, grid});
     if (!l.ok()) return fail(l.status());
     layout = std::move(*l);
+  } else if (gemma3) {
+    const q::Status s = read((*g)->metadata["vision.embed_base"], &base);
+    if (!s.ok()) return fail(s);
   } else {
-    auto b = q::frontend::clip_embed_base(v, [ckpt](const std::string& n, std::vector<float>* out) {
-      return ckpt->read_f32(n, out);
-    });
+    auto b = q::frontend::clip_embed_base(v, read);
     if (!b.ok()) return fail(b.status());
     base = std::move(*b);
   }
@@ -116,6 +126,8 @@ int main(int argc, char** argv) {
       inputs = {q::frontend::qwen_window_rows(px->values, px->shape.back(), group,
                                               layout.window_index, false),
                 layout.cos, layout.sin};
+    } else if (gemma3) {
+      inputs = {q::frontend::siglip_patch_rows(px->values, v.image_size, v.patch_size), base};
     } else {
       inputs = {q::frontend::clip_patch_rows(px->values, v.image_size, v.patch_size), base};
     }
@@ -124,8 +136,12 @@ int main(int argc, char** argv) {
     if (!s.ok()) return fail(s);
     if (r > 0) float_best = std::min(float_best, seconds_since(t0));
     float_rows =
-        qwen ? q::frontend::qwen_window_rows(out, v.text_hidden, 1, layout.window_index, true)
-             : q::frontend::clip_drop_cls(v, out, v.text_hidden);
+        qwen     ? q::frontend::qwen_window_rows(out, v.text_hidden, 1, layout.window_index, true)
+        : gemma3 ? out
+                 : q::frontend::clip_drop_cls(v, out, v.text_hidden);
+  }
+  if (const double d = model->file.meta.vision().feature_divisor(); d != 0.0 && d != 1.0) {
+    for (float& x : float_rows) x = static_cast<float>(x / d);
   }
 
   // How close the quantized features are (SQNR of the executor's rows against the float ones).

@@ -11,7 +11,9 @@
 #               5120 (quick_gelu), 16 heads, every block over the whole image, the 2x2 merger:
 #               8 of its 32 blocks
 #   llava       LLaVA-1.5-7B's CLIP ViT-L/14 at 336x336 at full size (23 of 24 layers, 577 rows)
-# Usage: bench/vision.sh [WORKDIR] [reps=3] [tower=all|qwen2.5-vl|qwen2-vl|llava]
+#   gemma3      gemma-3-4b-it's SigLIP-so400m/14 at 896x896 (4096 patches, the 4x4 pool to 256
+#               tokens), full width 1152, FFN 4304, 16 heads: 4 of its 27 layers
+# Usage: bench/vision.sh [WORKDIR] [reps=3] [tower=all|qwen2.5-vl|qwen2-vl|llava|gemma3]
 # Target: vision_executor_vs_float >= 1 for each tower; exit 1 otherwise.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -47,5 +49,9 @@ if [ "$tower" = all ] || [ "$tower" = qwen2-vl ]; then
 fi
 if [ "$tower" = all ] || [ "$tower" = llava ]; then
   run_tower llava "$shared/model-configs-new/llava-1.5-7b-hf/config.json" --vocab 32064
+fi
+if [ "$tower" = all ] || [ "$tower" = gemma3 ]; then
+  run_tower gemma3 "$shared/model-configs-new/gemma-3-4b-it/config.json" \
+    --vocab 32064 --head-dim 64 --vision-layers 4
 fi
 exit $status
