@@ -140,13 +140,20 @@ const char* tower_tag(frontend::VisionTower t) {
   return "?";
 }
 
-StatusOr<Tower> clip_tower(const std::string& model, const frontend::VisionConfig& vc,
-                           const frontend::SafetensorsCheckpoint& ck) {
+/// A tower whose learned positions fix its size (CLIP, SigLIP): the folder's vision graph at
+/// vc.image_size.
+StatusOr<Tower> fixed_size_tower(const std::string& model, const frontend::VisionConfig& vc) {
   Tower t;
   QBC_ASSIGN_OR_RETURN(std::optional<ir::Graph> g, import_vision_graph(model));
   if (!g) return internal_error(model, ": a vision_config but no vision graph");
   t.graph = std::move(*g);
   t.side = vc.image_size;
+  return t;
+}
+
+StatusOr<Tower> clip_tower(const std::string& model, const frontend::VisionConfig& vc,
+                           const frontend::SafetensorsCheckpoint& ck) {
+  QBC_ASSIGN_OR_RETURN(Tower t, fixed_size_tower(model, vc));
   const int64_t grid = vc.image_size / vc.patch_size;
   t.rows = t.features = 1 + grid * grid;
   t.drop = vc.keeps_cls ? 0 : 1;
@@ -170,11 +177,7 @@ StatusOr<Tower> clip_tower(const std::string& model, const frontend::VisionConfi
 /// scale, sqrt(hidden_size), which its graph applies to every inputs_embeds row.
 StatusOr<Tower> gemma3_tower(const std::string& model, const frontend::VisionConfig& vc,
                              const frontend::SafetensorsCheckpoint& ck) {
-  Tower t;
-  QBC_ASSIGN_OR_RETURN(std::optional<ir::Graph> g, import_vision_graph(model));
-  if (!g) return internal_error(model, ": a vision_config but no vision graph");
-  t.graph = std::move(*g);
-  t.side = vc.image_size;
+  QBC_ASSIGN_OR_RETURN(Tower t, fixed_size_tower(model, vc));
   const int64_t grid = vc.image_size / vc.patch_size;
   t.rows = grid * grid;
   t.features = t.rows / (vc.pool * vc.pool);

@@ -328,6 +328,27 @@ std::vector<fs::path> photographs(const fs::path& dir) {
   return out;
 }
 
+/// `qbc run MXQ --image P -p PROMPT -n 5` (plus `flags`) on every photograph of `images`: each
+/// generates 5 tokens, and not every photograph gives the same ones.
+void expect_tokens_differ_by_photograph(const fs::path& mxq, const fs::path& images,
+                                        const std::string& prompt, const std::string& flags) {
+  std::vector<std::vector<int32_t>> outs;
+  for (const fs::path& p : photographs(images)) {
+    const auto g = run_qbc("run " + shell_quote(mxq) + " --image " + shell_quote(p) + " -p " +
+                           shell_quote(prompt) + " -n 5 --ignore-eos --log-format json" + flags);
+    ASSERT_EQ(g.exit_code, 0) << p << ": " << g.err;
+    const nlohmann::json res = last_event(g.err, "result");
+    const std::vector<int32_t> t = res.contains("new_tokens")
+                                       ? res["new_tokens"].get<std::vector<int32_t>>()
+                                       : std::vector<int32_t>();
+    EXPECT_EQ(t.size(), 5u) << p << ": " << g.err;
+    outs.push_back(t);
+  }
+  bool differ = false;
+  for (const auto& t : outs) differ = differ || t != outs[0];
+  EXPECT_TRUE(differ) << "every photograph gave the same tokens";
+}
+
 /// A random Gemma 3 folder from the real gemma-3-4b-it config: a 2-layer language model of
 /// width 64 (head_dim 16) and a tiny SigLIP tower at the real 896x896 (4096 patches pooled 4 x 4).
 fs::path write_gemma3(const fs::path& config, const fs::path& dir) {
@@ -413,22 +434,8 @@ TEST_F(VlmCompile, AGemma3FolderCompilesItsTowerAndRunsWithAnImage) {
   EXPECT_EQ(m->vision->bundle->output_rows, 256);
   EXPECT_NE(m->vision->asset(mxq::vision_input_asset("embed_base")), nullptr);
 
-  std::vector<std::vector<int32_t>> outs;
-  for (const fs::path& p : photographs(images_)) {
-    const auto g = run_qbc("run " + shell_quote(out) + " --image " + shell_quote(p) +
-                           " -p '<start_of_image>Describe this image.'"
-                           " -n 5 --ignore-eos --temperature 1 --seed 3 --log-format json");
-    ASSERT_EQ(g.exit_code, 0) << p << ": " << g.err;
-    const nlohmann::json res = last_event(g.err, "result");
-    const std::vector<int32_t> t = res.contains("new_tokens")
-                                       ? res["new_tokens"].get<std::vector<int32_t>>()
-                                       : std::vector<int32_t>();
-    EXPECT_EQ(t.size(), 5u) << p << ": " << g.err;
-    outs.push_back(t);
-  }
-  bool differ = false;
-  for (const auto& t : outs) differ = differ || t != outs[0];
-  EXPECT_TRUE(differ) << "every photograph gave the same tokens";
+  expect_tokens_differ_by_photograph(out, images_, "<start_of_image>Describe this image.",
+                                     " --temperature 1 --seed 3");
   const auto two =
       run_qbc("run " + shell_quote(out) + " --image " + shell_quote(photographs(images_).front()) +
               " -p '<start_of_image><start_of_image>' -n 2");
@@ -479,22 +486,8 @@ void expect_qwen_folder_compiles_and_runs(const fs::path& config, const fs::path
   EXPECT_EQ(m->vision->asset(mxq::kVisionWindowOrderAsset) != nullptr, windows);
   EXPECT_TRUE(m->bundle->rope_inputs.present());  // the language model's M-RoPE tables
 
-  std::vector<std::vector<int32_t>> outs;
-  for (const fs::path& p : photographs(images)) {
-    const auto g = run_qbc("run " + shell_quote(out) + " --image " + shell_quote(p) +
-                           " -p '<|vision_start|><|image_pad|><|vision_end|>Describe this image.'"
-                           " -n 5 --ignore-eos --log-format json");
-    ASSERT_EQ(g.exit_code, 0) << p << ": " << g.err;
-    const nlohmann::json res = last_event(g.err, "result");
-    const std::vector<int32_t> t = res.contains("new_tokens")
-                                       ? res["new_tokens"].get<std::vector<int32_t>>()
-                                       : std::vector<int32_t>();
-    EXPECT_EQ(t.size(), 5u) << p << ": " << g.err;
-    outs.push_back(t);
-  }
-  bool differ = false;
-  for (const auto& t : outs) differ = differ || t != outs[0];
-  EXPECT_TRUE(differ) << "every photograph gave the same tokens";
+  expect_tokens_differ_by_photograph(
+      out, images, "<|vision_start|><|image_pad|><|vision_end|>Describe this image.", "");
   // Two image placeholders for one --image: exit 2 naming the count.
   const auto two =
       run_qbc("run " + shell_quote(out) + " --image " + shell_quote(photographs(images).front()) +

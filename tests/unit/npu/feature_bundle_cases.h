@@ -137,6 +137,19 @@ inline void expect_executor_matches(const quant::QuantizeResult& q, const ir::We
   EXPECT_EQ(first_difference(again, want), -1) << at << " (second call)";
 }
 
+/// The tower graph `g` (a failed build is a test failure) quantized with `options` on
+/// `calibration`; nullptr after a failure.
+inline std::shared_ptr<const quant::QuantizeResult> quantized_tower(
+    const StatusOr<ir::Graph>& g, const ir::WeightReader& reader,
+    const std::vector<quant::FeatureSample>& calibration, const config::CompileOptions& options) {
+  EXPECT_TRUE(g.ok()) << g.status().to_string();
+  if (!g.ok()) return nullptr;
+  auto q = quant::quantize_vision(*g, reader, calibration, options);
+  EXPECT_TRUE(q.ok()) << q.status().to_string();
+  if (!q.ok()) return nullptr;
+  return std::make_shared<const quant::QuantizeResult>(std::move(*q));
+}
+
 /// The fake-quant evaluator's features of the quantized tower `q` on `image`.
 inline std::vector<float> evaluator_features(const quant::QuantizeResult& q,
                                              const ir::WeightReader& qr,

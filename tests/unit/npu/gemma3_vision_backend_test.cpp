@@ -95,13 +95,8 @@ class Gemma3Tower {
 
   std::shared_ptr<const quant::QuantizeResult> quantized(int64_t side,
                                                          const config::CompileOptions& o) const {
-    auto g = frontend::build_gemma3_vision_graph(at(side));
-    EXPECT_TRUE(g.ok()) << g.status().to_string();
-    if (!g.ok()) return nullptr;
-    auto q = quant::quantize_vision(*g, reader_, {sample(side, 1), sample(side, 2)}, o);
-    EXPECT_TRUE(q.ok()) << q.status().to_string();
-    if (!q.ok()) return nullptr;
-    return std::make_shared<const quant::QuantizeResult>(std::move(*q));
+    return testing::quantized_tower(frontend::build_gemma3_vision_graph(at(side)), reader_,
+                                    {sample(side, 1), sample(side, 2)}, o);
   }
 
   frontend::VisionConfig vc_;

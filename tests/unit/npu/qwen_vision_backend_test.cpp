@@ -91,13 +91,8 @@ class QwenTower {
   /// The tower for `l`, quantized with `options` on two random images.
   std::shared_ptr<const quant::QuantizeResult> quantized(const frontend::QwenVisionLayout& l,
                                                          const config::CompileOptions& o) const {
-    auto g = frontend::build_qwen_vision_graph(vc_, l);
-    EXPECT_TRUE(g.ok()) << g.status().to_string();
-    if (!g.ok()) return nullptr;
-    auto q = quant::quantize_vision(*g, reader_, {sample(l, 1), sample(l, 2)}, o);
-    EXPECT_TRUE(q.ok()) << q.status().to_string();
-    if (!q.ok()) return nullptr;
-    return std::make_shared<const quant::QuantizeResult>(std::move(*q));
+    return testing::quantized_tower(frontend::build_qwen_vision_graph(vc_, l), reader_,
+                                    {sample(l, 1), sample(l, 2)}, o);
   }
 
   frontend::VisionConfig vc_;

@@ -101,13 +101,8 @@ class VisionBackend : public ::testing::Test {
   std::shared_ptr<const quant::QuantizeResult> quantized(
       int64_t image_size, const config::CompileOptions& options) const {
     const frontend::VisionConfig vc = at_size(image_size);
-    auto g = frontend::build_clip_vision_graph(vc);
-    EXPECT_TRUE(g.ok()) << g.status().to_string();
-    if (!g.ok()) return nullptr;
-    auto q = quant::quantize_vision(*g, reader_, {sample(vc, 1), sample(vc, 2)}, options);
-    EXPECT_TRUE(q.ok()) << q.status().to_string();
-    if (!q.ok()) return nullptr;
-    return std::make_shared<const quant::QuantizeResult>(std::move(*q));
+    return testing::quantized_tower(frontend::build_clip_vision_graph(vc), reader_,
+                                    {sample(vc, 1), sample(vc, 2)}, options);
   }
 
   fs::path dir_;
