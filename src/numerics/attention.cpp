@@ -213,7 +213,7 @@ float attention_output(int64_t acc, int64_t esum, float v_scale, float v_offset)
 }
 
 void attention(const float* q, const float* k, const float* v, int64_t s, const Attention& p,
-               KvCache& cache, float* y) {
+               KvCache& cache, float* y, bool span) {
   const int64_t d = p.head_dim, kvw = p.kv_heads * d, qw = p.heads * d;
   const int64_t groups = p.heads / p.kv_heads;
   const bool rot = p.quantized && !p.k_rot_offset.empty();
@@ -260,17 +260,19 @@ void attention(const float* q, const float* k, const float* v, int64_t s, const 
   std::vector<float> scores;
   std::vector<int32_t> codes;
   for (int64_t t = 0; t < s; ++t) {
-    const int64_t pos = past + t;
-    const int64_t lo = p.window > 0 ? std::max<int64_t>(0, pos - p.window + 1) : 0;
+    // Keys [lo, hi]: causal up to the row's own position, or the span's last one.
+    const int64_t hi = span ? past + s - 1 : past + t;
+    const int64_t base = span ? std::min(past + t - p.window + 1, past) : hi - p.window + 1;
+    const int64_t lo = p.window > 0 ? std::max<int64_t>(0, base) : 0;
     for (int64_t h = 0; h < p.heads; ++h) {
       const int64_t kvh = h / groups;
       const float* qr = q + t * qw + h * d;
       float* yr = y + t * qw + h * d;
-      scores.assign(static_cast<size_t>(pos - lo + 1), 0.0f);
+      scores.assign(static_cast<size_t>(hi - lo + 1), 0.0f);
       if (p.quantized) {
         query_codes(qr, h, p, &qc);
         float mx = -std::numeric_limits<float>::infinity();
-        for (int64_t j = lo; j <= pos; ++j) {
+        for (int64_t j = lo; j <= hi; ++j) {
           const size_t row = static_cast<size_t>(j * kvw + kvh * d);
           const int64_t gi = (j * p.kv_heads + kvh) * ng;
           const float* tkj = p.k_token_scale ? cache.k_token.data() + gi : nullptr;
@@ -290,7 +292,7 @@ void attention(const float* q, const float* k, const float* v, int64_t s, const 
         }
         for (int64_t c = 0; c < d; ++c) {
           int64_t acc = 0;
-          for (int64_t j = lo; j <= pos; ++j) {
+          for (int64_t j = lo; j <= hi; ++j) {
             const int64_t m =
                 p.v_token_scale ? cache.v_token[static_cast<size_t>(j * p.kv_heads + kvh)] : 1;
             acc += int64_t{codes[static_cast<size_t>(j - lo)]} * m *
@@ -301,7 +303,7 @@ void attention(const float* q, const float* k, const float* v, int64_t s, const 
           yr[c] = attention_output(acc, esum, vs, p.v_offset[ci]);
         }
       } else {
-        for (int64_t j = lo; j <= pos; ++j) {
+        for (int64_t j = lo; j <= hi; ++j) {
           const int64_t row = j * kvw + kvh * d;
           float sc = 0.0f;
           for (int64_t c = 0; c < d; ++c)
@@ -313,7 +315,7 @@ void attention(const float* q, const float* k, const float* v, int64_t s, const 
         softmax(scores);
         for (int64_t c = 0; c < d; ++c) {
           float acc = 0.0f;
-          for (int64_t j = lo; j <= pos; ++j) {
+          for (int64_t j = lo; j <= hi; ++j) {
             acc += scores[static_cast<size_t>(j - lo)] *
                    cache.v_values[static_cast<size_t>(j * kvw + kvh * d + c)];
           }

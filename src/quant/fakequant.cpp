@@ -75,6 +75,7 @@ struct FakeQuantSession::Impl {
   int64_t embed_rows = 0;
   int64_t hidden = 0;
   bool keep = false;
+  bool span = false;  ///< the current call is one bidirectional span (forward_embeds_span)
   std::map<std::string, std::pair<std::vector<float>, std::vector<int64_t>>> kept;
 
   Status prepare();
@@ -382,7 +383,7 @@ void FakeQuantSession::Impl::exec(Step& st, std::vector<std::vector<float>>& val
       break;
     case Op::kAttention:
       numerics::attention(in(0), in(1), in(2), s, st.attn, caches[static_cast<size_t>(st.cache)],
-                          out.data());
+                          out.data(), span);
       break;
     case Op::kGatedAct:
       numerics::gated_act(in(0), in(1), count, st.gelu, st.fp16, out.data());
@@ -561,6 +562,18 @@ Status FakeQuantSession::forward_embeds(const std::vector<float>& embeds, int64_
                             " tokens of hidden size ", impl_->hidden);
   }
   return impl_->run(embeds, seq, logits);
+}
+
+Status FakeQuantSession::forward_embeds_span(const std::vector<float>& embeds, int64_t seq,
+                                             std::vector<float>* logits) {
+  if (seq <= 0 || static_cast<int64_t>(embeds.size()) != seq * impl_->hidden) {
+    return invalid_argument("forward_embeds_span: ", embeds.size(), " values for ", seq,
+                            " tokens of hidden size ", impl_->hidden);
+  }
+  impl_->span = true;
+  const Status s = impl_->run(embeds, seq, logits);
+  impl_->span = false;
+  return s;
 }
 
 Status FakeQuantSession::forward_embeds_mrope(const std::vector<float>& embeds, int64_t seq,

@@ -66,7 +66,7 @@ at::Tensor rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& si
 
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
                      int64_t past, int64_t num_heads, int64_t num_kv_heads, int64_t head_dim,
-                     double scale, double softcap, int64_t window) {
+                     double scale, double softcap, int64_t window, bool span) {
   const int64_t s = q.size(1);
   const int64_t total = past + s;
   const int64_t groups = num_heads / num_kv_heads;
@@ -76,13 +76,16 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k_cache, const at::T
   const at::Tensor v = v_cache.narrow(1, 0, total).unsqueeze(1);
   at::Tensor scores = at::matmul(qh, k.transpose(-1, -2)) * scale;  // [KV, G, s, T]
   if (softcap > 0.0) scores = at::tanh(scores / softcap) * softcap;
-  const bool causal_needed = s > 1;
+  const bool causal_needed = s > 1 && !span;
   const bool window_needed = window > 0 && total > window;
   if (causal_needed || window_needed) {
     const at::Tensor j = at::arange(total, at::kLong).view({1, total});
     const at::Tensor p = at::arange(past, total, at::kLong).view({s, 1});
-    at::Tensor blocked = j > p;
-    if (window > 0) blocked = blocked.logical_or(p - j >= window);
+    at::Tensor blocked = span ? at::zeros({s, total}, at::kBool) : j > p;
+    // A span's rows reach back at least to its first position (HF's or-mask).
+    if (window > 0)
+      blocked = blocked.logical_or(span ? j < at::minimum(p - window + 1, at::full_like(p, past))
+                                        : p - j >= window);
     scores = scores.masked_fill(blocked, -std::numeric_limits<double>::infinity());
   }
   const at::Tensor probs = at::softmax(scores, -1);

@@ -31,10 +31,12 @@ at::Tensor rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& si
                 int64_t num_heads, int64_t head_dim, int64_t rotary_dim);
 
 /// Causal attention of `q` [1, s, H·d] (queries at positions past .. past+s-1) over the first
-/// past+s cached keys/values `k_cache`, `v_cache` [KV, T, d] (T >= past + s).
+/// past+s cached keys/values `k_cache`, `v_cache` [KV, T, d] (T >= past + s). With `span` the
+/// call is one bidirectional span (numerics::attention's rule): row p sees
+/// [max(0, min(p - window + 1, past)), past + s - 1].
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
                      int64_t past, int64_t num_heads, int64_t num_kv_heads, int64_t head_dim,
-                     double scale, double softcap, int64_t window);
+                     double scale, double softcap, int64_t window, bool span = false);
 
 /// `act(gate) · up` for act "silu" or "gelu_tanh" (callers validate the name).
 at::Tensor gated_act(const at::Tensor& gate, const at::Tensor& up, const std::string& act);

@@ -88,6 +88,7 @@ struct Session::Impl {
   int64_t embed_rows = 0;  // rows of the host embedding table
   int64_t hidden = 0;
   bool keep = false;
+  bool span = false;  ///< the current call is one bidirectional span (forward_embeds_span)
   std::map<std::string, at::Tensor> kept;
 
   Status load(const ir::WeightReader& reader);
@@ -365,7 +366,7 @@ Status Session::Impl::exec(Step& st, std::vector<at::Tensor>& values, int64_t s,
       c.k.narrow(1, position, s).copy_(in(1).reshape({s, c.kv_heads, c.head_dim}).transpose(0, 1));
       c.v.narrow(1, position, s).copy_(in(2).reshape({s, c.kv_heads, c.head_dim}).transpose(0, 1));
       out = kernels::attention(in(0).reshape({1, s, st.a * st.b}), c.k, c.v, position, st.a,
-                               st.kv_heads, st.b, st.f, st.f2, st.window);
+                               st.kv_heads, st.b, st.f, st.f2, st.window, span);
       break;
     }
     case Op::kGatedAct:
@@ -573,6 +574,25 @@ Status Session::forward_embeds(const std::vector<float>& embeds, int64_t seq,
     return impl_->run(x.clone(), logits);
   } catch (const c10::Error& e) {
     return internal_error("forward_embeds: ", torch_message(e));
+  }
+}
+
+Status Session::forward_embeds_span(const std::vector<float>& embeds, int64_t seq,
+                                    std::vector<float>* logits) {
+  if (seq <= 0 || static_cast<int64_t>(embeds.size()) != seq * impl_->hidden) {
+    return invalid_argument("forward_embeds_span: ", embeds.size(), " values for ", seq,
+                            " tokens of hidden size ", impl_->hidden);
+  }
+  try {
+    at::Tensor x =
+        torch::from_blob(const_cast<float*>(embeds.data()), {1, seq, impl_->hidden}, at::kFloat);
+    impl_->span = true;
+    const Status s = impl_->run(x.clone(), logits);
+    impl_->span = false;
+    return s;
+  } catch (const c10::Error& e) {
+    impl_->span = false;
+    return internal_error("forward_embeds_span: ", torch_message(e));
   }
 }
 

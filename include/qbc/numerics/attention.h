@@ -115,9 +115,12 @@ float attention_output(int64_t acc, int64_t esum, float v_scale, float v_offset)
 
 /// Appends k, v[s, KV*d] to `cache` (quantizing them when p.quantized), then computes
 /// y[s, H*d] for queries q[s, H*d] at positions cache.tokens - s.. (causal, window, GQA).
-/// The caller has checked the capacity.
+/// With `span` the call is one bidirectional span (Gemma 3's image tokens, HF's token-type
+/// or-mask): every row also sees the call's later keys, up to its last position, and a window
+/// reaches back to the span's first position at least, so row p sees
+/// [max(0, min(p - window + 1, first)), last]. The caller has checked the capacity.
 void attention(const float* q, const float* k, const float* v, int64_t s, const Attention& p,
-               KvCache& cache, float* y);
+               KvCache& cache, float* y, bool span = false);
 
 /// full_attention: no cache, no causality. y[s, H*d] for q, k, v [s, H*d] (one KV head per
 /// query head), each token attending to every token of its segment: consecutive runs of

@@ -51,6 +51,12 @@ class FakeQuantSession final : public runner::Runner {
   Status forward(const std::vector<int32_t>& tokens, std::vector<float>* logits) override;
   Status forward_embeds(const std::vector<float>& embeds, int64_t seq,
                         std::vector<float>* logits) override;
+  /// forward_embeds of a call that is one bidirectional span (Gemma 3's image tokens: HF's
+  /// token-type or-mask, prefill only): every attention lets each row see the call's later keys
+  /// too (numerics::attention's `span`). A span longer than one call cannot be bidirectional:
+  /// the caller gives the whole span in one call.
+  Status forward_embeds_span(const std::vector<float>& embeds, int64_t seq,
+                             std::vector<float>* logits);
   /// M-RoPE graphs (inputs rope_cos, rope_sin): `seq` tokens at explicit 3-stream positions,
   /// stream-major [3, seq] (runner::mrope_positions); the tables are computed in fp64, rounded
   /// to fp32 (the graph's inputs) and to fp16 at the boundary. Later calls without positions

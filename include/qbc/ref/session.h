@@ -48,6 +48,10 @@ class Session : public runner::Runner {
   Status forward(const std::vector<int32_t>& tokens, std::vector<float>* logits) override;
   Status forward_embeds(const std::vector<float>& embeds, int64_t seq,
                         std::vector<float>* logits) override;
+  /// forward_embeds of a call that is one bidirectional span (Gemma 3's image tokens: every
+  /// row also sees the call's later tokens; numerics::attention's `span` rule).
+  virtual Status forward_embeds_span(const std::vector<float>& embeds, int64_t seq,
+                                     std::vector<float>* logits);
   /// forward_embeds for a language graph with M-RoPE inputs (rope_cos, rope_sin: Qwen2-VL,
   /// Qwen2.5-VL) at explicit 3-stream `positions`, stream-major [3, seq]
   /// (runner::mrope_positions); the session computes the tables. forward and forward_embeds on

@@ -875,6 +875,75 @@ TEST(FakeQuantStories, UnquantizedMatchesFloatReferenceUpToFp16) {
   EXPECT_TRUE(bitwise_equal(token_by_token(**fq, m->medium), a));
 }
 
+// A bidirectional span call (forward_embeds_span: Gemma 3's image tokens) on stories260K after a
+// causal prefix: its rows differ from the causal call's (earlier rows see later keys), a span of
+// one token is the causal call bit for bit, the calls after a span continue from its cache, and
+// the span's rows do not depend on whether the prefix came token by token.
+TEST(FakeQuantStories, ASpanCallSeesItsLaterTokens) {
+  QBC_REQUIRE_SHARED(dir, "models/stories260k");
+  auto m = load_stories(dir);
+  QBC_ASSERT_OK(m);
+  const ir::WeightReader reader = frontend::model_weight_reader(*m->source);
+  auto fq = FakeQuantSession::create(m->graph, reader);
+  QBC_ASSERT_OK(fq);
+  const std::vector<int32_t> prefix(m->medium.begin(), m->medium.begin() + 10);
+  const std::vector<int32_t> span(m->medium.begin() + 10, m->medium.begin() + 18);
+  std::vector<float> x;
+  QBC_ASSERT_OK((*fq)->embed(span, &x));
+  const auto n = static_cast<int64_t>(span.size());
+  auto after = [&](bool as_span, bool prefix_by_token, std::vector<float>* logits,
+                   std::vector<float>* next) {
+    (*fq)->reset();
+    if (prefix_by_token) {
+      (void)token_by_token(**fq, prefix);
+    } else {
+      QBC_ASSERT_OK((*fq)->forward(prefix, nullptr));
+    }
+    QBC_ASSERT_OK(as_span ? (*fq)->forward_embeds_span(x, n, logits)
+                          : (*fq)->forward_embeds(x, n, logits));
+    QBC_ASSERT_OK((*fq)->forward({m->medium[18]}, next));
+  };
+  std::vector<float> causal, causal_next, spanned, spanned_next, again, again_next;
+  after(false, false, &causal, &causal_next);
+  after(true, false, &spanned, &spanned_next);
+  after(true, true, &again, &again_next);
+  ASSERT_EQ(spanned.size(), causal.size());
+  EXPECT_FALSE(bitwise_equal(std::vector<float>(spanned.begin(), spanned.begin() + 512),
+                             std::vector<float>(causal.begin(), causal.begin() + 512)));
+  EXPECT_FALSE(bitwise_equal(spanned_next, causal_next));  // the cache holds the span's values
+  EXPECT_TRUE(bitwise_equal(again, spanned));
+  EXPECT_TRUE(bitwise_equal(again_next, spanned_next));
+  // One token: nothing later to see.
+  std::vector<float> one_causal, one_span, x1(x.begin(), x.begin() + 64);
+  (*fq)->reset();
+  QBC_ASSERT_OK((*fq)->forward(prefix, nullptr));
+  QBC_ASSERT_OK((*fq)->forward_embeds(x1, 1, &one_causal));
+  (*fq)->reset();
+  QBC_ASSERT_OK((*fq)->forward(prefix, nullptr));
+  QBC_ASSERT_OK((*fq)->forward_embeds_span(x1, 1, &one_span));
+  EXPECT_TRUE(bitwise_equal(one_causal, one_span));
+  EXPECT_FALSE((*fq)->forward_embeds_span(x1, 2, &one_span).ok());  // 64 values for 2 tokens
+  // The float runtime's span rule (its mask) agrees with the evaluator's up to fp16, as the
+  // causal rules do; its causal rows differ from its span rows as the evaluator's do.
+  auto fl = ref::Session::create(m->graph, reader);
+  QBC_ASSERT_OK(fl);
+  std::vector<float> float_span, float_causal;
+  QBC_ASSERT_OK((*fl)->forward(prefix, nullptr));
+  QBC_ASSERT_OK((*fl)->forward_embeds_span(x, n, &float_span));
+  (*fl)->reset();
+  QBC_ASSERT_OK((*fl)->forward(prefix, nullptr));
+  QBC_ASSERT_OK((*fl)->forward_embeds(x, n, &float_causal));
+  ASSERT_EQ(float_span.size(), spanned.size());
+  const auto [d_span, agree_span] = compare(spanned, float_span, 512);
+  const auto [d_causal, agree_causal] = compare(causal, float_causal, 512);
+  std::printf("[fakequant] span call vs float: max|d| = %.4g (causal %.4g), argmax %.3f\n", d_span,
+              d_causal, agree_span);
+  EXPECT_LE(d_span, 0.05);
+  EXPECT_GE(agree_span, 0.99);
+  const auto [d_rule, agree_rule] = compare(float_span, float_causal, 512);
+  EXPECT_GT(d_rule, 10 * d_span);  // the rule's effect is far above the fp16 noise
+}
+
 /// A test-side RTN quantization of every linear and attention node (8-bit, max
 /// calibration on `calib` through the unquantized evaluator). Sidecar weights go to `side`.
 StatusOr<ir::Graph> quantize_for_test(const Model& m, const ir::WeightReader& reader, int p_bits,
