@@ -2,11 +2,14 @@
 #include "qbc/driver/backend.h"
 
 #include <algorithm>
+#include <charconv>
 #include <optional>
+#include <string>
 
 #include "qbc/config/target.h"
 #include "qbc/driver/deployment.h"
 #include "qbc/driver/generate.h"
+#include "qbc/frontend/importer.h"
 #include "qbc/isa/verify.h"
 #include "qbc/runtime/device.h"
 #include "qbc/runtime/npu_session.h"
@@ -25,6 +28,28 @@ StatusOr<npu::Options> backend_options(const ir::Graph& graph, const config::Res
                                                                  : a.max_cache_length();
   if (o.max_cache <= 0) return invalid_argument("graph '", graph.name(), "' has no KV cache");
   o.chunk = std::min(o.chunk, o.max_cache);
+  // A Gemma 3 VLM's image tokens attend to each other: each image is one call of the span
+  // programs, so a call must hold an image (llama.cpp likewise needs n_ubatch >= its tokens).
+  if (const auto it = graph.metadata.find(frontend::kImageSpanMetadata);
+      it != graph.metadata.end()) {
+    int64_t span = 0;
+    const std::string& text = it->second;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), span);
+    if (ec != std::errc() || end != text.data() + text.size() || span < 1 ||
+        span > (int64_t{1} << 20))
+      return invalid_argument("graph '", graph.name(), "': metadata '",
+                              frontend::kImageSpanMetadata, "' = '", it->second,
+                              "' is not a token count");
+    o.span_programs = true;
+    if (o.chunk < span && is_default(cfg, "llm.attributes.maxCoreDataLength")) {
+      o.chunk = std::min(span, o.max_cache);
+    }
+    if (o.chunk < span)
+      return invalid_argument(
+          "llm.attributes.maxCoreDataLength ", o.chunk, ": an image of this model is ", span,
+          " tokens that attend to each other and must be one call (raise it to at least ", span,
+          o.max_cache < span ? ", and llm.attributes.maxCacheLength with it)" : ")");
+  }
   const int cores = o.target.cores();
   auto add = [&](const isa::SchemeInfo& s) {
     o.modes.push_back(npu::ModeRequest{s.scheme, s.cores_per_instance,

@@ -38,7 +38,8 @@ nlohmann::ordered_json summary_json(const mxq::LoadedModel& m) {
     j["schemes"].push_back({{"scheme", isa::scheme_name(mode.scheme)},
                             {"cores_per_instance", mode.cores_per_instance},
                             {"instances", mode.instances},
-                            {"prefill_max_seq", mode.prefill.max_seq}});
+                            {"prefill_max_seq", mode.prefill.max_seq},
+                            {"span_program", mode.has_span()}});
   }
   j["embedding"] = {{"rows", b.embed_rows},
                     {"hidden", b.hidden},
@@ -146,7 +147,10 @@ std::string summary_text(const nlohmann::ordered_json& j) {
        << " core" << (s["cores_per_instance"].get<int>() > 1 ? "s" : "") << " x "
        << s["instances"].get<int>() << ")";
   os << "\ncontext      cache " << j["max_cache"].get<int64_t>() << " positions, prefill chunk "
-     << j["chunk"].get<int64_t>() << ", batch " << j["batch"].get<int64_t>() << "\n";
+     << j["chunk"].get<int64_t>() << ", batch " << j["batch"].get<int64_t>();
+  if (!j["schemes"].empty() && j["schemes"][0]["span_program"].get<bool>())
+    os << "; span programs (each image one bidirectional call)";
+  os << "\n";
   os << "embedding    " << j["embedding"]["rows"].get<int64_t>() << " x "
      << j["embedding"]["hidden"].get<int64_t>() << " " << j["embedding"]["dtype"].get<std::string>()
      << " (host table)\n";

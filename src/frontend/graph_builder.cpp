@@ -206,6 +206,8 @@ StatusOr<ir::Graph> build_decoder_graph(const HParams& hp, const ImportOptions& 
   // the sectioned ones the metadata describes, so no weights are ever read into it
   // (driver::import_model refuses it).
   if (hp.mrope_interleaved) g.metadata["mrope.interleaved"] = "1";
+  if (hp.image_span_tokens > 0)
+    g.metadata[kImageSpanMetadata] = std::to_string(hp.image_span_tokens);
   return g;
 }
 

@@ -310,6 +310,12 @@ StatusOr<HParams> parse_hparams(std::string_view json_text, std::string_view sou
   hp.architecture = arch;
   hp.family = entry->family;
   QBC_RETURN_IF_ERROR(entry->parse(cfg, hp));
+  if (entry->architecture == "Gemma3ForConditionalGeneration") {
+    QBC_ASSIGN_OR_RETURN(hp.image_span_tokens,
+                         top.get_bounded_or("mm_tokens_per_image", 256, int64_t{1} << 20));
+    if (hp.image_span_tokens < 1)
+      return top.bad_value("mm_tokens_per_image", "must be at least 1");
+  }
   return hp;
 }
 

@@ -131,7 +131,29 @@ const char* elt_name(EltOp op) {
   return "?";
 }
 
-const char* phase_name(Phase p) { return p == Phase::kPrefill ? "prefill" : "decode"; }
+const char* phase_name(Phase p) {
+  switch (p) {
+    case Phase::kPrefill:
+      return "prefill";
+    case Phase::kDecode:
+      return "decode";
+    case Phase::kSpan:
+      return "span";
+  }
+  return "?";
+}
+
+std::vector<const Program*> Mode::programs() const {
+  std::vector<const Program*> v{&prefill, &decode};
+  if (has_span()) v.push_back(&span);
+  return v;
+}
+
+std::vector<Program*> Mode::programs() {
+  std::vector<Program*> v{&prefill, &decode};
+  if (has_span()) v.push_back(&span);
+  return v;
+}
 
 int64_t attn_params_floats(int64_t heads, int64_t kv_heads, int64_t head_dim) {
   return heads + 5 * kv_heads * head_dim;

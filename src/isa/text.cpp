@@ -259,6 +259,7 @@ std::string print_bundle(const Bundle& b, const PrintOptions& opts) {
        << "\n";
     print_program_at(os, b, mode.prefill, opts, "  ");
     print_program_at(os, b, mode.decode, opts, "  ");
+    if (mode.has_span()) print_program_at(os, b, mode.span, opts, "  ");
   }
   return os.str();
 }

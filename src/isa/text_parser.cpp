@@ -378,7 +378,11 @@ class Parser {
     QBC_RETURN_IF_ERROR(keyed(c, "instances", &m.instances));
     QBC_RETURN_IF_ERROR(c.expect_end());
     QBC_RETURN_IF_ERROR(program(Phase::kPrefill, &m.prefill));
-    return program(Phase::kDecode, &m.decode);
+    QBC_RETURN_IF_ERROR(program(Phase::kDecode, &m.decode));
+    // A span program follows only in a mode that has one.
+    if (at_ < lines_.size() && Cursor(lines_[at_], 0, label_).accept("span "))
+      return program(Phase::kSpan, &m.span);
+    return ok_status();
   }
 
   /// Pads the node and pass names the instructions named up to the printed counts.

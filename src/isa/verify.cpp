@@ -201,10 +201,11 @@ Status check_tables(const Bundle& b) {
                  num(mode.instances) + " must be in [1, target_cores " + num(b.target_cores) +
                  "] and [1, 2^20]");
     }
-    if (mode.prefill.phase != Phase::kPrefill || mode.decode.phase != Phase::kDecode) {
-      return bad(at + ": its prefill and decode programs have the wrong phase");
+    if (mode.prefill.phase != Phase::kPrefill || mode.decode.phase != Phase::kDecode ||
+        mode.span.phase != Phase::kSpan) {
+      return bad(at + ": its prefill, decode or span program has the wrong phase");
     }
-    for (const Program* p : {&mode.prefill, &mode.decode}) {
+    for (const Program* p : mode.programs()) {
       if (p->cores.size() != static_cast<size_t>(mode.cores_per_instance)) {
         return bad(at + " " + phase_name(p->phase) + ": " +
                    num(static_cast<int64_t>(p->cores.size())) + " streams for " +
@@ -479,8 +480,7 @@ std::vector<int64_t> buffer_instances(const Bundle& b, const ProgramRef* extra) 
     }
   };
   for (const Mode& m : b.modes) {
-    mark(m.prefill, m.instances);
-    mark(m.decode, m.instances);
+    for (const Program* p : m.programs()) mark(*p, m.instances);
   }
   if (extra) mark(extra->p, extra->instances);
   return out;
@@ -820,7 +820,7 @@ Status check_barriers_v7(const Checked& c) {
 std::vector<Checked> programs_of(const Bundle& b) {
   std::vector<Checked> out;
   for (size_t m = 0; m < b.modes.size(); ++m) {
-    for (const Program* p : {&b.modes[m].prefill, &b.modes[m].decode}) {
+    for (const Program* p : b.modes[m].programs()) {
       out.push_back(Checked{ProgramRef{b, *p, static_cast<int>(m), b.modes[m].instances}, {}, {}});
     }
   }
@@ -830,9 +830,33 @@ std::vector<Checked> programs_of(const Bundle& b) {
 /// V10: a feature bundle's interface (docs/npu.md "Feature bundles"): named fp16 row inputs
 /// and an fp32 feature output in io DRAM buffers large enough for chunk rows, no decoder
 /// input, rope tables or decode code, bidirectional attention descriptors; a decoder bundle
-/// has no feature inputs and causal attention descriptors.
+/// has no feature inputs and causal attention descriptors; a span program only in a decoder,
+/// with the prefill's max_seq, `span` on each of its qk_scores and on no other program's.
 Status check_features_v10(const Bundle& b) {
   const auto bad = [](const std::string& m) { return violation(10, m); };
+  for (size_t m = 0; m < b.modes.size(); ++m) {
+    const Mode& mode = b.modes[m];
+    const std::string at =
+        "mode " + num(static_cast<int64_t>(m)) + " (" + scheme_name(mode.scheme) + ")";
+    if (mode.has_span() && b.kind != BundleKind::kDecoder)
+      return bad(at + ": a span program in a feature bundle");
+    if (mode.has_span() && mode.span.max_seq != mode.prefill.max_seq)
+      return bad(at + ": span max_seq " + num(mode.span.max_seq) + " is not the prefill's " +
+                 num(mode.prefill.max_seq));
+    for (const Program* p : mode.programs()) {
+      const bool want = p->phase == Phase::kSpan;
+      for (const CoreProgram& cp : p->cores) {
+        for (size_t i = 0; i < cp.code.size(); ++i) {
+          const auto* q = std::get_if<QkScores>(&cp.code[i].op);
+          if (q == nullptr || q->span == want) continue;
+          return bad(
+              at + " " + phase_name(p->phase) + " core " + num(cp.core) + " instruction " +
+              num(static_cast<int64_t>(i)) + ": qk_scores " +
+              (want ? "without span in a span program" : "with span outside a span program"));
+        }
+      }
+    }
+  }
   // A decoder's attention is causal, a feature bundle's (a tower's full_attention) is not.
   for (size_t i = 0; i < b.attentions.size(); ++i) {
     if (b.attentions[i].bidirectional != (b.kind == BundleKind::kFeatures))

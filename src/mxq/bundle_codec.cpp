@@ -28,7 +28,7 @@ void put_program_desc(const isa::Program& p, pb::ProgramDesc* out) {
 // ---------------------------------------------------------------------------------------
 // Decoding
 
-constexpr uint32_t kDTypes = 8, kSpaces = 2, kPurposes = 6, kPhases = 2;
+constexpr uint32_t kDTypes = 8, kSpaces = 2, kPurposes = 6, kPhases = 3;
 /// Every row of the scheme table (include/qbc/isa/schemes.def) decodes.
 constexpr uint32_t kSchemes = static_cast<uint32_t>(isa::kSchemeCount);
 
@@ -179,6 +179,7 @@ pb::Layout encode_layout(const isa::Bundle& b) {
     p->set_instances(m.instances);
     put_program_desc(m.prefill, p->mutable_prefill());
     put_program_desc(m.decode, p->mutable_decode());
+    if (m.has_span()) put_program_desc(m.span, p->mutable_span());
   }
   l.set_input(b.input);
   l.set_output(b.output);
@@ -218,15 +219,19 @@ pb::Layout encode_layout(const isa::Bundle& b) {
 
 StatusOr<pb::CoreCode> encode_code(const isa::Bundle& b, size_t mode, size_t core) {
   const isa::Mode& m = b.modes.at(mode);
-  if (m.prefill.cores.size() != m.decode.cores.size())
+  if (m.prefill.cores.size() != m.decode.cores.size() ||
+      (m.has_span() && m.span.cores.size() != m.prefill.cores.size()))
     return invalid_argument("mode ", isa::scheme_name(m.scheme), ": prefill has ",
-                            m.prefill.cores.size(), " streams, decode ", m.decode.cores.size());
+                            m.prefill.cores.size(), " streams, decode ", m.decode.cores.size(),
+                            ", span ", m.span.cores.size());
   pb::CoreCode c;
   c.set_scheme(u(m.scheme));
   c.set_core(static_cast<int32_t>(core));
-  for (int phase = 0; phase < 2; ++phase) {
-    const isa::Program& p = phase == 0 ? m.prefill : m.decode;
-    auto* out = phase == 0 ? c.mutable_prefill() : c.mutable_decode();
+  for (int phase = 0; phase < (m.has_span() ? 3 : 2); ++phase) {
+    const isa::Program& p = phase == 0 ? m.prefill : phase == 1 ? m.decode : m.span;
+    auto* out = phase == 0   ? c.mutable_prefill()
+                : phase == 1 ? c.mutable_decode()
+                             : c.mutable_span();
     out->Reserve(static_cast<int>(p.cores.at(core).code.size()));
     for (const isa::Instr& in : p.cores.at(core).code) {
       encode_instr(in, out->Add());
@@ -337,13 +342,13 @@ Status decode_layout(const pb::Layout& l, const std::string& where, isa::Bundle*
         m.instances > 1024)
       return data_loss(r.where, ": ", m.cores_per_instance, " cores per instance, ", m.instances,
                        " instances on a ", b->target_cores, "-core target");
-    for (int phase = 0; phase < 2; ++phase) {
-      const pb::ProgramDesc& d = phase == 0 ? p.prefill() : p.decode();
-      isa::Program& prog = phase == 0 ? m.prefill : m.decode;
+    for (int phase = 0; phase < (p.has_span() ? 3 : 2); ++phase) {
+      const pb::ProgramDesc& d = phase == 0 ? p.prefill() : phase == 1 ? p.decode() : p.span();
+      isa::Program& prog = phase == 0 ? m.prefill : phase == 1 ? m.decode : m.span;
       if (!r.en(d.phase(), kPhases, "phase", &prog.phase)) return r.status;
-      if (static_cast<int>(prog.phase) != (phase == 0 ? 0 : 1))
+      if (static_cast<int>(prog.phase) != phase)
         return data_loss(r.where, ": phase ", d.phase(), " in the ",
-                         phase == 0 ? "prefill" : "decode", " slot");
+                         isa::phase_name(static_cast<isa::Phase>(phase)), " slot");
       prog.max_seq = d.max_seq();
       if (d.cores_size() != m.cores_per_instance)
         return data_loss(r.where, ": ", d.cores_size(), " streams for ", m.cores_per_instance,
@@ -375,13 +380,19 @@ Status decode_code(const pb::CoreCode& c, size_t mode, size_t core, const std::s
                      isa::scheme_name(m.scheme), ")");
   if (c.core() < 0 || static_cast<size_t>(c.core()) != core || core >= m.prefill.cores.size())
     return data_loss(where, ": stream ", c.core(), " in the section of core ", core);
-  if (c.prefill_size() > isa::kMaxStreamInstrs || c.decode_size() > isa::kMaxStreamInstrs)
+  if (c.prefill_size() > isa::kMaxStreamInstrs || c.decode_size() > isa::kMaxStreamInstrs ||
+      c.span_size() > isa::kMaxStreamInstrs)
     return data_loss(where, ": more than ", isa::kMaxStreamInstrs, " instructions");
+  if (c.span_size() > 0 && !m.has_span())
+    return data_loss(where, ": span code for a mode without a span program");
   Reader r{where, {}};
   r.where = where + ": prefill";
   QBC_RETURN_IF_ERROR(decode_stream(c.prefill(), r, &m.prefill.cores[core].code));
   r.where = where + ": decode";
-  return decode_stream(c.decode(), r, &m.decode.cores[core].code);
+  QBC_RETURN_IF_ERROR(decode_stream(c.decode(), r, &m.decode.cores[core].code));
+  if (!m.has_span()) return ok_status();
+  r.where = where + ": span";
+  return decode_stream(c.span(), r, &m.span.cores[core].code);
 }
 
 Status decode_debug(const pb::DebugMap& d, const std::string& where, isa::Bundle* b) {

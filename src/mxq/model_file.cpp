@@ -6,6 +6,7 @@
 #include <google/protobuf/stubs/logging.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -155,7 +156,7 @@ uint64_t compact_weight_features(const isa::Bundle& b) {
   };
   uint64_t bits = 0;
   for (const isa::Mode& m : b.modes) {
-    for (const isa::Program* p : {&m.prefill, &m.decode}) {
+    for (const isa::Program* p : m.programs()) {
       for (const isa::CoreProgram& c : p->cores) {
         for (const isa::Instr& in : c.code) {
           const auto* mm = std::get_if<isa::MatMul>(&in.op);
@@ -168,6 +169,12 @@ uint64_t compact_weight_features(const isa::Bundle& b) {
     }
   }
   return bits;
+}
+
+/// Whether a mode of `b` has a span program (required feature bit 6).
+bool has_span_programs(const isa::Bundle& b) {
+  return std::any_of(b.modes.begin(), b.modes.end(),
+                     [](const isa::Mode& m) { return m.has_span(); });
 }
 
 /// True when every value of `v` is exactly a bf16 (its low 16 bits zero, so widening the
@@ -409,6 +416,7 @@ void lay_out_files(const std::string& path, const fs::path& dir, const isa::Bund
     if (p == 0 && s.i8) h.required_features |= kFeatureEmbeddingI8;
     h.required_features |= compact;
     if (b.rope_inputs.present()) h.required_features |= kFeatureRopeInputs;
+    if (has_span_programs(b)) h.required_features |= kFeatureSpanPrograms;
     if (b.kind == isa::BundleKind::kFeatures || !req.vision.empty())
       h.required_features |= kFeatureVision;
     h.target_word = word;
@@ -662,6 +670,12 @@ Status load_code(const Container& c0, const std::string& file, isa::Bundle& b,
                                  "is not set"
                                : ": required feature bit 3 is set but the layout has no "
                                  "rope-table inputs");
+  if (has_span_programs(b) != ((c0.header().required_features & kFeatureSpanPrograms) != 0))
+    return data_loss(file, has_span_programs(b)
+                               ? ": the layout has span programs but required feature bit 6 is "
+                                 "not set"
+                               : ": required feature bit 6 is set but the layout has no span "
+                                 "programs");
   const uint64_t needed = compact_weight_features(b);
   if ((c0.header().required_features & needed & kFeatureCompactWeights) !=
       (needed & kFeatureCompactWeights))
@@ -692,7 +706,7 @@ Status load_debug(const Container& c0, const std::string& file, const pb::Layout
                      b.passes.size(), " passes, the layout says ", layout.nodes(), " and ",
                      layout.passes());
   for (size_t m = 0; m < b.modes.size(); ++m) {
-    for (const isa::Program* prog : {&b.modes[m].prefill, &b.modes[m].decode}) {
+    for (const isa::Program* prog : b.modes[m].programs()) {
       for (size_t c = 0; c < prog->cores.size(); ++c) {
         const auto& stream = prog->cores[c].code;
         for (size_t i = 0; i < stream.size(); ++i) {

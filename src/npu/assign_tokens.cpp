@@ -105,8 +105,7 @@ Status assign_tokens(Bundle& b, Program& p, int instances) {
 
 Status assign_tokens(Bundle& b) {
   for (Mode& m : b.modes) {
-    QBC_RETURN_IF_ERROR(assign_tokens(b, m.prefill, m.instances));
-    QBC_RETURN_IF_ERROR(assign_tokens(b, m.decode, m.instances));
+    for (Program* p : m.programs()) QBC_RETURN_IF_ERROR(assign_tokens(b, *p, m.instances));
   }
   return ok_status();
 }
@@ -118,7 +117,7 @@ namespace {
 std::vector<int32_t> token_signature(const Bundle& b) {
   std::vector<int32_t> sig;
   for (const Mode& m : b.modes) {
-    for (const Program* p : {&m.prefill, &m.decode}) {
+    for (const Program* p : m.programs()) {
       for (const CoreProgram& cp : p->cores) {
         sig.push_back(static_cast<int32_t>(cp.code.size()));
         for (const Instr& in : cp.code) sig.push_back(in.wait << 8 | in.signal);

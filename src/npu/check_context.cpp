@@ -40,9 +40,14 @@ Status same_sram(const isa::Bundle& a, const isa::Bundle& c, const std::string& 
 
 Status same_lengths(const isa::Bundle& a, const isa::Bundle& c, const std::string& where) {
   for (size_t m = 0; m < a.modes.size(); ++m) {
-    for (int ph = 0; ph < 2; ++ph) {
-      const isa::Program& pa = ph == 0 ? a.modes[m].prefill : a.modes[m].decode;
-      const isa::Program& pc = ph == 0 ? c.modes[m].prefill : c.modes[m].decode;
+    const std::vector<const isa::Program*> progs_a = a.modes[m].programs();
+    const std::vector<const isa::Program*> progs_c = c.modes[m].programs();
+    if (progs_a.size() != progs_c.size())
+      return internal_error(where, isa::scheme_name(a.modes[m].scheme), ": ", progs_a.size(),
+                            " programs vs ", progs_c.size());
+    for (size_t ph = 0; ph < progs_a.size(); ++ph) {
+      const isa::Program& pa = *progs_a[ph];
+      const isa::Program& pc = *progs_c[ph];
       for (size_t k = 0; k < pa.cores.size(); ++k) {
         const std::vector<isa::Instr>& ca = pa.cores[k].code;
         const std::vector<isa::Instr>& cc = pc.cores[k].code;

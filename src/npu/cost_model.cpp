@@ -530,7 +530,10 @@ CallCost CallReplay::result() {
 
 StatusOr<CallCost> estimate_call(const isa::Bundle& b, const isa::Mode& mode, const CallSpec& spec,
                                  const CostParams& p) {
-  const isa::Program& prog = spec.phase == isa::Phase::kPrefill ? mode.prefill : mode.decode;
+  const isa::Program& prog = mode.program(spec.phase);
+  if (prog.cores.empty())
+    return invalid_argument("cost model: the mode has no ", isa::phase_name(spec.phase),
+                            " program");
   if (spec.seq < 1 || spec.seq > prog.max_seq || spec.start < 0 ||
       spec.start + spec.seq > b.max_cache) {
     return invalid_argument("cost model: ", isa::phase_name(spec.phase), " call with start ",

@@ -21,7 +21,7 @@ using ir::Op;
 /// The streams of every core of `prog` for mode `m` and `phase`.
 Status lower_program(Context& cx, const ModeRequest& m, isa::Phase phase, isa::Program* prog) {
   prog->phase = phase;
-  prog->max_seq = phase == isa::Phase::kPrefill ? cx.o.chunk : 1;
+  prog->max_seq = phase == isa::Phase::kDecode ? 1 : cx.o.chunk;
   const std::string prefix =
       std::string(isa::scheme_name(m.scheme)) + "." + isa::phase_name(phase) + ".";
   const auto& nodes = cx.g.nodes();
@@ -30,6 +30,7 @@ Status lower_program(Context& cx, const ModeRequest& m, isa::Phase phase, isa::P
     cp.core = c;
     Stream s(&cp.code);
     CoreLowering L{cx, s, c, m.cores, prog->max_seq, prefix};
+    L.span = phase == isa::Phase::kSpan;
     // A feature graph (docs/npu.md "Feature bundles") has no decode program: its streams
     // stay empty.
     const bool empty = phase == isa::Phase::kDecode && cx.plan.features();
@@ -62,7 +63,7 @@ Status lower_program(Context& cx, const ModeRequest& m, isa::Phase phase, isa::P
   return ok_status();
 }
 
-/// lower: every mode's prefill and decode programs.
+/// lower: every mode's prefill and decode programs (and span programs when asked).
 class Lower final : public pass::Pass<Context> {
  public:
   std::string name() const override { return "lower"; }
@@ -77,7 +78,12 @@ class Lower final : public pass::Pass<Context> {
       mode.instances = m.instances;
       QBC_RETURN_IF_ERROR(lower_program(cx, m, isa::Phase::kPrefill, &mode.prefill));
       QBC_RETURN_IF_ERROR(lower_program(cx, m, isa::Phase::kDecode, &mode.decode));
-      for (const isa::Program* p : {&mode.prefill, &mode.decode}) {
+      if (cx.o.span_programs) {
+        if (cx.plan.features())
+          return invalid_argument("lower: span programs requested for a feature graph");
+        QBC_RETURN_IF_ERROR(lower_program(cx, m, isa::Phase::kSpan, &mode.span));
+      }
+      for (const isa::Program* p : mode.programs()) {
         for (const isa::CoreProgram& cp : p->cores) emitted = emitted || !cp.code.empty();
       }
       cx.b.modes.push_back(std::move(mode));

@@ -226,6 +226,7 @@ void AttentionLowering::chunk_loop(int64_t h, bool with_v, isa::MaxMode mode, co
   qk.kv_head = h;
   qk.max_mode = mode;
   qk.attn = qk_attn_ >= 0 ? qk_attn_ : ai_.desc;
+  qk.span = L_.span;
   L_.s.emit(qk, Queue::kCompute, id_, pass_);
   if (with_v) {
     isa::ExpAccum e;
@@ -345,9 +346,15 @@ void AttentionLowering::attend() {
   const Expr qpos0 = d_.bidirectional ? seq_ - Expr(1) : start_ + row0;
   L_.s.emit(L_.load_rows(loc(n_.operands[0].value), qt_, row0, rows), Queue::kLoad, id_, pass_);
   prepare_queries(rows);
-  // Chunks the row tile sees: from the window's first position (or 0) to its last query.
-  const Expr last_q = d_.bidirectional ? qpos0 : qpos0 + rows - Expr(1);
-  const Expr lo = d_.window > 0 ? (qpos0 - Expr(d_.window - 1)).max(Expr(0)) : Expr(0);
+  // Chunks the row tile sees: from the window's first position (or 0) to its last query. In a
+  // span program every row also sees the call's keys [start, start + seq - 1] (QkScores::span;
+  // append() stored them all before this loop).
+  const Expr last_q = d_.bidirectional ? qpos0
+                      : L_.span        ? start_ + seq_ - Expr(1)
+                                       : qpos0 + rows - Expr(1);
+  const Expr first_q =
+      L_.span ? (qpos0 - Expr(d_.window - 1)).min(start_) : qpos0 - Expr(d_.window - 1);
+  const Expr lo = d_.window > 0 ? first_q.max(Expr(0)) : Expr(0);
   chunk_first_ = lo.floordiv(Expr(bc_));
   const Expr count = last_q.floordiv(Expr(bc_)) - chunk_first_ + Expr(1);
   chunk_trip_ = (count - Expr(L_.c)).ceildiv(Expr(L_.P)).max(Expr(0));

@@ -61,6 +61,7 @@ struct CoreLowering {
   std::string prefix;  ///< "<scheme>.<phase>." of the program
   int32_t bar = 0;     ///< the next barrier id
   int stage = 0;       ///< the current SRAM stage (buffer names)
+  bool span = false;   ///< a span program: each call is one bidirectional span
 
   /// A fresh SRAM stage of this core named after `name`, for stage `stage` of the plan
   /// (whose `used` bytes it records).

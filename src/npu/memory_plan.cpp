@@ -57,7 +57,7 @@ int64_t program_size_estimate(const isa::Bundle& b) {
   // MXQ issue replaces this with the encoded section size).
   int64_t bytes = 0;
   for (const isa::Mode& m : b.modes) {
-    for (const isa::Program* p : {&m.prefill, &m.decode}) {
+    for (const isa::Program* p : m.programs()) {
       for (const isa::CoreProgram& c : p->cores) bytes += static_cast<int64_t>(c.code.size()) * 64;
     }
   }

@@ -68,7 +68,7 @@ std::vector<bool> read_only_buffers(const isa::Bundle& b, const isa::Mode& m) {
         buf.offset, buf.offset + (m.instances - 1) * buf.slot_stride + buf.bytes);
   };
   std::vector<std::pair<int64_t, int64_t>> written;
-  for (const isa::Program* p : {&m.prefill, &m.decode}) {
+  for (const isa::Program* p : m.programs()) {
     for (const isa::CoreProgram& cp : p->cores) {
       for (const isa::Instr& in : cp.code) {
         const auto* d = std::get_if<isa::Dma>(&in.op);
@@ -113,12 +113,12 @@ struct Device::Impl {
   std::vector<CoreData> data;                 // per physical core
   Decoded decoded;
   std::unique_ptr<ThreadPool> pool;
-  std::vector<Interpreter> prefill, decode;  // per stream of each program
-  bool profile = false;                      // QBC_EXEC_PROFILE: time every instruction
-  bool profile_cpu = false;                  // QBC_EXEC_PROFILE=cpu: in thread CPU time
-  bool counters_only = false;                // DeviceOptions::counters_only: no memory
-  std::vector<int32_t> placement;            // DeviceOptions::cores
-  std::vector<uint8_t> weights;              // DeviceOptions::take_image: the weight memory
+  std::vector<Interpreter> prefill, decode, span;  // per stream of each program
+  bool profile = false;                            // QBC_EXEC_PROFILE: time every instruction
+  bool profile_cpu = false;                        // QBC_EXEC_PROFILE=cpu: in thread CPU time
+  bool counters_only = false;                      // DeviceOptions::counters_only: no memory
+  std::vector<int32_t> placement;                  // DeviceOptions::cores
+  std::vector<uint8_t> weights;                    // DeviceOptions::take_image: the weight memory
   uint8_t* mapped = nullptr;  // or the bundle's viewed image (Bundle::image_view; the bundle,
                               // which this device holds, keeps it alive)
   int64_t weights_base = 0, weights_bytes = 0;
@@ -252,6 +252,8 @@ StatusOr<std::shared_ptr<Device>> Device::create(std::shared_ptr<const isa::Bund
     impl->prefill.emplace_back(b, m.prefill, i, impl->layout.loop_vars[0]);
   for (size_t i = 0; i < m.decode.cores.size(); ++i)
     impl->decode.emplace_back(b, m.decode, i, impl->layout.loop_vars[1]);
+  for (size_t i = 0; i < m.span.cores.size(); ++i)
+    impl->span.emplace_back(b, m.span, i, impl->layout.loop_vars[2]);
   impl->bundle = std::move(bundle);
   return std::shared_ptr<Device>(new Device(std::move(impl)));
 }
@@ -262,9 +264,11 @@ Status Device::run(isa::Phase phase, int slot, int64_t start, int64_t seq) {
 
 Status Device::Impl::run(isa::Phase phase, int slot, int64_t start, int64_t seq) {
   const isa::Bundle& b = *bundle;
-  const isa::Program& p = phase == isa::Phase::kPrefill ? mode->prefill : mode->decode;
+  const isa::Program& p = mode->program(phase);
   const std::string where =
       std::string(isa::scheme_name(mode->scheme)) + " " + isa::phase_name(phase);
+  if (p.cores.empty())
+    return failed_precondition(where, ": the file has no ", isa::phase_name(phase), " program");
   if (slot < 0 || slot >= mode->instances)
     return invalid_argument(where, ": slot ", slot, " outside the mode's ", mode->instances,
                             " instances");
@@ -281,7 +285,9 @@ Status Device::Impl::run(isa::Phase phase, int slot, int64_t start, int64_t seq)
     return resource_exhausted(where, ": position ", start, " + ", seq,
                               " tokens exceed the KV cache capacity max_cache ", b.max_cache);
   }
-  std::vector<Interpreter>& streams = phase == isa::Phase::kPrefill ? prefill : decode;
+  std::vector<Interpreter>& streams = phase == isa::Phase::kPrefill  ? prefill
+                                      : phase == isa::Phase::kDecode ? decode
+                                                                     : span;
   std::vector<Core> cores;
   cores.reserve(streams.size());
   for (size_t i = 0; i < streams.size(); ++i) {

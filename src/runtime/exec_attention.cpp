@@ -239,10 +239,17 @@ Status exec(const isa::QkScores& op, Core& c) {
 
   // Keys every query masks (after the last, before the first's window, before 0) are -inf
   // for every row: only keys [j0, j1) of the block are scored.
-  // A bidirectional attention's rows all sit at qpos0 (the key range's last position).
+  // A bidirectional attention's rows all sit at qpos0 (the key range's last position). A span
+  // call's rows also see the call's keys [span_lo, span_hi] (isa::QkScores::span).
   const int64_t qstep = d.bidirectional ? 0 : 1;
-  const int64_t last = qpos0 + qstep * (rows - 1);
-  const int64_t first = std::max<int64_t>(0, d.window > 0 ? qpos0 - d.window + 1 : 0);
+  const int64_t span_lo = c.env.sym[static_cast<int>(isa::Sym::kStart)];
+  const int64_t span_hi = op.span ? span_lo + c.env.sym[static_cast<int>(isa::Sym::kSeq)] - 1 : -1;
+  const auto visible_lo = [&](int64_t qpos) {
+    const int64_t w = d.window > 0 ? qpos - d.window + 1 : 0;
+    return std::max<int64_t>(0, op.span ? std::min(w, span_lo) : w);
+  };
+  const int64_t last = std::max(qpos0 + qstep * (rows - 1), span_hi);
+  const int64_t first = visible_lo(qpos0);
   const int64_t j0 = std::clamp<int64_t>(first - kpos0, 0, bc);
   const int64_t j1 = std::max(j0, std::clamp<int64_t>(last - kpos0 + 1, 0, bc));
   const int64_t nk = j1 - j0, rq = rows * g;
@@ -287,7 +294,7 @@ Status exec(const isa::QkScores& op, Core& c) {
         std::vector<float> corr(static_cast<size_t>(fast && rot ? nk : 0));
         for (int64_t r = r0; r < r1; ++r) {
           const int64_t qpos = qpos0 + qstep * r;
-          const int64_t lo = d.window > 0 ? qpos - d.window + 1 : 0;
+          const int64_t lo = visible_lo(qpos), hi = std::max(qpos, span_hi);
           for (int64_t i = 0; i < g; ++i) {
             const int64_t row = r * g + i;
             const float mq = mqs[static_cast<size_t>(row)];
@@ -299,10 +306,10 @@ Status exec(const isa::QkScores& op, Core& c) {
               qc.mq = mq;
             }
             const int32_t* drow = fast ? dots.data() + (row - r0 * g) * nk : nullptr;
-            // Keys [jlo, jhi) of the block are visible to this query (kpos in [max(0, lo),
-            // qpos]); the rest score -inf, which leaves the running max as it is.
-            const int64_t jlo = std::clamp<int64_t>(std::max<int64_t>(lo, 0) - kpos0, 0, bc);
-            const int64_t jhi = std::max(jlo, std::clamp<int64_t>(qpos - kpos0 + 1, 0, bc));
+            // Keys [jlo, jhi) of the block are visible to this query (kpos in [lo, hi]); the
+            // rest score -inf, which leaves the running max as it is.
+            const int64_t jlo = std::clamp<int64_t>(lo - kpos0, 0, bc);
+            const int64_t jhi = std::max(jlo, std::clamp<int64_t>(hi - kpos0 + 1, 0, bc));
             float* sc = scores.data();
             std::fill(sc, sc + jlo, neg_inf);
             std::fill(sc + jhi, sc + bc, neg_inf);

@@ -85,15 +85,19 @@ Status NpuSession::forward(const std::vector<int32_t>& tokens, std::vector<float
   const int64_t hidden = device_->bundle().hidden;
   const int64_t first = splice_next_;
   const int64_t total = static_cast<int64_t>(splice_rows_.size()) / hidden;
+  std::vector<bool> spliced(tokens.size(), false);
   for (size_t i = 0; i < tokens.size() && splice_token_ >= 0; ++i) {
     if (tokens[i] != splice_token_ || splice_next_ >= total) continue;
     std::memcpy(x.data() + static_cast<int64_t>(i) * hidden,
                 splice_rows_.data() + splice_next_ * hidden, sizeof(float) * hidden);
     ++splice_next_;
+    spliced[i] = true;
   }
   const auto seq = static_cast<int64_t>(tokens.size());
   Status s;
-  if (positions_pending() > 0) {  // this call's columns of each stream
+  if (has_span_program() && splice_next_ > first && positions_pending() == 0) {
+    s = forward_spans(x, spliced, logits);
+  } else if (positions_pending() > 0) {  // this call's columns of each stream
     if (positions_pending() < seq) {
       splice_next_ = first;
       return invalid_argument("forward: ", seq, " tokens, but only ", positions_pending(),
@@ -114,6 +118,52 @@ Status NpuSession::forward(const std::vector<int32_t>& tokens, std::vector<float
 }
 
 bool NpuSession::mrope() const { return device_->bundle().rope_inputs.present(); }
+
+bool NpuSession::has_span_program() const { return device_->mode().has_span(); }
+
+Status NpuSession::forward_spans(const std::vector<float>& x, const std::vector<bool>& spliced,
+                                 std::vector<float>* logits) {
+  const isa::Bundle& b = device_->bundle();
+  const auto seq = static_cast<int64_t>(spliced.size());
+  if (position_ + seq > b.max_cache)
+    return resource_exhausted("KV cache capacity: ", position_, " cached + ", seq,
+                              " new tokens exceed max_cache ", b.max_cache);
+  if (logits != nullptr) logits->assign(static_cast<size_t>(seq * b.vocab), 0.0f);
+  std::vector<float> part, out;
+  for (int64_t t = 0; t < seq;) {
+    int64_t e = t + 1;
+    while (e < seq && spliced[static_cast<size_t>(e)] == spliced[static_cast<size_t>(t)]) ++e;
+    part.assign(x.begin() + t * b.hidden, x.begin() + e * b.hidden);
+    if (spliced[static_cast<size_t>(t)]) {
+      QBC_RETURN_IF_ERROR(forward_embeds_span(part, e - t, logits != nullptr ? &out : nullptr));
+    } else {
+      QBC_RETURN_IF_ERROR(run_chunks(part, e - t, logits != nullptr ? &out : nullptr, nullptr));
+    }
+    if (logits != nullptr) std::copy(out.begin(), out.end(), logits->begin() + t * b.vocab);
+    t = e;
+  }
+  return ok_status();
+}
+
+Status NpuSession::forward_embeds_span(const std::vector<float>& embeds, int64_t seq,
+                                       std::vector<float>* logits) {
+  const isa::Bundle& b = device_->bundle();
+  if (!has_span_program())
+    return failed_precondition(
+        "forward_embeds_span: the file has no span program (only a Gemma 3 VLM's has one)");
+  if (seq <= 0 || static_cast<int64_t>(embeds.size()) != seq * b.hidden)
+    return invalid_argument("forward_embeds_span: ", embeds.size(), " values for ", seq,
+                            " tokens of hidden size ", b.hidden);
+  if (seq > b.chunk)
+    return invalid_argument("a bidirectional span of ", seq,
+                            " tokens does not fit one call of the compiled chunk ", b.chunk,
+                            " (compile with llm.attributes.maxCoreDataLength >= ", seq, ")");
+  if (position_ + seq > b.max_cache)
+    return resource_exhausted("KV cache capacity: ", position_, " cached + ", seq,
+                              " new tokens exceed max_cache ", b.max_cache);
+  if (logits != nullptr) logits->assign(static_cast<size_t>(seq * b.vocab), 0.0f);
+  return call(embeds.data(), seq, logits != nullptr ? logits->data() : nullptr, nullptr, true);
+}
 
 Status NpuSession::set_positions(std::vector<int64_t> positions) {
   if (!mrope())
@@ -232,7 +282,7 @@ Status NpuSession::write_rope_tables(int64_t seq, const std::vector<int64_t>* mr
 }
 
 Status NpuSession::call(const float* embeds, int64_t seq, float* logits,
-                        const std::vector<int64_t>* mrope) {
+                        const std::vector<int64_t>* mrope, bool span) {
   const isa::Bundle& b = device_->bundle();
   if (b.rope_inputs.present()) QBC_RETURN_IF_ERROR(write_rope_tables(seq, mrope));
   uint8_t* in = device_->dram(device_->address(b.input, slot_), seq * b.hidden * 2);
@@ -242,7 +292,9 @@ Status NpuSession::call(const float* embeds, int64_t seq, float* logits,
   std::vector<float> rounded(static_cast<size_t>(seq * b.hidden));
   for (size_t i = 0; i < rounded.size(); ++i) rounded[i] = numerics::round_fp16(embeds[i]);
   store_f16(rounded.data(), static_cast<int64_t>(rounded.size()), in);
-  const isa::Phase phase = seq == 1 ? isa::Phase::kDecode : isa::Phase::kPrefill;
+  const isa::Phase phase = span       ? isa::Phase::kSpan
+                           : seq == 1 ? isa::Phase::kDecode
+                                      : isa::Phase::kPrefill;
   QBC_RETURN_IF_ERROR(device_->run(phase, slot_, position_, seq)
                           .with_context("position ", position_, ", ", seq, " tokens"));
   position_ += seq;

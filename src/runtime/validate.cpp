@@ -376,6 +376,13 @@ StatusOr<BundleLayout> validate_bundle(const isa::Bundle& b, const isa::Mode& m)
   QBC_RETURN_IF_ERROR(check_tables(b));
   QBC_RETURN_IF_ERROR(check_program(b, m, m.prefill, isa::Phase::kPrefill, &layout.loop_vars[0]));
   QBC_RETURN_IF_ERROR(check_program(b, m, m.decode, isa::Phase::kDecode, &layout.loop_vars[1]));
+  if (m.has_span()) {
+    if (b.kind != isa::BundleKind::kDecoder || m.span.max_seq != m.prefill.max_seq)
+      return invalid_argument("span program: max_seq ", m.span.max_seq, " (the prefill's ",
+                              m.prefill.max_seq, ") in a ",
+                              b.kind == isa::BundleKind::kDecoder ? "decoder" : "feature bundle");
+    QBC_RETURN_IF_ERROR(check_program(b, m, m.span, isa::Phase::kSpan, &layout.loop_vars[2]));
+  }
   return layout;
 }
 

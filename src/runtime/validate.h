@@ -14,8 +14,8 @@ namespace qbc::runtime {
 
 /// What create() needs to know about a checked bundle.
 struct BundleLayout {
-  int64_t dram_size = 0;          ///< highest DRAM end of any buffer (every slot) or the image
-  int32_t loop_vars[2] = {0, 0};  ///< loop variables of the prefill and decode programs
+  int64_t dram_size = 0;             ///< highest DRAM end of any buffer (every slot) or the image
+  int32_t loop_vars[3] = {0, 0, 0};  ///< loop variables of the prefill, decode and span programs
 };
 
 /// Checks `b` for running mode `m` (an element of b.modes) and returns its layout.

@@ -191,6 +191,10 @@ struct HParams {
   /// turn (t, h, w, t, h, w, ...) instead of in sections; with its DeepStack inputs, what the
   /// decoder graph does not build yet (`qbc plan` reads such a config).
   bool mrope_interleaved = false;
+  /// Gemma 3's VLM (Gemma3ForConditionalGeneration): the tokens of one image attend to each
+  /// other bidirectionally (HF's token_type_ids mask); its tokens per image
+  /// (mm_tokens_per_image), recorded as graph metadata "attention.image_span". 0: causal only.
+  int64_t image_span_tokens = 0;
 
   double attn_logit_softcap = 0.0;   ///< 0 = no soft-capping.
   double final_logit_softcap = 0.0;  ///< 0 = no soft-capping.

@@ -26,6 +26,10 @@ struct ImportOptions {
   int64_t max_cache_length = 4096;
 };
 
+/// Graph metadata of a Gemma 3 VLM's language graph: the tokens per image, which attend to each
+/// other bidirectionally (HParams::image_span_tokens; the backend compiles span programs).
+inline constexpr const char* kImageSpanMetadata = "attention.image_span";
+
 /// The graph for `hp`, with every weight referring to its HF tensor name. The
 /// result verifies. Weight shapes are those HF stores; the importer that reads
 /// files checks the files against them.

@@ -507,7 +507,10 @@ struct OpRow<QueryPrep> {
 /// correction): scores fp32 [rows*g, bc] (numerics key_score, with
 /// rope(m) at the key's position under rotating offsets); a key after the query (qpos0 + r),
 /// outside the window or before position 0 scores −inf. max_mode: kNone leaves rowmax,
-/// kInit sets it to this chunk's row max, kUpdate takes the max with it.
+/// kInit sets it to this chunk's row max, kUpdate takes the max with it. With `span` (a span
+/// program: the call is one bidirectional span, numerics::attention's span rule) every row
+/// also sees the call's keys: the query at p sees [max(0, min(p − window + 1, start)),
+/// max(p, start + seq − 1)] (start and seq: the call's Sym values; no window: from 0).
 enum class MaxMode : uint8_t { kNone, kInit, kUpdate };
 const char* max_mode_name(MaxMode m);
 struct QkScores {
@@ -516,6 +519,7 @@ struct QkScores {
   int64_t bc = 0, kv_head = 0;
   MaxMode max_mode = MaxMode::kNone;
   int32_t attn = -1;
+  bool span = false;
 };
 
 template <>
@@ -535,7 +539,8 @@ struct OpRow<QkScores> {
       enumeration("max", &QkScores::max_mode, 3, max_mode_name)
           .unless_default()
           .proto_named("max_mode"),
-      index("attn", &QkScores::attn, FieldKind::kAttn));
+      index("attn", &QkScores::attn, FieldKind::kAttn),
+      flag("span", &QkScores::span).unless_default());
   template <class S>
   static void accesses(const QkScores& q, S& s) {
     const auto& a = s.attn(q.attn);

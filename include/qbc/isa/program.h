@@ -128,7 +128,9 @@ struct FeatureInput {
   int64_t width = 0, stride = 0;
 };
 
-enum class Phase : uint8_t { kPrefill, kDecode };
+/// kSpan: a decoder's prefill program whose calls are each one bidirectional span (a Gemma 3
+/// image: every token of the call sees every key of the call; QkScores::span).
+enum class Phase : uint8_t { kPrefill, kDecode, kSpan };
 const char* phase_name(Phase p);
 
 struct CoreProgram {
@@ -149,6 +151,18 @@ struct Mode {
   int32_t cores_per_instance = 1;
   int32_t instances = 1;
   Program prefill, decode;
+  /// A prefill program for bidirectional spans (Phase::kSpan), or no streams when the model
+  /// has none (every model but a Gemma 3 VLM's language part).
+  Program span{Phase::kSpan, 1, {}};
+
+  bool has_span() const { return !span.cores.empty(); }
+  /// The program of phase `p`.
+  const Program& program(Phase p) const {
+    return p == Phase::kPrefill ? prefill : p == Phase::kDecode ? decode : span;
+  }
+  /// prefill, decode and, when present, span.
+  std::vector<const Program*> programs() const;
+  std::vector<Program*> programs();
 };
 
 /// DRAM map summary (bytes), as `qbc inspect --memory --json` prints it.

@@ -45,6 +45,9 @@ struct Options {
   int64_t max_cache = 4096;        ///< KV capacity per sequence (llm.attributes.maxCacheLength)
   int64_t chunk = 128;             ///< prefill tokens per call (llm.attributes.maxCoreDataLength)
   int64_t batch = 1;               ///< sequences with their own KV region (runtime.batchSize)
+  /// Also a span program per mode (isa::Phase::kSpan): calls that are one bidirectional span
+  /// (a Gemma 3 VLM's images). Decoders only.
+  bool span_programs = false;
 };
 
 /// The backend's passes, by registry name (docs/npu.md "Passes"): plan-tiles,

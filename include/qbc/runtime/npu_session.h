@@ -36,6 +36,15 @@ class NpuSession final : public runner::Runner {
   /// that delta in all three streams.
   Status forward_embeds_mrope(const std::vector<float>& embeds, int64_t seq,
                               const std::vector<int64_t>& positions, std::vector<float>* logits);
+  /// `seq` tokens as one bidirectional span (a Gemma 3 image: every token sees every token of
+  /// the call, and the window before the first; numerics::attention's span rule) in one call
+  /// of the file's span program. kFailedPrecondition when the file has none, kInvalidArgument
+  /// when seq exceeds the compiled chunk (a span cannot be split across calls).
+  Status forward_embeds_span(const std::vector<float>& embeds, int64_t seq,
+                             std::vector<float>* logits);
+  /// Whether the file has span programs (then forward() runs every run of spliced rows as one
+  /// span call).
+  bool has_span_program() const;
   /// Sets the position to 0 (and the M-RoPE delta) and drops pending spliced rows and
   /// positions; cached
   /// entries past the position are never read again.
@@ -46,7 +55,9 @@ class NpuSession final : public runner::Runner {
   }
   /// Rows that forward() uses instead of the embedding of the next occurrences of `token` (an
   /// image's features at its placeholder tokens), one row each, in order, until they are used
-  /// up. `rows` is [n, hidden]; kInvalidArgument otherwise or for a token outside the vocabulary.
+  /// up. With span programs (has_span_program) each run of consecutive tokens that take rows
+  /// is one span call (forward_embeds_span), the text around it ordinary calls. `rows` is [n,
+  /// hidden]; kInvalidArgument otherwise or for a token outside the vocabulary.
   Status splice(int32_t token, std::vector<float> rows);
   /// Spliced rows not used yet.
   int64_t rows_pending() const;
@@ -103,7 +114,11 @@ class NpuSession final : public runner::Runner {
   /// One device call of `seq` <= chunk tokens from rows `embeds` [seq, hidden]; `mrope`, when
   /// not null, holds the call's 3-stream positions, stream-major [3, seq].
   Status call(const float* embeds, int64_t seq, float* logits,
-              const std::vector<int64_t>* mrope = nullptr);
+              const std::vector<int64_t>* mrope = nullptr, bool span = false);
+  /// forward() on a model with span programs: `x` [seq, hidden] with the spliced rows at
+  /// `spliced` (true per token) run as text calls and one span call per run of spliced rows.
+  Status forward_spans(const std::vector<float>& x, const std::vector<bool>& spliced,
+                       std::vector<float>* logits);
   /// Chunks of at most Bundle::chunk tokens; `mrope` as in call, [3, seq].
   Status run_chunks(const std::vector<float>& embeds, int64_t seq, std::vector<float>* logits,
                     const std::vector<int64_t>* mrope);

@@ -615,6 +615,50 @@ TEST(IsaVerify, V10BidirectionalAttentionInADecoder) {
       "V10 (feature interface): ", {"bidirectional in a decoder bundle"});
 }
 
+/// small_bundle with a span program: a copy of its prefill (it has no qk_scores).
+Bundle span_bundle() {
+  Bundle b = small_bundle();
+  b.modes[0].span = b.modes[0].prefill;
+  b.modes[0].span.phase = Phase::kSpan;
+  return b;
+}
+
+TEST(IsaVerify, SpanProgramVerifies) {
+  const Bundle b = span_bundle();
+  ASSERT_TRUE(b.modes[0].has_span());
+  EXPECT_EQ(b.modes[0].programs().size(), 3u);
+  QBC_ASSERT_OK(verify(b));
+}
+
+TEST(IsaVerify, V10SpanProgramInAFeatureBundle) {
+  expect_feature_broken(
+      [](Bundle& b) {
+        b.modes[0].span = b.modes[0].prefill;
+        b.modes[0].span.phase = Phase::kSpan;
+      },
+      {"mode 0 (single): a span program in a feature bundle"});
+}
+
+TEST(IsaVerify, V10SpanProgramOfAnotherMaxSeq) {
+  Bundle b = span_bundle();
+  b.modes[0].span.max_seq = b.modes[0].prefill.max_seq + 1;
+  const Status st = verify(b);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.message().rfind("V10 (feature interface): ", 0), 0u) << st.message();
+  EXPECT_TRUE(contains(st.message(), "is not the prefill's")) << st.message();
+}
+
+TEST(IsaVerify, SpanProgramOfTheWrongPhaseOrStreams) {
+  Bundle b = span_bundle();
+  b.modes[0].span.phase = Phase::kPrefill;
+  EXPECT_FALSE(verify(b).ok());
+  b = span_bundle();
+  b.modes[0].span.cores.push_back(b.modes[0].span.cores[0]);
+  const Status st = verify(b);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(contains(st.message(), "span: 2 streams")) << st.message();
+}
+
 TEST(IsaVerify, V10DecoderWithFeatureInputs) {
   expect_broken(
       [](Bundle& b, auto&) {

@@ -344,7 +344,7 @@ TEST(MxqReader, WrongTargetWordFeatureBitsAndVersionAreRefused) {
   EXPECT_EQ(exit_code_for(m.status()), kExitBadInput);
   EXPECT_TRUE(contains(m.status().message(), "target word")) << m.status().to_string();
   s = compiled().bytes;
-  put_u64(s, kRequired, 1u << 6);  // the first bit no reader knows
+  put_u64(s, kRequired, 1u << 7);  // the first bit no reader knows
   reseal(s, false);
   m = load(s);
   ASSERT_FALSE(m.ok());
@@ -358,6 +358,17 @@ TEST(MxqReader, WrongTargetWordFeatureBitsAndVersionAreRefused) {
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(exit_code_for(m.status()), kExitBadInput);
   EXPECT_TRUE(contains(m.status().message(), "no vision part")) << m.status().to_string();
+  // Bit 6 (span programs) on a file without them: known, refused, naming the bit.
+  s = compiled().bytes;
+  put_u64(s, kRequired, get_u64(s, kRequired) | (1u << 6));
+  reseal(s, false);
+  m = load(s);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(exit_code_for(m.status()), kExitBadInput);
+  EXPECT_TRUE(contains(m.status().message(),
+                       "required feature bit 6 is set but the layout has no "
+                       "span programs"))
+      << m.status().to_string();
   s = compiled().bytes;
   s[kMajor] = 2;
   reseal(s, false);

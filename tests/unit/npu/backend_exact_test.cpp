@@ -17,7 +17,14 @@
 #include "qbc/driver/mxq_output.h"
 #include "qbc/driver/quantize.h"
 #include "qbc/ir/verifier.h"
+#include "qbc/ir/weight_reader.h"
+#include "qbc/isa/text.h"
+#include "qbc/isa/text_parser.h"
+#include "qbc/isa/verify.h"
+#include "qbc/mxq/container.h"
+#include "qbc/quant/fakequant.h"
 #include "qbc/runtime/device.h"
+#include "qbc/runtime/model.h"
 #include "qbc/runtime/npu_session.h"
 #include "test_support.h"
 #include "unit/npu/quantized_case.h"
@@ -339,6 +346,143 @@ StatusOr<std::shared_ptr<runtime::Device>> device_for(const Quantized& q, const 
   QBC_ASSIGN_OR_RETURN(isa::Bundle b, driver::compile_backend(q.model, o));
   auto bundle = std::make_shared<const isa::Bundle>(std::move(b));
   return runtime::Device::create(bundle, runtime::DeviceOptions{});
+}
+
+// Span programs (a Gemma 3 VLM's image: isa::Phase::kSpan, QkScores::span): text, a span of 20
+// tokens as one call, text, then decode, on Gemma 3's local/global layers with a window of 8
+// (shorter than the span, so the window's base and the span's reach both bind), equal the
+// fake-quant evaluator's forward_embeds_span bit for bit over schemes, targets and chunks; the
+// span makes a difference (the causal evaluator differs); the text around it runs the ordinary
+// programs; a span longer than the chunk is refused.
+TEST(BackendSpan, SpanCallsEqualTheEvaluatorsSpanBitForBit) {
+  testing::TransformCase c;
+  for (const testing::TransformCase& k : backend_cases())
+    if (k.name == "gemma3_local_global") c = k;
+  ASSERT_EQ(c.name, "gemma3_local_global");
+  QBC_REQUIRE_TRANSFORM_CASE(shared, c);
+  auto q = quantize_case(c, false);
+  QBC_ASSERT_OK(q);
+  const driver::LoadedModel* lm = &q->model;
+  const ir::WeightReader reader = [lm](const ir::Weight& w, std::vector<float>* out) {
+    return driver::read_weight(*lm, w, out);
+  };
+  const std::vector<int32_t> ids = test_ids(256, 31);
+  const int64_t a = 5, b = 25, n = 31;  // text [0, a), the span [a, b), text [b, n)
+  auto fq = quant::FakeQuantSession::create(q->model.graph, reader);
+  QBC_ASSERT_OK(fq);
+  std::vector<float> x;
+  QBC_ASSERT_OK((*fq)->embed(ids, &x));
+  const int64_t h = (*fq)->hidden_size();
+  const auto rows = [&](int64_t lo, int64_t hi) {
+    return std::vector<float>(x.begin() + lo * h, x.begin() + hi * h);
+  };
+  std::vector<float> want, part;
+  QBC_ASSERT_OK((*fq)->forward_embeds(rows(0, a), a, &part));
+  want = part;
+  QBC_ASSERT_OK((*fq)->forward_embeds_span(rows(a, b), b - a, &part));
+  want.insert(want.end(), part.begin(), part.end());
+  QBC_ASSERT_OK((*fq)->forward_embeds(rows(b, n), n - b, &part));
+  want.insert(want.end(), part.begin(), part.end());
+  std::vector<float> want_next;
+  QBC_ASSERT_OK((*fq)->forward({7}, &want_next));
+  {
+    auto causal = quant::FakeQuantSession::create(q->model.graph, reader);
+    QBC_ASSERT_OK(causal);
+    std::vector<float> c_logits;
+    QBC_ASSERT_OK((*causal)->forward_embeds(x, n, &c_logits));
+    ASSERT_EQ(c_logits.size(), want.size());
+    EXPECT_EQ(first_difference(c_logits, want), static_cast<size_t>(a * (*fq)->vocab_size()))
+        << "the text before the span is causal; the span's first row differs";
+  }
+  const Deployment deployments[] = {
+      {"aries-rb", 1, 20}, {"aries-rb", 8, 32}, {"test-2core", 2, 24}, {"aries-rb", 4, 64}};
+  for (const Deployment& d : deployments) {
+    config::LoadRequest req;
+    req.sets = {"targetProfile=" + d.target};
+    auto cfg = config::resolve(req);
+    QBC_ASSERT_OK(cfg);
+    auto o = driver::backend_options(q->model.graph, *cfg);
+    QBC_ASSERT_OK(o);
+    o->modes = {npu::ModeRequest{d.cores == 1   ? isa::Scheme::kSingle
+                                 : d.cores == 8 ? isa::Scheme::kGlobal8
+                                                : isa::Scheme::kGlobal4,
+                                 d.cores, 1}};
+    o->chunk = std::min(d.chunk, o->max_cache);
+    o->span_programs = true;
+    auto bundle = driver::compile_backend(q->model, *o);
+    QBC_ASSERT_OK(bundle);
+    ASSERT_TRUE(bundle->modes.front().has_span());
+    QBC_ASSERT_OK(isa::verify(*bundle));
+    // V10: the span flag belongs to the span program's qk_scores, and only to them.
+    for (const bool in_span : {false, true}) {
+      isa::Bundle broken = *bundle;
+      isa::Program& p = in_span ? broken.modes[0].span : broken.modes[0].prefill;
+      bool flipped = false;
+      for (isa::Instr& in : p.cores[0].code) {
+        auto* qk = std::get_if<isa::QkScores>(&in.op);
+        if (qk == nullptr || flipped) continue;
+        qk->span = !qk->span;
+        flipped = true;
+      }
+      ASSERT_TRUE(flipped);
+      const Status st = isa::verify(broken);
+      EXPECT_EQ(st.message().rfind("V10 ", 0), 0u) << st.to_string();
+      EXPECT_NE(st.message().find(in_span ? "without span in a span program"
+                                          : "with span outside a span program"),
+                std::string::npos)
+          << st.to_string();
+    }
+    // The text form prints the span program and reads it back.
+    const std::string text = isa::print_bundle(*bundle, isa::PrintOptions{});
+    EXPECT_NE(text.find("  span max_seq="), std::string::npos);
+    EXPECT_NE(text.find("span=true"), std::string::npos);
+    auto parsed = isa::parse_bundle(text);
+    QBC_ASSERT_OK(parsed);
+    EXPECT_TRUE(parsed->modes.front().has_span());
+    EXPECT_EQ(isa::print_bundle(*parsed, isa::PrintOptions{}), text);
+    std::shared_ptr<runtime::Device> dev;
+    if (&d == &deployments[0]) {  // through an MXQ: the span program and feature bit 6 kept
+      const std::filesystem::path file = temp_dir() / "span_programs.mxq";
+      QBC_ASSERT_OK(driver::write_mxq(q->model, *bundle, q->cfg, file.string()));
+      const std::string head = testing::read_file(file);
+      ASSERT_GE(head.size(), 32u);
+      uint64_t required = 0;
+      std::memcpy(&required, head.data() + 24, sizeof(required));
+      EXPECT_NE(required & mxq::kFeatureSpanPrograms, 0u);
+      auto m = runtime::load_model(file.string());
+      QBC_ASSERT_OK(m);
+      EXPECT_TRUE(m->device->mode().has_span());
+      dev = m->device;
+    } else {
+      auto shared = std::make_shared<const isa::Bundle>(std::move(*bundle));
+      runtime::DeviceOptions dopt;
+      dopt.scheme = shared->modes.front().scheme;
+      auto made = runtime::Device::create(shared, dopt);
+      QBC_ASSERT_OK(made);
+      dev = *made;
+    }
+    auto s = runtime::NpuSession::create(dev, 0);
+    QBC_ASSERT_OK(s);
+    std::vector<float> got;
+    for (const auto& [lo, hi] : {std::pair{int64_t{0}, a}, std::pair{a, b}, std::pair{b, n}}) {
+      if (lo == a) {
+        QBC_ASSERT_OK((*s)->forward_embeds_span(rows(lo, hi), hi - lo, &part));
+      } else {
+        QBC_ASSERT_OK((*s)->forward_embeds(rows(lo, hi), hi - lo, &part));
+      }
+      got.insert(got.end(), part.begin(), part.end());
+    }
+    const std::string at =
+        d.target + ", " + std::to_string(d.cores) + " cores, chunk " + std::to_string(d.chunk);
+    EXPECT_TRUE(bitwise_equal(got, want))
+        << at << ": first difference at " << first_difference(got, want) << " of " << want.size();
+    std::vector<float> next;
+    QBC_ASSERT_OK((*s)->forward({7}, &next));
+    EXPECT_TRUE(bitwise_equal(next, want_next)) << at << ", decode after the span";
+    (*s)->reset();
+    const Status too_long = (*s)->forward_embeds_span(rows(0, d.chunk + 1), d.chunk + 1, nullptr);
+    EXPECT_EQ(too_long.code(), Code::kInvalidArgument) << at << ": " << too_long.to_string();
+  }
 }
 
 // batchSize 4: every sequence has its own KV region; four sequences of different lengths,

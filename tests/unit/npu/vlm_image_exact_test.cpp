@@ -6,7 +6,10 @@
 // Qwen2.5-VL also its M-RoPE positions of the image grid, NpuSession::set_positions), and the
 // language model's logits compared with the fake-quant evaluator's over the same spliced rows
 // and positions: bit for bit, for the `single` and `global8` modes, with the prompt prefilled
-// in chunks of 128 and fed one token at a time, and a decode step after it. (The vision
+// in chunks of 128 and fed one token at a time, and a decode step after it. Gemma 3's image
+// tokens attend to each other (HF's token-type mask): its MXQ has span programs, the session
+// runs the image as one span call (the text around it token by token in the one-a-call case),
+// and the evaluator's reference is forward_embeds_span over the image rows. (The vision
 // part's own executor-vs-evaluator equality is unit_npu_vision_backend_test's and
 // unit_npu_qwen_vision_backend_test's.)
 #include <gtest/gtest.h>
@@ -56,13 +59,14 @@ struct Family {
   int64_t tokens;      // image tokens per image
   int64_t side;        // M-RoPE: the merged grid's side; 0: 1-D positions
   int64_t head_dim;    // the language model's explicit head_dim (Gemma 3), 0: none
+  bool span;           // the image is one bidirectional span (Gemma 3)
 };
 
 const Family kFamilies[] = {
-    {"llava", "model-configs-new/llava-1.5-7b-hf/config.json", 576, 0, 0},
-    {"qwen2_5_vl", "model-configs-new/Qwen2.5-VL-3B-Instruct/config.json", 256, 16, 0},
-    {"qwen2_vl", "tests/assets/model-configs/Qwen2-VL-2B-Instruct/config.json", 256, 16, 0},
-    {"gemma3", "model-configs-new/gemma-3-4b-it/config.json", 256, 0, 16},
+    {"llava", "model-configs-new/llava-1.5-7b-hf/config.json", 576, 0, 0, false},
+    {"qwen2_5_vl", "model-configs-new/Qwen2.5-VL-3B-Instruct/config.json", 256, 16, 0, false},
+    {"qwen2_vl", "tests/assets/model-configs/Qwen2-VL-2B-Instruct/config.json", 256, 16, 0, false},
+    {"gemma3", "model-configs-new/gemma-3-4b-it/config.json", 256, 0, 16, true},
 };
 
 fs::path config_path(const Family& f) {
@@ -179,13 +183,27 @@ TEST_P(VlmImageExact, LogitsWithAnImageEqualTheFakeQuantEvaluatorBitForBit) {
     std::vector<float> want;
     if (f.side > 0) {
       QBC_ASSERT_OK((*fq)->forward_embeds_mrope(x, n, positions, &want));
+    } else if (f.span) {  // text, the image as one span, text
+      const int64_t a = 6, b = a + f.tokens, h = 64;
+      std::vector<float> part;
+      for (const auto& [lo, hi] : {std::pair{int64_t{0}, a}, std::pair{a, b}, std::pair{b, n}}) {
+        const std::vector<float> rows_in(x.begin() + lo * h, x.begin() + hi * h);
+        if (lo == a) {
+          QBC_ASSERT_OK((*fq)->forward_embeds_span(rows_in, hi - lo, &part));
+        } else {
+          QBC_ASSERT_OK((*fq)->forward_embeds(rows_in, hi - lo, &part));
+        }
+        want.insert(want.end(), part.begin(), part.end());
+      }
     } else {
       QBC_ASSERT_OK((*fq)->forward_embeds(x, n, &want));
     }
 
-    // Prefill in chunks of 128 (the compiled chunk).
+    // Prefill in chunks of 128 (the compiled chunk; Gemma 3's is raised to its 256 image tokens).
     auto npu = runtime::NpuSession::create(m->device, 0);
     QBC_ASSERT_OK(npu);
+    EXPECT_EQ((*npu)->has_span_program(), f.span) << mode;
+    EXPECT_EQ(m->device->bundle().chunk, f.span ? f.tokens : 128) << mode;
     const auto start = [&]() {
       (*npu)->reset();
       QBC_ASSERT_OK((*npu)->splice(image, *rows));
@@ -204,17 +222,36 @@ TEST_P(VlmImageExact, LogitsWithAnImageEqualTheFakeQuantEvaluatorBitForBit) {
     QBC_ASSERT_OK((*npu)->forward({42}, &got_next));
     EXPECT_EQ(first_difference(got_next, want_next), got_next.size()) << mode << ", decode";
 
-    // One token a call: the splice and the positions carry over calls.
+    // One token a call: the splice and the positions carry over calls (a span stays one call).
     start();
     std::vector<float> one_by_one;
-    for (int32_t t : prompt) {
+    for (size_t i = 0; i < prompt.size();) {
+      size_t e = i + 1;
+      if (f.span && prompt[i] == image)
+        while (e < prompt.size() && prompt[e] == image) ++e;
       std::vector<float> l;
-      QBC_ASSERT_OK((*npu)->forward({t}, &l));
+      QBC_ASSERT_OK(
+          (*npu)->forward(std::vector<int32_t>(prompt.begin() + i, prompt.begin() + e), &l));
       one_by_one.insert(one_by_one.end(), l.begin(), l.end());
+      i = e;
     }
     EXPECT_EQ(first_difference(one_by_one, want), want.size())
         << mode << ", one token a call: first difference at " << first_difference(one_by_one, want);
 
+    // The span matters: the causal evaluator's logits differ from them.
+    if (f.span) {
+      auto causal = quant::FakeQuantSession::create(c.model.graph, reader);
+      ASSERT_TRUE(causal.ok()) << causal.status().to_string();
+      std::vector<float> causal_logits;
+      QBC_ASSERT_OK((*causal)->forward_embeds(x, n, &causal_logits));
+      EXPECT_NE(first_difference(causal_logits, want), want.size()) << mode;
+      // A span longer than the compiled chunk is refused, not split.
+      (*npu)->reset();
+      const std::vector<float> too_long(static_cast<size_t>((f.tokens + 1) * 64), 0.25f);
+      const Status s = (*npu)->forward_embeds_span(too_long, f.tokens + 1, nullptr);
+      EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.to_string();
+      EXPECT_NE(s.message().find("maxCoreDataLength"), std::string::npos) << s.to_string();
+    }
     // The image matters: without the splice the logits differ.
     (*npu)->reset();
     std::vector<float> plain;
