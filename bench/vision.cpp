@@ -78,8 +78,7 @@ int main(int argc, char** argv) {
   if (!*vc) return fail(q::invalid_argument(dir, ": no vision_config"));
   const q::frontend::VisionConfig& v = **vc;
   const bool qwen = q::frontend::builds_qwen_vision_graph(v.tower);
-  const bool gemma3 = v.tower == q::frontend::VisionTower::kSiglip &&
-                      v.projector == q::frontend::VisionProjector::kGemmaSoftEmb;
+  const bool gemma3 = q::frontend::builds_gemma3_vision_graph(v);
   const int64_t side = model->file.meta.vision().image_size();
   auto g = q::driver::import_vision_graph(dir, qwen ? side : 0);
   if (!g.ok()) return fail(g.status());

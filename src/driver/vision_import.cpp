@@ -100,10 +100,8 @@ StatusOr<std::optional<ir::Graph>> import_vision_graph(const std::string& model,
   QBC_ASSIGN_OR_RETURN(std::optional<frontend::VisionConfig> vc,
                        frontend::load_vision_config(config));
   if (!vc) return std::optional<ir::Graph>();
-  const bool clip = vc->tower == frontend::VisionTower::kClip &&
-                    vc->projector == frontend::VisionProjector::kLlavaMlp;
-  const bool gemma3 = vc->tower == frontend::VisionTower::kSiglip &&
-                      vc->projector == frontend::VisionProjector::kGemmaSoftEmb;
+  const bool clip = frontend::builds_clip_vision_graph(*vc);
+  const bool gemma3 = frontend::builds_gemma3_vision_graph(*vc);
   const bool qwen = frontend::builds_qwen_vision_graph(vc->tower);
   if (!qwen && !clip && !gemma3) {
     return unimplemented(config.string(), ": the ", frontend::vision_tower_name(vc->tower),

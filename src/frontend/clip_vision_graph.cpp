@@ -90,7 +90,7 @@ std::vector<float> clip_drop_cls(const VisionConfig& vc, const std::vector<float
 }
 
 StatusOr<ir::Graph> build_clip_vision_graph(const VisionConfig& vc) {
-  if (vc.tower != VisionTower::kClip || vc.projector != VisionProjector::kLlavaMlp) {
+  if (!builds_clip_vision_graph(vc)) {
     return unimplemented("CLIP vision graph of a ", vision_tower_name(vc.tower), " tower (",
                          vc.model_type, "): only LLaVA's CLIP tower is built here");
   }

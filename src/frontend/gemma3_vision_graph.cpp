@@ -76,7 +76,7 @@ std::vector<float> siglip_patch_rows(const std::vector<float>& chw, int64_t side
 
 StatusOr<ir::Graph> build_gemma3_vision_graph(const VisionConfig& vc,
                                               const Gemma3VisionNames& names) {
-  if (vc.tower != VisionTower::kSiglip || vc.projector != VisionProjector::kGemmaSoftEmb) {
+  if (!builds_gemma3_vision_graph(vc)) {
     return unimplemented(
         "Gemma 3 vision graph of a ", vision_tower_name(vc.tower), " tower with ",
         vision_projector_name(vc.projector), " (", vc.model_type,

@@ -12,6 +12,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "qbc/frontend/clip_vision.h"
+#include "qbc/frontend/gemma3_vision.h"
 #include "qbc/frontend/hf_names.h"
 #include "qbc/frontend/qwen_vision.h"
 #include "qbc/frontend/random_tokenizer.h"
@@ -351,10 +353,8 @@ std::vector<HfTensorSpec> siglip_gemma3_tensor_specs(const VisionConfig& vc) {
 
 std::vector<HfTensorSpec> hf_vision_tensor_specs(const VisionConfig& vc) {
   std::vector<HfTensorSpec> out;
-  if (vc.tower == VisionTower::kClip && vc.projector == VisionProjector::kLlavaMlp)
-    return clip_tensor_specs(vc);
-  if (vc.tower == VisionTower::kSiglip && vc.projector == VisionProjector::kGemmaSoftEmb)
-    return siglip_gemma3_tensor_specs(vc);
+  if (builds_clip_vision_graph(vc)) return clip_tensor_specs(vc);
+  if (builds_gemma3_vision_graph(vc)) return siglip_gemma3_tensor_specs(vc);
   if (!builds_qwen_vision_graph(vc.tower)) return out;
   const bool qwen2 = vc.tower == VisionTower::kQwen2Vit;
   const int64_t w = vc.width, f = vc.ffn, wide = w * vc.merge * vc.merge;

@@ -95,6 +95,10 @@ struct Session::Impl {
   Status prepare();
   Status run(at::Tensor x, std::vector<float>* logits,
              const std::vector<int64_t>* mrope_positions = nullptr);
+  /// forward_embeds and its span and M-RoPE forms (`what` names the call in errors).
+  Status run_embeds(const char* what, const std::vector<float>& embeds, int64_t seq,
+                    std::vector<float>* logits, bool as_span,
+                    const std::vector<int64_t>* mrope_positions);
   Status set_rope_tables(std::vector<at::Tensor>& values, int64_t s,
                          const std::vector<int64_t>* mrope_positions);
   Status run_steps(std::vector<at::Tensor>& values, int64_t s);
@@ -562,54 +566,40 @@ Status Session::forward(const std::vector<int32_t>& tokens, std::vector<float>* 
   }
 }
 
-Status Session::forward_embeds(const std::vector<float>& embeds, int64_t seq,
-                               std::vector<float>* logits) {
-  if (seq <= 0 || static_cast<int64_t>(embeds.size()) != seq * impl_->hidden) {
-    return invalid_argument("forward_embeds: ", embeds.size(), " values for ", seq,
-                            " tokens of hidden size ", impl_->hidden);
+Status Session::Impl::run_embeds(const char* what, const std::vector<float>& embeds, int64_t seq,
+                                 std::vector<float>* logits, bool as_span,
+                                 const std::vector<int64_t>* mrope_positions) {
+  if (seq <= 0 || static_cast<int64_t>(embeds.size()) != seq * hidden) {
+    return invalid_argument(what, ": ", embeds.size(), " values for ", seq,
+                            " tokens of hidden size ", hidden);
   }
+  span = as_span;
   try {
     at::Tensor x =
-        torch::from_blob(const_cast<float*>(embeds.data()), {1, seq, impl_->hidden}, at::kFloat);
-    return impl_->run(x.clone(), logits);
+        torch::from_blob(const_cast<float*>(embeds.data()), {1, seq, hidden}, at::kFloat);
+    const Status s = run(x.clone(), logits, mrope_positions);
+    span = false;
+    return s;
   } catch (const c10::Error& e) {
-    return internal_error("forward_embeds: ", torch_message(e));
+    span = false;
+    return internal_error(what, ": ", torch_message(e));
   }
+}
+
+Status Session::forward_embeds(const std::vector<float>& embeds, int64_t seq,
+                               std::vector<float>* logits) {
+  return impl_->run_embeds("forward_embeds", embeds, seq, logits, false, nullptr);
 }
 
 Status Session::forward_embeds_span(const std::vector<float>& embeds, int64_t seq,
                                     std::vector<float>* logits) {
-  if (seq <= 0 || static_cast<int64_t>(embeds.size()) != seq * impl_->hidden) {
-    return invalid_argument("forward_embeds_span: ", embeds.size(), " values for ", seq,
-                            " tokens of hidden size ", impl_->hidden);
-  }
-  try {
-    at::Tensor x =
-        torch::from_blob(const_cast<float*>(embeds.data()), {1, seq, impl_->hidden}, at::kFloat);
-    impl_->span = true;
-    const Status s = impl_->run(x.clone(), logits);
-    impl_->span = false;
-    return s;
-  } catch (const c10::Error& e) {
-    impl_->span = false;
-    return internal_error("forward_embeds_span: ", torch_message(e));
-  }
+  return impl_->run_embeds("forward_embeds_span", embeds, seq, logits, true, nullptr);
 }
 
 Status Session::forward_embeds_mrope(const std::vector<float>& embeds, int64_t seq,
                                      const std::vector<int64_t>& positions,
                                      std::vector<float>* logits) {
-  if (seq <= 0 || static_cast<int64_t>(embeds.size()) != seq * impl_->hidden) {
-    return invalid_argument("forward_embeds_mrope: ", embeds.size(), " values for ", seq,
-                            " tokens of hidden size ", impl_->hidden);
-  }
-  try {
-    at::Tensor x =
-        torch::from_blob(const_cast<float*>(embeds.data()), {1, seq, impl_->hidden}, at::kFloat);
-    return impl_->run(x.clone(), logits, &positions);
-  } catch (const c10::Error& e) {
-    return internal_error("forward_embeds_mrope: ", torch_message(e));
-  }
+  return impl_->run_embeds("forward_embeds_mrope", embeds, seq, logits, false, &positions);
 }
 
 Status Session::forward_inputs(const std::vector<std::vector<float>>& inputs,

@@ -31,6 +31,11 @@ namespace qbc::frontend {
 /// kInvalidArgument when that is outside [0, depth].
 StatusOr<int64_t> clip_used_layers(const VisionConfig& vc);
 
+/// The vision parts build_clip_vision_graph builds: a CLIP tower with LLaVA's MLP projector.
+inline bool builds_clip_vision_graph(const VisionConfig& vc) {
+  return vc.tower == VisionTower::kClip && vc.projector == VisionProjector::kLlavaMlp;
+}
+
 /// Patch rows for the graph's `patches` input from CHW pixels [3, side, side] (image::preprocess
 /// of a CLIPImageProcessor): row 0 zeros (the CLS slot), then one row per patch in row-major grid
 /// order, each (channel, y, x) as the Conv2d weight [width, 3, p, p] reads it.

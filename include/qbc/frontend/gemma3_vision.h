@@ -23,6 +23,11 @@
 
 namespace qbc::frontend {
 
+/// The vision parts the Gemma 3 graph builds: SigLIP with the soft-embedding projector.
+inline bool builds_gemma3_vision_graph(const VisionConfig& vc) {
+  return vc.tower == VisionTower::kSiglip && vc.projector == VisionProjector::kGemmaSoftEmb;
+}
+
 /// The checkpoint's name prefixes: transformers < 4.52 stores `vision_tower.vision_model.` and
 /// `multi_modal_projector.`, >= 4.52 the same under `model.`.
 struct Gemma3VisionNames {
