@@ -91,6 +91,15 @@ std::string provenance_json(const PrepareOptions& o, const PrepareProvenance& p,
   j["num_samples"] = o.num_samples;
   j["bos_replaced"] = r.bos_replaced;
   j["offsets"] = r.offsets;
+  if (!o.image_spans.empty()) {
+    nlohmann::ordered_json images = nlohmann::ordered_json::array();
+    for (size_t k = 0; k < o.image_spans.size(); ++k)
+      images.push_back({{"file", o.image_names[k]},
+                        {"rows", static_cast<int64_t>(o.image_spans[k].size()) / hidden}});
+    j["images"] = images;
+    j["image_of_sample"] = r.image_of_sample;
+    j["image_position"] = 1;  // the span follows each sample's first token
+  }
   return j.dump(2) + "\n";
 }
 
@@ -134,6 +143,21 @@ StatusOr<PrepareResult> prepare_calib_dir(const PrepareOptions& o, const tokeniz
     return invalid_argument("calib prepare: the embedding table is empty or inconsistent");
   }
   QBC_RETURN_IF_ERROR(check_output_dir(o.out_dir, o.force));
+  if (o.image_names.size() != o.image_spans.size())
+    return invalid_argument("calib prepare: ", o.image_spans.size(), " image spans and ",
+                            o.image_names.size(), " names");
+  for (size_t k = 0; k < o.image_spans.size(); ++k) {
+    const auto values = static_cast<int64_t>(o.image_spans[k].size());
+    if (values == 0 || values % table.hidden != 0)
+      return invalid_argument(o.image_names[k], ": ", values, " feature values are not rows of ",
+                              table.hidden);
+    const int64_t rows = values / table.hidden;
+    if (o.seq_len < rows + 2)
+      return invalid_argument("--seq-len ", o.seq_len, " holds no image: the image span of ",
+                              o.image_names[k], " is ", rows,
+                              " rows, and a sample needs a token before and after it (--seq-len ",
+                              rows + 2, " or more)");
+  }
   const std::string text_name = o.text_path.string();
   QBC_ASSIGN_OR_RETURN(std::string text, read_text_file(text_name));
   const std::string text_hash = xxh3_128_bytes(text.data(), text.size());
@@ -184,6 +208,17 @@ StatusOr<PrepareResult> prepare_calib_dir(const PrepareOptions& o, const tokeniz
     std::copy(begin, begin + o.seq_len, window.begin());
     if (r.bos_replaced) window[0] = tok.bos_id();
     QBC_RETURN_IF_ERROR(table.embed(window, &embeds));
+    if (!o.image_spans.empty()) {  // [first token][the image span][the window's text, cut]
+      const size_t k = static_cast<size_t>(i) % o.image_spans.size();
+      const std::vector<float>& span = o.image_spans[k];
+      const auto h = static_cast<size_t>(table.hidden);
+      std::vector<float> mixed(embeds.begin(), embeds.begin() + static_cast<std::ptrdiff_t>(h));
+      mixed.insert(mixed.end(), span.begin(), span.end());
+      mixed.insert(mixed.end(), embeds.begin() + static_cast<std::ptrdiff_t>(h),
+                   embeds.begin() + static_cast<std::ptrdiff_t>(embeds.size() - span.size()));
+      embeds = std::move(mixed);
+      r.image_of_sample.push_back(static_cast<int64_t>(k));
+    }
     const std::string name = sample_name(i);
     QBC_RETURN_IF_ERROR(
         write_npy(tmp / name, shape, embeds.data()).with_context(o.out_dir.string()));

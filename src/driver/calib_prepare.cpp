@@ -11,6 +11,7 @@
 #include "qbc/calib/prepare.h"
 #include "qbc/driver/generate.h"
 #include "qbc/driver/model_loader.h"
+#include "qbc/driver/vision_part.h"
 #include "qbc/support/logging.h"
 
 namespace qbc::driver {
@@ -57,6 +58,7 @@ Status check_calib_prepare(const CalibPrepareRequest& r) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(r.text, ec))
     return not_found(r.text, ": no such text file (--text)");
+  if (!r.images.empty()) return list_images(r.images).status();
   return ok_status();
 }
 
@@ -73,6 +75,33 @@ StatusOr<CalibPrepareResult> prepare_calib(const CalibPrepareRequest& r,
   QBC_ASSIGN_OR_RETURN(LoadedModel m, open_model(r.model, cfg));
   QBC_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, load_tokenizer(m));
   QBC_ASSIGN_OR_RETURN(calib::EmbeddingTable table, embedding_table(r, m, &po.input_name));
+  int64_t span_rows = 0;
+  if (!r.images.empty()) {
+    QBC_ASSIGN_OR_RETURN(const std::vector<std::string> files, list_images(r.images));
+    events::status("calib", "encoding " + std::to_string(files.size()) +
+                                " images with the float vision tower");
+    QBC_ASSIGN_OR_RETURN(FloatImageFeatures f, float_image_features(r.model, cfg, files));
+    if (f.width != table.hidden)
+      return invalid_argument(r.model, ": the vision part writes features of ", f.width,
+                              " columns, the language model's embedding rows have ", table.hidden);
+    // The span as the runtime feeds it: [prefix text, prefix ids] features [suffix ids, text].
+    std::vector<int32_t> prefix = tok.encode(f.prefix_text, false);
+    prefix.insert(prefix.end(), f.prefix.begin(), f.prefix.end());
+    std::vector<int32_t> suffix = f.suffix;
+    const std::vector<int32_t> tail = tok.encode(f.suffix_text, false);
+    suffix.insert(suffix.end(), tail.begin(), tail.end());
+    std::vector<float> pre, post;
+    if (!prefix.empty()) QBC_RETURN_IF_ERROR(table.embed(prefix, &pre));
+    if (!suffix.empty()) QBC_RETURN_IF_ERROR(table.embed(suffix, &post));
+    for (size_t k = 0; k < files.size(); ++k) {
+      std::vector<float> span = pre;
+      span.insert(span.end(), f.rows[k].begin(), f.rows[k].end());
+      span.insert(span.end(), post.begin(), post.end());
+      po.image_spans.push_back(std::move(span));
+      po.image_names.push_back(std::filesystem::path(files[k]).filename().string());
+    }
+    span_rows = static_cast<int64_t>(prefix.size() + suffix.size()) + f.tokens;
+  }
   events::status("calib", "preparing " + std::to_string(po.num_samples) + " samples of " +
                               std::to_string(po.seq_len) + " tokens");
   QBC_ASSIGN_OR_RETURN(calib::PrepareResult pr,
@@ -85,21 +114,30 @@ StatusOr<CalibPrepareResult> prepare_calib(const CalibPrepareRequest& r,
   out.text_tokens = pr.num_tokens;
   out.seed = po.seed;
   out.bos_replaced = pr.bos_replaced;
+  out.images = static_cast<int64_t>(po.image_spans.size());
+  out.image_span = span_rows;
   return out;
 }
 
 std::string calib_prepare_json(const CalibPrepareResult& r) {
-  return nlohmann::ordered_json{
+  nlohmann::ordered_json j{
       {"output", r.output},           {"samples", r.samples}, {"shape", {1, r.seq_len, r.hidden}},
-      {"text_tokens", r.text_tokens}, {"seed", r.seed},       {"bos_replaced", r.bos_replaced}}
-      .dump();
+      {"text_tokens", r.text_tokens}, {"seed", r.seed},       {"bos_replaced", r.bos_replaced}};
+  if (r.images > 0) {
+    j["images"] = r.images;
+    j["image_span"] = r.image_span;
+  }
+  return j.dump();
 }
 
 std::string calib_prepare_text(const CalibPrepareResult& r) {
   std::ostringstream os;
   os << "wrote " << r.samples << " samples " << calib::shape_string({1, r.seq_len, r.hidden})
-     << " float32 to " << r.output << " (" << r.text_tokens << " text tokens, seed " << r.seed
-     << ")\n";
+     << " float32 to " << r.output << " (" << r.text_tokens << " text tokens, seed " << r.seed;
+  if (r.images > 0)
+    os << "; " << r.images << " images, each a span of " << r.image_span
+       << " rows after a sample's first token";
+  os << ")\n";
   return os.str();
 }
 

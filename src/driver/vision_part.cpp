@@ -22,6 +22,7 @@
 #include "qbc/image/preprocess.h"
 #include "qbc/isa/verify.h"
 #include "qbc/quant/vision_quant.h"
+#include "qbc/ref/session.h"
 #include "qbc/support/file_util.h"
 
 namespace qbc::driver {
@@ -301,7 +302,105 @@ StatusOr<std::vector<quant::FeatureSample>> calibration_samples(
   return samples;
 }
 
+/// A VLM folder's tower, opened: its vision config (at vision.imageSize), the checkpoint's
+/// weight reader and the family's Tower.
+struct FolderTower {
+  frontend::VisionConfig vc;
+  std::shared_ptr<frontend::SafetensorsCheckpoint> ckpt;
+  ir::WeightReader reader;
+  Tower tower;
+  bool qwen = false;
+};
+
+/// The tower of the HF folder `model`: nullopt when it has no vision_config, kUnimplemented for
+/// a family whose tower is not built yet.
+StatusOr<std::optional<FolderTower>> open_tower(const std::string& model,
+                                                const config::ResolvedConfig& cfg) {
+  std::error_code ec;
+  const fs::path config = fs::path(model) / "config.json";
+  if (!fs::is_directory(model, ec) || !fs::is_regular_file(config, ec))
+    return std::optional<FolderTower>();
+  QBC_ASSIGN_OR_RETURN(std::optional<frontend::VisionConfig> vc,
+                       frontend::load_vision_config(config));
+  if (!vc) return std::optional<FolderTower>();
+  const bool clip = frontend::builds_clip_vision_graph(*vc);
+  const bool qwen = frontend::builds_qwen_vision_graph(vc->tower);
+  const bool gemma3 = frontend::builds_gemma3_vision_graph(*vc);
+  if (!clip && !qwen && !gemma3) {
+    return unimplemented(config.string(), ": the ", frontend::vision_tower_name(vc->tower),
+                         " vision part of ", vc->model_type,
+                         " does not compile yet: its tower is not parsed yet (LLaVA's CLIP, "
+                         "Gemma 3's SigLIP, Qwen2-VL's and Qwen2.5-VL's towers do; "
+                         "docs/multimodal.md)");
+  }
+  QBC_RETURN_IF_ERROR(
+      frontend::set_image_size(*vc, cfg.options.vision().image_size(), "vision.imageSize"));
+  FolderTower ft;
+  ft.qwen = qwen;
+  QBC_ASSIGN_OR_RETURN(frontend::SafetensorsCheckpoint ck,
+                       frontend::SafetensorsCheckpoint::open(model));
+  ft.ckpt = std::make_shared<frontend::SafetensorsCheckpoint>(std::move(ck));
+  const frontend::TensorFloats read = [ckpt = ft.ckpt](const std::string& n,
+                                                       std::vector<float>* v) {
+    return ckpt->read_f32(n, v);
+  };
+  // Gemma 3's projector weight is stored [in, out]: its reader transposes it.
+  ft.reader = [read, gemma3](const ir::Weight& w, std::vector<float>* v) {
+    return gemma3 ? frontend::gemma3_read_vision_weight(read, w, v) : read(w.tensor, v);
+  };
+  QBC_ASSIGN_OR_RETURN(ft.tower, qwen     ? qwen_tower(model, *vc)
+                                 : gemma3 ? gemma3_tower(model, *vc, *ft.ckpt)
+                                          : clip_tower(model, *vc, *ft.ckpt));
+  ft.vc = std::move(*vc);
+  return std::optional<FolderTower>(std::move(ft));
+}
+
 }  // namespace
+
+StatusOr<FloatImageFeatures> float_image_features(const std::string& model,
+                                                  const config::ResolvedConfig& cfg,
+                                                  const std::vector<std::string>& images) {
+  QBC_ASSIGN_OR_RETURN(std::optional<FolderTower> ft, open_tower(model, cfg));
+  if (!ft)
+    return invalid_argument(model,
+                            ": --images needs a VLM folder (a config.json with a "
+                            "vision_config)");
+  if (images.empty()) return invalid_argument(model, ": no images");
+  const Tower& tower = ft->tower;
+  VisionBuild unused;
+  const fs::path pre_path = fs::path(model) / kPreprocessorAsset;
+  QBC_ASSIGN_OR_RETURN(const image::PreprocessSpec spec,
+                       preprocessing(pre_path, tower, ft->vc, ft->qwen, unused));
+  QBC_ASSIGN_OR_RETURN(const std::vector<quant::FeatureSample> samples,
+                       calibration_samples(tower, spec, pre_path.string(), images, 0));
+  QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> session,
+                       ref::Session::create(tower.graph, ft->reader));
+  FloatImageFeatures out;
+  out.tokens = tower.features - tower.drop;
+  out.width = ft->vc.text_hidden;
+  out.prefix = tower.prefix;
+  out.suffix = tower.suffix;
+  out.prefix_text = tower.prefix_text;
+  out.suffix_text = tower.suffix_text;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    std::vector<float> rows;
+    QBC_RETURN_IF_ERROR(session->forward_inputs(samples[i], &rows).with_context(images[i]));
+    if (static_cast<int64_t>(rows.size()) != tower.features * out.width)
+      return internal_error(tower.graph.name(), ": ", rows.size(), " feature values for ",
+                            images[i], ", expected ", tower.features, " x ", out.width);
+    // A tower in window order gives its tokens in that order: back to the image's (runtime
+    // VisionEncoder does the same).
+    if (!tower.window_order.empty())
+      rows = frontend::qwen_window_rows(rows, out.width, 1, tower.window_order, true);
+    rows.erase(rows.begin(), rows.begin() + tower.drop * out.width);
+    if (tower.feature_divisor > 0) {
+      const auto d = static_cast<float>(tower.feature_divisor);
+      for (float& v : rows) v /= d;
+    }
+    out.rows.push_back(std::move(rows));
+  }
+  return out;
+}
 
 Status check_vision_image_size(const std::string& model, int64_t image_size) {
   if (image_size == 0) return ok_status();
@@ -328,44 +427,15 @@ StatusOr<std::optional<VisionBuild>> build_vision_part(const std::string& model,
                                                        const npu::Options& language,
                                                        const std::vector<std::string>& images,
                                                        int synthetic) {
-  std::error_code ec;
-  const fs::path config = fs::path(model) / "config.json";
-  if (!fs::is_directory(model, ec) || !fs::is_regular_file(config, ec))
-    return std::optional<VisionBuild>();
-  QBC_ASSIGN_OR_RETURN(std::optional<frontend::VisionConfig> vc,
-                       frontend::load_vision_config(config));
-  if (!vc) return std::optional<VisionBuild>();
-  const bool clip = vc->tower == frontend::VisionTower::kClip &&
-                    vc->projector == frontend::VisionProjector::kLlavaMlp;
-  const bool qwen = frontend::builds_qwen_vision_graph(vc->tower);
-  const bool gemma3 = vc->tower == frontend::VisionTower::kSiglip &&
-                      vc->projector == frontend::VisionProjector::kGemmaSoftEmb;
-  if (!clip && !qwen && !gemma3) {
-    return unimplemented(config.string(), ": the ", frontend::vision_tower_name(vc->tower),
-                         " vision part of ", vc->model_type,
-                         " does not compile yet: its tower is not parsed yet (LLaVA's CLIP, "
-                         "Gemma 3's SigLIP, Qwen2-VL's and Qwen2.5-VL's towers do; "
-                         "docs/multimodal.md)");
-  }
-  QBC_RETURN_IF_ERROR(
-      frontend::set_image_size(*vc, cfg.options.vision().image_size(), "vision.imageSize"));
-  QBC_ASSIGN_OR_RETURN(frontend::SafetensorsCheckpoint ck,
-                       frontend::SafetensorsCheckpoint::open(model));
-  auto ckpt = std::make_shared<frontend::SafetensorsCheckpoint>(std::move(ck));
-  const frontend::TensorFloats read = [ckpt](const std::string& n, std::vector<float>* v) {
-    return ckpt->read_f32(n, v);
-  };
-  // Gemma 3's projector weight is stored [in, out]: its reader transposes it.
-  const ir::WeightReader reader = [read, gemma3](const ir::Weight& w, std::vector<float>* v) {
-    return gemma3 ? frontend::gemma3_read_vision_weight(read, w, v) : read(w.tensor, v);
-  };
-  QBC_ASSIGN_OR_RETURN(Tower tower, qwen     ? qwen_tower(model, *vc)
-                                    : gemma3 ? gemma3_tower(model, *vc, *ckpt)
-                                             : clip_tower(model, *vc, *ckpt));
+  QBC_ASSIGN_OR_RETURN(std::optional<FolderTower> ft, open_tower(model, cfg));
+  if (!ft) return std::optional<VisionBuild>();
+  const frontend::VisionConfig* vc = &ft->vc;
+  const ir::WeightReader& reader = ft->reader;
+  Tower& tower = ft->tower;
   VisionBuild out;
   const fs::path pre_path = fs::path(model) / kPreprocessorAsset;
   QBC_ASSIGN_OR_RETURN(const image::PreprocessSpec spec,
-                       preprocessing(pre_path, tower, *vc, qwen, out));
+                       preprocessing(pre_path, tower, *vc, ft->qwen, out));
   QBC_ASSIGN_OR_RETURN(const std::vector<quant::FeatureSample> samples,
                        calibration_samples(tower, spec, pre_path.string(), images, synthetic));
   out.synthetic_calibration = images.empty();

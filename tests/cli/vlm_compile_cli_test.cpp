@@ -16,12 +16,15 @@
 #include <vector>
 
 #include "image_writers.h"
+#include "qbc/calib/npy.h"
 #include "qbc/frontend/clip_vision.h"
 #include "qbc/image/image.h"
 #include "qbc/image/preprocess.h"
 #include "qbc/mxq/container.h"
 #include "qbc/mxq/model_file.h"
 #include "qbc/runtime/feature_session.h"
+#include "qbc/runtime/model.h"
+#include "qbc/runtime/vision_encoder.h"
 #include "test_support.h"
 
 namespace qbc {
@@ -433,6 +436,11 @@ TEST_F(VlmCompile, AGemma3FolderCompilesItsTowerAndRunsWithAnImage) {
   EXPECT_EQ(m->vision->bundle->chunk, 4096);
   EXPECT_EQ(m->vision->bundle->output_rows, 256);
   EXPECT_NE(m->vision->asset(mxq::vision_input_asset("embed_base")), nullptr);
+  // The image's tokens attend to each other: span programs, and a chunk that holds an image
+  // (the default 128 raised to 256).
+  for (const isa::Mode& mode : m->bundle->modes) EXPECT_TRUE(mode.has_span());
+  EXPECT_EQ(m->bundle->chunk, 256);
+  EXPECT_NE(m->containers.front().header().required_features & mxq::kFeatureSpanPrograms, 0u);
 
   expect_tokens_differ_by_photograph(out, images_, "<start_of_image>Describe this image.",
                                      " --temperature 1 --seed 3");
@@ -441,6 +449,94 @@ TEST_F(VlmCompile, AGemma3FolderCompilesItsTowerAndRunsWithAnImage) {
               " -p '<start_of_image><start_of_image>' -n 2");
   EXPECT_EQ(two.exit_code, 2) << two.err;
   EXPECT_TRUE(contains(two.err, "2 image tokens (id 510) for 1 --image files")) << two.err;
+}
+
+// Image-text calibration (`qbc calib prepare --images`): each sample holds one photograph's span
+// (the ids the prompt puts around an image, and the float tower's features between) after its
+// first token, the window's text after it; a sample with the same photograph has the same span,
+// another photograph another one; the features agree with the compiled (quantized) tower's on
+// the same photograph; and the folder calibrates a compile.
+TEST_F(VlmCompile, CalibPrepareWithImagesPutsAPhotographsSpanInEachSample) {
+  QBC_REQUIRE_SHARED(config, "model-configs-new/gemma-3-4b-it/config.json");
+  QBC_REQUIRE_SHARED(text, "data/tinystories/tinystories_valid_head.clean.txt");
+  const fs::path gemma = write_gemma3(config, dir_ / "gemma3_calib");
+  const fs::path cal = dir_ / "cal", plain = dir_ / "cal_text";
+  const std::string common = " --text " + shell_quote(text) + " --num-samples 5 --seq-len 300";
+  const auto r = run_qbc("calib prepare " + shell_quote(gemma) + common + " --images " +
+                         shell_quote(images_) + " -o " + shell_quote(cal));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const size_t n = photographs(images_).size();
+  EXPECT_TRUE(contains(r.out, std::to_string(n) + " images, each a span of")) << r.out;
+  ASSERT_EQ(run_qbc("calib prepare " + shell_quote(gemma) + common + " -o " + shell_quote(plain))
+                .exit_code,
+            0);
+  const nlohmann::json p = nlohmann::json::parse(testing::read_file(cal / "provenance.json"));
+  ASSERT_EQ(p["images"].size(), n);
+  const int64_t span = p["images"][0]["rows"].get<int64_t>();
+  EXPECT_GE(span, 256 + 2);  // the image tokens, <start_of_image> and <end_of_image>
+  ASSERT_LT(span + 1, 300);
+  const std::vector<int64_t> of = p["image_of_sample"].get<std::vector<int64_t>>();
+  ASSERT_EQ(of.size(), 5u);
+  EXPECT_EQ(of[0], 0);
+  EXPECT_EQ(of[4], static_cast<int64_t>(4 % n));
+  const int64_t h = 64;
+  const auto sample = [&](const fs::path& d, int i) {
+    std::vector<float> v;
+    std::vector<int64_t> shape;
+    const Status s = calib::read_npy(d / ("sample_000" + std::to_string(i) + ".npy"), &v, &shape);
+    EXPECT_TRUE(s.ok()) << s.to_string();
+    EXPECT_EQ(shape, (std::vector<int64_t>{1, 300, h}));
+    return v;
+  };
+  const auto rows = [h](const std::vector<float>& v, int64_t a, int64_t b) {
+    return std::vector<float>(v.begin() + a * h, v.begin() + b * h);
+  };
+  const std::vector<float> s0 = sample(cal, 0), s1 = sample(cal, 1), t0 = sample(plain, 0);
+  ASSERT_EQ(s0.size(), static_cast<size_t>(300 * h));
+  EXPECT_NE(rows(s0, 1, 1 + span), rows(s1, 1, 1 + span)) << "another photograph";
+  if (n == 4) EXPECT_EQ(rows(s0, 1, 1 + span), rows(sample(cal, 4), 1, 1 + span));
+  EXPECT_EQ(rows(s0, 0, 1), rows(t0, 0, 1)) << "the first token stays first";
+  EXPECT_EQ(rows(s0, 1 + span, 300), rows(t0, 1, 300 - span)) << "the text follows the span";
+
+  // The folder calibrates a compile; its tower's features on the same photograph are close.
+  const fs::path out = dir_ / "gemma3_cal.mxq";
+  const auto c = run_qbc("compile " + shell_quote(gemma) + " -o " + shell_quote(out) +
+                         " --preset multimodal --calib " + shell_quote(cal) +
+                         " --no-resume --context 1024 --images " + shell_quote(images_));
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  auto m = runtime::load_model(out.string());
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  auto enc = runtime::VisionEncoder::create(m->file, m->device->mode().scheme);
+  ASSERT_TRUE(enc.ok()) << enc.status().to_string();
+  const fs::path first = images_ / p["images"][0]["file"].get<std::string>();
+  auto q = (*enc)->encode_file(first.string());
+  ASSERT_TRUE(q.ok()) << q.status().to_string();
+  const int64_t pre = m->file.meta.vision().image_prefix_ids_size();
+  const std::vector<float> f = rows(s0, 1 + pre, 1 + pre + 256);
+  ASSERT_EQ(q->size(), f.size());
+  double signal = 0, noise = 0;
+  for (size_t i = 0; i < f.size(); ++i) {
+    signal += static_cast<double>(f[i]) * f[i];
+    noise += (static_cast<double>(f[i]) - (*q)[i]) * (static_cast<double>(f[i]) - (*q)[i]);
+  }
+  EXPECT_GT(10.0 * std::log10(signal / std::max(noise, 1e-30)), 15.0)
+      << "float features in the samples vs the compiled tower's";
+}
+
+// An explicit chunk smaller than a Gemma 3 image is refused before any work: the image's tokens
+// attend to each other and must be one call.
+TEST_F(VlmCompile, AGemma3ChunkSmallerThanAnImageExitsTwo) {
+  QBC_REQUIRE_SHARED(config, "model-configs-new/gemma-3-4b-it/config.json");
+  const fs::path gemma = write_gemma3(config, dir_ / "gemma3_chunk");
+  const fs::path out = dir_ / "gemma3_chunk.mxq";
+  const auto r = run_qbc("compile " + shell_quote(gemma) + " -o " + shell_quote(out) +
+                         " --preset multimodal --use-random-calib --no-resume --context 1024"
+                         " --set llm.attributes.maxCoreDataLength=128 --images " +
+                         shell_quote(images_));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, "llm.attributes.maxCoreDataLength 128")) << r.err;
+  EXPECT_TRUE(contains(r.err, "256 tokens")) << r.err;
+  EXPECT_FALSE(fs::exists(out));
 }
 
 // A Qwen2-VL / Qwen2.5-VL folder compiles with its tower (2-D rope tables, the 2x2 merger;

@@ -52,6 +52,10 @@ void register_calib(CLI::App& app, Action& action) {
   cmd->add_option("-o,--output", o->request.output,
                   "Output folder (absent or empty unless --force)")
       ->required();
+  cmd->add_option("--images", o->request.images,
+                  "A VLM folder's image-text calibration: a folder of PNG/JPEG images; sample i "
+                  "holds image i mod N\n(its features from the float vision tower, between the "
+                  "ids the prompt puts around an image)\nright after its first token");
   cmd->add_flag("--force", o->request.force, "Replace a non-empty output folder");
   add_config_flags(*cmd, o->config);
   cmd->callback([o, &action] { action = [o] { return run_calib_prepare(*o); }; });

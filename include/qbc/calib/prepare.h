@@ -6,6 +6,7 @@
 //   DIR/sample_0000.npy ...   float32 [1, seq_len, hidden], C order
 //   DIR/npy_files.txt         the sample files in order, one per line
 //   DIR/provenance.json       model files and hashes, text hash, tokenizer, seed, offsets
+//                             (and with images: the image of each sample and its span rows)
 //
 // The output is a pure function of the inputs (no timestamps), so two runs with the same
 // arguments give byte-identical files. It is written to a temporary folder beside DIR and
@@ -40,6 +41,12 @@ struct PrepareOptions {
   bool force = false;
   /// The graph input the samples feed (recorded in the provenance).
   std::string input_name = "inputs_embeds";
+  /// Image-text calibration (a VLM): rows [n, hidden] of each image span as the runtime feeds
+  /// them (the ids around the image embedded, the image's features between). Sample i holds
+  /// span i mod size right after its first token, the window's text after it, cut to seq_len.
+  std::vector<std::vector<float>> image_spans;
+  /// Where each span came from (provenance), one per span.
+  std::vector<std::string> image_names;
 };
 
 /// What the caller knows about the model, recorded in provenance.json.
@@ -66,6 +73,8 @@ struct PrepareResult {
   bool bos_replaced = false;
   /// Paths of the written sample files, in order.
   std::vector<std::filesystem::path> files;
+  /// With image spans: the span (index into PrepareOptions::image_spans) of each sample.
+  std::vector<int64_t> image_of_sample;
 };
 
 /// `num_samples` window start offsets in [0, num_tokens - seq_len], drawn with splitmix64 from

@@ -19,6 +19,9 @@ struct CalibPrepareRequest {
   int64_t seq_len = 0;      ///< 0: calibration.seqLength from the configuration
   bool force = false;       ///< replace a non-empty output folder
   std::string producer;     ///< recorded in provenance.json, e.g. "qbc 0.1.0 (abc123)"
+  /// --images: a folder of PNG / JPEG images (a VLM folder): each sample holds one image's span
+  /// (its float features, as the runtime splices them) after its first token.
+  std::string images;
 };
 
 /// What prepare_calib wrote.
@@ -30,11 +33,14 @@ struct CalibPrepareResult {
   int64_t text_tokens = 0;  ///< tokens in the text file
   uint64_t seed = 0;
   bool bos_replaced = false;  ///< each window starts with BOS
+  int64_t images = 0;         ///< --images: the images used
+  int64_t image_span = 0;     ///< --images: rows of each image span (ids around it included)
 };
 
 /// The cheap checks, before any configuration or model is read: the output folder may be
-/// written (absent, empty, or --force) and the text file exists. kInvalidArgument naming the
-/// folder, kNotFound naming the text file (--text).
+/// written (absent, empty, or --force), the text file exists and --images, when given, is a
+/// folder with images. kInvalidArgument naming the folder, kNotFound naming the text file
+/// (--text) or the image folder.
 Status check_calib_prepare(const CalibPrepareRequest& r);
 
 /// Opens the model, embeds `r.num_samples` windows of `r.seq_len` tokens of the text (the

@@ -67,6 +67,25 @@ StatusOr<std::optional<VisionBuild>> build_vision_part(const std::string& model,
                                                        const std::vector<std::string>& images,
                                                        int synthetic = 4);
 
+/// The float features of images as the runtime splices them into a VLM's language model, for
+/// calibration on image-text pairs (`qbc calib prepare --images`).
+struct FloatImageFeatures {
+  std::vector<std::vector<float>> rows;  ///< per image [tokens, width]
+  int64_t tokens = 0, width = 0;         ///< image tokens per image, the language hidden size
+  /// The ids around the image tokens and the processor's text around them (Gemma 3), as
+  /// VisionBuild has them.
+  std::vector<int32_t> prefix, suffix;
+  std::string prefix_text, suffix_text;
+};
+
+/// `images` (PNG / JPEG paths) through the HF folder `model`'s preprocessing and its float
+/// vision tower and projector (the float reference runtime): the rows the runtime splices (a
+/// CLS row dropped, back in image order, divided by the feature divisor). kInvalidArgument for
+/// a folder without a vision_config, kUnimplemented for a family whose tower is not built.
+StatusOr<FloatImageFeatures> float_image_features(const std::string& model,
+                                                  const config::ResolvedConfig& cfg,
+                                                  const std::vector<std::string>& images);
+
 /// True when `model` is an HF folder whose config.json has a vision_config (of any family).
 StatusOr<bool> has_vision_part(const std::string& model);
 

@@ -140,6 +140,60 @@ TEST_F(Prepare, WritesSamplesListAndProvenance) {
   EXPECT_EQ(names, (std::vector<std::string>{"out", "text.txt"}));
 }
 
+// Image-text calibration: sample i holds image span i mod 2 right after its first token, then the
+// window's text (its tokens from the second on), cut to the sample length; provenance says which
+// image each sample holds; a sample too short for a span is refused naming --seq-len.
+TEST_F(Prepare, ImageSpansFollowTheFirstTokenAndTheTextFollowsThem) {
+  // Span rows are negative (no token row is): span k row j is {-(100k + j + 1), ...}.
+  for (int k = 0; k < 2; ++k) {
+    std::vector<float> span;
+    for (int j = 0; j < 4 + k; ++j) {
+      const float f = -static_cast<float>(100 * k + j + 1);
+      span.insert(span.end(), {f, f - 0.5f, f - 0.25f});
+    }
+    opt_.image_spans.push_back(span);
+    opt_.image_names.push_back("image" + std::to_string(k) + ".png");
+  }
+  StatusOr<PrepareResult> r = prepare_calib_dir(opt_, *tok_, table_, prov_);
+  QBC_ASSERT_OK(r);
+  EXPECT_EQ(r->image_of_sample, (std::vector<int64_t>{0, 1, 0, 1, 0}));
+  const std::vector<int32_t> tokens = tok_->encode(story_text(), true);
+  for (size_t i = 0; i < 5; ++i) {
+    std::vector<float> v;
+    std::vector<int64_t> shape;
+    QBC_ASSERT_OK(read_npy(r->files[i], &v, &shape));
+    EXPECT_EQ(shape, (std::vector<int64_t>{1, 16, 3}));
+    EXPECT_EQ(v[0], 1.0f) << "the first token (BOS) stays first";
+    const int k = static_cast<int>(i % 2), rows = 4 + k;
+    for (int j = 0; j < rows; ++j)
+      EXPECT_EQ(v[static_cast<size_t>(1 + j) * 3], -static_cast<float>(100 * k + j + 1))
+          << i << " " << j;
+    for (int t = 1; t + rows < 16; ++t)  // the window's text from its second token on
+      EXPECT_EQ(v[static_cast<size_t>(t + rows) * 3],
+                static_cast<float>(tokens[static_cast<size_t>(r->offsets[i]) + t]))
+          << i << " " << t;
+  }
+  const nlohmann::json p = nlohmann::json::parse(read_file(opt_.out_dir / "provenance.json"));
+  EXPECT_EQ(p["images"][1]["file"], "image1.png");
+  EXPECT_EQ(p["images"][1]["rows"], 5);
+  EXPECT_EQ(p["image_of_sample"].get<std::vector<int64_t>>(), r->image_of_sample);
+
+  PrepareOptions short_o = opt_;
+  short_o.out_dir = root_ / "short";
+  short_o.seq_len = 6;  // the 5-row span needs 7
+  const StatusOr<PrepareResult> s = prepare_calib_dir(short_o, *tok_, table_, prov_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), Code::kInvalidArgument);
+  EXPECT_TRUE(contains(s.status().message(), "--seq-len 6 holds no image")) << s.status().message();
+  EXPECT_TRUE(contains(s.status().message(), "image1.png is 5 rows")) << s.status().message();
+  EXPECT_FALSE(fs::exists(short_o.out_dir));
+  PrepareOptions ragged = opt_;
+  ragged.out_dir = root_ / "ragged";
+  ragged.image_spans[0].pop_back();  // not whole rows
+  EXPECT_EQ(prepare_calib_dir(ragged, *tok_, table_, prov_).status().code(),
+            Code::kInvalidArgument);
+}
+
 TEST_F(Prepare, SameInputsSameBytes) {
   QBC_ASSERT_OK(prepare_calib_dir(opt_, *tok_, table_, prov_));
   PrepareOptions o2 = opt_;
