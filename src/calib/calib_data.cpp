@@ -223,6 +223,9 @@ std::vector<CalibInputSpec> calib_input_specs(const ir::Graph& g) {
   for (const ir::Node& n : g.nodes()) {
     if (n.op != ir::Op::kInput || n.type.dtype != ir::DType::kF32 || n.type.rank() == 0) continue;
     if (n.type.dim(-1) == ir::kDynamic) continue;
+    // An M-RoPE graph's rope tables are computed by the host from the positions on every call
+    // (calibration included), like the positions themselves.
+    if (n.name == "rope_cos" || n.name == "rope_sin") continue;
     out.push_back({n.name, n.type.dim(-1)});
   }
   return out;

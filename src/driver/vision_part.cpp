@@ -380,6 +380,13 @@ StatusOr<FloatImageFeatures> float_image_features(const std::string& model,
   out.width = ft->vc.text_hidden;
   out.prefix = tower.prefix;
   out.suffix = tower.suffix;
+  // Where the user types the markers around the image tokens themselves (Qwen's
+  // <|vision_start|> <|image_pad|> <|vision_end|>), the samples carry them too.
+  if (out.prefix.empty() && out.suffix.empty() && tower.prompt_token < 0 &&
+      ft->vc.image_start_token_id >= 0 && ft->vc.image_end_token_id >= 0) {
+    out.prefix = {static_cast<int32_t>(ft->vc.image_start_token_id)};
+    out.suffix = {static_cast<int32_t>(ft->vc.image_end_token_id)};
+  }
   out.prefix_text = tower.prefix_text;
   out.suffix_text = tower.suffix_text;
   for (size_t i = 0; i < samples.size(); ++i) {

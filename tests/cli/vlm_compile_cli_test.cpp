@@ -523,6 +523,37 @@ TEST_F(VlmCompile, CalibPrepareWithImagesPutsAPhotographsSpanInEachSample) {
       << "float features in the samples vs the compiled tower's";
 }
 
+// An M-RoPE model (Qwen2.5-VL) calibrates on image-text samples too: its rope tables are the
+// host's, computed from the positions, so the samples are its embeddings alone; the compile
+// takes the folder and the file runs with an image.
+TEST_F(VlmCompile, CalibPrepareWithImagesCalibratesAnMRopeModel) {
+  QBC_REQUIRE_SHARED(config, "model-configs-new/Qwen2.5-VL-3B-Instruct/config.json");
+  QBC_REQUIRE_SHARED(text, "data/tinystories/tinystories_valid_head.clean.txt");
+  const fs::path qwen = dir_ / "qwen_calib";
+  ASSERT_EQ(run_qbc("random-model " + shell_quote(config) + " -o " + shell_quote(qwen) +
+                    " --layers 2 --hidden 64 --intermediate 96 --heads 4 --kv-heads 2 --vocab 512"
+                    " --vision-layers 2 --vision-hidden 32 --vision-heads 2"
+                    " --vision-intermediate 64 --dtype f32 --seed 5 --init-std 0.15")
+                .exit_code,
+            0);
+  const fs::path cal = dir_ / "qwen_cal";
+  const auto r = run_qbc("calib prepare " + shell_quote(qwen) + " --text " + shell_quote(text) +
+                         " --num-samples 3 --seq-len 300 --images " + shell_quote(images_) +
+                         " -o " + shell_quote(cal));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json p = nlohmann::json::parse(testing::read_file(cal / "provenance.json"));
+  EXPECT_EQ(p["images"][0]["rows"].get<int64_t>(), 256 + 2);  // vision_start, 256, vision_end
+  const fs::path out = dir_ / "qwen_cal.mxq";
+  const auto c = run_qbc("compile " + shell_quote(qwen) + " -o " + shell_quote(out) +
+                         " --preset multimodal --calib " + shell_quote(cal) +
+                         " --no-resume --context 1024 --images " + shell_quote(images_));
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const auto run =
+      run_qbc("run " + shell_quote(out) + " --image " + shell_quote(photographs(images_).front()) +
+              " -p '<|vision_start|><|image_pad|><|vision_end|>hi' -n 3");
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+}
+
 // An explicit chunk smaller than a Gemma 3 image is refused before any work: the image's tokens
 // attend to each other and must be one call.
 TEST_F(VlmCompile, AGemma3ChunkSmallerThanAnImageExitsTwo) {

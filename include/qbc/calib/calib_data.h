@@ -37,7 +37,8 @@ struct CalibInputSpec {
 };
 
 /// The float inputs of `g` (kInput nodes of f32 type with a static last dimension), in graph
-/// order. Integer inputs such as `positions` are derived from the sequence length and excluded.
+/// order. Integer inputs such as `positions`, and an M-RoPE graph's `rope_cos` / `rope_sin`
+/// tables, are derived from the positions and excluded.
 std::vector<CalibInputSpec> calib_input_specs(const ir::Graph& g);
 
 /// A token-embedding table held in memory, [vocab, hidden] row-major. Pure table lookup: any

@@ -72,8 +72,9 @@ StatusOr<std::optional<VisionBuild>> build_vision_part(const std::string& model,
 struct FloatImageFeatures {
   std::vector<std::vector<float>> rows;  ///< per image [tokens, width]
   int64_t tokens = 0, width = 0;         ///< image tokens per image, the language hidden size
-  /// The ids around the image tokens and the processor's text around them (Gemma 3), as
-  /// VisionBuild has them.
+  /// The ids around the image tokens (Gemma 3's, as VisionBuild has them; Qwen's
+  /// <|vision_start|> / <|vision_end|>, which its prompts carry) and the processor's text around
+  /// them (Gemma 3).
   std::vector<int32_t> prefix, suffix;
   std::string prefix_text, suffix_text;
 };

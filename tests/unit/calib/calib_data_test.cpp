@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "qbc/calib/npy.h"
+#include "qbc/ir/builder.h"
 #include "test_support.h"
 
 namespace qbc::calib {
@@ -47,6 +48,25 @@ float first_value(const CalibDataset& d, size_t i, int64_t* seq) {
   const Status s = d.load(i, &v, seq);
   EXPECT_TRUE(s.ok()) << s.to_string();
   return v.empty() ? -1.0f : v[0];
+}
+
+// Samples feed the float inputs the host does not compute: an M-RoPE graph's rope tables and
+// the integer positions come from the positions on every call, so calibration data is its
+// embeddings alone.
+TEST(CalibData, InputSpecsLeaveOutPositionsAndRopeTables) {
+  ir::Graph g;
+  ir::Builder b(g);
+  QBC_ASSERT_OK(b.input("inputs_embeds", {ir::DType::kF32, {1, ir::kDynamic, 64}}));
+  QBC_ASSERT_OK(b.input("positions", {ir::DType::kI64, {1, ir::kDynamic}}));
+  QBC_ASSERT_OK(b.input("rope_cos", {ir::DType::kF32, {1, ir::kDynamic, 8}}));
+  QBC_ASSERT_OK(b.input("rope_sin", {ir::DType::kF32, {1, ir::kDynamic, 8}}));
+  QBC_ASSERT_OK(b.input("extra", {ir::DType::kF32, {1, ir::kDynamic, 16}}));
+  const std::vector<CalibInputSpec> specs = calib_input_specs(g);
+  ASSERT_EQ(specs.size(), 2u);
+  EXPECT_EQ(specs[0].name, "inputs_embeds");
+  EXPECT_EQ(specs[0].hidden, 64);
+  EXPECT_EQ(specs[1].name, "extra");
+  EXPECT_EQ(specs[1].hidden, 16);
 }
 
 TEST(CalibData, FolderInSortedNameOrder) {
