@@ -363,6 +363,7 @@ StatusOr<PlanResult> plan(const ir::Graph& shape, const config::ResolvedConfig& 
   r.max_cache = r.bundle.max_cache;
   r.batch = r.bundle.batch;
   r.chunk = r.bundle.chunk;
+  r.span_programs = base.span_programs;
   // The largest context from the per-position term; below the configured one it is
   // confirmed by planning it (a graph is lowered for at most the cache it was built for).
   if (r.limits.max_cache > 0 && r.limits.max_cache < r.max_cache) {
@@ -498,6 +499,8 @@ std::string plan_json(const PlanResult& r) {
   j["target"] = r.target;
   j["max_cache_length"] = r.max_cache;
   j["batch_size"] = r.batch;
+  j["prefill_chunk"] = r.chunk;
+  j["span_programs"] = r.span_programs;
   j["memory"] = nlohmann::ordered_json::parse(npu::memory_json(r.memory));
   j["memory"]["weights_bytes_by_part"] = r.weights_by_part;
   if (r.host_embedding.rows > 0) {
@@ -587,7 +590,10 @@ std::string plan_text(const PlanResult& r) {
   char line[256];
   os << "plan for target '" << r.target << "': " << r.batch << " sequence"
      << (r.batch == 1 ? "" : "s") << " of " << r.max_cache << " positions, prefill chunk "
-     << r.chunk << "\n";
+     << r.chunk;
+  if (r.span_programs)
+    os << " (span programs: an image's tokens attend to each other, each image one call)";
+  os << "\n";
   os << "memory (DRAM)\n";
   if (r.weights_by_part.size() > 1) {
     for (size_t p = 0; p < r.weights_by_part.size(); ++p) {

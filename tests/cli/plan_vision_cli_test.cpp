@@ -48,6 +48,9 @@ TEST(PlanVisionCliTest, Gemma3PlansTheTextModelAndReportsTheVisionTower) {
     if (s["scheme"] == "global8") global8_ms = s["vision_ms"].get<double>();
   }
   EXPECT_GT(single_ms, global8_ms);  // the tower is MAC-bound: eight cores are faster
+  // The image's 256 tokens attend to each other: span programs, a chunk that holds an image.
+  EXPECT_TRUE(j["span_programs"].get<bool>());
+  EXPECT_EQ(j["prefill_chunk"], 256);
 }
 
 TEST(PlanVisionCliTest, ExitsFourWhenOnlyTheVisionPartDoesNotFit) {
@@ -88,6 +91,7 @@ TEST(PlanVisionCliTest, LlavaPlansItsLlamaLanguageModelAndPrintsTheVisionLine) {
   // is planned: text_config's 4096 positions.
   EXPECT_TRUE(contains(r.out, "fits in memory")) << r.out;
   EXPECT_TRUE(contains(r.out, "model trained for 4096 positions")) << r.out;
+  EXPECT_TRUE(contains(r.out, "prefill chunk 128\n")) << r.out;  // causal: no span programs
 }
 
 // Qwen3-VL-4B: the language model (Qwen3 under text_config: 36 layers of width 2560, 8 KV

@@ -147,6 +147,9 @@ struct PlanResult {
   /// DRAM weights by MXQ part when the configuration splits the model (bytes per part).
   std::vector<int64_t> weights_by_part;
   int64_t max_cache = 0, batch = 1, chunk = 1;
+  /// The model's images are bidirectional spans (a Gemma 3 VLM): span programs, and a chunk that
+  /// holds an image (npu::Options::span_programs).
+  bool span_programs = false;
   std::string target;
   std::vector<SchemePlan> schemes;
   /// The bundle the configured deployment compiles to (shapes only), for per-layer tables.
