@@ -78,6 +78,17 @@ StatusOr<CalibPrepareResult> prepare_calib(const CalibPrepareRequest& r,
   int64_t span_rows = 0;
   if (!r.images.empty()) {
     QBC_ASSIGN_OR_RETURN(const std::vector<std::string> files, list_images(r.images));
+    // The span's length first: a sample too short for it is refused before the tower runs.
+    QBC_ASSIGN_OR_RETURN(const FloatImageFeatures layout, float_image_features(r.model, cfg, {}));
+    const int64_t rows =
+        layout.tokens +
+        static_cast<int64_t>(tok.encode(layout.prefix_text, false).size() + layout.prefix.size() +
+                             layout.suffix.size() + tok.encode(layout.suffix_text, false).size());
+    if (po.seq_len < rows + 2)
+      return invalid_argument("--seq-len ", po.seq_len, " holds no image: an image span of ",
+                              r.model, " is ", rows,
+                              " rows, and a sample needs a token before and after it (--seq-len ",
+                              rows + 2, " or more)");
     events::status("calib", "encoding " + std::to_string(files.size()) +
                                 " images with the float vision tower");
     QBC_ASSIGN_OR_RETURN(FloatImageFeatures f, float_image_features(r.model, cfg, files));

@@ -365,16 +365,7 @@ StatusOr<FloatImageFeatures> float_image_features(const std::string& model,
     return invalid_argument(model,
                             ": --images needs a VLM folder (a config.json with a "
                             "vision_config)");
-  if (images.empty()) return invalid_argument(model, ": no images");
   const Tower& tower = ft->tower;
-  VisionBuild unused;
-  const fs::path pre_path = fs::path(model) / kPreprocessorAsset;
-  QBC_ASSIGN_OR_RETURN(const image::PreprocessSpec spec,
-                       preprocessing(pre_path, tower, ft->vc, ft->qwen, unused));
-  QBC_ASSIGN_OR_RETURN(const std::vector<quant::FeatureSample> samples,
-                       calibration_samples(tower, spec, pre_path.string(), images, 0));
-  QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> session,
-                       ref::Session::create(tower.graph, ft->reader));
   FloatImageFeatures out;
   out.tokens = tower.features - tower.drop;
   out.width = ft->vc.text_hidden;
@@ -389,6 +380,15 @@ StatusOr<FloatImageFeatures> float_image_features(const std::string& model,
   }
   out.prefix_text = tower.prefix_text;
   out.suffix_text = tower.suffix_text;
+  if (images.empty()) return out;  // the span's layout alone
+  VisionBuild unused;
+  const fs::path pre_path = fs::path(model) / kPreprocessorAsset;
+  QBC_ASSIGN_OR_RETURN(const image::PreprocessSpec spec,
+                       preprocessing(pre_path, tower, ft->vc, ft->qwen, unused));
+  QBC_ASSIGN_OR_RETURN(const std::vector<quant::FeatureSample> samples,
+                       calibration_samples(tower, spec, pre_path.string(), images, 0));
+  QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> session,
+                       ref::Session::create(tower.graph, ft->reader));
   for (size_t i = 0; i < samples.size(); ++i) {
     std::vector<float> rows;
     QBC_RETURN_IF_ERROR(session->forward_inputs(samples[i], &rows).with_context(images[i]));

@@ -831,7 +831,8 @@ std::vector<Checked> programs_of(const Bundle& b) {
 /// and an fp32 feature output in io DRAM buffers large enough for chunk rows, no decoder
 /// input, rope tables or decode code, bidirectional attention descriptors; a decoder bundle
 /// has no feature inputs and causal attention descriptors; a span program only in a decoder,
-/// with the prefill's max_seq, `span` on each of its qk_scores and on no other program's.
+/// in every mode or none, with the prefill's max_seq, `span` on each of its qk_scores and on no
+/// other program's.
 Status check_features_v10(const Bundle& b) {
   const auto bad = [](const std::string& m) { return violation(10, m); };
   for (size_t m = 0; m < b.modes.size(); ++m) {
@@ -840,6 +841,10 @@ Status check_features_v10(const Bundle& b) {
         "mode " + num(static_cast<int64_t>(m)) + " (" + scheme_name(mode.scheme) + ")";
     if (mode.has_span() && b.kind != BundleKind::kDecoder)
       return bad(at + ": a span program in a feature bundle");
+    if (mode.has_span() != b.modes.front().has_span())
+      return bad(at + ": " +
+                 (mode.has_span() ? "a span program, mode 0 has none"
+                                  : "no span program, mode 0 has one"));
     if (mode.has_span() && mode.span.max_seq != mode.prefill.max_seq)
       return bad(at + ": span max_seq " + num(mode.span.max_seq) + " is not the prefill's " +
                  num(mode.prefill.max_seq));

@@ -94,8 +94,29 @@ Status NpuSession::forward(const std::vector<int32_t>& tokens, std::vector<float
     spliced[i] = true;
   }
   const auto seq = static_cast<int64_t>(tokens.size());
+  const bool spans = has_span_program() && splice_next_ > first && positions_pending() == 0;
+  if (spans) {  // every image one call, checked before anything runs
+    const int64_t chunk = device_->bundle().chunk;
+    if (spliced.front() && ended_in_span_) {
+      splice_next_ = first;
+      return invalid_argument(
+          "forward: an image's tokens continue from the previous call; with span programs each "
+          "image must be given in one call (its tokens attend to each other)");
+    }
+    for (size_t i = 0; i < spliced.size();) {
+      size_t e = i + 1;
+      while (e < spliced.size() && spliced[e] == spliced[i]) ++e;
+      if (spliced[i] && static_cast<int64_t>(e - i) > chunk) {
+        splice_next_ = first;
+        return invalid_argument("forward: an image of ", e - i,
+                                " tokens does not fit one call of the compiled chunk ", chunk,
+                                " (compile with llm.attributes.maxCoreDataLength >= ", e - i, ")");
+      }
+      i = e;
+    }
+  }
   Status s;
-  if (has_span_program() && splice_next_ > first && positions_pending() == 0) {
+  if (spans) {
     s = forward_spans(x, spliced, logits);
   } else if (positions_pending() > 0) {  // this call's columns of each stream
     if (positions_pending() < seq) {
@@ -114,6 +135,7 @@ Status NpuSession::forward(const std::vector<int32_t>& tokens, std::vector<float
     s = forward_embeds(x, seq, logits);
   }
   if (!s.ok()) splice_next_ = first;  // nothing was consumed
+  if (s.ok()) ended_in_span_ = has_span_program() && spliced.back();
   return s;
 }
 
@@ -284,6 +306,7 @@ Status NpuSession::write_rope_tables(int64_t seq, const std::vector<int64_t>* mr
 Status NpuSession::call(const float* embeds, int64_t seq, float* logits,
                         const std::vector<int64_t>* mrope, bool span) {
   const isa::Bundle& b = device_->bundle();
+  ended_in_span_ = false;  // forward() sets it again after its calls
   if (b.rope_inputs.present()) QBC_RETURN_IF_ERROR(write_rope_tables(seq, mrope));
   uint8_t* in = device_->dram(device_->address(b.input, slot_), seq * b.hidden * 2);
   uint8_t* out = device_->dram(device_->address(b.output, slot_), seq * b.vocab * 4);
@@ -355,6 +378,7 @@ Status NpuSession::rewind(int64_t position) {
                               " positions still holds (at most ", a.capacity - a.window, ")");
   }
   position_ = position;
+  ended_in_span_ = false;
   return ok_status();
 }
 
@@ -413,6 +437,7 @@ Status NpuSession::load_kv(std::string_view blob) {
     at += 8 + static_cast<size_t>(bytes);
   }
   position_ = static_cast<int64_t>(position);
+  ended_in_span_ = false;
   return ok_status();
 }
 

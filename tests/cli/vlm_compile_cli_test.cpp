@@ -461,6 +461,13 @@ TEST_F(VlmCompile, CalibPrepareWithImagesPutsAPhotographsSpanInEachSample) {
   QBC_REQUIRE_SHARED(text, "data/tinystories/tinystories_valid_head.clean.txt");
   const fs::path gemma = write_gemma3(config, dir_ / "gemma3_calib");
   const fs::path cal = dir_ / "cal", plain = dir_ / "cal_text";
+  // A sample too short for an image is refused before the tower runs, naming both lengths.
+  const auto short_run = run_qbc("calib prepare " + shell_quote(gemma) + " --text " +
+                                 shell_quote(text) + " --seq-len 100 --images " +
+                                 shell_quote(images_) + " -o " + shell_quote(dir_ / "short"));
+  EXPECT_EQ(short_run.exit_code, 2) << short_run.err;
+  EXPECT_TRUE(contains(short_run.err, "--seq-len 100 holds no image")) << short_run.err;
+  EXPECT_FALSE(fs::exists(dir_ / "short"));
   const std::string common = " --text " + shell_quote(text) + " --num-samples 5 --seq-len 300";
   const auto r = run_qbc("calib prepare " + shell_quote(gemma) + common + " --images " +
                          shell_quote(images_) + " -o " + shell_quote(cal));

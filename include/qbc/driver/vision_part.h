@@ -81,8 +81,9 @@ struct FloatImageFeatures {
 
 /// `images` (PNG / JPEG paths) through the HF folder `model`'s preprocessing and its float
 /// vision tower and projector (the float reference runtime): the rows the runtime splices (a
-/// CLS row dropped, back in image order, divided by the feature divisor). kInvalidArgument for
-/// a folder without a vision_config, kUnimplemented for a family whose tower is not built.
+/// CLS row dropped, back in image order, divided by the feature divisor). With no images, the
+/// span's layout alone (tokens, ids, text), without running the tower. kInvalidArgument for a
+/// folder without a vision_config, kUnimplemented for a family whose tower is not built.
 StatusOr<FloatImageFeatures> float_image_features(const std::string& model,
                                                   const config::ResolvedConfig& cfg,
                                                   const std::vector<std::string>& images);

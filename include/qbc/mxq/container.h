@@ -58,7 +58,7 @@ inline constexpr uint64_t kFeatureEmbeddingI8 = uint64_t{1} << 4;
 /// Bit 5: a vision part (docs/mxq.md "Vision part"): set in a feature bundle's file (a vision
 /// tower: Layout.kind 1) and in a language model's file that holds a vision section.
 inline constexpr uint64_t kFeatureVision = uint64_t{1} << 5;
-/// Bit 6: span programs (ModeDesc.span, CoreCode.span; docs/mxq.md "Span programs"): the
+/// Bit 6: span programs (ModeDesc.span, CoreCode.span; docs/npu.md "Span programs"): the
 /// runtime must run each bidirectional span (a Gemma 3 image) as one call of them. Set in every
 /// part of such a model.
 inline constexpr uint64_t kFeatureSpanPrograms = uint64_t{1} << 6;

@@ -56,7 +56,10 @@ class NpuSession final : public runner::Runner {
   /// Rows that forward() uses instead of the embedding of the next occurrences of `token` (an
   /// image's features at its placeholder tokens), one row each, in order, until they are used
   /// up. With span programs (has_span_program) each run of consecutive tokens that take rows
-  /// is one span call (forward_embeds_span), the text around it ordinary calls. `rows` is [n,
+  /// is one span call (forward_embeds_span), the text around it ordinary calls; a run longer
+  /// than the chunk, or one split across forward() calls (a call that starts with a spliced
+  /// row where the previous one ended with one), is kInvalidArgument before anything runs: the
+  /// image would not attend to itself. `rows` is [n,
   /// hidden]; kInvalidArgument otherwise or for a token outside the vocabulary.
   Status splice(int32_t token, std::vector<float> rows);
   /// Spliced rows not used yet.
@@ -74,6 +77,7 @@ class NpuSession final : public runner::Runner {
   bool mrope() const;
   /// Drops pending spliced rows and positions.
   void clear_splice() {
+    ended_in_span_ = false;
     splice_token_ = -1;
     splice_rows_.clear();
     splice_next_ = 0;
@@ -134,6 +138,7 @@ class NpuSession final : public runner::Runner {
   int64_t splice_next_ = 0;         ///< the next spliced row to use
   std::vector<int64_t> positions_;  ///< set_positions(): [3, n] stream-major
   int64_t positions_next_ = 0;      ///< the next position column to use
+  bool ended_in_span_ = false;      ///< span programs: the last forward() ended on a spliced row
 };
 
 }  // namespace qbc::runtime

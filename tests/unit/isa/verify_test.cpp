@@ -648,6 +648,18 @@ TEST(IsaVerify, V10SpanProgramOfAnotherMaxSeq) {
   EXPECT_TRUE(contains(st.message(), "is not the prefill's")) << st.message();
 }
 
+TEST(IsaVerify, V10SpanProgramInOneModeOnly) {
+  Bundle b = span_bundle();
+  b.modes.push_back(b.modes[0]);
+  QBC_ASSERT_OK(verify(b));
+  b.modes[1].span.cores.clear();  // mode 1 would run its images causally
+  const Status st = verify(b);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.message().rfind("V10 (feature interface): ", 0), 0u) << st.message();
+  EXPECT_TRUE(contains(st.message(), "mode 1 (single): no span program, mode 0 has one"))
+      << st.message();
+}
+
 TEST(IsaVerify, SpanProgramOfTheWrongPhaseOrStreams) {
   Bundle b = span_bundle();
   b.modes[0].span.phase = Phase::kPrefill;

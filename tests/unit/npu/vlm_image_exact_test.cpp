@@ -251,6 +251,15 @@ TEST_P(VlmImageExact, LogitsWithAnImageEqualTheFakeQuantEvaluatorBitForBit) {
       const Status s = (*npu)->forward_embeds_span(too_long, f.tokens + 1, nullptr);
       EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.to_string();
       EXPECT_NE(s.message().find("maxCoreDataLength"), std::string::npos) << s.to_string();
+      // An image split across forward() calls is refused at the call that continues it.
+      start();
+      std::vector<float> l;
+      QBC_ASSERT_OK((*npu)->forward(std::vector<int32_t>(prompt.begin(), prompt.begin() + 16), &l));
+      const Status split =
+          (*npu)->forward(std::vector<int32_t>(prompt.begin() + 16, prompt.end()), &l);
+      EXPECT_EQ(split.code(), Code::kInvalidArgument) << split.to_string();
+      EXPECT_NE(split.message().find("in one call"), std::string::npos) << split.to_string();
+      EXPECT_EQ((*npu)->rows_pending(), f.tokens - 10) << "the refused call consumed nothing";
     }
     // The image matters: without the splice the logits differ.
     (*npu)->reset();
