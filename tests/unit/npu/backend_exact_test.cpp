@@ -27,6 +27,7 @@
 #include "qbc/runtime/model.h"
 #include "qbc/runtime/npu_session.h"
 #include "test_support.h"
+#include "unit/npu/deployment_options.h"
 #include "unit/npu/quantized_case.h"
 #include "unit/quant/transform_cases.h"
 
@@ -105,15 +106,8 @@ struct Deployment {
 /// chunks by the session) or token by token.
 StatusOr<std::vector<float>> npu_logits(const Quantized& q, const Deployment& d,
                                         const std::vector<int32_t>& ids, bool stepwise) {
-  config::LoadRequest req;
-  req.sets = {"targetProfile=" + d.target};
-  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, config::resolve(req));
-  QBC_ASSIGN_OR_RETURN(npu::Options o, driver::backend_options(q.model.graph, cfg));
-  o.modes = {npu::ModeRequest{d.cores == 1   ? isa::Scheme::kSingle
-                              : d.cores == 8 ? isa::Scheme::kGlobal8
-                                             : isa::Scheme::kGlobal4,
-                              d.cores, 1}};
-  o.chunk = std::min(d.chunk, o.max_cache);
+  QBC_ASSIGN_OR_RETURN(npu::Options o,
+                       testing::deployment_options(q.model.graph, d.target, d.cores, d.chunk));
   QBC_ASSIGN_OR_RETURN(isa::Bundle b, driver::compile_backend(q.model, o));
   auto bundle = std::make_shared<const isa::Bundle>(std::move(b));
   runtime::DeviceOptions dopt;
@@ -397,17 +391,8 @@ TEST(BackendSpan, SpanCallsEqualTheEvaluatorsSpanBitForBit) {
   const Deployment deployments[] = {
       {"aries-rb", 1, 20}, {"aries-rb", 8, 32}, {"test-2core", 2, 24}, {"aries-rb", 4, 64}};
   for (const Deployment& d : deployments) {
-    config::LoadRequest req;
-    req.sets = {"targetProfile=" + d.target};
-    auto cfg = config::resolve(req);
-    QBC_ASSERT_OK(cfg);
-    auto o = driver::backend_options(q->model.graph, *cfg);
+    auto o = testing::deployment_options(q->model.graph, d.target, d.cores, d.chunk);
     QBC_ASSERT_OK(o);
-    o->modes = {npu::ModeRequest{d.cores == 1   ? isa::Scheme::kSingle
-                                 : d.cores == 8 ? isa::Scheme::kGlobal8
-                                                : isa::Scheme::kGlobal4,
-                                 d.cores, 1}};
-    o->chunk = std::min(d.chunk, o->max_cache);
     o->span_programs = true;
     auto bundle = driver::compile_backend(q->model, *o);
     QBC_ASSERT_OK(bundle);

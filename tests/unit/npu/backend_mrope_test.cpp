@@ -29,6 +29,7 @@
 #include "qbc/runtime/model.h"
 #include "qbc/runtime/npu_session.h"
 #include "test_support.h"
+#include "unit/npu/deployment_options.h"
 
 namespace qbc {
 namespace {
@@ -318,17 +319,8 @@ TEST_F(BackendMrope, CoresAndChunksGiveTheSameLogits) {
   };
   for (const Deployment& d : {Deployment{"aries-rb", 1, 128}, Deployment{"aries-rb", 8, 7},
                               Deployment{"aries-rb", 4, 1}, Deployment{"test-2core", 2, 5}}) {
-    config::LoadRequest req;
-    req.sets = {"targetProfile=" + std::string(d.target)};
-    auto cfg = config::resolve(req);
-    QBC_ASSERT_OK(cfg);
-    auto o = driver::backend_options(c().model.graph, *cfg);
+    auto o = testing::deployment_options(c().model.graph, d.target, d.cores, d.chunk);
     QBC_ASSERT_OK(o);
-    o->modes = {npu::ModeRequest{d.cores == 1   ? isa::Scheme::kSingle
-                                 : d.cores == 8 ? isa::Scheme::kGlobal8
-                                                : isa::Scheme::kGlobal4,
-                                 d.cores, 1}};
-    o->chunk = std::min(d.chunk, o->max_cache);
     auto b = driver::compile_backend(c().model, *o);
     QBC_ASSERT_OK(b);
     auto bundle = std::make_shared<const isa::Bundle>(std::move(*b));
