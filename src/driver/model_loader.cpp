@@ -28,11 +28,6 @@ StatusOr<LoadedModel> import_model(const std::string& path, const config::Resolv
   StatusOr<frontend::ModelSource> src = frontend::ModelSource::open(path);
   if (!src.ok()) return src.status();
   auto source = std::make_shared<frontend::ModelSource>(std::move(src).value());
-  if (source->hparams().mrope_interleaved)
-    return unimplemented(path, ": ", source->hparams().architecture,
-                         ": the language model's interleaved M-RoPE "
-                         "(text_config.rope_scaling.mrope_interleaved) and DeepStack inputs are "
-                         "not built yet; `qbc plan` reads this config (docs/multimodal.md)");
   QBC_RETURN_IF_ERROR(source->validate());
   for (const std::string& t : source->unexpected_tensors()) {
     log("frontend").warn("{}: tensor '{}' is not used by the {} graph", path, t,

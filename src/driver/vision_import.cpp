@@ -105,8 +105,9 @@ StatusOr<std::optional<ir::Graph>> import_vision_graph(const std::string& model,
   const bool qwen = frontend::builds_qwen_vision_graph(vc->tower);
   if (!qwen && !clip && !gemma3) {
     return unimplemented(config.string(), ": the ", frontend::vision_tower_name(vc->tower),
-                         " vision tower of ", vc->model_type,
-                         " is not parsed yet (Qwen2-VL's, Qwen2.5-VL's, LLaVA's CLIP and Gemma 3's "
+                         " vision tower of ", vc->model_type, " is not parsed yet",
+                         frontend::vision_tower_gap(vc->tower),
+                         " (Qwen2-VL's, Qwen2.5-VL's, LLaVA's CLIP and Gemma 3's "
                          "SigLIP are; docs/multimodal.md)");
   }
   QBC_ASSIGN_OR_RETURN(frontend::SafetensorsCheckpoint ck,

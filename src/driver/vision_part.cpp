@@ -329,7 +329,9 @@ StatusOr<std::optional<FolderTower>> open_tower(const std::string& model,
   if (!clip && !qwen && !gemma3) {
     return unimplemented(config.string(), ": the ", frontend::vision_tower_name(vc->tower),
                          " vision part of ", vc->model_type,
-                         " does not compile yet: its tower is not parsed yet (LLaVA's CLIP, "
+                         " does not compile yet: its tower is not parsed yet",
+                         frontend::vision_tower_gap(vc->tower),
+                         " (LLaVA's CLIP, "
                          "Gemma 3's SigLIP, Qwen2-VL's and Qwen2.5-VL's towers do; "
                          "docs/multimodal.md)");
   }

@@ -202,9 +202,7 @@ StatusOr<ir::Graph> build_decoder_graph(const HParams& hp, const ImportOptions& 
   g.add_output(logits);
   g.metadata["architecture"] = hp.architecture;
   if (!hp.mrope_section.empty()) record_mrope(hp, g);
-  // Interleaved M-RoPE (Qwen3-VL) is planned from this graph's shapes; its rope tables are not
-  // the sectioned ones the metadata describes, so no weights are ever read into it
-  // (driver::import_model refuses it).
+  // Interleaved M-RoPE (Qwen3-VL): the host's tables take the streams in turn (runner/mrope.h).
   if (hp.mrope_interleaved) g.metadata["mrope.interleaved"] = "1";
   if (hp.image_span_tokens > 0)
     g.metadata[kImageSpanMetadata] = std::to_string(hp.image_span_tokens);

@@ -142,9 +142,10 @@ class VisionBuilder {
 StatusOr<ir::Graph> build_qwen_vision_graph(const VisionConfig& vc,
                                             const QwenVisionLayout& layout) {
   if (!builds_qwen_vision_graph(vc.tower)) {
-    return unimplemented("vision graph of the ", vision_tower_name(vc.tower), " tower (",
-                         vc.model_type, "): this builder takes Qwen2-VL's and Qwen2.5-VL's ",
-                         "(docs/multimodal.md)");
+    return unimplemented("the vision graph of the ", vision_tower_name(vc.tower), " tower (",
+                         vc.model_type,
+                         ": learned position grid, DeepStack features into the first decoder "
+                         "layers) is not built yet (docs/multimodal.md)");
   }
   if (vc.heads <= 0 || vc.width % vc.heads != 0 || vc.text_hidden <= 0 || vc.ffn <= 0) {
     return invalid_argument(vc.model_type, " vision_config: hidden_size ", vc.width, ", num_heads ",

@@ -163,6 +163,13 @@ int64_t qwen_merger(const VisionConfig& c, int64_t norm_width, int64_t norm_tens
 
 }  // namespace
 
+std::string_view vision_tower_gap(VisionTower t) {
+  if (t == VisionTower::kQwen3Vit)
+    return " (its learned position grid interpolated to the image, and the DeepStack features "
+           "added to the first decoder layers, are not built)";
+  return "";
+}
+
 std::string_view vision_tower_name(VisionTower t) {
   switch (t) {
     case VisionTower::kQwen2Vit:

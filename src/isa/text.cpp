@@ -173,7 +173,8 @@ void print_tables(std::ostringstream& os, const Bundle& b) {
     const RopeInputs& ri = b.rope_inputs;
     os << "rope_inputs cos=" << bname(ri.cos) << " sin=" << bname(ri.sin)
        << " head_dim=" << ri.head_dim << " theta=" << num(ri.theta) << " section=[" << ri.section[0]
-       << ", " << ri.section[1] << ", " << ri.section[2] << "]\n";
+       << ", " << ri.section[1] << ", " << ri.section[2] << "]"
+       << (ri.interleaved ? " interleaved" : "") << "\n";
   }
   os << "image base=" << b.image_base << " bytes=" << b.image_size() << "\n";
   os << "dram weights=" << b.dram.weights << " kv=" << b.dram.kv

@@ -154,7 +154,8 @@ class Parser {
     return c.expect_end();
   }
 
-  /// "rope_inputs cos=%b sin=%b head_dim=N theta=X section=[a, b, c]" (M-RoPE models).
+  /// "rope_inputs cos=%b sin=%b head_dim=N theta=X section=[a, b, c] [interleaved]" (M-RoPE
+  /// models).
   Status rope_inputs() {
     QBC_ASSIGN_OR_RETURN(Cursor c, next("'rope_inputs'"));
     QBC_RETURN_IF_ERROR(c.expect("rope_inputs"));
@@ -171,6 +172,7 @@ class Parser {
       QBC_RETURN_IF_ERROR(c.integer(&ri.section[k]));
     }
     QBC_RETURN_IF_ERROR(c.expect("]"));
+    ri.interleaved = c.accept("interleaved");
     return c.expect_end();
   }
 

@@ -84,6 +84,7 @@ Status decode_rope_inputs(const pb::RopeInputs& p, const std::string& where, isa
   ri.sin = p.sin();
   ri.head_dim = p.head_dim();
   ri.theta = p.theta();
+  ri.interleaved = p.interleaved();
   return ok_status();
 }
 
@@ -190,6 +191,7 @@ pb::Layout encode_layout(const isa::Bundle& b) {
     ri->set_head_dim(b.rope_inputs.head_dim);
     ri->set_theta(b.rope_inputs.theta);
     for (int64_t s : b.rope_inputs.section) ri->add_section(s);
+    ri->set_interleaved(b.rope_inputs.interleaved);
   }
   if (b.kind == isa::BundleKind::kFeatures) {
     l.set_kind(u(b.kind));

@@ -416,6 +416,7 @@ void lay_out_files(const std::string& path, const fs::path& dir, const isa::Bund
     if (p == 0 && s.i8) h.required_features |= kFeatureEmbeddingI8;
     h.required_features |= compact;
     if (b.rope_inputs.present()) h.required_features |= kFeatureRopeInputs;
+    if (b.rope_inputs.interleaved) h.required_features |= kFeatureInterleavedMRope;
     if (has_span_programs(b)) h.required_features |= kFeatureSpanPrograms;
     if (b.kind == isa::BundleKind::kFeatures || !req.vision.empty())
       h.required_features |= kFeatureVision;
@@ -670,6 +671,13 @@ Status load_code(const Container& c0, const std::string& file, isa::Bundle& b,
                                  "is not set"
                                : ": required feature bit 3 is set but the layout has no "
                                  "rope-table inputs");
+  const bool interleaved = b.rope_inputs.present() && b.rope_inputs.interleaved;
+  if (interleaved != ((c0.header().required_features & kFeatureInterleavedMRope) != 0))
+    return data_loss(file, interleaved
+                               ? ": the layout's rope-table inputs are interleaved but required "
+                                 "feature bit 7 is not set"
+                               : ": required feature bit 7 is set but the layout has no "
+                                 "interleaved rope-table inputs");
   if (has_span_programs(b) != ((c0.header().required_features & kFeatureSpanPrograms) != 0))
     return data_loss(file, has_span_programs(b)
                                ? ": the layout has span programs but required feature bit 6 is "

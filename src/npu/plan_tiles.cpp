@@ -177,6 +177,7 @@ Status check_graph(Context& cx) {
     cx.b.rope_inputs.head_dim = spec.head_dim;
     cx.b.rope_inputs.theta = spec.theta;
     for (int k = 0; k < 3; ++k) cx.b.rope_inputs.section[k] = spec.section[static_cast<size_t>(k)];
+    cx.b.rope_inputs.interleaved = spec.interleaved;
   }
   if (cx.g.outputs().size() != 1)
     return unimplemented("graph '", cx.g.name(), "' has ", cx.g.outputs().size(),

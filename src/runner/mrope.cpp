@@ -1,5 +1,6 @@
 // M-RoPE positions and tables (qbc/runner/mrope.h), following transformers'
-// Qwen2_5_VLModel.get_rope_index (images) and Qwen2_5_VLRotaryEmbedding.
+// Qwen2_5_VLModel.get_rope_index (images; Qwen3-VL's places an image alike),
+// Qwen2_5_VLRotaryEmbedding and Qwen3VLTextRotaryEmbedding (interleaved streams).
 #include "qbc/runner/mrope.h"
 
 #include <algorithm>
@@ -65,7 +66,22 @@ StatusOr<MRopeSpec> mrope_spec_from_metadata(const std::map<std::string, std::st
   if (sum * 2 != spec.head_dim)
     return invalid_argument("graph metadata 'mrope.section' = '", text,
                             "' does not sum to head_dim / 2 = ", spec.head_dim / 2);
+  const auto il = m.find("mrope.interleaved");
+  if (il != m.end()) {
+    if (il->second != "1" && il->second != "0")
+      return invalid_argument("graph metadata 'mrope.interleaved' = '", il->second,
+                              "' is not 0 or 1");
+    spec.interleaved = il->second == "1";
+  }
   return spec;
+}
+
+int64_t mrope_stream(const MRopeSpec& spec, int64_t i) {
+  if (!spec.interleaved)
+    return i < spec.section[0] ? 0 : i < spec.section[0] + spec.section[1] ? 1 : 2;
+  if (i % 3 == 1 && i < 3 * spec.section[1]) return 1;
+  if (i % 3 == 2 && i < 3 * spec.section[2]) return 2;
+  return 0;
 }
 
 StatusOr<MRopePositions> mrope_positions(const std::vector<int32_t>& tokens, int32_t image_token_id,
@@ -136,8 +152,7 @@ void mrope_tables(const MRopeSpec& spec, const std::vector<int64_t>& positions,
   std::vector<int64_t> stream(static_cast<size_t>(half));
   std::vector<double> inv_freq(static_cast<size_t>(half));
   for (int64_t i = 0; i < half; ++i) {
-    const int64_t s = i < spec.section[0] ? 0 : i < spec.section[0] + spec.section[1] ? 1 : 2;
-    stream[static_cast<size_t>(i)] = s;
+    stream[static_cast<size_t>(i)] = mrope_stream(spec, i);
     inv_freq[static_cast<size_t>(i)] =
         1.0 / std::pow(spec.theta, static_cast<double>(2 * i) / static_cast<double>(spec.head_dim));
   }

@@ -282,6 +282,7 @@ Status NpuSession::write_rope_tables(int64_t seq, const std::vector<int64_t>* mr
   spec.head_dim = ri.head_dim;
   spec.theta = ri.theta;
   for (size_t k = 0; k < 3; ++k) spec.section[k] = ri.section[k];
+  spec.interleaved = ri.interleaved;
   std::vector<int64_t> text;
   if (mrope == nullptr) text = runner::mrope_text_positions(position_, seq, rope_delta_);
   std::vector<double> cos, sin;

@@ -96,8 +96,9 @@ TEST(PlanVisionCliTest, LlavaPlansItsLlamaLanguageModelAndPrintsTheVisionLine) {
 
 // Qwen3-VL-4B: the language model (Qwen3 under text_config: 36 layers of width 2560, 8 KV
 // heads of 128, interleaved M-RoPE) is planned from the config, with the vision part and the
-// time to first token with an image; its weights are not read (the interleaved M-RoPE and
-// DeepStack decoder is not built), which `qbc parse` says with exit 3.
+// time to first token with an image. `qbc parse` of a random one writes the language graph
+// (interleaved M-RoPE recorded in its metadata), then exits 3 naming the tower, which is not
+// built yet (learned position grid, DeepStack).
 TEST(PlanVisionCliTest, Qwen3VlPlansItsLanguageModelAndTheVisionPart) {
   QBC_REQUIRE_SHARED(dir, "model-configs-new/Qwen3-VL-4B-Instruct");
   const auto r = run_qbc("plan " + shell_quote(dir) + " --json");
@@ -115,7 +116,7 @@ TEST(PlanVisionCliTest, Qwen3VlPlansItsLanguageModelAndTheVisionPart) {
     EXPECT_EQ(s["image_prompt_tokens"].get<int64_t>(), s["prompt_tokens"].get<int64_t>() + 196);
   }
   // A random Qwen3-VL shrunk by the language flags (which reach text_config, mrope_section
-  // rescaled to the new head_dim) parses to exit 3 naming what is missing.
+  // rescaled to the new head_dim) parses its language model, then exits 3 naming the tower.
   const fs::path out = testing::temp_dir() / "qwen3vl_parse";
   const auto made =
       run_qbc("random-model " + shell_quote(dir / "config.json") + " -o " + shell_quote(out) +
@@ -127,8 +128,12 @@ TEST(PlanVisionCliTest, Qwen3VlPlansItsLanguageModelAndTheVisionPart) {
   EXPECT_EQ(cfg["text_config"]["rope_scaling"]["mrope_section"], nlohmann::json({6, 5, 5}));
   const auto p = run_qbc("parse " + shell_quote(out) + " -o " + shell_quote(out / "m.mblt"));
   EXPECT_EQ(p.exit_code, 3) << p.err;
-  EXPECT_TRUE(contains(p.err, "mrope_interleaved")) << p.err;
-  EXPECT_FALSE(fs::exists(out / "m.mblt"));
+  EXPECT_TRUE(contains(p.err, "Qwen3-VL ViT") && contains(p.err, "DeepStack")) << p.err;
+  EXPECT_TRUE(fs::exists(out / "m.mblt"));
+  EXPECT_FALSE(fs::exists(out / "m.vision.mblt"));
+  const auto text = run_qbc("inspect " + shell_quote(out / "m.mblt") + " --graph");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_TRUE(contains(text.out, "meta \"mrope.interleaved\" \"1\"")) << text.out.substr(0, 2000);
 }
 
 TEST(PlanVisionCliTest, TextModelsHaveNoVisionLine) {

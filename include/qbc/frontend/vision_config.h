@@ -30,6 +30,9 @@ enum class VisionProjector {
 };
 
 std::string_view vision_tower_name(VisionTower t);
+/// For a tower whose graph is not built, what it lacks, as a parenthesis starting with a space
+/// (Qwen3-VL: the learned position grid and the DeepStack features); empty otherwise.
+std::string_view vision_tower_gap(VisionTower t);
 std::string_view vision_projector_name(VisionProjector p);
 
 struct VisionConfig {

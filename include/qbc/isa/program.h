@@ -110,6 +110,8 @@ struct RopeInputs {
   int64_t head_dim = 0;
   double theta = 0.0;
   int64_t section[3] = {0, 0, 0};
+  /// Qwen3-VL: the streams take the frequencies in turn (runner::MRopeSpec::interleaved).
+  bool interleaved = false;
   bool present() const { return cos >= 0; }
 };
 

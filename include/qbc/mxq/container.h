@@ -62,9 +62,14 @@ inline constexpr uint64_t kFeatureVision = uint64_t{1} << 5;
 /// runtime must run each bidirectional span (a Gemma 3 image) as one call of them. Set in every
 /// part of such a model.
 inline constexpr uint64_t kFeatureSpanPrograms = uint64_t{1} << 6;
+/// Bit 7: interleaved M-RoPE (RopeInputs.interleaved, Qwen3-VL): the host's rope tables take
+/// the position streams in turn per frequency, not in sections; a reader that computes only
+/// sectioned tables must refuse rather than rotate by the wrong positions. Set, with bit 3, in
+/// every part of such a model.
+inline constexpr uint64_t kFeatureInterleavedMRope = uint64_t{1} << 7;
 inline constexpr uint64_t kKnownRequiredFeatures =
     kFeatureEmbeddingBf16 | kFeatureCompactWeights | kFeatureZeroPointsI8 | kFeatureRopeInputs |
-    kFeatureEmbeddingI8 | kFeatureVision | kFeatureSpanPrograms;
+    kFeatureEmbeddingI8 | kFeatureVision | kFeatureSpanPrograms | kFeatureInterleavedMRope;
 
 /// What a section holds (docs/mxq.md "Sections").
 enum class SectionKind : uint32_t {

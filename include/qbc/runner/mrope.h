@@ -1,6 +1,6 @@
-// M-RoPE host glue (Qwen2-VL, Qwen2.5-VL): the 3-stream positions of a prompt with images, as
-// transformers' `get_rope_index` computes them, and the rope_cos / rope_sin tables the language
-// graph takes as inputs (docs/multimodal.md, "The language graph"). IR-free, so the float
+// M-RoPE host glue (Qwen2-VL, Qwen2.5-VL, Qwen3-VL): the 3-stream positions of a prompt with
+// images, as transformers' `get_rope_index` computes them, and the rope_cos / rope_sin tables the
+// language graph takes as inputs (docs/multimodal.md, "The language graph"). IR-free, so the float
 // runtime, the compiler and the runtime that knows only the MXQ file share it.
 #pragma once
 
@@ -21,11 +21,19 @@ struct MRopeSpec {
   /// Rotary frequencies per stream (temporal, height, width), in frequency order; the three sum
   /// to head_dim / 2 (config.json `rope_scaling.mrope_section`).
   std::array<int64_t, 3> section{};
+  /// Qwen3-VL (`rope_scaling.mrope_interleaved`): the streams take the frequencies in turn
+  /// instead of in sections. Frequency i follows height when i % 3 == 1 and i < 3 · section[1],
+  /// width when i % 3 == 2 and i < 3 · section[2], else time (transformers'
+  /// Qwen3VLTextRotaryEmbedding.apply_interleaved_mrope).
+  bool interleaved = false;
 };
 
+/// The position stream (0 temporal, 1 height, 2 width) rotary frequency `i` follows.
+int64_t mrope_stream(const MRopeSpec& spec, int64_t i);
+
 /// The spec a language graph records in its metadata (`mrope.section`, `mrope.theta`,
-/// `mrope.head_dim`); kNotFound when the graph has no M-RoPE, kInvalidArgument naming the key
-/// when a value is malformed.
+/// `mrope.head_dim`, and `mrope.interleaved` = "1" when set); kNotFound when the graph has no
+/// M-RoPE, kInvalidArgument naming the key when a value is malformed.
 StatusOr<MRopeSpec> mrope_spec_from_metadata(const std::map<std::string, std::string>& metadata);
 
 /// One image's grid as the language model sees it: HF's `image_grid_thw` with h and w divided
@@ -57,7 +65,7 @@ StatusOr<MRopePositions> mrope_positions(const std::vector<int32_t>& tokens, int
 std::vector<int64_t> mrope_text_positions(int64_t first, int64_t n, int64_t delta);
 
 /// cos / sin tables [n, head_dim / 2] for `positions` (stream-major [3, n]): frequency i, in
-/// stream s(i) of `spec.section`, has angle positions[s(i)][t] · theta^(-2i / head_dim),
+/// stream s(i) = mrope_stream(spec, i), has angle positions[s(i)][t] · theta^(-2i / head_dim),
 /// computed in float64 (transformers' Qwen2_5_VLRotaryEmbedding + apply_multimodal_rotary_pos_emb,
 /// whose `mrope_section * 2` split picks the same stream for i and i + head_dim / 2).
 void mrope_tables(const MRopeSpec& spec, const std::vector<int64_t>& positions,

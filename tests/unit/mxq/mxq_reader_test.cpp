@@ -344,7 +344,7 @@ TEST(MxqReader, WrongTargetWordFeatureBitsAndVersionAreRefused) {
   EXPECT_EQ(exit_code_for(m.status()), kExitBadInput);
   EXPECT_TRUE(contains(m.status().message(), "target word")) << m.status().to_string();
   s = compiled().bytes;
-  put_u64(s, kRequired, 1u << 7);  // the first bit no reader knows
+  put_u64(s, kRequired, 1u << 8);  // the first bit no reader knows
   reseal(s, false);
   m = load(s);
   ASSERT_FALSE(m.ok());
@@ -368,6 +368,17 @@ TEST(MxqReader, WrongTargetWordFeatureBitsAndVersionAreRefused) {
   EXPECT_TRUE(contains(m.status().message(),
                        "required feature bit 6 is set but the layout has no "
                        "span programs"))
+      << m.status().to_string();
+  // Bit 7 (interleaved M-RoPE tables) on a file without rope-table inputs.
+  s = compiled().bytes;
+  put_u64(s, kRequired, get_u64(s, kRequired) | (1u << 7));
+  reseal(s, false);
+  m = load(s);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(exit_code_for(m.status()), kExitBadInput);
+  EXPECT_TRUE(contains(m.status().message(),
+                       "required feature bit 7 is set but the layout has no "
+                       "interleaved rope-table inputs"))
       << m.status().to_string();
   s = compiled().bytes;
   s[kMajor] = 2;

@@ -1,15 +1,18 @@
-// The language model of a Qwen2.5-VL through the whole compile (M-RoPE: rope_table over the
-// host's per-token rope tables, docs/multimodal.md): a random checkpoint written from the real
-// Qwen2.5-VL-3B config, `llm_fast` with random calibration, written to an MXQ and run from
-// the file alone. Its logits equal the fake-quant evaluator's bit for bit, on a text prompt
+// The language model of a Qwen2.5-VL and of a Qwen3-VL through the whole compile (M-RoPE:
+// rope_table over the host's per-token rope tables, docs/multimodal.md; Qwen3-VL's tables take
+// the streams interleaved): random checkpoints written from the real Qwen2.5-VL-3B and
+// Qwen3-VL-4B configs, `llm_fast` with random calibration, written to an MXQ and run from the
+// file alone. Their logits equal the fake-quant evaluator's bit for bit, on a text prompt
 // (three equal position streams) and on a prompt with an image span (3-stream positions from
 // runner::mrope_positions), prefill and decode; and so do other core counts and chunks.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -21,6 +24,8 @@
 #include "qbc/driver/model_loader.h"
 #include "qbc/frontend/random_model.h"
 #include "qbc/ir/weight_reader.h"
+#include "qbc/isa/text.h"
+#include "qbc/isa/text_parser.h"
 #include "qbc/mxq/bundle_codec.h"
 #include "qbc/mxq/container.h"
 #include "qbc/quant/fakequant.h"
@@ -48,7 +53,21 @@ size_t first_difference(const std::vector<float>& a, const std::vector<float>& b
   return std::min(a.size(), b.size());
 }
 
-/// One compile of the random Qwen2.5-VL language model, shared by the tests.
+/// A family under test: its real config and how the random one is shrunk.
+struct Family {
+  const char* name;
+  const char* config;              ///< under the shared assets
+  double theta;                    ///< the config's rope_theta
+  std::array<int64_t, 3> section;  ///< mrope_section after the shrink to head_dim 16
+  bool interleaved;
+};
+
+const Family kFamilies[] = {
+    {"qwen2_5_vl", "model-configs-new/Qwen2.5-VL-3B-Instruct/config.json", 1e6, {2, 3, 3}, false},
+    {"qwen3_vl", "model-configs-new/Qwen3-VL-4B-Instruct/config.json", 5e6, {3, 2, 3}, true},
+};
+
+/// One compile of a random VLM's language model, shared by a family's tests.
 struct Compiled {
   fs::path dir, mxq, mblt;
   config::ResolvedConfig cfg;
@@ -56,19 +75,20 @@ struct Compiled {
   int32_t image_token = -1, vision_start = -1, vision_end = -1;
 };
 
-StatusOr<Compiled> compile_once() {
+StatusOr<Compiled> compile_once(const Family& f) {
   Compiled c;
-  c.dir = temp_dir() / "backend_mrope";
+  c.dir = temp_dir() / (std::string("backend_mrope_") + f.name);
   fs::remove_all(c.dir);
   frontend::RandomModelOptions o;
-  o.config_path = testing::shared_dir() / "model-configs-new/Qwen2.5-VL-3B-Instruct/config.json";
+  o.config_path = testing::shared_dir() / f.config;
   o.output_dir = c.dir / "model";
   o.seed = 5;
   o.init_std = 0.15;  // attention, and so the positions, matter
   o.overrides.num_hidden_layers = 2;
   o.overrides.hidden_size = 64;
   o.overrides.intermediate_size = 96;
-  o.overrides.num_attention_heads = 4;  // head_dim 16: mrope_section [16,24,24] -> [2,3,3]
+  o.overrides.num_attention_heads = 4;
+  o.overrides.head_dim = 16;  // [16,24,24] -> [2,3,3]; Qwen3-VL's [24,20,20] -> [3,2,3]
   o.overrides.num_key_value_heads = 2;
   o.overrides.vocab_size = 256;
   o.overrides.vision.depth = 1;
@@ -76,7 +96,7 @@ StatusOr<Compiled> compile_once() {
   o.overrides.vision.num_heads = 1;
   o.overrides.vision.intermediate_size = 16;
   o.overrides.vision.out_hidden_size = 64;
-  o.overrides.vision.fullatt_block_indexes = std::vector<int64_t>{0};
+  if (!f.interleaved) o.overrides.vision.fullatt_block_indexes = std::vector<int64_t>{0};
   QBC_RETURN_IF_ERROR(frontend::write_random_model(o));
   const auto js = nlohmann::json::parse(testing::read_file(o.output_dir / "config.json"));
   c.image_token = js.at("image_token_id").get<int32_t>();
@@ -104,31 +124,31 @@ StatusOr<Compiled> compile_once() {
   return c;
 }
 
-class BackendMrope : public ::testing::Test {
+class BackendMrope : public ::testing::TestWithParam<Family> {
  protected:
-  static void SetUpTestSuite() {
-    if (!fs::exists(testing::shared_dir() / "model-configs-new/Qwen2.5-VL-3B-Instruct/config.json"))
-      return;
-    auto c = compile_once();
-    if (!c.ok()) {
-      error_ = new std::string(c.status().to_string());
-      return;
-    }
-    compiled_ = new Compiled(std::move(*c));
-  }
   static void TearDownTestSuite() {
-    delete compiled_;
-    compiled_ = nullptr;
-    delete error_;
-    error_ = nullptr;
+    for (auto& [name, c] : compiled_) delete c;
+    compiled_.clear();
+    for (auto& [name, e] : errors_) delete e;
+    errors_.clear();
   }
   void SetUp() override {
-    QBC_REQUIRE_SHARED(config, "model-configs-new/Qwen2.5-VL-3B-Instruct/config.json");
-    ASSERT_EQ(error_, nullptr) << *error_;
-    ASSERT_NE(compiled_, nullptr);
+    const Family& f = GetParam();
+    QBC_REQUIRE_SHARED(config, f.config);
+    if (compiled_.count(f.name) == 0 && errors_.count(f.name) == 0) {
+      auto c = compile_once(f);
+      if (c.ok())
+        compiled_[f.name] = new Compiled(std::move(*c));
+      else
+        errors_[f.name] = new std::string(c.status().to_string());
+    }
+    ASSERT_EQ(errors_.count(f.name), 0u) << *errors_[f.name];
+    ASSERT_EQ(compiled_.count(f.name), 1u);
+    compiled = compiled_[f.name];
   }
 
-  const Compiled& c() const { return *compiled_; }
+  Compiled* compiled = nullptr;
+  const Compiled& c() const { return *compiled; }
 
   std::unique_ptr<quant::FakeQuantSession> fake_quant() const {
     const driver::LoadedModel* m = &c().model;
@@ -169,26 +189,28 @@ class BackendMrope : public ::testing::Test {
     return x;
   }
 
-  static Compiled* compiled_;
-  static std::string* error_;
+  static std::map<std::string, Compiled*> compiled_;
+  static std::map<std::string, std::string*> errors_;
 };
 
-Compiled* BackendMrope::compiled_ = nullptr;
-std::string* BackendMrope::error_ = nullptr;
+std::map<std::string, Compiled*> BackendMrope::compiled_;
+std::map<std::string, std::string*> BackendMrope::errors_;
 
 // The file records that its programs take rope tables and how to compute them: the graph's
 // mrope.* metadata, required feature bit 3, two io buffers of one chunk of head_dim/2 fp16.
-TEST_F(BackendMrope, TheMxqRecordsTheRopeTableInputs) {
+TEST_P(BackendMrope, TheMxqRecordsTheRopeTableInputs) {
   auto m = runtime::load_model(c().mxq.string());
   QBC_ASSERT_OK(m);
   const isa::Bundle& b = *m->file.bundle;
   const isa::RopeInputs& ri = b.rope_inputs;
   ASSERT_TRUE(ri.present());
+  const Family& f = GetParam();
   EXPECT_EQ(ri.head_dim, 16);
-  EXPECT_EQ(ri.theta, 1000000.0);
-  EXPECT_EQ(ri.section[0], 2);
-  EXPECT_EQ(ri.section[1], 3);
-  EXPECT_EQ(ri.section[2], 3);
+  EXPECT_EQ(ri.theta, f.theta);
+  EXPECT_EQ(ri.section[0], f.section[0]);
+  EXPECT_EQ(ri.section[1], f.section[1]);
+  EXPECT_EQ(ri.section[2], f.section[2]);
+  EXPECT_EQ(ri.interleaved, f.interleaved);
   for (int32_t id : {ri.cos, ri.sin}) {
     const isa::Buffer& buf = b.buffers[static_cast<size_t>(id)];
     EXPECT_EQ(buf.purpose, isa::Purpose::kIo) << buf.name;
@@ -202,6 +224,13 @@ TEST_F(BackendMrope, TheMxqRecordsTheRopeTableInputs) {
   uint64_t required = 0;
   std::memcpy(&required, head.data() + 24, sizeof(required));
   EXPECT_NE(required & mxq::kFeatureRopeInputs, 0u);
+  EXPECT_EQ((required & mxq::kFeatureInterleavedMRope) != 0, f.interleaved);
+  // The program text shows the interleaving and parses back to it.
+  const std::string text = isa::print_bundle(b);
+  EXPECT_EQ(text.find("] interleaved\n") != std::string::npos, f.interleaved);
+  auto parsed = isa::parse_bundle(text);
+  QBC_ASSERT_OK(parsed);
+  EXPECT_EQ(parsed->rope_inputs.interleaved, f.interleaved);
   // Every program rotates q and k with rope_table and nothing with the position-table rope.
   int tables = 0, ropes = 0;
   for (const isa::CoreProgram& cp : b.modes.front().prefill.cores) {
@@ -216,7 +245,7 @@ TEST_F(BackendMrope, TheMxqRecordsTheRopeTableInputs) {
 
 // The reader checks the layout's rope inputs: a field set wrong is data loss naming
 // rope_inputs; the unchanged layout decodes to the same spec.
-TEST_F(BackendMrope, BadRopeInputsInTheLayoutAreRefused) {
+TEST_P(BackendMrope, BadRopeInputsInTheLayoutAreRefused) {
   auto m = runtime::load_model(c().mxq.string());
   QBC_ASSERT_OK(m);
   const mxq::pb::Layout good = mxq::encode_layout(*m->file.bundle);
@@ -224,7 +253,8 @@ TEST_F(BackendMrope, BadRopeInputsInTheLayoutAreRefused) {
   isa::Bundle back;
   QBC_ASSERT_OK(mxq::decode_layout(good, "layout", &back));
   EXPECT_EQ(back.rope_inputs.cos, m->file.bundle->rope_inputs.cos);
-  EXPECT_EQ(back.rope_inputs.section[2], 3);
+  EXPECT_EQ(back.rope_inputs.section[2], GetParam().section[2]);
+  EXPECT_EQ(back.rope_inputs.interleaved, GetParam().interleaved);
   const auto edits = std::vector<std::function<void(mxq::pb::RopeInputs*)>>{
       [](mxq::pb::RopeInputs* r) { r->set_cos(0); },  // buffer 0: weights, not io
       [](mxq::pb::RopeInputs* r) { r->set_sin(r->cos()); },
@@ -245,7 +275,7 @@ TEST_F(BackendMrope, BadRopeInputsInTheLayoutAreRefused) {
 
 // The MXQ run from the file: a text prompt (three equal streams), prefill then decode steps,
 // bit for bit the fake-quant evaluator's logits.
-TEST_F(BackendMrope, TextPromptEqualsFakeQuantBitForBit) {
+TEST_P(BackendMrope, TextPromptEqualsFakeQuantBitForBit) {
   auto m = runtime::load_model(c().mxq.string());
   QBC_ASSERT_OK(m);
   auto npu = runtime::NpuSession::create(m->device, 0);
@@ -267,7 +297,7 @@ TEST_F(BackendMrope, TextPromptEqualsFakeQuantBitForBit) {
 // A prompt with an image span: 3-stream positions given to both, then decode steps that
 // continue after the largest position (HF's rope_deltas). The same embeddings at text positions
 // give other logits, so the positions reach the programs.
-TEST_F(BackendMrope, ImagePositionsEqualFakeQuantBitForBit) {
+TEST_P(BackendMrope, ImagePositionsEqualFakeQuantBitForBit) {
   auto m = runtime::load_model(c().mxq.string());
   QBC_ASSERT_OK(m);
   auto npu = runtime::NpuSession::create(m->device, 0);
@@ -303,7 +333,7 @@ TEST_F(BackendMrope, ImagePositionsEqualFakeQuantBitForBit) {
 
 // Tile invariance: other core counts, schemes, targets and chunks give the same logits for
 // the image prompt, prefill and token by token (the tables are per token of each chunk).
-TEST_F(BackendMrope, CoresAndChunksGiveTheSameLogits) {
+TEST_P(BackendMrope, CoresAndChunksGiveTheSameLogits) {
   auto fq = fake_quant();
   ASSERT_NE(fq, nullptr);
   runner::MRopePositions pos;
@@ -337,6 +367,9 @@ TEST_F(BackendMrope, CoresAndChunksGiveTheSameLogits) {
         << first_difference(got, want);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Families, BackendMrope, ::testing::ValuesIn(kFamilies),
+                         [](const ::testing::TestParamInfo<Family>& i) { return i.param.name; });
 
 }  // namespace
 }  // namespace qbc

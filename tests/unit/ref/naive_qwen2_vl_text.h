@@ -8,6 +8,12 @@
 // (q/k/v biases, repeat_kv, causal softmax at 1/sqrt(head_dim)), Qwen2RMSNorm, Qwen2MLP (SiLU),
 // the decoder layer's two residuals, the final norm and lm_head. std::vector and loops in
 // double; weights by their HF names. Header-only: tests/unit/ref builds one binary per test.
+// Qwen3-VL's language model (modeling_qwen3_vl.py) differs in three places, selected by the
+// dims: no q/k/v biases, Qwen3's per-head q_norm / k_norm (RMSNorm over head_dim) before the
+// rotation, and Qwen3VLTextRotaryEmbedding.apply_interleaved_mrope: the temporal frequencies
+// freqs[0], with freqs[1] written into slice(1, 3 * section[1], 3) and freqs[2] into
+// slice(2, 3 * section[2], 3), then cat(freqs_t, freqs_t). Its text model takes no DeepStack
+// rows here (a text prompt, or image features at the embeddings only).
 #pragma once
 
 #include <algorithm>
@@ -25,6 +31,9 @@ struct NaiveQwen2VlDims {
   double eps = 1e-6, theta = 1e6;
   std::array<int64_t, 3> mrope_section{};
   bool tied = true;
+  bool qkv_bias = true;      ///< Qwen2(.5)-VL; Qwen3-VL has none
+  bool qk_norm = false;      ///< Qwen3-VL: q_norm / k_norm per head
+  bool interleaved = false;  ///< Qwen3-VL: apply_interleaved_mrope
 };
 
 /// get_rope_index for a batch of one, images only (t = 1 each): `grids` are image_grid_thw rows
@@ -123,11 +132,29 @@ inline std::vector<double> naive_qwen2_vl_logits(
   // apply_multimodal_rotary_pos_emb: split [s0, s1, s2, s0, s1, s2] along head_dim, chunk k from
   // stream k % 3.
   std::vector<int64_t> stream_of(static_cast<size_t>(hd));
-  {
+  if (!d.interleaved) {
     int64_t j = 0;
     for (int k = 0; k < 6; ++k)
       for (int64_t c = 0; c < d.mrope_section[k % 3]; ++c) stream_of[j++] = k % 3;
+  } else {
+    // freqs_t = freqs[0]; for dim, offset in ((1, 1), (2, 2)):
+    //   freqs_t[..., offset:3 * section[dim]:3] = freqs[dim, ..., offset:3 * section[dim]:3]
+    std::vector<int64_t> half_stream(static_cast<size_t>(hd / 2), 0);
+    for (int64_t dim = 1; dim <= 2; ++dim)
+      for (int64_t i = dim; i < std::min(3 * d.mrope_section[dim], hd / 2); i += 3)
+        half_stream[i] = dim;
+    for (int64_t j = 0; j < hd; ++j) stream_of[j] = half_stream[j % (hd / 2)];  // cat(f, f)
   }
+  // Qwen3's q_norm / k_norm: RMSNorm over each head's head_dim values.
+  auto head_rms = [&](std::vector<double>& x, int64_t heads, const std::string& name) {
+    const std::vector<double> g = w(name);
+    for (int64_t r = 0; r < n * heads; ++r) {
+      double ss = 0;
+      for (int64_t c = 0; c < hd; ++c) ss += x[r * hd + c] * x[r * hd + c];
+      const double inv = 1.0 / std::sqrt(ss / hd + d.eps);
+      for (int64_t c = 0; c < hd; ++c) x[r * hd + c] = g[c] * (x[r * hd + c] * inv);
+    }
+  };
   auto rotate = [&](std::vector<double>& x, int64_t heads) {
     for (int64_t t = 0; t < n; ++t)
       for (int64_t h = 0; h < heads; ++h) {
@@ -146,9 +173,14 @@ inline std::vector<double> naive_qwen2_vl_logits(
   for (int64_t l = 0; l < d.layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     const std::vector<double> xn = rms(x, p + "input_layernorm.weight");
-    std::vector<double> q = linear(xn, p + "self_attn.q_proj", d.heads * hd, H, true);
-    std::vector<double> k = linear(xn, p + "self_attn.k_proj", d.kv_heads * hd, H, true);
-    const std::vector<double> v = linear(xn, p + "self_attn.v_proj", d.kv_heads * hd, H, true);
+    std::vector<double> q = linear(xn, p + "self_attn.q_proj", d.heads * hd, H, d.qkv_bias);
+    std::vector<double> k = linear(xn, p + "self_attn.k_proj", d.kv_heads * hd, H, d.qkv_bias);
+    const std::vector<double> v =
+        linear(xn, p + "self_attn.v_proj", d.kv_heads * hd, H, d.qkv_bias);
+    if (d.qk_norm) {
+      head_rms(q, d.heads, p + "self_attn.q_norm.weight");
+      head_rms(k, d.kv_heads, p + "self_attn.k_norm.weight");
+    }
     rotate(q, d.heads);
     rotate(k, d.kv_heads);
     const int64_t rep = d.heads / d.kv_heads;

@@ -101,6 +101,41 @@ TEST(MRopeTables, SectionsPickTheStreams) {
   }
 }
 
+// Qwen3-VL (interleaved): transformers' apply_interleaved_mrope keeps freqs[0] and writes
+// freqs[1] into slice(1, 3 * section[1], 3), freqs[2] into slice(2, 3 * section[2], 3). With
+// head_dim 12 (6 frequencies) and sections [2, 2, 2]: t at 0 and 3, h at 1 and 4, w at 2 and 5.
+TEST(MRopeTables, InterleavedStreamsTakeTheFrequenciesInTurn) {
+  MRopeSpec spec;
+  spec.head_dim = 12;
+  spec.theta = 64.0;  // inv_freq_i = 64^(-i/6) = 2^-i
+  spec.section = {2, 2, 2};
+  spec.interleaved = true;
+  std::vector<double> c, s;
+  mrope_tables(spec, cat3({3}, {5}, {7}), &c, &s);
+  ASSERT_EQ(c.size(), 6u);
+  const double pos[6] = {3, 5, 7, 3, 5, 7};
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_NEAR(c[i], std::cos(pos[i] / std::pow(2.0, i)), 1e-15) << i;
+    EXPECT_NEAR(s[i], std::sin(pos[i] / std::pow(2.0, i)), 1e-15) << i;
+  }
+  // Qwen3-VL-4B's [24, 20, 20] over 64 frequencies: h at 1, 4, ..., 58, w at 2, 5, ..., 59, t at
+  // 0, 3, ..., 57 and the last four (60..63).
+  spec.head_dim = 128;
+  spec.section = {24, 20, 20};
+  int count[3] = {0, 0, 0};
+  for (int64_t i = 0; i < 64; ++i) {
+    const int64_t want = i >= 60 ? 0 : i % 3;
+    EXPECT_EQ(mrope_stream(spec, i), want) << i;
+    ++count[mrope_stream(spec, i)];
+  }
+  EXPECT_EQ(count[0], 24);
+  EXPECT_EQ(count[1], 20);
+  EXPECT_EQ(count[2], 20);
+  spec.interleaved = false;  // sectioned: the first 24 t, the next 20 h, the last 20 w
+  for (int64_t i : {0, 23, 24, 43, 44, 63})
+    EXPECT_EQ(mrope_stream(spec, i), i < 24 ? 0 : i < 44 ? 1 : 2) << i;
+}
+
 TEST(MRopeTables, SpecFromGraphMetadata) {
   std::map<std::string, std::string> m = {
       {"mrope.section", "16,24,24"}, {"mrope.theta", "1000000"}, {"mrope.head_dim", "128"}};
@@ -109,6 +144,14 @@ TEST(MRopeTables, SpecFromGraphMetadata) {
   EXPECT_EQ(spec->head_dim, 128);
   EXPECT_EQ(spec->theta, 1e6);
   EXPECT_EQ(spec->section, (std::array<int64_t, 3>{16, 24, 24}));
+  EXPECT_FALSE(spec->interleaved);
+  m["mrope.interleaved"] = "1";
+  EXPECT_TRUE(mrope_spec_from_metadata(m)->interleaved);
+  m["mrope.interleaved"] = "yes";
+  const Status bad = mrope_spec_from_metadata(m).status();
+  EXPECT_EQ(bad.code(), Code::kInvalidArgument);
+  EXPECT_NE(bad.message().find("mrope.interleaved"), std::string::npos) << bad.to_string();
+  m.erase("mrope.interleaved");
   m["mrope.section"] = "16,24";
   EXPECT_EQ(mrope_spec_from_metadata(m).status().code(), Code::kInvalidArgument);
   m["mrope.section"] = "16,24,25";
