@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "qbc/driver/generate.h"
 #include "qbc/driver/source_types.h"
@@ -19,6 +20,31 @@ namespace fs = std::filesystem;
 std::string meta_value(const ir::Graph& g, const std::string& key) {
   auto it = g.metadata.find(key);
   return it == g.metadata.end() ? std::string() : it->second;
+}
+
+/// A VLM's chat template (the processor's, which writes the image markers) is often only in
+/// chat_template.json ({"chat_template": "..."}): it travels as chat_template.jinja, which the
+/// runtime prefers to tokenizer_config.json's, as HF's processor does. A folder that has
+/// chat_template.jinja keeps it; a chat_template.json that is not such an object is warned
+/// about, naming the file, and not stored.
+Status add_processor_chat_template(const fs::path& folder, mxq::WriteRequest* req) {
+  for (const mxq::HostAsset& a : req->assets)
+    if (a.name == "chat_template.jinja") return ok_status();
+  const fs::path p = folder / "chat_template.json";
+  std::error_code ec;
+  if (!fs::is_regular_file(p, ec)) return ok_status();
+  QBC_ASSIGN_OR_RETURN(const std::string bytes, read_text_file(p.string()));
+  const nlohmann::json j = nlohmann::json::parse(bytes, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("chat_template") ||
+      !j["chat_template"].is_string()) {
+    log("mxq").warn(
+        "{}: not a JSON object with a string \"chat_template\"; the MXQ carries no "
+        "chat template from it",
+        p.string());
+    return ok_status();
+  }
+  req->assets.push_back({"chat_template.jinja", j["chat_template"].get<std::string>()});
+  return ok_status();
 }
 
 }  // namespace
@@ -210,6 +236,7 @@ StatusOr<std::vector<mxq::WrittenFile>> write_mxq(const LoadedModel& model,
       req.assets.push_back({name, std::move(bytes)});
       has_tokenizer_json = has_tokenizer_json || std::string(name) == "tokenizer.json";
     }
+    QBC_RETURN_IF_ERROR(add_processor_chat_template(tp.parent_path(), &req));
   }
   // A GGUF keeps its chat template as the metadata string tokenizer.chat_template; it travels
   // as chat_template.jinja, the file an HF folder would have.

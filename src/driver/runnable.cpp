@@ -139,7 +139,12 @@ StatusOr<TextResult> generate_text(Runnable& m, const TextRequest& request,
   TextResult res;
   // With images, as the HF processor tokenizes: special tokens written in the prompt (<image>)
   // are parsed.
-  res.prompt = tok.encode(request.prompt, tok.add_bos_default(), !request.images.empty());
+  bool add_bos = tok.add_bos_default();
+  if (request.templated && add_bos && tok.bos_id() >= 0) {
+    const std::string bos = tok.token_text(tok.bos_id());
+    add_bos = bos.empty() || request.prompt.compare(0, bos.size(), bos) != 0;
+  }
+  res.prompt = tok.encode(request.prompt, add_bos, request.templated || !request.images.empty());
   if (!request.images.empty()) {
     // The stream starts after the prompt: its text is the user's, not the expanded ids'.
     std::unique_ptr<tokenizer::TextStream> stream;

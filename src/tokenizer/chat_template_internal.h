@@ -25,6 +25,9 @@ struct Value {
   std::string s;
   std::shared_ptr<std::vector<Value>> list;
   std::shared_ptr<std::vector<std::pair<std::string, Value>>> map;
+  /// A kMap made by namespace(...): the one kind of value `{% set ns.attr = x %}` may change
+  /// (every copy shares the map, so a change inside a loop is seen after it).
+  bool ns = false;
 
   static Value none() { return with(kNone); }
   static Value boolean(bool v) {
@@ -105,6 +108,8 @@ struct Expr {
   std::string name;  // name, attribute, operator, filter or test; "not" prefix for "is not"
   Value literal;
   std::vector<std::unique_ptr<Expr>> args;
+  /// kCall of namespace(): the keyword of each argument after the callee (args[k + 1]).
+  std::vector<std::string> keywords;
   size_t at = 0;
 };
 using ExprPtr = std::unique_ptr<Expr>;
@@ -130,7 +135,7 @@ struct ChatTemplate::Node {
   enum Kind { kText, kOutput, kIf, kFor, kSet } kind = kText;
   std::string text;                       // kText
   chat::ExprPtr expr;                     // kOutput, kSet value, kFor iterable
-  std::vector<std::string> names;         // kFor variables, kSet name
+  std::vector<std::string> names;         // kFor variables; kSet name, or namespace and attribute
   std::vector<chat::ExprPtr> conditions;  // kIf, one per branch
   std::vector<std::vector<std::unique_ptr<Node>>>
       bodies;  // kIf branches (+ else), kFor body (+ else)

@@ -162,9 +162,19 @@ class Parser {
     e->args.push_back(std::move(a));
     return e;
   }
-  Status call_args(Expr& e) {
+  Status call_args(Expr& e, bool keywords = false) {
     QBC_RETURN_IF_ERROR(expect_op("("));
     while (!is_op(")")) {
+      if (keywords) {  // namespace(name=expr, ...)
+        const size_t at = peek().at;
+        if (peek().kind != Tok::kName)
+          return error(at, "namespace() takes keyword arguments (name=value)");
+        std::string key = peek().text;
+        ++pos_;
+        if (!is_op("=")) return error(at, "namespace() takes keyword arguments (name=value)");
+        ++pos_;
+        e.keywords.push_back(std::move(key));
+      }
       QBC_ASSIGN_OR_RETURN(ExprPtr a, expression());
       e.args.push_back(std::move(a));
       if (!is_op(")")) QBC_RETURN_IF_ERROR(expect_op(","));
@@ -206,17 +216,19 @@ class Parser {
         }
         QBC_RETURN_IF_ERROR(expect_op("]"));
       } else if (is_op("(")) {
-        if (a->kind != Expr::kAttr && !(a->kind == Expr::kName && a->name == "raise_exception"))
-          return error(at, "only methods and raise_exception() can be called");
+        const bool ns = a->kind == Expr::kName && a->name == "namespace";
+        if (a->kind != Expr::kAttr && !ns &&
+            !(a->kind == Expr::kName && a->name == "raise_exception"))
+          return error(at, "only methods, namespace() and raise_exception() can be called");
         ExprPtr e = make(Expr::kCall, at);
         e->args.push_back(std::move(a));
-        QBC_RETURN_IF_ERROR(call_args(*e));
+        QBC_RETURN_IF_ERROR(call_args(*e, ns));
         a = std::move(e);
       } else if (is_op("|")) {
         ++pos_;
         QBC_ASSIGN_OR_RETURN(std::string name, expect_name());
-        static const char* known[] = {"trim",  "length", "count",   "upper",
-                                      "lower", "string", "default", "tojson"};
+        static const char* known[] = {"trim",   "length",  "count",  "upper",     "lower",
+                                      "string", "default", "tojson", "selectattr"};
         if (std::find_if(std::begin(known), std::end(known),
                          [&](const char* k) { return name == k; }) == std::end(known))
           return error(at, "filter " + quote_prefix(name) + " is not supported");
@@ -435,11 +447,27 @@ class Parser {
         }
         if (next != "endfor") return error(s.begin, "{% for %} without {% endfor %}");
         QBC_RETURN_IF_ERROR(expect_end());
+      } else if (kw == "generation") {
+        // HF's {% generation %} marks assistant text for its masks; it renders its body.
+        QBC_RETURN_IF_ERROR(expect_end());
+        n->kind = Node::kIf;
+        ExprPtr yes = make(Expr::kLiteral, s.begin);
+        yes->literal = Value::boolean(true);
+        n->conditions.push_back(std::move(yes));
+        n->bodies.emplace_back();
+        QBC_ASSIGN_OR_RETURN(std::string next, body(segs, n->bodies.back(), {"endgeneration"}));
+        if (next != "endgeneration")
+          return error(s.begin, "{% generation %} without {% endgeneration %}");
+        QBC_RETURN_IF_ERROR(expect_end());
       } else if (kw == "set") {
         n->kind = Node::kSet;
         QBC_ASSIGN_OR_RETURN(std::string v, expect_name());
-        if (is_op(".")) return error(peek().at, "namespace attributes are not supported");
         n->names.push_back(std::move(v));
+        if (is_op(".")) {  // {% set ns.attr = expr %}
+          ++pos_;
+          QBC_ASSIGN_OR_RETURN(std::string attr, expect_name());
+          n->names.push_back(std::move(attr));
+        }
         QBC_RETURN_IF_ERROR(expect_op("="));
         QBC_ASSIGN_OR_RETURN(n->expr, expression());
         QBC_RETURN_IF_ERROR(expect_end());
@@ -457,7 +485,7 @@ class Parser {
     Body out;
     seg_ = 0;
     QBC_ASSIGN_OR_RETURN(const std::string end,
-                         body(segs, out, {"elif", "else", "endif", "endfor"}));
+                         body(segs, out, {"elif", "else", "endif", "endfor", "endgeneration"}));
     if (!end.empty())
       return error(segs[seg_ - 1].begin, "{% " + end + " %} without its opening tag");
     return out;

@@ -212,7 +212,13 @@ class Renderer {
   StatusOr<Value> call(const Expr& e) {
     const Expr& callee = *e.args[0];
     QBC_ASSIGN_OR_RETURN(std::vector<Value> a, args(e, 1));
-    if (callee.kind == Expr::kName)  // raise_exception, the only function
+    if (callee.kind == Expr::kName && callee.name == "namespace") {
+      Value ns = Value::new_map();
+      ns.ns = true;
+      for (size_t k = 0; k < a.size(); ++k) ns.set(e.keywords[k], std::move(a[k]));
+      return ns;
+    }
+    if (callee.kind == Expr::kName)  // raise_exception
       return error(e.at, "raise_exception: " + (a.empty() ? std::string() : text_of(a[0])));
     QBC_ASSIGN_OR_RETURN(Value self, eval(*callee.args[0]));
     const std::string& m = callee.name;
@@ -311,11 +317,41 @@ class Renderer {
       return Value::string(s);
     }
     if (f == "string") return Value::string(text_of(a));
+    if (f == "selectattr") return selectattr(e, a, extra);
     if (f == "default") {
       if (a.kind != Value::kUndefined) return a;
       return extra.empty() ? Value::string("") : extra[0];
     }
     return Value::string(json_of(a));  // tojson
+  }
+
+  // selectattr(name) keeps the mappings whose `name` is truthy; selectattr(name, test, value)
+  // those whose `name` passes the test: equalto (eq, ==) or ne (!=) against `value`.
+  StatusOr<Value> selectattr(const Expr& e, const Value& items, const std::vector<Value>& a) {
+    if (items.kind == Value::kUndefined || items.kind == Value::kNone) return Value::new_list();
+    if (items.kind != Value::kList) return error(e.at, "|selectattr needs a list");
+    if (a.empty() || a[0].kind != Value::kString || a.size() == 2 || a.size() > 3 ||
+        (a.size() == 3 && a[1].kind != Value::kString))
+      return error(e.at, "|selectattr takes (attribute) or (attribute, test, value)");
+    std::string test;
+    if (a.size() == 3) {
+      test = a[1].s;
+      if (test == "eq" || test == "==") test = "equalto";
+      if (test == "!=") test = "ne";
+      if (test != "equalto" && test != "ne")
+        return error(e.at, "|selectattr test '" + a[1].s + "' is not supported (equalto, ne)");
+    }
+    Value out = Value::new_list();
+    for (const Value& item : *items.list) {
+      QBC_RETURN_IF_ERROR(step(e.at));
+      const Value* v = item.find(a[0].s);
+      const Value got = v != nullptr ? *v : Value();
+      const bool keep = test.empty()        ? truthy(got)
+                        : test == "equalto" ? equal(got, a[2])
+                                            : !equal(got, a[2]);
+      if (keep) out.list->push_back(item);
+    }
+    return out;
   }
 
   StatusOr<Value> test(const Expr& e) {
@@ -360,6 +396,14 @@ class Renderer {
         }
         case Node::kSet: {
           QBC_ASSIGN_OR_RETURN(Value v, eval(*n->expr));
+          if (n->names.size() == 2) {  // a namespace's attribute
+            Value ns = lookup(n->names[0]);
+            if (ns.kind != Value::kMap || !ns.ns)
+              return error(n->at, "{% set " + n->names[0] + "." + n->names[1] + " %}: '" +
+                                      n->names[0] + "' is not a namespace()");
+            ns.set(n->names[1], std::move(v));
+            break;
+          }
           scopes.back()[n->names[0]] = std::move(v);
           break;
         }
@@ -433,7 +477,18 @@ Status render_template(const Body& body, std::string_view text, const std::strin
   for (const ChatMessage& m : context.messages) {
     Value v = Value::new_map();
     v.set("role", Value::string(m.role));
-    v.set("content", Value::string(m.content));
+    if (m.parts.empty()) {
+      v.set("content", Value::string(m.content));
+    } else {  // HF's content list: {"type": "image"} and {"type": "text", "text": ...}
+      Value parts = Value::new_list();
+      for (const ChatPart& p : m.parts) {
+        Value item = Value::new_map();
+        item.set("type", Value::string(p.type));
+        if (p.type == "text") item.set("text", Value::string(p.text));
+        parts.list->push_back(std::move(item));
+      }
+      v.set("content", parts);
+    }
     messages.list->push_back(std::move(v));
   }
   r.scopes.back()["messages"] = messages;

@@ -449,6 +449,28 @@ TEST_F(VlmCompile, AGemma3FolderCompilesItsTowerAndRunsWithAnImage) {
               " -p '<start_of_image><start_of_image>' -n 2");
   EXPECT_EQ(two.exit_code, 2) << two.err;
   EXPECT_TRUE(contains(two.err, "2 image tokens (id 510) for 1 --image files")) << two.err;
+  // --chat with an image: the processor's template (chat_template.json, packed as
+  // chat_template.jinja) writes <start_of_image> where the image item is; the runtime expands
+  // it into the 256 image tokens with their "\n\n" around.
+  ASSERT_NE(m->asset("chat_template.jinja"), nullptr);
+  const auto chat =
+      run_qbc("run " + shell_quote(out) + " --image " + shell_quote(photographs(images_).front()) +
+              " --chat -p 'Describe this image.' -n 2 --ids");
+  ASSERT_EQ(chat.exit_code, 0) << chat.err;
+  EXPECT_TRUE(contains(chat.out,
+                       "<start_of_turn>user\n<start_of_image>Describe this "
+                       "image.<end_of_turn>\n<start_of_turn>model\n"))
+      << chat.out;
+  const size_t ids_at = chat.out.find("prompt ids:");
+  ASSERT_NE(ids_at, std::string::npos) << chat.out;
+  std::istringstream ids(chat.out.substr(ids_at + 11, chat.out.find('\n', ids_at) - ids_at - 11));
+  int soft = 0, starts = 0;
+  for (int t; ids >> t;) {
+    soft += t == 511;
+    starts += t == 510;
+  }
+  EXPECT_EQ(soft, 256);
+  EXPECT_EQ(starts, 1);
 }
 
 // Image-text calibration (`qbc calib prepare --images`): each sample holds one photograph's span
@@ -632,6 +654,89 @@ void expect_qwen_folder_compiles_and_runs(const fs::path& config, const fs::path
 TEST_F(VlmCompile, AQwen25VlFolderCompilesItsTowerAndRunsWithAnImage) {
   QBC_REQUIRE_SHARED(config, "model-configs-new/Qwen2.5-VL-3B-Instruct/config.json");
   expect_qwen_folder_compiles_and_runs(config, dir_, images_, "qwen2_5_vl", 48, true);
+}
+
+// A Qwen3-VL folder (the real Qwen3-VL-4B config, shrunk): its language model (Qwen3's decoder
+// with interleaved M-RoPE tables) compiles and runs text; its tower (learned position grid,
+// DeepStack features) is not built yet, which the summary and a warning say, and the file
+// takes no image. The file requires feature bit 7, so a reader that computes sectioned rope
+// tables refuses it.
+TEST_F(VlmCompile, AQwen3VlFolderCompilesItsLanguageModelAndSaysTheTowerIsNot) {
+  QBC_REQUIRE_SHARED(config, "model-configs-new/Qwen3-VL-4B-Instruct/config.json");
+  const fs::path qwen = dir_ / "qwen3_vl";
+  ASSERT_EQ(run_qbc("random-model " + shell_quote(config) + " -o " + shell_quote(qwen) +
+                    " --layers 2 --hidden 64 --intermediate 96 --heads 4 --kv-heads 2 --vocab 512"
+                    " --head-dim 16 --dtype f32 --seed 5 --init-std 0.15")
+                .exit_code,
+            0);
+  const fs::path out = dir_ / "qwen3_vl.mxq";
+  const auto r = run_qbc("compile " + shell_quote(qwen) + " -o " + shell_quote(out) +
+                         " --preset multimodal --use-random-calib --no-resume --context 256"
+                         " --set calibration.numSamples=2 --set calibration.seqLength=32"
+                         " --log-format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json s = summary_of(r.err);
+  ASSERT_TRUE(s.contains("vision")) << r.err;
+  EXPECT_FALSE(s["vision"]["compiled"].get<bool>());
+  const std::string reason = s["vision"]["reason"].get<std::string>();
+  EXPECT_TRUE(contains(reason, "Qwen3-VL") && contains(reason, "DeepStack")) << reason;
+  EXPECT_TRUE(contains(r.err, "the MXQ holds the language model only")) << r.err;
+  auto m = mxq::load_model(out.string());
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_EQ(m->vision, nullptr);
+  ASSERT_TRUE(m->bundle->rope_inputs.present());
+  EXPECT_TRUE(m->bundle->rope_inputs.interleaved);
+  const std::string bytes = testing::read_file(out);
+  uint64_t required = 0;
+  std::memcpy(&required, bytes.data() + 24, sizeof required);
+  EXPECT_NE(required & mxq::kFeatureInterleavedMRope, 0u);
+  const auto run = run_qbc("run " + shell_quote(out) + " -p 'Hello there' -n 4 --seed 1");
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_FALSE(run.out.empty());
+  const auto img = run_qbc("run " + shell_quote(out) + " --image " +
+                           shell_quote(photographs(images_).front()) + " -p hi -n 2");
+  EXPECT_EQ(img.exit_code, 2) << img.err;
+  EXPECT_TRUE(contains(img.err, "has no vision part")) << img.err;
+}
+
+// `qbc run --chat`: the prompt rendered by the model's chat template (Qwen3-VL's processor
+// template, which the folder keeps in chat_template.json and the MXQ as chat_template.jinja),
+// the same text from the compiled file and from the folder on the float runtime; --system adds
+// the system turn; a folder without a template, and --system without --chat, exit 2.
+TEST_F(VlmCompile, RunChatRendersTheModelsTemplate) {
+  QBC_REQUIRE_SHARED(config, "model-configs-new/Qwen3-VL-4B-Instruct/config.json");
+  const fs::path qwen = dir_ / "qwen3_vl_chat";
+  ASSERT_EQ(run_qbc("random-model " + shell_quote(config) + " -o " + shell_quote(qwen) +
+                    " --layers 1 --hidden 64 --intermediate 96 --heads 4 --kv-heads 2 --vocab 512"
+                    " --head-dim 16 --dtype f32 --seed 5")
+                .exit_code,
+            0);
+  ASSERT_TRUE(fs::exists(qwen / "chat_template.json"));
+  const fs::path out = dir_ / "qwen3_vl_chat.mxq";
+  const auto r = run_qbc("compile " + shell_quote(qwen) + " -o " + shell_quote(out) +
+                         " --preset llm_fast --use-random-calib --no-resume --context 256"
+                         " --set calibration.numSamples=2 --set calibration.seqLength=32");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string want =
+      "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHello there<|im_end|>\n"
+      "<|im_start|>assistant\n";
+  const std::string flags = " --chat --system 'Be brief.' -p 'Hello there' -n 2 --seed 1";
+  const auto mxq = run_qbc("run " + shell_quote(out) + flags);
+  ASSERT_EQ(mxq.exit_code, 0) << mxq.err;
+  EXPECT_EQ(mxq.out.rfind(want, 0), 0u) << mxq.out;
+  const auto ref = run_qbc("run " + shell_quote(qwen) + flags);
+  ASSERT_EQ(ref.exit_code, 0) << ref.err;
+  EXPECT_EQ(ref.out.rfind(want, 0), 0u) << ref.out;
+  const auto plain = run_qbc("run " + shell_quote(out) + " -p 'Hello there' -n 2 --seed 1");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(plain.out.rfind("Hello there", 0), 0u) << plain.out;
+  const auto lone = run_qbc("run " + shell_quote(out) + " --system x -p hi -n 1");
+  EXPECT_EQ(lone.exit_code, 2) << lone.err;
+  EXPECT_TRUE(contains(lone.err, "--system needs --chat")) << lone.err;
+  fs::remove(qwen / "chat_template.json");
+  const auto none = run_qbc("run " + shell_quote(qwen) + " --chat -p hi -n 1");
+  EXPECT_EQ(none.exit_code, 2) << none.err;
+  EXPECT_TRUE(contains(none.err, "has no chat template")) << none.err;
 }
 
 // Qwen2-VL-2B's published config (tests/assets/model-configs/README.md).

@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "qbc/driver/accuracy.h"
+#include "qbc/driver/chat_prompt.h"
 #include "qbc/driver/ctx_sweep.h"
 #include "qbc/driver/exec_trace.h"
 #include "qbc/driver/layer_basis.h"
@@ -63,6 +64,8 @@ struct RunOptions {
   std::string load_cache, save_cache;  ///< MXQ: sequence cache files (docs/runtime.md)
   std::string trace;                   ///< MXQ: the executor's timeline (Chrome trace JSON)
   std::vector<std::string> images;     ///< MXQ of a VLM: --image files
+  bool chat = false;                   ///< render the prompt with the model's chat template
+  std::string system;                  ///< --chat: a system message
 };
 
 /// The driver's options for opening `model` with the MXQ flags.
@@ -97,6 +100,7 @@ Status write_exec_trace(const std::string& path, const runtime::Device& device,
 }
 
 Status run_run(const RunOptions& o) {
+  if (!o.system.empty() && !o.chat) return invalid_argument("--system needs --chat");
   QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_for_input(o.config, o.model));
   QBC_ASSIGN_OR_RETURN(
       driver::Runnable opened,
@@ -114,6 +118,14 @@ Status run_run(const RunOptions& o) {
   }
   driver::TextRequest req;
   req.prompt = o.prompt;
+  if (o.chat) {
+    driver::ChatRequest chat;
+    chat.system = o.system;
+    chat.user = o.prompt;
+    chat.images = o.images.size();
+    QBC_ASSIGN_OR_RETURN(req.prompt, driver::render_chat_prompt(opened, chat));
+    req.templated = true;
+  }
   req.n = o.n;
   req.sampling.greedy = o.greedy || o.temperature <= 0;
   req.sampling.temperature = o.temperature;
@@ -122,7 +134,7 @@ Status run_run(const RunOptions& o) {
   req.sampling.seed = static_cast<uint64_t>(cfg.options.seed());  // --seed, or `seed` in a config
   req.ignore_eos = o.ignore_eos;
   req.images = o.images;
-  std::fputs(o.prompt.c_str(), stdout);
+  std::fputs(req.prompt.c_str(), stdout);
   QBC_ASSIGN_OR_RETURN(driver::TextResult out,
                        driver::generate_text(opened, req, [](const std::string& text) {
                          if (text.empty()) return;
@@ -295,6 +307,12 @@ void register_run(CLI::App& app, Action& action) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--top-p", o->top_p,
                   "Sample among the smallest set holding this probability mass");
+  cmd->add_flag("--chat", o->chat,
+                "Render the prompt as one user turn with the model's chat template (the .mxq's, "
+                "or the folder's chat_template.jinja / chat_template.json / "
+                "tokenizer_config.json, or the GGUF's), ending in the assistant's turn; with "
+                "--image the turn holds the images first, marked as the template marks them");
+  cmd->add_option("--system", o->system, "With --chat: a system message before the user turn");
   cmd->add_flag("--ids", o->ids, "Also print the prompt and generated token ids");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep generating after the end-of-sequence token");
   cmd->add_option("--threads", o->threads, "Compute threads (0 = all cores)");

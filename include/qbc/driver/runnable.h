@@ -70,6 +70,11 @@ struct TextRequest {
   /// when the prompt has none, one placed after the BOS), expanded to the vision part's tokens
   /// per image and replaced by its feature rows.
   std::vector<std::string> images;
+  /// The prompt is a chat template's output (render_chat_prompt): its special tokens are
+  /// parsed, and the BOS is added only when the tokenizer adds one and the text does not
+  /// already begin with it (HF's processors; a tokenizer's own apply_chat_template never adds
+  /// one, and its templates write it when the model wants it).
+  bool templated = false;
 };
 
 /// What a text generation produced.

@@ -5,7 +5,7 @@
 //   - text, {{ expr }}, {# comments #}, the "-" whitespace control on any tag;
 //   - {% for x in expr %} (lists and the keys of a mapping; loop.index, index0, first, last,
 //     length, revindex, revindex0) with {% else %}, {% if %}/{% elif %}/{% else %}, {% set x =
-//     expr %};
+//     expr %}, namespace(name=value, ...) and {% set ns.name = expr %};
 //   - literals (strings with \n \t \' \" \\ escapes, integers, true/false/none in either
 //     case), names, attribute and index access (a.b, a['b'], a[0], a[-1], a[1:], a[:-1]),
 //     + - * // % on integers (Python semantics), + and ~ on strings, comparisons, in / not in, and
@@ -14,7 +14,7 @@
 //     string, default(x), tojson (strings, numbers, lists, mappings), the string methods
 //     strip, lstrip, rstrip, upper, lower, startswith, endswith, split(sep), replace(a, b),
 //     and raise_exception(message) (an error naming the template).
-// Anything else (macros, namespace(), other filters, floats and /) is refused when the
+// Anything else (macros, other filters, floats and /) is refused when the
 // template is parsed or rendered, with the line and column. Hostile templates are bounded:
 // nesting (128 levels), the work of one render (2^20 steps) and its output (64 MiB).
 #pragma once
@@ -22,16 +22,30 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "qbc/support/status.h"
 
 namespace qbc::tokenizer {
 
+/// One item of a message's content list (HF processors' form): "image" (a placeholder the
+/// template writes the family's image marker for) or "text" with its text.
+struct ChatPart {
+  std::string type;
+  std::string text;
+};
+
 /// One message of a conversation.
 struct ChatMessage {
+  ChatMessage() = default;
+  ChatMessage(std::string r, std::string c, std::vector<ChatPart> p = {})
+      : role(std::move(r)), content(std::move(c)), parts(std::move(p)) {}
   std::string role;  ///< "system", "user", "assistant", ...
   std::string content;
+  /// When not empty, the template sees `content` as this list of {"type": ...} mappings
+  /// (with "text" for text items) instead of the string: how a VLM's template is given images.
+  std::vector<ChatPart> parts;
 };
 
 /// What a template sees: `messages`, `add_generation_prompt`, `bos_token`, `eos_token`.

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "test_support.h"
@@ -128,8 +130,10 @@ TEST(ChatTemplate, OutsideTheSubsetIsRefusedWithLineAndColumn) {
        {Case{"ok\n{% macro m() %}{% endmacro %}", ":2:4: {% macro %} is not supported"},
         Case{"{{ x | wordcount }}", "filter 'wordcount' is not supported"},
         Case{"{% if x %}never closed", "without {% endif %}"}, Case{"{{ x ", "unterminated tag"},
-        Case{"{% endfor %}", "without its opening tag"}, Case{"{% set ns.x = 1 %}", "namespace"},
-        Case{"{{ 1.5 }}", "float literals"}}) {
+        Case{"{% endfor %}", "without its opening tag"},
+        Case{"{% endgeneration %}", "without its opening tag"},
+        Case{"{% generation %}open", "without {% endgeneration %}"},
+        Case{"{{ namespace(1) }}", "keyword arguments"}, Case{"{{ 1.5 }}", "float literals"}}) {
     auto t = ChatTemplate::parse(c.tmpl, "chat_template.jinja");
     ASSERT_FALSE(t.ok()) << c.tmpl;
     EXPECT_TRUE(contains(t.status().message(), "chat_template.jinja")) << t.status().message();
@@ -174,6 +178,89 @@ TEST(ChatTemplate, HostileTemplatesAreBoundedNotCrashes) {
   r = render("{{ -7 // 2 }} {{ -7 % 2 }} {{ 7 % -2 }}", chat());
   QBC_ASSERT_OK(r);
   EXPECT_EQ(*r, "-4 1 -1");
+}
+
+}  // namespace
+}  // namespace qbc::tokenizer
+
+namespace qbc::tokenizer {
+namespace {
+
+// namespace(): a value a loop body can change and the code after the loop sees (a plain set
+// stays in the loop's scope, as in Jinja); setting an attribute of anything else is an error.
+TEST(ChatTemplate, NamespaceCarriesAValueOutOfALoop) {
+  const auto r = render(
+      "{% set ns = namespace(n=0, seen='') %}{% set x = 1 %}{% for m in messages %}"
+      "{% set ns.n = ns.n + 1 %}{% set ns.seen = ns.seen + m.role[0] %}{% set x = 5 %}"
+      "{% endfor %}{{ ns.n }} {{ ns.seen }} {{ x }}",
+      chat());
+  QBC_ASSERT_OK(r);
+  EXPECT_EQ(*r, "4 suau 1");
+  const auto bad = render("{% set m = messages[0] %}{% set m.role = 'x' %}", chat());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(contains(bad.status().message(), "'m' is not a namespace()"))
+      << bad.status().message();
+}
+
+// selectattr over a message's content list (LLaVA's template), and {% generation %} blocks
+// render their body.
+TEST(ChatTemplate, SelectattrAndGenerationBlocks) {
+  ChatContext c;
+  c.messages = {{"user", "", {{"image", ""}, {"text", "What is this?"}, {"image", ""}}},
+                {"assistant", "", {{"text", "A cat."}}}};
+  const auto r = render(
+      "{% for m in messages %}{% for p in m.content | selectattr('type', 'equalto', 'image') %}"
+      "I{% endfor %}{% for p in m.content | selectattr('type', '!=', 'image') %}"
+      "{% generation %}[{{ p.text }}]{% endgeneration %}{% endfor %}"
+      "{{ m.content | selectattr('text') | length }};{% endfor %}",
+      c);
+  QBC_ASSERT_OK(r);
+  EXPECT_EQ(*r, "II[What is this?]1;[A cat.]1;");
+  const auto bad = render("{{ messages | selectattr('role', 'gt', 'a') }}", c);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(contains(bad.status().message(), "test 'gt' is not supported"));
+}
+
+// The processors' templates of the shared VLM folders (chat_template.json, byte copies of the
+// published files) render one user turn with an image and a text, as HF's
+// processor.apply_chat_template does: the image marker where the image item is, the text
+// after it, then the assistant's turn. Each expected string is read off its template.
+TEST(ChatTemplate, SharedVlmTemplatesRenderAnImageTurn) {
+  struct Case {
+    const char* folder;
+    bool system;
+    const char* want;
+  };
+  for (const Case& c : {
+           Case{"Qwen3-VL-4B-Instruct", false,
+                "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>Describe this "
+                "image.<|im_end|>\n<|im_start|>assistant\n"},
+           Case{"Qwen3-VL-4B-Instruct", true,
+                "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n<|vision_start|>"
+                "<|image_pad|><|vision_end|>Describe this image.<|im_end|>\n<|im_start|>"
+                "assistant\n"},
+           Case{"gemma-3-4b-it", false,
+                "<bos><start_of_turn>user\n<start_of_image>Describe this "
+                "image.<end_of_turn>\n<start_of_turn>model\n"},
+           Case{"gemma-3-4b-it", true,
+                "<bos><start_of_turn>user\nBe brief.\n\n<start_of_image>Describe this "
+                "image.<end_of_turn>\n<start_of_turn>model\n"},
+           Case{"llava-1.5-7b-hf", false, "USER: <image>\nDescribe this image. ASSISTANT:"},
+       }) {
+    const std::string rel = std::string("model-configs-new/") + c.folder + "/chat_template.json";
+    QBC_REQUIRE_SHARED(path, rel);
+    const auto j = nlohmann::json::parse(testing::read_file(path));
+    auto t = ChatTemplate::parse(j.at("chat_template").get<std::string>(), path.string());
+    ASSERT_TRUE(t.ok()) << t.status().to_string();
+    ChatContext ctx;
+    if (c.system) ctx.messages.push_back({"system", "Be brief."});
+    ctx.messages.push_back({"user", "", {{"image", ""}, {"text", "Describe this image."}}});
+    ctx.bos_token = "<bos>";
+    ctx.eos_token = "<eos>";
+    const auto r = t->render(ctx);
+    ASSERT_TRUE(r.ok()) << c.folder << ": " << r.status().to_string();
+    EXPECT_EQ(*r, c.want) << c.folder << (c.system ? " with a system message" : "");
+  }
 }
 
 }  // namespace

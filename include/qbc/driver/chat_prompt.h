@@ -1,0 +1,28 @@
+// `qbc run --chat`: a prompt rendered by the model's own chat template, as HF's
+// apply_chat_template would for one user turn (with the generation prompt), so an instruct or
+// VLM model sees the turn markers it was trained on (docs/cli.md "run").
+#pragma once
+
+#include <string>
+
+#include "qbc/driver/runnable.h"
+#include "qbc/support/status.h"
+
+namespace qbc::driver {
+
+struct ChatRequest {
+  std::string system;  ///< a system message first when not empty
+  std::string user;    ///< the user's text
+  /// Images of the turn: the user message becomes HF's content list, `images` {"type":
+  /// "image"} items before the text, for which the template writes the family's marker.
+  size_t images = 0;
+};
+
+/// The prompt text `request` renders to with the template of `m`: a compiled .mxq's (runtime::
+/// Generator::apply_chat_template), else the source's: an HF folder's chat_template.jinja,
+/// chat_template.json or tokenizer_config.json `chat_template` (first found), a GGUF's
+/// tokenizer.chat_template. kNotFound naming the model when it has none; the template's parse or
+/// render error (file, line, column) when it is outside the supported subset.
+StatusOr<std::string> render_chat_prompt(const Runnable& m, const ChatRequest& request);
+
+}  // namespace qbc::driver
