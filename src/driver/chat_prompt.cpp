@@ -15,16 +15,31 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<tokenizer::ChatMessage> messages_of(const ChatRequest& r) {
+// A VLM's template is its processor's, which HF gives content lists ({"type": "text", ...});
+// some (LLaVA's) render nothing from a string. A text model's template takes strings.
+std::vector<tokenizer::ChatMessage> messages_of(const ChatRequest& r, bool lists) {
   std::vector<tokenizer::ChatMessage> out;
-  if (!r.system.empty()) out.push_back({"system", r.system, {}});
-  tokenizer::ChatMessage user{"user", r.user, {}};
-  if (r.images > 0) {
+  if (!r.system.empty()) {
+    out.push_back({"system", r.system});
+    if (lists) out.back().parts.push_back({"text", r.system});
+  }
+  tokenizer::ChatMessage user{"user", r.user};
+  if (lists || r.images > 0) {
     for (size_t k = 0; k < r.images; ++k) user.parts.push_back({"image", ""});
     user.parts.push_back({"text", r.user});
   }
   out.push_back(std::move(user));
   return out;
+}
+
+// Whether `m` is a VLM: a compiled file with a vision part, or a source whose config.json has
+// a vision_config.
+bool is_vlm(const Runnable& m) {
+  if (m.generator) return m.generator->model().file.vision != nullptr;
+  if (!m.graph || m.graph->source == nullptr) return false;
+  const nlohmann::json j =
+      nlohmann::json::parse(m.graph->source->config_json_text(), nullptr, false);
+  return j.is_object() && j.contains("vision_config");
 }
 
 /// The template text of a graph model's source and where it came from; nullopt when none.
@@ -45,30 +60,36 @@ StatusOr<std::optional<std::pair<std::string, std::string>>> source_template(con
   for (const char* name : {"chat_template.json", "tokenizer_config.json"}) {
     const fs::path p = dir / name;
     if (!fs::is_regular_file(p, ec)) continue;
-    QBC_ASSIGN_OR_RETURN(const std::string bytes, read_text_file(p.string()));
-    const nlohmann::json j = nlohmann::json::parse(bytes, nullptr, false);
-    if (j.is_discarded() || !j.is_object())
-      return invalid_argument(p.string(), ": not a JSON object");
-    if (!j.contains("chat_template") || j["chat_template"].is_null()) continue;
-    const nlohmann::json& t = j["chat_template"];
-    if (t.is_string()) return Found({t.get<std::string>(), p.string() + ": chat_template"});
-    if (t.is_array()) {  // named templates: the "default" one
-      for (const nlohmann::json& e : t)
-        if (e.is_object() && e.value("name", "") == "default" && e.contains("template") &&
-            e["template"].is_string())
-          return Found({e["template"].get<std::string>(), p.string() + ": chat_template"});
-    }
-    return invalid_argument(p.string(),
-                            ": chat_template: expected a string or a list with a \"default\" "
-                            "entry");
+    QBC_ASSIGN_OR_RETURN(std::optional<std::string> t, read_template_json(p));
+    if (t) return Found({std::move(*t), p.string() + ": chat_template"});
   }
   return Found();
 }
 
 }  // namespace
 
+StatusOr<std::optional<std::string>> read_template_json(const fs::path& file) {
+  QBC_ASSIGN_OR_RETURN(const std::string bytes, read_text_file(file.string()));
+  const nlohmann::json j = nlohmann::json::parse(bytes, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    return invalid_argument(file.string(), ": not a JSON object");
+  if (!j.contains("chat_template") || j["chat_template"].is_null())
+    return std::optional<std::string>();
+  const nlohmann::json& t = j["chat_template"];
+  if (t.is_string()) return std::optional<std::string>(t.get<std::string>());
+  if (t.is_array()) {  // named templates: the "default" one
+    for (const nlohmann::json& e : t)
+      if (e.is_object() && e.contains("name") && e["name"] == "default" && e.contains("template") &&
+          e["template"].is_string())
+        return std::optional<std::string>(e["template"].get<std::string>());
+  }
+  return invalid_argument(file.string(),
+                          ": chat_template: expected a string or a list with a \"default\" "
+                          "entry");
+}
+
 StatusOr<std::string> render_chat_prompt(const Runnable& m, const ChatRequest& request) {
-  const std::vector<tokenizer::ChatMessage> messages = messages_of(request);
+  const std::vector<tokenizer::ChatMessage> messages = messages_of(request, is_vlm(m));
   if (m.generator) return m.generator->apply_chat_template(messages, true);
   if (!m.graph || !m.tok) return failed_precondition("--chat: the model has no tokenizer");
   QBC_ASSIGN_OR_RETURN(const auto found, source_template(*m.graph));

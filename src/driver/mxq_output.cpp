@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "qbc/driver/chat_prompt.h"
 #include "qbc/driver/generate.h"
 #include "qbc/driver/source_types.h"
 #include "qbc/support/file_util.h"
@@ -25,26 +26,22 @@ std::string meta_value(const ir::Graph& g, const std::string& key) {
 /// A VLM's chat template (the processor's, which writes the image markers) is often only in
 /// chat_template.json ({"chat_template": "..."}): it travels as chat_template.jinja, which the
 /// runtime prefers to tokenizer_config.json's, as HF's processor does. A folder that has
-/// chat_template.jinja keeps it; a chat_template.json that is not such an object is warned
-/// about, naming the file, and not stored.
-Status add_processor_chat_template(const fs::path& folder, mxq::WriteRequest* req) {
+/// chat_template.jinja keeps it; a chat_template.json without a template (read_template_json's
+/// errors) is warned about, naming the file, and not stored. Returns the file it took.
+StatusOr<std::string> add_processor_chat_template(const fs::path& folder, mxq::WriteRequest* req) {
   for (const mxq::HostAsset& a : req->assets)
-    if (a.name == "chat_template.jinja") return ok_status();
+    if (a.name == "chat_template.jinja") return (folder / a.name).string();
   const fs::path p = folder / "chat_template.json";
   std::error_code ec;
-  if (!fs::is_regular_file(p, ec)) return ok_status();
-  QBC_ASSIGN_OR_RETURN(const std::string bytes, read_text_file(p.string()));
-  const nlohmann::json j = nlohmann::json::parse(bytes, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("chat_template") ||
-      !j["chat_template"].is_string()) {
-    log("mxq").warn(
-        "{}: not a JSON object with a string \"chat_template\"; the MXQ carries no "
-        "chat template from it",
-        p.string());
-    return ok_status();
+  if (!fs::is_regular_file(p, ec)) return std::string();
+  StatusOr<std::optional<std::string>> t = read_template_json(p);
+  if (!t.ok()) {
+    log("mxq").warn("{}; the MXQ carries no chat template from it", t.status().message());
+    return std::string();
   }
-  req->assets.push_back({"chat_template.jinja", j["chat_template"].get<std::string>()});
-  return ok_status();
+  if (!*t) return std::string();
+  req->assets.push_back({"chat_template.jinja", std::move(**t)});
+  return p.string();
 }
 
 }  // namespace
@@ -226,6 +223,7 @@ StatusOr<std::vector<mxq::WrittenFile>> write_mxq(const LoadedModel& model,
   }
   const fs::path& tp = model.source->tokenizer_path();
   bool has_tokenizer_json = false;
+  std::string template_file;  // where the chat_template.jinja asset came from
   if (!tp.empty() && model.source->format() != "gguf") {
     for (const char* name : {"tokenizer.json", "tokenizer_config.json", "generation_config.json",
                              "chat_template.jinja"}) {
@@ -236,7 +234,7 @@ StatusOr<std::vector<mxq::WrittenFile>> write_mxq(const LoadedModel& model,
       req.assets.push_back({name, std::move(bytes)});
       has_tokenizer_json = has_tokenizer_json || std::string(name) == "tokenizer.json";
     }
-    QBC_RETURN_IF_ERROR(add_processor_chat_template(tp.parent_path(), &req));
+    QBC_ASSIGN_OR_RETURN(template_file, add_processor_chat_template(tp.parent_path(), &req));
   }
   // A GGUF keeps its chat template as the metadata string tokenizer.chat_template; it travels
   // as chat_template.jinja, the file an HF folder would have.
@@ -248,7 +246,7 @@ StatusOr<std::vector<mxq::WrittenFile>> write_mxq(const LoadedModel& model,
     if (a.name != "chat_template.jinja") continue;
     const std::string where = model.source->format() == "gguf"
                                   ? model.source->path().string() + ": tokenizer.chat_template"
-                                  : (tp.parent_path() / a.name).string();
+                                  : template_file;
     const StatusOr<tokenizer::ChatTemplate> t = tokenizer::ChatTemplate::parse(a.bytes, where);
     if (!t.ok())
       log("mxq").warn("{}; the MXQ carries it, but the runtime cannot apply it",

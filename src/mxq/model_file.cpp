@@ -416,7 +416,8 @@ void lay_out_files(const std::string& path, const fs::path& dir, const isa::Bund
     if (p == 0 && s.i8) h.required_features |= kFeatureEmbeddingI8;
     h.required_features |= compact;
     if (b.rope_inputs.present()) h.required_features |= kFeatureRopeInputs;
-    if (b.rope_inputs.interleaved) h.required_features |= kFeatureInterleavedMRope;
+    if (b.rope_inputs.present() && b.rope_inputs.interleaved)
+      h.required_features |= kFeatureInterleavedMRope;
     if (has_span_programs(b)) h.required_features |= kFeatureSpanPrograms;
     if (b.kind == isa::BundleKind::kFeatures || !req.vision.empty())
       h.required_features |= kFeatureVision;

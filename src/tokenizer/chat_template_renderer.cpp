@@ -33,6 +33,38 @@ class Renderer {
     return Value();
   }
 
+  // Bounds a value's text before it is built: namespaces can hold themselves (a cycle) and
+  // repeated [x, x] doubles a value each time, so the walk counts steps, nesting and an
+  // upper estimate of the text's bytes, and refuses past any bound.
+  Status check_text(const Value& v, size_t at, int depth, size_t* bytes) {
+    QBC_RETURN_IF_ERROR(step(at));
+    if (depth > kMaxDepth)
+      return error(at, "a value nested deeper than " + std::to_string(kMaxDepth) +
+                           " levels (or holding itself) cannot be printed");
+    *bytes += v.kind == Value::kString ? 2 * v.s.size() + 2 : 24;
+    if (*bytes > kMaxOutput)
+      return error(at, "a value's text exceeds " + std::to_string(kMaxOutput >> 20) + " MiB");
+    if (v.kind == Value::kList)
+      for (const Value& x : *v.list) QBC_RETURN_IF_ERROR(check_text(x, at, depth + 1, bytes));
+    if (v.kind == Value::kMap)
+      for (const auto& [k, x] : *v.map) {
+        *bytes += 2 * k.size() + 4;
+        QBC_RETURN_IF_ERROR(check_text(x, at, depth + 1, bytes));
+      }
+    return ok_status();
+  }
+  StatusOr<std::string> text(const Value& v, size_t at) {
+    size_t bytes = 0;
+    if (v.kind == Value::kList || v.kind == Value::kMap)
+      QBC_RETURN_IF_ERROR(check_text(v, at, 0, &bytes));
+    return text_of(v);
+  }
+  StatusOr<std::string> json(const Value& v, size_t at) {
+    size_t bytes = 0;
+    QBC_RETURN_IF_ERROR(check_text(v, at, 0, &bytes));
+    return json_of(v);
+  }
+
   Status step(size_t at) {
     if (++steps_ > kMaxSteps)
       return error(at, "rendering takes more than " + std::to_string(kMaxSteps) + " steps");
@@ -143,7 +175,11 @@ class Renderer {
     QBC_ASSIGN_OR_RETURN(Value b, eval(*e.args[1]));
     if (op == "==") return Value::boolean(equal(a, b));
     if (op == "!=") return Value::boolean(!equal(a, b));
-    if (op == "~") return Value::string(text_of(a) + text_of(b));
+    if (op == "~") {
+      QBC_ASSIGN_OR_RETURN(std::string ta, text(a, e.at));
+      QBC_ASSIGN_OR_RETURN(std::string tb, text(b, e.at));
+      return Value::string(ta + tb);
+    }
     if (op == "in" || op == "not in") {
       bool found = false;
       if (b.kind == Value::kString && a.kind == Value::kString) {
@@ -218,8 +254,13 @@ class Renderer {
       for (size_t k = 0; k < a.size(); ++k) ns.set(e.keywords[k], std::move(a[k]));
       return ns;
     }
-    if (callee.kind == Expr::kName)  // raise_exception
-      return error(e.at, "raise_exception: " + (a.empty() ? std::string() : text_of(a[0])));
+    if (callee.kind == Expr::kName) {  // raise_exception
+      std::string message;
+      if (!a.empty()) {
+        QBC_ASSIGN_OR_RETURN(message, text(a[0], e.at));
+      }
+      return error(e.at, "raise_exception: " + message);
+    }
     QBC_ASSIGN_OR_RETURN(Value self, eval(*callee.args[0]));
     const std::string& m = callee.name;
     auto str_arg = [&](size_t k) -> StatusOr<std::string> {
@@ -298,7 +339,7 @@ class Renderer {
     QBC_ASSIGN_OR_RETURN(std::vector<Value> extra, args(e, 1));
     const std::string& f = e.name;
     if (f == "trim") {
-      const std::string s = text_of(a);
+      QBC_ASSIGN_OR_RETURN(const std::string s, text(a, e.at));
       const size_t b = s.find_first_not_of(" \t\r\n");
       if (b == std::string::npos) return Value::string("");
       return Value::string(s.substr(b, s.find_last_not_of(" \t\r\n") + 1 - b));
@@ -310,26 +351,51 @@ class Renderer {
       return error(e.at, "|" + f + " needs a string, list or mapping");
     }
     if (f == "upper" || f == "lower") {
-      std::string s = text_of(a);
+      QBC_ASSIGN_OR_RETURN(std::string s, text(a, e.at));
       for (char& c : s)
         c = static_cast<char>(f == "upper" ? std::toupper(static_cast<unsigned char>(c))
                                            : std::tolower(static_cast<unsigned char>(c)));
       return Value::string(s);
     }
-    if (f == "string") return Value::string(text_of(a));
+    if (f == "string") {
+      QBC_ASSIGN_OR_RETURN(std::string s, text(a, e.at));
+      return Value::string(std::move(s));
+    }
     if (f == "selectattr") return selectattr(e, a, extra);
     if (f == "default") {
       if (a.kind != Value::kUndefined) return a;
       return extra.empty() ? Value::string("") : extra[0];
     }
-    return Value::string(json_of(a));  // tojson
+    QBC_ASSIGN_OR_RETURN(std::string j, json(a, e.at));  // tojson
+    return Value::string(std::move(j));
   }
 
   // selectattr(name) keeps the mappings whose `name` is truthy; selectattr(name, test, value)
   // those whose `name` passes the test: equalto (eq, ==) or ne (!=) against `value`.
   StatusOr<Value> selectattr(const Expr& e, const Value& items, const std::vector<Value>& a) {
     if (items.kind == Value::kUndefined || items.kind == Value::kNone) return Value::new_list();
-    if (items.kind != Value::kList) return error(e.at, "|selectattr needs a list");
+    // Jinja iterates a string's characters and a mapping's keys (strings, without attributes:
+    // LLaVA's template given a string content selects no image and no text).
+    Value seq = items;
+    if (items.kind == Value::kString || items.kind == Value::kMap) {
+      if (items.kind == Value::kString && items.s.size() > static_cast<size_t>(kMaxSteps))
+        return error(e.at,
+                     "|selectattr over a string of " + std::to_string(items.s.size()) + " bytes");
+      seq = Value::new_list();
+      if (items.kind == Value::kMap) {
+        for (const auto& [k, v] : *items.map) seq.list->push_back(Value::string(k));
+      } else {
+        for (size_t i = 0; i < items.s.size();) {
+          size_t n = 1;  // one UTF-8 character
+          while (i + n < items.s.size() &&
+                 (static_cast<unsigned char>(items.s[i + n]) & 0xC0) == 0x80)
+            ++n;
+          seq.list->push_back(Value::string(items.s.substr(i, n)));
+          i += n;
+        }
+      }
+    }
+    if (seq.kind != Value::kList) return error(e.at, "|selectattr needs a list");
     if (a.empty() || a[0].kind != Value::kString || a.size() == 2 || a.size() > 3 ||
         (a.size() == 3 && a[1].kind != Value::kString))
       return error(e.at, "|selectattr takes (attribute) or (attribute, test, value)");
@@ -342,7 +408,7 @@ class Renderer {
         return error(e.at, "|selectattr test '" + a[1].s + "' is not supported (equalto, ne)");
     }
     Value out = Value::new_list();
-    for (const Value& item : *items.list) {
+    for (const Value& item : *seq.list) {
       QBC_RETURN_IF_ERROR(step(e.at));
       const Value* v = item.find(a[0].s);
       const Value got = v != nullptr ? *v : Value();
@@ -391,7 +457,8 @@ class Renderer {
           break;
         case Node::kOutput: {
           QBC_ASSIGN_OR_RETURN(Value v, eval(*n->expr));
-          out += text_of(v);
+          QBC_ASSIGN_OR_RETURN(std::string t, text(v, n->at));
+          out += t;
           break;
         }
         case Node::kSet: {

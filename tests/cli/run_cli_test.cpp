@@ -76,6 +76,34 @@ TEST(RunCli, SamplingIsDeterministicPerSeed) {
   EXPECT_NE(ids_after(a.out, "new ids:"), ids_after(c.out, "new ids:"));
 }
 
+// `run --chat` with a Llama-style template: the BOS appears once whether the template writes
+// {{ bos_token }} (the tokenizer then adds none) or not (the tokenizer adds it), and the ids
+// are those of the rendered text run without --chat.
+TEST(RunCli, ChatAddsTheBosOnlyWhenTheTemplateDoesNot) {
+  QBC_REQUIRE_SHARED(hf, "models/stories260k/hf");
+  const fs::path dir = temp_dir() / "chat_bos";
+  fs::remove_all(dir);
+  fs::copy(hf, dir, fs::copy_options::recursive);
+  auto run_with = [&](const std::string& tmpl, const std::string& flags) {
+    ::qbc::testing::write_file(dir / "chat_template.jinja", tmpl);
+    return run_qbc("run " + shell_quote(dir) + flags + " -n 1 --ids");
+  };
+  const auto with_bos =
+      run_with("{{ bos_token }}[INST] {{ messages[-1].content }} [/INST]", " --chat -p 'Once upon'");
+  ASSERT_EQ(with_bos.exit_code, 0) << with_bos.err;
+  EXPECT_EQ(with_bos.out.rfind("<s>[INST] Once upon [/INST]", 0), 0u) << with_bos.out;
+  const auto without = run_with("[INST] {{ messages[-1].content }} [/INST]", " --chat -p 'Once upon'");
+  ASSERT_EQ(without.exit_code, 0) << without.err;
+  const auto plain = run_qbc("run " + shell_quote(dir) + " -p '[INST] Once upon [/INST]' -n 1 --ids");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const std::vector<int> want = ids_after(plain.out, "prompt ids:");
+  ASSERT_GE(want.size(), 3u);
+  EXPECT_EQ(want[0], 1);  // stories260K's BOS, added by its tokenizer
+  EXPECT_NE(want[1], 1);
+  EXPECT_EQ(ids_after(with_bos.out, "prompt ids:"), want);
+  EXPECT_EQ(ids_after(without.out, "prompt ids:"), want);
+}
+
 TEST(RunCli, CacheOverflowExits4BeforeWork) {
   QBC_REQUIRE_SHARED(hf, "models/stories260k/hf");
   auto r = run_qbc("run " + shell_quote(hf) +

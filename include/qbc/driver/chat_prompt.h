@@ -3,6 +3,8 @@
 // VLM model sees the turn markers it was trained on (docs/cli.md "run").
 #pragma once
 
+#include <filesystem>
+#include <optional>
 #include <string>
 
 #include "qbc/driver/runnable.h"
@@ -14,9 +16,17 @@ struct ChatRequest {
   std::string system;  ///< a system message first when not empty
   std::string user;    ///< the user's text
   /// Images of the turn: the user message becomes HF's content list, `images` {"type":
-  /// "image"} items before the text, for which the template writes the family's marker.
+  /// "image"} items before the text, for which the template writes the family's marker. A
+  /// VLM's messages are content lists even without images (its processor's template expects
+  /// them: LLaVA's renders nothing from a string); a text model's are strings.
   size_t images = 0;
 };
+
+/// The template a JSON file holds under "chat_template" (an HF processor's chat_template.json,
+/// or tokenizer_config.json): the string, or the list form's "default" entry. nullopt when the
+/// key is absent or null; kInvalidArgument naming the file when it is not a JSON object or the
+/// value is neither. One reader for `qbc compile` (which packs it) and `run --chat`.
+StatusOr<std::optional<std::string>> read_template_json(const std::filesystem::path& file);
 
 /// The prompt text `request` renders to with the template of `m`: a compiled .mxq's (runtime::
 /// Generator::apply_chat_template), else the source's: an HF folder's chat_template.jinja,

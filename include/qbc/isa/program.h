@@ -104,7 +104,9 @@ struct RopeDesc {
 /// cos and sin rows from two io buffers, fp16 [chunk, head_dim/2] each, which the host fills
 /// before every call: frequency i (of head_dim/2) has angle p_{s(i)} · theta^(-2i/head_dim),
 /// p the token's position in stream s(i) (the first section[0] frequencies stream 0, the next
-/// section[1] stream 1, the rest stream 2), computed in fp64, rounded to fp32, then to fp16.
+/// section[1] stream 1, the rest stream 2; interleaved: stream 1 when i % 3 == 1 and
+/// i < 3·section[1], stream 2 when i % 3 == 2 and i < 3·section[2], else 0 —
+/// runner::mrope_stream), computed in fp64, rounded to fp32, then to fp16.
 struct RopeInputs {
   int32_t cos = -1, sin = -1;  ///< Bundle::buffers (DRAM, io); -1: the model takes no tables
   int64_t head_dim = 0;

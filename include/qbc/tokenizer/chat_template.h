@@ -2,7 +2,8 @@
 // or chat_template.jinja) rendered without Python. This is not a full Jinja engine but the
 // subset chat templates use, rendered the way HF's apply_chat_template environment does
 // (trim_blocks and lstrip_blocks on). docs/runtime.md lists what is supported:
-//   - text, {{ expr }}, {# comments #}, the "-" whitespace control on any tag;
+//   - text, {{ expr }}, {# comments #}, the "-" whitespace control on any tag, HF's
+//     {% generation %} blocks (rendered as their body);
 //   - {% for x in expr %} (lists and the keys of a mapping; loop.index, index0, first, last,
 //     length, revindex, revindex0) with {% else %}, {% if %}/{% elif %}/{% else %}, {% set x =
 //     expr %}, namespace(name=value, ...) and {% set ns.name = expr %};
@@ -11,7 +12,8 @@
 //     + - * // % on integers (Python semantics), + and ~ on strings, comparisons, in / not in, and
 //     / or / not, `x if c else y`, the tests defined, undefined, none, string, number, mapping,
 //     iterable, sequence (with `is not`), the filters trim, length / count, upper, lower,
-//     string, default(x), tojson (strings, numbers, lists, mappings), the string methods
+//     string, default(x), tojson (strings, numbers, lists, mappings), selectattr(name[, equalto|ne,
+//     value]), the string methods
 //     strip, lstrip, rstrip, upper, lower, startswith, endswith, split(sep), replace(a, b),
 //     and raise_exception(message) (an error naming the template).
 // Anything else (macros, other filters, floats and /) is refused when the

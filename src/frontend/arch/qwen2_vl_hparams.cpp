@@ -57,12 +57,27 @@ Status parse_qwen2_vl(const ConfigReader& cfg, HParams& hp) {
 }
 
 // Qwen3VLForConditionalGeneration: the decoder is Qwen3's (q/k RMSNorm, head_dim 128 by
-// default) under `text_config`, with interleaved M-RoPE (`rope_scaling.mrope_interleaved`).
+// default) under `text_config`, with interleaved M-RoPE. transformers'
+// Qwen3VLTextRotaryEmbedding always interleaves (it never reads
+// `rope_scaling.mrope_interleaved`, which the published configs set to true) and takes
+// mrope_section [24, 20, 20] when the config has none; so does this.
 Status parse_qwen3_vl(const ConfigReader& cfg, HParams& hp) {
   QBC_RETURN_IF_ERROR(parse_qwen3(cfg, hp));
-  QBC_RETURN_IF_ERROR(parse_mrope(cfg, "Qwen3-VL", hp));
-  QBC_ASSIGN_OR_RETURN(ConfigReader rs, cfg.child("rope_scaling"));
-  QBC_ASSIGN_OR_RETURN(hp.mrope_interleaved, rs.get_bool_or("mrope_interleaved", false));
+  hp.mrope_interleaved = true;
+  if (cfg.has("rope_scaling")) {
+    QBC_ASSIGN_OR_RETURN(ConfigReader rs, cfg.child("rope_scaling"));
+    if (rs.find("mrope_section") != nullptr) return parse_mrope(cfg, "Qwen3-VL", hp);
+  }
+  if (hp.rope_scaling.type != RopeScalingType::kNone)
+    return unimplemented(cfg.where("rope_scaling"), ": M-RoPE with ",
+                         rope_scaling_name(hp.rope_scaling.type),
+                         " scaling (Qwen3-VL models use the default frequencies)");
+  hp.mrope_section = {24, 20, 20};
+  if (hp.head_dim != 128)
+    return invalid_argument(cfg.where("rope_scaling"),
+                            ": no mrope_section, and transformers' default [24, 20, 20] needs "
+                            "head_dim 128, not ",
+                            hp.head_dim);
   return ok_status();
 }
 

@@ -386,6 +386,40 @@ TEST(HParams, Qwen2VlMropeSectionErrors) {
   expect_error(t, Code::kUnimplemented, {"model_type", "qwen2_5_vl"});
 }
 
+// Qwen3-VL: transformers' Qwen3VLTextRotaryEmbedding always interleaves (it never reads
+// mrope_interleaved) and defaults mrope_section to [24, 20, 20] (head_dim 128).
+TEST(HParams, Qwen3VlAlwaysInterleavesAndDefaultsItsSections) {
+  Json j = {{"architectures", {"Qwen3VLForConditionalGeneration"}},
+            {"model_type", "qwen3_vl"},
+            {"text_config",
+             {{"hidden_size", 256},
+              {"intermediate_size", 512},
+              {"num_hidden_layers", 2},
+              {"num_attention_heads", 2},
+              {"num_key_value_heads", 1},
+              {"head_dim", 128},
+              {"vocab_size", 1000},
+              {"rms_norm_eps", 1e-6},
+              {"rope_theta", 5000000},
+              {"rope_scaling",
+               {{"rope_type", "default"},
+                {"mrope_section", {24, 20, 20}},
+                {"mrope_interleaved", false}}}}}};
+  HParams hp = parse_ok(j);
+  EXPECT_TRUE(hp.mrope_interleaved);  // the flag says false; the model interleaves anyway
+  EXPECT_TRUE(hp.qk_norm);
+  EXPECT_EQ(hp.mrope_section, (std::vector<int64_t>{24, 20, 20}));
+  j["text_config"]["rope_scaling"].erase("mrope_section");
+  hp = parse_ok(j);
+  EXPECT_EQ(hp.mrope_section, (std::vector<int64_t>{24, 20, 20}));
+  j["text_config"].erase("rope_scaling");
+  hp = parse_ok(j);
+  EXPECT_TRUE(hp.mrope_interleaved);
+  EXPECT_EQ(hp.mrope_section, (std::vector<int64_t>{24, 20, 20}));
+  j["text_config"]["head_dim"] = 64;
+  expect_error(j, Code::kInvalidArgument, {"no mrope_section", "head_dim 128", "64"});
+}
+
 TEST(HParams, Phi3FusedAndLongRope) {
   Json j = tiny_llama();
   j["architectures"] = {"Phi3ForCausalLM"};

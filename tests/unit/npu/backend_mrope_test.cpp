@@ -34,6 +34,7 @@
 #include "qbc/runtime/model.h"
 #include "qbc/runtime/npu_session.h"
 #include "test_support.h"
+#include "unit/mxq/mutate.h"
 #include "unit/npu/deployment_options.h"
 
 namespace qbc {
@@ -225,6 +226,20 @@ TEST_P(BackendMrope, TheMxqRecordsTheRopeTableInputs) {
   std::memcpy(&required, head.data() + 24, sizeof(required));
   EXPECT_NE(required & mxq::kFeatureRopeInputs, 0u);
   EXPECT_EQ((required & mxq::kFeatureInterleavedMRope) != 0, f.interleaved);
+  if (f.interleaved) {  // interleaved inputs without bit 7: refused, naming the bit
+    std::string bytes = head;
+    const uint64_t cleared = required & ~mxq::kFeatureInterleavedMRope;
+    std::memcpy(bytes.data() + 24, &cleared, sizeof cleared);
+    testing::reseal(bytes, false);
+    const fs::path bad = c().dir / "no_bit7.mxq";
+    testing::write_file(bad, bytes);
+    auto refused = runtime::load_model(bad.string());
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().code(), Code::kDataLoss);
+    EXPECT_NE(refused.status().message().find("interleaved but required feature bit 7 is not set"),
+              std::string::npos)
+        << refused.status().to_string();
+  }
   // The program text shows the interleaving and parses back to it.
   const std::string text = isa::print_bundle(b);
   EXPECT_EQ(text.find("] interleaved\n") != std::string::npos, f.interleaved);

@@ -180,12 +180,6 @@ TEST(ChatTemplate, HostileTemplatesAreBoundedNotCrashes) {
   EXPECT_EQ(*r, "-4 1 -1");
 }
 
-}  // namespace
-}  // namespace qbc::tokenizer
-
-namespace qbc::tokenizer {
-namespace {
-
 // namespace(): a value a loop body can change and the code after the loop sees (a plain set
 // stays in the loop's scope, as in Jinja); setting an attribute of anything else is an error.
 TEST(ChatTemplate, NamespaceCarriesAValueOutOfALoop) {
@@ -222,45 +216,81 @@ TEST(ChatTemplate, SelectattrAndGenerationBlocks) {
 }
 
 // The processors' templates of the shared VLM folders (chat_template.json, byte copies of the
-// published files) render one user turn with an image and a text, as HF's
-// processor.apply_chat_template does: the image marker where the image item is, the text
-// after it, then the assistant's turn. Each expected string is read off its template.
+// published files) render a user turn as HF's processor.apply_chat_template does, given HF's
+// content lists: the image marker where the image item is, the text after it, then the
+// assistant's turn; a system message folded in each template's way. Each expected string is
+// read off its template. LLaVA's renders nothing from a string content (selectattr over a
+// string's characters selects none, as in Jinja), which is why run --chat gives a VLM lists.
 TEST(ChatTemplate, SharedVlmTemplatesRenderAnImageTurn) {
+  const char* folders[] = {"Qwen3-VL-4B-Instruct", "gemma-3-4b-it", "llava-1.5-7b-hf"};
+  for (const char* f : folders) {
+    QBC_REQUIRE_SHARED(path, std::string("model-configs-new/") + f + "/chat_template.json");
+  }
   struct Case {
     const char* folder;
     bool system;
+    int images;  // image items before the text; -1: the user's content as a plain string
     const char* want;
   };
   for (const Case& c : {
-           Case{"Qwen3-VL-4B-Instruct", false,
+           Case{"Qwen3-VL-4B-Instruct", false, 1,
                 "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>Describe this "
                 "image.<|im_end|>\n<|im_start|>assistant\n"},
-           Case{"Qwen3-VL-4B-Instruct", true,
+           Case{"Qwen3-VL-4B-Instruct", true, 1,
                 "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n<|vision_start|>"
                 "<|image_pad|><|vision_end|>Describe this image.<|im_end|>\n<|im_start|>"
                 "assistant\n"},
-           Case{"gemma-3-4b-it", false,
+           Case{"Qwen3-VL-4B-Instruct", false, -1,
+                "<|im_start|>user\nDescribe this image.<|im_end|>\n<|im_start|>assistant\n"},
+           Case{"gemma-3-4b-it", false, 1,
                 "<bos><start_of_turn>user\n<start_of_image>Describe this "
                 "image.<end_of_turn>\n<start_of_turn>model\n"},
-           Case{"gemma-3-4b-it", true,
+           Case{"gemma-3-4b-it", true, 1,
                 "<bos><start_of_turn>user\nBe brief.\n\n<start_of_image>Describe this "
                 "image.<end_of_turn>\n<start_of_turn>model\n"},
-           Case{"llava-1.5-7b-hf", false, "USER: <image>\nDescribe this image. ASSISTANT:"},
+           Case{"llava-1.5-7b-hf", false, 1, "USER: <image>\nDescribe this image. ASSISTANT:"},
+           Case{"llava-1.5-7b-hf", true, 0, "Be brief. USER: Describe this image. ASSISTANT:"},
+           Case{"llava-1.5-7b-hf", false, -1, "USER: ASSISTANT:"},
        }) {
-    const std::string rel = std::string("model-configs-new/") + c.folder + "/chat_template.json";
-    QBC_REQUIRE_SHARED(path, rel);
-    const auto j = nlohmann::json::parse(testing::read_file(path));
+    const std::filesystem::path path =
+        ::qbc::testing::shared_dir() /
+        (std::string("model-configs-new/") + c.folder + "/chat_template.json");
+    const auto j = nlohmann::json::parse(::qbc::testing::read_file(path));
     auto t = ChatTemplate::parse(j.at("chat_template").get<std::string>(), path.string());
     ASSERT_TRUE(t.ok()) << t.status().to_string();
     ChatContext ctx;
-    if (c.system) ctx.messages.push_back({"system", "Be brief."});
-    ctx.messages.push_back({"user", "", {{"image", ""}, {"text", "Describe this image."}}});
+    if (c.system) ctx.messages.push_back({"system", "Be brief.", {{"text", "Be brief."}}});
+    ChatMessage user{"user", "Describe this image."};
+    if (c.images >= 0) {
+      for (int k = 0; k < c.images; ++k) user.parts.push_back({"image", ""});
+      user.parts.push_back({"text", "Describe this image."});
+    }
+    ctx.messages.push_back(user);
     ctx.bos_token = "<bos>";
     ctx.eos_token = "<eos>";
     const auto r = t->render(ctx);
     ASSERT_TRUE(r.ok()) << c.folder << ": " << r.status().to_string();
-    EXPECT_EQ(*r, c.want) << c.folder << (c.system ? " with a system message" : "");
+    EXPECT_EQ(*r, c.want) << c.folder << (c.system ? " with a system message" : "") << ", "
+                          << c.images << " images";
   }
+}
+
+// A namespace can hold itself, and [x, x] doubles a value each time: printing such a value is
+// an error naming the template, not a stack overflow or a huge allocation.
+TEST(ChatTemplate, SelfHoldingAndDoublingValuesAreRefusedWhenPrinted) {
+  auto cyc = render("{% set ns = namespace(a=1) %}{% set ns.a = ns %}{{ ns }}", chat());
+  ASSERT_FALSE(cyc.ok());
+  EXPECT_TRUE(contains(cyc.status().message(), "holding itself")) << cyc.status().message();
+  cyc = render("{% set ns = namespace(a=1) %}{% set ns.a = [ns] %}{{ ns | tojson }}", chat());
+  ASSERT_FALSE(cyc.ok());
+  std::string doubling = "{% set ns = namespace(x='abcdefgh') %}{% for i in [";
+  for (int k = 0; k < 60; ++k) doubling += k ? ",0" : "0";
+  doubling += "] %}{% set ns.x = [ns.x, ns.x] %}{% endfor %}{{ ns.x }}";
+  const auto big = render(doubling, chat());
+  ASSERT_FALSE(big.ok());
+  EXPECT_TRUE(contains(big.status().message(), "chat_template") ||
+              contains(big.status().message(), "tokenizer_config.json"))
+      << big.status().message();
 }
 
 }  // namespace
