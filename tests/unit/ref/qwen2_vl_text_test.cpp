@@ -24,6 +24,7 @@
 #include "qbc/ir/verifier.h"
 #include "qbc/ref/session.h"
 #include "qbc/runner/mrope.h"
+#include "qwen_vl_text_model.h"
 #include "rel_error.h"
 #include "test_support.h"
 
@@ -59,53 +60,23 @@ class Qwen2VlText : public ::testing::Test {
     QBC_ASSERT_OK(frontend::write_random_model(o));
     auto src = frontend::ModelSource::open(dir_);
     QBC_ASSERT_OK(src);
-    source_ = std::make_unique<frontend::ModelSource>(std::move(*src));
-    const auto cfg = nlohmann::json::parse(source_->config_json_text());
+    model_ = std::make_unique<ref::testing::QwenVlTextModel>(std::move(*src));
+    const auto cfg = nlohmann::json::parse(model_->source().config_json_text());
     image_token_ = cfg.at("image_token_id").get<int32_t>();
   }
 
-  const frontend::HParams& hp() const { return source_->hparams(); }
-
+  const frontend::HParams& hp() const { return model_->hp(); }
   std::unique_ptr<ref::Session> session(const frontend::HParams& hp, bool f64) const {
-    auto g = frontend::build_decoder_graph(hp, frontend::ImportOptions{64});
-    EXPECT_TRUE(g.ok()) << g.status().to_string();
-    if (!g.ok()) return nullptr;
-    EXPECT_TRUE(ir::verify(*g).ok());
-    const ir::WeightReader reader = [this](const ir::Weight& w, std::vector<float>* out) {
-      return source_->read_f32(w.tensor, out);
-    };
-    ref::SessionOptions so;
-    so.float64 = f64;
-    auto s = ref::Session::create(*g, reader, so);
-    EXPECT_TRUE(s.ok()) << s.status().to_string();
-    return s.ok() ? std::move(*s) : nullptr;
+    return model_->session(hp, f64);
   }
-
-  std::vector<float> hf(const std::string& name) const {
-    std::vector<float> v;
-    const Status s = source_->read_f32(name, &v);
-    EXPECT_TRUE(s.ok()) << s.to_string();
-    return v;
-  }
-
+  std::vector<float> hf(const std::string& name) const { return model_->hf(name); }
   ref::testing::NaiveQwen2VlDims dims() const {
-    ref::testing::NaiveQwen2VlDims d;
-    d.layers = hp().num_hidden_layers;
-    d.hidden = hp().hidden_size;
-    d.heads = hp().num_attention_heads;
-    d.kv_heads = hp().num_key_value_heads;
-    d.head_dim = hp().head_dim;
-    d.ffn = hp().intermediate_size;
-    d.vocab = hp().vocab_size;
-    d.eps = hp().rms_norm_eps;
-    d.theta = hp().rope_theta;
-    d.mrope_section = {hp().mrope_section[0], hp().mrope_section[1], hp().mrope_section[2]};
-    d.tied = hp().tie_word_embeddings;
+    ref::testing::NaiveQwen2VlDims d = model_->dims();
     return d;
   }
 
   fs::path dir_;
-  std::unique_ptr<frontend::ModelSource> source_;
+  std::unique_ptr<ref::testing::QwenVlTextModel> model_;
   int32_t image_token_ = -1;
 };
 
@@ -114,13 +85,14 @@ TEST_F(Qwen2VlText, RandomVlmConfigIsShrunkConsistently) {
   EXPECT_EQ(hp().head_dim, 16);
   EXPECT_EQ(hp().mrope_section, (std::vector<int64_t>{2, 3, 3}));
   EXPECT_EQ(image_token_, 255);
-  const auto cfg = nlohmann::json::parse(source_->config_json_text());
+  const auto cfg = nlohmann::json::parse(model_->source().config_json_text());
   EXPECT_EQ(cfg.at("video_token_id"), 254);
   EXPECT_EQ(cfg.at("vision_start_token_id"), 253);
   EXPECT_EQ(cfg.at("vision_end_token_id"), 252);
-  QBC_ASSERT_OK(source_->validate());
-  EXPECT_TRUE(source_->unexpected_tensors().empty());  // visual.* belong to the vision graph
-  EXPECT_TRUE(source_->has_tensor("visual.merger.mlp.2.weight"));
+  QBC_ASSERT_OK(model_->source().validate());
+  EXPECT_TRUE(
+      model_->source().unexpected_tensors().empty());  // visual.* belong to the vision graph
+  EXPECT_TRUE(model_->source().has_tensor("visual.merger.mlp.2.weight"));
 }
 
 TEST_F(Qwen2VlText, TextOnlyEqualsOneDimensionalRope) {
@@ -161,21 +133,8 @@ TEST_F(Qwen2VlText, ImagePromptMatchesHfFloat64Reference) {
   tokens.insert(tokens.end(), gh * gw, image_token_);
   for (int32_t t : {252, 40, 41, 9}) tokens.push_back(t);  // 252: vision_end_token_id
   const int64_t n = static_cast<int64_t>(tokens.size()), h = hp().hidden_size;
-  std::vector<float> table = hf("model.embed_tokens.weight");
-  std::vector<float> embeds(static_cast<size_t>(n * h));
-  uint64_t state = 12345;
-  for (int64_t i = 0; i < n; ++i) {
-    for (int64_t c = 0; c < h; ++c) {
-      float v;
-      if (tokens[i] == image_token_) {  // a deterministic "image feature" in [-1, 1)
-        state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-        v = static_cast<float>(static_cast<double>(state >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-      } else {
-        v = table[static_cast<size_t>(tokens[i] * h + c)];
-      }
-      embeds[static_cast<size_t>(i * h + c)] = v;
-    }
-  }
+  const std::vector<float> table = hf("model.embed_tokens.weight");
+  const std::vector<float> embeds = model_->embeds(tokens, image_token_, 12345);
   int64_t hf_delta = 0;
   const auto hf_pos =
       ref::testing::hf_get_rope_index(tokens, image_token_, {{1, 2 * gh, 2 * gw}}, 2, &hf_delta);

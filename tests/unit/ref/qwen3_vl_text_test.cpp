@@ -26,6 +26,7 @@
 #include "qbc/ir/verifier.h"
 #include "qbc/ref/session.h"
 #include "qbc/runner/mrope.h"
+#include "qwen_vl_text_model.h"
 #include "rel_error.h"
 #include "test_support.h"
 
@@ -58,48 +59,18 @@ class Qwen3VlText : public ::testing::Test {
     QBC_ASSERT_OK(frontend::write_random_model(o));
     auto src = frontend::ModelSource::open(dir_);
     QBC_ASSERT_OK(src);
-    source_ = std::make_unique<frontend::ModelSource>(std::move(*src));
-    const auto cfg = nlohmann::json::parse(source_->config_json_text());
+    model_ = std::make_unique<ref::testing::QwenVlTextModel>(std::move(*src));
+    const auto cfg = nlohmann::json::parse(model_->source().config_json_text());
     image_token_ = cfg.at("image_token_id").get<int32_t>();
   }
 
-  const frontend::HParams& hp() const { return source_->hparams(); }
-
+  const frontend::HParams& hp() const { return model_->hp(); }
   std::unique_ptr<ref::Session> session(const frontend::HParams& hp, bool f64) const {
-    auto g = frontend::build_decoder_graph(hp, frontend::ImportOptions{64});
-    EXPECT_TRUE(g.ok()) << g.status().to_string();
-    if (!g.ok()) return nullptr;
-    EXPECT_TRUE(ir::verify(*g).ok());
-    const ir::WeightReader reader = [this](const ir::Weight& w, std::vector<float>* out) {
-      return source_->read_f32(w.tensor, out);
-    };
-    ref::SessionOptions so;
-    so.float64 = f64;
-    auto s = ref::Session::create(*g, reader, so);
-    EXPECT_TRUE(s.ok()) << s.status().to_string();
-    return s.ok() ? std::move(*s) : nullptr;
+    return model_->session(hp, f64);
   }
-
-  std::vector<float> hf(const std::string& name) const {
-    std::vector<float> v;
-    const Status s = source_->read_f32(name, &v);
-    EXPECT_TRUE(s.ok()) << s.to_string();
-    return v;
-  }
-
+  std::vector<float> hf(const std::string& name) const { return model_->hf(name); }
   ref::testing::NaiveQwen2VlDims dims() const {
-    ref::testing::NaiveQwen2VlDims d;
-    d.layers = hp().num_hidden_layers;
-    d.hidden = hp().hidden_size;
-    d.heads = hp().num_attention_heads;
-    d.kv_heads = hp().num_key_value_heads;
-    d.head_dim = hp().head_dim;
-    d.ffn = hp().intermediate_size;
-    d.vocab = hp().vocab_size;
-    d.eps = hp().rms_norm_eps;
-    d.theta = hp().rope_theta;
-    d.mrope_section = {hp().mrope_section[0], hp().mrope_section[1], hp().mrope_section[2]};
-    d.tied = hp().tie_word_embeddings;
+    ref::testing::NaiveQwen2VlDims d = model_->dims();
     d.qkv_bias = false;
     d.qk_norm = true;
     d.interleaved = true;
@@ -107,7 +78,7 @@ class Qwen3VlText : public ::testing::Test {
   }
 
   fs::path dir_;
-  std::unique_ptr<frontend::ModelSource> source_;
+  std::unique_ptr<ref::testing::QwenVlTextModel> model_;
   int32_t image_token_ = -1;
 };
 
@@ -119,7 +90,7 @@ TEST_F(Qwen3VlText, RandomConfigIsShrunkConsistentlyAndTheGraphRecordsTheInterle
   EXPECT_TRUE(hp().mrope_interleaved);
   EXPECT_EQ(hp().mrope_section, (std::vector<int64_t>{3, 2, 3}));
   EXPECT_EQ(image_token_, kVocab - 1);
-  QBC_ASSERT_OK(source_->validate());
+  QBC_ASSERT_OK(model_->source().validate());
   auto g = frontend::build_decoder_graph(hp(), frontend::ImportOptions{64});
   QBC_ASSERT_OK(g);
   EXPECT_EQ(g->metadata.at("mrope.interleaved"), "1");
@@ -152,7 +123,7 @@ TEST_F(Qwen3VlText, TextOnlyEqualsOneDimensionalRope) {
 TEST_F(Qwen3VlText, ImagePromptMatchesHfFloat64Reference) {
   // text, <vision_start>, a 3 x 4 image (grid_thw 1 x 6 x 8 before the 2 x 2 merge), <vision_end>,
   // text; the image rows hold given features instead of embeddings.
-  const auto cfg = nlohmann::json::parse(source_->config_json_text());
+  const auto cfg = nlohmann::json::parse(model_->source().config_json_text());
   const int32_t vstart = cfg.at("vision_start_token_id").get<int32_t>();
   const int32_t vend = cfg.at("vision_end_token_id").get<int32_t>();
   const int64_t gh = 3, gw = 4;
@@ -160,21 +131,8 @@ TEST_F(Qwen3VlText, ImagePromptMatchesHfFloat64Reference) {
   tokens.insert(tokens.end(), gh * gw, image_token_);
   for (int32_t t : {vend, 40, 41, 9}) tokens.push_back(t);
   const int64_t n = static_cast<int64_t>(tokens.size()), h = hp().hidden_size;
-  std::vector<float> table = hf("model.embed_tokens.weight");
-  std::vector<float> embeds(static_cast<size_t>(n * h));
-  uint64_t state = 777;
-  for (int64_t i = 0; i < n; ++i) {
-    for (int64_t c = 0; c < h; ++c) {
-      float v;
-      if (tokens[i] == image_token_) {  // a deterministic "image feature" in [-1, 1)
-        state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-        v = static_cast<float>(static_cast<double>(state >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-      } else {
-        v = table[static_cast<size_t>(tokens[i] * h + c)];
-      }
-      embeds[static_cast<size_t>(i * h + c)] = v;
-    }
-  }
+  const std::vector<float> table = hf("model.embed_tokens.weight");
+  const std::vector<float> embeds = model_->embeds(tokens, image_token_, 777);
   // Qwen3-VL places an image's positions as Qwen2-VL does (t 0 for a still image).
   int64_t hf_delta = 0;
   const auto hf_pos =
