@@ -53,6 +53,26 @@ class Renderer {
       }
     return ok_status();
   }
+  // Whether `v` holds the mapping `target`. Only namespaces change after they are made, and
+  // this check keeps them from holding themselves, so values stay acyclic (no reference cycle
+  // of shared maps, which would also never be freed) and the walk ends; steps bound it.
+  StatusOr<bool> holds(const Value& v, const void* target, size_t at) {
+    QBC_RETURN_IF_ERROR(step(at));
+    if (v.kind == Value::kMap) {
+      if (v.map.get() == target) return true;
+      for (const auto& [k, x] : *v.map) {
+        QBC_ASSIGN_OR_RETURN(const bool h, holds(x, target, at));
+        if (h) return true;
+      }
+    }
+    if (v.kind == Value::kList)
+      for (const Value& x : *v.list) {
+        QBC_ASSIGN_OR_RETURN(const bool h, holds(x, target, at));
+        if (h) return true;
+      }
+    return false;
+  }
+
   StatusOr<std::string> text(const Value& v, size_t at) {
     size_t bytes = 0;
     if (v.kind == Value::kList || v.kind == Value::kMap)
@@ -468,6 +488,10 @@ class Renderer {
             if (ns.kind != Value::kMap || !ns.ns)
               return error(n->at, "{% set " + n->names[0] + "." + n->names[1] + " %}: '" +
                                       n->names[0] + "' is not a namespace()");
+            QBC_ASSIGN_OR_RETURN(const bool cycle, holds(v, ns.map.get(), n->at));
+            if (cycle)
+              return error(n->at, "{% set " + n->names[0] + "." + n->names[1] +
+                                      " %}: a namespace cannot hold itself");
             ns.set(n->names[1], std::move(v));
             break;
           }
