@@ -202,7 +202,7 @@ StatusOr<std::vector<mxq::WrittenFile>> write_mxq(const LoadedModel& model,
     k->set_k_bits(a.k_bits);
     k->set_v_bits(a.v_bits);
     k->set_batch(bundle.batch);
-    k->set_bytes_per_sequence(a.capacity * a.kv_heads * a.head_dim * (a.k_bits + a.v_bits) / 8);
+    k->set_bytes_per_sequence(a.capacity * a.kv_heads * (a.key_record() + a.value_record()));
     for (const char* key : {"k_scale", "v_scale"}) {
       if (!n.attrs.has(key)) continue;
       for (double v : n.attrs.get_floats(key))

@@ -160,6 +160,11 @@ pb::Layout encode_layout(const isa::Bundle& b) {
     p->set_rotating(a.rotating);
     p->set_k_rope(a.k_rope);
     p->set_bidirectional(a.bidirectional);
+    p->set_k_token_scale(a.k_token_scale);
+    p->set_qk_hadamard(a.qk_hadamard);
+    p->set_k_asym(a.k_asym);
+    p->set_v_token_scale(a.v_token_scale);
+    p->set_k_group(a.k_group);
   }
   for (const isa::RopeDesc& r : b.ropes) {
     pb::RopeDesc* p = l.add_ropes();
@@ -313,6 +318,11 @@ Status decode_layout(const pb::Layout& l, const std::string& where, isa::Bundle*
     a.rotating = p.rotating();
     a.k_rope = p.k_rope();
     a.bidirectional = p.bidirectional();
+    a.k_token_scale = p.k_token_scale();
+    a.qk_hadamard = p.qk_hadamard();
+    a.k_asym = p.k_asym();
+    a.v_token_scale = p.v_token_scale();
+    a.k_group = p.k_group();
     b->attentions.push_back(a);
   }
   QBC_RETURN_IF_ERROR(count_ok(l.ropes_size(), where, "ropes"));

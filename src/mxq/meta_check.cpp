@@ -45,9 +45,8 @@ Status check_kv(const pb::KvLayer& k, size_t i, const isa::Bundle& b, const std:
   QBC_RETURN_IF_ERROR(same<int64_t>(at, "k_bits", k.k_bits(), a.k_bits));
   QBC_RETURN_IF_ERROR(same<int64_t>(at, "v_bits", k.v_bits(), a.v_bits));
   QBC_RETURN_IF_ERROR(same<int64_t>(at, "batch", k.batch(), b.batch));
-  QBC_RETURN_IF_ERROR(
-      same<int64_t>(at, "bytes_per_sequence", k.bytes_per_sequence(),
-                    a.capacity * a.kv_heads * a.head_dim * (a.k_bits + a.v_bits) / 8));
+  QBC_RETURN_IF_ERROR(same<int64_t>(at, "bytes_per_sequence", k.bytes_per_sequence(),
+                                    a.capacity * a.kv_heads * (a.key_record() + a.value_record())));
   const int64_t channels = a.kv_heads * a.head_dim;
   for (const auto* scales : {&k.k_scale(), &k.v_scale()}) {
     const char* name = scales == &k.k_scale() ? "k_scale" : "v_scale";
@@ -86,10 +85,14 @@ Status check_kv_buffers(const pb::KvLayer& k, size_t i, const isa::Bundle& b,
                          quote_prefix(name), " holds ", buf->shape[d]);
     }
     const int64_t rows = k.kv_heads() * k.capacity();
-    const int64_t need = rows * ((k.head_dim() * bits + 7) / 8);
+    // A row per (KV head, position): its codes, with the KV4 rules their per-token fields.
+    const isa::AttnDesc& a = b.attentions[i];
+    const int64_t record = suffix[1] == 'k' ? a.key_record() : a.value_record();
+    const int64_t need = rows * std::max<int64_t>((k.head_dim() * bits + 7) / 8, record);
     if (buf->bytes < need)
-      return data_loss(at, ": ", rows, " rows of ", k.head_dim(), " ", bits, "-bit codes need ",
-                       need, " bytes, the KV buffer ", quote_prefix(name), " holds ", buf->bytes);
+      return data_loss(at, ": ", rows, " rows of ", k.head_dim(), " ", bits, "-bit codes",
+                       a.token_fields() ? " and their per-token fields" : "", " need ", need,
+                       " bytes, the KV buffer ", quote_prefix(name), " holds ", buf->bytes);
   }
   return ok_status();
 }

@@ -177,6 +177,12 @@ bool has_span_programs(const isa::Bundle& b) {
                      [](const isa::Mode& m) { return m.has_span(); });
 }
 
+/// Whether an attention of `b` stores KV records with per-token fields (required feature bit 8).
+bool has_kv_records(const isa::Bundle& b) {
+  return std::any_of(b.attentions.begin(), b.attentions.end(),
+                     [](const isa::AttnDesc& a) { return a.token_fields(); });
+}
+
 /// True when every value of `v` is exactly a bf16 (its low 16 bits zero, so widening the
 /// bf16 gives it back): then `*out` holds the bf16 values. One pass, stopping at the first
 /// value that is not (an fp32 table fails at once).
@@ -419,6 +425,7 @@ void lay_out_files(const std::string& path, const fs::path& dir, const isa::Bund
     if (b.rope_inputs.present() && b.rope_inputs.interleaved)
       h.required_features |= kFeatureInterleavedMRope;
     if (has_span_programs(b)) h.required_features |= kFeatureSpanPrograms;
+    if (has_kv_records(b)) h.required_features |= kFeatureKvRecords;
     if (b.kind == isa::BundleKind::kFeatures || !req.vision.empty())
       h.required_features |= kFeatureVision;
     h.target_word = word;
@@ -685,6 +692,12 @@ Status load_code(const Container& c0, const std::string& file, isa::Bundle& b,
                                  "not set"
                                : ": required feature bit 6 is set but the layout has no span "
                                  "programs");
+  if (has_kv_records(b) != ((c0.header().required_features & kFeatureKvRecords) != 0))
+    return data_loss(file, has_kv_records(b)
+                               ? ": the layout's attentions store KV records (the KV4 rules) but "
+                                 "required feature bit 8 is not set"
+                               : ": required feature bit 8 is set but no attention of the layout "
+                                 "stores KV records");
   const uint64_t needed = compact_weight_features(b);
   if ((c0.header().required_features & needed & kFeatureCompactWeights) !=
       (needed & kFeatureCompactWeights))

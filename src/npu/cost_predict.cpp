@@ -62,8 +62,7 @@ StatusOr<ModePrediction> predict_mode(const isa::Bundle& b, const isa::Mode& mod
   for (const isa::AttnDesc& a : b.attentions) {
     const int64_t pos = prompt_tokens + 1;
     const int64_t visible = a.window > 0 ? std::min(a.window, pos) : pos;
-    const int64_t row = isa::dtype_bytes(isa::code_type(a.k_bits), a.head_dim) +
-                        isa::dtype_bytes(isa::code_type(a.v_bits), a.head_dim);
+    const int64_t row = a.key_record() + a.value_record();
     need += static_cast<double>(a.kv_heads * row * (visible + 1));
   }
   const double need_s =

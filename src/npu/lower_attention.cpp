@@ -37,7 +37,9 @@ class AttentionLowering {
         hd_(d_.head_dim),
         g_(H_ / KV_),
         kt_(isa::code_type(d_.k_bits)),
-        vt_(isa::code_type(d_.v_bits)) {}
+        vt_(isa::code_type(d_.v_bits)),
+        kr_(d_.key_record()),
+        vr_(d_.value_record()) {}
 
   void append();
   void attend();
@@ -50,7 +52,7 @@ class AttentionLowering {
   void alloc_attend();
   void prepare_queries(const Expr& rows);
   void chunk_loop(int64_t h, bool with_v, isa::MaxMode mode, const Expr& rows, const Expr& qpos0);
-  void chunk_dma(int32_t dst, int64_t bytes, int32_t cache, int64_t row, DType t, int64_t h,
+  void chunk_dma(int32_t dst, int64_t bytes, int32_t cache, int64_t row, int64_t record, int64_t h,
                  const Expr& par, const Expr& kpos0);
   void scratch_dma(bool store, int32_t sram_buf, int64_t dram_off, int64_t bytes, int64_t parts,
                    int64_t stride);
@@ -69,6 +71,8 @@ class AttentionLowering {
   const isa::AttnDesc& d_;
   const int64_t H_, KV_, hd_, g_;
   const DType kt_, vt_;
+  /// Bytes of one stored key / value of a KV head (its codes, then the KV4 rules' fields).
+  const int64_t kr_, vr_;
   const Expr start_ = Expr::sym(Sym::kStart), seq_ = Expr::sym(Sym::kSeq);
   int32_t pass_ = -1;
   // Stage 2's tiles and SRAM buffers.
@@ -99,8 +103,9 @@ void AttentionLowering::append() {
   SramStage sram = L_.sram(n_.name + ".append", np_.stage);
   const int32_t k16 = sram.alloc("k", DType::kF16, mt * kvw * 2, {mt, kvw});
   const int32_t v16 = sram.alloc("v", DType::kF16, mt * kvw * 2, {mt, kvw});
-  const int32_t kc = sram.alloc("kcodes", kt_, isa::dtype_bytes(kt_, mt * kvw), {mt, kvw});
-  const int32_t vc = sram.alloc("vcodes", vt_, isa::dtype_bytes(vt_, mt * kvw), {mt, kvw});
+  // Per row, the records of every KV head in order (KV8: a row of codes).
+  const int32_t kc = sram.alloc("kcodes", kt_, mt * KV_ * kr_, {mt, kvw});
+  const int32_t vc = sram.alloc("vcodes", vt_, mt * KV_ * vr_, {mt, kvw});
   const int32_t prm = sram.alloc("params", DType::kF32, ai_.params_bytes, {ai_.params_bytes / 4});
   load_params(prm, pass_kv);
   const int var = L_.s.begin_loop(round_robin_trip(Expr::sym(Sym::kSeq), mt, c, P), id_, pass_kv);
@@ -120,14 +125,14 @@ void AttentionLowering::append() {
   L_.s.emit(q, Queue::kCompute, id_, pass_kv);
   for (int64_t h = 0; h < KV_; ++h) {
     for (int which = 0; which < 2; ++which) {
-      const DType t = which == 0 ? kt_ : vt_;
+      const int64_t record = which == 0 ? kr_ : vr_;
       isa::Dma st;
-      st.src = ref(which == 0 ? kc : vc, Expr(isa::dtype_bytes(t, h * hd_)));
+      st.src = ref(which == 0 ? kc : vc, Expr(h * record));
       st.dst = ref(which == 0 ? ai_.kcache : ai_.vcache,
                    Expr(h * d_.capacity * (which == 0 ? ai_.krow : ai_.vrow)));
       st.rows = rows;
-      st.row_bytes = isa::dtype_bytes(t, hd_);
-      st.src_stride = isa::dtype_bytes(t, kvw);
+      st.row_bytes = record;
+      st.src_stride = KV_ * record;
       st.ring_rows = d_.capacity;
       st.ring_stride = which == 0 ? ai_.krow : ai_.vrow;
       st.ring_row0 = start_ + row0;
@@ -145,8 +150,8 @@ void AttentionLowering::alloc_attend() {
   qt_ = sram.alloc("q", DType::kF16, br_ * H_ * hd_ * 2, {br_, H_ * hd_});
   yt_ = sram.alloc("y", DType::kF16, br_ * H_ * hd_ * 2, {br_, H_ * hd_});
   prm_ = sram.alloc("params", DType::kF32, ai_.params_bytes, {ai_.params_bytes / 4});
-  kbytes_ = isa::dtype_bytes(kt_, bc_ * hd_);
-  vbytes_ = isa::dtype_bytes(vt_, bc_ * hd_);
+  kbytes_ = bc_ * kr_;
+  vbytes_ = bc_ * vr_;
   kb_ = sram.alloc("kchunk", kt_, 2 * kbytes_, {2, bc_, hd_});
   vb_ = sram.alloc("vchunk", vt_, 2 * vbytes_, {2, bc_, hd_});
   sc_ = sram.alloc("scores", DType::kF32, rg_ * bc_ * 4, {rg_, bc_});
@@ -188,13 +193,13 @@ void AttentionLowering::prepare_queries(const Expr& rows) {
   }
 }
 
-void AttentionLowering::chunk_dma(int32_t dst, int64_t bytes, int32_t cache, int64_t row, DType t,
-                                  int64_t h, const Expr& par, const Expr& kpos0) {
+void AttentionLowering::chunk_dma(int32_t dst, int64_t bytes, int32_t cache, int64_t row,
+                                  int64_t record, int64_t h, const Expr& par, const Expr& kpos0) {
   isa::Dma dm;
   dm.dst = ref(dst, par * Expr(bytes));
   dm.src = ref(cache, Expr(h * d_.capacity * row));
   dm.rows = Expr(bc_);
-  dm.row_bytes = isa::dtype_bytes(t, hd_);
+  dm.row_bytes = record;
   dm.dst_stride = dm.row_bytes;
   dm.ring_rows = d_.capacity;
   dm.ring_stride = row;
@@ -209,8 +214,8 @@ void AttentionLowering::chunk_loop(int64_t h, bool with_v, isa::MaxMode mode, co
   const Expr j = chunk_first_ + Expr(L_.c) + Expr(L_.P) * Expr::loop(cv);
   const Expr kpos0 = j * Expr(bc_);
   const Expr par = Expr::loop(cv).mod(Expr(2));
-  chunk_dma(kb_, kbytes_, ai_.kcache, ai_.krow, kt_, h, par, kpos0);
-  if (with_v) chunk_dma(vb_, vbytes_, ai_.vcache, ai_.vrow, vt_, h, par, kpos0);
+  chunk_dma(kb_, kbytes_, ai_.kcache, ai_.krow, kr_, h, par, kpos0);
+  if (with_v) chunk_dma(vb_, vbytes_, ai_.vcache, ai_.vrow, vr_, h, par, kpos0);
   isa::QkScores qk;
   qk.qcodes = ref(qc_[hi]);
   qk.mq = ref(mq_[hi]);

@@ -102,15 +102,6 @@ Status check_graph(Context& cx) {
                                ": attention with a float KV cache; the ARIES backend needs a "
                                "quantized cache (bit.kvCache.key / bit.kvCache.value)");
         }
-        if (n.attrs.get_int("k_token_scale", 0) != 0 || n.attrs.get_int("qk_hadamard", 0) != 0 ||
-            n.attrs.get_int("v_token_scale", 0) != 0) {
-          return unimplemented(
-              ir::describe(n),
-              ": per-token key scales / the online Q·K Hadamard "
-              "(bit.kvCache.keyTokenScale, keyHadamard, keyGroup, keyAsymmetric, valueTokenScale) "
-              "run in the fake-quant "
-              "evaluator only; the ARIES cache layout has no per-token multiplier yet");
-        }
         QBC_ASSIGN_OR_RETURN(const int64_t max_cache, ir::required_int(n, "max_cache"));
         if (max_cache < cx.cache_quantized) {
           return failed_precondition(
@@ -378,6 +369,13 @@ Status plan_attention(Context& cx, const Node& n, int32_t id, AttentionPlan* ai)
   d.q_dynamic = a.q_dynamic;
   d.rotating = !a.k_rot_offset.empty();
   d.bidirectional = n.op == Op::kFullAttention;
+  d.k_token_scale = a.k_token_scale;
+  d.qk_hadamard = a.qk_hadamard;
+  d.k_asym = a.k_asym;
+  d.v_token_scale = a.v_token_scale;
+  d.k_group = a.k_group;
+  if (const std::string why = isa::kv4_fields_problem(d); !why.empty())
+    return invalid_argument(ir::describe(n), ": the KV4 rules: ", why);
   for (int bits : {d.k_bits, d.v_bits}) {
     if (bits != 4 && bits != 8 && bits != 16)
       return unimplemented(ir::describe(n), ": ", bits, "-bit KV cache (4, 8 or 16)");
@@ -396,8 +394,10 @@ Status plan_attention(Context& cx, const Node& n, int32_t id, AttentionPlan* ai)
     d.k_rope = rope;
   }
   const int64_t g = d.heads / d.kv_heads, hd = d.head_dim, H = d.heads, KV = d.kv_heads;
-  ai->krow = align_up(isa::dtype_bytes(isa::code_type(d.k_bits), hd), cx.o.target.dma_align);
-  ai->vrow = align_up(isa::dtype_bytes(isa::code_type(d.v_bits), hd), cx.o.target.dma_align);
+  // Each stored key / value of a KV head is a record (its codes, then the KV4 rules' per-token
+  // fields), one DMA-aligned row of the cache per (KV head, position).
+  ai->krow = align_up(d.key_record(), cx.o.target.dma_align);
+  ai->vrow = align_up(d.value_record(), cx.o.target.dma_align);
   ai->params_bytes = 4 * isa::attn_params_floats(H, KV, hd);
   const int64_t P = cx.o.target.cores();
   auto bytes = [&](int64_t br, int64_t bc) {
@@ -428,7 +428,9 @@ Status plan_attention(Context& cx, const Node& n, int32_t id, AttentionPlan* ai)
   }
   ai->t = AttnTiles{br, bc};
   const int64_t kvw = KV * hd;
-  const int64_t append_row = kvw * (2 + 2) + 2 * isa::dtype_bytes(DType::kI16, kvw);
+  // K and V in fp16, then their records (at most 2 bytes per channel for KV8 and KV16).
+  const int64_t append_row = kvw * (2 + 2) + std::max(KV * (d.key_record() + d.value_record()),
+                                                      2 * isa::dtype_bytes(DType::kI16, kvw));
   QBC_ASSIGN_OR_RETURN(ai->append_mt,
                        row_stage(cx, n, id, ".append", append_row, ai->params_bytes));
   cx.plan.stages.push_back({id, n.name, bytes(br, bc), 0});

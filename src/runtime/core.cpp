@@ -138,6 +138,11 @@ StatusOr<const numerics::Attention*> Core::attention(int32_t attn, const isa::Re
   a.v_bits = d.v_bits;
   a.p_bits = d.p_bits;
   a.q_dynamic = d.q_dynamic;
+  a.k_token_scale = d.k_token_scale;
+  a.qk_hadamard = d.qk_hadamard;
+  a.k_asym = d.k_asym;
+  a.v_token_scale = d.v_token_scale;
+  a.k_group = d.k_group;
   auto take = [&](std::vector<float>* dst, int64_t n) {
     dst->resize(static_cast<size_t>(n));
     load(p, n, dst->data());

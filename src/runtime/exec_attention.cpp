@@ -141,6 +141,48 @@ const ExpCodes& exp_codes(int bits) {
 /// Work (score elements) below which an attention instruction stays on one thread.
 constexpr int64_t kParallelScores = int64_t{1} << 13;
 
+/// kv_quant with the KV4 rules (isa::AttnDesc::token_fields): per row and KV head, the key
+/// record (numerics::key_codes' codes, its fp16 multipliers, with k_asym its int16 zero points)
+/// and the value record (numerics::value_codes' codes, its u8 multiplier).
+Status kv_records(int32_t attn, const numerics::Attention& a, int64_t rows, int64_t pos0,
+                  const uint8_t* kp, const uint8_t* vp, uint8_t* kc, uint8_t* vc, Core& c) {
+  const isa::AttnDesc& d = c.bundle.attentions[static_cast<size_t>(attn)];
+  const int64_t hd = d.head_dim, kv = d.kv_heads, w = kv * hd, ng = d.key_groups();
+  const int64_t kr = d.key_record(), vr = d.value_record();
+  const isa::DType kt = isa::code_type(d.k_bits), vt = isa::code_type(d.v_bits);
+  const int64_t kcb = isa::dtype_bytes(kt, hd), vcb = isa::dtype_bytes(vt, hd);
+  const bool rot = !a.k_rot_offset.empty();
+  std::vector<float> k(static_cast<size_t>(w)), v(static_cast<size_t>(w)),
+      t(static_cast<size_t>(ng));
+  std::vector<int32_t> codes(static_cast<size_t>(hd)), z(static_cast<size_t>(ng));
+  std::vector<int16_t> z16(static_cast<size_t>(ng));
+  for (int64_t r = 0; r < rows; ++r) {
+    load_f16(kp + r * 2 * w, w, k.data());
+    load_f16(vp + r * 2 * w, w, v.data());
+    if (rot) {  // keys are stored minus rope(m) at their position, as kv_quant's
+      const float* off = c.rotated_key_offset(attn, pos0 + r);
+      for (int64_t i = 0; i < w; ++i)
+        k[static_cast<size_t>(i)] = k[static_cast<size_t>(i)] - off[i];
+    }
+    for (int64_t h = 0; h < kv; ++h) {
+      uint8_t* krec = kc + (r * kv + h) * kr;
+      numerics::key_codes(k.data() + h * hd, h, a, codes.data(), t.data(), z.data());
+      store_codes(codes.data(), kt, hd, krec);
+      if (d.k_token_scale) store_f16(t.data(), ng, krec + kcb);
+      if (d.k_asym) {
+        for (int64_t g = 0; g < ng; ++g)
+          z16[static_cast<size_t>(g)] = static_cast<int16_t>(z[static_cast<size_t>(g)]);
+        store(z16.data(), ng, krec + kcb + 2 * ng);
+      }
+      uint8_t* vrec = vc + (r * kv + h) * vr;
+      const int32_t m = numerics::value_codes(v.data() + h * hd, h, a, codes.data());
+      store_codes(codes.data(), vt, hd, vrec);
+      if (d.v_token_scale) vrec[vcb] = static_cast<uint8_t>(m);
+    }
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 Status exec(const isa::KvQuant& op, Core& c) {
@@ -151,7 +193,8 @@ Status exec(const isa::KvQuant& op, Core& c) {
   c.counters.vector_ops += span(rows, 2, w);
   if (c.counters_only) return ok_status();
   const isa::DType kt = isa::code_type(d.k_bits), vt = isa::code_type(d.v_bits);
-  const int64_t krow = isa::dtype_bytes(kt, w), vrow = isa::dtype_bytes(vt, w);
+  // A row holds the records of every KV head in order (isa::AttnDesc::key_record).
+  const int64_t krow = d.kv_heads * d.key_record(), vrow = d.kv_heads * d.value_record();
   QBC_ASSIGN_OR_RETURN(const numerics::Attention* a, c.attention(op.attn, op.params));
   QBC_ASSIGN_OR_RETURN(const uint8_t* kp, c.sram_at(op.k, span(rows, 2, w), "k"));
   QBC_ASSIGN_OR_RETURN(const uint8_t* vp, c.sram_at(op.v, span(rows, 2, w), "v"));
@@ -160,6 +203,7 @@ Status exec(const isa::KvQuant& op, Core& c) {
   const bool rot = !a->k_rot_offset.empty();
   std::vector<float> k(static_cast<size_t>(w)), v(static_cast<size_t>(w));
   std::vector<int32_t> kq(static_cast<size_t>(w)), vq(static_cast<size_t>(w));
+  if (d.token_fields()) return kv_records(op.attn, *a, rows, pos0, kp, vp, kc, vc, c);
   for (int64_t t = 0; t < rows; ++t) {
     load_f16(kp + t * 2 * w, w, k.data());
     load_f16(vp + t * 2 * w, w, v.data());
@@ -193,10 +237,17 @@ Status exec(const isa::QueryPrep& op, Core& c) {
   std::vector<float> qk(static_cast<size_t>(hd));
   std::vector<int32_t> codes(static_cast<size_t>(hd));
   const float* ks = a->k_scale.data() + op.kv_head * hd;
+  numerics::QueryCodes rotated;
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t i = 0; i < g; ++i) {
       const int64_t head = op.kv_head * g + i;
       load_f16(qp + (r * qw + i * hd) * 2, hd, qk.data());
+      if (a->qk_hadamard) {  // the online Q·K Hadamard: numerics::query_codes itself
+        numerics::query_codes(qk.data(), head, *a, &rotated);
+        store(rotated.codes.data(), hd, qcp + (r * g + i) * hd * 4);
+        store(&rotated.mq, 1, mqp + (r * g + i) * 4);
+        continue;
+      }
       for (int64_t ch = 0; ch < hd; ++ch)
         qk[static_cast<size_t>(ch)] = qk[static_cast<size_t>(ch)] * ks[ch];
       round_f16(qk.data(), hd);
@@ -219,9 +270,13 @@ Status exec(const isa::QkScores& op, Core& c) {
   c.counters.vector_ops += span(rows, g, bc);
   if (c.counters_only) return ok_status();
   const isa::DType kt = isa::code_type(d.k_bits);
-  const int64_t krow = isa::dtype_bytes(kt, hd);
+  const int64_t krow = d.key_record();
   QBC_ASSIGN_OR_RETURN(const numerics::Attention* a, c.attention(op.attn, op.params));
   const bool rot = !a->k_rot_offset.empty();
+  // Per-token key multipliers (and zero points) follow each key's codes in its record; their
+  // per-group sums take numerics::key_score's loops.
+  const bool kfields = d.k_token_scale;
+  const int64_t ng = d.key_groups(), cbytes = isa::dtype_bytes(kt, hd);
   QBC_ASSIGN_OR_RETURN(const uint8_t* qcp, c.sram_at(op.qcodes, span(rows, g, hd, 4), "qcodes"));
   QBC_ASSIGN_OR_RETURN(const uint8_t* mqp, c.sram_at(op.mq, span(rows, g, 4), "mq"));
   const uint8_t* qp = nullptr;
@@ -257,12 +312,25 @@ Status exec(const isa::QkScores& op, Core& c) {
   std::vector<float> mqs(static_cast<size_t>(rq));
   load(qcp, rq * hd, qcodes.data());
   load(mqp, rq, mqs.data());
-  const DotPath path = key_dot_path(qcodes.data(), rq * hd, hd, kt);
+  const DotPath path = kfields ? DotPath::kLoops : key_dot_path(qcodes.data(), rq * hd, hd, kt);
   const bool fast = path != DotPath::kLoops;
-  std::vector<int32_t> keys;
+  std::vector<int32_t> keys, kzero;
+  std::vector<float> ktoken;
   if (!fast) {
     keys.resize(static_cast<size_t>(bc * hd));
     for (int64_t j = j0; j < j1; ++j) load_codes(kcp + j * krow, kt, hd, keys.data() + j * hd);
+  }
+  if (kfields) {
+    ktoken.resize(static_cast<size_t>(bc * ng));
+    kzero.assign(static_cast<size_t>(d.k_asym ? bc * ng : 0), 0);
+    for (int64_t j = j0; j < j1; ++j) {
+      load_f16(kcp + j * krow + cbytes, ng, ktoken.data() + j * ng);
+      if (d.k_asym) {
+        std::vector<int16_t> z(static_cast<size_t>(ng));
+        load(kcp + j * krow + cbytes + 2 * ng, ng, z.data());
+        std::copy(z.begin(), z.end(), kzero.begin() + j * ng);
+      }
+    }
   }
   // rope(m) of this KV head at each scored key's position (rotating key offsets), as rows
   // [nk, hd] for key_score and transposed [hd, nk] for the vector corrections.
@@ -326,7 +394,9 @@ Status exec(const isa::QkScores& op, Core& c) {
             } else {
               for (int64_t j = jlo; j < jhi; ++j) {
                 sc[j] = numerics::key_score(qc, rot ? qr.data() : nullptr, keys.data() + j * hd,
-                                            rot ? krot.data() + (j - j0) * hd : nullptr, *a);
+                                            rot ? krot.data() + (j - j0) * hd : nullptr, *a,
+                                            kfields ? ktoken.data() + j * ng : nullptr,
+                                            kfields && d.k_asym ? kzero.data() + j * ng : nullptr);
               }
             }
             float mx = neg_inf;
@@ -354,7 +424,11 @@ Status exec(const isa::ExpAccum& op, Core& c) {
   c.counters.vector_ops += span(n, bc);
   if (c.counters_only) return ok_status();
   const isa::DType vt = isa::code_type(d.v_bits);
-  const int64_t vrow = isa::dtype_bytes(vt, hd);
+  const int64_t vrow = d.value_record();
+  // Per-token V multipliers m (the u8 after each value's codes) weight the integer sums:
+  // Σ_j e_j · m_j · v_j, in the int64 loops.
+  const bool vfields = d.v_token_scale;
+  const int64_t vbytes = isa::dtype_bytes(vt, hd);
   QBC_ASSIGN_OR_RETURN(const uint8_t* sp, c.sram_at(op.scores, span(n, bc, 4), "scores"));
   QBC_ASSIGN_OR_RETURN(const uint8_t* mxp, c.sram_at(op.rowmax, span(n, 4), "rowmax"));
   QBC_ASSIGN_OR_RETURN(const uint8_t* vcp, c.sram_at(op.vcodes, span(bc, vrow), "vcodes"));
@@ -397,7 +471,7 @@ Status exec(const isa::ExpAccum& op, Core& c) {
     // int64 loops.
     const int64_t nv = std::max<int64_t>(jb - ja, 0);
     int64_t* accb = acc.data() + q0 * hd;
-    if (nv > 0 && d.p_bits <= 8 && (vt == isa::DType::kI8 || vt == isa::DType::kI4)) {
+    if (nv > 0 && !vfields && d.p_bits <= 8 && (vt == isa::DType::kI8 || vt == isa::DType::kI4)) {
       std::vector<int8_t> unpacked, vt_rows(static_cast<size_t>(hd * nv));
       const int8_t* v = code_rows_i8(vcp, vt, vrow, hd, ja, jb, &unpacked);
       const int64_t ldv = vt == isa::DType::kI8 ? vrow : hd;
@@ -428,10 +502,11 @@ Status exec(const isa::ExpAccum& op, Core& c) {
       for (int64_t row = 0; row < nr; ++row) {
         int64_t* ar = accb + row * hd;
         for (int64_t j = ja; j < jb; ++j) {
-          const int32_t ej = e[static_cast<size_t>(row * bc + j)];
+          const int64_t ej = int64_t{e[static_cast<size_t>(row * bc + j)]} *
+                             (vfields ? vcp[j * vrow + vbytes] : 1);
           if (ej == 0) continue;
           const int32_t* vr = vals.data() + j * hd;
-          for (int64_t ch = 0; ch < hd; ++ch) ar[ch] += int64_t{ej} * vr[ch];
+          for (int64_t ch = 0; ch < hd; ++ch) ar[ch] += ej * vr[ch];
         }
       }
     }
@@ -481,7 +556,12 @@ Status exec(const isa::AttnOut& op, Core& c) {
   QBC_ASSIGN_OR_RETURN(uint8_t * yp, c.sram_at(op.y, rows_span(rows, 2 * qw, 2 * g * hd), "y"));
   std::vector<int64_t> acc(static_cast<size_t>(hd));
   std::vector<uint16_t> y(static_cast<size_t>(hd));
-  const float* vs = a->v_scale.data() + op.kv_head * hd;
+  // With per-token V multipliers the sums are in 1/kVTokenUnit steps of the static scale.
+  std::vector<float> vs(a->v_scale.begin() + op.kv_head * hd,
+                        a->v_scale.begin() + (op.kv_head + 1) * hd);
+  if (a->v_token_scale) {
+    for (float& x : vs) x = x / numerics::kVTokenUnit;
+  }
   const float* vo = a->v_offset.data() + op.kv_head * hd;
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t i = 0; i < g; ++i) {
@@ -491,10 +571,10 @@ Status exec(const isa::AttnOut& op, Core& c) {
       load(accp + row * hd * 8, hd, acc.data());
       // numerics::attention_output's fp64 expression, its round_fp16 as bits.
       for (int64_t ch = 0; ch < hd; ++ch) {
-        y[static_cast<size_t>(ch)] =
-            numerics::round_fp16_bits(static_cast<double>(acc[static_cast<size_t>(ch)]) /
-                                          static_cast<double>(esum) * static_cast<double>(vs[ch]) +
-                                      static_cast<double>(vo[ch]));
+        y[static_cast<size_t>(ch)] = numerics::round_fp16_bits(
+            static_cast<double>(acc[static_cast<size_t>(ch)]) / static_cast<double>(esum) *
+                static_cast<double>(vs[static_cast<size_t>(ch)]) +
+            static_cast<double>(vo[ch]));
       }
       store(y.data(), hd, yp + (r * qw + i * hd) * 2);
     }

@@ -312,6 +312,8 @@ Status check_tables(const isa::Bundle& b) {
     }
     if ((a.k_bits == 4 || a.v_bits == 4) && a.head_dim % 2 != 0)
       return invalid_argument("attention ", i, ": 4-bit codes need an even head_dim");
+    if (const std::string why = isa::kv4_fields_problem(a); !why.empty())
+      return invalid_argument("attention ", i, ": the KV4 rules: ", why);
     if (a.rotating) {
       if (a.k_rope < 0 || static_cast<size_t>(a.k_rope) >= b.ropes.size())
         return invalid_argument("attention ", i, ": rotating offsets without K's rope table");

@@ -67,9 +67,15 @@ inline constexpr uint64_t kFeatureSpanPrograms = uint64_t{1} << 6;
 /// sectioned tables must refuse rather than rotate by the wrong positions. Set, with bit 3, in
 /// every part of such a model.
 inline constexpr uint64_t kFeatureInterleavedMRope = uint64_t{1} << 7;
+/// Bit 8: KV records (AttnDesc.k_token_scale, qk_hadamard, k_asym, v_token_scale, k_group;
+/// docs/numerics.md "The KV4 rules"): an attention's stored keys / values carry per-token
+/// fields after their codes; a reader that knows only rows of codes must refuse rather than
+/// read the fields as codes. Set in every part of such a model.
+inline constexpr uint64_t kFeatureKvRecords = uint64_t{1} << 8;
 inline constexpr uint64_t kKnownRequiredFeatures =
     kFeatureEmbeddingBf16 | kFeatureCompactWeights | kFeatureZeroPointsI8 | kFeatureRopeInputs |
-    kFeatureEmbeddingI8 | kFeatureVision | kFeatureSpanPrograms | kFeatureInterleavedMRope;
+    kFeatureEmbeddingI8 | kFeatureVision | kFeatureSpanPrograms | kFeatureInterleavedMRope |
+    kFeatureKvRecords;
 
 /// What a section holds (docs/mxq.md "Sections").
 enum class SectionKind : uint32_t {
