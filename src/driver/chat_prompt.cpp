@@ -9,6 +9,7 @@
 #include "qbc/runtime/generator.h"
 #include "qbc/support/file_util.h"
 #include "qbc/tokenizer/chat_template.h"
+#include "qbc/tokenizer/template_json.h"
 
 namespace qbc::driver {
 namespace {
@@ -73,19 +74,7 @@ StatusOr<std::optional<std::string>> read_template_json(const fs::path& file) {
   const nlohmann::json j = nlohmann::json::parse(bytes, nullptr, false);
   if (j.is_discarded() || !j.is_object())
     return invalid_argument(file.string(), ": not a JSON object");
-  if (!j.contains("chat_template") || j["chat_template"].is_null())
-    return std::optional<std::string>();
-  const nlohmann::json& t = j["chat_template"];
-  if (t.is_string()) return std::optional<std::string>(t.get<std::string>());
-  if (t.is_array()) {  // named templates: the "default" one
-    for (const nlohmann::json& e : t)
-      if (e.is_object() && e.contains("name") && e["name"] == "default" && e.contains("template") &&
-          e["template"].is_string())
-        return std::optional<std::string>(e["template"].get<std::string>());
-  }
-  return invalid_argument(file.string(),
-                          ": chat_template: expected a string or a list with a \"default\" "
-                          "entry");
+  return tokenizer::chat_template_text(j, file.string());
 }
 
 StatusOr<std::string> render_chat_prompt(const Runnable& m, const ChatRequest& request) {

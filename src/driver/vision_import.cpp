@@ -9,6 +9,7 @@
 #include "qbc/frontend/qwen_vision.h"
 #include "qbc/frontend/safetensors.h"
 #include "qbc/frontend/vision_config.h"
+#include "qbc/frontend/vision_towers.h"
 #include "qbc/ir/verifier.h"
 #include "qbc/support/file_util.h"
 
@@ -102,14 +103,7 @@ StatusOr<std::optional<ir::Graph>> import_vision_graph(const std::string& model,
   if (!vc) return std::optional<ir::Graph>();
   const bool clip = frontend::builds_clip_vision_graph(*vc);
   const bool gemma3 = frontend::builds_gemma3_vision_graph(*vc);
-  const bool qwen = frontend::builds_qwen_vision_graph(vc->tower);
-  if (!qwen && !clip && !gemma3) {
-    return unimplemented(config.string(), ": the ", frontend::vision_tower_name(vc->tower),
-                         " vision tower of ", vc->model_type, " is not parsed yet",
-                         frontend::vision_tower_gap(vc->tower),
-                         " (Qwen2-VL's, Qwen2.5-VL's, LLaVA's CLIP and Gemma 3's "
-                         "SigLIP are; docs/multimodal.md)");
-  }
+  QBC_RETURN_IF_ERROR(frontend::check_vision_tower_built(*vc, config.string()));
   QBC_ASSIGN_OR_RETURN(frontend::SafetensorsCheckpoint ck,
                        frontend::SafetensorsCheckpoint::open(model));
   // One size rule for every tower (a Qwen tower: multiples of patch x merge; learned

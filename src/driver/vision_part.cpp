@@ -18,6 +18,7 @@
 #include "qbc/frontend/qwen_vision.h"
 #include "qbc/frontend/safetensors.h"
 #include "qbc/frontend/vision_config.h"
+#include "qbc/frontend/vision_towers.h"
 #include "qbc/image/image.h"
 #include "qbc/image/preprocess.h"
 #include "qbc/isa/verify.h"
@@ -323,18 +324,9 @@ StatusOr<std::optional<FolderTower>> open_tower(const std::string& model,
   QBC_ASSIGN_OR_RETURN(std::optional<frontend::VisionConfig> vc,
                        frontend::load_vision_config(config));
   if (!vc) return std::optional<FolderTower>();
-  const bool clip = frontend::builds_clip_vision_graph(*vc);
   const bool qwen = frontend::builds_qwen_vision_graph(vc->tower);
   const bool gemma3 = frontend::builds_gemma3_vision_graph(*vc);
-  if (!clip && !qwen && !gemma3) {
-    return unimplemented(config.string(), ": the ", frontend::vision_tower_name(vc->tower),
-                         " vision part of ", vc->model_type,
-                         " does not compile yet: its tower is not parsed yet",
-                         frontend::vision_tower_gap(vc->tower),
-                         " (LLaVA's CLIP, "
-                         "Gemma 3's SigLIP, Qwen2-VL's and Qwen2.5-VL's towers do; "
-                         "docs/multimodal.md)");
-  }
+  QBC_RETURN_IF_ERROR(frontend::check_vision_tower_built(*vc, config.string()));
   QBC_RETURN_IF_ERROR(
       frontend::set_image_size(*vc, cfg.options.vision().image_size(), "vision.imageSize"));
   FolderTower ft;

@@ -8,6 +8,7 @@
 #include "qbc/runner/mrope.h"
 #include "qbc/runtime/sequence_cache.h"
 #include "qbc/support/json_parse.h"
+#include "qbc/tokenizer/template_json.h"
 #include "qbc/tokenizer/text_stream.h"
 
 namespace qbc::runtime {
@@ -68,25 +69,11 @@ StatusOr<std::optional<tokenizer::ChatTemplate>> load_chat_template(const mxq::L
   if (config.empty()) return std::optional<tokenizer::ChatTemplate>();
   const std::string source = name + ": asset tokenizer_config.json";
   QBC_ASSIGN_OR_RETURN(const nlohmann::json j, parse_json_text(config, source));
-  if (!j.is_object() || !j.contains("chat_template"))
-    return std::optional<tokenizer::ChatTemplate>();
-  const nlohmann::json& t = j["chat_template"];
-  if (t.is_null()) return std::optional<tokenizer::ChatTemplate>();
-  const nlohmann::json* text = t.is_string() ? &t : nullptr;
-  if (t.is_array()) {  // named templates [{"name": "default", "template": ...}, ...]
-    for (const nlohmann::json& e : t) {
-      if (e.is_object() && e.contains("name") && e["name"] == "default" && e.contains("template") &&
-          e["template"].is_string())
-        text = &e["template"];
-    }
-  }
-  if (text == nullptr)
-    return invalid_argument(source,
-                            ": chat_template: expected a string or a list with a \"default\" "
-                            "entry");
+  QBC_ASSIGN_OR_RETURN(const std::optional<std::string> text,
+                       tokenizer::chat_template_text(j, source));
+  if (!text) return std::optional<tokenizer::ChatTemplate>();
   QBC_ASSIGN_OR_RETURN(tokenizer::ChatTemplate c,
-                       tokenizer::ChatTemplate::parse(text->get_ref<const std::string&>(),
-                                                      source + ": chat_template"));
+                       tokenizer::ChatTemplate::parse(*text, source + ": chat_template"));
   return std::optional<tokenizer::ChatTemplate>(std::move(c));
 }
 
