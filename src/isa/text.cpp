@@ -222,6 +222,7 @@ void print_tables(std::ostringstream& os, const Bundle& b) {
          << " k_group=" << a.k_group << " k_asym=" << tf(a.k_asym)
          << " v_token_scale=" << tf(a.v_token_scale);
     }
+    if (a.packed) os << " packed=true";
     os << "\n";
   }
   os << "\nropes (" << b.ropes.size() << ")\n";

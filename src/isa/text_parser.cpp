@@ -250,7 +250,18 @@ class Parser {
       QBC_RETURN_IF_ERROR(c.boolean(&a->bidirectional));
     }
     if (c.at_end()) return ok_status();
-    QBC_RETURN_IF_ERROR(c.expect_key("k_token_scale"));  // the KV4 rules, all or none
+    if (!c.accept("packed=")) {
+      QBC_RETURN_IF_ERROR(kv4_rules(c, a));
+      if (c.at_end()) return ok_status();
+      QBC_RETURN_IF_ERROR(c.expect_key("packed"));
+    }
+    QBC_RETURN_IF_ERROR(c.boolean(&a->packed));
+    return c.expect_end();
+  }
+
+  /// The KV4 rules of an attention line, all or none (printed when token_fields()).
+  Status kv4_rules(Cursor& c, AttnDesc* a) {
+    QBC_RETURN_IF_ERROR(c.expect_key("k_token_scale"));
     QBC_RETURN_IF_ERROR(c.boolean(&a->k_token_scale));
     QBC_RETURN_IF_ERROR(c.expect_key("qk_hadamard"));
     QBC_RETURN_IF_ERROR(c.boolean(&a->qk_hadamard));
@@ -258,8 +269,7 @@ class Parser {
     QBC_RETURN_IF_ERROR(c.expect_key("k_asym"));
     QBC_RETURN_IF_ERROR(c.boolean(&a->k_asym));
     QBC_RETURN_IF_ERROR(c.expect_key("v_token_scale"));
-    QBC_RETURN_IF_ERROR(c.boolean(&a->v_token_scale));
-    return c.expect_end();
+    return c.boolean(&a->v_token_scale);
   }
 
   Status list(Cursor& c, const char* key, std::vector<double>* out) {

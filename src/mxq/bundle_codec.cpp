@@ -165,6 +165,7 @@ pb::Layout encode_layout(const isa::Bundle& b) {
     p->set_k_asym(a.k_asym);
     p->set_v_token_scale(a.v_token_scale);
     p->set_k_group(a.k_group);
+    p->set_packed(a.packed);
   }
   for (const isa::RopeDesc& r : b.ropes) {
     pb::RopeDesc* p = l.add_ropes();
@@ -323,6 +324,7 @@ Status decode_layout(const pb::Layout& l, const std::string& where, isa::Bundle*
     a.k_asym = p.k_asym();
     a.v_token_scale = p.v_token_scale();
     a.k_group = p.k_group();
+    a.packed = p.packed();
     b->attentions.push_back(a);
   }
   QBC_RETURN_IF_ERROR(count_ok(l.ropes_size(), where, "ropes"));

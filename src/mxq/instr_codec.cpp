@@ -115,12 +115,15 @@ void encode_own(const T& op, Message* m) {
   const Reflection* r = m->GetReflection();
   const std::vector<const FieldDescriptor*>& fds = message_fields<T>();
   size_t i = 0;
-  isa::for_each_field(op, [&](const auto&, const auto& v) {
+  isa::for_each_field(op, [&](const auto& f, const auto& v) {
     using M = std::decay_t<decltype(v)>;
     const FieldDescriptor* fd = fds[i++];
     if constexpr (std::is_same_v<M, isa::Ref>) {
       put(v, static_cast<pb::Ref*>(r->MutableMessage(m, fd)));
     } else if constexpr (std::is_same_v<M, isa::Expr>) {
+      // An expression the text form leaves out at its default is left out of the message too
+      // (decode_own keeps the default): files without the field, older ones, read the same.
+      if (f.spec.show == isa::Show::kUnlessDefault && !f.shown(op)) return;
       put(v, static_cast<pb::Expr*>(r->MutableMessage(m, fd)));
     } else {
       set_scalar(r, m, fd, v);
@@ -184,6 +187,7 @@ bool decode_own(const Message& m, Reader& rd, isa::Op* out) {
       ok = rd.ref(static_cast<const pb::Ref&>(r->GetMessage(m, fd)), label<T>(f.spec.proto_name()),
                   &v);
     } else if constexpr (std::is_same_v<M, isa::Expr>) {
+      if (f.spec.show == isa::Show::kUnlessDefault && !r->HasField(m, fd)) return;  // default
       ok = rd.expr(static_cast<const pb::Expr&>(r->GetMessage(m, fd)),
                    label<T>(f.spec.proto_name()), &v);
     } else if constexpr (std::is_enum_v<M>) {

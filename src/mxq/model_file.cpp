@@ -177,10 +177,11 @@ bool has_span_programs(const isa::Bundle& b) {
                      [](const isa::Mode& m) { return m.has_span(); });
 }
 
-/// Whether an attention of `b` stores KV records with per-token fields (required feature bit 8).
+/// Whether an attention of `b` stores KV records with per-token fields or packs them (required
+/// feature bit 8).
 bool has_kv_records(const isa::Bundle& b) {
   return std::any_of(b.attentions.begin(), b.attentions.end(),
-                     [](const isa::AttnDesc& a) { return a.token_fields(); });
+                     [](const isa::AttnDesc& a) { return a.kv_records(); });
 }
 
 /// True when every value of `v` is exactly a bf16 (its low 16 bits zero, so widening the

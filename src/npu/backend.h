@@ -84,6 +84,14 @@ class Context {
 inline int64_t align_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+/// Packed caches (isa::AttnDesc::packed): records per block whose key and value records
+/// both fill whole DMA-aligned bytes (the KV append's unit); 0 when the alignment is not a
+/// power of two.
+int64_t kv_block(const isa::AttnDesc& d, int64_t align);
+/// Records per KV head in an attention's DRAM caches: its capacity, for packed caches rounded
+/// up to whole cache chunks of `t.bc` records (each loaded as one row).
+int64_t kv_slots(const AttentionPlan& ai, const isa::AttnDesc& d);
+
 /// The plan's text (print_plan) and, once filled, a line on the weight image.
 std::string plan_text(const Context& cx);
 

@@ -39,9 +39,12 @@ class AttentionLowering {
         kt_(isa::code_type(d_.k_bits)),
         vt_(isa::code_type(d_.v_bits)),
         kr_(d_.key_record()),
-        vr_(d_.value_record()) {}
+        vr_(d_.value_record()),
+        slots_(kv_slots(ai_, d_)) {}
 
   void append();
+  /// append() of a packed cache (isa::AttnDesc::packed).
+  void append_packed();
   void attend();
   /// full_attention with segments (window attention): per segment [lo, hi), its query row
   /// tiles scan keys [lo, hi) under the descriptor whose window is the segment's length.
@@ -54,6 +57,8 @@ class AttentionLowering {
   void chunk_loop(int64_t h, bool with_v, isa::MaxMode mode, const Expr& rows, const Expr& qpos0);
   void chunk_dma(int32_t dst, int64_t bytes, int32_t cache, int64_t row, int64_t record, int64_t h,
                  const Expr& par, const Expr& kpos0);
+  void block_dma(bool store, int32_t sram_buf, int64_t head_bytes, int32_t cache, int64_t record,
+                 int64_t h, int64_t block, const Expr& b0, const Expr& nb);
   void scratch_dma(bool store, int32_t sram_buf, int64_t dram_off, int64_t bytes, int64_t parts,
                    int64_t stride);
   void merge_max();
@@ -73,6 +78,8 @@ class AttentionLowering {
   const DType kt_, vt_;
   /// Bytes of one stored key / value of a KV head (its codes, then the KV4 rules' fields).
   const int64_t kr_, vr_;
+  /// Records per KV head in the DRAM caches (kv_slots).
+  const int64_t slots_;
   const Expr start_ = Expr::sym(Sym::kStart), seq_ = Expr::sym(Sym::kSeq);
   int32_t pass_ = -1;
   // Stage 2's tiles and SRAM buffers.
@@ -97,6 +104,7 @@ void AttentionLowering::load_params(int32_t dst, int32_t pass) {
 void AttentionLowering::append() {
   const int32_t pass_kv = L_.cx.pass_id("lower-kv-append");
   pass_ = L_.cx.pass_id("lower-attention");
+  if (d_.packed) return append_packed();
   const int c = L_.c, P = L_.P;
   const int64_t kvw = KV_ * hd_;
   const int64_t mt = std::min(ai_.append_mt, L_.cap);
@@ -129,7 +137,7 @@ void AttentionLowering::append() {
       isa::Dma st;
       st.src = ref(which == 0 ? kc : vc, Expr(h * record));
       st.dst = ref(which == 0 ? ai_.kcache : ai_.vcache,
-                   Expr(h * d_.capacity * (which == 0 ? ai_.krow : ai_.vrow)));
+                   Expr(h * slots_ * (which == 0 ? ai_.krow : ai_.vrow)));
       st.rows = rows;
       st.row_bytes = record;
       st.src_stride = KV_ * record;
@@ -140,6 +148,74 @@ void AttentionLowering::append() {
     }
   }
   L_.s.end_loop();
+}
+
+/// A packed cache's append, on core 0 alone (neighbouring row tiles share a block): per row
+/// tile, each KV head's blocks covering positions [p0, p0 + rows) are loaded, kv_quant writes
+/// the rows' records into them (record p0 mod block of the first), and they are stored back
+/// whole, so every DRAM access is of aligned blocks.
+void AttentionLowering::append_packed() {
+  const int32_t pass_kv = L_.cx.pass_id("lower-kv-append");
+  if (L_.c != 0) return;
+  const int64_t kvw = KV_ * hd_;
+  const int64_t mt = std::min(ai_.append_mt, L_.cap);
+  const int64_t B = kv_block(d_, L_.cx.o.target.dma_align);
+  const int64_t hs = align_up(mt, B) + B;  // records per head: every block rows can touch
+  SramStage sram = L_.sram(n_.name + ".append", np_.stage);
+  const int32_t k16 = sram.alloc("k", DType::kF16, mt * kvw * 2, {mt, kvw});
+  const int32_t v16 = sram.alloc("v", DType::kF16, mt * kvw * 2, {mt, kvw});
+  const int32_t kc = sram.alloc("kblocks", kt_, KV_ * hs * kr_, {KV_, hs, hd_});
+  const int32_t vc = sram.alloc("vblocks", vt_, KV_ * hs * vr_, {KV_, hs, hd_});
+  const int32_t prm = sram.alloc("params", DType::kF32, ai_.params_bytes, {ai_.params_bytes / 4});
+  load_params(prm, pass_kv);
+  const int var = L_.s.begin_loop(seq_.ceildiv(Expr(mt)), id_, pass_kv);
+  const Expr row0 = Expr::loop(var) * Expr(mt);
+  const Expr rows = (seq_ - row0).min(Expr(mt));
+  const Expr p0 = start_ + row0;
+  const Expr b0 = p0.floordiv(Expr(B));
+  const Expr nb = (p0 + rows - Expr(1)).floordiv(Expr(B)) - b0 + Expr(1);
+  L_.s.emit(L_.load_rows(loc(n_.operands[1].value), k16, row0, rows), Queue::kLoad, id_, pass_kv);
+  L_.s.emit(L_.load_rows(loc(n_.operands[2].value), v16, row0, rows), Queue::kLoad, id_, pass_kv);
+  for (int64_t h = 0; h < KV_; ++h) {
+    block_dma(false, kc, hs * kr_, ai_.kcache, kr_, h, B, b0, nb);
+    block_dma(false, vc, hs * vr_, ai_.vcache, vr_, h, B, b0, nb);
+  }
+  isa::KvQuant q;
+  q.k = ref(k16);
+  q.v = ref(v16);
+  q.kcodes = ref(kc);
+  q.vcodes = ref(vc);
+  q.params = ref(prm);
+  q.rows = rows;
+  q.pos0 = p0;
+  q.attn = ai_.desc;
+  q.head_stride = hs;
+  q.rec0 = p0 - b0 * Expr(B);
+  L_.s.emit(q, Queue::kCompute, id_, pass_kv);
+  for (int64_t h = 0; h < KV_; ++h) {
+    block_dma(true, kc, hs * kr_, ai_.kcache, kr_, h, B, b0, nb);
+    block_dma(true, vc, hs * vr_, ai_.vcache, vr_, h, B, b0, nb);
+  }
+  L_.s.end_loop();
+}
+
+/// Blocks b0 .. b0 + nb − 1 of KV head h's packed cache (a ring of slots / block blocks of
+/// `block` records) to or from the head's part of an SRAM buffer.
+void AttentionLowering::block_dma(bool store, int32_t sram_buf, int64_t head_bytes, int32_t cache,
+                                  int64_t record, int64_t h, int64_t block, const Expr& b0,
+                                  const Expr& nb) {
+  isa::Dma dm;
+  const isa::Ref s = ref(sram_buf, Expr(h * head_bytes));
+  const isa::Ref d = ref(cache, Expr(h * slots_ * record));
+  dm.src = store ? s : d;
+  dm.dst = store ? d : s;
+  dm.rows = nb;
+  dm.row_bytes = block * record;
+  dm.dst_stride = dm.src_stride = dm.row_bytes;
+  dm.ring_rows = slots_ / block;
+  dm.ring_stride = dm.row_bytes;
+  dm.ring_row0 = b0;
+  L_.s.emit(dm, store ? Queue::kStore : Queue::kLoad, id_, L_.cx.pass_id("lower-kv-append"));
 }
 
 void AttentionLowering::alloc_attend() {
@@ -197,7 +273,17 @@ void AttentionLowering::chunk_dma(int32_t dst, int64_t bytes, int32_t cache, int
                                   int64_t record, int64_t h, const Expr& par, const Expr& kpos0) {
   isa::Dma dm;
   dm.dst = ref(dst, par * Expr(bytes));
-  dm.src = ref(cache, Expr(h * d_.capacity * row));
+  dm.src = ref(cache, Expr(h * slots_ * row));
+  if (d_.packed) {  // bc dense records, one aligned row of a ring of chunks
+    dm.rows = Expr(1);
+    dm.row_bytes = bc_ * record;
+    dm.dst_stride = dm.row_bytes;
+    dm.ring_rows = slots_ / bc_;
+    dm.ring_stride = dm.row_bytes;
+    dm.ring_row0 = kpos0.floordiv(Expr(bc_));
+    L_.s.emit(dm, Queue::kLoad, id_, pass_);
+    return;
+  }
   dm.rows = Expr(bc_);
   dm.row_bytes = record;
   dm.dst_stride = dm.row_bytes;

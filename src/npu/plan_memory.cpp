@@ -114,10 +114,11 @@ int64_t plan_kv(Context& cx, Layout& lay) {
     if (np.kind != NodeKind::kAttention) continue;
     AttentionPlan& ai = np.attention;
     const std::vector<int64_t> shape = {ai.kv_heads, ai.capacity, ai.head_dim};
+    const int64_t slots = kv_slots(ai, cx.b.attentions[static_cast<size_t>(ai.desc)]);
     ai.kcache = add_dram(cx, lay, np.name + ".kcache", isa::Purpose::kKv, isa::code_type(ai.k_bits),
-                         ai.kv_heads * ai.capacity * ai.krow, shape, true);
+                         ai.kv_heads * slots * ai.krow, shape, true);
     ai.vcache = add_dram(cx, lay, np.name + ".vcache", isa::Purpose::kKv, isa::code_type(ai.v_bits),
-                         ai.kv_heads * ai.capacity * ai.vrow, shape, true);
+                         ai.kv_heads * slots * ai.vrow, shape, true);
     for (int32_t b : {ai.kcache, ai.vcache}) {
       DramBuffer& buf = cx.plan.buffers[static_cast<size_t>(b)];
       buf.grows = ai.capacity == cx.plan.max_cache;

@@ -5,6 +5,7 @@
 // Each stage's SRAM need under the size model goes into the plan (P4).
 #include <algorithm>
 #include <memory>
+#include <numeric>
 #include <string>
 
 #include "backend.h"
@@ -395,9 +396,13 @@ Status plan_attention(Context& cx, const Node& n, int32_t id, AttentionPlan* ai)
   }
   const int64_t g = d.heads / d.kv_heads, hd = d.head_dim, H = d.heads, KV = d.kv_heads;
   // Each stored key / value of a KV head is a record (its codes, then the KV4 rules' per-token
-  // fields), one DMA-aligned row of the cache per (KV head, position).
-  ai->krow = align_up(d.key_record(), cx.o.target.dma_align);
-  ai->vrow = align_up(d.value_record(), cx.o.target.dma_align);
+  // fields). A cache row per (KV head, position) pads it to the DMA alignment; 4-bit codes and
+  // records that would waste bytes so are packed instead (isa::AttnDesc::packed): dense
+  // records, appended through whole aligned blocks, a chunk of bc records moved as one row.
+  const int64_t A = cx.o.target.dma_align, kr = d.key_record(), vr = d.value_record();
+  const int64_t block = kv_block(d, A);
+  d.packed = !d.bidirectional && block > 0 &&
+             (d.token_fields() || d.k_bits == 4 || d.v_bits == 4) && (kr % A != 0 || vr % A != 0);
   ai->params_bytes = 4 * isa::attn_params_floats(H, KV, hd);
   const int64_t P = cx.o.target.cores();
   auto bytes = [&](int64_t br, int64_t bc) {
@@ -410,14 +415,26 @@ Status plan_attention(Context& cx, const Node& n, int32_t id, AttentionPlan* ai)
   // Query rows per tile: a causal prefill's chunk is short (16 rows); a bidirectional
   // attention (a vision tower's) takes all its rows at once, and 64-row tiles read every key
   // block a quarter as often (and issue a quarter of the instructions) as 16-row ones.
-  int64_t bc = hd <= 64 ? 256 : hd <= 128 ? 128 : 64;
-  int64_t br = std::min<int64_t>(cx.o.chunk, d.bidirectional ? 64 : 16);
-  while (bytes(br, bc) > cx.plan.sram_budget && (bc > 16 || br > 1)) {
-    if (bc > 16 && (bc >= 4 * br || br == 1)) {
-      bc /= 2;
-    } else {
-      br = std::max<int64_t>(1, br / 2);
+  int64_t bc = 0, br = 0;
+  auto tiles = [&] {
+    ai->krow = d.packed ? kr : align_up(kr, A);
+    ai->vrow = d.packed ? vr : align_up(vr, A);
+    bc = hd <= 64 ? 256 : hd <= 128 ? 128 : 64;
+    // A packed cache holds whole chunks: no larger than the capacity's blocks.
+    if (d.packed) bc = std::min(bc, align_up(d.capacity, block));
+    br = std::min<int64_t>(cx.o.chunk, d.bidirectional ? 64 : 16);
+    while (bytes(br, bc) > cx.plan.sram_budget && (bc > 16 || br > 1)) {
+      if (bc > 16 && (bc >= 4 * br || br == 1)) {
+        bc /= 2;
+      } else {
+        br = std::max<int64_t>(1, br / 2);
+      }
     }
+  };
+  tiles();
+  if (d.packed && bc % block != 0) {  // a chunk must be whole blocks: pad the rows instead
+    d.packed = false;
+    tiles();
   }
   if (bytes(br, bc) > cx.plan.sram_budget) {
     return resource_exhausted(ir::describe(n),
@@ -427,12 +444,17 @@ Status plan_attention(Context& cx, const Node& n, int32_t id, AttentionPlan* ai)
                               cx.plan.sram_budget);
   }
   ai->t = AttnTiles{br, bc};
+  // A packed ring holds whole chunks (a chunk never wraps inside it), and two blocks more than
+  // window + chunk, so the blocks one append tile touches are distinct slots of it.
+  if (d.packed && d.capacity < cx.o.max_cache)
+    d.capacity = std::min(cx.o.max_cache, align_up(d.capacity + 2 * block, bc));
   const int64_t kvw = KV * hd;
-  // K and V in fp16, then their records (at most 2 bytes per channel for KV8 and KV16).
-  const int64_t append_row = kvw * (2 + 2) + std::max(KV * (d.key_record() + d.value_record()),
-                                                      2 * isa::dtype_bytes(DType::kI16, kvw));
-  QBC_ASSIGN_OR_RETURN(ai->append_mt,
-                       row_stage(cx, n, id, ".append", append_row, ai->params_bytes));
+  // K and V in fp16, then their records (at most 2 bytes per channel for KV8 and KV16); a
+  // packed append also holds the partial blocks at both ends of its rows.
+  const int64_t append_row =
+      kvw * (2 + 2) + std::max(KV * (kr + vr), 2 * isa::dtype_bytes(DType::kI16, kvw));
+  const int64_t append_fixed = ai->params_bytes + (d.packed ? 2 * block * KV * (kr + vr) : 0);
+  QBC_ASSIGN_OR_RETURN(ai->append_mt, row_stage(cx, n, id, ".append", append_row, append_fixed));
   cx.plan.stages.push_back({id, n.name, bytes(br, bc), 0});
   ai->heads = H;
   ai->kv_heads = KV;
@@ -603,6 +625,16 @@ isa::DType value_type(const ir::Graph& g, int32_t id, int32_t output) {
   const bool f32 = n.part == ir::Part::kHead && n.op != Op::kRmsNorm && n.op != Op::kLayerNorm &&
                    !(n.op == Op::kQLinear && n.attrs.get_int("out_fp16") != 0);
   return f32 ? DType::kF32 : DType::kF16;
+}
+
+int64_t kv_block(const isa::AttnDesc& d, int64_t align) {
+  if (align <= 0 || (align & (align - 1)) != 0) return 0;
+  auto blk = [&](int64_t record) { return align / std::gcd(record, align); };
+  return std::max(blk(d.key_record()), blk(d.value_record()));  // powers of two: their lcm
+}
+
+int64_t kv_slots(const AttentionPlan& ai, const isa::AttnDesc& d) {
+  return d.packed ? align_up(ai.capacity, ai.t.bc) : ai.capacity;
 }
 
 PassPtr make_plan_tiles() { return std::make_unique<PlanTiles>(); }

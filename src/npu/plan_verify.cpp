@@ -206,10 +206,15 @@ Status p3_attention(const Plan& p, size_t i) {
   if (a.t.br > p.chunk || a.append_mt > p.chunk)
     return fail(kP3, node(p, i), ": ", a.t.br, " query rows, ", a.append_mt,
                 " append rows per tile for a chunk of ", p.chunk);
+  // A ring holds window + chunk positions; a packed one (isa::AttnDesc::packed) more, in whole
+  // cache chunks, or the cache.
   const int64_t cap = a.window > 0 ? std::min(p.max_cache, a.window + p.chunk) : p.max_cache;
-  if (a.capacity != cap)
+  const bool packed_ring = a.window > 0 && a.capacity > cap && a.capacity <= p.max_cache &&
+                           a.t.bc > 0 && (a.capacity % a.t.bc == 0 || a.capacity == p.max_cache);
+  if (a.capacity != cap && !packed_ring)
     return fail(kP3, node(p, i), ": capacity ", a.capacity, " for window ", a.window, ", chunk ",
-                p.chunk, " and cache ", p.max_cache, " (expected ", cap, ")");
+                p.chunk, " and cache ", p.max_cache, " (expected ", cap,
+                a.window > 0 ? ", or more in whole cache chunks up to the cache" : "", ")");
   return ok_status();
 }
 

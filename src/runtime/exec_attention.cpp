@@ -141,11 +141,13 @@ const ExpCodes& exp_codes(int bits) {
 /// Work (score elements) below which an attention instruction stays on one thread.
 constexpr int64_t kParallelScores = int64_t{1} << 13;
 
-/// kv_quant with the KV4 rules (isa::AttnDesc::token_fields): per row and KV head, the key
+/// kv_quant with the KV4 rules (isa::AttnDesc::token_fields) or into packed blocks
+/// (KvQuant::head_stride): per row and KV head, the key
 /// record (numerics::key_codes' codes, its fp16 multipliers, with k_asym its int16 zero points)
 /// and the value record (numerics::value_codes' codes, its u8 multiplier).
-Status kv_records(int32_t attn, const numerics::Attention& a, int64_t rows, int64_t pos0,
+Status kv_records(const isa::KvQuant& op, const numerics::Attention& a, int64_t rows, int64_t pos0,
                   const uint8_t* kp, const uint8_t* vp, uint8_t* kc, uint8_t* vc, Core& c) {
+  const int32_t attn = op.attn;
   const isa::AttnDesc& d = c.bundle.attentions[static_cast<size_t>(attn)];
   const int64_t hd = d.head_dim, kv = d.kv_heads, w = kv * hd, ng = d.key_groups();
   const int64_t kr = d.key_record(), vr = d.value_record();
@@ -156,6 +158,12 @@ Status kv_records(int32_t attn, const numerics::Attention& a, int64_t rows, int6
       t(static_cast<size_t>(ng));
   std::vector<int32_t> codes(static_cast<size_t>(hd)), z(static_cast<size_t>(ng));
   std::vector<int16_t> z16(static_cast<size_t>(ng));
+  // Record index of row r of head h: rows of every head's records, or (packed caches) each
+  // head's own blocks from h * head_stride.
+  const int64_t rec0 = c.eval(op.rec0);
+  const auto record = [&](int64_t r, int64_t h) {
+    return op.head_stride > 0 ? h * op.head_stride + rec0 + r : r * kv + h;
+  };
   for (int64_t r = 0; r < rows; ++r) {
     load_f16(kp + r * 2 * w, w, k.data());
     load_f16(vp + r * 2 * w, w, v.data());
@@ -165,7 +173,7 @@ Status kv_records(int32_t attn, const numerics::Attention& a, int64_t rows, int6
         k[static_cast<size_t>(i)] = k[static_cast<size_t>(i)] - off[i];
     }
     for (int64_t h = 0; h < kv; ++h) {
-      uint8_t* krec = kc + (r * kv + h) * kr;
+      uint8_t* krec = kc + record(r, h) * kr;
       numerics::key_codes(k.data() + h * hd, h, a, codes.data(), t.data(), z.data());
       store_codes(codes.data(), kt, hd, krec);
       if (d.k_token_scale) store_f16(t.data(), ng, krec + kcb);
@@ -174,7 +182,7 @@ Status kv_records(int32_t attn, const numerics::Attention& a, int64_t rows, int6
           z16[static_cast<size_t>(g)] = static_cast<int16_t>(z[static_cast<size_t>(g)]);
         store(z16.data(), ng, krec + kcb + 2 * ng);
       }
-      uint8_t* vrec = vc + (r * kv + h) * vr;
+      uint8_t* vrec = vc + record(r, h) * vr;
       const int32_t m = numerics::value_codes(v.data() + h * hd, h, a, codes.data());
       store_codes(codes.data(), vt, hd, vrec);
       if (d.v_token_scale) vrec[vcb] = static_cast<uint8_t>(m);
@@ -198,12 +206,20 @@ Status exec(const isa::KvQuant& op, Core& c) {
   QBC_ASSIGN_OR_RETURN(const numerics::Attention* a, c.attention(op.attn, op.params));
   QBC_ASSIGN_OR_RETURN(const uint8_t* kp, c.sram_at(op.k, span(rows, 2, w), "k"));
   QBC_ASSIGN_OR_RETURN(const uint8_t* vp, c.sram_at(op.v, span(rows, 2, w), "v"));
-  QBC_ASSIGN_OR_RETURN(uint8_t * kc, c.sram_at(op.kcodes, span(rows, krow), "kcodes"));
-  QBC_ASSIGN_OR_RETURN(uint8_t * vc, c.sram_at(op.vcodes, span(rows, vrow), "vcodes"));
+  // Records written: rows of every head's, or up to the last head's rec0 + rows.
+  int64_t records = span(rows, d.kv_heads);
+  if (op.head_stride > 0) {
+    QBC_ASSIGN_OR_RETURN(const int64_t rec0, c.count(op.rec0, "rec0"));
+    records = span(d.kv_heads - 1, op.head_stride) + rec0 + rows;
+  }
+  QBC_ASSIGN_OR_RETURN(uint8_t * kc, c.sram_at(op.kcodes, span(records, d.key_record()), "kcodes"));
+  QBC_ASSIGN_OR_RETURN(uint8_t * vc,
+                       c.sram_at(op.vcodes, span(records, d.value_record()), "vcodes"));
   const bool rot = !a->k_rot_offset.empty();
   std::vector<float> k(static_cast<size_t>(w)), v(static_cast<size_t>(w));
   std::vector<int32_t> kq(static_cast<size_t>(w)), vq(static_cast<size_t>(w));
-  if (d.token_fields()) return kv_records(op.attn, *a, rows, pos0, kp, vp, kc, vc, c);
+  if (d.token_fields() || op.head_stride > 0)
+    return kv_records(op, *a, rows, pos0, kp, vp, kc, vc, c);
   for (int64_t t = 0; t < rows; ++t) {
     load_f16(kp + t * 2 * w, w, k.data());
     load_f16(vp + t * 2 * w, w, v.data());

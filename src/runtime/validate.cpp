@@ -249,6 +249,12 @@ Status check_stream(const isa::Bundle& b, const isa::Program& p, size_t ci, int3
     }
     const isa::Instr& in = cp.code[pc];
     Status s = std::visit(check, in.op);
+    if (const auto* q = std::get_if<isa::KvQuant>(&in.op); s.ok() && q != nullptr) {
+      // Packed records only into a cache its descriptor declares packed (MXQ feature bit 8).
+      if (q->head_stride > 0 && !b.attentions[static_cast<size_t>(q->attn)].packed)
+        s = invalid_argument("kv_quant writes packed records (head_stride ", q->head_stride,
+                             ") of attention #", q->attn, ", which is not packed");
+    }
     if (s.ok()) {
       if (const auto* l = std::get_if<isa::Loop>(&in.op)) {
         const size_t limit = open.empty() ? cp.code.size() : open.back().end;

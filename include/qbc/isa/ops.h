@@ -449,6 +449,11 @@ struct KvQuant {
   Ref k, v, kcodes, vcodes, params;
   Expr rows = 1, pos0 = 0;
   int32_t attn = -1;
+  /// 0: row t holds the records of every KV head in order. > 0 (packed caches): KV head h's
+  /// records start `head_stride` records apart and row t's is record rec0 + t of its head
+  /// (blocks of the cache loaded into SRAM, written back whole).
+  int64_t head_stride = 0;
+  Expr rec0 = 0;
 };
 
 template <>
@@ -459,7 +464,9 @@ struct OpRow<KvQuant> {
       ref("k", &KvQuant::k, Role::kIn), ref("v", &KvQuant::v, Role::kIn),
       ref("kcodes", &KvQuant::kcodes, Role::kOut), ref("vcodes", &KvQuant::vcodes, Role::kOut),
       ref("params", &KvQuant::params, Role::kIn), expr("rows", &KvQuant::rows),
-      expr("pos0", &KvQuant::pos0), index("attn", &KvQuant::attn, FieldKind::kAttn));
+      expr("pos0", &KvQuant::pos0), index("attn", &KvQuant::attn, FieldKind::kAttn),
+      integer("head_stride", &KvQuant::head_stride, 0).unless_default(),
+      expr("rec0", &KvQuant::rec0).unless_default());
   template <class S>
   static void accesses(const KvQuant& k, S& s) {
     const auto& a = s.attn(k.attn);
@@ -467,6 +474,12 @@ struct OpRow<KvQuant> {
     s.read(k.k, k.rows * Expr(2 * w));
     s.read(k.v, k.rows * Expr(2 * w));
     s.read(k.params, Expr(s.params_bytes(k.attn)));
+    if (k.head_stride > 0) {  // the last head's records rec0 .. rec0 + rows - 1
+      const Expr records = Expr((a.kv_heads - 1) * k.head_stride) + k.rec0 + k.rows;
+      s.write(k.kcodes, records * Expr(a.key_record()));
+      s.write(k.vcodes, records * Expr(a.value_record()));
+      return;
+    }
     s.write(k.kcodes, k.rows * Expr(a.kv_heads * a.key_record()));
     s.write(k.vcodes, k.rows * Expr(a.kv_heads * a.value_record()));
   }

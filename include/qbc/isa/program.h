@@ -64,6 +64,12 @@ struct AttnDesc {
   // per-token V multipliers. Each stored key/value of a KV head is a record (key_record).
   bool k_token_scale = false, qk_hadamard = false, k_asym = false, v_token_scale = false;
   int64_t k_group = 0;
+  /// The caches hold their records densely (each KV head's records `key_record()` /
+  /// `value_record()` bytes apart, not one DMA-aligned row each; docs/npu.md "KV records"):
+  /// `kv_quant` writes into whole aligned blocks of records loaded and stored back, and a
+  /// cache chunk moves as one row. A declaration for the reader (MXQ feature bit 8): the
+  /// instructions carry the layout.
+  bool packed = false;
 
   /// Key multipliers per stored key of a KV head (head_dim / k_group, or 1).
   int64_t key_groups() const { return k_group > 0 && k_group < head_dim ? head_dim / k_group : 1; }
@@ -80,6 +86,8 @@ struct AttnDesc {
   }
   /// The KV4 rules are on (the records carry per-token fields).
   bool token_fields() const { return k_token_scale || v_token_scale; }
+  /// The caches are not rows of codes padded to the DMA alignment (MXQ feature bit 8).
+  bool kv_records() const { return token_fields() || packed; }
   /// A vision tower's full_attention (feature bundles): no causal mask. Every query row of
   /// a qk_scores sees the keys at positions [0, qpos0] (qpos0 does not advance with the row),
   /// so the lowering passes the key range's last position as qpos0. The cache is a scratch

@@ -1,9 +1,11 @@
 // The KV4 rules through the backend (docs/numerics.md "The KV4 rules", docs/npu.md "KV
 // records"): per-token key multipliers per key group, their int16 zero points, the online Q·K
-// Hadamard and per-token V multipliers, stored as records after each key's and value's codes.
-// The executor's logits equal the fake-quant evaluator's bit for bit for every recipe, family,
-// scheme, target and chunk, prefill and decode; the MXQ carries the records under required
-// feature bit 8, and a reader refuses a file whose bit and records disagree.
+// Hadamard and per-token V multipliers, stored as records after each key's and value's codes,
+// packed densely in the DRAM caches (appended through aligned blocks) instead of one aligned
+// row each. The executor's logits equal the fake-quant evaluator's bit for bit for every
+// recipe (and static KV4), family, scheme, target and chunk, prefill and decode; the caches
+// take the records' bytes; the MXQ carries the records under required feature bit 8, and a
+// reader refuses a file whose bit and records disagree.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -70,6 +72,19 @@ const Recipe kRecipes[] = {
      false,
      false,
      0},
+    // Static 4-bit keys and values (no per-token fields): packed codes only.
+    {"kv4_static",
+     {},
+     {"bit.kvCache.key=4", "bit.kvCache.value=4"},
+     4,
+     4,
+     false,
+     false,
+     false,
+     false,
+     0},
+    // 8-bit keys, 4-bit values with their multipliers (the context recipe, k8v4.yaml).
+    {"k8v4_vtoken", {"configs/examples/k8v4.yaml"}, {}, 8, 4, false, false, false, true, 0},
     // 8-bit keys with a multiplier per key row and 8-bit values with theirs (no rotation).
     {"kv8_token_scales",
      {},
@@ -84,16 +99,24 @@ const Recipe kRecipes[] = {
 };
 
 struct Kv4Case {
-  const char* family;
+  testing::TransformCase family;
   const Recipe* recipe;
 };
 
-void PrintTo(const Kv4Case& k, std::ostream* os) { *os << k.family << " " << k.recipe->name; }
+void PrintTo(const Kv4Case& k, std::ostream* os) { *os << k.family.name << " " << k.recipe->name; }
 
 std::vector<Kv4Case> kv4_cases() {
   std::vector<Kv4Case> out;
-  for (const char* f : {"stories260k", "llama32_gqa_tied", "gemma2_post_norm_softcap",
-                        "phi3_fused_partial_rotary"}) {
+  std::vector<testing::TransformCase> families;
+  for (const char* f : {"stories260k", "llama32_gqa_tied", "phi3_fused_partial_rotary"})
+    families.push_back(testing::find_transform_case(f));
+  // Gemma 2 with an 8-position window: its local layers' caches are rings the test wraps.
+  testing::TransformCase ring = testing::find_transform_case("gemma2_post_norm_softcap");
+  ring.name = "gemma2_window8";
+  ring.merge_patch = R"({"attn_logit_softcapping": 5.0, "final_logit_softcapping": 8.0,
+                         "sliding_window": 8})";
+  families.push_back(ring);
+  for (const testing::TransformCase& f : families) {
     for (const Recipe& r : kRecipes) out.push_back({f, &r});
   }
   return out;
@@ -111,8 +134,11 @@ std::vector<int32_t> test_ids(int64_t vocab, size_t n) {
 
 StatusOr<testing::QuantizedCase> quantize(const Kv4Case& k) {
   const Recipe& r = *k.recipe;
-  return testing::quantize_transform_case_with(testing::find_transform_case(k.family), "llm_fast",
-                                               r.files, r.sets, r.name, "npu_kv4");
+  // A cache of 512 positions: several chunks, so packed caches are whole chunks of it.
+  std::vector<std::string> sets = r.sets;
+  sets.push_back("llm.attributes.maxCacheLength=512");
+  return testing::quantize_transform_case_with(k.family, "llm_fast", r.files, sets, r.name,
+                                               "npu_kv4");
 }
 
 /// The executor's logits of `ids` on `bundle`: all at once, or token by token.
@@ -138,13 +164,14 @@ class BackendKv4 : public ::testing::TestWithParam<Kv4Case> {};
 
 TEST_P(BackendKv4, ExecutorEqualsFakeQuantBitForBit) {
   const Kv4Case& k = GetParam();
-  const testing::TransformCase& c = testing::find_transform_case(k.family);
+  const testing::TransformCase& c = k.family;
   QBC_REQUIRE_TRANSFORM_CASE(shared, c);
   auto q = quantize(k);
   QBC_ASSERT_OK(q);
   auto fq = driver::make_runner(q->model, ref::SessionOptions{});
   QBC_ASSERT_OK(fq);
-  const std::vector<int32_t> ids = test_ids((*fq)->vocab_size(), 40);
+  // Past the rings of every deployment (window + chunk rounded up to whole chunks).
+  const std::vector<int32_t> ids = test_ids((*fq)->vocab_size(), 100);
   std::vector<float> want;
   QBC_ASSERT_OK((*fq)->forward(ids, &want));
   struct Deployment {
@@ -170,7 +197,26 @@ TEST_P(BackendKv4, ExecutorEqualsFakeQuantBitForBit) {
       EXPECT_EQ(a.k_asym, r.k_asym);
       EXPECT_EQ(a.v_token_scale, r.v_token_scale);
       EXPECT_EQ(a.k_group, r.k_group);
-      EXPECT_GT(a.key_record(), isa::dtype_bytes(isa::code_type(a.k_bits), a.head_dim));
+      EXPECT_EQ(a.key_record() > isa::dtype_bytes(isa::code_type(a.k_bits), a.head_dim),
+                r.k_token_scale);
+      // On aries-rb (64-byte DMA alignment) every family's records are packed: the caches hold
+      // the records' bytes, whole chunks of them, not a 64-byte row per position.
+      if (std::string(d.target) == "aries-rb") {
+        EXPECT_TRUE(a.packed) << d.target;
+        for (const isa::Buffer& buf : b->buffers) {  // the caches of this attention's layers
+          if (buf.purpose != isa::Purpose::kKv || buf.shape.size() != 3 ||
+              buf.shape[1] != a.capacity)
+            continue;
+          const bool k = buf.name.size() > 7 && buf.name.substr(buf.name.size() - 7) == ".kcache";
+          const int64_t record = k ? a.key_record() : a.value_record();
+          const int64_t row = (record + 63) / 64 * 64;  // an aligned row per position
+          EXPECT_GE(buf.bytes, a.kv_heads * a.capacity * record) << buf.name;
+          EXPECT_LE(buf.bytes, a.kv_heads * (a.capacity + 64) * record) << buf.name;
+          if (record != row) {
+            EXPECT_LT(buf.bytes, a.kv_heads * a.capacity * row) << buf.name;
+          }
+        }
+      }
     }
     auto bundle = std::make_shared<const isa::Bundle>(std::move(*b));
     for (bool stepwise : {false, true}) {
@@ -178,7 +224,7 @@ TEST_P(BackendKv4, ExecutorEqualsFakeQuantBitForBit) {
       auto got = run(bundle, ids, stepwise);
       QBC_ASSERT_OK(got);
       EXPECT_TRUE(bitwise_equal(*got, want))
-          << k.family << " " << r.name << " on " << d.target << ", " << d.cores << " cores, chunk "
+          << c.name << " " << r.name << " on " << d.target << ", " << d.cores << " cores, chunk "
           << d.chunk << (stepwise ? ", decode" : ", prefill") << ": first difference at "
           << first_difference(*got, want) << " of " << want.size();
     }
@@ -187,7 +233,7 @@ TEST_P(BackendKv4, ExecutorEqualsFakeQuantBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(Recipes, BackendKv4, ::testing::ValuesIn(kv4_cases()),
                          [](const ::testing::TestParamInfo<Kv4Case>& i) {
-                           return std::string(i.param.family) + "_" + i.param.recipe->name;
+                           return i.param.family.name + "_" + i.param.recipe->name;
                          });
 
 // The MXQ: the records' fields in the layout (and the program text, which parses back to
@@ -195,14 +241,29 @@ INSTANTIATE_TEST_SUITE_P(Recipes, BackendKv4, ::testing::ValuesIn(kv4_cases()),
 // file, the logits are the evaluator's. Bit 8 cleared on a file with records, or set on one
 // without, is refused naming the bit.
 TEST(BackendKv4Mxq, TheFileCarriesTheRecordsUnderBit8) {
-  const Kv4Case k{"llama32_gqa_tied", &kRecipes[0]};
-  QBC_REQUIRE_TRANSFORM_CASE(shared, testing::find_transform_case(k.family));
+  const Kv4Case k{testing::find_transform_case("llama32_gqa_tied"), &kRecipes[0]};
+  QBC_REQUIRE_TRANSFORM_CASE(shared, k.family);
   auto q = quantize(k);
   QBC_ASSERT_OK(q);
   auto o = testing::deployment_options(q->model.graph, "aries-rb", 8, 16);
   QBC_ASSERT_OK(o);
   auto b = driver::compile_backend(q->model, *o);
   QBC_ASSERT_OK(b);
+  // A packed append on an attention that does not declare it (so a file could carry it
+  // without bit 8) is refused by the runtime's bundle check, and so is a group that does not
+  // divide the head.
+  for (int edit = 0; edit < 2; ++edit) {
+    auto bad = std::make_shared<isa::Bundle>(*b);
+    for (isa::AttnDesc& a : bad->attentions) (edit == 0 ? a.packed = false : a.k_group = 3);
+    runtime::DeviceOptions dopt;
+    dopt.scheme = bad->modes.front().scheme;
+    auto dev = runtime::Device::create(bad, dopt);
+    ASSERT_FALSE(dev.ok()) << edit;
+    EXPECT_EQ(dev.status().code(), Code::kInvalidArgument) << dev.status().to_string();
+    EXPECT_NE(dev.status().message().find(edit == 0 ? "which is not packed" : "k_group 3"),
+              std::string::npos)
+        << dev.status().to_string();
+  }
   const fs::path dir = testing::temp_dir() / "backend_kv4_mxq";
   fs::remove_all(dir);
   fs::create_directories(dir);
@@ -216,6 +277,7 @@ TEST(BackendKv4Mxq, TheFileCarriesTheRecordsUnderBit8) {
     const isa::AttnDesc& a = back.attentions[i];
     EXPECT_TRUE(a.k_token_scale && a.qk_hadamard && a.k_asym && a.v_token_scale) << i;
     EXPECT_EQ(a.k_group, 4) << i;
+    EXPECT_TRUE(a.packed) << i;
     EXPECT_EQ(a.key_record(), b->attentions[i].key_record());
   }
   ASSERT_GT(m->file.meta.kv_size(), 0);
@@ -224,11 +286,13 @@ TEST(BackendKv4Mxq, TheFileCarriesTheRecordsUnderBit8) {
             a0.capacity * a0.kv_heads * (a0.key_record() + a0.value_record()));
   // The program text names the rules and parses back to them.
   const std::string text = isa::print_bundle(back);
-  EXPECT_NE(text.find("k_token_scale=true qk_hadamard=true k_group=4 k_asym=true"),
+  EXPECT_NE(text.find("k_token_scale=true qk_hadamard=true k_group=4 k_asym=true "
+                      "v_token_scale=true packed=true"),
             std::string::npos);
   auto parsed = isa::parse_bundle(text);
   QBC_ASSERT_OK(parsed);
   EXPECT_EQ(parsed->attentions[0].key_record(), a0.key_record());
+  EXPECT_TRUE(parsed->attentions[0].packed);
   // Run from the file: the evaluator's logits, prefill then decode.
   auto fq = driver::make_runner(q->model, ref::SessionOptions{});
   QBC_ASSERT_OK(fq);
