@@ -43,7 +43,8 @@ const int8_t* code_rows_i8(const uint8_t* p, isa::DType t, int64_t row, int64_t 
 /// How numerics::key_score's integer sums Σ_c q[r, c] · k[j, c] are computed: VNNI on
 /// u = q + 128 (query codes within int8), the int16 kernel (within ±255; 8- or 4-bit keys),
 /// else int64 loops in key_score.
-enum class DotPath { kLoops, kInt16, kVnni };
+/// kGroups: per key group (the KV4 rules' multipliers), dot_u8_groups on u = q + 128.
+enum class DotPath { kLoops, kInt16, kVnni, kGroups };
 
 DotPath key_dot_path(const int32_t* qcodes, int64_t count, int64_t hd, isa::DType kt) {
   if ((kt != isa::DType::kI8 && kt != isa::DType::kI4) || hd > kMaxExactDotLen)
@@ -80,6 +81,30 @@ void key_dots(DotPath path, const int32_t* qcodes, int64_t q0, int64_t q1, int64
   }
   std::vector<int16_t> q16(q, q + rq * hd);
   dot_tile(q16.data(), hd, rq, keys, ldw, nk, hd, dots->data(), nk, 1);
+}
+
+/// The key-group sums of numerics::key_score for keys with per-token fields: for query rows
+/// [q0, q1) and keys [j0, j1), dots[((r − q0) · nk + j − j0) · ng + g] = Σ_{c in group g}
+/// q[r, c] · k[j, c] (ng = hd / gs groups of gs channels), exact int32 from dot_u8_groups on
+/// u = q + 128 less 128 · the group's key sum. Query codes must lie in [−128, 127].
+void key_group_dots(const int32_t* qcodes, int64_t q0, int64_t q1, int64_t hd, int64_t gs,
+                    const uint8_t* kcp, isa::DType kt, int64_t krow, int64_t j0, int64_t j1,
+                    std::vector<int32_t>* dots) {
+  const int64_t nk = j1 - j0, rq = q1 - q0, ng = hd / gs;
+  dots->assign(static_cast<size_t>(std::max<int64_t>(rq * nk * ng, 0)), 0);
+  if (nk <= 0 || rq <= 0) return;
+  std::vector<int8_t> unpacked;
+  const int8_t* keys = code_rows_i8(kcp, kt, krow, hd, j0, j1, &unpacked);
+  const int64_t ldw = kt == isa::DType::kI8 ? krow : hd;
+  const int32_t* q = qcodes + q0 * hd;
+  std::vector<uint8_t> u(static_cast<size_t>(rq * hd));
+  for (size_t i = 0; i < u.size(); ++i) u[i] = static_cast<uint8_t>(q[i] + 128);
+  std::vector<int32_t> wsum(static_cast<size_t>(nk * ng));
+  dot_u8_groups(u.data(), hd, rq, keys, ldw, nk, hd, gs, dots->data(), nk * ng, wsum.data());
+  for (int64_t r = 0; r < rq; ++r) {
+    int32_t* d = dots->data() + r * nk * ng;
+    for (int64_t i = 0; i < nk * ng; ++i) d[i] -= 128 * wsum[static_cast<size_t>(i)];
+  }
 }
 
 /// numerics::exp_code for bits <= 8 without exp: the code of a finite difference d = score −
@@ -328,8 +353,14 @@ Status exec(const isa::QkScores& op, Core& c) {
   std::vector<float> mqs(static_cast<size_t>(rq));
   load(qcp, rq * hd, qcodes.data());
   load(mqp, rq, mqs.data());
-  const DotPath path = kfields ? DotPath::kLoops : key_dot_path(qcodes.data(), rq * hd, hd, kt);
+  DotPath path = key_dot_path(qcodes.data(), rq * hd, hd, kt);
+  if (kfields) {  // per-group sums: dot_u8_groups when the query codes are int8
+    const auto [lo, hi] = std::minmax_element(qcodes.begin(), qcodes.end());
+    const bool int8 = qcodes.empty() || (*lo >= -128 && *hi <= 127);
+    path = path != DotPath::kLoops && int8 ? DotPath::kGroups : DotPath::kLoops;
+  }
   const bool fast = path != DotPath::kLoops;
+  const int64_t nd = path == DotPath::kGroups ? ng : 1;  // sums per (row, key)
   std::vector<int32_t> keys, kzero;
   std::vector<float> ktoken;
   if (!fast) {
@@ -371,7 +402,12 @@ Status exec(const isa::QkScores& op, Core& c) {
   parallel_blocks(
       c.pool, rows, span(rq, nk, hd), kParallelScores * 16, 1, [&](int64_t r0, int64_t r1) {
         std::vector<int32_t> dots;
-        if (fast) key_dots(path, qcodes.data(), r0 * g, r1 * g, hd, kcp, kt, krow, j0, j1, &dots);
+        if (path == DotPath::kGroups) {
+          key_group_dots(qcodes.data(), r0 * g, r1 * g, hd, hd / ng, kcp, kt, krow, j0, j1, &dots);
+        } else if (fast) {
+          key_dots(path, qcodes.data(), r0 * g, r1 * g, hd, kcp, kt, krow, j0, j1, &dots);
+        }
+        std::vector<int64_t> qsum(static_cast<size_t>(d.k_asym ? ng : 0));
         numerics::QueryCodes qc;
         qc.codes.resize(static_cast<size_t>(hd));
         std::vector<float> qr(static_cast<size_t>(rot ? hd : 0)), scores(static_cast<size_t>(bc));
@@ -389,7 +425,7 @@ Status exec(const isa::QkScores& op, Core& c) {
               std::copy_n(qcodes.begin() + row * hd, hd, qc.codes.begin());
               qc.mq = mq;
             }
-            const int32_t* drow = fast ? dots.data() + (row - r0 * g) * nk : nullptr;
+            const int32_t* drow = fast ? dots.data() + (row - r0 * g) * nk * nd : nullptr;
             // Keys [jlo, jhi) of the block are visible to this query (kpos in [lo, hi]); the
             // rest score -inf, which leaves the running max as it is.
             const int64_t jlo = std::clamp<int64_t>(lo - kpos0, 0, bc);
@@ -397,7 +433,43 @@ Status exec(const isa::QkScores& op, Core& c) {
             float* sc = scores.data();
             std::fill(sc, sc + jlo, neg_inf);
             std::fill(sc + jhi, sc + bc, neg_inf);
-            if (fast) {  // numerics::key_score's expressions, the sums from the kernels
+            if (path == DotPath::kGroups) {  // key_score's per-group expressions, in group order
+              const int64_t gs = hd / ng;
+              for (int64_t gi = 0; gi < static_cast<int64_t>(qsum.size()); ++gi) {
+                int64_t sum = 0;
+                for (int64_t ch = gi * gs; ch < (gi + 1) * gs; ++ch)
+                  sum += qcodes[static_cast<size_t>(row * hd + ch)];
+                qsum[static_cast<size_t>(gi)] = sum;
+              }
+              const float mqz = mq / static_cast<float>(numerics::kZeroUnit);
+              const int32_t* dj = drow - j0 * ng;
+              for (int64_t j = jlo; j < jhi; ++j) {
+                const int32_t* dg = dj + j * ng;
+                const float* tj = ktoken.data() + j * ng;
+                float s = 0.0f;
+                for (int64_t gi = 0; gi < ng; ++gi) {
+                  float sg;
+                  if (d.k_asym) {
+                    const int64_t acc = int64_t{dg[gi]} * numerics::kZeroUnit -
+                                        int64_t{kzero[static_cast<size_t>(j * ng + gi)]} *
+                                            qsum[static_cast<size_t>(gi)];
+                    sg = static_cast<float>(acc) * mqz;
+                  } else {
+                    sg = static_cast<float>(dg[gi]) * mq;
+                  }
+                  sg = sg * tj[gi];
+                  s = gi == 0 ? sg : s + sg;
+                }
+                sc[j] = s;
+              }
+              if (rot) {
+                const float* cj = corr.data() - j0;
+                for (int64_t j = jlo; j < jhi; ++j) sc[j] = sc[j] + cj[j] * fscale;
+              }
+              if (a->softcap > 0.0) {
+                for (int64_t j = jlo; j < jhi; ++j) sc[j] = numerics::softcap_value(sc[j], fcap);
+              }
+            } else if (fast) {  // numerics::key_score's expressions, the sums from the kernels
               const int32_t* dj = drow - j0;
               for (int64_t j = jlo; j < jhi; ++j) sc[j] = static_cast<float>(dj[j]) * mq;
               if (rot) {
