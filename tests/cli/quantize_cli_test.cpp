@@ -360,3 +360,41 @@ TEST(QuantizeCli, RotatingKeyOffsetsAreOnByDefaultAndHelp) {
 
 }  // namespace
 }  // namespace qbc
+
+namespace qbc {
+namespace {
+
+// Static 4-bit keys are allowed but warned about, naming the recipes that keep the accuracy;
+// those recipes (and KV8) are not warned about.
+TEST(QuantizeCli, StaticKv4IsWarnedAboutAndTheRecipesAreNot) {
+  QBC_REQUIRE_SHARED(hf, "models/stories260k/hf");
+  const fs::path dir = temp_dir();
+  const fs::path examples = testing::source_dir() / "configs/examples";
+  const struct {
+    std::string args;
+    bool warned;
+  } cases[] = {
+      {"--set bit.kvCache.key=4 --set bit.kvCache.value=4", true},
+      {"--set bit.kvCache.key=4", true},
+      {"-c " + shell_quote(examples / "kv4.yaml"), false},
+      {"-c " + shell_quote(examples / "k8v4.yaml"), false},
+      {"", false},
+  };
+  int i = 0;
+  for (const auto& c : cases) {
+    const fs::path out = dir / ("kv" + std::to_string(i++) + ".mblt");
+    auto q = run_qbc("quantize " + shell_quote(hf) + " --preset llm_fast --use-random-calib " +
+                     "--set calibration.numSamples=2 " + c.args + " -o " + shell_quote(out));
+    ASSERT_EQ(q.exit_code, 0) << c.args << ": " << q.err;
+    EXPECT_EQ(q.err.find("bit.kvCache.key=4 with static key scales only") != std::string::npos,
+              c.warned)
+        << c.args << ": " << q.err;
+    if (c.warned) {
+      EXPECT_NE(q.err.find("configs/examples/kv4.yaml"), std::string::npos) << q.err;
+      EXPECT_NE(q.err.find("configs/examples/k8v4.yaml"), std::string::npos) << q.err;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace qbc
