@@ -419,9 +419,9 @@ Status plan_attention(Context& cx, const Node& n, int32_t id, AttentionPlan* ai)
   auto tiles = [&] {
     ai->krow = d.packed ? kr : align_up(kr, A);
     ai->vrow = d.packed ? vr : align_up(vr, A);
+    // (Not tied to the cache length: check-context compiles again at twice the cache and
+    // wants the same tiles; a packed cache is whole chunks, kv_slots.)
     bc = hd <= 64 ? 256 : hd <= 128 ? 128 : 64;
-    // A packed cache holds whole chunks: no larger than the capacity's blocks.
-    if (d.packed) bc = std::min(bc, align_up(d.capacity, block));
     br = std::min<int64_t>(cx.o.chunk, d.bidirectional ? 64 : 16);
     while (bytes(br, bc) > cx.plan.sram_budget && (bc > 16 || br > 1)) {
       if (bc > 16 && (bc >= 4 * br || br == 1)) {

@@ -104,8 +104,10 @@ void asym_group(const double* x, const float* o, const float* s, int64_t n, int 
   const double half = static_cast<double>(int64_t{1} << (bits - 1));
   // The step covers the range, and is wide enough that the zero point fits an int8 when
   // the group sits far from its offset (|lo| / t ≤ 119).
+  // At least the least normal fp16 (2^-14): a subnormal step rounds too coarsely to keep
+  // |lo| / t <= 119, and the zero point would leave the int16 of the cache record.
   const float r = round_fp16(std::max((hi - lo) / (2.0 * half - 1.0), std::fabs(lo) / kZeroReach));
-  *t = r > 0.0f ? r : 1.0f;
+  *t = r > 0.0f ? std::max(r, 0x1p-14f) : 1.0f;
   const double zf = std::nearbyint(-lo / static_cast<double>(*t) * kZeroUnit) - half * kZeroUnit;
   *z = static_cast<int32_t>(zf);
   for (int64_t c = 0; c < n; ++c) {

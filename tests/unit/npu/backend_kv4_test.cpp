@@ -170,8 +170,10 @@ TEST_P(BackendKv4, ExecutorEqualsFakeQuantBitForBit) {
   QBC_ASSERT_OK(q);
   auto fq = driver::make_runner(q->model, ref::SessionOptions{});
   QBC_ASSERT_OK(fq);
-  // Past the rings of every deployment (window + chunk rounded up to whole chunks).
-  const std::vector<int32_t> ids = test_ids((*fq)->vocab_size(), 100);
+  // The ring family past its rings in every deployment (window + chunk + 2 blocks in whole
+  // chunks: up to 384 positions here); the others over several chunks of the append.
+  const bool ring = c.name == "gemma2_window8";
+  const std::vector<int32_t> ids = test_ids((*fq)->vocab_size(), ring ? 420 : 100);
   std::vector<float> want;
   QBC_ASSERT_OK((*fq)->forward(ids, &want));
   struct Deployment {
@@ -324,6 +326,35 @@ TEST(BackendKv4Mxq, TheFileCarriesTheRecordsUnderBit8) {
   EXPECT_EQ(refused.status().code(), Code::kDataLoss);
   EXPECT_NE(refused.status().message().find("required feature bit 8 is not set"), std::string::npos)
       << refused.status().to_string();
+}
+
+// A cache shorter than a cache chunk (128 positions against chunks of 256) compiles (the tiles
+// do not follow the cache length, so check-context's compile at twice the cache agrees) and
+// runs as the evaluator.
+TEST(BackendKv4Small, ACacheShorterThanAChunkCompilesAndRuns) {
+  const Kv4Case k{testing::find_transform_case("stories260k"), &kRecipes[0]};
+  QBC_REQUIRE_TRANSFORM_CASE(shared, k.family);
+  auto q = testing::quantize_transform_case_with(k.family, "llm_fast", k.recipe->files,
+                                                 {"llm.attributes.maxCacheLength=128"},
+                                                 "kv4_cache128", "npu_kv4");
+  QBC_ASSERT_OK(q);
+  auto fq = driver::make_runner(q->model, ref::SessionOptions{});
+  QBC_ASSERT_OK(fq);
+  const std::vector<int32_t> ids = test_ids((*fq)->vocab_size(), 100);
+  std::vector<float> want;
+  QBC_ASSERT_OK((*fq)->forward(ids, &want));
+  for (int64_t chunk : {int64_t{16}, int64_t{128}}) {
+    auto o = testing::deployment_options(q->model.graph, "aries-rb", 1, chunk);
+    QBC_ASSERT_OK(o);
+    EXPECT_EQ(o->max_cache, 128);
+    auto b = driver::compile_backend(q->model, *o);
+    QBC_ASSERT_OK(b);
+    for (const isa::AttnDesc& a : b->attentions) EXPECT_TRUE(a.packed);
+    auto got = run(std::make_shared<const isa::Bundle>(std::move(*b)), ids, false);
+    QBC_ASSERT_OK(got);
+    EXPECT_TRUE(bitwise_equal(*got, want))
+        << "chunk " << chunk << ": first difference at " << first_difference(*got, want);
+  }
 }
 
 // A KV8 model's file has no bit 8; setting it is refused (the bit promises records the layout
