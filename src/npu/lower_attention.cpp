@@ -52,6 +52,8 @@ class AttentionLowering {
 
  private:
   void load_params(int32_t dst, int32_t pass);
+  isa::KvQuant kv_quant(int32_t k16, int32_t v16, int32_t kc, int32_t vc, int32_t prm,
+                        const Expr& rows, const Expr& pos0) const;
   void alloc_attend();
   void prepare_queries(const Expr& rows);
   void chunk_loop(int64_t h, bool with_v, isa::MaxMode mode, const Expr& rows, const Expr& qpos0);
@@ -101,6 +103,21 @@ void AttentionLowering::load_params(int32_t dst, int32_t pass) {
   L_.s.emit(dm, Queue::kLoad, id_, pass);
 }
 
+/// kv_quant of this node's rows [pos0, pos0 + rows) from the fp16 K and V tiles into kc, vc.
+isa::KvQuant AttentionLowering::kv_quant(int32_t k16, int32_t v16, int32_t kc, int32_t vc,
+                                         int32_t prm, const Expr& rows, const Expr& pos0) const {
+  isa::KvQuant q;
+  q.k = ref(k16);
+  q.v = ref(v16);
+  q.kcodes = ref(kc);
+  q.vcodes = ref(vc);
+  q.params = ref(prm);
+  q.rows = rows;
+  q.pos0 = pos0;
+  q.attn = ai_.desc;
+  return q;
+}
+
 void AttentionLowering::append() {
   const int32_t pass_kv = L_.cx.pass_id("lower-kv-append");
   pass_ = L_.cx.pass_id("lower-attention");
@@ -121,16 +138,7 @@ void AttentionLowering::append() {
   const Expr rows = (seq_ - row0).min(Expr(mt));
   L_.s.emit(L_.load_rows(loc(n_.operands[1].value), k16, row0, rows), Queue::kLoad, id_, pass_kv);
   L_.s.emit(L_.load_rows(loc(n_.operands[2].value), v16, row0, rows), Queue::kLoad, id_, pass_kv);
-  isa::KvQuant q;
-  q.k = ref(k16);
-  q.v = ref(v16);
-  q.kcodes = ref(kc);
-  q.vcodes = ref(vc);
-  q.params = ref(prm);
-  q.rows = rows;
-  q.pos0 = start_ + row0;
-  q.attn = ai_.desc;
-  L_.s.emit(q, Queue::kCompute, id_, pass_kv);
+  L_.s.emit(kv_quant(k16, v16, kc, vc, prm, rows, start_ + row0), Queue::kCompute, id_, pass_kv);
   for (int64_t h = 0; h < KV_; ++h) {
     for (int which = 0; which < 2; ++which) {
       const int64_t record = which == 0 ? kr_ : vr_;
@@ -180,15 +188,7 @@ void AttentionLowering::append_packed() {
     block_dma(false, kc, hs * kr_, ai_.kcache, kr_, h, B, b0, nb);
     block_dma(false, vc, hs * vr_, ai_.vcache, vr_, h, B, b0, nb);
   }
-  isa::KvQuant q;
-  q.k = ref(k16);
-  q.v = ref(v16);
-  q.kcodes = ref(kc);
-  q.vcodes = ref(vc);
-  q.params = ref(prm);
-  q.rows = rows;
-  q.pos0 = p0;
-  q.attn = ai_.desc;
+  isa::KvQuant q = kv_quant(k16, v16, kc, vc, prm, rows, p0);
   q.head_stride = hs;
   q.rec0 = p0 - b0 * Expr(B);
   L_.s.emit(q, Queue::kCompute, id_, pass_kv);

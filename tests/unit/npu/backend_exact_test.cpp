@@ -28,6 +28,7 @@
 #include "qbc/runtime/npu_session.h"
 #include "test_support.h"
 #include "unit/npu/deployment_options.h"
+#include "unit/npu/executor_logits.h"
 #include "unit/npu/quantized_case.h"
 #include "unit/quant/transform_cases.h"
 
@@ -36,16 +37,8 @@ namespace {
 
 using testing::temp_dir;
 
-bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-size_t first_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return i;
-  }
-  return std::min(a.size(), b.size());
-}
+using testing::bitwise_equal;
+using testing::first_difference;
 
 /// The families of the bit-exact suite: the transform cases plus the sliding-window
 /// variants (Gemma 2/3, Mistral, Qwen2 with use_sliding_window) with windows short enough
@@ -109,21 +102,7 @@ StatusOr<std::vector<float>> npu_logits(const Quantized& q, const Deployment& d,
   QBC_ASSIGN_OR_RETURN(npu::Options o,
                        testing::deployment_options(q.model.graph, d.target, d.cores, d.chunk));
   QBC_ASSIGN_OR_RETURN(isa::Bundle b, driver::compile_backend(q.model, o));
-  auto bundle = std::make_shared<const isa::Bundle>(std::move(b));
-  runtime::DeviceOptions dopt;
-  dopt.scheme = bundle->modes.front().scheme;
-  QBC_ASSIGN_OR_RETURN(std::shared_ptr<runtime::Device> dev, runtime::Device::create(bundle, dopt));
-  QBC_ASSIGN_OR_RETURN(std::unique_ptr<runtime::NpuSession> s, runtime::NpuSession::create(dev, 0));
-  std::vector<float> out, part;
-  if (!stepwise) {
-    QBC_RETURN_IF_ERROR(s->forward(ids, &out));
-    return out;
-  }
-  for (int32_t t : ids) {
-    QBC_RETURN_IF_ERROR(s->forward({t}, &part));
-    out.insert(out.end(), part.begin(), part.end());
-  }
-  return out;
+  return testing::executor_logits(std::make_shared<const isa::Bundle>(std::move(b)), ids, stepwise);
 }
 
 class BackendExact : public ::testing::TestWithParam<testing::TransformCase> {};

@@ -28,6 +28,7 @@
 #include "test_support.h"
 #include "unit/mxq/mutate.h"
 #include "unit/npu/deployment_options.h"
+#include "unit/npu/executor_logits.h"
 #include "unit/npu/quantized_case.h"
 #include "unit/quant/transform_cases.h"
 
@@ -36,16 +37,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-size_t first_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return i;
-  }
-  return std::min(a.size(), b.size());
-}
+using testing::bitwise_equal;
+using testing::first_difference;
 
 /// A KV recipe on llm_fast and the fields its attentions must carry.
 struct Recipe {
@@ -141,25 +134,6 @@ StatusOr<testing::QuantizedCase> quantize(const Kv4Case& k) {
                                                "npu_kv4");
 }
 
-/// The executor's logits of `ids` on `bundle`: all at once, or token by token.
-StatusOr<std::vector<float>> run(std::shared_ptr<const isa::Bundle> bundle,
-                                 const std::vector<int32_t>& ids, bool stepwise) {
-  runtime::DeviceOptions dopt;
-  dopt.scheme = bundle->modes.front().scheme;
-  QBC_ASSIGN_OR_RETURN(std::shared_ptr<runtime::Device> dev, runtime::Device::create(bundle, dopt));
-  QBC_ASSIGN_OR_RETURN(std::unique_ptr<runtime::NpuSession> s, runtime::NpuSession::create(dev, 0));
-  std::vector<float> out, part;
-  if (!stepwise) {
-    QBC_RETURN_IF_ERROR(s->forward(ids, &out));
-    return out;
-  }
-  for (int32_t t : ids) {
-    QBC_RETURN_IF_ERROR(s->forward({t}, &part));
-    out.insert(out.end(), part.begin(), part.end());
-  }
-  return out;
-}
-
 class BackendKv4 : public ::testing::TestWithParam<Kv4Case> {};
 
 TEST_P(BackendKv4, ExecutorEqualsFakeQuantBitForBit) {
@@ -223,7 +197,7 @@ TEST_P(BackendKv4, ExecutorEqualsFakeQuantBitForBit) {
     auto bundle = std::make_shared<const isa::Bundle>(std::move(*b));
     for (bool stepwise : {false, true}) {
       if (stepwise && d.chunk != 7) continue;  // decode programs: once
-      auto got = run(bundle, ids, stepwise);
+      auto got = testing::executor_logits(bundle, ids, stepwise);
       QBC_ASSERT_OK(got);
       EXPECT_TRUE(bitwise_equal(*got, want))
           << c.name << " " << r.name << " on " << d.target << ", " << d.cores << " cores, chunk "
@@ -350,7 +324,8 @@ TEST(BackendKv4Small, ACacheShorterThanAChunkCompilesAndRuns) {
     auto b = driver::compile_backend(q->model, *o);
     QBC_ASSERT_OK(b);
     for (const isa::AttnDesc& a : b->attentions) EXPECT_TRUE(a.packed);
-    auto got = run(std::make_shared<const isa::Bundle>(std::move(*b)), ids, false);
+    auto got =
+        testing::executor_logits(std::make_shared<const isa::Bundle>(std::move(*b)), ids, false);
     QBC_ASSERT_OK(got);
     EXPECT_TRUE(bitwise_equal(*got, want))
         << "chunk " << chunk << ": first difference at " << first_difference(*got, want);

@@ -36,6 +36,7 @@
 #include "test_support.h"
 #include "unit/mxq/mutate.h"
 #include "unit/npu/deployment_options.h"
+#include "unit/npu/executor_logits.h"
 
 namespace qbc {
 namespace {
@@ -43,16 +44,8 @@ namespace {
 namespace fs = std::filesystem;
 using testing::temp_dir;
 
-bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-size_t first_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return i;
-  }
-  return std::min(a.size(), b.size());
-}
+using testing::bitwise_equal;
+using testing::first_difference;
 
 /// A family under test: its real config and how the random one is shrunk.
 struct Family {
