@@ -240,11 +240,11 @@ Status exec(const isa::KvQuant& op, Core& c) {
   QBC_ASSIGN_OR_RETURN(uint8_t * kc, c.sram_at(op.kcodes, span(records, d.key_record()), "kcodes"));
   QBC_ASSIGN_OR_RETURN(uint8_t * vc,
                        c.sram_at(op.vcodes, span(records, d.value_record()), "vcodes"));
+  if (d.token_fields() || op.head_stride > 0)
+    return kv_records(op, *a, rows, pos0, kp, vp, kc, vc, c);
   const bool rot = !a->k_rot_offset.empty();
   std::vector<float> k(static_cast<size_t>(w)), v(static_cast<size_t>(w));
   std::vector<int32_t> kq(static_cast<size_t>(w)), vq(static_cast<size_t>(w));
-  if (d.token_fields() || op.head_stride > 0)
-    return kv_records(op, *a, rows, pos0, kp, vp, kc, vc, c);
   for (int64_t t = 0; t < rows; ++t) {
     load_f16(kp + t * 2 * w, w, k.data());
     load_f16(vp + t * 2 * w, w, v.data());
@@ -462,16 +462,11 @@ Status exec(const isa::QkScores& op, Core& c) {
                 }
                 sc[j] = s;
               }
-              if (rot) {
-                const float* cj = corr.data() - j0;
-                for (int64_t j = jlo; j < jhi; ++j) sc[j] = sc[j] + cj[j] * fscale;
-              }
-              if (a->softcap > 0.0) {
-                for (int64_t j = jlo; j < jhi; ++j) sc[j] = numerics::softcap_value(sc[j], fcap);
-              }
             } else if (fast) {  // numerics::key_score's expressions, the sums from the kernels
               const int32_t* dj = drow - j0;
               for (int64_t j = jlo; j < jhi; ++j) sc[j] = static_cast<float>(dj[j]) * mq;
+            }
+            if (fast) {  // then key_score's rotating-offset correction and soft cap
               if (rot) {
                 const float* cj = corr.data() - j0;
                 for (int64_t j = jlo; j < jhi; ++j) sc[j] = sc[j] + cj[j] * fscale;

@@ -79,15 +79,7 @@ StatusOr<Quantized> quantize_case(const testing::TransformCase& c, bool w4) {
   return testing::quantize_transform_case(c, w4, "npu");
 }
 
-std::vector<int32_t> test_ids(int64_t vocab, size_t n) {
-  std::vector<int32_t> ids;
-  uint32_t s = 12345;
-  for (size_t i = 0; i < n; ++i) {
-    s = s * 1664525u + 1013904223u;
-    ids.push_back(static_cast<int32_t>((s >> 8) % static_cast<uint32_t>(vocab)));
-  }
-  return ids;
-}
+std::vector<int32_t> test_ids(int64_t vocab, size_t n) { return testing::lcg_ids(vocab, n, 12345); }
 
 struct Deployment {
   std::string target;

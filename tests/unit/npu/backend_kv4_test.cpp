@@ -115,15 +115,7 @@ std::vector<Kv4Case> kv4_cases() {
   return out;
 }
 
-std::vector<int32_t> test_ids(int64_t vocab, size_t n) {
-  std::vector<int32_t> ids;
-  uint32_t s = 4242;
-  for (size_t i = 0; i < n; ++i) {
-    s = s * 1664525u + 1013904223u;
-    ids.push_back(static_cast<int32_t>((s >> 8) % static_cast<uint32_t>(vocab)));
-  }
-  return ids;
-}
+std::vector<int32_t> test_ids(int64_t vocab, size_t n) { return testing::lcg_ids(vocab, n, 4242); }
 
 StatusOr<testing::QuantizedCase> quantize(const Kv4Case& k) {
   const Recipe& r = *k.recipe;

@@ -1,6 +1,6 @@
 // The backend tests' comparison of executor logits with the fake-quant evaluator's: bitwise
 // equality, the first differing value, and a compiled bundle run on the executor (all at once,
-// split into chunks by the session, or token by token).
+// split into chunks by the session, or token by token), and deterministic token ids.
 #pragma once
 
 #include <algorithm>
@@ -24,6 +24,17 @@ inline size_t first_difference(const std::vector<float>& a, const std::vector<fl
     if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return i;
   }
   return std::min(a.size(), b.size());
+}
+
+/// `n` token ids below `vocab` from a linear congruential sequence seeded with `seed`.
+inline std::vector<int32_t> lcg_ids(int64_t vocab, size_t n, uint32_t seed) {
+  std::vector<int32_t> ids;
+  uint32_t s = seed;
+  for (size_t i = 0; i < n; ++i) {
+    s = s * 1664525u + 1013904223u;
+    ids.push_back(static_cast<int32_t>((s >> 8) % static_cast<uint32_t>(vocab)));
+  }
+  return ids;
 }
 
 /// The executor's logits of `ids` on `bundle` (its first mode): all at once, or token by token.
