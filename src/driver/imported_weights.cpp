@@ -53,7 +53,12 @@ std::string to_fixed(const frontend::PackedLinear& p, quant::FixedWeights* f) {
   for (float s : p.scales) {
     if (!(std::fabs(s) >= 1e-8f)) return "a scale below 1e-8";
   }
+  for (float m : p.mins) {
+    if (!std::isfinite(m)) return "a non-finite offset (block minimum)";
+  }
+  if (!p.mins.empty() && f->group == 0) return "float offsets without groups";
   f->scales = p.scales;
+  f->mins = p.mins;
   return "";
 }
 
@@ -133,6 +138,7 @@ void permute_rows(quant::FixedWeights& f, const std::vector<int64_t>& perm) {
   apply(f.codes);
   apply(f.scales);
   apply(f.zeros);
+  apply(f.mins);
 }
 
 // Columns of `p`'s codes in the order `perm` (new column j = old column perm[j]); the groups

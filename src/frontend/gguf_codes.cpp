@@ -36,13 +36,21 @@ void block_codes(GgmlType type, const uint8_t* b, int32_t* q) {
         q[j + 16] = (b[2 + j] >> 4) - 8;
       }
       return;
-    case GgmlType::kQ5_0: {
-      const uint32_t qh = gguf_blocks::load_u32(b + 2);
+    case GgmlType::kQ4_1:  // {d, m, qs[16]}: unsigned codes, moved down by 8
+      for (int j = 0; j < 16; ++j) {
+        q[j] = (b[4 + j] & 0x0F) - 8;
+        q[j + 16] = (b[4 + j] >> 4) - 8;
+      }
+      return;
+    case GgmlType::kQ5_0:
+    case GgmlType::kQ5_1: {  // {d, qh[4], qs[16]} and {d, m, qh[4], qs[16]}
+      const uint8_t* h = b + (type == GgmlType::kQ5_1 ? 4 : 2);
+      const uint32_t qh = gguf_blocks::load_u32(h);
       for (int j = 0; j < 16; ++j) {
         const int32_t h0 = static_cast<int32_t>(((qh >> j) << 4) & 0x10);
         const int32_t h1 = static_cast<int32_t>((qh >> (j + 12)) & 0x10);
-        q[j] = ((b[6 + j] & 0x0F) | h0) - 16;
-        q[j + 16] = ((b[6 + j] >> 4) | h1) - 16;
+        q[j] = ((h[4 + j] & 0x0F) | h0) - 16;
+        q[j + 16] = ((h[4 + j] >> 4) | h1) - 16;
       }
       return;
     }
@@ -67,6 +75,12 @@ std::optional<WeightQuantArgs> keepable(GgmlType type) {
       return a;
     case GgmlType::kQ4_0:
       a.bits = 4;
+      return a;
+    case GgmlType::kQ4_1:  // zero point -8 and the block's minimum as a float offset
+      a.bits = 4;
+      return a;
+    case GgmlType::kQ5_1:
+      a.bits = 5;
       return a;
     default:
       return std::nullopt;
@@ -114,7 +128,7 @@ StatusOr<PackedLinear> read_linear(const GgufFile& gguf, const TensorInfo& info,
   const GgmlTypeTraits* traits = t ? ggml_type_traits(static_cast<uint32_t>(t->type)) : nullptr;
   if (t == nullptr || traits == nullptr || !keepable(t->type)) {
     return invalid_argument(info.file.string(), ": tensor '", info.name_in_file, "' (", info.name,
-                            ") is not a Q8_0, Q5_0 or Q4_0 linear");
+                            ") is not a Q8_0, Q5_0, Q5_1, Q4_0 or Q4_1 linear");
   }
   PackedLinear p;
   p.module = ref.module;
@@ -133,14 +147,28 @@ StatusOr<PackedLinear> read_linear(const GgufFile& gguf, const TensorInfo& info,
   }
   // Codes and per-block scale and zero point, in the stored (GGUF) row order.
   std::vector<int32_t> codes(static_cast<size_t>(p.out * p.in)), zeros(blocks);
-  std::vector<float> scales(blocks);
+  std::vector<float> scales(blocks), mins;
+  const bool with_min = t->type == GgmlType::kQ4_1 || t->type == GgmlType::kQ5_1;
+  if (with_min) mins.resize(blocks);
+  const int32_t half = with_min ? 1 << (p.bits - 1) : 0;  // the unsigned codes' shift
   int32_t q[32];
   for (size_t blk = 0; blk < blocks; ++blk) {
     const uint8_t* b = t->data.data + blk * traits->type_size;
     float d = gguf_blocks::load_fp16(b);
     block_codes(t->type, b, q);
     int32_t z = 0;
-    if (d < 0) {
+    if (with_min) {  // d·u + m with u = q + half: codes q, zero point −half, offset m
+      mins[blk] = gguf_blocks::load_fp16(b + 2);
+      z = -half;
+      if (d < 0) {  // (−d)·((−q − 1) − (half − 1)) = d·(q + half)
+        for (int32_t& v : q) v = -v - 1;
+        d = -d;
+        z = half - 1;
+      } else if (d == 0) {  // every weight is m: u = 0 under any scale
+        for (int32_t& v : q) v = -half;
+        d = 1.0f / 16384;
+      }
+    } else if (d < 0) {
       for (int32_t& v : q) v = -v - 1;
       d = -d;
       z = -1;
@@ -156,9 +184,11 @@ StatusOr<PackedLinear> read_linear(const GgufFile& gguf, const TensorInfo& info,
   QBC_RETURN_IF_ERROR(gguf_model::reorder_rows(info, &codes));
   QBC_RETURN_IF_ERROR(gguf_model::reorder_rows(info, &scales));
   QBC_RETURN_IF_ERROR(gguf_model::reorder_rows(info, &zeros));
+  if (with_min) QBC_RETURN_IF_ERROR(gguf_model::reorder_rows(info, &mins));
   p.codes = std::move(codes);
   p.scales = std::move(scales);
   p.zeros = std::move(zeros);
+  p.mins = std::move(mins);
   return p;
 }
 

@@ -142,10 +142,24 @@ StatusOr<TensorType> infer_type(const Graph& g, const Node& n) {
                                   dtype_name(t[1].dtype), " shaped like the scale ", t[2].to_string());
         }
       }
-      const int bias_at = wz == 1 ? 4 : 3;
+      const int64_t wm = a.get_int("w_min", 0);
+      if (wm != 0 && wm != 1) return invalid_argument(describe(n), ": w_min must be 0 or 1, got ", wm);
+      const int min_at = wz == 1 ? 4 : 3;
+      if (wm == 1) {
+        if (wg == 0) return invalid_argument(describe(n), ": w_min = 1 needs w_group > 0");
+        if (count <= min_at) {
+          return invalid_argument(describe(n), ": w_min = 1 needs an offset operand after the ",
+                                  wz == 1 ? "zero points" : "scale");
+        }
+        if (t[static_cast<size_t>(min_at)].dims != t[2].dims || t[static_cast<size_t>(min_at)].dtype != DType::kF32) {
+          return invalid_argument(describe(n), ": offsets ", t[static_cast<size_t>(min_at)].to_string(),
+                                  " must be f32 shaped like the scale ", t[2].to_string());
+        }
+      }
+      const int bias_at = min_at + (wm == 1 ? 1 : 0);
       if (count > bias_at + 1) {
-        return invalid_argument(describe(n), ": takes at most ", bias_at + 1, " operands with w_zero = ", wz, ", got ",
-                                count);
+        return invalid_argument(describe(n), ": takes at most ", bias_at + 1, " operands with w_zero = ", wz,
+                                " and w_min = ", wm, ", got ", count);
       }
       if (count == bias_at + 1 && (t[static_cast<size_t>(bias_at)].rank() != 1 ||
                                    t[static_cast<size_t>(bias_at)].dims[0] != t[1].dims[0])) {

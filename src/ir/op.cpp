@@ -28,6 +28,10 @@ std::vector<AttrSpec> attrs_of(Op op) {
               // 1: operand 3 is the integer zero point per scale, ŵ = s·(q − z); the bias
               // (if any) is then operand 4.
               {"w_zero", K::kInt, false},
+              // 1 (with w_group > 0): the operand after the scale (and zero points) is a float
+              // offset per scale, ŵ = s·(q − z) + m (GGUF Q4_1 / Q5_1 codes kept); the bias
+              // (if any) follows it.
+              {"w_min", K::kInt, false},
               // 1: every wscale value is an fp16 value (4- and 8-bit groups, docs/numerics.md
               // "Compact grouped weights"); the backend then stores the scales as fp16 and the
               // zero points as codes of the weights' width (packed 4-bit, or int8).

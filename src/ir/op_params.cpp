@@ -144,6 +144,7 @@ StatusOr<QLinearParams> qlinear_params(const Node& n) {
   QBC_ASSIGN_OR_RETURN(const int64_t in_asym, optional_int(n, "in_asym", 0));
   QBC_ASSIGN_OR_RETURN(q.group, optional_int(n, "w_group", 0));
   QBC_ASSIGN_OR_RETURN(const int64_t w_zero, optional_int(n, "w_zero", 0));
+  QBC_ASSIGN_OR_RETURN(const int64_t w_min, optional_int(n, "w_min", 0));
   q.in_scale = static_cast<float>(in_scale);
   q.in_bits = static_cast<int>(in_bits);
   q.out_fp16 = out_fp16 != 0;
@@ -154,6 +155,11 @@ StatusOr<QLinearParams> qlinear_params(const Node& n) {
   }
   p.w_bits = static_cast<int>(w_bits);
   p.w_zero = w_zero == 1;
+  p.w_min = w_min == 1;
+  p.min_at = p.w_zero ? 4 : 3;
+  p.bias_at = p.min_at + (p.w_min ? 1 : 0);
+  if (p.w_min && q.group <= 0)
+    return invalid_argument(describe(n), ": w_min = 1 needs w_group > 0");
   if (!(q.in_scale > 0.0f) || !std::isfinite(q.in_scale)) {
     return invalid_argument(describe(n), ": in_scale ", in_scale,
                             " is not a positive finite fp32 value");

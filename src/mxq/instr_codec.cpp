@@ -119,6 +119,8 @@ void encode_own(const T& op, Message* m) {
     using M = std::decay_t<decltype(v)>;
     const FieldDescriptor* fd = fds[i++];
     if constexpr (std::is_same_v<M, isa::Ref>) {
+      // An unset reference the row shows only when set is left out (decode_own: unset).
+      if (f.spec.show == isa::Show::kUnlessDefault && !v.valid()) return;
       put(v, static_cast<pb::Ref*>(r->MutableMessage(m, fd)));
     } else if constexpr (std::is_same_v<M, isa::Expr>) {
       // An expression the text form leaves out at its default is left out of the message too
@@ -184,6 +186,7 @@ bool decode_own(const Message& m, Reader& rd, isa::Op* out) {
     const FieldDescriptor* fd = fds[i++];
     if (!ok) return;
     if constexpr (std::is_same_v<M, isa::Ref>) {
+      if (f.spec.show == isa::Show::kUnlessDefault && !r->HasField(m, fd)) return;  // unset
       ok = rd.ref(static_cast<const pb::Ref&>(r->GetMessage(m, fd)), label<T>(f.spec.proto_name()),
                   &v);
     } else if constexpr (std::is_same_v<M, isa::Expr>) {

@@ -145,9 +145,10 @@ StatusOr<pb::Manifest> parse_manifest(std::string_view b, const std::string& nam
 
 namespace {
 
-/// The required feature bits the code of `b` needs for the compact grouped weight image:
-/// bit 1 when a matmul reads zero points from an i4 SRAM buffer or a requant weight scales
-/// from an f16 one, bit 2 when a matmul reads zero points from an i8 buffer.
+/// The required feature bits the code of `b` needs for its weight images: bit 1 when a matmul
+/// reads zero points from an i4 SRAM buffer or a requant weight scales from an f16 one, bit 2
+/// when a matmul reads zero points from an i8 buffer, bit 9 when a requant adds float offsets
+/// (or a matmul writes their code sums).
 uint64_t compact_weight_features(const isa::Bundle& b) {
   auto type = [&b](const isa::Ref& r) {
     return r.valid() && static_cast<size_t>(r.buffer) < b.buffers.size()
@@ -164,6 +165,8 @@ uint64_t compact_weight_features(const isa::Bundle& b) {
           if (mm != nullptr && type(mm->wzero) == isa::DType::kI4) bits |= kFeatureCompactWeights;
           if (mm != nullptr && type(mm->wzero) == isa::DType::kI8) bits |= kFeatureZeroPointsI8;
           if (rq != nullptr && type(rq->wscale) == isa::DType::kF16) bits |= kFeatureCompactWeights;
+          if (rq != nullptr && rq->wmin.valid()) bits |= kFeatureWeightOffsets;
+          if (mm != nullptr && mm->xsum.valid()) bits |= kFeatureWeightOffsets;
         }
       }
     }
@@ -710,6 +713,12 @@ Status load_code(const Container& c0, const std::string& file, isa::Bundle& b,
     return data_loss(file,
                      ": the code reads 8-bit zero points (the compact 8-bit group image) but "
                      "required feature bit 2 is not set");
+  if ((needed & kFeatureWeightOffsets) != (c0.header().required_features & kFeatureWeightOffsets))
+    return data_loss(file, (needed & kFeatureWeightOffsets) != 0
+                               ? ": the code adds float weight offsets but required feature "
+                                 "bit 9 is not set"
+                               : ": required feature bit 9 is set but no instruction adds float "
+                                 "weight offsets");
   return ok_status();
 }
 

@@ -57,11 +57,12 @@ class Filler {
  private:
   Status codes(const Node& n, const LinearPlan& li, int64_t nt, const int8_t* raw);
   Status scales(const Node& n, const LinearPlan& li, int64_t nt);
+  Status put_scale(const Node& n, bool compact, int64_t at, int64_t e, float s, int64_t ch);
   int64_t offset(int32_t buf) const { return cx_.b.buffers[static_cast<size_t>(buf)].offset; }
 
   Context& cx_;
   std::vector<uint8_t>& img_;
-  std::vector<float> v_, codes_, scales_, zeros_, bias_;
+  std::vector<float> v_, codes_, scales_, zeros_, mins_, bias_;
 };
 
 Status Filler::read(const std::string& name, std::vector<float>* v) const {
@@ -162,7 +163,20 @@ Status Filler::codes(const Node& n, const LinearPlan& li, int64_t nt, const int8
   return ok_status();
 }
 
-/// The scale (and zero-point) blocks and the bias block of channel tile `nt`.
+/// Value `e` of a scale (or offset) block at `at`: fp32, or fp16 in the compact image.
+Status Filler::put_scale(const Node& n, bool compact, int64_t at, int64_t e, float s, int64_t ch) {
+  if (!compact) {
+    put_f32(img_, at + 4 * e, s);
+  } else if (numerics::round_fp16(s) == s) {  // exact: the fp16 widens back to s
+    put_f16(img_, at + 2 * e, numerics::fp16_bits(s));
+  } else {
+    return invalid_argument(ir::describe(n), ": weight scale or offset ", s, " of channel ", ch,
+                            " is not an fp16 value (w_scale_f16)");
+  }
+  return ok_status();
+}
+
+/// The scale (zero-point, offset) blocks and the bias block of channel tile `nt`.
 Status Filler::scales(const Node& n, const LinearPlan& li, int64_t nt) {
   const LinearTiles& t = li.t;
   const int64_t base = offset(li.buf);
@@ -179,15 +193,9 @@ Status Filler::scales(const Node& n, const LinearPlan& li, int64_t nt) {
       for (int64_t gg = 0; gg < gtk; ++gg) {
         const size_t src = static_cast<size_t>(ch * li.groups + g0 + gg);
         const int64_t e = j * gtk + gg;  // dense [nt, gtk]
-        const float s = scales_[src];
-        if (!compact) {
-          put_f32(img_, base + li.ws_off[bi] + 4 * e, s);
-        } else if (numerics::round_fp16(s) == s) {  // exact: the fp16 widens back to s
-          put_f16(img_, base + li.ws_off[bi] + 2 * e, numerics::fp16_bits(s));
-        } else {
-          return invalid_argument(ir::describe(n), ": weight scale ", s, " of channel ", ch,
-                                  " is not an fp16 value (w_scale_f16)");
-        }
+        QBC_RETURN_IF_ERROR(put_scale(n, compact, base + li.ws_off[bi], e, scales_[src], ch));
+        if (li.min)
+          QBC_RETURN_IF_ERROR(put_scale(n, compact, base + li.wm_off[bi], e, mins_[src], ch));
         if (!li.zero) continue;
         const float z = zeros_[src];
         // Compact: a code of the weights' width, [−2^(b−1), 2^(b−1) − 1].
@@ -225,8 +233,13 @@ Status Filler::linear(const Node& n, int id) {
   const int8_t* raw = cx_.codes ? cx_.codes(*cw) : nullptr;
   if (raw == nullptr) QBC_RETURN_IF_ERROR(read(n.operands[1].weight, &codes_));
   QBC_RETURN_IF_ERROR(read(n.operands[2].weight, &scales_));
+  const size_t min_at = li.zero ? 4 : 3, bias_at = min_at + (li.min ? 1 : 0);
   if (li.zero) QBC_RETURN_IF_ERROR(read(n.operands[3].weight, &zeros_));
-  if (li.bias) QBC_RETURN_IF_ERROR(read(n.operands[li.zero ? 4 : 3].weight, &bias_));
+  if (li.min) QBC_RETURN_IF_ERROR(read(n.operands[min_at].weight, &mins_));
+  if (li.bias) QBC_RETURN_IF_ERROR(read(n.operands[bias_at].weight, &bias_));
+  if (li.min && mins_.size() != scales_.size())
+    return invalid_argument(ir::describe(n), ": ", mins_.size(), " offsets for ", scales_.size(),
+                            " weight scales");
   if (static_cast<int64_t>(scales_.size()) != li.n * li.groups)
     return invalid_argument(ir::describe(n), ": ", scales_.size(), " weight scales, expected ",
                             li.n * li.groups);

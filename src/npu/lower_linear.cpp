@@ -69,6 +69,7 @@ class LinearLowering {
   const int64_t sbytes_, zbytes_;
   const int32_t pass_;
   int32_t x16_ = -1, codes_ = -1, xs_ = -1, xz_ = -1, wbuf_ = -1, wsb_ = -1, wzb_ = -1, bb_ = -1;
+  int32_t wmb_ = -1, xsum_ = -1;  // float offsets (GGUF Q4_1 / Q5_1) and the code sums
   int32_t acc_ = -1, fsum_ = -1, ybuf_ = -1;
   int64_t wcount_ = 0;  // weight blocks loaded so far: their buffer half alternates
 };
@@ -83,6 +84,10 @@ void LinearLowering::alloc(const std::string& name) {
   wbuf_ = sram.alloc("w", wt_, 2 * li_.w_bytes, {2, nt, li_.t.kt});
   wsb_ = sram.alloc("wscale", scale_type(compact_), 2 * sblk_, {2, nt, gt});
   if (li_.zero) wzb_ = sram.alloc("wzero", zero_type(compact_, li_.w_bits), 2 * sblk_, {2, nt, gt});
+  if (li_.min) {
+    wmb_ = sram.alloc("wmin", scale_type(compact_), 2 * sblk_, {2, nt, gt});
+    xsum_ = sram.alloc("xsum", acct_, mt * gt * isa::dtype_bytes(acct_, 1), {mt, gt});
+  }
   if (li_.bias) bb_ = sram.alloc("bias", DType::kF32, 2 * nt * 4, {2, nt});
   acc_ = sram.alloc("acc", acct_, mt * nt * gt * isa::dtype_bytes(acct_, 1), {mt, nt, gt});
   fsum_ = sram.alloc("fsum", DType::kF32, mt * nt * 4, {mt, nt});
@@ -128,6 +133,7 @@ void LinearLowering::k_tile(int64_t ti, int64_t kt, int64_t p, const Expr& rows)
   if (li_.group > 0) {
     block_load(wsb_, wp * sblk_, li_.ws_off[blk], sbytes_);
     if (li_.zero) block_load(wzb_, wp * sblk_, li_.wz_off[blk], zbytes_);
+    if (li_.min) block_load(wmb_, wp * sblk_, li_.wm_off[blk], sbytes_);
   }
   const int64_t gt = li_.group > 0 ? cdiv(kn, li_.group) : 1;
   isa::MatMul m;
@@ -145,6 +151,7 @@ void LinearLowering::k_tile(int64_t ti, int64_t kt, int64_t p, const Expr& rows)
   m.wtype = wt_;
   m.acctype = acct_;
   m.accumulate = li_.group == 0 && kt > 0;
+  if (li_.min) m.xsum = ref(xsum_);
   L_.s.emit(m, Queue::kCompute, id_, pass_);
   if (li_.group == 0 && kt != li_.ktiles - 1) return;
   isa::Requant r;
@@ -163,6 +170,10 @@ void LinearLowering::k_tile(int64_t ti, int64_t kt, int64_t p, const Expr& rows)
   r.ytype = yt_;
   r.first = li_.group == 0 || kt == 0;
   r.last = kt == li_.ktiles - 1;
+  if (li_.min) {
+    r.xsum = ref(xsum_);
+    r.wmin = ref(wmb_, Expr(sp * sblk_));
+  }
   L_.s.emit(r, Queue::kCompute, id_, pass_);
 }
 

@@ -48,8 +48,8 @@ int32_t add_dram(Context& cx, Layout& lay, const std::string& name, isa::Purpose
   return id;
 }
 
-/// Per channel tile: its K tiles' weight blocks, then the scale (and zero-point) blocks (one
-/// per K tile when grouped), then the bias block.
+/// Per channel tile: its K tiles' weight blocks, then the scale (zero-point, offset) blocks
+/// (one per K tile when grouped), then the bias block.
 void layout_linear(Context& cx, Layout& lay, const Node& n, LinearPlan& li) {
   const int64_t A = cx.o.target.dma_align;
   const LinearTiles& t = li.t;
@@ -71,6 +71,10 @@ void layout_linear(Context& cx, Layout& lay, const Node& n, LinearPlan& li) {
       if (li.zero) {
         li.wz_off.push_back(at);
         at += zblk;
+      }
+      if (li.min) {  // offsets: stored like the scales
+        li.wm_off.push_back(at);
+        at += sblk;
       }
     }
     li.b_off.push_back(at);

@@ -152,6 +152,7 @@ Status linear(Line& c, LinearPlan& li) {
   QBC_RETURN_IF_ERROR(c.num(&li.groups));
   QBC_RETURN_IF_ERROR(c.lit("zero"));
   QBC_RETURN_IF_ERROR(c.flag(&li.zero));
+  if (c.accept("min")) QBC_RETURN_IF_ERROR(c.flag(&li.min));
   QBC_RETURN_IF_ERROR(c.lit("bias"));
   QBC_RETURN_IF_ERROR(c.flag(&li.bias));
   QBC_RETURN_IF_ERROR(c.lit("out_fp16"));
@@ -184,7 +185,9 @@ Status linear(Line& c, LinearPlan& li) {
     QBC_RETURN_IF_ERROR(c.num(v));
   }
   for (auto [key, v] : {std::pair{"w_off", &li.w_off}, std::pair{"ws_off", &li.ws_off},
-                        std::pair{"wz_off", &li.wz_off}, std::pair{"b_off", &li.b_off}}) {
+                        std::pair{"wz_off", &li.wz_off}, std::pair{"wm_off", &li.wm_off},
+                        std::pair{"b_off", &li.b_off}}) {
+    if (v == &li.wm_off && !li.min) continue;
     QBC_RETURN_IF_ERROR(c.lit(key));
     QBC_RETURN_IF_ERROR(c.list(v));
   }

@@ -39,15 +39,18 @@ std::string list(const std::vector<int64_t>& v) {
 
 void print_linear(const LinearPlan& li, std::ostringstream& os) {
   os << " n " << li.n << " k " << li.k << " w" << li.w_bits << " x" << li.in_bits << " group "
-     << li.group << " groups " << li.groups << " zero " << li.zero << " bias " << li.bias
-     << " out_fp16 " << li.out_fp16 << " mode " << isa::quant_mode_name(li.mode) << " in_scale "
-     << std::setprecision(9) << li.in_scale << std::setprecision(6) << " in_zero " << li.in_zero
-     << ": nt " << li.t.nt << " kt " << li.t.kt << " mt " << li.t.mt << " (" << li.ntiles << " x "
-     << li.ktiles << " tiles, gt " << li.gt << ")";
+     << li.group << " groups " << li.groups << " zero " << li.zero << (li.min ? " min 1" : "")
+     << " bias " << li.bias << " out_fp16 " << li.out_fp16 << " mode "
+     << isa::quant_mode_name(li.mode) << " in_scale " << std::setprecision(9) << li.in_scale
+     << std::setprecision(6) << " in_zero " << li.in_zero << ": nt " << li.t.nt << " kt " << li.t.kt
+     << " mt " << li.t.mt << " (" << li.ntiles << " x " << li.ktiles << " tiles, gt " << li.gt
+     << ")";
   if (li.buf < 0) return;
   os << " buffer #" << li.buf << " w_bytes " << li.w_bytes << " ws_bytes " << li.ws_bytes
      << " wz_bytes " << li.wz_bytes << " w_off " << list(li.w_off) << " ws_off " << list(li.ws_off)
-     << " wz_off " << list(li.wz_off) << " b_off " << list(li.b_off);
+     << " wz_off " << list(li.wz_off);
+  if (li.min) os << " wm_off " << list(li.wm_off);
+  os << " b_off " << list(li.b_off);
 }
 
 void print_attention(const AttentionPlan& a, std::ostringstream& os) {

@@ -271,7 +271,8 @@ Status plan_linear(Context& cx, const Node& n, int64_t rows, LinearPlan* li, int
   li->group = q.group;
   li->groups = li->group > 0 ? cdiv(li->k, li->group) : 1;
   li->zero = qp.w_zero;
-  li->bias = n.operands.size() > (li->zero ? 4u : 3u);
+  li->min = qp.w_min;
+  li->bias = n.operands.size() > qp.bias_at;
   li->out_fp16 = q.out_fp16;
   const bool dyn = q.in_dynamic, asym = q.in_asym;
   li->mode = dyn ? (asym ? isa::QuantMode::kTokenAffine : isa::QuantMode::kTokenSymmetric)
@@ -292,8 +293,10 @@ Status plan_linear(Context& cx, const Node& n, int64_t rows, LinearPlan* li, int
   const int64_t yb = li->out_fp16 ? 2 : 4;
   auto bytes = [&](int64_t mt, int64_t nt, int64_t kt) {
     const int64_t gt = li->group > 0 ? cdiv(kt, li->group) : 1;
+    // Float offsets: their double-buffered blocks and the row tile's code sums.
+    const int64_t mins = li->min ? 2 * nt * gt * 4 + mt * gt * accb + 2 * 16 : 0;
     return mt * li->k * (xb + cb) + 8 * mt + 2 * nt * isa::dtype_bytes(wt, kt) + 2 * nt * gt * 8 +
-           2 * nt * 4 + mt * nt * gt * accb + mt * nt * 4 + 2 * mt * nt * yb + 16 * 16;
+           2 * nt * 4 + mt * nt * gt * accb + mt * nt * 4 + 2 * mt * nt * yb + 16 * 16 + mins;
   };
   // Channel tiles: a multiple of `unit_n` channels, so every tile's column offset in the
   // output rows is DMA-aligned, and small enough to give each core of the largest mode a

@@ -161,7 +161,8 @@ Status p3_blocks(const Plan& p, size_t i) {
   const int64_t A = p.dma_align;
   const size_t sblocks = static_cast<size_t>(l.ntiles * (l.group > 0 ? l.ktiles : 1));
   if (l.w_off.size() != static_cast<size_t>(l.ntiles * l.ktiles) || l.ws_off.size() != sblocks ||
-      l.wz_off.size() != (l.zero ? sblocks : 0) || l.b_off.size() != static_cast<size_t>(l.ntiles))
+      l.wz_off.size() != (l.zero ? sblocks : 0) || l.wm_off.size() != (l.min ? sblocks : 0) ||
+      l.b_off.size() != static_cast<size_t>(l.ntiles))
     return fail(kP3, node(p, i), ": block tables of ", l.w_off.size(), ", ", l.ws_off.size(), ", ",
                 l.wz_off.size(), ", ", l.b_off.size(), " entries for ", l.ntiles, " x ", l.ktiles,
                 " tiles");
@@ -174,7 +175,7 @@ Status p3_blocks(const Plan& p, size_t i) {
                        [&](int64_t o) { return o >= 0 && o + bytes <= size; });
   };
   if (!inside(l.w_off, l.w_bytes) || !inside(l.ws_off, l.ws_bytes) ||
-      !inside(l.wz_off, l.wz_bytes) || !inside(l.b_off, bblk))
+      !inside(l.wz_off, l.wz_bytes) || !inside(l.wm_off, l.ws_bytes) || !inside(l.b_off, bblk))
     return fail(kP3, node(p, i), ": a weight block outside ", buffer(p, l.buf), " (", size,
                 " bytes)");
   return ok_status();
@@ -195,6 +196,7 @@ Status p3_linear(const Plan& p, size_t i) {
   const int64_t gt = l.group > 0 ? cdiv(t.kt, l.group) : 1;
   if (l.gt != gt || (l.group > 0 && t.kt % l.group != 0 && t.kt != l.k))
     return fail(kP3, node(p, i), ": K tile ", t.kt, " with ", l.gt, " groups of ", l.group);
+  if (l.min && l.group == 0) return fail(kP3, node(p, i), ": float offsets without groups");
   return p.placed ? p3_blocks(p, i) : ok_status();
 }
 

@@ -35,7 +35,8 @@ void qlinear(const float* x, int64_t s, const QLinear& p, float* y) {
     for (int64_t c = 0; c < p.out; ++c) {
       const int32_t* w = p.wq.data() + c * p.in;
       // Per group: an exact integer partial sum Σ (q_x − z_x)(q_w − z_w), requantized in
-      // fp32 and accumulated in fp32 in group order (one group: the per-channel rule).
+      // fp32 (with a float offset m, plus the group's input sum times s_x·m) and accumulated
+      // in fp32 in group order (one group: the per-channel rule).
       float v = 0.0f;
       for (int64_t gi = 0; gi < groups; ++gi) {
         const int64_t zw = p.wzero.empty() ? 0 : p.wzero[static_cast<size_t>(c * groups + gi)];
@@ -45,7 +46,13 @@ void qlinear(const float* x, int64_t s, const QLinear& p, float* y) {
           acc += int64_t{qx[static_cast<size_t>(i)]} * (w[i] - zw);
         const float m =
             in_scale * p.wscale[static_cast<size_t>(c * groups + gi)];  // fp32(s_x * s_w[c, g])
-        const float part = static_cast<float>(acc) * m;
+        float part = static_cast<float>(acc) * m;
+        if (!p.wmin.empty()) {  // + fp32(Σ (q_x − z_x)) · fp32(s_x · m[c, g])
+          int64_t xsum = 0;
+          for (int64_t i = gi * group; i < end; ++i) xsum += qx[static_cast<size_t>(i)];
+          const float mm = in_scale * p.wmin[static_cast<size_t>(c * groups + gi)];
+          part = part + static_cast<float>(xsum) * mm;
+        }
         v = gi == 0 ? part : v + part;
       }
       if (!p.bias.empty()) v = v + p.bias[static_cast<size_t>(c)];

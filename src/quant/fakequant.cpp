@@ -41,6 +41,8 @@ struct Step {
   numerics::QLinear ql;
   int w_bits = 8;       // qlinear: the weight codes' width
   bool w_zero = false;  // qlinear: operand 3 holds zero points
+  size_t min_at = 0;    // qlinear: the offsets' operand (w_min), or 0
+  size_t bias_at = 3;   // qlinear: the bias operand
   double eps = 0.0, unit_offset = 0.0;
   int64_t group = 0, start = 0, end = 0;
   numerics::Rope rope;
@@ -107,6 +109,8 @@ Status FakeQuantSession::Impl::prepare_step(Step& st) {
       st.ql = std::move(q.linear);
       st.w_bits = q.w_bits;
       st.w_zero = q.w_zero;
+      st.min_at = q.w_min ? q.min_at : 0;
+      st.bias_at = q.bias_at;
       break;
     }
     case Op::kRmsNorm: {
@@ -272,9 +276,7 @@ Status FakeQuantSession::Impl::load_qlinear(
                               s, "; weight scales must be finite with |s| >= 1e-8");
     }
   }
-  size_t bias_at = 3;
   if (st.w_zero) {  // ŵ = s·(q − z): the zero points share the codes' range
-    bias_at = 4;
     const std::vector<float>& zeros = by_name.at(n.operands[3].weight);
     if (zeros.size() != p.wscale.size()) {
       return invalid_argument(ir::describe(n), ": ", zeros.size(), " zero points for ",
@@ -291,7 +293,17 @@ Status FakeQuantSession::Impl::load_qlinear(
       p.wzero[i] = static_cast<int32_t>(z);
     }
   }
-  if (n.operands.size() > bias_at) p.bias = by_name.at(n.operands[bias_at].weight);
+  if (st.min_at > 0) {  // ŵ = s·(q − z) + m: finite offsets, one per scale
+    p.wmin = by_name.at(n.operands[st.min_at].weight);
+    for (size_t i = 0; i < p.wmin.size(); ++i) {
+      if (!std::isfinite(p.wmin[i]) || p.wmin.size() != p.wscale.size()) {
+        return invalid_argument(ir::describe(n), ": offsets '", n.operands[st.min_at].weight,
+                                "' hold ", p.wmin.size(), " values (", p.wscale.size(),
+                                " scales), element ", i, " is ", p.wmin[i]);
+      }
+    }
+  }
+  if (n.operands.size() > st.bias_at) p.bias = by_name.at(n.operands[st.bias_at].weight);
   return ok_status();
 }
 

@@ -255,6 +255,7 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
       std::vector<int8_t> q(shapes ? 0 : static_cast<size_t>(rows * cols));
       std::vector<float> scale(static_cast<size_t>(rows * groups));
       std::vector<int8_t> zero;  // empty: symmetric
+      std::vector<float> mins;   // empty: no float offsets (only imported codes have them)
       if (shapes) {
         zero.resize(options.bit().weight_zero_point() ? scale.size() : 0);
       } else if (chosen !=
@@ -269,9 +270,14 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
           return internal_error("node '", n.name, "': ", chosen->zeros.size(), " zero points for ",
                                 scale.size(), " scales");
         }
+        if (!chosen->mins.empty() && (chosen->mins.size() != scale.size() || group == 0)) {
+          return internal_error("node '", n.name, "': ", chosen->mins.size(), " offsets for ",
+                                scale.size(), " scales in groups of ", group);
+        }
         q = chosen->codes;
         scale = chosen->scales;
         zero = chosen->zeros;
+        mins = chosen->mins;
       } else {
         QBC_RETURN_IF_ERROR(weights(*wt, &w).with_context("node '", n.name, "'"));
       }
@@ -291,12 +297,15 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
       const std::vector<int64_t> scale_shape =
           group > 0 ? std::vector<int64_t>{rows, groups} : std::vector<int64_t>{rows};
       const std::string wq = n.name + ".wq", ws = n.name + ".wscale";
-      const std::string wz = n.name + ".wzero";
+      const std::string wz = n.name + ".wzero", wm = n.name + ".wmin";
       std::vector<tensorfile::TensorToWrite> tensors;
       if (!shapes) {
         tensors.push_back(int8_tensor(wq, {rows, cols}, q));
         tensors.push_back(tensorfile::make_tensor(ws, tensorfile::DType::kF32, scale_shape, scale));
         if (!zero.empty()) tensors.push_back(int8_tensor(wz, scale_shape, zero));
+        if (!mins.empty())
+          tensors.push_back(
+              tensorfile::make_tensor(wm, tensorfile::DType::kF32, scale_shape, mins));
       }
       for (tensorfile::TensorToWrite& t : tensors) {
         if (sink) {
@@ -317,6 +326,11 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
         out.add_weight(ir::Weight{wz, ir::TensorType{code_type, scale_shape},
                                   ir::WeightSource::kSidecar, wz, ir::WeightRole::kParameter});
         ops.push_back(ir::Operand::of_weight(wz));
+      }
+      if (!mins.empty()) {
+        out.add_weight(ir::Weight{wm, ir::TensorType{ir::DType::kF32, scale_shape},
+                                  ir::WeightSource::kSidecar, wm, ir::WeightRole::kParameter});
+        ops.push_back(ir::Operand::of_weight(wm));
       }
       if (n.operands.size() == 3) ops.push_back(n.operands[2]);
       n.op = ir::Op::kQLinear;
@@ -342,7 +356,9 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
       n.attrs.set("w_bits", int64_t{bits.weight});
       if (group > 0) n.attrs.set("w_group", group);
       if (!zero.empty()) n.attrs.set("w_zero", int64_t{1});
-      if (numerics::fp16_weight_scales(bits.weight, group) && fp16_values(scale))
+      if (!mins.empty()) n.attrs.set("w_min", int64_t{1});
+      if (numerics::fp16_weight_scales(bits.weight, group) && fp16_values(scale) &&
+          fp16_values(mins))
         n.attrs.set("w_scale_f16", int64_t{1});
       n.attrs.set("out_fp16", int64_t{n.part == ir::Part::kHead ? 0 : 1});
       out.remove_weight(old_weight);

@@ -6,6 +6,7 @@
 // same way wherever it runs.
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #if defined(__x86_64__)
@@ -387,10 +388,12 @@ void matmul(const MatMulArgs& a, const uint8_t* x, ThreadPool& pool, uint8_t* ac
 /// fp32 operations as the element-at-a-time loop (so the same bits): every part into `part`
 /// [n, gt] with unit strides (a loop the compiler vectorises), then the sums with the channels
 /// inner (independent adds instead of one dependent chain per channel).
+/// With float offsets (`wm`, laid out like ws, and `xsf`, the row's code sums per group as
+/// fp32): part_g = part_g + fp32(xsf[g] * fp32(xm * wm[j, g])) (docs/numerics.md).
 template <typename AccT>
 void grouped_sums(const isa::Requant& op, const AccT* __restrict am, float xm,
                   const float* __restrict ws, float* __restrict part, const float* __restrict fsum,
-                  float* __restrict v) {
+                  float* __restrict v, const float* __restrict xsf, const float* __restrict wm) {
   const int64_t n = op.n, gt = op.gt;
   if (op.ws_stride == gt) {
     for (int64_t i = 0; i < n * gt; ++i) part[i] = static_cast<float>(am[i]) * (xm * ws[i]);
@@ -400,6 +403,13 @@ void grouped_sums(const isa::Requant& op, const AccT* __restrict am, float xm,
       const float* wj = ws + j * op.ws_stride;
       float* pj = part + j * gt;
       for (int64_t g = 0; g < gt; ++g) pj[g] = static_cast<float>(aj[g]) * (xm * wj[g]);
+    }
+  }
+  if (wm != nullptr) {
+    for (int64_t j = 0; j < n; ++j) {
+      const float* mj = wm + j * op.ws_stride;
+      float* pj = part + j * gt;
+      for (int64_t g = 0; g < gt; ++g) pj[g] = pj[g] + xsf[g] * (xm * mj[g]);
     }
   }
   if (fsum != nullptr) {
@@ -414,20 +424,23 @@ void grouped_sums(const isa::Requant& op, const AccT* __restrict am, float xm,
 
 /// numerics::qlinear's fp32 order for rows [m0, m1): part_g = fp32(acc) * fp32(xs * ws),
 /// v = part_0 or fsum + part_0, then + part_1 ..., + bias; fp16 or fp32 out, or fsum.
+/// With float offsets: `xsf` [rows, gt] the code sums as fp32, `wm` laid out like ws.
 template <typename AccT>
 void requant_rows(const isa::Requant& op, const AccT* acc, const float* xs, const float* ws,
-                  const float* bias, float* fsum, int64_t m0, int64_t m1, uint8_t* y) {
+                  const float* bias, float* fsum, int64_t m0, int64_t m1, uint8_t* y,
+                  const float* xsf, const float* wm) {
   const int64_t n = op.n, gt = op.gt;
   std::vector<float>& row = scratch<float, 7>(static_cast<size_t>(n));
   std::vector<float>& part = scratch<float, 14>(static_cast<size_t>(n * gt));
   for (int64_t m = m0; m < m1; ++m) {
     const AccT* am = acc + m * n * gt;
     const float xm = xs[m];
-    if (gt == 1 && op.first) {  // per-channel: one part (a loop the compiler vectorises)
+    if (gt == 1 && op.first && wm == nullptr) {  // per-channel: one part (vectorised)
       for (int64_t j = 0; j < n; ++j)
         row[static_cast<size_t>(j)] = static_cast<float>(am[j]) * (xm * ws[j * op.ws_stride]);
     } else {
-      grouped_sums(op, am, xm, ws, part.data(), op.first ? nullptr : fsum + m * n, row.data());
+      grouped_sums(op, am, xm, ws, part.data(), op.first ? nullptr : fsum + m * n, row.data(),
+                   wm != nullptr ? xsf + m * gt : nullptr, wm);
     }
     if (op.last && bias != nullptr) {
       for (int64_t j = 0; j < n; ++j)
@@ -500,6 +513,41 @@ Status exec(const isa::Quantize& op, Core& c) {
   return ok_status();
 }
 
+namespace {
+
+/// xsum[m, g] = Σ_{k in group g} (x[m, k] − xz[m]), exactly, stored as op's acctype (the
+/// float offsets' code sums, docs/numerics.md).
+void code_sums(const isa::MatMul& op, int64_t rows, int64_t gt, const uint8_t* x, const int32_t* xz,
+               uint8_t* out) {
+  const int64_t group = op.group > 0 ? op.group : op.kt;
+  for (int64_t m = 0; m < rows; ++m) {
+    for (int64_t g = 0; g < gt; ++g) {
+      int64_t s = 0;
+      const int64_t k1 = std::min(op.kt, (g + 1) * group);
+      for (int64_t k = g * group; k < k1; ++k) {
+        const int64_t i = m * op.ldx + k;
+        int64_t v;
+        if (op.xtype == isa::DType::kI16) {
+          int16_t h;
+          std::memcpy(&h, x + 2 * i, 2);
+          v = h;
+        } else {
+          v = static_cast<int8_t>(x[i]);
+        }
+        s += v - xz[m];
+      }
+      if (op.acctype == isa::DType::kI32) {
+        const auto s32 = static_cast<int32_t>(s);
+        std::memcpy(out + 4 * (m * gt + g), &s32, 4);
+      } else {
+        std::memcpy(out + 8 * (m * gt + g), &s, 8);
+      }
+    }
+  }
+}
+
+}  // namespace
+
 Status exec(const isa::MatMul& op, Core& c) {
   QBC_ASSIGN_OR_RETURN(const int64_t rows, c.count(op.rows, "rows"));
   const int64_t n = op.n, kt = op.kt;
@@ -525,12 +573,17 @@ Status exec(const isa::MatMul& op, Core& c) {
   } else {  // written whole
     QBC_ASSIGN_OR_RETURN(acc, c.sram_write(op.acc, span(rows, n, gt, accb), "acc"));
   }
+  uint8_t* xsum = nullptr;
+  if (op.xsum.valid()) {
+    QBC_ASSIGN_OR_RETURN(xsum, c.sram_write(op.xsum, span(rows, gt, accb), "xsum"));
+  }
   if (rows == 0 || n == 0) return ok_status();
 
   // Per-thread scratch (no allocation per instruction); the host threads only read them.
   std::vector<int32_t>& xz = scratch<int32_t, 6>(static_cast<size_t>(rows));
   std::fill(xz.begin(), xz.begin() + rows, 0);
   if (xzp != nullptr) load(xzp, rows, xz.data());
+  if (xsum != nullptr) code_sums(op, rows, gt, x, xz.data(), xsum);
   std::vector<int32_t>& wz = scratch<int32_t, 8>(wzp != nullptr ? static_cast<size_t>(n * gt) : 0);
   if (wzp != nullptr) {
     if (wzt == isa::DType::kI4 || wzt == isa::DType::kI8) {
@@ -583,6 +636,13 @@ Status exec(const isa::Requant& op, Core& c) {
     QBC_ASSIGN_OR_RETURN(biasp, c.sram_read_opt(op.bias, span(n, 4), "bias"));
     QBC_ASSIGN_OR_RETURN(yp, c.sram_at(op.y, span(rows_span(rows, op.ldy, n), yb), "y"));
   }
+  const uint8_t* xsump = nullptr;
+  const uint8_t* wmp = nullptr;
+  const bool wm16 = buffer_type(c, op.wmin, isa::DType::kF32) == isa::DType::kF16;
+  if (op.wmin.valid()) {
+    QBC_ASSIGN_OR_RETURN(xsump, c.sram_at(op.xsum, span(rows, gt, accb), "xsum"));
+    QBC_ASSIGN_OR_RETURN(wmp, c.sram_read(op.wmin, span(ws_count, wm16 ? 2 : 4), "wmin"));
+  }
   if (rows == 0 || n == 0) return ok_status();
   // Per-thread scratch (no allocation per instruction); the host threads only read xs, ws,
   // bias and acc, and write disjoint rows of fsum.
@@ -598,11 +658,33 @@ Status exec(const isa::Requant& op, Core& c) {
   }
   if (biasp != nullptr) load(biasp, n, bias.data());
   if (fsp != nullptr && !op.first) load(fsp, rows * n, fsum.data());
+  // Float offsets: the code sums as fp32 (exact conversions of the integers, as numerics'
+  // static_cast) and the offsets widened like the scales.
+  std::vector<float>& xsf = scratch<float, 17>(wmp != nullptr ? static_cast<size_t>(rows * gt) : 0);
+  std::vector<float>& wm = scratch<float, 18>(wmp != nullptr ? static_cast<size_t>(ws_count) : 0);
+  if (wmp != nullptr) {
+    for (int64_t i = 0; i < rows * gt; ++i) {
+      int64_t s = 0;
+      if (op.acctype == isa::DType::kI32) {
+        int32_t s32;
+        std::memcpy(&s32, xsump + 4 * i, 4);
+        s = s32;
+      } else {
+        std::memcpy(&s, xsump + 8 * i, 8);
+      }
+      xsf[static_cast<size_t>(i)] = static_cast<float>(s);
+    }
+    if (wm16) {
+      load_f16(wmp, ws_count, wm.data());
+    } else {
+      load(wmp, ws_count, wm.data());
+    }
+  }
   const int64_t count = rows * n * gt;
   auto run = [&](const auto* acc) {
     blocks(c.pool, rows, count, kParallelElements, 1, [&](int64_t m0, int64_t m1) {
       requant_rows(op, acc, xs.data(), ws.data(), biasp != nullptr ? bias.data() : nullptr,
-                   fsum.data(), m0, m1, yp);
+                   fsum.data(), m0, m1, yp, xsf.data(), wmp != nullptr ? wm.data() : nullptr);
     });
   };
   if (op.acctype == isa::DType::kI32) {

@@ -1,7 +1,8 @@
 // Reads one linear's integer weights back from a compiled MXQ's weight image, through the
 // layout docs/npu.md gives for fill-weights (per channel tile: its K tiles' dense code blocks,
-// int4 two per byte low nibble first, then the scale and zero-point blocks per K tile, then the
-// bias block), so tests can prove the MXQ holds given codes, scales and zero points.
+// int4 two per byte low nibble first, then the scale, zero-point and offset blocks per K tile,
+// then the bias block), so tests can prove the MXQ holds given codes, scales, zero points and
+// float offsets.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -24,11 +25,13 @@ struct ImageLinear {
   std::vector<int32_t> codes;  // [n * k]
   std::vector<float> scales;   // [n * groups]
   std::vector<int32_t> zeros;  // [n * groups]
+  std::vector<float> mins;     // [n * groups] float offsets, when read with `min`
 };
 
-// Reads linear `node` ([n, k], `bits`, `group` inputs per scale or 0) back from the image.
+// Reads linear `node` ([n, k], `bits`, `group` inputs per scale or 0, with zero points and
+// float offsets when `zero` / `min`) back from the image.
 inline ImageLinear read_linear(const isa::Bundle& b, const std::string& node, int64_t n, int64_t k,
-                               int bits, int64_t group, bool zero) {
+                               int bits, int64_t group, bool zero, bool min = false) {
   ImageLinear out;
   const auto buf = std::find_if(b.buffers.begin(), b.buffers.end(),
                                 [&](const isa::Buffer& x) { return x.name == node + ".w"; });
@@ -75,6 +78,8 @@ inline ImageLinear read_linear(const isa::Bundle& b, const std::string& node, in
   out.codes.assign(static_cast<size_t>(n * k), 0);
   out.scales.assign(static_cast<size_t>(n * groups), 0.f);
   out.zeros.assign(static_cast<size_t>(n * groups), 0);
+  if (min) out.mins.assign(static_cast<size_t>(n * groups), 0.f);
+  const int64_t mat = zero ? sblk + zblk : sblk;  // the offset block, after the zero points
   int64_t at = 0;
   for (int64_t t = 0; t < ntiles; ++t) {
     for (int64_t kk = 0; kk < ktiles; ++kk, at += w_bytes) {
@@ -104,6 +109,10 @@ inline ImageLinear read_linear(const isa::Bundle& b, const std::string& node, in
             uint16_t h;
             std::memcpy(&h, img + at + 2 * e, 2);
             out.scales[dst] = numerics::fp16_from_bits(h);
+            if (min) {
+              std::memcpy(&h, img + at + mat + 2 * e, 2);
+              out.mins[dst] = numerics::fp16_from_bits(h);
+            }
             if (zero && bits == 8) {
               out.zeros[dst] = static_cast<int8_t>(img[at + sblk + e]);
             } else if (zero) {
@@ -114,10 +123,11 @@ inline ImageLinear read_linear(const isa::Bundle& b, const std::string& node, in
           } else {
             std::memcpy(&out.scales[dst], img + at + 4 * e, 4);
             if (zero) std::memcpy(&out.zeros[dst], img + at + sblk + 4 * e, 4);
+            if (min) std::memcpy(&out.mins[dst], img + at + mat + 4 * e, 4);
           }
         }
       }
-      at += zero ? sblk + zblk : sblk;
+      at += mat + (min ? sblk : 0);
     }
     at += align_up(nt * 4, A);  // the bias block
   }

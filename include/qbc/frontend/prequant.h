@@ -132,6 +132,8 @@ struct PackedLinear {
   std::vector<float> scales;
   /// [out * num_groups], in the codes' convention (GPTQ v1's stored minus-one already undone).
   std::vector<int32_t> zeros;
+  /// [out * num_groups] float offsets, w = s·(q − z) + m (GGUF Q4_1 / Q5_1), or empty.
+  std::vector<float> mins;
   /// [in] group of every input column; empty when groups are contiguous (i / group_size).
   std::vector<int32_t> g_idx;
 

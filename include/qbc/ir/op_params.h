@@ -43,6 +43,9 @@ struct QLinearParams {
   numerics::QLinear linear;
   int w_bits = 8;
   bool w_zero = false;  ///< operand 3 holds an integer zero point per scale
+  bool w_min = false;   ///< operand `min_at` holds a float offset per scale (w_group > 0)
+  size_t min_at = 0;    ///< the offsets' operand (3, or 4 after zero points), with w_min
+  size_t bias_at = 3;   ///< the bias operand's index, when the node has that many operands
 };
 StatusOr<QLinearParams> qlinear_params(const Node& n);
 

@@ -153,12 +153,16 @@ struct OpRow<Quantize> {
 /// x: codes [rows, ldx] (int8 or int16), xz: int32 [rows] (may be invalid: 0); w: [n, kt]
 /// int8 or packed int4 (kt/2 bytes a row); wz: int32 [n, gt] or invalid (0); groups of `group`
 /// columns (0: one group of kt, gt = 1). `accumulate` adds to acc instead of assigning.
+/// `xsum` (may be invalid): also writes this tile's code sums per row and group,
+/// xsum[m, g] = Σ_{k in group g} (x[m, k] − xz[m]) as acc's type (assigned, even when acc
+/// accumulates), for the float offsets of requant (docs/numerics.md "Float offsets").
 struct MatMul {
   Ref x, xzero, w, wzero, acc;
   Expr rows = 1;
   int64_t n = 0, kt = 0, ldx = 0, group = 0;
   DType xtype = DType::kI8, wtype = DType::kI8, acctype = DType::kI32;
   bool accumulate = false;
+  Ref xsum;
 };
 
 template <>
@@ -183,7 +187,8 @@ struct OpRow<MatMul> {
                       enumeration("acctype", &MatMul::acctype, 8, dtype_name)
                           .allow(DType::kI32, DType::kI64)
                           .unless_default(),
-                      flag("accumulate", &MatMul::accumulate).unless_default());
+                      flag("accumulate", &MatMul::accumulate).unless_default(),
+                      opt_ref("xsum", &MatMul::xsum, Role::kOut).unless_default());
   /// Rules between fields (V8), beyond each field's own range.
   static std::string check(const MatMul& d) {
     if (d.group > d.kt) {
@@ -206,6 +211,7 @@ struct OpRow<MatMul> {
     const Expr accb = m.rows * Expr(m.n * gt * (dtype_bits(m.acctype) / 8));
     if (m.accumulate) s.read(m.acc, accb);
     s.write(m.acc, accb);
+    s.write(m.xsum, m.rows * Expr(gt * (dtype_bits(m.acctype) / 8)));
   }
 };
 
@@ -213,12 +219,16 @@ struct OpRow<MatMul> {
 /// part_g = fp32(fp32(acc) · fp32(xs[m] · ws[j, g])), v = (first ? part_0 : fsum + part_0) +
 /// part_1 + ...; `last`: y[m, j] = round(v + bias[j]) (fp16 or fp32 by ytype, row stride
 /// ldy elements), else fsum = v. ws rows are `ws_stride` floats apart (the channel's groups).
+/// With float offsets (`xsum` and `wmin` both set; docs/numerics.md "Float offsets"):
+/// part_g = fp32(part_g + fp32(fp32(xsum[m, g]) · fp32(xs[m] · wmin[j, g]))), wmin laid out
+/// like ws (fp32, or fp16 in an f16 buffer) and xsum [rows, gt] of acc's type.
 struct Requant {
   Ref acc, xscale, wscale, fsum, bias, y;
   Expr rows = 1;
   int64_t n = 0, gt = 1, ws_stride = 1, ldy = 0;
   DType acctype = DType::kI32, ytype = DType::kF16;
   bool first = true, last = true;
+  Ref xsum, wmin;
 };
 
 template <>
@@ -249,12 +259,21 @@ struct OpRow<Requant> {
           .allow(DType::kF16, DType::kF32)
           .unless_default(),
       flag("first", &Requant::first).unless_default(),
-      flag("last", &Requant::last).unless_default());
+      flag("last", &Requant::last).unless_default(),
+      opt_ref("xsum", &Requant::xsum, Role::kIn).unless_default(),
+      opt_ref("wmin", &Requant::wmin, Role::kIn).unless_default());
+  /// Rules between fields (V8), beyond each field's own range.
+  static std::string check(const Requant& d) {
+    if (d.xsum.valid() != d.wmin.valid()) return "xsum and wmin go together";
+    return "";
+  }
   template <class S>
   static void accesses(const Requant& r, S& s) {
     s.read(r.acc, r.rows * Expr(r.n * r.gt * (dtype_bits(r.acctype) / 8)));
     s.read(r.xscale, r.rows * Expr(4));
     s.read(r.wscale, Expr(((r.n - 1) * r.ws_stride + r.gt) * 4));
+    s.read(r.xsum, r.rows * Expr(r.gt * (dtype_bits(r.acctype) / 8)));
+    s.read(r.wmin, Expr(((r.n - 1) * r.ws_stride + r.gt) * 4));
     const Expr fs = r.rows * Expr(r.n * 4);
     if (!r.first) s.read(r.fsum, fs);
     if (!r.last) s.write(r.fsum, fs);

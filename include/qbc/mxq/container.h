@@ -72,10 +72,15 @@ inline constexpr uint64_t kFeatureInterleavedMRope = uint64_t{1} << 7;
 /// fields after their codes; a reader that knows only rows of codes must refuse rather than
 /// read the fields as codes. Set in every part of such a model.
 inline constexpr uint64_t kFeatureKvRecords = uint64_t{1} << 8;
+/// Bit 9: float weight offsets (MatMul.xsum, Requant.xsum / wmin; docs/numerics.md "Float
+/// offsets"; GGUF Q4_1 / Q5_1 codes kept): a requant adds each group's code sum times its
+/// offset; a reader without the term must refuse rather than drop it. Set in every part of
+/// such a model.
+inline constexpr uint64_t kFeatureWeightOffsets = uint64_t{1} << 9;
 inline constexpr uint64_t kKnownRequiredFeatures =
     kFeatureEmbeddingBf16 | kFeatureCompactWeights | kFeatureZeroPointsI8 | kFeatureRopeInputs |
     kFeatureEmbeddingI8 | kFeatureVision | kFeatureSpanPrograms | kFeatureInterleavedMRope |
-    kFeatureKvRecords;
+    kFeatureKvRecords | kFeatureWeightOffsets;
 
 /// What a section holds (docs/mxq.md "Sections").
 enum class SectionKind : uint32_t {

@@ -39,6 +39,7 @@ struct LinearPlan {
   int64_t n = 0, k = 0, group = 0, groups = 1;  ///< groups: scale columns per channel
   int w_bits = 8, in_bits = 8;
   bool zero = false, bias = false, out_fp16 = true;
+  bool min = false;  ///< float offsets per scale (w_min: GGUF Q4_1 / Q5_1 codes kept)
   isa::QuantMode mode = isa::QuantMode::kTokenAffine;
   float in_scale = 1.0f;
   int32_t in_zero = 0;
@@ -46,8 +47,9 @@ struct LinearPlan {
   int64_t ntiles = 0, ktiles = 0, gt = 1;  ///< gt: groups per k tile (grouped) or 1
   int32_t buf = -1;                        ///< DRAM weights buffer (plan-memory)
   /// Offsets inside buf (bytes): w block per (n tile, k tile), scales and zero points per
-  /// (n tile, k tile) when grouped else per n tile, bias per n tile (plan-memory).
-  std::vector<int64_t> w_off, ws_off, wz_off, b_off;
+  /// (n tile, k tile) when grouped else per n tile, bias per n tile (plan-memory); offset
+  /// blocks (min) like the scale blocks, after the zero points, ws_bytes each.
+  std::vector<int64_t> w_off, ws_off, wz_off, wm_off, b_off;
   int64_t w_bytes = 0;  ///< bytes of one full w tile
   /// Bytes of one stored scale / zero-point block: fp32 / int32, or fp16 / packed int4
   /// (int8 for 8-bit codes) for the compact grouped image (compact_weights.h) (plan-memory).

@@ -16,8 +16,11 @@ struct QLinear {
   std::vector<int32_t> wq;     ///< [out, in] integer codes.
   std::vector<float> wscale;   ///< [out], or [out, groups] when group > 0
   std::vector<int32_t> wzero;  ///< Zero point per scale, or empty (symmetric).
-  std::vector<float> bias;     ///< [out] or empty.
-  float in_scale = 1.0f;       ///< fp32, as the spec stores scales (static scaling).
+  /// Float offset per scale (a GGUF Q4_1 / Q5_1 block's minimum), or empty: with group > 0
+  /// only; ŵ = s·(q − z) + m (docs/numerics.md "linear (quantized)").
+  std::vector<float> wmin;
+  std::vector<float> bias;  ///< [out] or empty.
+  float in_scale = 1.0f;    ///< fp32, as the spec stores scales (static scaling).
   int in_bits = 8;
   bool in_dynamic = false;  ///< per-token scale max|x[t, :]| / qmax instead of in_scale.
   bool in_asym = false;     ///< asymmetric input codes (a zero point per token, or in_zero).

@@ -64,6 +64,9 @@ struct FixedWeights {
   std::vector<int8_t> codes;
   std::vector<float> scales;
   std::vector<int8_t> zeros;  ///< One per scale, or empty: symmetric (z = 0).
+  /// A float offset per scale (ŵ = s·(q − z) + m; imported GGUF Q4_1 / Q5_1 blocks, groups
+  /// only), or empty.
+  std::vector<float> mins;
   /// Codes imported from a pre-quantized checkpoint: `bits` and `group` are the checkpoint's
   /// (not the configuration's) and quantize_rtn writes them as they are.
   bool imported = false;

@@ -150,20 +150,23 @@ inline RefQuantized ref_quantize_q6_k(const std::vector<float>& x) {
   return out;
 }
 
-/// The fields of one 32-element block of Q8_0, Q5_0, Q4_0 or Q4_1 as the quantizer chose them.
+/// The fields of one 32-element block of Q8_0, Q5_0, Q4_0, Q4_1 or Q5_1 as the quantizer chose
+/// them.
 struct Block32 {
-  uint16_t d = 0, m = 0;  ///< fp16 scale, and Q4_1's fp16 minimum
+  uint16_t d = 0, m = 0;  ///< fp16 scale, and Q4_1 / Q5_1's fp16 minimum
   int q[32] = {};         ///< stored codes: Q8_0 signed, the others unsigned
 };
 
 /// Quantizes `x` (a multiple of 32 values) block by block as ggml's quantize_row_*_ref does
 /// (ggml-quants.c): Q8_0 d = amax / 127, q = round(x / d); Q4_0 and Q5_0 d = max / -8 (-16)
 /// where max is the value of largest magnitude, q = min(15 (31), (int8)(x / d + 8.5 (16.5)));
-/// Q4_1 d = (max - min) / 15, m = min, q = min(15, (int8)((x - min) / d + 0.5)). Packs the
-/// blocks (ggml-common.h: block_q8_0 {d, qs[32]}, block_q4_0 {d, qs[16]}, block_q5_0 {d,
-/// qh[4], qs[16]}, block_q4_1 {d, m, qs[16]}; nibble j holds element j low and j + 16 high,
-/// Q5_0's fifth bits in bit j of qh) and returns their values by ggml's dequantize_row_*:
-/// q * d, (q - 8) * d, (q - 16) * d, q * d + m. `blocks` receives the fields when given.
+/// Q4_1 d = (max - min) / 15, m = min, q = min(15, (int8)((x - min) / d + 0.5)); Q5_1
+/// d = (max - min) / 31, m = min, q = (uint8)((x - min) / d + 0.5). Packs the blocks
+/// (ggml-common.h: block_q8_0 {d, qs[32]}, block_q4_0 {d, qs[16]}, block_q5_0 {d, qh[4],
+/// qs[16]}, block_q4_1 {d, m, qs[16]}, block_q5_1 {d, m, qh[4], qs[16]}; nibble j holds element
+/// j low and j + 16 high, the fifth bits in bit j of qh) and returns their values by ggml's
+/// dequantize_row_*: q * d, (q - 8) * d, (q - 16) * d, q * d + m. `blocks` receives the fields
+/// when given.
 inline RefQuantized ref_quantize_block32(frontend::GgmlType type, const std::vector<float>& x,
                                          std::vector<Block32>* blocks = nullptr) {
   using frontend::GgmlType;
@@ -180,17 +183,20 @@ inline RefQuantized ref_quantize_block32(frontend::GgmlType type, const std::vec
       lo = std::min(lo, v[j]);
       hi = std::max(hi, v[j]);
     }
+    const bool with_min = type == GgmlType::kQ4_1 || type == GgmlType::kQ5_1;
     const int offset = type == GgmlType::kQ4_0 ? 8 : type == GgmlType::kQ5_0 ? 16 : 0;
-    const int top = type == GgmlType::kQ5_0 ? 31 : 15;
-    float d = type == GgmlType::kQ8_0   ? amax / 127
-              : type == GgmlType::kQ4_1 ? (hi - lo) / 15
-                                        : max / static_cast<float>(-offset);
+    const int top = type == GgmlType::kQ5_0 || type == GgmlType::kQ5_1 ? 31 : 15;
+    float d = type == GgmlType::kQ8_0 ? amax / 127
+              : with_min              ? (hi - lo) / static_cast<float>(top)
+                                      : max / static_cast<float>(-offset);
     const float id = d != 0 ? 1.0f / d : 0.0f;
     for (int j = 0; j < 32; ++j) {
       if (type == GgmlType::kQ8_0) {
         b.q[j] = static_cast<int>(std::round(v[j] * id));
       } else if (type == GgmlType::kQ4_1) {
         b.q[j] = std::min(15, static_cast<int>(static_cast<int8_t>((v[j] - lo) * id + 0.5f)));
+      } else if (type == GgmlType::kQ5_1) {
+        b.q[j] = static_cast<int>(static_cast<uint8_t>((v[j] - lo) * id + 0.5f));
       } else {
         b.q[j] = std::min(top, static_cast<int>(static_cast<int8_t>(v[j] * id + offset + 0.5f)));
       }
@@ -198,11 +204,11 @@ inline RefQuantized ref_quantize_block32(frontend::GgmlType type, const std::vec
     b.d = to_half_bits(d);
     b.m = to_half_bits(lo);
     std::string bytes(reinterpret_cast<const char*>(&b.d), 2);
-    if (type == GgmlType::kQ4_1) bytes.append(reinterpret_cast<const char*>(&b.m), 2);
+    if (with_min) bytes.append(reinterpret_cast<const char*>(&b.m), 2);
     if (type == GgmlType::kQ8_0) {
       for (int j = 0; j < 32; ++j) bytes.push_back(static_cast<char>(static_cast<int8_t>(b.q[j])));
     } else {
-      if (type == GgmlType::kQ5_0) {
+      if (type == GgmlType::kQ5_0 || type == GgmlType::kQ5_1) {
         uint32_t qh = 0;
         for (int j = 0; j < 32; ++j) qh |= static_cast<uint32_t>((b.q[j] >> 4) & 1) << j;
         bytes.append(reinterpret_cast<const char*>(&qh), 4);
@@ -214,15 +220,15 @@ inline RefQuantized ref_quantize_block32(frontend::GgmlType type, const std::vec
     out.bytes += bytes;
     const float dv = half_value(b.d), mv = half_value(b.m);
     for (int j = 0; j < 32; ++j) {
-      out.values.push_back(type == GgmlType::kQ4_1 ? static_cast<float>(b.q[j]) * dv + mv
-                                                   : static_cast<float>(b.q[j] - offset) * dv);
+      out.values.push_back(with_min ? static_cast<float>(b.q[j]) * dv + mv
+                                    : static_cast<float>(b.q[j] - offset) * dv);
     }
     if (blocks) blocks->push_back(b);
   }
   return out;
 }
 
-/// `x` in `type` (F32, Q4_K, Q5_K, Q6_K, Q8_0, Q5_0, Q4_0 or Q4_1).
+/// `x` in `type` (F32, Q4_K, Q5_K, Q6_K, Q8_0, Q5_0, Q4_0, Q4_1 or Q5_1).
 inline RefQuantized ref_quantize(frontend::GgmlType type, const std::vector<float>& x) {
   switch (type) {
     case frontend::GgmlType::kQ4_K:
@@ -235,6 +241,7 @@ inline RefQuantized ref_quantize(frontend::GgmlType type, const std::vector<floa
     case frontend::GgmlType::kQ5_0:
     case frontend::GgmlType::kQ4_0:
     case frontend::GgmlType::kQ4_1:
+    case frontend::GgmlType::kQ5_1:
       return ref_quantize_block32(type, x);
     default:
       return {std::string(reinterpret_cast<const char*>(x.data()), x.size() * 4), x};

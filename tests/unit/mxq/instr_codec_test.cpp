@@ -165,11 +165,37 @@ TEST(MxqInstrCodec, BytesAreTheSchemasFields) {
   p->set_wtype(static_cast<uint32_t>(m.wtype));
   p->set_acctype(static_cast<uint32_t>(m.acctype));
   p->set_accumulate(m.accumulate);
+  ref(m.xsum, p->mutable_xsum());
   want.set_queue(static_cast<uint32_t>(isa::Queue::kCompute));
   want.set_node(-1);
   want.set_pass(-1);
   const pb::Instr& got = code->prefill(static_cast<int>(isa::op_index<isa::MatMul>()));
   EXPECT_EQ(got.SerializeAsString(), want.SerializeAsString()) << got.DebugString();
+}
+
+// An unset reference whose row shows it only when set (matmul.xsum, requant.xsum / wmin, the
+// float offsets') is left out of the message, so files without the feature keep their bytes,
+// and reads back unset.
+TEST(MxqInstrCodec, UnsetReferencesShownOnlyWhenSetAreLeftOut) {
+  isa::Bundle b = sample_program();
+  for (isa::Instr& in : b.modes[0].prefill.cores[0].code) {
+    if (auto* m = std::get_if<isa::MatMul>(&in.op)) m->xsum = isa::Ref{};
+    if (auto* r = std::get_if<isa::Requant>(&in.op)) r->xsum = r->wmin = isa::Ref{};
+  }
+  auto code = encode_code(b, 0, 0);
+  ASSERT_TRUE(code.ok()) << code.status().to_string();
+  const pb::Instr& mm = code->prefill(static_cast<int>(isa::op_index<isa::MatMul>()));
+  const pb::Instr& rq = code->prefill(static_cast<int>(isa::op_index<isa::Requant>()));
+  EXPECT_FALSE(mm.matmul().has_xsum());
+  EXPECT_FALSE(rq.requant().has_xsum());
+  EXPECT_FALSE(rq.requant().has_wmin());
+  EXPECT_TRUE(mm.matmul().has_wzero());  // an ordinary optional reference is written
+  isa::Bundle back = b;
+  const Status s = decode_code(*code, 0, 0, "test", &back);
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  const auto& got = back.modes[0].prefill.cores[0].code;
+  EXPECT_FALSE(std::get<isa::MatMul>(got[isa::op_index<isa::MatMul>()].op).xsum.valid());
+  EXPECT_FALSE(std::get<isa::Requant>(got[isa::op_index<isa::Requant>()].op).wmin.valid());
 }
 
 TEST(MxqInstrCodec, EverySampleRoundTripsAsATableOp) {
@@ -205,7 +231,7 @@ TEST(MxqInstrCodec, MalformedTableOpsAreRefused) {
   const isa::Instr matmul{isa::sample_op<isa::MatMul>(), isa::Queue::kCompute, 0, 0, -1, -1};
   pb::Instr short_row = encode_table_op(matmul);
   short_row.mutable_table_op()->mutable_fields()->RemoveLast();
-  refused(short_row, "matmul: 13 fields, its row has 14");
+  refused(short_row, "matmul: 14 fields, its row has 15");
   pb::Instr bad_enum = short_row;
   *bad_enum.mutable_table_op()->add_fields() = pb::TableField();
   bad_enum.mutable_table_op()->mutable_fields(10)->set_i(42);  // xtype

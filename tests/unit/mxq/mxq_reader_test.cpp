@@ -344,7 +344,7 @@ TEST(MxqReader, WrongTargetWordFeatureBitsAndVersionAreRefused) {
   EXPECT_EQ(exit_code_for(m.status()), kExitBadInput);
   EXPECT_TRUE(contains(m.status().message(), "target word")) << m.status().to_string();
   s = compiled().bytes;
-  put_u64(s, kRequired, 1u << 9);  // the first bit no reader knows
+  put_u64(s, kRequired, 1u << 10);  // the first bit no reader knows
   reseal(s, false);
   m = load(s);
   ASSERT_FALSE(m.ok());
@@ -390,6 +390,17 @@ TEST(MxqReader, WrongTargetWordFeatureBitsAndVersionAreRefused) {
   EXPECT_TRUE(contains(m.status().message(),
                        "required feature bit 8 is set but no attention of the layout stores KV "
                        "records"))
+      << m.status().to_string();
+  // Bit 9 (float weight offsets) on a file whose requants add none.
+  s = compiled().bytes;
+  put_u64(s, kRequired, get_u64(s, kRequired) | (1u << 9));
+  reseal(s, false);
+  m = load(s);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(exit_code_for(m.status()), kExitBadInput);
+  EXPECT_TRUE(contains(m.status().message(),
+                       "required feature bit 9 is set but no instruction adds float weight "
+                       "offsets"))
       << m.status().to_string();
   s = compiled().bytes;
   s[kMajor] = 2;

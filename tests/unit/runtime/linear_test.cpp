@@ -1,7 +1,8 @@
 // quantize + matmul + requant against numerics::qlinear, bit for bit: per-channel and
 // grouped weight scales, weight zero points, int4 weights, static and per-token inputs,
-// 16-bit inputs, fp16 and fp32 outputs, and K split into two tiles (integer accumulation
-// across tiles for per-channel scales, fp32 partial sums in group order for groups).
+// 16-bit inputs, fp16 and fp32 outputs, K split into two tiles (integer accumulation across
+// tiles for per-channel scales, fp32 partial sums in group order for groups), and float
+// offsets per group (the matmul's code sums and the requant's offset term).
 #include "qbc/numerics/linear.h"
 
 #include <gtest/gtest.h>
@@ -38,6 +39,9 @@ struct LinearCase {
   bool extreme_zero = false;
   /// fp32 input rows (quantize's x_f32: a head value kept in fp32, a vision projector's).
   bool x_f32 = false;
+  /// Float offsets per group (docs/numerics.md "Float offsets": GGUF Q4_1 / Q5_1 codes kept),
+  /// fp16 values in either image, with the matmul's code sums.
+  bool w_min = false;
 };
 
 numerics::QLinear make_params(const LinearCase& c) {
@@ -56,6 +60,10 @@ numerics::QLinear make_params(const LinearCase& c) {
   if (c.w_zero) p.wzero = testing::random_codes(p.wscale.size(), 13, -hi - 1, hi);
   if (c.w_zero && c.extreme_zero) {
     for (size_t i = 0; i < p.wzero.size(); ++i) p.wzero[i] = i % 2 == 0 ? -hi - 1 : hi;
+  }
+  if (c.w_min) {  // a Q4_1 block's minimum: about -8 steps, either sign, fp16 values
+    std::uniform_real_distribution<float> m(-10.0f, 2.0f);
+    for (float s : p.wscale) p.wmin.push_back(numerics::round_fp16(std::fabs(s) * m(g)));
   }
   if (c.bias) {
     for (int64_t i = 0; i < c.out; ++i) p.bias.push_back(0.01f * static_cast<float>(i % 7) - 0.03f);
@@ -91,6 +99,9 @@ std::vector<float> run_linear(const LinearCase& c, const numerics::QLinear& p,
   const int32_t ws_d =
       bb.weights("ws", c.compact ? testing::f16_bytes(p.wscale) : testing::raw_bytes(p.wscale));
   const int32_t bias_d = c.bias ? bb.weights("bias", testing::raw_bytes(p.bias)) : -1;
+  const int32_t wm_d = !c.w_min ? -1
+                                : bb.weights("wm", c.compact ? testing::f16_bytes(p.wmin)
+                                                             : testing::raw_bytes(p.wmin));
   const int32_t x_s = bb.sram("x", 0, c.s * c.in * xb);
   const int32_t codes_s = bb.sram("codes", 0, c.s * c.in * cb);
   const int32_t xs_s = bb.sram("xs", 0, c.s * 4);
@@ -99,6 +110,8 @@ std::vector<float> run_linear(const LinearCase& c, const numerics::QLinear& p,
   // says how the executor reads them.
   const int32_t ws_s = bb.sram("ws", 0, c.out * groups * 4, c.compact ? DType::kF16 : DType::kF32);
   const int32_t bias_s = c.bias ? bb.sram("bias", 0, c.out * 4) : -1;
+  const int32_t wm_s =
+      c.w_min ? bb.sram("wm", 0, c.out * groups * 4, c.compact ? DType::kF16 : DType::kF32) : -1;
   const int32_t fsum_s = bb.sram("fsum", 0, c.s * c.out * 4);
   const int32_t y_s = bb.sram("y", 0, c.s * c.out * yb);
   const int32_t node = bb.node("blk.0.mlp.down");
@@ -106,6 +119,7 @@ std::vector<float> run_linear(const LinearCase& c, const numerics::QLinear& p,
   bb.copy(0, bb.ref(x_s), bb.ref(x_d), c.in * xb, seq);
   bb.copy(0, bb.ref(ws_s), bb.ref(ws_d), c.out * groups * wsb);
   if (c.bias) bb.copy(0, bb.ref(bias_s), bb.ref(bias_d), c.out * 4);
+  if (c.w_min) bb.copy(0, bb.ref(wm_s), bb.ref(wm_d), c.out * groups * wsb);
   isa::Quantize q;
   q.x = bb.ref(x_s);
   q.codes = bb.ref(codes_s);
@@ -156,6 +170,7 @@ std::vector<float> run_linear(const LinearCase& c, const numerics::QLinear& p,
       bb.copy(0, bb.ref(wz_s), bb.ref(wz_d), bytes);
     }
     if (acc_s < 0 || c.group > 0) acc_s = bb.sram("acc" + sfx, 0, c.s * c.out * tile_groups * accb);
+    const int32_t xsum_s = c.w_min ? bb.sram("xsum" + sfx, 0, c.s * tile_groups * accb) : -1;
     isa::MatMul m;
     m.x = bb.ref(codes_s, Expr(k0 * cb));
     m.xzero = c.in_asym ? bb.ref(xz_s) : isa::Ref{};
@@ -171,6 +186,7 @@ std::vector<float> run_linear(const LinearCase& c, const numerics::QLinear& p,
     m.wtype = wt;
     m.acctype = acct;
     m.accumulate = c.group == 0 && t > 0;
+    if (c.w_min) m.xsum = bb.ref(xsum_s);
     bb.emit(0, m, node);
     if (c.group > 0 || t == c.ktiles - 1) {
       isa::Requant r;
@@ -189,6 +205,10 @@ std::vector<float> run_linear(const LinearCase& c, const numerics::QLinear& p,
       r.ytype = c.out_fp16 ? DType::kF16 : DType::kF32;
       r.first = c.group == 0 || t == 0;
       r.last = t == c.ktiles - 1;
+      if (c.w_min) {
+        r.xsum = bb.ref(xsum_s);
+        r.wmin = bb.ref(wm_s, Expr(k0 / c.group * wsb));
+      }
       bb.emit(0, r, node);
     }
   }
@@ -294,6 +314,24 @@ const LinearCase kCases[] = {
      false, true},
     {"x_f32_grouped_static_sym", 2, 64, 12, 32, 8, false, 8, false, false, true, false, 1, false,
      false, true},
+    // Float offsets (GGUF Q4_1 / Q5_1 codes kept): zero points at -8 / -16 like the import, in
+    // the compact and the fp32 image, K tiles (the second adding to fsum), decode and prefill
+    // rows, static and per-token inputs, 16-bit inputs (int64 sums), int8 codes, a short last
+    // group, the threaded path.
+    {"offsets_q4_1_prefill", 5, 576, 33, 32, 4, true, 8, true, true, true, true, 1, true, false,
+     false, true},
+    {"offsets_q4_1_decode", 1, 232, 15, 32, 4, true, 8, true, true, false, true, 1, true, false,
+     false, true},
+    {"offsets_k_tiled_static", 3, 576, 19, 32, 4, true, 8, false, true, true, false, 2, true, false,
+     false, true},
+    {"offsets_fp32_image", 3, 64, 11, 32, 4, true, 8, true, true, true, true, 2, false, false,
+     false, true},
+    {"offsets_q5_1_int8", 3, 200, 29, 32, 8, true, 8, true, true, false, true, 1, true, false,
+     false, true},
+    {"offsets_in16", 3, 64, 6, 16, 8, true, 16, true, true, false, false, 2, true, false, false,
+     true},
+    {"offsets_symmetric_threaded", 7, 512, 301, 32, 4, false, 8, true, false, true, true, 2, true,
+     false, false, true},
 };
 
 INSTANTIATE_TEST_SUITE_P(Cases, RuntimeLinear, ::testing::ValuesIn(kCases),
