@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Rewrites an F32 GGUF with its 2-D weights as Q4_1 (ggml type 3), for measuring what qbc's
-re-quantization of Q4_1 costs (docs/frontend.md "Q4_1: codes kept or re-quantized").
+"""Rewrites an F32 GGUF with its 2-D weights as Q4_1 (ggml type 3), for measuring Q4_1 codes
+kept with float offsets against re-quantization (docs/frontend.md "Q4_1 and Q5_1: codes kept
+with float offsets").
 
 Written from the GGUF specification (ggml docs/gguf.md: header, metadata key/values, tensor
 infos, data aligned to general.alignment, default 32) and ggml's quantize_row_q4_1_ref: per

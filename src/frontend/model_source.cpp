@@ -267,8 +267,8 @@ StatusOr<std::unique_ptr<ModelSource::Impl>> ModelSource::Impl::open_gguf(const 
   impl->tensors = std::move(mapped.tensors);
   impl->unmapped = std::move(mapped.unmapped);
   impl->build_index();
-  // Q8_0, Q5_0 and Q4_0 linears keep their integer codes (gguf_codes.h); their TensorInfo
-  // keeps the ggml type, so provenance still names it.
+  // Q8_0, Q5_0, Q5_1, Q4_0 and Q4_1 linears keep their integer codes (gguf_codes.h); their
+  // TensorInfo keeps the ggml type, so provenance still names it.
   if (std::optional<gguf_codes::Found> found = gguf_codes::find_linears(impl->tensors, g)) {
     impl->prequant = std::move(found->config);
     for (PackedTensorRef& ref : found->linears) {

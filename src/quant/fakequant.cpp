@@ -295,11 +295,14 @@ Status FakeQuantSession::Impl::load_qlinear(
   }
   if (st.min_at > 0) {  // ŵ = s·(q − z) + m: finite offsets, one per scale
     p.wmin = by_name.at(n.operands[st.min_at].weight);
+    if (p.wmin.size() != p.wscale.size()) {
+      return invalid_argument(ir::describe(n), ": offsets '", n.operands[st.min_at].weight,
+                              "' hold ", p.wmin.size(), " values for ", p.wscale.size(), " scales");
+    }
     for (size_t i = 0; i < p.wmin.size(); ++i) {
-      if (!std::isfinite(p.wmin[i]) || p.wmin.size() != p.wscale.size()) {
+      if (!std::isfinite(p.wmin[i])) {
         return invalid_argument(ir::describe(n), ": offsets '", n.operands[st.min_at].weight,
-                                "' hold ", p.wmin.size(), " values (", p.wscale.size(),
-                                " scales), element ", i, " is ", p.wmin[i]);
+                                "' element ", i, " is ", p.wmin[i]);
       }
     }
   }

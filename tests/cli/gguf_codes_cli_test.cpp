@@ -59,6 +59,34 @@ std::vector<int32_t> ints_of(const frontend::SafetensorsTensor* t) {
   return out;
 }
 
+// The MXQ in `dir` on the executor against the fake-quant evaluator of its quantized MBLT, bit
+// for bit, all at once and token by token: both apply the offsets' term as docs/numerics.md
+// "Float offsets" writes it.
+void expect_executor_equals_evaluator(const fs::path& dir, const mxq::LoadedModel& mxq_file) {
+  config::LoadRequest req;
+  req.preset = "llm_fast";
+  auto cfg = config::resolve(req);
+  QBC_ASSERT_OK(cfg);
+  auto qm = driver::open_model((dir / "q.mblt").string(), *cfg);
+  QBC_ASSERT_OK(qm);
+  const driver::LoadedModel* lm = &*qm;
+  const ir::WeightReader reader = [lm](const ir::Weight& w, std::vector<float>* v) {
+    return driver::read_weight(*lm, w, v);
+  };
+  auto fq = quant::FakeQuantSession::create(lm->graph, reader);
+  QBC_ASSERT_OK(fq);
+  const std::vector<int32_t> ids = testing::lcg_ids(512, 40, 17);
+  std::vector<float> want;
+  QBC_ASSERT_OK((*fq)->forward(ids, &want));
+  for (bool stepwise : {false, true}) {
+    auto got = testing::executor_logits(mxq_file.bundle, ids, stepwise);
+    QBC_ASSERT_OK(got);
+    EXPECT_TRUE(testing::bitwise_equal(*got, want))
+        << (stepwise ? "token by token" : "all at once") << ": first difference at "
+        << testing::first_difference(*got, want) << " of " << want.size();
+  }
+}
+
 struct Truth {
   GgmlType type;
   int64_t out = 0, in = 0;      // the HF weight's shape
@@ -187,31 +215,7 @@ TEST(GgufCodesCli, Q8Q5Q4AndQ41LinearsKeepTheirCodes) {
         << cleared.status().to_string();
   }
 
-  // The MXQ on the executor against the fake-quant evaluator of the quantized MBLT, bit for
-  // bit, all at once and token by token: both apply the offsets' term as docs/numerics.md
-  // "Float offsets" writes it.
-  config::LoadRequest req;
-  req.preset = "llm_fast";
-  auto cfg = config::resolve(req);
-  QBC_ASSERT_OK(cfg);
-  auto qm = driver::open_model((dir / "q.mblt").string(), *cfg);
-  QBC_ASSERT_OK(qm);
-  const driver::LoadedModel* lm = &*qm;
-  const ir::WeightReader reader = [lm](const ir::Weight& w, std::vector<float>* v) {
-    return driver::read_weight(*lm, w, v);
-  };
-  auto fq = quant::FakeQuantSession::create(lm->graph, reader);
-  QBC_ASSERT_OK(fq);
-  const std::vector<int32_t> ids = testing::lcg_ids(512, 40, 17);
-  std::vector<float> want;
-  QBC_ASSERT_OK((*fq)->forward(ids, &want));
-  for (bool stepwise : {false, true}) {
-    auto got = testing::executor_logits(mxq_file->bundle, ids, stepwise);
-    QBC_ASSERT_OK(got);
-    EXPECT_TRUE(testing::bitwise_equal(*got, want))
-        << (stepwise ? "token by token" : "all at once") << ": first difference at "
-        << testing::first_difference(*got, want) << " of " << want.size();
-  }
+  expect_executor_equals_evaluator(dir, *mxq_file);
 
   // The MXQ against the GGUF's own float model (ggml's dequantized values): the weights are
   // those values exactly, so what is left is activation and KV quantization.
@@ -233,6 +237,43 @@ TEST(GgufCodesCli, Q8Q5Q4AndQ41LinearsKeepTheirCodes) {
   const nlohmann::json j = nlohmann::json::parse(mxq.out);
   EXPECT_EQ(j["provenance"]["weights"]["kept"].get<int>(), 15) << mxq.out;
   EXPECT_TRUE(contains(j["provenance"]["weights"]["config"].get<std::string>(), "gguf"));
+}
+
+// A Qwen2 GGUF whose linears are all Q4_1: the q/k/v projections carry a bias after the zero
+// points and offsets (six operands), which must quantize, verify, compile and run bit-exactly.
+TEST(GgufCodesCli, BiasedQ41LinearsCompileAndRunBitExact) {
+  QBC_REQUIRE_SHARED(config, "model-configs/Qwen2.5-0.5B-Instruct/config.json");
+  QBC_REQUIRE_SHARED(stories, "models/stories260k/stories260K.gguf");
+  const fs::path dir = temp_dir() / "gguf_q41_bias";
+  frontend::RandomModelOptions o = testing::small_llama_options(dir / "hf", 37, 96);
+  o.config_path = config;
+  o.init_std = 0.05;
+  o.overrides.vocab_size = 512;  // stories260K's vocabulary, for the tokenizer
+  QBC_ASSERT_OK(frontend::write_random_model(o));
+  auto hf = frontend::ModelSource::open(o.output_dir);
+  ASSERT_TRUE(hf.ok()) << hf.status().to_string();
+  ASSERT_NE(hf->find("model.layers.0.self_attn.q_proj.bias"), nullptr);  // Qwen2: q/k/v biases
+  testing::GgufConvertOptions co;
+  co.type_of = [](const std::string& name) {
+    return name.find("norm") != std::string::npos || name.find(".bias") != std::string::npos
+               ? GgmlType::kF32
+               : GgmlType::kQ4_1;
+  };
+  co.tokenizer = testing::stories_tokenizer;
+  const fs::path gguf = testing::convert_to_gguf(*hf, "qwen2", dir / "model.gguf", co);
+  const auto r = testing::run_small_compile(gguf, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json summary = testing::last_json_event(r.err, "summary");
+  ASSERT_TRUE(summary.contains("result")) << r.err;
+  const nlohmann::json& iw = summary["result"]["imported_weights"];
+  EXPECT_EQ(iw["imported"].get<int>(), 14) << iw.dump();  // 2 layers x 7 (the head is tied)
+  EXPECT_EQ(iw["kept"].get<int>(), 14) << iw.dump();
+  auto side = frontend::SafetensorsFile::open(dir / "q.weights.safetensors");
+  ASSERT_TRUE(side.ok()) << side.status().message();
+  EXPECT_NE(side->find("blk.0.attn.q_proj.wmin"), nullptr);
+  auto mxq_file = mxq::load_model((dir / "q.mxq").string());
+  ASSERT_TRUE(mxq_file.ok()) << mxq_file.status().message();
+  expect_executor_equals_evaluator(dir, *mxq_file);
 }
 
 }  // namespace
