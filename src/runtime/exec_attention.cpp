@@ -303,199 +303,247 @@ Status exec(const isa::QueryPrep& op, Core& c) {
   return ok_status();
 }
 
+namespace {
+
+/// What qk_scores' rows read: the block's keys (codes, per-token fields, rotated offsets), the
+/// query codes and multipliers, the visible key range, and where the scores and row maxima go.
+struct ScoreBlock {
+  const isa::QkScores* op = nullptr;
+  const isa::AttnDesc* d = nullptr;
+  const numerics::Attention* a = nullptr;
+  int64_t g = 0, hd = 0, qw = 0, bc = 0, krow = 0, ng = 1;
+  isa::DType kt = isa::DType::kI8;
+  DotPath path = DotPath::kLoops;
+  bool fast = false, rot = false, kfields = false;
+  const uint8_t *qp = nullptr, *kcp = nullptr;
+  uint8_t *sp = nullptr, *mxp = nullptr;
+  std::vector<int32_t> qcodes, keys, kzero;
+  std::vector<float> mqs, ktoken, krot, krot_t;
+  int64_t qpos0 = 0, kpos0 = 0, qstep = 1, span_lo = 0, span_hi = -1, j0 = 0, j1 = 0;
+
+  int64_t nk() const { return j1 - j0; }
+  /// The first key position visible to a query at `qpos`.
+  int64_t visible_lo(int64_t qpos) const {
+    const int64_t w = d->window > 0 ? qpos - d->window + 1 : 0;
+    return std::max<int64_t>(0, op->span ? std::min(w, span_lo) : w);
+  }
+};
+
+/// The per-token key multipliers (and int16 zero points) after each scored key's codes.
+void load_key_fields(ScoreBlock& b) {
+  const int64_t ng = b.ng, cbytes = isa::dtype_bytes(b.kt, b.hd);
+  b.ktoken.resize(static_cast<size_t>(b.bc * ng));
+  b.kzero.assign(static_cast<size_t>(b.d->k_asym ? b.bc * ng : 0), 0);
+  std::vector<int16_t> z(static_cast<size_t>(ng));
+  for (int64_t j = b.j0; j < b.j1; ++j) {
+    load_f16(b.kcp + j * b.krow + cbytes, ng, b.ktoken.data() + j * ng);
+    if (b.d->k_asym) {
+      load(b.kcp + j * b.krow + cbytes + 2 * ng, ng, z.data());
+      std::copy(z.begin(), z.end(), b.kzero.begin() + j * ng);
+    }
+  }
+}
+
+/// rope(m) of this KV head at each scored key's position (rotating key offsets), as rows
+/// [nk, hd] for key_score and transposed [hd, nk] for the kernels' vector corrections.
+void load_rotated_offsets(ScoreBlock& b, Core& c) {
+  const int64_t nk = b.nk(), hd = b.hd;
+  b.krot.assign(static_cast<size_t>(nk * hd), 0.0f);
+  for (int64_t j = b.j0; j < b.j1; ++j) {
+    const float* all = c.rotated_key_offset(b.op->attn, b.kpos0 + j);
+    std::copy_n(all + b.op->kv_head * hd, hd, b.krot.begin() + (j - b.j0) * hd);
+  }
+  if (!b.fast) return;
+  b.krot_t.resize(b.krot.size());
+  for (int64_t j = 0; j < nk; ++j) {
+    for (int64_t ch = 0; ch < hd; ++ch)
+      b.krot_t[static_cast<size_t>(ch * nk + j)] = b.krot[static_cast<size_t>(j * hd + ch)];
+  }
+}
+
+/// Scores of query row `row` over keys [jlo, jhi) from the grouped kernel's sums `drow`
+/// ([nk, ng]): key_score's per-group expressions, in group order.
+void grouped_scores(const ScoreBlock& b, int64_t row, float mq, const int32_t* drow, int64_t jlo,
+                    int64_t jhi, std::vector<int64_t>& qsum, float* sc) {
+  const int64_t ng = b.ng, gs = b.hd / ng;
+  for (int64_t gi = 0; gi < static_cast<int64_t>(qsum.size()); ++gi) {
+    int64_t sum = 0;
+    for (int64_t ch = gi * gs; ch < (gi + 1) * gs; ++ch)
+      sum += b.qcodes[static_cast<size_t>(row * b.hd + ch)];
+    qsum[static_cast<size_t>(gi)] = sum;
+  }
+  const float mqz = mq / static_cast<float>(numerics::kZeroUnit);
+  const int32_t* dj = drow - b.j0 * ng;
+  for (int64_t j = jlo; j < jhi; ++j) {
+    const int32_t* dg = dj + j * ng;
+    const float* tj = b.ktoken.data() + j * ng;
+    float s = 0.0f;
+    for (int64_t gi = 0; gi < ng; ++gi) {
+      float sg;
+      if (b.d->k_asym) {
+        const int64_t acc =
+            int64_t{dg[gi]} * numerics::kZeroUnit -
+            int64_t{b.kzero[static_cast<size_t>(j * ng + gi)]} * qsum[static_cast<size_t>(gi)];
+        sg = static_cast<float>(acc) * mqz;
+      } else {
+        sg = static_cast<float>(dg[gi]) * mq;
+      }
+      sg = sg * tj[gi];
+      s = gi == 0 ? sg : s + sg;
+    }
+    sc[j] = s;
+  }
+}
+
+/// Query rows [r0, r1) of the block: each head's scores over the visible keys (-inf outside),
+/// stored, and its row maximum initialised or updated.
+void score_rows(const ScoreBlock& b, int64_t r0, int64_t r1) {
+  const isa::AttnDesc& d = *b.d;
+  const numerics::Attention& a = *b.a;
+  const int64_t g = b.g, hd = b.hd, bc = b.bc, nk = b.nk();
+  const int64_t nd = b.path == DotPath::kGroups ? b.ng : 1;  // sums per (row, key)
+  std::vector<int32_t> dots;
+  if (b.path == DotPath::kGroups) {
+    key_group_dots(b.qcodes.data(), r0 * g, r1 * g, hd, hd / b.ng, b.kcp, b.kt, b.krow, b.j0, b.j1,
+                   &dots);
+  } else if (b.fast) {
+    key_dots(b.path, b.qcodes.data(), r0 * g, r1 * g, hd, b.kcp, b.kt, b.krow, b.j0, b.j1, &dots);
+  }
+  std::vector<int64_t> qsum(static_cast<size_t>(d.k_asym ? b.ng : 0));
+  numerics::QueryCodes qc;
+  qc.codes.resize(static_cast<size_t>(hd));
+  std::vector<float> qr(static_cast<size_t>(b.rot ? hd : 0)), scores(static_cast<size_t>(bc));
+  std::vector<float> corr(static_cast<size_t>(b.fast && b.rot ? nk : 0));
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  const float fscale = static_cast<float>(a.scale), fcap = static_cast<float>(a.softcap);
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t qpos = b.qpos0 + b.qstep * r;
+    const int64_t lo = b.visible_lo(qpos), hi = std::max(qpos, b.span_hi);
+    for (int64_t i = 0; i < g; ++i) {
+      const int64_t row = r * g + i;
+      const float mq = b.mqs[static_cast<size_t>(row)];
+      if (b.rot) load_f16(b.qp + (r * b.qw + i * hd) * 2, hd, qr.data());
+      if (b.fast && b.rot && nk > 0)
+        rot_corrections(qr.data(), b.krot_t.data(), nk, hd, nk, corr.data());
+      if (!b.fast) {
+        std::copy_n(b.qcodes.begin() + row * hd, hd, qc.codes.begin());
+        qc.mq = mq;
+      }
+      const int32_t* drow = b.fast ? dots.data() + (row - r0 * g) * nk * nd : nullptr;
+      // Keys [jlo, jhi) of the block are visible to this query (kpos in [lo, hi]); the rest
+      // score -inf, which leaves the running max as it is.
+      const int64_t jlo = std::clamp<int64_t>(lo - b.kpos0, 0, bc);
+      const int64_t jhi = std::max(jlo, std::clamp<int64_t>(hi - b.kpos0 + 1, 0, bc));
+      float* sc = scores.data();
+      std::fill(sc, sc + jlo, neg_inf);
+      std::fill(sc + jhi, sc + bc, neg_inf);
+      if (b.path == DotPath::kGroups) {
+        grouped_scores(b, row, mq, drow, jlo, jhi, qsum, sc);
+      } else if (b.fast) {  // numerics::key_score's expressions, the sums from the kernels
+        const int32_t* dj = drow - b.j0;
+        for (int64_t j = jlo; j < jhi; ++j) sc[j] = static_cast<float>(dj[j]) * mq;
+      }
+      if (b.fast) {  // then key_score's rotating-offset correction and soft cap
+        if (b.rot) {
+          const float* cj = corr.data() - b.j0;
+          for (int64_t j = jlo; j < jhi; ++j) sc[j] = sc[j] + cj[j] * fscale;
+        }
+        if (a.softcap > 0.0) {
+          for (int64_t j = jlo; j < jhi; ++j) sc[j] = numerics::softcap_value(sc[j], fcap);
+        }
+      } else {
+        for (int64_t j = jlo; j < jhi; ++j) {
+          sc[j] = numerics::key_score(qc, b.rot ? qr.data() : nullptr, b.keys.data() + j * hd,
+                                      b.rot ? b.krot.data() + (j - b.j0) * hd : nullptr, a,
+                                      b.kfields ? b.ktoken.data() + j * b.ng : nullptr,
+                                      b.kfields && d.k_asym ? b.kzero.data() + j * b.ng : nullptr);
+        }
+      }
+      float mx = neg_inf;
+      for (int64_t j = jlo; j < jhi; ++j) mx = std::max(mx, sc[j]);
+      store(scores.data(), bc, b.sp + row * bc * 4);
+      if (b.op->max_mode == isa::MaxMode::kInit) {
+        store(&mx, 1, b.mxp + row * 4);
+      } else if (b.op->max_mode == isa::MaxMode::kUpdate) {
+        float old;
+        load(b.mxp + row * 4, 1, &old);
+        old = std::max(old, mx);
+        store(&old, 1, b.mxp + row * 4);
+      }
+    }
+  }
+}
+
+}  // namespace
+
 Status exec(const isa::QkScores& op, Core& c) {
-  const isa::AttnDesc& d = c.bundle.attentions[static_cast<size_t>(op.attn)];
+  ScoreBlock b;
+  b.op = &op;
+  b.d = &c.bundle.attentions[static_cast<size_t>(op.attn)];
+  const isa::AttnDesc& d = *b.d;
   QBC_ASSIGN_OR_RETURN(const int64_t rows, c.count(op.rows, "rows"));
-  const int64_t g = group_size(d), hd = d.head_dim, qw = d.heads * hd, bc = op.bc;
+  b.g = group_size(d);
+  b.hd = d.head_dim;
+  b.qw = d.heads * b.hd;
+  b.bc = op.bc;
+  const int64_t g = b.g, hd = b.hd, bc = b.bc;
   c.counters.macs += span(rows, g, bc, hd);
   c.counters.vector_ops += span(rows, g, bc);
   if (c.counters_only) return ok_status();
-  const isa::DType kt = isa::code_type(d.k_bits);
-  const int64_t krow = d.key_record();
-  QBC_ASSIGN_OR_RETURN(const numerics::Attention* a, c.attention(op.attn, op.params));
-  const bool rot = !a->k_rot_offset.empty();
+  b.kt = isa::code_type(d.k_bits);
+  b.krow = d.key_record();
+  QBC_ASSIGN_OR_RETURN(b.a, c.attention(op.attn, op.params));
+  b.rot = !b.a->k_rot_offset.empty();
   // Per-token key multipliers (and zero points) follow each key's codes in its record; their
   // per-group sums take numerics::key_score's loops.
-  const bool kfields = d.k_token_scale;
-  const int64_t ng = d.key_groups(), cbytes = isa::dtype_bytes(kt, hd);
+  b.kfields = d.k_token_scale;
+  b.ng = d.key_groups();
   QBC_ASSIGN_OR_RETURN(const uint8_t* qcp, c.sram_at(op.qcodes, span(rows, g, hd, 4), "qcodes"));
   QBC_ASSIGN_OR_RETURN(const uint8_t* mqp, c.sram_at(op.mq, span(rows, g, 4), "mq"));
-  const uint8_t* qp = nullptr;
-  if (rot) {
-    QBC_ASSIGN_OR_RETURN(qp, c.sram_at(op.q, rows_span(rows, 2 * qw, 2 * g * hd), "q"));
+  if (b.rot) {
+    QBC_ASSIGN_OR_RETURN(b.qp, c.sram_at(op.q, rows_span(rows, 2 * b.qw, 2 * g * hd), "q"));
   }
-  QBC_ASSIGN_OR_RETURN(const uint8_t* kcp, c.sram_at(op.kcodes, span(bc, krow), "kcodes"));
-  QBC_ASSIGN_OR_RETURN(uint8_t * sp, c.sram_write(op.scores, span(rows, g, bc, 4), "scores"));
-  uint8_t* mxp = nullptr;
+  QBC_ASSIGN_OR_RETURN(b.kcp, c.sram_at(op.kcodes, span(bc, b.krow), "kcodes"));
+  QBC_ASSIGN_OR_RETURN(b.sp, c.sram_write(op.scores, span(rows, g, bc, 4), "scores"));
   if (op.max_mode != isa::MaxMode::kNone) {
-    QBC_ASSIGN_OR_RETURN(mxp, c.sram_at(op.rowmax, span(rows, g, 4), "rowmax"));
+    QBC_ASSIGN_OR_RETURN(b.mxp, c.sram_at(op.rowmax, span(rows, g, 4), "rowmax"));
   }
-  const int64_t qpos0 = c.eval(op.qpos0), kpos0 = c.eval(op.kpos0);
+  b.qpos0 = c.eval(op.qpos0);
+  b.kpos0 = c.eval(op.kpos0);
   if (rows == 0 || bc == 0) return ok_status();
 
   // Keys every query masks (after the last, before the first's window, before 0) are -inf
   // for every row: only keys [j0, j1) of the block are scored.
   // A bidirectional attention's rows all sit at qpos0 (the key range's last position). A span
   // call's rows also see the call's keys [span_lo, span_hi] (isa::QkScores::span).
-  const int64_t qstep = d.bidirectional ? 0 : 1;
-  const int64_t span_lo = c.env.sym[static_cast<int>(isa::Sym::kStart)];
-  const int64_t span_hi = op.span ? span_lo + c.env.sym[static_cast<int>(isa::Sym::kSeq)] - 1 : -1;
-  const auto visible_lo = [&](int64_t qpos) {
-    const int64_t w = d.window > 0 ? qpos - d.window + 1 : 0;
-    return std::max<int64_t>(0, op.span ? std::min(w, span_lo) : w);
-  };
-  const int64_t last = std::max(qpos0 + qstep * (rows - 1), span_hi);
-  const int64_t first = visible_lo(qpos0);
-  const int64_t j0 = std::clamp<int64_t>(first - kpos0, 0, bc);
-  const int64_t j1 = std::max(j0, std::clamp<int64_t>(last - kpos0 + 1, 0, bc));
-  const int64_t nk = j1 - j0, rq = rows * g;
-  std::vector<int32_t> qcodes(static_cast<size_t>(rq * hd));
-  std::vector<float> mqs(static_cast<size_t>(rq));
-  load(qcp, rq * hd, qcodes.data());
-  load(mqp, rq, mqs.data());
-  DotPath path = key_dot_path(qcodes.data(), rq * hd, hd, kt);
-  if (kfields) {  // per-group sums: dot_u8_groups when the query codes are int8
-    const auto [lo, hi] = std::minmax_element(qcodes.begin(), qcodes.end());
-    const bool int8 = qcodes.empty() || (*lo >= -128 && *hi <= 127);
-    path = path != DotPath::kLoops && int8 ? DotPath::kGroups : DotPath::kLoops;
+  b.qstep = d.bidirectional ? 0 : 1;
+  b.span_lo = c.env.sym[static_cast<int>(isa::Sym::kStart)];
+  b.span_hi = op.span ? b.span_lo + c.env.sym[static_cast<int>(isa::Sym::kSeq)] - 1 : -1;
+  const int64_t last = std::max(b.qpos0 + b.qstep * (rows - 1), b.span_hi);
+  b.j0 = std::clamp<int64_t>(b.visible_lo(b.qpos0) - b.kpos0, 0, bc);
+  b.j1 = std::max(b.j0, std::clamp<int64_t>(last - b.kpos0 + 1, 0, bc));
+  const int64_t rq = rows * g;
+  b.qcodes.resize(static_cast<size_t>(rq * hd));
+  b.mqs.resize(static_cast<size_t>(rq));
+  load(qcp, rq * hd, b.qcodes.data());
+  load(mqp, rq, b.mqs.data());
+  b.path = key_dot_path(b.qcodes.data(), rq * hd, hd, b.kt);
+  if (b.kfields) {  // per-group sums: dot_u8_groups when the query codes are int8
+    const auto [lo, hi] = std::minmax_element(b.qcodes.begin(), b.qcodes.end());
+    const bool int8 = b.qcodes.empty() || (*lo >= -128 && *hi <= 127);
+    b.path = b.path != DotPath::kLoops && int8 ? DotPath::kGroups : DotPath::kLoops;
   }
-  const bool fast = path != DotPath::kLoops;
-  const int64_t nd = path == DotPath::kGroups ? ng : 1;  // sums per (row, key)
-  std::vector<int32_t> keys, kzero;
-  std::vector<float> ktoken;
-  if (!fast) {
-    keys.resize(static_cast<size_t>(bc * hd));
-    for (int64_t j = j0; j < j1; ++j) load_codes(kcp + j * krow, kt, hd, keys.data() + j * hd);
+  b.fast = b.path != DotPath::kLoops;
+  if (!b.fast) {
+    b.keys.resize(static_cast<size_t>(bc * hd));
+    for (int64_t j = b.j0; j < b.j1; ++j)
+      load_codes(b.kcp + j * b.krow, b.kt, hd, b.keys.data() + j * hd);
   }
-  if (kfields) {
-    ktoken.resize(static_cast<size_t>(bc * ng));
-    kzero.assign(static_cast<size_t>(d.k_asym ? bc * ng : 0), 0);
-    for (int64_t j = j0; j < j1; ++j) {
-      load_f16(kcp + j * krow + cbytes, ng, ktoken.data() + j * ng);
-      if (d.k_asym) {
-        std::vector<int16_t> z(static_cast<size_t>(ng));
-        load(kcp + j * krow + cbytes + 2 * ng, ng, z.data());
-        std::copy(z.begin(), z.end(), kzero.begin() + j * ng);
-      }
-    }
-  }
-  // rope(m) of this KV head at each scored key's position (rotating key offsets), as rows
-  // [nk, hd] for key_score and transposed [hd, nk] for the vector corrections.
-  std::vector<float> krot, krot_t;
-  if (rot) {
-    krot.assign(static_cast<size_t>(nk * hd), 0.0f);
-    for (int64_t j = j0; j < j1; ++j) {
-      const float* all = c.rotated_key_offset(op.attn, kpos0 + j);
-      std::copy_n(all + op.kv_head * hd, hd, krot.begin() + (j - j0) * hd);
-    }
-    if (fast) {
-      krot_t.resize(krot.size());
-      for (int64_t j = 0; j < nk; ++j) {
-        for (int64_t ch = 0; ch < hd; ++ch)
-          krot_t[static_cast<size_t>(ch * nk + j)] = krot[static_cast<size_t>(j * hd + ch)];
-      }
-    }
-  }
-  const float neg_inf = -std::numeric_limits<float>::infinity();
-  const float fscale = static_cast<float>(a->scale), fcap = static_cast<float>(a->softcap);
+  if (b.kfields) load_key_fields(b);
+  if (b.rot) load_rotated_offsets(b, c);
   // Query rows are independent: blocks of rows on the host threads.
-  parallel_blocks(
-      c.pool, rows, span(rq, nk, hd), kParallelScores * 16, 1, [&](int64_t r0, int64_t r1) {
-        std::vector<int32_t> dots;
-        if (path == DotPath::kGroups) {
-          key_group_dots(qcodes.data(), r0 * g, r1 * g, hd, hd / ng, kcp, kt, krow, j0, j1, &dots);
-        } else if (fast) {
-          key_dots(path, qcodes.data(), r0 * g, r1 * g, hd, kcp, kt, krow, j0, j1, &dots);
-        }
-        std::vector<int64_t> qsum(static_cast<size_t>(d.k_asym ? ng : 0));
-        numerics::QueryCodes qc;
-        qc.codes.resize(static_cast<size_t>(hd));
-        std::vector<float> qr(static_cast<size_t>(rot ? hd : 0)), scores(static_cast<size_t>(bc));
-        std::vector<float> corr(static_cast<size_t>(fast && rot ? nk : 0));
-        for (int64_t r = r0; r < r1; ++r) {
-          const int64_t qpos = qpos0 + qstep * r;
-          const int64_t lo = visible_lo(qpos), hi = std::max(qpos, span_hi);
-          for (int64_t i = 0; i < g; ++i) {
-            const int64_t row = r * g + i;
-            const float mq = mqs[static_cast<size_t>(row)];
-            if (rot) load_f16(qp + (r * qw + i * hd) * 2, hd, qr.data());
-            if (fast && rot && nk > 0)
-              rot_corrections(qr.data(), krot_t.data(), nk, hd, nk, corr.data());
-            if (!fast) {
-              std::copy_n(qcodes.begin() + row * hd, hd, qc.codes.begin());
-              qc.mq = mq;
-            }
-            const int32_t* drow = fast ? dots.data() + (row - r0 * g) * nk * nd : nullptr;
-            // Keys [jlo, jhi) of the block are visible to this query (kpos in [lo, hi]); the
-            // rest score -inf, which leaves the running max as it is.
-            const int64_t jlo = std::clamp<int64_t>(lo - kpos0, 0, bc);
-            const int64_t jhi = std::max(jlo, std::clamp<int64_t>(hi - kpos0 + 1, 0, bc));
-            float* sc = scores.data();
-            std::fill(sc, sc + jlo, neg_inf);
-            std::fill(sc + jhi, sc + bc, neg_inf);
-            if (path == DotPath::kGroups) {  // key_score's per-group expressions, in group order
-              const int64_t gs = hd / ng;
-              for (int64_t gi = 0; gi < static_cast<int64_t>(qsum.size()); ++gi) {
-                int64_t sum = 0;
-                for (int64_t ch = gi * gs; ch < (gi + 1) * gs; ++ch)
-                  sum += qcodes[static_cast<size_t>(row * hd + ch)];
-                qsum[static_cast<size_t>(gi)] = sum;
-              }
-              const float mqz = mq / static_cast<float>(numerics::kZeroUnit);
-              const int32_t* dj = drow - j0 * ng;
-              for (int64_t j = jlo; j < jhi; ++j) {
-                const int32_t* dg = dj + j * ng;
-                const float* tj = ktoken.data() + j * ng;
-                float s = 0.0f;
-                for (int64_t gi = 0; gi < ng; ++gi) {
-                  float sg;
-                  if (d.k_asym) {
-                    const int64_t acc = int64_t{dg[gi]} * numerics::kZeroUnit -
-                                        int64_t{kzero[static_cast<size_t>(j * ng + gi)]} *
-                                            qsum[static_cast<size_t>(gi)];
-                    sg = static_cast<float>(acc) * mqz;
-                  } else {
-                    sg = static_cast<float>(dg[gi]) * mq;
-                  }
-                  sg = sg * tj[gi];
-                  s = gi == 0 ? sg : s + sg;
-                }
-                sc[j] = s;
-              }
-            } else if (fast) {  // numerics::key_score's expressions, the sums from the kernels
-              const int32_t* dj = drow - j0;
-              for (int64_t j = jlo; j < jhi; ++j) sc[j] = static_cast<float>(dj[j]) * mq;
-            }
-            if (fast) {  // then key_score's rotating-offset correction and soft cap
-              if (rot) {
-                const float* cj = corr.data() - j0;
-                for (int64_t j = jlo; j < jhi; ++j) sc[j] = sc[j] + cj[j] * fscale;
-              }
-              if (a->softcap > 0.0) {
-                for (int64_t j = jlo; j < jhi; ++j) sc[j] = numerics::softcap_value(sc[j], fcap);
-              }
-            } else {
-              for (int64_t j = jlo; j < jhi; ++j) {
-                sc[j] = numerics::key_score(qc, rot ? qr.data() : nullptr, keys.data() + j * hd,
-                                            rot ? krot.data() + (j - j0) * hd : nullptr, *a,
-                                            kfields ? ktoken.data() + j * ng : nullptr,
-                                            kfields && d.k_asym ? kzero.data() + j * ng : nullptr);
-              }
-            }
-            float mx = neg_inf;
-            for (int64_t j = jlo; j < jhi; ++j) mx = std::max(mx, sc[j]);
-            store(scores.data(), bc, sp + row * bc * 4);
-            if (op.max_mode == isa::MaxMode::kInit) {
-              store(&mx, 1, mxp + row * 4);
-            } else if (op.max_mode == isa::MaxMode::kUpdate) {
-              float old;
-              load(mxp + row * 4, 1, &old);
-              old = std::max(old, mx);
-              store(&old, 1, mxp + row * 4);
-            }
-          }
-        }
-      });
+  parallel_blocks(c.pool, rows, span(rq, b.nk(), hd), kParallelScores * 16, 1,
+                  [&b](int64_t r0, int64_t r1) { score_rows(b, r0, r1); });
   return ok_status();
 }
 
