@@ -350,7 +350,9 @@ std::vector<int64_t> segment_lengths(const Node& n) {
 
 namespace {
 
-Status plan_attention(Context& cx, const Node& n, int32_t id, AttentionPlan* ai) {
+/// The attention descriptor of `n` (its shape, quantization, KV4 rules, the cache or ring
+/// capacity, K's rope when its keys rotate), checked: bit widths the backend lowers.
+StatusOr<isa::AttnDesc> attention_desc(const Context& cx, const Node& n) {
   numerics::Attention a;
   if (n.op == Op::kFullAttention) {
     QBC_ASSIGN_OR_RETURN(ir::FullAttentionParams fa, ir::full_attention_params(n));
@@ -397,6 +399,11 @@ Status plan_attention(Context& cx, const Node& n, int32_t id, AttentionPlan* ai)
     if (rope < 0) return internal_error(ir::describe(n), ": K's rope was not planned");
     d.k_rope = rope;
   }
+  return d;
+}
+
+Status plan_attention(Context& cx, const Node& n, int32_t id, AttentionPlan* ai) {
+  QBC_ASSIGN_OR_RETURN(isa::AttnDesc d, attention_desc(cx, n));
   const int64_t g = d.heads / d.kv_heads, hd = d.head_dim, H = d.heads, KV = d.kv_heads;
   // Each stored key / value of a KV head is a record (its codes, then the KV4 rules' per-token
   // fields). A cache row per (KV head, position) pads it to the DMA alignment; 4-bit codes and
