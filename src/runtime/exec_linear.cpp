@@ -520,28 +520,23 @@ namespace {
 void code_sums(const isa::MatMul& op, int64_t rows, int64_t gt, const uint8_t* x, const int32_t* xz,
                uint8_t* out) {
   const int64_t group = op.group > 0 ? op.group : op.kt;
+  const int64_t xb = isa::dtype_bytes(op.xtype, 1);
+  std::vector<int32_t> codes(static_cast<size_t>(op.kt));
+  std::vector<int64_t> sums(static_cast<size_t>(gt));
+  std::vector<int32_t> sums32(static_cast<size_t>(gt));
   for (int64_t m = 0; m < rows; ++m) {
+    load_codes(x + m * op.ldx * xb, op.xtype, op.kt, codes.data());
     for (int64_t g = 0; g < gt; ++g) {
       int64_t s = 0;
-      const int64_t k1 = std::min(op.kt, (g + 1) * group);
-      for (int64_t k = g * group; k < k1; ++k) {
-        const int64_t i = m * op.ldx + k;
-        int64_t v;
-        if (op.xtype == isa::DType::kI16) {
-          int16_t h;
-          std::memcpy(&h, x + 2 * i, 2);
-          v = h;
-        } else {
-          v = static_cast<int8_t>(x[i]);
-        }
-        s += v - xz[m];
-      }
-      if (op.acctype == isa::DType::kI32) {
-        const auto s32 = static_cast<int32_t>(s);
-        std::memcpy(out + 4 * (m * gt + g), &s32, 4);
-      } else {
-        std::memcpy(out + 8 * (m * gt + g), &s, 8);
-      }
+      for (int64_t k = g * group; k < std::min(op.kt, (g + 1) * group); ++k)
+        s += codes[static_cast<size_t>(k)] - xz[m];
+      sums[static_cast<size_t>(g)] = s;
+      sums32[static_cast<size_t>(g)] = static_cast<int32_t>(s);
+    }
+    if (op.acctype == isa::DType::kI32) {
+      store(sums32.data(), gt, out + 4 * m * gt);
+    } else {
+      store(sums.data(), gt, out + 8 * m * gt);
     }
   }
 }
@@ -663,16 +658,15 @@ Status exec(const isa::Requant& op, Core& c) {
   std::vector<float>& xsf = scratch<float, 17>(wmp != nullptr ? static_cast<size_t>(rows * gt) : 0);
   std::vector<float>& wm = scratch<float, 18>(wmp != nullptr ? static_cast<size_t>(ws_count) : 0);
   if (wmp != nullptr) {
-    for (int64_t i = 0; i < rows * gt; ++i) {
-      int64_t s = 0;
-      if (op.acctype == isa::DType::kI32) {
-        int32_t s32;
-        std::memcpy(&s32, xsump + 4 * i, 4);
-        s = s32;
-      } else {
-        std::memcpy(&s, xsump + 8 * i, 8);
-      }
-      xsf[static_cast<size_t>(i)] = static_cast<float>(s);
+    const auto widen = [&](auto* sums) {  // acc's type, then each exact integer as fp32
+      load(xsump, rows * gt, sums);
+      for (int64_t i = 0; i < rows * gt; ++i)
+        xsf[static_cast<size_t>(i)] = static_cast<float>(sums[i]);
+    };
+    if (op.acctype == isa::DType::kI32) {
+      widen(std::vector<int32_t>(static_cast<size_t>(rows * gt)).data());
+    } else {
+      widen(std::vector<int64_t>(static_cast<size_t>(rows * gt)).data());
     }
     if (wm16) {
       load_f16(wmp, ws_count, wm.data());
