@@ -79,7 +79,7 @@ StatusOr<ir::Graph> gemma3_graph(const frontend::VisionConfig& vc,
   return g;
 }
 
-// The Qwen2-VL or Qwen2.5-VL tower at vc.image_size.
+// The Qwen2-VL, Qwen2.5-VL or Qwen3-VL tower at vc.image_size.
 StatusOr<ir::Graph> qwen_graph(const frontend::VisionConfig& vc) {
   const int64_t side = vc.image_size;
   const frontend::VisionGrid grid{1, side / vc.patch_size, side / vc.patch_size};
@@ -87,6 +87,13 @@ StatusOr<ir::Graph> qwen_graph(const frontend::VisionConfig& vc) {
   QBC_ASSIGN_OR_RETURN(ir::Graph g, frontend::build_qwen_vision_graph(vc, layout));
   g.metadata["vision.image_size"] = std::to_string(side) + "x" + std::to_string(side);
   g.metadata["vision.grid_thw"] = "1x" + std::to_string(grid.h) + "x" + std::to_string(grid.w);
+  if (vc.tower == frontend::VisionTower::kQwen3Vit) {
+    // The host computes the embed_base input from the checkpoint (qwen3_position_rows).
+    g.metadata["vision.embed_base"] = "visual.pos_embed.weight interpolated bilinearly to the grid";
+    std::string layers;
+    for (int64_t l : vc.deepstack_layers) layers += (layers.empty() ? "" : ",") + std::to_string(l);
+    g.metadata["vision.deepstack_layers"] = layers;
+  }
   return g;
 }
 

@@ -199,11 +199,13 @@ StatusOr<Tower> gemma3_tower(const std::string& model, const frontend::VisionCon
   return t;
 }
 
-/// Qwen2-VL or Qwen2.5-VL at the default dynamic size (448x448: a 32 x 32 patch grid, 256 image
-/// tokens): the patch rows (HF's pixel_values) permuted into window order (Qwen2.5-VL; Qwen2-VL
-/// has no windows and keeps HF's order), the 2-D rope tables of the grid as constants, 4
+/// Qwen2-VL, Qwen2.5-VL or Qwen3-VL at the default dynamic size (448x448: a 32 x 32 patch grid
+/// of 14 pixels or 28 x 28 of 16, 256 or 196 image tokens): the patch rows (HF's pixel_values)
+/// permuted into window order (Qwen2.5-VL; the others have no windows and keep HF's order), the
+/// 2-D rope tables of the grid (and Qwen3-VL's interpolated position rows) as constants, 4
 /// patches merged per token.
-StatusOr<Tower> qwen_tower(const std::string& model, const frontend::VisionConfig& vc) {
+StatusOr<Tower> qwen_tower(const std::string& model, const frontend::VisionConfig& vc,
+                           const frontend::SafetensorsCheckpoint& ck) {
   Tower t;
   t.side = vc.image_size;  // the default or vision.imageSize (set_image_size)
   QBC_ASSIGN_OR_RETURN(std::optional<ir::Graph> g, import_vision_graph(model, t.side));
@@ -217,7 +219,14 @@ StatusOr<Tower> qwen_tower(const std::string& model, const frontend::VisionConfi
   t.features = t.rows / (vc.merge * vc.merge);
   t.constants.emplace_back("rope_cos", std::move(layout.cos));
   t.constants.emplace_back("rope_sin", std::move(layout.sin));
-  if (vc.tower == frontend::VisionTower::kQwen2Vit) {
+  if (vc.tower == frontend::VisionTower::kQwen3Vit) {
+    std::vector<float> table;
+    QBC_RETURN_IF_ERROR(ck.read_f32(checkpoint_tensor_name(ck, "visual.pos_embed.weight"), &table));
+    QBC_ASSIGN_OR_RETURN(std::vector<float> base,
+                         frontend::qwen3_position_rows(vc, layout.grid, table));
+    t.constants.emplace_back("embed_base", std::move(base));
+  }
+  if (vc.tower != frontend::VisionTower::kQwen25Vit) {
     t.patches = [](const image::Pixels& px) { return px.values; };
     return t;
   }
@@ -313,8 +322,19 @@ struct FolderTower {
   bool qwen = false;
 };
 
+/// kUnimplemented for a tower whose features the language programs cannot take yet: Qwen3-VL's
+/// DeepStack rows (its graph is built: `qbc parse` writes it, and the float runtime runs it).
+Status check_language_takes_tower(const frontend::VisionConfig& vc, const fs::path& config) {
+  if (vc.tower != frontend::VisionTower::kQwen3Vit || vc.deepstack_layers.empty())
+    return ok_status();
+  return unimplemented(config.string(), ": the ", frontend::vision_tower_name(vc.tower),
+                       " tower of ", vc.model_type, " is built, but ",
+                       frontend::vision_tower_gap(vc.tower),
+                       "; a compile without them would serve wrong answers (docs/multimodal.md)");
+}
+
 /// The tower of the HF folder `model`: nullopt when it has no vision_config, kUnimplemented for
-/// a family whose tower is not built yet.
+/// a family whose tower is not built yet or whose features the language model cannot take.
 StatusOr<std::optional<FolderTower>> open_tower(const std::string& model,
                                                 const config::ResolvedConfig& cfg) {
   std::error_code ec;
@@ -327,6 +347,7 @@ StatusOr<std::optional<FolderTower>> open_tower(const std::string& model,
   const bool qwen = frontend::builds_qwen_vision_graph(vc->tower);
   const bool gemma3 = frontend::builds_gemma3_vision_graph(*vc);
   QBC_RETURN_IF_ERROR(frontend::check_vision_tower_built(*vc, config.string()));
+  QBC_RETURN_IF_ERROR(check_language_takes_tower(*vc, config));
   QBC_RETURN_IF_ERROR(
       frontend::set_image_size(*vc, cfg.options.vision().image_size(), "vision.imageSize"));
   FolderTower ft;
@@ -342,7 +363,7 @@ StatusOr<std::optional<FolderTower>> open_tower(const std::string& model,
   ft.reader = [read, gemma3](const ir::Weight& w, std::vector<float>* v) {
     return gemma3 ? frontend::gemma3_read_vision_weight(read, w, v) : read(w.tensor, v);
   };
-  QBC_ASSIGN_OR_RETURN(ft.tower, qwen     ? qwen_tower(model, *vc)
+  QBC_ASSIGN_OR_RETURN(ft.tower, qwen     ? qwen_tower(model, *vc, *ft.ckpt)
                                  : gemma3 ? gemma3_tower(model, *vc, *ft.ckpt)
                                           : clip_tower(model, *vc, *ft.ckpt));
   ft.vc = std::move(*vc);

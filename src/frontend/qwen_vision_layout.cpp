@@ -1,7 +1,8 @@
 // The host side of the Qwen2(.5)-VL vision graph (qbc/frontend/qwen_vision.h): Qwen2.5-VL's
 // get_window_index (windows of window_size pixels over the merged grid, row-major, the last
 // row and column of windows cut short by the image edge; Qwen2-VL has none: the identity) and
-// rot_pos_emb (each patch's row and column angles), computed for one grid.
+// rot_pos_emb (each patch's row and column angles), computed for one grid; and Qwen3-VL's
+// fast_pos_embed_interpolate (its learned position grid sampled at the image's patches).
 #include <algorithm>
 #include <cmath>
 
@@ -62,6 +63,66 @@ StatusOr<QwenVisionLayout> qwen_vision_layout(const VisionConfig& vc, const Visi
           const double a = pos[k / quarter] * inv[static_cast<size_t>(k % quarter)];
           out.cos[static_cast<size_t>(row * half + k)] = static_cast<float>(std::cos(a));
           out.sin[static_cast<size_t>(row * half + k)] = static_cast<float>(std::sin(a));
+        }
+      }
+    }
+  }
+  return out;
+}
+
+StatusOr<std::vector<float>> qwen3_position_rows(const VisionConfig& vc, const VisionGrid& grid,
+                                                 const std::vector<float>& table) {
+  const int64_t width = vc.width, m = vc.merge;
+  const auto side = static_cast<int64_t>(std::llround(
+      std::sqrt(static_cast<double>(width > 0 ? static_cast<int64_t>(table.size()) / width : 0))));
+  if (width <= 0 || side <= 0 || side * side * width != static_cast<int64_t>(table.size())) {
+    return invalid_argument("visual.pos_embed.weight: ", table.size(),
+                            " values are not a square grid of rows of the tower's width ", width);
+  }
+  if (m <= 0 || grid.h <= 0 || grid.w <= 0 || grid.h % m != 0 || grid.w % m != 0) {
+    return invalid_argument("vision grid ", grid.h, "x", grid.w,
+                            ": the sides must be positive multiples of spatial_merge_size ", m);
+  }
+  // torch.linspace(0, side - 1, n): the sample points along one side; .int() truncates, the
+  // upper neighbour is clipped to the last row.
+  struct Tap {
+    int64_t lo, hi;
+    double frac;
+  };
+  const auto taps = [side](int64_t n) {
+    std::vector<Tap> out(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      const double x = n == 1 ? 0.0
+                              : static_cast<double>(i) * static_cast<double>(side - 1) /
+                                    static_cast<double>(n - 1);
+      const auto lo = static_cast<int64_t>(x);
+      out[static_cast<size_t>(i)] = {lo, std::min(lo + 1, side - 1), x - static_cast<double>(lo)};
+    }
+    return out;
+  };
+  const std::vector<Tap> rows = taps(grid.h), cols = taps(grid.w);
+  std::vector<float> out(static_cast<size_t>(grid.patches() * width));
+  const auto at = [&](int64_t r, int64_t c, int64_t e) {
+    return static_cast<double>(table[static_cast<size_t>((r * side + c) * width + e)]);
+  };
+  // Merge-group order (HF's view(t, h/m, m, w/m, m, C).permute(0, 1, 3, 2, 4, 5)), every frame
+  // the same.
+  int64_t row = 0;
+  for (int64_t t = 0; t < grid.t; ++t) {
+    for (int64_t br = 0; br < grid.h / m; ++br) {
+      for (int64_t bc = 0; bc < grid.w / m; ++bc) {
+        for (int64_t ir = 0; ir < m; ++ir) {
+          for (int64_t ic = 0; ic < m; ++ic, ++row) {
+            const Tap& y = rows[static_cast<size_t>(br * m + ir)];
+            const Tap& x = cols[static_cast<size_t>(bc * m + ic)];
+            for (int64_t e = 0; e < width; ++e) {
+              const double v = at(y.lo, x.lo, e) * (1 - y.frac) * (1 - x.frac) +
+                               at(y.lo, x.hi, e) * (1 - y.frac) * x.frac +
+                               at(y.hi, x.lo, e) * y.frac * (1 - x.frac) +
+                               at(y.hi, x.hi, e) * y.frac * x.frac;
+              out[static_cast<size_t>(row * width + e)] = static_cast<float>(v);
+            }
+          }
         }
       }
     }

@@ -349,6 +349,42 @@ std::vector<HfTensorSpec> siglip_gemma3_tensor_specs(const VisionConfig& vc) {
   return out;
 }
 
+// Qwen3VLVisionModel: a biased Conv3d patch embedding, the learned position grid, LayerNorm
+// blocks with a linear_fc1 / linear_fc2 MLP, the merger (norm over one patch) and one DeepStack
+// merger (norm over the merged width) per deepstack_visual_indexes entry.
+std::vector<HfTensorSpec> qwen3_tensor_specs(const VisionConfig& vc) {
+  std::vector<HfTensorSpec> out;
+  const int64_t w = vc.width, f = vc.ffn, wide = w * vc.merge * vc.merge;
+  add(out, "visual.patch_embed.proj.weight",
+      {w, 3, vc.temporal_patch_size, vc.patch_size, vc.patch_size}, TensorRole::kLinear);
+  add(out, "visual.patch_embed.proj.bias", {w}, TensorRole::kBias);
+  add(out, "visual.pos_embed.weight", {vc.position_embeddings, w}, TensorRole::kEmbedding);
+  auto norm = [&](const std::string& m, int64_t width) {
+    add(out, m + ".weight", {width}, TensorRole::kUnitNorm);
+    add(out, m + ".bias", {width}, TensorRole::kBias);
+  };
+  for (int64_t i = 0; i < vc.depth; ++i) {
+    const std::string b = "visual.blocks." + std::to_string(i) + ".";
+    norm(b + "norm1", w);
+    norm(b + "norm2", w);
+    add_linear(out, b + "attn.qkv", 3 * w, w, /*bias=*/true);
+    add_linear(out, b + "attn.proj", w, w, /*bias=*/true);
+    add_linear(out, b + "mlp.linear_fc1", f, w, /*bias=*/true);
+    add_linear(out, b + "mlp.linear_fc2", w, f, /*bias=*/true);
+  }
+  auto merger = [&](const std::string& m, int64_t norm_width) {
+    norm(m + "norm", norm_width);
+    add_linear(out, m + "linear_fc1", wide, wide, /*bias=*/true);
+    add_linear(out, m + "linear_fc2", vc.text_hidden, wide, /*bias=*/true);
+  };
+  merger("visual.merger.", w);
+  for (size_t j = 0; j < vc.deepstack_layers.size(); ++j)
+    merger("visual.deepstack_merger_list." + std::to_string(j) + ".", wide);
+  std::sort(out.begin(), out.end(),
+            [](const HfTensorSpec& a, const HfTensorSpec& b) { return a.name < b.name; });
+  return out;
+}
+
 }  // namespace
 
 std::vector<HfTensorSpec> hf_vision_tensor_specs(const VisionConfig& vc) {
@@ -356,6 +392,7 @@ std::vector<HfTensorSpec> hf_vision_tensor_specs(const VisionConfig& vc) {
   if (builds_clip_vision_graph(vc)) return clip_tensor_specs(vc);
   if (builds_gemma3_vision_graph(vc)) return siglip_gemma3_tensor_specs(vc);
   if (!builds_qwen_vision_graph(vc.tower)) return out;
+  if (vc.tower == VisionTower::kQwen3Vit) return qwen3_tensor_specs(vc);
   const bool qwen2 = vc.tower == VisionTower::kQwen2Vit;
   const int64_t w = vc.width, f = vc.ffn, wide = w * vc.merge * vc.merge;
   add(out, "visual.patch_embed.proj.weight",
@@ -437,6 +474,22 @@ StatusOr<std::string> apply_config_overrides(std::string_view config_json, std::
     j[key] = list;
   }
   const VisionOverrides& vo = ov.vision;
+  // Qwen3-VL: a shallower tower keeps its DeepStack taps at the same relative depths,
+  // floor(i · new / old) with repeats dropped (24 blocks [5, 11, 17] -> 3 blocks [0, 1, 2]).
+  if (vo.depth && !vo.deepstack_visual_indexes && j.contains("vision_config") &&
+      j["vision_config"].is_object() && j["vision_config"].contains("deepstack_visual_indexes") &&
+      j["vision_config"]["deepstack_visual_indexes"].is_array() &&
+      j["vision_config"].contains("depth") && j["vision_config"]["depth"].is_number_integer()) {
+    const int64_t old_depth = j["vision_config"]["depth"].get<int64_t>();
+    OrderedJson taps = OrderedJson::array();
+    for (const OrderedJson& i : j["vision_config"]["deepstack_visual_indexes"]) {
+      if (!i.is_number_integer() || old_depth <= 0) continue;
+      const int64_t scaled = i.get<int64_t>() * *vo.depth / old_depth;
+      if (scaled < *vo.depth && (taps.empty() || taps.back().get<int64_t>() < scaled))
+        taps.push_back(scaled);
+    }
+    j["vision_config"]["deepstack_visual_indexes"] = taps;
+  }
   const std::pair<const char*, const std::optional<int64_t>*> vision_ints[] = {
       {"depth", &vo.depth},
       {"hidden_size", &vo.hidden_size},
@@ -486,12 +539,14 @@ StatusOr<std::string> apply_config_overrides(std::string_view config_json, std::
   if (ov.hidden_size && !vo.out_hidden_size && !llava && j.contains("vision_config") &&
       j["vision_config"].is_object() && j["vision_config"].contains(out_key))
     j["vision_config"][out_key] = *ov.hidden_size;
-  if (vo.fullatt_block_indexes) {
+  for (const auto& [key, list] :
+       {std::pair{"fullatt_block_indexes", &vo.fullatt_block_indexes},
+        std::pair{"deepstack_visual_indexes", &vo.deepstack_visual_indexes}}) {
+    if (!list->has_value()) continue;
     if (!j.contains("vision_config") || !j["vision_config"].is_object())
-      return invalid_argument(
-          source,
-          ": vision_config.fullatt_block_indexes overridden, but there is no vision_config");
-    j["vision_config"]["fullatt_block_indexes"] = *vo.fullatt_block_indexes;
+      return invalid_argument(source, ": vision_config.", key,
+                              " overridden, but there is no vision_config");
+    j["vision_config"][key] = **list;
   }
   fit_vlm_keys(j, ov);
   if (dtype) {
@@ -524,6 +579,8 @@ Status write_random_model(const RandomModelOptions& o) {
   std::vector<HfTensorSpec> specs = hf_tensor_specs(hp);
   // Qwen2.5-VL: the tower's weights next to the language model's (older transformers' names).
   const StatusOr<std::optional<VisionConfig>> vision = parse_vision_config(config, source);
+  // A vision_config of a family qbc reads must be right; other families' are not read here.
+  if (!vision.ok() && vision.status().code() != Code::kUnimplemented) return vision.status();
   // LLaVA: the language model under `language_model.` (transformers < 4.52), CLIP next to it.
   if (hp.architecture == "LlavaForConditionalGeneration" ||
       hp.architecture == "Gemma3ForConditionalGeneration") {

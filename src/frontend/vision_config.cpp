@@ -77,6 +77,20 @@ Status read_qwen(const ConfigReader& top, const ConfigReader& v, VisionConfig& c
     if (q3) {
       QBC_ASSIGN_OR_RETURN(c.position_embeddings,
                            v.get_bounded_or("num_position_embeddings", 2304, kMaxDim));
+      // Qwen3VLVisionConfig's default; LayerNorms with eps 1e-6 (hard-coded in HF).
+      QBC_ASSIGN_OR_RETURN(c.hidden_act, v.get_string_or("hidden_act", "gelu_pytorch_tanh"));
+      if (c.hidden_act != "gelu_pytorch_tanh" && c.hidden_act != "gelu_new" &&
+          c.hidden_act != "gelu" && c.hidden_act != "quick_gelu")
+        return v.bad_value("hidden_act",
+                           "expected gelu_pytorch_tanh, gelu_new, gelu or quick_gelu");
+      c.norm_eps = 1e-6;
+      const auto side =
+          static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(c.position_embeddings))));
+      if (side * side != c.position_embeddings)
+        return v.bad_value("num_position_embeddings", "not a square grid");
+      for (int64_t layer : c.deepstack_layers)
+        if (layer < 0 || layer >= c.depth)
+          return v.bad_value("deepstack_visual_indexes", "names a block outside depth");
     }
   }
   c.image_token_id = token_or(top, "image_token_id", 151655);
@@ -165,8 +179,8 @@ int64_t qwen_merger(const VisionConfig& c, int64_t norm_width, int64_t norm_tens
 
 std::string_view vision_tower_gap(VisionTower t) {
   if (t == VisionTower::kQwen3Vit)
-    return " (its learned position grid interpolated to the image, and the DeepStack features "
-           "added to the first decoder layers, are not built)";
+    return "its DeepStack features (added to the hidden states of the image tokens after the "
+           "first decoder layers) are not in the language graph and programs yet";
   return "";
 }
 

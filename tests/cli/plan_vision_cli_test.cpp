@@ -97,8 +97,8 @@ TEST(PlanVisionCliTest, LlavaPlansItsLlamaLanguageModelAndPrintsTheVisionLine) {
 // Qwen3-VL-4B: the language model (Qwen3 under text_config: 36 layers of width 2560, 8 KV
 // heads of 128, interleaved M-RoPE) is planned from the config, with the vision part and the
 // time to first token with an image. `qbc parse` of a random one writes the language graph
-// (interleaved M-RoPE recorded in its metadata), then exits 3 naming the tower, which is not
-// built yet (learned position grid, DeepStack).
+// (interleaved M-RoPE recorded in its metadata) and the tower's graph (its learned positions a
+// host input, its DeepStack features outputs after the image features).
 TEST(PlanVisionCliTest, Qwen3VlPlansItsLanguageModelAndTheVisionPart) {
   QBC_REQUIRE_SHARED(dir, "model-configs-new/Qwen3-VL-4B-Instruct");
   const auto r = run_qbc("plan " + shell_quote(dir) + " --json");
@@ -116,24 +116,31 @@ TEST(PlanVisionCliTest, Qwen3VlPlansItsLanguageModelAndTheVisionPart) {
     EXPECT_EQ(s["image_prompt_tokens"].get<int64_t>(), s["prompt_tokens"].get<int64_t>() + 196);
   }
   // A random Qwen3-VL shrunk by the language flags (which reach text_config, mrope_section
-  // rescaled to the new head_dim) parses its language model, then exits 3 naming the tower.
+  // rescaled to the new head_dim) and the tower flags (the DeepStack taps [5, 11, 17] of 24
+  // blocks scaled to [0, 1] of 2) parses both graphs.
   const fs::path out = testing::temp_dir() / "qwen3vl_parse";
   const auto made =
       run_qbc("random-model " + shell_quote(dir / "config.json") + " -o " + shell_quote(out) +
               " --layers 1 --hidden 64 --heads 2 --kv-heads 1 --head-dim 32"
-              " --intermediate 64 --vocab 256");
+              " --intermediate 64 --vocab 256 --vision-layers 2 --vision-hidden 32"
+              " --vision-heads 2 --vision-intermediate 64");
   ASSERT_EQ(made.exit_code, 0) << made.err;
   const auto cfg = nlohmann::json::parse(testing::read_file(out / "config.json"));
   EXPECT_EQ(cfg["text_config"]["num_hidden_layers"], 1);
   EXPECT_EQ(cfg["text_config"]["rope_scaling"]["mrope_section"], nlohmann::json({6, 5, 5}));
+  EXPECT_EQ(cfg["vision_config"]["deepstack_visual_indexes"], nlohmann::json({0, 1}));
   const auto p = run_qbc("parse " + shell_quote(out) + " -o " + shell_quote(out / "m.mblt"));
-  EXPECT_EQ(p.exit_code, 3) << p.err;
-  EXPECT_TRUE(contains(p.err, "Qwen3-VL ViT") && contains(p.err, "DeepStack")) << p.err;
-  EXPECT_TRUE(fs::exists(out / "m.mblt"));
-  EXPECT_FALSE(fs::exists(out / "m.vision.mblt"));
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  ASSERT_TRUE(fs::exists(out / "m.mblt"));
+  ASSERT_TRUE(fs::exists(out / "m.vision.mblt"));
   const auto text = run_qbc("inspect " + shell_quote(out / "m.mblt") + " --graph");
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_TRUE(contains(text.out, "meta \"mrope.interleaved\" \"1\"")) << text.out.substr(0, 2000);
+  const auto vision = run_qbc("inspect " + shell_quote(out / "m.vision.mblt") + " --graph");
+  ASSERT_EQ(vision.exit_code, 0) << vision.err;
+  for (const char* want : {"%embed_base", "%deepstack_features.1", "visual.pos_embed",
+                           "\"vision.deepstack_layers\" \"0,1\""})
+    EXPECT_TRUE(contains(vision.out, want)) << want << "\n" << vision.out.substr(0, 3000);
 }
 
 TEST(PlanVisionCliTest, TextModelsHaveNoVisionLine) {

@@ -654,16 +654,17 @@ TEST_F(VlmCompile, AQwen25VlFolderCompilesItsTowerAndRunsWithAnImage) {
 }
 
 // A Qwen3-VL folder (the real Qwen3-VL-4B config, shrunk): its language model (Qwen3's decoder
-// with interleaved M-RoPE tables) compiles and runs text; its tower (learned position grid,
-// DeepStack features) is not built yet, which the summary and a warning say, and the file
-// takes no image. The file requires feature bit 7, so a reader that computes sectioned rope
-// tables refuses it.
+// with interleaved M-RoPE tables) compiles and runs text; its tower is built (qbc parse writes
+// it) but its DeepStack features have no way into the language programs yet, so the tower is
+// not compiled, which the summary and a warning say, and the file takes no image. The file requires
+// feature bit 7, so a reader that computes sectioned rope tables refuses it.
 TEST_F(VlmCompile, AQwen3VlFolderCompilesItsLanguageModelAndSaysTheTowerIsNot) {
   QBC_REQUIRE_SHARED(config, "model-configs-new/Qwen3-VL-4B-Instruct/config.json");
   const fs::path qwen = dir_ / "qwen3_vl";
   ASSERT_EQ(run_qbc("random-model " + shell_quote(config) + " -o " + shell_quote(qwen) +
                     " --layers 2 --hidden 64 --intermediate 96 --heads 4 --kv-heads 2 --vocab 512"
-                    " --head-dim 16 --dtype f32 --seed 5 --init-std 0.15")
+                    " --head-dim 16 --vision-layers 2 --vision-hidden 32 --vision-heads 2"
+                    " --vision-intermediate 64 --dtype f32 --seed 5 --init-std 0.15")
                 .exit_code,
             0);
   const fs::path out = dir_ / "qwen3_vl.mxq";
@@ -705,7 +706,8 @@ TEST_F(VlmCompile, RunChatRendersTheModelsTemplate) {
   const fs::path qwen = dir_ / "qwen3_vl_chat";
   ASSERT_EQ(run_qbc("random-model " + shell_quote(config) + " -o " + shell_quote(qwen) +
                     " --layers 1 --hidden 64 --intermediate 96 --heads 4 --kv-heads 2 --vocab 512"
-                    " --head-dim 16 --dtype f32 --seed 5")
+                    " --head-dim 16 --vision-layers 1 --vision-hidden 16 --vision-heads 1"
+                    " --vision-intermediate 16 --dtype f32 --seed 5")
                 .exit_code,
             0);
   ASSERT_TRUE(fs::exists(qwen / "chat_template.json"));

@@ -1,14 +1,24 @@
-// The Qwen2-VL and Qwen2.5-VL vision towers as their own MBLT graph (docs/multimodal.md, "The
-// vision graph"), and the host-side layout they run with: the window order of the patches, the
-// window lengths and the 2-D rotary tables, all fixed by the image grid of a compile.
+// The Qwen2-VL, Qwen2.5-VL and Qwen3-VL vision towers as their own MBLT graph (docs/multimodal.md,
+// "The vision graph"), and the host-side layout they run with: the window order of the patches,
+// the window lengths, the 2-D rotary tables and (Qwen3-VL) the learned position grid
+// interpolated to the image, all fixed by the image grid of a compile.
 //
 //   %patches [1, N, 3·tp·p²] ─ patch_embed (linear) ─┐           (rows in window order)
 //   per block i:  x ─ norm1 ─ qkv ─ slice q/k/v ─ rope_table(q, k; %rope_cos, %rope_sin)
 //                   ─ full_attention (whole image in fullatt blocks, else per window) ─ proj ─ + x
 //     Qwen2.5-VL: x ─ norm2 ─ gate/up ─ gated_act(silu) ─ down ─ + x       (RMSNorms)
 //     Qwen2-VL:   x ─ norm2 ─ fc1 ─ gelu(hidden_act) ─ fc2 ─ + x          (LayerNorms, bias)
+//     Qwen3-VL:   x ─ norm2 ─ linear_fc1 ─ gelu(hidden_act) ─ linear_fc2 ─ + x (LayerNorms, bias)
 //   merger:       ln_q ─ merge_rows(merge²) ─ mlp.0 ─ gelu ─ mlp.2 ─ %image_features [1, N/merge²,
 //   out]
+//
+// Qwen3-VL adds its learned positions after the (biased) patch embedding: the host's %embed_base
+// [1, N, width], the checkpoint's 48 x 48 (num_position_embeddings) grid interpolated bilinearly
+// to the image's patch grid (qwen3_position_rows). After each block listed in
+// deepstack_visual_indexes a DeepStack merger (merge_rows first, then a LayerNorm of the merged
+// width, linear_fc1, GELU, linear_fc2) writes %deepstack_features.J [1, N/merge², out], the
+// graph's outputs after %image_features; HF adds them to the hidden states of the language
+// model's image tokens after its decoder layers 0, 1, 2.
 //
 // Qwen2.5-VL's graph works in window order, as HF's model does between its window_index gather
 // and the final argsort: the host permutes the patch rows and the rope tables into that order
@@ -47,9 +57,9 @@ struct QwenVisionLayout {
   std::vector<float> cos, sin;
 };
 
-/// The towers build_qwen_vision_graph builds: Qwen2-VL's and Qwen2.5-VL's.
+/// The towers build_qwen_vision_graph builds: Qwen2-VL's, Qwen2.5-VL's and Qwen3-VL's.
 inline bool builds_qwen_vision_graph(VisionTower t) {
-  return t == VisionTower::kQwen2Vit || t == VisionTower::kQwen25Vit;
+  return t == VisionTower::kQwen2Vit || t == VisionTower::kQwen25Vit || t == VisionTower::kQwen3Vit;
 }
 
 /// The layout of `grid` for tower `vc` (kQwen25Vit, or kQwen2Vit: identity order, no windows).
@@ -62,11 +72,20 @@ StatusOr<QwenVisionLayout> qwen_vision_layout(const VisionConfig& vc, const Visi
 std::vector<float> qwen_window_rows(const std::vector<float>& rows, int64_t width, int64_t group,
                                     const std::vector<int64_t>& order, bool inverse);
 
-/// The vision graph of `vc` (kQwen2Vit or kQwen25Vit) for `layout`'s grid. Weights name the
-/// checkpoint's tensors (`visual.patch_embed.proj.weight` read as [width, 3·tp·p²],
-/// `visual.blocks.N.*`, `visual.merger.*`). Inputs: patches f32[1, N, 3·tp·p²], rope_cos and
-/// rope_sin f32[1, N, head_dim/2]; output image_features f32[1, N / merge², text_hidden].
-/// kUnimplemented for another tower, naming it.
+/// Qwen3-VL's learned positions for `grid` (HF's fast_pos_embed_interpolate), [patches, width]
+/// in merge-group order: the `table` [num_position_embeddings, width] (a square grid of
+/// `side`² rows) sampled bilinearly at linspace(0, side − 1, grid.h) x linspace(0, side − 1,
+/// grid.w), evaluated in float64 and rounded once (HF computes in the checkpoint's dtype).
+/// kInvalidArgument when the table is not a square grid of the tower's width.
+StatusOr<std::vector<float>> qwen3_position_rows(const VisionConfig& vc, const VisionGrid& grid,
+                                                 const std::vector<float>& table);
+
+/// The vision graph of `vc` (kQwen2Vit, kQwen25Vit or kQwen3Vit) for `layout`'s grid. Weights
+/// name the checkpoint's tensors (`visual.patch_embed.proj.weight` read as [width, 3·tp·p²],
+/// `visual.blocks.N.*`, `visual.merger.*`, Qwen3-VL's `visual.deepstack_merger_list.J.*`).
+/// Inputs: patches f32[1, N, 3·tp·p²], rope_cos and rope_sin f32[1, N, head_dim/2], Qwen3-VL's
+/// embed_base f32[1, N, width]; outputs image_features f32[1, N / merge², text_hidden] and
+/// Qwen3-VL's deepstack_features.J of the same type. kUnimplemented for another tower, naming it.
 StatusOr<ir::Graph> build_qwen_vision_graph(const VisionConfig& vc, const QwenVisionLayout& layout);
 
 }  // namespace qbc::frontend

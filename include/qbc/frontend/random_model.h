@@ -60,6 +60,7 @@ struct VisionOverrides {
   std::optional<int64_t> num_heads;
   std::optional<int64_t> out_hidden_size;
   std::optional<std::vector<int64_t>> fullatt_block_indexes;
+  std::optional<std::vector<int64_t>> deepstack_visual_indexes;  ///< Qwen3-VL
 };
 
 /// Values replacing config.json keys, e.g. to shrink a real config to a test-sized model.

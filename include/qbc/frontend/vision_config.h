@@ -30,8 +30,8 @@ enum class VisionProjector {
 };
 
 std::string_view vision_tower_name(VisionTower t);
-/// For a tower whose graph is not built, what it lacks, as a parenthesis starting with a space
-/// (Qwen3-VL: the learned position grid and the DeepStack features); empty otherwise.
+/// What the rest of the pipeline still lacks for a tower whose graph is built, as a phrase
+/// (Qwen3-VL: its DeepStack features in the language programs); empty when nothing.
 std::string_view vision_tower_gap(VisionTower t);
 std::string_view vision_projector_name(VisionProjector p);
 

@@ -56,6 +56,10 @@ class Qwen3VlText : public ::testing::Test {
     o.overrides.num_key_value_heads = 2;
     o.overrides.head_dim = 16;  // mrope_section [24, 20, 20] -> [3, 2, 3]
     o.overrides.vocab_size = kVocab;
+    o.overrides.vision.depth = 1;  // the tower is written too: keep it tiny
+    o.overrides.vision.hidden_size = 16;
+    o.overrides.vision.num_heads = 1;
+    o.overrides.vision.intermediate_size = 16;
     QBC_ASSERT_OK(frontend::write_random_model(o));
     auto src = frontend::ModelSource::open(dir_);
     QBC_ASSERT_OK(src);
