@@ -11,9 +11,7 @@
 #include "qbc/support/logging.h"
 
 namespace qbc::driver {
-namespace {
 
-// log-softmax of one row, in double.
 void log_softmax(const float* x, int64_t n, std::vector<double>* out) {
   out->resize(static_cast<size_t>(n));
   double m = -std::numeric_limits<double>::infinity();
@@ -23,8 +21,6 @@ void log_softmax(const float* x, int64_t n, std::vector<double>* out) {
   const double lse = m + std::log(sum);
   for (int64_t i = 0; i < n; ++i) (*out)[static_cast<size_t>(i)] = static_cast<double>(x[i]) - lse;
 }
-
-}  // namespace
 
 StatusOr<AccuracyReport> compare_models(runner::Runner& test, runner::Runner& reference,
                                         const std::vector<int32_t>& tokens, int32_t bos_id,

@@ -77,11 +77,6 @@ StatusOr<ReferenceModel> open_reference(const std::string& path, const config::R
   return r;
 }
 
-namespace {
-
-/// Each image mark `mark` of `ids` replaced by `span` (the encoder's image_span: its prefix,
-/// the image tokens, its suffix); with no mark, `images` of them placed after the BOS (or
-/// first). kInvalidArgument when the prompt has another number.
 StatusOr<std::vector<int32_t>> expand_image_tokens(const std::vector<int32_t>& ids, int32_t mark,
                                                    const std::vector<int32_t>& span, size_t images,
                                                    int32_t bos) {
@@ -107,6 +102,8 @@ StatusOr<std::vector<int32_t>> expand_image_tokens(const std::vector<int32_t>& i
   }
   return out;
 }
+
+namespace {
 
 /// generate_text of a prompt with images: the vision part encodes them, the generator
 /// splices their rows at the expanded image tokens.

@@ -184,6 +184,30 @@ StatusOr<runner::GenerateResult> Generator::generate_with_rows(
   return r;
 }
 
+Status Generator::score_with_rows(const std::vector<int32_t>& prompt, int32_t image_token,
+                                  std::vector<float> rows, std::vector<float>* logits) {
+  const int64_t hidden = session_->hidden_size();
+  int64_t placeholders = 0;
+  for (int32_t t : prompt) placeholders += t == image_token ? 1 : 0;
+  if (hidden <= 0 || static_cast<int64_t>(rows.size()) != placeholders * hidden)
+    return invalid_argument("the prompt has ", placeholders, " image tokens (id ", image_token,
+                            "), the images give ", rows.size() / std::max<int64_t>(hidden, 1),
+                            " rows");
+  if (prompt.empty()) return invalid_argument("the prompt encodes to no tokens");
+  session_->reset();
+  cached_.clear();
+  images_.clear();
+  reused_ = 0;
+  if (!rows.empty()) QBC_RETURN_IF_ERROR(session_->splice(image_token, std::move(rows)));
+  Status s = set_prompt_positions(prompt, 0, image_token);
+  if (s.ok()) s = session_->forward(prompt, logits);
+  const int64_t left = session_->rows_pending();
+  session_->reset();  // clears the splice and the positions too
+  if (s.ok() && left != 0)
+    return internal_error(left, " image rows were not used by the prompt's image tokens");
+  return s;
+}
+
 StatusOr<runner::GenerateResult> Generator::generate_reusing_cache(
     const std::vector<int32_t>& prompt, int max_new, const runner::SamplingOptions& sampling,
     const std::function<void(int32_t)>& on_token, bool ignore_eos) {

@@ -331,6 +331,46 @@ std::vector<fs::path> photographs(const fs::path& dir) {
   return out;
 }
 
+/// A folder of image-text pairs for `qbc eval --images`: the first two photographs of
+/// `images`, each with a caption of the same name (`prefix` starts each caption: a model's own
+/// markers around the image, or nothing).
+fs::path write_pairs(const fs::path& images, const fs::path& dir, const std::string& prefix) {
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::vector<fs::path> photos = photographs(images);
+  const char* captions[] = {"A photograph of an animal, seen up close, looking at the camera.",
+                            "An outdoor scene in daylight with a tall object in the middle."};
+  for (size_t i = 0; i < 2 && i < photos.size(); ++i) {
+    fs::copy_file(photos[i], dir / photos[i].filename());
+    testing::write_file(fs::path(dir / photos[i].filename()).replace_extension(".txt"),
+                        prefix + captions[i] + "\n");
+  }
+  return dir;
+}
+
+/// `qbc eval MXQ --reference FOLDER --images PAIRS --json`: the report (null on failure).
+nlohmann::json eval_pairs(const fs::path& mxq, const fs::path& folder, const fs::path& pairs) {
+  const auto r = run_qbc("eval " + shell_quote(mxq) + " --reference " + shell_quote(folder) +
+                         " --images " + shell_quote(pairs) + " --json");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  if (r.exit_code != 0) return nullptr;
+  return nlohmann::json::parse(r.out);
+}
+
+/// The report of a compiled VLM against its own float folder: both pairs scored, features
+/// close to the float tower's, text close to the float model's.
+void expect_close_to_float(const nlohmann::json& j, int64_t image_tokens) {
+  ASSERT_TRUE(j.is_object());
+  ASSERT_EQ(j["pairs"].size(), 2u) << j.dump();
+  for (const auto& p : j["pairs"]) {
+    EXPECT_EQ(p["image_tokens"], image_tokens) << p.dump();
+    EXPECT_GT(p["tokens_scored"].get<int64_t>(), 8) << p.dump();
+    EXPECT_GT(p["feature_sqnr_db"].get<double>(), 25.0) << p.dump();
+    EXPECT_LT(p["kld_mean"].get<double>(), 0.05) << p.dump();
+  }
+  EXPECT_GT(j["top1"].get<double>(), 0.6) << j.dump();  // random models: near-flat logits
+}
+
 /// `qbc run MXQ --image P -p PROMPT -n 5` (plus `flags`) on every photograph of `images`: each
 /// generates 5 tokens, and not every photograph gives the same ones.
 void expect_tokens_differ_by_photograph(const fs::path& mxq, const fs::path& images,
@@ -468,6 +508,10 @@ TEST_F(VlmCompile, AGemma3FolderCompilesItsTowerAndRunsWithAnImage) {
   for (int t; ids >> t;) prompt.push_back(t);
   EXPECT_EQ(std::count(prompt.begin(), prompt.end(), static_cast<int>(v.image_token_id())), 256);
   EXPECT_EQ(std::count(prompt.begin(), prompt.end(), static_cast<int>(v.prompt_token_id())), 1);
+  // Image-text pairs against the float folder: the image tokens one bidirectional span on both
+  // sides.
+  expect_close_to_float(eval_pairs(out, gemma, write_pairs(images_, dir_ / "gemma3_pairs", "")),
+                        256);
 }
 
 // Image-text calibration (`qbc calib prepare --images`): each sample holds one photograph's span
@@ -641,6 +685,11 @@ void expect_qwen_folder_compiles_and_runs(const fs::path& config, const fs::path
 
   expect_tokens_differ_by_photograph(
       out, images, "<|vision_start|><|image_pad|><|vision_end|>Describe this image.", "");
+  // Image-text pairs against the float folder: M-RoPE positions on both sides.
+  expect_close_to_float(eval_pairs(out, qwen,
+                                   write_pairs(images, dir / (family + "_pairs"),
+                                               "<|vision_start|><|image_pad|><|vision_end|>")),
+                        256);
   // Two image placeholders for one --image: exit 2 naming the count.
   const auto two =
       run_qbc("run " + shell_quote(out) + " --image " + shell_quote(photographs(images).front()) +
@@ -1051,6 +1100,64 @@ TEST_F(VlmCompile, SequenceCacheFilesRecordTheImage) {
   const auto text = run_qbc(run + prompt + " -n 2 --load-cache " + shell_quote(cache));
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_LE(cached_tokens(text.err), 6);
+}
+
+// `qbc eval --images`: the compiled VLM against its float folder on image-text pairs, each
+// prompt built as `qbc run --image` builds it: per pair the feature SQNR of the image's rows and
+// the text's KLD and top-1; against another model's folder of the same shapes the same report
+// shows it; a pair without its text, a missing --reference and a model that is not a compiled
+// VLM exit 2 naming what is wrong.
+TEST_F(VlmCompile, EvalOnImageTextPairsComparesBothPartsWithTheFloatFolder) {
+  const fs::path pairs = write_pairs(images_, dir_ / "llava_pairs", "");
+  const nlohmann::json own = eval_pairs(dir_ / "a.mxq", model_, pairs);
+  expect_close_to_float(own, 576);  // (336 / 14)^2, the CLS row dropped
+  ASSERT_TRUE(own.is_object());
+  EXPECT_EQ(own["tokens_scored"].get<int64_t>(),
+            own["pairs"][0]["tokens_scored"].get<int64_t>() +
+                own["pairs"][1]["tokens_scored"].get<int64_t>());
+  // Another random model of the same shapes: the features and the text disagree.
+  const fs::path other = dir_ / "llava_other";
+  const fs::path config = testing::shared_dir() / "model-configs-new/llava-1.5-7b-hf/config.json";
+  ASSERT_EQ(run_qbc("random-model " + shell_quote(config) + " -o " + shell_quote(other) +
+                    " --layers 2 --hidden 64 --intermediate 128 --heads 4 --kv-heads 2 --vocab 512"
+                    " --vision-layers 3 --vision-hidden 64 --vision-intermediate 128"
+                    " --vision-heads 4 --dtype f32 --seed 4")
+                .exit_code,
+            0);
+  const nlohmann::json wrong = eval_pairs(dir_ / "a.mxq", other, pairs);
+  ASSERT_TRUE(wrong.is_object());
+  EXPECT_LT(wrong["feature_sqnr_db"].get<double>(), 10.0) << wrong.dump();
+  EXPECT_GT(wrong["kld_mean"].get<double>(), 10 * own["kld_mean"].get<double>()) << wrong.dump();
+  // The table names each pair.
+  const auto table = run_qbc("eval " + shell_quote(dir_ / "a.mxq") + " --reference " +
+                             shell_quote(model_) + " --images " + shell_quote(pairs));
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  for (const fs::path& p : photographs(pairs))
+    EXPECT_TRUE(contains(table.out, p.filename().string())) << table.out;
+  EXPECT_TRUE(contains(table.out, "feature SQNR")) << table.out;
+  // Refusals.
+  const fs::path lone = dir_ / "llava_lone";
+  fs::remove_all(lone);
+  fs::create_directories(lone);
+  fs::copy_file(photographs(images_).front(), lone / "x.png");
+  const std::pair<std::string, std::string> cases[] = {
+      {shell_quote(dir_ / "a.mxq") + " --reference " + shell_quote(model_) + " --images " +
+           shell_quote(lone),
+       "x.png has no text file x.txt"},
+      {shell_quote(dir_ / "a.mxq") + " --images " + shell_quote(pairs),
+       "--images needs --reference"},
+      {shell_quote(model_) + " --reference " + shell_quote(model_) + " --images " +
+           shell_quote(pairs),
+       "is not one"},
+      {shell_quote(dir_ / "a.mxq") + " --reference " + shell_quote(model_) + " --images " +
+           shell_quote(dir_ / "no_such_folder"),
+       "no_such_folder"},
+  };
+  for (const auto& [args, needle] : cases) {
+    const auto r = run_qbc("eval " + args);
+    EXPECT_EQ(r.exit_code, 2) << args << ": " << r.err;
+    EXPECT_TRUE(contains(r.err, needle)) << args << ": " << r.err;
+  }
 }
 
 }  // namespace

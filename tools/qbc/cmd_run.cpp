@@ -10,6 +10,7 @@
 #include "qbc/driver/chat_prompt.h"
 #include "qbc/driver/ctx_sweep.h"
 #include "qbc/driver/exec_trace.h"
+#include "qbc/driver/image_eval.h"
 #include "qbc/driver/layer_basis.h"
 #include "qbc/driver/runnable.h"
 #include "qbc/runtime/generator.h"
@@ -189,6 +190,7 @@ struct EvalOptions {
   int threads = 0;
   std::string backend = "auto";
   std::string ctx_sweep;  ///< "512,1024,...": the accuracy report per context length
+  std::string images;     ///< a folder of image-text pairs (a compiled VLM against its folder)
 };
 
 // The accuracy report: the model against a float reference on the same tokens.
@@ -223,7 +225,34 @@ Status run_compare(const EvalOptions& o, const ir::Graph* graph, runner::Runner&
   return emit_output("", o.json ? json : driver::format_report(rep));
 }
 
+/// `eval --images DIR`: the compiled VLM against its float folder on image-text pairs.
+Status run_image_eval(const EvalOptions& o) {
+  if (o.reference.empty())
+    return invalid_argument("--images needs --reference (the VLM's float HF folder)");
+  if (!o.text.empty() || !o.ctx_sweep.empty())
+    return invalid_argument("--images scores the text files beside the images; leave out --text ",
+                            "and --ctx-sweep");
+  QBC_ASSIGN_OR_RETURN(const std::vector<driver::ImageTextPair> pairs,
+                       driver::list_image_text_pairs(o.images));
+  QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_for_input(o.config, o.model));
+  QBC_ASSIGN_OR_RETURN(
+      driver::Runnable opened,
+      driver::open_runnable(o.model, cfg, runnable_options(o.mxq, o.backend, o.threads)));
+  if (!opened.generator)
+    return invalid_argument("--images scores a compiled VLM (.mxq with a vision part); ", o.model,
+                            " is not one");
+  QBC_ASSIGN_OR_RETURN(
+      const driver::ImageEvalReport r,
+      driver::eval_image_pairs(*opened.generator, o.model, o.reference, cfg, pairs, o.threads));
+  const std::string json = driver::image_eval_json(r);
+  events::result("eval", json);
+  return emit_output(
+      "", o.json ? nlohmann::json::parse(json).dump(2) + "\n" : driver::format_image_eval(r));
+}
+
 Status run_eval(const EvalOptions& o) {
+  if (!o.images.empty()) return run_image_eval(o);
+  if (o.text.empty()) return invalid_argument("--text is required (or --images for a VLM)");
   if (o.ctx < 2) return invalid_argument("--ctx must be >= 2");
   QBC_ASSIGN_OR_RETURN(std::string text, read_text_file(o.text));
   QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_for_input(o.config, o.model));
@@ -351,7 +380,13 @@ void register_eval(CLI::App& app, Action& action) {
       "chunk\n"
       "start, only the second half of each chunk scored. Prints perplexity and tokens/s.");
   cmd->add_option("model", o->model, "HF folder, .gguf, .mblt or compiled .mxq")->required();
-  cmd->add_option("--text", o->text, "Text file to score")->required();
+  cmd->add_option("--text", o->text, "Text file to score (required unless --images)");
+  cmd->add_option("--images", o->images,
+                  "A compiled VLM (.mxq) against its float HF folder (--reference) on the\n"
+                  "image-text pairs of this folder: each PNG/JPEG with a .txt of the same name,\n"
+                  "the text that follows the image (the prompt is built as `qbc run --image`\n"
+                  "builds it). Prints per pair the feature SQNR of the image's rows and the\n"
+                  "text's KLD and top-1 against the float model, then the totals");
   cmd->add_option("--ctx", o->ctx, "Tokens per chunk");
   cmd->add_option("--ctx-sweep", o->ctx_sweep,
                   "With --reference: the accuracy report (perplexity of both, KLD, top-1) once per "

@@ -80,6 +80,9 @@ using ref::PerplexityResult;
 StatusOr<PerplexityResult> perplexity(runner::Runner& model, const std::vector<int32_t>& tokens,
                                       int32_t bos_id, const PerplexityRequest& request);
 
+/// The log-softmax of the `n` logits `x`, in double.
+void log_softmax(const float* x, int64_t n, std::vector<double>* out);
+
 /// The report as a human-readable table.
 std::string format_report(const AccuracyReport& r);
 /// The report as JSON.

@@ -60,6 +60,13 @@ struct ReferenceModel {
 StatusOr<ReferenceModel> open_reference(const std::string& path, const config::ResolvedConfig& cfg,
                                         int threads);
 
+/// Each image mark `mark` of `ids` replaced by `span` (runtime::VisionEncoder::image_span: its
+/// prefix, the image tokens, its suffix); with no mark, `images` of them placed after the BOS
+/// (or first), as `qbc run --image` does. kInvalidArgument when the prompt has another number.
+StatusOr<std::vector<int32_t>> expand_image_tokens(const std::vector<int32_t>& ids, int32_t mark,
+                                                   const std::vector<int32_t>& span, size_t images,
+                                                   int32_t bos);
+
 /// One text generation.
 struct TextRequest {
   std::string prompt;

@@ -99,6 +99,12 @@ class Generator {
       const std::vector<int32_t>& prompt, int32_t image_token, std::vector<float> rows, int max_new,
       const runner::SamplingOptions& sampling = {},
       const std::function<void(int32_t)>& on_token = nullptr, bool ignore_eos = false);
+  /// The logits [prompt.size(), vocab] of a fresh sequence of `prompt` with `rows` spliced at
+  /// its `image_token`s as generate_with_rows() splices them (an image-text pair scored as the
+  /// runtime runs it: `qbc eval --images`). The cache is empty afterwards. kInvalidArgument
+  /// before any work when the counts differ.
+  Status score_with_rows(const std::vector<int32_t>& prompt, int32_t image_token,
+                         std::vector<float> rows, std::vector<float>* logits);
   /// Tokens of the last generate_reusing_cache() prompt taken from the cache.
   int64_t reused_tokens() const { return reused_; }
   /// The ids the KV cache holds, position 0 first (the prompt and every new token fed back).

@@ -1,0 +1,309 @@
+// eval_image_pairs (qbc/driver/image_eval.h): a compiled VLM against its float folder on
+// image-text pairs, each prompt run as `qbc run --image` runs it.
+#include "qbc/driver/image_eval.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "qbc/driver/accuracy.h"
+#include "qbc/driver/generate.h"
+#include "qbc/driver/model_loader.h"
+#include "qbc/driver/runnable.h"
+#include "qbc/driver/vision_part.h"
+#include "qbc/frontend/importer.h"
+#include "qbc/mxq/model_file.h"
+#include "qbc/ref/session.h"
+#include "qbc/runner/mrope.h"
+#include "qbc/runtime/vision_encoder.h"
+#include "qbc/support/file_util.h"
+#include "qbc/support/logging.h"
+
+namespace qbc::driver {
+namespace {
+
+namespace fs = std::filesystem;
+
+/// The float language model of the reference folder and how its prompts run.
+struct FloatVlm {
+  LoadedModel model;
+  std::unique_ptr<ref::Session> session;
+  bool mrope = false;  ///< 3-stream positions (Qwen2-VL, Qwen2.5-VL)
+  bool span = false;   ///< bidirectional image spans (Gemma 3)
+  int64_t capacity = 0;
+};
+
+StatusOr<FloatVlm> open_float_vlm(const std::string& reference, const config::ResolvedConfig& cfg,
+                                  int threads) {
+  FloatVlm f;
+  QBC_ASSIGN_OR_RETURN(f.model, open_model(reference, cfg));
+  ref::SessionOptions so;
+  so.threads = threads;
+  QBC_ASSIGN_OR_RETURN(f.session, make_session(f.model, so));
+  for (const ir::Node& n : f.model.graph.nodes())
+    f.mrope = f.mrope || (n.op == ir::Op::kInput && n.name == "rope_cos");
+  const auto it = f.model.graph.metadata.find(frontend::kImageSpanMetadata);
+  f.span = it != f.model.graph.metadata.end() && !it->second.empty() && it->second != "0";
+  f.capacity = cache_capacity(f.model.graph);
+  return f;
+}
+
+/// The float logits of `prompt` with `rows` at its `image_token`s: M-RoPE positions over the
+/// whole prompt (`side` x `side` grids), or each run of image tokens as one span call.
+Status float_logits(FloatVlm& f, const std::vector<int32_t>& prompt, int32_t image_token,
+                    const std::vector<float>& rows, int64_t side, std::vector<float>* logits) {
+  ref::Session& s = *f.session;
+  s.reset();
+  std::vector<float> x;
+  QBC_RETURN_IF_ERROR(s.embed(prompt, &x));
+  const auto h = static_cast<size_t>(s.hidden_size());
+  const auto n = static_cast<int64_t>(prompt.size());
+  size_t used = 0;
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    if (prompt[i] != image_token) continue;
+    if ((used + 1) * h > rows.size()) return internal_error("fewer image rows than image tokens");
+    std::copy(rows.begin() + static_cast<std::ptrdiff_t>(used * h),
+              rows.begin() + static_cast<std::ptrdiff_t>((used + 1) * h),
+              x.begin() + static_cast<std::ptrdiff_t>(i * h));
+    ++used;
+  }
+  if (f.mrope) {
+    const int64_t per = side * side;
+    if (per <= 0 || static_cast<int64_t>(used) % per != 0)
+      return internal_error(used, " image tokens are not whole ", side, " x ", side, " grids");
+    const std::vector<runner::LlmGrid> grids(used / static_cast<size_t>(per),
+                                             runner::LlmGrid{1, side, side});
+    QBC_ASSIGN_OR_RETURN(const runner::MRopePositions p,
+                         runner::mrope_positions(prompt, image_token, grids));
+    return s.forward_embeds_mrope(x, n, p.positions, logits);
+  }
+  if (!f.span) return s.forward_embeds(x, n, logits);
+  logits->clear();
+  for (int64_t i = 0; i < n;) {  // runs of text tokens, runs of image tokens
+    const bool image = prompt[static_cast<size_t>(i)] == image_token;
+    int64_t j = i;
+    while (j < n && (prompt[static_cast<size_t>(j)] == image_token) == image) ++j;
+    const std::vector<float> part(x.begin() + static_cast<std::ptrdiff_t>(i * h),
+                                  x.begin() + static_cast<std::ptrdiff_t>(j * h));
+    std::vector<float> out;
+    QBC_RETURN_IF_ERROR(image ? s.forward_embeds_span(part, j - i, &out)
+                              : s.forward_embeds(part, j - i, &out));
+    logits->insert(logits->end(), out.begin(), out.end());
+    i = j;
+  }
+  return ok_status();
+}
+
+/// The pair's text as the prompt's text (one trailing newline dropped).
+StatusOr<std::string> pair_text(const ImageTextPair& p) {
+  QBC_ASSIGN_OR_RETURN(std::string text, read_text_file(p.text_file));
+  if (!text.empty() && text.back() == '\n') text.pop_back();
+  if (!text.empty() && text.back() == '\r') text.pop_back();
+  return text;
+}
+
+/// KLD, top-1 and both log-likelihoods of the targets prompt[t0..n-1], each predicted by the
+/// row before it.
+void score_text(const std::vector<float>& test, const std::vector<float>& ref,
+                const std::vector<int32_t>& prompt, size_t t0, int64_t vocab, ImagePairScore* out,
+                std::vector<double>* klds) {
+  std::vector<double> pt, pr;
+  double kl_sum = 0, nll = 0, nll_ref = 0;
+  int64_t same = 0;
+  for (size_t t = t0; t < prompt.size(); ++t) {
+    const float* rt = test.data() + (t - 1) * static_cast<size_t>(vocab);
+    const float* rr = ref.data() + (t - 1) * static_cast<size_t>(vocab);
+    log_softmax(rt, vocab, &pt);
+    log_softmax(rr, vocab, &pr);
+    double kl = 0;
+    for (int64_t v = 0; v < vocab; ++v)
+      kl += std::exp(pr[static_cast<size_t>(v)]) *
+            (pr[static_cast<size_t>(v)] - pt[static_cast<size_t>(v)]);
+    kl = std::max(kl, 0.0);
+    klds->push_back(kl);
+    kl_sum += kl;
+    same += std::max_element(rt, rt + vocab) - rt == std::max_element(rr, rr + vocab) - rr ? 1 : 0;
+    nll -= pt[static_cast<size_t>(prompt[t])];
+    nll_ref -= pr[static_cast<size_t>(prompt[t])];
+  }
+  out->scored = static_cast<int64_t>(prompt.size() - t0);
+  const auto count = static_cast<double>(std::max<int64_t>(out->scored, 1));
+  out->kld_mean = kl_sum / count;
+  out->top1 = static_cast<double>(same) / count;
+  out->nll = nll / count;
+  out->nll_reference = nll_ref / count;
+}
+
+double sqnr_db(double signal, double noise) {
+  if (noise <= 0) return std::numeric_limits<double>::infinity();
+  return 10.0 * std::log10(signal / noise);
+}
+
+}  // namespace
+
+StatusOr<std::vector<ImageTextPair>> list_image_text_pairs(const std::string& dir) {
+  QBC_ASSIGN_OR_RETURN(const std::vector<std::string> images, list_images(dir));
+  std::vector<ImageTextPair> out;
+  std::error_code ec;
+  for (const std::string& image : images) {
+    const fs::path text = fs::path(image).replace_extension(".txt");
+    if (!fs::is_regular_file(text, ec))
+      return invalid_argument("--images ", dir, ": ", fs::path(image).filename().string(),
+                              " has no text file ", text.filename().string(),
+                              " (each image is scored with the text of the same name)");
+    out.push_back({image, text.string()});
+  }
+  return out;
+}
+
+StatusOr<ImageEvalReport> eval_image_pairs(runtime::Generator& test, const std::string& model,
+                                           const std::string& reference,
+                                           const config::ResolvedConfig& cfg,
+                                           const std::vector<ImageTextPair>& pairs, int threads) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const mxq::LoadedModel& file = test.model().file;
+  if (file.vision == nullptr)
+    return invalid_argument(model, " has no vision part: --images scores a compiled VLM");
+  QBC_ASSIGN_OR_RETURN(std::unique_ptr<runtime::VisionEncoder> enc,
+                       runtime::VisionEncoder::create(file, test.session().device().mode().scheme));
+  // The float tower at the compiled image size.
+  config::ResolvedConfig float_cfg = cfg;
+  float_cfg.options.mutable_vision()->set_image_size(file.meta.vision().image_size());
+  QBC_ASSIGN_OR_RETURN(FloatVlm ref, open_float_vlm(reference, float_cfg, threads));
+  const int64_t vocab = test.session().vocab_size();
+  if (ref.session->vocab_size() != vocab || ref.session->hidden_size() != enc->width())
+    return invalid_argument(reference, " is not the float model of ", model, ": vocabulary ",
+                            ref.session->vocab_size(), " and width ", ref.session->hidden_size(),
+                            " against ", vocab, " and ", enc->width());
+  const tokenizer::Tokenizer& tok = test.tokenizer();
+  const int64_t side = mxq::vision_grid_side(file.meta.vision());
+  const size_t suffix = static_cast<size_t>(file.meta.vision().image_suffix_ids_size());
+  ImageEvalReport r;
+  r.model = model;
+  r.reference = reference;
+  std::vector<double> klds;
+  double signal = 0, noise = 0, nll = 0, nll_ref = 0;
+  for (const ImageTextPair& p : pairs) {
+    const std::string name = fs::path(p.image).filename().string();
+    ImagePairScore score;
+    score.image = name;
+    QBC_ASSIGN_OR_RETURN(const std::string text, pair_text(p));
+    QBC_ASSIGN_OR_RETURN(
+        const std::vector<int32_t> prompt,
+        expand_image_tokens(tok.encode(text, tok.add_bos_default(), /*parse_special=*/true),
+                            enc->prompt_token_id(), enc->image_span(), 1, tok.bos_id()));
+    const auto n = static_cast<int64_t>(prompt.size());
+    if (n > test.capacity() || n > ref.capacity)
+      return invalid_argument(p.text_file, ": the prompt with its image is ", n,
+                              " tokens, more than the context (", test.capacity(), " of ", model,
+                              ", ", ref.capacity, " of ", reference, ")");
+    const auto last_image = static_cast<size_t>(
+        std::find(prompt.rbegin(), prompt.rend(), enc->image_token_id()).base() - prompt.begin());
+    const size_t first_text = last_image + suffix;
+    if (first_text < 1 || first_text >= prompt.size())
+      return invalid_argument(p.text_file, ": no text after the image to score");
+    QBC_ASSIGN_OR_RETURN(std::vector<float> rows, enc->encode_file(p.image));
+    QBC_ASSIGN_OR_RETURN(FloatImageFeatures fr,
+                         float_image_features(reference, float_cfg, {p.image}));
+    if (fr.rows.size() != 1 || fr.rows[0].size() != rows.size())
+      return invalid_argument(reference, ": the float tower gives ",
+                              fr.rows.empty() ? 0 : fr.rows[0].size(), " feature values for ", name,
+                              ", the compiled one ", rows.size());
+    double sig = 0, err = 0;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const double d = static_cast<double>(rows[i]) - fr.rows[0][i];
+      sig += static_cast<double>(fr.rows[0][i]) * fr.rows[0][i];
+      err += d * d;
+    }
+    score.feature_sqnr_db = sqnr_db(sig, err);
+    signal += sig;
+    noise += err;
+    score.image_tokens = static_cast<int64_t>(rows.size()) / enc->width();
+    score.prompt_tokens = n;
+    std::vector<float> lt, lr;
+    QBC_RETURN_IF_ERROR(test.score_with_rows(prompt, enc->image_token_id(), std::move(rows), &lt)
+                            .with_context(name));
+    QBC_RETURN_IF_ERROR(
+        float_logits(ref, prompt, enc->image_token_id(), fr.rows[0], side, &lr).with_context(name));
+    if (lt.size() != static_cast<size_t>(n * vocab) || lr.size() != lt.size())
+      return internal_error(name, ": ", lt.size(), " and ", lr.size(), " logits for ", n,
+                            " positions of ", vocab);
+    score_text(lt, lr, prompt, first_text, vocab, &score, &klds);
+    nll += score.nll * static_cast<double>(score.scored);
+    nll_ref += score.nll_reference * static_cast<double>(score.scored);
+    r.top1 += score.top1 * static_cast<double>(score.scored);
+    r.scored += score.scored;
+    log("eval").info("{}: feature SQNR {:.2f} dB, KLD {:.5f}, top-1 {:.2f} % over {} tokens", name,
+                     score.feature_sqnr_db, score.kld_mean, 100 * score.top1, score.scored);
+    r.pairs.push_back(std::move(score));
+  }
+  const auto count = static_cast<double>(std::max<int64_t>(r.scored, 1));
+  double kl_sum = 0;
+  for (double k : klds) kl_sum += k;
+  r.kld_mean = kl_sum / count;
+  std::sort(klds.begin(), klds.end());
+  if (!klds.empty())
+    r.kld_p99 = klds[std::min(klds.size() - 1,
+                              static_cast<size_t>(0.99 * static_cast<double>(klds.size())))];
+  r.top1 /= count;
+  r.ppl = std::exp(nll / count);
+  r.ppl_reference = std::exp(nll_ref / count);
+  r.feature_sqnr_db = sqnr_db(signal, noise);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+std::string format_image_eval(const ImageEvalReport& r) {
+  std::ostringstream os;
+  os.setf(std::ios::fixed);
+  os << r.model << " against " << r.reference << " on " << r.pairs.size() << " image-text pairs\n";
+  os << "image                          feature SQNR   tokens  scored   KLD mean   top-1\n";
+  char line[256];
+  for (const ImagePairScore& p : r.pairs) {
+    std::snprintf(line, sizeof(line), "%-30s %9.2f dB %8lld %7lld %10.5f %6.2f %%\n",
+                  p.image.c_str(), p.feature_sqnr_db, static_cast<long long>(p.prompt_tokens),
+                  static_cast<long long>(p.scored), p.kld_mean, 100 * p.top1);
+    os << line;
+  }
+  std::snprintf(line, sizeof(line),
+                "all: feature SQNR %.2f dB; text %lld tokens: KLD mean %.5f p99 %.5f, top-1 "
+                "%.2f %%, perplexity %.4f (reference %.4f); %.1f s\n",
+                r.feature_sqnr_db, static_cast<long long>(r.scored), r.kld_mean, r.kld_p99,
+                100 * r.top1, r.ppl, r.ppl_reference, r.seconds);
+  os << line;
+  return os.str();
+}
+
+std::string image_eval_json(const ImageEvalReport& r) {
+  // JSON has no infinity: an exact match's SQNR is null.
+  const auto db = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };
+  nlohmann::ordered_json j = {{"model", r.model},
+                              {"reference", r.reference},
+                              {"pairs", nlohmann::json::array()},
+                              {"tokens_scored", r.scored},
+                              {"feature_sqnr_db", db(r.feature_sqnr_db)},
+                              {"kld_mean", r.kld_mean},
+                              {"kld_p99", r.kld_p99},
+                              {"top1", r.top1},
+                              {"perplexity", r.ppl},
+                              {"perplexity_reference", r.ppl_reference},
+                              {"seconds", r.seconds}};
+  for (const ImagePairScore& p : r.pairs) {
+    j["pairs"].push_back({{"image", p.image},
+                          {"prompt_tokens", p.prompt_tokens},
+                          {"image_tokens", p.image_tokens},
+                          {"tokens_scored", p.scored},
+                          {"feature_sqnr_db", db(p.feature_sqnr_db)},
+                          {"kld_mean", p.kld_mean},
+                          {"top1", p.top1},
+                          {"nll", p.nll},
+                          {"nll_reference", p.nll_reference}});
+  }
+  return j.dump();
+}
+
+}  // namespace qbc::driver
