@@ -46,7 +46,8 @@ void use_checkpoint_names(ir::Graph& g, const frontend::SafetensorsCheckpoint& c
   for (ir::Weight& w : renamed) g.add_weight(std::move(w));
 }
 
-// LLaVA's CLIP tower: its learned positions fix the image size (no interpolation yet).
+// LLaVA's CLIP tower at vc.image_size (its learned positions resampled bicubically to another
+// size on the host, as HF's interpolate_pos_encoding).
 StatusOr<ir::Graph> clip_graph(const frontend::VisionConfig& vc) {
   QBC_ASSIGN_OR_RETURN(ir::Graph g, frontend::build_clip_vision_graph(vc));
   const int64_t side = vc.image_size / vc.patch_size;
@@ -57,7 +58,12 @@ StatusOr<ir::Graph> clip_graph(const frontend::VisionConfig& vc) {
   g.metadata["vision.drop_cls"] = vc.keeps_cls ? "0" : "1";
   // The host computes the embed_base input from two checkpoint tensors (clip_embed_base).
   g.metadata["vision.embed_base"] =
-      "vision_tower.vision_model.embeddings.position_embedding.weight + class_embedding on row 0";
+      "vision_tower.vision_model.embeddings.position_embedding.weight + class_embedding on row 0" +
+      std::string(vc.image_size / vc.patch_size != vc.position_grid
+                      ? "; the patch rows resampled bicubically from the table's " +
+                            std::to_string(vc.position_grid) + " x " +
+                            std::to_string(vc.position_grid) + " grid"
+                      : "");
   return g;
 }
 

@@ -142,11 +142,11 @@ const char* tower_tag(frontend::VisionTower t) {
   return "?";
 }
 
-/// A tower whose learned positions fix its size (CLIP, SigLIP): the folder's vision graph at
-/// vc.image_size.
+/// A tower with learned positions (CLIP, SigLIP): the folder's vision graph at vc.image_size
+/// (CLIP's positions interpolated when that is not the table's size: clip_embed_base).
 StatusOr<Tower> fixed_size_tower(const std::string& model, const frontend::VisionConfig& vc) {
   Tower t;
-  QBC_ASSIGN_OR_RETURN(std::optional<ir::Graph> g, import_vision_graph(model));
+  QBC_ASSIGN_OR_RETURN(std::optional<ir::Graph> g, import_vision_graph(model, vc.image_size));
   if (!g) return internal_error(model, ": a vision_config but no vision graph");
   t.graph = std::move(*g);
   t.side = vc.image_size;
@@ -267,8 +267,7 @@ StatusOr<image::PreprocessSpec> preprocessing(const fs::path& pre_path, const To
   if (spec.flattens_patches() != qwen)
     return invalid_argument(pre_path.string(), ": a ", spec.processor, " for the ",
                             frontend::vision_tower_name(vc.tower), " tower of ", vc.model_type);
-  if (!spec.flattens_patches()) return spec;
-  QBC_RETURN_IF_ERROR(check_area(spec, tower.side, pre_path));
+  if (spec.flattens_patches()) QBC_RETURN_IF_ERROR(check_area(spec, tower.side, pre_path));
   spec.compiled_size = static_cast<int32_t>(tower.side);
   return spec;
 }

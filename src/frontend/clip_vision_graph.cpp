@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "qbc/frontend/clip_vision.h"
+#include "qbc/frontend/position_interpolation.h"
 #include "qbc/image/preprocess.h"
 #include "qbc/ir/builder.h"
 #include "vit_layers.h"
@@ -72,12 +73,22 @@ StatusOr<std::vector<float>> clip_embed_base(const VisionConfig& vc, const Tenso
   std::vector<float> base, cls;
   QBC_RETURN_IF_ERROR(read(kTower + "embeddings.position_embedding.weight", &base));
   QBC_RETURN_IF_ERROR(read(kTower + "embeddings.class_embedding", &cls));
-  const int64_t side = vc.image_size / vc.patch_size;
-  const auto want = static_cast<size_t>((1 + side * side) * vc.width);
-  if (base.size() != want || cls.size() != static_cast<size_t>(vc.width)) {
+  const int64_t table = vc.position_grid, w = vc.width;
+  const auto want = static_cast<size_t>((1 + table * table) * w);
+  if (base.size() != want || cls.size() != static_cast<size_t>(w)) {
     return invalid_argument(kTower, "embeddings: position_embedding has ", base.size(),
-                            " values and class_embedding ", cls.size(), "; ", vc.image_size, "x",
-                            vc.image_size, " needs ", want, " and ", vc.width);
+                            " values and class_embedding ", cls.size(), "; a ", table, " x ", table,
+                            " grid needs ", want, " and ", w);
+  }
+  // Another image size: the patch rows resampled (CLIPVisionEmbeddings.interpolate_pos_encoding),
+  // the class row kept.
+  const int64_t side = vc.image_size / vc.patch_size;
+  if (side != table) {
+    QBC_ASSIGN_OR_RETURN(std::vector<float> rows,
+                         bicubic_position_rows(std::vector<float>(base.begin() + w, base.end()),
+                                               table, w, side, side));
+    base.resize(static_cast<size_t>(w));
+    base.insert(base.end(), rows.begin(), rows.end());
   }
   for (size_t i = 0; i < cls.size(); ++i) base[i] += cls[i];
   return base;

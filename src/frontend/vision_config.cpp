@@ -116,6 +116,7 @@ Status read_vit(const ConfigReader& v, int64_t default_image, VisionConfig& c) {
   if (c.image_size % c.patch_size != 0)
     return v.bad_value("image_size", "not a multiple of patch_size");
   const int64_t side = c.image_size / c.patch_size;
+  c.position_grid = side;
   c.position_embeddings = side * side + (c.tower == VisionTower::kClip ? 1 : 0);
   return ok_status();
 }
@@ -258,11 +259,23 @@ int64_t VisionConfig::parameters() const {
 
 Status set_image_size(VisionConfig& c, int64_t side, std::string_view key) {
   if (side == 0 || side == c.image_size) return ok_status();
+  if (!c.dynamic_resolution && c.tower == VisionTower::kClip) {
+    if (side < c.patch_size || side % c.patch_size != 0) {
+      const int64_t below = std::max(c.patch_size, side / c.patch_size * c.patch_size);
+      return invalid_argument(key, " ", side, ": the ", vision_tower_name(c.tower),
+                              " tower takes multiples of patch_size = ", c.patch_size,
+                              " pixels (e.g. ", below, " or ", below + c.patch_size, ")");
+    }
+    c.image_size = side;  // the position grid is interpolated (position_grid keeps the table's)
+    return ok_status();
+  }
   if (!c.dynamic_resolution) {
     return unimplemented(key, " ", side, ": the ", vision_tower_name(c.tower), " tower of ",
-                         c.model_type, " has learned position embeddings for ", c.image_size, "x",
-                         c.image_size, " only (no interpolation yet); leave ", key,
-                         " at 0 or set it to ", c.image_size);
+                         c.model_type, " takes ", c.image_size, "x", c.image_size,
+                         " only (its projector pools the patch grid of that size to "
+                         "mm_tokens_per_image, and the processor resizes every image to it); "
+                         "leave ",
+                         key, " at 0 or set it to ", c.image_size);
   }
   const int64_t unit = c.patch_size * c.merge;
   if (side < unit || side % unit != 0) {

@@ -88,7 +88,29 @@ StatusOr<Size> smart_resize(int64_t height, int64_t width, int64_t factor, int64
   return Size{static_cast<int32_t>(h), static_cast<int32_t>(w)};
 }
 
-StatusOr<Size> resized_size(const PreprocessSpec& spec, int32_t height, int32_t width) {
+namespace {
+
+/// `in` with compiled_size applied to its sizes (PreprocessSpec::compiled_size).
+PreprocessSpec at_compiled_size(const PreprocessSpec& in) {
+  PreprocessSpec s = in;
+  const int32_t c = in.compiled_size;
+  if (c <= 0) return s;
+  if (s.rule == ResizeRule::kFixed) {
+    s.height = s.width = c;
+  } else if (s.rule == ResizeRule::kShortestEdge && s.center_crop && s.crop_height > 0 &&
+             (s.crop_height != c || s.crop_width != c)) {
+    // The resize keeps its ratio to the crop (CLIP: 336 then 336 becomes 224 then 224).
+    s.shortest_edge = static_cast<int32_t>(
+        std::lround(static_cast<double>(s.shortest_edge) * c / static_cast<double>(s.crop_height)));
+    s.crop_height = s.crop_width = c;
+  }
+  return s;
+}
+
+}  // namespace
+
+StatusOr<Size> resized_size(const PreprocessSpec& in, int32_t height, int32_t width) {
+  const PreprocessSpec spec = at_compiled_size(in);
   switch (spec.rule) {
     case ResizeRule::kSmart:
       if (spec.compiled_size > 0) {
@@ -123,8 +145,9 @@ float normalize_sample(const PreprocessSpec& spec, int c, uint8_t v) {
   return x;
 }
 
-StatusOr<Image> resize_for_model(const Image& img, const PreprocessSpec& spec,
+StatusOr<Image> resize_for_model(const Image& img, const PreprocessSpec& in,
                                  std::string_view name) {
+  const PreprocessSpec spec = at_compiled_size(in);
   StatusOr<Size> size = resized_size(spec, img.height, img.width);
   if (!size.ok()) return size.status().with_context(name);
   Image out = resize(img, size->width, size->height, spec.filter);

@@ -29,8 +29,8 @@ StatusOr<std::unique_ptr<VisionEncoder>> VisionEncoder::create(const mxq::Loaded
   const std::shared_ptr<const isa::Bundle> bundle = v.bundle;
   const int64_t rows = bundle->chunk;
   const int64_t merge = mxq::vision_merge(e->part_);
+  e->spec_.compiled_size = static_cast<int32_t>(e->part_.image_size());  // image::PreprocessSpec
   if (e->spec_.flattens_patches()) {  // Qwen2-VL's patch rows at the compiled size
-    e->spec_.compiled_size = static_cast<int32_t>(e->part_.image_size());
     const int64_t grid = e->part_.image_size() / e->part_.patch_size();
     if (grid * grid != rows || grid % merge != 0)
       return invalid_argument(name, ": the vision part takes ", rows, " patch rows, not the ", grid,

@@ -892,8 +892,8 @@ TEST_F(VlmCompile, CheckpointsUnderTransformers452NamesCompileToTheSameModel) {
 
 // vision.imageSize: a Qwen tower compiles at the configured square (336: 24 x 24 patches, 144
 // merged tokens, the M-RoPE grid 12 x 12) and runs with an image; sizes the tower cannot take
-// exit 2 (or 3 for a fixed-size tower) naming the key, before any file is written; `qbc plan`
-// counts the tokens at that size.
+// exit 2 naming the key, before any file is written; LLaVA's CLIP compiles at 224 with its
+// positions resampled; `qbc plan` counts the tokens at that size.
 TEST_F(VlmCompile, VisionImageSizeSetsTheCompiledSquare) {
   const fs::path config =
       testing::source_dir() / "tests/assets/model-configs/Qwen2-VL-2B-Instruct/config.json";
@@ -939,7 +939,7 @@ TEST_F(VlmCompile, VisionImageSizeSetsTheCompiledSquare) {
       {qwen.string(), "300", "vision.imageSize 300", 2},
       {text.string(), "336", "has no vision part", 2},
       {qwen.string(), "28", "min_pixels 3136", 2},
-      {model_.string(), "224", "learned position embeddings for 336x336", 3},
+      {model_.string(), "230", "multiples of patch_size = 14", 2},
   };
   for (const Bad& b : bad) {
     const fs::path none = dir_ / ("refused_" + b.set + ".mxq");
@@ -949,6 +949,23 @@ TEST_F(VlmCompile, VisionImageSizeSetsTheCompiledSquare) {
     EXPECT_TRUE(contains(e.err, b.want)) << b.set << ": " << e.err;
     EXPECT_FALSE(fs::exists(none)) << b.set;
   }
+  // LLaVA's CLIP at 224 instead of 336: its positions resampled, 16 x 16 patches, 256 image
+  // tokens; it runs with an image and stays close to the float folder at the same size.
+  const fs::path small = dir_ / "llava_224.mxq";
+  const auto c224 = run_qbc("compile " + shell_quote(model_) + " -o " + shell_quote(small) +
+                            common + " --set vision.imageSize=224");
+  ASSERT_EQ(c224.exit_code, 0) << c224.err;
+  EXPECT_EQ(summary_of(c224.err)["vision"]["feature_rows"], 257) << c224.err;
+  auto l224 = mxq::load_model(small.string());
+  ASSERT_TRUE(l224.ok()) << l224.status().to_string();
+  EXPECT_EQ(l224->meta.vision().image_size(), 224);
+  EXPECT_EQ(l224->meta.vision().tokens_per_image(), 256);
+  const auto g224 = run_qbc("run " + shell_quote(small) + " --image " +
+                            shell_quote(photographs(images_).front()) +
+                            " -p 'USER: <image>\nDescribe. ASSISTANT:' -n 3 --ignore-eos");
+  EXPECT_EQ(g224.exit_code, 0) << g224.err;
+  expect_close_to_float(
+      eval_pairs(small, model_, write_pairs(images_, dir_ / "llava_224_pairs", "")), 256);
   const auto plan = run_qbc("plan " + shell_quote(config) + " --set vision.imageSize=672");
   ASSERT_EQ(plan.exit_code, 0) << plan.err;
   EXPECT_TRUE(contains(plan.out, "576 tokens per 672x672 image")) << plan.out;

@@ -45,7 +45,9 @@ std::vector<float> clip_patch_rows(const std::vector<float>& chw, int64_t side, 
 using TensorFloats = std::function<Status(const std::string& name, std::vector<float>* out)>;
 
 /// The `embed_base` input [1 + N, width]: `...embeddings.position_embedding.weight` with
-/// `...embeddings.class_embedding` added to row 0 (fp32, as HF adds them).
+/// `...embeddings.class_embedding` added to row 0 (fp32, as HF adds them); at an image size
+/// other than the table's (vc.position_grid), the patch rows resampled bicubically to the
+/// image's grid first (bicubic_position_rows), the class row kept.
 StatusOr<std::vector<float>> clip_embed_base(const VisionConfig& vc, const TensorFloats& read);
 
 /// Output rows [1 + N, c] without the CLS row when the config drops it (strategy "default").

@@ -50,7 +50,10 @@ struct VisionConfig {
   int64_t image_size = 0;
   bool dynamic_resolution = false;
   int64_t position_embeddings = 0;  ///< learned positions (Qwen3-VL's grid, SigLIP, CLIP)
-  int64_t window_size = 0;          ///< Qwen2.5-VL window attention (pixels)
+  /// CLIP / SigLIP: the side of the learned position grid (the config's image_size /
+  /// patch_size), which image_size may leave when set_image_size interpolates (CLIP).
+  int64_t position_grid = 0;
+  int64_t window_size = 0;                     ///< Qwen2.5-VL window attention (pixels)
   std::vector<int64_t> full_attention_blocks;  ///< Qwen2.5-VL
   std::vector<int64_t> deepstack_layers;       ///< Qwen3-VL
   int64_t feature_layer = -1;                  ///< LLaVA's vision_feature_layer
@@ -74,9 +77,10 @@ inline constexpr int64_t kDefaultDynamicImageSize = 448;
 
 /// `c` planned or compiled at `side` x `side` pixels (the configuration key `key` names it in
 /// errors; 0 keeps c.image_size): a dynamic-resolution Qwen tower takes any positive multiple
-/// of patch_size x merge, other towers only their own image_size (learned positions are not
-/// interpolated). kInvalidArgument for a side the tower cannot take, kUnimplemented for another
-/// size of a fixed-size tower.
+/// of patch_size x merge, a CLIP tower (LLaVA) any positive multiple of patch_size (its learned
+/// positions interpolated bicubically, as HF's interpolate_pos_encoding), Gemma 3's SigLIP only
+/// its own image_size (its projector pools a grid fixed by the config). kInvalidArgument for a
+/// side the tower cannot take, kUnimplemented for another size of a fixed-size tower.
 Status set_image_size(VisionConfig& c, int64_t side, std::string_view key);
 
 /// The vision part of the config.json text `text` (`source` names it in errors); nullopt when

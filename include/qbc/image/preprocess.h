@@ -40,10 +40,12 @@ struct PreprocessSpec {
   int64_t min_pixels = 0, max_pixels = 0;  ///< kSmart
   int32_t patch_size = 0;                  ///< kSmart: also the patch order below
   int32_t temporal_patch_size = 1, merge_size = 1;
-  /// kSmart: when > 0, every image is resized to compiled_size x compiled_size instead of
-  /// smart_resize's size (a compiled vision part fixes its patch grid, as every NPU toolchain
-  /// does; the aspect ratio is not kept). Not read from the file: the compiler and the runtime
-  /// set it to the compiled image size.
+  /// When > 0, the compiled vision part's image side (a compiled part fixes its patch grid, as
+  /// every NPU toolchain does). kSmart: every image is resized to compiled_size x compiled_size
+  /// instead of smart_resize's size (the aspect ratio is not kept). kShortestEdge with a centre
+  /// crop: the crop becomes compiled_size square and the shortest edge keeps its ratio to it
+  /// (round(shortest_edge · compiled_size / crop_height)). kFixed: compiled_size square. Not read
+  /// from the file: the compiler and the runtime set it to the compiled image size.
   int32_t compiled_size = 0;
   bool rescale = true;
   double rescale_factor = 1.0 / 255.0;

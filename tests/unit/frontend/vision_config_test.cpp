@@ -177,11 +177,28 @@ TEST(VisionConfigTest, ImageSizeIsCheckedPerTower) {
   QBC_ASSERT_OK(l);
   VisionConfig clip = **l;
   QBC_ASSERT_OK(set_image_size(clip, 336, "vision.imageSize"));  // its own size
-  const Status s = set_image_size(clip, 224, "vision.imageSize");
+  EXPECT_EQ(clip.position_grid, 24);
+  // CLIP takes multiples of its patch (positions interpolated): 224 is 16 x 16 patches.
+  QBC_ASSERT_OK(set_image_size(clip, 224, "vision.imageSize"));
+  EXPECT_EQ(clip.image_size, 224);
+  EXPECT_EQ(clip.position_grid, 24);  // the table's grid stays
+  EXPECT_EQ(clip.tokens_per_image(), 16 * 16);
+  EXPECT_EQ(clip.parameters(), (**l).parameters());  // the same checkpoint
+  const Status odd = set_image_size(clip, 230, "vision.imageSize");
+  ASSERT_FALSE(odd.ok());
+  EXPECT_EQ(odd.code(), Code::kInvalidArgument);
+  EXPECT_TRUE(
+      testing::contains(odd.message(), "multiples of patch_size = 14 pixels (e.g. 224 or 238)"))
+      << odd.message();
+  // Gemma 3's SigLIP stays at its own size: its projector pools a grid the config fixes.
+  auto g = load("gemma-3-4b-it");
+  QBC_ASSERT_OK(g);
+  VisionConfig siglip = **g;
+  const Status s = set_image_size(siglip, 448, "vision.imageSize");
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.code(), Code::kUnimplemented);
-  EXPECT_TRUE(testing::contains(s.message(), "learned position embeddings for 336x336"))
-      << s.message();
+  EXPECT_TRUE(testing::contains(s.message(), "takes 896x896 only")) << s.message();
+  EXPECT_TRUE(testing::contains(s.message(), "mm_tokens_per_image")) << s.message();
 }
 
 }  // namespace

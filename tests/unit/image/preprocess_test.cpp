@@ -163,6 +163,26 @@ TEST(PreprocessTest, ShortestEdgeThenCentreCrop) {
   const StatusOr<Size> tall = resized_size(llava, 640, 427);
   QBC_ASSERT_OK(tall);
   EXPECT_EQ(*tall, (Size{503, 336}));
+  // Compiled at 224 (vision.imageSize of a LLaVA): the crop 224 square and the shortest edge
+  // in the same ratio to it (336 : 336), so 451 x 300 resizes to int(224 * 451 / 300) = 336.
+  llava.crop_height = llava.crop_width = 336;
+  llava.compiled_size = 224;
+  const StatusOr<Size> small = resized_size(llava, 300, 451);
+  QBC_ASSERT_OK(small);
+  EXPECT_EQ(*small, (Size{224, 336}));
+  const StatusOr<Pixels> cropped = preprocess(gradient(451, 300), llava, "g");
+  QBC_ASSERT_OK(cropped);
+  EXPECT_EQ(cropped->shape, (std::vector<int64_t>{3, 224, 224}));
+  // A crop of another ratio keeps it: shortest edge 256, crop 224, compiled 112 -> 128 then 112.
+  llava.shortest_edge = 256;
+  llava.crop_height = llava.crop_width = 224;
+  llava.compiled_size = 112;
+  const StatusOr<Size> ratio = resized_size(llava, 300, 451);
+  QBC_ASSERT_OK(ratio);
+  EXPECT_EQ(ratio->height, 128);
+  const StatusOr<Pixels> half = preprocess(gradient(451, 300), llava, "g");
+  QBC_ASSERT_OK(half);
+  EXPECT_EQ(half->shape, (std::vector<int64_t>{3, 112, 112}));
 }
 
 struct PhotoCase {
