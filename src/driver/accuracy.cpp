@@ -22,6 +22,43 @@ void log_softmax(const float* x, int64_t n, std::vector<double>* out) {
   for (int64_t i = 0; i < n; ++i) (*out)[static_cast<size_t>(i)] = static_cast<double>(x[i]) - lse;
 }
 
+void TokenComparison::add(const float* test, const float* reference, int64_t vocab, int32_t next) {
+  log_softmax(test, vocab, &pt_);
+  log_softmax(reference, vocab, &pr_);
+  double kl = 0;
+  for (int64_t v = 0; v < vocab; ++v) {
+    const double p = std::exp(pr_[static_cast<size_t>(v)]);
+    kl += p * (pr_[static_cast<size_t>(v)] - pt_[static_cast<size_t>(v)]);
+  }
+  klds_.push_back(std::max(kl, 0.0));
+  nll_ -= pt_[static_cast<size_t>(next)];
+  nll_reference_ -= pr_[static_cast<size_t>(next)];
+  same_ += (std::max_element(test, test + vocab) - test) ==
+           (std::max_element(reference, reference + vocab) - reference);
+}
+
+double TokenComparison::kld_mean() const {
+  double sum = 0;
+  for (double k : klds_) sum += k;
+  return klds_.empty() ? 0.0 : sum / static_cast<double>(klds_.size());
+}
+
+double TokenComparison::kld_p99() const {
+  if (klds_.empty()) return 0.0;
+  std::vector<double> sorted = klds_;
+  std::sort(sorted.begin(), sorted.end());
+  return sorted[std::min(sorted.size() - 1,
+                         static_cast<size_t>(0.99 * static_cast<double>(sorted.size())))];
+}
+
+double TokenComparison::kld_max() const {
+  return klds_.empty() ? 0.0 : *std::max_element(klds_.begin(), klds_.end());
+}
+
+double TokenComparison::top1() const {
+  return klds_.empty() ? 0.0 : static_cast<double>(same_) / static_cast<double>(klds_.size());
+}
+
 StatusOr<AccuracyReport> compare_models(runner::Runner& test, runner::Runner& reference,
                                         const std::vector<int32_t>& tokens, int32_t bos_id,
                                         const std::vector<LayerError>& nodes,
@@ -42,13 +79,10 @@ StatusOr<AccuracyReport> compare_models(runner::Runner& test, runner::Runner& re
   AccuracyReport r;
   r.ctx = o.ctx;
   r.chunks = chunks;
-  std::vector<double> klds;
-  double nll = 0, nll_ref = 0;
-  int64_t same = 0;
+  TokenComparison cmp;
   std::vector<double> signal(nodes.size(), 0.0), noise(nodes.size(), 0.0);
   std::vector<float> lt, lr, at, ar;
   std::vector<int64_t> shape;
-  std::vector<double> pt, pr;
   for (int64_t c = 0; c < chunks; ++c) {
     std::vector<int32_t> chunk(tokens.begin() + c * o.ctx, tokens.begin() + (c + 1) * o.ctx);
     if (bos_id >= 0) chunk[0] = bos_id;
@@ -59,23 +93,9 @@ StatusOr<AccuracyReport> compare_models(runner::Runner& test, runner::Runner& re
     reference.reset();
     QBC_RETURN_IF_ERROR(test.forward(chunk, &lt).with_context("model, chunk ", c));
     QBC_RETURN_IF_ERROR(reference.forward(chunk, &lr).with_context("reference, chunk ", c));
-    for (int64_t i = first; i < o.ctx - 1; ++i) {
-      const float* rowt = lt.data() + i * vocab;
-      const float* rowr = lr.data() + i * vocab;
-      log_softmax(rowt, vocab, &pt);
-      log_softmax(rowr, vocab, &pr);
-      double kl = 0;
-      for (int64_t v = 0; v < vocab; ++v) {
-        const double p = std::exp(pr[static_cast<size_t>(v)]);
-        kl += p * (pr[static_cast<size_t>(v)] - pt[static_cast<size_t>(v)]);
-      }
-      klds.push_back(std::max(kl, 0.0));
-      const size_t next = static_cast<size_t>(chunk[static_cast<size_t>(i + 1)]);
-      nll -= pt[next];
-      nll_ref -= pr[next];
-      same += (std::max_element(rowt, rowt + vocab) - rowt) ==
-              (std::max_element(rowr, rowr + vocab) - rowr);
-    }
+    for (int64_t i = first; i < o.ctx - 1; ++i)
+      cmp.add(lt.data() + i * vocab, lr.data() + i * vocab, vocab,
+              chunk[static_cast<size_t>(i + 1)]);
     if (layers) {
       for (size_t k = 0; k < nodes.size(); ++k) {
         QBC_RETURN_IF_ERROR(test.activation(nodes[k].node, &at, &shape).with_context("model"));
@@ -98,18 +118,13 @@ StatusOr<AccuracyReport> compare_models(runner::Runner& test, runner::Runner& re
   }
   test.set_keep_activations(false);
   reference.set_keep_activations(false);
-  r.tokens_scored = static_cast<int64_t>(klds.size());
-  r.ppl = std::exp(nll / r.tokens_scored);
-  r.ppl_reference = std::exp(nll_ref / r.tokens_scored);
-  double sum = 0;
-  for (double k : klds) sum += k;
-  r.kld_mean = sum / r.tokens_scored;
-  std::vector<double> sorted = klds;
-  std::sort(sorted.begin(), sorted.end());
-  r.kld_p99 = sorted[std::min(sorted.size() - 1,
-                              static_cast<size_t>(0.99 * static_cast<double>(sorted.size())))];
-  r.kld_max = sorted.back();
-  r.top1 = static_cast<double>(same) / r.tokens_scored;
+  r.tokens_scored = cmp.count();
+  r.ppl = std::exp(cmp.nll() / static_cast<double>(r.tokens_scored));
+  r.ppl_reference = std::exp(cmp.nll_reference() / static_cast<double>(r.tokens_scored));
+  r.kld_mean = cmp.kld_mean();
+  r.kld_p99 = cmp.kld_p99();
+  r.kld_max = cmp.kld_max();
+  r.top1 = cmp.top1();
   for (size_t k = 0; k < nodes.size(); ++k) {
     LayerError e = nodes[k];
     e.sqnr_db = noise[k] == 0 ? std::numeric_limits<double>::infinity()

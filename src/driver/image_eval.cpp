@@ -106,38 +106,6 @@ StatusOr<std::string> pair_text(const ImageTextPair& p) {
   return text;
 }
 
-/// KLD, top-1 and both log-likelihoods of the targets prompt[t0..n-1], each predicted by the
-/// row before it.
-void score_text(const std::vector<float>& test, const std::vector<float>& ref,
-                const std::vector<int32_t>& prompt, size_t t0, int64_t vocab, ImagePairScore* out,
-                std::vector<double>* klds) {
-  std::vector<double> pt, pr;
-  double kl_sum = 0, nll = 0, nll_ref = 0;
-  int64_t same = 0;
-  for (size_t t = t0; t < prompt.size(); ++t) {
-    const float* rt = test.data() + (t - 1) * static_cast<size_t>(vocab);
-    const float* rr = ref.data() + (t - 1) * static_cast<size_t>(vocab);
-    log_softmax(rt, vocab, &pt);
-    log_softmax(rr, vocab, &pr);
-    double kl = 0;
-    for (int64_t v = 0; v < vocab; ++v)
-      kl += std::exp(pr[static_cast<size_t>(v)]) *
-            (pr[static_cast<size_t>(v)] - pt[static_cast<size_t>(v)]);
-    kl = std::max(kl, 0.0);
-    klds->push_back(kl);
-    kl_sum += kl;
-    same += std::max_element(rt, rt + vocab) - rt == std::max_element(rr, rr + vocab) - rr ? 1 : 0;
-    nll -= pt[static_cast<size_t>(prompt[t])];
-    nll_ref -= pr[static_cast<size_t>(prompt[t])];
-  }
-  out->scored = static_cast<int64_t>(prompt.size() - t0);
-  const auto count = static_cast<double>(std::max<int64_t>(out->scored, 1));
-  out->kld_mean = kl_sum / count;
-  out->top1 = static_cast<double>(same) / count;
-  out->nll = nll / count;
-  out->nll_reference = nll_ref / count;
-}
-
 double sqnr_db(double signal, double noise) {
   if (noise <= 0) return std::numeric_limits<double>::infinity();
   return 10.0 * std::log10(signal / noise);
@@ -182,12 +150,22 @@ StatusOr<ImageEvalReport> eval_image_pairs(runtime::Generator& test, const std::
   const tokenizer::Tokenizer& tok = test.tokenizer();
   const int64_t side = mxq::vision_grid_side(file.meta.vision());
   const size_t suffix = static_cast<size_t>(file.meta.vision().image_suffix_ids_size());
+  // The float features of every image first: one float tower for all pairs.
+  std::vector<std::string> images;
+  for (const ImageTextPair& p : pairs) images.push_back(p.image);
+  QBC_ASSIGN_OR_RETURN(const FloatImageFeatures floats,
+                       float_image_features(reference, float_cfg, images));
+  if (floats.rows.size() != pairs.size())
+    return internal_error(reference, ": ", floats.rows.size(), " float features for ", pairs.size(),
+                          " images");
   ImageEvalReport r;
   r.model = model;
   r.reference = reference;
-  std::vector<double> klds;
-  double signal = 0, noise = 0, nll = 0, nll_ref = 0;
-  for (const ImageTextPair& p : pairs) {
+  TokenComparison all;
+  double signal = 0, noise = 0;
+  for (size_t k = 0; k < pairs.size(); ++k) {
+    const ImageTextPair& p = pairs[k];
+    const std::vector<float>& want = floats.rows[k];
     const std::string name = fs::path(p.image).filename().string();
     ImagePairScore score;
     score.image = name;
@@ -197,26 +175,30 @@ StatusOr<ImageEvalReport> eval_image_pairs(runtime::Generator& test, const std::
         expand_image_tokens(tok.encode(text, tok.add_bos_default(), /*parse_special=*/true),
                             enc->prompt_token_id(), enc->image_span(), 1, tok.bos_id()));
     const auto n = static_cast<int64_t>(prompt.size());
-    if (n > test.capacity() || n > ref.capacity)
+    if (n > test.capacity() || n > ref.capacity) {
       return invalid_argument(p.text_file, ": the prompt with its image is ", n,
                               " tokens, more than the context (", test.capacity(), " of ", model,
                               ", ", ref.capacity, " of ", reference, ")");
+    }
+    for (int32_t t : prompt) {
+      if (t < 0 || t >= vocab)
+        return invalid_argument(p.text_file, ": token id ", t, " is outside the vocabulary of ",
+                                vocab);
+    }
     const auto last_image = static_cast<size_t>(
         std::find(prompt.rbegin(), prompt.rend(), enc->image_token_id()).base() - prompt.begin());
     const size_t first_text = last_image + suffix;
     if (first_text < 1 || first_text >= prompt.size())
       return invalid_argument(p.text_file, ": no text after the image to score");
     QBC_ASSIGN_OR_RETURN(std::vector<float> rows, enc->encode_file(p.image));
-    QBC_ASSIGN_OR_RETURN(FloatImageFeatures fr,
-                         float_image_features(reference, float_cfg, {p.image}));
-    if (fr.rows.size() != 1 || fr.rows[0].size() != rows.size())
-      return invalid_argument(reference, ": the float tower gives ",
-                              fr.rows.empty() ? 0 : fr.rows[0].size(), " feature values for ", name,
-                              ", the compiled one ", rows.size());
+    if (want.size() != rows.size()) {
+      return invalid_argument(reference, ": the float tower gives ", want.size(),
+                              " feature values for ", name, ", the compiled one ", rows.size());
+    }
     double sig = 0, err = 0;
     for (size_t i = 0; i < rows.size(); ++i) {
-      const double d = static_cast<double>(rows[i]) - fr.rows[0][i];
-      sig += static_cast<double>(fr.rows[0][i]) * fr.rows[0][i];
+      const double d = static_cast<double>(rows[i]) - want[i];
+      sig += static_cast<double>(want[i]) * want[i];
       err += d * d;
     }
     score.feature_sqnr_db = sqnr_db(sig, err);
@@ -228,30 +210,35 @@ StatusOr<ImageEvalReport> eval_image_pairs(runtime::Generator& test, const std::
     QBC_RETURN_IF_ERROR(test.score_with_rows(prompt, enc->image_token_id(), std::move(rows), &lt)
                             .with_context(name));
     QBC_RETURN_IF_ERROR(
-        float_logits(ref, prompt, enc->image_token_id(), fr.rows[0], side, &lr).with_context(name));
-    if (lt.size() != static_cast<size_t>(n * vocab) || lr.size() != lt.size())
+        float_logits(ref, prompt, enc->image_token_id(), want, side, &lr).with_context(name));
+    if (lt.size() != static_cast<size_t>(n * vocab) || lr.size() != lt.size()) {
       return internal_error(name, ": ", lt.size(), " and ", lr.size(), " logits for ", n,
                             " positions of ", vocab);
-    score_text(lt, lr, prompt, first_text, vocab, &score, &klds);
-    nll += score.nll * static_cast<double>(score.scored);
-    nll_ref += score.nll_reference * static_cast<double>(score.scored);
-    r.top1 += score.top1 * static_cast<double>(score.scored);
-    r.scored += score.scored;
+    }
+    // Each text token after the image span, predicted by the row before it.
+    TokenComparison pair;
+    for (size_t t = first_text; t < prompt.size(); ++t) {
+      const float* rt = lt.data() + (t - 1) * static_cast<size_t>(vocab);
+      const float* rr = lr.data() + (t - 1) * static_cast<size_t>(vocab);
+      pair.add(rt, rr, vocab, prompt[t]);
+      all.add(rt, rr, vocab, prompt[t]);
+    }
+    score.scored = pair.count();
+    score.kld_mean = pair.kld_mean();
+    score.top1 = pair.top1();
+    score.nll = pair.nll() / static_cast<double>(score.scored);
+    score.nll_reference = pair.nll_reference() / static_cast<double>(score.scored);
     log("eval").info("{}: feature SQNR {:.2f} dB, KLD {:.5f}, top-1 {:.2f} % over {} tokens", name,
                      score.feature_sqnr_db, score.kld_mean, 100 * score.top1, score.scored);
     r.pairs.push_back(std::move(score));
   }
+  r.scored = all.count();
   const auto count = static_cast<double>(std::max<int64_t>(r.scored, 1));
-  double kl_sum = 0;
-  for (double k : klds) kl_sum += k;
-  r.kld_mean = kl_sum / count;
-  std::sort(klds.begin(), klds.end());
-  if (!klds.empty())
-    r.kld_p99 = klds[std::min(klds.size() - 1,
-                              static_cast<size_t>(0.99 * static_cast<double>(klds.size())))];
-  r.top1 /= count;
-  r.ppl = std::exp(nll / count);
-  r.ppl_reference = std::exp(nll_ref / count);
+  r.kld_mean = all.kld_mean();
+  r.kld_p99 = all.kld_p99();
+  r.top1 = all.top1();
+  r.ppl = std::exp(all.nll() / count);
+  r.ppl_reference = std::exp(all.nll_reference() / count);
   r.feature_sqnr_db = sqnr_db(signal, noise);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;

@@ -119,8 +119,8 @@ StatusOr<std::optional<ir::Graph>> import_vision_graph(const std::string& model,
   QBC_RETURN_IF_ERROR(frontend::check_vision_tower_built(*vc, config.string()));
   QBC_ASSIGN_OR_RETURN(frontend::SafetensorsCheckpoint ck,
                        frontend::SafetensorsCheckpoint::open(model));
-  // One size rule for every tower (a Qwen tower: multiples of patch x merge; learned
-  // positions: their own size only).
+  // One size rule for every tower (frontend::set_image_size: a Qwen tower multiples of patch x
+  // merge, CLIP multiples of patch, Gemma 3's SigLIP its own size).
   QBC_RETURN_IF_ERROR(frontend::set_image_size(*vc, image_size, "vision.imageSize"));
   StatusOr<ir::Graph> built = gemma3 ? gemma3_graph(*vc, ck)
                               : clip ? clip_graph(*vc)

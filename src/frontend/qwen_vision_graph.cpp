@@ -37,7 +37,8 @@ class VisionBuilder {
         qwen3_(vc.tower == VisionTower::kQwen3Vit),
         layer_norms_(vc.tower != VisionTower::kQwen25Vit) {}
 
-  StatusOr<ValueId> build() {
+  /// Builds the graph; its outputs are outputs().
+  Status build() {
     const int64_t n = layout_.grid.patches();
     const int64_t patch = kChannels * vc_.temporal_patch_size * vc_.patch_size * vc_.patch_size;
     QBC_ASSIGN_OR_RETURN(ValueId x, b_.input("patches", f32({1, n, patch})));
@@ -64,10 +65,11 @@ class VisionBuilder {
     QBC_ASSIGN_OR_RETURN(ValueId out, merger(x));
     outputs_.push_back(out);
     outputs_.insert(outputs_.end(), deepstack.begin(), deepstack.end());
-    return out;
+    return ok_status();
   }
 
-  /// image_features, then Qwen3-VL's DeepStack features in deepstack_visual_indexes order.
+  /// image_features, then Qwen3-VL's DeepStack features in deepstack_visual_indexes order
+  /// (increasing: the config reader checks it).
   const std::vector<ValueId>& outputs() const { return outputs_; }
 
  private:
@@ -194,10 +196,15 @@ StatusOr<ir::Graph> build_qwen_vision_graph(const VisionConfig& vc,
                          vc.model_type,
                          "): Qwen2-VL's, Qwen2.5-VL's and Qwen3-VL's are built here");
   }
+  int64_t previous = -1;
   for (int64_t layer : vc.deepstack_layers) {
-    if (layer < 0 || layer >= vc.depth)
-      return invalid_argument(vc.model_type, " vision_config.deepstack_visual_indexes: ", layer,
-                              " is not a block of a ", vc.depth, "-block tower");
+    if (layer <= previous || layer >= vc.depth) {
+      return invalid_argument(
+          vc.model_type, " vision_config.deepstack_visual_indexes: ", layer,
+          layer >= vc.depth ? " is not a block of a " : " is out of order in a ", vc.depth,
+          "-block tower");
+    }
+    previous = layer;
   }
   if (vc.heads <= 0 || vc.width % vc.heads != 0 || vc.text_hidden <= 0 || vc.ffn <= 0) {
     return invalid_argument(vc.model_type, " vision_config: hidden_size ", vc.width, ", num_heads ",
@@ -208,7 +215,7 @@ StatusOr<ir::Graph> build_qwen_vision_graph(const VisionConfig& vc,
               : vc.tower == VisionTower::kQwen3Vit ? "qwen3_vl_vision"
                                                    : "qwen2_5_vl_vision");
   VisionBuilder vb(vc, layout, g);
-  QBC_RETURN_IF_ERROR(vb.build().status());
+  QBC_RETURN_IF_ERROR(vb.build());
   for (ValueId out : vb.outputs()) g.add_output(out);
   return g;
 }

@@ -428,6 +428,37 @@ std::vector<HfTensorSpec> hf_vision_tensor_specs(const VisionConfig& vc) {
   return out;
 }
 
+namespace {
+
+/// Qwen3-VL: a shallower tower keeps its DeepStack taps at the same relative depths,
+/// floor(i · new / old), sorted, repeats dropped (24 blocks [5, 11, 17] -> 3 blocks [0, 1, 2]);
+/// a config without the keys has Qwen3VLVisionConfig's defaults (27 blocks, [8, 16, 24]).
+void scale_deepstack_taps(OrderedJson& j, int64_t depth) {
+  if (!j.contains("model_type") || j["model_type"] != "qwen3_vl" || !j.contains("vision_config") ||
+      !j["vision_config"].is_object())
+    return;
+  OrderedJson& v = j["vision_config"];
+  const int64_t old_depth =
+      v.contains("depth") && v["depth"].is_number_integer() ? v["depth"].get<int64_t>() : 27;
+  std::vector<int64_t> old = {8, 16, 24};
+  if (v.contains("deepstack_visual_indexes") && v["deepstack_visual_indexes"].is_array()) {
+    old.clear();
+    for (const OrderedJson& i : v["deepstack_visual_indexes"])
+      if (i.is_number_integer()) old.push_back(i.get<int64_t>());
+  }
+  if (old_depth <= 0) return;
+  std::sort(old.begin(), old.end());
+  OrderedJson taps = OrderedJson::array();
+  for (int64_t i : old) {
+    const int64_t scaled = i * depth / old_depth;
+    if (scaled >= 0 && scaled < depth && (taps.empty() || taps.back().get<int64_t>() < scaled))
+      taps.push_back(scaled);
+  }
+  v["deepstack_visual_indexes"] = taps;
+}
+
+}  // namespace
+
 StatusOr<std::string> apply_config_overrides(std::string_view config_json, std::string_view source,
                                              const ConfigOverrides& ov,
                                              std::optional<tensorfile::DType> dtype) {
@@ -474,22 +505,7 @@ StatusOr<std::string> apply_config_overrides(std::string_view config_json, std::
     j[key] = list;
   }
   const VisionOverrides& vo = ov.vision;
-  // Qwen3-VL: a shallower tower keeps its DeepStack taps at the same relative depths,
-  // floor(i · new / old) with repeats dropped (24 blocks [5, 11, 17] -> 3 blocks [0, 1, 2]).
-  if (vo.depth && !vo.deepstack_visual_indexes && j.contains("vision_config") &&
-      j["vision_config"].is_object() && j["vision_config"].contains("deepstack_visual_indexes") &&
-      j["vision_config"]["deepstack_visual_indexes"].is_array() &&
-      j["vision_config"].contains("depth") && j["vision_config"]["depth"].is_number_integer()) {
-    const int64_t old_depth = j["vision_config"]["depth"].get<int64_t>();
-    OrderedJson taps = OrderedJson::array();
-    for (const OrderedJson& i : j["vision_config"]["deepstack_visual_indexes"]) {
-      if (!i.is_number_integer() || old_depth <= 0) continue;
-      const int64_t scaled = i.get<int64_t>() * *vo.depth / old_depth;
-      if (scaled < *vo.depth && (taps.empty() || taps.back().get<int64_t>() < scaled))
-        taps.push_back(scaled);
-    }
-    j["vision_config"]["deepstack_visual_indexes"] = taps;
-  }
+  if (vo.depth && !vo.deepstack_visual_indexes) scale_deepstack_taps(j, *vo.depth);
   const std::pair<const char*, const std::optional<int64_t>*> vision_ints[] = {
       {"depth", &vo.depth},
       {"hidden_size", &vo.hidden_size},

@@ -48,9 +48,11 @@ Status read_qwen(const ConfigReader& top, const ConfigReader& v, VisionConfig& c
   c.projector = VisionProjector::kQwenMerger;
   c.dynamic_resolution = true;
   c.image_size = kDefaultDynamicImageSize;
-  QBC_ASSIGN_OR_RETURN(c.depth, v.get_bounded_or("depth", 32, 1024));
+  // Qwen3VLVisionConfig's defaults differ from Qwen2(.5)-VL's: 27 blocks of patch 16.
+  const bool qwen3 = c.model_type == "qwen3_vl";
+  QBC_ASSIGN_OR_RETURN(c.depth, v.get_bounded_or("depth", qwen3 ? 27 : 32, 1024));
   QBC_ASSIGN_OR_RETURN(c.heads, v.get_bounded_or("num_heads", 16, 1024));
-  QBC_ASSIGN_OR_RETURN(c.patch_size, v.get_bounded_or("patch_size", 14, 1024));
+  QBC_ASSIGN_OR_RETURN(c.patch_size, v.get_bounded_or("patch_size", qwen3 ? 16 : 14, 1024));
   QBC_ASSIGN_OR_RETURN(c.temporal_patch_size, v.get_bounded_or("temporal_patch_size", 2, 64));
   QBC_ASSIGN_OR_RETURN(c.merge, v.get_bounded_or("spatial_merge_size", 2, 64));
   if (c.model_type == "qwen2_vl") {
@@ -74,6 +76,7 @@ Status read_qwen(const ConfigReader& top, const ConfigReader& v, VisionConfig& c
     QBC_ASSIGN_OR_RETURN(c.window_size, v.get_int_or("window_size", q3 ? 0 : 112));
     QBC_ASSIGN_OR_RETURN(c.full_attention_blocks, int_list(v, "fullatt_block_indexes"));
     QBC_ASSIGN_OR_RETURN(c.deepstack_layers, int_list(v, "deepstack_visual_indexes"));
+    if (q3 && !v.has("deepstack_visual_indexes")) c.deepstack_layers = {8, 16, 24};  // HF's
     if (q3) {
       QBC_ASSIGN_OR_RETURN(c.position_embeddings,
                            v.get_bounded_or("num_position_embeddings", 2304, kMaxDim));
@@ -88,9 +91,13 @@ Status read_qwen(const ConfigReader& top, const ConfigReader& v, VisionConfig& c
           static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(c.position_embeddings))));
       if (side * side != c.position_embeddings)
         return v.bad_value("num_position_embeddings", "not a square grid");
-      for (int64_t layer : c.deepstack_layers)
+      for (size_t i = 0; i < c.deepstack_layers.size(); ++i) {
+        const int64_t layer = c.deepstack_layers[i];
         if (layer < 0 || layer >= c.depth)
           return v.bad_value("deepstack_visual_indexes", "names a block outside depth");
+        if (i > 0 && layer <= c.deepstack_layers[i - 1])
+          return v.bad_value("deepstack_visual_indexes", "not increasing");
+      }
     }
   }
   c.image_token_id = token_or(top, "image_token_id", 151655);
@@ -270,12 +277,13 @@ Status set_image_size(VisionConfig& c, int64_t side, std::string_view key) {
     return ok_status();
   }
   if (!c.dynamic_resolution) {
+    const char* why = c.projector == VisionProjector::kGemmaSoftEmb
+                          ? " (its projector pools the patch grid of that size to "
+                            "mm_tokens_per_image, and the processor resizes every image to it)"
+                          : " (its learned positions are not interpolated for this tower yet)";
     return unimplemented(key, " ", side, ": the ", vision_tower_name(c.tower), " tower of ",
-                         c.model_type, " takes ", c.image_size, "x", c.image_size,
-                         " only (its projector pools the patch grid of that size to "
-                         "mm_tokens_per_image, and the processor resizes every image to it); "
-                         "leave ",
-                         key, " at 0 or set it to ", c.image_size);
+                         c.model_type, " takes ", c.image_size, "x", c.image_size, " only", why,
+                         "; leave ", key, " at 0 or set it to ", c.image_size);
   }
   const int64_t unit = c.patch_size * c.merge;
   if (side < unit || side % unit != 0) {

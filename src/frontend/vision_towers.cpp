@@ -16,8 +16,8 @@ Status check_vision_tower_built(const VisionConfig& vc, const std::string& confi
   if (builds_vision_graph(vc)) return ok_status();
   return unimplemented(config, ": the ", vision_tower_name(vc.tower), " vision tower of ",
                        vc.model_type, " is not parsed yet",
-                       " (Qwen2-VL's, Qwen2.5-VL's, LLaVA's CLIP and Gemma 3's SigLIP are; "
-                       "docs/multimodal.md)");
+                       " (Qwen2-VL's, Qwen2.5-VL's, Qwen3-VL's, LLaVA's CLIP and Gemma 3's "
+                       "SigLIP are; docs/multimodal.md)");
 }
 
 }  // namespace qbc::frontend

@@ -144,18 +144,29 @@ StatusOr<runner::GenerateResult> Generator::generate(const std::vector<int32_t>&
   return generate_from(prompt, 0, max_new, sampling, on_token, ignore_eos);
 }
 
+namespace {
+
+/// One row of `hidden` values for each `image_token` of a non-empty `prompt`.
+Status check_image_rows(const std::vector<int32_t>& prompt, int32_t image_token, size_t values,
+                        int64_t hidden) {
+  int64_t placeholders = 0;
+  for (int32_t t : prompt) placeholders += t == image_token ? 1 : 0;
+  if (hidden <= 0 || static_cast<int64_t>(values) != placeholders * hidden)
+    return invalid_argument("the prompt has ", placeholders, " image tokens (id ", image_token,
+                            "), the images give ",
+                            values / static_cast<size_t>(std::max<int64_t>(hidden, 1)), " rows");
+  if (prompt.empty()) return invalid_argument("the prompt encodes to no tokens");
+  return ok_status();
+}
+
+}  // namespace
+
 StatusOr<runner::GenerateResult> Generator::generate_with_rows(
     const std::vector<int32_t>& prompt, int32_t image_token, std::vector<float> rows, int max_new,
     const runner::SamplingOptions& sampling, const std::function<void(int32_t)>& on_token,
     bool ignore_eos) {
   const int64_t hidden = session_->hidden_size();
-  int64_t placeholders = 0;
-  for (int32_t t : prompt) placeholders += t == image_token ? 1 : 0;
-  if (hidden <= 0 || static_cast<int64_t>(rows.size()) != placeholders * hidden)
-    return invalid_argument("the prompt has ", placeholders, " image tokens (id ", image_token,
-                            "), the images give ", rows.size() / std::max<int64_t>(hidden, 1),
-                            " rows");
-  if (prompt.empty()) return invalid_argument("the prompt encodes to no tokens");
+  QBC_RETURN_IF_ERROR(check_image_rows(prompt, image_token, rows.size(), hidden));
   std::vector<ImageSpan> spans = image_spans(prompt, image_token, rows, hidden);
   // The cached ids that begin the prompt, cut at the first cached image span the prompt does
   // not repeat with the same rows.
@@ -187,13 +198,7 @@ StatusOr<runner::GenerateResult> Generator::generate_with_rows(
 Status Generator::score_with_rows(const std::vector<int32_t>& prompt, int32_t image_token,
                                   std::vector<float> rows, std::vector<float>* logits) {
   const int64_t hidden = session_->hidden_size();
-  int64_t placeholders = 0;
-  for (int32_t t : prompt) placeholders += t == image_token ? 1 : 0;
-  if (hidden <= 0 || static_cast<int64_t>(rows.size()) != placeholders * hidden)
-    return invalid_argument("the prompt has ", placeholders, " image tokens (id ", image_token,
-                            "), the images give ", rows.size() / std::max<int64_t>(hidden, 1),
-                            " rows");
-  if (prompt.empty()) return invalid_argument("the prompt encodes to no tokens");
+  QBC_RETURN_IF_ERROR(check_image_rows(prompt, image_token, rows.size(), hidden));
   session_->reset();
   cached_.clear();
   images_.clear();

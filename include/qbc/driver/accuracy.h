@@ -83,6 +83,27 @@ StatusOr<PerplexityResult> perplexity(runner::Runner& model, const std::vector<i
 /// The log-softmax of the `n` logits `x`, in double.
 void log_softmax(const float* x, int64_t n, std::vector<double>* out);
 
+/// Next-token distributions of a model and its reference compared position by position
+/// (compare_models, `qbc eval --images`).
+class TokenComparison {
+ public:
+  /// One position: the two rows of `vocab` logits and the token that followed (scored by both).
+  void add(const float* test, const float* reference, int64_t vocab, int32_t next);
+  int64_t count() const { return static_cast<int64_t>(klds_.size()); }
+  double kld_mean() const;
+  double kld_p99() const;  ///< sorted[min(n − 1, ⌊0.99 n⌋)]
+  double kld_max() const;
+  double top1() const;                 ///< fraction of positions whose argmax agree
+  double nll() const { return nll_; }  ///< the sum of the test's −log p(next)
+  double nll_reference() const { return nll_reference_; }
+
+ private:
+  std::vector<double> klds_;  ///< KL(P_ref ‖ P_test) per position, nats
+  double nll_ = 0, nll_reference_ = 0;
+  int64_t same_ = 0;
+  std::vector<double> pt_, pr_;
+};
+
 /// The report as a human-readable table.
 std::string format_report(const AccuracyReport& r);
 /// The report as JSON.

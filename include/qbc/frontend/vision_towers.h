@@ -14,7 +14,7 @@ namespace qbc::frontend {
 bool builds_vision_graph(const VisionConfig& vc);
 
 /// OK when qbc builds the vision graph of `vc`; else kUnimplemented naming `config`, the tower,
-/// the model type and what the tower lacks (vision_tower_gap).
+/// the model type and the towers that are built.
 Status check_vision_tower_built(const VisionConfig& vc, const std::string& config);
 
 }  // namespace qbc::frontend

@@ -11,8 +11,10 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "qbc/frontend/clip_vision.h"
 #include "test_support.h"
 
 namespace qbc::frontend {
@@ -95,6 +97,50 @@ TEST(PositionInterpolation, TheSameSizeIsTheTableItself) {
   auto got = bicubic_position_rows(table, 6, 3, 6, 6);
   QBC_ASSERT_OK(got);
   EXPECT_EQ(*got, table);  // source index i, weights (0, 1, 0, 0): exact
+}
+
+TEST(PositionInterpolation, ClipEmbedBaseAtAnotherSizeKeepsTheClassRowAndResamplesTheRest) {
+  // A LLaVA-like CLIP: a 24 x 24 table of width 2 (+ the class position), compiled at 224.
+  VisionConfig vc;
+  vc.tower = VisionTower::kClip;
+  vc.width = 2;
+  vc.patch_size = 14;
+  vc.image_size = 336;
+  vc.position_grid = 24;
+  const std::vector<float> patches = random_table(24, 2, 5);
+  std::vector<float> table = {0.5f, -0.25f};  // the class row's position
+  table.insert(table.end(), patches.begin(), patches.end());
+  const std::vector<float> cls = {1.0f, 2.0f};
+  const TensorFloats read = [&](const std::string& name, std::vector<float>* out) {
+    *out = name.find("class_embedding") != std::string::npos ? cls : table;
+    return ok_status();
+  };
+  auto native = clip_embed_base(vc, read);
+  QBC_ASSERT_OK(native);
+  ASSERT_EQ(native->size(), table.size());  // 336: the table itself, the class added to row 0
+  EXPECT_EQ((*native)[0], 1.5f);
+  EXPECT_EQ((*native)[2], table[2]);
+  vc.image_size = 224;
+  auto small = clip_embed_base(vc, read);
+  QBC_ASSERT_OK(small);
+  ASSERT_EQ(small->size(), static_cast<size_t>((1 + 16 * 16) * 2));
+  EXPECT_EQ((*small)[0], 1.5f);
+  EXPECT_EQ((*small)[1], 1.75f);
+  for (int64_t e = 0; e < 2; ++e) {
+    std::vector<double> plane(24 * 24);
+    for (int64_t i = 0; i < 24 * 24; ++i)
+      plane[static_cast<size_t>(i)] = patches[static_cast<size_t>(i * 2 + e)];
+    const std::vector<double> want = torch_bicubic_plane(plane, 24, 16, 16);
+    for (int64_t i = 0; i < 16 * 16; ++i)
+      ASSERT_NEAR((*small)[static_cast<size_t>((1 + i) * 2 + e)], want[static_cast<size_t>(i)],
+                  1e-6)
+          << i << " e " << e;
+  }
+  // A table of another grid than position_grid is refused, naming the tensor.
+  vc.position_grid = 23;
+  auto bad = clip_embed_base(vc, read);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(testing::contains(bad.status().message(), "position_embedding"));
 }
 
 TEST(PositionInterpolation, BadShapesAreRefused) {

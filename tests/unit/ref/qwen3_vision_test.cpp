@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,17 +35,23 @@ using ref::testing::rel_error;
 
 class Qwen3Vision : public ::testing::Test {
  protected:
-  void SetUp() override {
+  // deepstack_visual_indexes [5, 11, 17] of 24 blocks scaled to [0, 1, 2] of 3.
+  void SetUp() override { write("qwen3_vision_random", 3, std::nullopt); }
+
+  // A random folder from the real config with a tower of `depth` blocks (taps scaled, or
+  // `taps`).
+  void write(const std::string& name, int64_t depth, std::optional<std::vector<int64_t>> taps) {
     QBC_REQUIRE_SHARED(config, "model-configs-new/Qwen3-VL-4B-Instruct/config.json");
     QBC_REQUIRE_SHARED(prep, "model-configs-new/Qwen3-VL-4B-Instruct/preprocessor_config.json");
     QBC_REQUIRE_SHARED(photo, "data/images/chelsea.png");
-    dir_ = testing::temp_dir() / "qwen3_vision_random";
+    dir_ = testing::temp_dir() / name;
     frontend::RandomModelOptions o;
     o.config_path = config;
     o.output_dir = dir_;
     o.seed = 11;
-    o.init_std = 0.1;              // large enough that attention is far from uniform
-    o.overrides.vision.depth = 3;  // deepstack_visual_indexes [5, 11, 17] of 24 -> [0, 1, 2]
+    o.init_std = 0.1;  // large enough that attention is far from uniform
+    o.overrides.vision.depth = depth;
+    o.overrides.vision.deepstack_visual_indexes = std::move(taps);
     o.overrides.vision.hidden_size = 32;
     o.overrides.vision.num_heads = 2;  // head_dim 16
     o.overrides.vision.intermediate_size = 48;
@@ -174,6 +181,21 @@ TEST_F(Qwen3Vision, FloatSessionMatchesHfFloat64Reference) {
       EXPECT_LE(err, tol) << "deepstack " << j << (f64 ? " float64" : " float32");
     }
   }
+}
+
+TEST_F(Qwen3Vision, TapsThatAreNotTheFirstBlocksTakeTheirOwnBlocksOutput) {
+  // 4 blocks with taps [1, 3]: merger 0 reads block 1, merger 1 block 3 (a mix-up of the
+  // block and the tap index would read blocks 0 and 1).
+  write("qwen3_vision_taps", 4, std::vector<int64_t>{1, 3});
+  ASSERT_EQ(vc_.deepstack_layers, (std::vector<int64_t>{1, 3}));
+  const ref::testing::NaiveQwen3VisionOut want = reference();
+  std::vector<float> got;
+  std::vector<std::vector<float>> deep;
+  run_graph(true, &got, &deep);
+  EXPECT_LE(rel_error(got, want.features), 5e-7);
+  ASSERT_EQ(deep.size(), 2u);
+  for (size_t j = 0; j < 2; ++j) EXPECT_LE(rel_error(deep[j], want.deepstack[j]), 5e-7) << j;
+  EXPECT_GT(rel_error(deep[0], want.deepstack[1]), 1e-3);  // the taps differ
 }
 
 TEST_F(Qwen3Vision, PositionRowsMatter) {
