@@ -27,6 +27,7 @@
 #include "rel_error.h"
 #include "small_vlm.h"
 #include "test_support.h"
+#include "vision_folder_test.h"
 
 namespace qbc {
 namespace {
@@ -35,7 +36,7 @@ namespace fs = std::filesystem;
 
 using ref::testing::rel_error;
 
-class Gemma3Vision : public ::testing::Test {
+class Gemma3Vision : public testing::VisionFolderTest {
  protected:
   void SetUp() override {
     QBC_REQUIRE_SHARED(config, "model-configs-new/gemma-3-4b-it/config.json");
@@ -54,27 +55,7 @@ class Gemma3Vision : public ::testing::Test {
     testing::shrink_language_model(o.overrides);  // the projector writes its width
     o.overrides.head_dim = 12;
     QBC_ASSERT_OK(frontend::write_random_model(o));
-    auto vc = frontend::load_vision_config(dir_ / "config.json");
-    QBC_ASSERT_OK(vc);
-    ASSERT_TRUE(vc->has_value());
-    vc_ = **vc;
-    auto spec = image::load_preprocess_spec(prep.string());
-    QBC_ASSERT_OK(spec);
-    auto img = image::decode_file(photo.string());
-    QBC_ASSERT_OK(img);
-    auto px = image::preprocess(*img, *spec, "chelsea.png");
-    QBC_ASSERT_OK(px);
-    pixels_ = std::move(*px);
-    auto ck = frontend::SafetensorsCheckpoint::open(dir_);
-    QBC_ASSERT_OK(ck);
-    ckpt_ = std::make_unique<frontend::SafetensorsCheckpoint>(std::move(*ck));
-  }
-
-  std::vector<float> hf(const std::string& name) const {
-    std::vector<float> v;
-    const Status s = ckpt_->read_f32(name, &v);
-    EXPECT_TRUE(s.ok()) << s.to_string();
-    return v;
+    open_folder(prep, photo);
   }
 
   // Memoized per process: the float64 forward over 4096 patches takes seconds.
@@ -123,11 +104,6 @@ class Gemma3Vision : public ::testing::Test {
         ckpt_->read_f32("vision_tower.vision_model.embeddings.position_embedding.weight", &base));
     QBC_ASSERT_OK((*session)->forward_inputs({rows, base}, out));
   }
-
-  fs::path dir_;
-  frontend::VisionConfig vc_;
-  image::Pixels pixels_;
-  std::unique_ptr<frontend::SafetensorsCheckpoint> ckpt_;
 };
 
 TEST_F(Gemma3Vision, ConfigAndPreprocessingGiveThePooled896Grid) {

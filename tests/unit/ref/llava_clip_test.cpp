@@ -26,6 +26,7 @@
 #include "rel_error.h"
 #include "small_vlm.h"
 #include "test_support.h"
+#include "vision_folder_test.h"
 
 namespace qbc {
 namespace {
@@ -34,7 +35,7 @@ namespace fs = std::filesystem;
 
 using ref::testing::rel_error;
 
-class LlavaClip : public ::testing::Test {
+class LlavaClip : public testing::VisionFolderTest {
  protected:
   void SetUp() override {
     QBC_REQUIRE_SHARED(config, "model-configs-new/llava-1.5-7b-hf/config.json");
@@ -52,27 +53,7 @@ class LlavaClip : public ::testing::Test {
     o.overrides.vision.intermediate_size = 48;
     testing::shrink_language_model(o.overrides);  // the projector writes its width
     QBC_ASSERT_OK(frontend::write_random_model(o));
-    auto vc = frontend::load_vision_config(dir_ / "config.json");
-    QBC_ASSERT_OK(vc);
-    ASSERT_TRUE(vc->has_value());
-    vc_ = **vc;
-    auto spec = image::load_preprocess_spec(prep.string());
-    QBC_ASSERT_OK(spec);
-    auto img = image::decode_file(photo.string());
-    QBC_ASSERT_OK(img);
-    auto px = image::preprocess(*img, *spec, "chelsea.png");
-    QBC_ASSERT_OK(px);
-    pixels_ = std::move(*px);
-    auto ck = frontend::SafetensorsCheckpoint::open(dir_);
-    QBC_ASSERT_OK(ck);
-    ckpt_ = std::make_unique<frontend::SafetensorsCheckpoint>(std::move(*ck));
-  }
-
-  std::vector<float> hf(const std::string& name) const {
-    std::vector<float> v;
-    const Status s = ckpt_->read_f32(name, &v);
-    EXPECT_TRUE(s.ok()) << s.to_string();
-    return v;
+    open_folder(prep, photo);
   }
 
   std::vector<double> reference() const {
@@ -110,11 +91,6 @@ class LlavaClip : public ::testing::Test {
     QBC_ASSERT_OK((*session)->forward_inputs({rows, *base}, &got));
     *out = frontend::clip_drop_cls(vc, got, vc.text_hidden);
   }
-
-  fs::path dir_;
-  frontend::VisionConfig vc_;
-  image::Pixels pixels_;
-  std::unique_ptr<frontend::SafetensorsCheckpoint> ckpt_;
 };
 
 TEST_F(LlavaClip, ConfigAndPreprocessingGiveThe336Grid) {

@@ -25,6 +25,7 @@
 #include "rel_error.h"
 #include "small_vlm.h"
 #include "test_support.h"
+#include "vision_folder_test.h"
 
 namespace qbc {
 namespace {
@@ -33,7 +34,7 @@ namespace fs = std::filesystem;
 
 using ref::testing::rel_error;
 
-class Qwen3Vision : public ::testing::Test {
+class Qwen3Vision : public testing::VisionFolderTest {
  protected:
   // deepstack_visual_indexes [5, 11, 17] of 24 blocks scaled to [0, 1, 2] of 3.
   void SetUp() override { write("qwen3_vision_random", 3, std::nullopt); }
@@ -59,27 +60,7 @@ class Qwen3Vision : public ::testing::Test {
     testing::shrink_language_model(o.overrides);
     o.overrides.head_dim = 16;  // Qwen3's text head_dim is explicit in the config
     QBC_ASSERT_OK(frontend::write_random_model(o));
-    auto vc = frontend::load_vision_config(dir_ / "config.json");
-    QBC_ASSERT_OK(vc);
-    ASSERT_TRUE(vc->has_value());
-    vc_ = **vc;
-    auto spec = image::load_preprocess_spec(prep.string());
-    QBC_ASSERT_OK(spec);
-    auto img = image::decode_file(photo.string());
-    QBC_ASSERT_OK(img);
-    auto px = image::preprocess(*img, *spec, photo.filename().string());
-    QBC_ASSERT_OK(px);
-    pixels_ = std::move(*px);
-    auto ck = frontend::SafetensorsCheckpoint::open(dir_);
-    QBC_ASSERT_OK(ck);
-    ckpt_ = std::make_unique<frontend::SafetensorsCheckpoint>(std::move(*ck));
-  }
-
-  std::vector<float> hf(const std::string& name) const {
-    std::vector<float> v;
-    const Status s = ckpt_->read_f32(name, &v);
-    EXPECT_TRUE(s.ok()) << s.to_string();
-    return v;
+    open_folder(prep, photo);
   }
 
   ref::testing::NaiveQwen3VisionOut reference() const {
@@ -128,11 +109,6 @@ class Qwen3Vision : public ::testing::Test {
       deep->push_back(std::move(rows));
     }
   }
-
-  fs::path dir_;
-  frontend::VisionConfig vc_;
-  image::Pixels pixels_;
-  std::unique_ptr<frontend::SafetensorsCheckpoint> ckpt_;
 };
 
 TEST_F(Qwen3Vision, ConfigReadsTheTowerAndTheShrunkDeepStackTaps) {

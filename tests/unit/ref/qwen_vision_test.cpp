@@ -25,6 +25,7 @@
 #include "rel_error.h"
 #include "small_vlm.h"
 #include "test_support.h"
+#include "vision_folder_test.h"
 
 namespace qbc {
 namespace {
@@ -33,7 +34,7 @@ namespace fs = std::filesystem;
 
 using ref::testing::rel_error;
 
-class QwenVisionBase : public ::testing::Test {
+class QwenVisionBase : public testing::VisionFolderTest {
  protected:
   // Writes the random folder from `config` with a 3-block tower of width 32 (2 heads of 16).
   void write(const fs::path& config, const fs::path& prep, const fs::path& photo,
@@ -52,27 +53,7 @@ class QwenVisionBase : public ::testing::Test {
     // The language model is written too: keep it tiny (its width is the tower's out width).
     testing::shrink_language_model(o.overrides);  // the projector writes its width
     QBC_ASSERT_OK(frontend::write_random_model(o));
-    auto vc = frontend::load_vision_config(dir_ / "config.json");
-    QBC_ASSERT_OK(vc);
-    ASSERT_TRUE(vc->has_value());
-    vc_ = **vc;
-    auto spec = image::load_preprocess_spec(prep.string());
-    QBC_ASSERT_OK(spec);
-    auto img = image::decode_file(photo.string());
-    QBC_ASSERT_OK(img);
-    auto px = image::preprocess(*img, *spec, photo.filename().string());
-    QBC_ASSERT_OK(px);
-    pixels_ = std::move(*px);
-    auto ck = frontend::SafetensorsCheckpoint::open(dir_);
-    QBC_ASSERT_OK(ck);
-    ckpt_ = std::make_unique<frontend::SafetensorsCheckpoint>(std::move(*ck));
-  }
-
-  std::vector<float> hf(const std::string& name) const {
-    std::vector<float> v;
-    const Status s = ckpt_->read_f32(name, &v);
-    EXPECT_TRUE(s.ok()) << s.to_string();
-    return v;
+    open_folder(prep, photo);
   }
 
   std::vector<double> reference(const std::vector<int64_t>& fullatt) const {
@@ -133,11 +114,6 @@ class QwenVisionBase : public ::testing::Test {
       EXPECT_LE(err, f64 ? 5e-7 : 5e-6) << (f64 ? "float64" : "float32");
     }
   }
-
-  fs::path dir_;
-  frontend::VisionConfig vc_;
-  image::Pixels pixels_;
-  std::unique_ptr<frontend::SafetensorsCheckpoint> ckpt_;
 };
 
 class Qwen25Vision : public QwenVisionBase {
