@@ -11,6 +11,8 @@
 //   head:         output_norm ─ lm_head ─ [softcap | logit scale] ─ %logits
 //   M-RoPE (Qwen2-VL, Qwen2.5-VL): q/k go through rope_table with the host's %rope_cos, %rope_sin
 //   [b, s, head_dim/2] instead of rope; the table parameters go to metadata mrope.*.
+//   DeepStack (Qwen3-VL): after block J < deepstack_layers, x + %deepstack.J [b, s, hidden] (the
+//   image's DeepStack rows at its tokens, zero elsewhere).
 #include <cmath>
 #include <cstdio>
 
@@ -44,9 +46,19 @@ class DecoderBuilder {
     if (hp_.embedding_scale != 1.0) {
       QBC_ASSIGN_OR_RETURN(x, b_.scale("embed_scale", x, hp_.embedding_scale, embed));
     }
+    std::vector<ValueId> deepstack;
+    for (int64_t j = 0; j < hp_.deepstack_layers; ++j) {
+      QBC_ASSIGN_OR_RETURN(ValueId d, b_.input("deepstack." + std::to_string(j),
+                                               f32({ir::kDynamic, ir::kDynamic, h})));
+      deepstack.push_back(d);
+    }
     for (int64_t i = 0; i < hp_.num_hidden_layers; ++i) {
       b_.set_block(static_cast<int>(i));
       QBC_ASSIGN_OR_RETURN(x, block(i, x));
+      if (i < static_cast<int64_t>(deepstack.size())) {  // Qwen3VLTextModel._deepstack_process
+        QBC_ASSIGN_OR_RETURN(x, b_.add("blk." + std::to_string(i) + ".deepstack", x,
+                                       deepstack[static_cast<size_t>(i)], "deepstack"));
+      }
     }
     b_.set_block(-1);
     b_.set_part(ir::Part::kHead);

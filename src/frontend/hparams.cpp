@@ -32,7 +32,9 @@ const std::vector<ArchEntry>& arch_table() {
       {"Qwen2ForCausalLM", ModelFamily::kQwen2, hi::parse_qwen2, {"qwen2"}},
       {"Qwen3ForCausalLM", ModelFamily::kQwen3, hi::parse_qwen3, {"qwen3"}},
       {"Qwen2VLForConditionalGeneration", ModelFamily::kQwen2, hi::parse_qwen2_vl, {"qwen2_vl"}},
-      {"Qwen2_5_VLForConditionalGeneration", ModelFamily::kQwen2, hi::parse_qwen2_vl,
+      {"Qwen2_5_VLForConditionalGeneration",
+       ModelFamily::kQwen2,
+       hi::parse_qwen2_vl,
        {"qwen2_5_vl"}},
       {"Qwen3VLForConditionalGeneration", ModelFamily::kQwen3, hi::parse_qwen3_vl, {"qwen3_vl"}},
       {"LlavaForConditionalGeneration", ModelFamily::kLlama, hi::parse_llama, {"llava"}},
@@ -137,18 +139,12 @@ nlohmann::json gemma3_text_defaults() {
 // vocab_size, max_position_embeddings and rms_norm_eps). tie_word_embeddings and the dtype may
 // sit at the top.
 nlohmann::json llava_text_json(const nlohmann::json& root, const nlohmann::json& sub) {
-  nlohmann::json text = {{"vocab_size", 32000},
-                         {"hidden_size", 4096},
-                         {"intermediate_size", 11008},
-                         {"num_hidden_layers", 32},
-                         {"num_attention_heads", 32},
-                         {"max_position_embeddings", 2048},
-                         {"rms_norm_eps", 1e-6},
-                         {"rope_theta", 10000.0},
-                         {"hidden_act", "silu"},
-                         {"tie_word_embeddings", false},
-                         {"bos_token_id", 1},
-                         {"eos_token_id", 2}};
+  nlohmann::json text = {{"vocab_size", 32000},        {"hidden_size", 4096},
+                         {"intermediate_size", 11008}, {"num_hidden_layers", 32},
+                         {"num_attention_heads", 32},  {"max_position_embeddings", 2048},
+                         {"rms_norm_eps", 1e-6},       {"rope_theta", 10000.0},
+                         {"hidden_act", "silu"},       {"tie_word_embeddings", false},
+                         {"bos_token_id", 1},          {"eos_token_id", 2}};
   for (const char* key : {"tie_word_embeddings", "torch_dtype", "dtype"}) {
     if (root.contains(key)) text[key] = root[key];
   }
@@ -180,10 +176,12 @@ Status check_model_type(const ConfigReader& top, const ArchEntry& e) {
     if (t == type) return ok_status();
   }
   std::string expected;
-  for (std::string_view t : e.model_types) expected += (expected.empty() ? "'" : " or '") + std::string(t) + "'";
+  for (std::string_view t : e.model_types)
+    expected += (expected.empty() ? "'" : " or '") + std::string(t) + "'";
   std::string msg = ": " + quote_prefix(type) + " does not match architectures " +
-                    quote_prefix(std::string(e.architecture)) + " (which HF pairs with model_type " +
-                    expected + "); qbc does not guess which of the two is right";
+                    quote_prefix(std::string(e.architecture)) +
+                    " (which HF pairs with model_type " + expected +
+                    "); qbc does not guess which of the two is right";
   if (is_multimodal_type(type)) msg += std::string("; ") + kMultimodalPlanned;
   return unimplemented(top.where("model_type"), msg);
 }
@@ -313,9 +311,10 @@ StatusOr<HParams> parse_hparams(std::string_view json_text, std::string_view sou
   if (entry->architecture == "Gemma3ForConditionalGeneration") {
     QBC_ASSIGN_OR_RETURN(hp.image_span_tokens,
                          top.get_bounded_or("mm_tokens_per_image", 256, int64_t{1} << 20));
-    if (hp.image_span_tokens < 1)
-      return top.bad_value("mm_tokens_per_image", "must be at least 1");
+    if (hp.image_span_tokens < 1) return top.bad_value("mm_tokens_per_image", "must be at least 1");
   }
+  if (entry->parse == hparams_internal::parse_qwen3_vl)
+    QBC_RETURN_IF_ERROR(hparams_internal::read_deepstack_layers(top, hp));
   return hp;
 }
 

@@ -99,6 +99,8 @@ Status parse_qwen2(const ConfigReader& cfg, HParams& hp);
 Status parse_qwen2_vl(const ConfigReader& cfg, HParams& hp);
 Status parse_qwen3(const ConfigReader& cfg, HParams& hp);
 Status parse_qwen3_vl(const ConfigReader& cfg, HParams& hp);
+/// Qwen3-VL: hp.deepstack_layers from the top config's vision_config.
+Status read_deepstack_layers(const ConfigReader& top, HParams& hp);
 Status parse_gemma2(const ConfigReader& cfg, HParams& hp);
 Status parse_gemma3(const ConfigReader& cfg, HParams& hp);
 Status parse_phi3(const ConfigReader& cfg, HParams& hp);

@@ -298,6 +298,21 @@ void plan_rope_inputs(Context& cx, Layout& lay) {
   }
 }
 
+/// Qwen3-VL: the DeepStack inputs' io buffers, fp16 [chunk, hidden] per slot, which the host
+/// fills per token of each call (the image's rows at its tokens, zero elsewhere).
+void plan_deepstack_inputs(Context& cx, Layout& lay) {
+  Plan& p = cx.plan;
+  for (int32_t node : p.deepstack) {
+    const Node& n = cx.g.node(node);
+    const int64_t w = n.type.dim(-1);
+    const int64_t stride = align_up(w * 2, cx.o.target.dma_align);
+    const int32_t buf = add_dram(cx, lay, "io." + n.name, isa::Purpose::kIo, DType::kF16,
+                                 cx.o.chunk * stride, {cx.o.chunk, w}, true);
+    p.deepstack_bufs.push_back(buf);
+    p.nodes[static_cast<size_t>(node)].place = ValueLoc{buf, 0, stride, w, DType::kF16};
+  }
+}
+
 /// Feature graphs: each input's io buffer, fp16 [chunk, width] per slot (the host converts
 /// the graph's fp32 inputs to fp16, as the fake-quant evaluator rounds every input).
 void plan_feature_inputs(Context& cx, Layout& lay) {
@@ -330,6 +345,7 @@ Status plan_dram(Context& cx, Layout& lay) {
         ValueLoc{p.input, 0, in_stride, hidden, DType::kF16};
   }
   plan_rope_inputs(cx, lay);
+  plan_deepstack_inputs(cx, lay);
   const int32_t act = plan_activations(cx, lay);
   QBC_RETURN_IF_ERROR(check_views(cx));
   QBC_RETURN_IF_ERROR(plan_output(cx, lay));
@@ -347,6 +363,7 @@ Status plan_dram(Context& cx, Layout& lay) {
   p.regions.scratch = (scratch > 0 ? bytes_of(p.scratch) : 0) * cx.o.batch;
   p.regions.io = ((p.input >= 0 ? bytes_of(p.input) : 0) + bytes_of(p.logits)) * cx.o.batch;
   for (int32_t b : p.feature_bufs) p.regions.io += bytes_of(b) * cx.o.batch;
+  for (int32_t b : p.deepstack_bufs) p.regions.io += bytes_of(b) * cx.o.batch;
   if (p.cos_buf >= 0) p.regions.io += (bytes_of(p.cos_buf) + bytes_of(p.sin_buf)) * cx.o.batch;
   p.regions.reserve = cx.o.target.dram_reserve;
   return ok_status();

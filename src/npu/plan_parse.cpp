@@ -362,6 +362,11 @@ class Parser {
       QBC_RETURN_IF_ERROR(d.lit(" rope_sin %"));
       QBC_RETURN_IF_ERROR(d.num(&p_.rope_sin));
     }
+    while (d.accept(" deepstack %")) {
+      int32_t id = -1;
+      QBC_RETURN_IF_ERROR(d.num(&id));
+      p_.deepstack.push_back(id);
+    }
     QBC_RETURN_IF_ERROR(d.lit(", output %"));
     QBC_RETURN_IF_ERROR(d.num(&p_.output));
     QBC_RETURN_IF_ERROR(d.end());
@@ -448,6 +453,11 @@ class Parser {
       QBC_RETURN_IF_ERROR(io.num(&p_.cos_buf));
       QBC_RETURN_IF_ERROR(io.lit(", rope_sin #"));
       QBC_RETURN_IF_ERROR(io.num(&p_.sin_buf));
+    }
+    while (io.accept(", deepstack #")) {
+      int32_t b = -1;
+      QBC_RETURN_IF_ERROR(io.num(&b));
+      p_.deepstack_bufs.push_back(b);
     }
     QBC_RETURN_IF_ERROR(io.end());
     ++at_;

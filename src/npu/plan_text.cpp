@@ -110,6 +110,7 @@ std::string print_plan(const Plan& p) {
   os << "planned:" << (p.tiled ? " tiles" : "") << (p.placed ? " places" : "")
      << (p.fit_checked ? " fit" : "") << "; inputs %" << p.embeds << " positions %" << p.positions;
   if (p.rope_cos >= 0) os << " rope_cos %" << p.rope_cos << " rope_sin %" << p.rope_sin;
+  for (int32_t id : p.deepstack) os << " deepstack %" << id;
   os << ", output %" << p.output << "\n";
   os << "tiles\n";
   for (size_t i = 0; i < p.nodes.size(); ++i) print_node(p, i, os);
@@ -124,6 +125,7 @@ std::string print_plan(const Plan& p) {
   for (size_t i = 0; i < p.buffers.size(); ++i) print_buffer(p, i, os);
   os << "io: input #" << p.input << ", logits #" << p.logits << ", scratch #" << p.scratch;
   if (p.cos_buf >= 0) os << ", rope_cos #" << p.cos_buf << ", rope_sin #" << p.sin_buf;
+  for (int32_t b : p.deepstack_bufs) os << ", deepstack #" << b;
   os << "\n";
   const isa::DramPlan& r = p.regions;
   os << "regions: weights " << r.weights << ", kv " << r.kv << ", activations " << r.activations

@@ -89,6 +89,8 @@ Status check_graph(Context& cx) {
           cx.plan.positions = static_cast<int32_t>(i);
         } else if (n.name == "rope_cos" || n.name == "rope_sin") {  // M-RoPE: host tables
           (n.name == "rope_cos" ? cx.plan.rope_cos : cx.plan.rope_sin) = static_cast<int32_t>(i);
+        } else if (n.name.rfind("deepstack.", 0) == 0) {  // Qwen3-VL: host rows per token
+          cx.plan.deepstack.push_back(static_cast<int32_t>(i));
         } else {
           cx.plan.embeds = static_cast<int32_t>(i);
         }

@@ -116,6 +116,11 @@ Status p1(const Plan& p) {
       p.cos_buf < -1 || p.cos_buf >= nb || p.sin_buf < -1 || p.sin_buf >= nb)
     return invalid_argument(kP1, ": rope table io buffers #", p.cos_buf, ", #", p.sin_buf, " of ",
                             nb, " for inputs %", p.rope_cos, ", %", p.rope_sin);
+  if (p.deepstack_bufs.size() != p.deepstack.size())
+    return invalid_argument(kP1, ": ", p.deepstack_bufs.size(), " io buffers for ",
+                            p.deepstack.size(), " DeepStack inputs");
+  for (int32_t b : p.deepstack_bufs)
+    if (b < 0 || b >= nb) return invalid_argument(kP1, ": DeepStack io buffer #", b, " of ", nb);
   if (p.feature_bufs.size() != p.feature_inputs.size())
     return invalid_argument(kP1, ": ", p.feature_bufs.size(), " io buffers for ",
                             p.feature_inputs.size(), " feature inputs");
@@ -261,6 +266,9 @@ Status p5_buffer(const Plan& p, size_t i) {
                                     : -1;
   for (size_t k = 0; k < p.feature_inputs.size() && k < p.feature_bufs.size(); ++k) {
     if (p.feature_inputs[k] == id) want = p.feature_bufs[k];
+  }
+  for (size_t k = 0; k < p.deepstack.size() && k < p.deepstack_bufs.size(); ++k) {
+    if (p.deepstack[k] == id) want = p.deepstack_bufs[k];
   }
   if (want >= 0 && v.buf != want)
     return fail(kP5, "value %", n.name, " is in buffer #", v.buf, ", not ", buffer(p, want));

@@ -20,11 +20,12 @@ struct SegmentPlan {
   ir::ValueId output = -1;  ///< The value later segments (or the graph output) read.
 };
 
-/// An input the host computes for every call from the positions alone, which every segment
-/// gets as it is: the positions, and an M-RoPE graph's rope tables (docs/multimodal.md).
+/// An input the host gives every call besides the residual stream, which every segment gets as
+/// it is: the positions, an M-RoPE graph's rope tables (docs/multimodal.md), and Qwen3-VL's
+/// DeepStack rows (zero in the calibration forward: WIP, image-text samples do not carry them).
 bool host_input(const ir::Node& n) {
-  return n.op == ir::Op::kInput &&
-         (n.type.dtype == ir::DType::kI64 || n.name == "rope_cos" || n.name == "rope_sin");
+  return n.op == ir::Op::kInput && (n.type.dtype == ir::DType::kI64 || n.name == "rope_cos" ||
+                                    n.name == "rope_sin" || n.name.rfind("deepstack.", 0) == 0);
 }
 
 /// Cuts `g` at block boundaries. Block -1 nodes before the first block join block 0's

@@ -66,7 +66,9 @@ struct FakeQuantSession::Impl {
   std::vector<float> host_embedding;  // fp32 [embed_rows, hidden]
   int embeds_id = -1;
   int positions_id = -1;
-  int rope_cos_id = -1, rope_sin_id = -1;  // M-RoPE graphs: host tables (runner/mrope.h)
+  int rope_cos_id = -1, rope_sin_id = -1;     // M-RoPE graphs: host tables (runner/mrope.h)
+  std::vector<int> deepstack_ids;             // Qwen3-VL: inputs deepstack.J, in order
+  std::vector<std::vector<float>> deepstack;  // rows for the next call (empty: zeros)
   std::optional<runner::MRopeSpec> mrope;
   int64_t rope_delta = 0;      // M-RoPE: text positions are the cache position plus this
   std::vector<int> input_ids;  // every graph input, in order (feature graphs: forward_inputs)
@@ -214,7 +216,9 @@ Status FakeQuantSession::Impl::prepare() {
         return invalid_argument(ir::describe(n), ": last dimension of ", n.type.to_string(),
                                 " must be static");
       }
-      if (n.op == Op::kInput) {
+      if (n.op == Op::kInput && n.name.rfind("deepstack.", 0) == 0) {
+        deepstack_ids.push_back(static_cast<int>(i));
+      } else if (n.op == Op::kInput) {
         if (embeds_id < 0) embeds_id = static_cast<int>(i);
         if (embeds_id == static_cast<int>(i)) hidden = st.width;
       }
@@ -485,6 +489,18 @@ Status FakeQuantSession::Impl::run(const std::vector<float>& x, int64_t s,
   std::vector<float>& pos = values[static_cast<size_t>(positions_id)];
   for (int64_t t = 0; t < s; ++t) pos.push_back(static_cast<float>(position + t));
   QBC_RETURN_IF_ERROR(set_rope_tables(values, s, mrope_positions));
+  for (size_t j = 0; j < deepstack_ids.size(); ++j) {
+    std::vector<float>& v = values[static_cast<size_t>(deepstack_ids[j])];
+    v.assign(static_cast<size_t>(s * hidden), 0.0f);
+    if (deepstack.empty()) continue;
+    if (static_cast<int64_t>(deepstack[j].size()) != s * hidden) {
+      deepstack.clear();
+      return invalid_argument("deepstack.", j, ": ", deepstack[j].size(), " values for ", s,
+                              " tokens of hidden size ", hidden);
+    }
+    for (size_t i = 0; i < v.size(); ++i) v[i] = numerics::round_fp16(deepstack[j][i]);
+  }
+  deepstack.clear();
   for (Step& st : steps) exec(st, values, s);
   position += s;
   keep_values(values, s);
@@ -599,6 +615,14 @@ Status FakeQuantSession::forward_embeds_mrope(const std::vector<float>& embeds, 
                             " tokens of hidden size ", impl_->hidden);
   }
   return impl_->run(embeds, seq, logits, &positions);
+}
+
+Status FakeQuantSession::set_deepstack(std::vector<std::vector<float>> rows) {
+  if (rows.size() != impl_->deepstack_ids.size())
+    return invalid_argument("graph '", impl_->graph.name(), "' takes ", impl_->deepstack_ids.size(),
+                            " DeepStack inputs, got ", rows.size());
+  impl_->deepstack = std::move(rows);
+  return ok_status();
 }
 
 Status FakeQuantSession::forward_inputs(const std::vector<std::vector<float>>& inputs,

@@ -77,7 +77,9 @@ struct Session::Impl {
   at::Tensor host_embedding;  // float32 [vocab, hidden]
   int embeds_id = -1;
   int positions_id = -1;
-  int rope_cos_id = -1, rope_sin_id = -1;  // M-RoPE graphs: host tables (runner/mrope.h)
+  int rope_cos_id = -1, rope_sin_id = -1;     // M-RoPE graphs: host tables (runner/mrope.h)
+  std::vector<int> deepstack_ids;             // Qwen3-VL: inputs deepstack.J, in order
+  std::vector<std::vector<float>> deepstack;  // rows for the next call (empty: zeros)
   std::optional<runner::MRopeSpec> mrope;
   int64_t rope_delta = 0;      // M-RoPE: text positions are cache position + rope_delta
   std::vector<int> input_ids;  // every graph input, in graph order
@@ -185,6 +187,8 @@ Status Session::Impl::prepare() {
         input_ids.push_back(static_cast<int>(i));
         if (n.name == "rope_cos" || n.name == "rope_sin") {
           (n.name == "rope_cos" ? rope_cos_id : rope_sin_id) = static_cast<int>(i);
+        } else if (n.name.rfind("deepstack.", 0) == 0) {
+          deepstack_ids.push_back(static_cast<int>(i));
         } else if (n.type.dtype == ir::DType::kI64) {
           positions_id = static_cast<int>(i);
         } else {
@@ -454,6 +458,20 @@ Status Session::Impl::run(at::Tensor x, std::vector<float>* logits,
   values[static_cast<size_t>(positions_id)] =
       at::arange(position, position + s, at::kLong).view({1, s});
   QBC_RETURN_IF_ERROR(set_rope_tables(values, s, mrope_positions));
+  for (size_t j = 0; j < deepstack_ids.size(); ++j) {
+    at::Tensor& v = values[static_cast<size_t>(deepstack_ids[j])];
+    if (deepstack.empty()) {
+      v = at::zeros({1, s, hidden}, at::kFloat).to(dtype);
+      continue;
+    }
+    if (static_cast<int64_t>(deepstack[j].size()) != s * hidden) {
+      deepstack.clear();
+      return invalid_argument("deepstack.", j, ": ", deepstack[j].size(), " values for ", s,
+                              " tokens of hidden size ", hidden);
+    }
+    v = torch::from_blob(deepstack[j].data(), {1, s, hidden}, at::kFloat).clone().to(dtype);
+  }
+  deepstack.clear();
   QBC_RETURN_IF_ERROR(run_steps(values, s));
   position += s;
   if (logits != nullptr) {
@@ -609,6 +627,14 @@ Status Session::forward_inputs(const std::vector<std::vector<float>>& inputs,
   } catch (const c10::Error& e) {
     return internal_error("forward_inputs: ", torch_message(e));
   }
+}
+
+Status Session::set_deepstack(std::vector<std::vector<float>> rows) {
+  if (rows.size() != impl_->deepstack_ids.size())
+    return invalid_argument("graph '", impl_->graph.name(), "' takes ", impl_->deepstack_ids.size(),
+                            " DeepStack inputs, got ", rows.size());
+  impl_->deepstack = std::move(rows);
+  return ok_status();
 }
 
 void Session::reset() {

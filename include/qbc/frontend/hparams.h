@@ -1,9 +1,10 @@
 // Typed hyperparameters of a HuggingFace causal LM, read from its config.json.
 //
 // One HParams struct covers every supported family (Llama, Mistral, Qwen2, Qwen3, Gemma2,
-// Gemma3, Phi3, SmolLM3, EXAONE 3.5 and 4.0, Cohere2, HyperCLOVAX): the differences between them are flags and per-layer vectors, so the graph
-// builder and the shape-only planner need no per-family switch for most decisions. Defaults
-// follow each family's HF `*Config` class. Errors name the file and the key at fault.
+// Gemma3, Phi3, SmolLM3, EXAONE 3.5 and 4.0, Cohere2, HyperCLOVAX): the differences between them
+// are flags and per-layer vectors, so the graph builder and the shape-only planner need no
+// per-family switch for most decisions. Defaults follow each family's HF `*Config` class. Errors
+// name the file and the key at fault.
 #pragma once
 
 #include <cstdint>
@@ -135,7 +136,8 @@ struct ParamCounts {
 /// model's parameters < 2^54 and its bytes at 64 bits per parameter < 2^60. They also stop a
 /// hostile count (num_hidden_layers = 2^31) before anything is allocated per layer.
 inline constexpr int64_t kMaxLayers = 1024;
-inline constexpr int64_t kMaxModelDim = int64_t{1} << 20;  ///< hidden, intermediate, head_dim, q/kv dims.
+inline constexpr int64_t kMaxModelDim = int64_t{1}
+                                        << 20;  ///< hidden, intermediate, head_dim, q/kv dims.
 inline constexpr int64_t kMaxHeads = 4096;
 inline constexpr int64_t kMaxVocab = int64_t{1} << 24;
 inline constexpr int64_t kMaxPositions = int64_t{1} << 30;
@@ -196,6 +198,10 @@ struct HParams {
   /// other bidirectionally (HF's token_type_ids mask); its tokens per image
   /// (mm_tokens_per_image), recorded as graph metadata "attention.image_span". 0: causal only.
   int64_t image_span_tokens = 0;
+  /// Qwen3-VL: the image's DeepStack rows (one per vision_config.deepstack_visual_indexes entry)
+  /// are added to the hidden states after decoder layers 0 .. deepstack_layers − 1 (the
+  /// language graph's inputs deepstack.J, zero at text tokens). 0: none.
+  int64_t deepstack_layers = 0;
 
   double attn_logit_softcap = 0.0;   ///< 0 = no soft-capping.
   double final_logit_softcap = 0.0;  ///< 0 = no soft-capping.

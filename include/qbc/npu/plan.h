@@ -126,6 +126,8 @@ struct Plan {
   int32_t embeds = -1, positions = -1, output = -1;  ///< the graph's inputs and output
   /// M-RoPE graphs: the host's rope-table inputs rope_cos, rope_sin (-1: none).
   int32_t rope_cos = -1, rope_sin = -1;
+  /// Qwen3-VL: the host's DeepStack inputs deepstack.J, in order (empty: none).
+  std::vector<int32_t> deepstack;
   /// Feature graphs (a vision tower; no positions input): every input node, in node order,
   /// and its io buffer (plan-memory). Empty for a decoder. Not in the plan text yet.
   std::vector<int32_t> feature_inputs, feature_bufs;
@@ -137,6 +139,7 @@ struct Plan {
   std::vector<DramBuffer> buffers;
   int32_t input = -1, logits = -1, scratch = -1;  ///< buffers (scratch -1: none)
   int32_t cos_buf = -1, sin_buf = -1;             ///< the rope tables' io buffers (-1: none)
+  std::vector<int32_t> deepstack_bufs;            ///< the DeepStack inputs' io buffers
   isa::DramPlan regions;
 };
 

@@ -69,6 +69,9 @@ class FakeQuantSession final : public runner::Runner {
   /// rounded to fp16 at the boundary; `out` receives the first output. failed_precondition
   /// on a decoder graph.
   Status forward_inputs(const std::vector<std::vector<float>>& inputs, std::vector<float>* out);
+  /// As ref::Session::set_deepstack: Qwen3-VL's DeepStack rows for the next forward call (fp16
+  /// at the NPU boundary, as every input); zeros without them.
+  Status set_deepstack(std::vector<std::vector<float>> rows);
   void reset() override;
   int64_t position() const override;
   int64_t vocab_size() const override;

@@ -64,6 +64,10 @@ class Session : public runner::Runner {
   /// Runs a graph without token positions (a vision tower): one float vector per graph input,
   /// in graph order, each holding its input's static shape; `out` gets the first output.
   /// kFailedPrecondition on a language graph.
+  /// Qwen3-VL's DeepStack rows for the next forward call only: one [seq, hidden] per input
+  /// deepstack.J of the graph (the image's rows at its tokens, zero elsewhere); without them
+  /// every such input is zero. kInvalidArgument when the count differs from the graph's.
+  virtual Status set_deepstack(std::vector<std::vector<float>> rows);
   virtual Status forward_inputs(const std::vector<std::vector<float>>& inputs,
                                 std::vector<float>* out);
   void reset() override;

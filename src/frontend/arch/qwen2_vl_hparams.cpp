@@ -5,6 +5,7 @@
 // head_dim / 2 rotary frequencies among the temporal, height and width position streams
 // (transformers' apply_multimodal_rotary_pos_emb). The text keys sit at the top of config.json
 // (transformers < 4.53) or under `text_config`; parse_hparams merges the two first.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,19 @@ Status parse_qwen3_vl(const ConfigReader& cfg, HParams& hp) {
                             ": no mrope_section, and transformers' default [24, 20, 20] needs "
                             "head_dim 128, not ",
                             hp.head_dim);
+  return ok_status();
+}
+
+// DeepStack: one row input per tap of the tower (Qwen3VLVisionConfig's default has 3), each
+// added after the decoder layer of its index in the list (Qwen3VLTextModel.forward).
+Status read_deepstack_layers(const ConfigReader& top, HParams& hp) {
+  if (!top.has("vision_config")) return ok_status();
+  QBC_ASSIGN_OR_RETURN(ConfigReader v, top.child("vision_config"));
+  const nlohmann::json* taps = v.find("deepstack_visual_indexes");
+  if (taps != nullptr && !taps->is_array())
+    return v.wrong_type("deepstack_visual_indexes", "a list of block indexes");
+  const int64_t n = taps != nullptr ? static_cast<int64_t>(taps->size()) : 3;
+  hp.deepstack_layers = std::min(n, hp.num_hidden_layers);
   return ok_status();
 }
 

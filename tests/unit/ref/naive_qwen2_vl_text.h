@@ -93,9 +93,13 @@ inline std::array<std::vector<int64_t>, 3> hf_get_rope_index(
 
 /// Logits [n, vocab] of the language model for `embeds` [n, hidden] (inputs_embeds, image rows
 /// already spliced in) at `position_ids` [3][n].
+/// `deepstack` (Qwen3-VL): per decoder layer J < deepstack.size(), rows [n, hidden] added to
+/// the hidden states after layer J (Qwen3VLTextModel._deepstack_process with the image rows
+/// scattered to their positions: zero elsewhere).
 inline std::vector<double> naive_qwen2_vl_logits(
     const NaiveQwen2VlDims& d, const std::function<std::vector<float>(const std::string&)>& hf,
-    const std::vector<double>& embeds, const std::array<std::vector<int64_t>, 3>& position_ids) {
+    const std::vector<double>& embeds, const std::array<std::vector<int64_t>, 3>& position_ids,
+    const std::vector<std::vector<double>>& deepstack = {}) {
   const int64_t n = static_cast<int64_t>(position_ids[0].size()), H = d.hidden, hd = d.head_dim;
   auto w = [&](const std::string& name) {
     const std::vector<float> f = hf(name);
@@ -213,6 +217,8 @@ inline std::vector<double> naive_qwen2_vl_logits(
     for (size_t i = 0; i < g.size(); ++i) a[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
     const std::vector<double> dn = linear(a, p + "mlp.down_proj", H, d.ffn, false);
     for (size_t i = 0; i < x.size(); ++i) x[i] += dn[i];
+    if (l < static_cast<int64_t>(deepstack.size()))
+      for (size_t i = 0; i < x.size(); ++i) x[i] += deepstack[static_cast<size_t>(l)][i];
   }
   const std::vector<double> xf = rms(x, "model.norm.weight");
   return linear(xf, d.tied ? "model.embed_tokens" : "lm_head", d.vocab, H, false);

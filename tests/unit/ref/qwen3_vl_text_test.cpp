@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -122,6 +123,51 @@ TEST_F(Qwen3VlText, TextOnlyEqualsOneDimensionalRope) {
     QBC_ASSERT_OK(q3->forward({t}, &b));
     EXPECT_EQ(a, b) << "decode token " << t;
   }
+}
+
+TEST_F(Qwen3VlText, DeepStackRowsAreAddedAfterTheFirstLayersAsInHf) {
+  // The tower of the shrunk config has 1 block, so one tap ([5, 11, 17] of 24 -> [0]): the
+  // graph takes deepstack.0 and adds it after decoder layer 0.
+  ASSERT_EQ(hp().deepstack_layers, 1);
+  const auto cfg = nlohmann::json::parse(model_->source().config_json_text());
+  const int32_t vstart = cfg.at("vision_start_token_id").get<int32_t>();
+  const int32_t vend = cfg.at("vision_end_token_id").get<int32_t>();
+  const int64_t gh = 2, gw = 3;
+  std::vector<int32_t> tokens = {5, 80, vstart};
+  tokens.insert(tokens.end(), gh * gw, image_token_);
+  for (int32_t t : {vend, 40, 41}) tokens.push_back(t);
+  const int64_t n = static_cast<int64_t>(tokens.size()), h = hp().hidden_size;
+  const std::vector<float> embeds = model_->embeds(tokens, image_token_, 123);
+  // The image's DeepStack rows at its tokens, zero elsewhere.
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> rows(static_cast<size_t>(n * h), 0.0f);
+  for (int64_t t = 0; t < n; ++t)
+    if (tokens[static_cast<size_t>(t)] == image_token_)
+      for (int64_t c = 0; c < h; ++c) rows[static_cast<size_t>(t * h + c)] = nd(rng);
+  int64_t hf_delta = 0;
+  const auto hf_pos =
+      ref::testing::hf_get_rope_index(tokens, image_token_, {{1, 2 * gh, 2 * gw}}, 2, &hf_delta);
+  const auto pos = runner::mrope_positions(tokens, image_token_, {{1, gh, gw}});
+  QBC_ASSERT_OK(pos);
+  const auto hfw = [this](const std::string& name) { return hf(name); };
+  const std::vector<double> e64(embeds.begin(), embeds.end());
+  const std::vector<double> want = ref::testing::naive_qwen2_vl_logits(
+      dims(), hfw, e64, hf_pos, {std::vector<double>(rows.begin(), rows.end())});
+  for (const bool f64 : {false, true}) {
+    auto s = session(hp(), f64);
+    ASSERT_TRUE(s);
+    std::vector<float> got, plain;
+    QBC_ASSERT_OK(s->set_deepstack({rows}));
+    QBC_ASSERT_OK(s->forward_embeds_mrope(embeds, n, pos->positions, &got));
+    EXPECT_LT(rel_error(got, want), f64 ? 2e-7 : 1e-4) << (f64 ? "float64" : "float32");
+    // The rows hold for one call only: the same prompt again without them differs.
+    s->reset();
+    QBC_ASSERT_OK(s->forward_embeds_mrope(embeds, n, pos->positions, &plain));
+    EXPECT_GT(rel_error(plain, want), 1e-3);
+  }
+  auto s = session(hp(), false);
+  EXPECT_EQ(s->set_deepstack({rows, rows}).code(), Code::kInvalidArgument);
 }
 
 TEST_F(Qwen3VlText, ImagePromptMatchesHfFloat64Reference) {
