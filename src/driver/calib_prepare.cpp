@@ -104,9 +104,17 @@ StatusOr<CalibPrepareResult> prepare_calib(const CalibPrepareRequest& r,
     std::vector<float> pre, post;
     if (!prefix.empty()) QBC_RETURN_IF_ERROR(table.embed(prefix, &pre));
     if (!suffix.empty()) QBC_RETURN_IF_ERROR(table.embed(suffix, &post));
+    if (f.deepstack_levels > 0)
+      log("calib").warn(
+          "{}: a calibration sample holds inputs_embeds only, so the images' {} DeepStack levels "
+          "are not in it (the language model is calibrated with zero DeepStack rows)",
+          r.model, f.deepstack_levels);
+    const auto w = static_cast<size_t>(f.width * (1 + f.deepstack_levels));
     for (size_t k = 0; k < files.size(); ++k) {
       std::vector<float> span = pre;
-      span.insert(span.end(), f.rows[k].begin(), f.rows[k].end());
+      for (size_t at = 0; at < f.rows[k].size(); at += w)  // the feature row of each token
+        span.insert(span.end(), f.rows[k].begin() + static_cast<std::ptrdiff_t>(at),
+                    f.rows[k].begin() + static_cast<std::ptrdiff_t>(at) + f.width);
       span.insert(span.end(), post.begin(), post.end());
       po.image_spans.push_back(std::move(span));
       po.image_names.push_back(std::filesystem::path(files[k]).filename().string());

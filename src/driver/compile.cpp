@@ -159,16 +159,23 @@ Status vision_stage(Job& j) {
                             j.bundle.max_cache, ") holds no prompt with an image, which is ",
                             tokens, " tokens alone; raise it (e.g. --context ",
                             std::max<int64_t>(2048, tokens * 2), ")");
-  if ((*v)->bundle.vocab != j.bundle.hidden)
-    return invalid_argument(j.req.model, "/config.json: the vision part writes features of ",
-                            (*v)->bundle.vocab,
-                            " columns (the projector's output width), the "
-                            "language model's hidden size is ",
-                            j.bundle.hidden);
+  const int64_t levels = vp.deepstack_levels();
+  if (static_cast<size_t>(levels) != j.bundle.deepstack.size())
+    return unimplemented(j.req.model, "/config.json: vision_config.deepstack_visual_indexes has ",
+                         levels, " taps, but the language model has ", j.bundle.deepstack.size(),
+                         " DeepStack inputs (one per decoder layer, num_hidden_layers ",
+                         "limits them); HF drops the taps past the last layer, qbc does not");
+  if ((*v)->bundle.vocab != j.bundle.hidden * (1 + levels))
+    return invalid_argument(
+        j.req.model, "/config.json: the vision part writes features of ", (*v)->bundle.vocab,
+        " columns (the projector's output width",
+        levels > 0 ? ", with " + std::to_string(levels) + " DeepStack levels" : std::string(),
+        "), the language model's hidden size is ", j.bundle.hidden);
   j.vision = std::move(**v);
   out.present = out.compiled = true;
   out.rows = j.vision->bundle.output_rows;
-  out.width = j.vision->bundle.vocab;
+  out.width = j.bundle.hidden;
+  out.deepstack_levels = levels;
   out.dram_bytes = j.vision->bundle.dram.total();
   out.calibration_images = j.vision->calibration_images;
   out.synthetic_calibration = j.vision->synthetic_calibration;
@@ -293,6 +300,9 @@ std::string vision_text(const CompileResult& res) {
   if (!v.present) return "";
   if (!v.compiled) return "; vision part NOT compiled (" + v.reason + "): the MXQ takes no images";
   return "; vision part: " + std::to_string(v.rows) + " feature rows x " + std::to_string(v.width) +
+         (v.deepstack_levels > 0
+              ? " and " + std::to_string(v.deepstack_levels) + " DeepStack levels of them"
+              : std::string()) +
          " per image, DRAM " + npu::human_bytes(v.dram_bytes) + ", calibrated on " +
          std::to_string(v.calibration_images) +
          (v.synthetic_calibration ? " synthetic images (pass --images DIR for real ones)"
@@ -452,6 +462,7 @@ std::string summary_json(const CompileRequest& r, const CompileResult& res) {
       if (res.vision.compiled) {
         j["vision"]["feature_rows"] = res.vision.rows;
         j["vision"]["feature_width"] = res.vision.width;
+        j["vision"]["deepstack_levels"] = res.vision.deepstack_levels;
         j["vision"]["dram_bytes"] = res.vision.dram_bytes;
         j["vision"]["calibration_images"] = res.vision.calibration_images;
         j["vision"]["synthetic_calibration"] = res.vision.synthetic_calibration;

@@ -53,24 +53,35 @@ StatusOr<FloatVlm> open_float_vlm(const std::string& reference, const config::Re
 }
 
 /// The float logits of `prompt` with `rows` at its `image_token`s: M-RoPE positions over the
-/// whole prompt (`side` x `side` grids), or each run of image tokens as one span call.
+/// whole prompt (`side` x `side` grids), or each run of image tokens as one span call. Each row
+/// is the feature row, then `levels` DeepStack rows (Qwen3-VL), given to the session as its
+/// deepstack inputs at the same tokens.
 Status float_logits(FloatVlm& f, const std::vector<int32_t>& prompt, int32_t image_token,
-                    const std::vector<float>& rows, int64_t side, std::vector<float>* logits) {
+                    const std::vector<float>& rows, int64_t side, int64_t levels,
+                    std::vector<float>* logits) {
   ref::Session& s = *f.session;
   s.reset();
   std::vector<float> x;
   QBC_RETURN_IF_ERROR(s.embed(prompt, &x));
   const auto h = static_cast<size_t>(s.hidden_size());
+  const size_t w = h * static_cast<size_t>(1 + levels);
   const auto n = static_cast<int64_t>(prompt.size());
+  std::vector<std::vector<float>> deepstack(static_cast<size_t>(levels),
+                                            std::vector<float>(prompt.size() * h, 0.0f));
   size_t used = 0;
   for (size_t i = 0; i < prompt.size(); ++i) {
     if (prompt[i] != image_token) continue;
-    if ((used + 1) * h > rows.size()) return internal_error("fewer image rows than image tokens");
-    std::copy(rows.begin() + static_cast<std::ptrdiff_t>(used * h),
-              rows.begin() + static_cast<std::ptrdiff_t>((used + 1) * h),
+    if ((used + 1) * w > rows.size()) return internal_error("fewer image rows than image tokens");
+    const auto row = rows.begin() + static_cast<std::ptrdiff_t>(used * w);
+    std::copy(row, row + static_cast<std::ptrdiff_t>(h),
               x.begin() + static_cast<std::ptrdiff_t>(i * h));
+    for (size_t j = 0; j < deepstack.size(); ++j)
+      std::copy(row + static_cast<std::ptrdiff_t>((j + 1) * h),
+                row + static_cast<std::ptrdiff_t>((j + 2) * h),
+                deepstack[j].begin() + static_cast<std::ptrdiff_t>(i * h));
     ++used;
   }
+  if (levels > 0) QBC_RETURN_IF_ERROR(s.set_deepstack(std::move(deepstack)));
   if (f.mrope) {
     const int64_t per = side * side;
     if (per <= 0 || static_cast<int64_t>(used) % per != 0)
@@ -204,13 +215,14 @@ StatusOr<ImageEvalReport> eval_image_pairs(runtime::Generator& test, const std::
     score.feature_sqnr_db = sqnr_db(sig, err);
     signal += sig;
     noise += err;
-    score.image_tokens = static_cast<int64_t>(rows.size()) / enc->width();
+    score.image_tokens = static_cast<int64_t>(rows.size()) / enc->row_width();
     score.prompt_tokens = n;
     std::vector<float> lt, lr;
     QBC_RETURN_IF_ERROR(test.score_with_rows(prompt, enc->image_token_id(), std::move(rows), &lt)
                             .with_context(name));
     QBC_RETURN_IF_ERROR(
-        float_logits(ref, prompt, enc->image_token_id(), want, side, &lr).with_context(name));
+        float_logits(ref, prompt, enc->image_token_id(), want, side, enc->deepstack_levels(), &lr)
+            .with_context(name));
     if (lt.size() != static_cast<size_t>(n * vocab) || lr.size() != lt.size()) {
       return internal_error(name, ": ", lt.size(), " and ", lr.size(), " logits for ", n,
                             " positions of ", vocab);

@@ -321,19 +321,8 @@ struct FolderTower {
   bool qwen = false;
 };
 
-/// kUnimplemented for a tower whose features the language programs cannot take yet: Qwen3-VL's
-/// DeepStack rows (its graph is built: `qbc parse` writes it, and the float runtime runs it).
-/// Refused even without taps: that path is not tested.
-Status check_language_takes_tower(const frontend::VisionConfig& vc, const fs::path& config) {
-  if (vc.tower != frontend::VisionTower::kQwen3Vit) return ok_status();
-  return unimplemented(config.string(), ": the ", frontend::vision_tower_name(vc.tower),
-                       " tower of ", vc.model_type, " is built, but ",
-                       frontend::vision_tower_gap(vc.tower),
-                       "; a compile without them would serve wrong answers (docs/multimodal.md)");
-}
-
 /// The tower of the HF folder `model`: nullopt when it has no vision_config, kUnimplemented for
-/// a family whose tower is not built yet or whose features the language model cannot take.
+/// a family whose tower is not built yet.
 StatusOr<std::optional<FolderTower>> open_tower(const std::string& model,
                                                 const config::ResolvedConfig& cfg) {
   std::error_code ec;
@@ -346,7 +335,6 @@ StatusOr<std::optional<FolderTower>> open_tower(const std::string& model,
   const bool qwen = frontend::builds_qwen_vision_graph(vc->tower);
   const bool gemma3 = frontend::builds_gemma3_vision_graph(*vc);
   QBC_RETURN_IF_ERROR(frontend::check_vision_tower_built(*vc, config.string()));
-  QBC_RETURN_IF_ERROR(check_language_takes_tower(*vc, config));
   QBC_RETURN_IF_ERROR(
       frontend::set_image_size(*vc, cfg.options.vision().image_size(), "vision.imageSize"));
   FolderTower ft;
@@ -383,6 +371,8 @@ StatusOr<FloatImageFeatures> float_image_features(const std::string& model,
   FloatImageFeatures out;
   out.tokens = tower.features - tower.drop;
   out.width = ft->vc.text_hidden;
+  out.deepstack_levels = static_cast<int64_t>(ft->vc.deepstack_layers.size());
+  const int64_t row = out.width * (1 + out.deepstack_levels);
   out.prefix = tower.prefix;
   out.suffix = tower.suffix;
   // Where the user types the markers around the image tokens themselves (Qwen's
@@ -406,17 +396,18 @@ StatusOr<FloatImageFeatures> float_image_features(const std::string& model,
   for (size_t i = 0; i < samples.size(); ++i) {
     std::vector<float> rows;
     QBC_RETURN_IF_ERROR(session->forward_inputs(samples[i], &rows).with_context(images[i]));
-    if (static_cast<int64_t>(rows.size()) != tower.features * out.width)
+    if (static_cast<int64_t>(rows.size()) != tower.features * row)
       return internal_error(tower.graph.name(), ": ", rows.size(), " feature values for ",
-                            images[i], ", expected ", tower.features, " x ", out.width);
+                            images[i], ", expected ", tower.features, " x ", row);
     // A tower in window order gives its tokens in that order: back to the image's (runtime
     // VisionEncoder does the same).
     if (!tower.window_order.empty())
-      rows = frontend::qwen_window_rows(rows, out.width, 1, tower.window_order, true);
-    rows.erase(rows.begin(), rows.begin() + tower.drop * out.width);
-    if (tower.feature_divisor > 0) {
+      rows = frontend::qwen_window_rows(rows, row, 1, tower.window_order, true);
+    rows.erase(rows.begin(), rows.begin() + tower.drop * row);
+    if (tower.feature_divisor > 0) {  // the feature row only, as VisionEncoder divides
       const auto d = static_cast<float>(tower.feature_divisor);
-      for (float& v : rows) v /= d;
+      for (size_t r = 0; r < rows.size(); r += static_cast<size_t>(row))
+        for (int64_t c = 0; c < out.width; ++c) rows[r + static_cast<size_t>(c)] /= d;
     }
     out.rows.push_back(std::move(rows));
   }
@@ -498,6 +489,7 @@ StatusOr<std::optional<VisionBuild>> build_vision_part(const std::string& model,
   for (int32_t id : tower.prefix) p.add_image_prefix_ids(id);
   for (int32_t id : tower.suffix) p.add_image_suffix_ids(id);
   p.set_feature_divisor(tower.feature_divisor);
+  p.set_deepstack_levels(static_cast<int32_t>(vc->deepstack_layers.size()));
   out.prefix_text = tower.prefix_text;
   out.suffix_text = tower.suffix_text;
   nlohmann::json cal = {{"images", out.calibration_images},

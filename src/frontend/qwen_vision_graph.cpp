@@ -50,21 +50,23 @@ class VisionBuilder {
       QBC_ASSIGN_OR_RETURN(ValueId base, b_.input("embed_base", f32({1, n, vc_.width})));
       QBC_ASSIGN_OR_RETURN(x, b_.add("vis.embed", x, base, "visual.pos_embed"));
     }
-    std::vector<ValueId> deepstack;
+    std::vector<ValueId> taps;  // Qwen3-VL: the blocks' outputs its DeepStack mergers read
     for (int64_t i = 0; i < vc_.depth; ++i) {
       b_.set_block(static_cast<int>(i));
       QBC_ASSIGN_OR_RETURN(x, block(i, x));
       const auto& layers = vc_.deepstack_layers;
-      const auto at = std::find(layers.begin(), layers.end(), i);
-      if (!qwen3_ || at == layers.end()) continue;
-      QBC_ASSIGN_OR_RETURN(ValueId d, deepstack_merger(at - layers.begin(), x));
-      deepstack.push_back(d);
+      if (qwen3_ && std::find(layers.begin(), layers.end(), i) != layers.end()) taps.push_back(x);
     }
+    // Every output is computed in the head (fp32 values, the backend's output buffer): the
+    // merger, then the DeepStack mergers of the taps.
     b_.set_block(-1);
     b_.set_part(ir::Part::kHead);
     QBC_ASSIGN_OR_RETURN(ValueId out, merger(x));
     outputs_.push_back(out);
-    outputs_.insert(outputs_.end(), deepstack.begin(), deepstack.end());
+    for (size_t j = 0; j < taps.size(); ++j) {
+      QBC_ASSIGN_OR_RETURN(ValueId d, deepstack_merger(static_cast<int64_t>(j), taps[j]));
+      outputs_.push_back(d);
+    }
     return ok_status();
   }
 

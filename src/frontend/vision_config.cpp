@@ -185,13 +185,6 @@ int64_t qwen_merger(const VisionConfig& c, int64_t norm_width, int64_t norm_tens
 
 }  // namespace
 
-std::string_view vision_tower_gap(VisionTower t) {
-  if (t == VisionTower::kQwen3Vit)
-    return "its DeepStack features (added to the hidden states of the image tokens after the "
-           "first decoder layers) are not in the language graph and programs yet";
-  return "";
-}
-
 std::string_view vision_tower_name(VisionTower t) {
   switch (t) {
     case VisionTower::kQwen2Vit:

@@ -176,6 +176,11 @@ void print_tables(std::ostringstream& os, const Bundle& b) {
        << ", " << ri.section[1] << ", " << ri.section[2] << "]"
        << (ri.interleaved ? " interleaved" : "") << "\n";
   }
+  if (!b.deepstack.empty()) {  // Qwen3-VL only: other models print as before
+    os << "deepstack";
+    for (int32_t id : b.deepstack) os << " " << bname(id);
+    os << "\n";
+  }
   os << "image base=" << b.image_base << " bytes=" << b.image_size() << "\n";
   os << "dram weights=" << b.dram.weights << " kv=" << b.dram.kv
      << " activations=" << b.dram.activations << " scratch=" << b.dram.scratch

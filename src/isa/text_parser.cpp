@@ -121,6 +121,8 @@ class Parser {
     b_.embedding.assign(static_cast<size_t>(b_.embed_rows * b_.hidden), 0.0f);
     if (at_ < lines_.size() && lines_[at_].rfind("rope_inputs ", 0) == 0)
       QBC_RETURN_IF_ERROR(rope_inputs());
+    if (at_ < lines_.size() && lines_[at_].rfind("deepstack ", 0) == 0)
+      QBC_RETURN_IF_ERROR(deepstack());
 
     QBC_ASSIGN_OR_RETURN(c, next("'image'"));
     int64_t bytes = 0;
@@ -174,6 +176,25 @@ class Parser {
     QBC_RETURN_IF_ERROR(c.expect("]"));
     ri.interleaved = c.accept("interleaved");
     return c.expect_end();
+  }
+
+  /// "deepstack %b0 %b1 ..." (Qwen3-VL): the DeepStack inputs' io buffers, in level order.
+  /// The names resolve after the buffer table, through pointers into b_.deepstack: it is
+  /// sized before any is taken.
+  Status deepstack() {
+    QBC_ASSIGN_OR_RETURN(Cursor c, next("'deepstack'"));
+    QBC_RETURN_IF_ERROR(c.expect("deepstack"));
+    std::vector<std::pair<std::string, size_t>> names;
+    while (!c.at_end()) {
+      const size_t at = (c.skip_spaces(), c.pos());
+      names.emplace_back(std::string(c.word()), at);
+    }
+    if (names.empty()) return c.error("expected the DeepStack io buffers");
+    b_.deepstack.assign(names.size(), -1);
+    for (size_t k = 0; k < names.size(); ++k)
+      pending_.push_back({names[k].first, &b_.deepstack[k],
+                          Cursor(lines_[at_ - 1], static_cast<int>(at_), label_), names[k].second});
+    return ok_status();
   }
 
   Status buffer_row(Cursor& c, Buffer* buf) {

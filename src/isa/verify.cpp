@@ -191,6 +191,22 @@ Status check_tables(const Bundle& b) {
       return bad(std::string(name) + " buffer " + buffer_name(b, id) + " is not in DRAM");
     }
   }
+  for (size_t k = 0; k < b.deepstack.size(); ++k) {
+    const int32_t id = b.deepstack[k];
+    const std::string what = "deepstack input " + num(static_cast<int64_t>(k));
+    if (id < 0 || id >= static_cast<int64_t>(b.buffers.size()))
+      return bad(what + ": buffer #" + num(id) + " does not exist");
+    const Buffer& buf = b.buffers[static_cast<size_t>(id)];
+    if (buf.space != Space::kDram || buf.purpose != Purpose::kIo)
+      return bad(what + ": buffer " + buffer_name(b, id) + " is not an io buffer in DRAM");
+    for (size_t j = 0; j < k; ++j) {
+      if (b.deepstack[j] == id)
+        return bad(what + ": buffer " + buffer_name(b, id) + " is also deepstack input " +
+                   num(static_cast<int64_t>(j)));
+    }
+    if (id == b.input || id == b.output || id == ri.cos || id == ri.sin)
+      return bad(what + ": buffer " + buffer_name(b, id) + " is also another io buffer");
+  }
   for (size_t m = 0; m < b.modes.size(); ++m) {
     const Mode& mode = b.modes[m];
     const std::string at = "mode " + num(static_cast<int64_t>(m));
@@ -530,6 +546,8 @@ Status check_buffer_space(const Bundle& b, const std::vector<int64_t>& instances
   for (int32_t id : {b.rope_inputs.cos, b.rope_inputs.sin})
     QBC_RETURN_IF_ERROR(
         io(id, b.chunk * b.rope_inputs.head_dim, "rope table (fp16 [chunk, head_dim/2])"));
+  for (int32_t id : b.deepstack)
+    QBC_RETURN_IF_ERROR(io(id, b.chunk * b.hidden * 2, "deepstack (fp16 [chunk, hidden])"));
   return ok_status();
 }
 
@@ -876,8 +894,8 @@ Status check_features_v10(const Bundle& b) {
     return ok_status();
   }
   if (b.kind != BundleKind::kFeatures) return bad("unknown bundle kind");
-  if (b.input >= 0 || b.rope_inputs.present())
-    return bad("a feature bundle has an inputs_embeds or rope-table input");
+  if (b.input >= 0 || b.rope_inputs.present() || !b.deepstack.empty())
+    return bad("a feature bundle has an inputs_embeds, rope-table or DeepStack input");
   if (b.feature_inputs.empty()) return bad("a feature bundle without inputs");
   const auto io_buffer = [&](int32_t id, int64_t need, int64_t rows,
                              const std::string& what) -> Status {

@@ -199,6 +199,7 @@ pb::Layout encode_layout(const isa::Bundle& b) {
     for (int64_t s : b.rope_inputs.section) ri->add_section(s);
     ri->set_interleaved(b.rope_inputs.interleaved);
   }
+  for (int32_t id : b.deepstack) l.add_deepstack(id);
   if (b.kind == isa::BundleKind::kFeatures) {
     l.set_kind(u(b.kind));
     for (const isa::FeatureInput& in : b.feature_inputs) {
@@ -375,6 +376,13 @@ Status decode_layout(const pb::Layout& l, const std::string& where, isa::Bundle*
   b->output = l.output();
   if (l.has_rope_inputs()) QBC_RETURN_IF_ERROR(decode_rope_inputs(l.rope_inputs(), where, b));
   QBC_RETURN_IF_ERROR(decode_features(l, where, b));
+  for (int32_t id : l.deepstack()) {
+    if (id < 0 || id >= static_cast<int64_t>(b->buffers.size()) ||
+        b->buffers[static_cast<size_t>(id)].space != isa::Space::kDram ||
+        b->buffers[static_cast<size_t>(id)].purpose != isa::Purpose::kIo)
+      return data_loss(where, ": deepstack buffer ", id, " is not a DRAM io buffer");
+    b->deepstack.push_back(id);
+  }
   b->image_base = l.image_base();
   if (l.image_bytes() < 0 || l.image_bytes() > (int64_t{1} << 40))
     return data_loss(where, ": weight image of ", l.image_bytes(), " bytes");

@@ -141,9 +141,14 @@ Status check_vision_pair(const pb::Meta& meta, const isa::Bundle& b, const Loade
   if (vb.target != b.target)
     return data_loss(where, ": the vision part is compiled for target ", quote_prefix(vb.target),
                      ", ", mine, " for ", quote_prefix(b.target));
-  if (vb.vocab != b.hidden || v.feature_width() != b.hidden)
+  if (v.deepstack_levels() < 0 || v.deepstack_levels() > 64 ||
+      static_cast<size_t>(v.deepstack_levels()) != b.deepstack.size())
+    return data_loss(where, ": the vision part gives ", v.deepstack_levels(), " DeepStack levels, ",
+                     mine, " takes ", b.deepstack.size());
+  if (vb.vocab != b.hidden * (1 + v.deepstack_levels()) || v.feature_width() != b.hidden)
     return data_loss(where, ": the vision part's features are ", vb.vocab, " wide (metadata ",
-                     v.feature_width(), "), ", mine, "'s hidden size is ", b.hidden);
+                     v.feature_width(), " and ", v.deepstack_levels(), " DeepStack levels), ", mine,
+                     "'s hidden size is ", b.hidden);
   if (vb.output_rows != v.feature_rows())
     return data_loss(where, ": the vision part gives ", vb.output_rows,
                      " rows per image, the metadata ", v.feature_rows());

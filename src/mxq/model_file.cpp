@@ -429,6 +429,7 @@ void lay_out_files(const std::string& path, const fs::path& dir, const isa::Bund
     if (b.rope_inputs.present() && b.rope_inputs.interleaved)
       h.required_features |= kFeatureInterleavedMRope;
     if (has_span_programs(b)) h.required_features |= kFeatureSpanPrograms;
+    if (!b.deepstack.empty()) h.required_features |= kFeatureDeepStack;
     if (has_kv_records(b)) h.required_features |= kFeatureKvRecords;
     if (b.kind == isa::BundleKind::kFeatures || !req.vision.empty())
       h.required_features |= kFeatureVision;
@@ -690,6 +691,12 @@ Status load_code(const Container& c0, const std::string& file, isa::Bundle& b,
                                  "feature bit 7 is not set"
                                : ": required feature bit 7 is set but the layout has no "
                                  "interleaved rope-table inputs");
+  if (b.deepstack.empty() == ((c0.header().required_features & kFeatureDeepStack) != 0))
+    return data_loss(file, b.deepstack.empty()
+                               ? ": required feature bit 10 is set but the layout has no "
+                                 "DeepStack inputs"
+                               : ": the layout has DeepStack inputs but required feature bit 10 "
+                                 "is not set");
   if (has_span_programs(b) != ((c0.header().required_features & kFeatureSpanPrograms) != 0))
     return data_loss(file, has_span_programs(b)
                                ? ": the layout has span programs but required feature bit 6 is "

@@ -170,7 +170,9 @@ int32_t plan_activations(Context& cx, Layout& lay) {
   std::vector<int> act_values;
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
-    if (n.op == Op::kInput || is_view(n) || static_cast<int>(i) == cx.plan.output) continue;
+    if (n.op == Op::kInput || is_view(n) || static_cast<int>(i) == cx.plan.output ||
+        std::count(cx.plan.extra_outputs.begin(), cx.plan.extra_outputs.end(), i) != 0)
+      continue;
     live.erase(std::remove_if(live.begin(), live.end(),
                               [&](const Live& l) { return l.end < static_cast<int>(i); }),
                live.end());
@@ -243,23 +245,38 @@ Status check_views(const Context& cx) {
 
 /// The logits rows (fp32 from the head), per slot.
 Status plan_output(Context& cx, Layout& lay) {
+  std::vector<int32_t> outs{cx.plan.output};
+  outs.insert(outs.end(), cx.plan.extra_outputs.begin(), cx.plan.extra_outputs.end());
+  int64_t total = 0;  // fp32 values per row: every output side by side
+  for (size_t k = 0; k < outs.size(); ++k) {
+    const Node& out = cx.g.node(outs[k]);
+    if (is_view(out) || out.op == Op::kInput)
+      return unimplemented("graph output ", ir::describe(out),
+                           " computes nothing (a slice is a view of its source): the backend "
+                           "writes the logits from the head node that computes them");
+    const bool out_f32 = out.part == ir::Part::kHead &&
+                         !(out.op == Op::kQLinear && out.attrs.get_int("out_fp16") != 0);
+    if (!out_f32)
+      return unimplemented("graph output '", out.name,
+                           "' is fp16; the backend writes fp32 logits from the head");
+    if (k + 1 < outs.size() && (out.type.dim(-1) * 4) % cx.o.target.dma_align != 0)
+      return unimplemented("graph output '", out.name, "': ", out.type.dim(-1),
+                           " fp32 values per row are not a multiple of the DMA alignment ",
+                           cx.o.target.dma_align, ", so the next output cannot start beside it");
+    total += out.type.dim(-1);
+  }
   const Node& out = cx.g.node(cx.plan.output);
-  if (is_view(out) || out.op == Op::kInput)
-    return unimplemented("graph output ", ir::describe(out),
-                         " computes nothing (a slice is a view of its source): the backend "
-                         "writes the logits from the head node that computes them");
-  const bool out_f32 = out.part == ir::Part::kHead &&
-                       !(out.op == Op::kQLinear && out.attrs.get_int("out_fp16") != 0);
-  if (!out_f32)
-    return unimplemented("graph output '", out.name,
-                         "' is fp16; the backend writes fp32 logits from the head");
-  const int64_t vocab = out.type.dim(-1);
-  const int64_t out_stride = align_up(vocab * 4, cx.o.target.dma_align);
+  const int64_t out_stride = align_up(total * 4, cx.o.target.dma_align);
   const int64_t rows = cx.plan.rows(static_cast<size_t>(cx.plan.output));
   cx.plan.logits = add_dram(cx, lay, cx.plan.features() ? "io." + out.name : "io.logits",
-                            isa::Purpose::kIo, DType::kF32, rows * out_stride, {rows, vocab}, true);
-  cx.plan.nodes[static_cast<size_t>(cx.plan.output)].place =
-      ValueLoc{cx.plan.logits, 0, out_stride, vocab, DType::kF32};
+                            isa::Purpose::kIo, DType::kF32, rows * out_stride, {rows, total}, true);
+  int64_t col = 0;
+  for (int32_t id : outs) {
+    const int64_t w = cx.g.node(id).type.dim(-1);
+    cx.plan.nodes[static_cast<size_t>(id)].place =
+        ValueLoc{cx.plan.logits, col * 4, out_stride, w, DType::kF32};
+    col += w;
+  }
   return ok_status();
 }
 
@@ -377,7 +394,10 @@ void emit_dram(Context& cx) {
   cx.b.output = cx.plan.logits;
   cx.b.rope_inputs.cos = cx.plan.cos_buf;
   cx.b.rope_inputs.sin = cx.plan.sin_buf;
+  cx.b.deepstack = cx.plan.deepstack_bufs;
   cx.b.vocab = cx.plan.nodes[static_cast<size_t>(cx.plan.output)].width;
+  for (int32_t id : cx.plan.extra_outputs)
+    cx.b.vocab += cx.plan.nodes[static_cast<size_t>(id)].width;
   if (!cx.plan.features()) {
     cx.b.hidden = cx.plan.nodes[static_cast<size_t>(cx.plan.embeds)].width;
     return;

@@ -369,6 +369,11 @@ class Parser {
     }
     QBC_RETURN_IF_ERROR(d.lit(", output %"));
     QBC_RETURN_IF_ERROR(d.num(&p_.output));
+    while (d.accept(" %")) {  // a feature graph's further outputs
+      int32_t id = -1;
+      QBC_RETURN_IF_ERROR(d.num(&id));
+      p_.extra_outputs.push_back(id);
+    }
     QBC_RETURN_IF_ERROR(d.end());
     ++at_;
     return ok_status();

@@ -111,7 +111,9 @@ std::string print_plan(const Plan& p) {
      << (p.fit_checked ? " fit" : "") << "; inputs %" << p.embeds << " positions %" << p.positions;
   if (p.rope_cos >= 0) os << " rope_cos %" << p.rope_cos << " rope_sin %" << p.rope_sin;
   for (int32_t id : p.deepstack) os << " deepstack %" << id;
-  os << ", output %" << p.output << "\n";
+  os << ", output %" << p.output;
+  for (int32_t id : p.extra_outputs) os << " %" << id;
+  os << "\n";
   os << "tiles\n";
   for (size_t i = 0; i < p.nodes.size(); ++i) print_node(p, i, os);
   os << "stages\n";

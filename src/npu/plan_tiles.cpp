@@ -173,10 +173,21 @@ Status check_graph(Context& cx) {
     for (int k = 0; k < 3; ++k) cx.b.rope_inputs.section[k] = spec.section[static_cast<size_t>(k)];
     cx.b.rope_inputs.interleaved = spec.interleaved;
   }
-  if (cx.g.outputs().size() != 1)
+  if (cx.g.outputs().size() != 1 && !cx.plan.features())
     return unimplemented("graph '", cx.g.name(), "' has ", cx.g.outputs().size(),
                          " outputs; the backend compiles decoders with one logits output");
+  if (cx.g.outputs().empty()) return invalid_argument("graph '", cx.g.name(), "' has no output");
   cx.plan.output = cx.g.outputs().front();
+  cx.plan.extra_outputs.assign(cx.g.outputs().begin() + 1, cx.g.outputs().end());
+  for (int32_t id : cx.plan.extra_outputs) {  // side by side: the same rows, distinct values
+    const Node& first = cx.g.node(cx.plan.output);
+    const Node& n = cx.g.node(id);
+    if (n.type.rank() != first.type.rank() || n.type.dim(-2) != first.type.dim(-2))
+      return unimplemented(ir::describe(n), ": a feature graph's outputs must have the same rows (",
+                           first.type.to_string(), " and ", n.type.to_string(), ")");
+    if (std::count(cx.g.outputs().begin(), cx.g.outputs().end(), id) != 1)
+      return invalid_argument(ir::describe(n), ": a graph output listed twice");
+  }
   for (const ModeRequest& m : cx.o.modes) {
     if (m.cores < 1 || m.cores > cx.o.target.cores()) {
       return invalid_argument("inferenceScheme '", isa::scheme_name(m.scheme), "' needs ", m.cores,

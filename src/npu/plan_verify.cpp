@@ -53,6 +53,10 @@ Status p1_header(const Plan& p) {
   }
   if (!in_range(p.output, p.nodes.size()))
     return invalid_argument(kP1, ": output node %", p.output, " of ", p.nodes.size());
+  for (int32_t id : p.extra_outputs) {
+    if (!in_range(id, p.nodes.size()) || id == p.output)
+      return invalid_argument(kP1, ": output node %", id, " of ", p.nodes.size());
+  }
   for (int32_t id : inputs) {
     if (p.nodes[static_cast<size_t>(id)].kind != NodeKind::kInput)
       return invalid_argument(kP1, ": ", node(p, static_cast<size_t>(id)), " is not an input");
@@ -269,6 +273,9 @@ Status p5_buffer(const Plan& p, size_t i) {
   }
   for (size_t k = 0; k < p.deepstack.size() && k < p.deepstack_bufs.size(); ++k) {
     if (p.deepstack[k] == id) want = p.deepstack_bufs[k];
+  }
+  for (int32_t out : p.extra_outputs) {
+    if (out == id) want = p.logits;
   }
   if (want >= 0 && v.buf != want)
     return fail(kP5, "value %", n.name, " is in buffer #", v.buf, ", not ", buffer(p, want));

@@ -557,7 +557,32 @@ Status FakeQuantSession::Impl::run_features(const std::vector<std::vector<float>
   }
   for (Step& st : steps) exec(st, values, s);
   keep_values(values, s);
-  if (out != nullptr) *out = std::move(values[static_cast<size_t>(output_id)]);
+  if (out == nullptr) return ok_status();
+  if (graph.outputs().size() == 1) {
+    *out = std::move(values[static_cast<size_t>(output_id)]);
+    return ok_status();
+  }
+  // Several outputs (Qwen3-VL's features and DeepStack features): side by side per row.
+  int64_t rows = -1, width = 0;
+  for (ir::ValueId id : graph.outputs()) {
+    const std::vector<float>& v = values[static_cast<size_t>(id)];
+    const int64_t w = graph.node(id).type.dim(-1);
+    if (w <= 0 || v.size() % static_cast<size_t>(w) != 0 ||
+        (rows >= 0 && static_cast<int64_t>(v.size()) / w != rows))
+      return internal_error("forward_inputs: the outputs of graph '", graph.name(),
+                            "' differ in rows");
+    rows = static_cast<int64_t>(v.size()) / w;
+    width += w;
+  }
+  out->assign(static_cast<size_t>(rows * width), 0.0f);
+  int64_t col = 0;
+  for (ir::ValueId id : graph.outputs()) {
+    const std::vector<float>& v = values[static_cast<size_t>(id)];
+    const int64_t w = graph.node(id).type.dim(-1);
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy(v.begin() + r * w, v.begin() + (r + 1) * w, out->begin() + r * width + col);
+    col += w;
+  }
   return ok_status();
 }
 

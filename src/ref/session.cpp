@@ -526,7 +526,11 @@ Status Session::Impl::run_inputs(const std::vector<std::vector<float>>& inputs,
             .to(dtype, /*non_blocking=*/false, /*copy=*/true);
   }
   QBC_RETURN_IF_ERROR(run_steps(values, 0));
-  const at::Tensor o = values[static_cast<size_t>(output_id)].to(at::kFloat).contiguous();
+  // Several outputs (Qwen3-VL's features and DeepStack features): side by side per row.
+  std::vector<at::Tensor> outs;
+  for (ir::ValueId id : graph.outputs()) outs.push_back(values[static_cast<size_t>(id)]);
+  const at::Tensor o =
+      (outs.size() == 1 ? outs.front() : at::cat(outs, -1)).to(at::kFloat).contiguous();
   out->assign(o.data_ptr<float>(), o.data_ptr<float>() + o.numel());
   return ok_status();
 }

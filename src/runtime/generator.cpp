@@ -146,15 +146,15 @@ StatusOr<runner::GenerateResult> Generator::generate(const std::vector<int32_t>&
 
 namespace {
 
-/// One row of `hidden` values for each `image_token` of a non-empty `prompt`.
+/// One row of `width` values for each `image_token` of a non-empty `prompt`.
 Status check_image_rows(const std::vector<int32_t>& prompt, int32_t image_token, size_t values,
-                        int64_t hidden) {
+                        int64_t width) {
   int64_t placeholders = 0;
   for (int32_t t : prompt) placeholders += t == image_token ? 1 : 0;
-  if (hidden <= 0 || static_cast<int64_t>(values) != placeholders * hidden)
+  if (width <= 0 || static_cast<int64_t>(values) != placeholders * width)
     return invalid_argument("the prompt has ", placeholders, " image tokens (id ", image_token,
                             "), the images give ",
-                            values / static_cast<size_t>(std::max<int64_t>(hidden, 1)), " rows");
+                            values / static_cast<size_t>(std::max<int64_t>(width, 1)), " rows");
   if (prompt.empty()) return invalid_argument("the prompt encodes to no tokens");
   return ok_status();
 }
@@ -165,9 +165,9 @@ StatusOr<runner::GenerateResult> Generator::generate_with_rows(
     const std::vector<int32_t>& prompt, int32_t image_token, std::vector<float> rows, int max_new,
     const runner::SamplingOptions& sampling, const std::function<void(int32_t)>& on_token,
     bool ignore_eos) {
-  const int64_t hidden = session_->hidden_size();
-  QBC_RETURN_IF_ERROR(check_image_rows(prompt, image_token, rows.size(), hidden));
-  std::vector<ImageSpan> spans = image_spans(prompt, image_token, rows, hidden);
+  const int64_t width = session_->image_row_width();  // hidden, and DeepStack's levels
+  QBC_RETURN_IF_ERROR(check_image_rows(prompt, image_token, rows.size(), width));
+  std::vector<ImageSpan> spans = image_spans(prompt, image_token, rows, width);
   // The cached ids that begin the prompt, cut at the first cached image span the prompt does
   // not repeat with the same rows.
   size_t keep = common_prefix(prompt);
@@ -181,7 +181,7 @@ StatusOr<runner::GenerateResult> Generator::generate_with_rows(
   // The rows of the image tokens from `keep` on.
   int64_t before = 0;
   for (size_t i = 0; i < keep; ++i) before += prompt[i] == image_token ? 1 : 0;
-  rows.erase(rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(before * hidden));
+  rows.erase(rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(before * width));
   session_->clear_splice();
   if (!rows.empty()) QBC_RETURN_IF_ERROR(session_->splice(image_token, std::move(rows)));
   QBC_RETURN_IF_ERROR(set_prompt_positions(prompt, keep, image_token));
@@ -197,8 +197,8 @@ StatusOr<runner::GenerateResult> Generator::generate_with_rows(
 
 Status Generator::score_with_rows(const std::vector<int32_t>& prompt, int32_t image_token,
                                   std::vector<float> rows, std::vector<float>* logits) {
-  const int64_t hidden = session_->hidden_size();
-  QBC_RETURN_IF_ERROR(check_image_rows(prompt, image_token, rows.size(), hidden));
+  QBC_RETURN_IF_ERROR(
+      check_image_rows(prompt, image_token, rows.size(), session_->image_row_width()));
   session_->reset();
   cached_.clear();
   images_.clear();

@@ -22,6 +22,12 @@ int64_t rope_row_bytes(const isa::Bundle& b) {
   return (bytes + a - 1) / a * a;
 }
 
+/// Bytes between the rows of a DeepStack io buffer: hidden fp16 values, DMA-aligned.
+int64_t deepstack_row_bytes(const isa::Bundle& b) {
+  const int64_t a = std::max<int64_t>(1, b.dma_align);
+  return (b.hidden * 2 + a - 1) / a * a;
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<NpuSession>> NpuSession::create(std::shared_ptr<Device> device, int slot) {
@@ -65,6 +71,15 @@ StatusOr<std::unique_ptr<NpuSession>> NpuSession::create(std::shared_ptr<Device>
                                 " bytes, the chunk of ", b.chunk, " tokens needs ", need);
     }
   }
+  for (int32_t id : b.deepstack) {
+    if (id < 0 || static_cast<size_t>(id) >= b.buffers.size())
+      return invalid_argument("bundle: DeepStack buffer ", id, " of ", b.buffers.size());
+    const isa::Buffer& buf = b.buffers[static_cast<size_t>(id)];
+    if (buf.bytes < b.chunk * deepstack_row_bytes(b))
+      return invalid_argument("bundle: DeepStack buffer '", buf.name, "' holds ", buf.bytes,
+                              " bytes, the chunk of ", b.chunk, " tokens needs ",
+                              b.chunk * deepstack_row_bytes(b));
+  }
   return std::unique_ptr<NpuSession>(new NpuSession(std::move(device), slot));
 }
 
@@ -84,12 +99,25 @@ Status NpuSession::forward(const std::vector<int32_t>& tokens, std::vector<float
   QBC_RETURN_IF_ERROR(embed(tokens, &x));
   const int64_t hidden = device_->bundle().hidden;
   const int64_t first = splice_next_;
-  const int64_t total = static_cast<int64_t>(splice_rows_.size()) / hidden;
+  const int64_t width = image_row_width(), ds_width = width - hidden;
+  const int64_t total = static_cast<int64_t>(splice_rows_.size()) / width;
   std::vector<bool> spliced(tokens.size(), false);
+  struct DropRows {  // the rows are this forward()'s only, whichever way it returns
+    NpuSession* s;
+    ~DropRows() {
+      s->call_deepstack_.clear();
+      s->call_deepstack_at_ = 0;
+    }
+  } drop_rows{this};
   for (size_t i = 0; i < tokens.size() && splice_token_ >= 0; ++i) {
     if (tokens[i] != splice_token_ || splice_next_ >= total) continue;
-    std::memcpy(x.data() + static_cast<int64_t>(i) * hidden,
-                splice_rows_.data() + splice_next_ * hidden, sizeof(float) * hidden);
+    const float* row = splice_rows_.data() + splice_next_ * width;
+    std::memcpy(x.data() + static_cast<int64_t>(i) * hidden, row, sizeof(float) * hidden);
+    if (ds_width > 0) {  // this token's DeepStack rows of every level
+      call_deepstack_.resize(tokens.size() * static_cast<size_t>(ds_width), 0.0f);
+      std::memcpy(call_deepstack_.data() + static_cast<int64_t>(i) * ds_width, row + hidden,
+                  sizeof(float) * ds_width);
+    }
     ++splice_next_;
     spliced[i] = true;
   }
@@ -199,12 +227,16 @@ Status NpuSession::set_positions(std::vector<int64_t> positions) {
 }
 
 Status NpuSession::splice(int32_t token, std::vector<float> rows) {
-  const int64_t hidden = device_->bundle().hidden;
+  const int64_t width = image_row_width();
   if (token < 0 || token >= vocab_size() || token >= device_->bundle().embed_rows)
     return invalid_argument("splice: token ", token, " is outside the vocabulary");
-  if (rows.empty() || rows.size() % static_cast<size_t>(hidden) != 0)
-    return invalid_argument("splice: ", rows.size(), " values are not rows of hidden size ",
-                            hidden);
+  if (rows.empty() || rows.size() % static_cast<size_t>(width) != 0)
+    return invalid_argument("splice: ", rows.size(), " values are not rows of ", width,
+                            deepstack_levels() > 0
+                                ? " (the feature row and " + std::to_string(deepstack_levels()) +
+                                      " DeepStack rows of hidden size " +
+                                      std::to_string(hidden_size()) + ")"
+                                : " (the hidden size)");
   splice_token_ = token;
   splice_rows_ = std::move(rows);
   splice_next_ = 0;
@@ -213,7 +245,38 @@ Status NpuSession::splice(int32_t token, std::vector<float> rows) {
 
 int64_t NpuSession::rows_pending() const {
   if (splice_token_ < 0) return 0;
-  return static_cast<int64_t>(splice_rows_.size()) / device_->bundle().hidden - splice_next_;
+  return static_cast<int64_t>(splice_rows_.size()) / image_row_width() - splice_next_;
+}
+
+int64_t NpuSession::image_row_width() const { return hidden_size() * (1 + deepstack_levels()); }
+
+int64_t NpuSession::deepstack_levels() const {
+  return static_cast<int64_t>(device_->bundle().deepstack.size());
+}
+
+Status NpuSession::write_deepstack(int64_t seq) {
+  const isa::Bundle& b = device_->bundle();
+  const auto levels = static_cast<int64_t>(b.deepstack.size());
+  const int64_t stride = deepstack_row_bytes(b), width = levels * b.hidden;
+  const bool rows = !call_deepstack_.empty();
+  if (rows && (call_deepstack_at_ + seq) * width > static_cast<int64_t>(call_deepstack_.size()))
+    return internal_error("DeepStack rows: a call past the tokens of forward()");
+  std::vector<float> row(static_cast<size_t>(b.hidden), 0.0f);
+  for (int64_t j = 0; j < levels; ++j) {
+    uint8_t* p =
+        device_->dram(device_->address(b.deepstack[static_cast<size_t>(j)], slot_), seq * stride);
+    if (p == nullptr) return internal_error("DeepStack buffer outside DRAM");
+    for (int64_t t = 0; t < seq; ++t) {
+      if (rows) {  // fp16 at the NPU boundary, as the fake-quant evaluator rounds its inputs
+        const float* src = call_deepstack_.data() + (call_deepstack_at_ + t) * width + j * b.hidden;
+        for (int64_t i = 0; i < b.hidden; ++i)
+          row[static_cast<size_t>(i)] = numerics::round_fp16(src[i]);
+      }
+      store_f16(row.data(), b.hidden, p + t * stride);
+    }
+  }
+  if (rows) call_deepstack_at_ += seq;
+  return ok_status();
 }
 
 Status NpuSession::forward_embeds(const std::vector<float>& embeds, int64_t seq,
@@ -309,6 +372,7 @@ Status NpuSession::call(const float* embeds, int64_t seq, float* logits,
   const isa::Bundle& b = device_->bundle();
   ended_in_span_ = false;  // forward() sets it again after its calls
   if (b.rope_inputs.present()) QBC_RETURN_IF_ERROR(write_rope_tables(seq, mrope));
+  if (!b.deepstack.empty()) QBC_RETURN_IF_ERROR(write_deepstack(seq));
   uint8_t* in = device_->dram(device_->address(b.input, slot_), seq * b.hidden * 2);
   uint8_t* out = device_->dram(device_->address(b.output, slot_), seq * b.vocab * 4);
   if (in == nullptr || out == nullptr) return internal_error("io buffers outside DRAM");

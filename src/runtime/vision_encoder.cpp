@@ -116,12 +116,15 @@ StatusOr<std::vector<float>> VisionEncoder::encode(const image::Image& img, std:
   }
   std::vector<float> rows;
   QBC_RETURN_IF_ERROR(session_->forward(inputs_, &rows));
-  if (!window_order_.empty()) rows = permute_groups(rows, part_.feature_width(), true);
-  const size_t drop = static_cast<size_t>(part_.drop_front_rows() * part_.feature_width());
+  const int64_t w = row_width();
+  if (!window_order_.empty()) rows = permute_groups(rows, w, true);
+  const size_t drop = static_cast<size_t>(part_.drop_front_rows() * w);
   std::vector<float> out(rows.begin() + static_cast<std::ptrdiff_t>(drop), rows.end());
-  // The language graph scales its inputs_embeds; HF scales only token embeddings.
+  // The language graph scales its inputs_embeds; HF scales only token embeddings (the
+  // feature row; DeepStack rows are added to the residual stream as they are).
   if (const float d = static_cast<float>(part_.feature_divisor()); d != 0.0f && d != 1.0f) {
-    for (float& v : out) v /= d;
+    for (size_t r = 0; r < out.size(); r += static_cast<size_t>(w))
+      for (int64_t i = 0; i < part_.feature_width(); ++i) out[r + static_cast<size_t>(i)] /= d;
   }
   return out;
 }

@@ -702,12 +702,14 @@ TEST_F(VlmCompile, AQwen25VlFolderCompilesItsTowerAndRunsWithAnImage) {
   expect_qwen_folder_compiles_and_runs(config, dir_, images_, "qwen2_5_vl", 48, true);
 }
 
-// A Qwen3-VL folder (the real Qwen3-VL-4B config, shrunk): its language model (Qwen3's decoder
-// with interleaved M-RoPE tables) compiles and runs text; its tower is built (qbc parse writes
-// it) but its DeepStack features have no way into the language programs yet, so the tower is
-// not compiled, which the summary and a warning say, and the file takes no image. The file requires
-// feature bit 7, so a reader that computes sectioned rope tables refuses it.
-TEST_F(VlmCompile, AQwen3VlFolderCompilesItsLanguageModelAndSaysTheTowerIsNot) {
+// A Qwen3-VL folder (the real Qwen3-VL-4B config, shrunk to 2 tower blocks, whose taps
+// [5, 11, 17] of 24 scale to [0, 1]): the tower compiles with its DeepStack mergers, the vision
+// program writes the features and both DeepStack levels side by side, the language model takes
+// them as its deepstack inputs after decoder layers 0 and 1 (required feature bit 10, with bit 7
+// for its interleaved M-RoPE tables), `qbc run --image` gives tokens that depend on the
+// photograph, and `qbc eval --images` stays close to the float folder (which adds the float
+// DeepStack rows as HF does).
+TEST_F(VlmCompile, AQwen3VlFolderCompilesItsTowerWithDeepStackAndRunsWithAnImage) {
   QBC_REQUIRE_SHARED(config, "model-configs-new/Qwen3-VL-4B-Instruct/config.json");
   const fs::path qwen = dir_ / "qwen3_vl";
   ASSERT_EQ(run_qbc("random-model " + shell_quote(config) + " -o " + shell_quote(qwen) +
@@ -718,32 +720,44 @@ TEST_F(VlmCompile, AQwen3VlFolderCompilesItsLanguageModelAndSaysTheTowerIsNot) {
             0);
   const fs::path out = dir_ / "qwen3_vl.mxq";
   const auto r = run_qbc("compile " + shell_quote(qwen) + " -o " + shell_quote(out) +
-                         " --preset multimodal --use-random-calib --no-resume --context 256"
+                         " --preset multimodal --use-random-calib --no-resume --context 1024"
                          " --set calibration.numSamples=2 --set calibration.seqLength=32"
-                         " --log-format json");
+                         " --images " +
+                         shell_quote(images_) + " --log-format json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json s = summary_of(r.err);
   ASSERT_TRUE(s.contains("vision")) << r.err;
-  EXPECT_FALSE(s["vision"]["compiled"].get<bool>());
-  const std::string reason = s["vision"]["reason"].get<std::string>();
-  EXPECT_TRUE(contains(reason, "Qwen3-VL") && contains(reason, "DeepStack")) << reason;
-  EXPECT_TRUE(contains(r.err, "the MXQ holds the language model only")) << r.err;
+  EXPECT_TRUE(s["vision"]["compiled"].get<bool>()) << r.err;
+  EXPECT_EQ(s["vision"]["deepstack_levels"], 2) << r.err;
+  EXPECT_TRUE(contains(r.err, "and 2 DeepStack levels of them")) << r.err;
   auto m = mxq::load_model(out.string());
   ASSERT_TRUE(m.ok()) << m.status().to_string();
-  EXPECT_EQ(m->vision, nullptr);
+  ASSERT_NE(m->vision, nullptr);
+  const mxq::pb::VisionPart& v = m->meta.vision();
+  EXPECT_EQ(v.family(), "qwen3_vl");
+  EXPECT_EQ(v.deepstack_levels(), 2);
+  EXPECT_EQ(v.feature_width(), 64);
+  EXPECT_EQ(m->vision->bundle->vocab, 64 * 3);  // the features, then two DeepStack levels
+  EXPECT_EQ(m->bundle->deepstack.size(), 2u);
   ASSERT_TRUE(m->bundle->rope_inputs.present());
   EXPECT_TRUE(m->bundle->rope_inputs.interleaved);
   const std::string bytes = testing::read_file(out);
   uint64_t required = 0;
   std::memcpy(&required, bytes.data() + 24, sizeof required);
   EXPECT_NE(required & mxq::kFeatureInterleavedMRope, 0u);
+  EXPECT_NE(required & mxq::kFeatureDeepStack, 0u);
+  const int64_t tokens = v.tokens_per_image();
+  EXPECT_GT(tokens, 0);
+
+  expect_tokens_differ_by_photograph(
+      out, images_, "<|vision_start|><|image_pad|><|vision_end|>Describe this image.", "");
+  expect_close_to_float(eval_pairs(out, qwen,
+                                   write_pairs(images_, dir_ / "qwen3_vl_pairs",
+                                               "<|vision_start|><|image_pad|><|vision_end|>")),
+                        tokens);
   const auto run = run_qbc("run " + shell_quote(out) + " -p 'Hello there' -n 4 --seed 1");
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_FALSE(run.out.empty());
-  const auto img = run_qbc("run " + shell_quote(out) + " --image " +
-                           shell_quote(photographs(images_).front()) + " -p hi -n 2");
-  EXPECT_EQ(img.exit_code, 2) << img.err;
-  EXPECT_TRUE(contains(img.err, "has no vision part")) << img.err;
 }
 
 // `qbc run --chat`: the prompt rendered by the model's chat template (Qwen3-VL's processor

@@ -50,7 +50,8 @@ struct VisionOutcome {
   bool compiled = false;
   std::string reason;  ///< not compiled: why (the family's tower does not lower yet)
   // compiled:
-  int64_t rows = 0, width = 0;  ///< feature rows per image and their width
+  int64_t rows = 0, width = 0;  ///< feature rows per image and their width (the hidden size)
+  int64_t deepstack_levels = 0;  ///< Qwen3-VL: DeepStack rows of that width after each feature row
   int64_t dram_bytes = 0;       ///< the vision part's DRAM plan
   int calibration_images = 0;
   bool synthetic_calibration = false;
@@ -70,8 +71,11 @@ StatusOr<std::optional<VisionBuild>> build_vision_part(const std::string& model,
 /// The float features of images as the runtime splices them into a VLM's language model, for
 /// calibration on image-text pairs (`qbc calib prepare --images`).
 struct FloatImageFeatures {
-  std::vector<std::vector<float>> rows;  ///< per image [tokens, width]
-  int64_t tokens = 0, width = 0;         ///< image tokens per image, the language hidden size
+  /// per image [tokens, width * (1 + deepstack_levels)]: each token's feature row, then its
+  /// DeepStack rows (Qwen3-VL), as runtime::VisionEncoder gives them
+  std::vector<std::vector<float>> rows;
+  int64_t tokens = 0, width = 0;  ///< image tokens per image, the language hidden size
+  int64_t deepstack_levels = 0;
   /// The ids around the image tokens (Gemma 3's, as VisionBuild has them; Qwen's
   /// <|vision_start|> / <|vision_end|>, which its prompts carry) and the processor's text around
   /// them (Gemma 3).

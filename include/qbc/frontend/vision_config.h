@@ -30,9 +30,6 @@ enum class VisionProjector {
 };
 
 std::string_view vision_tower_name(VisionTower t);
-/// What the rest of the pipeline still lacks for a tower whose graph is built, as a phrase
-/// (Qwen3-VL: its DeepStack features in the language programs); empty when nothing.
-std::string_view vision_tower_gap(VisionTower t);
 std::string_view vision_projector_name(VisionProjector p);
 
 struct VisionConfig {

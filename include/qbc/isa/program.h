@@ -217,6 +217,10 @@ struct Bundle {
           output =
               -1;  ///< DRAM buffers: fp16 inputs_embeds [chunk, hidden], fp32 logits [chunk, vocab]
   RopeInputs rope_inputs;  ///< M-RoPE models: the per-token rope-table inputs
+  /// Qwen3-VL: the DeepStack inputs' DRAM io buffers, fp16 [chunk, hidden] each (level J is
+  /// added to the residual stream after decoder layer J), which the host fills per call: the
+  /// image's DeepStack rows at its tokens, zeros elsewhere. Empty: the model takes none.
+  std::vector<int32_t> deepstack;
   BundleKind kind = BundleKind::kDecoder;
   std::vector<FeatureInput> feature_inputs;  ///< kFeatures: the graph's inputs, in node order
   int64_t output_stride = 0;                 ///< kFeatures: bytes between output rows

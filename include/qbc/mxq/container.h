@@ -77,10 +77,15 @@ inline constexpr uint64_t kFeatureKvRecords = uint64_t{1} << 8;
 /// offset; a reader without the term must refuse rather than drop it. Set in every part of
 /// such a model.
 inline constexpr uint64_t kFeatureWeightOffsets = uint64_t{1} << 9;
+/// Bit 10: DeepStack inputs (Layout.deepstack, Qwen3-VL; docs/multimodal.md "DeepStack"): the
+/// host fills per-level io rows before every call (the image's DeepStack rows at its tokens,
+/// zeros elsewhere); a reader that leaves them unfilled adds whatever they hold. Set in the
+/// language model's file.
+inline constexpr uint64_t kFeatureDeepStack = uint64_t{1} << 10;
 inline constexpr uint64_t kKnownRequiredFeatures =
     kFeatureEmbeddingBf16 | kFeatureCompactWeights | kFeatureZeroPointsI8 | kFeatureRopeInputs |
     kFeatureEmbeddingI8 | kFeatureVision | kFeatureSpanPrograms | kFeatureInterleavedMRope |
-    kFeatureKvRecords | kFeatureWeightOffsets;
+    kFeatureKvRecords | kFeatureWeightOffsets | kFeatureDeepStack;
 
 /// What a section holds (docs/mxq.md "Sections").
 enum class SectionKind : uint32_t {

@@ -132,6 +132,10 @@ struct Plan {
   /// and its io buffer (plan-memory). Empty for a decoder. Not in the plan text yet.
   std::vector<int32_t> feature_inputs, feature_bufs;
   bool features() const { return !feature_inputs.empty(); }
+  /// Feature graphs with several outputs (Qwen3-VL: the features, then the DeepStack features):
+  /// the outputs after `output`, each written beside the previous one in the output buffer's
+  /// rows (plan-memory), so a row holds every output's row side by side.
+  std::vector<int32_t> extra_outputs;
   /// Rows of node `i`'s value per prefill call: the chunk over its row_div.
   int64_t rows(size_t i) const { return chunk / nodes[i].row_div; }
   std::vector<StagePlan> stages;  ///< in node order

@@ -66,7 +66,8 @@ class FakeQuantSession final : public runner::Runner {
                               const std::vector<int64_t>& positions, std::vector<float>* logits);
   /// A graph without token positions (a vision tower, docs/multimodal.md): one float
   /// vector per graph input in graph order, each rows x its last dim with the same rows,
-  /// rounded to fp16 at the boundary; `out` receives the first output. failed_precondition
+  /// rounded to fp16 at the boundary; `out` receives the output, or the outputs side by side
+  /// per row (Qwen3-VL: the features, then each DeepStack level's). failed_precondition
   /// on a decoder graph.
   Status forward_inputs(const std::vector<std::vector<float>>& inputs, std::vector<float>* out);
   /// As ref::Session::set_deepstack: Qwen3-VL's DeepStack rows for the next forward call (fp16

@@ -61,13 +61,14 @@ class Session : public runner::Runner {
   virtual Status forward_embeds_mrope(const std::vector<float>& embeds, int64_t seq,
                                       const std::vector<int64_t>& positions,
                                       std::vector<float>* logits);
-  /// Runs a graph without token positions (a vision tower): one float vector per graph input,
-  /// in graph order, each holding its input's static shape; `out` gets the first output.
-  /// kFailedPrecondition on a language graph.
   /// Qwen3-VL's DeepStack rows for the next forward call only: one [seq, hidden] per input
   /// deepstack.J of the graph (the image's rows at its tokens, zero elsewhere); without them
   /// every such input is zero. kInvalidArgument when the count differs from the graph's.
   virtual Status set_deepstack(std::vector<std::vector<float>> rows);
+  /// Runs a graph without token positions (a vision tower): one float vector per graph input,
+  /// in graph order, each holding its input's static shape; `out` gets the output, or the
+  /// outputs side by side per row (Qwen3-VL: the features, then each DeepStack level's).
+  /// kFailedPrecondition on a language graph.
   virtual Status forward_inputs(const std::vector<std::vector<float>>& inputs,
                                 std::vector<float>* out);
   void reset() override;

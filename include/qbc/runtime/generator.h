@@ -90,7 +90,8 @@ class Generator {
       const std::vector<int32_t>& prompt, int max_new, const runner::SamplingOptions& sampling = {},
       const std::function<void(int32_t)>& on_token = nullptr, bool ignore_eos = false);
   /// generate_reusing_cache() of a prompt with images (a VLM's MXQ, runtime::VisionEncoder):
-  /// `rows` are the images' feature rows in order, [n, hidden], one for each `image_token` of
+  /// `rows` are the images' feature rows in order, [n, NpuSession::image_row_width()] (hidden,
+  /// with the DeepStack rows after each on Qwen3-VL), one for each `image_token` of
   /// `prompt`; they replace those tokens' embedding rows. kInvalidArgument before any work when
   /// the counts differ. The cache is reused only up to the first image span whose rows differ
   /// from those the cache saw (each run of image tokens is recorded with its rows' digest, and

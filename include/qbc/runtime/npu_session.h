@@ -59,9 +59,16 @@ class NpuSession final : public runner::Runner {
   /// is one span call (forward_embeds_span), the text around it ordinary calls; a run longer
   /// than the chunk, or one split across forward() calls (a call that starts with a spliced
   /// row where the previous one ended with one), is kInvalidArgument before anything runs: the
-  /// image would not attend to itself. `rows` is [n,
-  /// hidden]; kInvalidArgument otherwise or for a token outside the vocabulary.
+  /// image would not attend to itself. `rows` is [n, image_row_width()]; kInvalidArgument
+  /// otherwise or for a token outside the vocabulary. image_row_width() is hidden but on a model
+  /// with DeepStack inputs (Bundle::deepstack, Qwen3-VL) each row is the feature row, then its
+  /// DeepStack row of every level in order (the vision program's output row), written to the
+  /// level's io buffer at the token that takes the row (zeros at every other token).
   Status splice(int32_t token, std::vector<float> rows);
+  /// Values per spliced row: hidden times 1 + deepstack_levels().
+  int64_t image_row_width() const;
+  /// DeepStack levels of the model (Bundle::deepstack; 0: none).
+  int64_t deepstack_levels() const;
   /// Spliced rows not used yet.
   int64_t rows_pending() const;
   /// M-RoPE models: the positions (stream-major [3, n], runner::mrope_positions) of the next n
@@ -128,13 +135,20 @@ class NpuSession final : public runner::Runner {
                     const std::vector<int64_t>* mrope);
   /// M-RoPE models: the rope tables of the call's tokens into the slot's io buffers.
   Status write_rope_tables(int64_t seq, const std::vector<int64_t>* mrope);
+  /// DeepStack models: the call's `seq` rows of every level into the slot's io buffers, from
+  /// call_deepstack_ at token call_deepstack_at_ (zeros when it is empty), then advances it.
+  Status write_deepstack(int64_t seq);
 
   std::shared_ptr<Device> device_;
   int slot_ = 0;
   int64_t position_ = 0;
-  int64_t rope_delta_ = 0;     ///< M-RoPE: text positions are the cache position plus this
-  int32_t splice_token_ = -1;  ///< splice(): the placeholder token, -1 for none
-  std::vector<float> splice_rows_;
+  int64_t rope_delta_ = 0;          ///< M-RoPE: text positions are the cache position plus this
+  int32_t splice_token_ = -1;       ///< splice(): the placeholder token, -1 for none
+  std::vector<float> splice_rows_;  ///< [n, image_row_width()]
+  /// forward(): the DeepStack rows of its tokens [seq, levels * hidden] (empty: zeros), read by
+  /// its device calls in order from token call_deepstack_at_.
+  std::vector<float> call_deepstack_;
+  int64_t call_deepstack_at_ = 0;
   int64_t splice_next_ = 0;         ///< the next spliced row to use
   std::vector<int64_t> positions_;  ///< set_positions(): [3, n] stream-major
   int64_t positions_next_ = 0;      ///< the next position column to use

@@ -29,8 +29,9 @@ class VisionEncoder {
   static StatusOr<std::unique_ptr<VisionEncoder>> create(const mxq::LoadedModel& file,
                                                          isa::Scheme scheme, int host_threads = 0);
 
-  /// The rows one image gives the language model: [tokens_per_image(), hidden], fp32 (divided
-  /// by the file's feature divisor, Gemma 3's embedding scale).
+  /// The rows one image gives the language model: [tokens_per_image(), row_width()], fp32 (the
+  /// feature row divided by the file's feature divisor, Gemma 3's embedding scale; on Qwen3-VL
+  /// followed by the token's DeepStack rows, as NpuSession::splice takes them).
   StatusOr<std::vector<float>> encode(const image::Image& img, std::string_view name);
   /// encode() of the PNG or JPEG file at `path` (image::decode_file's limits).
   StatusOr<std::vector<float>> encode_file(const std::string& path);
@@ -45,6 +46,10 @@ class VisionEncoder {
   }
   std::vector<int32_t> image_span() const;
   int64_t width() const { return part_.feature_width(); }
+  /// DeepStack levels (Qwen3-VL; 0: none) and the values per row: width() per level and the
+  /// features.
+  int64_t deepstack_levels() const { return part_.deepstack_levels(); }
+  int64_t row_width() const { return part_.feature_width() * (1 + part_.deepstack_levels()); }
 
  private:
   VisionEncoder() = default;

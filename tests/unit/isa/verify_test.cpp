@@ -134,6 +134,27 @@ TEST(IsaVerify, V1TableIndicesInRange) {
                 "V1 (well-formed): ", {"acc names buffer #40, not in the table of 12"});
 }
 
+// Qwen3-VL's DeepStack inputs are DRAM io buffers of their own, each once.
+TEST(IsaVerify, V1DeepStackInputsAreDistinctDramIoBuffers) {
+  Bundle good = small_bundle();
+  add_buffer(good, "ds", Space::kDram, -1, Purpose::kIo, DType::kF16, 16384, 2048, {16, 64});
+  good.deepstack = {12};
+  good.dram.io += 2048;
+  QBC_ASSERT_OK(verify(good));
+  expect_broken([](Bundle& b, auto&) { b.deepstack = {40}; },
+                "V1 (well-formed): ", {"deepstack input 0", "buffer #40 does not exist"});
+  expect_broken([](Bundle& b, auto&) { b.deepstack = {kX}; },
+                "V1 (well-formed): ", {"deepstack input 0", "is not an io buffer in DRAM"});
+  expect_broken([](Bundle& b, auto&) { b.deepstack = {kIn}; },
+                "V1 (well-formed): ", {"deepstack input 0", "is also another io buffer"});
+  expect_broken(
+      [](Bundle& b, auto&) {
+        add_buffer(b, "ds", Space::kDram, -1, Purpose::kIo, DType::kF16, 16384, 2048, {16, 64});
+        b.deepstack = {12, 12};
+      },
+      "V1 (well-formed): ", {"deepstack input 1", "is also deepstack input 0"}, false);
+}
+
 // V2 ------------------------------------------------------------------------------------
 
 TEST(IsaVerify, V2AccessOutsideItsBuffer) {
@@ -152,6 +173,17 @@ TEST(IsaVerify, V2BufferOutsideItsSpace) {
         b.modes[0].instances = 2;
       },
       "V2 (bounds): ", {"buffer %out [12288, +4096) x 2 slots of 53248", "DRAM (65536 bytes)"});
+}
+
+// A DeepStack io buffer holds the chunk's fp16 rows of the hidden size.
+TEST(IsaVerify, V2DeepStackBufferHoldsTheChunk) {
+  expect_broken(
+      [](Bundle& b, auto&) {
+        add_buffer(b, "ds", Space::kDram, -1, Purpose::kIo, DType::kF16, 16384, 1024, {8, 64});
+        b.deepstack = {12};
+        b.dram.io += 1024;
+      },
+      "V2 (bounds): ", {"deepstack (fp16 [chunk, hidden]) buffer", "1024 bytes", "2048"}, false);
 }
 
 // V3 ------------------------------------------------------------------------------------

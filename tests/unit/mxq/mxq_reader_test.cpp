@@ -344,7 +344,7 @@ TEST(MxqReader, WrongTargetWordFeatureBitsAndVersionAreRefused) {
   EXPECT_EQ(exit_code_for(m.status()), kExitBadInput);
   EXPECT_TRUE(contains(m.status().message(), "target word")) << m.status().to_string();
   s = compiled().bytes;
-  put_u64(s, kRequired, 1u << 10);  // the first bit no reader knows
+  put_u64(s, kRequired, 1u << 11);  // the first bit no reader knows
   reseal(s, false);
   m = load(s);
   ASSERT_FALSE(m.ok());
@@ -390,6 +390,16 @@ TEST(MxqReader, WrongTargetWordFeatureBitsAndVersionAreRefused) {
   EXPECT_TRUE(contains(m.status().message(),
                        "required feature bit 8 is set but no attention of the layout stores KV "
                        "records"))
+      << m.status().to_string();
+  // Bit 10 (DeepStack inputs) on a file without them.
+  s = compiled().bytes;
+  put_u64(s, kRequired, get_u64(s, kRequired) | (1u << 10));
+  reseal(s, false);
+  m = load(s);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(exit_code_for(m.status()), kExitBadInput);
+  EXPECT_TRUE(contains(m.status().message(),
+                       "required feature bit 10 is set but the layout has no DeepStack inputs"))
       << m.status().to_string();
   // Bit 9 (float weight offsets) on a file whose requants add none.
   s = compiled().bytes;

@@ -251,6 +251,68 @@ TEST_P(BackendMrope, TheMxqRecordsTheRopeTableInputs) {
   EXPECT_EQ(ropes, 0);
 }
 
+// Qwen3-VL's DeepStack inputs (one tower block here: the taps [5, 11, 17] of 24 scale to [0],
+// one level, added after decoder layer 0): the file records their io buffers, fp16 [chunk,
+// hidden], requires feature bit 10 (a file without it is refused, naming the bit), the program
+// text shows and parses them back, the layout codec refuses a DeepStack buffer that is not an
+// io buffer, and the programs read them. Qwen2.5-VL has none.
+TEST_P(BackendMrope, TheMxqRecordsTheDeepStackInputs) {
+  auto m = runtime::load_model(c().mxq.string());
+  QBC_ASSERT_OK(m);
+  const isa::Bundle& b = *m->file.bundle;
+  const Family& f = GetParam();
+  const std::string head = testing::read_file(c().mxq);
+  uint64_t required = 0;
+  std::memcpy(&required, head.data() + 24, sizeof(required));
+  if (!f.interleaved) {
+    EXPECT_TRUE(b.deepstack.empty());
+    EXPECT_EQ(required & mxq::kFeatureDeepStack, 0u);
+    return;
+  }
+  ASSERT_EQ(b.deepstack.size(), 1u);
+  const isa::Buffer& buf = b.buffers[static_cast<size_t>(b.deepstack[0])];
+  EXPECT_EQ(buf.name, "io.deepstack.0");
+  EXPECT_EQ(buf.purpose, isa::Purpose::kIo);
+  EXPECT_EQ(buf.dtype, isa::DType::kF16);
+  EXPECT_EQ(buf.shape, (std::vector<int64_t>{b.chunk, 64}));
+  EXPECT_NE(required & mxq::kFeatureDeepStack, 0u);
+  std::string bytes = head;
+  const uint64_t cleared = required & ~mxq::kFeatureDeepStack;
+  std::memcpy(bytes.data() + 24, &cleared, sizeof cleared);
+  testing::reseal(bytes, false);
+  const fs::path bad = c().dir / "no_bit10.mxq";
+  testing::write_file(bad, bytes);
+  auto refused = runtime::load_model(bad.string());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Code::kDataLoss);
+  EXPECT_NE(refused.status().message().find("DeepStack inputs but required feature bit 10"),
+            std::string::npos)
+      << refused.status().to_string();
+  const std::string text = isa::print_bundle(b);
+  EXPECT_NE(text.find("\ndeepstack %io.deepstack.0\n"), std::string::npos);
+  auto parsed = isa::parse_bundle(text);
+  QBC_ASSERT_OK(parsed);
+  EXPECT_EQ(parsed->deepstack, b.deepstack);
+  mxq::pb::Layout layout = mxq::encode_layout(b);
+  ASSERT_EQ(layout.deepstack_size(), 1);
+  layout.set_deepstack(0, 0);  // buffer 0: weights, not io
+  isa::Bundle back;
+  const Status s = mxq::decode_layout(layout, "layout", &back);
+  EXPECT_EQ(s.code(), Code::kDataLoss) << s.to_string();
+  EXPECT_NE(s.message().find("deepstack buffer 0"), std::string::npos) << s.to_string();
+  // Every program reads the buffer (the add after decoder layer 0).
+  for (const isa::Mode& mode : b.modes) {
+    for (const isa::Program* p : mode.programs()) {
+      bool reads = false;
+      for (const isa::CoreProgram& cp : p->cores)
+        for (const isa::Instr& in : cp.code)
+          for (const isa::Access& a : isa::accesses(in, b))
+            reads = reads || (!a.write && a.ref.buffer == b.deepstack[0]);
+      EXPECT_TRUE(reads) << isa::scheme_name(mode.scheme) << " " << isa::phase_name(p->phase);
+    }
+  }
+}
+
 // The reader checks the layout's rope inputs: a field set wrong is data loss naming
 // rope_inputs; the unchanged layout decodes to the same spec.
 TEST_P(BackendMrope, BadRopeInputsInTheLayoutAreRefused) {

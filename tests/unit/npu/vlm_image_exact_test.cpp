@@ -1,5 +1,7 @@
 // A VLM with an image in the prompt, end to end (docs/multimodal.md "Running with an image"),
-// for each family whose tower compiles: a random LLaVA-1.5, Qwen2.5-VL, Qwen2-VL and Gemma 3 from
+// for each family whose tower compiles: a random LLaVA-1.5, Qwen2.5-VL, Qwen2-VL, Gemma 3 and
+// Qwen3-VL (whose rows carry its DeepStack rows after each feature row, set on the evaluator
+// with set_deepstack and written by the session to the deepstack io buffers) from
 // the real configs compiled by the driver into one MXQ (language and vision part), the shared
 // photographs encoded by the file's vision part on the executor (runtime::VisionEncoder),
 // their rows spliced at the image tokens by the runtime session (NpuSession::splice; for
@@ -60,13 +62,17 @@ struct Family {
   int64_t side;        // M-RoPE: the merged grid's side; 0: 1-D positions
   int64_t head_dim;    // the language model's explicit head_dim (Gemma 3), 0: none
   bool span;           // the image is one bidirectional span (Gemma 3)
+  int64_t levels;      // DeepStack levels after the feature row (Qwen3-VL), 0: none
 };
 
 const Family kFamilies[] = {
-    {"llava", "model-configs-new/llava-1.5-7b-hf/config.json", 576, 0, 0, false},
-    {"qwen2_5_vl", "model-configs-new/Qwen2.5-VL-3B-Instruct/config.json", 256, 16, 0, false},
-    {"qwen2_vl", "tests/assets/model-configs/Qwen2-VL-2B-Instruct/config.json", 256, 16, 0, false},
-    {"gemma3", "model-configs-new/gemma-3-4b-it/config.json", 256, 0, 16, true},
+    {"llava", "model-configs-new/llava-1.5-7b-hf/config.json", 576, 0, 0, false, 0},
+    {"qwen2_5_vl", "model-configs-new/Qwen2.5-VL-3B-Instruct/config.json", 256, 16, 0, false, 0},
+    {"qwen2_vl", "tests/assets/model-configs/Qwen2-VL-2B-Instruct/config.json", 256, 16, 0, false,
+     0},
+    {"gemma3", "model-configs-new/gemma-3-4b-it/config.json", 256, 0, 16, true, 0},
+    // 2 tower blocks: the taps [5, 11, 17] of 24 scale to [0, 1], added after decoder layers 0, 1.
+    {"qwen3_vl", "model-configs-new/Qwen3-VL-4B-Instruct/config.json", 196, 14, 16, false, 2},
 };
 
 fs::path config_path(const Family& f) {
@@ -151,7 +157,8 @@ TEST_P(VlmImageExact, LogitsWithAnImageEqualTheFakeQuantEvaluatorBitForBit) {
     const int32_t image = (*enc)->image_token_id();
     auto rows = (*enc)->encode_file((testing::shared_dir() / "data/images/rocket.jpg").string());
     ASSERT_TRUE(rows.ok()) << rows.status().to_string();
-    ASSERT_EQ(rows->size(), static_cast<size_t>(f.tokens * 64));
+    const int64_t w = 64 * (1 + f.levels);  // the feature row, then each DeepStack level's
+    ASSERT_EQ(rows->size(), static_cast<size_t>(f.tokens * w));
     // The vision part gives the same rows in every mode (tile invariance).
     if (first_rows.empty()) first_rows = *rows;
     EXPECT_EQ(first_difference(*rows, first_rows), rows->size()) << mode;
@@ -174,13 +181,18 @@ TEST_P(VlmImageExact, LogitsWithAnImageEqualTheFakeQuantEvaluatorBitForBit) {
     ASSERT_TRUE(fq.ok()) << fq.status().to_string();
     std::vector<float> x;
     QBC_ASSERT_OK((*fq)->embed(prompt, &x));
+    std::vector<std::vector<float>> deepstack(static_cast<size_t>(f.levels),
+                                              std::vector<float>(prompt.size() * 64, 0.0f));
     for (size_t i = 0, r = 0; i < prompt.size(); ++i) {
       if (prompt[i] != image) continue;
-      std::copy(rows->begin() + static_cast<std::ptrdiff_t>(r * 64),
-                rows->begin() + static_cast<std::ptrdiff_t>((r + 1) * 64), x.begin() + i * 64);
+      const auto row = rows->begin() + static_cast<std::ptrdiff_t>(r * w);
+      std::copy(row, row + 64, x.begin() + i * 64);
+      for (size_t j = 0; j < deepstack.size(); ++j)
+        std::copy(row + 64 * (j + 1), row + 64 * (j + 2), deepstack[j].begin() + i * 64);
       ++r;
     }
     std::vector<float> want;
+    if (f.levels > 0) QBC_ASSERT_OK((*fq)->set_deepstack(deepstack));
     if (f.side > 0) {
       QBC_ASSERT_OK((*fq)->forward_embeds_mrope(x, n, positions, &want));
     } else if (f.span) {  // text, the image as one span, text
@@ -260,6 +272,23 @@ TEST_P(VlmImageExact, LogitsWithAnImageEqualTheFakeQuantEvaluatorBitForBit) {
       EXPECT_EQ(split.code(), Code::kInvalidArgument) << split.to_string();
       EXPECT_NE(split.message().find("in one call"), std::string::npos) << split.to_string();
       EXPECT_EQ((*npu)->rows_pending(), f.tokens - 10) << "the refused call consumed nothing";
+    }
+    // DeepStack matters: the same feature rows with zero DeepStack rows give other logits.
+    if (f.levels > 0) {
+      std::vector<float> flat = *rows;
+      for (int64_t r = 0; r < f.tokens; ++r)
+        std::fill(flat.begin() + r * w + 64, flat.begin() + (r + 1) * w, 0.0f);
+      (*npu)->reset();
+      QBC_ASSERT_OK((*npu)->splice(image, flat));
+      QBC_ASSERT_OK((*npu)->set_positions(positions));
+      std::vector<float> no_deepstack;
+      QBC_ASSERT_OK((*npu)->forward(prompt, &no_deepstack));
+      EXPECT_NE(first_difference(no_deepstack, want), want.size()) << mode;
+      // Rows of the hidden size alone are refused on a DeepStack model.
+      const std::vector<float> narrow(static_cast<size_t>(f.tokens * 64), 0.5f);
+      const Status s = (*npu)->splice(image, narrow);
+      EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.to_string();
+      EXPECT_NE(s.message().find("DeepStack"), std::string::npos) << s.to_string();
     }
     // The image matters: without the splice the logits differ.
     (*npu)->reset();

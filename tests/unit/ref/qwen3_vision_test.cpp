@@ -99,14 +99,27 @@ class Qwen3Vision : public testing::VisionFolderTest {
     auto session = ref::Session::create(*g, reader, so);
     QBC_ASSERT_OK(session);
     (*session)->set_keep_activations(true);
+    // The outputs side by side per row: the features, then each DeepStack level.
+    std::vector<float> wide;
     QBC_ASSERT_OK((*session)->forward_inputs(
-        {pixels_.values, layout->cos, layout->sin, base != nullptr ? *base : *pos}, features));
-    deep->clear();
-    for (size_t j = 0; j < vc_.deepstack_layers.size(); ++j) {
-      std::vector<float> rows;
+        {pixels_.values, layout->cos, layout->sin, base != nullptr ? *base : *pos}, &wide));
+    const auto h = static_cast<size_t>(vc_.text_hidden);
+    const size_t levels = vc_.deepstack_layers.size(), w = h * (1 + levels);
+    ASSERT_EQ(wide.size() % w, 0u);
+    const size_t rows = wide.size() / w;
+    features->assign(rows * h, 0.0f);
+    deep->assign(levels, std::vector<float>(rows * h, 0.0f));
+    for (size_t r = 0; r < rows; ++r) {
+      std::copy(wide.begin() + r * w, wide.begin() + r * w + h, features->begin() + r * h);
+      for (size_t j = 0; j < levels; ++j)
+        std::copy(wide.begin() + r * w + (j + 1) * h, wide.begin() + r * w + (j + 2) * h,
+                  (*deep)[j].begin() + r * h);
+    }
+    for (size_t j = 0; j < levels; ++j) {  // each level's columns are its merger's output
+      std::vector<float> kept;
       QBC_ASSERT_OK(
-          (*session)->activation("deepstack_features." + std::to_string(j), &rows, nullptr));
-      deep->push_back(std::move(rows));
+          (*session)->activation("deepstack_features." + std::to_string(j), &kept, nullptr));
+      EXPECT_EQ(kept, (*deep)[j]) << "level " << j;
     }
   }
 };
