@@ -37,6 +37,11 @@ void TokenComparison::add(const float* test, const float* reference, int64_t voc
            (std::max_element(reference, reference + vocab) - reference);
 }
 
+double sqnr_db(double signal, double noise) {
+  if (noise <= 0) return std::numeric_limits<double>::infinity();
+  return 10.0 * std::log10(signal / noise);
+}
+
 double TokenComparison::kld_mean() const {
   double sum = 0;
   for (double k : klds_) sum += k;
@@ -127,8 +132,7 @@ StatusOr<AccuracyReport> compare_models(runner::Runner& test, runner::Runner& re
   r.top1 = cmp.top1();
   for (size_t k = 0; k < nodes.size(); ++k) {
     LayerError e = nodes[k];
-    e.sqnr_db = noise[k] == 0 ? std::numeric_limits<double>::infinity()
-                              : 10 * std::log10(signal[k] / noise[k]);
+    e.sqnr_db = sqnr_db(signal[k], noise[k]);
     r.layers.push_back(e);
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -117,11 +117,6 @@ StatusOr<std::string> pair_text(const ImageTextPair& p) {
   return text;
 }
 
-double sqnr_db(double signal, double noise) {
-  if (noise <= 0) return std::numeric_limits<double>::infinity();
-  return 10.0 * std::log10(signal / noise);
-}
-
 }  // namespace
 
 StatusOr<std::vector<ImageTextPair>> list_image_text_pairs(const std::string& dir) {

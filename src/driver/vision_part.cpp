@@ -268,6 +268,13 @@ StatusOr<image::PreprocessSpec> preprocessing(const fs::path& pre_path, const To
     return invalid_argument(pre_path.string(), ": a ", spec.processor, " for the ",
                             frontend::vision_tower_name(vc.tower), " tower of ", vc.model_type);
   if (spec.flattens_patches()) QBC_RETURN_IF_ERROR(check_area(spec, tower.side, pre_path));
+  // A shortest-edge resize keeps the aspect ratio: only a centre crop makes the square the
+  // compiled tower takes.
+  if (spec.rule == image::ResizeRule::kShortestEdge && !spec.center_crop)
+    return invalid_argument(pre_path.string(),
+                            ": size.shortest_edge without do_center_crop gives images of the "
+                            "photograph's aspect ratio; the compiled tower takes ",
+                            tower.side, "x", tower.side, " (set do_center_crop and crop_size)");
   spec.compiled_size = static_cast<int32_t>(tower.side);
   return spec;
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "qbc/frontend/position_interpolation.h"
 #include "qbc/frontend/qwen_vision.h"
 
 namespace qbc::frontend {
@@ -83,45 +84,20 @@ StatusOr<std::vector<float>> qwen3_position_rows(const VisionConfig& vc, const V
     return invalid_argument("vision grid ", grid.h, "x", grid.w,
                             ": the sides must be positive multiples of spatial_merge_size ", m);
   }
-  // torch.linspace(0, side - 1, n): the sample points along one side; .int() truncates, the
-  // upper neighbour is clipped to the last row.
-  struct Tap {
-    int64_t lo, hi;
-    double frac;
-  };
-  const auto taps = [side](int64_t n) {
-    std::vector<Tap> out(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) {
-      const double x = n == 1 ? 0.0
-                              : static_cast<double>(i) * static_cast<double>(side - 1) /
-                                    static_cast<double>(n - 1);
-      const auto lo = static_cast<int64_t>(x);
-      out[static_cast<size_t>(i)] = {lo, std::min(lo + 1, side - 1), x - static_cast<double>(lo)};
-    }
-    return out;
-  };
-  const std::vector<Tap> rows = taps(grid.h), cols = taps(grid.w);
+  // The grid's rows in row-major order, then put in merge-group order (HF's view(t, h/m, m,
+  // w/m, m, C).permute(0, 1, 3, 2, 4, 5)), every frame the same.
+  QBC_ASSIGN_OR_RETURN(const std::vector<float> grid_rows,
+                       linspace_bilinear_position_rows(table, side, width, grid.h, grid.w));
   std::vector<float> out(static_cast<size_t>(grid.patches() * width));
-  const auto at = [&](int64_t r, int64_t c, int64_t e) {
-    return static_cast<double>(table[static_cast<size_t>((r * side + c) * width + e)]);
-  };
-  // Merge-group order (HF's view(t, h/m, m, w/m, m, C).permute(0, 1, 3, 2, 4, 5)), every frame
-  // the same.
   int64_t row = 0;
   for (int64_t t = 0; t < grid.t; ++t) {
     for (int64_t br = 0; br < grid.h / m; ++br) {
       for (int64_t bc = 0; bc < grid.w / m; ++bc) {
         for (int64_t ir = 0; ir < m; ++ir) {
           for (int64_t ic = 0; ic < m; ++ic, ++row) {
-            const Tap& y = rows[static_cast<size_t>(br * m + ir)];
-            const Tap& x = cols[static_cast<size_t>(bc * m + ic)];
-            for (int64_t e = 0; e < width; ++e) {
-              const double v = at(y.lo, x.lo, e) * (1 - y.frac) * (1 - x.frac) +
-                               at(y.lo, x.hi, e) * (1 - y.frac) * x.frac +
-                               at(y.hi, x.lo, e) * y.frac * (1 - x.frac) +
-                               at(y.hi, x.hi, e) * y.frac * x.frac;
-              out[static_cast<size_t>(row * width + e)] = static_cast<float>(v);
-            }
+            const int64_t src = (br * m + ir) * grid.w + bc * m + ic;
+            std::copy(grid_rows.begin() + src * width, grid_rows.begin() + (src + 1) * width,
+                      out.begin() + row * width);
           }
         }
       }

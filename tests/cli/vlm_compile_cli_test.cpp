@@ -995,6 +995,28 @@ std::vector<int32_t> new_tokens(const std::string& err) {
                                   : std::vector<int32_t>();
 }
 
+// A CLIP processor whose shortest-edge resize has no centre crop gives images of the
+// photograph's aspect ratio, not the compiled square: refused before any work, exit 2 naming the
+// file and the keys.
+TEST_F(VlmCompile, AShortestEdgeResizeWithoutACropIsRefused) {
+  const fs::path copy = dir_ / "llava_no_crop";
+  fs::remove_all(copy);
+  fs::copy(model_, copy, fs::copy_options::recursive);
+  nlohmann::json pre = nlohmann::json::parse(testing::read_file(copy / "preprocessor_config.json"));
+  ASSERT_TRUE(pre.contains("do_center_crop")) << pre.dump();
+  pre["do_center_crop"] = false;
+  testing::write_file(copy / "preprocessor_config.json", pre.dump(2));
+  const fs::path out = dir_ / "no_crop.mxq";
+  const auto r = run_qbc("compile " + shell_quote(copy) + " -o " + shell_quote(out) +
+                         " --preset multimodal --use-random-calib --no-resume --context 1024"
+                         " --set calibration.numSamples=2 --set calibration.seqLength=32");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, "preprocessor_config.json") &&
+              contains(r.err, "size.shortest_edge without do_center_crop"))
+      << r.err;
+  EXPECT_FALSE(fs::exists(out));
+}
+
 // qbc run --image on every shared photograph: tokens come out, and the image changes them.
 TEST_F(VlmCompile, RunWithAnImageGeneratesOnEveryPhotograph) {
   const std::vector<fs::path> photos = photographs(images_);

@@ -83,6 +83,10 @@ StatusOr<PerplexityResult> perplexity(runner::Runner& model, const std::vector<i
 /// The log-softmax of the `n` logits `x`, in double.
 void log_softmax(const float* x, int64_t n, std::vector<double>* out);
 
+/// 10 · log10(signal / noise) in dB: the SQNR of values whose squares sum to `signal` against a
+/// reference whose squared differences sum to `noise`; infinity when the noise is 0.
+double sqnr_db(double signal, double noise);
+
 /// Next-token distributions of a model and its reference compared position by position
 /// (compare_models, `qbc eval --images`).
 class TokenComparison {

@@ -143,6 +143,25 @@ TEST(PositionInterpolation, ClipEmbedBaseAtAnotherSizeKeepsTheClassRowAndResampl
   EXPECT_TRUE(testing::contains(bad.status().message(), "position_embedding"));
 }
 
+// Qwen3-VL's sampler (HF fast_pos_embed_interpolate): at the table's own size every point is
+// a table row; a 2 x 2 table sampled 3 x 3 takes the corners, the edge midpoints and the centre
+// as the mean of the four (linspace 0, 0.5, 1 on both sides).
+TEST(PositionInterpolation, LinspaceBilinearSamplesAtLinspacePoints) {
+  const std::vector<float> table = random_table(4, 3, 7);
+  auto same = linspace_bilinear_position_rows(table, 4, 3, 4, 4);
+  QBC_ASSERT_OK(same);
+  EXPECT_EQ(*same, table);
+  const std::vector<float> square = {1.0f, 2.0f, 3.0f, 5.0f};  // rows of width 1
+  auto up = linspace_bilinear_position_rows(square, 2, 1, 3, 3);
+  QBC_ASSERT_OK(up);
+  EXPECT_EQ(*up, (std::vector<float>{1.0f, 1.5f, 2.0f, 2.0f, 2.75f, 3.5f, 3.0f, 4.0f, 5.0f}));
+  auto one = linspace_bilinear_position_rows(square, 2, 1, 1, 2);  // a single row: linspace's 0
+  QBC_ASSERT_OK(one);
+  EXPECT_EQ(*one, (std::vector<float>{1.0f, 2.0f}));
+  EXPECT_EQ(linspace_bilinear_position_rows(square, 3, 1, 2, 2).status().code(),
+            Code::kInvalidArgument);
+}
+
 TEST(PositionInterpolation, BadShapesAreRefused) {
   const std::vector<float> table = random_table(4, 2, 1);
   EXPECT_EQ(bicubic_position_rows(table, 5, 2, 3, 3).status().code(), Code::kInvalidArgument);
