@@ -117,6 +117,27 @@ StatusOr<std::string> pair_text(const ImageTextPair& p) {
   return text;
 }
 
+/// "  DeepStack SQNR: 35.10 dB, 34.20 dB\n" (Qwen3-VL's levels), or nothing.
+std::string deepstack_text(const std::vector<double>& db) {
+  if (db.empty()) return "";
+  std::ostringstream os;
+  os.setf(std::ios::fixed);
+  os.precision(2);
+  os << "  DeepStack SQNR:";
+  for (size_t j = 0; j < db.size(); ++j) os << (j > 0 ? ", " : " ") << db[j] << " dB";
+  os << "\n";
+  return os.str();
+}
+
+/// JSON has no infinity: an exact match's SQNR is null.
+nlohmann::json db_json(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
+
+nlohmann::json db_list(const std::vector<double>& v) {
+  nlohmann::json out = nlohmann::json::array();
+  for (double d : v) out.push_back(db_json(d));
+  return out;
+}
+
 }  // namespace
 
 StatusOr<std::vector<ImageTextPair>> list_image_text_pairs(const std::string& dir) {
@@ -168,7 +189,8 @@ StatusOr<ImageEvalReport> eval_image_pairs(runtime::Generator& test, const std::
   r.model = model;
   r.reference = reference;
   TokenComparison all;
-  double signal = 0, noise = 0;
+  const auto parts = static_cast<size_t>(1 + enc->deepstack_levels());
+  std::vector<double> signal(parts, 0.0), noise(parts, 0.0);
   for (size_t k = 0; k < pairs.size(); ++k) {
     const ImageTextPair& p = pairs[k];
     const std::vector<float>& want = floats.rows[k];
@@ -201,15 +223,21 @@ StatusOr<ImageEvalReport> eval_image_pairs(runtime::Generator& test, const std::
       return invalid_argument(reference, ": the float tower gives ", want.size(),
                               " feature values for ", name, ", the compiled one ", rows.size());
     }
-    double sig = 0, err = 0;
+    // Column part 0 is the feature row, part J + 1 DeepStack level J's row (Qwen3-VL).
+    const auto h = static_cast<size_t>(enc->width());
+    std::vector<double> sig(parts, 0.0), err(parts, 0.0);
     for (size_t i = 0; i < rows.size(); ++i) {
+      const size_t part = i % (h * parts) / h;
       const double d = static_cast<double>(rows[i]) - want[i];
-      sig += static_cast<double>(want[i]) * want[i];
-      err += d * d;
+      sig[part] += static_cast<double>(want[i]) * want[i];
+      err[part] += d * d;
     }
-    score.feature_sqnr_db = sqnr_db(sig, err);
-    signal += sig;
-    noise += err;
+    score.feature_sqnr_db = sqnr_db(sig[0], err[0]);
+    for (size_t j = 1; j < parts; ++j) score.deepstack_sqnr_db.push_back(sqnr_db(sig[j], err[j]));
+    for (size_t j = 0; j < parts; ++j) {
+      signal[j] += sig[j];
+      noise[j] += err[j];
+    }
     score.image_tokens = static_cast<int64_t>(rows.size()) / enc->row_width();
     score.prompt_tokens = n;
     std::vector<float> lt, lr;
@@ -246,7 +274,8 @@ StatusOr<ImageEvalReport> eval_image_pairs(runtime::Generator& test, const std::
   r.top1 = all.top1();
   r.ppl = std::exp(all.nll() / count);
   r.ppl_reference = std::exp(all.nll_reference() / count);
-  r.feature_sqnr_db = sqnr_db(signal, noise);
+  r.feature_sqnr_db = sqnr_db(signal[0], noise[0]);
+  for (size_t j = 1; j < parts; ++j) r.deepstack_sqnr_db.push_back(sqnr_db(signal[j], noise[j]));
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }
@@ -261,25 +290,25 @@ std::string format_image_eval(const ImageEvalReport& r) {
     std::snprintf(line, sizeof(line), "%-30s %9.2f dB %8lld %7lld %10.5f %6.2f %%\n",
                   p.image.c_str(), p.feature_sqnr_db, static_cast<long long>(p.prompt_tokens),
                   static_cast<long long>(p.scored), p.kld_mean, 100 * p.top1);
-    os << line;
+    os << line << deepstack_text(p.deepstack_sqnr_db);
   }
   std::snprintf(line, sizeof(line),
                 "all: feature SQNR %.2f dB; text %lld tokens: KLD mean %.5f p99 %.5f, top-1 "
                 "%.2f %%, perplexity %.4f (reference %.4f); %.1f s\n",
                 r.feature_sqnr_db, static_cast<long long>(r.scored), r.kld_mean, r.kld_p99,
                 100 * r.top1, r.ppl, r.ppl_reference, r.seconds);
-  os << line;
+  os << line << deepstack_text(r.deepstack_sqnr_db);
   return os.str();
 }
 
 std::string image_eval_json(const ImageEvalReport& r) {
-  // JSON has no infinity: an exact match's SQNR is null.
-  const auto db = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };
+  const auto db = db_json;
   nlohmann::ordered_json j = {{"model", r.model},
                               {"reference", r.reference},
                               {"pairs", nlohmann::json::array()},
                               {"tokens_scored", r.scored},
                               {"feature_sqnr_db", db(r.feature_sqnr_db)},
+                              {"deepstack_sqnr_db", db_list(r.deepstack_sqnr_db)},
                               {"kld_mean", r.kld_mean},
                               {"kld_p99", r.kld_p99},
                               {"top1", r.top1},
@@ -292,6 +321,7 @@ std::string image_eval_json(const ImageEvalReport& r) {
                           {"image_tokens", p.image_tokens},
                           {"tokens_scored", p.scored},
                           {"feature_sqnr_db", db(p.feature_sqnr_db)},
+                          {"deepstack_sqnr_db", db_list(p.deepstack_sqnr_db)},
                           {"kld_mean", p.kld_mean},
                           {"top1", p.top1},
                           {"nll", p.nll},

@@ -364,6 +364,7 @@ void expect_close_to_float(const nlohmann::json& j, int64_t image_tokens) {
   ASSERT_EQ(j["pairs"].size(), 2u) << j.dump();
   for (const auto& p : j["pairs"]) {
     EXPECT_EQ(p["image_tokens"], image_tokens) << p.dump();
+    EXPECT_TRUE(p["deepstack_sqnr_db"].is_array()) << p.dump();
     EXPECT_GT(p["tokens_scored"].get<int64_t>(), 8) << p.dump();
     EXPECT_GT(p["feature_sqnr_db"].get<double>(), 25.0) << p.dump();
     EXPECT_LT(p["kld_mean"].get<double>(), 0.05) << p.dump();
@@ -751,10 +752,17 @@ TEST_F(VlmCompile, AQwen3VlFolderCompilesItsTowerWithDeepStackAndRunsWithAnImage
 
   expect_tokens_differ_by_photograph(
       out, images_, "<|vision_start|><|image_pad|><|vision_end|>Describe this image.", "");
-  expect_close_to_float(eval_pairs(out, qwen,
-                                   write_pairs(images_, dir_ / "qwen3_vl_pairs",
-                                               "<|vision_start|><|image_pad|><|vision_end|>")),
-                        tokens);
+  // eval reports each DeepStack level's SQNR beside the features'.
+  const nlohmann::json report = eval_pairs(
+      out, qwen,
+      write_pairs(images_, dir_ / "qwen3_vl_pairs", "<|vision_start|><|image_pad|><|vision_end|>"));
+  expect_close_to_float(report, tokens);
+  ASSERT_TRUE(report.is_object());
+  ASSERT_EQ(report["deepstack_sqnr_db"].size(), 2u) << report.dump();
+  for (const auto& p : report["pairs"]) {
+    ASSERT_EQ(p["deepstack_sqnr_db"].size(), 2u) << p.dump();
+    for (const auto& db : p["deepstack_sqnr_db"]) EXPECT_GT(db.get<double>(), 20.0) << p.dump();
+  }
   const auto run = run_qbc("run " + shell_quote(out) + " -p 'Hello there' -n 4 --seed 1");
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_FALSE(run.out.empty());

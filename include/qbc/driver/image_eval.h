@@ -33,8 +33,10 @@ struct ImagePairScore {
   int64_t image_tokens = 0;    ///< rows spliced
   int64_t scored = 0;          ///< text tokens after the image span, each predicted by both
   double feature_sqnr_db = 0;  ///< 10·log10(Σ ref² / Σ (ref − test)²) over the image's rows
-  double kld_mean = 0;         ///< mean KL(P_ref ‖ P_test) over the scored tokens, nats
-  double top1 = 0;             ///< fraction of scored positions with the same argmax
+  /// Qwen3-VL: the same over each DeepStack level's rows (empty for other families)
+  std::vector<double> deepstack_sqnr_db;
+  double kld_mean = 0;                ///< mean KL(P_ref ‖ P_test) over the scored tokens, nats
+  double top1 = 0;                    ///< fraction of scored positions with the same argmax
   double nll = 0, nll_reference = 0;  ///< mean negative log-likelihood of the text
 };
 
@@ -45,6 +47,7 @@ struct ImageEvalReport {
   std::vector<ImagePairScore> pairs;
   int64_t scored = 0;
   double feature_sqnr_db = 0, kld_mean = 0, kld_p99 = 0, top1 = 0;
+  std::vector<double> deepstack_sqnr_db;  ///< per DeepStack level, over every image
   double ppl = 0, ppl_reference = 0;
   double seconds = 0;
 };
