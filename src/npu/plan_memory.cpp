@@ -315,33 +315,20 @@ void plan_rope_inputs(Context& cx, Layout& lay) {
   }
 }
 
-/// Qwen3-VL: the DeepStack inputs' io buffers, fp16 [chunk, hidden] per slot, which the host
-/// fills per token of each call (the image's rows at its tokens, zero elsewhere).
-void plan_deepstack_inputs(Context& cx, Layout& lay) {
-  Plan& p = cx.plan;
-  for (int32_t node : p.deepstack) {
+/// Host row inputs: an io buffer `io.<input name>` per node of `nodes`, fp16 [chunk, width] per
+/// slot with DMA-aligned rows, appended to `bufs` (the host converts its fp32 rows to fp16, as
+/// the fake-quant evaluator rounds every input). Feature graphs' inputs, and Qwen3-VL's
+/// DeepStack inputs (the image's rows at its tokens, zero elsewhere, filled every call).
+void plan_row_inputs(Context& cx, Layout& lay, const std::vector<int32_t>& nodes,
+                     std::vector<int32_t>* bufs) {
+  for (int32_t node : nodes) {
     const Node& n = cx.g.node(node);
     const int64_t w = n.type.dim(-1);
     const int64_t stride = align_up(w * 2, cx.o.target.dma_align);
     const int32_t buf = add_dram(cx, lay, "io." + n.name, isa::Purpose::kIo, DType::kF16,
                                  cx.o.chunk * stride, {cx.o.chunk, w}, true);
-    p.deepstack_bufs.push_back(buf);
-    p.nodes[static_cast<size_t>(node)].place = ValueLoc{buf, 0, stride, w, DType::kF16};
-  }
-}
-
-/// Feature graphs: each input's io buffer, fp16 [chunk, width] per slot (the host converts
-/// the graph's fp32 inputs to fp16, as the fake-quant evaluator rounds every input).
-void plan_feature_inputs(Context& cx, Layout& lay) {
-  Plan& p = cx.plan;
-  for (int32_t node : p.feature_inputs) {
-    const Node& n = cx.g.node(node);
-    const int64_t w = n.type.dim(-1);
-    const int64_t stride = align_up(w * 2, cx.o.target.dma_align);
-    const int32_t buf = add_dram(cx, lay, "io." + n.name, isa::Purpose::kIo, DType::kF16,
-                                 cx.o.chunk * stride, {cx.o.chunk, w}, true);
-    p.feature_bufs.push_back(buf);
-    p.nodes[static_cast<size_t>(node)].place = ValueLoc{buf, 0, stride, w, DType::kF16};
+    bufs->push_back(buf);
+    cx.plan.nodes[static_cast<size_t>(node)].place = ValueLoc{buf, 0, stride, w, DType::kF16};
   }
 }
 
@@ -351,7 +338,7 @@ Status plan_dram(Context& cx, Layout& lay) {
   Plan& p = cx.plan;
   const int64_t kv_bytes = plan_kv(cx, lay);
   if (p.features()) {
-    plan_feature_inputs(cx, lay);
+    plan_row_inputs(cx, lay, p.feature_inputs, &p.feature_bufs);
   } else {
     const int64_t A = cx.o.target.dma_align;
     const int64_t hidden = cx.g.node(p.embeds).type.dim(-1);
@@ -362,7 +349,7 @@ Status plan_dram(Context& cx, Layout& lay) {
         ValueLoc{p.input, 0, in_stride, hidden, DType::kF16};
   }
   plan_rope_inputs(cx, lay);
-  plan_deepstack_inputs(cx, lay);
+  plan_row_inputs(cx, lay, p.deepstack, &p.deepstack_bufs);
   const int32_t act = plan_activations(cx, lay);
   QBC_RETURN_IF_ERROR(check_views(cx));
   QBC_RETURN_IF_ERROR(plan_output(cx, lay));
