@@ -226,6 +226,9 @@ std::vector<CalibInputSpec> calib_input_specs(const ir::Graph& g) {
     // An M-RoPE graph's rope tables are computed by the host from the positions on every call
     // (calibration included), like the positions themselves.
     if (n.name == "rope_cos" || n.name == "rope_sin") continue;
+    // Qwen3-VL's DeepStack rows are the vision part's, zero in a text sample (block-wise
+    // calibration gives them as zero host inputs).
+    if (n.name.rfind("deepstack.", 0) == 0) continue;
     out.push_back({n.name, n.type.dim(-1)});
   }
   return out;

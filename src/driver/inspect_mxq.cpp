@@ -112,6 +112,7 @@ nlohmann::ordered_json summary_json(const mxq::LoadedModel& m) {
                                  {"patch_size", v.patch_size()},
                                  {"feature_rows", v.feature_rows()},
                                  {"feature_width", v.feature_width()},
+                                 {"deepstack_levels", v.deepstack_levels()},
                                  {"drop_front_rows", v.drop_front_rows()},
                                  {"image_token_id", v.image_token_id()},
                                  {"tokens_per_image", v.tokens_per_image()},
@@ -200,7 +201,11 @@ std::string summary_text(const nlohmann::ordered_json& j) {
        << v["model_hash"].get<std::string>().substr(0, 12) << "…: image "
        << v["image_size"].get<int64_t>() << "x" << v["image_size"].get<int64_t>() << " (patch "
        << v["patch_size"].get<int64_t>() << ") -> " << v["feature_rows"].get<int64_t>() << " x "
-       << v["feature_width"].get<int64_t>() << " features, " << v["tokens_per_image"].get<int64_t>()
+       << v["feature_width"].get<int64_t>() << " features"
+       << (v.value("deepstack_levels", 0) > 0
+               ? " (+ " + std::to_string(v.value("deepstack_levels", 0)) + " DeepStack levels)"
+               : std::string())
+       << ", " << v["tokens_per_image"].get<int64_t>()
        << " spliced at token " << v["image_token_id"].get<int64_t>() << "; weights "
        << npu::human_bytes(v["weight_bytes"].get<int64_t>());
   }

@@ -546,8 +546,11 @@ Status check_buffer_space(const Bundle& b, const std::vector<int64_t>& instances
   for (int32_t id : {b.rope_inputs.cos, b.rope_inputs.sin})
     QBC_RETURN_IF_ERROR(
         io(id, b.chunk * b.rope_inputs.head_dim, "rope table (fp16 [chunk, head_dim/2])"));
+  // DeepStack rows are DMA-aligned (the runtime writes them so).
+  const int64_t align = std::max<int64_t>(1, b.dma_align);
+  const int64_t ds_row = (b.hidden * 2 + align - 1) / align * align;
   for (int32_t id : b.deepstack)
-    QBC_RETURN_IF_ERROR(io(id, b.chunk * b.hidden * 2, "deepstack (fp16 [chunk, hidden])"));
+    QBC_RETURN_IF_ERROR(io(id, b.chunk * ds_row, "deepstack (fp16 [chunk, hidden], aligned rows)"));
   return ok_status();
 }
 

@@ -90,6 +90,11 @@ Status check_graph(Context& cx) {
         } else if (n.name == "rope_cos" || n.name == "rope_sin") {  // M-RoPE: host tables
           (n.name == "rope_cos" ? cx.plan.rope_cos : cx.plan.rope_sin) = static_cast<int32_t>(i);
         } else if (n.name.rfind("deepstack.", 0) == 0) {  // Qwen3-VL: host rows per token
+          // Level J is the J-th such input: the runtime fills the buffers in that order.
+          if (n.name != "deepstack." + std::to_string(cx.plan.deepstack.size()))
+            return invalid_argument(ir::describe(n), ": DeepStack input ", cx.plan.deepstack.size(),
+                                    " must be named 'deepstack.", cx.plan.deepstack.size(),
+                                    "' (levels in order)");
           cx.plan.deepstack.push_back(static_cast<int32_t>(i));
         } else {
           cx.plan.embeds = static_cast<int32_t>(i);

@@ -120,6 +120,11 @@ Status p1(const Plan& p) {
       p.cos_buf < -1 || p.cos_buf >= nb || p.sin_buf < -1 || p.sin_buf >= nb)
     return invalid_argument(kP1, ": rope table io buffers #", p.cos_buf, ", #", p.sin_buf, " of ",
                             nb, " for inputs %", p.rope_cos, ", %", p.rope_sin);
+  for (int32_t id : p.deepstack) {
+    if (!in_range(id, p.nodes.size()) || p.nodes[static_cast<size_t>(id)].kind != NodeKind::kInput)
+      return invalid_argument(kP1, ": DeepStack input %", id, " is not an input node of the ",
+                              p.nodes.size());
+  }
   if (p.deepstack_bufs.size() != p.deepstack.size())
     return invalid_argument(kP1, ": ", p.deepstack_bufs.size(), " io buffers for ",
                             p.deepstack.size(), " DeepStack inputs");

@@ -468,6 +468,9 @@ Status FakeQuantSession::Impl::set_rope_tables(std::vector<std::vector<float>>& 
 Status FakeQuantSession::Impl::run(const std::vector<float>& x, int64_t s,
                                    std::vector<float>* logits,
                                    const std::vector<int64_t>* mrope_positions) {
+  // set_deepstack's rows are this call's, whichever way it returns.
+  const std::vector<std::vector<float>> rows = std::move(deepstack);
+  deepstack.clear();
   if (feature_graph) {
     return failed_precondition("graph '", graph.name(),
                                "' has no token positions: use forward_inputs");
@@ -492,15 +495,12 @@ Status FakeQuantSession::Impl::run(const std::vector<float>& x, int64_t s,
   for (size_t j = 0; j < deepstack_ids.size(); ++j) {
     std::vector<float>& v = values[static_cast<size_t>(deepstack_ids[j])];
     v.assign(static_cast<size_t>(s * hidden), 0.0f);
-    if (deepstack.empty()) continue;
-    if (static_cast<int64_t>(deepstack[j].size()) != s * hidden) {
-      deepstack.clear();
-      return invalid_argument("deepstack.", j, ": ", deepstack[j].size(), " values for ", s,
+    if (rows.empty()) continue;
+    if (static_cast<int64_t>(rows[j].size()) != s * hidden)
+      return invalid_argument("deepstack.", j, ": ", rows[j].size(), " values for ", s,
                               " tokens of hidden size ", hidden);
-    }
-    for (size_t i = 0; i < v.size(); ++i) v[i] = numerics::round_fp16(deepstack[j][i]);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = numerics::round_fp16(rows[j][i]);
   }
-  deepstack.clear();
   for (Step& st : steps) exec(st, values, s);
   position += s;
   keep_values(values, s);
@@ -658,6 +658,7 @@ Status FakeQuantSession::forward_inputs(const std::vector<std::vector<float>>& i
 void FakeQuantSession::reset() {
   impl_->position = 0;
   impl_->rope_delta = 0;
+  impl_->deepstack.clear();
   for (numerics::KvCache& c : impl_->caches) c = numerics::KvCache();
 }
 

@@ -439,6 +439,9 @@ Status Session::Impl::set_rope_tables(std::vector<at::Tensor>& values, int64_t s
 
 Status Session::Impl::run(at::Tensor x, std::vector<float>* logits,
                           const std::vector<int64_t>* mrope_positions) {
+  // set_deepstack's rows are this call's, whichever way it returns.
+  const std::vector<std::vector<float>> rows = std::move(deepstack);
+  deepstack.clear();
   if (feature_graph) {
     return failed_precondition("graph '", graph.name(),
                                "' has no token positions: use forward_inputs");
@@ -460,18 +463,17 @@ Status Session::Impl::run(at::Tensor x, std::vector<float>* logits,
   QBC_RETURN_IF_ERROR(set_rope_tables(values, s, mrope_positions));
   for (size_t j = 0; j < deepstack_ids.size(); ++j) {
     at::Tensor& v = values[static_cast<size_t>(deepstack_ids[j])];
-    if (deepstack.empty()) {
+    if (rows.empty()) {
       v = at::zeros({1, s, hidden}, at::kFloat).to(dtype);
       continue;
     }
-    if (static_cast<int64_t>(deepstack[j].size()) != s * hidden) {
-      deepstack.clear();
-      return invalid_argument("deepstack.", j, ": ", deepstack[j].size(), " values for ", s,
+    if (static_cast<int64_t>(rows[j].size()) != s * hidden)
+      return invalid_argument("deepstack.", j, ": ", rows[j].size(), " values for ", s,
                               " tokens of hidden size ", hidden);
-    }
-    v = torch::from_blob(deepstack[j].data(), {1, s, hidden}, at::kFloat).clone().to(dtype);
+    v = torch::from_blob(const_cast<float*>(rows[j].data()), {1, s, hidden}, at::kFloat)
+            .clone()
+            .to(dtype);
   }
-  deepstack.clear();
   QBC_RETURN_IF_ERROR(run_steps(values, s));
   position += s;
   if (logits != nullptr) {
@@ -644,6 +646,7 @@ Status Session::set_deepstack(std::vector<std::vector<float>> rows) {
 void Session::reset() {
   impl_->position = 0;
   impl_->rope_delta = 0;
+  impl_->deepstack.clear();
 }
 int64_t Session::position() const { return impl_->position; }
 int64_t Session::vocab_size() const { return impl_->vocab; }

@@ -34,9 +34,9 @@ uint32_t get_u32(const char* p) {
 }  // namespace
 
 std::vector<ImageSpan> image_spans(const std::vector<int32_t>& tokens, int32_t token,
-                                   const std::vector<float>& rows, int64_t hidden) {
+                                   const std::vector<float>& rows, int64_t width) {
   std::vector<ImageSpan> out;
-  const int64_t nrows = hidden > 0 ? static_cast<int64_t>(rows.size()) / hidden : 0;
+  const int64_t nrows = width > 0 ? static_cast<int64_t>(rows.size()) / width : 0;
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (tokens[i] != token) continue;
     if (out.empty() || out.back().first + out.back().count != static_cast<int64_t>(i))
@@ -47,7 +47,7 @@ std::vector<ImageSpan> image_spans(const std::vector<int32_t>& tokens, int32_t t
   for (ImageSpan& s : out) {
     const int64_t take = std::min(s.count, std::max<int64_t>(nrows - row, 0));
     const mxq::Digest d =
-        mxq::digest_of(rows.data() + row * hidden, static_cast<size_t>(take * hidden) * 4);
+        mxq::digest_of(rows.data() + row * width, static_cast<size_t>(take * width) * 4);
     s.digest.assign(reinterpret_cast<const char*>(d.data()), d.size());
     row += s.count;
   }

@@ -265,6 +265,11 @@ TEST_F(VlmCompile, BadImageMarkingMetadataExitsTwo) {
        "feature divisor -2"},
       {"nan", [](mxq::pb::VisionPart& v) { v.set_feature_divisor(std::nan("")); },
        "feature divisor nan"},
+      // DeepStack levels the language model (LLaVA: none) does not take.
+      {"deepstack", [](mxq::pb::VisionPart& v) { v.set_deepstack_levels(2); },
+       "the vision part gives 2 DeepStack levels"},
+      {"negative_deepstack", [](mxq::pb::VisionPart& v) { v.set_deepstack_levels(-1); },
+       "the vision part gives -1 DeepStack levels"},
   };
   for (const Case& c : cases) {
     mxq::pb::Meta m = meta;
@@ -766,6 +771,30 @@ TEST_F(VlmCompile, AQwen3VlFolderCompilesItsTowerWithDeepStackAndRunsWithAnImage
   const auto run = run_qbc("run " + shell_quote(out) + " -p 'Hello there' -n 4 --seed 1");
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_FALSE(run.out.empty());
+  const auto shown = run_qbc("inspect " + shell_quote(out));
+  ASSERT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_TRUE(contains(shown.out, "x 64 features (+ 2 DeepStack levels)")) << shown.out;
+
+  // Calibration samples with the photographs' feature rows (their DeepStack rows cannot be in a
+  // sample of inputs_embeds: said), then the `llm` preset on them, whose spinR1 check declines
+  // a graph that takes DeepStack rows (said), and the file runs with an image.
+  QBC_REQUIRE_SHARED(text, "data/tinystories/tinystories_valid_head.clean.txt");
+  const fs::path cal = dir_ / "qwen3_vl_cal";
+  const auto prep = run_qbc("calib prepare " + shell_quote(qwen) + " --text " + shell_quote(text) +
+                            " --num-samples 2 --seq-len 240 --images " + shell_quote(images_) +
+                            " -o " + shell_quote(cal));
+  ASSERT_EQ(prep.exit_code, 0) << prep.err;
+  EXPECT_TRUE(contains(prep.err, "2 DeepStack levels are not in it")) << prep.err;
+  const fs::path llm = dir_ / "qwen3_vl_llm.mxq";
+  const auto c = run_qbc("compile " + shell_quote(qwen) + " -o " + shell_quote(llm) +
+                         " --preset llm --calib " + shell_quote(cal) +
+                         " --no-resume --context 1024 --images " + shell_quote(images_));
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_TRUE(contains(c.err, "takes DeepStack rows")) << c.err;
+  const auto with_image =
+      run_qbc("run " + shell_quote(llm) + " --image " + shell_quote(photographs(images_).front()) +
+              " -p '<|vision_start|><|image_pad|><|vision_end|>hi' -n 3");
+  EXPECT_EQ(with_image.exit_code, 0) << with_image.err;
 }
 
 // `qbc run --chat`: the prompt rendered by the model's chat template (Qwen3-VL's processor

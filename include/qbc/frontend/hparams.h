@@ -191,8 +191,6 @@ struct HParams {
   std::vector<int64_t> mrope_section;
   /// Qwen3-VL (`rope_scaling.mrope_interleaved`): the streams take the rotary frequencies in
   /// turn (t, h, w, t, h, w, ...) instead of in sections (graph metadata `mrope.interleaved`).
-  /// The decoder graph has no DeepStack inputs yet: it is exact for text, and a Qwen3-VL
-  /// compile holds no vision part (docs/multimodal.md).
   bool mrope_interleaved = false;
   /// Gemma 3's VLM (Gemma3ForConditionalGeneration): the tokens of one image attend to each
   /// other bidirectionally (HF's token_type_ids mask); its tokens per image

@@ -38,9 +38,10 @@ struct SequenceCache {
 };
 
 /// The image spans of `tokens`: each maximal run of `token` ids, which take the rows of `rows`
-/// ([n, hidden], in order), with the digest of its rows.
+/// ([n, width], in order: NpuSession::image_row_width(), the hidden size or with Qwen3-VL's
+/// DeepStack rows), with the digest of its rows.
 std::vector<ImageSpan> image_spans(const std::vector<int32_t>& tokens, int32_t token,
-                                   const std::vector<float>& rows, int64_t hidden);
+                                   const std::vector<float>& rows, int64_t width);
 
 /// The file's bytes.
 std::string encode_sequence_cache(const SequenceCache& cache);
