@@ -183,7 +183,8 @@ TEST(IsaVerify, V2DeepStackBufferHoldsTheChunk) {
         b.deepstack = {12};
         b.dram.io += 1024;
       },
-      "V2 (bounds): ", {"deepstack (fp16 [chunk, hidden]) buffer", "1024 bytes", "2048"}, false);
+      "V2 (bounds): ",
+      {"deepstack (fp16 [chunk, hidden], aligned rows) buffer", "1024 bytes", "2048"}, false);
 }
 
 // V3 ------------------------------------------------------------------------------------
