@@ -51,6 +51,25 @@ calib::PrepareProvenance provenance(const CalibPrepareRequest& r, const LoadedMo
   return prov;
 }
 
+/// The ids of one image span as the runtime expands an image mark, -1 at each feature row:
+/// Idefics3's span text (encoded with its special tokens), else the processor's text and ids
+/// around tokens image tokens.
+std::vector<int32_t> image_span_ids(const tokenizer::Tokenizer& tok, const FloatImageFeatures& f) {
+  std::vector<int32_t> ids;
+  if (!f.span_text.empty()) {
+    ids = tok.encode(f.span_text, false, /*parse_special=*/true);
+    for (int32_t& id : ids) id = id == f.image_token ? -1 : id;
+    return ids;
+  }
+  ids = tok.encode(f.prefix_text, false);
+  ids.insert(ids.end(), f.prefix.begin(), f.prefix.end());
+  ids.insert(ids.end(), static_cast<size_t>(f.tokens), -1);
+  ids.insert(ids.end(), f.suffix.begin(), f.suffix.end());
+  const std::vector<int32_t> tail = tok.encode(f.suffix_text, false);
+  ids.insert(ids.end(), tail.begin(), tail.end());
+  return ids;
+}
+
 }  // namespace
 
 Status check_calib_prepare(const CalibPrepareRequest& r) {
@@ -80,10 +99,8 @@ StatusOr<CalibPrepareResult> prepare_calib(const CalibPrepareRequest& r,
     QBC_ASSIGN_OR_RETURN(const std::vector<std::string> files, list_images(r.images));
     // The span's length first: a sample too short for it is refused before the tower runs.
     QBC_ASSIGN_OR_RETURN(const FloatImageFeatures layout, float_image_features(r.model, cfg, {}));
-    const int64_t rows =
-        layout.tokens +
-        static_cast<int64_t>(tok.encode(layout.prefix_text, false).size() + layout.prefix.size() +
-                             layout.suffix.size() + tok.encode(layout.suffix_text, false).size());
+    const std::vector<int32_t> layout_ids = image_span_ids(tok, layout);
+    const auto rows = static_cast<int64_t>(layout_ids.size());
     if (po.seq_len < rows + 2)
       return invalid_argument("--seq-len ", po.seq_len, " holds no image: an image span of ",
                               r.model, " is ", rows,
@@ -95,31 +112,44 @@ StatusOr<CalibPrepareResult> prepare_calib(const CalibPrepareRequest& r,
     if (f.width != table.hidden)
       return invalid_argument(r.model, ": the vision part writes features of ", f.width,
                               " columns, the language model's embedding rows have ", table.hidden);
-    // The span as the runtime feeds it: [prefix text, prefix ids] features [suffix ids, text].
-    std::vector<int32_t> prefix = tok.encode(f.prefix_text, false);
-    prefix.insert(prefix.end(), f.prefix.begin(), f.prefix.end());
-    std::vector<int32_t> suffix = f.suffix;
-    const std::vector<int32_t> tail = tok.encode(f.suffix_text, false);
-    suffix.insert(suffix.end(), tail.begin(), tail.end());
-    std::vector<float> pre, post;
-    if (!prefix.empty()) QBC_RETURN_IF_ERROR(table.embed(prefix, &pre));
-    if (!suffix.empty()) QBC_RETURN_IF_ERROR(table.embed(suffix, &post));
     if (f.deepstack_levels > 0)
       log("calib").warn(
           "{}: a calibration sample holds inputs_embeds only, so the images' {} DeepStack levels "
           "are not in it (the language model is calibrated with zero DeepStack rows)",
           r.model, f.deepstack_levels);
+    // The span as the runtime feeds it: each id's embedding row, the image's feature rows in
+    // order where the span has a feature slot.
+    const std::vector<int32_t> ids = image_span_ids(tok, f);
+    std::vector<std::vector<float>> text_rows(ids.size());
+    int64_t slots = 0;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] < 0) {
+        ++slots;
+        continue;
+      }
+      QBC_RETURN_IF_ERROR(table.embed({ids[i]}, &text_rows[i]));
+    }
+    if (slots != f.tokens)
+      return invalid_argument(r.model, ": the tokenizer writes ", slots,
+                              " image tokens in an image span, the tower gives ", f.tokens,
+                              " rows (its vocabulary lacks the processor's image tokens)");
     const auto w = static_cast<size_t>(f.width * (1 + f.deepstack_levels));
     for (size_t k = 0; k < files.size(); ++k) {
-      std::vector<float> span = pre;
-      for (size_t at = 0; at < f.rows[k].size(); at += w)  // the feature row of each token
+      std::vector<float> span;
+      size_t at = 0;  // the next feature row of the image
+      for (size_t i = 0; i < ids.size(); ++i) {
+        if (ids[i] >= 0) {
+          span.insert(span.end(), text_rows[i].begin(), text_rows[i].end());
+          continue;
+        }
         span.insert(span.end(), f.rows[k].begin() + static_cast<std::ptrdiff_t>(at),
                     f.rows[k].begin() + static_cast<std::ptrdiff_t>(at) + f.width);
-      span.insert(span.end(), post.begin(), post.end());
+        at += w;
+      }
       po.image_spans.push_back(std::move(span));
       po.image_names.push_back(std::filesystem::path(files[k]).filename().string());
     }
-    span_rows = static_cast<int64_t>(prefix.size() + suffix.size()) + f.tokens;
+    span_rows = static_cast<int64_t>(ids.size());
   }
   events::status("calib", "preparing " + std::to_string(po.num_samples) + " samples of " +
                               std::to_string(po.seq_len) + " tokens");

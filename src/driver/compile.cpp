@@ -174,6 +174,7 @@ Status vision_stage(Job& j) {
   j.vision = std::move(**v);
   out.present = out.compiled = true;
   out.rows = j.vision->bundle.output_rows;
+  out.views = mxq::vision_views(j.vision->part);
   out.width = j.bundle.hidden;
   out.deepstack_levels = levels;
   out.dram_bytes = j.vision->bundle.dram.total();
@@ -299,7 +300,9 @@ std::string vision_text(const CompileResult& res) {
   const VisionOutcome& v = res.vision;
   if (!v.present) return "";
   if (!v.compiled) return "; vision part NOT compiled (" + v.reason + "): the MXQ takes no images";
-  return "; vision part: " + std::to_string(v.rows) + " feature rows x " + std::to_string(v.width) +
+  return "; vision part: " +
+         (v.views > 1 ? std::to_string(v.views - 1) + " tiles and a global view of " : "") +
+         std::to_string(v.rows) + " feature rows x " + std::to_string(v.width) +
          (v.deepstack_levels > 0
               ? " and " + std::to_string(v.deepstack_levels) + " DeepStack levels of them"
               : std::string()) +

@@ -167,7 +167,8 @@ StatusOr<ImageEvalReport> eval_image_pairs(runtime::Generator& test, const std::
                        runtime::VisionEncoder::create(file, test.session().device().mode().scheme));
   // The float tower at the compiled image size.
   config::ResolvedConfig float_cfg = cfg;
-  float_cfg.options.mutable_vision()->set_image_size(file.meta.vision().image_size());
+  float_cfg.options.mutable_vision()->set_image_size(
+      file.meta.vision().image_size() * std::max(1, file.meta.vision().tiles_per_side()));
   QBC_ASSIGN_OR_RETURN(FloatVlm ref, open_float_vlm(reference, float_cfg, threads));
   const int64_t vocab = test.session().vocab_size();
   if (ref.session->vocab_size() != vocab || ref.session->hidden_size() != enc->width())

@@ -116,6 +116,8 @@ nlohmann::ordered_json summary_json(const mxq::LoadedModel& m) {
                                  {"drop_front_rows", v.drop_front_rows()},
                                  {"image_token_id", v.image_token_id()},
                                  {"tokens_per_image", v.tokens_per_image()},
+                                 {"tiles_per_side", v.tiles_per_side()},
+                                 {"image_span_tokens", v.image_span_ids_size()},
                                  {"weight_bytes", vb.image_size()},
                                  {"schemes", nlohmann::ordered_json::array()}};
     for (const isa::Mode& mode : vb.modes) vj["schemes"].push_back(isa::scheme_name(mode.scheme));
@@ -200,7 +202,12 @@ std::string summary_text(const nlohmann::ordered_json& j) {
     os << "\nvision       " << v["architecture"].get<std::string>() << ", build "
        << v["model_hash"].get<std::string>().substr(0, 12) << "…: image "
        << v["image_size"].get<int64_t>() << "x" << v["image_size"].get<int64_t>() << " (patch "
-       << v["patch_size"].get<int64_t>() << ") -> " << v["feature_rows"].get<int64_t>() << " x "
+       << v["patch_size"].get<int64_t>() << ")"
+       << (v.value("tiles_per_side", 0) > 1
+               ? " a tile, " + std::to_string(v.value("tiles_per_side", 0)) + " x " +
+                     std::to_string(v.value("tiles_per_side", 0)) + " tiles and a global view"
+               : std::string())
+       << " -> " << v["feature_rows"].get<int64_t>() << " x "
        << v["feature_width"].get<int64_t>() << " features"
        << (v.value("deepstack_levels", 0) > 0
                ? " (+ " + std::to_string(v.value("deepstack_levels", 0)) + " DeepStack levels)"

@@ -124,15 +124,31 @@ Status add_vision_part(const VisionBuild& v, mxq::WriteRequest* req) {
 /// The processor's text around an image span (VisionBuild::prefix_text / suffix_text) encoded
 /// with the model's tokenizer, outside the span's own ids: without a tokenizer it is left out,
 /// with a warning (a prompt can still write it).
-void add_span_text(const VisionBuild& v, const StatusOr<tokenizer::Tokenizer>& tok,
-                   mxq::pb::VisionPart* part) {
-  if (v.prefix_text.empty() && v.suffix_text.empty()) return;
+Status add_span_text(const VisionBuild& v, const StatusOr<tokenizer::Tokenizer>& tok,
+                     mxq::pb::VisionPart* part) {
+  // Idefics3: the whole expansion of an image mark, special tokens written as text.
+  if (!v.span_text.empty()) {
+    if (!tok.ok())
+      return invalid_argument("the image span of a ", part->family(),
+                              " model is written with its tokenizer, which did not load: ",
+                              tok.status().message());
+    const std::vector<int32_t> ids = tok->encode(v.span_text, false, /*parse_special=*/true);
+    const auto images = std::count(ids.begin(), ids.end(), part->image_token_id());
+    if (images != part->tokens_per_image())
+      return invalid_argument("the tokenizer encodes the ", part->family(), " image span to ",
+                              images, " image tokens (id ", part->image_token_id(), "), not ",
+                              part->tokens_per_image(),
+                              ": its vocabulary lacks the processor's image tokens");
+    for (int32_t id : ids) part->add_image_span_ids(id);
+    return ok_status();
+  }
+  if (v.prefix_text.empty() && v.suffix_text.empty()) return ok_status();
   if (!tok.ok()) {
     log("mxq").warn(
         "no tokenizer: the text the processor writes around an image is left out "
         "of the image span ({})",
         tok.status().message());
-    return;
+    return ok_status();
   }
   const std::vector<int32_t> pre = tok->encode(v.prefix_text, false);
   const std::vector<int32_t> post = tok->encode(v.suffix_text, false);
@@ -141,6 +157,7 @@ void add_span_text(const VisionBuild& v, const StatusOr<tokenizer::Tokenizer>& t
   part->clear_image_prefix_ids();
   for (int32_t id : prefix) part->add_image_prefix_ids(id);
   for (int32_t id : post) part->add_image_suffix_ids(id);
+  return ok_status();
 }
 
 }  // namespace
@@ -260,7 +277,7 @@ StatusOr<std::vector<mxq::WrittenFile>> write_mxq(const LoadedModel& model,
   if (!config_json.empty()) req.assets.push_back({"config.json", config_json});
   if (vision != nullptr) {
     QBC_RETURN_IF_ERROR(add_vision_part(*vision, &req));
-    add_span_text(*vision, tok, req.meta.mutable_vision());
+    QBC_RETURN_IF_ERROR(add_span_text(*vision, tok, req.meta.mutable_vision()));
   }
   return mxq::write_model(path, req);
 }

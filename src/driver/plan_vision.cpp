@@ -39,10 +39,11 @@ void add_linear(VisionWork& w, int64_t rows, int64_t in, int64_t out, bool i16) 
 
 StatusOr<VisionWork> count_work(const VisionConfig& c) {
   VisionWork w;
-  const int64_t side = c.image_size / c.patch_size, width = c.width, t = c.text_hidden;
+  // One call of the tower (one view); an image of several views repeats it (scaled below).
+  const int64_t side = c.tower_size() / c.patch_size, width = c.width, t = c.text_hidden;
   const int64_t patch_in = 3 * c.temporal_patch_size * c.patch_size * c.patch_size;
   w.rows = side * side + (c.tower == VisionTower::kClip ? 1 : 0);
-  w.tokens = c.tokens_per_image();
+  w.tokens = c.tokens_per_view();
   w.layers = c.depth;
   if (c.tower == VisionTower::kClip) {
     QBC_ASSIGN_OR_RETURN(w.layers, frontend::clip_used_layers(c));
@@ -80,6 +81,10 @@ StatusOr<VisionWork> count_work(const VisionConfig& c) {
       w.vector_ops += n * width * (kNormOps + 1) + w.tokens * width * kNormOps;  // post LN, pool
       add_linear(w, w.tokens, width, t, true);
       break;
+    case VisionProjector::kPixelShuffle:  // post LN; the shuffle is a reshape of the rows
+      w.vector_ops += n * width * kNormOps;
+      add_linear(w, w.tokens, c.merge * c.merge * width, t, true);
+      break;
     case VisionProjector::kQwenMerger: {
       const int64_t m = c.merge * c.merge * width;
       const int64_t mergers = 1 + static_cast<int64_t>(c.deepstack_layers.size());
@@ -94,6 +99,12 @@ StatusOr<VisionWork> count_work(const VisionConfig& c) {
   const int64_t widest = std::max(3 * width, (swiglu ? 2 : 1) * c.ffn);
   w.activation_bytes = n * patch_in * kActBytes + n * (width + widest) * kActBytes +
                        w.tokens * t * static_cast<int64_t>(sizeof(float));
+  w.views = c.views();
+  w.tokens *= w.views;
+  w.macs_i8 *= w.views;
+  w.macs_i16 *= w.views;
+  w.vector_ops *= w.views;
+  w.activation_traffic_bytes *= w.views;
   return w;
 }
 
@@ -110,12 +121,12 @@ VisionTime vision_time(const VisionWork& w, const npu::CostParams& p, int cores)
   const double c = std::max(cores, 1);
   v.mac_s = w.macs_i8 / (p.int8_macs_per_cycle * p.clock_hz * p.mac_efficiency * c) +
             w.macs_i16 / (p.int16_macs_per_cycle * p.clock_hz * p.mac_efficiency * c);
-  v.dram_s = static_cast<double>(w.weight_bytes + w.activation_traffic_bytes) /
+  v.dram_s = static_cast<double>(w.weight_bytes * w.views + w.activation_traffic_bytes) /
              (p.dram_bytes_per_s * p.dram_efficiency);
   v.vector_s = w.vector_ops / (p.vector_ops_per_cycle * p.clock_hz * c);
   const double busy = std::max({v.mac_s, v.dram_s, v.vector_s});
   v.bound = npu::bound_of(v.dram_s, v.mac_s, v.vector_s, busy);
-  v.seconds = busy + p.host_s;
+  v.seconds = busy + p.host_s * static_cast<double>(w.views);
   return v;
 }
 
@@ -159,9 +170,11 @@ std::string vision_plan_text(const VisionPlan& v) {
          npu::human_bytes(v.source_bytes) + " in the checkpoint); " +
          std::to_string(v.tokens_per_image) + " tokens per " + size + " image" +
          (v.dynamic_resolution ? " (dynamic resolution: planned at " + size + ")" : "") +
-         "; per image " + std::to_string(w.rows) + " rows through " + std::to_string(w.layers) +
+         (w.views > 1 ? " (" + std::to_string(w.views - 1) + " tiles and a global view)" : "") +
+         "; per image " + (w.views > 1 ? std::to_string(w.views) + " x " : "") +
+         std::to_string(w.rows) + " rows through " + std::to_string(w.layers) +
          " layers, " + gmacs + ", activations " + npu::human_bytes(w.activation_bytes) +
-         " in DRAM, " + npu::human_bytes(w.weight_bytes + w.activation_traffic_bytes) +
+         " in DRAM, " + npu::human_bytes(w.weight_bytes * w.views + w.activation_traffic_bytes) +
          " of DRAM traffic\n";
 }
 

@@ -6,6 +6,7 @@
 
 #include "qbc/frontend/clip_vision.h"
 #include "qbc/frontend/gemma3_vision.h"
+#include "qbc/frontend/idefics3_vision.h"
 #include "qbc/frontend/qwen_vision.h"
 #include "qbc/frontend/safetensors.h"
 #include "qbc/frontend/vision_config.h"
@@ -85,6 +86,23 @@ StatusOr<ir::Graph> gemma3_graph(const frontend::VisionConfig& vc,
   return g;
 }
 
+// Idefics3 / SmolVLM: one tile of the tower's side; the image of vc.image_size is its tiles and
+// a global view, each a call of this graph (the host cuts them, as Idefics3ImageProcessor does).
+StatusOr<ir::Graph> idefics3_graph(const frontend::VisionConfig& vc) {
+  QBC_ASSIGN_OR_RETURN(ir::Graph g, frontend::build_idefics3_vision_graph(vc));
+  const int64_t tile = vc.tower_size(), side = tile / vc.patch_size;
+  g.metadata["vision.image_size"] = std::to_string(vc.image_size) + "x" +
+                                    std::to_string(vc.image_size);
+  g.metadata["vision.tile_size"] = std::to_string(tile) + "x" + std::to_string(tile);
+  g.metadata["vision.views"] = std::to_string(vc.views());
+  g.metadata["vision.grid_hw"] = std::to_string(side) + "x" + std::to_string(side);
+  g.metadata["vision.scale_factor"] = std::to_string(vc.merge);
+  // The host reads the embed_base input from the checkpoint, in pixel-shuffle group order.
+  g.metadata["vision.embed_base"] =
+      frontend::Idefics3VisionNames{}.tower + "embeddings.position_embedding.weight";
+  return g;
+}
+
 // The Qwen2-VL, Qwen2.5-VL or Qwen3-VL tower at vc.image_size.
 StatusOr<ir::Graph> qwen_graph(const frontend::VisionConfig& vc) {
   const int64_t side = vc.image_size;
@@ -116,15 +134,17 @@ StatusOr<std::optional<ir::Graph>> import_vision_graph(const std::string& model,
   if (!vc) return std::optional<ir::Graph>();
   const bool clip = frontend::builds_clip_vision_graph(*vc);
   const bool gemma3 = frontend::builds_gemma3_vision_graph(*vc);
+  const bool idefics3 = frontend::builds_idefics3_vision_graph(*vc);
   QBC_RETURN_IF_ERROR(frontend::check_vision_tower_built(*vc, config.string()));
   QBC_ASSIGN_OR_RETURN(frontend::SafetensorsCheckpoint ck,
                        frontend::SafetensorsCheckpoint::open(model));
   // One size rule for every tower (frontend::set_image_size: a Qwen tower multiples of patch x
   // merge, CLIP multiples of patch, Gemma 3's SigLIP its own size).
   QBC_RETURN_IF_ERROR(frontend::set_image_size(*vc, image_size, "vision.imageSize"));
-  StatusOr<ir::Graph> built = gemma3 ? gemma3_graph(*vc, ck)
-                              : clip ? clip_graph(*vc)
-                                     : qwen_graph(*vc);
+  StatusOr<ir::Graph> built = gemma3     ? gemma3_graph(*vc, ck)
+                              : idefics3 ? idefics3_graph(*vc)
+                              : clip     ? clip_graph(*vc)
+                                         : qwen_graph(*vc);
   if (!built.ok()) return built.status();
   ir::Graph g = std::move(*built);
   use_checkpoint_names(g, ck);

@@ -15,6 +15,7 @@
 #include "qbc/driver/vision_import.h"
 #include "qbc/frontend/clip_vision.h"
 #include "qbc/frontend/gemma3_vision.h"
+#include "qbc/frontend/idefics3_vision.h"
 #include "qbc/frontend/qwen_vision.h"
 #include "qbc/frontend/safetensors.h"
 #include "qbc/frontend/vision_config.h"
@@ -123,6 +124,15 @@ struct Tower {
   std::vector<int32_t> prefix, suffix;
   std::string prefix_text, suffix_text;  ///< encoded by the MXQ writer, outside prefix / suffix
   double feature_divisor = 0.0;
+  /// Idefics3: tiles per side of the compiled image (the tower takes one tile a call; an image
+  /// is that many tiles squared and a global view); 0 elsewhere.
+  int64_t tiles_per_side = 0;
+  std::string span_text;  ///< Idefics3: the processor's text of one image (VisionBuild)
+
+  /// Calls of the tower per image.
+  int64_t views() const { return tiles_per_side > 1 ? tiles_per_side * tiles_per_side + 1 : 1; }
+  /// The square the preprocessing resizes an image to.
+  int64_t image_side() const { return side * std::max<int64_t>(1, tiles_per_side); }
 };
 
 // The tower's short name in the vision MBLT's architecture ("qwen2_vl/qwen2-vit").
@@ -135,7 +145,7 @@ const char* tower_tag(frontend::VisionTower t) {
     case frontend::VisionTower::kQwen3Vit:
       return "qwen3-vit";
     case frontend::VisionTower::kSiglip:
-      return "siglip";
+      return "siglip";  // Gemma 3's and Idefics3's
     case frontend::VisionTower::kClip:
       return "clip";
   }
@@ -196,6 +206,53 @@ StatusOr<Tower> gemma3_tower(const std::string& model, const frontend::VisionCon
   t.prompt_token = vc.image_start_token_id >= 0 ? vc.image_start_token_id : -1;
   t.prefix_text = t.suffix_text = "\n\n";  // Gemma3Processor's full_image_sequence
   t.feature_divisor = std::sqrt(static_cast<double>(vc.text_hidden));
+  return t;
+}
+
+/// Idefics3Processor's text of one image of `tiles` x `tiles` tiles (0 or 1: the single view),
+/// `tokens` <image> per view (_prompt_split_image / _prompt_single_image).
+std::string idefics3_span_text(int64_t tiles, int64_t tokens) {
+  std::string image;
+  for (int64_t i = 0; i < tokens; ++i) image += "<image>";
+  const std::string fake = "<fake_token_around_image>";
+  std::string out;
+  if (tiles > 1) {
+    for (int64_t r = 1; r <= tiles; ++r) {
+      for (int64_t c = 1; c <= tiles; ++c)
+        out += fake + "<row_" + std::to_string(r) + "_col_" + std::to_string(c) + ">" + image;
+      out += "\n";
+    }
+    out += "\n";
+  }
+  return out + fake + "<global-img>" + image + fake;
+}
+
+/// Idefics3 / SmolVLM: the SigLIP tower over one tile (1024 patches of 16 at 512 for SmolVLM),
+/// the patches and positions in pixel-shuffle group order, scale² patches per image token; an
+/// image is its tiles row by row and the global view, each a call.
+StatusOr<Tower> idefics3_tower(const std::string& model, const frontend::VisionConfig& vc,
+                               const frontend::SafetensorsCheckpoint& ck) {
+  Tower t;
+  QBC_ASSIGN_OR_RETURN(std::optional<ir::Graph> g, import_vision_graph(model, vc.image_size));
+  if (!g) return internal_error(model, ": a vision_config but no vision graph");
+  t.graph = std::move(*g);
+  t.side = vc.tower_size();
+  const int64_t grid = t.side / vc.patch_size;
+  t.rows = grid * grid;
+  t.merge = vc.merge;
+  t.features = t.rows / (vc.merge * vc.merge);
+  t.tiles_per_side = vc.image_size / vc.tile_size;
+  QBC_ASSIGN_OR_RETURN(std::vector<float> base,
+                       frontend::idefics3_embed_base(vc, [&ck](const std::string& n,
+                                                               std::vector<float>* v) {
+                         return ck.read_f32(checkpoint_tensor_name(ck, n), v);
+                       }));
+  t.constants.emplace_back("embed_base", std::move(base));
+  const int64_t side = t.side, patch = vc.patch_size, scale = vc.merge;
+  t.patches = [side, patch, scale](const image::Pixels& px) {
+    return frontend::idefics3_patch_rows(px.values, side, patch, scale);
+  };
+  t.span_text = idefics3_span_text(t.tiles_per_side, t.features);
   return t;
 }
 
@@ -268,6 +325,13 @@ StatusOr<image::PreprocessSpec> preprocessing(const fs::path& pre_path, const To
     return invalid_argument(pre_path.string(), ": a ", spec.processor, " for the ",
                             frontend::vision_tower_name(vc.tower), " tower of ", vc.model_type);
   if (spec.flattens_patches()) QBC_RETURN_IF_ERROR(check_area(spec, tower.side, pre_path));
+  if ((spec.rule == image::ResizeRule::kTiles) != (tower.tiles_per_side > 0))
+    return invalid_argument(pre_path.string(), ": a ", spec.processor, " for the ",
+                            frontend::vision_tower_name(vc.tower), " tower of ", vc.model_type);
+  if (spec.rule == image::ResizeRule::kTiles && spec.tile != tower.side)
+    return invalid_argument(pre_path.string(), ": max_image_size.longest_edge ", spec.tile,
+                            " is not the tower's image_size ", tower.side, " (config.json "
+                            "vision_config.image_size)");
   // A shortest-edge resize keeps the aspect ratio: only a centre crop makes the square the
   // compiled tower takes.
   if (spec.rule == image::ResizeRule::kShortestEdge && !spec.center_crop)
@@ -275,7 +339,7 @@ StatusOr<image::PreprocessSpec> preprocessing(const fs::path& pre_path, const To
                             ": size.shortest_edge without do_center_crop gives images of the "
                             "photograph's aspect ratio; the compiled tower takes ",
                             tower.side, "x", tower.side, " (set do_center_crop and crop_size)");
-  spec.compiled_size = static_cast<int32_t>(tower.side);
+  spec.compiled_size = static_cast<int32_t>(tower.image_side());
   return spec;
 }
 
@@ -287,25 +351,31 @@ StatusOr<std::vector<quant::FeatureSample>> calibration_samples(
     const std::vector<std::string>& images, int synthetic) {
   std::vector<quant::FeatureSample> samples;
   const auto add = [&](const image::Image& img, const std::string& name) -> Status {
-    QBC_ASSIGN_OR_RETURN(image::Pixels px, image::preprocess(img, spec, name));
-    if (px.size.height != tower.side || px.size.width != tower.side)
-      return invalid_argument(pre_path, ": preprocessing gives ", px.size.width, "x",
-                              px.size.height, " images, the tower takes ", tower.side, "x",
-                              tower.side);
-    quant::FeatureSample sample;
-    for (const ir::Node& n : tower.graph.nodes()) {
-      if (n.op != ir::Op::kInput) continue;
-      if (n.name == "patches") {
-        sample.push_back(tower.patches(px));
-        continue;
+    QBC_ASSIGN_OR_RETURN(const std::vector<image::Pixels> views,
+                         image::preprocess_views(img, spec, name));
+    if (static_cast<int64_t>(views.size()) != tower.views())
+      return internal_error(pre_path, ": preprocessing gives ", views.size(),
+                            " views of an image, the tower takes ", tower.views());
+    for (const image::Pixels& px : views) {  // one sample per view (tile or global view)
+      if (px.size.height != tower.side || px.size.width != tower.side)
+        return invalid_argument(pre_path, ": preprocessing gives ", px.size.width, "x",
+                                px.size.height, " images, the tower takes ", tower.side, "x",
+                                tower.side);
+      quant::FeatureSample sample;
+      for (const ir::Node& n : tower.graph.nodes()) {
+        if (n.op != ir::Op::kInput) continue;
+        if (n.name == "patches") {
+          sample.push_back(tower.patches(px));
+          continue;
+        }
+        const auto c = std::find_if(tower.constants.begin(), tower.constants.end(),
+                                    [&](const auto& kv) { return kv.first == n.name; });
+        if (c == tower.constants.end())
+          return internal_error(tower.graph.name(), ": no host values for input '", n.name, "'");
+        sample.push_back(c->second);
       }
-      const auto c = std::find_if(tower.constants.begin(), tower.constants.end(),
-                                  [&](const auto& kv) { return kv.first == n.name; });
-      if (c == tower.constants.end())
-        return internal_error(tower.graph.name(), ": no host values for input '", n.name, "'");
-      sample.push_back(c->second);
+      samples.push_back(std::move(sample));
     }
-    samples.push_back(std::move(sample));
     return ok_status();
   };
   for (const std::string& path : images) {
@@ -341,6 +411,7 @@ StatusOr<std::optional<FolderTower>> open_tower(const std::string& model,
   if (!vc) return std::optional<FolderTower>();
   const bool qwen = frontend::builds_qwen_vision_graph(vc->tower);
   const bool gemma3 = frontend::builds_gemma3_vision_graph(*vc);
+  const bool idefics3 = frontend::builds_idefics3_vision_graph(*vc);
   QBC_RETURN_IF_ERROR(frontend::check_vision_tower_built(*vc, config.string()));
   QBC_RETURN_IF_ERROR(
       frontend::set_image_size(*vc, cfg.options.vision().image_size(), "vision.imageSize"));
@@ -357,9 +428,10 @@ StatusOr<std::optional<FolderTower>> open_tower(const std::string& model,
   ft.reader = [read, gemma3](const ir::Weight& w, std::vector<float>* v) {
     return gemma3 ? frontend::gemma3_read_vision_weight(read, w, v) : read(w.tensor, v);
   };
-  QBC_ASSIGN_OR_RETURN(ft.tower, qwen     ? qwen_tower(model, *vc, *ft.ckpt)
-                                 : gemma3 ? gemma3_tower(model, *vc, *ft.ckpt)
-                                          : clip_tower(model, *vc, *ft.ckpt));
+  QBC_ASSIGN_OR_RETURN(ft.tower, qwen       ? qwen_tower(model, *vc, *ft.ckpt)
+                                 : gemma3   ? gemma3_tower(model, *vc, *ft.ckpt)
+                                 : idefics3 ? idefics3_tower(model, *vc, *ft.ckpt)
+                                            : clip_tower(model, *vc, *ft.ckpt));
   ft.vc = std::move(*vc);
   return std::optional<FolderTower>(std::move(ft));
 }
@@ -376,7 +448,7 @@ StatusOr<FloatImageFeatures> float_image_features(const std::string& model,
                             "vision_config)");
   const Tower& tower = ft->tower;
   FloatImageFeatures out;
-  out.tokens = tower.features - tower.drop;
+  out.tokens = (tower.features - tower.drop) * tower.views();
   out.width = ft->vc.text_hidden;
   out.deepstack_levels = static_cast<int64_t>(ft->vc.deepstack_layers.size());
   const int64_t row = out.width * (1 + out.deepstack_levels);
@@ -391,6 +463,8 @@ StatusOr<FloatImageFeatures> float_image_features(const std::string& model,
   }
   out.prefix_text = tower.prefix_text;
   out.suffix_text = tower.suffix_text;
+  out.span_text = tower.span_text;
+  out.image_token = ft->vc.image_token_id;
   if (images.empty()) return out;  // the span's layout alone
   VisionBuild unused;
   const fs::path pre_path = fs::path(model) / kPreprocessorAsset;
@@ -400,23 +474,32 @@ StatusOr<FloatImageFeatures> float_image_features(const std::string& model,
                        calibration_samples(tower, spec, pre_path.string(), images, 0));
   QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> session,
                        ref::Session::create(tower.graph, ft->reader));
-  for (size_t i = 0; i < samples.size(); ++i) {
-    std::vector<float> rows;
-    QBC_RETURN_IF_ERROR(session->forward_inputs(samples[i], &rows).with_context(images[i]));
-    if (static_cast<int64_t>(rows.size()) != tower.features * row)
-      return internal_error(tower.graph.name(), ": ", rows.size(), " feature values for ",
-                            images[i], ", expected ", tower.features, " x ", row);
-    // A tower in window order gives its tokens in that order: back to the image's (runtime
-    // VisionEncoder does the same).
-    if (!tower.window_order.empty())
-      rows = frontend::qwen_window_rows(rows, row, 1, tower.window_order, true);
-    rows.erase(rows.begin(), rows.begin() + tower.drop * row);
-    if (tower.feature_divisor > 0) {  // the feature row only, as VisionEncoder divides
-      const auto d = static_cast<float>(tower.feature_divisor);
-      for (size_t r = 0; r < rows.size(); r += static_cast<size_t>(row))
-        for (int64_t c = 0; c < out.width; ++c) rows[r + static_cast<size_t>(c)] /= d;
+  const auto views = static_cast<size_t>(tower.views());
+  if (samples.size() != images.size() * views)
+    return internal_error(tower.graph.name(), ": ", samples.size(), " tower calls for ",
+                          images.size(), " images of ", views, " views");
+  for (size_t image = 0; image < images.size(); ++image) {
+    std::vector<float> all;
+    for (size_t v = 0; v < views; ++v) {  // the views' rows in order, as VisionEncoder gives them
+      std::vector<float> rows;
+      QBC_RETURN_IF_ERROR(session->forward_inputs(samples[image * views + v], &rows)
+                              .with_context(images[image]));
+      if (static_cast<int64_t>(rows.size()) != tower.features * row)
+        return internal_error(tower.graph.name(), ": ", rows.size(), " feature values for ",
+                              images[image], ", expected ", tower.features, " x ", row);
+      // A tower in window order gives its tokens in that order: back to the image's (runtime
+      // VisionEncoder does the same).
+      if (!tower.window_order.empty())
+        rows = frontend::qwen_window_rows(rows, row, 1, tower.window_order, true);
+      rows.erase(rows.begin(), rows.begin() + tower.drop * row);
+      if (tower.feature_divisor > 0) {  // the feature row only, as VisionEncoder divides
+        const auto d = static_cast<float>(tower.feature_divisor);
+        for (size_t r = 0; r < rows.size(); r += static_cast<size_t>(row))
+          for (int64_t c = 0; c < out.width; ++c) rows[r + static_cast<size_t>(c)] /= d;
+      }
+      all.insert(all.end(), rows.begin(), rows.end());
     }
-    out.rows.push_back(std::move(rows));
+    out.rows.push_back(std::move(all));
   }
   return out;
 }
@@ -458,7 +541,7 @@ StatusOr<std::optional<VisionBuild>> build_vision_part(const std::string& model,
   QBC_ASSIGN_OR_RETURN(const std::vector<quant::FeatureSample> samples,
                        calibration_samples(tower, spec, pre_path.string(), images, synthetic));
   out.synthetic_calibration = images.empty();
-  out.calibration_images = static_cast<int>(samples.size());
+  out.calibration_images = static_cast<int>(samples.size() / static_cast<size_t>(tower.views()));
 
   QBC_ASSIGN_OR_RETURN(quant::QuantizeResult q,
                        quant::quantize_vision(tower.graph, reader, samples, cfg.options));
@@ -485,7 +568,8 @@ StatusOr<std::optional<VisionBuild>> build_vision_part(const std::string& model,
   p.set_family(vc->model_type);
   p.set_image_token_id(static_cast<int32_t>(vc->image_token_id));
   p.set_drop_front_rows(tower.drop);
-  p.set_tokens_per_image(tower.features - tower.drop);
+  p.set_tokens_per_image((tower.features - tower.drop) * tower.views());
+  p.set_tiles_per_side(static_cast<int32_t>(tower.tiles_per_side));
   p.set_feature_rows(tower.features);
   p.set_feature_width(vc->text_hidden);
   p.set_image_size(tower.side);
@@ -499,6 +583,7 @@ StatusOr<std::optional<VisionBuild>> build_vision_part(const std::string& model,
   p.set_deepstack_levels(static_cast<int32_t>(vc->deepstack_layers.size()));
   out.prefix_text = tower.prefix_text;
   out.suffix_text = tower.suffix_text;
+  out.span_text = tower.span_text;
   nlohmann::json cal = {{"images", out.calibration_images},
                         {"source", out.synthetic_calibration ? "synthetic" : "files"},
                         {"mode", cfg.options.calibration().mode()}};

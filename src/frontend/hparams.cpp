@@ -38,6 +38,8 @@ const std::vector<ArchEntry>& arch_table() {
        {"qwen2_5_vl"}},
       {"Qwen3VLForConditionalGeneration", ModelFamily::kQwen3, hi::parse_qwen3_vl, {"qwen3_vl"}},
       {"LlavaForConditionalGeneration", ModelFamily::kLlama, hi::parse_llama, {"llava"}},
+      {"Idefics3ForConditionalGeneration", ModelFamily::kLlama, hi::parse_llama, {"idefics3"}},
+      {"SmolVLMForConditionalGeneration", ModelFamily::kLlama, hi::parse_llama, {"smolvlm"}},
       {"Gemma2ForCausalLM", ModelFamily::kGemma2, hi::parse_gemma2, {"gemma2"}},
       {"Gemma3ForCausalLM", ModelFamily::kGemma3, hi::parse_gemma3, {"gemma3_text", "gemma3"}},
       {"Gemma3ForConditionalGeneration", ModelFamily::kGemma3, hi::parse_gemma3, {"gemma3"}},
@@ -291,12 +293,16 @@ StatusOr<HParams> parse_hparams(std::string_view json_text, std::string_view sou
   } else if (entry->parse == hparams_internal::parse_qwen2_vl ||
              entry->parse == hparams_internal::parse_qwen3_vl) {
     text = qwen_vl_text_json(root);
-  } else if (entry->architecture == "LlavaForConditionalGeneration") {
+  } else if (entry->architecture == "LlavaForConditionalGeneration" ||
+             entry->architecture == "Idefics3ForConditionalGeneration" ||
+             entry->architecture == "SmolVLMForConditionalGeneration") {
+    // Idefics3Config and SmolVLMConfig build their text_config as a LlamaConfig too.
     QBC_ASSIGN_OR_RETURN(ConfigReader sub, top.child("text_config"));
     QBC_ASSIGN_OR_RETURN(const std::string text_type, sub.get_string_or("model_type", "llama"));
     if (text_type != "llama") {
-      return unimplemented(sub.where("model_type"), ": a LLaVA language model of type ",
-                           quote_prefix(text_type), " (only llama is read)");
+      return unimplemented(sub.where("model_type"), ": a ", entry->model_types[0],
+                           " language model of type ", quote_prefix(text_type),
+                           " (only llama is read)");
     }
     text = llava_text_json(root, sub.object());
     prefix = "text_config.";

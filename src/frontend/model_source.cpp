@@ -75,6 +75,18 @@ std::string llava_canonical_name(const std::string& name) {
   return name;
 }
 
+// Idefics3 / SmolVLM checkpoints: `model.text_model.*` (read under the Llama names), `lm_head.*`,
+// and the tower and connector under `model.vision_model.*` / `model.connector.*` (kept).
+bool is_idefics3(const HParams& hp) {
+  return hp.architecture == "Idefics3ForConditionalGeneration" ||
+         hp.architecture == "SmolVLMForConditionalGeneration";
+}
+std::string idefics3_canonical_name(const std::string& name) {
+  constexpr std::string_view kText = "model.text_model.";
+  if (name.rfind(kText, 0) == 0) return "model." + name.substr(kText.size());
+  return name;
+}
+
 // Gemma 3 VLM checkpoints use LLaVA's names (language_model.model.*, vision_tower.*,
 // multi_modal_projector.*, or their transformers >= 4.52 forms).
 bool is_llava(const HParams& hp) {
@@ -85,6 +97,8 @@ bool is_llava(const HParams& hp) {
 bool is_vision_tensor(const HParams& hp, const std::string& name) {
   if (is_llava(hp))
     return name.rfind("vision_tower.", 0) == 0 || name.rfind("multi_modal_projector.", 0) == 0;
+  if (is_idefics3(hp))
+    return name.rfind("model.vision_model.", 0) == 0 || name.rfind("model.connector.", 0) == 0;
   return !hp.mrope_section.empty() && name.rfind("visual.", 0) == 0;
 }
 
@@ -209,9 +223,10 @@ StatusOr<std::unique_ptr<ModelSource::Impl>> ModelSource::Impl::open_hf(const fs
   for (const SafetensorsTensor& t : st.tensors()) {
     if (hidden.count(t.name) != 0) continue;
     TensorInfo info;
-    info.name = vlm                       ? qwen_vl_canonical_name(t.name)
-                : is_llava(impl->hparams) ? llava_canonical_name(t.name)
-                                          : t.name;
+    info.name = vlm                          ? qwen_vl_canonical_name(t.name)
+                : is_llava(impl->hparams)    ? llava_canonical_name(t.name)
+                : is_idefics3(impl->hparams) ? idefics3_canonical_name(t.name)
+                                             : t.name;
     info.shape = t.shape;
     info.dtype = std::string(tensorfile::dtype_name(t.dtype));
     info.file = fs::absolute(t.file, ec);

@@ -14,6 +14,7 @@
 
 #include "qbc/frontend/clip_vision.h"
 #include "qbc/frontend/gemma3_vision.h"
+#include "qbc/frontend/idefics3_vision.h"
 #include "qbc/frontend/hf_names.h"
 #include "qbc/frontend/qwen_vision.h"
 #include "qbc/frontend/random_tokenizer.h"
@@ -349,6 +350,38 @@ std::vector<HfTensorSpec> siglip_gemma3_tensor_specs(const VisionConfig& vc) {
   return out;
 }
 
+// Idefics3VisionTransformer under `model.vision_model.` (no head) and Idefics3Connector's
+// modality_projection.proj (no bias) over scale_factor² patches side by side.
+std::vector<HfTensorSpec> idefics3_tensor_specs(const VisionConfig& vc) {
+  std::vector<HfTensorSpec> out;
+  const int64_t w = vc.width, p = vc.patch_size;
+  const Idefics3VisionNames names;
+  const std::string m = names.tower;
+  add(out, m + "embeddings.patch_embedding.weight", {w, 3, p, p}, TensorRole::kLinear);
+  add(out, m + "embeddings.patch_embedding.bias", {w}, TensorRole::kBias);
+  add(out, m + "embeddings.position_embedding.weight", {vc.position_embeddings, w},
+      TensorRole::kEmbedding);
+  auto norm = [&](const std::string& name) {
+    add(out, name + ".weight", {w}, TensorRole::kUnitNorm);
+    add(out, name + ".bias", {w}, TensorRole::kBias);
+  };
+  for (int64_t i = 0; i < vc.depth; ++i) {
+    const std::string b = m + "encoder.layers." + std::to_string(i) + ".";
+    norm(b + "layer_norm1");
+    norm(b + "layer_norm2");
+    for (const char* proj : {"q_proj", "k_proj", "v_proj", "out_proj"})
+      add_linear(out, b + "self_attn." + proj, w, w, /*bias=*/true);
+    add_linear(out, b + "mlp.fc1", vc.ffn, w, /*bias=*/true);
+    add_linear(out, b + "mlp.fc2", w, vc.ffn, /*bias=*/true);
+  }
+  norm(m + "post_layernorm");
+  add_linear(out, names.connector + "modality_projection.proj", vc.text_hidden,
+             vc.merge * vc.merge * w, /*bias=*/false);
+  std::sort(out.begin(), out.end(),
+            [](const HfTensorSpec& a, const HfTensorSpec& b) { return a.name < b.name; });
+  return out;
+}
+
 // Qwen3VLVisionModel: a biased Conv3d patch embedding, the learned position grid, LayerNorm
 // blocks with a linear_fc1 / linear_fc2 MLP, the merger (norm over one patch) and one DeepStack
 // merger (norm over the merged width) per deepstack_visual_indexes entry.
@@ -391,6 +424,7 @@ std::vector<HfTensorSpec> hf_vision_tensor_specs(const VisionConfig& vc) {
   std::vector<HfTensorSpec> out;
   if (builds_clip_vision_graph(vc)) return clip_tensor_specs(vc);
   if (builds_gemma3_vision_graph(vc)) return siglip_gemma3_tensor_specs(vc);
+  if (builds_idefics3_vision_graph(vc)) return idefics3_tensor_specs(vc);
   if (!builds_qwen_vision_graph(vc.tower)) return out;
   if (vc.tower == VisionTower::kQwen3Vit) return qwen3_tensor_specs(vc);
   const bool qwen2 = vc.tower == VisionTower::kQwen2Vit;
@@ -478,7 +512,8 @@ StatusOr<std::string> apply_config_overrides(std::string_view config_json, std::
   // LLaVA and Gemma 3: the language model's keys live under text_config (vocab_size at the top
   // too); their towers (CLIP, SigLIP) share CLIPVisionConfig's key names.
   const bool llava = j.contains("model_type") &&
-                     (j["model_type"] == "llava" || j["model_type"] == "gemma3") &&
+                     (j["model_type"] == "llava" || j["model_type"] == "gemma3" ||
+                      j["model_type"] == "idefics3" || j["model_type"] == "smolvlm") &&
                      j.contains("text_config") && j["text_config"].is_object();
   // Qwen3-VL (and Qwen2.5-VL as newer transformers write it) nest the language keys under
   // text_config too: a key found there, and not at the top, is overridden there.
@@ -602,6 +637,12 @@ Status write_random_model(const RandomModelOptions& o) {
       hp.architecture == "Gemma3ForConditionalGeneration") {
     for (HfTensorSpec& s : specs) s.name = "language_model." + s.name;
   }
+  // Idefics3 / SmolVLM: the language model under `model.text_model.`, lm_head at the top.
+  if (hp.architecture == "Idefics3ForConditionalGeneration" ||
+      hp.architecture == "SmolVLMForConditionalGeneration") {
+    for (HfTensorSpec& s : specs)
+      if (s.name.rfind("model.", 0) == 0) s.name = "model.text_model." + s.name.substr(6);
+  }
   if (hp.architecture == "Gemma3ForConditionalGeneration" && !(vision.ok() && *vision)) {
     return unimplemented(source,
                          ": a random multimodal Gemma3 checkpoint needs the config's "
@@ -628,6 +669,20 @@ Status write_random_model(const RandomModelOptions& o) {
   if (vision.ok() && *vision && (*vision)->projector == VisionProjector::kLlavaMlp &&
       (*vision)->image_token_id >= 0)
     image_tokens[(*vision)->image_token_id] = "<image>";
+  // Idefics3 / SmolVLM: <image> and the markers its processor writes around each tile, at the
+  // published tokenizer's offsets from <image> (<global-img> 38 below, <row_1_col_1> .. <row_6_col_6>
+  // 37 .. 2 below, <fake_token_around_image> 1 below).
+  if (vision.ok() && *vision && (*vision)->projector == VisionProjector::kPixelShuffle &&
+      (*vision)->image_token_id >= 38) {
+    const int64_t img = (*vision)->image_token_id;
+    image_tokens[img] = "<image>";
+    image_tokens[img - 1] = "<fake_token_around_image>";
+    image_tokens[img - 38] = "<global-img>";
+    for (int r = 1; r <= 6; ++r)
+      for (int c = 1; c <= 6; ++c)
+        image_tokens[img - 37 + (r - 1) * 6 + (c - 1)] =
+            "<row_" + std::to_string(r) + "_col_" + std::to_string(c) + ">";
+  }
   if (vision.ok() && *vision && (*vision)->projector == VisionProjector::kQwenMerger) {
     image_tokens[(*vision)->image_token_id] = "<|image_pad|>";
     image_tokens[(*vision)->image_start_token_id] = "<|vision_start|>";

@@ -1,6 +1,7 @@
 // config.json's vision part (qbc/frontend/vision_config.h). Key names and defaults follow the
 // HF configuration classes (Qwen2VLVisionConfig, Qwen2_5_VLVisionConfig, Qwen3VLVisionConfig,
-// SiglipVisionConfig, CLIPVisionConfig, Gemma3Config, LlavaConfig); the parameter counts the
+// SiglipVisionConfig, CLIPVisionConfig, Gemma3Config, LlavaConfig, Idefics3Config /
+// Idefics3VisionConfig, SmolVLMConfig); the parameter counts the
 // modules of the HF modeling code.
 #include "qbc/frontend/vision_config.h"
 
@@ -173,6 +174,39 @@ Status read_llava(const ConfigReader& top, const ConfigReader& v, VisionConfig& 
   return ok_status();
 }
 
+// Idefics3 (SmolVLM v1) and SmolVLM (v2): a SigLIP-style tower (Idefics3VisionConfig /
+// SmolVLMVisionConfig: defaults 12 blocks of 1152, FFN 3072, 16 heads, patch 32 at 224), the
+// connector's pixel shuffle by scale_factor (default 2) and a linear without bias to the text
+// width. The processor resizes an image to its size.longest_edge (4 x max_image_size in the
+// published SmolVLM and Idefics3 processors), cuts it into tiles of the tower's side and adds
+// the global view: image_size starts at 4 tiles per side (vision.imageSize changes it).
+Status read_idefics3(const ConfigReader& top, const ConfigReader& v, VisionConfig& c) {
+  c.tower = VisionTower::kSiglip;
+  c.projector = VisionProjector::kPixelShuffle;
+  QBC_ASSIGN_OR_RETURN(c.depth, v.get_bounded_or("num_hidden_layers", 12, 1024));
+  QBC_ASSIGN_OR_RETURN(c.width, v.get_bounded_or("hidden_size", 1152, kMaxDim));
+  QBC_ASSIGN_OR_RETURN(c.ffn, v.get_bounded_or("intermediate_size", 3072, kMaxDim));
+  QBC_ASSIGN_OR_RETURN(c.heads, v.get_bounded_or("num_attention_heads", 16, 1024));
+  QBC_ASSIGN_OR_RETURN(c.patch_size, v.get_bounded_or("patch_size", 32, 1024));
+  QBC_ASSIGN_OR_RETURN(c.tile_size, v.get_bounded_or("image_size", 224, 65536));
+  QBC_ASSIGN_OR_RETURN(c.norm_eps, v.get_double_or("layer_norm_eps", 1e-6));
+  QBC_ASSIGN_OR_RETURN(c.hidden_act, v.get_string_or("hidden_act", "gelu_pytorch_tanh"));
+  if (c.tile_size % c.patch_size != 0)
+    return v.bad_value("image_size", "not a multiple of patch_size");
+  QBC_ASSIGN_OR_RETURN(c.merge, top.get_bounded_or("scale_factor", 2, 64));
+  if (c.merge < 1) return top.bad_value("scale_factor", "must be at least 1");
+  const int64_t side = c.tile_size / c.patch_size;
+  if (side % c.merge != 0)
+    return top.bad_value("scale_factor", "does not divide the tower's patch grid (vision_config "
+                                         "image_size / patch_size)");
+  c.position_grid = side;
+  c.position_embeddings = side * side;
+  c.image_size = kIdefics3DefaultTiles * c.tile_size;
+  QBC_ASSIGN_OR_RETURN(c.text_hidden, text_hidden(top, 4096));
+  c.image_token_id = token_or(top, "image_token_id", 128257);
+  return ok_status();
+}
+
 // LayerNorm x2, attention q, k, v, out (or fused qkv + proj: the same count), fc1, fc2.
 int64_t vit_block(int64_t w, int64_t ffn) {
   return 4 * w + 4 * linear(w, w) + linear(w, ffn) + linear(ffn, w);
@@ -209,14 +243,23 @@ std::string_view vision_projector_name(VisionProjector p) {
       return "average pool + RMSNorm + linear";
     case VisionProjector::kLlavaMlp:
       return "2-layer MLP (GELU)";
+    case VisionProjector::kPixelShuffle:
+      return "pixel shuffle + linear";
   }
   return "?";
 }
 
-int64_t VisionConfig::tokens_per_image() const {
-  const int64_t side = image_size / patch_size;
+int64_t VisionConfig::views() const {
+  if (tile_size <= 0 || image_size <= tile_size) return 1;
+  const int64_t per_side = image_size / tile_size;
+  return per_side * per_side + 1;
+}
+
+int64_t VisionConfig::tokens_per_view() const {
+  const int64_t side = tower_size() / patch_size;
   switch (projector) {
     case VisionProjector::kQwenMerger:
+    case VisionProjector::kPixelShuffle:
       return (side / merge) * (side / merge);
     case VisionProjector::kGemmaSoftEmb:
       return (side / pool) * (side / pool);
@@ -251,6 +294,8 @@ int64_t VisionConfig::parameters() const {
       if (projector == VisionProjector::kGemmaSoftEmb) n += w * text_hidden + w;
       if (projector == VisionProjector::kLlavaMlp)
         n += linear(w, text_hidden) + linear(text_hidden, text_hidden);
+      if (projector == VisionProjector::kPixelShuffle)
+        n += linear(merge * merge * w, text_hidden, false);
       return n;
     }
   }
@@ -259,6 +304,17 @@ int64_t VisionConfig::parameters() const {
 
 Status set_image_size(VisionConfig& c, int64_t side, std::string_view key) {
   if (side == 0 || side == c.image_size) return ok_status();
+  if (c.tile_size > 0) {  // Idefics3: whole tiles per side
+    if (side < c.tile_size || side % c.tile_size != 0) {
+      const int64_t below = std::max(c.tile_size, side / c.tile_size * c.tile_size);
+      return invalid_argument(key, " ", side, ": the ", c.model_type,
+                              " processor cuts images into tiles of ", c.tile_size,
+                              " pixels (vision_config.image_size); give a multiple (e.g. ", below,
+                              " or ", below + c.tile_size, ")");
+    }
+    c.image_size = side;
+    return ok_status();
+  }
   if (!c.dynamic_resolution && c.tower == VisionTower::kClip) {
     if (side < c.patch_size || side % c.patch_size != 0) {
       const int64_t below = std::max(c.patch_size, side / c.patch_size * c.patch_size);
@@ -309,14 +365,16 @@ StatusOr<std::optional<VisionConfig>> parse_vision_config(std::string_view text,
     st = read_gemma3(top, v, c);
   } else if (c.model_type == "llava") {
     st = read_llava(top, v, c);
+  } else if (c.model_type == "idefics3" || c.model_type == "smolvlm") {
+    st = read_idefics3(top, v, c);
   } else {
-    return unimplemented(
-        top.where("model_type"), ": the vision part of '", c.model_type,
-        "' is not read yet (qwen2_vl, qwen2_5_vl, qwen3_vl, gemma3 and llava are)");
+    return unimplemented(top.where("model_type"), ": the vision part of '", c.model_type,
+                         "' is not read yet (qwen2_vl, qwen2_5_vl, qwen3_vl, gemma3, llava, "
+                         "idefics3 and smolvlm are)");
   }
   QBC_RETURN_IF_ERROR(st);
   if (c.width % c.heads != 0) return v.bad_value("num_heads", "does not divide the width");
-  if (c.image_size % (c.patch_size * c.merge) != 0)
+  if (c.tower_size() % (c.patch_size * c.merge) != 0)
     return v.bad_value("patch_size", "the image side is not a multiple of patch x merge");
   return std::optional<VisionConfig>(std::move(c));
 }

@@ -1,6 +1,7 @@
 // Resize, crop, rescale, normalize and patch order (qbc/image/preprocess.h). The arithmetic
 // follows transformers' image_processing_qwen2_vl.py, image_processing_clip.py,
-// image_processing_gemma3.py and image_transforms.py (rescale, normalize, center_crop).
+// image_processing_gemma3.py, image_processing_idefics3.py and image_transforms.py (rescale,
+// normalize, center_crop).
 #include "qbc/image/preprocess.h"
 
 #include <algorithm>
@@ -129,6 +130,11 @@ StatusOr<Size> resized_size(const PreprocessSpec& in, int32_t height, int32_t wi
     }
     case ResizeRule::kFixed:
       return Size{spec.height, spec.width};
+    case ResizeRule::kTiles: {
+      const int32_t side = tiled_side(spec);
+      if (side < 1) return invalid_argument("resize: no tile size (max_image_size.longest_edge)");
+      return Size{side, side};
+    }
   }
   return invalid_argument("resize: unknown rule");
 }
@@ -164,7 +170,45 @@ StatusOr<Image> resize_for_model(const Image& img, const PreprocessSpec& in,
   return out;
 }
 
+int32_t tiled_side(const PreprocessSpec& spec) {
+  if (spec.rule != ResizeRule::kTiles || spec.tile < 1) return 0;
+  if (spec.compiled_size > 0) return spec.compiled_size;
+  const int32_t edge = std::max(spec.longest_edge, spec.tile);
+  return (edge + spec.tile - 1) / spec.tile * spec.tile;
+}
+
+StatusOr<std::vector<Pixels>> preprocess_views(const Image& img, const PreprocessSpec& spec,
+                                               std::string_view name) {
+  std::vector<Pixels> out;
+  if (spec.rule != ResizeRule::kTiles) {
+    QBC_ASSIGN_OR_RETURN(Pixels px, preprocess(img, spec, name));
+    out.push_back(std::move(px));
+    return out;
+  }
+  const int32_t side = tiled_side(spec), tile = spec.tile;
+  if (side < 1 || side % tile != 0)
+    return invalid_argument(name, ": tiles of ", tile, " pixels do not cut a ", side,
+                            " pixel square");
+  const Image sized = resize(img, side, side, spec.filter);
+  const auto view = [&](const Image& v) {
+    Pixels px;
+    px.size = {v.height, v.width};
+    to_chw(v, spec, &px);
+    return px;
+  };
+  if (side > tile && spec.split) {
+    for (int32_t r = 0; r < side / tile; ++r)
+      for (int32_t c = 0; c < side / tile; ++c) out.push_back(view(crop(sized, r * tile, c * tile, tile, tile)));
+  }
+  out.push_back(view(resize(sized, tile, tile, spec.filter)));
+  return out;
+}
+
 StatusOr<Pixels> preprocess(const Image& img, const PreprocessSpec& spec, std::string_view name) {
+  if (spec.rule == ResizeRule::kTiles) {
+    QBC_ASSIGN_OR_RETURN(std::vector<Pixels> views, preprocess_views(img, spec, name));
+    return std::move(views.back());
+  }
   QBC_ASSIGN_OR_RETURN(const Image sized, resize_for_model(img, spec, name));
   Pixels out;
   out.size = {sized.height, sized.width};
@@ -193,6 +237,23 @@ std::vector<float> patch_rows(const std::vector<float>& chw, int64_t side, int64
     }
   }
   return rows;
+}
+
+std::vector<float> shuffle_group_rows(const std::vector<float>& rows, int64_t width, int64_t grid,
+                                      int64_t scale) {
+  std::vector<float> out(rows.size());
+  auto to = out.begin();
+  const int64_t tokens = grid / scale;
+  for (int64_t ty = 0; ty < tokens; ++ty)
+    for (int64_t tx = 0; tx < tokens; ++tx)
+      for (int64_t dy = 0; dy < scale; ++dy)
+        for (int64_t dx = 0; dx < scale; ++dx) {
+          const auto from =
+              rows.begin() + static_cast<std::ptrdiff_t>(
+                                 ((ty * scale + dy) * grid + tx * scale + dx) * width);
+          to = std::copy(from, from + static_cast<std::ptrdiff_t>(width), to);
+        }
+  return out;
 }
 
 }  // namespace qbc::image

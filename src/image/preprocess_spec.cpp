@@ -91,9 +91,9 @@ class Reader {
 Status read_common(const Reader& r, PreprocessSpec* s, int64_t default_resample) {
   int64_t resample = default_resample;
   QBC_RETURN_IF_ERROR(r.get_int("resample", &resample));
-  if (resample != 2 && resample != 3) {
+  if (resample != 1 && resample != 2 && resample != 3) {
     return unimplemented("key 'resample': PIL filter ", resample,
-                         " is not implemented (2 bilinear and 3 bicubic are)");
+                         " is not implemented (1 Lanczos, 2 bilinear and 3 bicubic are)");
   }
   s->filter = static_cast<Filter>(resample);
   bool resize = true;
@@ -173,6 +173,29 @@ Status read_fixed(const Reader& r, PreprocessSpec* s, int64_t default_resample, 
   return r.get_hw("size", &s->height, &s->width);
 }
 
+// Idefics3ImageProcessor / SmolVLMImageProcessor: defaults of its __init__ (size.longest_edge
+// 4 x 364, max_image_size.longest_edge 364, Lanczos, mean = std = 0.5, splitting on).
+Status read_tiles(const Reader& r, PreprocessSpec* s) {
+  s->mean = kHalf;
+  s->std = kHalf;
+  s->rule = ResizeRule::kTiles;
+  s->longest_edge = 4 * 364;
+  s->tile = 364;
+  QBC_RETURN_IF_ERROR(read_common(r, s, 1));
+  QBC_RETURN_IF_ERROR(r.get_bool("do_image_splitting", &s->split));
+  for (const auto& [key, dst] : {std::pair{"size", &s->longest_edge},
+                                 std::pair{"max_image_size", &s->tile}}) {
+    const json* v = r.find(key);
+    if (v == nullptr) continue;
+    if (!v->is_object()) return r.bad(key, "expected {\"longest_edge\": N}");
+    int64_t e = *dst;
+    QBC_RETURN_IF_ERROR(r.get_int(*v, "longest_edge", &e));
+    if (e < 1 || e > 65536) return r.bad(key, "longest_edge outside 1..65536");
+    *dst = static_cast<int32_t>(e);
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 StatusOr<PreprocessSpec> parse_preprocess_spec(std::string_view json_text, std::string_view name) {
@@ -193,10 +216,13 @@ StatusOr<PreprocessSpec> parse_preprocess_spec(std::string_view json_text, std::
     st = read_fixed(r, &s, 2, 224);
   } else if (s.processor == "SiglipImageProcessor" || s.processor == "SiglipImageProcessorFast") {
     st = read_fixed(r, &s, 3, 224);
+  } else if (s.processor == "Idefics3ImageProcessor" || s.processor == "SmolVLMImageProcessor") {
+    st = read_tiles(r, &s);
   } else {
     return unimplemented(name, ": key 'image_processor_type': '", s.processor,
                          "' is not implemented (Qwen2VLImageProcessor, CLIPImageProcessor, "
-                         "Gemma3ImageProcessor and SiglipImageProcessor are)");
+                         "Gemma3ImageProcessor, SiglipImageProcessor, Idefics3ImageProcessor and "
+                         "SmolVLMImageProcessor are)");
   }
   if (!st.ok() && st.code() == Code::kUnimplemented)
     return Status(st.code(), std::string(name) + ": " + st.message());

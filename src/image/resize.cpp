@@ -9,7 +9,24 @@
 namespace qbc::image {
 namespace {
 
-double support_of(Filter f) { return f == Filter::kBicubic ? 2.0 : 1.0; }
+double support_of(Filter f) {
+  switch (f) {
+    case Filter::kLanczos:
+      return 3.0;
+    case Filter::kBicubic:
+      return 2.0;
+    case Filter::kBilinear:
+      return 1.0;
+  }
+  return 1.0;
+}
+
+// Pillow's sinc_filter.
+double sinc(double x) {
+  if (x == 0.0) return 1.0;
+  x *= M_PI;
+  return std::sin(x) / x;
+}
 
 uint8_t clip8(int32_t acc) {
   const int32_t v = acc >> kResamplePrecisionBits;  // arithmetic: floor
@@ -57,6 +74,8 @@ void pass_vertical(const uint8_t* in, int32_t width, int32_t row0, const AxisKer
 }  // namespace
 
 double filter_weight(Filter f, double x) {
+  // Pillow's lanczos_filter: the truncated sinc on [-3, 3), evaluated at the signed distance.
+  if (f == Filter::kLanczos) return -3.0 <= x && x < 3.0 ? sinc(x) * sinc(x / 3.0) : 0.0;
   if (x < 0.0) x = -x;
   if (f == Filter::kBilinear) return x < 1.0 ? 1.0 - x : 0.0;
   constexpr double a = -0.5;

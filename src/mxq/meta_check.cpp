@@ -152,10 +152,28 @@ Status check_vision_pair(const pb::Meta& meta, const isa::Bundle& b, const Loade
   if (vb.output_rows != v.feature_rows())
     return data_loss(where, ": the vision part gives ", vb.output_rows,
                      " rows per image, the metadata ", v.feature_rows());
+  if (v.tiles_per_side() < 0 || v.tiles_per_side() > 64)
+    return data_loss(where, ": ", v.tiles_per_side(), " tiles per side (0 to 64)");
+  const int64_t views = vision_views(v);
   if (v.tokens_per_image() < 1 || v.drop_front_rows() < 0 ||
-      v.tokens_per_image() + v.drop_front_rows() != v.feature_rows())
-    return data_loss(where, ": ", v.tokens_per_image(), " image tokens and ", v.drop_front_rows(),
-                     " dropped rows do not make the ", v.feature_rows(), " feature rows");
+      v.tokens_per_image() != views * (v.feature_rows() - v.drop_front_rows()))
+    return data_loss(where, ": ", v.tokens_per_image(), " image tokens are not ", views,
+                     " call(s) of ", v.feature_rows(), " feature rows less ", v.drop_front_rows(),
+                     " dropped");
+  if (v.image_span_ids_size() > 0) {
+    int64_t image_ids = 0;
+    for (int32_t id : v.image_span_ids()) {
+      if (id < 0 || id >= b.embed_rows)
+        return data_loss(where, ": token id ", id, " of the image span is not one of the ",
+                         b.embed_rows, " rows of the embedding");
+      image_ids += id == v.image_token_id() ? 1 : 0;
+    }
+    if (image_ids != v.tokens_per_image())
+      return data_loss(where, ": the image span holds ", image_ids, " image tokens, not the ",
+                       v.tokens_per_image(), " rows an image gives");
+    if (v.image_prefix_ids_size() + v.image_suffix_ids_size() > 0)
+      return data_loss(where, ": an image span and prefix / suffix ids together");
+  }
   if (v.image_token_id() < 0 || v.image_token_id() >= b.embed_rows)
     return data_loss(where, ": image token id ", v.image_token_id(), " is not one of the ",
                      b.embed_rows, " rows of the embedding");

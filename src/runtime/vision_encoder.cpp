@@ -29,7 +29,17 @@ StatusOr<std::unique_ptr<VisionEncoder>> VisionEncoder::create(const mxq::Loaded
   const std::shared_ptr<const isa::Bundle> bundle = v.bundle;
   const int64_t rows = bundle->chunk;
   const int64_t merge = mxq::vision_merge(e->part_);
-  e->spec_.compiled_size = static_cast<int32_t>(e->part_.image_size());  // image::PreprocessSpec
+  // image::PreprocessSpec: the compiled square (Idefics3: of tiles_per_side tiles per side).
+  e->spec_.compiled_size = static_cast<int32_t>(
+      e->part_.image_size() * std::max<int64_t>(1, e->part_.tiles_per_side()));
+  if ((e->spec_.rule == image::ResizeRule::kTiles) != (e->part_.tiles_per_side() > 0) ||
+      (e->spec_.rule == image::ResizeRule::kTiles && e->spec_.tile != e->part_.image_size()))
+    return invalid_argument(name, ": the vision part takes ", e->part_.tiles_per_side(),
+                            " tiles per side of ", e->part_.image_size(),
+                            " pixels; its preprocessing asset (", e->spec_.processor, ") ",
+                            e->spec_.rule == image::ResizeRule::kTiles
+                                ? "cuts tiles of " + std::to_string(e->spec_.tile)
+                                : std::string("cuts no tiles"));
   if (e->spec_.flattens_patches()) {  // Qwen2-VL's patch rows at the compiled size
     const int64_t grid = e->part_.image_size() / e->part_.patch_size();
     if (grid * grid != rows || grid % merge != 0)
@@ -87,7 +97,21 @@ StatusOr<std::unique_ptr<VisionEncoder>> VisionEncoder::create(const mxq::Loaded
 }
 
 StatusOr<std::vector<float>> VisionEncoder::encode(const image::Image& img, std::string_view name) {
-  QBC_ASSIGN_OR_RETURN(const image::Pixels px, image::preprocess(img, spec_, name));
+  QBC_ASSIGN_OR_RETURN(const std::vector<image::Pixels> views,
+                       image::preprocess_views(img, spec_, name));
+  if (static_cast<int64_t>(views.size()) != mxq::vision_views(part_))
+    return invalid_argument(name, ": preprocessing gives ", views.size(),
+                            " views, the compiled vision part takes ", mxq::vision_views(part_));
+  std::vector<float> out;
+  for (const image::Pixels& px : views) {
+    QBC_ASSIGN_OR_RETURN(std::vector<float> rows, encode_view(px, name));
+    out.insert(out.end(), rows.begin(), rows.end());
+  }
+  return out;
+}
+
+StatusOr<std::vector<float>> VisionEncoder::encode_view(const image::Pixels& px,
+                                                        std::string_view name) {
   const int64_t side = part_.image_size();
   if (px.size.height != side || px.size.width != side)
     return invalid_argument(name, ": preprocessing gives ", px.size.width, "x", px.size.height,
@@ -112,6 +136,9 @@ StatusOr<std::vector<float>> VisionEncoder::encode(const image::Image& img, std:
         return invalid_argument(name, ": ", grid * grid, " patches for ", b.chunk,
                                 " rows of the vision part");
       inputs_[i] = image::patch_rows(px.values, side, part_.patch_size(), leading);
+      // A tower that merges patches without HF's flattening (Idefics3's pixel shuffle) takes
+      // each token's merge x merge patches consecutively.
+      if (merge > 1 && leading == 0) inputs_[i] = image::shuffle_group_rows(inputs_[i], width, grid, merge);
     }
   }
   std::vector<float> rows;
@@ -130,6 +157,8 @@ StatusOr<std::vector<float>> VisionEncoder::encode(const image::Image& img, std:
 }
 
 std::vector<int32_t> VisionEncoder::image_span() const {
+  if (part_.image_span_ids_size() > 0)
+    return std::vector<int32_t>(part_.image_span_ids().begin(), part_.image_span_ids().end());
   std::vector<int32_t> ids(part_.image_prefix_ids().begin(), part_.image_prefix_ids().end());
   ids.insert(ids.end(), static_cast<size_t>(part_.tokens_per_image()), part_.image_token_id());
   ids.insert(ids.end(), part_.image_suffix_ids().begin(), part_.image_suffix_ids().end());

@@ -227,8 +227,8 @@ class Parser {
       } else if (is_op("|")) {
         ++pos_;
         QBC_ASSIGN_OR_RETURN(std::string name, expect_name());
-        static const char* known[] = {"trim",   "length",  "count",  "upper",     "lower",
-                                      "string", "default", "tojson", "selectattr"};
+        static const char* known[] = {"trim",   "length",  "count",  "upper",      "lower",
+                                      "string", "default", "tojson", "selectattr", "capitalize"};
         if (std::find_if(std::begin(known), std::end(known),
                          [&](const char* k) { return name == k; }) == std::end(known))
           return error(at, "filter " + quote_prefix(name) + " is not supported");

@@ -377,6 +377,14 @@ class Renderer {
                                            : std::tolower(static_cast<unsigned char>(c)));
       return Value::string(s);
     }
+    if (f == "capitalize") {  // Jinja: the first character upper case, the rest lower (ASCII)
+      QBC_ASSIGN_OR_RETURN(std::string s, text(a, e.at));
+      for (size_t i = 0; i < s.size(); ++i) {
+        const auto c = static_cast<unsigned char>(s[i]);
+        s[i] = static_cast<char>(i == 0 ? std::toupper(c) : std::tolower(c));
+      }
+      return Value::string(std::move(s));
+    }
     if (f == "string") {
       QBC_ASSIGN_OR_RETURN(std::string s, text(a, e.at));
       return Value::string(std::move(s));

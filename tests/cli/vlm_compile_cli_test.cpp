@@ -1252,3 +1252,97 @@ TEST_F(VlmCompile, EvalOnImageTextPairsComparesBothPartsWithTheFloatFolder) {
 
 }  // namespace
 }  // namespace qbc
+
+namespace qbc {
+namespace {
+
+// SmolVLM-256M-Instruct (tests/assets/model-configs; Idefics3 classes): a random folder from
+// its config compiles with its SigLIP tile tower and pixel-shuffle connector at 1024 (2 x 2
+// tiles of 512 and the global view, 64 rows each); the MXQ's image span is the processor's
+// text (tile markers, newlines, <global-img>) as the tokenizer encodes it; every photograph
+// runs; eval against the float folder; calib prepare --images puts the span into samples;
+// 1000 pixels (not whole tiles) exit 2 naming the key.
+TEST_F(VlmCompile, ASmolVlmFolderCompilesTilesAndAGlobalViewAndRunsWithAnImage) {
+  const fs::path config =
+      testing::source_dir() / "tests/assets/model-configs/SmolVLM-256M-Instruct/config.json";
+  const fs::path smol = dir_ / "smolvlm";
+  ASSERT_EQ(run_qbc("random-model " + shell_quote(config) + " -o " + shell_quote(smol) +
+                    " --layers 2 --hidden 64 --intermediate 96 --heads 4 --kv-heads 2 --vocab 512"
+                    " --head-dim 16 --vision-layers 2 --vision-hidden 32 --vision-heads 2"
+                    " --vision-intermediate 64 --dtype f32 --seed 5 --init-std 0.15")
+                .exit_code,
+            0);
+  const fs::path out = dir_ / "smolvlm.mxq";
+  const auto r = run_qbc("compile " + shell_quote(smol) + " -o " + shell_quote(out) +
+                         " --preset multimodal --use-random-calib --no-resume --context 1024"
+                         " --set calibration.numSamples=2 --set calibration.seqLength=32"
+                         " --set vision.imageSize=1024 --images " +
+                         shell_quote(images_) + " --log-format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.err, "4 tiles and a global view of 64 feature rows x 64")) << r.err;
+  EXPECT_FALSE(contains(r.err, "capitalize")) << r.err;  // the chat template is in the subset
+  auto m = mxq::load_model(out.string());
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  ASSERT_NE(m->vision, nullptr);
+  const mxq::pb::VisionPart& v = m->meta.vision();
+  EXPECT_EQ(v.family(), "idefics3");
+  EXPECT_EQ(v.image_size(), 512);
+  EXPECT_EQ(v.tiles_per_side(), 2);
+  EXPECT_EQ(v.feature_rows(), 64);
+  EXPECT_EQ(v.tokens_per_image(), 5 * 64);
+  // The span: <fake><row_1_col_1> 64 x <image> <fake><row_1_col_2> 64 x <image> \n ... \n\n
+  // <fake><global-img> 64 x <image> <fake>, the markers at the published offsets from <image>.
+  const int32_t image = v.image_token_id(), fake = image - 1, global = image - 38;
+  const std::vector<int32_t> span(v.image_span_ids().begin(), v.image_span_ids().end());
+  ASSERT_GT(span.size(), 5u * 64 + 10) << span.size();
+  EXPECT_EQ(std::count(span.begin(), span.end(), image), 5 * 64);
+  EXPECT_EQ(span[0], fake);
+  EXPECT_EQ(span[1], image - 37);  // <row_1_col_1>
+  EXPECT_EQ(span[2], image);
+  EXPECT_EQ(span[66], fake);
+  EXPECT_EQ(span[67], image - 36);  // <row_1_col_2>
+  EXPECT_EQ(span.back(), fake);
+  EXPECT_EQ(span[span.size() - 66], global);
+  EXPECT_EQ(std::count(span.begin(), span.end(), fake), 6);
+
+  expect_tokens_differ_by_photograph(out, images_, "<image>Describe this image.", "");
+  expect_close_to_float(eval_pairs(out, smol, write_pairs(images_, dir_ / "smolvlm_pairs", "<image>")),
+                        5 * 64);
+  const auto shown = run_qbc("inspect " + shell_quote(out));
+  ASSERT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_TRUE(contains(shown.out, "2 x 2 tiles and a global view")) << shown.out;
+  const auto chat = run_qbc("run " + shell_quote(out) + " --image " +
+                            shell_quote(images_ / "rocket.jpg") +
+                            " --chat -p 'What is it?' -n 3 --ignore-eos --ids");
+  EXPECT_EQ(chat.exit_code, 0) << chat.err;
+  // The template's "User:" then "<image>", expanded to the span (its first marker after the
+  // role text).
+  EXPECT_TRUE(contains(chat.out, " " + std::to_string(fake) + " " + std::to_string(image - 37) + " "))
+      << chat.out << chat.err;
+
+  // Image-text calibration: the whole span (markers and feature rows) in every sample.
+  QBC_REQUIRE_SHARED(text, "data/tinystories/tinystories_valid_head.clean.txt");
+  const fs::path cal = dir_ / "smolvlm_cal";
+  const auto prep = run_qbc("calib prepare " + shell_quote(smol) + " --text " + shell_quote(text) +
+                            " --num-samples 2 --seq-len 400 --set vision.imageSize=1024 --images " +
+                            shell_quote(images_) + " -o " + shell_quote(cal));
+  ASSERT_EQ(prep.exit_code, 0) << prep.err;
+  const auto short_prep =
+      run_qbc("calib prepare " + shell_quote(smol) + " --text " + shell_quote(text) +
+              " --num-samples 2 --seq-len 300 --set vision.imageSize=1024 --images " +
+              shell_quote(images_) + " -o " + shell_quote(dir_ / "smolvlm_cal_short"));
+  EXPECT_EQ(short_prep.exit_code, 2) << short_prep.err;
+  EXPECT_TRUE(contains(short_prep.err, "--seq-len 300 holds no image")) << short_prep.err;
+
+  const auto bad = run_qbc("compile " + shell_quote(smol) + " -o " +
+                           shell_quote(dir_ / "smolvlm_bad.mxq") +
+                           " --preset multimodal --use-random-calib --no-resume"
+                           " --set vision.imageSize=1000");
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_TRUE(contains(bad.err, "vision.imageSize 1000")) << bad.err;
+  EXPECT_TRUE(contains(bad.err, "tiles of 512")) << bad.err;
+  EXPECT_FALSE(fs::exists(dir_ / "smolvlm_bad.mxq"));
+}
+
+}  // namespace
+}  // namespace qbc

@@ -38,12 +38,13 @@ npu::CostParams cost_params(const config::TargetProfile& t);
 /// towers in plan"). Linears with 16-bit activations (the patch embedding and the projector's
 /// output, the multimodal recipe) count at the INT16 MAC rate, the rest at INT8.
 struct VisionWork {
-  int64_t rows = 0;    ///< the tower's rows (patches, + CLS for CLIP)
+  int64_t views = 1;   ///< tower calls per image (Idefics3: tiles and the global view)
+  int64_t rows = 0;    ///< the tower's rows per call (patches, + CLS for CLIP)
   int64_t layers = 0;  ///< encoder layers run (LLaVA: up to vision_feature_layer)
   int64_t tokens = 0;  ///< image tokens the language model receives
   int64_t macs_i8 = 0, macs_i16 = 0;
   int64_t vector_ops = 0;                ///< element operations: norms, GELU, softmax, residuals
-  int64_t weight_bytes = 0;              ///< every weight read once (8-bit)
+  int64_t weight_bytes = 0;              ///< every weight (8-bit), read once per call
   int64_t activation_traffic_bytes = 0;  ///< DRAM reads and writes of activations per image
   int64_t activation_bytes = 0;          ///< DRAM held: input rows, the largest live pair, output
 };

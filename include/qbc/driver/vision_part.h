@@ -36,6 +36,9 @@ struct VisionBuild {
   /// <start_of_image> and after <end_of_image>); the MXQ writer encodes it with the model's
   /// tokenizer into the part's image_prefix_ids / image_suffix_ids.
   std::string prefix_text, suffix_text;
+  /// Idefics3: the processor's whole text for one image (tile markers, newlines and "<image>"
+  /// per feature row), which the MXQ writer encodes into the part's image_span_ids.
+  std::string span_text;
   std::string architecture;       ///< "llava/clip"
   std::string preprocessor_json;  ///< the folder's preprocessor_config.json
   std::string calibration_json;   ///< images used: {"images": N, "source": "files"|"synthetic"}
@@ -50,7 +53,8 @@ struct VisionOutcome {
   bool compiled = false;
   std::string reason;  ///< not compiled: why (the family's tower does not lower yet)
   // compiled:
-  int64_t rows = 0, width = 0;  ///< feature rows per image and their width (the hidden size)
+  int64_t rows = 0, width = 0;  ///< feature rows per call and their width (the hidden size)
+  int64_t views = 1;            ///< calls per image (Idefics3: tiles and the global view)
   int64_t deepstack_levels = 0;  ///< Qwen3-VL: DeepStack rows of that width after each feature row
   int64_t dram_bytes = 0;       ///< the vision part's DRAM plan
   int calibration_images = 0;
@@ -81,6 +85,9 @@ struct FloatImageFeatures {
   /// them (Gemma 3).
   std::vector<int32_t> prefix, suffix;
   std::string prefix_text, suffix_text;
+  /// Idefics3: the whole span as text (VisionBuild::span_text); replaces the four above.
+  std::string span_text;
+  int64_t image_token = -1;  ///< the id each feature row takes in span_text
 };
 
 /// `images` (PNG / JPEG paths) through the HF folder `model`'s preprocessing and its float

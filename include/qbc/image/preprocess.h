@@ -7,6 +7,9 @@
 //   CLIPImageProcessor           shortest edge to size.shortest_edge, then a centre crop
 //   Gemma3ImageProcessor,        a fixed size.height x size.width (aspect ratio not kept)
 //   SiglipImageProcessor
+//   Idefics3ImageProcessor,      the image resized to size.longest_edge, cut into tiles of
+//   SmolVLMImageProcessor        max_image_size.longest_edge row by row, then the whole image
+//                                resized to one tile (the global view); Lanczos
 // then rescale (x * rescale_factor, in double, stored as float) and normalize ((x - mean) /
 // std in float), as transformers.image_transforms.rescale / normalize.
 #pragma once
@@ -27,6 +30,7 @@ enum class ResizeRule {
   kSmart,         ///< Qwen2-VL smart_resize
   kShortestEdge,  ///< CLIP: shortest edge, aspect kept (long edge truncated), then crop
   kFixed,         ///< height x width
+  kTiles,         ///< Idefics3: tiles of `tile` pixels and a global view (preprocess_views)
 };
 
 struct PreprocessSpec {
@@ -38,6 +42,9 @@ struct PreprocessSpec {
   bool center_crop = false;       ///< kShortestEdge: crop to crop_height x crop_width
   int32_t crop_height = 0, crop_width = 0;
   int64_t min_pixels = 0, max_pixels = 0;  ///< kSmart
+  int32_t longest_edge = 0;                ///< kTiles: size.longest_edge
+  int32_t tile = 0;                        ///< kTiles: max_image_size.longest_edge
+  bool split = true;                       ///< kTiles: do_image_splitting
   int32_t patch_size = 0;                  ///< kSmart: also the patch order below
   int32_t temporal_patch_size = 1, merge_size = 1;
   /// When > 0, the compiled vision part's image side (a compiled part fixes its patch grid, as
@@ -45,7 +52,9 @@ struct PreprocessSpec {
   /// instead of smart_resize's size (the aspect ratio is not kept). kShortestEdge with a centre
   /// crop: the crop becomes compiled_size square and the shortest edge keeps its ratio to it
   /// (round(shortest_edge · compiled_size / crop_height)). kFixed: compiled_size square. Not read
-  /// from the file: the compiler and the runtime set it to the compiled image size.
+  /// kTiles: the image is resized to compiled_size square and cut into (compiled_size / tile)²
+  /// tiles. Not read from the file: the compiler and the runtime set it to the compiled image
+  /// size.
   int32_t compiled_size = 0;
   bool rescale = true;
   double rescale_factor = 1.0 / 255.0;
@@ -89,8 +98,23 @@ struct Pixels {
 /// The image after resize and crop, still 8-bit (what HF hands to rescale).
 StatusOr<Image> resize_for_model(const Image& img, const PreprocessSpec& spec,
                                  std::string_view name);
-/// Resize, crop, rescale, normalize and (kSmart) flatten.
+/// Resize, crop, rescale, normalize and (kSmart) flatten. kTiles: the last view of
+/// preprocess_views (the global view, or the only one).
 StatusOr<Pixels> preprocess(const Image& img, const PreprocessSpec& spec, std::string_view name);
+
+/// Every input the tower takes for one image, in the order its features enter the prompt. One
+/// view for every rule but kTiles. kTiles (Idefics3ImageProcessor at a square size S = the
+/// compiled size, else size.longest_edge rounded up to whole tiles): the image resized to S x S;
+/// when S > tile and splitting is on, its (S / tile)² tiles row by row and then the global view,
+/// the S x S image resized to tile x tile; otherwise that global view alone. Each view is CHW
+/// [3, tile, tile]. HF resizes the longest edge to size.longest_edge and keeps the aspect ratio
+/// (so a non-square photograph gets fewer tiles on its short side); a compiled part fixes the
+/// tile grid, so a non-square image is stretched to the square instead (docs/multimodal.md).
+StatusOr<std::vector<Pixels>> preprocess_views(const Image& img, const PreprocessSpec& spec,
+                                               std::string_view name);
+
+/// kTiles: the side of the square preprocess_views cuts (see there); 0 for other rules.
+int32_t tiled_side(const PreprocessSpec& spec);
 
 /// Patch rows of CHW pixels [3, side, side] for a ViT whose patch embedding is a Conv2d of
 /// kernel = stride = `patch` read as a matmul (CLIP, SigLIP): `leading` zero rows first (CLIP's
@@ -99,6 +123,13 @@ StatusOr<Pixels> preprocess(const Image& img, const PreprocessSpec& spec, std::s
 /// runtime (`qbc run --image`) make the tower's input with it.
 std::vector<float> patch_rows(const std::vector<float>& chw, int64_t side, int64_t patch,
                               int64_t leading = 0);
+
+/// `rows` [grid², width] of a grid x grid patch grid in row-major order, reordered into pixel
+/// shuffle groups (Idefics3's connector): for each token (Y, X) of the (grid / scale)² grid,
+/// row-major, the rows of patches (Y·scale + dy, X·scale + dx) for dy, dx row-major.
+/// grid % scale == 0. The compiler (calibration, position rows) and the runtime both use it.
+std::vector<float> shuffle_group_rows(const std::vector<float>& rows, int64_t width, int64_t grid,
+                                      int64_t scale);
 
 /// The rescaled, normalized value of channel c of 8-bit sample v.
 float normalize_sample(const PreprocessSpec& spec, int c, uint8_t v);

@@ -14,6 +14,7 @@ namespace qbc::image {
 
 /// The filters, numbered as PIL.Image.Resampling (the "resample" key of preprocessor_config).
 enum class Filter : int32_t {
+  kLanczos = 1,   ///< sinc(x)·sinc(x/3) on [-3, 3), support 3
   kBilinear = 2,  ///< triangle, support 1
   kBicubic = 3,   ///< Keys cubic with a = -0.5, support 2
 };

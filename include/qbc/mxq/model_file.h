@@ -30,6 +30,12 @@ inline std::string vision_input_asset(const std::string& input) {
 inline int64_t vision_merge(const pb::VisionPart& v) {
   return v.merge_size() > 1 ? v.merge_size() : 1;
 }
+/// Calls of the vision program per image: tiles_per_side² tiles and a global view (Idefics3), or
+/// one.
+inline int64_t vision_views(const pb::VisionPart& v) {
+  const int64_t n = v.tiles_per_side();
+  return n > 1 ? n * n + 1 : 1;
+}
 /// The side of an image's token grid as the language model sees it (M-RoPE positions):
 /// image_size / patch_size / merge (0 for a malformed part; the pair check refuses those).
 inline int64_t vision_grid_side(const pb::VisionPart& v) {

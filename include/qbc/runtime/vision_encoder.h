@@ -31,7 +31,8 @@ class VisionEncoder {
 
   /// The rows one image gives the language model: [tokens_per_image(), row_width()], fp32 (the
   /// feature row divided by the file's feature divisor, Gemma 3's embedding scale; on Qwen3-VL
-  /// followed by the token's DeepStack rows, as NpuSession::splice takes them).
+  /// followed by the token's DeepStack rows, as NpuSession::splice takes them). Idefics3: one
+  /// call of the vision program per tile and one for the global view, their rows in that order.
   StatusOr<std::vector<float>> encode(const image::Image& img, std::string_view name);
   /// encode() of the PNG or JPEG file at `path` (image::decode_file's limits).
   StatusOr<std::vector<float>> encode_file(const std::string& path);
@@ -39,8 +40,9 @@ class VisionEncoder {
   int32_t image_token_id() const { return part_.image_token_id(); }
   int64_t tokens_per_image() const { return part_.tokens_per_image(); }
   /// The token that marks an image in the user's prompt (Gemma 3: <start_of_image>; else the
-  /// image token itself), and the expansion of one mark: the prefix ids, tokens_per_image()
-  /// image tokens, the suffix ids.
+  /// image token itself), and the expansion of one mark: the file's image span when it has one
+  /// (Idefics3's tile markers), else the prefix ids, tokens_per_image() image tokens, the suffix
+  /// ids.
   int32_t prompt_token_id() const {
     return part_.has_prompt_token_id() ? part_.prompt_token_id() : part_.image_token_id();
   }
@@ -53,6 +55,8 @@ class VisionEncoder {
 
  private:
   VisionEncoder() = default;
+  /// The rows of one view (one call of the vision program).
+  StatusOr<std::vector<float>> encode_view(const image::Pixels& px, std::string_view name);
   /// Groups of `unit` values in the tower's window order (back = false: from the image's
   /// order) or back to the image's order.
   std::vector<float> permute_groups(const std::vector<float>& v, int64_t unit, bool back) const;

@@ -73,6 +73,10 @@ const Family kFamilies[] = {
     {"gemma3", "model-configs-new/gemma-3-4b-it/config.json", 256, 0, 16, true, 0},
     // 2 tower blocks: the taps [5, 11, 17] of 24 scale to [0, 1], added after decoder layers 0, 1.
     {"qwen3_vl", "model-configs-new/Qwen3-VL-4B-Instruct/config.json", 196, 14, 16, false, 2},
+    // Compiled at 1024 (vision.imageSize below): 2 x 2 tiles of 512 and the global view, 64
+    // rows each.
+    {"smolvlm", "tests/assets/model-configs/SmolVLM-256M-Instruct/config.json", 320, 0, 0, false,
+     0},
 };
 
 fs::path config_path(const Family& f) {
@@ -101,6 +105,9 @@ StatusOr<Compiled> compile_once(const Family& f) {
   o.overrides.vision.intermediate_size = 64;                // Qwen2-VL: embed_dim x mlp_ratio 2
   if (f.side > 0) o.overrides.vision.out_hidden_size = 64;  // the merger writes the text width
   if (f.head_dim > 0) o.overrides.head_dim = f.head_dim;
+  // SmolVLM's processor writes 38 marker tokens around its tiles: a vocabulary with room for
+  // them beside the random tokenizer's 256 bytes.
+  if (std::string(f.name) == "smolvlm") o.overrides.vocab_size = 512;
   QBC_RETURN_IF_ERROR(frontend::write_random_model(o));
   config::LoadRequest req;
   req.preset = "multimodal";
@@ -110,6 +117,7 @@ StatusOr<Compiled> compile_once(const Family& f) {
               "calibration.numSamples=2",
               "calibration.seqLength=32",
               "inferenceScheme=all"};
+  if (std::string(f.name) == "smolvlm") req.sets.push_back("vision.imageSize=1024");
   QBC_ASSIGN_OR_RETURN(c.cfg, config::resolve(req));
   driver::CompileRequest r;
   r.model = o.output_dir.string();

@@ -215,6 +215,33 @@ TEST(ChatTemplate, SelectattrAndGenerationBlocks) {
   EXPECT_TRUE(contains(bad.status().message(), "test 'gt' is not supported"));
 }
 
+// SmolVLM-256M-Instruct's template (tests/assets/model-configs, transcribed from a copy of the
+// published file) capitalizes the role and writes "<image>" for the image item; read off it:
+// "User:" before an image item, "User: " before text, "<end_of_utterance>\n" after each turn.
+TEST(ChatTemplate, SmolVlmTemplateCapitalizesTheRoleAndWritesTheImageMark) {
+  const std::filesystem::path path = ::qbc::testing::source_dir() /
+                                     "tests/assets/model-configs/SmolVLM-256M-Instruct/"
+                                     "chat_template.json";
+  const auto j = nlohmann::json::parse(::qbc::testing::read_file(path));
+  auto t = ChatTemplate::parse(j.at("chat_template").get<std::string>(), path.string());
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  ChatContext ctx;
+  ctx.add_generation_prompt = true;
+  ChatMessage user{"user", "What is it?"};
+  user.parts = {{"image", ""}, {"text", "What is it?"}};
+  ctx.messages.push_back(user);
+  auto r = t->render(ctx);
+  QBC_ASSERT_OK(r);
+  EXPECT_EQ(*r, "<|im_start|>User:<image>What is it?<end_of_utterance>\nAssistant:");
+  ctx.messages[0].parts = {{"text", "hELLO"}};
+  r = t->render(ctx);
+  QBC_ASSERT_OK(r);
+  EXPECT_EQ(*r, "<|im_start|>User: hELLO<end_of_utterance>\nAssistant:");
+  auto cap = render("{{ 'aSSISTANT' | capitalize }}{{ '' | capitalize }}", chat());
+  QBC_ASSERT_OK(cap);
+  EXPECT_EQ(*cap, "Assistant");
+}
+
 // The processors' templates of the shared VLM folders (chat_template.json, byte copies of the
 // published files) render a user turn as HF's processor.apply_chat_template does, given HF's
 // content lists: the image marker where the image item is, the text after it, then the
