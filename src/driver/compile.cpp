@@ -152,8 +152,13 @@ Status vision_stage(Job& j) {
   if (!v.ok()) return v.status();
   if (!v->has_value()) return ok_status();
   const mxq::pb::VisionPart& vp = (*v)->part;
+  // Idefics3's span text is encoded when the MXQ is written: each special token of it (one '<')
+  // and each newline is at most one token, a bound on the span here.
+  const std::string& span = (*v)->span_text;
   const int64_t tokens =
-      vp.tokens_per_image() + vp.image_prefix_ids_size() + vp.image_suffix_ids_size();
+      span.empty() ? vp.tokens_per_image() + vp.image_prefix_ids_size() + vp.image_suffix_ids_size()
+                   : static_cast<int64_t>(std::count(span.begin(), span.end(), '<') +
+                                          std::count(span.begin(), span.end(), '\n'));
   if (j.bundle.max_cache <= tokens)
     return invalid_argument(j.req.model, ": the context (llm.attributes.maxCacheLength ",
                             j.bundle.max_cache, ") holds no prompt with an image, which is ",
@@ -466,6 +471,7 @@ std::string summary_json(const CompileRequest& r, const CompileResult& res) {
         j["vision"]["feature_rows"] = res.vision.rows;
         j["vision"]["feature_width"] = res.vision.width;
         j["vision"]["deepstack_levels"] = res.vision.deepstack_levels;
+        j["vision"]["views_per_image"] = res.vision.views;
         j["vision"]["dram_bytes"] = res.vision.dram_bytes;
         j["vision"]["calibration_images"] = res.vision.calibration_images;
         j["vision"]["synthetic_calibration"] = res.vision.synthetic_calibration;

@@ -177,7 +177,13 @@ StatusOr<ImageEvalReport> eval_image_pairs(runtime::Generator& test, const std::
                             " against ", vocab, " and ", enc->width());
   const tokenizer::Tokenizer& tok = test.tokenizer();
   const int64_t side = mxq::vision_grid_side(file.meta.vision());
-  const size_t suffix = static_cast<size_t>(file.meta.vision().image_suffix_ids_size());
+  // The ids an image's span writes after its last image token (Gemma 3's <end_of_image> and
+  // newlines, Idefics3's closing <fake_token_around_image>): not text to score.
+  const std::vector<int32_t> span = enc->image_span();
+  const auto span_last_image =
+      std::find(span.rbegin(), span.rend(), enc->image_token_id()).base() - span.begin();
+  const auto suffix =
+      static_cast<size_t>(static_cast<std::ptrdiff_t>(span.size()) - span_last_image);
   // The float features of every image first: one float tower for all pairs.
   std::vector<std::string> images;
   for (const ImageTextPair& p : pairs) images.push_back(p.image);

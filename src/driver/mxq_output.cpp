@@ -129,9 +129,9 @@ Status add_span_text(const VisionBuild& v, const StatusOr<tokenizer::Tokenizer>&
   // Idefics3: the whole expansion of an image mark, special tokens written as text.
   if (!v.span_text.empty()) {
     if (!tok.ok())
-      return invalid_argument("the image span of a ", part->family(),
-                              " model is written with its tokenizer, which did not load: ",
-                              tok.status().message());
+      return invalid_argument(
+          "the image span of a ", part->family(),
+          " model is written with its tokenizer, which did not load: ", tok.status().message());
     const std::vector<int32_t> ids = tok->encode(v.span_text, false, /*parse_special=*/true);
     const auto images = std::count(ids.begin(), ids.end(), part->image_token_id());
     if (images != part->tokens_per_image())

@@ -100,6 +100,8 @@ StatusOr<VisionWork> count_work(const VisionConfig& c) {
   w.activation_bytes = n * patch_in * kActBytes + n * (width + widest) * kActBytes +
                        w.tokens * t * static_cast<int64_t>(sizeof(float));
   w.views = c.views();
+  // Every view's feature rows wait for the language model.
+  w.activation_bytes += (w.views - 1) * w.tokens * t * static_cast<int64_t>(sizeof(float));
   w.tokens *= w.views;
   w.macs_i8 *= w.views;
   w.macs_i16 *= w.views;
@@ -172,9 +174,9 @@ std::string vision_plan_text(const VisionPlan& v) {
          (v.dynamic_resolution ? " (dynamic resolution: planned at " + size + ")" : "") +
          (w.views > 1 ? " (" + std::to_string(w.views - 1) + " tiles and a global view)" : "") +
          "; per image " + (w.views > 1 ? std::to_string(w.views) + " x " : "") +
-         std::to_string(w.rows) + " rows through " + std::to_string(w.layers) +
-         " layers, " + gmacs + ", activations " + npu::human_bytes(w.activation_bytes) +
-         " in DRAM, " + npu::human_bytes(w.weight_bytes * w.views + w.activation_traffic_bytes) +
+         std::to_string(w.rows) + " rows through " + std::to_string(w.layers) + " layers, " +
+         gmacs + ", activations " + npu::human_bytes(w.activation_bytes) + " in DRAM, " +
+         npu::human_bytes(w.weight_bytes * w.views + w.activation_traffic_bytes) +
          " of DRAM traffic\n";
 }
 

@@ -91,8 +91,8 @@ StatusOr<ir::Graph> gemma3_graph(const frontend::VisionConfig& vc,
 StatusOr<ir::Graph> idefics3_graph(const frontend::VisionConfig& vc) {
   QBC_ASSIGN_OR_RETURN(ir::Graph g, frontend::build_idefics3_vision_graph(vc));
   const int64_t tile = vc.tower_size(), side = tile / vc.patch_size;
-  g.metadata["vision.image_size"] = std::to_string(vc.image_size) + "x" +
-                                    std::to_string(vc.image_size);
+  g.metadata["vision.image_size"] =
+      std::to_string(vc.image_size) + "x" + std::to_string(vc.image_size);
   g.metadata["vision.tile_size"] = std::to_string(tile) + "x" + std::to_string(tile);
   g.metadata["vision.views"] = std::to_string(vc.views());
   g.metadata["vision.grid_hw"] = std::to_string(side) + "x" + std::to_string(side);

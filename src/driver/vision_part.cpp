@@ -242,11 +242,11 @@ StatusOr<Tower> idefics3_tower(const std::string& model, const frontend::VisionC
   t.merge = vc.merge;
   t.features = t.rows / (vc.merge * vc.merge);
   t.tiles_per_side = vc.image_size / vc.tile_size;
-  QBC_ASSIGN_OR_RETURN(std::vector<float> base,
-                       frontend::idefics3_embed_base(vc, [&ck](const std::string& n,
-                                                               std::vector<float>* v) {
-                         return ck.read_f32(checkpoint_tensor_name(ck, n), v);
-                       }));
+  QBC_ASSIGN_OR_RETURN(
+      std::vector<float> base,
+      frontend::idefics3_embed_base(vc, [&ck](const std::string& n, std::vector<float>* v) {
+        return ck.read_f32(checkpoint_tensor_name(ck, n), v);
+      }));
   t.constants.emplace_back("embed_base", std::move(base));
   const int64_t side = t.side, patch = vc.patch_size, scale = vc.merge;
   t.patches = [side, patch, scale](const image::Pixels& px) {
@@ -328,9 +328,15 @@ StatusOr<image::PreprocessSpec> preprocessing(const fs::path& pre_path, const To
   if ((spec.rule == image::ResizeRule::kTiles) != (tower.tiles_per_side > 0))
     return invalid_argument(pre_path.string(), ": a ", spec.processor, " for the ",
                             frontend::vision_tower_name(vc.tower), " tower of ", vc.model_type);
+  if (spec.rule == image::ResizeRule::kTiles && !spec.split && tower.tiles_per_side > 1)
+    return invalid_argument(pre_path.string(), ": do_image_splitting is false, so an image is ",
+                            "one view of ", tower.side, " pixels; vision.imageSize ",
+                            tower.image_side(), " asks for ", tower.tiles_per_side,
+                            " tiles per side (set vision.imageSize=", tower.side, ")");
   if (spec.rule == image::ResizeRule::kTiles && spec.tile != tower.side)
     return invalid_argument(pre_path.string(), ": max_image_size.longest_edge ", spec.tile,
-                            " is not the tower's image_size ", tower.side, " (config.json "
+                            " is not the tower's image_size ", tower.side,
+                            " (config.json "
                             "vision_config.image_size)");
   // A shortest-edge resize keeps the aspect ratio: only a centre crop makes the square the
   // compiled tower takes.
@@ -482,8 +488,8 @@ StatusOr<FloatImageFeatures> float_image_features(const std::string& model,
     std::vector<float> all;
     for (size_t v = 0; v < views; ++v) {  // the views' rows in order, as VisionEncoder gives them
       std::vector<float> rows;
-      QBC_RETURN_IF_ERROR(session->forward_inputs(samples[image * views + v], &rows)
-                              .with_context(images[image]));
+      QBC_RETURN_IF_ERROR(
+          session->forward_inputs(samples[image * views + v], &rows).with_context(images[image]));
       if (static_cast<int64_t>(rows.size()) != tower.features * row)
         return internal_error(tower.graph.name(), ": ", rows.size(), " feature values for ",
                               images[image], ", expected ", tower.features, " x ", row);

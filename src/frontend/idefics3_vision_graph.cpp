@@ -2,11 +2,10 @@
 // (qbc/frontend/idefics3_vision.h has the picture), following HF's Idefics3VisionEmbeddings,
 // Idefics3EncoderLayer, post_layernorm and Idefics3Connector. The Conv2d patch embedding (kernel =
 // stride = patch, with bias) is a linear over the flattened (channel, y, x) patch.
-#include "qbc/frontend/idefics3_vision.h"
-
 #include <algorithm>
 
 #include "qbc/frontend/gemma3_vision.h"
+#include "qbc/frontend/idefics3_vision.h"
 #include "qbc/image/preprocess.h"
 #include "qbc/ir/builder.h"
 #include "vit_layers.h"
@@ -44,8 +43,7 @@ class Idefics3Builder {
     // The head is the projection, whose fp32 output the language model takes.
     b_.set_part(ir::Part::kHead);
     const std::string proj = c + "modality_projection.proj";
-    b_.weight("image_features.weight", f32({vc_.text_hidden, unit * vc_.width}),
-              proj + ".weight");
+    b_.weight("image_features.weight", f32({vc_.text_hidden, unit * vc_.width}), proj + ".weight");
     return b_.linear("image_features", x, "image_features.weight", "", proj);
   }
 
@@ -61,7 +59,7 @@ class Idefics3Builder {
 std::vector<float> idefics3_patch_rows(const std::vector<float>& chw, int64_t side, int64_t patch,
                                        int64_t scale) {
   return image::shuffle_group_rows(siglip_patch_rows(chw, side, patch), kChannels * patch * patch,
-                            side / patch, scale);
+                                   side / patch, scale);
 }
 
 StatusOr<std::vector<float>> idefics3_embed_base(const VisionConfig& vc, const TensorFloats& read,

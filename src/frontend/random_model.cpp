@@ -14,8 +14,8 @@
 
 #include "qbc/frontend/clip_vision.h"
 #include "qbc/frontend/gemma3_vision.h"
-#include "qbc/frontend/idefics3_vision.h"
 #include "qbc/frontend/hf_names.h"
+#include "qbc/frontend/idefics3_vision.h"
 #include "qbc/frontend/qwen_vision.h"
 #include "qbc/frontend/random_tokenizer.h"
 #include "qbc/support/check.h"
@@ -670,8 +670,8 @@ Status write_random_model(const RandomModelOptions& o) {
       (*vision)->image_token_id >= 0)
     image_tokens[(*vision)->image_token_id] = "<image>";
   // Idefics3 / SmolVLM: <image> and the markers its processor writes around each tile, at the
-  // published tokenizer's offsets from <image> (<global-img> 38 below, <row_1_col_1> .. <row_6_col_6>
-  // 37 .. 2 below, <fake_token_around_image> 1 below).
+  // published tokenizer's offsets from <image> (<global-img> 38 below, <row_1_col_1> ..
+  // <row_6_col_6> 37 .. 2 below, <fake_token_around_image> 1 below).
   if (vision.ok() && *vision && (*vision)->projector == VisionProjector::kPixelShuffle &&
       (*vision)->image_token_id >= 38) {
     const int64_t img = (*vision)->image_token_id;

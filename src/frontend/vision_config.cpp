@@ -188,7 +188,8 @@ Status read_idefics3(const ConfigReader& top, const ConfigReader& v, VisionConfi
   QBC_ASSIGN_OR_RETURN(c.ffn, v.get_bounded_or("intermediate_size", 3072, kMaxDim));
   QBC_ASSIGN_OR_RETURN(c.heads, v.get_bounded_or("num_attention_heads", 16, 1024));
   QBC_ASSIGN_OR_RETURN(c.patch_size, v.get_bounded_or("patch_size", 32, 1024));
-  QBC_ASSIGN_OR_RETURN(c.tile_size, v.get_bounded_or("image_size", 224, 65536));
+  // HF's Idefics3 processors cap an image's longest edge at MAX_IMAGE_SIZE = 4096.
+  QBC_ASSIGN_OR_RETURN(c.tile_size, v.get_bounded_or("image_size", 224, kIdefics3MaxSide));
   QBC_ASSIGN_OR_RETURN(c.norm_eps, v.get_double_or("layer_norm_eps", 1e-6));
   QBC_ASSIGN_OR_RETURN(c.hidden_act, v.get_string_or("hidden_act", "gelu_pytorch_tanh"));
   if (c.tile_size % c.patch_size != 0)
@@ -197,11 +198,13 @@ Status read_idefics3(const ConfigReader& top, const ConfigReader& v, VisionConfi
   if (c.merge < 1) return top.bad_value("scale_factor", "must be at least 1");
   const int64_t side = c.tile_size / c.patch_size;
   if (side % c.merge != 0)
-    return top.bad_value("scale_factor", "does not divide the tower's patch grid (vision_config "
-                                         "image_size / patch_size)");
+    return top.bad_value("scale_factor",
+                         "does not divide the tower's patch grid (vision_config "
+                         "image_size / patch_size)");
   c.position_grid = side;
   c.position_embeddings = side * side;
   c.image_size = kIdefics3DefaultTiles * c.tile_size;
+  while (c.image_size > kIdefics3MaxSide) c.image_size -= c.tile_size;
   QBC_ASSIGN_OR_RETURN(c.text_hidden, text_hidden(top, 4096));
   c.image_token_id = token_or(top, "image_token_id", 128257);
   return ok_status();
@@ -304,7 +307,11 @@ int64_t VisionConfig::parameters() const {
 
 Status set_image_size(VisionConfig& c, int64_t side, std::string_view key) {
   if (side == 0 || side == c.image_size) return ok_status();
-  if (c.tile_size > 0) {  // Idefics3: whole tiles per side
+  if (c.tile_size > 0) {  // Idefics3: whole tiles per side, within HF's MAX_IMAGE_SIZE
+    if (side > kIdefics3MaxSide)
+      return invalid_argument(key, " ", side, ": the ", c.model_type,
+                              " processor resizes an image to at most ", kIdefics3MaxSide,
+                              " pixels a side (MAX_IMAGE_SIZE)");
     if (side < c.tile_size || side % c.tile_size != 0) {
       const int64_t below = std::max(c.tile_size, side / c.tile_size * c.tile_size);
       return invalid_argument(key, " ", side, ": the ", c.model_type,

@@ -189,6 +189,8 @@ StatusOr<std::vector<Pixels>> preprocess_views(const Image& img, const Preproces
   if (side < 1 || side % tile != 0)
     return invalid_argument(name, ": tiles of ", tile, " pixels do not cut a ", side,
                             " pixel square");
+  if (Status st = check_dimensions("resize", side, side, DecodeLimits{}); !st.ok())
+    return st.with_context(name);
   const Image sized = resize(img, side, side, spec.filter);
   const auto view = [&](const Image& v) {
     Pixels px;
@@ -198,7 +200,8 @@ StatusOr<std::vector<Pixels>> preprocess_views(const Image& img, const Preproces
   };
   if (side > tile && spec.split) {
     for (int32_t r = 0; r < side / tile; ++r)
-      for (int32_t c = 0; c < side / tile; ++c) out.push_back(view(crop(sized, r * tile, c * tile, tile, tile)));
+      for (int32_t c = 0; c < side / tile; ++c)
+        out.push_back(view(crop(sized, r * tile, c * tile, tile, tile)));
   }
   out.push_back(view(resize(sized, tile, tile, spec.filter)));
   return out;
@@ -249,8 +252,8 @@ std::vector<float> shuffle_group_rows(const std::vector<float>& rows, int64_t wi
       for (int64_t dy = 0; dy < scale; ++dy)
         for (int64_t dx = 0; dx < scale; ++dx) {
           const auto from =
-              rows.begin() + static_cast<std::ptrdiff_t>(
-                                 ((ty * scale + dy) * grid + tx * scale + dx) * width);
+              rows.begin() +
+              static_cast<std::ptrdiff_t>(((ty * scale + dy) * grid + tx * scale + dx) * width);
           to = std::copy(from, from + static_cast<std::ptrdiff_t>(width), to);
         }
   return out;

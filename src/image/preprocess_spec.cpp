@@ -183,15 +183,15 @@ Status read_tiles(const Reader& r, PreprocessSpec* s) {
   s->tile = 364;
   QBC_RETURN_IF_ERROR(read_common(r, s, 1));
   QBC_RETURN_IF_ERROR(r.get_bool("do_image_splitting", &s->split));
-  for (const auto& [key, dst] : {std::pair{"size", &s->longest_edge},
-                                 std::pair{"max_image_size", &s->tile}}) {
+  for (const auto& [key, dst] :
+       {std::pair{"size", &s->longest_edge}, std::pair{"max_image_size", &s->tile}}) {
     const json* v = r.find(key);
     if (v == nullptr) continue;
-    if (!v->is_object()) return r.bad(key, "expected {\"longest_edge\": N}");
-    int64_t e = *dst;
-    QBC_RETURN_IF_ERROR(r.get_int(*v, "longest_edge", &e));
-    if (e < 1 || e > 65536) return r.bad(key, "longest_edge outside 1..65536");
-    *dst = static_cast<int32_t>(e);
+    const json* e = v->is_object() && v->contains("longest_edge") ? &(*v)["longest_edge"] : nullptr;
+    if (e == nullptr || !e->is_number_integer() || e->get<int64_t>() < 1 ||
+        e->get<int64_t>() > 65536)
+      return r.bad(key, "expected {\"longest_edge\": N} with N in 1..65536");
+    *dst = static_cast<int32_t>(e->get<int64_t>());
   }
   return ok_status();
 }

@@ -154,6 +154,9 @@ Status check_vision_pair(const pb::Meta& meta, const isa::Bundle& b, const Loade
                      " rows per image, the metadata ", v.feature_rows());
   if (v.tiles_per_side() < 0 || v.tiles_per_side() > 64)
     return data_loss(where, ": ", v.tiles_per_side(), " tiles per side (0 to 64)");
+  if (v.image_size() * std::max<int64_t>(1, v.tiles_per_side()) > kMaxVisionImageSide)
+    return data_loss(where, ": ", v.tiles_per_side(), " tiles of ", v.image_size(),
+                     " pixels per side make an image larger than ", kMaxVisionImageSide);
   const int64_t views = vision_views(v);
   if (v.tokens_per_image() < 1 || v.drop_front_rows() < 0 ||
       v.tokens_per_image() != views * (v.feature_rows() - v.drop_front_rows()))

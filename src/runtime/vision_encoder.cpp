@@ -40,12 +40,23 @@ StatusOr<std::unique_ptr<VisionEncoder>> VisionEncoder::create(const mxq::Loaded
                             e->spec_.rule == image::ResizeRule::kTiles
                                 ? "cuts tiles of " + std::to_string(e->spec_.tile)
                                 : std::string("cuts no tiles"));
+  if (e->spec_.rule == image::ResizeRule::kTiles && !e->spec_.split &&
+      e->part_.tiles_per_side() > 1)
+    return invalid_argument(name, ": the vision part takes ", e->part_.tiles_per_side(),
+                            " tiles per side; its preprocessing asset turns do_image_splitting off");
   if (e->spec_.flattens_patches()) {  // Qwen2-VL's patch rows at the compiled size
     const int64_t grid = e->part_.image_size() / e->part_.patch_size();
     if (grid * grid != rows || grid % merge != 0)
       return invalid_argument(name, ": the vision part takes ", rows, " patch rows, not the ", grid,
                               " x ", grid, " of a ", e->part_.image_size(), " pixel image merged ",
                               merge, " x ", merge);
+  }
+  if (e->spec_.rule == image::ResizeRule::kTiles) {  // one tile's patches, whole shuffle groups
+    const int64_t grid = e->part_.image_size() / e->part_.patch_size();
+    if (grid * grid != rows || grid % merge != 0)
+      return invalid_argument(name, ": the vision part takes ", rows, " patch rows, not the ",
+                              grid, " x ", grid, " of a ", e->part_.image_size(),
+                              " pixel tile in groups of ", merge, " x ", merge);
   }
   // The tower's constant inputs (every input but the patches) come from the vision part's
   // assets, in the bundle's input order.
@@ -136,9 +147,9 @@ StatusOr<std::vector<float>> VisionEncoder::encode_view(const image::Pixels& px,
         return invalid_argument(name, ": ", grid * grid, " patches for ", b.chunk,
                                 " rows of the vision part");
       inputs_[i] = image::patch_rows(px.values, side, part_.patch_size(), leading);
-      // A tower that merges patches without HF's flattening (Idefics3's pixel shuffle) takes
-      // each token's merge x merge patches consecutively.
-      if (merge > 1 && leading == 0) inputs_[i] = image::shuffle_group_rows(inputs_[i], width, grid, merge);
+      // Idefics3's pixel shuffle: each token's merge x merge patches consecutively.
+      if (spec_.rule == image::ResizeRule::kTiles)
+        inputs_[i] = image::shuffle_group_rows(inputs_[i], width, grid, merge);
     }
   }
   std::vector<float> rows;

@@ -155,13 +155,13 @@ TEST(FlagsCliInputs, ModelTypeThatContradictsTheArchitectureExitsThree) {
   EXPECT_EQ(q.exit_code, 3) << q.err;
   EXPECT_TRUE(contains(q.err, "'qwen2'")) << q.err;
   EXPECT_FALSE(contains(q.err, "planned")) << q.err;
-  // A VLM architecture qbc does not read (SmolVLM / Idefics3) says multimodal is planned.
-  cfg["architectures"] = nlohmann::json::array({"Idefics3ForConditionalGeneration"});
-  cfg["model_type"] = "idefics3";
+  // A VLM architecture qbc does not read (PaliGemma) says multimodal is planned.
+  cfg["architectures"] = nlohmann::json::array({"PaliGemmaForConditionalGeneration"});
+  cfg["model_type"] = "paligemma";
   write_file(dir / "m/config.json", cfg.dump(2));
   const auto l = run_qbc("plan --model-config " + shell_quote(dir / "m/config.json"));
   EXPECT_EQ(l.exit_code, 3) << l.err;
-  EXPECT_TRUE(contains(l.err, "Idefics3ForConditionalGeneration")) << l.err;
+  EXPECT_TRUE(contains(l.err, "PaliGemmaForConditionalGeneration")) << l.err;
   EXPECT_TRUE(contains(l.err, "planned")) << l.err;
 }
 

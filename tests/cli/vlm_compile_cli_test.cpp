@@ -270,6 +270,17 @@ TEST_F(VlmCompile, BadImageMarkingMetadataExitsTwo) {
        "the vision part gives 2 DeepStack levels"},
       {"negative_deepstack", [](mxq::pb::VisionPart& v) { v.set_deepstack_levels(-1); },
        "the vision part gives -1 DeepStack levels"},
+      // Idefics3's tiles and image span on a file whose vision program is one call per image.
+      {"tiles", [](mxq::pb::VisionPart& v) { v.set_tiles_per_side(2); },
+       "576 image tokens are not 5 call(s) of 577 feature rows less 1 dropped"},
+      {"many_tiles", [](mxq::pb::VisionPart& v) { v.set_tiles_per_side(100000); },
+       "100000 tiles per side (0 to 64)"},
+      {"big_tiles", [](mxq::pb::VisionPart& v) { v.set_tiles_per_side(60); },
+       "60 tiles of 336 pixels per side make an image larger than 16384"},
+      {"span_count", [](mxq::pb::VisionPart& v) { v.add_image_span_ids(v.image_token_id()); },
+       "the image span holds 1 image tokens, not the 576"},
+      {"span_id", [](mxq::pb::VisionPart& v) { v.add_image_span_ids(-5); },
+       "token id -5 of the image span"},
   };
   for (const Case& c : cases) {
     mxq::pb::Meta m = meta;
@@ -1280,6 +1291,9 @@ TEST_F(VlmCompile, ASmolVlmFolderCompilesTilesAndAGlobalViewAndRunsWithAnImage) 
                          shell_quote(images_) + " --log-format json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(contains(r.err, "4 tiles and a global view of 64 feature rows x 64")) << r.err;
+  const nlohmann::json s = summary_of(r.err);
+  ASSERT_TRUE(s.contains("vision")) << r.err;
+  EXPECT_EQ(s["vision"]["views_per_image"], 5) << r.err;
   EXPECT_FALSE(contains(r.err, "capitalize")) << r.err;  // the chat template is in the subset
   auto m = mxq::load_model(out.string());
   ASSERT_TRUE(m.ok()) << m.status().to_string();
@@ -1306,18 +1320,19 @@ TEST_F(VlmCompile, ASmolVlmFolderCompilesTilesAndAGlobalViewAndRunsWithAnImage) 
   EXPECT_EQ(std::count(span.begin(), span.end(), fake), 6);
 
   expect_tokens_differ_by_photograph(out, images_, "<image>Describe this image.", "");
-  expect_close_to_float(eval_pairs(out, smol, write_pairs(images_, dir_ / "smolvlm_pairs", "<image>")),
-                        5 * 64);
+  expect_close_to_float(
+      eval_pairs(out, smol, write_pairs(images_, dir_ / "smolvlm_pairs", "<image>")), 5 * 64);
   const auto shown = run_qbc("inspect " + shell_quote(out));
   ASSERT_EQ(shown.exit_code, 0) << shown.err;
   EXPECT_TRUE(contains(shown.out, "2 x 2 tiles and a global view")) << shown.out;
-  const auto chat = run_qbc("run " + shell_quote(out) + " --image " +
-                            shell_quote(images_ / "rocket.jpg") +
-                            " --chat -p 'What is it?' -n 3 --ignore-eos --ids");
+  const auto chat =
+      run_qbc("run " + shell_quote(out) + " --image " + shell_quote(images_ / "rocket.jpg") +
+              " --chat -p 'What is it?' -n 3 --ignore-eos --ids");
   EXPECT_EQ(chat.exit_code, 0) << chat.err;
   // The template's "User:" then "<image>", expanded to the span (its first marker after the
   // role text).
-  EXPECT_TRUE(contains(chat.out, " " + std::to_string(fake) + " " + std::to_string(image - 37) + " "))
+  EXPECT_TRUE(
+      contains(chat.out, " " + std::to_string(fake) + " " + std::to_string(image - 37) + " "))
       << chat.out << chat.err;
 
   // Image-text calibration: the whole span (markers and feature rows) in every sample.
@@ -1334,14 +1349,26 @@ TEST_F(VlmCompile, ASmolVlmFolderCompilesTilesAndAGlobalViewAndRunsWithAnImage) 
   EXPECT_EQ(short_prep.exit_code, 2) << short_prep.err;
   EXPECT_TRUE(contains(short_prep.err, "--seq-len 300 holds no image")) << short_prep.err;
 
-  const auto bad = run_qbc("compile " + shell_quote(smol) + " -o " +
-                           shell_quote(dir_ / "smolvlm_bad.mxq") +
-                           " --preset multimodal --use-random-calib --no-resume"
-                           " --set vision.imageSize=1000");
+  const auto bad =
+      run_qbc("compile " + shell_quote(smol) + " -o " + shell_quote(dir_ / "smolvlm_bad.mxq") +
+              " --preset multimodal --use-random-calib --no-resume"
+              " --set vision.imageSize=1000");
   EXPECT_EQ(bad.exit_code, 2) << bad.err;
   EXPECT_TRUE(contains(bad.err, "vision.imageSize 1000")) << bad.err;
   EXPECT_TRUE(contains(bad.err, "tiles of 512")) << bad.err;
   EXPECT_FALSE(fs::exists(dir_ / "smolvlm_bad.mxq"));
+  // A processor that does not split gives one view: more tiles per side is refused by name.
+  const fs::path pre = smol / "preprocessor_config.json";
+  nlohmann::json p = nlohmann::json::parse(testing::read_file(pre));
+  p["do_image_splitting"] = false;
+  testing::write_file(pre, p.dump(2));
+  const auto nosplit =
+      run_qbc("compile " + shell_quote(smol) + " -o " + shell_quote(dir_ / "smolvlm_nosplit.mxq") +
+              " --preset multimodal --use-random-calib --no-resume"
+              " --set vision.imageSize=1024");
+  EXPECT_EQ(nosplit.exit_code, 2) << nosplit.err;
+  EXPECT_TRUE(contains(nosplit.err, "do_image_splitting is false")) << nosplit.err;
+  EXPECT_TRUE(contains(nosplit.err, "vision.imageSize=512")) << nosplit.err;
 }
 
 }  // namespace

@@ -61,8 +61,9 @@ StatusOr<ReferenceModel> open_reference(const std::string& path, const config::R
                                         int threads);
 
 /// Each image mark `mark` of `ids` replaced by `span` (runtime::VisionEncoder::image_span: its
-/// prefix, the image tokens, its suffix); with no mark, `images` of them placed after the BOS
-/// (or first), as `qbc run --image` does. kInvalidArgument when the prompt has another number.
+/// prefix, the image tokens, its suffix, or Idefics3's tile markers around them); with no mark,
+/// `images` of them placed after the BOS (or first), as `qbc run --image` does. kInvalidArgument
+/// when the prompt has another number.
 StatusOr<std::vector<int32_t>> expand_image_tokens(const std::vector<int32_t>& ids, int32_t mark,
                                                    const std::vector<int32_t>& span, size_t images,
                                                    int32_t bos);
@@ -74,8 +75,8 @@ struct TextRequest {
   SamplingOptions sampling;
   bool ignore_eos = false;
   /// Images (PNG or JPEG paths) for a VLM's MXQ: each is one image token of the prompt (or,
-  /// when the prompt has none, one placed after the BOS), expanded to the vision part's tokens
-  /// per image and replaced by its feature rows.
+  /// when the prompt has none, one placed after the BOS), expanded to the vision part's image
+  /// span and its image tokens replaced by the feature rows.
   std::vector<std::string> images;
   /// The prompt is a chat template's output (render_chat_prompt): its special tokens are
   /// parsed, and the BOS is added only when the tokenizer adds one and the text does not

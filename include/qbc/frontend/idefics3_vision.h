@@ -11,9 +11,9 @@
 //
 // N = (tile / patch)². HF's pixel_shuffle gives output token (Y, X) of the (side/s)² grid the
 // features of patches (Y·s + dy, X·s + dx) in (dy, dx) row-major order, each its full width;
-// the graph takes its patch rows already in that order (image::shuffle_group_rows: the s² patches of a
-// token consecutive, tokens row-major) with the position rows permuted alike, so the shuffle is
-// merge_rows. The encoder attends bidirectionally over the whole tile, so the order of its rows
+// the graph takes its patch rows already in that order (image::shuffle_group_rows: the s² patches
+// of a token consecutive, tokens row-major) with the position rows permuted alike, so the shuffle
+// is merge_rows. The encoder attends bidirectionally over the whole tile, so the order of its rows
 // changes nothing but the order of the attention's sums.
 #pragma once
 

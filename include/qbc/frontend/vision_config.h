@@ -1,8 +1,8 @@
 // The vision part of a vision-language model's config.json (docs/multimodal.md, "Families"):
 // which tower, its shape, the projector, the image tokens and how many an image takes. Read for
-// qwen2_vl, qwen2_5_vl, qwen3_vl, gemma3, llava, idefics3 and smolvlm configs; the parameter count follows the HF
-// modeling code's modules (docs/multimodal.md gives the formulas and the published totals
-// they reproduce).
+// qwen2_vl, qwen2_5_vl, qwen3_vl, gemma3, llava, idefics3 and smolvlm configs; the parameter count
+// follows the HF modeling code's modules (docs/multimodal.md gives the formulas and the published
+// totals they reproduce).
 #pragma once
 
 #include <cstdint>
@@ -87,6 +87,8 @@ inline constexpr int64_t kDefaultDynamicImageSize = 448;
 /// Idefics3 / SmolVLM: tiles per side of the default image (the published processors'
 /// size.longest_edge is 4 x max_image_size).
 inline constexpr int64_t kIdefics3DefaultTiles = 4;
+/// Idefics3 / SmolVLM: the processors' MAX_IMAGE_SIZE, the largest side an image is resized to.
+inline constexpr int64_t kIdefics3MaxSide = 4096;
 
 /// `c` planned or compiled at `side` x `side` pixels (the configuration key `key` names it in
 /// errors; 0 keeps c.image_size): a dynamic-resolution Qwen tower takes any positive multiple

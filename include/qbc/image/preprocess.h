@@ -7,8 +7,8 @@
 //   CLIPImageProcessor           shortest edge to size.shortest_edge, then a centre crop
 //   Gemma3ImageProcessor,        a fixed size.height x size.width (aspect ratio not kept)
 //   SiglipImageProcessor
-//   Idefics3ImageProcessor,      the image resized to size.longest_edge, cut into tiles of
-//   SmolVLMImageProcessor        max_image_size.longest_edge row by row, then the whole image
+//   Idefics3ImageProcessor,      the image resized to the compiled square (whole tiles), cut
+//   SmolVLMImageProcessor        into tiles of max_image_size.longest_edge row by row, then
 //                                resized to one tile (the global view); Lanczos
 // then rescale (x * rescale_factor, in double, stored as float) and normalize ((x - mean) /
 // std in float), as transformers.image_transforms.rescale / normalize.

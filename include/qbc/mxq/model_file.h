@@ -30,6 +30,8 @@ inline std::string vision_input_asset(const std::string& input) {
 inline int64_t vision_merge(const pb::VisionPart& v) {
   return v.merge_size() > 1 ? v.merge_size() : 1;
 }
+/// The largest image side a vision part resizes to (vision.imageSize's bound; tiles included).
+inline constexpr int64_t kMaxVisionImageSide = 16384;
 /// Calls of the vision program per image: tiles_per_side² tiles and a global view (Idefics3), or
 /// one.
 inline int64_t vision_views(const pb::VisionPart& v) {

@@ -48,6 +48,35 @@ TEST(PlanVision, QwenWindowLayersSeeTheirWindowOnly) {
   EXPECT_EQ(w.macs_i16, n * (3 * 2 * 14 * 14) * d + tokens * m * t);
 }
 
+// SmolVLM-256M-Instruct (tests/assets/model-configs): one call of the tower per view (16 tiles
+// and the global view at the default 2048 x 2048), each SigLIP-B/16 over a 512 tile: 1024 rows,
+// 12 layers of width 768 and MLP 3072; the connector maps 64 rows of 16 x 768 to 576.
+TEST(PlanVision, SmolVlmCountsEveryTileAndTheGlobalView) {
+  const std::string config =
+      (testing::source_dir() / "tests/assets/model-configs/SmolVLM-256M-Instruct/config.json")
+          .string();
+  auto v = driver::vision_plan(config);
+  QBC_ASSERT_OK(v);
+  ASSERT_TRUE(v->present);
+  const driver::VisionWork& w = v->work;
+  const int64_t n = 1024, d = 768, f = 3072, t = 576, views = 17, tokens = 64;
+  EXPECT_EQ(w.views, views);
+  EXPECT_EQ(w.rows, n);
+  EXPECT_EQ(w.tokens, views * tokens);
+  EXPECT_EQ(v->tokens_per_image, views * tokens);
+  const int64_t per_layer = n * (4 * d * d + 2 * d * f) + 2 * n * n * d;
+  EXPECT_EQ(w.macs_i8, views * 12 * per_layer);
+  EXPECT_EQ(w.macs_i16, views * (n * (3 * 16 * 16) * d + tokens * (16 * d) * t));
+  EXPECT_EQ(w.weight_bytes, 3 * 16 * 16 * d + 12 * (4 * d * d + 2 * d * f) + 16 * d * t);
+  // At 512 one view: a seventeenth of the work.
+  auto one = driver::vision_plan(config, 512);
+  QBC_ASSERT_OK(one);
+  EXPECT_EQ(one->work.views, 1);
+  EXPECT_EQ(one->work.macs_i8 * views, w.macs_i8);
+  EXPECT_TRUE(testing::contains(driver::vision_plan_text(*v), "16 tiles and a global view"))
+      << driver::vision_plan_text(*v);
+}
+
 TEST(PlanVision, TimeScalesWithCoresWhereTheMacsBound) {
   driver::VisionWork w;
   w.macs_i8 = 4'000'000'000'000;  // far more MACs than bytes: MAC-bound on any core count

@@ -114,10 +114,20 @@ TEST(VisionConfigTest, TextModelsHaveNone) {
 
 TEST(VisionConfigTest, OtherFamiliesAndBadValuesAreNamed) {
   const auto other = parse_vision_config(
-      R"({"model_type": "idefics3", "vision_config": {"hidden_size": 768}})", "c.json");
+      R"({"model_type": "paligemma", "vision_config": {"hidden_size": 768}})", "c.json");
   ASSERT_FALSE(other.ok());
   EXPECT_EQ(other.status().code(), Code::kUnimplemented);
-  EXPECT_TRUE(testing::contains(other.status().message(), "idefics3"));
+  EXPECT_TRUE(testing::contains(other.status().message(), "paligemma"));
+  // Idefics3: a scale factor that does not divide the tile's patch grid (512 / 16 = 32).
+  const auto shuffle = parse_vision_config(
+      R"({"model_type": "idefics3", "scale_factor": 3,
+          "vision_config": {"image_size": 512, "patch_size": 16, "hidden_size": 768,
+                            "num_attention_heads": 12}})",
+      "c.json");
+  ASSERT_FALSE(shuffle.ok());
+  EXPECT_EQ(shuffle.status().code(), Code::kInvalidArgument);
+  EXPECT_TRUE(testing::contains(shuffle.status().message(), "scale_factor"))
+      << shuffle.status().message();
   const auto bad = parse_vision_config(
       R"({"model_type": "gemma3", "mm_tokens_per_image": 250,
           "vision_config": {"image_size": 896, "patch_size": 14}})",
@@ -125,6 +135,54 @@ TEST(VisionConfigTest, OtherFamiliesAndBadValuesAreNamed) {
   ASSERT_FALSE(bad.ok());
   EXPECT_TRUE(testing::contains(bad.status().message(), "mm_tokens_per_image"))
       << bad.status().message();
+}
+
+// SmolVLM-256M-Instruct's config (tests/assets/model-configs: sources in its README): SigLIP
+// base patch 16 at 512, pixel shuffle by 4 to 64 tokens a tile, 4 x 4 tiles and a global view
+// by default (the processor's longest edge 2048). Parameters by hand: 12 blocks of
+// 4·768 + 4·(768² + 768) + (768·3072 + 3072) + (3072·768 + 768) = 7,087,872 each, the patch
+// convolution 768·768 + 768, 1024 position rows of 768, post_layernorm 2·768, and the
+// connector's proj 12288 x 576 without bias: 93,510,912 (the model card's "93M" encoder).
+TEST(VisionConfigTest, SmolVlm) {
+  const auto c = load_vision_config(testing::source_dir() /
+                                    "tests/assets/model-configs/SmolVLM-256M-Instruct/config.json");
+  QBC_ASSERT_OK(c);
+  ASSERT_TRUE(c->has_value());
+  VisionConfig v = **c;
+  EXPECT_EQ(v.tower, VisionTower::kSiglip);
+  EXPECT_EQ(v.projector, VisionProjector::kPixelShuffle);
+  EXPECT_EQ(v.depth, 12);
+  EXPECT_EQ(v.width, 768);
+  EXPECT_EQ(v.heads, 12);
+  EXPECT_EQ(v.ffn, 3072);
+  EXPECT_EQ(v.patch_size, 16);
+  EXPECT_EQ(v.tile_size, 512);
+  EXPECT_EQ(v.tower_size(), 512);
+  EXPECT_EQ(v.merge, 4);
+  EXPECT_EQ(v.text_hidden, 576);
+  EXPECT_EQ(v.image_token_id, 49190);
+  EXPECT_EQ(v.image_size, 2048);
+  EXPECT_EQ(v.views(), 17);
+  EXPECT_EQ(v.tokens_per_view(), 64);
+  EXPECT_EQ(v.tokens_per_image(), 17 * 64);
+  EXPECT_EQ(v.parameters(), 93510912);
+  QBC_ASSERT_OK(set_image_size(v, 1024, "vision.imageSize"));
+  EXPECT_EQ(v.views(), 5);
+  QBC_ASSERT_OK(set_image_size(v, 512, "vision.imageSize"));
+  EXPECT_EQ(v.views(), 1);  // one tile: the image alone, no global view
+  EXPECT_EQ(v.tokens_per_image(), 64);
+  const Status bad = set_image_size(v, 1000, "vision.imageSize");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.code(), Code::kInvalidArgument);
+  EXPECT_TRUE(testing::contains(bad.message(), "tiles of 512 pixels")) << bad.message();
+  EXPECT_TRUE(testing::contains(bad.message(), "e.g. 512 or 1024")) << bad.message();
+  EXPECT_EQ(v.image_size, 512);
+  // HF's processors resize to at most MAX_IMAGE_SIZE = 4096 a side.
+  const Status big = set_image_size(v, 4608, "vision.imageSize");
+  ASSERT_FALSE(big.ok());
+  EXPECT_TRUE(testing::contains(big.message(), "at most 4096")) << big.message();
+  QBC_ASSERT_OK(set_image_size(v, 4096, "vision.imageSize"));
+  EXPECT_EQ(v.views(), 65);
 }
 
 // Qwen2-VL-2B-Instruct's config (tests/assets/model-configs: sources in its README).

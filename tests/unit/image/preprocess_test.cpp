@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include "test_support.h"
 
@@ -72,8 +74,13 @@ TEST(PreprocessTest, RefusesWhatItDoesNotImplementNamingTheKey) {
                 "IdeficsImageProcessor"},
            Case{R"({"image_processor_type": "Gemma3ImageProcessor", "do_pan_and_scan": true})",
                 Code::kUnimplemented, "do_pan_and_scan"},
-           Case{R"({"image_processor_type": "CLIPImageProcessor", "resample": 1})",
+           Case{R"({"image_processor_type": "CLIPImageProcessor", "resample": 4})",
                 Code::kUnimplemented, "resample"},
+           Case{R"({"image_processor_type": "Idefics3ImageProcessor", "size": 2048})",
+                Code::kInvalidArgument, "size"},
+           Case{R"({"image_processor_type": "Idefics3ImageProcessor",
+                    "max_image_size": {"longest_edge": 0}})",
+                Code::kInvalidArgument, "max_image_size"},
            Case{R"({"image_processor_type": "CLIPImageProcessor", "image_std": [1, 0, 1]})",
                 Code::kInvalidArgument, "image_std"},
            Case{R"({"image_processor_type": "Qwen2VLImageProcessor", "patch_size": -3})",
@@ -195,6 +202,101 @@ struct PhotoCase {
 // patches of 3*2*14*14 = 1176; rocket 427x640 -> 420x644: 30x46 = 1380; 512 -> 504: 36^2 =
 // 1296), Qwen3-VL factor 32 (chelsea -> 288x448: 18x28 = 504 of 1536; rocket -> 416x640: 26x40
 // = 1040; 512: 32^2 = 1024), gemma 896 fixed, llava 336 crop.
+// Idefics3ImageProcessor: its __init__ defaults (longest edge 4 x 364, tiles of 364, Lanczos,
+// mean = std = 0.5, splitting on) and the published SmolVLM-256M-Instruct file's values.
+TEST(PreprocessTest, ParsesTheIdefics3KeysAndDefaults) {
+  StatusOr<PreprocessSpec> s =
+      parse_preprocess_spec(R"({"image_processor_type": "Idefics3ImageProcessor"})", "p.json");
+  QBC_ASSERT_OK(s);
+  EXPECT_EQ(s->rule, ResizeRule::kTiles);
+  EXPECT_EQ(s->longest_edge, 1456);
+  EXPECT_EQ(s->tile, 364);
+  EXPECT_TRUE(s->split);
+  EXPECT_EQ(s->filter, Filter::kLanczos);
+  EXPECT_DOUBLE_EQ(s->mean[0], 0.5);
+  EXPECT_EQ(tiled_side(*s), 1456);  // 4 whole tiles
+  const std::filesystem::path path = ::qbc::testing::source_dir() /
+                                     "tests/assets/model-configs/SmolVLM-256M-Instruct/"
+                                     "preprocessor_config.json";
+  s = load_preprocess_spec(path.string());
+  QBC_ASSERT_OK(s);
+  EXPECT_EQ(s->longest_edge, 2048);
+  EXPECT_EQ(s->tile, 512);
+  EXPECT_EQ(s->filter, Filter::kLanczos);
+  s->longest_edge = 1100;  // not whole tiles: rounded up, as resize_for_vision_encoder's ceil
+  EXPECT_EQ(tiled_side(*s), 1536);
+  s->compiled_size = 1024;
+  EXPECT_EQ(tiled_side(*s), 1024);
+}
+
+// The views of an image (Idefics3ImageProcessor's split_image at a compiled square): the image
+// resized to the square, its tiles row by row, then the square resized to one tile; each view
+// is the tile's pixels, normalized. Checked against the resize and crop they are made of.
+TEST(PreprocessTest, Idefics3ViewsAreTheTilesRowByRowThenTheGlobalView) {
+  PreprocessSpec s;
+  s.rule = ResizeRule::kTiles;
+  s.filter = Filter::kLanczos;
+  s.tile = 4;
+  s.longest_edge = 8;
+  s.mean = {0.5, 0.5, 0.5};
+  s.std = {0.5, 0.5, 0.5};
+  Image img;
+  img.width = 7;
+  img.height = 5;
+  img.rgb.resize(7 * 5 * 3);
+  for (size_t i = 0; i < img.rgb.size(); ++i) img.rgb[i] = static_cast<uint8_t>((i * 37) % 251);
+  s.compiled_size = 8;
+  StatusOr<std::vector<Pixels>> views = preprocess_views(img, s, "img");
+  QBC_ASSERT_OK(views);
+  ASSERT_EQ(views->size(), 5u);  // 2 x 2 tiles and the global view
+  const Image square = resize(img, 8, 8, Filter::kLanczos);
+  const auto expect_view = [&](const Pixels& px, const Image& want, const std::string& what) {
+    ASSERT_EQ(px.shape, (std::vector<int64_t>{3, 4, 4})) << what;
+    for (int c = 0; c < 3; ++c)
+      for (int y = 0; y < 4; ++y)
+        for (int x = 0; x < 4; ++x)
+          EXPECT_EQ(px.values[static_cast<size_t>((c * 4 + y) * 4 + x)],
+                    normalize_sample(s, c, want.at(y, x, c)))
+              << what << " c" << c << " y" << y << " x" << x;
+  };
+  expect_view((*views)[0], crop(square, 0, 0, 4, 4), "tile r1 c1");
+  expect_view((*views)[1], crop(square, 0, 4, 4, 4), "tile r1 c2");
+  expect_view((*views)[2], crop(square, 4, 0, 4, 4), "tile r2 c1");
+  expect_view((*views)[3], crop(square, 4, 4, 4, 4), "tile r2 c2");
+  expect_view((*views)[4], resize(square, 4, 4, Filter::kLanczos), "global view");
+  // preprocess() gives the last view; one tile per side, or splitting off, gives it alone.
+  StatusOr<Pixels> one = preprocess(img, s, "img");
+  QBC_ASSERT_OK(one);
+  EXPECT_EQ(one->values, (*views)[4].values);
+  s.split = false;
+  views = preprocess_views(img, s, "img");
+  QBC_ASSERT_OK(views);
+  ASSERT_EQ(views->size(), 1u);
+  s.split = true;
+  s.compiled_size = 4;
+  views = preprocess_views(img, s, "img");
+  QBC_ASSERT_OK(views);
+  ASSERT_EQ(views->size(), 1u);
+  expect_view((*views)[0], resize(img, 4, 4, Filter::kLanczos), "the only view");
+  s.compiled_size = 6;  // not whole tiles
+  views = preprocess_views(img, s, "img");
+  ASSERT_FALSE(views.ok());
+  EXPECT_TRUE(testing::contains(views.status().message(), "img")) << views.status().message();
+}
+
+// Pixel-shuffle groups: each 2 x 2 block of a 4 x 4 grid's rows together, blocks row-major.
+TEST(PreprocessTest, ShuffleGroupRowsPutsEachTokensPatchesTogether) {
+  std::vector<float> rows(16 * 2);
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<float>(i / 2) + (i % 2) * 0.5f;
+  const std::vector<float> got = shuffle_group_rows(rows, 2, 4, 2);
+  const int order[] = {0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15};
+  for (size_t r = 0; r < 16; ++r) {
+    EXPECT_EQ(got[2 * r], static_cast<float>(order[r])) << r;
+    EXPECT_EQ(got[2 * r + 1], static_cast<float>(order[r]) + 0.5f) << r;
+  }
+  EXPECT_EQ(shuffle_group_rows(rows, 2, 4, 1), rows);
+}
+
 TEST(PreprocessTest, SharedPhotographsThroughTheRealConfigs) {
   const PhotoCase cases[] = {
       {"Qwen2.5-VL-3B-Instruct", "chelsea.png", {704, 1176}},

@@ -35,6 +35,21 @@ const KernelCase kKernels[] = {
     {"bilinear 2->4 px1", 2, 4, Filter::kBilinear, 1, 0, 2, {3145728, 1048576}},
     {"bicubic 2->4 px1", 2, 4, Filter::kBicubic, 1, 0, 2, {3325484, 868820}},
     {"bicubic 2->4 px0", 2, 4, Filter::kBicubic, 0, 0, 2, {4564390, -370086}},
+    // Lanczos (support 3, sinc(x)·sinc(x/3)), the weights from Resample.c's formulas evaluated
+    // in Python's double math: 4 -> 2 stretches the support to 6, so pixel 0 (center 1.0) reads
+    // all four inputs at -0.25, 0.25, 0.75, 1.25 (0.8651, 0.8651, 0.2626, -0.1291 before the
+    // normalization); 8 -> 3 pixel 1 reads all eight, symmetric about its center 4.0.
+    {"lanczos 4->2 px0", 4, 2, Filter::kLanczos, 0, 0, 4, {1946964, 1946964, 591023, -290647}},
+    {"lanczos 2->4 px1", 2, 4, Filter::kLanczos, 1, 0, 2, {3217574, 976730}},
+    {"lanczos 3->8 px0", 3, 8, Filter::kLanczos, 0, 0, 3, {4851787, -839224, 181741}},
+    {"lanczos 8->3 px1",
+     8,
+     3,
+     Filter::kLanczos,
+     1,
+     0,
+     8,
+     {-219821, 85701, 799678, 1431593, 1431593, 799678, 85701, -219821}},
 };
 
 TEST(ResizeTest, KernelsMatchPillowsByHand) {
@@ -57,6 +72,17 @@ TEST(ResizeTest, BicubicWeightsAreKeysCubic) {
   EXPECT_DOUBLE_EQ(filter_weight(Filter::kBicubic, -0.5), 0.5625);
   EXPECT_DOUBLE_EQ(filter_weight(Filter::kBicubic, 2.0), 0.0);
   EXPECT_DOUBLE_EQ(filter_weight(Filter::kBilinear, -0.25), 0.75);
+}
+
+TEST(ResizeTest, LanczosIsTheTruncatedSincOnMinusThreeToThree) {
+  EXPECT_DOUBLE_EQ(filter_weight(Filter::kLanczos, 0.0), 1.0);
+  EXPECT_NEAR(filter_weight(Filter::kLanczos, 0.5), 0.6079271018540267, 1e-15);
+  EXPECT_NEAR(filter_weight(Filter::kLanczos, -2.5), 0.024317084074161062, 1e-15);
+  EXPECT_NEAR(filter_weight(Filter::kLanczos, 1.0), 0.0, 1e-15);
+  // Pillow's interval is [-3, 3): -3 is evaluated (sin(3π) is not exactly 0 in double), 3 is not.
+  EXPECT_NE(filter_weight(Filter::kLanczos, -3.0), 0.0);
+  EXPECT_EQ(filter_weight(Filter::kLanczos, 3.0), 0.0);
+  EXPECT_EQ(filter_weight(Filter::kLanczos, 3.5), 0.0);
 }
 
 Image row(std::initializer_list<int> gray) {
