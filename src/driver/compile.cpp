@@ -141,7 +141,11 @@ Status backend_stage(Job& j) {
 Status vision_stage(Job& j) {
   const auto t0 = std::chrono::steady_clock::now();
   QBC_ASSIGN_OR_RETURN(npu::Options o, backend_options(j.quantized->model.graph, j.cfg));
-  StatusOr<std::optional<VisionBuild>> v = build_vision_part(j.req.model, j.cfg, o, j.images);
+  // The language model's basis: spinR1's rotation, which the features must be written in.
+  QBC_ASSIGN_OR_RETURN(const quant::OutputBasis basis,
+                       quant::output_basis(j.quantized->model.graph));
+  StatusOr<std::optional<VisionBuild>> v =
+      build_vision_part(j.req.model, j.cfg, o, j.images, 4, &basis);
   VisionOutcome& out = j.out.vision;
   if (!v.ok() && v.status().code() == Code::kUnimplemented) {
     out.present = true;

@@ -17,6 +17,7 @@
 #include "qbc/driver/vision_part.h"
 #include "qbc/frontend/importer.h"
 #include "qbc/mxq/model_file.h"
+#include "qbc/quant/output_basis.h"
 #include "qbc/ref/session.h"
 #include "qbc/runner/mrope.h"
 #include "qbc/runtime/vision_encoder.h"
@@ -232,10 +233,23 @@ StatusOr<ImageEvalReport> eval_image_pairs(runtime::Generator& test, const std::
     }
     // Column part 0 is the feature row, part J + 1 DeepStack level J's row (Qwen3-VL).
     const auto h = static_cast<size_t>(enc->width());
+    // Rows written in the language model's rotated basis (spinR1) are compared after undoing R.
+    std::vector<float> compared;
+    const std::vector<float>* got = &rows;
+    if (file.meta.vision().has_language_rotation_seed()) {
+      quant::OutputBasis basis;
+      basis.spin_r1_seed = file.meta.vision().language_rotation_seed();
+      basis.hidden = enc->width();
+      compared = rows;
+      QBC_RETURN_IF_ERROR(
+          quant::undo_spin_r1(basis, compared.data(), static_cast<int64_t>(compared.size() / h))
+              .with_context(name));
+      got = &compared;
+    }
     std::vector<double> sig(parts, 0.0), err(parts, 0.0);
     for (size_t i = 0; i < rows.size(); ++i) {
       const size_t part = i % (h * parts) / h;
-      const double d = static_cast<double>(rows[i]) - want[i];
+      const double d = static_cast<double>((*got)[i]) - want[i];
       sig[part] += static_cast<double>(want[i]) * want[i];
       err[part] += d * d;
     }

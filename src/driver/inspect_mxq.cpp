@@ -122,6 +122,7 @@ nlohmann::ordered_json summary_json(const mxq::LoadedModel& m) {
                                  {"schemes", nlohmann::ordered_json::array()}};
     for (const isa::Mode& mode : vb.modes) vj["schemes"].push_back(isa::scheme_name(mode.scheme));
     if (v.has_prompt_token_id()) vj["prompt_token_id"] = v.prompt_token_id();
+    if (v.has_language_rotation_seed()) vj["language_rotation_seed"] = v.language_rotation_seed();
     if (v.image_prefix_ids_size() + v.image_suffix_ids_size() > 0) {
       vj["image_prefix_ids"] =
           std::vector<int32_t>(v.image_prefix_ids().begin(), v.image_prefix_ids().end());

@@ -10,6 +10,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 #include <utility>
 
 #include "qbc/driver/vision_import.h"
@@ -74,6 +75,47 @@ image::Image synthetic_image(uint32_t seed, int32_t width, int32_t height) {
     }
   }
   return img;
+}
+
+/// `read` with the output linears of `g` (each graph output: a linear of the language model's
+/// width) rotated into spinR1's basis: the weight [out, in] becomes Rᵀ·W (each input column
+/// times R as a row) and the bias Rᵀ·b, so the output row y becomes y·R. kUnimplemented for an
+/// output that is not a linear (the rotation would need a node of its own).
+StatusOr<ir::WeightReader> rotated_output_reader(const ir::Graph& g, const ir::WeightReader& read,
+                                                 const quant::OutputBasis& rotation) {
+  std::set<std::string> weights, biases;
+  for (ir::ValueId out : g.outputs()) {
+    const ir::Node& n = g.node(out);
+    if (n.op != ir::Op::kLinear)
+      return unimplemented(g.name(), ": output '", n.name, "' is a ", ir::describe(n),
+                           ", not a linear: it cannot write the language model's rotated basis "
+                           "(spinR1); compile without it (equivalentTransformation.spinR1.apply "
+                           "false)");
+    for (size_t i = 1; i < n.operands.size(); ++i)
+      if (n.operands[i].is_weight()) (i == 1 ? weights : biases).insert(n.operands[i].weight);
+  }
+  return ir::WeightReader([read, weights, biases, rotation](const ir::Weight& w,
+                                                            std::vector<float>* out) -> Status {
+    QBC_RETURN_IF_ERROR(read(w, out));
+    const int64_t h = rotation.hidden;
+    if (biases.count(w.name) != 0) {
+      if (static_cast<int64_t>(out->size()) != h)
+        return internal_error("bias '", w.name, "' has ", out->size(), " values, not ", h);
+      return quant::apply_spin_r1(rotation, out->data(), 1);
+    }
+    if (weights.count(w.name) == 0) return ok_status();
+    const auto n = static_cast<int64_t>(out->size());
+    if (n % h != 0 || w.type.rank() != 2 || w.type.dim(0) != h)
+      return internal_error("weight '", w.name, "' is ", w.type.to_string(), ", not [", h, ", in]");
+    const int64_t in = n / h;
+    std::vector<float> cols(out->size());  // Wᵀ: one row per input column
+    for (int64_t o = 0; o < h; ++o)
+      for (int64_t i = 0; i < in; ++i) cols[i * h + o] = (*out)[o * in + i];
+    QBC_RETURN_IF_ERROR(quant::apply_spin_r1(rotation, cols.data(), in));
+    for (int64_t o = 0; o < h; ++o)
+      for (int64_t i = 0; i < in; ++i) (*out)[o * in + i] = cols[i * h + o];
+    return ok_status();
+  });
 }
 
 }  // namespace
@@ -530,15 +572,19 @@ Status check_vision_image_size(const std::string& model, int64_t image_size) {
   return spec.flattens_patches() ? check_area(spec, image_size, pre_path) : ok_status();
 }
 
-StatusOr<std::optional<VisionBuild>> build_vision_part(const std::string& model,
-                                                       const config::ResolvedConfig& cfg,
-                                                       const npu::Options& language,
-                                                       const std::vector<std::string>& images,
-                                                       int synthetic) {
+StatusOr<std::optional<VisionBuild>> build_vision_part(
+    const std::string& model, const config::ResolvedConfig& cfg, const npu::Options& language,
+    const std::vector<std::string>& images, int synthetic, const quant::OutputBasis* rotation) {
   QBC_ASSIGN_OR_RETURN(std::optional<FolderTower> ft, open_tower(model, cfg));
   if (!ft) return std::optional<VisionBuild>();
   const frontend::VisionConfig* vc = &ft->vc;
-  const ir::WeightReader& reader = ft->reader;
+  const bool rotated = rotation != nullptr && rotation->spin_r1_seed.has_value();
+  if (rotated && rotation->hidden != vc->text_hidden)
+    return internal_error(model, ": the language model's rotation is of order ", rotation->hidden,
+                          ", the vision part writes ", vc->text_hidden, " columns");
+  QBC_ASSIGN_OR_RETURN(const ir::WeightReader reader,
+                       rotated ? rotated_output_reader(ft->tower.graph, ft->reader, *rotation)
+                               : StatusOr<ir::WeightReader>(ft->reader));
   Tower& tower = ft->tower;
   VisionBuild out;
   const fs::path pre_path = fs::path(model) / kPreprocessorAsset;
@@ -587,6 +633,7 @@ StatusOr<std::optional<VisionBuild>> build_vision_part(const std::string& model,
   for (int32_t id : tower.suffix) p.add_image_suffix_ids(id);
   p.set_feature_divisor(tower.feature_divisor);
   p.set_deepstack_levels(static_cast<int32_t>(vc->deepstack_layers.size()));
+  if (rotated) p.set_language_rotation_seed(*rotation->spin_r1_seed);
   out.prefix_text = tower.prefix_text;
   out.suffix_text = tower.suffix_text;
   out.span_text = tower.span_text;

@@ -52,6 +52,15 @@ Status undo_spin_r1(const OutputBasis& b, float* rows, int64_t count) {
   return ok_status();
 }
 
+Status apply_spin_r1(const OutputBasis& b, float* rows, int64_t count) {
+  if (!b.spin_r1_seed) return failed_precondition("the graph has no spinR1 rotation to apply");
+  QBC_ASSIGN_OR_RETURN(const Rotation r, Rotation::make(b.hidden, *b.spin_r1_seed));
+  std::vector<double> x(rows, rows + count * b.hidden);
+  QBC_RETURN_IF_ERROR(r.right_multiply_rows(x.data(), count));
+  for (size_t i = 0; i < x.size(); ++i) rows[i] = static_cast<float>(x[i]);
+  return ok_status();
+}
+
 void record_spin_r1(ir::Graph& g, uint64_t seed, int64_t hidden,
                     const std::vector<std::string>& rotated) {
   std::string text = std::to_string(seed) + " " + std::to_string(hidden) + "\n";

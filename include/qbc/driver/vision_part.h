@@ -14,6 +14,7 @@
 #include "qbc/config/config.h"
 #include "qbc/isa/program.h"
 #include "qbc/mxq/model_file.h"
+#include "qbc/quant/output_basis.h"
 #include "qbc/npu/compile.h"
 #include "qbc/support/status.h"
 
@@ -65,12 +66,16 @@ struct VisionOutcome {
 /// The vision part of the HF folder `model`: nullopt when it has no vision_config. For a
 /// tower the backend does not lower yet, kUnimplemented naming the family and the op. `images`
 /// are calibration images (PNG or JPEG paths; empty: `synthetic` smooth random images, said in
-/// the calibration record); `language` gives the target and the schemes.
+/// the calibration record); `language` gives the target and the schemes. `rotation`: the
+/// quantized language model's basis (quant::output_basis of its graph); when spinR1 rotated
+/// its residual stream, the tower's output linears are rotated alike (W ← Rᵀ·W, b ← Rᵀ·b), so
+/// the features land in the rotated stream, and the part records the seed.
 StatusOr<std::optional<VisionBuild>> build_vision_part(const std::string& model,
                                                        const config::ResolvedConfig& cfg,
                                                        const npu::Options& language,
                                                        const std::vector<std::string>& images,
-                                                       int synthetic = 4);
+                                                       int synthetic = 4,
+                                                       const quant::OutputBasis* rotation = nullptr);
 
 /// The float features of images as the runtime splices them into a VLM's language model, for
 /// calibration on image-text pairs (`qbc calib prepare --images`).

@@ -46,6 +46,11 @@ StatusOr<OutputBasis> output_basis(const ir::Graph& g);
 /// when `b` has no rotation.
 Status undo_spin_r1(const OutputBasis& b, float* rows, int64_t count);
 
+/// Replaces each of the `count` rows of length b.hidden at `rows` by row·R1: a value of the
+/// float model's basis into the rotated residual stream (what the host embedding holds after
+/// spinR1). kFailedPrecondition when `b` has no rotation.
+Status apply_spin_r1(const OutputBasis& b, float* rows, int64_t count);
+
 /// Records for spinR1 (seed, order, the rotated values) in `g`'s metadata.
 void record_spin_r1(ir::Graph& g, uint64_t seed, int64_t hidden,
                     const std::vector<std::string>& rotated);
