@@ -82,19 +82,7 @@ StatusOr<ir::Graph> build_idefics3_vision_graph(const VisionConfig& vc,
                          vision_projector_name(vc.projector), " (", vc.model_type,
                          "): only the SigLIP tower with the pixel-shuffle connector is built here");
   }
-  const std::string& act = vc.hidden_act;
-  if (act != "gelu_pytorch_tanh" && act != "gelu_new" && act != "gelu" && act != "quick_gelu") {
-    return unimplemented(vc.model_type, " vision_config.hidden_act '", act,
-                         "' (gelu_pytorch_tanh, gelu_new, gelu and quick_gelu are built)");
-  }
-  const int64_t side = vc.patch_size > 0 ? vc.tower_size() / vc.patch_size : 0;
-  if (vc.heads <= 0 || vc.width % vc.heads != 0 || vc.text_hidden <= 0 || vc.ffn <= 0 ||
-      vc.merge <= 0 || side <= 0 || side % vc.merge != 0) {
-    return invalid_argument(vc.model_type, " vision_config: hidden_size ", vc.width,
-                            ", num_attention_heads ", vc.heads, ", intermediate_size ", vc.ffn,
-                            ", text hidden_size ", vc.text_hidden, ", scale_factor ", vc.merge,
-                            " over a patch grid ", side, " wide");
-  }
+  QBC_RETURN_IF_ERROR(check_vit_tower(vc, vc.merge, "scale_factor"));
   ir::Graph g("idefics3_siglip_vision");
   Idefics3Builder ib(vc, names, g);
   QBC_ASSIGN_OR_RETURN(ValueId out, ib.build());

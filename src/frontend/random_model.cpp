@@ -320,10 +320,11 @@ std::vector<HfTensorSpec> clip_tensor_specs(const VisionConfig& vc) {
 // Gemma 3's SigLIP tower (SiglipVisionModel inside `vision_tower`, no head) and
 // Gemma3MultiModalProjector under transformers < 4.52's names. The projector's weight is
 // [vision width, text width] (HF multiplies by it); mm_soft_emb_norm is Gemma's 1 + w style.
-std::vector<HfTensorSpec> siglip_gemma3_tensor_specs(const VisionConfig& vc) {
-  std::vector<HfTensorSpec> out;
+// A SigLIP tower (SiglipVisionTransformer, no head) under prefix `m`: the patch embedding with
+// bias, the position table, the encoder layers and post_layernorm (Gemma 3's and Idefics3's).
+void add_siglip_tower(std::vector<HfTensorSpec>& out, const VisionConfig& vc,
+                      const std::string& m) {
   const int64_t w = vc.width, p = vc.patch_size;
-  const std::string m = "vision_tower.vision_model.";
   add(out, m + "embeddings.patch_embedding.weight", {w, 3, p, p}, TensorRole::kLinear);
   add(out, m + "embeddings.patch_embedding.bias", {w}, TensorRole::kBias);
   add(out, m + "embeddings.position_embedding.weight", {vc.position_embeddings, w},
@@ -342,6 +343,12 @@ std::vector<HfTensorSpec> siglip_gemma3_tensor_specs(const VisionConfig& vc) {
     add_linear(out, b + "mlp.fc2", w, vc.ffn, /*bias=*/true);
   }
   norm(m + "post_layernorm");
+}
+
+std::vector<HfTensorSpec> siglip_gemma3_tensor_specs(const VisionConfig& vc) {
+  std::vector<HfTensorSpec> out;
+  const int64_t w = vc.width;
+  add_siglip_tower(out, vc, "vision_tower.vision_model.");
   add(out, "multi_modal_projector.mm_soft_emb_norm.weight", {w}, TensorRole::kNorm);
   add(out, "multi_modal_projector.mm_input_projection_weight", {w, vc.text_hidden},
       TensorRole::kLinear);
@@ -354,27 +361,9 @@ std::vector<HfTensorSpec> siglip_gemma3_tensor_specs(const VisionConfig& vc) {
 // modality_projection.proj (no bias) over scale_factor² patches side by side.
 std::vector<HfTensorSpec> idefics3_tensor_specs(const VisionConfig& vc) {
   std::vector<HfTensorSpec> out;
-  const int64_t w = vc.width, p = vc.patch_size;
+  const int64_t w = vc.width;
   const Idefics3VisionNames names;
-  const std::string m = names.tower;
-  add(out, m + "embeddings.patch_embedding.weight", {w, 3, p, p}, TensorRole::kLinear);
-  add(out, m + "embeddings.patch_embedding.bias", {w}, TensorRole::kBias);
-  add(out, m + "embeddings.position_embedding.weight", {vc.position_embeddings, w},
-      TensorRole::kEmbedding);
-  auto norm = [&](const std::string& name) {
-    add(out, name + ".weight", {w}, TensorRole::kUnitNorm);
-    add(out, name + ".bias", {w}, TensorRole::kBias);
-  };
-  for (int64_t i = 0; i < vc.depth; ++i) {
-    const std::string b = m + "encoder.layers." + std::to_string(i) + ".";
-    norm(b + "layer_norm1");
-    norm(b + "layer_norm2");
-    for (const char* proj : {"q_proj", "k_proj", "v_proj", "out_proj"})
-      add_linear(out, b + "self_attn." + proj, w, w, /*bias=*/true);
-    add_linear(out, b + "mlp.fc1", vc.ffn, w, /*bias=*/true);
-    add_linear(out, b + "mlp.fc2", w, vc.ffn, /*bias=*/true);
-  }
-  norm(m + "post_layernorm");
+  add_siglip_tower(out, vc, names.tower);
   add_linear(out, names.connector + "modality_projection.proj", vc.text_hidden,
              vc.merge * vc.merge * w, /*bias=*/false);
   std::sort(out.begin(), out.end(),

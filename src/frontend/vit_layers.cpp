@@ -13,6 +13,23 @@ ir::TensorType f32(std::vector<int64_t> dims) {
 
 }  // namespace
 
+Status check_vit_tower(const VisionConfig& vc, int64_t group, const char* group_key) {
+  const std::string& act = vc.hidden_act;
+  if (act != "gelu_pytorch_tanh" && act != "gelu_new" && act != "gelu" && act != "quick_gelu") {
+    return unimplemented(vc.model_type, " vision_config.hidden_act '", act,
+                         "' (gelu_pytorch_tanh, gelu_new, gelu and quick_gelu are built)");
+  }
+  const int64_t side = vc.patch_size > 0 ? vc.tower_size() / vc.patch_size : 0;
+  if (vc.heads <= 0 || vc.width % vc.heads != 0 || vc.text_hidden <= 0 || vc.ffn <= 0 ||
+      group <= 0 || side <= 0 || side % group != 0) {
+    return invalid_argument(vc.model_type, " vision_config: hidden_size ", vc.width,
+                            ", num_attention_heads ", vc.heads, ", intermediate_size ", vc.ffn,
+                            ", text hidden_size ", vc.text_hidden, ", ", group_key, " ", group,
+                            " over a patch grid ", side, " wide");
+  }
+  return ok_status();
+}
+
 std::string vit_gelu_approx(const std::string& hidden_act) {
   if (hidden_act == "gelu") return "";
   if (hidden_act == "quick_gelu") return "quick";

@@ -41,6 +41,12 @@ class VitLayers {
   int64_t head_dim_;
 };
 
+/// The checks a SigLIP / CLIP-style tower's config must pass before its graph is built: an
+/// activation vit_gelu_approx knows (kUnimplemented naming vision_config.hidden_act), heads
+/// dividing the width, positive widths, and a patch grid of the tower's side that `group` (the
+/// pool or pixel-shuffle factor, `group_key` in the message) divides (kInvalidArgument).
+Status check_vit_tower(const VisionConfig& vc, int64_t group, const char* group_key);
+
 /// The gelu `approx` attribute for a transformers ACT2FN name: "gelu" is the erf GELU (""),
 /// "quick_gelu" is x·σ(1.702x) ("quick"), gelu_pytorch_tanh and gelu_new the tanh form ("tanh").
 std::string vit_gelu_approx(const std::string& hidden_act);

@@ -43,22 +43,28 @@ StatusOr<OutputBasis> output_basis(const ir::Graph& g) {
   return b;
 }
 
-Status undo_spin_r1(const OutputBasis& b, float* rows, int64_t count) {
-  if (!b.spin_r1_seed) return failed_precondition("the graph has no spinR1 rotation to undo");
+namespace {
+
+// rows · R1 (apply) or rows · R1ᵀ (undo), in double, rounded once.
+Status rotate_rows(const OutputBasis& b, float* rows, int64_t count, bool undo) {
+  if (!b.spin_r1_seed)
+    return failed_precondition("the graph has no spinR1 rotation to ", undo ? "undo" : "apply");
   QBC_ASSIGN_OR_RETURN(const Rotation r, Rotation::make(b.hidden, *b.spin_r1_seed));
   std::vector<double> x(rows, rows + count * b.hidden);
-  QBC_RETURN_IF_ERROR(r.right_multiply_rows_by_transpose(x.data(), count));
+  QBC_RETURN_IF_ERROR(undo ? r.right_multiply_rows_by_transpose(x.data(), count)
+                           : r.right_multiply_rows(x.data(), count));
   for (size_t i = 0; i < x.size(); ++i) rows[i] = static_cast<float>(x[i]);
   return ok_status();
 }
 
+}  // namespace
+
+Status undo_spin_r1(const OutputBasis& b, float* rows, int64_t count) {
+  return rotate_rows(b, rows, count, /*undo=*/true);
+}
+
 Status apply_spin_r1(const OutputBasis& b, float* rows, int64_t count) {
-  if (!b.spin_r1_seed) return failed_precondition("the graph has no spinR1 rotation to apply");
-  QBC_ASSIGN_OR_RETURN(const Rotation r, Rotation::make(b.hidden, *b.spin_r1_seed));
-  std::vector<double> x(rows, rows + count * b.hidden);
-  QBC_RETURN_IF_ERROR(r.right_multiply_rows(x.data(), count));
-  for (size_t i = 0; i < x.size(); ++i) rows[i] = static_cast<float>(x[i]);
-  return ok_status();
+  return rotate_rows(b, rows, count, /*undo=*/false);
 }
 
 void record_spin_r1(ir::Graph& g, uint64_t seed, int64_t hidden,
