@@ -323,12 +323,11 @@ std::string format_image_eval(const ImageEvalReport& r) {
 }
 
 std::string image_eval_json(const ImageEvalReport& r) {
-  const auto db = db_json;
   nlohmann::ordered_json j = {{"model", r.model},
                               {"reference", r.reference},
                               {"pairs", nlohmann::json::array()},
                               {"tokens_scored", r.scored},
-                              {"feature_sqnr_db", db(r.feature_sqnr_db)},
+                              {"feature_sqnr_db", db_json(r.feature_sqnr_db)},
                               {"deepstack_sqnr_db", db_list(r.deepstack_sqnr_db)},
                               {"kld_mean", r.kld_mean},
                               {"kld_p99", r.kld_p99},
@@ -341,7 +340,7 @@ std::string image_eval_json(const ImageEvalReport& r) {
                           {"prompt_tokens", p.prompt_tokens},
                           {"image_tokens", p.image_tokens},
                           {"tokens_scored", p.scored},
-                          {"feature_sqnr_db", db(p.feature_sqnr_db)},
+                          {"feature_sqnr_db", db_json(p.feature_sqnr_db)},
                           {"deepstack_sqnr_db", db_list(p.deepstack_sqnr_db)},
                           {"kld_mean", p.kld_mean},
                           {"top1", p.top1},

@@ -208,8 +208,10 @@ StatusOr<std::vector<Pixels>> preprocess_views(const Image& img, const Preproces
 }
 
 StatusOr<Pixels> preprocess(const Image& img, const PreprocessSpec& spec, std::string_view name) {
-  if (spec.rule == ResizeRule::kTiles) {
-    QBC_ASSIGN_OR_RETURN(std::vector<Pixels> views, preprocess_views(img, spec, name));
+  if (spec.rule == ResizeRule::kTiles) {  // the last view alone: no tiles cut
+    PreprocessSpec global = spec;
+    global.split = false;
+    QBC_ASSIGN_OR_RETURN(std::vector<Pixels> views, preprocess_views(img, global, name));
     return std::move(views.back());
   }
   QBC_ASSIGN_OR_RETURN(const Image sized, resize_for_model(img, spec, name));

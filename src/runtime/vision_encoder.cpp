@@ -30,8 +30,8 @@ StatusOr<std::unique_ptr<VisionEncoder>> VisionEncoder::create(const mxq::Loaded
   const int64_t rows = bundle->chunk;
   const int64_t merge = mxq::vision_merge(e->part_);
   // image::PreprocessSpec: the compiled square (Idefics3: of tiles_per_side tiles per side).
-  e->spec_.compiled_size = static_cast<int32_t>(
-      e->part_.image_size() * std::max<int64_t>(1, e->part_.tiles_per_side()));
+  e->spec_.compiled_size =
+      static_cast<int32_t>(e->part_.image_size() * std::max<int64_t>(1, e->part_.tiles_per_side()));
   if ((e->spec_.rule == image::ResizeRule::kTiles) != (e->part_.tiles_per_side() > 0) ||
       (e->spec_.rule == image::ResizeRule::kTiles && e->spec_.tile != e->part_.image_size()))
     return invalid_argument(name, ": the vision part takes ", e->part_.tiles_per_side(),
@@ -42,21 +42,17 @@ StatusOr<std::unique_ptr<VisionEncoder>> VisionEncoder::create(const mxq::Loaded
                                 : std::string("cuts no tiles"));
   if (e->spec_.rule == image::ResizeRule::kTiles && !e->spec_.split &&
       e->part_.tiles_per_side() > 1)
-    return invalid_argument(name, ": the vision part takes ", e->part_.tiles_per_side(),
-                            " tiles per side; its preprocessing asset turns do_image_splitting off");
-  if (e->spec_.flattens_patches()) {  // Qwen2-VL's patch rows at the compiled size
+    return invalid_argument(
+        name, ": the vision part takes ", e->part_.tiles_per_side(),
+        " tiles per side; its preprocessing asset turns do_image_splitting off");
+  // Patch rows the host orders in merge groups (Qwen2-VL's at the compiled size, Idefics3's
+  // pixel-shuffle groups of one tile): the whole grid, in whole groups.
+  if (e->spec_.flattens_patches() || e->spec_.rule == image::ResizeRule::kTiles) {
     const int64_t grid = e->part_.image_size() / e->part_.patch_size();
     if (grid * grid != rows || grid % merge != 0)
       return invalid_argument(name, ": the vision part takes ", rows, " patch rows, not the ", grid,
                               " x ", grid, " of a ", e->part_.image_size(), " pixel image merged ",
                               merge, " x ", merge);
-  }
-  if (e->spec_.rule == image::ResizeRule::kTiles) {  // one tile's patches, whole shuffle groups
-    const int64_t grid = e->part_.image_size() / e->part_.patch_size();
-    if (grid * grid != rows || grid % merge != 0)
-      return invalid_argument(name, ": the vision part takes ", rows, " patch rows, not the ",
-                              grid, " x ", grid, " of a ", e->part_.image_size(),
-                              " pixel tile in groups of ", merge, " x ", merge);
   }
   // The tower's constant inputs (every input but the patches) come from the vision part's
   // assets, in the bundle's input order.
