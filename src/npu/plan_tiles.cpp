@@ -11,6 +11,7 @@
 #include "backend.h"
 #include "passes.h"
 #include "qbc/ir/builder.h"
+#include "qbc/ir/host_inputs.h"
 #include "qbc/ir/op_params.h"
 #include "qbc/ir/verifier.h"
 #include "qbc/runner/mrope.h"
@@ -89,9 +90,9 @@ Status check_graph(Context& cx) {
           cx.plan.positions = static_cast<int32_t>(i);
         } else if (n.name == "rope_cos" || n.name == "rope_sin") {  // M-RoPE: host tables
           (n.name == "rope_cos" ? cx.plan.rope_cos : cx.plan.rope_sin) = static_cast<int32_t>(i);
-        } else if (n.name.rfind("deepstack.", 0) == 0) {  // Qwen3-VL: host rows per token
+        } else if (ir::is_deepstack_input(n.name)) {  // Qwen3-VL: host rows per token
           // Level J is the J-th such input: the runtime fills the buffers in that order.
-          if (n.name != "deepstack." + std::to_string(cx.plan.deepstack.size()))
+          if (n.name != ir::deepstack_input_name(static_cast<int64_t>(cx.plan.deepstack.size())))
             return invalid_argument(ir::describe(n), ": DeepStack input ", cx.plan.deepstack.size(),
                                     " must be named 'deepstack.", cx.plan.deepstack.size(),
                                     "' (levels in order)");

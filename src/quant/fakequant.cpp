@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "qbc/ir/host_inputs.h"
 #include "qbc/ir/op_params.h"
 #include "qbc/ir/verifier.h"
 #include "qbc/numerics/attention.h"
@@ -216,7 +217,7 @@ Status FakeQuantSession::Impl::prepare() {
         return invalid_argument(ir::describe(n), ": last dimension of ", n.type.to_string(),
                                 " must be static");
       }
-      if (n.op == Op::kInput && n.name.rfind("deepstack.", 0) == 0) {
+      if (n.op == Op::kInput && ir::is_deepstack_input(n.name)) {
         deepstack_ids.push_back(static_cast<int>(i));
       } else if (n.op == Op::kInput) {
         if (embeds_id < 0) embeds_id = static_cast<int>(i);
@@ -497,8 +498,8 @@ Status FakeQuantSession::Impl::run(const std::vector<float>& x, int64_t s,
     v.assign(static_cast<size_t>(s * hidden), 0.0f);
     if (rows.empty()) continue;
     if (static_cast<int64_t>(rows[j].size()) != s * hidden)
-      return invalid_argument("deepstack.", j, ": ", rows[j].size(), " values for ", s,
-                              " tokens of hidden size ", hidden);
+      return invalid_argument(graph.node(deepstack_ids[j]).name, ": ", rows[j].size(),
+                              " values for ", s, " tokens of hidden size ", hidden);
     for (size_t i = 0; i < v.size(); ++i) v[i] = numerics::round_fp16(rows[j][i]);
   }
   for (Step& st : steps) exec(st, values, s);

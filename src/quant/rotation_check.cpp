@@ -107,24 +107,11 @@ class RotationCheck final : public Pass {
       ctx.rotation.rotate = false;
       return false;
     }
-    // Qwen3-VL: the host adds DeepStack rows to the residual stream after the first layers, in
-    // the tower's basis (the DeepStack mergers are not rotated with it yet).
-    for (const ir::Node& n : g.nodes()) {
-      if (n.op != ir::Op::kInput || n.name.rfind("deepstack.", 0) != 0) continue;
-      log("quantize")
-          .warn(
-              "spinR1 policy ifBetter: graph '{}' takes DeepStack rows ('{}') into its residual "
-              "stream, which the vision part writes unrotated; spinR1 is skipped",
-              g.name(), n.name);
-      ctx.rotation.decided = true;
-      ctx.rotation.rotate = false;
-      return false;
-    }
     const int threads = gptq_detail::resolve_threads(ctx.session.threads);
     const std::vector<BlockNodes> blocks = block_nodes(g);
     const size_t samples = std::min<size_t>(ctx.num_samples, kSamples);
     QBC_ASSIGN_OR_RETURN(BlockRunner runner,
-                         BlockRunner::create(g, samples, *ctx.samples, ctx.session));
+                         BlockRunner::create(g, samples, *ctx.samples, ctx.session, ctx.deepstack));
     const ir::WeightReader reader = ctx.weights->reader();
     const int64_t per_sample = std::max<int64_t>(1, kRows / static_cast<int64_t>(samples));
     std::unique_ptr<Rotation> rot;

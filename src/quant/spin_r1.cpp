@@ -7,15 +7,18 @@
 // values, or an operand of such a node that is rotated (backwards through adds). Every
 // node touching a rotated value must commute with R: add, scalar scale, rms_norm with
 // unit gain over the whole hidden dim (RMS(xR) = RMS(x)), or a linear that absorbs R.
-// Anything else (a norm gain, Gemma's post-norms, a graph output) is refused with
-// kFailedPrecondition naming the first such node. R is the seeded random Hadamard of
-// qbc/quant/hadamard.h (Rotation in transform_util.h). Computed in fp64, written as fp32 once.
+// Host inputs added into the stream (Qwen3-VL's `deepstack.J`) are rows the host gives in the
+// rotated basis, like inputs_embeds. Anything else (a norm gain, Gemma's post-norms, a graph
+// output) is refused with kFailedPrecondition naming the first such node. R is the seeded random
+// Hadamard of qbc/quant/hadamard.h (Rotation in transform_util.h). Computed in fp64, written as
+// fp32 once.
 #include <deque>
 #include <map>
 #include <set>
 #include <sstream>
 #include <string_view>
 
+#include "qbc/ir/host_inputs.h"
 #include "qbc/quant/transforms.h"
 #include "transform_util.h"
 
@@ -89,7 +92,10 @@ class SpinR1 final : public Pass {
       // Producer side: v must be computable in the rotated basis.
       switch (n.op) {
         case ir::Op::kInput:
-          if (v != embeds_in)
+          // Qwen3-VL's DeepStack rows are host rows like inputs_embeds: the vision part writes
+          // them in the rotated basis (driver/vision_part.cpp), calibration files through
+          // input_transforms.
+          if (v != embeds_in && !ir::is_deepstack_input(n.name))
             problem(v, cat("graph input '", n.name,
                            "' feeds the residual stream and cannot be rotated"));
           break;
@@ -197,7 +203,8 @@ class SpinR1 final : public Pass {
     if (ctx.input_transforms != nullptr) {
       ctx.input_transforms->push_back([r, hidden](std::vector<float>* x, int64_t seq) -> Status {
         if (static_cast<int64_t>(x->size()) != seq * hidden) {
-          return invalid_argument("spinR1: ", x->size(), " input values are not ", seq, " rows of ", hidden);
+          return invalid_argument("spinR1: ", x->size(), " input values are not ", seq, " rows of ",
+                                  hidden);
         }
         std::vector<double> d(x->begin(), x->end());
         QBC_RETURN_IF_ERROR(r.right_multiply_rows(d.data(), seq));

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "ops.h"
+#include "qbc/ir/host_inputs.h"
 #include "qbc/ir/op_params.h"
 #include "qbc/ir/verifier.h"
 #include "qbc/runner/mrope.h"
@@ -187,7 +188,7 @@ Status Session::Impl::prepare() {
         input_ids.push_back(static_cast<int>(i));
         if (n.name == "rope_cos" || n.name == "rope_sin") {
           (n.name == "rope_cos" ? rope_cos_id : rope_sin_id) = static_cast<int>(i);
-        } else if (n.name.rfind("deepstack.", 0) == 0) {
+        } else if (ir::is_deepstack_input(n.name)) {
           deepstack_ids.push_back(static_cast<int>(i));
         } else if (n.type.dtype == ir::DType::kI64) {
           positions_id = static_cast<int>(i);
@@ -468,8 +469,8 @@ Status Session::Impl::run(at::Tensor x, std::vector<float>* logits,
       continue;
     }
     if (static_cast<int64_t>(rows[j].size()) != s * hidden)
-      return invalid_argument("deepstack.", j, ": ", rows[j].size(), " values for ", s,
-                              " tokens of hidden size ", hidden);
+      return invalid_argument(graph.node(deepstack_ids[j]).name, ": ", rows[j].size(),
+                              " values for ", s, " tokens of hidden size ", hidden);
     v = torch::from_blob(const_cast<float*>(rows[j].data()), {1, s, hidden}, at::kFloat)
             .clone()
             .to(dtype);
