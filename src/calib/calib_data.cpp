@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "qbc/ir/host_inputs.h"
 #include "qbc/runner/runner.h"
 #include "qbc/support/file_util.h"
 #include "qbc/support/json_parse.h"
@@ -158,8 +159,11 @@ Status add_json_map(const fs::path& path, const std::vector<CalibInputSpec>& inp
     }
   }
   std::vector<std::vector<CalibSampleInput>> per_input;
+  std::vector<std::string> names;  // the inputs the map gives, in the model's order
   size_t count = 0;
+  const CalibInputSpec* first = nullptr;
   for (const CalibInputSpec& spec : inputs) {
+    if (!j.contains(spec.name) && spec.optional) continue;
     if (!j.contains(spec.name)) {
       return invalid_argument(path.string(), ": no samples for the model's input '", spec.name,
                               "' (inputs: ", input_names(inputs), ")");
@@ -192,15 +196,25 @@ Status add_json_map(const fs::path& path, const std::vector<CalibInputSpec>& inp
     }
     if (!per_input.empty() && checked.size() != count) {
       return invalid_argument(path.string(), ": '", spec.name, "' has ", checked.size(),
-                              " samples but '", inputs.front().name, "' has ", count,
+                              " samples but '", first->name, "' has ", count,
                               "; every input needs one file per sample");
     }
+    // An optional input (DeepStack rows) is added to the stream row by row: the same length.
+    for (size_t k = 0; spec.optional && first != nullptr && k < checked.size(); ++k) {
+      if (checked[k].seq != per_input.front()[k].seq)
+        return invalid_argument(checked[k].path.string(), ": ", checked[k].seq,
+                                " tokens, but sample ", k, " of '", first->name, "' has ",
+                                per_input.front()[k].seq,
+                                "; every input of a sample has its length");
+    }
+    if (first == nullptr) first = &spec;
     count = checked.size();
     per_input.push_back(std::move(checked));
+    names.push_back(spec.name);
   }
   for (size_t i = 0; i < count; ++i) {
     CalibSample s;
-    for (size_t k = 0; k < inputs.size(); ++k) s.inputs[inputs[k].name] = per_input[k][i];
+    for (size_t k = 0; k < names.size(); ++k) s.inputs[names[k]] = per_input[k][i];
     out->push_back(std::move(s));
   }
   return ok_status();
@@ -226,10 +240,9 @@ std::vector<CalibInputSpec> calib_input_specs(const ir::Graph& g) {
     // An M-RoPE graph's rope tables are computed by the host from the positions on every call
     // (calibration included), like the positions themselves.
     if (n.name == "rope_cos" || n.name == "rope_sin") continue;
-    // Qwen3-VL's DeepStack rows are the vision part's, zero in a text sample (block-wise
-    // calibration gives them as zero host inputs).
-    if (n.name.rfind("deepstack.", 0) == 0) continue;
-    out.push_back({n.name, n.type.dim(-1)});
+    // Qwen3-VL's DeepStack rows are the vision part's: an image-text sample has them
+    // (`qbc calib prepare --images`), a text sample none (zeros).
+    out.push_back({n.name, n.type.dim(-1), ir::is_deepstack_input(n.name)});
   }
   return out;
 }
@@ -262,8 +275,14 @@ const std::vector<CalibSample>& CalibDataset::samples() const { return state_->s
 bool CalibDataset::is_random() const { return state_->table != nullptr; }
 
 Status CalibDataset::load(size_t i, std::vector<float>* data, int64_t* seq) const {
-  if (state_->inputs.empty()) return failed_precondition("calibration dataset has no inputs");
-  return load_input(i, state_->inputs.front().name, data, seq);
+  for (const CalibInputSpec& in : state_->inputs)
+    if (!in.optional) return load_input(i, in.name, data, seq);
+  return failed_precondition("calibration dataset has no required input");
+}
+
+bool CalibDataset::has_input(size_t i, const std::string& input) const {
+  if (state_->table || i >= state_->samples.size()) return false;
+  return state_->samples[i].inputs.count(input) != 0;
 }
 
 Status CalibDataset::load_input(size_t i, const std::string& input, std::vector<float>* data,
@@ -288,7 +307,10 @@ Status CalibDataset::load_input(size_t i, const std::string& input, std::vector<
     *seq = s.random_seq;
     return s.table->embed(tokens, data);
   }
-  const CalibSampleInput& f = s.samples[i].inputs.at(input);
+  auto file = s.samples[i].inputs.find(input);
+  if (file == s.samples[i].inputs.end())
+    return not_found("calibration sample ", i, " has no file for '", input, "'");
+  const CalibSampleInput& f = file->second;
   // Re-check the header: the file may have changed since the dataset was opened.
   QBC_ASSIGN_OR_RETURN(CalibSampleInput now, check_sample(f.path, *spec));
   if (now.seq != f.seq) {
@@ -317,13 +339,20 @@ StatusOr<CalibDataset> open_calib_inputs(const std::vector<std::string>& paths,
       QBC_RETURN_IF_ERROR(add_json_map(p, inputs, &state->samples));
       continue;
     }
-    if (inputs.size() != 1) {
-      return invalid_argument(raw, ": the model has ", inputs.size(), " float inputs (",
-                              input_names(inputs),
+    if (fs::is_directory(p, ec) && fs::exists(p / "inputs.json", ec)) {
+      QBC_RETURN_IF_ERROR(add_json_map(p / "inputs.json", inputs, &state->samples));
+      continue;
+    }
+    std::vector<CalibInputSpec> required;
+    for (const CalibInputSpec& in : inputs)
+      if (!in.optional) required.push_back(in);
+    if (required.size() != 1) {
+      return invalid_argument(raw, ": the model has ", required.size(), " required float inputs (",
+                              input_names(required),
                               "); give a .json map from input names to .npy files");
     }
     QBC_ASSIGN_OR_RETURN(std::vector<fs::path> files, resolve_files(p));
-    QBC_RETURN_IF_ERROR(add_files(files, inputs.front(), &state->samples));
+    QBC_RETURN_IF_ERROR(add_files(files, required.front(), &state->samples));
   }
   if (state->samples.empty()) return invalid_argument("calibration data has no samples");
   return CalibDataset(std::move(state));

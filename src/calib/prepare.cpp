@@ -99,6 +99,7 @@ std::string provenance_json(const PrepareOptions& o, const PrepareProvenance& p,
     j["images"] = images;
     j["image_of_sample"] = r.image_of_sample;
     j["image_position"] = 1;  // the span follows each sample's first token
+    if (!o.span_input_names.empty()) j["span_inputs"] = o.span_input_names;
   }
   return j.dump(2) + "\n";
 }
@@ -146,6 +147,18 @@ StatusOr<PrepareResult> prepare_calib_dir(const PrepareOptions& o, const tokeniz
   if (o.image_names.size() != o.image_spans.size())
     return invalid_argument("calib prepare: ", o.image_spans.size(), " image spans and ",
                             o.image_names.size(), " names");
+  if (!o.span_input_names.empty() && o.span_inputs.size() != o.image_spans.size())
+    return invalid_argument("calib prepare: ", o.span_inputs.size(), " span inputs for ",
+                            o.image_spans.size(), " image spans");
+  for (size_t k = 0; k < o.span_inputs.size(); ++k) {
+    if (o.span_inputs[k].size() != o.span_input_names.size())
+      return invalid_argument("calib prepare: ", o.image_names[k], " has ", o.span_inputs[k].size(),
+                              " span inputs, not ", o.span_input_names.size());
+    for (const std::vector<float>& rows : o.span_inputs[k])
+      if (rows.size() != o.image_spans[k].size())
+        return invalid_argument("calib prepare: ", o.image_names[k], ": a span input of ",
+                                rows.size(), " values beside a span of ", o.image_spans[k].size());
+  }
   for (size_t k = 0; k < o.image_spans.size(); ++k) {
     const auto values = static_cast<int64_t>(o.image_spans[k].size());
     if (values == 0 || values % table.hidden != 0)
@@ -199,6 +212,13 @@ StatusOr<PrepareResult> prepare_calib_dir(const PrepareOptions& o, const tokeniz
   TempDirGuard guard(tmp);
 
   std::string list;
+  std::vector<std::string> input_lists(o.span_input_names.size());
+  for (const std::string& name : o.span_input_names) {
+    fs::create_directory(tmp / name, ec);
+    if (ec)
+      return invalid_argument(o.out_dir.string(), ": cannot create ", (tmp / name).string(), ": ",
+                              ec.message());
+  }
   std::vector<int32_t> window(static_cast<size_t>(o.seq_len));
   std::vector<float> embeds;
   const std::vector<int64_t> shape = {1, o.seq_len, table.hidden};
@@ -218,6 +238,16 @@ StatusOr<PrepareResult> prepare_calib_dir(const PrepareOptions& o, const tokeniz
                    embeds.begin() + static_cast<std::ptrdiff_t>(embeds.size() - span.size()));
       embeds = std::move(mixed);
       r.image_of_sample.push_back(static_cast<int64_t>(k));
+      // The span's other inputs at the same rows, zero elsewhere.
+      for (size_t e = 0; e < o.span_input_names.size(); ++e) {
+        std::vector<float> rows(embeds.size(), 0.0f);
+        std::copy(o.span_inputs[k][e].begin(), o.span_inputs[k][e].end(),
+                  rows.begin() + static_cast<std::ptrdiff_t>(h));
+        const std::string file = o.span_input_names[e] + "/" + sample_name(i);
+        QBC_RETURN_IF_ERROR(
+            write_npy(tmp / file, shape, rows.data()).with_context(o.out_dir.string()));
+        input_lists[e] += sample_name(i) + "\n";
+      }
     }
     const std::string name = sample_name(i);
     QBC_RETURN_IF_ERROR(
@@ -227,6 +257,17 @@ StatusOr<PrepareResult> prepare_calib_dir(const PrepareOptions& o, const tokeniz
     events::progress("calib", i + 1, o.num_samples);
   }
   QBC_RETURN_IF_ERROR(write_file_atomic((tmp / "npy_files.txt").string(), list));
+  if (!o.span_input_names.empty()) {
+    nlohmann::ordered_json inputs;
+    inputs[o.input_name] = "npy_files.txt";
+    for (size_t e = 0; e < o.span_input_names.size(); ++e) {
+      const std::string& name = o.span_input_names[e];
+      QBC_RETURN_IF_ERROR(
+          write_file_atomic((tmp / name / "npy_files.txt").string(), input_lists[e]));
+      inputs[name] = name + "/npy_files.txt";
+    }
+    QBC_RETURN_IF_ERROR(write_file_atomic((tmp / "inputs.json").string(), inputs.dump(2) + "\n"));
+  }
   QBC_RETURN_IF_ERROR(
       write_file_atomic((tmp / "provenance.json").string(),
                         provenance_json(o, prov, r, text_hash, text.size(), tok, table.hidden)));

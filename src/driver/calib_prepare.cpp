@@ -12,18 +12,23 @@
 #include "qbc/driver/generate.h"
 #include "qbc/driver/model_loader.h"
 #include "qbc/driver/vision_part.h"
+#include "qbc/ir/host_inputs.h"
 #include "qbc/support/logging.h"
 
 namespace qbc::driver {
 namespace {
 
-// The model's host embedding table, checked against its one float input.
+// The model's host embedding table, checked against its one required float input (Qwen3-VL's
+// optional DeepStack inputs are written beside it from the images).
 StatusOr<calib::EmbeddingTable> embedding_table(const CalibPrepareRequest& r, const LoadedModel& m,
                                                 std::string* input_name) {
-  const std::vector<calib::CalibInputSpec> inputs = calib::calib_input_specs(m.graph);
+  std::vector<calib::CalibInputSpec> inputs;
+  for (const calib::CalibInputSpec& in : calib::calib_input_specs(m.graph))
+    if (!in.optional) inputs.push_back(in);
   if (inputs.size() != 1) {
     return unimplemented(r.model,
-                         ": calib prepare needs a model with one float input, this one has ",
+                         ": calib prepare needs a model with one required float input, this one "
+                         "has ",
                          inputs.size());
   }
   QBC_ASSIGN_OR_RETURN(const ir::Weight* emb, calib::find_host_embedding(m.graph));
@@ -112,11 +117,6 @@ StatusOr<CalibPrepareResult> prepare_calib(const CalibPrepareRequest& r,
     if (f.width != table.hidden)
       return invalid_argument(r.model, ": the vision part writes features of ", f.width,
                               " columns, the language model's embedding rows have ", table.hidden);
-    if (f.deepstack_levels > 0)
-      log("calib").warn(
-          "{}: a calibration sample holds inputs_embeds only, so the images' {} DeepStack levels "
-          "are not in it (the language model is calibrated with zero DeepStack rows)",
-          r.model, f.deepstack_levels);
     // The span as the runtime feeds it: each id's embedding row, the image's feature rows in
     // order where the span has a feature slot.
     const std::vector<int32_t> ids = image_span_ids(tok, f);
@@ -133,20 +133,33 @@ StatusOr<CalibPrepareResult> prepare_calib(const CalibPrepareRequest& r,
       return invalid_argument(r.model, ": the tokenizer writes ", slots,
                               " image tokens in an image span, the tower gives ", f.tokens,
                               " rows (its vocabulary lacks the processor's image tokens)");
-    const auto w = static_cast<size_t>(f.width * (1 + f.deepstack_levels));
+    // Qwen3-VL: each DeepStack level is a graph input of its own, its rows at the image's
+    // rows of the span and zero at the text ids (as the runtime adds them).
+    const auto levels = static_cast<size_t>(f.deepstack_levels);
+    for (size_t j = 0; j < levels; ++j)
+      po.span_input_names.push_back(ir::deepstack_input_name(static_cast<int64_t>(j)));
+    const auto width = static_cast<size_t>(f.width);
+    const size_t w = width * (1 + levels);
     for (size_t k = 0; k < files.size(); ++k) {
       std::vector<float> span;
+      std::vector<std::vector<float>> level_rows(levels);
       size_t at = 0;  // the next feature row of the image
       for (size_t i = 0; i < ids.size(); ++i) {
         if (ids[i] >= 0) {
           span.insert(span.end(), text_rows[i].begin(), text_rows[i].end());
+          for (std::vector<float>& l : level_rows) l.insert(l.end(), width, 0.0f);
           continue;
         }
-        span.insert(span.end(), f.rows[k].begin() + static_cast<std::ptrdiff_t>(at),
-                    f.rows[k].begin() + static_cast<std::ptrdiff_t>(at) + f.width);
+        const auto row = f.rows[k].begin() + static_cast<std::ptrdiff_t>(at);
+        span.insert(span.end(), row, row + static_cast<std::ptrdiff_t>(width));
+        for (size_t j = 0; j < levels; ++j)
+          level_rows[j].insert(level_rows[j].end(),
+                               row + static_cast<std::ptrdiff_t>(width * (j + 1)),
+                               row + static_cast<std::ptrdiff_t>(width * (j + 2)));
         at += w;
       }
       po.image_spans.push_back(std::move(span));
+      if (levels > 0) po.span_inputs.push_back(std::move(level_rows));
       po.image_names.push_back(std::filesystem::path(files[k]).filename().string());
     }
     span_rows = static_cast<int64_t>(ids.size());

@@ -9,6 +9,7 @@
 #include "qbc/driver/generate.h"
 #include "qbc/driver/imported_weights.h"
 #include "qbc/driver/model_context.h"
+#include "qbc/ir/host_inputs.h"
 #include "qbc/ir/serialize.h"
 #include "qbc/quant/embedding_i8.h"
 #include "qbc/quant/pass.h"
@@ -42,7 +43,8 @@ Status check_calibration_inputs(const config::ResolvedConfig& config) {
 }
 
 StatusOr<quant::SampleSource> calibration_source(const LoadedModel& model,
-                                                 const config::ResolvedConfig& config, size_t* n) {
+                                                 const config::ResolvedConfig& config, size_t* n,
+                                                 quant::DeepStackSource* deepstack) {
   const config::CompileOptions& o = config.options;
   const int64_t seq = o.llm().attributes().calibration().use_full_seq_length()
                           ? o.llm().attributes().max_sequence_length()
@@ -105,6 +107,40 @@ StatusOr<quant::SampleSource> calibration_source(const LoadedModel& model,
                                 "(qbc calib prepare --seq-len) or a larger maxCacheLength");
       }
     }
+  }
+  // Qwen3-VL: the DeepStack levels the samples give (all of them, or none: zero rows).
+  std::vector<std::string> levels;
+  size_t given = 0;
+  for (const calib::CalibInputSpec& in : ds.inputs()) {
+    if (!ir::is_deepstack_input(in.name)) continue;
+    levels.push_back(in.name);
+    for (size_t i = 0; i < count; ++i) given += ds.has_input(i, in.name) ? 1 : 0;
+  }
+  if (!levels.empty() && given == 0)
+    log("calib").warn(
+        "the calibration samples give no DeepStack rows ({}); the language model "
+        "is calibrated with zero rows there (qbc calib prepare --images writes them)",
+        levels.front());
+  if (deepstack != nullptr && given > 0) {
+    *deepstack = [ds, levels](size_t i, int64_t seq, std::vector<std::vector<float>>* rows) {
+      rows->clear();
+      size_t present = 0;
+      for (const std::string& name : levels) present += ds.has_input(i, name) ? 1 : 0;
+      if (present == 0) return ok_status();
+      if (present != levels.size())
+        return invalid_argument("calibration sample ", i, " gives ", present, " of the ",
+                                levels.size(), " DeepStack levels; give all or none");
+      for (const std::string& name : levels) {
+        std::vector<float> v;
+        int64_t s = 0;
+        QBC_RETURN_IF_ERROR(ds.load_input(i, name, &v, &s));
+        if (s != seq)
+          return invalid_argument("calibration sample ", i, ": '", name, "' has ", s,
+                                  " tokens, the embeddings ", seq);
+        rows->push_back(std::move(v));
+      }
+      return ok_status();
+    };
   }
   return quant::SampleSource(
       [ds](size_t i, std::vector<float>* embeds, int64_t* s) { return ds.load(i, embeds, s); });
@@ -201,7 +237,9 @@ StatusOr<QuantizedModel> quantize(const LoadedModel& model, const config::Resolv
   QBC_ASSIGN_OR_RETURN(pass::PassManager<quant::PassContext> pipeline,
                        quant::build_pipeline(entries, options, run.instrumentation));
   size_t n = 0;
-  QBC_ASSIGN_OR_RETURN(quant::SampleSource raw_samples, calibration_source(model, config, &n));
+  quant::DeepStackSource raw_deepstack;
+  QBC_ASSIGN_OR_RETURN(quant::SampleSource raw_samples,
+                       calibration_source(model, config, &n, &raw_deepstack));
   warn_cache_past_training(model);
   warn_static_kv4(options);
 
@@ -223,6 +261,15 @@ StatusOr<QuantizedModel> quantize(const LoadedModel& model, const config::Resolv
     for (const quant::InputTransform& t : input_transforms) QBC_RETURN_IF_ERROR(t(embeds, *seq));
     return ok_status();
   };
+  // DeepStack rows join the residual stream, so the input's rewrites (spinR1's x·R) apply.
+  const quant::DeepStackSource deepstack = [&raw_deepstack, &input_transforms](
+                                               size_t i, int64_t seq,
+                                               std::vector<std::vector<float>>* levels) -> Status {
+    QBC_RETURN_IF_ERROR(raw_deepstack(i, seq, levels));
+    for (std::vector<float>& rows : *levels)
+      for (const quant::InputTransform& t : input_transforms) QBC_RETURN_IF_ERROR(t(&rows, seq));
+    return ok_status();
+  };
   quant::FixedWeightMap fixed;
   if (imported) fixed = imported->fixed;
   quant::PassContext ctx;
@@ -231,6 +278,7 @@ StatusOr<QuantizedModel> quantize(const LoadedModel& model, const config::Resolv
   ctx.options = &options;
   ctx.samples = &samples;
   ctx.num_samples = n;
+  if (raw_deepstack) ctx.deepstack = &deepstack;
   ctx.session.threads = run.threads;
   ctx.fixed = &fixed;
   ctx.input_transforms = &input_transforms;

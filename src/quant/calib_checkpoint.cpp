@@ -138,8 +138,9 @@ void test_kill_hook(const std::string& run, size_t segment) {
 }  // namespace
 
 std::string calib_run_key(const CalibCheckpoint& c, const std::vector<std::vector<float>>& stream,
-                          const std::vector<int64_t>& seqs) {
+                          const std::vector<int64_t>& seqs, const std::string& extra) {
   std::string digests = c.dir->fingerprint() + "\n" + c.run + "\n";
+  if (!extra.empty()) digests += "deepstack " + extra + "\n";
   for (size_t i = 0; i < stream.size(); ++i) {
     digests += std::to_string(i < seqs.size() ? seqs[i] : -1) + " " +
                xxh3_128_bytes(stream[i].data(), stream[i].size() * sizeof(float)) + "\n";

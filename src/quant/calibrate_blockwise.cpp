@@ -4,10 +4,12 @@
 #include <map>
 #include <set>
 
+#include "qbc/ir/host_inputs.h"
 #include "qbc/quant/block_runner.h"
 #include "qbc/quant/calib_checkpoint.h"
 #include "qbc/quant/calibrate.h"
 #include "qbc/support/cancel.h"
+#include "qbc/support/hash.h"
 #include "qbc/support/logging.h"
 
 namespace qbc::quant {
@@ -22,10 +24,10 @@ struct SegmentPlan {
 
 /// An input the host gives every call besides the residual stream, which every segment gets as
 /// it is: the positions, an M-RoPE graph's rope tables (docs/multimodal.md), and Qwen3-VL's
-/// DeepStack rows (zero in the calibration forward: WIP, image-text samples do not carry them).
+/// DeepStack rows (the samples' own, BlockRunner::create's DeepStackSource, or zero).
 bool host_input(const ir::Node& n) {
   return n.op == ir::Op::kInput && (n.type.dtype == ir::DType::kI64 || n.name == "rope_cos" ||
-                                    n.name == "rope_sin" || n.name.rfind("deepstack.", 0) == 0);
+                                    n.name == "rope_sin" || ir::is_deepstack_input(n.name));
 }
 
 /// Cuts `g` at block boundaries. Block -1 nodes before the first block join block 0's
@@ -150,17 +152,26 @@ std::string sample_where(size_t sample, size_t segment) {
 }  // namespace
 
 StatusOr<BlockRunner> BlockRunner::create(const ir::Graph& g, size_t n, const SampleSource& samples,
-                                          const ref::SessionOptions& session) {
+                                          const ref::SessionOptions& session,
+                                          const DeepStackSource* deepstack) {
   if (n == 0) return invalid_argument("calibration: no samples");
   BlockRunner r;
   r.session_ = session;
   QBC_ASSIGN_OR_RETURN(std::vector<SegmentPlan> segs, segments_of(g));
   for (size_t s = 0; s < segs.size(); ++s) {
     QBC_ASSIGN_OR_RETURN(ir::Graph sub, segment_graph(g, segs[s], s));
+    Segment seg{segs[s].nodes, segs[s].input, segs[s].output, {}};
+    for (const ir::Node& node : sub.nodes())
+      if (node.op == ir::Op::kInput && ir::is_deepstack_input(node.name))
+        seg.deepstack_levels.push_back(ir::deepstack_level(node.name));
     r.graphs_.push_back(std::move(sub));
-    r.segments_.push_back({segs[s].nodes, segs[s].input, segs[s].output});
+    r.segments_.push_back(std::move(seg));
   }
-  for (const ir::Node& node : g.nodes()) r.full_names_.push_back(node.name);
+  int64_t levels = 0;
+  for (const ir::Node& node : g.nodes()) {
+    r.full_names_.push_back(node.name);
+    if (node.op == ir::Op::kInput && ir::is_deepstack_input(node.name)) ++levels;
+  }
   r.stream_.resize(n);
   r.seqs_.assign(n, 0);
   for (size_t i = 0; i < n; ++i) {
@@ -168,7 +179,67 @@ StatusOr<BlockRunner> BlockRunner::create(const ir::Graph& g, size_t n, const Sa
     QBC_RETURN_IF_ERROR(
         samples(i, &r.stream_[i], &r.seqs_[i]).with_context("calibration sample ", i));
   }
+  if (deepstack == nullptr || levels == 0) return r;
+  // Each sample's DeepStack rows, kept from its first to its last nonzero row (an image span).
+  r.deepstack_.resize(n);
+  std::string digests;
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t seq = r.seqs_[i];
+    if (seq <= 0 || r.stream_[i].size() % static_cast<size_t>(seq) != 0)
+      return internal_error("calibration sample ", i, ": ", r.stream_[i].size(),
+                            " values are not rows of ", seq, " tokens");
+    const auto h = static_cast<int64_t>(r.stream_[i].size()) / seq;
+    r.hidden_ = h;
+    std::vector<std::vector<float>> rows;
+    QBC_RETURN_IF_ERROR((*deepstack)(i, seq, &rows).with_context("calibration sample ", i));
+    if (rows.empty()) continue;
+    if (static_cast<int64_t>(rows.size()) != levels)
+      return invalid_argument("calibration sample ", i, ": ", rows.size(),
+                              " DeepStack levels for a graph that takes ", levels);
+    for (size_t j = 0; j < rows.size(); ++j) {
+      const std::vector<float>& v = rows[j];
+      if (static_cast<int64_t>(v.size()) != seq * h)
+        return invalid_argument("calibration sample ", i, ": ",
+                                ir::deepstack_input_name(static_cast<int64_t>(j)), " has ",
+                                v.size(), " values, not ", seq, " rows of ", h);
+      int64_t first = seq, last = -1;
+      for (int64_t t = 0; t < seq; ++t) {
+        const auto* row = v.data() + t * h;
+        if (std::any_of(row, row + h, [](float x) { return x != 0.0f; })) {
+          first = std::min(first, t);
+          last = t;
+        }
+      }
+      HostRows kept;
+      if (last >= first) {
+        kept.first = first;
+        kept.rows.assign(v.begin() + first * h, v.begin() + (last + 1) * h);
+      }
+      digests += std::to_string(i) + "." + std::to_string(j) + " " + std::to_string(kept.first) +
+                 " " + xxh3_128_bytes(kept.rows.data(), kept.rows.size() * sizeof(float)) + "\n";
+      r.deepstack_[i].push_back(std::move(kept));
+    }
+  }
+  if (!digests.empty()) r.deepstack_digest_ = xxh3_128_bytes(digests.data(), digests.size());
   return r;
+}
+
+Status BlockRunner::feed_deepstack(size_t s, size_t i, ref::Session& session) const {
+  const std::vector<int64_t>& levels = segments_[s].deepstack_levels;
+  if (levels.empty() || i >= deepstack_.size() || deepstack_[i].empty()) return ok_status();
+  const auto size = static_cast<size_t>(seqs_[i] * hidden_);
+  std::vector<std::vector<float>> rows;
+  for (int64_t level : levels) {
+    if (level < 0 || static_cast<size_t>(level) >= deepstack_[i].size())
+      return internal_error("segment ", s, " reads DeepStack level ", level, " of ",
+                            deepstack_[i].size());
+    const HostRows& k = deepstack_[i][static_cast<size_t>(level)];
+    std::vector<float> full(size, 0.0f);
+    std::copy(k.rows.begin(), k.rows.end(),
+              full.begin() + static_cast<std::ptrdiff_t>(k.first * hidden_));
+    rows.push_back(std::move(full));
+  }
+  return session.set_deepstack(std::move(rows));
 }
 
 std::vector<std::string> BlockRunner::node_names(size_t s) const {
@@ -188,6 +259,7 @@ Status BlockRunner::run(size_t s, const ir::WeightReader& weights, const Visitor
   for (size_t i = 0; i < stream_.size(); ++i) {
     QBC_RETURN_IF_ERROR(cancel::check(sample_where(i, s)));
     session->reset();
+    QBC_RETURN_IF_ERROR(feed_deepstack(s, i, *session));
     QBC_RETURN_IF_ERROR(session->forward_embeds(stream_[i], seqs_[i], &out)
                             .with_context("calibration sample ", i, ", segment ", s));
     if (visit) QBC_RETURN_IF_ERROR(visit(i, *session));
@@ -226,6 +298,7 @@ Status BlockRunner::advance(size_t s, const ir::WeightReader& weights) {
     for (size_t i = 0; i < stream_.size(); ++i) {
       QBC_RETURN_IF_ERROR(cancel::check(sample_where(i, s)));
       session->reset();
+      QBC_RETURN_IF_ERROR(feed_deepstack(s, i, *session));
       QBC_RETURN_IF_ERROR(session->forward_embeds(stream_[i], seqs_[i], &out)
                               .with_context("calibration sample ", i, ", segment ", s));
       stream_[i] = std::move(out);
@@ -249,16 +322,19 @@ Status BlockRunner::resume_at(size_t s, std::vector<std::vector<float>> stream) 
 StatusOr<CalibStats> collect_stats_blockwise(const ir::Graph& g, const ir::WeightReader& weights,
                                              size_t n, const SampleSource& samples, int mode,
                                              const ref::SessionOptions& session_options,
-                                             const CalibCheckpoint* checkpoint) {
-  QBC_ASSIGN_OR_RETURN(BlockRunner runner, BlockRunner::create(g, n, samples, session_options));
+                                             const CalibCheckpoint* checkpoint,
+                                             const DeepStackSource* deepstack) {
+  QBC_ASSIGN_OR_RETURN(BlockRunner runner,
+                       BlockRunner::create(g, n, samples, session_options, deepstack));
   const std::vector<std::string> observed = observed_nodes(g);
   const std::map<std::string, RotaryPairing> pairings = rotated_key_inputs(g);
   CalibStats stats;
   const int passes = mode == 0 ? 1 : 2;
   const int64_t total = static_cast<int64_t>(runner.num_segments() * n) * passes;
   const bool checkpointed = checkpoint != nullptr && checkpoint->dir != nullptr;
-  const std::string key =
-      checkpointed ? calib_run_key(*checkpoint, runner.stream(), runner.seqs()) : "";
+  const std::string key = checkpointed ? calib_run_key(*checkpoint, runner.stream(), runner.seqs(),
+                                                       runner.deepstack_digest())
+                                       : "";
   size_t start = 0;
   if (checkpointed) {
     CalibProgress p = load_calib_progress(*checkpoint, key, runner.num_segments(), n);

@@ -115,8 +115,8 @@ class HessianQuant final : public Pass {
       for (const std::string& w : here) ++weight_users[w];
     }
 
-    QBC_ASSIGN_OR_RETURN(BlockRunner runner,
-                         BlockRunner::create(g, ctx.num_samples, *ctx.samples, ctx.session));
+    QBC_ASSIGN_OR_RETURN(BlockRunner runner, BlockRunner::create(g, ctx.num_samples, *ctx.samples,
+                                                                 ctx.session, ctx.deepstack));
     const auto users = consumers(g);
 
     // The groups of every segment, in graph order, before anything is rewritten.
@@ -177,8 +177,8 @@ class HessianQuant final : public Pass {
     // its linears' float weights from a snapshot taken before any of them is quantized.
     std::optional<BlockRunner> float_runner;
     if (attr.float_target()) {
-      QBC_ASSIGN_OR_RETURN(BlockRunner fr,
-                           BlockRunner::create(g, ctx.num_samples, *ctx.samples, ctx.session));
+      QBC_ASSIGN_OR_RETURN(BlockRunner fr, BlockRunner::create(g, ctx.num_samples, *ctx.samples,
+                                                               ctx.session, ctx.deepstack));
       float_runner.emplace(std::move(fr));
     }
     std::map<std::string, std::vector<float>> float_weights;

@@ -157,8 +157,8 @@ class SearchWeightScale final : public Pass {
     const ir::Graph& g = *ctx.graph;
     const auto users = consumers(g);
     const std::vector<BlockNodes> blocks = block_nodes(g);
-    QBC_ASSIGN_OR_RETURN(BlockRunner runner,
-                         BlockRunner::create(g, ctx.num_samples, *ctx.samples, ctx.session));
+    QBC_ASSIGN_OR_RETURN(BlockRunner runner, BlockRunner::create(g, ctx.num_samples, *ctx.samples,
+                                                                 ctx.session, ctx.deepstack));
     const ir::WeightReader reader = ctx.weights->reader();
     bool changed = false;
     size_t done = 0;

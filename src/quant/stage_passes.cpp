@@ -37,9 +37,10 @@ class Calibrate final : public Pass {
     const auto t0 = std::chrono::steady_clock::now();
     const int mode = ctx.options->calibration().mode();
     const CalibCheckpoint checkpoint{ctx.checkpoints, name()};
-    QBC_ASSIGN_OR_RETURN(ctx.owned_stats,
-                         collect_stats_blockwise(*ctx.graph, ctx.weights->reader(), ctx.num_samples,
-                                                 *ctx.samples, mode, ctx.session, &checkpoint));
+    QBC_ASSIGN_OR_RETURN(
+        ctx.owned_stats,
+        collect_stats_blockwise(*ctx.graph, ctx.weights->reader(), ctx.num_samples, *ctx.samples,
+                                mode, ctx.session, &checkpoint, ctx.deepstack));
     ctx.stats = &ctx.owned_stats;
     ctx.stats_resource = provides();
     if (!for_scales_) {

@@ -3,11 +3,12 @@
 //
 // Accepted paths (config `calibDataPaths`, concatenated in order):
 //  - a folder of .npy files: listed by `npy_files.txt` in it when present, else every *.npy in
-//    byte-wise sorted name order;
+//    byte-wise sorted name order; a folder with an `inputs.json` is that JSON map (below);
 //  - a .txt file listing .npy paths, one per line (relative paths resolve against the .txt's
 //    folder; blank lines and lines starting with '#' are ignored);
 //  - a .json map for multi-input models, `{"inputs_embeds": [paths...], ...}`, matched to the
-//    model's input names (not positions); a value may also be a folder or .txt list;
+//    model's input names (not positions); a value may also be a folder or .txt list. Optional
+//    inputs (Qwen3-VL's `deepstack.J`, zero when absent) may be left out;
 //  - a single .npy file (one sample).
 // Every sample must be a float array (f32, f16 or f64) of shape [1, seq, hidden] or
 // [seq, hidden], seq >= 1, hidden equal to the model input's. Only headers are read when opening;
@@ -34,11 +35,14 @@ struct CalibInputSpec {
   std::string name;
   /// The size of its last dimension.
   int64_t hidden = 0;
+  /// Zero when a sample gives no file for it (Qwen3-VL's DeepStack rows: a text sample has
+  /// none); a folder or .txt list feeds the one required input.
+  bool optional = false;
 };
 
 /// The float inputs of `g` (kInput nodes of f32 type with a static last dimension), in graph
 /// order. Integer inputs such as `positions`, and an M-RoPE graph's `rope_cos` / `rope_sin`
-/// tables, are derived from the positions and excluded.
+/// tables, are derived from the positions and excluded. DeepStack inputs are optional.
 std::vector<CalibInputSpec> calib_input_specs(const ir::Graph& g);
 
 /// A token-embedding table held in memory, [vocab, hidden] row-major. Pure table lookup: any
@@ -92,7 +96,9 @@ class CalibDataset {
   /// True for a make_random_calib() dataset.
   bool is_random() const;
 
-  /// Loads sample `i` of the first (for LLMs, the only) input as float32 [seq, hidden]
+  /// Whether sample `i` has a file for `input` (an optional input may have none: zeros).
+  bool has_input(size_t i, const std::string& input) const;
+  /// Loads sample `i` of the first required (for LLMs, the only) input as float32 [seq, hidden]
   /// row-major. Errors name the file: it may have changed since it was opened, and non-finite
   /// values are rejected.
   Status load(size_t i, std::vector<float>* data, int64_t* seq) const;

@@ -8,6 +8,11 @@
 //   DIR/provenance.json       model files and hashes, text hash, tokenizer, seed, offsets
 //                             (and with images: the image of each sample and its span rows)
 //
+// With inputs an image span carries besides the embeddings (Qwen3-VL's DeepStack rows), each
+// such input gets a folder of its own, DIR/<input>/sample_0000.npy ... [1, seq_len, hidden]
+// (the span's rows where the image is, zeros elsewhere) with its npy_files.txt, and
+// DIR/inputs.json maps every input to its list (calib_data.h reads the folder through it).
+//
 // The output is a pure function of the inputs (no timestamps), so two runs with the same
 // arguments give byte-identical files. It is written to a temporary folder beside DIR and
 // renamed at the end: a failure leaves nothing behind.
@@ -19,9 +24,9 @@
 #include <vector>
 
 #include "qbc/calib/calib_data.h"
-#include "qbc/tokenizer/tokenizer.h"
 #include "qbc/ir/graph.h"
 #include "qbc/support/status.h"
+#include "qbc/tokenizer/tokenizer.h"
 
 namespace qbc::calib {
 
@@ -47,6 +52,10 @@ struct PrepareOptions {
   std::vector<std::vector<float>> image_spans;
   /// Where each span came from (provenance), one per span.
   std::vector<std::string> image_names;
+  /// Further graph inputs an image span carries (Qwen3-VL: "deepstack.0", ...), and for each
+  /// span one block per input, as many rows as the span (zeros at its text rows).
+  std::vector<std::string> span_input_names;
+  std::vector<std::vector<std::vector<float>>> span_inputs;
 };
 
 /// What the caller knows about the model, recorded in provenance.json.

@@ -15,10 +15,13 @@
 namespace qbc::driver {
 
 /// Calibration samples from the configuration: `calibDataPaths` (npy folders,
-/// .txt lists, JSON maps) or `useRandomCalib`. `n` receives the sample count.
+/// .txt lists, JSON maps) or `useRandomCalib`. `n` receives the sample count, and `deepstack`
+/// (when given) the samples' DeepStack rows: set for a graph with DeepStack inputs whose
+/// samples carry them (`calib prepare --images` of a Qwen3-VL folder), else left empty.
 /// Fails (exit 2) before any work when no source is configured or a file is bad.
 StatusOr<quant::SampleSource> calibration_source(const LoadedModel& model,
-                                                 const config::ResolvedConfig& config, size_t* n);
+                                                 const config::ResolvedConfig& config, size_t* n,
+                                                 quant::DeepStackSource* deepstack = nullptr);
 
 /// The calibration source of the configuration, checked before the model is opened: one
 /// of calibDataPaths (--calib) and useRandomCalib is given, and every path exists. The files

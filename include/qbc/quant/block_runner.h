@@ -23,8 +23,11 @@ class BlockRunner {
  public:
   /// Cuts `g` into segments and loads every sample's embeddings (n samples). Errors name
   /// the node when the graph is not a chain of blocks joined by one residual stream.
+  /// With `deepstack` (a graph with DeepStack inputs), each sample's DeepStack rows are loaded
+  /// too and given to the segments that read them; without, those inputs are zero.
   static StatusOr<BlockRunner> create(const ir::Graph& g, size_t n, const SampleSource& samples,
-                                      const ref::SessionOptions& session = {});
+                                      const ref::SessionOptions& session = {},
+                                      const DeepStackSource* deepstack = nullptr);
 
   size_t num_segments() const { return segments_.size(); }
   size_t num_samples() const { return stream_.size(); }
@@ -53,6 +56,8 @@ class BlockRunner {
   const std::vector<int64_t>& seqs() const { return seqs_; }
   /// The current segment.
   size_t current() const { return current_; }
+  /// A digest of every sample's DeepStack rows ("" when there are none), for checkpoint keys.
+  const std::string& deepstack_digest() const { return deepstack_digest_; }
   /// Continues at segment `s` with `stream` as its input (a checkpoint of an earlier run:
   /// what advancing through segments [0, s) made). Must be called before any run().
   Status resume_at(size_t s, std::vector<std::vector<float>> stream);
@@ -61,13 +66,25 @@ class BlockRunner {
   struct Segment {
     std::vector<ir::ValueId> nodes;
     ir::ValueId input = -1, output = -1;
+    std::vector<int64_t> deepstack_levels;  ///< The DeepStack inputs it reads, in its order.
+  };
+  /// A sample's rows of one DeepStack level: its rows [first, first + rows/hidden) (the rest,
+  /// outside an image, are zero and not kept).
+  struct HostRows {
+    int64_t first = 0;
+    std::vector<float> rows;
   };
   BlockRunner() = default;
+  /// Gives segment `s`'s DeepStack inputs sample `i`'s rows (none: the session's zeros).
+  Status feed_deepstack(size_t s, size_t i, ref::Session& session) const;
   std::vector<Segment> segments_;
   std::vector<ir::Graph> graphs_;
   std::vector<std::string> full_names_;  // node names of the full graph, by ValueId
   std::vector<std::vector<float>> stream_, kept_outputs_;
   std::vector<int64_t> seqs_;
+  std::vector<std::vector<HostRows>> deepstack_;  ///< Per sample, per level; empty: none.
+  int64_t hidden_ = 0;
+  std::string deepstack_digest_;
   ref::SessionOptions session_;
   size_t current_ = 0;
 };

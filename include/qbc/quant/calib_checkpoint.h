@@ -22,9 +22,10 @@ struct CalibCheckpoint {
 
 /// The key a run's checkpoints are made for: the folder's fingerprint, the run, and the
 /// calibration samples as the run embedded them (a digest of every sample's input rows and
-/// length), so other calibration data never reuses them.
+/// length, and `extra`: BlockRunner::deepstack_digest()), so other calibration data never
+/// reuses them.
 std::string calib_run_key(const CalibCheckpoint& c, const std::vector<std::vector<float>>& stream,
-                          const std::vector<int64_t>& seqs);
+                          const std::vector<int64_t>& seqs, const std::string& extra = "");
 
 /// What earlier runs finished: blocks [0, next) with their statistics, and the stream after
 /// block next - 1 (empty when next is 0 or every block is done).

@@ -39,6 +39,13 @@ using CalibStats = std::map<std::string, TensorStats>;
 /// Supplies calibration sample `i` as embedded inputs [seq, hidden].
 using SampleSource = std::function<Status(size_t i, std::vector<float>* embeds, int64_t* seq)>;
 
+/// Supplies calibration sample `i`'s DeepStack rows (Qwen3-VL, the vision part's rows the host
+/// adds to the residual stream after the first blocks, docs/multimodal.md): `levels` gets one
+/// [seq, hidden] vector per DeepStack level, or stays empty when the sample has none (a text
+/// sample: zeros). `seq` is the sample's length from the SampleSource.
+using DeepStackSource =
+    std::function<Status(size_t i, int64_t seq, std::vector<std::vector<float>>* levels)>;
+
 /// How a rope node pairs the channels of its input: heads of head_dim, the first
 /// rotary_dim of each rotated as pairs (i, i + rotary_dim/2).
 struct RotaryPairing {
@@ -77,7 +84,8 @@ struct CalibCheckpoint;
 StatusOr<CalibStats> collect_stats_blockwise(const ir::Graph& g, const ir::WeightReader& weights,
                                              size_t n, const SampleSource& samples, int mode,
                                              const ref::SessionOptions& session = {},
-                                             const CalibCheckpoint* checkpoint = nullptr);
+                                             const CalibCheckpoint* checkpoint = nullptr,
+                                             const DeepStackSource* deepstack = nullptr);
 
 /// The clipping range of a per-tensor activation for `options.calibration()`:
 /// mode 0 max, mode 1 the `percentile` quantile of |x|, mode 2 the clip that

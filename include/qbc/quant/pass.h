@@ -69,6 +69,9 @@ struct PassContext {
   /// model's input as the passes so far defined it (input_transforms applied).
   const SampleSource* samples = nullptr;
   size_t num_samples = 0;
+  /// The samples' DeepStack rows (Qwen3-VL image-text samples; input_transforms applied), for
+  /// every BlockRunner; null: zero rows.
+  const DeepStackSource* deepstack = nullptr;
   ref::SessionOptions session;
   /// Integer weights passes chose, by linear node name; quantize_rtn uses them instead
   /// of round-to-nearest. Null when the pipeline does not collect them.

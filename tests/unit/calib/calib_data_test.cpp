@@ -69,6 +69,57 @@ TEST(CalibData, InputSpecsLeaveOutPositionsAndRopeTables) {
   EXPECT_EQ(specs[1].hidden, 16);
 }
 
+// Qwen3-VL's DeepStack inputs are optional: a plain folder feeds the embeddings alone (zero
+// DeepStack rows); a folder with an inputs.json (what `calib prepare --images` writes) gives
+// them, each sample's of the embeddings' length.
+TEST(CalibData, DeepStackInputsAreOptionalAndAFoldersInputsJsonGivesThem) {
+  ir::Graph g;
+  ir::Builder b(g);
+  QBC_ASSERT_OK(b.input("inputs_embeds", {ir::DType::kF32, {1, ir::kDynamic, kHidden}}));
+  QBC_ASSERT_OK(b.input("deepstack.0", {ir::DType::kF32, {1, ir::kDynamic, kHidden}}));
+  const std::vector<CalibInputSpec> specs = calib_input_specs(g);
+  ASSERT_EQ(specs.size(), 2u);
+  EXPECT_FALSE(specs[0].optional);
+  EXPECT_TRUE(specs[1].optional);
+  EXPECT_EQ(specs[1].name, "deepstack.0");
+
+  const fs::path dir = temp_dir() / "calib";
+  write_sample(dir / "s0.npy", {1, 3, kHidden}, 1);
+  write_sample(dir / "s1.npy", {1, 3, kHidden}, 2);
+  write_file(dir / "npy_files.txt", "s0.npy\ns1.npy\n");
+  StatusOr<CalibDataset> plain = open_calib_inputs({dir.string()}, specs);
+  QBC_ASSERT_OK(plain);
+  ASSERT_EQ(plain->size(), 2u);
+  EXPECT_FALSE(plain->has_input(0, "deepstack.0"));
+  std::vector<float> v;
+  int64_t seq = 0;
+  EXPECT_EQ(plain->load_input(0, "deepstack.0", &v, &seq).code(), Code::kNotFound);
+  EXPECT_FLOAT_EQ(first_value(*plain, 1, &seq), 2.0f);
+
+  write_sample(dir / "deepstack.0" / "s0.npy", {1, 3, kHidden}, 7);
+  write_sample(dir / "deepstack.0" / "s1.npy", {1, 3, kHidden}, 8);
+  write_file(dir / "deepstack.0" / "npy_files.txt", "s0.npy\ns1.npy\n");
+  write_file(dir / "inputs.json",
+             R"({"inputs_embeds": "npy_files.txt", "deepstack.0": "deepstack.0/npy_files.txt"})");
+  StatusOr<CalibDataset> mapped = open_calib_inputs({dir.string()}, specs);
+  QBC_ASSERT_OK(mapped);
+  ASSERT_EQ(mapped->size(), 2u);
+  EXPECT_TRUE(mapped->has_input(1, "deepstack.0"));
+  QBC_ASSERT_OK(mapped->load_input(1, "deepstack.0", &v, &seq));
+  EXPECT_FLOAT_EQ(v[0], 8.0f);
+  EXPECT_FLOAT_EQ(first_value(*mapped, 0, &seq), 1.0f);  // load(): the embeddings
+
+  // A DeepStack sample of another length than its embeddings is refused, naming both.
+  write_sample(dir / "deepstack.0" / "s1.npy", {1, 4, kHidden}, 8);
+  expect_error(open_calib_inputs({dir.string()}, specs), Code::kInvalidArgument,
+               {"s1.npy", "4 tokens", "sample 1 of 'inputs_embeds' has 3"});
+  // Without an optional input's map, a second required input still needs one.
+  const std::vector<CalibInputSpec> two = {{"inputs_embeds", kHidden}, {"extra", kHidden}};
+  fs::remove(dir / "inputs.json");
+  expect_error(open_calib_inputs({dir.string()}, two), Code::kInvalidArgument,
+               {"2 required float inputs", "give a .json map"});
+}
+
 TEST(CalibData, FolderInSortedNameOrder) {
   const fs::path dir = temp_dir() / "calib";
   write_sample(dir / "b.npy", {1, 5, kHidden}, 2);
@@ -275,7 +326,7 @@ TEST(CalibData, JsonMapErrorsNameTheInputs) {
                {"num.json", "expected file paths"});
   // A folder for a multi-input model is ambiguous.
   expect_error(open_calib_inputs({root.string()}, two), Code::kInvalidArgument,
-               {"2 float inputs", ".json map"});
+               {"2 required float inputs", ".json map"});
 }
 
 TEST(CalibData, NonFiniteValuesAreRejectedOnLoad) {
