@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 
 #include "qbc/driver/backend.h"
 #include "qbc/driver/model_loader.h"
@@ -189,6 +190,7 @@ Status vision_stage(Job& j) {
   out.dram_bytes = j.vision->bundle.dram.total();
   out.calibration_images = j.vision->calibration_images;
   out.synthetic_calibration = j.vision->synthetic_calibration;
+  out.block_errors = j.vision->block_errors;
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return ok_status();
 }
@@ -304,6 +306,21 @@ void remove_checkpoints(const std::string& output) {
   log("resume").warn("--no-resume: removed the checkpoints in {}", dir);
 }
 
+/// ", lowest tower block SQNR 38.1 dB (vis.blk.11.ffn_residual) of 12": the block the most
+/// error comes from ("" without a comparison).
+std::string lowest_block_text(const std::vector<TowerBlockError>& errors) {
+  if (errors.empty()) return "";
+  const auto low = std::min_element(
+      errors.begin(), errors.end(),
+      [](const TowerBlockError& a, const TowerBlockError& b) { return a.sqnr_db < b.sqnr_db; });
+  std::ostringstream os;
+  os.setf(std::ios::fixed);
+  os.precision(1);
+  os << ", lowest tower block SQNR " << low->sqnr_db << " dB (" << low->node << ") of "
+     << errors.size();
+  return os.str();
+}
+
 /// The vision part's clause of the summary ("" for a text model).
 std::string vision_text(const CompileResult& res) {
   const VisionOutcome& v = res.vision;
@@ -319,7 +336,7 @@ std::string vision_text(const CompileResult& res) {
          std::to_string(v.calibration_images) +
          (v.synthetic_calibration ? " synthetic images (pass --images DIR for real ones)"
                                   : " images") +
-         ", in " + progress::format_duration(v.seconds);
+         lowest_block_text(v.block_errors) + ", in " + progress::format_duration(v.seconds);
 }
 
 /// "12.3 MiB": the one unit convention of plan, inspect and this summary.
@@ -479,6 +496,7 @@ std::string summary_json(const CompileRequest& r, const CompileResult& res) {
         j["vision"]["dram_bytes"] = res.vision.dram_bytes;
         j["vision"]["calibration_images"] = res.vision.calibration_images;
         j["vision"]["synthetic_calibration"] = res.vision.synthetic_calibration;
+        j["vision"]["block_sqnr_db"] = tower_block_json(res.vision.block_errors);
         j["vision"]["seconds"] = res.vision.seconds;
       } else {
         j["vision"]["reason"] = res.vision.reason;

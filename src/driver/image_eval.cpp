@@ -139,6 +139,26 @@ nlohmann::json db_list(const std::vector<double>& v) {
   return out;
 }
 
+/// The per-block tower SQNR of a file's calibration record (VisionPart.calibration, written by
+/// the compile: {"images": N, "block_sqnr_db": [{"node", "sqnr_db"}]}); anything else in the
+/// record, or a malformed one, leaves the report without it.
+void tower_blocks_of(const std::string& record, ImageEvalReport* r) {
+  const nlohmann::json j = nlohmann::json::parse(record, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("block_sqnr_db") || !j["block_sqnr_db"].is_array()) return;
+  std::vector<TowerBlockError> blocks;
+  for (const nlohmann::json& e : j["block_sqnr_db"]) {
+    if (!e.is_object() || !e.contains("node") || !e["node"].is_string() || !e.contains("sqnr_db"))
+      return;
+    const nlohmann::json& db = e["sqnr_db"];
+    if (!db.is_number() && !db.is_null()) return;
+    blocks.push_back({e["node"].get<std::string>(),
+                      db.is_null() ? std::numeric_limits<double>::infinity() : db.get<double>()});
+  }
+  r->tower_blocks = std::move(blocks);
+  if (j.contains("images") && j["images"].is_number_integer())
+    r->tower_block_images = j["images"].get<int64_t>();
+}
+
 }  // namespace
 
 StatusOr<std::vector<ImageTextPair>> list_image_text_pairs(const std::string& dir) {
@@ -297,6 +317,7 @@ StatusOr<ImageEvalReport> eval_image_pairs(runtime::Generator& test, const std::
   r.ppl_reference = std::exp(all.nll_reference() / count);
   r.feature_sqnr_db = sqnr_db(signal[0], noise[0]);
   for (size_t j = 1; j < parts; ++j) r.deepstack_sqnr_db.push_back(sqnr_db(signal[j], noise[j]));
+  tower_blocks_of(file.meta.vision().calibration(), &r);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }
@@ -319,6 +340,9 @@ std::string format_image_eval(const ImageEvalReport& r) {
                 r.feature_sqnr_db, static_cast<long long>(r.scored), r.kld_mean, r.kld_p99,
                 100 * r.top1, r.ppl, r.ppl_reference, r.seconds);
   os << line << deepstack_text(r.deepstack_sqnr_db);
+  if (!r.tower_blocks.empty())
+    os << "  tower SQNR per block at compile (" << r.tower_block_images
+       << " calibration images): " << tower_block_text(r.tower_blocks) << "\n";
   return os.str();
 }
 
@@ -335,6 +359,9 @@ std::string image_eval_json(const ImageEvalReport& r) {
                               {"perplexity", r.ppl},
                               {"perplexity_reference", r.ppl_reference},
                               {"seconds", r.seconds}};
+  if (!r.tower_blocks.empty())
+    j["compile_tower_block_sqnr_db"] = {{"images", r.tower_block_images},
+                                        {"blocks", tower_block_json(r.tower_blocks)}};
   for (const ImagePairScore& p : r.pairs) {
     j["pairs"].push_back({{"image", p.image},
                           {"prompt_tokens", p.prompt_tokens},

@@ -27,6 +27,7 @@
 #include "qbc/quant/vision_quant.h"
 #include "qbc/ref/session.h"
 #include "qbc/support/file_util.h"
+#include "qbc/support/logging.h"
 
 namespace qbc::driver {
 namespace {
@@ -598,6 +599,16 @@ StatusOr<std::optional<VisionBuild>> build_vision_part(
   QBC_ASSIGN_OR_RETURN(quant::QuantizeResult q,
                        quant::quantize_vision(tower.graph, reader, samples, cfg.options));
   auto qr = std::make_shared<const quant::QuantizeResult>(std::move(q));
+  events::status("vision", "comparing the quantized tower's blocks with the float tower's");
+  QBC_ASSIGN_OR_RETURN(out.block_errors,
+                       tower_block_errors(tower.graph, reader, qr->graph,
+                                          quant::with_sidecar(reader, *qr), samples));
+  if (!out.block_errors.empty())
+    log("vision").info(
+        "{}: tower SQNR per block (quantized against float, {} calibration "
+        "samples): {}",
+        tower.graph.name(), std::min(samples.size(), kTowerErrorSamples),
+        tower_block_text(out.block_errors));
   npu::Options o;
   o.target = language.target;
   for (npu::ModeRequest m : language.modes) {
@@ -645,6 +656,7 @@ StatusOr<std::optional<VisionBuild>> build_vision_part(
     for (const std::string& path : images) names.push_back(fs::path(path).filename().string());
     cal["files"] = names;
   }
+  if (!out.block_errors.empty()) cal["block_sqnr_db"] = tower_block_json(out.block_errors);
   out.calibration_json = cal.dump();
   p.set_calibration(out.calibration_json);
   return std::optional<VisionBuild>(std::move(out));

@@ -747,6 +747,12 @@ TEST_F(VlmCompile, AQwen3VlFolderCompilesItsTowerWithDeepStackAndRunsWithAnImage
   EXPECT_TRUE(s["vision"]["compiled"].get<bool>()) << r.err;
   EXPECT_EQ(s["vision"]["deepstack_levels"], 2) << r.err;
   EXPECT_TRUE(contains(r.err, "and 2 DeepStack levels of them")) << r.err;
+  // The quantized tower against the float one, block by block, on the calibration images.
+  ASSERT_EQ(s["vision"]["block_sqnr_db"].size(), 2u) << r.err;
+  EXPECT_EQ(s["vision"]["block_sqnr_db"][1]["node"], "vis.blk.1.ffn_residual") << r.err;
+  for (const auto& b : s["vision"]["block_sqnr_db"])
+    EXPECT_GT(b["sqnr_db"].get<double>(), 20.0) << r.err;
+  EXPECT_TRUE(contains(r.err, "lowest tower block SQNR")) << r.err;
   auto m = mxq::load_model(out.string());
   ASSERT_TRUE(m.ok()) << m.status().to_string();
   ASSERT_NE(m->vision, nullptr);
@@ -775,6 +781,9 @@ TEST_F(VlmCompile, AQwen3VlFolderCompilesItsTowerWithDeepStackAndRunsWithAnImage
   expect_close_to_float(report, tokens);
   ASSERT_TRUE(report.is_object());
   ASSERT_EQ(report["deepstack_sqnr_db"].size(), 2u) << report.dump();
+  // eval repeats the compile's per-block measurement from the file, labelled as such.
+  EXPECT_EQ(report["compile_tower_block_sqnr_db"]["blocks"], s["vision"]["block_sqnr_db"])
+      << report.dump();
   for (const auto& p : report["pairs"]) {
     ASSERT_EQ(p["deepstack_sqnr_db"].size(), 2u) << p.dump();
     for (const auto& db : p["deepstack_sqnr_db"]) EXPECT_GT(db.get<double>(), 20.0) << p.dump();
@@ -786,22 +795,58 @@ TEST_F(VlmCompile, AQwen3VlFolderCompilesItsTowerWithDeepStackAndRunsWithAnImage
   ASSERT_EQ(shown.exit_code, 0) << shown.err;
   EXPECT_TRUE(contains(shown.out, "x 64 features (+ 2 DeepStack levels)")) << shown.out;
 
-  // Calibration samples with the photographs' feature rows (their DeepStack rows cannot be in a
-  // sample of inputs_embeds: said), then the `llm` preset on them, whose spinR1 check declines
-  // a graph that takes DeepStack rows (said), and the file runs with an image.
+  // Calibration samples with the photographs' feature rows and, beside them, each DeepStack
+  // level's rows at the image's rows (an input of its own, mapped by inputs.json); then the
+  // `llm` preset on them with spinR1 forced: the language model's residual stream is rotated,
+  // so the tower's merger and its DeepStack mergers write in the rotated basis (the file
+  // records the seed), the calibration rows of every level are rotated alike, and the host
+  // adds the DeepStack rows into the rotated stream; eval undoes R for every level's SQNR.
   QBC_REQUIRE_SHARED(text, "data/tinystories/tinystories_valid_head.clean.txt");
   const fs::path cal = dir_ / "qwen3_vl_cal";
   const auto prep = run_qbc("calib prepare " + shell_quote(qwen) + " --text " + shell_quote(text) +
                             " --num-samples 2 --seq-len 240 --images " + shell_quote(images_) +
                             " -o " + shell_quote(cal));
   ASSERT_EQ(prep.exit_code, 0) << prep.err;
-  EXPECT_TRUE(contains(prep.err, "2 DeepStack levels are not in it")) << prep.err;
+  const nlohmann::json inputs = nlohmann::json::parse(testing::read_file(cal / "inputs.json"));
+  EXPECT_EQ(inputs["inputs_embeds"], "npy_files.txt") << inputs.dump();
+  EXPECT_EQ(inputs["deepstack.1"], "deepstack.1/npy_files.txt") << inputs.dump();
+  ASSERT_TRUE(fs::exists(cal / "deepstack.0" / "sample_0001.npy"));
+  // The same samples without their DeepStack rows (the folder read through npy_files.txt) are
+  // calibrated with zero rows there, said, and give other activation ranges: another file.
+  const fs::path text_only = dir_ / "qwen3_vl_cal_text_only";
+  fs::copy(cal, text_only, fs::copy_options::recursive);
+  fs::remove(text_only / "inputs.json");
+  const std::string multimodal = " --preset multimodal --no-resume --context 1024 --images " +
+                                 shell_quote(images_) + " --calib ";
+  const auto with_rows =
+      run_qbc("compile " + shell_quote(qwen) + " -o " + shell_quote(dir_ / "qwen3_vl_ds.mxq") +
+              multimodal + shell_quote(cal));
+  ASSERT_EQ(with_rows.exit_code, 0) << with_rows.err;
+  EXPECT_FALSE(contains(with_rows.err, "no DeepStack rows")) << with_rows.err;
+  const auto zero_rows =
+      run_qbc("compile " + shell_quote(qwen) + " -o " + shell_quote(dir_ / "qwen3_vl_zero.mxq") +
+              multimodal + shell_quote(text_only));
+  ASSERT_EQ(zero_rows.exit_code, 0) << zero_rows.err;
+  EXPECT_TRUE(contains(zero_rows.err, "give no DeepStack rows (deepstack.0)")) << zero_rows.err;
+  EXPECT_NE(testing::read_file(dir_ / "qwen3_vl_ds.mxq"),
+            testing::read_file(dir_ / "qwen3_vl_zero.mxq"));
+  expect_close_to_float(eval_pairs(dir_ / "qwen3_vl_ds.mxq", qwen, dir_ / "qwen3_vl_pairs"),
+                        tokens);
   const fs::path llm = dir_ / "qwen3_vl_llm.mxq";
   const auto c = run_qbc("compile " + shell_quote(qwen) + " -o " + shell_quote(llm) +
                          " --preset llm --calib " + shell_quote(cal) +
-                         " --no-resume --context 1024 --images " + shell_quote(images_));
+                         " --set equivalentTransformation.spinR1.policy=always"
+                         " --no-resume --context 1024 --images " +
+                         shell_quote(images_));
   ASSERT_EQ(c.exit_code, 0) << c.err;
-  EXPECT_TRUE(contains(c.err, "takes DeepStack rows")) << c.err;
+  auto rotated = mxq::load_model(llm.string());
+  ASSERT_TRUE(rotated.ok()) << rotated.status().to_string();
+  EXPECT_TRUE(rotated->meta.vision().has_language_rotation_seed());
+  const nlohmann::json rotated_report = eval_pairs(llm, qwen, dir_ / "qwen3_vl_pairs");
+  expect_close_to_float(rotated_report, tokens);
+  ASSERT_EQ(rotated_report["deepstack_sqnr_db"].size(), 2u) << rotated_report.dump();
+  for (const auto& db : rotated_report["deepstack_sqnr_db"])
+    EXPECT_GT(db.get<double>(), 20.0) << rotated_report.dump();
   const auto with_image =
       run_qbc("run " + shell_quote(llm) + " --image " + shell_quote(photographs(images_).front()) +
               " -p '<|vision_start|><|image_pad|><|vision_end|>hi' -n 3");

@@ -12,10 +12,11 @@
 #include <vector>
 
 #include "qbc/config/config.h"
+#include "qbc/driver/vision_block_error.h"
 #include "qbc/isa/program.h"
 #include "qbc/mxq/model_file.h"
-#include "qbc/quant/output_basis.h"
 #include "qbc/npu/compile.h"
+#include "qbc/quant/output_basis.h"
 #include "qbc/support/status.h"
 
 namespace qbc::driver {
@@ -32,7 +33,7 @@ struct VisionBuild {
   /// A tower in window order (Qwen2.5-VL): its merge group k is the image's group
   /// window_order[k]; empty otherwise.
   std::vector<int64_t> window_order;
-  mxq::pb::VisionPart part;       ///< everything but model_hash
+  mxq::pb::VisionPart part;  ///< everything but model_hash
   /// Text around each image span that the processor writes (Gemma 3: "\n\n" before
   /// <start_of_image> and after <end_of_image>); the MXQ writer encodes it with the model's
   /// tokenizer into the part's image_prefix_ids / image_suffix_ids.
@@ -46,6 +47,8 @@ struct VisionBuild {
   std::string graph_name;
   int calibration_images = 0;
   bool synthetic_calibration = false;
+  /// Each tower block's SQNR, quantized against float, on the calibration images.
+  std::vector<TowerBlockError> block_errors;
 };
 
 /// What the compile summary says about a VLM folder's vision part.
@@ -54,12 +57,13 @@ struct VisionOutcome {
   bool compiled = false;
   std::string reason;  ///< not compiled: why (the family's tower does not lower yet)
   // compiled:
-  int64_t rows = 0, width = 0;  ///< feature rows per call and their width (the hidden size)
-  int64_t views = 1;            ///< calls per image (Idefics3: tiles and the global view)
+  int64_t rows = 0, width = 0;   ///< feature rows per call and their width (the hidden size)
+  int64_t views = 1;             ///< calls per image (Idefics3: tiles and the global view)
   int64_t deepstack_levels = 0;  ///< Qwen3-VL: DeepStack rows of that width after each feature row
-  int64_t dram_bytes = 0;       ///< the vision part's DRAM plan
+  int64_t dram_bytes = 0;        ///< the vision part's DRAM plan
   int calibration_images = 0;
   bool synthetic_calibration = false;
+  std::vector<TowerBlockError> block_errors;  ///< VisionBuild::block_errors
   double seconds = 0;
 };
 
@@ -70,12 +74,10 @@ struct VisionOutcome {
 /// quantized language model's basis (quant::output_basis of its graph); when spinR1 rotated
 /// its residual stream, the tower's output linears are rotated alike (W ← Rᵀ·W, b ← Rᵀ·b), so
 /// the features land in the rotated stream, and the part records the seed.
-StatusOr<std::optional<VisionBuild>> build_vision_part(const std::string& model,
-                                                       const config::ResolvedConfig& cfg,
-                                                       const npu::Options& language,
-                                                       const std::vector<std::string>& images,
-                                                       int synthetic = 4,
-                                                       const quant::OutputBasis* rotation = nullptr);
+StatusOr<std::optional<VisionBuild>> build_vision_part(
+    const std::string& model, const config::ResolvedConfig& cfg, const npu::Options& language,
+    const std::vector<std::string>& images, int synthetic = 4,
+    const quant::OutputBasis* rotation = nullptr);
 
 /// The float features of images as the runtime splices them into a VLM's language model, for
 /// calibration on image-text pairs (`qbc calib prepare --images`).
