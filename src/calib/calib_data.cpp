@@ -212,6 +212,21 @@ Status add_json_map(const fs::path& path, const std::vector<CalibInputSpec>& inp
     per_input.push_back(std::move(checked));
     names.push_back(spec.name);
   }
+  // Optional inputs come together (a sample's DeepStack levels): all of them or none.
+  size_t optional = 0, given = 0;
+  std::string missing;
+  for (const CalibInputSpec& spec : inputs) {
+    if (!spec.optional) continue;
+    ++optional;
+    if (j.contains(spec.name))
+      ++given;
+    else if (missing.empty())
+      missing = spec.name;
+  }
+  if (given > 0 && given < optional)
+    return invalid_argument(path.string(), ": gives ", given, " of the model's ", optional,
+                            " optional inputs but not '", missing,
+                            "'; give all of them (the DeepStack levels) or none");
   for (size_t i = 0; i < count; ++i) {
     CalibSample s;
     for (size_t k = 0; k < names.size(); ++k) s.inputs[names[k]] = per_input[k][i];

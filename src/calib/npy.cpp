@@ -14,6 +14,7 @@
 #include <limits>
 #include <optional>
 
+#include "qbc/numerics/fp16.h"
 #include "qbc/support/quote.h"
 
 namespace qbc::calib {
@@ -207,7 +208,8 @@ std::string shape_string(const std::vector<int64_t>& shape) {
   for (size_t i = 0; i < shape.size() && s.size() < kQuotePrefixBytes; ++i) {
     s += (i ? ", " : "") + std::to_string(shape[i]);
   }
-  if (s.size() >= kQuotePrefixBytes) s += ", \xE2\x80\xA6 (" + std::to_string(shape.size()) + " dims)";
+  if (s.size() >= kQuotePrefixBytes)
+    s += ", \xE2\x80\xA6 (" + std::to_string(shape.size()) + " dims)";
   return s + "]";
 }
 
@@ -398,8 +400,12 @@ std::string npy_header_bytes(std::string_view descr, bool fortran_order,
   return out + dict;
 }
 
-Status write_npy(const fs::path& path, const std::vector<int64_t>& shape, const float* data) {
+Status write_npy(const fs::path& path, const std::vector<int64_t>& shape, const float* data,
+                 NpyDtype dtype) {
   const std::string name = path.string();
+  if (dtype != NpyDtype::kF32 && dtype != NpyDtype::kF16)
+    return invalid_argument(name, ": write_npy writes <f4 or <f2, not ", npy_descr(dtype));
+  const bool half = dtype == NpyDtype::kF16;
   int64_t n = 1;
   for (int64_t d : shape) {
     if (d < 0) return invalid_argument(name, ": negative dimension in shape ", shape_string(shape));
@@ -408,16 +414,21 @@ Status write_npy(const fs::path& path, const std::vector<int64_t>& shape, const 
   if (n > 0 && data == nullptr) {
     return invalid_argument(name, ": no data for shape ", shape_string(shape));
   }
-  std::string header = npy_header_bytes("<f4", false, shape, 1);
-  if (header.size() > 65535 + 10) header = npy_header_bytes("<f4", false, shape, 2);
+  const char* descr = half ? "<f2" : "<f4";
+  std::string header = npy_header_bytes(descr, false, shape, 1);
+  if (header.size() > 65535 + 10) header = npy_header_bytes(descr, false, shape, 2);
   const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
   const fs::path tmp =
       dir / ("." + path.filename().string() + ".tmp." + std::to_string(::getpid()));
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) return invalid_argument(name, ": cannot write: ", std::strerror(errno));
   bool good = std::fwrite(header.data(), 1, header.size(), f) == header.size();
-  if (good && n > 0) {
+  if (good && n > 0 && !half) {
     good = std::fwrite(data, sizeof(float), static_cast<size_t>(n), f) == static_cast<size_t>(n);
+  } else if (good && n > 0) {
+    std::vector<uint16_t> bits(static_cast<size_t>(n));
+    for (size_t i = 0; i < bits.size(); ++i) bits[i] = numerics::fp16_bits(data[i]);
+    good = std::fwrite(bits.data(), sizeof(uint16_t), bits.size(), f) == bits.size();
   }
   good = (std::fclose(f) == 0) && good;
   std::error_code ec;

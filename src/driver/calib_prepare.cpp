@@ -136,8 +136,14 @@ StatusOr<CalibPrepareResult> prepare_calib(const CalibPrepareRequest& r,
     // Qwen3-VL: each DeepStack level is a graph input of its own, its rows at the image's
     // rows of the span and zero at the text ids (as the runtime adds them).
     const auto levels = static_cast<size_t>(f.deepstack_levels);
-    for (size_t j = 0; j < levels; ++j)
+    for (size_t j = 0; j < levels; ++j) {
       po.span_input_names.push_back(ir::deepstack_input_name(static_cast<int64_t>(j)));
+      if (m.graph.find(po.span_input_names.back()) < 0)
+        return invalid_argument(r.model, ": the vision part writes ", levels,
+                                " DeepStack levels, but the language model has no input '",
+                                po.span_input_names.back(), "' (text_config and vision_config ",
+                                "disagree on deepstack_visual_indexes)");
+    }
     const auto width = static_cast<size_t>(f.width);
     const size_t w = width * (1 + levels);
     for (size_t k = 0; k < files.size(); ++k) {

@@ -93,9 +93,10 @@ Status check_graph(Context& cx) {
         } else if (ir::is_deepstack_input(n.name)) {  // Qwen3-VL: host rows per token
           // Level J is the J-th such input: the runtime fills the buffers in that order.
           if (n.name != ir::deepstack_input_name(static_cast<int64_t>(cx.plan.deepstack.size())))
-            return invalid_argument(ir::describe(n), ": DeepStack input ", cx.plan.deepstack.size(),
-                                    " must be named 'deepstack.", cx.plan.deepstack.size(),
-                                    "' (levels in order)");
+            return invalid_argument(
+                ir::describe(n), ": DeepStack input ", cx.plan.deepstack.size(), " must be named '",
+                ir::deepstack_input_name(static_cast<int64_t>(cx.plan.deepstack.size())),
+                "' (levels in order)");
           cx.plan.deepstack.push_back(static_cast<int32_t>(i));
         } else {
           cx.plan.embeds = static_cast<int32_t>(i);

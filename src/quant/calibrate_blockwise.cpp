@@ -5,6 +5,7 @@
 #include <set>
 
 #include "qbc/ir/host_inputs.h"
+#include "qbc/numerics/fp16.h"
 #include "qbc/quant/block_runner.h"
 #include "qbc/quant/calib_checkpoint.h"
 #include "qbc/quant/calibrate.h"
@@ -172,6 +173,13 @@ StatusOr<BlockRunner> BlockRunner::create(const ir::Graph& g, size_t n, const Sa
     r.full_names_.push_back(node.name);
     if (node.op == ir::Op::kInput && ir::is_deepstack_input(node.name)) ++levels;
   }
+  // DeepStackSource gives level J at index J: the inputs must be deepstack.0 .. deepstack.{L-1}.
+  for (const Segment& seg : r.segments_)
+    for (int64_t level : seg.deepstack_levels)
+      if (level < 0 || level >= levels)
+        return invalid_argument("graph '", g.name(), "': a DeepStack input of segment ",
+                                &seg - r.segments_.data(),
+                                " is not one of deepstack.0 .. deepstack.", levels - 1);
   r.stream_.resize(n);
   r.seqs_.assign(n, 0);
   for (size_t i = 0; i < n; ++i) {
@@ -213,10 +221,12 @@ StatusOr<BlockRunner> BlockRunner::create(const ir::Graph& g, size_t n, const Sa
       HostRows kept;
       if (last >= first) {
         kept.first = first;
-        kept.rows.assign(v.begin() + first * h, v.begin() + (last + 1) * h);
+        kept.rows.reserve(static_cast<size_t>((last + 1 - first) * h));
+        for (auto it = v.begin() + first * h; it != v.begin() + (last + 1) * h; ++it)
+          kept.rows.push_back(numerics::fp16_bits(*it));
       }
       digests += std::to_string(i) + "." + std::to_string(j) + " " + std::to_string(kept.first) +
-                 " " + xxh3_128_bytes(kept.rows.data(), kept.rows.size() * sizeof(float)) + "\n";
+                 " " + xxh3_128_bytes(kept.rows.data(), kept.rows.size() * sizeof(uint16_t)) + "\n";
       r.deepstack_[i].push_back(std::move(kept));
     }
   }
@@ -235,8 +245,9 @@ Status BlockRunner::feed_deepstack(size_t s, size_t i, ref::Session& session) co
                             deepstack_[i].size());
     const HostRows& k = deepstack_[i][static_cast<size_t>(level)];
     std::vector<float> full(size, 0.0f);
-    std::copy(k.rows.begin(), k.rows.end(),
-              full.begin() + static_cast<std::ptrdiff_t>(k.first * hidden_));
+    std::transform(k.rows.begin(), k.rows.end(),
+                   full.begin() + static_cast<std::ptrdiff_t>(k.first * hidden_),
+                   numerics::fp16_from_bits);
     rows.push_back(std::move(full));
   }
   return session.set_deepstack(std::move(rows));

@@ -80,9 +80,10 @@ std::string npy_header_bytes(std::string_view descr, bool fortran_order,
 /// Writes a float32 C-order .npy file (version 1.0; 2.0 only if the header needs it) holding
 /// `data` (product of `shape` floats). Written to a temporary file beside `path` and renamed, so
 /// a failure leaves no partial file. kInvalidArgument when the sizes disagree; errors name the
-/// path.
+/// path. With `dtype` kF16 the values are stored as IEEE half ("<f2", each rounded once to
+/// nearest even); kF32 and kF16 are the types it writes.
 Status write_npy(const std::filesystem::path& path, const std::vector<int64_t>& shape,
-                 const float* data);
+                 const float* data, NpyDtype dtype = NpyDtype::kF32);
 
 /// Converts IEEE half-precision bits to float (subnormals, infinities and NaN included).
 float half_to_float(uint16_t bits);

@@ -18,7 +18,8 @@ inline std::string deepstack_input_name(int64_t level) {
   return std::string(kDeepStackInputPrefix) + std::to_string(level);
 }
 
-/// True for a DeepStack input's name.
+/// True for a name of the DeepStack spelling ("deepstack." then anything: deepstack_level()
+/// says whether it is a valid level).
 inline bool is_deepstack_input(std::string_view name) {
   return name.substr(0, kDeepStackInputPrefix.size()) == kDeepStackInputPrefix;
 }

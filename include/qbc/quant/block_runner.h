@@ -24,7 +24,9 @@ class BlockRunner {
   /// Cuts `g` into segments and loads every sample's embeddings (n samples). Errors name
   /// the node when the graph is not a chain of blocks joined by one residual stream.
   /// With `deepstack` (a graph with DeepStack inputs), each sample's DeepStack rows are loaded
-  /// too and given to the segments that read them; without, those inputs are zero.
+  /// too (kept as fp16, the NPU's precision for them) and given to the segments that read them;
+  /// without, those inputs are zero. kInvalidArgument for DeepStack inputs not named
+  /// deepstack.0 .. deepstack.{L-1}, naming the input.
   static StatusOr<BlockRunner> create(const ir::Graph& g, size_t n, const SampleSource& samples,
                                       const ref::SessionOptions& session = {},
                                       const DeepStackSource* deepstack = nullptr);
@@ -68,11 +70,11 @@ class BlockRunner {
     ir::ValueId input = -1, output = -1;
     std::vector<int64_t> deepstack_levels;  ///< The DeepStack inputs it reads, in its order.
   };
-  /// A sample's rows of one DeepStack level: its rows [first, first + rows/hidden) (the rest,
-  /// outside an image, are zero and not kept).
+  /// A sample's rows of one DeepStack level: its rows [first, first + rows/hidden) as fp16 bits,
+  /// the precision the NPU takes them in (the rest, outside an image, are zero and not kept).
   struct HostRows {
     int64_t first = 0;
-    std::vector<float> rows;
+    std::vector<uint16_t> rows;
   };
   BlockRunner() = default;
   /// Gives segment `s`'s DeepStack inputs sample `i`'s rows (none: the session's zeros).

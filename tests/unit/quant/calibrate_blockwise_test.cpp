@@ -1,8 +1,13 @@
 // Block-by-block calibration gives the statistics of whole-model calibration, on a
 // model with a prefix node (Gemma's embed_scale), post-norms and a soft-capped head,
-// and on stories260K.
+// on stories260K, and on a Qwen3-VL language model with DeepStack rows.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <map>
+
+#include "qbc/frontend/random_model.h"
+#include "qbc/numerics/fp16.h"
 #include "qbc/quant/calibrate.h"
 #include "transform_cases.h"
 
@@ -75,6 +80,111 @@ TEST_P(BlockwiseCalibration, EqualsWholeModelCalibration) {
 INSTANTIATE_TEST_SUITE_P(All, BlockwiseCalibration,
                          ::testing::ValuesIn(::qbc::testing::transform_cases()),
                          [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace qbc::quant
+
+namespace qbc::quant {
+namespace {
+
+// Qwen3-VL: the DeepStack rows a DeepStackSource gives reach the blocks that add them. Block-wise
+// statistics with the rows equal those of a whole-model float session given the same rows
+// (Session::set_deepstack, as the runtime and eval feed them), rows rounded to fp16 as the
+// BlockRunner keeps them; without the rows the statistics after the adds differ; and a source
+// with the wrong number of levels is refused.
+TEST(BlockwiseCalibrationDeepStack, RowsReachTheirBlocksAsInTheWholeModel) {
+  QBC_REQUIRE_SHARED(config, "model-configs-new/Qwen3-VL-4B-Instruct/config.json");
+  frontend::RandomModelOptions o;
+  o.config_path = config;
+  o.output_dir = ::qbc::testing::temp_dir() / "qwen3_vl_deepstack";
+  o.seed = 3;
+  o.init_std = 0.1;
+  o.overrides.num_hidden_layers = 3;
+  o.overrides.hidden_size = 64;
+  o.overrides.intermediate_size = 96;
+  o.overrides.num_attention_heads = 4;
+  o.overrides.num_key_value_heads = 2;
+  o.overrides.head_dim = 16;
+  o.overrides.vocab_size = 256;
+  o.overrides.vision.depth = 2;  // the taps [5, 11, 17] of 24 scale to [0, 1]
+  o.overrides.vision.hidden_size = 32;
+  o.overrides.vision.num_heads = 2;
+  o.overrides.vision.intermediate_size = 64;
+  o.overrides.vision.out_hidden_size = 64;
+  QBC_ASSERT_OK(frontend::write_random_model(o));
+  auto src = frontend::ModelSource::open(o.output_dir);
+  QBC_ASSERT_OK(src);
+  frontend::ImportOptions io;
+  io.max_cache_length = 64;
+  auto g = frontend::build_decoder_graph(src->hparams(), io);
+  QBC_ASSERT_OK(g);
+  const ir::WeightReader reader = frontend::model_weight_reader(*src);
+  auto whole = ref::Session::create(*g, reader);
+  QBC_ASSERT_OK(whole);
+  const int64_t hidden = (*whole)->hidden_size(), seq = 12;
+
+  std::vector<std::vector<float>> embeds;
+  std::vector<std::vector<std::vector<float>>> rows(2);  // sample 1 has none
+  for (size_t i = 0; i < 2; ++i) {
+    std::vector<int32_t> ids = ::qbc::testing::transform_test_ids(256, seq);
+    for (int32_t& id : ids) id = static_cast<int32_t>((id + 31 * i) % 256);
+    std::vector<float> e;
+    QBC_ASSERT_OK((*whole)->embed(ids, &e));
+    embeds.push_back(e);
+  }
+  for (int level = 0; level < 2; ++level) {  // sample 0: an "image" at rows 3..7
+    std::vector<float> v(static_cast<size_t>(seq * hidden), 0.0f);
+    for (int64_t t = 3; t < 8; ++t)
+      for (int64_t c = 0; c < hidden; ++c)
+        v[static_cast<size_t>(t * hidden + c)] = numerics::round_fp16(
+            0.5 * std::sin(0.37 * static_cast<double>(t * hidden + c) + level));
+    rows[0].push_back(std::move(v));
+  }
+  SampleSource samples = [&](size_t i, std::vector<float>* out, int64_t* s) {
+    *out = embeds[i];
+    *s = seq;
+    return ok_status();
+  };
+  DeepStackSource deepstack = [&](size_t i, int64_t s, std::vector<std::vector<float>>* out) {
+    EXPECT_EQ(s, seq);
+    *out = rows[i];
+    return ok_status();
+  };
+  auto with = collect_stats_blockwise(*g, reader, 2, samples, 0, {}, nullptr, &deepstack);
+  QBC_ASSERT_OK(with);
+  auto without = collect_stats_blockwise(*g, reader, 2, samples, 0);
+  QBC_ASSERT_OK(without);
+
+  // The whole model with the same rows.
+  std::map<std::string, float> absmax;
+  (*whole)->set_keep_activations(true);
+  std::vector<float> logits, act;
+  std::vector<int64_t> shape;
+  for (size_t i = 0; i < 2; ++i) {
+    (*whole)->reset();
+    if (!rows[i].empty()) QBC_ASSERT_OK((*whole)->set_deepstack(rows[i]));
+    QBC_ASSERT_OK((*whole)->forward_embeds(embeds[i], seq, &logits));
+    for (const auto& [name, st] : *with) {
+      QBC_ASSERT_OK((*whole)->activation(name, &act, &shape));
+      for (float x : act) absmax[name] = std::max(absmax[name], std::fabs(x));
+    }
+  }
+  int differ = 0;
+  for (const auto& [name, st] : *with) {
+    EXPECT_NEAR(st.absmax, absmax[name], 1e-5 * absmax[name] + 1e-7) << name;
+    if (std::fabs(st.absmax - without->at(name).absmax) > 1e-4 * st.absmax) ++differ;
+  }
+  EXPECT_GT(differ, 0) << "the DeepStack rows changed no statistic";
+
+  DeepStackSource one_level = [&](size_t, int64_t, std::vector<std::vector<float>>* out) {
+    *out = {rows[0][0]};
+    return ok_status();
+  };
+  auto bad = collect_stats_blockwise(*g, reader, 2, samples, 0, {}, nullptr, &one_level);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(::qbc::testing::contains(bad.status().message(), "1 DeepStack levels"))
+      << bad.status().to_string();
+}
 
 }  // namespace
 }  // namespace qbc::quant
