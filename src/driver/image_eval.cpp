@@ -22,6 +22,7 @@
 #include "qbc/runner/mrope.h"
 #include "qbc/runtime/vision_encoder.h"
 #include "qbc/support/file_util.h"
+#include "qbc/support/json_parse.h"
 #include "qbc/support/logging.h"
 
 namespace qbc::driver {
@@ -140,23 +141,39 @@ nlohmann::json db_list(const std::vector<double>& v) {
 }
 
 /// The per-block tower SQNR of a file's calibration record (VisionPart.calibration, written by
-/// the compile: {"images": N, "block_sqnr_db": [{"node", "sqnr_db"}]}); anything else in the
-/// record, or a malformed one, leaves the report without it.
+/// the compile: {"block_sqnr_samples": N, "block_sqnr_db": [{"node", "sqnr_db"}]}). The record
+/// is the file's, so it is checked as untrusted: at most kMaxTowerBlocks entries, each a tower
+/// block's output name and a number (null: exact), a sample count in [1, kTowerErrorSamples];
+/// anything else leaves the report without it, said once in the log.
 void tower_blocks_of(const std::string& record, ImageEvalReport* r) {
-  const nlohmann::json j = nlohmann::json::parse(record, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("block_sqnr_db") || !j["block_sqnr_db"].is_array()) return;
+  constexpr size_t kMaxTowerBlocks = 4096;
+  StatusOr<nlohmann::json> parsed = parse_json_text(record, "the vision part's calibration record");
+  if (!parsed.ok() || !parsed->is_object() || !parsed->contains("block_sqnr_db")) return;
+  const nlohmann::json& j = *parsed;
+  auto refuse = [](const std::string& why) {
+    log("eval").warn("the file's per-block tower SQNR is not shown: {}", why);
+  };
+  const nlohmann::json& list = j["block_sqnr_db"];
+  if (!list.is_array() || list.empty() || list.size() > kMaxTowerBlocks)
+    return refuse("block_sqnr_db is not a list of 1 to 4096 blocks");
+  const nlohmann::json* samples =
+      j.contains("block_sqnr_samples") ? &j["block_sqnr_samples"] : nullptr;
+  if (samples == nullptr || !samples->is_number_unsigned() || samples->get<uint64_t>() < 1 ||
+      samples->get<uint64_t>() > kTowerErrorSamples)
+    return refuse("block_sqnr_samples is not a count of 1 to 8");
   std::vector<TowerBlockError> blocks;
-  for (const nlohmann::json& e : j["block_sqnr_db"]) {
-    if (!e.is_object() || !e.contains("node") || !e["node"].is_string() || !e.contains("sqnr_db"))
-      return;
+  for (const nlohmann::json& e : list) {
+    if (!e.is_object() || !e.contains("node") || !e["node"].is_string() || !e.contains("sqnr_db") ||
+        !is_tower_block_output(e["node"].get<std::string>()))
+      return refuse("an entry is not {\"node\": \"vis.blk.N.ffn_residual\", \"sqnr_db\": dB}");
     const nlohmann::json& db = e["sqnr_db"];
-    if (!db.is_number() && !db.is_null()) return;
+    if ((!db.is_number() || !std::isfinite(db.get<double>())) && !db.is_null())
+      return refuse("an entry's sqnr_db is not a number");
     blocks.push_back({e["node"].get<std::string>(),
                       db.is_null() ? std::numeric_limits<double>::infinity() : db.get<double>()});
   }
   r->tower_blocks = std::move(blocks);
-  if (j.contains("images") && j["images"].is_number_integer())
-    r->tower_block_images = j["images"].get<int64_t>();
+  r->tower_block_samples = samples->get<int64_t>();
 }
 
 }  // namespace
@@ -341,8 +358,8 @@ std::string format_image_eval(const ImageEvalReport& r) {
                 100 * r.top1, r.ppl, r.ppl_reference, r.seconds);
   os << line << deepstack_text(r.deepstack_sqnr_db);
   if (!r.tower_blocks.empty())
-    os << "  tower SQNR per block at compile (" << r.tower_block_images
-       << " calibration images): " << tower_block_text(r.tower_blocks) << "\n";
+    os << "  tower SQNR per block at compile (" << r.tower_block_samples
+       << " calibration samples): " << tower_block_text(r.tower_blocks) << "\n";
   return os.str();
 }
 
@@ -360,7 +377,7 @@ std::string image_eval_json(const ImageEvalReport& r) {
                               {"perplexity_reference", r.ppl_reference},
                               {"seconds", r.seconds}};
   if (!r.tower_blocks.empty())
-    j["compile_tower_block_sqnr_db"] = {{"images", r.tower_block_images},
+    j["compile_tower_block_sqnr_db"] = {{"samples", r.tower_block_samples},
                                         {"blocks", tower_block_json(r.tower_blocks)}};
   for (const ImagePairScore& p : r.pairs) {
     j["pairs"].push_back({{"image", p.image},

@@ -12,22 +12,22 @@
 #include "qbc/support/cancel.h"
 
 namespace qbc::driver {
-namespace {
-
-bool is_block_output(const std::string& name) {
+bool is_tower_block_output(const std::string& name) {
   const std::string head = "vis.blk.", tail = ".ffn_residual";
-  return name.size() > head.size() + tail.size() && name.compare(0, head.size(), head) == 0 &&
-         name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+  if (name.size() <= head.size() + tail.size() || name.compare(0, head.size(), head) != 0 ||
+      name.compare(name.size() - tail.size(), tail.size(), tail) != 0)
+    return false;
+  const std::string digits = name.substr(head.size(), name.size() - head.size() - tail.size());
+  return digits.size() <= 6 &&
+         std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
-
-}  // namespace
 
 StatusOr<std::vector<TowerBlockError>> tower_block_errors(
     const ir::Graph& float_graph, const ir::WeightReader& float_weights, const ir::Graph& quantized,
     const ir::WeightReader& quantized_weights, const std::vector<quant::FeatureSample>& samples) {
   std::vector<TowerBlockError> out;
   for (const ir::Node& n : float_graph.nodes())
-    if (is_block_output(n.name) && quantized.find(n.name) >= 0) out.push_back({n.name, 0.0});
+    if (is_tower_block_output(n.name) && quantized.find(n.name) >= 0) out.push_back({n.name, 0.0});
   if (out.empty() || samples.empty()) return out;
   QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> ref,
                        ref::Session::create(float_graph, float_weights));
@@ -60,7 +60,13 @@ StatusOr<std::vector<TowerBlockError>> tower_block_errors(
       }
     }
   }
-  for (size_t b = 0; b < out.size(); ++b) out[b].sqnr_db = sqnr_db(signal[b], noise[b]);
+  for (size_t b = 0; b < out.size(); ++b) {
+    if (!std::isfinite(signal[b]) || !std::isfinite(noise[b]))
+      return internal_error(out[b].node, ": the ", std::isfinite(signal[b]) ? "quantized" : "float",
+                            " tower gives a non-finite value (signal ", signal[b], ", noise ",
+                            noise[b], ")");
+    out[b].sqnr_db = sqnr_db(signal[b], noise[b]);
+  }
   return out;
 }
 

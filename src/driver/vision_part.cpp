@@ -209,8 +209,7 @@ StatusOr<Tower> fixed_size_tower(const std::string& model, const frontend::Visio
 StatusOr<Tower> clip_tower(const std::string& model, const frontend::VisionConfig& vc,
                            const frontend::SafetensorsCheckpoint& ck) {
   QBC_ASSIGN_OR_RETURN(Tower t, fixed_size_tower(model, vc));
-  const int64_t grid = vc.image_size / vc.patch_size;
-  t.rows = t.features = 1 + grid * grid;
+  t.rows = t.features = frontend::llava_tower_rows(vc);  // CLIP: the CLS row first
   t.drop = vc.keeps_cls ? 0 : 1;
   QBC_ASSIGN_OR_RETURN(
       std::vector<float> base,
@@ -219,6 +218,12 @@ StatusOr<Tower> clip_tower(const std::string& model, const frontend::VisionConfi
       }));
   t.constants.emplace_back("embed_base", std::move(base));
   const int64_t side = vc.image_size, patch = vc.patch_size;
+  if (vc.tower == frontend::VisionTower::kSiglip) {
+    t.patches = [side, patch](const image::Pixels& px) {
+      return frontend::siglip_patch_rows(px.values, side, patch);
+    };
+    return t;
+  }
   t.patches = [side, patch](const image::Pixels& px) {
     return frontend::clip_patch_rows(px.values, side, patch);
   };
@@ -656,7 +661,10 @@ StatusOr<std::optional<VisionBuild>> build_vision_part(
     for (const std::string& path : images) names.push_back(fs::path(path).filename().string());
     cal["files"] = names;
   }
-  if (!out.block_errors.empty()) cal["block_sqnr_db"] = tower_block_json(out.block_errors);
+  if (!out.block_errors.empty()) {
+    cal["block_sqnr_db"] = tower_block_json(out.block_errors);
+    cal["block_sqnr_samples"] = std::min(samples.size(), kTowerErrorSamples);  // tower calls
+  }
   out.calibration_json = cal.dump();
   p.set_calibration(out.calibration_json);
   return std::optional<VisionBuild>(std::move(out));

@@ -49,11 +49,11 @@ struct ImageEvalReport {
   int64_t scored = 0;
   double feature_sqnr_db = 0, kld_mean = 0, kld_p99 = 0, top1 = 0;
   std::vector<double> deepstack_sqnr_db;  ///< per DeepStack level, over every image
-  /// The tower's SQNR per block as the compile measured it on its calibration images (the
-  /// file's calibration record; the compiled program keeps no per-block values), and how many
-  /// images that was. Empty for a file without the record.
+  /// The tower's SQNR per block as the compile measured it on its calibration samples (the
+  /// file's calibration record; the compiled program keeps no per-block values), and on how many
+  /// tower calls (an Idefics3 view is one). Empty for a file without the record.
   std::vector<TowerBlockError> tower_blocks;
-  int64_t tower_block_images = 0;
+  int64_t tower_block_samples = 0;
   double ppl = 0, ppl_reference = 0;
   double seconds = 0;
 };

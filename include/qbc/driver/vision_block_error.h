@@ -26,10 +26,14 @@ inline constexpr size_t kTowerErrorSamples = 8;
 
 /// The SQNR of each block output (`vis.blk.N.ffn_residual`, in block order) of `quantized`
 /// (fake-quant, over `quantized_weights`) against `float_graph` (float, over `float_weights`),
-/// over the first kTowerErrorSamples of `samples`. Empty when the tower names no block outputs.
+/// over the first kTowerErrorSamples of `samples`. Empty when the tower names no block outputs;
+/// kInternal naming the block when either tower gives a non-finite value there.
 StatusOr<std::vector<TowerBlockError>> tower_block_errors(
     const ir::Graph& float_graph, const ir::WeightReader& float_weights, const ir::Graph& quantized,
     const ir::WeightReader& quantized_weights, const std::vector<quant::FeatureSample>& samples);
+
+/// True for a tower block's output name, "vis.blk.N.ffn_residual" with N decimal digits.
+bool is_tower_block_output(const std::string& name);
 
 /// [{"node", "sqnr_db"}] (an exact block's sqnr_db is null), for the MXQ's calibration record
 /// and the compile summary's JSON.
