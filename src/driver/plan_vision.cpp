@@ -45,7 +45,7 @@ StatusOr<VisionWork> count_work(const VisionConfig& c) {
   w.rows = side * side + (c.tower == VisionTower::kClip ? 1 : 0);
   w.tokens = c.tokens_per_view();
   w.layers = c.depth;
-  if (c.tower == VisionTower::kClip) {
+  if (c.projector == VisionProjector::kLlavaMlp) {  // LLaVA: up to vision_feature_layer
     QBC_ASSIGN_OR_RETURN(w.layers, frontend::clip_used_layers(c));
   }
   const int64_t n = w.rows;

@@ -47,19 +47,22 @@ void use_checkpoint_names(ir::Graph& g, const frontend::SafetensorsCheckpoint& c
   for (ir::Weight& w : renamed) g.add_weight(std::move(w));
 }
 
-// LLaVA's CLIP tower at vc.image_size (its learned positions resampled bicubically to another
-// size on the host, as HF's interpolate_pos_encoding).
+// LLaVA's CLIP or SigLIP tower at vc.image_size (its learned positions resampled bicubically to
+// another size on the host, as HF's interpolate_pos_encoding).
 StatusOr<ir::Graph> clip_graph(const frontend::VisionConfig& vc) {
   QBC_ASSIGN_OR_RETURN(ir::Graph g, frontend::build_clip_vision_graph(vc));
   const int64_t side = vc.image_size / vc.patch_size;
   g.metadata["vision.image_size"] =
       std::to_string(vc.image_size) + "x" + std::to_string(vc.image_size);
   g.metadata["vision.grid_hw"] = std::to_string(side) + "x" + std::to_string(side);
-  // Output row 0 is the CLS token's; the strategy "default" drops it on the host.
+  // Output row 0 is the CLS token's (SigLIP: the first patch's); the strategy "default" drops
+  // it on the host.
   g.metadata["vision.drop_cls"] = vc.keeps_cls ? "0" : "1";
-  // The host computes the embed_base input from two checkpoint tensors (clip_embed_base).
+  // The host computes the embed_base input from the checkpoint's tables (clip_embed_base).
+  const bool clip = vc.tower == frontend::VisionTower::kClip;
   g.metadata["vision.embed_base"] =
-      "vision_tower.vision_model.embeddings.position_embedding.weight + class_embedding on row 0" +
+      std::string("vision_tower.vision_model.embeddings.position_embedding.weight") +
+      (clip ? " + class_embedding on row 0" : "") +
       std::string(vc.image_size / vc.patch_size != vc.position_grid
                       ? "; the patch rows resampled bicubically from the table's " +
                             std::to_string(vc.position_grid) + " x " +

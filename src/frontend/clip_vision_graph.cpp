@@ -1,11 +1,13 @@
-// build_clip_vision_graph: LLaVA's CLIP vision tower and projector as an MBLT graph
-// (qbc/frontend/clip_vision.h has the picture), following HF's CLIPVisionEmbeddings,
-// CLIPEncoderLayer and LlavaMultiModalProjector. The Conv2d patch embedding (kernel = stride =
-// patch, no bias) is a linear over the flattened (channel, y, x) patch: the checkpoint's
-// [width, 3, p, p] weight read row-major as [width, 3·p²].
+// build_clip_vision_graph: LLaVA's CLIP (or SigLIP) vision tower and projector as an MBLT graph
+// (qbc/frontend/clip_vision.h has the picture), following HF's CLIPVisionEmbeddings /
+// SiglipVisionEmbeddings, the shared encoder layer and LlavaMultiModalProjector. The Conv2d patch
+// embedding (kernel = stride = patch; CLIP without bias, SigLIP with) is a linear over the
+// flattened (channel, y, x) patch: the checkpoint's [width, 3, p, p] weight read row-major as
+// [width, 3·p²].
 #include <algorithm>
 
 #include "qbc/frontend/clip_vision.h"
+#include "qbc/frontend/gemma3_vision.h"
 #include "qbc/frontend/position_interpolation.h"
 #include "qbc/image/preprocess.h"
 #include "qbc/ir/builder.h"
@@ -30,14 +32,17 @@ class ClipBuilder {
       : vc_(vc), layers_(layers), b_(g), vit_(vc, kTower, b_) {}
 
   StatusOr<ValueId> build() {
-    const int64_t side = vc_.image_size / vc_.patch_size, rows = 1 + side * side;
+    const bool clip = vc_.tower == VisionTower::kClip;
+    const int64_t rows = llava_tower_rows(vc_);
     const int64_t patch = kChannels * vc_.patch_size * vc_.patch_size;
     QBC_ASSIGN_OR_RETURN(ValueId x, b_.input("patches", f32({1, rows, patch})));
     QBC_ASSIGN_OR_RETURN(ValueId base, b_.input("embed_base", f32({1, rows, vc_.width})));
     QBC_ASSIGN_OR_RETURN(x, vit_.linear("vis.patch_embed", x, kTower + "embeddings.patch_embedding",
-                                        vc_.width, patch, false));
+                                        vc_.width, patch, /*bias=*/!clip));
     QBC_ASSIGN_OR_RETURN(x, b_.add("vis.embed", x, base, kTower + "embeddings"));
-    QBC_ASSIGN_OR_RETURN(x, vit_.norm("vis.pre_norm", x, kTower + "pre_layrnorm"));
+    if (clip) {
+      QBC_ASSIGN_OR_RETURN(x, vit_.norm("vis.pre_norm", x, kTower + "pre_layrnorm"));
+    }
     QBC_ASSIGN_OR_RETURN(x, vit_.layers(x, layers_));
     b_.set_part(ir::Part::kHead);
     const int64_t t = vc_.text_hidden;
@@ -71,6 +76,16 @@ std::vector<float> clip_patch_rows(const std::vector<float>& chw, int64_t side, 
 
 StatusOr<std::vector<float>> clip_embed_base(const VisionConfig& vc, const TensorFloats& read) {
   std::vector<float> base, cls;
+  if (vc.tower == VisionTower::kSiglip) {  // the position table alone, resampled like CLIP's
+    const std::string name = kTower + "embeddings.position_embedding.weight";
+    QBC_RETURN_IF_ERROR(read(name, &base));
+    const int64_t table = vc.position_grid, w = vc.width, side = vc.image_size / vc.patch_size;
+    if (static_cast<int64_t>(base.size()) != table * table * w)
+      return invalid_argument("tensor '", name, "' has ", base.size(), " values; a ", table, " x ",
+                              table, " grid of width ", w, " needs ", table * table * w);
+    if (side == table) return base;
+    return bicubic_position_rows(base, table, w, side, side);
+  }
   QBC_RETURN_IF_ERROR(read(kTower + "embeddings.position_embedding.weight", &base));
   QBC_RETURN_IF_ERROR(read(kTower + "embeddings.class_embedding", &cls));
   const int64_t table = vc.position_grid, w = vc.width;
@@ -105,9 +120,10 @@ StatusOr<ir::Graph> build_clip_vision_graph(const VisionConfig& vc) {
     return unimplemented("CLIP vision graph of a ", vision_tower_name(vc.tower), " tower (",
                          vc.model_type, "): only LLaVA's CLIP tower is built here");
   }
-  if (vc.hidden_act != "quick_gelu" && vc.hidden_act != "gelu") {
+  if (vc.hidden_act != "quick_gelu" && vc.hidden_act != "gelu" &&
+      vc.hidden_act != "gelu_pytorch_tanh" && vc.hidden_act != "gelu_new") {
     return unimplemented(vc.model_type, " vision_config.hidden_act '", vc.hidden_act,
-                         "' (quick_gelu and gelu are built)");
+                         "' (quick_gelu, gelu, gelu_pytorch_tanh and gelu_new are built)");
   }
   if (vc.projector_act != "gelu") {
     return unimplemented(vc.model_type, " projector_hidden_act '", vc.projector_act,
@@ -119,7 +135,7 @@ StatusOr<ir::Graph> build_clip_vision_graph(const VisionConfig& vc) {
                             ", text hidden_size ", vc.text_hidden);
   }
   QBC_ASSIGN_OR_RETURN(const int64_t layers, clip_used_layers(vc));
-  ir::Graph g("llava_clip_vision");
+  ir::Graph g(vc.tower == VisionTower::kClip ? "llava_clip_vision" : "llava_siglip_vision");
   ClipBuilder cb(vc, layers, g);
   QBC_ASSIGN_OR_RETURN(ValueId out, cb.build());
   g.add_output(out);

@@ -156,6 +156,29 @@ nlohmann::json llava_text_json(const nlohmann::json& root, const nlohmann::json&
   return text;
 }
 
+// LLaVA over Qwen2 (llava-interleave, LLaVA-OneVision): LlavaConfig builds a text_config of
+// model_type qwen2 as a Qwen2Config, whose __init__ defaults fill the keys it leaves out.
+nlohmann::json llava_qwen2_text_json(const nlohmann::json& root, const nlohmann::json& sub) {
+  nlohmann::json text = {{"vocab_size", 151936},
+                         {"hidden_size", 4096},
+                         {"intermediate_size", 22016},
+                         {"num_hidden_layers", 32},
+                         {"num_attention_heads", 32},
+                         {"num_key_value_heads", 32},
+                         {"max_position_embeddings", 32768},
+                         {"rms_norm_eps", 1e-6},
+                         {"rope_theta", 10000.0},
+                         {"hidden_act", "silu"},
+                         {"tie_word_embeddings", false}};
+  for (const char* key : {"tie_word_embeddings", "torch_dtype", "dtype"}) {
+    if (root.contains(key)) text[key] = root[key];
+  }
+  text.update(sub);
+  text.erase("architectures");
+  text.erase("model_type");
+  return text;
+}
+
 // Qwen2(.5)-VL: the text keys at the top of config.json (transformers < 4.53), overridden by
 // `text_config` where a newer version nests them; the vision part is read elsewhere.
 nlohmann::json qwen_vl_text_json(const nlohmann::json& root) {
@@ -282,6 +305,8 @@ StatusOr<HParams> parse_hparams(std::string_view json_text, std::string_view sou
   // A multimodal config nests the language model under text_config; token ids may stay on top.
   nlohmann::json text = root;
   std::string prefix;
+  auto parse = entry->parse;
+  ModelFamily family = entry->family;
   if (entry->architecture == "Gemma3ForConditionalGeneration") {
     QBC_ASSIGN_OR_RETURN(ConfigReader sub, top.child("text_config"));
     text = gemma3_text_defaults();
@@ -299,12 +324,18 @@ StatusOr<HParams> parse_hparams(std::string_view json_text, std::string_view sou
     // Idefics3Config and SmolVLMConfig build their text_config as a LlamaConfig too.
     QBC_ASSIGN_OR_RETURN(ConfigReader sub, top.child("text_config"));
     QBC_ASSIGN_OR_RETURN(const std::string text_type, sub.get_string_or("model_type", "llama"));
-    if (text_type != "llama") {
+    const bool llava = entry->architecture == "LlavaForConditionalGeneration";
+    if (llava && text_type == "qwen2") {
+      text = llava_qwen2_text_json(root, sub.object());
+      parse = hparams_internal::parse_qwen2;
+      family = ModelFamily::kQwen2;
+    } else if (text_type != "llama") {
       return unimplemented(sub.where("model_type"), ": a ", entry->model_types[0],
                            " language model of type ", quote_prefix(text_type),
-                           " (only llama is read)");
+                           llava ? " (llama and qwen2 are read)" : " (only llama is read)");
+    } else {
+      text = llava_text_json(root, sub.object());
     }
-    text = llava_text_json(root, sub.object());
     prefix = "text_config.";
   }
   const ConfigReader cfg(text, source, prefix);
@@ -312,8 +343,8 @@ StatusOr<HParams> parse_hparams(std::string_view json_text, std::string_view sou
 
   HParams hp;
   hp.architecture = arch;
-  hp.family = entry->family;
-  QBC_RETURN_IF_ERROR(entry->parse(cfg, hp));
+  hp.family = family;
+  QBC_RETURN_IF_ERROR(parse(cfg, hp));
   if (entry->architecture == "Gemma3ForConditionalGeneration") {
     QBC_ASSIGN_OR_RETURN(hp.image_span_tokens,
                          top.get_bounded_or("mm_tokens_per_image", 256, int64_t{1} << 20));

@@ -345,6 +345,18 @@ void add_siglip_tower(std::vector<HfTensorSpec>& out, const VisionConfig& vc,
   norm(m + "post_layernorm");
 }
 
+// LLaVA with a SigLIP tower (llava-interleave, LLaVA-OneVision's tower): SiglipVisionModel
+// inside `vision_tower` (no head) and LlavaMultiModalProjector, transformers < 4.52's names.
+std::vector<HfTensorSpec> llava_siglip_tensor_specs(const VisionConfig& vc) {
+  std::vector<HfTensorSpec> out;
+  add_siglip_tower(out, vc, "vision_tower.vision_model.");
+  add_linear(out, "multi_modal_projector.linear_1", vc.text_hidden, vc.width, /*bias=*/true);
+  add_linear(out, "multi_modal_projector.linear_2", vc.text_hidden, vc.text_hidden, true);
+  std::sort(out.begin(), out.end(),
+            [](const HfTensorSpec& a, const HfTensorSpec& b) { return a.name < b.name; });
+  return out;
+}
+
 std::vector<HfTensorSpec> siglip_gemma3_tensor_specs(const VisionConfig& vc) {
   std::vector<HfTensorSpec> out;
   const int64_t w = vc.width;
@@ -411,7 +423,8 @@ std::vector<HfTensorSpec> qwen3_tensor_specs(const VisionConfig& vc) {
 
 std::vector<HfTensorSpec> hf_vision_tensor_specs(const VisionConfig& vc) {
   std::vector<HfTensorSpec> out;
-  if (builds_clip_vision_graph(vc)) return clip_tensor_specs(vc);
+  if (builds_clip_vision_graph(vc))
+    return vc.tower == VisionTower::kSiglip ? llava_siglip_tensor_specs(vc) : clip_tensor_specs(vc);
   if (builds_gemma3_vision_graph(vc)) return siglip_gemma3_tensor_specs(vc);
   if (builds_idefics3_vision_graph(vc)) return idefics3_tensor_specs(vc);
   if (!builds_qwen_vision_graph(vc.tower)) return out;

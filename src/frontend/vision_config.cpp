@@ -121,8 +121,10 @@ Status read_vit(const ConfigReader& v, int64_t default_image, VisionConfig& c) {
   QBC_ASSIGN_OR_RETURN(c.hidden_act, v.get_string_or("hidden_act", c.tower == VisionTower::kClip
                                                                        ? "quick_gelu"
                                                                        : "gelu_pytorch_tanh"));
-  if (c.image_size % c.patch_size != 0)
-    return v.bad_value("image_size", "not a multiple of patch_size");
+  // HF's patch Conv2d is "valid": an image_size that is not a multiple of patch_size leaves its
+  // last image_size % patch_size pixels unused (SigLIP-so400m/14 at 384: 27 x 27 patches).
+  if (c.image_size < c.patch_size)
+    return v.bad_value("image_size", "smaller than one patch (patch_size)");
   const int64_t side = c.image_size / c.patch_size;
   c.position_grid = side;
   c.position_embeddings = side * side + (c.tower == VisionTower::kClip ? 1 : 0);
@@ -192,8 +194,10 @@ Status read_idefics3(const ConfigReader& top, const ConfigReader& v, VisionConfi
   QBC_ASSIGN_OR_RETURN(c.tile_size, v.get_bounded_or("image_size", 224, kIdefics3MaxSide));
   QBC_ASSIGN_OR_RETURN(c.norm_eps, v.get_double_or("layer_norm_eps", 1e-6));
   QBC_ASSIGN_OR_RETURN(c.hidden_act, v.get_string_or("hidden_act", "gelu_pytorch_tanh"));
-  if (c.tile_size % c.patch_size != 0)
-    return v.bad_value("image_size", "not a multiple of patch_size");
+  // As for CLIP and SigLIP (read_vit): a tile that is not a multiple of the patch leaves its
+  // last pixels unread (SmolVLM-Instruct: 384 / 14, 27 x 27 patches).
+  if (c.tile_size < c.patch_size)
+    return v.bad_value("image_size", "smaller than one patch (patch_size)");
   QBC_ASSIGN_OR_RETURN(c.merge, top.get_bounded_or("scale_factor", 2, 64));
   if (c.merge < 1) return top.bad_value("scale_factor", "must be at least 1");
   const int64_t side = c.tile_size / c.patch_size;
@@ -266,8 +270,8 @@ int64_t VisionConfig::tokens_per_view() const {
       return (side / merge) * (side / merge);
     case VisionProjector::kGemmaSoftEmb:
       return (side / pool) * (side / pool);
-    case VisionProjector::kLlavaMlp:
-      return side * side + (keeps_cls ? 1 : 0);
+    case VisionProjector::kLlavaMlp:  // CLIP's CLS row first; "default" drops row 0
+      return side * side + (tower == VisionTower::kClip ? 1 : 0) - (keeps_cls ? 0 : 1);
   }
   return 0;
 }
@@ -322,7 +326,9 @@ Status set_image_size(VisionConfig& c, int64_t side, std::string_view key) {
     c.image_size = side;
     return ok_status();
   }
-  if (!c.dynamic_resolution && c.tower == VisionTower::kClip) {
+  // LLaVA's CLIP or SigLIP tower: the learned positions resampled (clip_embed_base).
+  if (!c.dynamic_resolution &&
+      (c.tower == VisionTower::kClip || c.projector == VisionProjector::kLlavaMlp)) {
     if (side < c.patch_size || side % c.patch_size != 0) {
       const int64_t below = std::max(c.patch_size, side / c.patch_size * c.patch_size);
       return invalid_argument(key, " ", side, ": the ", vision_tower_name(c.tower),
@@ -381,7 +387,10 @@ StatusOr<std::optional<VisionConfig>> parse_vision_config(std::string_view text,
   }
   QBC_RETURN_IF_ERROR(st);
   if (c.width % c.heads != 0) return v.bad_value("num_heads", "does not divide the width");
-  if (c.tower_size() % (c.patch_size * c.merge) != 0)
+  // Qwen's towers take whole patches; CLIP and SigLIP convolve "valid" (a remainder of pixels
+  // is not read), so their patch grid must split into merge groups.
+  if (c.dynamic_resolution ? c.tower_size() % (c.patch_size * c.merge) != 0
+                           : (c.tower_size() / c.patch_size) % c.merge != 0)
     return v.bad_value("patch_size", "the image side is not a multiple of patch x merge");
   return std::optional<VisionConfig>(std::move(c));
 }

@@ -196,8 +196,10 @@ Status check_vision_pair(const pb::Meta& meta, const isa::Bundle& b, const Loade
   }
   if (!std::isfinite(v.feature_divisor()) || v.feature_divisor() < 0)
     return data_loss(where, ": feature divisor ", v.feature_divisor());
+  // The patch grid is image_size / patch_size whole patches (a remainder is not read, as HF's
+  // "valid" patch convolution).
   if (v.image_size() < 1 || v.image_size() > 8192 || v.patch_size() < 1 ||
-      v.image_size() % v.patch_size() != 0)
+      v.image_size() < v.patch_size())
     return data_loss(where, ": image size ", v.image_size(), " and patch size ", v.patch_size());
   // An M-RoPE language model places an image's tokens on its merged grid, row-major.
   const int64_t merge = vision_merge(v);

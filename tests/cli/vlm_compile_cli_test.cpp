@@ -895,6 +895,52 @@ TEST_F(VlmCompile, RunChatRendersTheModelsTemplate) {
 }
 
 // Qwen2-VL-2B's published config (tests/assets/model-configs/README.md).
+// LLaVA with a SigLIP tower over a Qwen2 language model (llava-interleave-qwen-0.5b-hf's real
+// config, shrunk): the tower at 384 with patch 14 (27 x 27 patches; HF's valid convolution does
+// not read the last 6 pixels), every row kept (strategy "full", no CLS row), the features taken
+// before post_layernorm; `qbc run --image` gives tokens that depend on the photograph, `qbc eval
+// --images` stays close to the float folder, and `qbc plan` counts the real tower.
+TEST_F(VlmCompile, ALlavaFolderWithASiglipTowerAndAQwen2ModelCompilesAndRuns) {
+  const fs::path config = testing::source_dir() /
+                          "tests/assets/model-configs/llava-interleave-qwen-0.5b-hf/config.json";
+  const fs::path llava = dir_ / "llava_siglip";
+  ASSERT_EQ(run_qbc("random-model " + shell_quote(config) + " -o " + shell_quote(llava) +
+                    " --layers 2 --hidden 64 --intermediate 96 --heads 4 --kv-heads 2 --vocab 512"
+                    " --vision-layers 2 --vision-hidden 32 --vision-heads 2"
+                    " --vision-intermediate 64 --dtype f32 --seed 5 --init-std 0.15")
+                .exit_code,
+            0);
+  const fs::path out = dir_ / "llava_siglip.mxq";
+  const auto r = run_qbc("compile " + shell_quote(llava) + " -o " + shell_quote(out) +
+                         " --preset multimodal --use-random-calib --no-resume --context 1024"
+                         " --set calibration.numSamples=2 --set calibration.seqLength=32"
+                         " --images " +
+                         shell_quote(images_) + " --log-format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json s = summary_of(r.err);
+  ASSERT_TRUE(s.contains("vision")) << r.err;
+  EXPECT_TRUE(s["vision"]["compiled"].get<bool>()) << r.err;
+  EXPECT_EQ(s["vision"]["feature_rows"], 729) << r.err;
+  auto m = mxq::load_model(out.string());
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  ASSERT_NE(m->vision, nullptr);
+  const mxq::pb::VisionPart& v = m->meta.vision();
+  EXPECT_EQ(v.family(), "llava");
+  EXPECT_EQ(v.tokens_per_image(), 729);
+  EXPECT_EQ(v.drop_front_rows(), 0);
+  EXPECT_EQ(v.image_size(), 384);
+  EXPECT_EQ(v.patch_size(), 14);
+  expect_tokens_differ_by_photograph(out, images_, "<image>Describe this image.", "");
+  expect_close_to_float(
+      eval_pairs(out, llava, write_pairs(images_, dir_ / "llava_siglip_pairs", "<image>")), 729);
+  const auto plan = run_qbc("plan --model-config " + shell_quote(config) + " --json");
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  const nlohmann::json p = nlohmann::json::parse(plan.out);
+  ASSERT_TRUE(p.contains("vision")) << plan.out;
+  EXPECT_EQ(p["vision"]["tokens_per_image"], 729) << plan.out;
+  EXPECT_EQ(p["vision"]["layers"], 26) << plan.out;
+}
+
 TEST_F(VlmCompile, AQwen2VlFolderCompilesItsTowerAndRunsWithAnImage) {
   const fs::path config =
       testing::source_dir() / "tests/assets/model-configs/Qwen2-VL-2B-Instruct/config.json";

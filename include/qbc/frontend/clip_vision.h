@@ -13,6 +13,13 @@
 // projector runs on the CLS row too; with vision_feature_select_strategy "default" the host
 // drops output row 0 (clip_drop_cls), which equals HF's dropping it before the projector, as
 // the projector works row by row. post_layernorm is not used by LLaVA and not built.
+//
+// A LLaVA model with a SigLIP tower (llava-interleave, LLaVA-OneVision's tower without AnyRes:
+// vision_config.model_type siglip_vision_model) is built by the same code with SigLIP's
+// embeddings: no CLS row (N rows), the patch embedding with bias, the position table alone as
+// embed_base, no pre-norm; the encoder layers are the same (vit_layers.h) and HF takes
+// hidden_states[vision_feature_layer] before post_layernorm as for CLIP. "default" drops output
+// row 0 there too (HF's `[:, 1:]` does not know the tower has no CLS row).
 #pragma once
 
 #include <cstdint>
@@ -31,9 +38,17 @@ namespace qbc::frontend {
 /// kInvalidArgument when that is outside [0, depth].
 StatusOr<int64_t> clip_used_layers(const VisionConfig& vc);
 
-/// The vision parts build_clip_vision_graph builds: a CLIP tower with LLaVA's MLP projector.
+/// The vision parts build_clip_vision_graph builds: a CLIP or SigLIP tower with LLaVA's MLP
+/// projector.
 inline bool builds_clip_vision_graph(const VisionConfig& vc) {
-  return vc.tower == VisionTower::kClip && vc.projector == VisionProjector::kLlavaMlp;
+  return (vc.tower == VisionTower::kClip || vc.tower == VisionTower::kSiglip) &&
+         vc.projector == VisionProjector::kLlavaMlp;
+}
+
+/// The rows the tower computes per image: 1 + N for CLIP (the CLS slot first), N for SigLIP.
+inline int64_t llava_tower_rows(const VisionConfig& vc) {
+  const int64_t side = vc.image_size / vc.patch_size;
+  return side * side + (vc.tower == VisionTower::kClip ? 1 : 0);
 }
 
 /// Patch rows for the graph's `patches` input from CHW pixels [3, side, side] (image::preprocess

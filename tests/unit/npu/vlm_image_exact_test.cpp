@@ -77,6 +77,10 @@ const Family kFamilies[] = {
     // rows each.
     {"smolvlm", "tests/assets/model-configs/SmolVLM-256M-Instruct/config.json", 320, 0, 0, false,
      0},
+    // LLaVA with a SigLIP tower over Qwen2 (llava-interleave): 27 x 27 patches of 14 at 384
+    // (the last 6 pixels unread), every row kept ("full").
+    {"llava_siglip", "tests/assets/model-configs/llava-interleave-qwen-0.5b-hf/config.json", 729, 0,
+     0, false, 0},
 };
 
 fs::path config_path(const Family& f) {

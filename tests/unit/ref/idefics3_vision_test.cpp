@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -277,6 +278,115 @@ TEST(Idefics3PixelShuffle, GroupRowsFollowHfPixelShuffle) {
   for (size_t i = 0; i < grouped.size(); ++i) EXPECT_EQ(grouped[i], shuffled[i]) << i;
   EXPECT_EQ(grouped[3], 10.0f);  // the second row of token 0 is patch 1
   EXPECT_EQ(grouped[6], 40.0f);  // the third is patch 4 (the next grid row)
+}
+
+}  // namespace
+}  // namespace qbc
+
+namespace qbc {
+namespace {
+
+// A tile that is not a multiple of the patch (SmolVLM-Instruct, the 2B model: 384 / 14 with
+// scale_factor 3, 81 tokens per tile; the 256M asset config with those three values changed and
+// the processor's tile edge set to 384): HF's convolution is "valid", so the grid is 27 x 27 and
+// the tile's last 6 pixel rows and columns are not read. The float session matches the float64
+// reference (whose literal convolution stops at the grid), and the unread pixels change nothing.
+class Idefics3Vision384 : public testing::VisionFolderTest {
+ protected:
+  void SetUp() override {
+    QBC_REQUIRE_SHARED(photo, "data/images/chelsea.png");
+    const fs::path assets =
+        testing::source_dir() / "tests/assets/model-configs/SmolVLM-256M-Instruct";
+    const fs::path cfg = testing::temp_dir() / "idefics3_384_config";
+    fs::create_directories(cfg);
+    nlohmann::json c = nlohmann::json::parse(testing::read_file(assets / "config.json"));
+    c["vision_config"]["image_size"] = 384;
+    c["vision_config"]["patch_size"] = 14;
+    c["scale_factor"] = 3;
+    testing::write_file(cfg / "config.json", c.dump(2));
+    nlohmann::json p =
+        nlohmann::json::parse(testing::read_file(assets / "preprocessor_config.json"));
+    p["max_image_size"] = {{"longest_edge", 384}};
+    p["size"] = {{"longest_edge", 1536}};
+    testing::write_file(cfg / "preprocessor_config.json", p.dump(2));
+    dir_ = testing::temp_dir() / "idefics3_384_random";
+    frontend::RandomModelOptions o;
+    o.config_path = cfg / "config.json";
+    o.output_dir = dir_;
+    o.seed = 31;
+    o.init_std = 0.1;
+    o.overrides.vision.depth = 2;
+    o.overrides.vision.hidden_size = 32;
+    o.overrides.vision.num_heads = 2;
+    o.overrides.vision.intermediate_size = 43;
+    testing::shrink_language_model(o.overrides);
+    o.overrides.head_dim = 12;
+    QBC_ASSERT_OK(frontend::write_random_model(o));
+    open_folder(cfg / "preprocessor_config.json", photo);
+    if (HasFatalFailure()) return;
+    ASSERT_EQ(pixels_.shape, (std::vector<int64_t>{3, 384, 384}));
+  }
+
+  std::vector<float> features(const std::vector<float>& pixels, bool f64) const {
+    auto g = frontend::build_idefics3_vision_graph(vc_);
+    EXPECT_TRUE(g.ok()) << g.status().to_string();
+    if (!g.ok()) return {};
+    const frontend::TensorFloats read = [this](const std::string& n, std::vector<float>* v) {
+      return ckpt_->read_f32(n, v);
+    };
+    const ir::WeightReader reader = [read](const ir::Weight& w, std::vector<float>* v) {
+      return read(w.tensor, v);
+    };
+    ref::SessionOptions so;
+    so.float64 = f64;
+    auto session = ref::Session::create(*g, reader, so);
+    EXPECT_TRUE(session.ok()) << session.status().to_string();
+    if (!session.ok()) return {};
+    auto base = frontend::idefics3_embed_base(vc_, read);
+    EXPECT_TRUE(base.ok()) << base.status().to_string();
+    if (!base.ok()) return {};
+    std::vector<float> out;
+    const Status s = (*session)->forward_inputs(
+        {frontend::idefics3_patch_rows(pixels, 384, vc_.patch_size, vc_.merge), *base}, &out);
+    EXPECT_TRUE(s.ok()) << s.to_string();
+    return out;
+  }
+};
+
+TEST_F(Idefics3Vision384, AValidConvolutionGridMatchesHfFloat64Reference) {
+  EXPECT_EQ(vc_.tile_size, 384);
+  EXPECT_EQ(vc_.position_grid, 27);
+  EXPECT_EQ(vc_.tokens_per_view(), 81);
+  ref::testing::NaiveIdefics3VisionDims d;
+  d.depth = vc_.depth;
+  d.hidden = vc_.width;
+  d.heads = vc_.heads;
+  d.ffn = vc_.ffn;
+  d.text_hidden = vc_.text_hidden;
+  d.patch = 14;
+  d.image = 384;
+  d.scale = 3;
+  d.eps = 1e-6;
+  d.tanh_gelu = true;
+  const std::vector<double> want = ref::testing::naive_idefics3_image_features(
+      d, [this](const std::string& n) { return hf(n); }, pixels_.values);
+  ASSERT_EQ(want.size(), static_cast<size_t>(81 * vc_.text_hidden));
+  for (const bool f64 : {false, true}) {
+    const std::vector<float> got = features(pixels_.values, f64);
+    ASSERT_EQ(got.size(), want.size());
+    const double err = rel_error(got, want);
+    std::printf("[idefics3_vision 384/14] %s rel_err %.2e\n", f64 ? "f64" : "f32", err);
+    EXPECT_LE(err, f64 ? 5e-7 : 5e-6) << (f64 ? "float64" : "float32");
+  }
+  // The 6 unread pixel rows and columns: changing them changes nothing.
+  std::vector<float> edited = pixels_.values;
+  for (int64_t c = 0; c < 3; ++c)
+    for (int64_t y = 0; y < 384; ++y)
+      for (int64_t x = 378; x < 384; ++x) {
+        edited[static_cast<size_t>((c * 384 + y) * 384 + x)] = 1.0f;
+        edited[static_cast<size_t>((c * 384 + x) * 384 + y)] = -1.0f;
+      }
+  EXPECT_EQ(features(edited, false), features(pixels_.values, false));
 }
 
 }  // namespace

@@ -154,12 +154,15 @@ TEST_F(LlavaClip, FullStrategyKeepsTheClsRow) {
 }
 
 TEST_F(LlavaClip, OtherTowersAndActivationsAreRefused) {
-  frontend::VisionConfig siglip = vc_;
-  siglip.tower = frontend::VisionTower::kSiglip;
-  auto g = frontend::build_clip_vision_graph(siglip);
+  // LLaVA's tower is CLIP or SigLIP (llava_siglip_test.cpp); a Qwen ViT is not built here.
+  frontend::VisionConfig qwen = vc_;
+  qwen.tower = frontend::VisionTower::kQwen2Vit;
+  auto g = frontend::build_clip_vision_graph(qwen);
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.status().code(), Code::kUnimplemented);
-  EXPECT_TRUE(testing::contains(g.status().message(), "SigLIP")) << g.status().to_string();
+  EXPECT_TRUE(testing::contains(g.status().message(), std::string(frontend::vision_tower_name(
+                                                          frontend::VisionTower::kQwen2Vit))))
+      << g.status().to_string();
   frontend::VisionConfig relu = vc_;
   relu.hidden_act = "relu";
   g = frontend::build_clip_vision_graph(relu);
