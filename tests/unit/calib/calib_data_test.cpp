@@ -113,6 +113,12 @@ TEST(CalibData, DeepStackInputsAreOptionalAndAFoldersInputsJsonGivesThem) {
   write_sample(dir / "deepstack.0" / "s1.npy", {1, 4, kHidden}, 8);
   expect_error(open_calib_inputs({dir.string()}, specs), Code::kInvalidArgument,
                {"s1.npy", "4 tokens", "sample 1 of 'inputs_embeds' has 3"});
+  // A map that gives some of the optional inputs but not all is refused when opened.
+  const std::vector<CalibInputSpec> levels = {
+      specs[0], specs[1], {"deepstack.1", kHidden, /*optional=*/true}};
+  write_sample(dir / "deepstack.0" / "s1.npy", {1, 3, kHidden}, 8);
+  expect_error(open_calib_inputs({dir.string()}, levels), Code::kInvalidArgument,
+               {"inputs.json", "1 of the model's 2 optional inputs", "'deepstack.1'"});
   // Without an optional input's map, a second required input still needs one.
   const std::vector<CalibInputSpec> two = {{"inputs_embeds", kHidden}, {"extra", kHidden}};
   fs::remove(dir / "inputs.json");
