@@ -244,7 +244,8 @@ class NaiveDecoder {
   /// sliding layer is taken as one without a window); every other family always.
   bool rope_on(int64_t l) const {
     const auto& layers = hp_.layers;
-    if (hp_.family == frontend::ModelFamily::kSmolLM3) return layers[static_cast<size_t>(l)].use_rope;
+    if (hp_.family == frontend::ModelFamily::kSmolLM3)
+      return layers[static_cast<size_t>(l)].use_rope;
     // Cohere2Attention: `if self.sliding_window is not None` (RoPE on sliding layers only).
     if (cohere2()) return layers[static_cast<size_t>(l)].sliding_window > 0;
     if (!exaone4()) return true;
@@ -551,7 +552,8 @@ class NaiveDecoder {
 
     // --- MLP ---------------------------------------------------------------------------------
     // Cohere2: the MLP reads the same normed input (residual + attention + mlp, in that order).
-    if (!cohere2()) hn = exaone4() ? x : rms_norm(x, n, gemma() ? L.pre_ffn_norm : L.post_attn_norm);
+    if (!cohere2())
+      hn = exaone4() ? x : rms_norm(x, n, gemma() ? L.pre_ffn_norm : L.post_attn_norm);
     std::vector<double> g = linear(hn, n, L.w_gate, &L.b_gate, inter, h);
     const std::vector<double> u = linear(hn, n, L.w_up, &L.b_up, inter, h);
     for (size_t i = 0; i < g.size(); ++i) g[i] = activation(g[i]) * u[i];

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "naive_llava_clip.h"
+#include "naive_siglip.h"
 
 namespace qbc::ref::testing {
 
@@ -54,72 +55,23 @@ inline std::vector<double> naive_llava_siglip_image_features(
   using naive_clip_internal::linear;
   using Mat = std::vector<double>;
   const std::string m = "vision_tower.vision_model.";
-  const int64_t g = d.image / d.patch, n = g * g, h = d.hidden, hd = h / d.heads;
+  const int64_t g = d.image / d.patch, n = g * g, h = d.hidden;
   // SiglipVisionEmbeddings: patch_embedding(pixel_values) (output side floor(image / patch)),
   // .flatten(2).transpose(1, 2), + position_embedding(position_ids), position_ids = arange(N).
-  const std::vector<float> conv = w(m + "embeddings.patch_embedding.weight");
-  const std::vector<float> conv_b = w(m + "embeddings.patch_embedding.bias");
-  const std::vector<float> pos = w(m + "embeddings.position_embedding.weight");
-  Mat x(static_cast<size_t>(n * h));
-  for (int64_t oy = 0; oy < g; ++oy) {
-    for (int64_t ox = 0; ox < g; ++ox) {
-      for (int64_t o = 0; o < h; ++o) {
-        double acc = conv_b[static_cast<size_t>(o)];
-        for (int64_t c = 0; c < 3; ++c)
-          for (int64_t ky = 0; ky < d.patch; ++ky)
-            for (int64_t kx = 0; kx < d.patch; ++kx)
-              acc += static_cast<double>(
-                         conv[static_cast<size_t>(((o * 3 + c) * d.patch + ky) * d.patch + kx)]) *
-                     chw[static_cast<size_t>((c * d.image + oy * d.patch + ky) * d.image +
-                                             ox * d.patch + kx)];
-        x[static_cast<size_t>((oy * g + ox) * h + o)] =
-            acc + pos[static_cast<size_t>((oy * g + ox) * h + o)];
-      }
-    }
-  }
+  NaiveSiglipTower tower;
+  tower.hidden = d.hidden;
+  tower.heads = d.heads;
+  tower.ffn = d.ffn;
+  tower.patch = d.patch;
+  tower.image = d.image;
+  tower.eps = d.eps;
+  tower.tanh_gelu = d.tanh_gelu;
+  Mat x = naive_siglip_embeddings(tower, m, w, chw);
   // SiglipEncoder: hidden_states = (embeddings, layer 1 out, ..., layer depth out).
   std::vector<Mat> states{x};
   for (int64_t l = 0; l < d.depth; ++l) {
     const std::string p = m + "encoder.layers." + std::to_string(l) + ".";
-    auto lin = [&](const Mat& in, int64_t in_w, const std::string& name, int64_t out) {
-      return linear(in, n, in_w, w(p + name + ".weight"), w(p + name + ".bias"), out);
-    };
-    Mat a = layer_norm(x, n, h, w(p + "layer_norm1.weight"), w(p + "layer_norm1.bias"), d.eps);
-    Mat q = lin(a, h, "self_attn.q_proj", h), k = lin(a, h, "self_attn.k_proj", h),
-        v = lin(a, h, "self_attn.v_proj", h);
-    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
-    Mat ctx(static_cast<size_t>(n * h), 0.0);
-    std::vector<double> s(static_cast<size_t>(n));
-    for (int64_t head = 0; head < d.heads; ++head) {
-      for (int64_t i = 0; i < n; ++i) {
-        double mx = -1e300;
-        for (int64_t j = 0; j < n; ++j) {  // no mask: every patch attends to every patch
-          double dot = 0.0;
-          for (int64_t c = 0; c < hd; ++c)
-            dot += q[static_cast<size_t>(i * h + head * hd + c)] *
-                   k[static_cast<size_t>(j * h + head * hd + c)];
-          s[static_cast<size_t>(j)] = dot * scale;
-          mx = std::max(mx, s[static_cast<size_t>(j)]);
-        }
-        double sum = 0.0;
-        for (double& e : s) sum += (e = std::exp(e - mx));
-        for (int64_t j = 0; j < n; ++j)
-          for (int64_t c = 0; c < hd; ++c)
-            ctx[static_cast<size_t>(i * h + head * hd + c)] +=
-                s[static_cast<size_t>(j)] / sum * v[static_cast<size_t>(j * h + head * hd + c)];
-      }
-    }
-    Mat o = lin(ctx, h, "self_attn.out_proj", h);
-    for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
-    a = layer_norm(x, n, h, w(p + "layer_norm2.weight"), w(p + "layer_norm2.bias"), d.eps);
-    Mat f = lin(a, h, "mlp.fc1", d.ffn);
-    const double c0 = std::sqrt(2.0 / M_PI);
-    for (double& e : f) {
-      e = d.tanh_gelu ? 0.5 * e * (1.0 + std::tanh(c0 * (e + 0.044715 * e * e * e)))
-                      : 0.5 * e * (1.0 + std::erf(e / std::sqrt(2.0)));
-    }
-    Mat f2 = lin(f, d.ffn, "mlp.fc2", h);
-    for (size_t i = 0; i < x.size(); ++i) x[i] += f2[i];
+    naive_siglip_layer(tower, p, w, n, x);
     states.push_back(x);
   }
   // LlavaModel.get_image_features: hidden_states[vision_feature_layer] (post_layernorm is applied
