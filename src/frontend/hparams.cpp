@@ -136,47 +136,45 @@ nlohmann::json gemma3_text_defaults() {
           {"head_dim", 256}};
 }
 
-// LLaVA: LlavaConfig builds its text_config as a LlamaConfig, so the keys a (sparse) text_config
-// leaves out take LlamaConfig's __init__ defaults (llava-1.5-7b-hf's text_config sets only
-// vocab_size, max_position_embeddings and rms_norm_eps). tie_word_embeddings and the dtype may
-// sit at the top.
-nlohmann::json llava_text_json(const nlohmann::json& root, const nlohmann::json& sub) {
-  nlohmann::json text = {{"vocab_size", 32000},        {"hidden_size", 4096},
-                         {"intermediate_size", 11008}, {"num_hidden_layers", 32},
-                         {"num_attention_heads", 32},  {"max_position_embeddings", 2048},
-                         {"rms_norm_eps", 1e-6},       {"rope_theta", 10000.0},
-                         {"hidden_act", "silu"},       {"tie_word_embeddings", false},
-                         {"bos_token_id", 1},          {"eos_token_id", 2}};
+// A VLM's text_config over the defaults of the config class HF builds it as (`defaults`): the
+// keys a sparse text_config leaves out take that class's __init__ defaults. tie_word_embeddings
+// and the dtype may sit at the top.
+nlohmann::json nested_text_json(const nlohmann::json& root, const nlohmann::json& sub,
+                                nlohmann::json defaults) {
   for (const char* key : {"tie_word_embeddings", "torch_dtype", "dtype"}) {
-    if (root.contains(key)) text[key] = root[key];
+    if (root.contains(key)) defaults[key] = root[key];
   }
-  text.update(sub);
-  text.erase("architectures");
-  text.erase("model_type");
-  return text;
+  defaults.update(sub);
+  defaults.erase("architectures");
+  defaults.erase("model_type");
+  return defaults;
 }
 
-// LLaVA over Qwen2 (llava-interleave, LLaVA-OneVision): LlavaConfig builds a text_config of
-// model_type qwen2 as a Qwen2Config, whose __init__ defaults fill the keys it leaves out.
-nlohmann::json llava_qwen2_text_json(const nlohmann::json& root, const nlohmann::json& sub) {
-  nlohmann::json text = {{"vocab_size", 151936},
-                         {"hidden_size", 4096},
-                         {"intermediate_size", 22016},
-                         {"num_hidden_layers", 32},
-                         {"num_attention_heads", 32},
-                         {"num_key_value_heads", 32},
-                         {"max_position_embeddings", 32768},
-                         {"rms_norm_eps", 1e-6},
-                         {"rope_theta", 10000.0},
-                         {"hidden_act", "silu"},
-                         {"tie_word_embeddings", false}};
-  for (const char* key : {"tie_word_embeddings", "torch_dtype", "dtype"}) {
-    if (root.contains(key)) text[key] = root[key];
-  }
-  text.update(sub);
-  text.erase("architectures");
-  text.erase("model_type");
-  return text;
+// LLaVA: LlavaConfig builds its text_config as a LlamaConfig (llava-1.5-7b-hf's text_config sets
+// only vocab_size, max_position_embeddings and rms_norm_eps).
+nlohmann::json llama_text_defaults() {
+  return {{"vocab_size", 32000},        {"hidden_size", 4096},
+          {"intermediate_size", 11008}, {"num_hidden_layers", 32},
+          {"num_attention_heads", 32},  {"max_position_embeddings", 2048},
+          {"rms_norm_eps", 1e-6},       {"rope_theta", 10000.0},
+          {"hidden_act", "silu"},       {"tie_word_embeddings", false},
+          {"bos_token_id", 1},          {"eos_token_id", 2}};
+}
+
+// LLaVA over Qwen2 (llava-interleave, LLaVA-OneVision): a text_config of model_type qwen2 is
+// built as a Qwen2Config.
+nlohmann::json qwen2_text_defaults() {
+  return {{"vocab_size", 151936},
+          {"hidden_size", 4096},
+          {"intermediate_size", 22016},
+          {"num_hidden_layers", 32},
+          {"num_attention_heads", 32},
+          {"num_key_value_heads", 32},
+          {"max_position_embeddings", 32768},
+          {"rms_norm_eps", 1e-6},
+          {"rope_theta", 10000.0},
+          {"hidden_act", "silu"},
+          {"tie_word_embeddings", false}};
 }
 
 // Qwen2(.5)-VL: the text keys at the top of config.json (transformers < 4.53), overridden by
@@ -326,7 +324,7 @@ StatusOr<HParams> parse_hparams(std::string_view json_text, std::string_view sou
     QBC_ASSIGN_OR_RETURN(const std::string text_type, sub.get_string_or("model_type", "llama"));
     const bool llava = entry->architecture == "LlavaForConditionalGeneration";
     if (llava && text_type == "qwen2") {
-      text = llava_qwen2_text_json(root, sub.object());
+      text = nested_text_json(root, sub.object(), qwen2_text_defaults());
       parse = hparams_internal::parse_qwen2;
       family = ModelFamily::kQwen2;
     } else if (text_type != "llama") {
@@ -334,7 +332,7 @@ StatusOr<HParams> parse_hparams(std::string_view json_text, std::string_view sou
                            " language model of type ", quote_prefix(text_type),
                            llava ? " (llama and qwen2 are read)" : " (only llama is read)");
     } else {
-      text = llava_text_json(root, sub.object());
+      text = nested_text_json(root, sub.object(), llama_text_defaults());
     }
     prefix = "text_config.";
   }
