@@ -8,6 +8,7 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -82,6 +83,7 @@ struct FakeQuantSession::Impl {
   bool keep = false;
   bool span = false;  ///< the current call is one bidirectional span (forward_embeds_span)
   std::map<std::string, std::pair<std::vector<float>, std::vector<int64_t>>> kept;
+  std::set<std::string> keep_only;  // keep_activations_of's nodes; empty: every node
 
   Status prepare();
   Status prepare_step(Step& st);
@@ -513,6 +515,7 @@ void FakeQuantSession::Impl::keep_values(const std::vector<std::vector<float>>& 
   kept.clear();
   if (!keep) return;
   for (size_t i = 0; i < steps.size(); ++i) {
+    if (!keep_only.empty() && keep_only.count(steps[i].node->name) == 0) continue;
     std::vector<int64_t> shape = {1, s / steps[i].div};
     if (static_cast<int>(i) != positions_id) shape.push_back(steps[i].width);
     kept[steps[i].node->name] = {values[i], std::move(shape)};
@@ -674,7 +677,14 @@ Status FakeQuantSession::embed(const std::vector<int32_t>& tokens, std::vector<f
 
 void FakeQuantSession::set_keep_activations(bool keep) {
   impl_->keep = keep;
+  impl_->keep_only.clear();
   if (!keep) impl_->kept.clear();
+}
+
+void FakeQuantSession::keep_activations_of(std::set<std::string> nodes) {
+  impl_->keep = true;
+  impl_->keep_only = std::move(nodes);
+  impl_->kept.clear();
 }
 
 Status FakeQuantSession::activation(const std::string& node, std::vector<float>* out,

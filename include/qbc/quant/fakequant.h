@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,10 @@ class FakeQuantSession final : public runner::Runner {
   int64_t hidden_size() const override;
   Status embed(const std::vector<int32_t>& tokens, std::vector<float>* out) const override;
   void set_keep_activations(bool keep) override;
+  /// Keeps the values of `nodes` alone from the following forward calls (a comparison of a
+  /// few nodes of a large graph, without a copy of every activation); set_keep_activations
+  /// resets it.
+  void keep_activations_of(std::set<std::string> nodes);
   Status activation(const std::string& node, std::vector<float>* out,
                     std::vector<int64_t>* shape) const override;
 

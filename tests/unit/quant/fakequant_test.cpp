@@ -875,6 +875,37 @@ TEST(FakeQuantStories, UnquantizedMatchesFloatReferenceUpToFp16) {
   EXPECT_TRUE(bitwise_equal(token_by_token(**fq, m->medium), a));
 }
 
+// keep_activations_of keeps the named nodes alone, with the values set_keep_activations keeps;
+// set_keep_activations(true) keeps every node again.
+TEST(FakeQuantStories, KeepActivationsOfKeepsOnlyTheNamedNodes) {
+  QBC_REQUIRE_SHARED(dir, "models/stories260k");
+  auto m = load_stories(dir);
+  QBC_ASSERT_OK(m);
+  auto fq = FakeQuantSession::create(m->graph, frontend::model_weight_reader(*m->source));
+  QBC_ASSERT_OK(fq);
+  const std::string kept = m->graph.node(m->graph.outputs()[0]).name;
+  std::string other;
+  for (const ir::Node& n : m->graph.nodes())
+    if (n.op == ir::Op::kLinear && n.name != kept) other = n.name;
+  ASSERT_FALSE(other.empty());
+  std::vector<float> all_kept, all_other, one_kept, v;
+  (*fq)->set_keep_activations(true);
+  QBC_ASSERT_OK((*fq)->forward(m->medium, nullptr));
+  QBC_ASSERT_OK((*fq)->activation(kept, &all_kept, nullptr));
+  QBC_ASSERT_OK((*fq)->activation(other, &all_other, nullptr));
+  (*fq)->reset();
+  (*fq)->keep_activations_of({kept});
+  QBC_ASSERT_OK((*fq)->forward(m->medium, nullptr));
+  QBC_ASSERT_OK((*fq)->activation(kept, &one_kept, nullptr));
+  EXPECT_TRUE(bitwise_equal(one_kept, all_kept));
+  EXPECT_EQ((*fq)->activation(other, &v, nullptr).code(), Code::kNotFound);
+  (*fq)->reset();
+  (*fq)->set_keep_activations(true);
+  QBC_ASSERT_OK((*fq)->forward(m->medium, nullptr));
+  QBC_ASSERT_OK((*fq)->activation(other, &v, nullptr));
+  EXPECT_TRUE(bitwise_equal(v, all_other));
+}
+
 // A bidirectional span call (forward_embeds_span: Gemma 3's image tokens) on stories260K after a
 // causal prefix: its rows differ from the causal call's (earlier rows see later keys), a span of
 // one token is the causal call bit for bit, the calls after a span continue from its cache, and
