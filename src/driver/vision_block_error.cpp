@@ -37,7 +37,7 @@ StatusOr<std::vector<TowerBlockError>> tower_block_errors(
   ref->set_keep_activations(true);  // LibTorch: the kept values are the forward's own tensors
   std::set<std::string> nodes;
   for (const TowerBlockError& e : out) nodes.insert(e.node);
-  test->keep_activations_of(std::move(nodes));  // no copy of every other activation
+  QBC_RETURN_IF_ERROR(test->keep_activations_of(std::move(nodes)));  // not every activation
   std::vector<double> signal(out.size(), 0.0), noise(out.size(), 0.0);
   std::vector<float> unused, want, got;
   std::vector<int64_t> shape;

@@ -118,7 +118,7 @@ std::vector<float> clip_drop_cls(const VisionConfig& vc, const std::vector<float
 StatusOr<ir::Graph> build_clip_vision_graph(const VisionConfig& vc) {
   if (!builds_clip_vision_graph(vc)) {
     return unimplemented("CLIP vision graph of a ", vision_tower_name(vc.tower), " tower (",
-                         vc.model_type, "): only LLaVA's CLIP tower is built here");
+                         vc.model_type, "): only LLaVA's CLIP and SigLIP towers are built here");
   }
   if (vc.hidden_act != "quick_gelu" && vc.hidden_act != "gelu" &&
       vc.hidden_act != "gelu_pytorch_tanh" && vc.hidden_act != "gelu_new") {

@@ -54,6 +54,31 @@ class Idefics3Builder {
   VitLayers vit_;
 };
 
+/// HF's Idefics3VisionEmbeddings position ids of a whole tile of n x n patches, one axis:
+/// bucketize(arange(0, 1 - 1e-6, 1 / n), arange(1 / n, 1.0, 1 / n), right=True), the aranges in
+/// float32 (each value start + i·step computed wider, then rounded). qbc gives the tower the
+/// table's rows in plain order (idefics3_embed_base), which is right when these ids are
+/// 0..n-1; that is checked with the step as a float32 and as a float64 value.
+bool hf_positions_are_in_order(int64_t n) {
+  for (const bool f32_step : {true, false}) {
+    const double step = f32_step
+                            ? static_cast<double>(static_cast<float>(1.0 / static_cast<double>(n)))
+                            : 1.0 / static_cast<double>(n);
+    const double b_step = 1.0 / static_cast<double>(n);
+    std::vector<float> bounds;
+    for (int64_t j = 0; b_step + static_cast<double>(j) * b_step < 1.0; ++j)
+      bounds.push_back(static_cast<float>(b_step + static_cast<double>(j) * b_step));
+    int64_t count = 0;
+    for (int64_t i = 0; static_cast<double>(i) * step < 1.0 - 1e-6; ++i, ++count) {
+      const auto x = static_cast<float>(static_cast<double>(i) * step);
+      const auto bucket = std::upper_bound(bounds.begin(), bounds.end(), x) - bounds.begin();
+      if (bucket != i) return false;
+    }
+    if (count != n) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::vector<float> idefics3_patch_rows(const std::vector<float>& chw, int64_t side, int64_t patch,
@@ -83,6 +108,12 @@ StatusOr<ir::Graph> build_idefics3_vision_graph(const VisionConfig& vc,
                          "): only the SigLIP tower with the pixel-shuffle connector is built here");
   }
   QBC_RETURN_IF_ERROR(check_vit_tower(vc, vc.merge, "scale_factor"));
+  const int64_t grid = vc.tower_size() / vc.patch_size;
+  if (!hf_positions_are_in_order(grid))
+    return unimplemented(vc.model_type, ": a tile of ", grid, " x ", grid,
+                         " patches (vision_config image_size / patch_size), whose position ids HF "
+                         "bucketizes out of row-major order; qbc feeds the position table in "
+                         "order");
   ir::Graph g("idefics3_siglip_vision");
   Idefics3Builder ib(vc, names, g);
   QBC_ASSIGN_OR_RETURN(ValueId out, ib.build());

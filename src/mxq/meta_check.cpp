@@ -201,9 +201,14 @@ Status check_vision_pair(const pb::Meta& meta, const isa::Bundle& b, const Loade
   if (v.image_size() < 1 || v.image_size() > 8192 || v.patch_size() < 1 ||
       v.image_size() < v.patch_size())
     return data_loss(where, ": image size ", v.image_size(), " and patch size ", v.patch_size());
-  // An M-RoPE language model places an image's tokens on its merged grid, row-major.
+  // An M-RoPE language model places an image's tokens on its merged grid, row-major; its (Qwen)
+  // towers take whole merged patches.
   const int64_t merge = vision_merge(v);
   const int64_t grid = v.image_size() / v.patch_size();
+  if (b.rope_inputs.present() && v.merge_size() <= 64 &&
+      v.image_size() % (v.patch_size() * merge) != 0)
+    return data_loss(where, ": image size ", v.image_size(), " is not whole ", v.patch_size(),
+                     " x ", merge, " merged patches, which the M-RoPE grid takes");
   if (b.rope_inputs.present() && (v.merge_size() > 64 || grid % merge != 0 ||
                                   v.tokens_per_image() != (grid / merge) * (grid / merge)))
     return data_loss(where, ": ", v.tokens_per_image(), " image tokens are not the ", grid, "/",

@@ -681,10 +681,16 @@ void FakeQuantSession::set_keep_activations(bool keep) {
   if (!keep) impl_->kept.clear();
 }
 
-void FakeQuantSession::keep_activations_of(std::set<std::string> nodes) {
+Status FakeQuantSession::keep_activations_of(std::set<std::string> nodes) {
+  if (nodes.empty()) return invalid_argument("keep_activations_of: no nodes named");
+  for (const std::string& n : nodes)
+    if (impl_->graph.find(n) < 0)
+      return not_found("keep_activations_of: graph '", impl_->graph.name(), "' has no node '", n,
+                       "'");
   impl_->keep = true;
   impl_->keep_only = std::move(nodes);
   impl_->kept.clear();
+  return ok_status();
 }
 
 Status FakeQuantSession::activation(const std::string& node, std::vector<float>* out,

@@ -58,6 +58,14 @@ StatusOr<std::unique_ptr<VisionEncoder>> VisionEncoder::create(const mxq::Loaded
   // assets, in the bundle's input order.
   for (const isa::FeatureInput& in : bundle->feature_inputs) {
     if (in.name == "patches") {
+      // Patch rows cut by the host (image::patch_rows): 3·p² values each, the grid's rows after
+      // at most one leading row (CLIP's CLS slot). Checked before any image is cut.
+      const int64_t p = e->part_.patch_size(), grid = e->part_.image_size() / p;
+      if (!e->spec_.flattens_patches() &&
+          (in.width != 3 * p * p || rows - grid * grid < 0 || rows - grid * grid > 1))
+        return invalid_argument(name, ": the vision part's patches input is [", rows, ", ",
+                                in.width, "], not the [", grid * grid, " (+1), ", 3 * p * p,
+                                "] of a ", e->part_.image_size(), " pixel image in patches of ", p);
       e->inputs_.emplace_back();
       continue;
     }

@@ -299,6 +299,24 @@ TEST_F(VlmCompile, BadImageMarkingMetadataExitsTwo) {
     EXPECT_EQ(r.exit_code, 2) << c.label << ": " << r.out << r.err;
     EXPECT_TRUE(contains(r.err, c.says)) << c.label << ": " << r.err;
   }
+  // A patch size the vision program's patches input does not take: refused when the runtime
+  // opens the vision part, before any image is cut into patches.
+  mxq::pb::Meta m = meta;
+  m.mutable_vision()->set_patch_size(28);
+  const std::string meta_bytes = m.SerializeAsString();
+  std::vector<mxq::SectionData> sections;
+  for (size_t i = 0; i < a->sections().size(); ++i) {
+    mxq::SectionData d;
+    d.entry = a->sections()[i];
+    d.bytes = i == 0 ? std::string_view(meta_bytes) : a->bytes(i);
+    sections.push_back(d);
+  }
+  const fs::path bad = dir_ / "marking_patch.mxq";
+  testing::write_file(bad, mxq::write_container(a->header(), sections));
+  const auto r = run_qbc("run " + shell_quote(bad) + " --image " +
+                         shell_quote(images_ / "rocket.jpg") + " -p '<image>hi' -n 1");
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_TRUE(contains(r.err, "in patches of 28")) << r.err;
 }
 
 TEST_F(VlmCompile, ACorruptedOrTruncatedVisionSectionExitsTwo) {
@@ -894,7 +912,6 @@ TEST_F(VlmCompile, RunChatRendersTheModelsTemplate) {
   EXPECT_TRUE(contains(none.err, "has no chat template")) << none.err;
 }
 
-// Qwen2-VL-2B's published config (tests/assets/model-configs/README.md).
 // LLaVA with a SigLIP tower over a Qwen2 language model (llava-interleave-qwen-0.5b-hf's real
 // config, shrunk): the tower at 384 with patch 14 (27 x 27 patches; HF's valid convolution does
 // not read the last 6 pixels), every row kept (strategy "full", no CLS row), the features taken
@@ -941,6 +958,7 @@ TEST_F(VlmCompile, ALlavaFolderWithASiglipTowerAndAQwen2ModelCompilesAndRuns) {
   EXPECT_EQ(p["vision"]["layers"], 26) << plan.out;
 }
 
+// Qwen2-VL-2B's published config (tests/assets/model-configs/README.md).
 TEST_F(VlmCompile, AQwen2VlFolderCompilesItsTowerAndRunsWithAnImage) {
   const fs::path config =
       testing::source_dir() / "tests/assets/model-configs/Qwen2-VL-2B-Instruct/config.json";

@@ -59,20 +59,22 @@ std::vector<float> clip_patch_rows(const std::vector<float>& chw, int64_t side, 
 /// Reads a checkpoint tensor by name as float32.
 using TensorFloats = std::function<Status(const std::string& name, std::vector<float>* out)>;
 
-/// The `embed_base` input [1 + N, width]: `...embeddings.position_embedding.weight` with
-/// `...embeddings.class_embedding` added to row 0 (fp32, as HF adds them); at an image size
-/// other than the table's (vc.position_grid), the patch rows resampled bicubically to the
-/// image's grid first (bicubic_position_rows), the class row kept.
+/// The `embed_base` input: CLIP's [1 + N, width], `...embeddings.position_embedding.weight` with
+/// `...embeddings.class_embedding` added to row 0 (fp32, as HF adds them); SigLIP's [N, width],
+/// the position table alone. At an image size other than the table's (vc.position_grid), the
+/// patch rows resampled bicubically to the image's grid first (bicubic_position_rows), the class
+/// row kept.
 StatusOr<std::vector<float>> clip_embed_base(const VisionConfig& vc, const TensorFloats& read);
 
 /// Output rows [1 + N, c] without the CLS row when the config drops it (strategy "default").
 std::vector<float> clip_drop_cls(const VisionConfig& vc, const std::vector<float>& rows, int64_t c);
 
-/// The vision graph of a LLaVA `vc` (CLIP tower, MLP projector) at vc.image_size. Weights name
-/// the checkpoint's tensors under transformers < 4.52 (`vision_tower.vision_model.*`,
-/// `multi_modal_projector.*`). Inputs: patches f32[1, 1+N, 3·p²], embed_base f32[1, 1+N, width];
-/// output image_features f32[1, 1+N, text_hidden]. kUnimplemented for another tower or an
-/// activation other than quick_gelu / gelu.
+/// The vision graph of a LLaVA `vc` (CLIP or SigLIP tower, MLP projector) at vc.image_size.
+/// Weights name the checkpoint's tensors under transformers < 4.52 (`vision_tower.vision_model.*`,
+/// `multi_modal_projector.*`). Inputs: patches f32[1, R, 3·p²], embed_base f32[1, R, width];
+/// output image_features f32[1, R, text_hidden], R = llava_tower_rows (1 + N for CLIP, N for
+/// SigLIP). kUnimplemented for another tower or an activation other than quick_gelu, gelu,
+/// gelu_pytorch_tanh and gelu_new.
 StatusOr<ir::Graph> build_clip_vision_graph(const VisionConfig& vc);
 
 }  // namespace qbc::frontend

@@ -54,7 +54,8 @@ struct VisionConfig {
   int64_t tile_size = 0;
   int64_t position_embeddings = 0;  ///< learned positions (Qwen3-VL's grid, SigLIP, CLIP)
   /// CLIP / SigLIP: the side of the learned position grid (the config's image_size /
-  /// patch_size), which image_size may leave when set_image_size interpolates (CLIP).
+  /// patch_size), which image_size may leave when set_image_size interpolates (LLaVA's CLIP or
+  /// SigLIP tower).
   int64_t position_grid = 0;
   int64_t window_size = 0;                     ///< Qwen2.5-VL window attention (pixels)
   std::vector<int64_t> full_attention_blocks;  ///< Qwen2.5-VL
@@ -92,8 +93,9 @@ inline constexpr int64_t kIdefics3MaxSide = 4096;
 
 /// `c` planned or compiled at `side` x `side` pixels (the configuration key `key` names it in
 /// errors; 0 keeps c.image_size): a dynamic-resolution Qwen tower takes any positive multiple
-/// of patch_size x merge, a CLIP tower (LLaVA) any positive multiple of patch_size (its learned
-/// positions interpolated bicubically, as HF's interpolate_pos_encoding), Gemma 3's SigLIP only
+/// of patch_size x merge, LLaVA's CLIP or SigLIP tower any positive multiple of patch_size (its
+/// learned positions interpolated bicubically, as HF's interpolate_pos_encoding, which LLaVA
+/// itself never asks for: a qbc extension), Gemma 3's SigLIP only
 /// its own image_size (its projector pools a grid fixed by the config), an Idefics3 tower any
 /// positive multiple of its tile (the image cut into that many tiles per side and a global view:
 /// the processor's size.longest_edge). kInvalidArgument for a

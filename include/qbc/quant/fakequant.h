@@ -82,8 +82,8 @@ class FakeQuantSession final : public runner::Runner {
   void set_keep_activations(bool keep) override;
   /// Keeps the values of `nodes` alone from the following forward calls (a comparison of a
   /// few nodes of a large graph, without a copy of every activation); set_keep_activations
-  /// resets it.
-  void keep_activations_of(std::set<std::string> nodes);
+  /// resets it. kInvalidArgument for an empty set, kNotFound naming a node the graph lacks.
+  Status keep_activations_of(std::set<std::string> nodes);
   Status activation(const std::string& node, std::vector<float>* out,
                     std::vector<int64_t>* shape) const override;
 

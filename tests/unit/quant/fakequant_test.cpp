@@ -894,7 +894,9 @@ TEST(FakeQuantStories, KeepActivationsOfKeepsOnlyTheNamedNodes) {
   QBC_ASSERT_OK((*fq)->activation(kept, &all_kept, nullptr));
   QBC_ASSERT_OK((*fq)->activation(other, &all_other, nullptr));
   (*fq)->reset();
-  (*fq)->keep_activations_of({kept});
+  EXPECT_EQ((*fq)->keep_activations_of({}).code(), Code::kInvalidArgument);
+  EXPECT_EQ((*fq)->keep_activations_of({"no.such.node"}).code(), Code::kNotFound);
+  QBC_ASSERT_OK((*fq)->keep_activations_of({kept}));
   QBC_ASSERT_OK((*fq)->forward(m->medium, nullptr));
   QBC_ASSERT_OK((*fq)->activation(kept, &one_kept, nullptr));
   EXPECT_TRUE(bitwise_equal(one_kept, all_kept));

@@ -208,6 +208,21 @@ TEST_F(Idefics3Vision, OtherPartsAreRefused) {
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.status().code(), Code::kUnimplemented);
   EXPECT_TRUE(testing::contains(g.status().message(), "relu")) << g.status().to_string();
+  // A tile grid whose position ids HF's bucketize puts out of row-major order (29 x 29: float32
+  // fractions fall below their boundaries) is refused; 27 x 27 and 26 x 26 are in order.
+  for (const int64_t grid : {29, 27, 26}) {
+    frontend::VisionConfig odd = vc_;
+    odd.tile_size = odd.image_size = grid * odd.patch_size;
+    odd.merge = 1;
+    odd.position_grid = grid;
+    odd.position_embeddings = grid * grid;
+    g = frontend::build_idefics3_vision_graph(odd);
+    EXPECT_EQ(g.ok(), grid != 29) << grid << ": " << g.status().to_string();
+    if (grid == 29) {
+      EXPECT_EQ(g.status().code(), Code::kUnimplemented);
+      EXPECT_TRUE(testing::contains(g.status().message(), "29 x 29")) << g.status().to_string();
+    }
+  }
 }
 
 TEST_F(Idefics3Vision, RandomCheckpointHoldsEveryTensorUnderHfNames) {

@@ -362,6 +362,8 @@ TEST(LlavaSiglipLanguageModel, RealConfigReadsQwen2FromTextConfig) {
   EXPECT_DOUBLE_EQ(hp->rope_theta, 1000000.0);
   EXPECT_DOUBLE_EQ(hp->rms_norm_eps, 1e-6);  // Qwen2Config's default
   EXPECT_TRUE(hp->tie_word_embeddings);
+  EXPECT_TRUE(hp->qkv_bias);  // Qwen2's q/k/v projections carry biases, o_proj none
+  EXPECT_FALSE(hp->o_bias);
 }
 
 }  // namespace

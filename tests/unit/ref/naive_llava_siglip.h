@@ -14,10 +14,9 @@
 // linear_1, ACT2FN["gelu"] (the erf GELU), linear_2, both with bias). Not from qbc's graph
 // builder or its host helpers (siglip_patch_rows, clip_embed_base): double precision, plain
 // loops, the convolution on the CHW image. The linear and LayerNorm loops are the LLaVA CLIP
-// reference's (naive_llava_clip.h); the encoder layer is the one of naive_idefics3_vision.h
-// (Idefics3EncoderLayer is SiglipEncoderLayer), which applies post_layernorm and the pixel
-// shuffle to the last layer and so is not reused whole. Header-only because tests/unit/ref
-// builds one binary per *_test.cpp.
+// reference's (naive_llava_clip.h); the embeddings and encoder layer are the SigLIP tower of
+// naive_siglip.h, shared with the Gemma 3 and Idefics3 references. Header-only because
+// tests/unit/ref builds one binary per *_test.cpp.
 #pragma once
 
 #include <algorithm>
