@@ -42,14 +42,7 @@ inline std::vector<double> naive_gemma3_image_features(
   using Mat = std::vector<double>;
   const std::string m = d.prefix + "vision_tower.vision_model.";
   const int64_t g = d.image / d.patch, n = g * g, h = d.hidden;
-  NaiveSiglipTower tower;
-  tower.hidden = d.hidden;
-  tower.heads = d.heads;
-  tower.ffn = d.ffn;
-  tower.patch = d.patch;
-  tower.image = d.image;
-  tower.eps = d.eps;
-  tower.tanh_gelu = d.tanh_gelu;
+  const NaiveSiglipTower tower = naive_siglip_tower(d);
   Mat x = naive_siglip_embeddings(tower, m, w, chw);
   for (int64_t l = 0; l < d.depth; ++l) {
     const std::string p = m + "encoder.layers." + std::to_string(l) + ".";

@@ -83,14 +83,7 @@ inline std::vector<double> naive_idefics3_image_features(
   const int64_t g = d.image / d.patch, n = g * g, h = d.hidden;
   // Idefics3VisionEmbeddings: patch_embedding(pixel_values).flatten(2).transpose(1, 2), then
   // + position_embedding(position_ids), position_ids = arange(N) for a whole tile.
-  NaiveSiglipTower tower;
-  tower.hidden = d.hidden;
-  tower.heads = d.heads;
-  tower.ffn = d.ffn;
-  tower.patch = d.patch;
-  tower.image = d.image;
-  tower.eps = d.eps;
-  tower.tanh_gelu = d.tanh_gelu;
+  const NaiveSiglipTower tower = naive_siglip_tower(d);
   Mat x = naive_siglip_embeddings(tower, m, w, chw);
   // Idefics3Encoder: pre-LN SigLIP layers, no attention mask (all patches real).
   for (int64_t l = 0; l < d.depth; ++l) {

@@ -57,14 +57,7 @@ inline std::vector<double> naive_llava_siglip_image_features(
   const int64_t g = d.image / d.patch, n = g * g, h = d.hidden;
   // SiglipVisionEmbeddings: patch_embedding(pixel_values) (output side floor(image / patch)),
   // .flatten(2).transpose(1, 2), + position_embedding(position_ids), position_ids = arange(N).
-  NaiveSiglipTower tower;
-  tower.hidden = d.hidden;
-  tower.heads = d.heads;
-  tower.ffn = d.ffn;
-  tower.patch = d.patch;
-  tower.image = d.image;
-  tower.eps = d.eps;
-  tower.tanh_gelu = d.tanh_gelu;
+  const NaiveSiglipTower tower = naive_siglip_tower(d);
   Mat x = naive_siglip_embeddings(tower, m, w, chw);
   // SiglipEncoder: hidden_states = (embeddings, layer 1 out, ..., layer depth out).
   std::vector<Mat> states{x};

@@ -26,6 +26,20 @@ struct NaiveSiglipTower {
   bool tanh_gelu = true;  ///< gelu_pytorch_tanh; false: the erf GELU (to tell them apart)
 };
 
+/// The tower shapes of a family's dims (Gemma 3's, Idefics3's, LLaVA-SigLIP's: the same fields).
+template <typename Dims>
+NaiveSiglipTower naive_siglip_tower(const Dims& d) {
+  NaiveSiglipTower t;
+  t.hidden = d.hidden;
+  t.heads = d.heads;
+  t.ffn = d.ffn;
+  t.patch = d.patch;
+  t.image = d.image;
+  t.eps = d.eps;
+  t.tanh_gelu = d.tanh_gelu;
+  return t;
+}
+
 using NaiveWeights = std::function<std::vector<float>(const std::string&)>;
 
 /// SiglipVisionEmbeddings of `chw` [3, image, image] under prefix `m` ("...vision_model."):
