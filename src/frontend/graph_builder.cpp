@@ -4,10 +4,8 @@
 // llama.cpp's model builder handles variants.
 //
 //   %inputs_embeds ─ [scale √hidden] ─┐
-//   per block N:  x ─ [attn_norm] ─ q/k/v_proj ─ [q/k_norm] ─ [rope] ─ attention ─ o_proj ─
-//   [post_norm] ─ [scale] ─ + x
-//                 x ─ [ffn_norm] ─ gate/up_proj ─ gated_act ─ down_proj ─ [post_norm] ─ [scale] ─ +
-//                 x
+//   per block N:  x ─ [attn_norm] ─ q/k/v_proj ─ [q/k_norm] ─ [rope] ─ attention ─ o_proj ─ [post_norm] ─ [scale] ─ + x
+//                 x ─ [ffn_norm] ─ gate/up_proj ─ gated_act ─ down_proj ─ [post_norm] ─ [scale] ─ + x
 //   (scale: HyperCLOVAX's residual_multiplier)
 //   parallel (Cohere2): n = attn_norm(x);  x + attention(n) + mlp(n)  (added in that order)
 //   head:         output_norm ─ lm_head ─ [softcap | logit scale] ─ %logits
@@ -33,30 +31,26 @@ TensorType f32(std::vector<int64_t> dims) { return TensorType{DType::kF32, std::
 
 class DecoderBuilder {
  public:
-  DecoderBuilder(const HParams& hp, const ImportOptions& opt, ir::Graph& g)
-      : hp_(hp), opt_(opt), b_(g) {}
+  DecoderBuilder(const HParams& hp, const ImportOptions& opt, ir::Graph& g) : hp_(hp), opt_(opt), b_(g) {}
 
   StatusOr<ValueId> build() {
     const int64_t h = hp_.hidden_size;
-    QBC_ASSIGN_OR_RETURN(ValueId x,
-                         b_.input("inputs_embeds", f32({ir::kDynamic, ir::kDynamic, h})));
-    QBC_ASSIGN_OR_RETURN(
-        positions_, b_.input("positions", TensorType{DType::kI64, {ir::kDynamic, ir::kDynamic}}));
+    QBC_ASSIGN_OR_RETURN(ValueId x, b_.input("inputs_embeds", f32({ir::kDynamic, ir::kDynamic, h})));
+    QBC_ASSIGN_OR_RETURN(positions_, b_.input("positions", TensorType{DType::kI64, {ir::kDynamic, ir::kDynamic}}));
     if (!hp_.mrope_section.empty()) {  // M-RoPE: the host computes the tables (mrope.h)
       const TensorType table = f32({ir::kDynamic, ir::kDynamic, hp_.head_dim / 2});
       QBC_ASSIGN_OR_RETURN(rope_cos_, b_.input("rope_cos", table));
       QBC_ASSIGN_OR_RETURN(rope_sin_, b_.input("rope_sin", table));
     }
     const std::string embed = hf_model_names(hp_).embed;
-    b_.weight("token_embd.weight", f32({hp_.vocab_size, h}), embed + ".weight",
-              ir::WeightRole::kHostEmbedding);
+    b_.weight("token_embd.weight", f32({hp_.vocab_size, h}), embed + ".weight", ir::WeightRole::kHostEmbedding);
     if (hp_.embedding_scale != 1.0) {
       QBC_ASSIGN_OR_RETURN(x, b_.scale("embed_scale", x, hp_.embedding_scale, embed));
     }
     std::vector<ValueId> deepstack;
     for (int64_t j = 0; j < hp_.deepstack_layers; ++j) {
-      QBC_ASSIGN_OR_RETURN(
-          ValueId d, b_.input(ir::deepstack_input_name(j), f32({ir::kDynamic, ir::kDynamic, h})));
+      QBC_ASSIGN_OR_RETURN(ValueId d, b_.input(ir::deepstack_input_name(j),
+                                               f32({ir::kDynamic, ir::kDynamic, h})));
       deepstack.push_back(d);
     }
     for (int64_t i = 0; i < hp_.num_hidden_layers; ++i) {
@@ -74,8 +68,8 @@ class DecoderBuilder {
 
  private:
   // A norm over the last dim (group 0) or per head (group = head_dim).
-  StatusOr<ValueId> norm(const std::string& name, ValueId x, const std::string& hf_module,
-                         int64_t width, int64_t group) {
+  StatusOr<ValueId> norm(const std::string& name, ValueId x, const std::string& hf_module, int64_t width,
+                         int64_t group) {
     b_.weight(name + ".weight", f32({width}), hf_module + ".weight");
     if (hp_.layer_norm) {  // Cohere2: LayerNorm without bias over the last dim
       return b_.layer_norm(name, x, name + ".weight", "", hp_.rms_norm_eps, hf_module);
@@ -84,8 +78,8 @@ class DecoderBuilder {
                        hp_.norm_style == NormStyle::kOnePlusWeight, group, hf_module);
   }
 
-  StatusOr<ValueId> linear(const std::string& name, ValueId x, const std::string& hf_module,
-                           int64_t out, int64_t in, bool bias) {
+  StatusOr<ValueId> linear(const std::string& name, ValueId x, const std::string& hf_module, int64_t out,
+                           int64_t in, bool bias) {
     b_.weight(name + ".weight", f32({out, in}), hf_module + ".weight");
     if (bias) b_.weight(name + ".bias", f32({out}), hf_module + ".bias");
     return b_.linear(name, x, name + ".weight", bias ? name + ".bias" : "", hf_module);
@@ -103,8 +97,7 @@ class DecoderBuilder {
     }
     ValueId q, k, v;
     if (hp_.fused_qkv) {
-      QBC_ASSIGN_OR_RETURN(ValueId qkv,
-                           linear(p + "attn.qkv_proj", n1, hf.qkv, qd + 2 * kvd, h, hp_.qkv_bias));
+      QBC_ASSIGN_OR_RETURN(ValueId qkv, linear(p + "attn.qkv_proj", n1, hf.qkv, qd + 2 * kvd, h, hp_.qkv_bias));
       QBC_ASSIGN_OR_RETURN(q, b_.slice(p + "attn.q", qkv, 0, qd, hf.qkv));
       QBC_ASSIGN_OR_RETURN(k, b_.slice(p + "attn.k", qkv, qd, qd + kvd, hf.qkv));
       QBC_ASSIGN_OR_RETURN(v, b_.slice(p + "attn.v", qkv, qd + kvd, qd + 2 * kvd, hf.qkv));
@@ -118,12 +111,11 @@ class DecoderBuilder {
       QBC_ASSIGN_OR_RETURN(k, norm(p + "attn.k_norm", k, hf.k_norm, hd, hd));
     }
     if (!hp_.mrope_section.empty()) {
-      QBC_ASSIGN_OR_RETURN(q, b_.rope_table(p + "attn.q_rope", q, rope_cos_, rope_sin_,
-                                            hp_.num_attention_heads, hd, hf.rotary));
-      QBC_ASSIGN_OR_RETURN(k, b_.rope_table(p + "attn.k_rope", k, rope_cos_, rope_sin_,
-                                            hp_.num_key_value_heads, hd, hf.rotary));
-    } else if (hp_.layers[static_cast<size_t>(i)]
-                   .use_rope) {  // NoPE layers (SmolLM3, EXAONE 4) skip RoPE
+      QBC_ASSIGN_OR_RETURN(q, b_.rope_table(p + "attn.q_rope", q, rope_cos_, rope_sin_, hp_.num_attention_heads,
+                                            hd, hf.rotary));
+      QBC_ASSIGN_OR_RETURN(k, b_.rope_table(p + "attn.k_rope", k, rope_cos_, rope_sin_, hp_.num_key_value_heads,
+                                            hd, hf.rotary));
+    } else if (hp_.layers[static_cast<size_t>(i)].use_rope) {  // NoPE layers (SmolLM3, EXAONE 4) skip RoPE
       numerics::Rope rq = rope_params(hp_, i);
       numerics::Rope rk = rq;
       rk.heads = hp_.num_key_value_heads;
@@ -144,8 +136,8 @@ class DecoderBuilder {
       QBC_ASSIGN_OR_RETURN(o, norm(p + "attn.post_norm", o, hf.attn_post_norm, h, 0));
     }
     if (hp_.residual_multiplier != 1.0) {
-      QBC_ASSIGN_OR_RETURN(o, b_.scale(p + "attn.residual_scale", o, hp_.residual_multiplier,
-                                       "residual_multiplier"));
+      QBC_ASSIGN_OR_RETURN(
+          o, b_.scale(p + "attn.residual_scale", o, hp_.residual_multiplier, "residual_multiplier"));
     }
     QBC_ASSIGN_OR_RETURN(x, b_.add(p + "attn.residual", x, o, hf.block));
 
@@ -159,8 +151,7 @@ class DecoderBuilder {
     const int64_t f = hp_.intermediate_size;
     ValueId gate, up;
     if (hp_.fused_gate_up) {
-      QBC_ASSIGN_OR_RETURN(ValueId gu,
-                           linear(p + "ffn.gate_up_proj", n2, hf.gate_up, 2 * f, h, hp_.mlp_bias));
+      QBC_ASSIGN_OR_RETURN(ValueId gu, linear(p + "ffn.gate_up_proj", n2, hf.gate_up, 2 * f, h, hp_.mlp_bias));
       QBC_ASSIGN_OR_RETURN(gate, b_.slice(p + "ffn.gate", gu, 0, f, hf.gate_up));
       QBC_ASSIGN_OR_RETURN(up, b_.slice(p + "ffn.up", gu, f, 2 * f, hf.gate_up));
     } else {
@@ -186,11 +177,10 @@ class DecoderBuilder {
     const std::string tensor = (hp_.tie_word_embeddings ? names.embed : names.lm_head) + ".weight";
     b_.weight("head.lm_head.weight", f32({hp_.vocab_size, hp_.hidden_size}), tensor);
     const bool cap = hp_.final_logit_softcap > 0, scaled = hp_.logit_scale != 1.0;
-    QBC_ASSIGN_OR_RETURN(x, b_.linear(cap || scaled ? "head.lm_head" : "logits", x,
-                                      "head.lm_head.weight", "", names.lm_head));
+    QBC_ASSIGN_OR_RETURN(x, b_.linear(cap || scaled ? "head.lm_head" : "logits", x, "head.lm_head.weight", "",
+                                      names.lm_head));
     if (cap) {
-      QBC_ASSIGN_OR_RETURN(
-          x, b_.softcap("logits", x, hp_.final_logit_softcap, "final_logit_softcapping"));
+      QBC_ASSIGN_OR_RETURN(x, b_.softcap("logits", x, hp_.final_logit_softcap, "final_logit_softcapping"));
     } else if (scaled) {
       QBC_ASSIGN_OR_RETURN(x, b_.scale("logits", x, hp_.logit_scale, "logit_scale"));
     }
