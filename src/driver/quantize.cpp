@@ -108,14 +108,14 @@ StatusOr<quant::SampleSource> calibration_source(const LoadedModel& model,
       }
     }
   }
-  // Qwen3-VL: the DeepStack levels the samples give (all of them, or none: zero rows).
+  // Qwen3-VL: the DeepStack levels. A sample gives all of them or none (calib::open_calib_inputs
+  // refuses a map that gives some); none is zero rows.
   std::vector<std::string> levels;
+  for (const calib::CalibInputSpec& in : ds.inputs())
+    if (ir::is_deepstack_input(in.name)) levels.push_back(in.name);
   size_t given = 0;
-  for (const calib::CalibInputSpec& in : ds.inputs()) {
-    if (!ir::is_deepstack_input(in.name)) continue;
-    levels.push_back(in.name);
-    for (size_t i = 0; i < count; ++i) given += ds.has_input(i, in.name) ? 1 : 0;
-  }
+  for (size_t i = 0; i < count && !levels.empty(); ++i)
+    given += ds.has_input(i, levels.front()) ? 1 : 0;
   if (!levels.empty() && given == 0)
     log("calib").warn(
         "the calibration samples give no DeepStack rows ({}); the language model "
@@ -124,12 +124,7 @@ StatusOr<quant::SampleSource> calibration_source(const LoadedModel& model,
   if (deepstack != nullptr && given > 0) {
     *deepstack = [ds, levels](size_t i, int64_t seq, std::vector<std::vector<float>>* rows) {
       rows->clear();
-      size_t present = 0;
-      for (const std::string& name : levels) present += ds.has_input(i, name) ? 1 : 0;
-      if (present == 0) return ok_status();
-      if (present != levels.size())
-        return invalid_argument("calibration sample ", i, " gives ", present, " of the ",
-                                levels.size(), " DeepStack levels; give all or none");
+      if (!ds.has_input(i, levels.front())) return ok_status();
       for (const std::string& name : levels) {
         std::vector<float> v;
         int64_t s = 0;
