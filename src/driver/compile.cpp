@@ -30,7 +30,8 @@ struct Job {
   Job(const CompileRequest& r, const config::ResolvedConfig& c, CompileResult& o)
       : req(r), cfg(c), out(o) {}
   const CompileRequest& req;
-  const config::ResolvedConfig& cfg;
+  /// The effective configuration: the caller's, with the bits stage's choice.
+  config::ResolvedConfig cfg;
   CompileResult& out;
   std::string sidecar;  ///< where the quantize stage spills the integer weights
   std::string mblt;     ///< the quantized MBLT to write ("": none)
@@ -98,6 +99,16 @@ Status parse_stage(Job& j) {
   if (j.req.compile) {
     QBC_RETURN_IF_ERROR(split_boundaries(j.cfg, j.model.graph).status());
   }
+  return ok_status();
+}
+
+/// Bits by budget: which block linears keep 8-bit weights (driver/bit_budget.h); every later
+/// stage, and the MXQ's stored configuration, see the choice.
+Status bits_stage(Job& j) {
+  QBC_ASSIGN_OR_RETURN(BitBudgetChoice c,
+                       choose_bits(j.model, &j.cfg, j.req.budget, j.req.run.threads));
+  j.out.budget = std::move(c);
+  j.out.effective = j.cfg;
   return ok_status();
 }
 
@@ -220,6 +231,9 @@ Status write_stage(Job& j) {
 
 bool always(const CompileRequest&) { return true; }
 bool compiling(const CompileRequest& r) { return r.compile; }
+bool budgeted(const CompileRequest& r) {
+  return r.compile && r.budget.kind != BitBudgetRequest::Kind::kNone;
+}
 bool compiling_vlm(const CompileRequest& r) {
   if (!r.compile) return false;
   const StatusOr<bool> vlm = has_vision_part(r.model);
@@ -238,6 +252,8 @@ struct Stage {
 const Stage kStages[] = {
     {"parse", "always", always, parse_stage,
      "opens the model (an .mblt re-opens the source it names) and builds the float graph; compile checks the split against its blocks"},
+    {"bits", "compile --target-size / --target-decode-tok-s", budgeted, bits_stage,
+     "bits by budget: each block linear's sensitivity on the calibration data, then the plans of the cost model choose which keep 8 bits; the effective configuration holds the choice"},
     {"fit", "qbc compile", compiling, fit_stage,
      "npu-fit on the shape-only quantized graph: a model that does not fit the target stops here (exit 4), before any calibration"},
     {"quantize", "always", always, quantize_stage,
@@ -364,6 +380,9 @@ Status check_request(const CompileRequest& r) {
                             "DIR keeps compile's");
   if (!r.compile && !is_mblt_path(r.output))
     return invalid_argument("output ", r.output, " must end in .mblt");
+  if (!r.compile && r.budget.kind != BitBudgetRequest::Kind::kNone)
+    return invalid_argument("quantize: ", r.budget.flag,
+                            " needs the target's cost model: use `qbc compile`");
   return ok_status();
 }
 
@@ -442,6 +461,9 @@ std::string summary_text(const CompileRequest& r, const CompileResult& res) {
                               : "") +
         "); " + text + line + vision_text(res);
   }
+  if (res.budget)
+    text += "; " + bit_budget_text(*res.budget) + "; compiled: DRAM weights " +
+            npu::human_bytes(res.memory.dram.weights);
   // What happened per source type, e.g. "Q6_K: 3 tensors dequantized and re-quantized to W8".
   std::string types;
   for (const SourceTypeOutcome& t : s.source_types)
@@ -501,6 +523,10 @@ std::string summary_json(const CompileRequest& r, const CompileResult& res) {
       } else {
         j["vision"]["reason"] = res.vision.reason;
       }
+    }
+    if (res.budget) {
+      j["bit_budget"] = nlohmann::json::parse(bit_budget_json(*res.budget));
+      j["bit_budget"]["compiled_weights_bytes"] = res.memory.dram.weights;
     }
     j["backend"] = {{"seconds", res.backend_seconds},
                     {"write_seconds", res.write_seconds},

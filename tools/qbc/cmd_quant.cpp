@@ -1,4 +1,5 @@
 // qbc quantize, qbc compile: a shell over the driver's compile pipeline (driver/compile.h).
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -22,8 +23,35 @@ struct QuantizeOptions {
   int threads = 0;
   bool print_pipeline = false;
   bool no_resume = false;
+  std::string target_size;    ///< compile --target-size
+  std::string target_decode;  ///< compile --target-decode-tok-s
   pass::Instrumentation instr;
 };
+
+/// --target-size / --target-decode-tok-s as the driver's request (at most one of them).
+StatusOr<driver::BitBudgetRequest> budget_request(const QuantizeOptions& o) {
+  driver::BitBudgetRequest b;
+  if (!o.target_size.empty() && !o.target_decode.empty())
+    return invalid_argument("--target-size and --target-decode-tok-s: give one budget");
+  if (!o.target_size.empty()) {
+    b.kind = driver::BitBudgetRequest::Kind::kSize;
+    b.flag = "--target-size " + o.target_size;
+    QBC_ASSIGN_OR_RETURN(b.target, driver::parse_size(o.target_size, "--target-size"));
+  } else if (!o.target_decode.empty()) {
+    b.kind = driver::BitBudgetRequest::Kind::kDecode;
+    b.flag = "--target-decode-tok-s " + o.target_decode;
+    size_t used = 0;
+    try {
+      b.target = std::stod(o.target_decode, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (used == 0 || used != o.target_decode.size() || !(b.target > 0) || !std::isfinite(b.target))
+      return invalid_argument("--target-decode-tok-s '", o.target_decode,
+                              "': not a positive number of tokens per second");
+  }
+  return b;
+}
 
 driver::CompileRequest request(const QuantizeOptions& o) {
   driver::CompileRequest r;
@@ -53,7 +81,8 @@ Status run_quantize(const QuantizeOptions& o) {
   // Ctrl-C / SIGTERM stop the work at its next safe point; the status unwinds through the
   // driver's cleanups (temporary folder, sidecar, MXQ temporaries), so nothing partial is left.
   cancel::SignalScope signals;
-  const driver::CompileRequest r = request(o);
+  driver::CompileRequest r = request(o);
+  QBC_ASSIGN_OR_RETURN(r.budget, budget_request(o));
   QBC_RETURN_IF_ERROR(driver::check_request(r));
   // The configuration, its lengths fitted to the model's config.json, before the model is
   // parsed; the driver checks the calibration source and the output folder next.
@@ -61,7 +90,8 @@ Status run_quantize(const QuantizeOptions& o) {
   QBC_ASSIGN_OR_RETURN(driver::CompileResult res, driver::run_compile(r, cfg));
   std::string json = driver::summary_json(r, res);
   if (r.compile && !o.report.empty()) {
-    QBC_RETURN_IF_ERROR(write_report(o.output, o.report, "", &cfg, res.steps()));
+    QBC_RETURN_IF_ERROR(
+        write_report(o.output, o.report, "", res.effective ? &*res.effective : &cfg, res.steps()));
     nlohmann::json j = nlohmann::json::parse(json);
     j["report"] = o.report;
     json = j.dump();
@@ -86,6 +116,19 @@ void register_quantize_like(CLI::App& app, Action& action, const char* name, con
                     "preprocessed as the model's preprocessor_config.json says (default: 4 "
                     "synthetic images, said in the summary). The vision part goes into the MXQ "
                     "(docs/multimodal.md)");
+    cmd->add_option("--target-size", o->target_size,
+                    "Bits by budget: choose which decoder-block linears keep 8-bit weights and "
+                    "which go to 4 bits so that the DRAM weights (as `qbc plan` counts them) are "
+                    "at most SIZE (GiB, or with a unit: 900MiB, 1.5GiB, 2GB). Each linear's "
+                    "4-bit output error is measured on the calibration data; the most sensitive "
+                    "per weight keep 8 bits. The choice is written into the configuration the "
+                    "MXQ stores (bit.layerOverrides.weight8Bits; `qbc dump-config OUT.mxq`) "
+                    "(docs/quantization.md \"Bits by budget\")")
+        ->group("Bits by budget");
+    cmd->add_option("--target-decode-tok-s", o->target_decode,
+                    "Bits by budget: as --target-size, for a predicted decode of at least R "
+                    "tokens/s (the cost model's estimate on the fastest scheme)")
+        ->group("Bits by budget");
     cmd->add_option("--report", o->report,
                     "Also write the HTML report (as `qbc report`, with the origin of every "
                     "configuration value and the pass times) to this file");

@@ -10,10 +10,12 @@
 // first stages on a shape-only graph (shape_for_backend below, driver/plan.h).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "qbc/config/config.h"
+#include "qbc/driver/bit_budget.h"
 #include "qbc/driver/quantize.h"
 #include "qbc/driver/vision_part.h"
 #include "qbc/ir/graph.h"
@@ -40,6 +42,9 @@ struct CompileRequest {
   /// Producer, threads, and the instrumentation as the user gave it (every stage's pass
   /// names: the quant pipeline gets its own, the backend its own).
   QuantizeRun run;
+  /// compile --target-size / --target-decode-tok-s: the bits stage chooses each block
+  /// linear's weight bits before the fit check (driver/bit_budget.h).
+  BitBudgetRequest budget;
 };
 
 /// The stages `r` runs, in order, as pipeline rows (pass = the stage's name).
@@ -64,6 +69,11 @@ struct CompileResult {
   double backend_seconds = 0, write_seconds = 0;
   /// A VLM folder's vision part: compiled into the MXQ, or why not.
   VisionOutcome vision;
+  /// What bits by budget chose (CompileRequest::budget).
+  std::optional<BitBudgetChoice> budget;
+  /// The configuration the later stages ran with when a stage changed the caller's (bits by
+  /// budget), origins included; unset otherwise.
+  std::optional<config::ResolvedConfig> effective;
 
   std::vector<TimedStep> steps() const;
 };

@@ -1,0 +1,181 @@
+// Bits by budget from the command line (src/driver/bit_budget.cpp): `qbc compile
+// --target-size` picks which block linears of stories260K keep 8 bits so that the DRAM
+// weights land within 3 % under the target, the MXQ holds exactly the predicted weights, its
+// stored configuration recompiles to the same bytes, and the executor equals the fake-quant
+// evaluator on it bit for bit; --target-decode-tok-s meets its predicted rate; a target out of
+// reach exits 2 naming the smallest size and leaves no file.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "test_support.h"
+
+namespace qbc {
+namespace {
+
+namespace fs = std::filesystem;
+using ::qbc::testing::contains;
+using ::qbc::testing::read_file;
+using ::qbc::testing::run_qbc;
+using ::qbc::testing::RunResult;
+using ::qbc::testing::shell_quote;
+using ::qbc::testing::temp_dir;
+using Json = nlohmann::json;
+
+// Groups of 32 with zero points (the 4-bit layout of configs/examples/w4v8.yaml), short cache.
+const char* const kBase =
+    " --preset llm_fast --set llm.attributes.maxCacheLength=256"
+    " --set llm.attributes.maxSequenceLength=256 --set bit.weightGroupSize=32"
+    " --set bit.weightZeroPoint=true";
+const char* const kAllFour =
+    " --set bit.transformer.weight.query=4 --set bit.transformer.weight.key=4"
+    " --set bit.transformer.weight.value=4 --set bit.transformer.weight.output=4"
+    " --set bit.transformer.weight.ffn=4";
+
+/// The "result" of the last event `kind` on stderr (--log-format json).
+Json event(const RunResult& r, const std::string& kind) {
+  Json out;
+  std::istringstream lines(r.err);
+  for (std::string line; std::getline(lines, line);) {
+    const Json e = Json::parse(line, nullptr, false);
+    if (e.is_object() && e.value("event", "") == kind) out = e["result"];
+  }
+  return out;
+}
+
+/// `qbc plan` of stories260K with `extra`, as JSON.
+Json plan(const fs::path& hf, const std::string& extra) {
+  const RunResult r = run_qbc("plan " + shell_quote(hf) + kBase + extra + " --json");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return Json::parse(r.out, nullptr, false);
+}
+
+int64_t weights_bytes(const Json& plan) {
+  return plan["memory"]["dram"]["weights_bytes"].get<int64_t>();
+}
+
+double fastest_decode(const Json& plan) {
+  double best = 0;
+  for (const Json& s : plan["schemes"]) best = std::max(best, s["decode_tok_s"].get<double>());
+  return best;
+}
+
+fs::path fresh_dir(const char* name) {
+  const fs::path d = temp_dir() / name;
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+TEST(BitBudgetCli, TargetSizeLandsWithinThreePercentAndTheMxqRecompilesAndRunsExactly) {
+  QBC_REQUIRE_SHARED(hf, "models/stories260k/hf");
+  const fs::path dir = fresh_dir("bit_budget_size");
+  const int64_t all4 = weights_bytes(plan(hf, kAllFour));
+  const int64_t all8 = weights_bytes(plan(hf, ""));
+  ASSERT_LT(all4, all8);
+  const int64_t target = (all4 + all8) / 2;
+  const RunResult c =
+      run_qbc("--log-format json compile " + shell_quote(hf) + kBase +
+              " --use-random-calib --target-size " + std::to_string(target) + "B -o " +
+              shell_quote(dir / "b.mxq") + " --keep-intermediate " + shell_quote(dir));
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const Json s = event(c, "summary");
+  ASSERT_TRUE(s.contains("bit_budget")) << c.err;
+  const Json& b = s["bit_budget"];
+  const int64_t predicted = b["predicted"]["weights_bytes"].get<int64_t>();
+  EXPECT_LE(predicted, target);
+  EXPECT_GE(static_cast<double>(predicted), 0.97 * static_cast<double>(target));
+  EXPECT_EQ(b["compiled_weights_bytes"].get<int64_t>(), predicted);
+  EXPECT_EQ(b["predicted"]["all4_weights_bytes"].get<int64_t>(), all4);
+  EXPECT_EQ(b["predicted"]["all8_weights_bytes"].get<int64_t>(), all8);
+  EXPECT_EQ(b["candidates"].get<int64_t>(), 35);  // 5 blocks x 7 linears
+  const std::vector<std::string> eight = b["eight_bit"].get<std::vector<std::string>>();
+  EXPECT_GT(eight.size(), 0u);
+  EXPECT_LT(eight.size(), 35u);
+  EXPECT_EQ(b["four_bit_count"].get<int64_t>(), 35 - static_cast<int64_t>(eight.size()));
+  // The text summary says it too.
+  EXPECT_TRUE(contains(c.err, "bits by budget (--target-size")) << c.err;
+
+  // The stored configuration holds the choice and recompiles to the same file.
+  const RunResult d = run_qbc("dump-config " + shell_quote(dir / "b.mxq") + " --format json");
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  const Json cfg = Json::parse(d.out);
+  EXPECT_EQ(cfg["bit"]["transformer"]["weight"]["ffn"], 4);
+  EXPECT_EQ(cfg["bit"]["transformer"]["weight"]["query"], 4);
+  EXPECT_EQ(cfg["bit"]["layerOverrides"]["weight8Bits"].get<std::vector<std::string>>(), eight);
+  const fs::path dumped = dir / "chosen.json";
+  {
+    std::ofstream f(dumped);
+    f << d.out;
+  }
+  const RunResult again = run_qbc("compile " + shell_quote(hf) + " -c " + shell_quote(dumped) +
+                                  " -o " + shell_quote(dir / "again.mxq"));
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_TRUE(read_file(dir / "again.mxq") == read_file(dir / "b.mxq"));
+
+  // The executor equals the fake-quant evaluator on the mixed 4/8-bit model.
+  const std::string args = " -p 'Once upon a time' -n 24 --ids";
+  const RunResult npu = run_qbc("run " + shell_quote(dir / "b.mxq") + args + " --backend npu");
+  const RunResult fq =
+      run_qbc("run " + shell_quote(dir / "b.mblt") + args + " --backend fakequant");
+  ASSERT_EQ(npu.exit_code, 0) << npu.err;
+  ASSERT_EQ(fq.exit_code, 0) << fq.err;
+  EXPECT_FALSE(npu.out.empty());
+  EXPECT_EQ(npu.out, fq.out);
+}
+
+TEST(BitBudgetCli, TargetDecodeIsMetByItsPrediction) {
+  QBC_REQUIRE_SHARED(hf, "models/stories260k/hf");
+  const fs::path dir = fresh_dir("bit_budget_decode");
+  const double slow = fastest_decode(plan(hf, ""));
+  const double fast = fastest_decode(plan(hf, kAllFour));
+  ASSERT_GT(slow, 0);
+  ASSERT_GE(fast, slow);
+  const double target = (slow + fast) / 2;
+  char arg[64];
+  std::snprintf(arg, sizeof(arg), "%.6f", target);
+  const RunResult c = run_qbc("--log-format json compile " + shell_quote(hf) + kBase +
+                              " --use-random-calib --target-decode-tok-s " + arg + " -o " +
+                              shell_quote(dir / "d.mxq"));
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const Json b = event(c, "summary")["bit_budget"];
+  ASSERT_TRUE(b.is_object()) << c.err;
+  EXPECT_EQ(b["target"]["kind"], "decode_tok_s");
+  EXPECT_GE(b["predicted"]["decode_tok_s"].get<double>(), target);
+  EXPECT_FALSE(b["predicted"]["scheme"].get<std::string>().empty());
+  EXPECT_NEAR(b["predicted"]["all8_decode_tok_s"].get<double>(), slow, 1e-6 * slow);
+}
+
+TEST(BitBudgetCli, ATargetOutOfReachExitsTwoNamingTheSmallestSizeAndWritesNothing) {
+  QBC_REQUIRE_SHARED(hf, "models/stories260k/hf");
+  const fs::path dir = fresh_dir("bit_budget_reach");
+  const RunResult c =
+      run_qbc("compile " + shell_quote(hf) + kBase + " --use-random-calib --target-size 1KiB -o " +
+              shell_quote(dir / "x.mxq"));
+  EXPECT_EQ(c.exit_code, 2) << c.err;
+  EXPECT_TRUE(contains(c.err, "--target-size 1KiB: out of reach")) << c.err;
+  EXPECT_TRUE(contains(c.err, "at 4 bits the DRAM weights are")) << c.err;
+  EXPECT_FALSE(fs::exists(dir / "x.mxq"));
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(dir)) left.push_back(e.path().filename().string());
+  EXPECT_TRUE(left.empty()) << left.front();
+
+  const RunResult both = run_qbc("compile " + shell_quote(hf) + kBase +
+                                 " --use-random-calib --target-size 1GiB --target-decode-tok-s 5"
+                                 " -o " +
+                                 shell_quote(dir / "y.mxq"));
+  EXPECT_EQ(both.exit_code, 2) << both.err;
+  EXPECT_TRUE(contains(both.err, "give one budget")) << both.err;
+  const RunResult unit =
+      run_qbc("compile " + shell_quote(hf) + kBase +
+              " --use-random-calib --target-size 3parsecs -o " + shell_quote(dir / "z.mxq"));
+  EXPECT_EQ(unit.exit_code, 2) << unit.err;
+  EXPECT_TRUE(contains(unit.err, "unknown unit 'parsecs'")) << unit.err;
+}
+
+}  // namespace
+}  // namespace qbc
