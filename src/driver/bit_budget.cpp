@@ -133,44 +133,14 @@ StatusOr<BitBudgetChoice> choose_bits(const LoadedModel& model, config::Resolved
             "recover most of it (docs/quantization.md)",
             request.flag);
 
-  // Sensitivity of every block linear, on the calibration data.
-  size_t n = 0;
-  quant::DeepStackSource deepstack;
-  QBC_ASSIGN_OR_RETURN(const quant::SampleSource samples,
-                       calibration_source(model, *cfg, &n, &deepstack));
-  const LoadedModel* m = &model;
-  const quant::WeightStore store(
-      [m](const ir::Weight& w, std::vector<float>* out) { return read_weight(*m, w, out); });
-  ref::SessionOptions session;
-  session.threads = threads;
-  QBC_ASSIGN_OR_RETURN(const std::vector<quant::LinearBitError> all,
-                       quant::linear_bit_errors(model.graph, store, samples, n, base, session,
-                                                deepstack ? &deepstack : nullptr));
-  // The candidates: linears the configuration leaves to the projection bits (now 4).
-  std::vector<quant::LinearBitError> errors;
-  for (const quant::LinearBitError& e : all)
-    if (quant::linear_bits(e.node, false, base).weight == 4) errors.push_back(e);
-  c.candidates = static_cast<int64_t>(errors.size());
-  if (errors.empty())
-    return invalid_argument(request.flag, ": every block linear of ", model.graph.name(),
-                            " is fixed at 8 or 16 bits by bit.layerOverrides: nothing to choose");
-  const std::vector<size_t> order = sensitivity_order(errors);
-
-  // One plan per prefix length k: the first k of `order` at 8 bits.
-  auto options_for = [&](int64_t k) {
-    config::CompileOptions o = base;
-    auto* eight = o.mutable_bit()->mutable_layer_overrides();
-    for (int64_t i = 0; i < k; ++i)
-      eight->add_weight8_bits(errors[order[static_cast<size_t>(i)]].node);
-    return o;
-  };
-  std::map<int64_t, Prediction> memo;
+  // The two ends first, from the configuration alone: every candidate at 4 bits (`base`) and
+  // at 8 (the projection bits at 8; the linears bit.layerOverrides fixes are the same in both),
+  // so a target out of reach is refused before any measurement.
   std::vector<isa::Scheme> schemes;  // kDecode: the one timed, once chosen
   const frontend::HParams* hp = model.source ? &model.source->hparams() : nullptr;
-  auto predict = [&](int64_t k) -> StatusOr<Prediction> {
-    if (auto it = memo.find(k); it != memo.end()) return it->second;
+  auto predict_options = [&](const config::CompileOptions& options) -> StatusOr<Prediction> {
     config::ResolvedConfig at = *cfg;
-    at.options = options_for(k);
+    at.options = options;
     PlanOptions po;
     po.predictions = request.kind == Kind::kDecode;
     po.schemes = schemes;
@@ -192,13 +162,20 @@ StatusOr<BitBudgetChoice> choose_bits(const LoadedModel& model, config::Resolved
       for (const SchemePlan& s : r.schemes)
         if (c.scheme == isa::scheme_name(s.scheme)) schemes = {s.scheme};
     }
-    memo[k] = p;
     return p;
   };
-  const int64_t cands = c.candidates;
-  // The fastest scheme is chosen with every candidate at 8 bits, then the ends.
-  QBC_ASSIGN_OR_RETURN(const Prediction hi, predict(cands));
-  QBC_ASSIGN_OR_RETURN(const Prediction lo, predict(0));
+  config::CompileOptions eight_base = base;
+  {
+    auto* w = eight_base.mutable_bit()->mutable_transformer()->mutable_weight();
+    w->set_query(8);
+    w->set_key(8);
+    w->set_value(8);
+    w->set_output(8);
+    w->set_ffn(8);
+  }
+  // The fastest scheme is chosen with every candidate at 8 bits.
+  QBC_ASSIGN_OR_RETURN(const Prediction hi, predict_options(eight_base));
+  QBC_ASSIGN_OR_RETURN(const Prediction lo, predict_options(base));
   c.all8_bytes = hi.weights_bytes;
   c.all4_bytes = lo.weights_bytes;
   c.all8_tok_s = hi.decode_tok_s;
@@ -207,24 +184,66 @@ StatusOr<BitBudgetChoice> choose_bits(const LoadedModel& model, config::Resolved
     return request.kind == Kind::kSize ? static_cast<double>(p.weights_bytes) <= request.target
                                        : p.decode_tok_s >= request.target;
   };
-  QBC_ASSIGN_OR_RETURN(const int64_t k, largest_prefix(cands, [&](int64_t i) -> StatusOr<bool> {
-                         QBC_ASSIGN_OR_RETURN(const Prediction p, predict(i));
-                         return meets(p);
-                       }));
-  if (k < 0) {
+  if (!meets(lo)) {
     if (request.kind == Kind::kSize)
       return invalid_argument(
-          request.flag, ": out of reach: with all ", cands,
-          " block linears at 4 bits the DRAM weights are ", npu::human_bytes(c.all4_bytes),
+          request.flag, ": out of reach: with every block linear at 4 bits the DRAM weights are ",
+          npu::human_bytes(c.all4_bytes),
           " (the head at bit.transformer.weight.head=", base.bit().transformer().weight().head(),
           " and the linears bit.layerOverrides fixes keep their bits); all at 8 bits: ",
           npu::human_bytes(c.all8_bytes));
     return invalid_argument(
-        request.flag, ": out of reach: with all ", cands,
-        " block linears at 4 bits the predicted decode is ", tok_s_text(c.all4_tok_s),
-        " tokens/s on ", c.scheme,
+        request.flag,
+        ": out of reach: with every block linear at 4 bits the predicted "
+        "decode is ",
+        tok_s_text(c.all4_tok_s), " tokens/s on ", c.scheme,
         " (an estimate of the cost model); all at 8 bits: ", tok_s_text(c.all8_tok_s));
   }
+
+  // Sensitivity of every block linear, on the calibration data.
+  size_t n = 0;
+  quant::DeepStackSource deepstack;
+  QBC_ASSIGN_OR_RETURN(const quant::SampleSource samples,
+                       calibration_source(model, *cfg, &n, &deepstack));
+  const LoadedModel* m = &model;
+  const quant::WeightStore store(
+      [m](const ir::Weight& w, std::vector<float>* out) { return read_weight(*m, w, out); });
+  ref::SessionOptions session;
+  session.threads = threads;
+  StatusOr<std::vector<quant::LinearBitError>> measured = quant::linear_bit_errors(
+      model.graph, store, samples, n, base, session, deepstack ? &deepstack : nullptr);
+  if (!measured.ok()) return measured.status().with_context(request.flag);
+  // The candidates: linears the configuration leaves to the projection bits (now 4).
+  std::vector<quant::LinearBitError> errors;
+  for (const quant::LinearBitError& e : *measured)
+    if (quant::linear_bits(e.node, false, base).weight == 4) errors.push_back(e);
+  c.candidates = static_cast<int64_t>(errors.size());
+  if (errors.empty())
+    return invalid_argument(request.flag, ": every block linear of ", model.graph.name(),
+                            " is fixed at 8 or 16 bits by bit.layerOverrides: nothing to choose");
+  const std::vector<size_t> order = sensitivity_order(errors);
+
+  // One plan per prefix length k: the first k of `order` at 8 bits (the ends are known).
+  auto options_for = [&](int64_t k) {
+    config::CompileOptions o = base;
+    auto* eight = o.mutable_bit()->mutable_layer_overrides();
+    for (int64_t i = 0; i < k; ++i)
+      eight->add_weight8_bits(errors[order[static_cast<size_t>(i)]].node);
+    return o;
+  };
+  const int64_t cands = c.candidates;
+  std::map<int64_t, Prediction> memo = {{0, lo}, {cands, hi}};
+  auto predict = [&](int64_t k) -> StatusOr<Prediction> {
+    if (auto it = memo.find(k); it != memo.end()) return it->second;
+    QBC_ASSIGN_OR_RETURN(const Prediction p, predict_options(options_for(k)));
+    memo[k] = p;
+    return p;
+  };
+  QBC_ASSIGN_OR_RETURN(const int64_t k, largest_prefix(cands, [&](int64_t i) -> StatusOr<bool> {
+                         QBC_ASSIGN_OR_RETURN(const Prediction p, predict(i));
+                         return meets(p);
+                       }));
+  if (k < 0) return internal_error(request.flag, ": the all-4-bit end met the target, then not");
   if (k == cands)
     log("quantize")
         .warn("{}: met with every block linear at 8 bits ({}); nothing goes to 4 bits",
@@ -237,10 +256,16 @@ StatusOr<BitBudgetChoice> choose_bits(const LoadedModel& model, config::Resolved
   for (int64_t i = 0; i < k; ++i) c.eight.push_back(errors[order[static_cast<size_t>(i)]].node);
 
   // The effective configuration: the choice, with the flag as its origin.
+  const bool user_list = cfg->options.bit().layer_overrides().weight8_bits_size() > 0;
+  const auto user_origin = cfg->origins.find(kEightKey);
+  const std::string user_source =
+      user_origin == cfg->origins.end() ? std::string("default") : user_origin->second.to_string();
   cfg->options = options_for(k);
   const config::Origin origin{request.flag};
   for (const char* key : kWeightKeys) cfg->origins[key] = origin;
-  cfg->origins[kEightKey] = origin;
+  if (k > 0)  // the user's own globs stay first in the list
+    cfg->origins[kEightKey] =
+        user_list ? config::Origin{user_source + " + " + request.flag} : origin;
   c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   log("quantize").info("{}", bit_budget_text(c));
   return c;

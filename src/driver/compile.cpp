@@ -255,7 +255,7 @@ const Stage kStages[] = {
     {"bits", "compile --target-size / --target-decode-tok-s", budgeted, bits_stage,
      "bits by budget: each block linear's sensitivity on the calibration data, then the plans of the cost model choose which keep 8 bits; the effective configuration holds the choice"},
     {"fit", "qbc compile", compiling, fit_stage,
-     "npu-fit on the shape-only quantized graph: a model that does not fit the target stops here (exit 4), before any calibration"},
+     "npu-fit on the shape-only quantized graph: a model that does not fit the target stops here (exit 4), before any quantization (and, without a budget, any calibration)"},
     {"quantize", "always", always, quantize_stage,
      "the quant pipeline (--print-pipeline); integer weights spilled to the sidecar as made, the graph kept in memory"},
     {"backend", "qbc compile", compiling, backend_stage,

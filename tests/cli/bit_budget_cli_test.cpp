@@ -58,10 +58,23 @@ int64_t weights_bytes(const Json& plan) {
   return plan["memory"]["dram"]["weights_bytes"].get<int64_t>();
 }
 
-double fastest_decode(const Json& plan) {
+/// The scheme with the fastest decode in `plan`.
+std::string fastest_scheme(const Json& plan) {
   double best = 0;
-  for (const Json& s : plan["schemes"]) best = std::max(best, s["decode_tok_s"].get<double>());
-  return best;
+  std::string name;
+  for (const Json& s : plan["schemes"]) {
+    if (s["decode_tok_s"].get<double>() > best) {
+      best = s["decode_tok_s"].get<double>();
+      name = s["scheme"].get<std::string>();
+    }
+  }
+  return name;
+}
+
+double decode_of(const Json& plan, const std::string& scheme) {
+  for (const Json& s : plan["schemes"])
+    if (s["scheme"] == scheme) return s["decode_tok_s"].get<double>();
+  return 0;
 }
 
 fs::path fresh_dir(const char* name) {
@@ -131,8 +144,11 @@ TEST(BitBudgetCli, TargetSizeLandsWithinThreePercentAndTheMxqRecompilesAndRunsEx
 TEST(BitBudgetCli, TargetDecodeIsMetByItsPrediction) {
   QBC_REQUIRE_SHARED(hf, "models/stories260k/hf");
   const fs::path dir = fresh_dir("bit_budget_decode");
-  const double slow = fastest_decode(plan(hf, ""));
-  const double fast = fastest_decode(plan(hf, kAllFour));
+  // The budget times the scheme that decodes fastest with every linear at 8 bits.
+  const Json eight = plan(hf, "");
+  const std::string scheme = fastest_scheme(eight);
+  const double slow = decode_of(eight, scheme);
+  const double fast = decode_of(plan(hf, kAllFour), scheme);
   ASSERT_GT(slow, 0);
   ASSERT_GE(fast, slow);
   const double target = (slow + fast) / 2;
@@ -146,8 +162,50 @@ TEST(BitBudgetCli, TargetDecodeIsMetByItsPrediction) {
   ASSERT_TRUE(b.is_object()) << c.err;
   EXPECT_EQ(b["target"]["kind"], "decode_tok_s");
   EXPECT_GE(b["predicted"]["decode_tok_s"].get<double>(), target);
-  EXPECT_FALSE(b["predicted"]["scheme"].get<std::string>().empty());
+  EXPECT_EQ(b["predicted"]["scheme"], scheme);
+  EXPECT_LT(b["predicted"]["decode_tok_s"].get<double>(), fast + 1e-9);
   EXPECT_NEAR(b["predicted"]["all8_decode_tok_s"].get<double>(), slow, 1e-6 * slow);
+}
+
+// Linears the configuration fixes are not candidates and keep their bits; the user's own
+// globs stay first in weight8Bits, and --print-pipeline lists the bits stage.
+TEST(BitBudgetCli, LinearsTheConfigurationFixesKeepTheirBits) {
+  QBC_REQUIRE_SHARED(hf, "models/stories260k/hf");
+  const fs::path dir = fresh_dir("bit_budget_fixed");
+  const fs::path cfg = dir / "fixed.yaml";
+  {
+    std::ofstream f(cfg);
+    f << "bit:\n  layerOverrides:\n    weight8Bits: [\"blk.1.*\", \"blk.0.attn.q_proj\"]\n";
+  }
+  const int64_t all4 = weights_bytes(plan(hf, std::string(kAllFour) + " -c " + shell_quote(cfg)));
+  const int64_t all8 = weights_bytes(plan(hf, " -c " + shell_quote(cfg)));
+  ASSERT_LT(all4, all8);
+  const RunResult c =
+      run_qbc("--log-format json compile " + shell_quote(hf) + kBase + " -c " + shell_quote(cfg) +
+              " --use-random-calib --target-size " + std::to_string((all4 + all8) / 2) + "B -o " +
+              shell_quote(dir / "f.mxq"));
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const Json b = event(c, "summary")["bit_budget"];
+  ASSERT_TRUE(b.is_object()) << c.err;
+  EXPECT_EQ(b["candidates"].get<int64_t>(), 35 - 7 - 1);  // block 1 and blk.0's q stay at 8
+  for (const std::string& n : b["eight_bit"].get<std::vector<std::string>>()) {
+    EXPECT_NE(n.rfind("blk.1.", 0), 0u) << n;
+    EXPECT_NE(n, "blk.0.attn.q_proj");
+  }
+  const RunResult d = run_qbc("dump-config " + shell_quote(dir / "f.mxq") + " --format json");
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  const Json stored = Json::parse(d.out);
+  const Json& lo = stored["bit"]["layerOverrides"];
+  ASSERT_GE(lo["weight8Bits"].size(), 1u);
+  EXPECT_EQ(lo["weight8Bits"][0], "blk.1.*");
+  EXPECT_EQ(lo["weight8Bits"][1], "blk.0.attn.q_proj");
+  EXPECT_EQ(lo["weight8Bits"].size(), 2 + b["eight_bit"].size());
+
+  const RunResult p = run_qbc("compile --print-pipeline --target-size 1GiB --log-format json");
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_TRUE(contains(p.err, "\"bits\"")) << p.err;
+  const RunResult bad = run_qbc("compile --print-pipeline --target-size 3parsecs");
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
 }
 
 TEST(BitBudgetCli, ATargetOutOfReachExitsTwoNamingTheSmallestSizeAndWritesNothing) {
@@ -159,6 +217,8 @@ TEST(BitBudgetCli, ATargetOutOfReachExitsTwoNamingTheSmallestSizeAndWritesNothin
   EXPECT_EQ(c.exit_code, 2) << c.err;
   EXPECT_TRUE(contains(c.err, "--target-size 1KiB: out of reach")) << c.err;
   EXPECT_TRUE(contains(c.err, "at 4 bits the DRAM weights are")) << c.err;
+  // Refused from the plans alone, before the sensitivity is measured.
+  EXPECT_FALSE(contains(c.err, "calibrating on random tokens")) << c.err;
   EXPECT_FALSE(fs::exists(dir / "x.mxq"));
   std::vector<std::string> left;
   for (const auto& e : fs::directory_iterator(dir)) left.push_back(e.path().filename().string());

@@ -69,7 +69,9 @@ driver::CompileRequest request(const QuantizeOptions& o) {
 
 Status print_pipeline(const QuantizeOptions& o) {
   QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_config(o.config));
-  QBC_ASSIGN_OR_RETURN(driver::PipelineListing l, driver::list_pipeline(request(o), cfg));
+  driver::CompileRequest r = request(o);
+  QBC_ASSIGN_OR_RETURN(r.budget, budget_request(o));  // lists the bits stage, checks the flag
+  QBC_ASSIGN_OR_RETURN(driver::PipelineListing l, driver::list_pipeline(r, cfg));
   std::fwrite(l.text.data(), 1, l.text.size(), stdout);
   std::fflush(stdout);
   events::result(o.command, l.json);

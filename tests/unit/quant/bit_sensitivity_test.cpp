@@ -72,8 +72,6 @@ TEST(BitSensitivity, EveryBlockLinearInGraphOrderWithAPositiveBlockError) {
     EXPECT_GT(x.cols, 0);
     EXPECT_GT(x.e4, 1e-6) << x.node;
     EXPECT_LT(x.e4, 0.05) << x.node;  // one linear at 4 bits, relative to the whole stream
-    EXPECT_LT(x.e8, x.e4) << x.node;
-    EXPECT_GT(x.density(), 0) << x.node;
   }
 }
 
