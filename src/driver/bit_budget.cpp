@@ -29,15 +29,15 @@ constexpr const char* kWeightKeys[] = {
     "bit.transformer.weight.output", "bit.transformer.weight.ffn"};
 constexpr const char* kEightKey = "bit.layerOverrides.weight8Bits";
 
-/// `options` with every block projection at 4 bits (the head keeps its bits).
-config::CompileOptions four_bit_base(const config::CompileOptions& options) {
+/// `options` with every block projection at `bits` (the head keeps its bits).
+config::CompileOptions with_projection_bits(const config::CompileOptions& options, int bits) {
   config::CompileOptions o = options;
   auto* w = o.mutable_bit()->mutable_transformer()->mutable_weight();
-  w->set_query(4);
-  w->set_key(4);
-  w->set_value(4);
-  w->set_output(4);
-  w->set_ffn(4);
+  w->set_query(bits);
+  w->set_key(bits);
+  w->set_value(bits);
+  w->set_output(bits);
+  w->set_ffn(bits);
   return o;
 }
 
@@ -123,7 +123,7 @@ StatusOr<BitBudgetChoice> choose_bits(const LoadedModel& model, config::Resolved
                             " is a pre-quantized checkpoint whose ", imported->kept(),
                             " linears keep their codes and bit widths; bits by budget chooses "
                             "the bits of a float checkpoint");
-  const config::CompileOptions base = four_bit_base(cfg->options);
+  const config::CompileOptions base = with_projection_bits(cfg->options, 4);
   if (base.bit().weight_group_size() == 0)
     log("quantize")
         .warn(
@@ -164,15 +164,7 @@ StatusOr<BitBudgetChoice> choose_bits(const LoadedModel& model, config::Resolved
     }
     return p;
   };
-  config::CompileOptions eight_base = base;
-  {
-    auto* w = eight_base.mutable_bit()->mutable_transformer()->mutable_weight();
-    w->set_query(8);
-    w->set_key(8);
-    w->set_value(8);
-    w->set_output(8);
-    w->set_ffn(8);
-  }
+  const config::CompileOptions eight_base = with_projection_bits(base, 8);
   // The fastest scheme is chosen with every candidate at 8 bits.
   QBC_ASSIGN_OR_RETURN(const Prediction hi, predict_options(eight_base));
   QBC_ASSIGN_OR_RETURN(const Prediction lo, predict_options(base));

@@ -10,8 +10,8 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "json_events.h"
 #include "test_support.h"
 
 namespace qbc {
@@ -36,15 +36,8 @@ const char* const kAllFour =
     " --set bit.transformer.weight.value=4 --set bit.transformer.weight.output=4"
     " --set bit.transformer.weight.ffn=4";
 
-/// The "result" of the last event `kind` on stderr (--log-format json).
 Json event(const RunResult& r, const std::string& kind) {
-  Json out;
-  std::istringstream lines(r.err);
-  for (std::string line; std::getline(lines, line);) {
-    const Json e = Json::parse(line, nullptr, false);
-    if (e.is_object() && e.value("event", "") == kind) out = e["result"];
-  }
-  return out;
+  return ::qbc::testing::last_event_result(r, kind);
 }
 
 /// `qbc plan` of stories260K with `extra`, as JSON.

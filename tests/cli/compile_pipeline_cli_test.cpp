@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "json_events.h"
 #include "test_support.h"
 
 namespace qbc {
@@ -23,15 +23,8 @@ const char* kFlags =
     " --preset llm_fast --use-random-calib --set llm.attributes.maxCacheLength=256"
     " --set llm.attributes.maxSequenceLength=256 --log-format json";
 
-/// The "result" of the last event `kind` ("summary", "result") on stderr.
 Json event(const RunResult& r, const std::string& kind) {
-  Json out;
-  std::istringstream lines(r.err);
-  for (std::string line; std::getline(lines, line);) {
-    const Json e = Json::parse(line, nullptr, false);
-    if (e.is_object() && e.value("event", "") == kind) out = e["result"];
-  }
-  return out;
+  return ::qbc::testing::last_event_result(r, kind);
 }
 
 std::vector<std::string> stage_names(const Json& stages, const char* key) {
