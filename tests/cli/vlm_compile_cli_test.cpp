@@ -282,9 +282,8 @@ TEST_F(VlmCompile, BadImageMarkingMetadataExitsTwo) {
       {"span_id", [](mxq::pb::VisionPart& v) { v.add_image_span_ids(-5); },
        "token id -5 of the image span"},
   };
-  for (const Case& c : cases) {
-    mxq::pb::Meta m = meta;
-    c.edit(*m.mutable_vision());
+  // The file with its metadata section (section 0) replaced by `m`, the rest as they are.
+  const auto with_meta = [&a](const mxq::pb::Meta& m) {
     const std::string meta_bytes = m.SerializeAsString();
     std::vector<mxq::SectionData> sections;
     for (size_t i = 0; i < a->sections().size(); ++i) {
@@ -293,8 +292,13 @@ TEST_F(VlmCompile, BadImageMarkingMetadataExitsTwo) {
       d.bytes = i == 0 ? std::string_view(meta_bytes) : a->bytes(i);
       sections.push_back(d);
     }
+    return mxq::write_container(a->header(), sections);
+  };
+  for (const Case& c : cases) {
+    mxq::pb::Meta m = meta;
+    c.edit(*m.mutable_vision());
     const fs::path bad = dir_ / (std::string("marking_") + c.label + ".mxq");
-    testing::write_file(bad, mxq::write_container(a->header(), sections));
+    testing::write_file(bad, with_meta(m));
     const auto r = run_qbc("inspect " + shell_quote(bad));
     EXPECT_EQ(r.exit_code, 2) << c.label << ": " << r.out << r.err;
     EXPECT_TRUE(contains(r.err, c.says)) << c.label << ": " << r.err;
@@ -303,16 +307,8 @@ TEST_F(VlmCompile, BadImageMarkingMetadataExitsTwo) {
   // opens the vision part, before any image is cut into patches.
   mxq::pb::Meta m = meta;
   m.mutable_vision()->set_patch_size(28);
-  const std::string meta_bytes = m.SerializeAsString();
-  std::vector<mxq::SectionData> sections;
-  for (size_t i = 0; i < a->sections().size(); ++i) {
-    mxq::SectionData d;
-    d.entry = a->sections()[i];
-    d.bytes = i == 0 ? std::string_view(meta_bytes) : a->bytes(i);
-    sections.push_back(d);
-  }
   const fs::path bad = dir_ / "marking_patch.mxq";
-  testing::write_file(bad, mxq::write_container(a->header(), sections));
+  testing::write_file(bad, with_meta(m));
   const auto r = run_qbc("run " + shell_quote(bad) + " --image " +
                          shell_quote(images_ / "rocket.jpg") + " -p '<image>hi' -n 1");
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
