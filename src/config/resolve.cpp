@@ -104,6 +104,8 @@ StatusOr<ResolvedConfig> resolve(const LoadRequest& request) {
   if (!request.preset.empty()) {
     QBC_ASSIGN_OR_RETURN(Preset preset, find_preset(request.preset));
     QBC_ASSIGN_OR_RETURN(YAML::Node root, detail::parse_document(preset.text, preset.path, false));
+    // Applied after the layers, and only to 4-bit weights (apply_four_bit_rule).
+    if (root.IsMap()) root.remove(kFourBitSection);
     layers.push_back(Layer{{preset.path, true}, root, ""});
   }
   for (const std::string& f : request.files) {
@@ -148,6 +150,9 @@ StatusOr<ResolvedConfig> resolve(const LoadRequest& request) {
       detail::apply_node(target_root, *out.options.mutable_target(), "target",
                          detail::Source{target->path, true}, &out.origins));
   QBC_RETURN_IF_ERROR(apply_layers(layers, out.options, &out.origins));
+  out.preset = request.preset;
+  QBC_ASSIGN_OR_RETURN(const std::vector<std::string> four_bit, apply_four_bit_rule(out));
+  if (!four_bit.empty()) out.notes.push_back(four_bit_note(out, four_bit));
   QBC_RETURN_IF_ERROR(validate(out));
   return out;
 }

@@ -8,6 +8,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <utility>
 
 #include "qbc/driver/imported_weights.h"
 #include "qbc/driver/plan.h"
@@ -23,21 +24,24 @@ namespace {
 
 using Kind = BitBudgetRequest::Kind;
 
-/// The configuration keys the choice writes.
-constexpr const char* kWeightKeys[] = {
-    "bit.transformer.weight.query", "bit.transformer.weight.key", "bit.transformer.weight.value",
-    "bit.transformer.weight.output", "bit.transformer.weight.ffn"};
+/// The block projections' bit keys the choice writes, with their setters.
+struct ProjectionKey {
+  const char* key;
+  void (config::ProjectionWeightBits::*set)(int32_t);
+};
+constexpr ProjectionKey kProjections[] = {
+    {"bit.transformer.weight.query", &config::ProjectionWeightBits::set_query},
+    {"bit.transformer.weight.key", &config::ProjectionWeightBits::set_key},
+    {"bit.transformer.weight.value", &config::ProjectionWeightBits::set_value},
+    {"bit.transformer.weight.output", &config::ProjectionWeightBits::set_output},
+    {"bit.transformer.weight.ffn", &config::ProjectionWeightBits::set_ffn}};
 constexpr const char* kEightKey = "bit.layerOverrides.weight8Bits";
 
 /// `options` with every block projection at `bits` (the head keeps its bits).
 config::CompileOptions with_projection_bits(const config::CompileOptions& options, int bits) {
   config::CompileOptions o = options;
   auto* w = o.mutable_bit()->mutable_transformer()->mutable_weight();
-  w->set_query(bits);
-  w->set_key(bits);
-  w->set_value(bits);
-  w->set_output(bits);
-  w->set_ffn(bits);
+  for (const ProjectionKey& p : kProjections) (w->*p.set)(bits);
   return o;
 }
 
@@ -111,6 +115,126 @@ std::vector<size_t> sensitivity_order(const std::vector<quant::LinearBitError>& 
   return order;
 }
 
+namespace {
+
+/// Plans candidate configurations with `qbc plan`'s memory plan and cost model, counting
+/// them in the choice; for a decode target it fixes the scheme on its first plan (the
+/// fastest with every candidate at 8 bits) and times only that one afterwards.
+class BudgetPlanner {
+ public:
+  BudgetPlanner(const LoadedModel& model, const config::ResolvedConfig& cfg,
+                BitBudgetChoice* choice)
+      : model_(model), cfg_(cfg), c_(choice) {}
+
+  StatusOr<Prediction> predict(const config::CompileOptions& options) {
+    config::ResolvedConfig at = cfg_;
+    at.options = options;
+    PlanOptions po;
+    po.predictions = c_->request.kind == Kind::kDecode;
+    po.schemes = schemes_;
+    po.hparams = model_.source ? &model_.source->hparams() : nullptr;
+    QBC_ASSIGN_OR_RETURN(const PlanResult r, plan(model_.graph, at, po));
+    ++c_->plans;
+    Prediction p;
+    p.weights_bytes = r.memory.dram.weights;
+    for (const SchemePlan& s : r.schemes) {
+      const double rate = s.prediction.decode_s > 0 ? 1.0 / s.prediction.decode_s : 0.0;
+      if (rate > p.decode_tok_s) {
+        p.decode_tok_s = rate;
+        if (schemes_.empty()) c_->scheme = isa::scheme_name(s.scheme);
+      }
+    }
+    if (c_->request.kind == Kind::kDecode && schemes_.empty()) {
+      if (c_->scheme.empty())
+        return internal_error(c_->request.flag, ": the plan predicted no decode to compare with");
+      for (const SchemePlan& s : r.schemes)
+        if (c_->scheme == isa::scheme_name(s.scheme)) schemes_ = {s.scheme};
+    }
+    return p;
+  }
+
+  bool meets(const Prediction& p) const {
+    return c_->request.kind == Kind::kSize
+               ? static_cast<double>(p.weights_bytes) <= c_->request.target
+               : p.decode_tok_s >= c_->request.target;
+  }
+
+ private:
+  const LoadedModel& model_;
+  const config::ResolvedConfig& cfg_;
+  BitBudgetChoice* c_;
+  std::vector<isa::Scheme> schemes_;  // kDecode: the one timed, once chosen
+};
+
+/// The two ends, from the configuration alone: every candidate at 4 bits (`base`) and at 8
+/// (the linears bit.layerOverrides fixes are the same in both), so a target out of reach is
+/// refused before any measurement. Returns {all 4, all 8}.
+StatusOr<std::pair<Prediction, Prediction>> plan_ends(BudgetPlanner& planner,
+                                                      const config::CompileOptions& base,
+                                                      BitBudgetChoice& c) {
+  // The fastest scheme is chosen with every candidate at 8 bits: plan that end first.
+  QBC_ASSIGN_OR_RETURN(const Prediction hi, planner.predict(with_projection_bits(base, 8)));
+  QBC_ASSIGN_OR_RETURN(const Prediction lo, planner.predict(base));
+  c.all8_bytes = hi.weights_bytes;
+  c.all4_bytes = lo.weights_bytes;
+  c.all8_tok_s = hi.decode_tok_s;
+  c.all4_tok_s = lo.decode_tok_s;
+  if (planner.meets(lo)) return std::make_pair(lo, hi);
+  const std::string& flag = c.request.flag;
+  if (c.request.kind == Kind::kSize)
+    return invalid_argument(
+        flag, ": out of reach: with every block linear at 4 bits the DRAM weights are ",
+        npu::human_bytes(c.all4_bytes),
+        " (the head at bit.transformer.weight.head=", base.bit().transformer().weight().head(),
+        " and the linears bit.layerOverrides fixes keep their bits); all at 8 bits: ",
+        npu::human_bytes(c.all8_bytes));
+  return invalid_argument(
+      flag,
+      ": out of reach: with every block linear at 4 bits the predicted "
+      "decode is ",
+      tok_s_text(c.all4_tok_s), " tokens/s on ", c.scheme,
+      " (an estimate of the cost model); all at 8 bits: ", tok_s_text(c.all8_tok_s));
+}
+
+/// The candidates (block linears the configuration leaves to the projection bits, at 4 in
+/// `base`) with their sensitivity, measured on `cfg`'s calibration data.
+StatusOr<std::vector<quant::LinearBitError>> measure_candidates(const LoadedModel& model,
+                                                                const config::ResolvedConfig& cfg,
+                                                                const config::CompileOptions& base,
+                                                                const std::string& flag,
+                                                                int threads) {
+  size_t n = 0;
+  quant::DeepStackSource deepstack;
+  QBC_ASSIGN_OR_RETURN(const quant::SampleSource samples,
+                       calibration_source(model, cfg, &n, &deepstack));
+  const LoadedModel* m = &model;
+  const quant::WeightStore store(
+      [m](const ir::Weight& w, std::vector<float>* out) { return read_weight(*m, w, out); });
+  ref::SessionOptions session;
+  session.threads = threads;
+  StatusOr<std::vector<quant::LinearBitError>> measured = quant::linear_bit_errors(
+      model.graph, store, samples, n, base, session, deepstack ? &deepstack : nullptr);
+  if (!measured.ok()) return measured.status().with_context(flag);
+  std::vector<quant::LinearBitError> errors;
+  for (const quant::LinearBitError& e : *measured)
+    if (quant::linear_bits(e.node, false, base).weight == 4) errors.push_back(e);
+  if (errors.empty())
+    return invalid_argument(flag, ": every block linear of ", model.graph.name(),
+                            " is fixed at 8 or 16 bits by bit.layerOverrides: nothing to choose");
+  return errors;
+}
+
+/// `base` with the first k linears of `order` at 8 bits.
+config::CompileOptions with_eight(const config::CompileOptions& base,
+                                  const std::vector<std::string>& order, int64_t k) {
+  config::CompileOptions o = base;
+  auto* eight = o.mutable_bit()->mutable_layer_overrides();
+  for (int64_t i = 0; i < k; ++i) eight->add_weight8_bits(order[static_cast<size_t>(i)]);
+  return o;
+}
+
+}  // namespace
+
 StatusOr<BitBudgetChoice> choose_bits(const LoadedModel& model, config::ResolvedConfig* cfg,
                                       const BitBudgetRequest& request, int threads) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -123,117 +247,45 @@ StatusOr<BitBudgetChoice> choose_bits(const LoadedModel& model, config::Resolved
                             " is a pre-quantized checkpoint whose ", imported->kept(),
                             " linears keep their codes and bit widths; bits by budget chooses "
                             "the bits of a float checkpoint");
-  const config::CompileOptions base = with_projection_bits(cfg->options, 4);
+  // Every candidate at 4 bits, with the preset's 4-bit weight quantizer when it has one (the
+  // keys a user's own 4-bit setting would get), so the plans and the measurement see the
+  // layout the compile will use.
+  config::ResolvedConfig four = *cfg;
+  four.options = with_projection_bits(cfg->options, 4);
+  QBC_ASSIGN_OR_RETURN(const std::vector<std::string> four_bit_keys,
+                       config::apply_four_bit_rule(four));
+  if (!four_bit_keys.empty())
+    log("quantize").info("{}", config::four_bit_note(four, four_bit_keys));
+  const config::CompileOptions base = four.options;
   if (base.bit().weight_group_size() == 0)
     log("quantize")
         .warn(
             "{}: the 4-bit linears are quantized per output channel (bit.weightGroupSize 0), the "
             "least accurate 4-bit layout; groups of 32 with zero points (--set "
-            "bit.weightGroupSize=32 --set bit.weightZeroPoint=true) cost 0.6 bits a weight and "
-            "recover most of it (docs/quantization.md)",
+            "bit.weightGroupSize=32 --set bit.weightZeroPoint=true, or --preset llm) cost 0.6 "
+            "bits a weight and recover most of it (docs/quantization.md)",
             request.flag);
 
-  // The two ends first, from the configuration alone: every candidate at 4 bits (`base`) and
-  // at 8 (the projection bits at 8; the linears bit.layerOverrides fixes are the same in both),
-  // so a target out of reach is refused before any measurement.
-  std::vector<isa::Scheme> schemes;  // kDecode: the one timed, once chosen
-  const frontend::HParams* hp = model.source ? &model.source->hparams() : nullptr;
-  auto predict_options = [&](const config::CompileOptions& options) -> StatusOr<Prediction> {
-    config::ResolvedConfig at = *cfg;
-    at.options = options;
-    PlanOptions po;
-    po.predictions = request.kind == Kind::kDecode;
-    po.schemes = schemes;
-    po.hparams = hp;
-    QBC_ASSIGN_OR_RETURN(const PlanResult r, plan(model.graph, at, po));
-    ++c.plans;
-    Prediction p;
-    p.weights_bytes = r.memory.dram.weights;
-    for (const SchemePlan& s : r.schemes) {
-      const double rate = s.prediction.decode_s > 0 ? 1.0 / s.prediction.decode_s : 0.0;
-      if (rate > p.decode_tok_s) {
-        p.decode_tok_s = rate;
-        if (schemes.empty()) c.scheme = isa::scheme_name(s.scheme);
-      }
-    }
-    if (request.kind == Kind::kDecode && schemes.empty()) {
-      if (c.scheme.empty())
-        return internal_error(request.flag, ": the plan predicted no decode to compare with");
-      for (const SchemePlan& s : r.schemes)
-        if (c.scheme == isa::scheme_name(s.scheme)) schemes = {s.scheme};
-    }
-    return p;
-  };
-  const config::CompileOptions eight_base = with_projection_bits(base, 8);
-  // The fastest scheme is chosen with every candidate at 8 bits.
-  QBC_ASSIGN_OR_RETURN(const Prediction hi, predict_options(eight_base));
-  QBC_ASSIGN_OR_RETURN(const Prediction lo, predict_options(base));
-  c.all8_bytes = hi.weights_bytes;
-  c.all4_bytes = lo.weights_bytes;
-  c.all8_tok_s = hi.decode_tok_s;
-  c.all4_tok_s = lo.decode_tok_s;
-  auto meets = [&](const Prediction& p) {
-    return request.kind == Kind::kSize ? static_cast<double>(p.weights_bytes) <= request.target
-                                       : p.decode_tok_s >= request.target;
-  };
-  if (!meets(lo)) {
-    if (request.kind == Kind::kSize)
-      return invalid_argument(
-          request.flag, ": out of reach: with every block linear at 4 bits the DRAM weights are ",
-          npu::human_bytes(c.all4_bytes),
-          " (the head at bit.transformer.weight.head=", base.bit().transformer().weight().head(),
-          " and the linears bit.layerOverrides fixes keep their bits); all at 8 bits: ",
-          npu::human_bytes(c.all8_bytes));
-    return invalid_argument(
-        request.flag,
-        ": out of reach: with every block linear at 4 bits the predicted "
-        "decode is ",
-        tok_s_text(c.all4_tok_s), " tokens/s on ", c.scheme,
-        " (an estimate of the cost model); all at 8 bits: ", tok_s_text(c.all8_tok_s));
-  }
-
-  // Sensitivity of every block linear, on the calibration data.
-  size_t n = 0;
-  quant::DeepStackSource deepstack;
-  QBC_ASSIGN_OR_RETURN(const quant::SampleSource samples,
-                       calibration_source(model, *cfg, &n, &deepstack));
-  const LoadedModel* m = &model;
-  const quant::WeightStore store(
-      [m](const ir::Weight& w, std::vector<float>* out) { return read_weight(*m, w, out); });
-  ref::SessionOptions session;
-  session.threads = threads;
-  StatusOr<std::vector<quant::LinearBitError>> measured = quant::linear_bit_errors(
-      model.graph, store, samples, n, base, session, deepstack ? &deepstack : nullptr);
-  if (!measured.ok()) return measured.status().with_context(request.flag);
-  // The candidates: linears the configuration leaves to the projection bits (now 4).
-  std::vector<quant::LinearBitError> errors;
-  for (const quant::LinearBitError& e : *measured)
-    if (quant::linear_bits(e.node, false, base).weight == 4) errors.push_back(e);
+  BudgetPlanner planner(model, *cfg, &c);
+  QBC_ASSIGN_OR_RETURN(const auto ends, plan_ends(planner, base, c));
+  QBC_ASSIGN_OR_RETURN(const std::vector<quant::LinearBitError> errors,
+                       measure_candidates(model, *cfg, base, request.flag, threads));
   c.candidates = static_cast<int64_t>(errors.size());
-  if (errors.empty())
-    return invalid_argument(request.flag, ": every block linear of ", model.graph.name(),
-                            " is fixed at 8 or 16 bits by bit.layerOverrides: nothing to choose");
-  const std::vector<size_t> order = sensitivity_order(errors);
+  std::vector<std::string> order;  // the candidates, most sensitive first
+  for (size_t i : sensitivity_order(errors)) order.push_back(errors[i].node);
 
-  // One plan per prefix length k: the first k of `order` at 8 bits (the ends are known).
-  auto options_for = [&](int64_t k) {
-    config::CompileOptions o = base;
-    auto* eight = o.mutable_bit()->mutable_layer_overrides();
-    for (int64_t i = 0; i < k; ++i)
-      eight->add_weight8_bits(errors[order[static_cast<size_t>(i)]].node);
-    return o;
-  };
+  // One plan per prefix length k (the ends are known), by bisection.
   const int64_t cands = c.candidates;
-  std::map<int64_t, Prediction> memo = {{0, lo}, {cands, hi}};
+  std::map<int64_t, Prediction> memo = {{0, ends.first}, {cands, ends.second}};
   auto predict = [&](int64_t k) -> StatusOr<Prediction> {
     if (auto it = memo.find(k); it != memo.end()) return it->second;
-    QBC_ASSIGN_OR_RETURN(const Prediction p, predict_options(options_for(k)));
+    QBC_ASSIGN_OR_RETURN(const Prediction p, planner.predict(with_eight(base, order, k)));
     memo[k] = p;
     return p;
   };
   QBC_ASSIGN_OR_RETURN(const int64_t k, largest_prefix(cands, [&](int64_t i) -> StatusOr<bool> {
                          QBC_ASSIGN_OR_RETURN(const Prediction p, predict(i));
-                         return meets(p);
+                         return planner.meets(p);
                        }));
   if (k < 0) return internal_error(request.flag, ": the all-4-bit end met the target, then not");
   if (k == cands)
@@ -245,17 +297,19 @@ StatusOr<BitBudgetChoice> choose_bits(const LoadedModel& model, config::Resolved
   QBC_ASSIGN_OR_RETURN(const Prediction chosen, predict(k));
   c.weights_bytes = chosen.weights_bytes;
   c.decode_tok_s = chosen.decode_tok_s;
-  for (int64_t i = 0; i < k; ++i) c.eight.push_back(errors[order[static_cast<size_t>(i)]].node);
+  c.eight.assign(order.begin(), order.begin() + k);
 
-  // The effective configuration: the choice, with the flag as its origin.
+  // The effective configuration: the choice, with the flag as its origin (the user's own
+  // globs stay first in the 8-bit list), and the preset's 4-bit keys if it set any.
   const bool user_list = cfg->options.bit().layer_overrides().weight8_bits_size() > 0;
   const auto user_origin = cfg->origins.find(kEightKey);
   const std::string user_source =
       user_origin == cfg->origins.end() ? std::string("default") : user_origin->second.to_string();
-  cfg->options = options_for(k);
+  cfg->options = with_eight(base, order, k);
+  cfg->origins = four.origins;
   const config::Origin origin{request.flag};
-  for (const char* key : kWeightKeys) cfg->origins[key] = origin;
-  if (k > 0)  // the user's own globs stay first in the list
+  for (const ProjectionKey& p : kProjections) cfg->origins[p.key] = origin;
+  if (k > 0)
     cfg->origins[kEightKey] =
         user_list ? config::Origin{user_source + " + " + request.flag} : origin;
   c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

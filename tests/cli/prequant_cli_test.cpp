@@ -397,5 +397,23 @@ TEST(PrequantCliErrors, UnsupportedFormatExits3SayingUseTheFloatCheckpoint) {
   EXPECT_TRUE(contains(r.err, "use the float checkpoint")) << r.err;
 }
 
+// Bits by budget chooses the bits of a float checkpoint: a pre-quantized one keeps its codes and
+// their widths, so --target-size is refused (exit 2, naming the flag) before any work, and no
+// output is left.
+TEST(PrequantCliErrors, BitsByBudgetRefusesAPrequantizedCheckpoint) {
+  std::map<std::string, TestPacked> truth;
+  const fs::path hf =
+      packed_model("budget", {TestPackFormat::kCtPackedDense, 4, 32, true, false}, &truth);
+  const fs::path out = hf.parent_path() / "budget.mxq";
+  const auto r =
+      run_qbc("compile " + shell_quote(hf) +
+              " --preset llm_fast --use-random-calib --target-size 1MiB -o " + shell_quote(out));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, "--target-size")) << r.err;
+  EXPECT_TRUE(contains(r.err, "pre-quantized checkpoint")) << r.err;
+  EXPECT_TRUE(contains(r.err, "keep their codes")) << r.err;
+  EXPECT_FALSE(fs::exists(out));
+}
+
 }  // namespace
 }  // namespace qbc

@@ -198,23 +198,34 @@ namespace qbc {
 namespace {
 
 // configs/examples/w4v8.yaml is --preset llm plus the W4V8 bits and the 4-bit weight
-// quantizer of w4v8-gptq.yaml, in one flag.
+// quantizer of w4v8-gptq.yaml, in one flag; --preset llm with the bits alone gives the same
+// configuration (the preset's fourBitWeights section), so users need no example file.
 TEST(QuantizeCli, W4V8ExampleIsTheLlmPresetWithFourBitWeights) {
   const auto cfg = ::qbc::testing::source_dir() / "configs/examples/w4v8.yaml";
   auto a = run_qbc("dump-config -c " + shell_quote(cfg) + " --format json");
   ASSERT_EQ(a.exit_code, 0) << a.err;
-  auto b = run_qbc("dump-config --preset llm --set bit.transformer.weight.query=4 --set bit.transformer.weight.key=4 "
-                   "--set bit.transformer.weight.output=4 --set bit.transformer.weight.ffn=4 "
-                   "--set bit.weightGroupSize=32 --set bit.weightZeroPoint=true --set hessianQuant.apply=true "
-                   "--set hessianQuant.attributes.floatTarget=true --format json");
+  const std::string bits =
+      "dump-config --preset llm --set bit.transformer.weight.query=4 --set "
+      "bit.transformer.weight.key=4 --set bit.transformer.weight.output=4 --set "
+      "bit.transformer.weight.ffn=4";
+  auto b = run_qbc(bits + " --format json");
   ASSERT_EQ(b.exit_code, 0) << b.err;
   EXPECT_EQ(a.out, b.out);
   auto j = nlohmann::json::parse(a.out);
   EXPECT_EQ(j["bit"]["transformer"]["weight"]["value"], 8);
   EXPECT_EQ(j["bit"]["transformer"]["weight"]["head"], 8);
   EXPECT_EQ(j["bit"]["transformer"]["weight"]["ffn"], 4);
+  EXPECT_EQ(j["bit"]["weightGroupSize"], 32);
   EXPECT_EQ(j["equivalentTransformation"]["spinR1"]["apply"], true);
   EXPECT_EQ(j["hessianQuant"]["attributes"]["floatTarget"], true);
+  // The origins name the preset's line and the note says what the preset added.
+  auto o = run_qbc(bits + " --origins");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  const size_t row = o.out.find("bit.weightGroupSize = 32 ");
+  ASSERT_NE(row, std::string::npos) << o.out;
+  const std::string line = o.out.substr(row, o.out.find('\n', row) - row);
+  EXPECT_NE(line.find("# configs/presets/llm.yaml:"), std::string::npos) << line;
+  EXPECT_NE(o.err.find("4-bit weight quantizer"), std::string::npos) << o.err;
 }
 
 // configs/examples/w4v8-gptq.yaml is --preset llm_fast plus the W4V8 bits, group-32

@@ -10,16 +10,22 @@
 
 namespace qbc::testing {
 
-/// The "result" of the last event `kind` ("summary", "result") on the run's stderr; null when
+/// The whole last event `kind` ("summary", "result") in `text` (a run's stderr); null when
 /// there is none.
-inline nlohmann::json last_event_result(const RunResult& r, const std::string& kind) {
-  nlohmann::json out;
-  std::istringstream lines(r.err);
+inline nlohmann::json last_json_event(const std::string& text, const std::string& kind) {
+  nlohmann::json found;
+  std::istringstream lines(text);
   for (std::string line; std::getline(lines, line);) {
     const nlohmann::json e = nlohmann::json::parse(line, nullptr, false);
-    if (e.is_object() && e.value("event", "") == kind) out = e["result"];
+    if (e.is_object() && e.value("event", "") == kind) found = e;
   }
-  return out;
+  return found;
+}
+
+/// The "result" of the last event `kind` on the run's stderr; null when there is none.
+inline nlohmann::json last_event_result(const RunResult& r, const std::string& kind) {
+  const nlohmann::json e = last_json_event(r.err, kind);
+  return e.is_null() ? e : e.value("result", nlohmann::json());
 }
 
 }  // namespace qbc::testing

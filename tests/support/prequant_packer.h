@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "json_events.h"
 #include "qbc/frontend/random_model.h"
 #include "qbc/frontend/safetensors.h"
 #include "qbc/tensorfile/dtype.h"
@@ -104,17 +105,6 @@ inline RunResult run_small_compile(const std::filesystem::path& model,
                  "--set calibration.seqLength=16 --set llm.attributes.maxCacheLength=64 "
                  "--set llm.attributes.maxSequenceLength=64 -o " +
                  shell_quote(dir / "q.mxq") + " --keep-intermediate " + shell_quote(dir));
-}
-
-/// The last `--log-format json` event named `event` in `text` (stderr of a qbc run), or null.
-inline nlohmann::json last_json_event(const std::string& text, const std::string& event) {
-  nlohmann::json found;
-  std::istringstream lines(text);
-  for (std::string line; std::getline(lines, line);) {
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_discarded() && j.is_object() && j.value("event", "") == event) found = j;
-  }
-  return found;
 }
 
 inline bool test_pack_is_ct(TestPackFormat f) {

@@ -50,6 +50,8 @@ struct ResolvedConfig {
   Origins origins;
   /// Adjustments and warnings the user should see (e.g. a scheme set automatically).
   std::vector<std::string> notes;
+  /// The built-in preset the layers started from ("llm"), or "" for none.
+  std::string preset;
 };
 
 /// True when key `path` (e.g. "inferenceScheme") kept its built-in default: no layer set it.
@@ -66,6 +68,23 @@ StatusOr<ResolvedConfig> resolve(const LoadRequest& request);
 
 /// Returns CompileOptions with every key at its built-in default.
 CompileOptions defaults();
+
+/// The section of a preset file that applies only when weights are at 4 bits
+/// ("fourBitWeights", docs/config.md "Presets"): not a configuration key itself.
+inline constexpr const char* kFourBitSection = "fourBitWeights";
+
+/// True when any projection or head weight of `options` is at 4 bits.
+bool has_four_bit_weights(const CompileOptions& options);
+
+/// The preset's 4-bit weight quantizer: when `c` has 4-bit weights and its preset has a
+/// `fourBitWeights` section, sets each key of that section that no config file, --set or
+/// flag set (those keep the user's value), with the preset file's line as the origin.
+/// Returns the keys whose value it changed, as "path value". resolve() applies it; a stage
+/// that sets bits after resolving (bits by budget) applies it again. Errors only for a
+/// malformed preset.
+StatusOr<std::vector<std::string>> apply_four_bit_rule(ResolvedConfig& c);
+/// The note resolve() adds for what apply_four_bit_rule changed (`changed` non-empty).
+std::string four_bit_note(const ResolvedConfig& c, const std::vector<std::string>& changed);
 
 /// Cross-field checks on a resolved config (ranges and types are checked while
 /// loading). May append notes and adjust `config` (e.g. the batch-LLM scheme).
