@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #if defined(__x86_64__)
@@ -20,6 +21,7 @@
 #include "qbc/numerics/quantizer.h"
 #include "thread_pool.h"
 #include "values.h"
+#include "vec_kernels.h"
 
 namespace qbc::runtime {
 namespace {
@@ -412,14 +414,7 @@ void grouped_sums(const isa::Requant& op, const AccT* __restrict am, float xm,
       for (int64_t g = 0; g < gt; ++g) pj[g] = pj[g] + xsf[g] * (xm * mj[g]);
     }
   }
-  if (fsum != nullptr) {
-    for (int64_t j = 0; j < n; ++j) v[j] = fsum[j] + part[j * gt];
-  } else {
-    for (int64_t j = 0; j < n; ++j) v[j] = part[j * gt];
-  }
-  for (int64_t g = 1; g < gt; ++g) {
-    for (int64_t j = 0; j < n; ++j) v[j] = v[j] + part[j * gt + g];
-  }
+  sum_groups(part, n, gt, fsum, v);
 }
 
 /// numerics::qlinear's fp32 order for rows [m0, m1): part_g = fp32(acc) * fp32(xs * ws),
@@ -438,6 +433,9 @@ void requant_rows(const isa::Requant& op, const AccT* acc, const float* xs, cons
     if (gt == 1 && op.first && wm == nullptr) {  // per-channel: one part (vectorised)
       for (int64_t j = 0; j < n; ++j)
         row[static_cast<size_t>(j)] = static_cast<float>(am[j]) * (xm * ws[j * op.ws_stride]);
+    } else if constexpr (std::is_same_v<AccT, int32_t>) {
+      grouped_requant(am, n, gt, xm, ws, op.ws_stride, wm != nullptr ? xsf + m * gt : nullptr, wm,
+                      op.first ? nullptr : fsum + m * n, row.data());
     } else {
       grouped_sums(op, am, xm, ws, part.data(), op.first ? nullptr : fsum + m * n, row.data(),
                    wm != nullptr ? xsf + m * gt : nullptr, wm);
@@ -664,9 +662,9 @@ Status exec(const isa::Requant& op, Core& c) {
         xsf[static_cast<size_t>(i)] = static_cast<float>(sums[i]);
     };
     if (op.acctype == isa::DType::kI32) {
-      widen(std::vector<int32_t>(static_cast<size_t>(rows * gt)).data());
+      widen(scratch<int32_t, 19>(static_cast<size_t>(rows * gt)).data());
     } else {
-      widen(std::vector<int64_t>(static_cast<size_t>(rows * gt)).data());
+      widen(scratch<int64_t, 19>(static_cast<size_t>(rows * gt)).data());
     }
     if (wm16) {
       load_f16(wmp, ws_count, wm.data());

@@ -3,6 +3,8 @@
 // element exactly as the scalar loop does (separate multiply and add instructions).
 #include "vec_kernels.h"
 
+#include <cstdlib>
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define QBC_RUNTIME_AVX 1
@@ -20,7 +22,140 @@ void rot_corrections_portable(const float* q, const float* kt, int64_t ld, int64
   }
 }
 
+void sum_groups_portable(const float* part, int64_t j0, int64_t n, int64_t gt, const float* fsum,
+                         float* v) {
+  if (fsum != nullptr) {
+    for (int64_t j = j0; j < n; ++j) v[j] = fsum[j] + part[j * gt];
+  } else {
+    for (int64_t j = j0; j < n; ++j) v[j] = part[j * gt];
+  }
+  for (int64_t g = 1; g < gt; ++g) {  // channels inner: independent adds
+    for (int64_t j = j0; j < n; ++j) v[j] = v[j] + part[j * gt + g];
+  }
+}
+
+/// One part of grouped_requant, as the scalar expression.
+inline float requant_part(int32_t a, float xm, float w, const float* xsf, const float* wm_j,
+                          int64_t g) {
+  float p = static_cast<float>(a) * (xm * w);
+  if (wm_j != nullptr) p = p + xsf[g] * (xm * wm_j[g]);
+  return p;
+}
+
+void grouped_requant_portable(const int32_t* acc, int64_t j0, int64_t n, int64_t gt, float xm,
+                              const float* ws, int64_t ws_stride, const float* xsf, const float* wm,
+                              const float* fsum, float* v) {
+  for (int64_t j = j0; j < n; ++j) {
+    const int32_t* aj = acc + j * gt;
+    const float* wj = ws + j * ws_stride;
+    const float* mj = wm != nullptr ? wm + j * ws_stride : nullptr;
+    float s = requant_part(aj[0], xm, wj[0], xsf, mj, 0);
+    if (fsum != nullptr) s = fsum[j] + s;
+    for (int64_t g = 1; g < gt; ++g) s = s + requant_part(aj[g], xm, wj[g], xsf, mj, g);
+    v[j] = s;
+  }
+}
+
 #ifdef QBC_RUNTIME_AVX
+
+/// Transposes the 8 x 8 floats of r in place: r[k] becomes lane k of every input row.
+__attribute__((target("avx2"))) inline void transpose8(__m256 r[8]) {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+  r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+  r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+  r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+  r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+  r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+  r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+  r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+/// s = s + col, or for the first column s = fsum[j..j+8) + col (or col).
+__attribute__((target("avx2"))) inline void add_column(__m256 col, const float* fsum, int64_t j,
+                                                       bool* first, __m256* s) {
+  if (!*first) {
+    *s = _mm256_add_ps(*s, col);
+  } else {
+    *s = fsum != nullptr ? _mm256_add_ps(_mm256_loadu_ps(fsum + j), col) : col;
+    *first = false;
+  }
+}
+
+/// Eight channels a step: each block of 8 groups of the 8 rows is loaded and transposed in
+/// registers, so lane i adds channel j + i's groups in order with plain vector adds.
+__attribute__((target("avx2"))) void sum_groups_avx2(const float* part, int64_t n, int64_t gt,
+                                                     const float* fsum, float* v) {
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const float* p = part + j * gt;
+    __m256 s = _mm256_setzero_ps();
+    bool first = true;
+    int64_t g = 0;
+    for (; g + 8 <= gt; g += 8) {
+      __m256 r[8];
+      for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(p + i * gt + g);
+      transpose8(r);
+      for (int k = 0; k < 8; ++k) add_column(r[k], fsum, j, &first, &s);
+    }
+    for (; g < gt; ++g)
+      add_column(_mm256_setr_ps(p[g], p[gt + g], p[2 * gt + g], p[3 * gt + g], p[4 * gt + g],
+                                p[5 * gt + g], p[6 * gt + g], p[7 * gt + g]),
+                 fsum, j, &first, &s);
+    _mm256_storeu_ps(v + j, s);
+  }
+  sum_groups_portable(part, j, n, gt, fsum, v);
+}
+
+/// grouped_requant, 8 channels a step: the parts of 8 rows x 8 groups are formed row-wise
+/// (each lane one element, the scalar expression), transposed, and added column by column.
+__attribute__((target("avx2"))) void grouped_requant_avx2(const int32_t* acc, int64_t n, int64_t gt,
+                                                          float xm, const float* ws,
+                                                          int64_t ws_stride, const float* xsf,
+                                                          const float* wm, const float* fsum,
+                                                          float* v) {
+  const __m256 xmv = _mm256_set1_ps(xm);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    __m256 s = _mm256_setzero_ps();
+    bool first = true;
+    int64_t g = 0;
+    for (; g + 8 <= gt; g += 8) {
+      __m256 r[8];
+      for (int i = 0; i < 8; ++i) {
+        const int64_t row = j + i;
+        const __m256 a = _mm256_cvtepi32_ps(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + row * gt + g)));
+        __m256 p = _mm256_mul_ps(a, _mm256_mul_ps(xmv, _mm256_loadu_ps(ws + row * ws_stride + g)));
+        if (wm != nullptr) {
+          const __m256 m = _mm256_mul_ps(xmv, _mm256_loadu_ps(wm + row * ws_stride + g));
+          p = _mm256_add_ps(p, _mm256_mul_ps(_mm256_loadu_ps(xsf + g), m));
+        }
+        r[i] = p;
+      }
+      transpose8(r);
+      for (int k = 0; k < 8; ++k) add_column(r[k], fsum, j, &first, &s);
+    }
+    for (; g < gt; ++g) {
+      float col[8];
+      for (int i = 0; i < 8; ++i) {
+        const int64_t row = j + i;
+        col[i] = requant_part(acc[row * gt + g], xm, ws[row * ws_stride + g], xsf,
+                              wm != nullptr ? wm + row * ws_stride : nullptr, g);
+      }
+      add_column(_mm256_loadu_ps(col), fsum, j, &first, &s);
+    }
+    _mm256_storeu_ps(v + j, s);
+  }
+  grouped_requant_portable(acc, j, n, gt, xm, ws, ws_stride, xsf, wm, fsum, v);
+}
 
 __attribute__((target("avx2"))) void rot_corrections_avx2(const float* q, const float* kt,
                                                           int64_t ld, int64_t hd, int64_t n,
@@ -54,7 +189,8 @@ bool cpu_has_avx2() {
 #ifdef QBC_RUNTIME_AVX
   static const bool has = [] {
     __builtin_cpu_init();  // safe to call early (static initialisation order)
-    return __builtin_cpu_supports("avx2") != 0;
+    // QBC_EXEC_NO_AVX2 tests the portable loops on an AVX2 host, as for the int4 kernel.
+    return __builtin_cpu_supports("avx2") != 0 && std::getenv("QBC_EXEC_NO_AVX2") == nullptr;
   }();
   return has;
 #else
@@ -68,6 +204,22 @@ void rot_corrections(const float* q, const float* kt, int64_t ld, int64_t hd, in
   if (cpu_has_avx2()) return rot_corrections_avx2(q, kt, ld, hd, n, corr);
 #endif
   rot_corrections_portable(q, kt, ld, hd, 0, n, corr);
+}
+
+void sum_groups(const float* part, int64_t n, int64_t gt, const float* fsum, float* v) {
+#ifdef QBC_RUNTIME_AVX
+  if (cpu_has_avx2()) return sum_groups_avx2(part, n, gt, fsum, v);
+#endif
+  sum_groups_portable(part, 0, n, gt, fsum, v);
+}
+
+void grouped_requant(const int32_t* acc, int64_t n, int64_t gt, float xm, const float* ws,
+                     int64_t ws_stride, const float* xsf, const float* wm, const float* fsum,
+                     float* v) {
+#ifdef QBC_RUNTIME_AVX
+  if (cpu_has_avx2()) return grouped_requant_avx2(acc, n, gt, xm, ws, ws_stride, xsf, wm, fsum, v);
+#endif
+  grouped_requant_portable(acc, 0, n, gt, xm, ws, ws_stride, xsf, wm, fsum, v);
 }
 
 }  // namespace qbc::runtime

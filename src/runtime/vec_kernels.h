@@ -8,7 +8,7 @@
 
 namespace qbc::runtime {
 
-/// Whether the host has AVX2 (the vector paths below and the matmul kernel use it).
+/// Whether the host has AVX2 and QBC_EXEC_NO_AVX2 is unset (the vector paths below use it).
 bool cpu_has_avx2();
 
 /// corr[j] = Σ_c q[c] · kt[c * ld + j] for j < n: for each j the fp32 sum starting at 0.0f
@@ -16,5 +16,21 @@ bool cpu_has_avx2();
 /// rotating-offset correction of n keys, the keys' rows transposed into kt [hd, ld]).
 void rot_corrections(const float* q, const float* kt, int64_t ld, int64_t hd, int64_t n,
                      float* corr);
+
+/// v[j] = ((fsum[j] + part[j, 0]) + part[j, 1]) + ... + part[j, gt − 1] for j < n (without
+/// `fsum`, starting from part[j, 0]): the fp32 sums of a grouped requant, part [n, gt] row-major,
+/// in group order (numerics::qlinear). With AVX2 eight channels at a time, each lane adding its
+/// channel's groups in order (8 x 8 blocks transposed in registers).
+void sum_groups(const float* part, int64_t n, int64_t gt, const float* fsum, float* v);
+
+/// One row of a grouped requant with int32 sums, straight from them (numerics::qlinear's fp32
+/// order): for j < n and groups g < gt in order, part = fp32(acc[j·gt + g]) · fp32(xm ·
+/// ws[j·ws_stride + g]); with float offsets (`wm` laid out like ws, `xsf` the row's code sums
+/// per group as fp32) part = part + fp32(xsf[g] · fp32(xm · wm[j·ws_stride + g])); v[j] =
+/// ((fsum[j] +) part_0) + part_1 + ... The bits of sum_groups over those parts. With AVX2
+/// the parts of 8 channels x 8 groups are formed in registers and transposed, no buffer.
+void grouped_requant(const int32_t* acc, int64_t n, int64_t gt, float xm, const float* ws,
+                     int64_t ws_stride, const float* xsf, const float* wm, const float* fsum,
+                     float* v);
 
 }  // namespace qbc::runtime

@@ -1,0 +1,155 @@
+// The executor's vector loops (src/runtime/vec_kernels.h) against plain loops written here from
+// their contracts: whatever path this host takes (AVX2 or portable), every output has the bits
+// of the element-at-a-time fp32 expression in its stated order, for channel counts around the
+// 8-lane width, group counts from 1 up, with and without a running sum, and for values that
+// expose reassociation (large and small magnitudes mixed, signed zeros, infinities, NaN).
+#include "vec_kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace qbc::runtime {
+namespace {
+
+uint32_t bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+/// Values whose sums depend on the order they are added in.
+std::vector<float> hostile(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    const float scale = (i % 3 == 0) ? 1e7f : (i % 3 == 1 ? 1.0f : 1e-7f);
+    v[i] = u(rng) * scale;
+  }
+  return v;
+}
+
+void expect_same_bits(const std::vector<float>& got, const std::vector<float>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(want[i])) {
+      EXPECT_TRUE(std::isnan(got[i])) << "at " << i;
+    } else {
+      EXPECT_EQ(bits(got[i]), bits(want[i])) << "at " << i << ": " << got[i] << " vs " << want[i];
+    }
+  }
+}
+
+TEST(VecKernels, SumGroupsAddsEachChannelsGroupsInOrder) {
+  for (int64_t n : {0, 1, 7, 8, 9, 16, 23, 96}) {
+    for (int64_t gt : {1, 2, 3, 8, 18, 33}) {
+      for (bool with_fsum : {false, true}) {
+        SCOPED_TRACE("n " + std::to_string(n) + " gt " + std::to_string(gt) +
+                     (with_fsum ? " fsum" : ""));
+        const std::vector<float> part =
+            hostile(static_cast<size_t>(n * gt), static_cast<uint32_t>(n * 100 + gt));
+        const std::vector<float> fsum = hostile(static_cast<size_t>(n), 7);
+        std::vector<float> want(static_cast<size_t>(n));
+        for (int64_t j = 0; j < n; ++j) {
+          float s = with_fsum ? fsum[j] + part[j * gt] : part[j * gt];
+          for (int64_t g = 1; g < gt; ++g) s = s + part[j * gt + g];
+          want[j] = s;
+        }
+        std::vector<float> got(static_cast<size_t>(n), -1.0f);
+        sum_groups(part.data(), n, gt, with_fsum ? fsum.data() : nullptr, got.data());
+        expect_same_bits(got, want);
+      }
+    }
+  }
+}
+
+TEST(VecKernels, SumGroupsKeepsSpecialValues) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // Nine channels of two groups: the eighth lane and the portable tail both see each case.
+  const std::vector<float> part = {-0.0f, -0.0f, inf,   -inf,   nan,    1.0f, 1e38f, 1e38f, 0.0f,
+                                   -0.0f, 1.0f,  -1.0f, 3e-45f, 3e-45f, -inf, 2.0f,  5.0f,  nan};
+  const std::vector<float> fsum = {-0.0f, 1.0f, 0.0f, -1e38f, 0.0f, 0.0f, 0.0f, 0.0f, -0.0f};
+  for (bool with_fsum : {false, true}) {
+    std::vector<float> want(9);
+    for (int j = 0; j < 9; ++j) {
+      const float p0 = part[static_cast<size_t>(2 * j)];
+      want[static_cast<size_t>(j)] = (with_fsum ? fsum[static_cast<size_t>(j)] + p0 : p0) +
+                                     part[static_cast<size_t>(2 * j + 1)];
+    }
+    std::vector<float> got(9);
+    sum_groups(part.data(), 9, 2, with_fsum ? fsum.data() : nullptr, got.data());
+    expect_same_bits(got, want);
+  }
+}
+
+TEST(VecKernels, GroupedRequantIsTheScalarExpressionInGroupOrder) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int32_t> acc_dist(-(1 << 30), 1 << 30);
+  for (int64_t n : {0, 1, 7, 8, 9, 16, 23, 96}) {
+    for (int64_t gt : {1, 2, 8, 9, 18, 33}) {
+      for (int64_t pad : {0, 3}) {
+        for (int variant = 0; variant < 4; ++variant) {
+          const bool with_fsum = variant & 1, with_wm = variant & 2;
+          SCOPED_TRACE("n " + std::to_string(n) + " gt " + std::to_string(gt) + " pad " +
+                       std::to_string(pad) + (with_fsum ? " fsum" : "") + (with_wm ? " wm" : ""));
+          const int64_t stride = gt + pad;
+          std::vector<int32_t> acc(static_cast<size_t>(n * gt));
+          for (int32_t& a : acc) a = acc_dist(rng);
+          const std::vector<float> ws = hostile(static_cast<size_t>(n * stride), 21);
+          const std::vector<float> wm = hostile(static_cast<size_t>(n * stride), 22);
+          const std::vector<float> xsf = hostile(static_cast<size_t>(gt), 23);
+          const std::vector<float> fsum = hostile(static_cast<size_t>(n), 24);
+          const float xm = 0.0123f;
+          std::vector<float> want(static_cast<size_t>(n));
+          for (int64_t j = 0; j < n; ++j) {
+            float s = 0.0f;
+            for (int64_t g = 0; g < gt; ++g) {
+              float p = static_cast<float>(acc[j * gt + g]) * (xm * ws[j * stride + g]);
+              if (with_wm) p = p + xsf[g] * (xm * wm[j * stride + g]);
+              if (g == 0) {
+                s = with_fsum ? fsum[j] + p : p;
+              } else {
+                s = s + p;
+              }
+            }
+            want[j] = s;
+          }
+          std::vector<float> got(static_cast<size_t>(n), -1.0f);
+          grouped_requant(acc.data(), n, gt, xm, ws.data(), stride, with_wm ? xsf.data() : nullptr,
+                          with_wm ? wm.data() : nullptr, with_fsum ? fsum.data() : nullptr,
+                          got.data());
+          expect_same_bits(got, want);
+        }
+      }
+    }
+  }
+}
+
+TEST(VecKernels, RotCorrectionsSumChannelsInOrder) {
+  for (int64_t n : {0, 1, 8, 15, 16, 17, 40}) {
+    for (int64_t hd : {1, 4, 64}) {
+      SCOPED_TRACE("n " + std::to_string(n) + " hd " + std::to_string(hd));
+      const int64_t ld = n + 3;
+      const std::vector<float> q = hostile(static_cast<size_t>(hd), 3);
+      const std::vector<float> kt = hostile(static_cast<size_t>(hd * ld), 5);
+      std::vector<float> want(static_cast<size_t>(n));
+      for (int64_t j = 0; j < n; ++j) {
+        float s = 0.0f;
+        for (int64_t c = 0; c < hd; ++c) s = s + q[c] * kt[c * ld + j];
+        want[j] = s;
+      }
+      std::vector<float> got(static_cast<size_t>(n), -1.0f);
+      rot_corrections(q.data(), kt.data(), ld, hd, n, got.data());
+      expect_same_bits(got, want);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace qbc::runtime
