@@ -202,6 +202,14 @@ void matmul_u8(const MatMulArgs& a, const int8_t* x, ThreadPool& pool, uint8_t* 
       uint8_t* dst = acc_mem + (m * n + j0) * gt * static_cast<int64_t>(sizeof(AccT));
       if (op.accumulate) load(dst, cnt, row);
       const int32_t* dr = dots + m * cnt;
+      if constexpr (std::is_same_v<AccT, int32_t>) {  // the same sums modulo 2^32
+        uint32_t* xs32 = scratch<uint32_t, 20>(static_cast<size_t>(gt)).data();
+        for (int64_t g = 0; g < gt; ++g) xs32[g] = xs != nullptr ? static_cast<uint32_t>(xs[g]) : 0;
+        group_corrections(dr, ws, reinterpret_cast<const uint32_t*>(wz), xs32,
+                          static_cast<uint32_t>(xzm), j1 - j0, gt, op.accumulate, row);
+        store(row, cnt, dst);
+        continue;
+      }
       for (int64_t i = 0; i < cnt; i += gt) {
         for (int64_t g = 0; g < gt; ++g) {
           int64_t v = int64_t{dr[i + g]} - xzm * ws[i + g];
@@ -310,6 +318,11 @@ void matmul_i4(const MatMulArgs& a, const int8_t* x, ThreadPool& pool, uint8_t* 
       uint8_t* dst = acc_mem + (m * n + j0) * gt * static_cast<int64_t>(sizeof(AccT));
       if (op.accumulate) load(dst, cnt, row);
       const int32_t* dr = dots + m * cnt;
+      if constexpr (std::is_same_v<AccT, int32_t>) {
+        group_corrections(dr, ts, off, xsu, xzm, j1 - j0, gt, op.accumulate, row);
+        store(row, cnt, dst);
+        continue;
+      }
       for (int64_t i = 0; i < cnt; i += gt) {
         for (int64_t g = 0; g < gt; ++g) {
           U v = static_cast<U>(dr[i + g]) - xzm * static_cast<U>(ts[i + g]) - off[i + g] * xsu[g];

@@ -56,6 +56,20 @@ void grouped_requant_portable(const int32_t* acc, int64_t j0, int64_t n, int64_t
   }
 }
 
+void group_corrections_portable(const int32_t* dots, const int32_t* ts, const uint32_t* off,
+                                const uint32_t* xs, uint32_t xz, int64_t i0, int64_t n, int64_t gt,
+                                bool accumulate, int32_t* out) {
+  for (int64_t i = i0; i < n; ++i) {
+    for (int64_t g = 0; g < gt; ++g) {
+      const int64_t e = i * gt + g;
+      uint32_t v = static_cast<uint32_t>(dots[e]) - xz * static_cast<uint32_t>(ts[e]);
+      if (off != nullptr) v -= off[e] * xs[g];
+      if (accumulate) v += static_cast<uint32_t>(out[e]);
+      out[e] = static_cast<int32_t>(v);
+    }
+  }
+}
+
 #ifdef QBC_RUNTIME_AVX
 
 /// Transposes the 8 x 8 floats of r in place: r[k] becomes lane k of every input row.
@@ -157,6 +171,39 @@ __attribute__((target("avx2"))) void grouped_requant_avx2(const int32_t* acc, in
   grouped_requant_portable(acc, j, n, gt, xm, ws, ws_stride, xsf, wm, fsum, v);
 }
 
+/// group_corrections, 8 groups of a channel a step (wrapping 32-bit lanes), the last few
+/// groups of each channel in the scalar loop.
+__attribute__((target("avx2"))) void group_corrections_avx2(const int32_t* dots, const int32_t* ts,
+                                                            const uint32_t* off, const uint32_t* xs,
+                                                            uint32_t xz, int64_t n, int64_t gt,
+                                                            bool accumulate, int32_t* out) {
+  const __m256i xzv = _mm256_set1_epi32(static_cast<int32_t>(xz));
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t e0 = i * gt;
+    int64_t g = 0;
+    for (; g + 8 <= gt; g += 8) {
+      const int64_t e = e0 + g;
+      __m256i v = _mm256_sub_epi32(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(dots + e)),
+          _mm256_mullo_epi32(xzv, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ts + e))));
+      if (off != nullptr)
+        v = _mm256_sub_epi32(
+            v, _mm256_mullo_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(off + e)),
+                                  _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs + g))));
+      if (accumulate)
+        v = _mm256_add_epi32(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(out + e)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + e), v);
+    }
+    for (; g < gt; ++g) {
+      const int64_t e = e0 + g;
+      uint32_t v = static_cast<uint32_t>(dots[e]) - xz * static_cast<uint32_t>(ts[e]);
+      if (off != nullptr) v -= off[e] * xs[g];
+      if (accumulate) v += static_cast<uint32_t>(out[e]);
+      out[e] = static_cast<int32_t>(v);
+    }
+  }
+}
+
 __attribute__((target("avx2"))) void rot_corrections_avx2(const float* q, const float* kt,
                                                           int64_t ld, int64_t hd, int64_t n,
                                                           float* corr) {
@@ -220,6 +267,15 @@ void grouped_requant(const int32_t* acc, int64_t n, int64_t gt, float xm, const 
   if (cpu_has_avx2()) return grouped_requant_avx2(acc, n, gt, xm, ws, ws_stride, xsf, wm, fsum, v);
 #endif
   grouped_requant_portable(acc, 0, n, gt, xm, ws, ws_stride, xsf, wm, fsum, v);
+}
+
+void group_corrections(const int32_t* dots, const int32_t* ts, const uint32_t* off,
+                       const uint32_t* xs, uint32_t xz, int64_t n, int64_t gt, bool accumulate,
+                       int32_t* out) {
+#ifdef QBC_RUNTIME_AVX
+  if (cpu_has_avx2()) return group_corrections_avx2(dots, ts, off, xs, xz, n, gt, accumulate, out);
+#endif
+  group_corrections_portable(dots, ts, off, xs, xz, 0, n, gt, accumulate, out);
 }
 
 }  // namespace qbc::runtime

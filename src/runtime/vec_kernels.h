@@ -33,4 +33,12 @@ void grouped_requant(const int32_t* acc, int64_t n, int64_t gt, float xm, const 
                      int64_t ws_stride, const float* xsf, const float* wm, const float* fsum,
                      float* v);
 
+/// The int4 matmul's corrections of one row, modulo 2^32 (exact int32 sums wrap the same way
+/// in any order): for channels i < n and groups g < gt, e = i·gt + g,
+/// out[e] = dots[e] − xz·ts[e] − off[e]·xs[g] (+ out[e] with `accumulate`); no off term
+/// when `off` is null.
+void group_corrections(const int32_t* dots, const int32_t* ts, const uint32_t* off,
+                       const uint32_t* xs, uint32_t xz, int64_t n, int64_t gt, bool accumulate,
+                       int32_t* out);
+
 }  // namespace qbc::runtime

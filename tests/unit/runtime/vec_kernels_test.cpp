@@ -131,6 +131,45 @@ TEST(VecKernels, GroupedRequantIsTheScalarExpressionInGroupOrder) {
   }
 }
 
+TEST(VecKernels, GroupCorrectionsWrapLikeTheScalarLoop) {
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int32_t> any(std::numeric_limits<int32_t>::min(),
+                                             std::numeric_limits<int32_t>::max());
+  for (int64_t n : {0, 1, 3, 96}) {
+    for (int64_t gt : {1, 7, 8, 18, 33}) {
+      for (int variant = 0; variant < 4; ++variant) {
+        const bool accumulate = variant & 1, with_off = variant & 2;
+        SCOPED_TRACE("n " + std::to_string(n) + " gt " + std::to_string(gt) +
+                     (accumulate ? " accumulate" : "") + (with_off ? " off" : ""));
+        const size_t cnt = static_cast<size_t>(n * gt);
+        std::vector<int32_t> dots(cnt), ts(cnt), start(cnt);
+        std::vector<uint32_t> off(cnt), xs(static_cast<size_t>(gt));
+        for (size_t e = 0; e < cnt; ++e) {
+          dots[e] = any(rng);
+          ts[e] = any(rng);
+          start[e] = any(rng);
+          off[e] = static_cast<uint32_t>(any(rng));
+        }
+        for (uint32_t& x : xs) x = static_cast<uint32_t>(any(rng));
+        const uint32_t xz = static_cast<uint32_t>(any(rng));
+        std::vector<int32_t> want = start, got = start;
+        for (int64_t i = 0; i < n; ++i) {
+          for (int64_t g = 0; g < gt; ++g) {
+            const size_t e = static_cast<size_t>(i * gt + g);
+            uint32_t v = static_cast<uint32_t>(dots[e]) - xz * static_cast<uint32_t>(ts[e]);
+            if (with_off) v -= off[e] * xs[static_cast<size_t>(g)];
+            if (accumulate) v += static_cast<uint32_t>(want[e]);
+            want[e] = static_cast<int32_t>(v);
+          }
+        }
+        group_corrections(dots.data(), ts.data(), with_off ? off.data() : nullptr, xs.data(), xz, n,
+                          gt, accumulate, got.data());
+        EXPECT_EQ(got, want);
+      }
+    }
+  }
+}
+
 TEST(VecKernels, RotCorrectionsSumChannelsInOrder) {
   for (int64_t n : {0, 1, 8, 15, 16, 17, 40}) {
     for (int64_t hd : {1, 4, 64}) {
