@@ -19,6 +19,7 @@
 #include "int4_kernel.h"
 #include "matmul_kernel.h"
 #include "qbc/numerics/quantizer.h"
+#include "scratch.h"
 #include "thread_pool.h"
 #include "values.h"
 #include "vec_kernels.h"
@@ -147,15 +148,6 @@ void matmul_i8(const MatMulArgs& a, const int8_t* x, ThreadPool& pool, AccT* acc
       }
     }
   });
-}
-
-/// A per-thread scratch vector that keeps its memory between instructions (no allocation
-/// and no page faults per call).
-template <typename T, int Tag>
-std::vector<T>& scratch(size_t n) {
-  thread_local std::vector<T> v;
-  if (v.size() < n) v.resize(n);
-  return v;
 }
 
 /// int8 activations on the VNNI kernel: u = x + 128 (unsigned bytes) against the weights,

@@ -11,6 +11,7 @@
 #include "qbc/numerics/norm.h"
 #include "qbc/numerics/pool.h"
 #include "qbc/numerics/rope.h"
+#include "scratch.h"
 #include "thread_pool.h"
 #include "values.h"
 
@@ -67,16 +68,18 @@ Status exec(const isa::RmsNorm& op, Core& c) {
   const int64_t wn = op.group > 0 ? op.group : op.width;
   QBC_ASSIGN_OR_RETURN(const uint8_t* wp, c.sram_read(op.weight, span(4, wn), "weight"));
   QBC_ASSIGN_OR_RETURN(uint8_t * yp, c.sram_write(op.y, span(2, count), "y"));
-  std::vector<float> x(static_cast<size_t>(count)), w(static_cast<size_t>(wn));
+  // Per-thread scratch (tags 100+: exec_linear.cpp uses lower ones), overwritten before read.
+  std::vector<float>& x = scratch<float, 100>(static_cast<size_t>(count));
+  std::vector<float>& w = scratch<float, 101>(static_cast<size_t>(wn));
   load_f16(xp, count, x.data());
   load(wp, wn, w.data());
   // numerics::rms_norm's fp64 expressions, in its order, each output rounded once to fp16
   // from fp64 (round_fp16_bits: the bits of its round_fp16).
   const int64_t g = op.group > 0 ? op.group : op.width;
-  std::vector<double> wi(static_cast<size_t>(g));
+  std::vector<double>& wi = scratch<double, 102>(static_cast<size_t>(g));
   for (int64_t i = 0; i < g; ++i)
     wi[static_cast<size_t>(i)] = static_cast<double>(w[static_cast<size_t>(i)]) + op.unit_offset;
-  std::vector<uint16_t> y(static_cast<size_t>(count));
+  std::vector<uint16_t>& y = scratch<uint16_t, 103>(static_cast<size_t>(count));
   const int64_t norms = g > 0 ? count / g : 0;
   parallel_blocks(c.pool, norms, count, int64_t{1} << 15, 1, [&](int64_t n0, int64_t n1) {
     for (int64_t start = n0 * g; start < n1 * g; start += g) {
@@ -222,7 +225,9 @@ Status exec(const isa::Eltwise& op, Core& c) {
     QBC_ASSIGN_OR_RETURN(bp, c.sram_at(op.b, bytes, "b"));
   }
   QBC_ASSIGN_OR_RETURN(uint8_t * yp, c.sram_write(op.y, bytes, "y"));
-  std::vector<float> a(static_cast<size_t>(count)), b, y(static_cast<size_t>(count));
+  std::vector<float>& a = scratch<float, 104>(static_cast<size_t>(count));
+  std::vector<float>& b = scratch<float, 105>(binary ? static_cast<size_t>(count) : 0);
+  std::vector<float>& y = scratch<float, 106>(static_cast<size_t>(count));
   auto read = [&](const uint8_t* p, float* out) {
     if (f16) {
       load_f16(p, count, out);
@@ -231,10 +236,7 @@ Status exec(const isa::Eltwise& op, Core& c) {
     }
   };
   read(ap, a.data());
-  if (binary) {
-    b.resize(static_cast<size_t>(count));
-    read(bp, b.data());
-  }
+  if (binary) read(bp, b.data());
   // fp16 results: numerics' fp32 expression, rounded once by store_f16 (what round_fp16
   // of that fp32 value gives); the gated activations from a table over the gate's 65536
   // patterns.
