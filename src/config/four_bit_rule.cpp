@@ -8,28 +8,35 @@
 namespace qbc::config {
 namespace {
 
-/// The leaves of `section` (a mapping at key path `prefix`) that no user layer of `c` set,
-/// with their original nodes (so their origins keep the preset file's line). A null node
-/// when none is left.
-YAML::Node unset_leaves(const YAML::Node& section, const std::string& prefix,
-                        const ResolvedConfig& c) {
-  YAML::Node out(YAML::NodeType::Map);
-  bool any = false;
+/// Adds to `out` the leaves of `section` (a mapping for message `desc` at key path `prefix`)
+/// that no user layer of `c` set, with their original nodes (so their origins keep the
+/// preset file's line). Keys are matched to the schema as apply_node matches them, so the
+/// user check sees the canonical path whatever the preset's spelling. Returns how many.
+StatusOr<int> unset_leaves(const YAML::Node& section, const detail::pb::Descriptor* desc,
+                           const std::string& prefix, const ResolvedConfig& c,
+                           const std::string& file, YAML::Node* out) {
+  int count = 0;
   for (const auto& kv : section) {
     const std::string key = kv.first.as<std::string>();
-    const std::string path = detail::join_path(prefix, key);
+    const detail::pb::FieldDescriptor* f = detail::find_field(desc, key);
+    if (f == nullptr)
+      return internal_error(file, ": ", kFourBitSection, ": unknown key '",
+                            detail::join_path(prefix, key), "'");
+    const std::string path = detail::join_path(prefix, f->json_name());
     if (kv.second.IsMap()) {
-      YAML::Node inner = unset_leaves(kv.second, path, c);
-      if (inner) {
-        out[key] = inner;
-        any = true;
-      }
+      if (f->message_type() == nullptr)
+        return internal_error(file, ": ", kFourBitSection, ": '", path, "' is not a section");
+      YAML::Node inner(YAML::NodeType::Map);
+      QBC_ASSIGN_OR_RETURN(const int n,
+                           unset_leaves(kv.second, f->message_type(), path, c, file, &inner));
+      if (n > 0) (*out)[key] = inner;
+      count += n;
     } else if (!set_by_user(c, path)) {
-      out[key] = kv.second;
-      any = true;
+      (*out)[key] = kv.second;
+      ++count;
     }
   }
-  return any ? out : YAML::Node();
+  return count;
 }
 
 }  // namespace
@@ -48,12 +55,15 @@ StatusOr<std::vector<std::string>> apply_four_bit_rule(ResolvedConfig& c) {
   QBC_ASSIGN_OR_RETURN(const Preset preset, find_preset(c.preset));
   QBC_ASSIGN_OR_RETURN(const YAML::Node root,
                        detail::parse_document(preset.text, preset.path, false));
-  const YAML::Node section = root.IsMap() ? root[kFourBitSection] : YAML::Node();
-  if (!section) return none;
+  if (!root.IsMap()) return none;
+  const YAML::Node section = root[kFourBitSection];  // const lookup: invalid when absent
+  if (!section.IsDefined() || section.IsNull()) return none;
   if (!section.IsMap())
     return internal_error(preset.path, ": ", kFourBitSection, " must be a mapping of keys");
-  const YAML::Node kept = unset_leaves(section, "", c);
-  if (!kept) return none;
+  YAML::Node kept(YAML::NodeType::Map);
+  QBC_ASSIGN_OR_RETURN(const int leaves, unset_leaves(section, CompileOptions::descriptor(), "", c,
+                                                      preset.path, &kept));
+  if (leaves == 0) return none;
   const std::vector<OriginRow> before = origin_rows(c.options, c.origins);
   QBC_RETURN_IF_ERROR(
       detail::apply_node(kept, c.options, "", detail::Source{preset.path, true}, &c.origins));

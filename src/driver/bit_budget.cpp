@@ -166,14 +166,17 @@ class BudgetPlanner {
   std::vector<isa::Scheme> schemes_;  // kDecode: the one timed, once chosen
 };
 
-/// The two ends, from the configuration alone: every candidate at 4 bits (`base`) and at 8
-/// (the linears bit.layerOverrides fixes are the same in both), so a target out of reach is
-/// refused before any measurement. Returns {all 4, all 8}.
+/// The two ends, from the configuration alone: every candidate at 8 bits (`eight`: the
+/// configuration as the user gave it, projections at 8) and every candidate at 4 (`base`,
+/// with the preset's 4-bit quantizer if it has one; the linears bit.layerOverrides fixes are
+/// the same in both), so a target out of reach is refused before any measurement. Returns
+/// {all 4, all 8}.
 StatusOr<std::pair<Prediction, Prediction>> plan_ends(BudgetPlanner& planner,
+                                                      const config::CompileOptions& eight,
                                                       const config::CompileOptions& base,
                                                       BitBudgetChoice& c) {
   // The fastest scheme is chosen with every candidate at 8 bits: plan that end first.
-  QBC_ASSIGN_OR_RETURN(const Prediction hi, planner.predict(with_projection_bits(base, 8)));
+  QBC_ASSIGN_OR_RETURN(const Prediction hi, planner.predict(eight));
   QBC_ASSIGN_OR_RETURN(const Prediction lo, planner.predict(base));
   c.all8_bytes = hi.weights_bytes;
   c.all4_bytes = lo.weights_bytes;
@@ -254,27 +257,28 @@ StatusOr<BitBudgetChoice> choose_bits(const LoadedModel& model, config::Resolved
   four.options = with_projection_bits(cfg->options, 4);
   QBC_ASSIGN_OR_RETURN(const std::vector<std::string> four_bit_keys,
                        config::apply_four_bit_rule(four));
-  if (!four_bit_keys.empty())
-    log("quantize").info("{}", config::four_bit_note(four, four_bit_keys));
   const config::CompileOptions base = four.options;
+  // All at 8 bits is the user's configuration as it is (no 4-bit quantizer).
+  const config::CompileOptions eight = with_projection_bits(cfg->options, 8);
   if (base.bit().weight_group_size() == 0)
     log("quantize")
         .warn(
             "{}: the 4-bit linears are quantized per output channel (bit.weightGroupSize 0), the "
             "least accurate 4-bit layout; groups of 32 with zero points (--set "
-            "bit.weightGroupSize=32 --set bit.weightZeroPoint=true, or --preset llm) cost 0.6 "
-            "bits a weight and recover most of it (docs/quantization.md)",
-            request.flag);
+            "bit.weightGroupSize=32 --set bit.weightZeroPoint=true{}) cost 0.6 bits a weight "
+            "and recover most of it (docs/quantization.md)",
+            request.flag, cfg->preset == "llm" ? "" : ", or --preset llm");
 
   BudgetPlanner planner(model, *cfg, &c);
-  QBC_ASSIGN_OR_RETURN(const auto ends, plan_ends(planner, base, c));
+  QBC_ASSIGN_OR_RETURN(const auto ends, plan_ends(planner, eight, base, c));
   QBC_ASSIGN_OR_RETURN(const std::vector<quant::LinearBitError> errors,
                        measure_candidates(model, *cfg, base, request.flag, threads));
   c.candidates = static_cast<int64_t>(errors.size());
   std::vector<std::string> order;  // the candidates, most sensitive first
   for (size_t i : sensitivity_order(errors)) order.push_back(errors[i].node);
 
-  // One plan per prefix length k (the ends are known), by bisection.
+  // One plan per prefix length k (the ends are known), by bisection. Every k < cands has a
+  // 4-bit linear, so the preset's 4-bit quantizer; k = cands is `eight`, without it.
   const int64_t cands = c.candidates;
   std::map<int64_t, Prediction> memo = {{0, ends.first}, {cands, ends.second}};
   auto predict = [&](int64_t k) -> StatusOr<Prediction> {
@@ -301,17 +305,25 @@ StatusOr<BitBudgetChoice> choose_bits(const LoadedModel& model, config::Resolved
 
   // The effective configuration: the choice, with the flag as its origin (the user's own
   // globs stay first in the 8-bit list), and the preset's 4-bit keys if it set any.
-  const bool user_list = cfg->options.bit().layer_overrides().weight8_bits_size() > 0;
-  const auto user_origin = cfg->origins.find(kEightKey);
-  const std::string user_source =
-      user_origin == cfg->origins.end() ? std::string("default") : user_origin->second.to_string();
-  cfg->options = with_eight(base, order, k);
-  cfg->origins = four.origins;
   const config::Origin origin{request.flag};
+  if (k ==
+      cands) {  // nothing at 4 bits: the projections at 8, the configuration otherwise as given
+    cfg->options = eight;
+  } else {
+    if (!four_bit_keys.empty())
+      log("config").warn("{}", config::four_bit_note(four, four_bit_keys));
+    const bool user_list = cfg->options.bit().layer_overrides().weight8_bits_size() > 0;
+    const auto user_origin = cfg->origins.find(kEightKey);
+    const std::string user_source = user_origin == cfg->origins.end()
+                                        ? std::string("default")
+                                        : user_origin->second.to_string();
+    cfg->options = with_eight(base, order, k);
+    cfg->origins = four.origins;
+    if (k > 0)
+      cfg->origins[kEightKey] =
+          user_list ? config::Origin{user_source + " + " + request.flag} : origin;
+  }
   for (const ProjectionKey& p : kProjections) cfg->origins[p.key] = origin;
-  if (k > 0)
-    cfg->origins[kEightKey] =
-        user_list ? config::Origin{user_source + " + " + request.flag} : origin;
   c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   log("quantize").info("{}", bit_budget_text(c));
   return c;

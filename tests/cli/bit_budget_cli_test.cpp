@@ -137,23 +137,26 @@ TEST(BitBudgetCli, TargetSizeLandsWithinThreePercentAndTheMxqRecompilesAndRunsEx
 // Under --preset llm the linears the budget sends to 4 bits get the preset's 4-bit weight
 // quantizer (groups of 32 with zero points, GPTQ aimed at the float outputs: its
 // fourBitWeights section), as a user's own 4-bit bits would; the plans see that layout (the
-// compiled weights equal the prediction), and a key the user set keeps the user's value.
+// compiled weights equal the prediction), and a key the user set keeps the user's value. A
+// target met with every linear at 8 bits compiles the preset as it is (no 4-bit keys).
 TEST(BitBudgetCli, PresetLlmGivesTheBudgetsFourBitLinearsItsFourBitQuantizer) {
   QBC_REQUIRE_SHARED(hf, "models/stories260k/hf");
   const fs::path dir = fresh_dir("bit_budget_llm");
   const std::string common =
       " --preset llm --use-random-calib --set calibration.numSamples=2"
-      " --set llm.attributes.maxCacheLength=256 --set llm.attributes.maxSequenceLength=256"
-      " --target-size 259264B";
+      " --set llm.attributes.maxCacheLength=256 --set llm.attributes.maxSequenceLength=256";
   struct Case {
     const char* name;
     const char* extra;
     int group;
-    bool gptq;
+    bool zero_point, gptq, mixed;
   };
   for (const Case& k :
-       {Case{"preset", "", 32, true},
-        Case{"user", " --set bit.weightGroupSize=0 --set hessianQuant.apply=false", 0, false}}) {
+       {Case{"preset", " --target-size 259264B", 32, true, true, true},
+        Case{"user",
+             " --target-size 259264B --set bit.weightGroupSize=0 --set hessianQuant.apply=false", 0,
+             true, false, true},
+        Case{"all8", " --target-size 1GiB", 0, false, false, false}}) {
     SCOPED_TRACE(k.name);
     const fs::path out = dir / (std::string(k.name) + ".mxq");
     const RunResult c = run_qbc("--log-format json compile " + shell_quote(hf) + common + k.extra +
@@ -162,14 +165,15 @@ TEST(BitBudgetCli, PresetLlmGivesTheBudgetsFourBitLinearsItsFourBitQuantizer) {
     const Json b = event(c, "summary")["bit_budget"];
     ASSERT_TRUE(b.is_object()) << c.err;
     EXPECT_EQ(b["compiled_weights_bytes"], b["predicted"]["weights_bytes"]);
-    EXPECT_GT(b["four_bit_count"].get<int64_t>(), 0);
+    EXPECT_EQ(b["four_bit_count"].get<int64_t>() > 0, k.mixed) << b.dump();
     const RunResult d = run_qbc("dump-config " + shell_quote(out) + " --format json");
     ASSERT_EQ(d.exit_code, 0) << d.err;
     const Json cfg = Json::parse(d.out);
     EXPECT_EQ(cfg["bit"]["weightGroupSize"], k.group);
-    EXPECT_EQ(cfg["bit"]["weightZeroPoint"], true);  // not set by the user in either case
+    EXPECT_EQ(cfg["bit"]["weightZeroPoint"], k.zero_point);
     EXPECT_EQ(cfg["hessianQuant"]["apply"], k.gptq);
-    EXPECT_EQ(cfg["hessianQuant"]["attributes"]["floatTarget"], true);
+    EXPECT_EQ(cfg["hessianQuant"]["attributes"]["floatTarget"], k.mixed);
+    EXPECT_EQ(cfg["bit"]["transformer"]["weight"]["ffn"], k.mixed ? 4 : 8);
   }
 }
 
