@@ -14,6 +14,7 @@
 #include "scratch.h"
 #include "thread_pool.h"
 #include "values.h"
+#include "vec_kernels.h"
 
 namespace qbc::runtime {
 namespace {
@@ -89,11 +90,7 @@ Status exec(const isa::RmsNorm& op, Core& c) {
         ss += v * v;
       }
       const double r = 1.0 / std::sqrt(ss / static_cast<double>(g) + op.eps);
-      for (int64_t i = 0; i < g; ++i) {
-        const size_t k = static_cast<size_t>(start + i);
-        y[k] =
-            numerics::round_fp16_bits(static_cast<double>(x[k]) * r * wi[static_cast<size_t>(i)]);
-      }
+      scale_round_fp16(x.data() + start, r, wi.data(), g, y.data() + start);
     }
   });
   store(y.data(), count, yp);

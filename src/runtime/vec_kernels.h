@@ -41,4 +41,10 @@ void group_corrections(const int32_t* dots, const int32_t* ts, const uint32_t* o
                        const uint32_t* xs, uint32_t xz, int64_t n, int64_t gt, bool accumulate,
                        int32_t* out);
 
+/// y[i] = numerics::round_fp16_bits(fp64(x[i]) · r · w[i]) for i < n: rms_norm's outputs, the
+/// fp64 products in that order, each rounded once to fp16 (nearest even). With AVX2 four
+/// lanes at a time on the fp64 bits (round_fp16_bits' fast path), a group with any lane
+/// outside it (zero, subnormal or overflowing results, NaN) through round_fp16_bits itself.
+void scale_round_fp16(const float* x, double r, const double* w, int64_t n, uint16_t* y);
+
 }  // namespace qbc::runtime

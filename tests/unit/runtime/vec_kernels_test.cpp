@@ -13,6 +13,8 @@
 #include <random>
 #include <vector>
 
+#include "qbc/numerics/fp16.h"
+
 namespace qbc::runtime {
 namespace {
 
@@ -166,6 +168,69 @@ TEST(VecKernels, GroupCorrectionsWrapLikeTheScalarLoop) {
                           gt, accumulate, got.data());
         EXPECT_EQ(got, want);
       }
+    }
+  }
+}
+
+/// The fp16 rounding of an fp64 value written from IEEE 754 here: the nearest binary16 value
+/// (ties to the even significand), infinity beyond 65520, NaN kept a NaN.
+uint16_t fp16_reference(double d) {
+  if (std::isnan(d)) return 0x7E00;
+  const uint16_t sign = std::signbit(d) ? 0x8000 : 0;
+  const double a = std::fabs(d);
+  if (a >= 65520.0) return sign | 0x7C00;
+  int e = 0;
+  std::frexp(a, &e);                       // a = f * 2^e, f in [0.5, 1)
+  const int q = std::max(e - 11, -24);     // the quantum: 2^(e-11) normal, 2^-24 subnormal
+  const double steps = std::ldexp(a, -q);  // a / quantum, exact
+  double n = std::floor(steps);
+  const double frac = steps - n;
+  if (frac > 0.5 || (frac == 0.5 && std::fmod(n, 2.0) == 1.0)) n += 1.0;
+  const double rounded = std::ldexp(n, q);  // the nearest fp16 value (may be 65504 + carry)
+  if (rounded == 0.0) return sign;
+  int re = 0;
+  std::frexp(rounded, &re);
+  if (re - 1 < -14) return sign | static_cast<uint16_t>(std::ldexp(rounded, 24));  // subnormal
+  const uint16_t exp = static_cast<uint16_t>(re - 1 + 15);
+  const uint16_t man = static_cast<uint16_t>(std::ldexp(rounded, -(re - 1) + 10) - 1024.0);
+  return sign | static_cast<uint16_t>(exp << 10) | man;
+}
+
+TEST(VecKernels, ScaleRoundFp16RoundsTheFp64ProductOnce) {
+  // x · r · w in fp64, then once to fp16: random magnitudes across the fp16 range, exact ties
+  // (1 + 2^-11 is halfway between 1 and 1 + 2^-10), carries into the next binade and into
+  // infinity, the edges of the fast path (2^-14, 2^15), subnormal and zero results, NaN.
+  std::vector<float> x = {1.0f + 0x1p-11f,
+                          1.0f + 3 * 0x1p-11f,
+                          -1.0f - 0x1p-11f,
+                          2047.5f,
+                          65504.0f,
+                          65519.0f,
+                          65520.0f,
+                          0x1p-14f,
+                          0x1p-15f,
+                          0x1p-25f,
+                          0x1.8p-25f,
+                          0.0f,
+                          -0.0f,
+                          32768.0f,
+                          3e38f,
+                          std::numeric_limits<float>::quiet_NaN(),
+                          1.0f - 0x1p-12f};
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> mant(1.0f, 2.0f);
+  std::uniform_int_distribution<int> ex(-28, 17);
+  while (x.size() < 4099) x.push_back((rng() & 1 ? -1.0f : 1.0f) * std::ldexp(mant(rng), ex(rng)));
+  for (double r : {1.0, 0.7310585786300049}) {
+    SCOPED_TRACE("r " + std::to_string(r));
+    std::vector<double> w(x.size());
+    for (size_t i = 0; i < w.size(); ++i) w[i] = (i < 17) ? 1.0 : 0.25 + 1.5 * (i % 7) / 7.0;
+    std::vector<uint16_t> got(x.size());
+    scale_round_fp16(x.data(), r, w.data(), static_cast<int64_t>(x.size()), got.data());
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double d = static_cast<double>(x[i]) * r * w[i];
+      ASSERT_EQ(got[i], fp16_reference(d)) << "x " << x[i] << " d " << d << " at " << i;
+      ASSERT_EQ(got[i], numerics::round_fp16_bits(d)) << "at " << i;
     }
   }
 }
