@@ -275,7 +275,11 @@ StatusOr<BitBudgetChoice> choose_bits(const LoadedModel& model, config::Resolved
                        measure_candidates(model, *cfg, base, request.flag, threads));
   c.candidates = static_cast<int64_t>(errors.size());
   std::vector<std::string> order;  // the candidates, most sensitive first
-  for (size_t i : sensitivity_order(errors)) order.push_back(errors[i].node);
+  for (size_t i : sensitivity_order(errors)) {
+    order.push_back(errors[i].node);
+    c.density.push_back(errors[i].density());
+  }
+  c.order = order;
 
   // One plan per prefix length k (the ends are known), by bisection. Every k < cands has a
   // 4-bit linear, so the preset's 4-bit quantizer; k = cands is `eight`, without it.
@@ -354,6 +358,10 @@ std::string bit_budget_json(const BitBudgetChoice& c) {
   j["candidates"] = c.candidates;
   j["eight_bit"] = c.eight;
   j["four_bit_count"] = c.candidates - static_cast<int64_t>(c.eight.size());
+  nlohmann::json order = nlohmann::json::array();
+  for (size_t i = 0; i < c.order.size(); ++i)
+    order.push_back({{"linear", c.order[i]}, {"error_per_weight", c.density[i]}});
+  j["sensitivity"] = order;
   j["predicted"] = {{"weights_bytes", c.weights_bytes},
                     {"all4_weights_bytes", c.all4_bytes},
                     {"all8_weights_bytes", c.all8_bytes}};

@@ -105,6 +105,25 @@ TEST(BitBudgetCli, TargetSizeLandsWithinThreePercentAndTheMxqRecompilesAndRunsEx
   EXPECT_EQ(b["four_bit_count"].get<int64_t>(), 35 - static_cast<int64_t>(eight.size()));
   // The text summary says it too.
   EXPECT_TRUE(contains(c.err, "bits by budget (--target-size")) << c.err;
+  // The chosen k is the largest that fits: the eight-bit list is the head of the sensitivity
+  // order (errors per weight non-increasing), and one more linear of that order at 8 bits
+  // would exceed the target.
+  const Json& order = b["sensitivity"];
+  ASSERT_EQ(order.size(), 35u);
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (i < eight.size()) EXPECT_EQ(order[i]["linear"], eight[i]);
+    if (i > 0)
+      EXPECT_GE(order[i - 1]["error_per_weight"].get<double>(),
+                order[i]["error_per_weight"].get<double>());
+  }
+  auto eight_list = [&](size_t k) {
+    std::string list = " --set 'bit.layerOverrides.weight8Bits=[";
+    for (size_t i = 0; i < k; ++i)
+      list += (i ? "," : "") + std::string("\"") + order[i]["linear"].get<std::string>() + "\"";
+    return list + "]'";
+  };
+  EXPECT_EQ(weights_bytes(plan(hf, kAllFour + eight_list(eight.size()))), predicted);
+  EXPECT_GT(weights_bytes(plan(hf, kAllFour + eight_list(eight.size() + 1))), target);
 
   // The stored configuration holds the choice and recompiles to the same file.
   const RunResult d = run_qbc("dump-config " + shell_quote(dir / "b.mxq") + " --format json");

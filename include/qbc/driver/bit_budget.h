@@ -50,8 +50,12 @@ std::vector<size_t> sensitivity_order(const std::vector<quant::LinearBitError>& 
 /// What the search chose and predicted (every figure an estimate of the cost model).
 struct BitBudgetChoice {
   BitBudgetRequest request;
-  int64_t candidates = 0;                  ///< linears the search chose bits for
-  std::vector<std::string> eight;          ///< the candidates kept at 8 bits, in sensitivity order
+  int64_t candidates = 0;          ///< linears the search chose bits for
+  std::vector<std::string> eight;  ///< the candidates kept at 8 bits, in sensitivity order
+  /// Every candidate, most sensitive first (`eight` is its first k), and its measured 4-bit
+  /// error per weight (quant::LinearBitError::density()).
+  std::vector<std::string> order;
+  std::vector<double> density;
   int64_t weights_bytes = 0;               ///< DRAM weights of the choice
   int64_t all4_bytes = 0, all8_bytes = 0;  ///< every candidate at 4 / at 8 bits
   /// kDecode: the scheme timed (the fastest decode with every candidate at 8 bits) and the
