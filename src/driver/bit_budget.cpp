@@ -274,12 +274,11 @@ StatusOr<BitBudgetChoice> choose_bits(const LoadedModel& model, config::Resolved
   QBC_ASSIGN_OR_RETURN(const std::vector<quant::LinearBitError> errors,
                        measure_candidates(model, *cfg, base, request.flag, threads));
   c.candidates = static_cast<int64_t>(errors.size());
-  std::vector<std::string> order;  // the candidates, most sensitive first
+  const std::vector<std::string>& order = c.order;  // the candidates, most sensitive first
   for (size_t i : sensitivity_order(errors)) {
-    order.push_back(errors[i].node);
+    c.order.push_back(errors[i].node);
     c.density.push_back(errors[i].density());
   }
-  c.order = order;
 
   // One plan per prefix length k (the ends are known), by bisection. Every k < cands has a
   // 4-bit linear, so the preset's 4-bit quantizer; k = cands is `eight`, without it.
@@ -310,8 +309,8 @@ StatusOr<BitBudgetChoice> choose_bits(const LoadedModel& model, config::Resolved
   // The effective configuration: the choice, with the flag as its origin (the user's own
   // globs stay first in the 8-bit list), and the preset's 4-bit keys if it set any.
   const config::Origin origin{request.flag};
-  if (k ==
-      cands) {  // nothing at 4 bits: the projections at 8, the configuration otherwise as given
+  if (k == cands) {
+    // Nothing at 4 bits: the projections at 8, the configuration otherwise as given.
     cfg->options = eight;
   } else {
     if (!four_bit_keys.empty())

@@ -199,15 +199,14 @@ void matmul_u8(const MatMulArgs& a, const int8_t* x, ThreadPool& pool, uint8_t* 
         for (int64_t g = 0; g < gt; ++g) xs32[g] = xs != nullptr ? static_cast<uint32_t>(xs[g]) : 0;
         group_corrections(dr, ws, reinterpret_cast<const uint32_t*>(wz), xs32,
                           static_cast<uint32_t>(xzm), j1 - j0, gt, op.accumulate, row);
-        store(row, cnt, dst);
-        continue;
-      }
-      for (int64_t i = 0; i < cnt; i += gt) {
-        for (int64_t g = 0; g < gt; ++g) {
-          int64_t v = int64_t{dr[i + g]} - xzm * ws[i + g];
-          if (wz != nullptr) v -= int64_t{wz[i + g]} * xs[g];
-          const int64_t old = op.accumulate ? int64_t{row[i + g]} : 0;
-          row[i + g] = static_cast<AccT>(static_cast<std::make_unsigned_t<AccT>>(v + old));
+      } else {
+        for (int64_t i = 0; i < cnt; i += gt) {
+          for (int64_t g = 0; g < gt; ++g) {
+            int64_t v = int64_t{dr[i + g]} - xzm * ws[i + g];
+            if (wz != nullptr) v -= int64_t{wz[i + g]} * xs[g];
+            const int64_t old = op.accumulate ? int64_t{row[i + g]} : 0;
+            row[i + g] = static_cast<AccT>(static_cast<std::make_unsigned_t<AccT>>(v + old));
+          }
         }
       }
       store(row, cnt, dst);
@@ -312,14 +311,13 @@ void matmul_i4(const MatMulArgs& a, const int8_t* x, ThreadPool& pool, uint8_t* 
       const int32_t* dr = dots + m * cnt;
       if constexpr (std::is_same_v<AccT, int32_t>) {
         group_corrections(dr, ts, off, xsu, xzm, j1 - j0, gt, op.accumulate, row);
-        store(row, cnt, dst);
-        continue;
-      }
-      for (int64_t i = 0; i < cnt; i += gt) {
-        for (int64_t g = 0; g < gt; ++g) {
-          U v = static_cast<U>(dr[i + g]) - xzm * static_cast<U>(ts[i + g]) - off[i + g] * xsu[g];
-          if (op.accumulate) v += static_cast<U>(row[i + g]);
-          row[i + g] = static_cast<AccT>(v);
+      } else {
+        for (int64_t i = 0; i < cnt; i += gt) {
+          for (int64_t g = 0; g < gt; ++g) {
+            U v = static_cast<U>(dr[i + g]) - xzm * static_cast<U>(ts[i + g]) - off[i + g] * xsu[g];
+            if (op.accumulate) v += static_cast<U>(row[i + g]);
+            row[i + g] = static_cast<AccT>(v);
+          }
         }
       }
       store(row, cnt, dst);

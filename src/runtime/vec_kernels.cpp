@@ -58,16 +58,23 @@ void grouped_requant_portable(const int32_t* acc, int64_t j0, int64_t n, int64_t
   }
 }
 
+/// One element of group_corrections, modulo 2^32.
+inline void correct_one(const int32_t* dots, const int32_t* ts, const uint32_t* off,
+                        const uint32_t* xs, uint32_t xz, int64_t e, int64_t g, bool accumulate,
+                        int32_t* out) {
+  uint32_t v = static_cast<uint32_t>(dots[e]) - xz * static_cast<uint32_t>(ts[e]);
+  if (off != nullptr) v -= off[e] * xs[g];
+  if (accumulate) v += static_cast<uint32_t>(out[e]);
+  out[e] = static_cast<int32_t>(v);
+}
+
 void group_corrections_portable(const int32_t* dots, const int32_t* ts, const uint32_t* off,
                                 const uint32_t* xs, uint32_t xz, int64_t i0, int64_t n, int64_t gt,
                                 bool accumulate, int32_t* out) {
   for (int64_t i = i0; i < n; ++i) {
     for (int64_t g = 0; g < gt; ++g) {
       const int64_t e = i * gt + g;
-      uint32_t v = static_cast<uint32_t>(dots[e]) - xz * static_cast<uint32_t>(ts[e]);
-      if (off != nullptr) v -= off[e] * xs[g];
-      if (accumulate) v += static_cast<uint32_t>(out[e]);
-      out[e] = static_cast<int32_t>(v);
+      correct_one(dots, ts, off, xs, xz, e, g, accumulate, out);
     }
   }
 }
@@ -204,10 +211,7 @@ __attribute__((target("avx2"))) void group_corrections_avx2(const int32_t* dots,
     }
     for (; g < gt; ++g) {
       const int64_t e = e0 + g;
-      uint32_t v = static_cast<uint32_t>(dots[e]) - xz * static_cast<uint32_t>(ts[e]);
-      if (off != nullptr) v -= off[e] * xs[g];
-      if (accumulate) v += static_cast<uint32_t>(out[e]);
-      out[e] = static_cast<int32_t>(v);
+      correct_one(dots, ts, off, xs, xz, e, g, accumulate, out);
     }
   }
 }
