@@ -10,6 +10,7 @@
 #include "qbc/driver/deployment.h"
 #include "qbc/driver/generate.h"
 #include "qbc/frontend/importer.h"
+#include "qbc/frontend/mapped_file.h"
 #include "qbc/isa/verify.h"
 #include "qbc/runtime/device.h"
 #include "qbc/runtime/npu_session.h"
@@ -79,6 +80,15 @@ ir::Int8View int8_codes(const LoadedModel& model) {
   };
 }
 
+ir::ViewDone release_codes(const LoadedModel& model) {
+  const LoadedModel* m = &model;
+  return [m](const ir::Weight& w) {
+    if (w.source != ir::WeightSource::kSidecar || !m->sidecar) return;
+    const frontend::SafetensorsTensor* t = m->sidecar->find(w.tensor);
+    if (t != nullptr) frontend::release_pages(t->data);
+  };
+}
+
 namespace {
 
 /// The bf16 values of a weight read unchanged from a BF16 tensor of the source model.
@@ -109,14 +119,15 @@ StatusOr<isa::Bundle> compile_backend(const LoadedModel& model, const npu::Optio
                                       const pass::Instrumentation& instr) {
   // Quantized codes are copied as they are stored (a float round trip of every code took
   // most of a 1B model's backend time).
-  return compile_with(model, options, instr, int8_codes(model));
+  return compile_with(model, options, instr,
+                      ir::WeightViews(int8_codes(model), nullptr, release_codes(model)));
 }
 
 StatusOr<isa::Bundle> compile_backend_in_place(const LoadedModel& model,
                                                const npu::Options& options,
                                                const pass::Instrumentation& instr) {
   return compile_with(model, options, instr,
-                      ir::WeightViews(int8_codes(model), source_bf16(model)));
+                      ir::WeightViews(int8_codes(model), source_bf16(model), release_codes(model)));
 }
 
 StatusOr<std::unique_ptr<runner::Runner>> make_npu_runner(const LoadedModel& model,

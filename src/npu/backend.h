@@ -50,14 +50,16 @@ class Context {
         weights(weights),
         codes(views.codes),
         bf16(views.bf16),
+        codes_done(views.codes_done),
         verify_programs(verify_programs),
         cache_quantized(cache_quantized) {}
 
   const ir::Graph& g;
   const Options& o;
   const ir::WeightReader* weights;
-  const ir::Int8View codes;  // a copy: the view is a small function object
-  const ir::Bf16View bf16;   // the host embedding as stored, when it is bf16 (may be empty)
+  const ir::Int8View codes;       // a copy: the view is a small function object
+  const ir::Bf16View bf16;        // the host embedding as stored, when it is bf16 (may be empty)
+  const ir::ViewDone codes_done;  // fill-weights is done with a `codes` view (may be empty)
   const bool verify_programs;
   const int64_t cache_quantized;
   isa::Bundle b;

@@ -247,6 +247,9 @@ Status Filler::linear(const Node& n, int id) {
     QBC_RETURN_IF_ERROR(codes(n, li, nt, raw));
     QBC_RETURN_IF_ERROR(scales(n, li, nt));
   }
+  // The codes are in the image now: their view's pages may leave memory, so a large model's
+  // image and its sidecar are never resident together.
+  if (raw != nullptr && cx_.codes_done) cx_.codes_done(*cw);
   return ok_status();
 }
 

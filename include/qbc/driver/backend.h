@@ -22,8 +22,15 @@ StatusOr<npu::Options> backend_options(const ir::Graph& graph, const config::Res
 /// the weight's size, nullptr for any other weight (see ir::Int8View). Valid while `model` is.
 ir::Int8View int8_codes(const LoadedModel& model);
 
+/// Drops the resident pages of a sidecar weight int8_codes() viewed (they stay readable from
+/// the file): the backend calls it once a linear's codes are in the weight image, so the
+/// sidecar does not stay in memory beside the image (docs/performance.md "Compiling an 8B
+/// model"). Other weights: nothing.
+ir::ViewDone release_codes(const LoadedModel& model);
+
 /// Compiles a loaded quantized model through the npu-compile pipeline (weights read from its
-/// source and sidecar, int8 codes through int8_codes()); `instr` as the user gave it
+/// source and sidecar, int8 codes through int8_codes(), released after copying by
+/// release_codes()); `instr` as the user gave it
 /// (--disable-pass, --dump-after: names of other stages' passes are ignored).
 StatusOr<isa::Bundle> compile_backend(const LoadedModel& model, const npu::Options& options,
                                       const pass::Instrumentation& instr = {});

@@ -30,14 +30,23 @@ using Int8View = std::function<const int8_t*(const Weight& w)>;
 /// widening 2 bytes per value to 4, so the bytes must outlive the bundle.
 using Bf16View = std::function<const uint16_t*(const Weight& w)>;
 
+/// Called by a consumer once it has copied what an Int8View gave it for `w` and will not
+/// read the view again: the owner may drop those bytes from the process's memory (a file
+/// mapping's pages, which stay readable from the file). Lets the backend build a weight image
+/// while the sidecar it copies from stays out of the resident set (docs/performance.md
+/// "Compiling an 8B model").
+using ViewDone = std::function<void(const Weight& w)>;
+
 /// The zero-copy views a weight's consumer may take (each may be empty). Converts from an
 /// Int8View alone.
 struct WeightViews {
   WeightViews() = default;
   WeightViews(Int8View int8) : codes(std::move(int8)) {}  // NOLINT(google-explicit-constructor)
-  WeightViews(Int8View int8, Bf16View bf16) : codes(std::move(int8)), bf16(std::move(bf16)) {}
+  WeightViews(Int8View int8, Bf16View bf16, ViewDone done = nullptr)
+      : codes(std::move(int8)), bf16(std::move(bf16)), codes_done(std::move(done)) {}
   Int8View codes;
   Bf16View bf16;
+  ViewDone codes_done;  ///< told when a view `codes` gave is no longer read (may be empty)
 };
 
 }  // namespace qbc::ir

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -205,14 +206,31 @@ TEST(BackendWeights, Int8CodesGiveTheFloatReadersImage) {
       viewed += p != nullptr;
       return p;
     };
+    // Each view is released once its codes are in the image (driver::release_codes drops the
+    // sidecar's pages), and the released pages still read the same codes: a second compile
+    // through the views gives the same image.
+    std::set<std::string> done;
+    int released = 0;
+    const ir::ViewDone release = driver::release_codes(q->model);
+    const ir::ViewDone count_done = [&](const ir::Weight& w) {
+      done.insert(w.name);
+      ++released;
+      release(w);
+    };
     for (const ir::Node& n : q->model.graph.nodes()) linears += n.op == ir::Op::kQLinear;
-    auto through_view = npu::compile(q->model.graph, floats, *o, counted);
+    auto through_view =
+        npu::compile(q->model.graph, floats, *o, ir::WeightViews(counted, nullptr, count_done));
     auto through_floats = npu::compile(q->model.graph, floats, *o);
+    auto after_release = driver::compile_backend(q->model, *o);
     QBC_ASSERT_OK(through_view);
     QBC_ASSERT_OK(through_floats);
+    QBC_ASSERT_OK(after_release);
     EXPECT_GT(linears, 0);
     EXPECT_EQ(viewed, linears) << (w4 ? "W4V8" : "W8");
+    EXPECT_EQ(released, linears) << (w4 ? "W4V8" : "W8");
+    EXPECT_EQ(static_cast<int>(done.size()), linears) << "a view released twice";
     EXPECT_TRUE(through_view->image == through_floats->image) << (w4 ? "W4V8" : "W8");
+    EXPECT_TRUE(after_release->image == through_floats->image) << (w4 ? "W4V8" : "W8");
     EXPECT_TRUE(through_view->embedding == through_floats->embedding);
     if (!w4) continue;
     // A 4-bit weight whose stored code is 8 (out of [-8, 7]).
