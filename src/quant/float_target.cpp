@@ -1,11 +1,14 @@
 // Float-target weight correction (include/qbc/quant/float_target.h).
 //
-// With U = chol((H + λI)⁻¹, upper) from the GPTQ factorisation (UᵀU = (H + λI)⁻¹):
-//   M = ((C − H) Uᵀ) U   once per group of linears sharing an input   [in, in]
-//   W' = W + W M         per linear
+// With U = chol((H + λI)⁻¹, upper) from the GPTQ factorisation (UᵀU = (H + λI)⁻¹), made
+// once per group of linears sharing an input (RidgeSolver):
+//   M = ((C − H) Uᵀ) U   [in, in]
+//   R = (E Uᵀ) U         [out, in], a residual writer's
+//   W' = W + W M (+ R)   per linear
 // products of gemm_acc (fixed k order, no FMA), so any thread count gives the same bits.
 #include "qbc/quant/float_target.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <numeric>
@@ -67,66 +70,120 @@ StatusOr<std::vector<double>> CrossAccumulator::cross() const {
   return c;
 }
 
-StatusOr<std::vector<double>> ridge_right_solve(const std::vector<double>& H, std::vector<double> B, int64_t rows,
-                                                double perc_damp, int num_threads) {
+StatusOr<RidgeSolver> RidgeSolver::factor(const std::vector<double>& H, double perc_damp,
+                                           int num_threads) {
+  const int64_t n = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(H.size()))));
+  if (n <= 0 || static_cast<int64_t>(H.size()) != n * n)
+    return invalid_argument("ridge solve: H (", H.size(), " values) is not square");
+  RidgeSolver r;
+  r.n_ = n;
+  r.threads_ = resolve_threads(num_threads);
+  // No correction through dead inputs (H_ii = 0).
+  r.dead_.assign(static_cast<size_t>(n), false);
+  for (int64_t i = 0; i < n; ++i) r.dead_[i] = H[i * n + i] == 0;
+  // U = chol((H + λI)⁻¹, upper) in original order: GPTQ's routine with the identity
+  // act order (it wants the Hessian reversed).
+  r.U_ = H;
+  for (int64_t i = 0; i < n; ++i) {
+    if (r.dead_[i]) r.U_[i * n + i] = 1;
+  }
+  std::vector<int64_t> rev(static_cast<size_t>(n));
+  std::iota(rev.rbegin(), rev.rend(), 0);
+  permute_symmetric(r.U_, n, rev, r.threads_);
+  GptqOptions o;
+  o.perc_damp = perc_damp;
+  QBC_RETURN_IF_ERROR(inverse_cholesky_upper(r.U_, n, o, rev, r.threads_).status());
+  r.Ut_.assign(static_cast<size_t>(n * n), 0.0);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < i; ++j) r.U_[i * n + j] = 0;  // the strict lower part is work space
+    for (int64_t j = i; j < n; ++j) r.Ut_[j * n + i] = r.U_[i * n + j];
+  }
+  return r;
+}
+
+StatusOr<std::vector<double>> RidgeSolver::solve(std::vector<double> B, int64_t rows,
+                                                 int64_t block) const {
+  const int64_t n = n_;
+  if (rows < 0 || static_cast<int64_t>(B.size()) != rows * n)
+    return invalid_argument("ridge solve: B (", B.size(), " values) is not [", rows, ", ", n, "]");
+  if (block < 1) return invalid_argument("ridge solve: block ", block, " < 1");
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      if (dead_[j]) B[i * n + j] = 0.0;
+    }
+  }
+  // B (H + λI)⁻¹ = (B Uᵀ) U; B's buffer takes the result. Both factors are triangular, so
+  // each column block reads only the k range whose terms can be non-zero (half the work of
+  // full products). The sums are those of the full products, bit for bit: a skipped term is
+  // a product with an exact zero of U, and each element still adds its terms one at a time
+  // in increasing k. In T = B Uᵀ the skipped terms come first and every sum starts at +0,
+  // which adding ±0 keeps. In B = T U they come last, which changes nothing unless the sum
+  // of the others is exactly ±0: those elements are summed again over every k.
+  std::vector<double> T(static_cast<size_t>(rows * n), 0.0);
+  parallel_chunks(rows, 64, threads_, [&](int64_t a, int64_t b) {
+    for (int64_t j0 = 0; j0 < n; j0 += block) {
+      const int64_t jw = std::min(block, n - j0);
+      gemm_acc(b - a, jw, n - j0, B.data() + a * n + j0, n, Ut_.data() + j0 * n + j0, n,
+               T.data() + a * n + j0, n);
+    }
+  });
+  std::fill(B.begin(), B.end(), 0.0);
+  parallel_chunks(rows, 64, threads_, [&](int64_t a, int64_t b) {
+    for (int64_t j0 = 0; j0 < n; j0 += block) {
+      const int64_t j1 = std::min(j0 + block, n);
+      gemm_acc(b - a, j1 - j0, j1, T.data() + a * n, n, U_.data() + j0, n, B.data() + a * n + j0,
+               n);
+      if (j1 == n) continue;  // no term skipped
+      for (int64_t i = a; i < b; ++i) {
+        for (int64_t j = j0; j < j1; ++j) {
+          if (B[i * n + j] != 0.0) continue;
+          double acc = 0.0;
+          for (int64_t k = 0; k < n; ++k) acc += T[i * n + k] * U_[k * n + j];
+          B[i * n + j] = acc;
+        }
+      }
+    }
+  });
+  return B;
+}
+
+StatusOr<std::vector<double>> RidgeSolver::correction(const std::vector<double>& H,
+                                                      std::vector<double> C) const {
+  if (C.size() != H.size() || static_cast<int64_t>(H.size()) != n_ * n_) {
+    return invalid_argument("float target: H (", H.size(), " values) and C (", C.size(),
+                            " values) must be the same square matrix size (", n_, " x ", n_, ")");
+  }
+  const int64_t n = n_;
+  for (size_t k = 0; k < C.size(); ++k) C[k] -= H[k];  // D = C − H
+  // Rows of dead inputs carry no correction either.
+  for (int64_t i = 0; i < n; ++i) {
+    if (H[i * n + i] != 0) continue;
+    for (int64_t j = 0; j < n; ++j) C[i * n + j] = 0.0;
+  }
+  return solve(std::move(C), n);
+}
+
+StatusOr<std::vector<double>> ridge_right_solve(const std::vector<double>& H, std::vector<double> B,
+                                                int64_t rows, double perc_damp, int num_threads) {
   const int64_t n = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(H.size()))));
   if (n <= 0 || static_cast<int64_t>(H.size()) != n * n || rows < 0 ||
       static_cast<int64_t>(B.size()) != rows * n) {
     return invalid_argument("ridge solve: H (", H.size(), " values) is not square or B (", B.size(),
                             " values) is not [", rows, ", n]");
   }
-  const int threads = resolve_threads(num_threads);
-  // No correction through dead inputs (H_ii = 0).
-  std::vector<bool> dead(static_cast<size_t>(n), false);
-  for (int64_t i = 0; i < n; ++i) dead[i] = H[i * n + i] == 0;
-  for (int64_t i = 0; i < rows; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
-      if (dead[j]) B[i * n + j] = 0.0;
-    }
-  }
-  // U = chol((H + λI)⁻¹, upper) in original order: GPTQ's routine with the identity
-  // act order (it wants the Hessian reversed).
-  std::vector<double> U = H;
-  for (int64_t i = 0; i < n; ++i) {
-    if (dead[i]) U[i * n + i] = 1;
-  }
-  std::vector<int64_t> rev(static_cast<size_t>(n));
-  std::iota(rev.rbegin(), rev.rend(), 0);
-  permute_symmetric(U, n, rev, threads);
-  GptqOptions o;
-  o.perc_damp = perc_damp;
-  QBC_RETURN_IF_ERROR(inverse_cholesky_upper(U, n, o, rev, threads).status());
-  std::vector<double> Ut(static_cast<size_t>(n * n), 0.0);
-  for (int64_t i = 0; i < n; ++i) {
-    for (int64_t j = 0; j < i; ++j) U[i * n + j] = 0;  // the strict lower part is work space
-    for (int64_t j = i; j < n; ++j) Ut[j * n + i] = U[i * n + j];
-  }
-  // B (H + λI)⁻¹ = (B Uᵀ) U; B's buffer takes the result.
-  std::vector<double> T(static_cast<size_t>(rows * n), 0.0);
-  parallel_chunks(rows, 64, threads, [&](int64_t a, int64_t b) {
-    gemm_acc(b - a, n, n, B.data() + a * n, n, Ut.data(), n, T.data() + a * n, n);
-  });
-  std::fill(B.begin(), B.end(), 0.0);
-  parallel_chunks(rows, 64, threads, [&](int64_t a, int64_t b) {
-    gemm_acc(b - a, n, n, T.data() + a * n, n, U.data(), n, B.data() + a * n, n);
-  });
-  return B;
+  QBC_ASSIGN_OR_RETURN(const RidgeSolver r, RidgeSolver::factor(H, perc_damp, num_threads));
+  return r.solve(std::move(B), rows);
 }
 
-StatusOr<std::vector<double>> float_target_correction(const std::vector<double>& H, std::vector<double> C,
-                                                      double perc_damp, int num_threads) {
+StatusOr<std::vector<double>> float_target_correction(const std::vector<double>& H,
+                                                      std::vector<double> C, double perc_damp,
+                                                      int num_threads) {
   if (C.size() != H.size()) {
     return invalid_argument("float target: H (", H.size(), " values) and C (", C.size(),
                             " values) must be the same square matrix size");
   }
-  for (size_t k = 0; k < C.size(); ++k) C[k] -= H[k];  // D = C − H
-  const int64_t n = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(H.size()))));
-  // Rows of dead inputs carry no correction either.
-  for (int64_t i = 0; i < n && n * n == static_cast<int64_t>(H.size()); ++i) {
-    if (H[i * n + i] != 0) continue;
-    for (int64_t j = 0; j < n; ++j) C[i * n + j] = 0.0;
-  }
-  return ridge_right_solve(H, std::move(C), n, perc_damp, num_threads);
+  QBC_ASSIGN_OR_RETURN(const RidgeSolver r, RidgeSolver::factor(H, perc_damp, num_threads));
+  return r.correction(H, std::move(C));
 }
 
 StatusOr<std::vector<float>> apply_float_target(const std::vector<float>& W, int64_t out, int64_t in,

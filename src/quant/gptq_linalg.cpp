@@ -3,10 +3,11 @@
 // the terms of each output element one at a time in increasing k order without fused
 // multiply-adds (qbc_quant builds with -ffp-contract=off), so splitting a product by
 // rows, columns or k ranges, any thread count and any vector width (gemm_acc has an
-// AVX2 clone) give bit-identical results.
+// AVX-512 kernel and an AVX2 clone) give bit-identical results.
 #include "gptq_linalg.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <numeric>
@@ -102,11 +103,116 @@ __attribute__((always_inline)) inline void row_tiles(int64_t nc, int64_t kc, con
 // The packed B panel of the calling thread: strip t, row k at [(t · kc + k) · 8].
 thread_local std::vector<double> t_panel;
 
-__attribute__((target_clones("avx2", "default"))) void gemm_acc(int64_t M, int64_t N, int64_t K,
-                                                                const double* A, int64_t lda,
-                                                                const double* B, int64_t ldb,
-                                                                double* C, int64_t ldc) {
-  if (M <= 0 || N <= 0 || K <= 0) return;
+// The AVX-512 kernel: the same sums (each output element adds its terms one at a time in
+// increasing k, a multiply then an add), eight doubles a register, two strips (16 columns)
+// a register tile so that eight independent sums hide the add latency.
+typedef double V8 __attribute__((vector_size(64)));
+
+__attribute__((target("avx512f"), always_inline)) inline void load8(V8& v, const double* p) {
+  std::memcpy(&v, p, sizeof v);
+}
+
+__attribute__((target("avx512f"), always_inline)) inline void store8(double* p, const V8& v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+/// C[Mr, 8 · S] += A[Mr, K] · B[K, 8 · S]; strip s of B at b[s] (rows ldb apart).
+template <int64_t Mr, int S>
+__attribute__((target("avx512f"), always_inline)) inline void tile512(
+    int64_t K, const double* __restrict a, int64_t lda, const double* const* b, int64_t ldb,
+    double* __restrict c, int64_t ldc) {
+  V8 acc[Mr][S];
+  for (int64_t r = 0; r < Mr; ++r) {
+    for (int s = 0; s < S; ++s) load8(acc[r][s], c + r * ldc + 8 * s);
+  }
+  for (int64_t k = 0; k < K; ++k) {
+    V8 bv[S];
+    for (int s = 0; s < S; ++s) load8(bv[s], b[s] + k * ldb);
+    for (int64_t r = 0; r < Mr; ++r) {
+      const double ar = a[r * lda + k];
+      const V8 av = {ar, ar, ar, ar, ar, ar, ar, ar};
+      for (int s = 0; s < S; ++s) acc[r][s] += av * bv[s];
+    }
+  }
+  for (int64_t r = 0; r < Mr; ++r) {
+    for (int s = 0; s < S; ++s) store8(c + r * ldc + 8 * s, acc[r][s]);
+  }
+}
+
+template <int64_t Mr>
+__attribute__((target("avx512f"), always_inline)) inline void row_tiles512(
+    int64_t nc, int64_t kc, const double* a, int64_t lda, const double* bs, int64_t bs_step,
+    int64_t bs_ld, const double* b, int64_t ldb, double* c, int64_t ldc) {
+  const int64_t strips = nc / kNr;
+  int64_t t = 0;
+  for (; t + 2 <= strips; t += 2) {
+    const double* bp[2] = {bs + t * bs_step, bs + (t + 1) * bs_step};
+    tile512<Mr, 2>(kc, a, lda, bp, bs_ld, c + t * kNr, ldc);
+  }
+  if (t < strips) {
+    const double* bp[1] = {bs + t * bs_step};
+    tile512<Mr, 1>(kc, a, lda, bp, bs_ld, c + t * kNr, ldc);
+  }
+  const int64_t j = strips * kNr;
+  if (j < nc) tile_edge(Mr, nc - j, kc, a, lda, b + j, ldb, c + j, ldc);
+}
+
+/// Packs strips [0, nc / 8) of the kc × nc block at b into the thread's panel.
+const double* pack_panel(const double* b, int64_t ldb, int64_t kc, int64_t nc) {
+  double* panel = t_panel.data();
+  for (int64_t t = 0; t < nc / kNr; ++t) {
+    for (int64_t k = 0; k < kc; ++k) {
+      std::memcpy(panel + (t * kc + k) * kNr, b + k * ldb + t * kNr, kNr * sizeof(double));
+    }
+  }
+  return panel;
+}
+
+__attribute__((target("avx512f"))) void gemm_acc_avx512(int64_t M, int64_t N, int64_t K,
+                                                        const double* A, int64_t lda,
+                                                        const double* B, int64_t ldb, double* C,
+                                                        int64_t ldc) {
+  const bool pack = M > 2 * kMr;
+  if (pack) t_panel.resize(static_cast<size_t>(kKc * kNc));
+  for (int64_t k0 = 0; k0 < K; k0 += kKc) {
+    const int64_t kc = std::min(kKc, K - k0);
+    for (int64_t j0 = 0; j0 < N; j0 += kNc) {
+      const int64_t nc = std::min(kNc, N - j0);
+      const double* b = B + k0 * ldb + j0;
+      const double* bs = pack ? pack_panel(b, ldb, kc, nc) : b;
+      const int64_t bs_step = pack ? kc * kNr : kNr, bs_ld = pack ? kNr : ldb;
+      for (int64_t i = 0; i < M; i += kMr) {
+        const double* a = A + i * lda + k0;
+        double* c = C + i * ldc + j0;
+        switch (std::min(kMr, M - i)) {
+          case 4:
+            row_tiles512<4>(nc, kc, a, lda, bs, bs_step, bs_ld, b, ldb, c, ldc);
+            break;
+          case 3:
+            row_tiles512<3>(nc, kc, a, lda, bs, bs_step, bs_ld, b, ldb, c, ldc);
+            break;
+          case 2:
+            row_tiles512<2>(nc, kc, a, lda, bs, bs_step, bs_ld, b, ldb, c, ldc);
+            break;
+          default:
+            row_tiles512<1>(nc, kc, a, lda, bs, bs_step, bs_ld, b, ldb, c, ldc);
+            break;
+        }
+      }
+    }
+  }
+}
+
+/// Whether gemm_acc takes the AVX-512 kernel: the CPU has it and QBC_GPTQ_NO_AVX512 is not
+/// set (the tests run both kernels and compare their bits).
+bool use_avx512() {
+  static const bool yes = __builtin_cpu_supports("avx512f") && std::getenv("QBC_GPTQ_NO_AVX512") == nullptr;
+  return yes;
+}
+
+__attribute__((target_clones("avx2", "default"))) void gemm_acc_clones(
+    int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, const double* B, int64_t ldb,
+    double* C, int64_t ldc) {
   // Rows of B are far apart (a whole matrix row): packing the panel makes the tile
   // read one contiguous stream. It pays off once a few row blocks reuse it.
   const bool pack = M > 2 * kMr;
@@ -119,13 +225,7 @@ __attribute__((target_clones("avx2", "default"))) void gemm_acc(int64_t M, int64
       const double* bs = b;
       int64_t bs_step = kNr, bs_ld = ldb;
       if (pack) {
-        double* panel = t_panel.data();
-        for (int64_t t = 0; t < nc / kNr; ++t) {
-          for (int64_t k = 0; k < kc; ++k) {
-            std::memcpy(panel + (t * kc + k) * kNr, b + k * ldb + t * kNr, kNr * sizeof(double));
-          }
-        }
-        bs = panel;
+        bs = pack_panel(b, ldb, kc, nc);
         bs_step = kc * kNr;
         bs_ld = kNr;
       }
@@ -149,6 +249,13 @@ __attribute__((target_clones("avx2", "default"))) void gemm_acc(int64_t M, int64
       }
     }
   }
+}
+
+void gemm_acc(int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, const double* B,
+              int64_t ldb, double* C, int64_t ldc) {
+  if (M <= 0 || N <= 0 || K <= 0) return;
+  if (use_avx512()) return gemm_acc_avx512(M, N, K, A, lda, B, ldb, C, ldc);
+  gemm_acc_clones(M, N, K, A, lda, B, ldb, C, ldc);
 }
 
 // ---------------------------------------------------------------------------

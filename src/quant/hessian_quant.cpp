@@ -24,9 +24,11 @@
 // whose output is added to the residual stream (o_proj, down_proj) also aims at the float
 // model's residual stream: it gets + E(H + λI)⁻¹ with E = (2/N) Σ (r_f − r_q) x_qᵀ, the
 // drift r_f − r_q the earlier layers left in the stream it is added to, so the writer
-// cancels what of that drift its inputs can predict. Cost: one more float forward of the
-// segment per group, about four more in×in fp64 matrices, and for a writer the float
-// residual of every sample (samples × seq × hidden floats) and an [out, in] matrix.
+// cancels what of that drift its inputs can predict. Cost: one more float forward of each
+// segment (its float inputs of every group are kept until their group is done: samples ×
+// seq × the segment's input widths floats), about four more in×in fp64 matrices (one
+// factorisation of H + λI serves M and E's solve), and for a writer the float residual of
+// every sample (samples × seq × hidden floats) and an [out, in] matrix.
 //
 // hessianDtype: the Hessian is always accumulated, factorised and applied in fp64
 // (HessianAccumulator, gptq_quantize), which is at least as precise as fp32 or bf16;
@@ -192,10 +194,9 @@ class HessianQuant final : public Pass {
     int64_t done = 0;
     std::vector<float> act;
     std::vector<int64_t> shape;
-    std::vector<std::vector<float>>
-        float_inputs;  // per sample, the group's input in the float model
-    std::vector<std::vector<float>>
-        float_resid;  // per sample, the residual stream in the float model
+    // floatTarget: per group of the segment and per sample, the group's input and (a residual
+    // writer's) residual stream in the float model, all from one float run of the segment.
+    std::vector<std::vector<std::vector<float>>> float_inputs_of, float_resid_of;
     std::vector<float> resid;
     for (size_t s = 0; s < runner.num_segments(); ++s) {
       float_weights.clear();
@@ -208,7 +209,29 @@ class HessianQuant final : public Pass {
           }
         }
       }
-      for (const Group& grp : plan[s]) {
+      float_inputs_of.assign(plan[s].size(), std::vector<std::vector<float>>(ctx.num_samples));
+      float_resid_of.assign(plan[s].size(), std::vector<std::vector<float>>(ctx.num_samples));
+      if (float_runner) {
+        // The float model's segment reads the snapshot, which no group changes: one run gives
+        // every group's float inputs (the same values a run per group gave).
+        QBC_RETURN_IF_ERROR(
+            float_runner->run(s, float_reader, [&](size_t sample, ref::Session& session) -> Status {
+              for (size_t gi = 0; gi < plan[s].size(); ++gi) {
+                const Group& grp = plan[s][gi];
+                if (!grp.residual_name.empty()) {
+                  QBC_RETURN_IF_ERROR(
+                      session.activation(grp.residual_name, &float_resid_of[gi][sample], &shape)
+                          .with_context("hessianQuant: float residual '", grp.residual_name, "'"));
+                }
+                QBC_RETURN_IF_ERROR(
+                    session.activation(grp.input_name, &float_inputs_of[gi][sample], &shape)
+                        .with_context("hessianQuant: float input '", grp.input_name, "'"));
+              }
+              return ok_status();
+            }));
+      }
+      for (size_t gi = 0; gi < plan[s].size(); ++gi) {
+        const Group& grp = plan[s][gi];
         const ir::Weight* w0 = g.find_weight(grp.linears[0].weight);
         const int64_t in = w0->type.dims[1];
         auto rows_of = [&](const std::vector<float>& a) -> StatusOr<int64_t> {
@@ -218,20 +241,8 @@ class HessianQuant final : public Pass {
           }
           return static_cast<int64_t>(a.size()) / in;
         };
-        if (float_runner) {
-          float_inputs.assign(ctx.num_samples, {});
-          float_resid.assign(ctx.num_samples, {});
-          QBC_RETURN_IF_ERROR(float_runner->run(
-              s, float_reader, [&](size_t sample, ref::Session& session) -> Status {
-                if (!grp.residual_name.empty()) {
-                  QBC_RETURN_IF_ERROR(
-                      session.activation(grp.residual_name, &float_resid[sample], &shape)
-                          .with_context("hessianQuant: float residual '", grp.residual_name, "'"));
-                }
-                return session.activation(grp.input_name, &float_inputs[sample], &shape)
-                    .with_context("hessianQuant: float input '", grp.input_name, "'");
-              }));
-        }
+        std::vector<std::vector<float>>& float_inputs = float_inputs_of[gi];
+        std::vector<std::vector<float>>& float_resid = float_resid_of[gi];
         std::optional<HessianAccumulator> acc(std::in_place, in);
         std::optional<CrossAccumulator> cross(std::in_place, float_runner ? in : 0);
         // E = (2/N) Σ (r_f − r_q) x_qᵀ [out, in] for a residual writer.
@@ -277,17 +288,20 @@ class HessianQuant final : public Pass {
         std::vector<double> M;  // floatTarget: W' = W + W·M for every linear of the group
         std::vector<double> R;  // floatTarget, residual writers: W' += E (H + λI)⁻¹
         if (float_runner) {
+          // One factorisation of H + λI for both right-hand sides.
+          StatusOr<RidgeSolver> solver = RidgeSolver::factor(H, gopt.perc_damp);
+          if (!solver.ok())
+            return solver.status().with_context("hessianQuant: float target of input '",
+                                                grp.input_name, "'");
           QBC_ASSIGN_OR_RETURN(std::vector<double> C, cross->cross());
-          StatusOr<std::vector<double>> m =
-              float_target_correction(H, std::move(C), gopt.perc_damp);
+          StatusOr<std::vector<double>> m = solver->correction(H, std::move(C));
           if (!m.ok())
             return m.status().with_context("hessianQuant: float target of input '", grp.input_name,
                                            "'");
           M = std::move(m).value();
           if (writer) {
             QBC_ASSIGN_OR_RETURN(std::vector<double> E, rcross->cross());
-            StatusOr<std::vector<double>> r =
-                ridge_right_solve(H, std::move(E), out0, gopt.perc_damp);
+            StatusOr<std::vector<double>> r = solver->solve(std::move(E), out0);
             if (!r.ok())
               return r.status().with_context("hessianQuant: residual target of '",
                                              grp.linears[0].name, "'");

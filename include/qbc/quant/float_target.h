@@ -42,6 +42,33 @@ class CrossAccumulator {
   std::vector<double> sum_;
 };
 
+/// (H + λI)⁻¹ applied from the right, factorised once for every right-hand side of the same
+/// H: λ = perc_damp · mean(diag H), ×10 on a failed factorisation (as GPTQ); dead inputs
+/// (H_ii = 0) carry nothing. solve() and correction() give the bits ridge_right_solve() and
+/// float_target_correction() give (they are a factorisation and one call of these).
+/// Memory: H's size twice (the factor and its transpose).
+class RidgeSolver {
+ public:
+  static StatusOr<RidgeSolver> factor(const std::vector<double>& H, double perc_damp,
+                                      int num_threads = 0);
+  /// B (H + λI)⁻¹ for B[rows, n] (row-major, consumed); columns of dead inputs are zero.
+  /// `block`: columns per block of the two triangular products (any value >= 1 gives the
+  /// same bits; n or more: full products).
+  StatusOr<std::vector<double>> solve(std::vector<double> B, int64_t rows,
+                                      int64_t block = 256) const;
+  /// M = (C − H)(H + λI)⁻¹ [n, n] for the H factor() was given and C of its rows (consumed);
+  /// rows and columns of dead inputs are zero.
+  StatusOr<std::vector<double>> correction(const std::vector<double>& H,
+                                           std::vector<double> C) const;
+  int64_t size() const { return n_; }
+
+ private:
+  int64_t n_ = 0;
+  int threads_ = 1;
+  std::vector<bool> dead_;
+  std::vector<double> U_, Ut_;  // chol((H + λI)⁻¹, upper) and its transpose
+};
+
 /// The correction M = (C − H)(H + λI)⁻¹ [in, in] shared by every linear reading the same
 /// input, from H and C [in, in] of the same rows (C is consumed as work space);
 /// λ = perc_damp · mean(diag H), ×10 on a failed factorisation (as GPTQ). Rows and

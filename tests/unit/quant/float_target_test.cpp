@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -187,6 +188,48 @@ TEST(RidgeRightSolve, SolvesAgainstTheDampedHessian) {
     }
   }
   EXPECT_FALSE(ridge_right_solve(H, B, rows + 1, damp).ok());
+}
+
+// RidgeSolver reads only the non-zero triangle of each factor: any column block gives the
+// bits of the full products (block >= n), across block edges, with a dead input, and for a
+// zero right-hand side row (every sum exactly 0: the path that sums again over every k);
+// ridge_right_solve and float_target_correction are one factorisation and one solve.
+TEST(RidgeSolver, TriangularBlocksGiveTheFullProductsBits) {
+  Data d = make_data(4, 300, 900, 0.3f, 11);
+  for (int64_t t = 0; t < d.rows; ++t) d.Xq[t * d.in + 7] = 0.0f;  // a dead input
+  const std::vector<double> H = hessian(d, d.Xq);
+  const int64_t n = d.in, rows = 6;
+  std::mt19937 rng(13);
+  std::normal_distribution<double> nd(0.0, 1.0);
+  std::vector<double> B(static_cast<size_t>(rows * n));
+  for (double& v : B) v = nd(rng);
+  for (int64_t j = 0; j < n; ++j) B[3 * n + j] = 0.0;  // a zero row
+  const double damp = 0.02;
+  StatusOr<RidgeSolver> r = RidgeSolver::factor(H, damp, 2);
+  QBC_ASSERT_OK(r);
+  EXPECT_EQ(r->size(), n);
+  StatusOr<std::vector<double>> full = r->solve(B, rows, n);
+  QBC_ASSERT_OK(full);
+  for (int64_t block : {1, 37, 64, 256, 299}) {
+    StatusOr<std::vector<double>> x = r->solve(B, rows, block);
+    QBC_ASSERT_OK(x);
+    ASSERT_EQ(x->size(), full->size());
+    EXPECT_EQ(std::memcmp(x->data(), full->data(), x->size() * sizeof(double)), 0)
+        << "block " << block;
+  }
+  for (int64_t j = 0; j < n; ++j) EXPECT_EQ((*full)[3 * n + j], 0.0);
+  StatusOr<std::vector<double>> once = ridge_right_solve(H, B, rows, damp, 1);
+  QBC_ASSERT_OK(once);
+  EXPECT_EQ(std::memcmp(once->data(), full->data(), once->size() * sizeof(double)), 0);
+  std::vector<double> C = cross(d);
+  StatusOr<std::vector<double>> m1 = r->correction(H, C);
+  StatusOr<std::vector<double>> m2 = float_target_correction(H, C, damp, 1);
+  QBC_ASSERT_OK(m1);
+  QBC_ASSERT_OK(m2);
+  EXPECT_EQ(std::memcmp(m1->data(), m2->data(), m1->size() * sizeof(double)), 0);
+  EXPECT_FALSE(r->solve(B, rows, 0).ok());
+  EXPECT_FALSE(r->solve(B, rows + 1).ok());
+  EXPECT_FALSE(RidgeSolver::factor(std::vector<double>(5, 1.0), damp).ok());
 }
 
 TEST(FloatTarget, ResidualDriftIsCancelledWhereTheInputsPredictIt) {
