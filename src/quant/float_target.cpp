@@ -115,10 +115,11 @@ StatusOr<std::vector<double>> RidgeSolver::solve(std::vector<double> B, int64_t 
   // B (H + λI)⁻¹ = (B Uᵀ) U; B's buffer takes the result. Both factors are triangular, so
   // each column block reads only the k range whose terms can be non-zero (half the work of
   // full products). The sums are those of the full products, bit for bit: a skipped term is
-  // a product with an exact zero of U, and each element still adds its terms one at a time
-  // in increasing k. In T = B Uᵀ the skipped terms come first and every sum starts at +0,
-  // which adding ±0 keeps. In B = T U they come last, which changes nothing unless the sum
-  // of the others is exactly ±0: those elements are summed again over every k.
+  // a product with an exact +0 of U (±0), and each element still adds its other terms one at
+  // a time in increasing k from +0 (T and B are filled with +0). In round-to-nearest a sum
+  // that starts at +0 is never −0 (+0 + ±0 = +0, x + (−x) = +0), so the skipped ±0 terms
+  // change nothing, first (T = B Uᵀ) or last (B = T U). Whole zero matrices are common here
+  // (block 0's first inputs are the float model's: C = H, and the drift E is 0).
   std::vector<double> T(static_cast<size_t>(rows * n), 0.0);
   parallel_chunks(rows, 64, threads_, [&](int64_t a, int64_t b) {
     for (int64_t j0 = 0; j0 < n; j0 += block) {
@@ -133,15 +134,6 @@ StatusOr<std::vector<double>> RidgeSolver::solve(std::vector<double> B, int64_t 
       const int64_t j1 = std::min(j0 + block, n);
       gemm_acc(b - a, j1 - j0, j1, T.data() + a * n, n, U_.data() + j0, n, B.data() + a * n + j0,
                n);
-      if (j1 == n) continue;  // no term skipped
-      for (int64_t i = a; i < b; ++i) {
-        for (int64_t j = j0; j < j1; ++j) {
-          if (B[i * n + j] != 0.0) continue;
-          double acc = 0.0;
-          for (int64_t k = 0; k < n; ++k) acc += T[i * n + k] * U_[k * n + j];
-          B[i * n + j] = acc;
-        }
-      }
     }
   });
   return B;

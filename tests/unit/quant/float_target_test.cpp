@@ -192,7 +192,7 @@ TEST(RidgeRightSolve, SolvesAgainstTheDampedHessian) {
 
 // RidgeSolver reads only the non-zero triangle of each factor: any column block gives the
 // bits of the full products (block >= n), across block edges, with a dead input, and for a
-// zero right-hand side row (every sum exactly 0: the path that sums again over every k);
+// zero right-hand side row (every sum exactly +0, the sign the full products give);
 // ridge_right_solve and float_target_correction are one factorisation and one solve.
 TEST(RidgeSolver, TriangularBlocksGiveTheFullProductsBits) {
   Data d = make_data(4, 300, 900, 0.3f, 11);
@@ -217,7 +217,10 @@ TEST(RidgeSolver, TriangularBlocksGiveTheFullProductsBits) {
     EXPECT_EQ(std::memcmp(x->data(), full->data(), x->size() * sizeof(double)), 0)
         << "block " << block;
   }
-  for (int64_t j = 0; j < n; ++j) EXPECT_EQ((*full)[3 * n + j], 0.0);
+  for (int64_t j = 0; j < n; ++j) {
+    EXPECT_EQ((*full)[3 * n + j], 0.0);
+    EXPECT_FALSE(std::signbit((*full)[3 * n + j])) << j;
+  }
   StatusOr<std::vector<double>> once = ridge_right_solve(H, B, rows, damp, 1);
   QBC_ASSERT_OK(once);
   EXPECT_EQ(std::memcmp(once->data(), full->data(), once->size() * sizeof(double)), 0);
