@@ -145,6 +145,47 @@ StatusOr<ir::Graph> segment_graph(const ir::Graph& g, const SegmentPlan& seg, si
   return sub;
 }
 
+/// The part of segment graph `seg` that computes the nodes named `needed`: their ancestors,
+/// every input (the host feeds all of them whatever is read), the weights those nodes read,
+/// and the last of them in graph order as the output. kNotFound names a missing node.
+StatusOr<ir::Graph> prefix_graph(const ir::Graph& seg, const std::vector<std::string>& needed) {
+  std::vector<bool> keep(seg.nodes().size(), false);
+  std::vector<ir::ValueId> todo;
+  ir::ValueId last = -1;
+  for (const std::string& name : needed) {
+    const ir::ValueId id = seg.find(name);
+    if (id < 0) return not_found("segment '", seg.name(), "' has no node '", name, "'");
+    todo.push_back(id);
+    last = std::max(last, id);
+  }
+  if (last < 0) return invalid_argument("segment '", seg.name(), "': no node asked for");
+  while (!todo.empty()) {
+    const ir::ValueId id = todo.back();
+    todo.pop_back();
+    if (keep[static_cast<size_t>(id)]) continue;
+    keep[static_cast<size_t>(id)] = true;
+    for (const ir::Operand& o : seg.node(id).operands)
+      if (!o.is_weight()) todo.push_back(o.value);
+  }
+  ir::Graph sub(seg.name() + ".prefix");
+  sub.metadata = seg.metadata;
+  std::map<ir::ValueId, ir::ValueId> remap;
+  for (ir::ValueId id = 0; id < static_cast<ir::ValueId>(seg.nodes().size()); ++id) {
+    ir::Node n = seg.node(id);
+    if (!keep[static_cast<size_t>(id)] && n.op != ir::Op::kInput) continue;
+    for (ir::Operand& o : n.operands) {
+      if (o.is_weight()) {
+        sub.add_weight(*seg.find_weight(o.weight));
+        continue;
+      }
+      o.value = remap.at(o.value);  // ancestors come first: the segment is in graph order
+    }
+    remap[id] = sub.append(std::move(n));
+  }
+  sub.add_output(remap.at(last));
+  return sub;
+}
+
 /// Where a cancelled run stopped: "calibration sample 3, segment 2".
 std::string sample_where(size_t sample, size_t segment) {
   return "calibration sample " + std::to_string(sample) + ", segment " + std::to_string(segment);
@@ -279,6 +320,26 @@ Status BlockRunner::run(size_t s, const ir::WeightReader& weights, const Visitor
       kept_outputs_[i] = std::move(out);
       out = {};
     }
+  }
+  return ok_status();
+}
+
+Status BlockRunner::run_prefix(size_t s, const std::vector<std::string>& needed,
+                               const ir::WeightReader& weights, const Visitor& visit) {
+  if (s != current_)
+    return internal_error("BlockRunner: segment ", s, " run while the stream is at ", current_);
+  QBC_ASSIGN_OR_RETURN(const ir::Graph prefix, prefix_graph(graphs_[s], needed));
+  QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> session,
+                       ref::Session::create(prefix, weights, session_));
+  session->set_keep_activations(true);
+  std::vector<float> out;
+  for (size_t i = 0; i < stream_.size(); ++i) {
+    QBC_RETURN_IF_ERROR(cancel::check(sample_where(i, s)));
+    session->reset();
+    QBC_RETURN_IF_ERROR(feed_deepstack(s, i, *session));
+    QBC_RETURN_IF_ERROR(session->forward_embeds(stream_[i], seqs_[i], &out)
+                            .with_context("calibration sample ", i, ", segment ", s));
+    if (visit) QBC_RETURN_IF_ERROR(visit(i, *session));
   }
   return ok_status();
 }

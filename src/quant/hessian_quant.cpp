@@ -5,7 +5,8 @@
 // head) at a time (BlockRunner). Inside a segment the linears are grouped by the value
 // they read: all linears reading the same input form one group (q/k/v; o; gate/up;
 // down; lm_head in the head segment). For each group in graph order the segment is run
-// again with the current weights (the earlier groups already quantized), the group's
+// again with the current weights (the earlier groups already quantized) as far as the
+// group's input (BlockRunner::run_prefix: the nodes after it are not needed yet), the group's
 // input activations are accumulated into one Hessian, and every linear of the group is
 // quantized with gptq_quantize() at the bits linear_bits() gives it (16: left in float),
 // with the scales (and zero points) of bit.weightGroupSize / bit.weightZeroPoint. The codes go to
@@ -249,8 +250,12 @@ class HessianQuant final : public Pass {
         const int64_t out0 = w0->type.dims[0];
         const bool writer = float_runner && !grp.residual_name.empty();
         std::optional<CrossAccumulator> rcross(std::in_place, writer ? out0 : 0, writer ? in : 0);
-        QBC_RETURN_IF_ERROR(
-            runner.run(s, reader, [&](size_t sample, ref::Session& session) -> Status {
+        // The quantized model up to this group's input (and the stream it adds to): the
+        // nodes after it wait for this group's codes.
+        std::vector<std::string> needed = {grp.input_name};
+        if (writer) needed.push_back(grp.residual_name);
+        QBC_RETURN_IF_ERROR(runner.run_prefix(
+            s, needed, reader, [&](size_t sample, ref::Session& session) -> Status {
               QBC_RETURN_IF_ERROR(session.activation(grp.input_name, &act, &shape)
                                       .with_context("hessianQuant: input '", grp.input_name, "'"));
               QBC_ASSIGN_OR_RETURN(const int64_t rows, rows_of(act));

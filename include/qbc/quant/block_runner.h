@@ -46,6 +46,12 @@ class BlockRunner {
   /// `keep_outputs`, the outputs are kept for advance_from_last_run().
   Status run(size_t s, const ir::WeightReader& weights, const Visitor& visit,
              bool keep_outputs = false);
+  /// As run(), but only what computes the nodes named `needed` (their ancestors in segment
+  /// `s`): the visitor may read their activations and their ancestors'. The values are those
+  /// run() gives (the same nodes on the same inputs); the nodes after them are not run (GPTQ's
+  /// first groups of a block need its first nodes only). kNotFound names a node not in `s`.
+  Status run_prefix(size_t s, const std::vector<std::string>& needed,
+                    const ir::WeightReader& weights, const Visitor& visit);
   /// Makes the outputs of the last run(s, ..., keep_outputs = true) the next segment's
   /// stream, without running the segment again.
   Status advance_from_last_run(size_t s);
