@@ -1,13 +1,18 @@
 // Block-by-block calibration gives the statistics of whole-model calibration, on a
 // model with a prefix node (Gemma's embed_scale), post-norms and a soft-capped head,
-// on stories260K, and on a Qwen3-VL language model with DeepStack rows.
+// on stories260K, and on a Qwen3-VL language model with DeepStack rows; and the runner's
+// prefix runs (GPTQ's) compute what the whole segment computes.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <map>
+#include <memory>
+#include <optional>
 
 #include "qbc/frontend/random_model.h"
 #include "qbc/numerics/fp16.h"
+#include "qbc/quant/block_runner.h"
 #include "qbc/quant/calibrate.h"
 #include "transform_cases.h"
 
@@ -92,11 +97,22 @@ namespace {
 // (Session::set_deepstack, as the runtime and eval feed them), rows rounded to fp16 as the
 // BlockRunner keeps them; without the rows the statistics after the adds differ; and a source
 // with the wrong number of levels is refused.
-TEST(BlockwiseCalibrationDeepStack, RowsReachTheirBlocksAsInTheWholeModel) {
-  QBC_REQUIRE_SHARED(config, "model-configs-new/Qwen3-VL-4B-Instruct/config.json");
+/// A small random Qwen3-VL language model (3 blocks, DeepStack inputs) and two samples of 12
+/// tokens; sample 0 has DeepStack rows at tokens 3..7, sample 1 none.
+struct DeepStackModel {
+  std::unique_ptr<ir::Graph> g;
+  std::optional<frontend::ModelSource> src;
+  ir::WeightReader reader;
+  std::unique_ptr<ref::Session> whole;
+  int64_t hidden = 0, seq = 12;
+  std::vector<std::vector<float>> embeds;
+  std::vector<std::vector<std::vector<float>>> rows{2};
+};
+
+Status make_deepstack_model(const std::string& config, const std::string& dir, DeepStackModel* m) {
   frontend::RandomModelOptions o;
   o.config_path = config;
-  o.output_dir = ::qbc::testing::temp_dir() / "qwen3_vl_deepstack";
+  o.output_dir = ::qbc::testing::temp_dir() / dir;
   o.seed = 3;
   o.init_std = 0.1;
   o.overrides.num_hidden_layers = 3;
@@ -111,35 +127,44 @@ TEST(BlockwiseCalibrationDeepStack, RowsReachTheirBlocksAsInTheWholeModel) {
   o.overrides.vision.num_heads = 2;
   o.overrides.vision.intermediate_size = 64;
   o.overrides.vision.out_hidden_size = 64;
-  QBC_ASSERT_OK(frontend::write_random_model(o));
-  auto src = frontend::ModelSource::open(o.output_dir);
-  QBC_ASSERT_OK(src);
+  QBC_RETURN_IF_ERROR(frontend::write_random_model(o));
+  QBC_ASSIGN_OR_RETURN(frontend::ModelSource src, frontend::ModelSource::open(o.output_dir));
+  m->src.emplace(std::move(src));
   frontend::ImportOptions io;
   io.max_cache_length = 64;
-  auto g = frontend::build_decoder_graph(src->hparams(), io);
-  QBC_ASSERT_OK(g);
-  const ir::WeightReader reader = frontend::model_weight_reader(*src);
-  auto whole = ref::Session::create(*g, reader);
-  QBC_ASSERT_OK(whole);
-  const int64_t hidden = (*whole)->hidden_size(), seq = 12;
-
-  std::vector<std::vector<float>> embeds;
-  std::vector<std::vector<std::vector<float>>> rows(2);  // sample 1 has none
+  QBC_ASSIGN_OR_RETURN(ir::Graph g, frontend::build_decoder_graph(m->src->hparams(), io));
+  m->g = std::make_unique<ir::Graph>(std::move(g));
+  m->reader = frontend::model_weight_reader(*m->src);
+  QBC_ASSIGN_OR_RETURN(m->whole, ref::Session::create(*m->g, m->reader));
+  m->hidden = m->whole->hidden_size();
   for (size_t i = 0; i < 2; ++i) {
-    std::vector<int32_t> ids = ::qbc::testing::transform_test_ids(256, seq);
+    std::vector<int32_t> ids = ::qbc::testing::transform_test_ids(256, m->seq);
     for (int32_t& id : ids) id = static_cast<int32_t>((id + 31 * i) % 256);
     std::vector<float> e;
-    QBC_ASSERT_OK((*whole)->embed(ids, &e));
-    embeds.push_back(e);
+    QBC_RETURN_IF_ERROR(m->whole->embed(ids, &e));
+    m->embeds.push_back(e);
   }
   for (int level = 0; level < 2; ++level) {  // sample 0: an "image" at rows 3..7
-    std::vector<float> v(static_cast<size_t>(seq * hidden), 0.0f);
+    std::vector<float> v(static_cast<size_t>(m->seq * m->hidden), 0.0f);
     for (int64_t t = 3; t < 8; ++t)
-      for (int64_t c = 0; c < hidden; ++c)
-        v[static_cast<size_t>(t * hidden + c)] = numerics::round_fp16(
-            0.5 * std::sin(0.37 * static_cast<double>(t * hidden + c) + level));
-    rows[0].push_back(std::move(v));
+      for (int64_t c = 0; c < m->hidden; ++c)
+        v[static_cast<size_t>(t * m->hidden + c)] = numerics::round_fp16(
+            0.5 * std::sin(0.37 * static_cast<double>(t * m->hidden + c) + level));
+    m->rows[0].push_back(std::move(v));
   }
+  return ok_status();
+}
+
+TEST(BlockwiseCalibrationDeepStack, RowsReachTheirBlocksAsInTheWholeModel) {
+  QBC_REQUIRE_SHARED(config, "model-configs-new/Qwen3-VL-4B-Instruct/config.json");
+  DeepStackModel m;
+  QBC_ASSERT_OK(make_deepstack_model(config, "qwen3_vl_deepstack", &m));
+  const ir::Graph* g = m.g.get();
+  const ir::WeightReader& reader = m.reader;
+  std::unique_ptr<ref::Session>* whole = &m.whole;
+  const int64_t seq = m.seq;
+  std::vector<std::vector<float>>& embeds = m.embeds;
+  std::vector<std::vector<std::vector<float>>>& rows = m.rows;
   SampleSource samples = [&](size_t i, std::vector<float>* out, int64_t* s) {
     *out = embeds[i];
     *s = seq;
@@ -184,6 +209,67 @@ TEST(BlockwiseCalibrationDeepStack, RowsReachTheirBlocksAsInTheWholeModel) {
   ASSERT_FALSE(bad.ok());
   EXPECT_TRUE(::qbc::testing::contains(bad.status().message(), "1 DeepStack levels"))
       << bad.status().to_string();
+}
+
+// BlockRunner::run_prefix runs only what computes the nodes asked for: their values (and
+// their ancestors') are those of the whole segment's run, bit for bit, with DeepStack rows fed
+// to a prefix that does not read them; a later node is not computed; an unknown node is
+// refused by name.
+TEST(BlockRunnerPrefix, ComputesTheAskedNodesAsTheWholeSegment) {
+  QBC_REQUIRE_SHARED(config, "model-configs-new/Qwen3-VL-4B-Instruct/config.json");
+  DeepStackModel m;
+  QBC_ASSERT_OK(make_deepstack_model(config, "qwen3_vl_prefix", &m));
+  SampleSource samples = [&](size_t i, std::vector<float>* out, int64_t* s) {
+    *out = m.embeds[i];
+    *s = m.seq;
+    return ok_status();
+  };
+  DeepStackSource deepstack = [&](size_t i, int64_t, std::vector<std::vector<float>>* out) {
+    *out = m.rows[i];
+    return ok_status();
+  };
+  auto runner = BlockRunner::create(*m.g, 2, samples, {}, &deepstack);
+  QBC_ASSERT_OK(runner);
+  ASSERT_GE(runner->num_segments(), 2u);
+  // Segment 0's first linear's input (an early node) and the node just before it.
+  const ir::Graph& seg = runner->segment(0);
+  std::string first_input, last_node;
+  for (const ir::Node& n : seg.nodes()) {
+    if (n.op == ir::Op::kLinear && first_input.empty())
+      first_input = seg.node(n.operands[0].value).name;
+    if (n.op != ir::Op::kInput) last_node = n.name;
+  }
+  ASSERT_FALSE(first_input.empty());
+  ASSERT_NE(first_input, last_node);
+  std::map<std::pair<size_t, std::string>, std::vector<float>> full, part;
+  std::vector<int64_t> shape;
+  auto keep = [&](auto& into, const std::vector<std::string>& names) {
+    return [&into, &shape, names](size_t i, ref::Session& s) -> Status {
+      for (const std::string& n : names)
+        QBC_RETURN_IF_ERROR(s.activation(n, &into[{i, n}], &shape));
+      return ok_status();
+    };
+  };
+  QBC_ASSERT_OK(runner->run(0, m.reader, keep(full, {first_input, last_node})));
+  bool later_missing = true;
+  QBC_ASSERT_OK(
+      runner->run_prefix(0, {first_input}, m.reader, [&](size_t i, ref::Session& s) -> Status {
+        QBC_RETURN_IF_ERROR(keep(part, {first_input})(i, s));
+        std::vector<float> v;
+        later_missing = later_missing && !s.activation(last_node, &v, &shape).ok();
+        return ok_status();
+      }));
+  for (size_t i = 0; i < 2; ++i) {
+    const std::vector<float>& a = full[{i, first_input}];
+    const std::vector<float>& b = part[{i, first_input}];
+    ASSERT_EQ(a.size(), b.size());
+    ASSERT_FALSE(a.empty());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << "sample " << i;
+  }
+  EXPECT_TRUE(later_missing) << last_node << " was computed by the prefix run";
+  Status bad = runner->run_prefix(0, {"no.such.node"}, m.reader, nullptr);
+  EXPECT_EQ(bad.code(), Code::kNotFound);
+  EXPECT_TRUE(::qbc::testing::contains(bad.message(), "no.such.node")) << bad.to_string();
 }
 
 }  // namespace
