@@ -52,7 +52,7 @@ RUNS = {
     "1b-w4-gptq": {
         "config": "Llama-3.2-1B-Instruct",
         "args": ["--preset", "llm"] + CALIB_16x256 + [
-            x for k in ("query", "key", "value", "output", "ffn")
+            x for k in ("query", "key", "output", "ffn")  # W4V8: value and head at 8
             for x in ("--set", f"bit.transformer.weight.{k}=4")],
         "rss_gib": 3.0,
         "wall_s": 600.0,

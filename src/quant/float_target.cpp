@@ -107,6 +107,13 @@ StatusOr<std::vector<double>> RidgeSolver::solve(std::vector<double> B, int64_t 
   if (rows < 0 || static_cast<int64_t>(B.size()) != rows * n)
     return invalid_argument("ridge solve: B (", B.size(), " values) is not [", rows, ", ", n, "]");
   if (block < 1) return invalid_argument("ridge solve: block ", block, " < 1");
+  // The skipped terms below are products with exact zeros, which is an identity only for
+  // finite factors (inf · 0 is NaN).
+  for (size_t k = 0; k < B.size(); ++k) {
+    if (!std::isfinite(B[k]))
+      return invalid_argument("ridge solve: right-hand side (", k / static_cast<size_t>(n), ", ",
+                              k % static_cast<size_t>(n), ") is not finite (", B[k], ")");
+  }
   for (int64_t i = 0; i < rows; ++i) {
     for (int64_t j = 0; j < n; ++j) {
       if (dead_[j]) B[i * n + j] = 0.0;

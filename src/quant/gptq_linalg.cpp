@@ -103,6 +103,8 @@ __attribute__((always_inline)) inline void row_tiles(int64_t nc, int64_t kc, con
 // The packed B panel of the calling thread: strip t, row k at [(t · kc + k) · 8].
 thread_local std::vector<double> t_panel;
 
+namespace {
+
 // The AVX-512 kernel: the same sums (each output element adds its terms one at a time in
 // increasing k, a multiply then an add), eight doubles a register, two strips (16 columns)
 // a register tile so that eight independent sums hide the add latency.
@@ -209,6 +211,8 @@ bool use_avx512() {
   static const bool yes = __builtin_cpu_supports("avx512f") && std::getenv("QBC_GPTQ_NO_AVX512") == nullptr;
   return yes;
 }
+
+}  // namespace
 
 __attribute__((target_clones("avx2", "default"))) void gemm_acc_clones(
     int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, const double* B, int64_t ldb,

@@ -214,9 +214,11 @@ class HessianQuant final : public Pass {
       float_resid_of.assign(plan[s].size(), std::vector<std::vector<float>>(ctx.num_samples));
       if (float_runner) {
         // The float model's segment reads the snapshot, which no group changes: one run gives
-        // every group's float inputs (the same values a run per group gave).
-        QBC_RETURN_IF_ERROR(
-            float_runner->run(s, float_reader, [&](size_t sample, ref::Session& session) -> Status {
+        // every group's float inputs (the same values a run per group gave) and the float
+        // stream's next segment (what advance would compute again).
+        QBC_RETURN_IF_ERROR(float_runner->run(
+            s, float_reader,
+            [&](size_t sample, ref::Session& session) -> Status {
               for (size_t gi = 0; gi < plan[s].size(); ++gi) {
                 const Group& grp = plan[s][gi];
                 if (!grp.residual_name.empty()) {
@@ -229,7 +231,8 @@ class HessianQuant final : public Pass {
                         .with_context("hessianQuant: float input '", grp.input_name, "'"));
               }
               return ok_status();
-            }));
+            },
+            /*keep_outputs=*/true));  // the float stream's next segment: no second float run
       }
       for (size_t gi = 0; gi < plan[s].size(); ++gi) {
         const Group& grp = plan[s][gi];
@@ -369,7 +372,7 @@ class HessianQuant final : public Pass {
         }
       }
       QBC_RETURN_IF_ERROR(runner.advance(s, reader));
-      if (float_runner) QBC_RETURN_IF_ERROR(float_runner->advance(s, float_reader));
+      if (float_runner) QBC_RETURN_IF_ERROR(float_runner->advance_from_last_run(s));
     }
     return true;
   }

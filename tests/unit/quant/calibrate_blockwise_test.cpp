@@ -230,46 +230,69 @@ TEST(BlockRunnerPrefix, ComputesTheAskedNodesAsTheWholeSegment) {
   };
   auto runner = BlockRunner::create(*m.g, 2, samples, {}, &deepstack);
   QBC_ASSERT_OK(runner);
-  ASSERT_GE(runner->num_segments(), 2u);
-  // Segment 0's first linear's input (an early node) and the node just before it.
-  const ir::Graph& seg = runner->segment(0);
-  std::string first_input, last_node;
-  for (const ir::Node& n : seg.nodes()) {
-    if (n.op == ir::Op::kLinear && first_input.empty())
-      first_input = seg.node(n.operands[0].value).name;
-    if (n.op != ir::Op::kInput) last_node = n.name;
-  }
-  ASSERT_FALSE(first_input.empty());
-  ASSERT_NE(first_input, last_node);
-  std::map<std::pair<size_t, std::string>, std::vector<float>> full, part;
+  ASSERT_GE(runner->num_segments(), 3u);
+  Status bad = runner->run_prefix(0, {"no.such.node"}, m.reader, nullptr);
+  EXPECT_EQ(bad.code(), Code::kNotFound);
+  EXPECT_TRUE(::qbc::testing::contains(bad.message(), "no.such.node")) << bad.to_string();
   std::vector<int64_t> shape;
-  auto keep = [&](auto& into, const std::vector<std::string>& names) {
+  using Kept = std::map<std::pair<size_t, std::string>, std::vector<float>>;
+  auto keep = [&shape](Kept& into, const std::vector<std::string>& names) {
     return [&into, &shape, names](size_t i, ref::Session& s) -> Status {
       for (const std::string& n : names)
         QBC_RETURN_IF_ERROR(s.activation(n, &into[{i, n}], &shape));
       return ok_status();
     };
   };
-  QBC_ASSERT_OK(runner->run(0, m.reader, keep(full, {first_input, last_node})));
-  bool later_missing = true;
-  QBC_ASSERT_OK(
-      runner->run_prefix(0, {first_input}, m.reader, [&](size_t i, ref::Session& s) -> Status {
-        QBC_RETURN_IF_ERROR(keep(part, {first_input})(i, s));
+  // Blocks 0 and 1 (the second on the stream the first made): GPTQ's first group's input
+  // alone (the block's norm), and its last group's input with the residual stream its
+  // linear adds to (everything but the last linear and what follows it).
+  for (size_t s = 0; s < 2; ++s) {
+    const ir::Graph& seg = runner->segment(s);
+    std::vector<ir::ValueId> linears;
+    std::string last_node;
+    for (ir::ValueId id = 0; id < static_cast<ir::ValueId>(seg.nodes().size()); ++id) {
+      if (seg.node(id).op == ir::Op::kLinear) linears.push_back(id);
+      if (seg.node(id).op != ir::Op::kInput) last_node = seg.node(id).name;
+    }
+    ASSERT_GE(linears.size(), 2u) << "segment " << s;
+    const ir::ValueId down = linears.back();
+    const std::string first_input = seg.node(seg.node(linears.front()).operands[0].value).name;
+    const std::string down_input = seg.node(seg.node(down).operands[0].value).name;
+    std::string residual;  // the other operand of the add that takes the last linear's output
+    for (const ir::Node& n : seg.nodes()) {
+      if (n.op != ir::Op::kAdd) continue;
+      bool reads = false;
+      for (const ir::Operand& o : n.operands) reads = reads || (!o.is_weight() && o.value == down);
+      for (const ir::Operand& o : n.operands)
+        if (reads && !o.is_weight() && o.value != down) residual = seg.node(o.value).name;
+    }
+    ASSERT_FALSE(residual.empty()) << "segment " << s;
+    Kept full;
+    QBC_ASSERT_OK(runner->run(s, m.reader, keep(full, {first_input, down_input, residual})));
+    for (const std::vector<std::string>& asked :
+         {std::vector<std::string>{first_input}, std::vector<std::string>{down_input, residual}}) {
+      Kept part;
+      bool later_missing = true;
+      QBC_ASSERT_OK(runner->run_prefix(s, asked, m.reader, [&](size_t i, ref::Session& ses) {
+        QBC_RETURN_IF_ERROR(keep(part, asked)(i, ses));
         std::vector<float> v;
-        later_missing = later_missing && !s.activation(last_node, &v, &shape).ok();
+        later_missing = later_missing && !ses.activation(last_node, &v, &shape).ok();
         return ok_status();
       }));
-  for (size_t i = 0; i < 2; ++i) {
-    const std::vector<float>& a = full[{i, first_input}];
-    const std::vector<float>& b = part[{i, first_input}];
-    ASSERT_EQ(a.size(), b.size());
-    ASSERT_FALSE(a.empty());
-    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << "sample " << i;
+      EXPECT_TRUE(later_missing) << last_node << " was computed by the prefix run";
+      for (size_t i = 0; i < 2; ++i) {
+        for (const std::string& n : asked) {
+          const std::vector<float>& x = full[{i, n}];
+          const std::vector<float>& y = part[{i, n}];
+          ASSERT_EQ(x.size(), y.size()) << n;
+          ASSERT_FALSE(x.empty()) << n;
+          EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)), 0)
+              << "segment " << s << ", sample " << i << ", " << n;
+        }
+      }
+    }
+    QBC_ASSERT_OK(runner->advance(s, m.reader));
   }
-  EXPECT_TRUE(later_missing) << last_node << " was computed by the prefix run";
-  Status bad = runner->run_prefix(0, {"no.such.node"}, m.reader, nullptr);
-  EXPECT_EQ(bad.code(), Code::kNotFound);
-  EXPECT_TRUE(::qbc::testing::contains(bad.message(), "no.such.node")) << bad.to_string();
 }
 
 }  // namespace
