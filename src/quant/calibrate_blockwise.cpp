@@ -304,24 +304,7 @@ Status BlockRunner::run(size_t s, const ir::WeightReader& weights, const Visitor
                         bool keep_outputs) {
   if (s != current_)
     return internal_error("BlockRunner: segment ", s, " run while the stream is at ", current_);
-  QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> session,
-                       ref::Session::create(graphs_[s], weights, session_));
-  session->set_keep_activations(true);
-  std::vector<float> out;
-  for (size_t i = 0; i < stream_.size(); ++i) {
-    QBC_RETURN_IF_ERROR(cancel::check(sample_where(i, s)));
-    session->reset();
-    QBC_RETURN_IF_ERROR(feed_deepstack(s, i, *session));
-    QBC_RETURN_IF_ERROR(session->forward_embeds(stream_[i], seqs_[i], &out)
-                            .with_context("calibration sample ", i, ", segment ", s));
-    if (visit) QBC_RETURN_IF_ERROR(visit(i, *session));
-    if (keep_outputs && s + 1 < segments_.size()) {
-      kept_outputs_.resize(stream_.size());
-      kept_outputs_[i] = std::move(out);
-      out = {};
-    }
-  }
-  return ok_status();
+  return run_graph(s, graphs_[s], weights, visit, keep_outputs && s + 1 < segments_.size());
 }
 
 Status BlockRunner::run_prefix(size_t s, const std::vector<std::string>& needed,
@@ -329,8 +312,13 @@ Status BlockRunner::run_prefix(size_t s, const std::vector<std::string>& needed,
   if (s != current_)
     return internal_error("BlockRunner: segment ", s, " run while the stream is at ", current_);
   QBC_ASSIGN_OR_RETURN(const ir::Graph prefix, prefix_graph(graphs_[s], needed));
+  return run_graph(s, prefix, weights, visit, false);
+}
+
+Status BlockRunner::run_graph(size_t s, const ir::Graph& graph, const ir::WeightReader& weights,
+                              const Visitor& visit, bool keep) {
   QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> session,
-                       ref::Session::create(prefix, weights, session_));
+                       ref::Session::create(graph, weights, session_));
   session->set_keep_activations(true);
   std::vector<float> out;
   for (size_t i = 0; i < stream_.size(); ++i) {
@@ -340,6 +328,11 @@ Status BlockRunner::run_prefix(size_t s, const std::vector<std::string>& needed,
     QBC_RETURN_IF_ERROR(session->forward_embeds(stream_[i], seqs_[i], &out)
                             .with_context("calibration sample ", i, ", segment ", s));
     if (visit) QBC_RETURN_IF_ERROR(visit(i, *session));
+    if (keep) {
+      kept_outputs_.resize(stream_.size());
+      kept_outputs_[i] = std::move(out);
+      out = {};
+    }
   }
   return ok_status();
 }

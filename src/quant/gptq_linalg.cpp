@@ -24,7 +24,6 @@ int resolve_threads(int requested) {
   return hw == 0 ? 1 : static_cast<int>(std::min(hw, 64u));
 }
 
-
 // ---------------------------------------------------------------------------
 // gemm_acc: C[i][j] += Σ_k A[i][k] · B[k][j], row-major, k in increasing order.
 
@@ -170,10 +169,14 @@ const double* pack_panel(const double* b, int64_t ldb, int64_t kc, int64_t nc) {
   return panel;
 }
 
-__attribute__((target("avx512f"))) void gemm_acc_avx512(int64_t M, int64_t N, int64_t K,
-                                                        const double* A, int64_t lda,
-                                                        const double* B, int64_t ldb, double* C,
-                                                        int64_t ldc) {
+/// The blocked product both kernels share: k and column panels (the column panel packed when
+/// enough row blocks reuse it: rows of B are a whole matrix row apart), then row blocks of
+/// kMr through Rows::run<rows in the block>.
+template <class Rows>
+__attribute__((always_inline)) inline void gemm_panels(int64_t M, int64_t N, int64_t K,
+                                                       const double* A, int64_t lda,
+                                                       const double* B, int64_t ldb, double* C,
+                                                       int64_t ldc) {
   const bool pack = M > 2 * kMr;
   if (pack) t_panel.resize(static_cast<size_t>(kKc * kNc));
   for (int64_t k0 = 0; k0 < K; k0 += kKc) {
@@ -188,71 +191,69 @@ __attribute__((target("avx512f"))) void gemm_acc_avx512(int64_t M, int64_t N, in
         double* c = C + i * ldc + j0;
         switch (std::min(kMr, M - i)) {
           case 4:
-            row_tiles512<4>(nc, kc, a, lda, bs, bs_step, bs_ld, b, ldb, c, ldc);
+            Rows::template run<4>(nc, kc, a, lda, bs, bs_step, bs_ld, b, ldb, c, ldc);
             break;
           case 3:
-            row_tiles512<3>(nc, kc, a, lda, bs, bs_step, bs_ld, b, ldb, c, ldc);
+            Rows::template run<3>(nc, kc, a, lda, bs, bs_step, bs_ld, b, ldb, c, ldc);
             break;
           case 2:
-            row_tiles512<2>(nc, kc, a, lda, bs, bs_step, bs_ld, b, ldb, c, ldc);
+            Rows::template run<2>(nc, kc, a, lda, bs, bs_step, bs_ld, b, ldb, c, ldc);
             break;
           default:
-            row_tiles512<1>(nc, kc, a, lda, bs, bs_step, bs_ld, b, ldb, c, ldc);
+            Rows::template run<1>(nc, kc, a, lda, bs, bs_step, bs_ld, b, ldb, c, ldc);
             break;
         }
       }
     }
   }
+}
+
+/// The AVX-512 row blocks (called, not forced inline: their target is not the caller's).
+struct Avx512Rows {
+  template <int64_t Mr>
+  __attribute__((target("avx512f"))) static void run(int64_t nc, int64_t kc, const double* a,
+                                                     int64_t lda, const double* bs, int64_t bs_step,
+                                                     int64_t bs_ld, const double* b, int64_t ldb,
+                                                     double* c, int64_t ldc) {
+    row_tiles512<Mr>(nc, kc, a, lda, bs, bs_step, bs_ld, b, ldb, c, ldc);
+  }
+};
+
+/// The V4 row blocks, inlined into each clone of gemm_acc_clones (AVX2 or portable code).
+struct ClonedRows {
+  template <int64_t Mr>
+  __attribute__((always_inline)) static inline void run(int64_t nc, int64_t kc, const double* a,
+                                                        int64_t lda, const double* bs,
+                                                        int64_t bs_step, int64_t bs_ld,
+                                                        const double* b, int64_t ldb, double* c,
+                                                        int64_t ldc) {
+    row_tiles<Mr>(nc, kc, a, lda, bs, bs_step, bs_ld, b, ldb, c, ldc);
+  }
+};
+
+__attribute__((target("avx512f"))) void gemm_acc_avx512(int64_t M, int64_t N, int64_t K,
+                                                        const double* A, int64_t lda,
+                                                        const double* B, int64_t ldb, double* C,
+                                                        int64_t ldc) {
+  gemm_panels<Avx512Rows>(M, N, K, A, lda, B, ldb, C, ldc);
 }
 
 /// Whether gemm_acc takes the AVX-512 kernel: the CPU has it and QBC_GPTQ_NO_AVX512 is not
 /// set (the tests run both kernels and compare their bits).
 bool use_avx512() {
-  static const bool yes = __builtin_cpu_supports("avx512f") && std::getenv("QBC_GPTQ_NO_AVX512") == nullptr;
+  static const bool yes =
+      __builtin_cpu_supports("avx512f") && std::getenv("QBC_GPTQ_NO_AVX512") == nullptr;
   return yes;
 }
 
 }  // namespace
 
-__attribute__((target_clones("avx2", "default"))) void gemm_acc_clones(
-    int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, const double* B, int64_t ldb,
-    double* C, int64_t ldc) {
-  // Rows of B are far apart (a whole matrix row): packing the panel makes the tile
-  // read one contiguous stream. It pays off once a few row blocks reuse it.
-  const bool pack = M > 2 * kMr;
-  if (pack) t_panel.resize(static_cast<size_t>(kKc * kNc));
-  for (int64_t k0 = 0; k0 < K; k0 += kKc) {
-    const int64_t kc = std::min(kKc, K - k0);
-    for (int64_t j0 = 0; j0 < N; j0 += kNc) {
-      const int64_t nc = std::min(kNc, N - j0);
-      const double* b = B + k0 * ldb + j0;
-      const double* bs = b;
-      int64_t bs_step = kNr, bs_ld = ldb;
-      if (pack) {
-        bs = pack_panel(b, ldb, kc, nc);
-        bs_step = kc * kNr;
-        bs_ld = kNr;
-      }
-      for (int64_t i = 0; i < M; i += kMr) {
-        const double* a = A + i * lda + k0;
-        double* c = C + i * ldc + j0;
-        switch (std::min(kMr, M - i)) {
-          case 4:
-            row_tiles<4>(nc, kc, a, lda, bs, bs_step, bs_ld, b, ldb, c, ldc);
-            break;
-          case 3:
-            row_tiles<3>(nc, kc, a, lda, bs, bs_step, bs_ld, b, ldb, c, ldc);
-            break;
-          case 2:
-            row_tiles<2>(nc, kc, a, lda, bs, bs_step, bs_ld, b, ldb, c, ldc);
-            break;
-          default:
-            row_tiles<1>(nc, kc, a, lda, bs, bs_step, bs_ld, b, ldb, c, ldc);
-            break;
-        }
-      }
-    }
-  }
+__attribute__((target_clones("avx2", "default"))) void gemm_acc_clones(int64_t M, int64_t N,
+                                                                       int64_t K, const double* A,
+                                                                       int64_t lda, const double* B,
+                                                                       int64_t ldb, double* C,
+                                                                       int64_t ldc) {
+  gemm_panels<ClonedRows>(M, N, K, A, lda, B, ldb, C, ldc);
 }
 
 void gemm_acc(int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, const double* B,
@@ -417,7 +418,6 @@ void permute_symmetric(std::vector<double>& A, int64_t n, const std::vector<int6
     }
   }
 }
-
 
 /// Replaces A (symmetric, already in act order and reversed, see the file comment)
 /// with U in its upper triangle. `orig_col[i]` is the original column of row i of A,

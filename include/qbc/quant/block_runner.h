@@ -85,6 +85,10 @@ class BlockRunner {
   BlockRunner() = default;
   /// Gives segment `s`'s DeepStack inputs sample `i`'s rows (none: the session's zeros).
   Status feed_deepstack(size_t s, size_t i, ref::Session& session) const;
+  /// run() and run_prefix(): `graph` (segment `s` or a prefix of it) on every sample's stream,
+  /// `visit` after each; with `keep`, the outputs kept for advance_from_last_run().
+  Status run_graph(size_t s, const ir::Graph& graph, const ir::WeightReader& weights,
+                   const Visitor& visit, bool keep);
   std::vector<Segment> segments_;
   std::vector<ir::Graph> graphs_;
   std::vector<std::string> full_names_;  // node names of the full graph, by ValueId

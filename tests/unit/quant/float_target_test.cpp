@@ -44,6 +44,15 @@ Data make_data(int64_t out, int64_t in, int64_t rows, float err, uint32_t seed) 
   return d;
 }
 
+/// A [rows, n] matrix of standard normal values.
+std::vector<double> normal_matrix(int64_t rows, int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> nd(0.0, 1.0);
+  std::vector<double> m(static_cast<size_t>(rows * n));
+  for (double& v : m) v = nd(rng);
+  return m;
+}
+
 std::vector<double> hessian(const Data& d, const std::vector<float>& X) {
   HessianAccumulator acc(d.in);
   EXPECT_TRUE(acc.add(X.data(), d.rows).ok());
@@ -163,10 +172,7 @@ TEST(RidgeRightSolve, SolvesAgainstTheDampedHessian) {
   for (int64_t t = 0; t < d.rows; ++t) d.Xq[t * d.in + 2] = 0.0f;  // a dead input
   const std::vector<double> H = hessian(d, d.Xq);
   const int64_t n = d.in, rows = 5;
-  std::mt19937 rng(7);
-  std::normal_distribution<double> nd(0.0, 1.0);
-  std::vector<double> B(static_cast<size_t>(rows * n));
-  for (double& v : B) v = nd(rng);
+  const std::vector<double> B = normal_matrix(rows, n, 7);
   const double damp = 0.05;
   StatusOr<std::vector<double>> X = ridge_right_solve(H, B, rows, damp, 1);
   QBC_ASSERT_OK(X);
@@ -199,10 +205,7 @@ TEST(RidgeSolver, TriangularBlocksGiveTheFullProductsBits) {
   for (int64_t t = 0; t < d.rows; ++t) d.Xq[t * d.in + 7] = 0.0f;  // a dead input
   const std::vector<double> H = hessian(d, d.Xq);
   const int64_t n = d.in, rows = 6;
-  std::mt19937 rng(13);
-  std::normal_distribution<double> nd(0.0, 1.0);
-  std::vector<double> B(static_cast<size_t>(rows * n));
-  for (double& v : B) v = nd(rng);
+  std::vector<double> B = normal_matrix(rows, n, 13);
   for (int64_t j = 0; j < n; ++j) B[3 * n + j] = 0.0;  // a zero row
   const double damp = 0.02;
   StatusOr<RidgeSolver> r = RidgeSolver::factor(H, damp, 2);
