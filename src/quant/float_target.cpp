@@ -41,12 +41,14 @@ Status CrossAccumulator::add(const float* f, const float* q, int64_t rows) {
   const int64_t n = in_, m = f_dim_;
   for (int64_t k = 0; k < rows * n; ++k) {
     if (!std::isfinite(q[k])) {
-      return invalid_argument("cross moments: row ", samples_ + k / n, " feature ", k % n, " is not finite");
+      return invalid_argument("cross moments: row ", samples_ + k / n, " feature ", k % n,
+                              " is not finite");
     }
   }
   for (int64_t k = 0; k < rows * m; ++k) {
     if (!std::isfinite(f[k])) {
-      return invalid_argument("cross moments: row ", samples_ + k / m, " target feature ", k % m, " is not finite");
+      return invalid_argument("cross moments: row ", samples_ + k / m, " target feature ", k % m,
+                              " is not finite");
     }
   }
   std::vector<double> ft, qd;  // a tile: f transposed [m, kt], q [kt, n]
@@ -71,7 +73,7 @@ StatusOr<std::vector<double>> CrossAccumulator::cross() const {
 }
 
 StatusOr<RidgeSolver> RidgeSolver::factor(const std::vector<double>& H, double perc_damp,
-                                           int num_threads) {
+                                          int num_threads) {
   const int64_t n = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(H.size()))));
   if (n <= 0 || static_cast<int64_t>(H.size()) != n * n)
     return invalid_argument("ridge solve: H (", H.size(), " values) is not square");
@@ -108,15 +110,14 @@ StatusOr<std::vector<double>> RidgeSolver::solve(std::vector<double> B, int64_t 
     return invalid_argument("ridge solve: B (", B.size(), " values) is not [", rows, ", ", n, "]");
   if (block < 1) return invalid_argument("ridge solve: block ", block, " < 1");
   // The skipped terms below are products with exact zeros, which is an identity only for
-  // finite factors (inf · 0 is NaN).
-  for (size_t k = 0; k < B.size(); ++k) {
-    if (!std::isfinite(B[k]))
-      return invalid_argument("ridge solve: right-hand side (", k / static_cast<size_t>(n), ", ",
-                              k % static_cast<size_t>(n), ") is not finite (", B[k], ")");
-  }
+  // finite factors (inf · 0 is NaN). Columns of dead inputs carry nothing.
   for (int64_t i = 0; i < rows; ++i) {
     for (int64_t j = 0; j < n; ++j) {
-      if (dead_[j]) B[i * n + j] = 0.0;
+      double& v = B[i * n + j];
+      if (!std::isfinite(v))
+        return invalid_argument("ridge solve: right-hand side (", i, ", ", j, ") is not finite (",
+                                v, ")");
+      if (dead_[j]) v = 0.0;
     }
   }
   // B (H + λI)⁻¹ = (B Uᵀ) U; B's buffer takes the result. Both factors are triangular, so
@@ -164,12 +165,6 @@ StatusOr<std::vector<double>> RidgeSolver::correction(const std::vector<double>&
 
 StatusOr<std::vector<double>> ridge_right_solve(const std::vector<double>& H, std::vector<double> B,
                                                 int64_t rows, double perc_damp, int num_threads) {
-  const int64_t n = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(H.size()))));
-  if (n <= 0 || static_cast<int64_t>(H.size()) != n * n || rows < 0 ||
-      static_cast<int64_t>(B.size()) != rows * n) {
-    return invalid_argument("ridge solve: H (", H.size(), " values) is not square or B (", B.size(),
-                            " values) is not [", rows, ", n]");
-  }
   QBC_ASSIGN_OR_RETURN(const RidgeSolver r, RidgeSolver::factor(H, perc_damp, num_threads));
   return r.solve(std::move(B), rows);
 }
@@ -177,28 +172,28 @@ StatusOr<std::vector<double>> ridge_right_solve(const std::vector<double>& H, st
 StatusOr<std::vector<double>> float_target_correction(const std::vector<double>& H,
                                                       std::vector<double> C, double perc_damp,
                                                       int num_threads) {
-  if (C.size() != H.size()) {
-    return invalid_argument("float target: H (", H.size(), " values) and C (", C.size(),
-                            " values) must be the same square matrix size");
-  }
   QBC_ASSIGN_OR_RETURN(const RidgeSolver r, RidgeSolver::factor(H, perc_damp, num_threads));
   return r.correction(H, std::move(C));
 }
 
-StatusOr<std::vector<float>> apply_float_target(const std::vector<float>& W, int64_t out, int64_t in,
-                                                const std::vector<double>& M, int num_threads) {
+StatusOr<std::vector<float>> apply_float_target(const std::vector<float>& W, int64_t out,
+                                                int64_t in, const std::vector<double>& M,
+                                                int num_threads) {
   const int64_t n = in;
   if (out <= 0 || n <= 0 || static_cast<int64_t>(W.size()) != out * n) {
-    return invalid_argument("float target: weight of ", W.size(), " values is not [", out, ", ", n, "]");
+    return invalid_argument("float target: weight of ", W.size(), " values is not [", out, ", ", n,
+                            "]");
   }
   if (static_cast<int64_t>(M.size()) != n * n) {
-    return invalid_argument("float target: correction of ", M.size(), " values is not [", n, ", ", n, "]");
+    return invalid_argument("float target: correction of ", M.size(), " values is not [", n, ", ",
+                            n, "]");
   }
   const int threads = resolve_threads(num_threads);
   std::vector<float> r(W.size());
   std::atomic<bool> failed{false};
   parallel_chunks(out, 64, threads, [&](int64_t a, int64_t b) {
-    std::vector<double> w(static_cast<size_t>((b - a) * n)), e(static_cast<size_t>((b - a) * n), 0.0);
+    std::vector<double> w(static_cast<size_t>((b - a) * n)),
+        e(static_cast<size_t>((b - a) * n), 0.0);
     for (int64_t k = 0; k < (b - a) * n; ++k) w[k] = W[a * n + k];
     gemm_acc(b - a, n, n, w.data(), n, M.data(), n, e.data(), n);
     for (int64_t k = 0; k < (b - a) * n; ++k) {
