@@ -32,14 +32,19 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 /// Work below which an instruction stays on one thread.
 constexpr int64_t kParallelMacs = int64_t{1} << 20;
 constexpr int64_t kParallelElements = int64_t{1} << 15;
-/// Weight bytes above which a matmul of at most kStreamRows rows splits its channels.
-constexpr int64_t kParallelStreamBytes = int64_t{1} << 16;
+/// A matmul of at most kStreamRows rows (decode) streams its weights once. From
+/// kParallelStreamCodes weight codes it splits its channels into one contiguous block per
+/// host thread, so each thread reads one run of memory in address order (the hardware
+/// prefetcher follows it). Measured in docs/performance.md ("Decode on two threads"): four
+/// dynamic blocks per thread streamed 8 % slower on the Llama-3.2-1B shape, and splits of
+/// 64 KiB tiles made SmolLM2-135M's decode slower on two threads than on one.
+constexpr int64_t kParallelStreamCodes = int64_t{1} << 18;
 constexpr int64_t kStreamRows = 4;
 
 template <typename Fn>
 void blocks(ThreadPool& pool, int64_t n, int64_t work, int64_t threshold, int64_t min_block,
-            const Fn& fn) {
-  parallel_blocks(pool, n, work, threshold, min_block, fn);
+            const Fn& fn, int64_t per_thread = 4) {
+  parallel_blocks(pool, n, work, threshold, min_block, fn, per_thread);
 }
 
 /// The weight codes of rows [n, kt] as int8 (int4 unpacked, sign-extended); `w` points at
@@ -174,10 +179,6 @@ void matmul_u8(const MatMulArgs& a, const int8_t* x, ThreadPool& pool, uint8_t* 
       for (int64_t k = 0; k < kt; ++k) xsum[m * gt + k / a.group] += int64_t{s[k]} - a.xz[m];
     }
   }
-  // Few rows (decode) stream their weights once: worth the threads from far less work, since
-  // two threads read memory faster than one (23 to 30 GB/s against 21 on the development VM).
-  const int64_t work =
-      rows <= kStreamRows ? n * kt * (kParallelMacs / kParallelStreamBytes) : rows * n * kt;
   // Channels [j0, j1) against weight rows wr (row j0 first, kt codes a row).
   // Groups (gt > 1): every group of the block's rows in one dot_u8_groups call; the block's
   // acc entries [(m * n + j0) * gt, (m * n + j1) * gt) are contiguous in that order.
@@ -248,17 +249,22 @@ void matmul_u8(const MatMulArgs& a, const int8_t* x, ThreadPool& pool, uint8_t* 
       }
     }
   };
-  blocks(pool, n, work, kParallelMacs, 16, [&](int64_t j0, int64_t j1) {
-    if (a.w4 == nullptr) return run(j0, j1, a.w + j0 * kt);
-    // Packed int4: unpacked 32 channels at a time into a cache-resident int8 block.
-    constexpr int64_t kSub = 32;
-    int8_t* wu = scratch<int8_t, 4>(static_cast<size_t>(kSub * kt)).data();
-    for (int64_t jb = j0; jb < j1; jb += kSub) {
-      const int64_t je = std::min(j1, jb + kSub);
-      unpack_i4_rows(a.w4 + jb * (kt / 2), je - jb, kt, wu);
-      run(jb, je, wu);
-    }
-  });
+  const bool stream = rows <= kStreamRows;  // see kParallelStreamCodes
+  const int64_t work = stream ? n * kt : rows * n * kt;
+  blocks(
+      pool, n, work, stream ? kParallelStreamCodes : kParallelMacs, 16,
+      [&](int64_t j0, int64_t j1) {
+        if (a.w4 == nullptr) return run(j0, j1, a.w + j0 * kt);
+        // Packed int4: unpacked 32 channels at a time into a cache-resident int8 block.
+        constexpr int64_t kSub = 32;
+        int8_t* wu = scratch<int8_t, 4>(static_cast<size_t>(kSub * kt)).data();
+        for (int64_t jb = j0; jb < j1; jb += kSub) {
+          const int64_t je = std::min(j1, jb + kSub);
+          unpack_i4_rows(a.w4 + jb * (kt / 2), je - jb, kt, wu);
+          run(jb, je, wu);
+        }
+      },
+      stream ? 1 : 4);
 }
 
 /// Whether packed int4 weights against int8 activations take matmul_i4 (else the older
@@ -288,41 +294,45 @@ void matmul_i4(const MatMulArgs& a, const int8_t* x, ThreadPool& pool, uint8_t* 
       xsum[m * gt + g] = v - int64_t{a.xz[m]} * (k1 - g * a.group);
     }
   }
-  const int64_t work =
-      rows <= kStreamRows ? n * kt * (kParallelMacs / kParallelStreamBytes) : rows * n * kt;
-  blocks(pool, n, work, kParallelMacs, 16, [&](int64_t j0, int64_t j1) {
-    const int64_t cnt = (j1 - j0) * gt;
-    int32_t* dots = scratch<int32_t, 1>(static_cast<size_t>(rows * cnt)).data();
-    int32_t* ts = scratch<int32_t, 2>(static_cast<size_t>(cnt)).data();
-    AccT* row = scratch<AccT, 3>(static_cast<size_t>(cnt)).data();
-    dot_i4_groups(x, op.ldx, rows, a.w4 + j0 * (kt / 2), kt / 2, j1 - j0, kt, a.group, dots, cnt,
-                  ts);
-    // 8 + wz per (channel, group) and Σ (x − xz) per group as U: the correction loop below
-    // then runs on one integer width (a loop the compiler vectorises).
-    U* off = scratch<U, 15>(static_cast<size_t>(cnt)).data();
-    U* xsu = scratch<U, 16>(static_cast<size_t>(gt)).data();
-    const int32_t* wz = a.wz != nullptr ? a.wz + j0 * gt : nullptr;
-    for (int64_t i = 0; i < cnt; ++i) off[i] = static_cast<U>(8 + (wz != nullptr ? wz[i] : 0));
-    for (int64_t m = 0; m < rows; ++m) {
-      const U xzm = static_cast<U>(a.xz[m]);
-      for (int64_t g = 0; g < gt; ++g) xsu[g] = static_cast<U>(xsum[m * gt + g]);
-      uint8_t* dst = acc_mem + (m * n + j0) * gt * static_cast<int64_t>(sizeof(AccT));
-      if (op.accumulate) load(dst, cnt, row);
-      const int32_t* dr = dots + m * cnt;
-      if constexpr (std::is_same_v<AccT, int32_t>) {
-        group_corrections(dr, ts, off, xsu, xzm, j1 - j0, gt, op.accumulate, row);
-      } else {
-        for (int64_t i = 0; i < cnt; i += gt) {
-          for (int64_t g = 0; g < gt; ++g) {
-            U v = static_cast<U>(dr[i + g]) - xzm * static_cast<U>(ts[i + g]) - off[i + g] * xsu[g];
-            if (op.accumulate) v += static_cast<U>(row[i + g]);
-            row[i + g] = static_cast<AccT>(v);
+  const bool stream = rows <= kStreamRows;  // see kParallelStreamCodes
+  const int64_t work = stream ? n * kt : rows * n * kt;
+  blocks(
+      pool, n, work, stream ? kParallelStreamCodes : kParallelMacs, 16,
+      [&](int64_t j0, int64_t j1) {
+        const int64_t cnt = (j1 - j0) * gt;
+        int32_t* dots = scratch<int32_t, 1>(static_cast<size_t>(rows * cnt)).data();
+        int32_t* ts = scratch<int32_t, 2>(static_cast<size_t>(cnt)).data();
+        AccT* row = scratch<AccT, 3>(static_cast<size_t>(cnt)).data();
+        dot_i4_groups(x, op.ldx, rows, a.w4 + j0 * (kt / 2), kt / 2, j1 - j0, kt, a.group, dots,
+                      cnt, ts);
+        // 8 + wz per (channel, group) and Σ (x − xz) per group as U: the correction loop below
+        // then runs on one integer width (a loop the compiler vectorises).
+        U* off = scratch<U, 15>(static_cast<size_t>(cnt)).data();
+        U* xsu = scratch<U, 16>(static_cast<size_t>(gt)).data();
+        const int32_t* wz = a.wz != nullptr ? a.wz + j0 * gt : nullptr;
+        for (int64_t i = 0; i < cnt; ++i) off[i] = static_cast<U>(8 + (wz != nullptr ? wz[i] : 0));
+        for (int64_t m = 0; m < rows; ++m) {
+          const U xzm = static_cast<U>(a.xz[m]);
+          for (int64_t g = 0; g < gt; ++g) xsu[g] = static_cast<U>(xsum[m * gt + g]);
+          uint8_t* dst = acc_mem + (m * n + j0) * gt * static_cast<int64_t>(sizeof(AccT));
+          if (op.accumulate) load(dst, cnt, row);
+          const int32_t* dr = dots + m * cnt;
+          if constexpr (std::is_same_v<AccT, int32_t>) {
+            group_corrections(dr, ts, off, xsu, xzm, j1 - j0, gt, op.accumulate, row);
+          } else {
+            for (int64_t i = 0; i < cnt; i += gt) {
+              for (int64_t g = 0; g < gt; ++g) {
+                U v = static_cast<U>(dr[i + g]) - xzm * static_cast<U>(ts[i + g]) -
+                      off[i + g] * xsu[g];
+                if (op.accumulate) v += static_cast<U>(row[i + g]);
+                row[i + g] = static_cast<AccT>(v);
+              }
+            }
           }
+          store(row, cnt, dst);
         }
-      }
-      store(row, cnt, dst);
-    }
-  });
+      },
+      stream ? 1 : 4);
 }
 
 /// Any code types in plain int64 loops (int16 activations, zero points outside int8, long

@@ -32,6 +32,9 @@ bool spin_while(const Pred& busy) {
   }
 }
 
+/// The index field of a closed ticket (no index of it can be taken; see parallel_for).
+constexpr uint32_t kClosed = 0xffffffffu;
+
 /// Stalled calls (see parallel_for) after which the pool runs inline for kRest.
 constexpr int kStallsToRest = 3;
 constexpr auto kRest = std::chrono::milliseconds(50);
@@ -45,48 +48,59 @@ ThreadPool::ThreadPool(int threads) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-    published_.store(~uint64_t{0}, std::memory_order_release);
+    stop_.store(true);
+    published_.store(~uint32_t{0});
   }
   start_.notify_all();
   for (std::thread& t : workers_) t.join();
 }
 
-int64_t ThreadPool::drain() {
-  // Called with mu_ held; runs fn on indices until none is left.
-  int64_t done = 0;
-  while (next_ < n_) {
-    ++done;
-    const int64_t i = next_++;
-    const std::function<void(int64_t)>* fn = fn_;
-    mu_.unlock();
-    (*fn)(i);
-    mu_.lock();
+int64_t ThreadPool::drain(uint32_t gen) {
+  int64_t ran = 0;
+  uint64_t t = ticket_.load(std::memory_order_acquire);
+  for (;;) {
+    // An index is ours once the ticket moves past it while it still names call `gen`.
+    if (static_cast<uint32_t>(t >> 32) != gen) return ran;
+    const int64_t i = static_cast<int64_t>(t & 0xffffffffu);
+    // Acquire: a size written for a later call comes with that call's closed ticket, so the
+    // compare-and-swap below fails instead of pairing an old ticket with the new size.
+    if (i >= n_.load(std::memory_order_acquire)) return ran;
+    if (!ticket_.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel)) continue;
+    (*fn_.load(std::memory_order_relaxed))(i);
+    ++ran;
+    if (done_.fetch_add(1) + 1 == n_.load(std::memory_order_relaxed) && waiting_.load()) {
+      std::lock_guard<std::mutex> lock(mu_);  // the caller sleeps on done_cv_
+      done_cv_.notify_all();
+    }
+    t = ticket_.load(std::memory_order_acquire);
   }
-  return done;
 }
 
 void ThreadPool::worker() {
   in_parallel_region = true;
-  uint64_t seen = 0;
+  uint32_t seen = 0;
   for (;;) {
-    spin_while([&] { return published_.load(std::memory_order_acquire) == seen; });
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!stop_ && generation_ == seen) {
-      ++sleepers_;
-      start_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      --sleepers_;
+    if (!spin_while([&] { return published_.load(std::memory_order_acquire) == seen; })) {
+      std::unique_lock<std::mutex> lock(mu_);
+      sleepers_.fetch_add(1);
+      start_.wait(lock, [&] { return stop_.load() || published_.load() != seen; });
+      sleepers_.fetch_sub(1);
     }
-    if (stop_) return;
-    seen = generation_;
-    busy_.fetch_add(1, std::memory_order_relaxed);
-    drain();
-    if (busy_.fetch_sub(1, std::memory_order_acq_rel) == 1 && waiting_) done_.notify_all();
+    if (stop_.load()) return;
+    seen = published_.load(std::memory_order_acquire);
+    drain(seen);
   }
 }
 
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t)>& fn) {
   if (n <= 0) return;
+  if (n >= int64_t{kClosed}) {  // beyond the ticket's index field: in calls that fit
+    for (int64_t lo = 0; lo < n; lo += kClosed - 1) {
+      const int64_t m = std::min<int64_t>(kClosed - 1, n - lo);
+      parallel_for(m, [&](int64_t i) { fn(lo + i); });
+    }
+    return;
+  }
   using Clock = std::chrono::steady_clock;
   const bool resting = !workers_.empty() && !in_parallel_region && n > 1 &&
                        Clock::now().time_since_epoch().count() < rest_until_;
@@ -95,29 +109,31 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t)>& fn)
     return;
   }
   in_parallel_region = true;
-  std::unique_lock<std::mutex> lock(mu_);
-  fn_ = &fn;
-  n_ = n;
-  next_ = 0;
-  ++generation_;
-  published_.store(generation_, std::memory_order_release);
-  if (sleepers_ > 0) start_.notify_all();
+  // Publish the call: first close the ticket under the new generation (a thread still in
+  // drain for an earlier call now fails its compare-and-swap), then the call's fields, then
+  // the open ticket, then the generation the workers watch.
+  const uint32_t gen = ++generation_ == ~uint32_t{0} ? ++generation_ : generation_;
+  ticket_.store(uint64_t{gen} << 32 | kClosed, std::memory_order_relaxed);
+  fn_.store(&fn, std::memory_order_relaxed);
+  done_.store(0, std::memory_order_relaxed);
+  n_.store(n, std::memory_order_release);
+  ticket_.store(uint64_t{gen} << 32, std::memory_order_release);
+  published_.store(gen);
+  if (sleepers_.load() > 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    start_.notify_all();
+  }
   const auto t0 = Clock::now();
-  const int64_t mine = drain();
+  const int64_t mine = drain(gen);
   const auto t1 = Clock::now();
   // Every index is taken; wait for the workers still running theirs: spinning first.
-  if (busy_.load(std::memory_order_acquire) != 0) {
-    lock.unlock();
-    const bool done = spin_while([&] { return busy_.load(std::memory_order_acquire) != 0; });
-    lock.lock();
-    if (!done) {
-      waiting_ = true;
-      done_.wait(lock, [&] { return busy_.load(std::memory_order_acquire) == 0; });
-      waiting_ = false;
-    }
+  if (done_.load(std::memory_order_acquire) != n &&
+      !spin_while([&] { return done_.load(std::memory_order_acquire) != n; })) {
+    std::unique_lock<std::mutex> lock(mu_);
+    waiting_.store(true);
+    done_cv_.wait(lock, [&] { return done_.load() == n; });
+    waiting_.store(false);
   }
-  fn_ = nullptr;
-  n_ = 0;
   // A wait much longer than one of our own blocks means a worker was descheduled (other
   // processes hold the host's cores): after a few such waits, run inline for a while rather
   // than stall every instruction on a thread that is not running.
@@ -131,7 +147,6 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t)>& fn)
   } else if (stalls_ > 0) {
     --stalls_;
   }
-  lock.unlock();
   in_parallel_region = false;
 }
 

@@ -260,8 +260,10 @@ const LinearCase kCases[] = {
     // steps and channel counts that leave 8-, 4- and 1-wide tiles.
     {"decode_row_tiles", 1, 200, 45, 0, 8, false, 8, true, true, true, true, 1},
     {"decode_grouped_zero", 1, 200, 13, 64, 8, true, 8, true, true, false, true, 1},
-    // One row over 64 KiB of weights: channel blocks on the host threads.
-    {"decode_threaded", 1, 512, 300, 0, 8, false, 8, true, true, true, true, 1},
+    // One row over 2^18 weight codes (kParallelStreamCodes): one contiguous channel block per
+    // host thread.
+    {"decode_threaded", 1, 1024, 300, 0, 8, false, 8, true, true, true, true, 1},
+    {"decode_threaded_odd_channels", 1, 1040, 257, 0, 8, false, 8, true, true, true, true, 1},
     // Over 2^20 MACs: channel blocks on the host threads.
     {"large_threaded", 8, 512, 300, 0, 8, false, 8, true, true, true, true, 1},
     {"large_threaded_grouped_int4", 7, 512, 301, 64, 4, true, 8, true, true, true, true, 2},
