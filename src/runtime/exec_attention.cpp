@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core.h"
+#include "exp_codes.h"
 #include "matmul_kernel.h"
 #include "qbc/numerics/attention.h"
 #include "qbc/numerics/elementwise.h"
@@ -105,62 +106,6 @@ void key_group_dots(const int32_t* qcodes, int64_t q0, int64_t q1, int64_t hd, i
     int32_t* d = dots->data() + r * nk * ng;
     for (int64_t i = 0; i < nk * ng; ++i) d[i] -= 128 * wsum[static_cast<size_t>(i)];
   }
-}
-
-/// numerics::exp_code for bits <= 8 without exp: the code of a finite difference d = score −
-/// max is the number of thresholds t_k <= d, t_k the least float with exp_code(t_k, 0) >= k
-/// (k = 1 .. 2^bits − 1). exp_code is non-decreasing in d over floats (exp is accurate to
-/// well under the ratio of neighbouring floats, and ·hi, nearbyint and the clamp keep the
-/// order), so the count is its value for every float; the thresholds come from exp_code itself.
-class ExpCodes {
- public:
-  explicit ExpCodes(int bits) : bits_(bits) {
-    const int hi = (1 << bits) - 1;
-    for (float& t : thr_) t = std::numeric_limits<float>::infinity();
-    auto value = [](uint32_t p) {  // p in [0x80000000, 0xFF7FFFFF]: -0 down to -FLT_MAX
-      float f;
-      std::memcpy(&f, &p, 4);
-      return f;
-    };
-    for (int k = 1; k <= hi; ++k) {
-      uint32_t lo = 0x80000000u, up = 0xFF7FFFFFu;  // exp_code(lo) >= k > exp_code(up)
-      while (up - lo > 1) {
-        const uint32_t mid = lo + (up - lo) / 2;
-        if (numerics::exp_code(value(mid), 0.0f, bits) >= k) {
-          lo = mid;
-        } else {
-          up = mid;
-        }
-      }
-      thr_[k - 1] = value(lo);
-    }
-  }
-  int32_t operator()(float score, float max) const {
-    if (std::isinf(score) && score < 0.0f) return 0;
-    const float d = score - max;
-    if (std::isnan(d)) return numerics::exp_code(score, max, bits_);
-    // A guess from expf (almost always right), then the count made exact by the thresholds.
-    const int32_t hi = (1 << bits_) - 1;
-    const float guess = d >= 0.0f ? static_cast<float>(hi) : std::exp(d) * static_cast<float>(hi);
-    int32_t c = std::min(hi, static_cast<int32_t>(guess + 0.5f));
-    while (c < hi && thr_[c] <= d) ++c;
-    while (c > 0 && thr_[c - 1] > d) --c;
-    return c;
-  }
-
- private:
-  int bits_;
-  float thr_[256];
-};
-
-/// The ExpCodes of `bits` (1 .. 8), built once.
-const ExpCodes& exp_codes(int bits) {
-  static const std::vector<ExpCodes> tables = [] {
-    std::vector<ExpCodes> t;
-    for (int b = 1; b <= 8; ++b) t.emplace_back(b);
-    return t;
-  }();
-  return tables[static_cast<size_t>(bits - 1)];
 }
 
 /// Work (score elements) below which an attention instruction stays on one thread.
@@ -586,9 +531,10 @@ Status exec(const isa::ExpAccum& op, Core& c) {
       int32_t* er = e.data() + (row - q0) * bc;
       int64_t es = 0;
       const float mrow = mx[static_cast<size_t>(row)];
+      if (table != nullptr) table->row(scores.data(), bc, mrow, er);
       for (int64_t j = 0; j < bc; ++j) {
-        const float sj = scores[static_cast<size_t>(j)];
-        er[j] = table != nullptr ? (*table)(sj, mrow) : numerics::exp_code(sj, mrow, d.p_bits);
+        if (table == nullptr)
+          er[j] = numerics::exp_code(scores[static_cast<size_t>(j)], mrow, d.p_bits);
         es += er[j];
         if (er[j] != 0) {
           ja = std::min(ja, j);
@@ -603,22 +549,23 @@ Status exec(const isa::ExpAccum& op, Core& c) {
     const int64_t nv = std::max<int64_t>(jb - ja, 0);
     int64_t* accb = acc.data() + q0 * hd;
     if (nv > 0 && !vfields && d.p_bits <= 8 && (vt == isa::DType::kI8 || vt == isa::DType::kI4)) {
-      std::vector<int8_t> unpacked, vt_rows(static_cast<size_t>(hd * nv));
+      std::vector<int8_t> unpacked;
       const int8_t* v = code_rows_i8(vcp, vt, vrow, hd, ja, jb, &unpacked);
       const int64_t ldv = vt == isa::DType::kI8 ? vrow : hd;
-      for (int64_t j = 0; j < nv; ++j) {
-        for (int64_t ch = 0; ch < hd; ++ch)
-          vt_rows[static_cast<size_t>(ch * nv + j)] = v[j * ldv + ch];
-      }
       std::vector<int32_t> dots(static_cast<size_t>(nr * hd));
-      if (dot_u8_fast()) {
+      if (dot_u8_fast()) {  // the value rows as stored, four keys a step
         std::vector<uint8_t> e8(static_cast<size_t>(nr * nv));
         for (int64_t row = 0; row < nr; ++row) {
           for (int64_t j = 0; j < nv; ++j)
             e8[static_cast<size_t>(row * nv + j)] = static_cast<uint8_t>(e[row * bc + ja + j]);
         }
-        dot_u8(e8.data(), nv, nr, vt_rows.data(), nv, hd, nv, dots.data(), hd, nullptr);
-      } else {
+        weighted_rows_u8(e8.data(), nv, nr, v, ldv, nv, hd, dots.data(), hd);
+      } else {  // the int16 kernel against the value codes transposed [hd, keys]
+        std::vector<int8_t> vt_rows(static_cast<size_t>(hd * nv));
+        for (int64_t j = 0; j < nv; ++j) {
+          for (int64_t ch = 0; ch < hd; ++ch)
+            vt_rows[static_cast<size_t>(ch * nv + j)] = v[j * ldv + ch];
+        }
         std::vector<int16_t> e16(static_cast<size_t>(nr * nv));
         for (int64_t row = 0; row < nr; ++row) {
           for (int64_t j = 0; j < nv; ++j)

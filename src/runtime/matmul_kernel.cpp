@@ -8,6 +8,7 @@
 #include "matmul_kernel.h"
 
 #include <cstdlib>
+#include <cstring>
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -296,6 +297,51 @@ QBC_VNNI_TARGET void groups32_vnni(const uint8_t* u, int64_t ldx, int64_t rows, 
   }
 }
 
+/// weighted_rows_u8 on VNNI: per 64 channels and 4 query rows, four rows of v at a time
+/// interleaved into each channel's 32-bit lane (two byte unpacks, two word unpacks), so one
+/// vpdpbusd against the rows' four e bytes broadcast sums four keys. Lane 4L + i of the
+/// k-th interleave holds channel 16L + 4k + i; the stores put the channels back in order.
+QBC_VNNI_TARGET void weighted_rows_vnni(const uint8_t* e, int64_t lde, int64_t rows,
+                                        const int8_t* v, int64_t ldv, int64_t keys, int64_t width,
+                                        int32_t* out, int64_t ldo) {
+  const __m512i zero = _mm512_setzero_si512();
+  for (int64_t c0 = 0; c0 < width; c0 += 64) {
+    const int64_t cw = width - c0 < 64 ? width - c0 : 64;
+    const __mmask64 cm = cw >= 64 ? ~__mmask64{0} : (__mmask64{1} << cw) - 1;
+    for (int64_t m0 = 0; m0 < rows; m0 += 4) {
+      const int64_t mr = rows - m0 < 4 ? rows - m0 : 4;
+      __m512i acc[4][4];
+      for (auto& a : acc)
+        for (__m512i& x : a) x = zero;
+      for (int64_t j = 0; j < keys; j += 4) {
+        const int64_t kn = keys - j < 4 ? keys - j : 4;
+        __m512i r[4];
+        for (int64_t t = 0; t < 4; ++t)
+          r[t] = t < kn ? _mm512_maskz_loadu_epi8(cm, v + (j + t) * ldv + c0) : zero;
+        const __m512i ab_lo = _mm512_unpacklo_epi8(r[0], r[1]);
+        const __m512i ab_hi = _mm512_unpackhi_epi8(r[0], r[1]);
+        const __m512i cd_lo = _mm512_unpacklo_epi8(r[2], r[3]);
+        const __m512i cd_hi = _mm512_unpackhi_epi8(r[2], r[3]);
+        const __m512i q[4] = {
+            _mm512_unpacklo_epi16(ab_lo, cd_lo), _mm512_unpackhi_epi16(ab_lo, cd_lo),
+            _mm512_unpacklo_epi16(ab_hi, cd_hi), _mm512_unpackhi_epi16(ab_hi, cd_hi)};
+        for (int64_t m = 0; m < mr; ++m) {
+          uint32_t e4 = 0;  // e[j .. j + kn) in its low bytes, zeros for missing keys
+          std::memcpy(&e4, e + (m0 + m) * lde + j, static_cast<size_t>(kn));
+          const __m512i eb = _mm512_set1_epi32(static_cast<int>(e4));
+          for (int k = 0; k < 4; ++k) acc[m][k] = _mm512_dpbusd_epi32(acc[m][k], eb, q[k]);
+        }
+      }
+      for (int64_t m = 0; m < mr; ++m) {
+        int32_t lanes[4][16];
+        for (int k = 0; k < 4; ++k) _mm512_storeu_si512(lanes[k], acc[m][k]);
+        int32_t* o = out + (m0 + m) * ldo + c0;
+        for (int64_t ch = 0; ch < cw; ++ch) o[ch] = lanes[(ch >> 2) & 3][(ch >> 4) * 4 + (ch & 3)];
+      }
+    }
+  }
+}
+
 bool host_has_vnni() {
   static const bool has = [] {
     __builtin_cpu_init();
@@ -376,6 +422,22 @@ void dot_u8_groups(const uint8_t* u, int64_t ldx, int64_t rows, const int8_t* w,
   }
 #endif
   dot_u8_groups_portable(u, ldx, rows, w, ldw, n, len, group, out, ldo, wsum);
+}
+
+void weighted_rows_u8(const uint8_t* e, int64_t lde, int64_t rows, const int8_t* v, int64_t ldv,
+                      int64_t keys, int64_t width, int32_t* out, int64_t ldo) {
+#ifdef QBC_RUNTIME_AVX2
+  if (host_has_vnni()) return weighted_rows_vnni(e, lde, rows, v, ldv, keys, width, out, ldo);
+#endif
+  for (int64_t m = 0; m < rows; ++m) {
+    int32_t* o = out + m * ldo;
+    for (int64_t c = 0; c < width; ++c) o[c] = 0;
+    for (int64_t j = 0; j < keys; ++j) {
+      const int32_t ej = e[m * lde + j];
+      const int8_t* vr = v + j * ldv;
+      for (int64_t c = 0; c < width; ++c) o[c] += ej * vr[c];
+    }
+  }
 }
 
 bool dot_tile_uses_avx2() {

@@ -40,4 +40,11 @@ void dot_u8(const uint8_t* u, int64_t ldx, int64_t rows, const int8_t* w, int64_
 void dot_u8_groups(const uint8_t* u, int64_t ldx, int64_t rows, const int8_t* w, int64_t ldw,
                    int64_t n, int64_t len, int64_t group, int32_t* out, int64_t ldo, int32_t* wsum);
 
+/// out[m * ldo + c] = Σ_{j < keys} e[m * lde + j] * v[j * ldv + c] for m < rows, c < width
+/// (unsigned 8-bit e against int8 rows v), in int32: exact for keys <= kMaxExactDotLen.
+/// Attention's Σ e·v over value rows as stored, without transposing them: AVX-512 VNNI (four
+/// keys a vpdpbusd) when dot_u8_fast(), else portable loops; the same integers.
+void weighted_rows_u8(const uint8_t* e, int64_t lde, int64_t rows, const int8_t* v, int64_t ldv,
+                      int64_t keys, int64_t width, int32_t* out, int64_t ldo);
+
 }  // namespace qbc::runtime
