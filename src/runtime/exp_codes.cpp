@@ -78,7 +78,19 @@ int32_t ExpCodes::code(float score, float max) const {
 int32_t ExpCodes::operator()(float score, float max) const { return code(score, max); }
 
 void ExpCodes::row(const float* scores, int64_t n, float max, int32_t* out) const {
-  for (int64_t j = 0; j < n; ++j) out[j] = code(scores[j], max);
+  for (int64_t j = 0; j < n; ++j) {
+    const float d = scores[j] - max;
+    if (!(d < 0.0f)) {  // zero, positive, NaN: code's other paths
+      out[j] = code(scores[j], max);
+      continue;
+    }
+    // code's negative path (a score of -inf gives d = -inf, whose bucket counts 0).
+    uint32_t u;
+    std::memcpy(&u, &d, 4);
+    int32_t c = floor_[(u >> 16) - kFirstBucket];
+    for (int32_t s = 0; s < steps_; ++s) c += thr_[c] <= d ? 1 : 0;
+    out[j] = c;
+  }
 }
 
 const ExpCodes& exp_codes(int bits) {

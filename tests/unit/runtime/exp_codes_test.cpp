@@ -80,5 +80,24 @@ TEST(ExpCodes, SpecialValuesGiveExpCodesBits) {
   }
 }
 
+TEST(ExpCodes, RowGivesEachScoresCode) {
+  // A row mixing every path: negative differences across the buckets, zero, positive, the
+  // infinities and NaN, against several row maxima.
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> scores = {0.0f, -0.0f, 2.0f,
+                               -inf, inf,   std::numeric_limits<float>::quiet_NaN()};
+  for (uint32_t b = 0x8000u; b < 0xFF80u; b += 37) scores.push_back(from_bits((b << 16) | 0x1234u));
+  for (int bits = 1; bits <= 8; ++bits) {
+    const ExpCodes& e = exp_codes(bits);
+    for (float mx : {0.0f, 1.5f, -7.0f, -inf}) {
+      std::vector<int32_t> got(scores.size(), -1);
+      e.row(scores.data(), static_cast<int64_t>(scores.size()), mx, got.data());
+      for (size_t j = 0; j < scores.size(); ++j)
+        ASSERT_EQ(got[j], numerics::exp_code(scores[j], mx, bits))
+            << "bits " << bits << " score " << scores[j] << " max " << mx;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace qbc::runtime
