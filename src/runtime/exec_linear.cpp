@@ -155,6 +155,13 @@ void matmul_i8(const MatMulArgs& a, const int8_t* x, ThreadPool& pool, AccT* acc
   });
 }
 
+/// d[k] = s[k] + 128 as unsigned bytes (the sign bit flipped) for k < n. Its own function
+/// with restrict pointers: inline, a byte store could have aliased the caller's `kt` (captured
+/// by reference), and the loop ran a byte at a time reloading it (9 % of a prefill).
+void offset_codes(const int8_t* __restrict s, int64_t n, uint8_t* __restrict d) {
+  for (int64_t k = 0; k < n; ++k) d[k] = static_cast<uint8_t>(static_cast<uint8_t>(s[k]) ^ 0x80u);
+}
+
 /// int8 activations on the VNNI kernel: u = x + 128 (unsigned bytes) against the weights,
 /// Σ (x − xz) w = Σ u w − (xz + 128) Σ w, and the weight zero points as in matmul_i8.
 /// Exact for any xz (the corrections in int64). Writes acc (device memory) directly.
@@ -163,11 +170,7 @@ void matmul_u8(const MatMulArgs& a, const int8_t* x, ThreadPool& pool, uint8_t* 
   const isa::MatMul& op = a.op;
   const int64_t n = op.n, kt = op.kt, rows = a.rows, gt = a.gt;
   uint8_t* xu = scratch<uint8_t, 0>(static_cast<size_t>(rows * kt)).data();
-  for (int64_t m = 0; m < rows; ++m) {
-    uint8_t* d = xu + m * kt;
-    const uint8_t* s = reinterpret_cast<const uint8_t*>(x + m * op.ldx);
-    for (int64_t k = 0; k < kt; ++k) d[k] = s[k] ^ 0x80u;
-  }
+  for (int64_t m = 0; m < rows; ++m) offset_codes(x + m * op.ldx, kt, xu + m * kt);
   // Σ_k (x − xz) per (m, g), for the weight zero points (per-thread scratch: no allocation
   // per instruction).
   int64_t* xsum = nullptr;
