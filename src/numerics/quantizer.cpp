@@ -57,12 +57,13 @@ float per_token_scale(const float* x, int64_t n, int bits) {
                   kMinScale);
 }
 
+namespace {
+void row_min_max(const float* x, int64_t n, float* lo, float* hi);
+}  // namespace
+
 void per_token_affine(const float* x, int64_t n, int bits, float* scale, int32_t* zero) {
   float lo = 0.0f, hi = 0.0f;
-  for (int64_t i = 0; i < n; ++i) {
-    lo = std::min(lo, x[i]);
-    hi = std::max(hi, x[i]);
-  }
+  row_min_max(x, n, &lo, &hi);
   const AffineParams a = affine_params(static_cast<double>(hi) - static_cast<double>(lo),
                                        -static_cast<double>(lo), bits);
   *scale = a.scale;
@@ -114,7 +115,42 @@ __attribute__((target("avx"))) int64_t quantize_row_avx(const float* x, int64_t 
   return i;
 }
 
+/// row_min_max eight lanes at a time: minps(x, lo) is x < lo ? x : lo and maxps(x, hi) is
+/// x > hi ? x : hi, std::min(lo, x) and std::max(hi, x) exactly. The lanes hold +0 or a
+/// value strictly beyond it (a NaN or a zero never replaces a lane), so merging them in any
+/// order gives the sequential loop's result.
+__attribute__((target("avx"))) int64_t min_max_avx(const float* x, int64_t n, float* lo,
+                                                   float* hi) {
+  __m256 l = _mm256_setzero_ps(), h = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    l = _mm256_min_ps(v, l);
+    h = _mm256_max_ps(v, h);
+  }
+  float ls[8], hs[8];
+  _mm256_storeu_ps(ls, l);
+  _mm256_storeu_ps(hs, h);
+  for (int k = 0; k < 8; ++k) {
+    *lo = std::min(*lo, ls[k]);
+    *hi = std::max(*hi, hs[k]);
+  }
+  return i;
+}
+
 #endif
+
+/// lo = min(lo, x[i]) and hi = max(hi, x[i]) over the row, as std::min / std::max in order.
+void row_min_max(const float* x, int64_t n, float* lo, float* hi) {
+  int64_t i = 0;
+#ifdef QBC_NUMERICS_AVX
+  if (host_has_avx()) i = min_max_avx(x, n, lo, hi);
+#endif
+  for (; i < n; ++i) {
+    *lo = std::min(*lo, x[i]);
+    *hi = std::max(*hi, x[i]);
+  }
+}
 
 }  // namespace
 

@@ -143,5 +143,50 @@ TEST(NumericsQuantizer, RowQuantizersEqualTheScalarRules) {
   }
 }
 
+TEST(NumericsQuantizer, PerTokenAffineEqualsTheSequentialMinMax) {
+  // The row's range as a loop of std::min / std::max from +0 would find it (the AVX path
+  // keeps eight lanes): lengths around the lane width, NaNs (ignored), signed zeros,
+  // infinities, all-positive and all-negative rows.
+  const float inf = std::numeric_limits<float>::infinity();
+  const float specials[] = {0.0f,
+                            -0.0f,
+                            inf,
+                            -inf,
+                            std::numeric_limits<float>::quiet_NaN(),
+                            std::numeric_limits<float>::denorm_min(),
+                            -1e-30f,
+                            3.0e38f};
+  std::mt19937 g(29);
+  for (int trial = 0; trial < 3000; ++trial) {
+    const int64_t n = trial % 41;
+    std::vector<float> x(static_cast<size_t>(n));
+    for (float& v : x) {
+      const uint32_t pick = g() % 6;
+      if (pick == 0) {
+        v = specials[g() % (sizeof(specials) / sizeof(specials[0]))];
+      } else {
+        const float mag =
+            std::ldexp(static_cast<float>(g() % 1000) / 999.0f, static_cast<int>(g() % 16) - 8);
+        v = trial % 3 == 0 ? mag : trial % 3 == 1 ? -mag : (g() % 2 ? mag : -mag);
+      }
+    }
+    float lo = 0.0f, hi = 0.0f;
+    for (float v : x) {
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+    const AffineParams want = affine_params(static_cast<double>(hi) - static_cast<double>(lo),
+                                            -static_cast<double>(lo), 8);
+    float scale = -1.0f;
+    int32_t zero = -1;
+    per_token_affine(x.data(), n, 8, &scale, &zero);
+    uint32_t sb, wb;
+    std::memcpy(&sb, &scale, 4);
+    std::memcpy(&wb, &want.scale, 4);
+    ASSERT_EQ(sb, wb) << "trial " << trial << " n " << n;
+    ASSERT_EQ(zero, want.zero) << "trial " << trial << " n " << n;
+  }
+}
+
 }  // namespace
 }  // namespace qbc::numerics
