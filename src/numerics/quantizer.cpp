@@ -115,6 +115,29 @@ __attribute__((target("avx"))) int64_t quantize_row_avx(const float* x, int64_t 
   return i;
 }
 
+/// quantize_symmetric_channels four lanes a step: fp64(x) − fp64(offset), divided by
+/// fp64(scale), round half to even, clamp, NaN -> 0, as quantize_symmetric.
+__attribute__((target("avx"))) int64_t quantize_channels_avx(const float* x, const float* scale,
+                                                             const float* offset, int64_t n,
+                                                             int bits, int32_t* out) {
+  const double hi = static_cast<double>(quant_max(bits));
+  const __m256d lo_v = _mm256_set1_pd(-hi - 1.0), hi_v = _mm256_set1_pd(hi);
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const __m256d xd = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(x + i)),
+                                     _mm256_cvtps_pd(_mm_loadu_ps(offset + i)));
+    __m256d q = _mm256_round_pd(_mm256_div_pd(xd, _mm256_cvtps_pd(_mm_loadu_ps(scale + i))),
+                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const int nan = _mm256_movemask_pd(_mm256_cmp_pd(q, q, _CMP_UNORD_Q));
+    q = _mm256_min_pd(_mm256_max_pd(q, lo_v), hi_v);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm256_cvttpd_epi32(q));
+    for (int l = 0; nan != 0 && l < 4; ++l) {
+      if (nan & (1 << l)) out[i + l] = 0;
+    }
+  }
+  return i;
+}
+
 /// row_min_max eight lanes at a time: minps(x, lo) is x < lo ? x : lo and maxps(x, hi) is
 /// x > hi ? x : hi, std::min(lo, x) and std::max(hi, x) exactly. The lanes hold +0 or a
 /// value strictly beyond it (a NaN or a zero never replaces a lane), so merging them in any
@@ -160,6 +183,15 @@ void quantize_symmetric_row(const float* x, int64_t n, float scale, int bits, in
   if (host_has_avx()) i = quantize_row_avx(x, n, scale, 0, bits, 0, out);
 #endif
   for (; i < n; ++i) out[i] = quantize_symmetric(x[i], scale, bits);
+}
+
+void quantize_symmetric_channels(const float* x, const float* scale, const float* offset, int64_t n,
+                                 int bits, int32_t* out) {
+  int64_t i = 0;
+#ifdef QBC_NUMERICS_AVX
+  if (host_has_avx()) i = quantize_channels_avx(x, scale, offset, n, bits, out);
+#endif
+  for (; i < n; ++i) out[i] = quantize_symmetric(x[i], scale[i], bits, offset[i]);
 }
 
 void quantize_affine_row(const float* x, int64_t n, float scale, int32_t zero, int bits,

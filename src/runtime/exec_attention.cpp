@@ -193,14 +193,14 @@ Status exec(const isa::KvQuant& op, Core& c) {
   for (int64_t t = 0; t < rows; ++t) {
     load_f16(kp + t * 2 * w, w, k.data());
     load_f16(vp + t * 2 * w, w, v.data());
-    const float* off = rot ? c.rotated_key_offset(op.attn, pos0 + t) : nullptr;
-    for (int64_t i = 0; i < w; ++i) {
-      const size_t ci = static_cast<size_t>(i);
-      float kv = k[ci];
-      if (rot) kv = kv - off[ci];
-      kq[ci] = numerics::quantize_symmetric(kv, a->k_scale[ci], a->k_bits, a->k_offset[ci]);
-      vq[ci] = numerics::quantize_symmetric(v[ci], a->v_scale[ci], a->v_bits, a->v_offset[ci]);
+    if (rot) {  // the fp32 difference, then quantize_symmetric of it
+      const float* off = c.rotated_key_offset(op.attn, pos0 + t);
+      for (int64_t i = 0; i < w; ++i) k[static_cast<size_t>(i)] -= off[i];
     }
+    numerics::quantize_symmetric_channels(k.data(), a->k_scale.data(), a->k_offset.data(), w,
+                                          a->k_bits, kq.data());
+    numerics::quantize_symmetric_channels(v.data(), a->v_scale.data(), a->v_offset.data(), w,
+                                          a->v_bits, vq.data());
     store_codes(kq.data(), kt, w, kc + t * krow);
     store_codes(vq.data(), vt, w, vc + t * vrow);
   }

@@ -49,6 +49,11 @@ int32_t quantize_affine(double x, float scale, int32_t zero, int bits);
 /// computed four at a time with AVX when the host has it (the executor's activation rows).
 void quantize_symmetric_row(const float* x, int64_t n, float scale, int bits, int32_t* out);
 
+/// quantize_symmetric(x[i], scale[i], bits, offset[i]) for i < n, into out: per-channel
+/// scales and offsets (the KV cache's codes), four at a time with AVX when the host has it.
+void quantize_symmetric_channels(const float* x, const float* scale, const float* offset, int64_t n,
+                                 int bits, int32_t* out);
+
 /// quantize_affine(x[i], scale, zero, bits) for i < n, into out (as quantize_symmetric_row).
 void quantize_affine_row(const float* x, int64_t n, float scale, int32_t zero, int bits,
                          int32_t* out);

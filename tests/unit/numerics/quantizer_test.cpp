@@ -143,6 +143,35 @@ TEST(NumericsQuantizer, RowQuantizersEqualTheScalarRules) {
   }
 }
 
+TEST(NumericsQuantizer, ChannelQuantizerEqualsTheScalarRule) {
+  // Per-channel scales and offsets (the KV cache's codes), 4- and 8-bit, lengths around the
+  // four-lane step; values with ties, specials and offsets that cancel them.
+  const float inf = std::numeric_limits<float>::infinity();
+  const float specials[] = {0.0f,   -0.0f,   inf, -inf, std::numeric_limits<float>::quiet_NaN(),
+                            1e-45f, -3.0e38f};
+  std::mt19937 g(31);
+  for (int trial = 0; trial < 2000; ++trial) {
+    const int64_t n = trial % 23;
+    const int bits = trial % 2 ? 4 : 8;
+    std::vector<float> x(static_cast<size_t>(n)), scale(x.size()), offset(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      scale[i] =
+          std::ldexp(1.0f + static_cast<float>(g() % 1000) / 1000, static_cast<int>(g() % 12) - 8);
+      offset[i] = g() % 3 == 0 ? 0.0f : static_cast<float>(static_cast<int>(g() % 200) - 100) / 64;
+      const uint32_t pick = g() % 6;
+      x[i] = pick == 0   ? specials[g() % (sizeof(specials) / sizeof(specials[0]))]
+             : pick == 1 ? (static_cast<float>(static_cast<int>(g() % 40) - 20) + 0.5f) * scale[i] +
+                               offset[i]
+                         : static_cast<float>(static_cast<int>(g() % 20001) - 10000) / 997.0f;
+    }
+    std::vector<int32_t> got(x.size(), -7);
+    quantize_symmetric_channels(x.data(), scale.data(), offset.data(), n, bits, got.data());
+    for (size_t i = 0; i < x.size(); ++i)
+      ASSERT_EQ(got[i], quantize_symmetric(x[i], scale[i], bits, offset[i]))
+          << "trial " << trial << " x " << x[i] << " scale " << scale[i] << " offset " << offset[i];
+  }
+}
+
 TEST(NumericsQuantizer, PerTokenAffineEqualsTheSequentialMinMax) {
   // The row's range as a loop of std::min / std::max from +0 would find it (the AVX path
   // keeps eight lanes): lengths around the lane width, NaNs (ignored), signed zeros,
