@@ -633,6 +633,7 @@ Status exec(const isa::AttnOut& op, Core& c) {
   QBC_ASSIGN_OR_RETURN(const uint8_t* esp, c.sram_at(op.esum, span(n, 8), "esum"));
   QBC_ASSIGN_OR_RETURN(uint8_t * yp, c.sram_at(op.y, rows_span(rows, 2 * qw, 2 * g * hd), "y"));
   std::vector<int64_t> acc(static_cast<size_t>(hd));
+  std::vector<double> out(static_cast<size_t>(hd));
   std::vector<uint16_t> y(static_cast<size_t>(hd));
   // With per-token V multipliers the sums are in 1/kVTokenUnit steps of the static scale.
   std::vector<float> vs(a->v_scale.begin() + op.kv_head * hd,
@@ -648,12 +649,13 @@ Status exec(const isa::AttnOut& op, Core& c) {
       load(esp + row * 8, 1, &esum);
       load(accp + row * hd * 8, hd, acc.data());
       // numerics::attention_output's fp64 expression, its round_fp16 as bits.
+      const double es = static_cast<double>(esum);
       for (int64_t ch = 0; ch < hd; ++ch) {
-        y[static_cast<size_t>(ch)] = numerics::round_fp16_bits(
-            static_cast<double>(acc[static_cast<size_t>(ch)]) / static_cast<double>(esum) *
-                static_cast<double>(vs[static_cast<size_t>(ch)]) +
-            static_cast<double>(vo[ch]));
+        out[static_cast<size_t>(ch)] = static_cast<double>(acc[static_cast<size_t>(ch)]) / es *
+                                           static_cast<double>(vs[static_cast<size_t>(ch)]) +
+                                       static_cast<double>(vo[ch]);
       }
+      round_fp16_rows(out.data(), hd, y.data());
       store(y.data(), hd, yp + (r * qw + i * hd) * 2);
     }
   }

@@ -216,48 +216,60 @@ __attribute__((target("avx2"))) void group_corrections_avx2(const int32_t* dots,
   }
 }
 
-/// scale_round_fp16, four lanes a step: round_fp16_bits' fast path on the fp64 bits (a normal
-/// fp16 result, or the carry out of the top binade into infinity); a step with any other lane
-/// goes through the scalar function.
-__attribute__((target("avx2"))) void scale_round_fp16_avx2(const float* x, double r,
-                                                           const double* w, int64_t n,
-                                                           uint16_t* y) {
-  const __m256d rv = _mm256_set1_pd(r);
+/// round_fp16_bits of the four fp64 lanes of d into y[0..3]: its fast path on the fp64 bits
+/// (a normal fp16 result, or the carry out of the top binade into infinity); a step with any
+/// other lane goes through the scalar function.
+__attribute__((target("avx2"))) inline void round_fp16_4(__m256d d, uint16_t* y) {
   const __m256i exp_mask = _mm256_set1_epi64x(0x7FF),
                 mant = _mm256_set1_epi64x((int64_t{1} << 52) - 1);
   const __m256i rest_mask = _mm256_set1_epi64x((int64_t{1} << 42) - 1);
   const __m256i half = _mm256_set1_epi64x(int64_t{1} << 41), one = _mm256_set1_epi64x(1);
   const __m256i lo = _mm256_set1_epi64x(1023 - 14 - 1), hi = _mm256_set1_epi64x(1023 + 15 + 1);
+  const __m256i u = _mm256_castpd_si256(d);
+  const __m256i be = _mm256_and_si256(_mm256_srli_epi64(u, 52), exp_mask);  // biased exponent
+  const __m256i ok = _mm256_and_si256(_mm256_cmpgt_epi64(be, lo), _mm256_cmpgt_epi64(hi, be));
+  if (_mm256_movemask_pd(_mm256_castsi256_pd(ok)) != 0xF) {
+    double v[4];
+    _mm256_storeu_pd(v, d);
+    for (int k = 0; k < 4; ++k) y[k] = numerics::round_fp16_bits(v[k]);
+    return;
+  }
+  const __m256i m = _mm256_and_si256(u, mant);
+  // h = (e + 15) << 10 | m >> 42, with e + 15 = be - 1008.
+  __m256i h = _mm256_or_si256(_mm256_slli_epi64(_mm256_sub_epi64(be, _mm256_set1_epi64x(1008)), 10),
+                              _mm256_srli_epi64(m, 42));
+  const __m256i rest = _mm256_and_si256(m, rest_mask);
+  const __m256i up =
+      _mm256_or_si256(_mm256_cmpgt_epi64(rest, half),
+                      _mm256_and_si256(_mm256_cmpeq_epi64(rest, half),
+                                       _mm256_cmpeq_epi64(_mm256_and_si256(h, one), one)));
+  h = _mm256_sub_epi64(h, up);  // up is all ones (-1) where the value rounds up
+  const __m256i sign = _mm256_and_si256(_mm256_srli_epi64(u, 48), _mm256_set1_epi64x(0x8000));
+  alignas(32) int64_t out[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(out), _mm256_or_si256(sign, h));
+  for (int k = 0; k < 4; ++k) y[k] = static_cast<uint16_t>(out[k]);
+}
+
+/// scale_round_fp16, four lanes a step (round_fp16_4 of the fp64 products).
+__attribute__((target("avx2"))) void scale_round_fp16_avx2(const float* x, double r,
+                                                           const double* w, int64_t n,
+                                                           uint16_t* y) {
+  const __m256d rv = _mm256_set1_pd(r);
   int64_t i = 0;
   for (; i + 4 <= n; i += 4) {
-    const __m256d d = _mm256_mul_pd(_mm256_mul_pd(_mm256_cvtps_pd(_mm_loadu_ps(x + i)), rv),
-                                    _mm256_loadu_pd(w + i));
-    const __m256i u = _mm256_castpd_si256(d);
-    const __m256i be = _mm256_and_si256(_mm256_srli_epi64(u, 52), exp_mask);  // biased exponent
-    const __m256i ok = _mm256_and_si256(_mm256_cmpgt_epi64(be, lo), _mm256_cmpgt_epi64(hi, be));
-    if (_mm256_movemask_pd(_mm256_castsi256_pd(ok)) != 0xF) {
-      double v[4];
-      _mm256_storeu_pd(v, d);
-      for (int k = 0; k < 4; ++k) y[i + k] = numerics::round_fp16_bits(v[k]);
-      continue;
-    }
-    const __m256i m = _mm256_and_si256(u, mant);
-    // h = (e + 15) << 10 | m >> 42, with e + 15 = be - 1008.
-    __m256i h =
-        _mm256_or_si256(_mm256_slli_epi64(_mm256_sub_epi64(be, _mm256_set1_epi64x(1008)), 10),
-                        _mm256_srli_epi64(m, 42));
-    const __m256i rest = _mm256_and_si256(m, rest_mask);
-    const __m256i up =
-        _mm256_or_si256(_mm256_cmpgt_epi64(rest, half),
-                        _mm256_and_si256(_mm256_cmpeq_epi64(rest, half),
-                                         _mm256_cmpeq_epi64(_mm256_and_si256(h, one), one)));
-    h = _mm256_sub_epi64(h, up);  // up is all ones (-1) where the value rounds up
-    const __m256i sign = _mm256_and_si256(_mm256_srli_epi64(u, 48), _mm256_set1_epi64x(0x8000));
-    alignas(32) int64_t out[4];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(out), _mm256_or_si256(sign, h));
-    for (int k = 0; k < 4; ++k) y[i + k] = static_cast<uint16_t>(out[k]);
+    round_fp16_4(_mm256_mul_pd(_mm256_mul_pd(_mm256_cvtps_pd(_mm_loadu_ps(x + i)), rv),
+                               _mm256_loadu_pd(w + i)),
+                 y + i);
   }
   scale_round_fp16_portable(x, r, w, i, n, y);
+}
+
+/// round_fp16_rows, four lanes a step.
+__attribute__((target("avx2"))) int64_t round_fp16_rows_avx2(const double* v, int64_t n,
+                                                             uint16_t* y) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) round_fp16_4(_mm256_loadu_pd(v + i), y + i);
+  return i;
 }
 
 __attribute__((target("avx2"))) void rot_corrections_avx2(const float* q, const float* kt,
@@ -339,6 +351,14 @@ void scale_round_fp16(const float* x, double r, const double* w, int64_t n, uint
   if (cpu_has_avx2()) return scale_round_fp16_avx2(x, r, w, n, y);
 #endif
   scale_round_fp16_portable(x, r, w, 0, n, y);
+}
+
+void round_fp16_rows(const double* v, int64_t n, uint16_t* y) {
+  int64_t i = 0;
+#ifdef QBC_RUNTIME_AVX
+  if (cpu_has_avx2()) i = round_fp16_rows_avx2(v, n, y);
+#endif
+  for (; i < n; ++i) y[i] = numerics::round_fp16_bits(v[i]);
 }
 
 }  // namespace qbc::runtime

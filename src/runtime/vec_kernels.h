@@ -47,4 +47,8 @@ void group_corrections(const int32_t* dots, const int32_t* ts, const uint32_t* o
 /// outside it (zero, subnormal or overflowing results, NaN) through round_fp16_bits itself.
 void scale_round_fp16(const float* x, double r, const double* w, int64_t n, uint16_t* y);
 
+/// y[i] = numerics::round_fp16_bits(v[i]) for i < n: fp64 values each rounded once to fp16
+/// (nearest even), four lanes at a time with AVX2 as scale_round_fp16.
+void round_fp16_rows(const double* v, int64_t n, uint16_t* y);
+
 }  // namespace qbc::runtime

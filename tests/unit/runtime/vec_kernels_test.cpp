@@ -235,6 +235,40 @@ TEST(VecKernels, ScaleRoundFp16RoundsTheFp64ProductOnce) {
   }
 }
 
+TEST(VecKernels, RoundFp16RowsRoundsEachFp64ValueOnce) {
+  // attention's outputs: fp64 values (not products of floats) rounded once to fp16; values
+  // a float cannot hold (ties at fp64 precision just above and below the halfway point),
+  // the fast path's edges, subnormal and zero results, overflow, infinities and NaN, at
+  // lengths around the four-lane step.
+  std::vector<double> v = {1.0 + 0x1p-11,
+                           1.0 + 0x1p-11 + 0x1p-40,
+                           1.0 + 0x1p-11 - 0x1p-40,
+                           -(1.0 + 3 * 0x1p-11),
+                           65519.99,
+                           65520.0,
+                           0x1p-14,
+                           0x1p-14 - 0x1p-40,
+                           0x1p-24,
+                           0x1p-25,
+                           0.0,
+                           -0.0,
+                           1e300,
+                           -std::numeric_limits<double>::infinity(),
+                           std::numeric_limits<double>::quiet_NaN()};
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> mant(1.0, 2.0);
+  std::uniform_int_distribution<int> ex(-28, 17);
+  while (v.size() < 2051) v.push_back((rng() & 1 ? -1.0 : 1.0) * std::ldexp(mant(rng), ex(rng)));
+  for (size_t n : {size_t{0}, size_t{3}, size_t{4}, size_t{15}, v.size()}) {
+    std::vector<uint16_t> got(n, 0x1234);
+    round_fp16_rows(v.data(), static_cast<int64_t>(n), got.data());
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(got[i], fp16_reference(v[i])) << "v " << v[i] << " at " << i << " of " << n;
+      ASSERT_EQ(got[i], numerics::round_fp16_bits(v[i])) << "at " << i;
+    }
+  }
+}
+
 TEST(VecKernels, RotCorrectionsSumChannelsInOrder) {
   for (int64_t n : {0, 1, 8, 15, 16, 17, 40}) {
     for (int64_t hd : {1, 4, 64}) {
