@@ -176,10 +176,14 @@ void matmul_u8(const MatMulArgs& a, const int8_t* x, ThreadPool& pool, uint8_t* 
   int64_t* xsum = nullptr;
   if (a.wz != nullptr) {
     xsum = scratch<int64_t, 5>(static_cast<size_t>(rows * gt)).data();
-    std::fill(xsum, xsum + rows * gt, int64_t{0});
-    for (int64_t m = 0; m < rows; ++m) {
+    for (int64_t m = 0; m < rows; ++m) {  // group by group: no division per code
       const int8_t* s = x + m * op.ldx;
-      for (int64_t k = 0; k < kt; ++k) xsum[m * gt + k / a.group] += int64_t{s[k]} - a.xz[m];
+      for (int64_t g = 0; g < gt; ++g) {
+        const int64_t k0 = g * a.group, k1 = std::min(kt, k0 + a.group);
+        int64_t v = 0;
+        for (int64_t k = k0; k < k1; ++k) v += s[k];
+        xsum[m * gt + g] = v - int64_t{a.xz[m]} * (k1 - k0);
+      }
     }
   }
   // Channels [j0, j1) against weight rows wr (row j0 first, kt codes a row).
