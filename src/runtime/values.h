@@ -22,7 +22,8 @@ inline void store(const T* v, int64_t n, uint8_t* p) {
 }
 
 /// Integer codes [n] of type t (kI4, kI8 or kI16) at p, sign-extended.
-inline void load_codes(const uint8_t* p, isa::DType t, int64_t n, int32_t* out) {
+inline void load_codes(const uint8_t* __restrict p, isa::DType t, int64_t n,
+                       int32_t* __restrict out) {
   switch (t) {
     case isa::DType::kI4:  // a byte at a time: (v ^ 8) - 8 sign-extends a nibble v
       for (int64_t i = 0; i + 1 < n; i += 2) {
