@@ -139,12 +139,13 @@ __attribute__((target("avx"))) int64_t quantize_channels_avx(const float* x, con
 }
 
 /// row_min_max eight lanes at a time: minps(x, lo) is x < lo ? x : lo and maxps(x, hi) is
-/// x > hi ? x : hi, std::min(lo, x) and std::max(hi, x) exactly. The lanes hold +0 or a
-/// value strictly beyond it (a NaN or a zero never replaces a lane), so merging them in any
-/// order gives the sequential loop's result.
+/// x > hi ? x : hi, std::min(lo, x) and std::max(hi, x) exactly. Every lane starts at the
+/// running value and holds it or a value strictly beyond it (a NaN, or an equal value such as
+/// -0 against +0, never replaces a lane), so merging them in any order gives the sequential
+/// loop's result.
 __attribute__((target("avx"))) int64_t min_max_avx(const float* x, int64_t n, float* lo,
                                                    float* hi) {
-  __m256 l = _mm256_setzero_ps(), h = _mm256_setzero_ps();
+  __m256 l = _mm256_set1_ps(*lo), h = _mm256_set1_ps(*hi);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 v = _mm256_loadu_ps(x + i);

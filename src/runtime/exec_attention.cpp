@@ -548,7 +548,8 @@ Status exec(const isa::ExpAccum& op, Core& c) {
     // int64 loops.
     const int64_t nv = std::max<int64_t>(jb - ja, 0);
     int64_t* accb = acc.data() + q0 * hd;
-    if (nv > 0 && !vfields && d.p_bits <= 8 && (vt == isa::DType::kI8 || vt == isa::DType::kI4)) {
+    if (nv > 0 && nv <= kMaxExactDotLen && !vfields && d.p_bits <= 8 &&
+        (vt == isa::DType::kI8 || vt == isa::DType::kI4)) {
       std::vector<int8_t> unpacked;
       const int8_t* v = code_rows_i8(vcp, vt, vrow, hd, ja, jb, &unpacked);
       const int64_t ldv = vt == isa::DType::kI8 ? vrow : hd;

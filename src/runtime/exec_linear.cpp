@@ -179,7 +179,7 @@ void matmul_u8(const MatMulArgs& a, const int8_t* x, ThreadPool& pool, uint8_t* 
     for (int64_t m = 0; m < rows; ++m) {  // group by group: no division per code
       const int8_t* s = x + m * op.ldx;
       for (int64_t g = 0; g < gt; ++g) {
-        const int64_t k0 = g * a.group, k1 = std::min(kt, k0 + a.group);
+        const int64_t k0 = g * a.group, k1 = std::max(k0, std::min(kt, k0 + a.group));
         int64_t v = 0;
         for (int64_t k = k0; k < k1; ++k) v += s[k];
         xsum[m * gt + g] = v - int64_t{a.xz[m]} * (k1 - k0);

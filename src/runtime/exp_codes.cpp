@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "qbc/numerics/attention.h"
+#include "qbc/support/check.h"
 
 namespace qbc::runtime {
 namespace {
@@ -94,6 +95,7 @@ void ExpCodes::row(const float* scores, int64_t n, float max, int32_t* out) cons
 }
 
 const ExpCodes& exp_codes(int bits) {
+  QBC_CHECK(bits >= 1 && bits <= 8) << "exp_codes: " << bits << " bits (1 to 8)";
   static std::array<std::unique_ptr<ExpCodes>, 8> tables;
   static std::array<std::once_flag, 8> once;
   const size_t i = static_cast<size_t>(bits - 1);

@@ -94,7 +94,7 @@ TEST(ThreadPool, DestroyedWithSleepingWorkers) {
     ThreadPool pool(4);
     expect_each_once(pool, 16);
     std::this_thread::sleep_for(std::chrono::milliseconds(1));  // past the spin: asleep
-  }  // the destructor wakes and joins them; a hang here fails the test by its timeout
+  }  // the destructor wakes and joins them (a hang here fails under ctest's timeout)
   SUCCEED();
 }
 
