@@ -4,22 +4,18 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <memory>
 #include <mutex>
 
 #include "qbc/numerics/attention.h"
+#include "qbc/support/bit_cast.h"
 #include "qbc/support/check.h"
 
 namespace qbc::runtime {
 namespace {
 
-float from_bits(uint32_t p) {
-  float f;
-  std::memcpy(&f, &p, 4);
-  return f;
-}
+float from_bits(uint32_t p) { return bit_cast<float>(p); }
 
 /// The negative floats' top 16 bits: 0x8000 (-0 .. the least subnormals) to 0xFF80 (-inf).
 constexpr uint32_t kFirstBucket = 0x8000u, kInfBits = 0xFF800000u;
@@ -61,8 +57,7 @@ int32_t ExpCodes::code(float score, float max) const {
   if (std::isinf(score) && score < 0.0f) return 0;
   const float d = score - max;
   if (d < 0.0f) {
-    uint32_t u;
-    std::memcpy(&u, &d, 4);
+    const uint32_t u = bit_cast<uint32_t>(d);
     // At most steps_ thresholds lie in a bucket; thr_[hi_] and beyond are +inf, so the
     // steps past the last threshold add nothing (no data-dependent branch).
     int32_t c = floor_[(u >> 16) - kFirstBucket];
@@ -86,8 +81,7 @@ void ExpCodes::row(const float* scores, int64_t n, float max, int32_t* out) cons
       continue;
     }
     // code's negative path (a score of -inf gives d = -inf, whose bucket counts 0).
-    uint32_t u;
-    std::memcpy(&u, &d, 4);
+    const uint32_t u = bit_cast<uint32_t>(d);
     int32_t c = floor_[(u >> 16) - kFirstBucket];
     for (int32_t s = 0; s < steps_; ++s) c += thr_[c] <= d ? 1 : 0;
     out[j] = c;

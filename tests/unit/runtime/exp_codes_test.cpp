@@ -8,20 +8,16 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <vector>
 
 #include "qbc/numerics/attention.h"
+#include "qbc/support/bit_cast.h"
 
 namespace qbc::runtime {
 namespace {
 
-float from_bits(uint32_t p) {
-  float f;
-  std::memcpy(&f, &p, 4);
-  return f;
-}
+float from_bits(uint32_t p) { return bit_cast<float>(p); }
 
 /// Checks the code of d = score - max for a few (score, max) pairs giving that d exactly.
 void expect_same(const ExpCodes& e, float d, int bits) {

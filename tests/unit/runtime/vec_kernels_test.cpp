@@ -14,15 +14,12 @@
 #include <vector>
 
 #include "qbc/numerics/fp16.h"
+#include "qbc/support/bit_cast.h"
 
 namespace qbc::runtime {
 namespace {
 
-uint32_t bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
+uint32_t bits(float f) { return bit_cast<uint32_t>(f); }
 
 /// Values whose sums depend on the order they are added in.
 std::vector<float> hostile(size_t n, uint32_t seed) {
