@@ -5,6 +5,8 @@
 #include <limits>
 #include <utility>
 
+#include "qbc/support/quote.h"
+
 namespace qbc::frontend::hparams_internal {
 namespace {
 
@@ -37,15 +39,17 @@ StatusOr<ConfigReader> ConfigReader::child(std::string_view key) const {
   const nlohmann::json* v = find(key);
   if (v == nullptr) return missing(key);
   if (!v->is_object()) return wrong_type(key, "an object");
-  return ConfigReader(*v, source_, prefix_ + std::string(key) + ".");
+  return ConfigReader(*v, source_, prefix_ + clip_prefix(key) + ".");
 }
 
+// A key of the file can be any string (a 4 KB `dynamic` pattern, control characters): each
+// level of the path is shown by its clipped prefix (qbc/support/quote.h), never whole.
 std::string ConfigReader::where(std::string_view key) const {
-  return internal::concat(source_, ": key '", prefix_, key, "'");
+  return internal::concat(source_, ": key '", prefix_, clip_prefix(key), "'");
 }
 
 Status ConfigReader::missing(std::string_view key) const {
-  return not_found(source_, ": missing required key '", prefix_, key, "'");
+  return not_found(source_, ": missing required key '", prefix_, clip_prefix(key), "'");
 }
 
 Status ConfigReader::wrong_type(std::string_view key, std::string_view expected) const {

@@ -410,5 +410,21 @@ TEST(PrequantDynamicTest, PatternQbcCannotReadExits3NamingIt) {
   EXPECT_NE(cb.status().message().find("dynamic"), std::string::npos) << cb.status().message();
 }
 
+TEST(PrequantDynamicTest, AHugeRuleKeyIsShownByItsPrefixNeverWhole) {
+  // fuzz_prequant_config (session 35): a 4 KB `dynamic` key whose rule has a bad value made a
+  // 4,100-byte error message, the key echoed whole through the config reader's key path.
+  nlohmann::ordered_json q = dynamic_gptq_config();
+  const std::string key = "+:model\\.layers\\.(" + std::string(4000, '@') + ")\x01";
+  q["dynamic"][key] = {{"bits", "eight"}};
+  auto c =
+      parse_prequant_config(nlohmann::ordered_json{{"quantization_config", q}}.dump(), "c.json");
+  ASSERT_FALSE(c.ok());
+  const std::string m = c.status().message();
+  EXPECT_LT(m.size(), 512u) << m.size() << " bytes";
+  EXPECT_NE(m.find("quantization_config.dynamic.+:model"), std::string::npos) << m;
+  EXPECT_NE(m.find("bits"), std::string::npos) << m;
+  EXPECT_EQ(m.find(std::string(200, '@')), std::string::npos) << "the key echoed whole";
+}
+
 }  // namespace
 }  // namespace qbc::frontend
