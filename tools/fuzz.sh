@@ -5,8 +5,11 @@
 #                                            build the targets
 #   tools/fuzz.sh corpus                     write the seed corpora to build-fuzz/corpus/<reader>/
 #                                            from the shared assets (tools/fuzz_seeds.py)
-#   tools/fuzz.sh run [--time S] [READER...] run each target S seconds (default 120), one process,
-#                                            and print its executions and findings
+#   tools/fuzz.sh run [--time S] [--runs N] [READER...]
+#                                            run each target S seconds (default 120), or until
+#                                            N executions when --runs is given (then S, if
+#                                            given, caps the time), one process, and print its
+#                                            executions and findings
 #   tools/fuzz.sh all [--time S]             build, corpus, run
 #
 # Readers: safetensors gguf config_json prequant_config prequant_model tokenizer_json vocab_json chat_template compile_config_json
@@ -35,10 +38,11 @@ corpus() {
 }
 
 run() {
-  local seconds=120 chosen=()
+  local seconds=120 runs="" timed="" chosen=()
   while [ $# -gt 0 ]; do
     case "$1" in
-      --time) seconds=$2; shift ;;
+      --time) seconds=$2; timed=1; shift ;;
+      --runs) runs=$2; shift ;;
       *) chosen+=("$1") ;;
     esac
     shift
@@ -52,18 +56,26 @@ run() {
     # An MXQ seed is a whole compiled model (1.3 MB): inputs may be that long.
     local extra=()
     [ "$r" = mxq ] && extra=(-max_len=1400000)
+    # --runs N: N executions, with no time limit unless --time was given too.
+    local limit=(-max_total_time="$seconds")
+    if [ -n "$runs" ]; then
+      limit=(-runs="$runs")
+      [ -n "$timed" ] && limit+=(-max_total_time="$seconds")
+    fi
     # The evolving corpus lives in work/ (new inputs are written to the first folder); the seeds
     # stay as they are.
+    local t0
+    t0=$(date +%s)
     QBC_FUZZ_KV_MODEL="$dir/kv_cache-model.mxq" \
     ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 \
-      "$bin" "$work" "$dir/corpus/$r" -max_total_time="$seconds" \
+      "$bin" "$work" "$dir/corpus/$r" "${limit[@]}" \
       -rss_limit_mb=4096 -malloc_limit_mb=4096 -timeout=20 -print_final_stats=1 "${extra[@]}" \
       -artifact_prefix="$found/" >"$dir/$r.log" 2>&1 || status=1
     local execs
     execs=$(grep -ao 'stat::number_of_executed_units: *[0-9]*' "$dir/$r.log" | tail -1 | grep -o '[0-9]*$' || true)
     local n
     n=$(find "$found" -type f | wc -l)
-    echo "fuzz_$r: ${execs:-?} executions in ${seconds}s, $n finding(s)$( [ "$n" -gt 0 ] && echo " in $found")"
+    echo "fuzz_$r: ${execs:-?} executions in $(($(date +%s) - t0))s, $n finding(s)$( [ "$n" -gt 0 ] && echo " in $found")"
   done
   return $status
 }
