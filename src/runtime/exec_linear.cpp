@@ -43,8 +43,18 @@ constexpr int64_t kStreamRows = 4;
 
 template <typename Fn>
 void blocks(ThreadPool& pool, int64_t n, int64_t work, int64_t threshold, int64_t min_block,
-            const Fn& fn, int64_t per_thread = 4) {
-  parallel_blocks(pool, n, work, threshold, min_block, fn, per_thread);
+            const Fn& fn) {
+  parallel_blocks(pool, n, work, threshold, min_block, fn);
+}
+
+/// fn(j0, j1) over the n channels of a rows x n x kt matmul: a decode matmul (at most
+/// kStreamRows rows) in one contiguous block per host thread from kParallelStreamCodes weight
+/// codes, others in up to four blocks per thread from kParallelMacs.
+template <typename Fn>
+void channel_blocks(ThreadPool& pool, int64_t rows, int64_t n, int64_t kt, const Fn& fn) {
+  const bool stream = rows <= kStreamRows;
+  parallel_blocks(pool, n, stream ? n * kt : rows * n * kt,
+                  stream ? kParallelStreamCodes : kParallelMacs, 16, fn, stream ? 1 : 4);
 }
 
 /// The weight codes of rows [n, kt] as int8 (int4 unpacked, sign-extended); `w` points at
@@ -155,6 +165,21 @@ void matmul_i8(const MatMulArgs& a, const int8_t* x, ThreadPool& pool, AccT* acc
   });
 }
 
+/// xsum[m * gt + g] = Σ_{k in group g} (x[m * ldx + k] − xz[m]) for the matmul's rows: the
+/// activation sums the weight zero points multiply, group by group (no division per code).
+void group_xsums(const MatMulArgs& a, const int8_t* x, int64_t* xsum) {
+  const int64_t kt = a.op.kt, gt = a.gt;
+  for (int64_t m = 0; m < a.rows; ++m) {
+    const int8_t* s = x + m * a.op.ldx;
+    for (int64_t g = 0; g < gt; ++g) {
+      const int64_t k0 = g * a.group, k1 = std::max(k0, std::min(kt, k0 + a.group));
+      int64_t v = 0;
+      for (int64_t k = k0; k < k1; ++k) v += s[k];
+      xsum[m * gt + g] = v - int64_t{a.xz[m]} * (k1 - k0);
+    }
+  }
+}
+
 /// d[k] = s[k] + 128 as unsigned bytes (the sign bit flipped) for k < n. Its own function
 /// with restrict pointers: inline, a byte store could have aliased the caller's `kt` (captured
 /// by reference), and the loop ran a byte at a time reloading it (9 % of a prefill).
@@ -176,15 +201,7 @@ void matmul_u8(const MatMulArgs& a, const int8_t* x, ThreadPool& pool, uint8_t* 
   int64_t* xsum = nullptr;
   if (a.wz != nullptr) {
     xsum = scratch<int64_t, 5>(static_cast<size_t>(rows * gt)).data();
-    for (int64_t m = 0; m < rows; ++m) {  // group by group: no division per code
-      const int8_t* s = x + m * op.ldx;
-      for (int64_t g = 0; g < gt; ++g) {
-        const int64_t k0 = g * a.group, k1 = std::max(k0, std::min(kt, k0 + a.group));
-        int64_t v = 0;
-        for (int64_t k = k0; k < k1; ++k) v += s[k];
-        xsum[m * gt + g] = v - int64_t{a.xz[m]} * (k1 - k0);
-      }
-    }
+    group_xsums(a, x, xsum);
   }
   // Channels [j0, j1) against weight rows wr (row j0 first, kt codes a row).
   // Groups (gt > 1): every group of the block's rows in one dot_u8_groups call; the block's
@@ -256,22 +273,17 @@ void matmul_u8(const MatMulArgs& a, const int8_t* x, ThreadPool& pool, uint8_t* 
       }
     }
   };
-  const bool stream = rows <= kStreamRows;  // see kParallelStreamCodes
-  const int64_t work = stream ? n * kt : rows * n * kt;
-  blocks(
-      pool, n, work, stream ? kParallelStreamCodes : kParallelMacs, 16,
-      [&](int64_t j0, int64_t j1) {
-        if (a.w4 == nullptr) return run(j0, j1, a.w + j0 * kt);
-        // Packed int4: unpacked 32 channels at a time into a cache-resident int8 block.
-        constexpr int64_t kSub = 32;
-        int8_t* wu = scratch<int8_t, 4>(static_cast<size_t>(kSub * kt)).data();
-        for (int64_t jb = j0; jb < j1; jb += kSub) {
-          const int64_t je = std::min(j1, jb + kSub);
-          unpack_i4_rows(a.w4 + jb * (kt / 2), je - jb, kt, wu);
-          run(jb, je, wu);
-        }
-      },
-      stream ? 1 : 4);
+  channel_blocks(pool, rows, n, kt, [&](int64_t j0, int64_t j1) {
+    if (a.w4 == nullptr) return run(j0, j1, a.w + j0 * kt);
+    // Packed int4: unpacked 32 channels at a time into a cache-resident int8 block.
+    constexpr int64_t kSub = 32;
+    int8_t* wu = scratch<int8_t, 4>(static_cast<size_t>(kSub * kt)).data();
+    for (int64_t jb = j0; jb < j1; jb += kSub) {
+      const int64_t je = std::min(j1, jb + kSub);
+      unpack_i4_rows(a.w4 + jb * (kt / 2), je - jb, kt, wu);
+      run(jb, je, wu);
+    }
+  });
 }
 
 /// Whether packed int4 weights against int8 activations take matmul_i4 (else the older
@@ -292,54 +304,40 @@ void matmul_i4(const MatMulArgs& a, const int8_t* x, ThreadPool& pool, uint8_t* 
   const isa::MatMul& op = a.op;
   const int64_t n = op.n, kt = op.kt, rows = a.rows, gt = a.gt;
   int64_t* xsum = scratch<int64_t, 5>(static_cast<size_t>(rows * gt)).data();
-  for (int64_t m = 0; m < rows; ++m) {  // Σ_k (x − xz) per (m, g)
-    const int8_t* s = x + m * op.ldx;
-    for (int64_t g = 0; g < gt; ++g) {
-      int64_t v = 0;
-      const int64_t k1 = std::min(kt, (g + 1) * a.group);
-      for (int64_t k = g * a.group; k < k1; ++k) v += s[k];
-      xsum[m * gt + g] = v - int64_t{a.xz[m]} * (k1 - g * a.group);
-    }
-  }
-  const bool stream = rows <= kStreamRows;  // see kParallelStreamCodes
-  const int64_t work = stream ? n * kt : rows * n * kt;
-  blocks(
-      pool, n, work, stream ? kParallelStreamCodes : kParallelMacs, 16,
-      [&](int64_t j0, int64_t j1) {
-        const int64_t cnt = (j1 - j0) * gt;
-        int32_t* dots = scratch<int32_t, 1>(static_cast<size_t>(rows * cnt)).data();
-        int32_t* ts = scratch<int32_t, 2>(static_cast<size_t>(cnt)).data();
-        AccT* row = scratch<AccT, 3>(static_cast<size_t>(cnt)).data();
-        dot_i4_groups(x, op.ldx, rows, a.w4 + j0 * (kt / 2), kt / 2, j1 - j0, kt, a.group, dots,
-                      cnt, ts);
-        // 8 + wz per (channel, group) and Σ (x − xz) per group as U: the correction loop below
-        // then runs on one integer width (a loop the compiler vectorises).
-        U* off = scratch<U, 15>(static_cast<size_t>(cnt)).data();
-        U* xsu = scratch<U, 16>(static_cast<size_t>(gt)).data();
-        const int32_t* wz = a.wz != nullptr ? a.wz + j0 * gt : nullptr;
-        for (int64_t i = 0; i < cnt; ++i) off[i] = static_cast<U>(8 + (wz != nullptr ? wz[i] : 0));
-        for (int64_t m = 0; m < rows; ++m) {
-          const U xzm = static_cast<U>(a.xz[m]);
-          for (int64_t g = 0; g < gt; ++g) xsu[g] = static_cast<U>(xsum[m * gt + g]);
-          uint8_t* dst = acc_mem + (m * n + j0) * gt * static_cast<int64_t>(sizeof(AccT));
-          if (op.accumulate) load(dst, cnt, row);
-          const int32_t* dr = dots + m * cnt;
-          if constexpr (std::is_same_v<AccT, int32_t>) {
-            group_corrections(dr, ts, off, xsu, xzm, j1 - j0, gt, op.accumulate, row);
-          } else {
-            for (int64_t i = 0; i < cnt; i += gt) {
-              for (int64_t g = 0; g < gt; ++g) {
-                U v = static_cast<U>(dr[i + g]) - xzm * static_cast<U>(ts[i + g]) -
-                      off[i + g] * xsu[g];
-                if (op.accumulate) v += static_cast<U>(row[i + g]);
-                row[i + g] = static_cast<AccT>(v);
-              }
-            }
+  group_xsums(a, x, xsum);
+  channel_blocks(pool, rows, n, kt, [&](int64_t j0, int64_t j1) {
+    const int64_t cnt = (j1 - j0) * gt;
+    int32_t* dots = scratch<int32_t, 1>(static_cast<size_t>(rows * cnt)).data();
+    int32_t* ts = scratch<int32_t, 2>(static_cast<size_t>(cnt)).data();
+    AccT* row = scratch<AccT, 3>(static_cast<size_t>(cnt)).data();
+    dot_i4_groups(x, op.ldx, rows, a.w4 + j0 * (kt / 2), kt / 2, j1 - j0, kt, a.group, dots, cnt,
+                  ts);
+    // 8 + wz per (channel, group) and Σ (x − xz) per group as U: the correction loop below
+    // then runs on one integer width (a loop the compiler vectorises).
+    U* off = scratch<U, 15>(static_cast<size_t>(cnt)).data();
+    U* xsu = scratch<U, 16>(static_cast<size_t>(gt)).data();
+    const int32_t* wz = a.wz != nullptr ? a.wz + j0 * gt : nullptr;
+    for (int64_t i = 0; i < cnt; ++i) off[i] = static_cast<U>(8 + (wz != nullptr ? wz[i] : 0));
+    for (int64_t m = 0; m < rows; ++m) {
+      const U xzm = static_cast<U>(a.xz[m]);
+      for (int64_t g = 0; g < gt; ++g) xsu[g] = static_cast<U>(xsum[m * gt + g]);
+      uint8_t* dst = acc_mem + (m * n + j0) * gt * static_cast<int64_t>(sizeof(AccT));
+      if (op.accumulate) load(dst, cnt, row);
+      const int32_t* dr = dots + m * cnt;
+      if constexpr (std::is_same_v<AccT, int32_t>) {
+        group_corrections(dr, ts, off, xsu, xzm, j1 - j0, gt, op.accumulate, row);
+      } else {
+        for (int64_t i = 0; i < cnt; i += gt) {
+          for (int64_t g = 0; g < gt; ++g) {
+            U v = static_cast<U>(dr[i + g]) - xzm * static_cast<U>(ts[i + g]) - off[i + g] * xsu[g];
+            if (op.accumulate) v += static_cast<U>(row[i + g]);
+            row[i + g] = static_cast<AccT>(v);
           }
-          store(row, cnt, dst);
         }
-      },
-      stream ? 1 : 4);
+      }
+      store(row, cnt, dst);
+    }
+  });
 }
 
 /// Any code types in plain int64 loops (int16 activations, zero points outside int8, long

@@ -53,17 +53,18 @@ int32_t ExpCodes::count(float d) const {
   return static_cast<int32_t>(std::upper_bound(thr_, thr_ + hi_, d) - thr_);
 }
 
+int32_t ExpCodes::negative(float d) const {
+  // At most steps_ thresholds lie in a bucket; thr_[hi_] and beyond are +inf, so the steps
+  // past the last threshold add nothing (no data-dependent branch).
+  int32_t c = floor_[(bit_cast<uint32_t>(d) >> 16) - kFirstBucket];
+  for (int32_t s = 0; s < steps_; ++s) c += thr_[c] <= d ? 1 : 0;
+  return c;
+}
+
 int32_t ExpCodes::code(float score, float max) const {
   if (std::isinf(score) && score < 0.0f) return 0;
   const float d = score - max;
-  if (d < 0.0f) {
-    const uint32_t u = bit_cast<uint32_t>(d);
-    // At most steps_ thresholds lie in a bucket; thr_[hi_] and beyond are +inf, so the
-    // steps past the last threshold add nothing (no data-dependent branch).
-    int32_t c = floor_[(u >> 16) - kFirstBucket];
-    for (int32_t s = 0; s < steps_; ++s) c += thr_[c] <= d ? 1 : 0;
-    return c;
-  }
+  if (d < 0.0f) return negative(d);
   if (std::isnan(d)) return numerics::exp_code(score, max, bits_);
   // Zero or positive: the count from the top (almost always already right).
   int32_t c = hi_;
@@ -75,16 +76,10 @@ int32_t ExpCodes::operator()(float score, float max) const { return code(score, 
 
 void ExpCodes::row(const float* scores, int64_t n, float max, int32_t* out) const {
   for (int64_t j = 0; j < n; ++j) {
+    // code's negative path inline (a score of -inf gives d = -inf, whose bucket counts 0);
+    // zero, positive and NaN differences take code's other paths.
     const float d = scores[j] - max;
-    if (!(d < 0.0f)) {  // zero, positive, NaN: code's other paths
-      out[j] = code(scores[j], max);
-      continue;
-    }
-    // code's negative path (a score of -inf gives d = -inf, whose bucket counts 0).
-    const uint32_t u = bit_cast<uint32_t>(d);
-    int32_t c = floor_[(u >> 16) - kFirstBucket];
-    for (int32_t s = 0; s < steps_; ++s) c += thr_[c] <= d ? 1 : 0;
-    out[j] = c;
+    out[j] = d < 0.0f ? negative(d) : code(scores[j], max);
   }
 }
 

@@ -14,8 +14,8 @@ namespace qbc::runtime {
 /// (exp is accurate to well under the ratio of neighbouring floats, and x hi, nearbyint and
 /// the clamp keep the order), so the count is its value for every float. For d < 0 the
 /// count starts from its value at the most negative float sharing d's top 16 bits (a
-/// threshold or two lie between: the bucket is 1/128 of |d| wide); other d (zero, positive,
-/// NaN) take the guess-and-correct path.
+/// threshold or two lie between: the bucket is 1/128 of |d| wide); zero and positive d count
+/// down from the top, NaN goes to exp_code itself.
 class ExpCodes {
  public:
   explicit ExpCodes(int bits);
@@ -28,6 +28,8 @@ class ExpCodes {
   /// The number of thresholds at or below d.
   int32_t count(float d) const;
   int32_t code(float score, float max) const;
+  /// The code of a difference d < 0: its bucket's count, then the steps.
+  int32_t negative(float d) const;
 
   int bits_;
   int32_t hi_;
