@@ -30,18 +30,24 @@ std::vector<std::string> lines_with(const std::string& text, const std::string& 
   return out;
 }
 
-/// `qbc GLOBAL compile stories260K --preset llm --use-random-calib -o DIR/q.mxq`.
-testing::RunResult compile(const fs::path& hf, const std::string& global) {
+/// `qbc GLOBAL compile stories260K --preset llm --use-random-calib EXTRA -o DIR/q.mxq`.
+testing::RunResult compile(const fs::path& hf, const std::string& global,
+                           const std::string& extra = "") {
   const fs::path dir = testing::temp_dir();
-  return run_qbc(global + " compile " + shell_quote(hf) + " --preset llm --use-random-calib -o " +
-                 shell_quote(dir / "q.mxq"));
+  return run_qbc(global + " compile " + shell_quote(hf) + " --preset llm --use-random-calib " +
+                 extra + " -o " + shell_quote(dir / "q.mxq"));
 }
+
+/// Enough counted work that a heartbeat lands inside it on a loaded machine: the default 8
+/// random samples calibrate stories260K in about 0.1 s, which a busy ctest -j2 run missed;
+/// 64 samples take about 2 s of counted work (calibration and the AWQ search).
+const char* const kLongCalib = "--set calibration.numSamples=64";
 
 TEST(ProgressCli, CompileToALogFileWritesHeartbeatLines) {
   QBC_REQUIRE_SHARED(hf, "models/stories260k/hf");
   // A short interval so that some heartbeat lands inside counted work (calibration, the AWQ
   // search, GPTQ) whichever stage the machine happens to be in at the time.
-  const auto r = compile(hf, "--progress-interval 0.05");
+  const auto r = compile(hf, "--progress-interval 0.05", kLongCalib);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::vector<std::string> beats = lines_with(r.err, "[progress] ");
   ASSERT_FALSE(beats.empty()) << r.err;
@@ -87,7 +93,7 @@ TEST(ProgressCli, VerboseReportsFinishedWorkNotEverySample) {
 
 TEST(ProgressCli, JsonEventsCarryHeartbeatsAndRates) {
   QBC_REQUIRE_SHARED(hf, "models/stories260k/hf");
-  const auto r = compile(hf, "--log-format json --progress-interval 0.2");
+  const auto r = compile(hf, "--log-format json --progress-interval 0.2", kLongCalib);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   int heartbeats = 0, rated = 0;
   std::istringstream in(r.err);
