@@ -35,7 +35,16 @@ std::vector<AttrSpec> attrs_of(Op op) {
               // 1: every wscale value is an fp16 value (4- and 8-bit groups, docs/numerics.md
               // "Compact grouped weights"); the backend then stores the scales as fp16 and the
               // zero points as codes of the weights' width (packed 4-bit, or int8).
-              {"w_scale_f16", K::kInt, false}};
+              {"w_scale_f16", K::kInt, false},
+              // A second weight image for one phase's programs (qbc/ir/phase_image.h,
+              // docs/quantization.md "Precision per phase"): phase_image "prefill" or
+              // "decode" names the phase; phase_wq, phase_wscale and phase_wzero (with
+              // phase_w_zero = 1) name its weights; phase_w_bits, phase_w_group and
+              // phase_w_scale_f16 are its w_bits, w_group and w_scale_f16.
+              {"phase_image", K::kString, false}, {"phase_wq", K::kString, false},
+              {"phase_wscale", K::kString, false}, {"phase_wzero", K::kString, false},
+              {"phase_w_bits", K::kInt, false}, {"phase_w_group", K::kInt, false},
+              {"phase_w_zero", K::kInt, false}, {"phase_w_scale_f16", K::kInt, false}};
     case Op::kSlice: return {{"start", K::kInt, true}, {"end", K::kInt, true}};
     case Op::kRope:
       return {{"num_heads", K::kInt, true},        {"head_dim", K::kInt, true},

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "qbc/ir/builder.h"
+#include "qbc/ir/phase_image.h"
 #include "qbc/support/quote.h"
 
 namespace qbc::ir {
@@ -82,6 +83,26 @@ Status verify(const Graph& g) {
     if (*t != n.type) {
       return invalid_argument("[I5] ", at(n, id), ": stored type ", n.type.to_string(), " but operands give ",
                               t->to_string());
+    }
+    // I10: a second weight image (qbc/ir/phase_image.h) names parameter weights and is a
+    // qlinear of the same result type as the node.
+    for (const std::string& wname : second_image_weights(n)) {
+      const Weight* w = g.find_weight(wname);
+      if (!w || w->role != WeightRole::kParameter)
+        return invalid_argument("[I10] ", at(n, id), ": its second image names unknown weight ", quote_prefix("@" + wname));
+      used_weights.insert(wname);
+    }
+    if (n.attrs.has("phase_image")) {
+      StatusOr<std::optional<ImagePhase>> phase = second_image_phase(n);
+      if (!phase.ok()) return phase.status().with_context("[I10] ", at(n, id));
+      StatusOr<Node> view = node_for_phase(n, **phase);
+      if (!view.ok()) return view.status().with_context("[I10] ", at(n, id));
+      StatusOr<TensorType> vt = infer_type(g, *view);
+      if (!vt.ok()) return vt.status().with_context("[I10] ", at(n, id), ", its ", image_phase_name(**phase), " image");
+      if (*vt != n.type) {
+        return invalid_argument("[I10] ", at(n, id), ": its ", image_phase_name(**phase), " image gives ",
+                                vt->to_string(), ", the node ", n.type.to_string());
+      }
     }
     // I7: block indices.
     if (n.block < -1) return invalid_argument("[I7] ", at(n, id), ": block index ", n.block);
