@@ -204,6 +204,29 @@ Status check_calibration(ResolvedConfig& c) {
   return ok_status();
 }
 
+/// bit.prefill / bit.decode: one phase at most gets its own weight image.
+Status check_phase_bits(const ResolvedConfig& c) {
+  const PhaseWeightBits& pre = c.options.bit().prefill();
+  const PhaseWeightBits& dec = c.options.bit().decode();
+  if (pre.weight() != 0 && dec.weight() != 0) {
+    return invalid_argument(at(c, "bit.decode.weight"), ": ", dec.weight(),
+                            " together with bit.prefill.weight ", pre.weight(), " (from ",
+                            from(c, "bit.prefill.weight"),
+                            "); one phase at most gets its own weight image, the other runs the "
+                            "bit.transformer image: set the phase you want to differ");
+  }
+  for (const char* phase : {"prefill", "decode"}) {
+    const PhaseWeightBits& p = phase[0] == 'p' ? pre : dec;
+    if (p.weight() == 0 && p.weight_group_size() != -1) {
+      const std::string key = std::string("bit.") + phase + ".weightGroupSize";
+      return invalid_argument(at(c, key), ": ", p.weight_group_size(), " without bit.", phase,
+                              ".weight: the group size of an image that is not made (set bit.",
+                              phase, ".weight to 4 or 8)");
+    }
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 Status validate(ResolvedConfig& c) {
@@ -211,6 +234,7 @@ Status validate(ResolvedConfig& c) {
   QBC_RETURN_IF_ERROR(check_split(c));
   QBC_RETURN_IF_ERROR(check_scheme(c));
   QBC_RETURN_IF_ERROR(check_calibration(c));
+  QBC_RETURN_IF_ERROR(check_phase_bits(c));
   shrink_random_calibration(c);
   return ok_status();
 }

@@ -31,6 +31,9 @@ bool any_scale_migration(const Options& o) {
   return et(o).qk().apply() || et(o).vo().apply() || et(o).ud().apply() ||
          et(o).norm_smooth().apply();
 }
+bool second_images(const Options& o) {
+  return o.bit().prefill().weight() != 0 || o.bit().decode().weight() != 0;
+}
 bool always(const Options&) { return true; }
 
 // clang-format off
@@ -63,6 +66,8 @@ const Stage kPipeline[] = {
     // 3. Passes that choose the integer weights, block by block on the calibration set.
     {"searchWeightScale", "searchWeightScale.apply", [](const Options& o) { return o.search_weight_scale().apply(); },
      "first: GPTQ then quantizes the weights it rescaled"},
+    {"phaseImages", "bit.prefill.weight / bit.decode.weight", second_images,
+     "rounds the second weight image from the float weights, before hessianQuant replaces them"},
     {"hessianQuant", "hessianQuant.apply", [](const Options& o) { return o.hessian_quant().apply(); },
      "its integers replace the search's for the linears both cover"},
     // 4. The fixed stages: statistics of the final model, then its integers and scales.
@@ -123,6 +128,8 @@ void register_quant_passes(PassRegistry& r) {
         }));
   r.add("searchWeightScale", "AWQ-style per-channel scale and clip search",
         plain([](const Options& o) { return make_search_weight_scale(o.search_weight_scale()); }));
+  r.add("phaseImages", "round each linear's second weight image (bit.prefill / bit.decode)",
+        plain([](const Options&) { return make_phase_images(); }));
   r.add("hessianQuant", "GPTQ",
         plain([](const Options& o) { return make_hessian_quant(o.hessian_quant()); }));
   r.add("calibrate", "activation statistics of the final model",

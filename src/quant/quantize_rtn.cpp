@@ -8,8 +8,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "full_attention_quant.h"
+#include "qbc/ir/phase_image.h"
 #include "qbc/numerics/attention.h"
 #include "qbc/numerics/fp16.h"
 #include "qbc/numerics/quantizer.h"
@@ -164,7 +166,84 @@ void set_kv_attrs(ir::Node& n, const config::CompileOptions& options, bool per_t
   if (options.bit().kv_cache().value_token_scale()) n.attrs.set("v_token_scale", int64_t{1});
 }
 
+/// Writes linear `n`'s second image `s` [rows, cols]: the integers `q` (null: shapes only,
+/// the weights are declared and no tensor is written) as weights NAME.<phase>.wq / .wscale /
+/// .wzero, and the phase_* attributes (qbc/ir/phase_image.h).
+Status add_second_image(ir::Node& n, ir::Graph& out, const SecondImage& s, const FixedWeights* q,
+                        int64_t rows, int64_t cols, const config::CompileOptions& options,
+                        const TensorSink& sink, QuantizeResult& r) {
+  const int64_t groups = s.group > 0 ? (cols + s.group - 1) / s.group : 1;
+  const std::vector<int64_t> scale_shape =
+      s.group > 0 ? std::vector<int64_t>{rows, groups} : std::vector<int64_t>{rows};
+  const bool zero = options.bit().weight_zero_point();
+  const std::string base = n.name + "." + ir::image_phase_name(s.phase);
+  const std::string wq = base + ".wq", ws = base + ".wscale", wz = base + ".wzero";
+  // The compact image when every scale is an fp16 value; shapes only (no scales yet) as
+  // compile will make it, like the main image's placeholder scales.
+  bool f16 = numerics::fp16_weight_scales(s.bits, s.group);
+  if (q != nullptr) {
+    if (q->bits != s.bits || q->codes.size() != static_cast<size_t>(rows * cols) ||
+        q->scales.size() != static_cast<size_t>(rows * groups) ||
+        q->zeros.size() != (zero ? q->scales.size() : 0))
+      return internal_error("node '", n.name, "': its ", ir::image_phase_name(s.phase),
+                            " image of ", q->bits, " bits with ", q->codes.size(), " codes and ",
+                            q->scales.size(), " scales does not match ", s.bits, "-bit [", rows,
+                            ", ", cols, "] in ", groups, " scales a row");
+    f16 = f16 && fp16_values(q->scales);
+    std::vector<tensorfile::TensorToWrite> tensors;
+    tensors.push_back(int8_tensor(wq, {rows, cols}, q->codes));
+    tensors.push_back(tensorfile::make_tensor(ws, tensorfile::DType::kF32, scale_shape, q->scales));
+    if (zero) tensors.push_back(int8_tensor(wz, scale_shape, q->zeros));
+    for (tensorfile::TensorToWrite& t : tensors) {
+      if (sink) {
+        QBC_RETURN_IF_ERROR(sink(std::move(t)));
+      } else {
+        r.sidecar.push_back(std::move(t));
+      }
+    }
+  }
+  const ir::DType code_type = s.bits == 4 ? ir::DType::kI4 : ir::DType::kI8;
+  out.add_weight(ir::Weight{wq, ir::TensorType{code_type, {rows, cols}}, ir::WeightSource::kSidecar,
+                            wq, ir::WeightRole::kParameter});
+  out.add_weight(ir::Weight{ws, ir::TensorType{ir::DType::kF32, scale_shape},
+                            ir::WeightSource::kSidecar, ws, ir::WeightRole::kParameter});
+  n.attrs.set("phase_image", std::string(ir::image_phase_name(s.phase)));
+  n.attrs.set("phase_wq", wq);
+  n.attrs.set("phase_wscale", ws);
+  n.attrs.set("phase_w_bits", int64_t{s.bits});
+  if (s.group > 0) n.attrs.set("phase_w_group", s.group);
+  if (zero) {
+    out.add_weight(ir::Weight{wz, ir::TensorType{code_type, scale_shape},
+                              ir::WeightSource::kSidecar, wz, ir::WeightRole::kParameter});
+    n.attrs.set("phase_wzero", wz);
+    n.attrs.set("phase_w_zero", int64_t{1});
+  }
+  if (f16) n.attrs.set("phase_w_scale_f16", int64_t{1});
+  ++r.second_images;
+  return ok_status();
+}
+
 }  // namespace
+
+std::optional<SecondImage> second_image(const ir::Node& n, int bits, int64_t cols,
+                                        const config::CompileOptions& options,
+                                        const RtnRules& rules) {
+  if (n.part != ir::Part::kBody || n.block < 0 || bits == 16) return std::nullopt;
+  const auto& b = options.bit();
+  for (const ir::ImagePhase phase : {ir::ImagePhase::kPrefill, ir::ImagePhase::kDecode}) {
+    const config::PhaseWeightBits& p = phase == ir::ImagePhase::kPrefill ? b.prefill() : b.decode();
+    if (p.weight() == 0) continue;
+    SecondImage s;
+    s.phase = phase;
+    s.bits = matches_any(b.layer_overrides().weight8_bits(), n.name) ? 8 : p.weight();
+    const int64_t g = p.weight_group_size() < 0 ? b.weight_group_size() : p.weight_group_size();
+    s.group = g > 0 && g < cols ? g : 0;
+    if (rules.per_channel_when_uneven && s.group > 0 && cols % s.group != 0) s.group = 0;
+    if (s.bits == bits) return std::nullopt;
+    return s;
+  }
+  return std::nullopt;
+}
 
 int64_t weight_group(const config::CompileOptions& options, int64_t in) {
   const int64_t g = options.bit().weight_group_size();
@@ -210,7 +289,8 @@ Status check_supported(const config::CompileOptions& options) {
 StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stats,
                                       const ir::WeightReader& weights,
                                       const config::CompileOptions& options, const TensorSink& sink,
-                                      const FixedWeightMap* fixed, const RtnRules& rules) {
+                                      const FixedWeightMap* fixed, const RtnRules& rules,
+                                      const FixedWeightMap* second) {
   QBC_RETURN_IF_ERROR(check_supported(options));
   QuantizeResult r;
   const config::ActivationScaling scaling = options.bit().activation_scaling();
@@ -333,6 +413,44 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
         ops.push_back(ir::Operand::of_weight(wm));
       }
       if (n.operands.size() == 3) ops.push_back(n.operands[2]);
+      const std::optional<SecondImage> second_image_here =
+          second_image(n, bits.weight, cols, options, rules);
+      if (second_image_here && chosen != nullptr && chosen->imported) {
+        return unimplemented("node '", n.name, "': bit.",
+                             ir::image_phase_name(second_image_here->phase), ".weight ",
+                             second_image_here->bits,
+                             " on codes imported from a pre-quantized checkpoint; a second image "
+                             "needs the float weights (compile from the float model)");
+      }
+      // The second image's integers: the phaseImages pass chose them before any pass
+      // replaced the float weights; else round to nearest of the float weights, which are
+      // still the model's only when no pass chose the main image.
+      FixedWeights second_q;
+      const FixedWeights* second_codes = nullptr;
+      if (second_image_here && !shapes) {
+        const auto it = second != nullptr ? second->find(n.name) : FixedWeightMap::const_iterator();
+        if (second != nullptr && it != second->end()) {
+          second_codes = &it->second;
+        } else if (chosen != nullptr) {
+          return failed_precondition(
+              "node '", n.name, "': no ", ir::image_phase_name(second_image_here->phase),
+              " image was rounded before a pass fixed its weights: the phaseImages pass must run "
+              "before hessianQuant replaces them (is it in --disable-pass?)");
+        } else {
+          GptqOptions o;
+          o.bits = second_image_here->bits;
+          o.group_size = second_image_here->group;
+          o.zero_point = options.bit().weight_zero_point();
+          o.num_threads = 0;
+          StatusOr<GptqResult> rq = rtn_quantize(w, rows, cols, o);
+          if (!rq.ok()) return rq.status().with_context("node '", n.name, "', its second image");
+          second_q.bits = o.bits;
+          second_q.codes = std::move(rq->codes);
+          second_q.scales = std::move(rq->scales);
+          second_q.zeros = std::move(rq->zeros);
+          second_codes = &second_q;
+        }
+      }
       n.op = ir::Op::kQLinear;
       n.operands = std::move(ops);
       n.attrs = ir::Attrs();
@@ -361,6 +479,10 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
           fp16_values(mins))
         n.attrs.set("w_scale_f16", int64_t{1});
       n.attrs.set("out_fp16", int64_t{n.part == ir::Part::kHead ? 0 : 1});
+      if (second_image_here) {
+        QBC_RETURN_IF_ERROR(add_second_image(n, out, *second_image_here, second_codes, rows, cols,
+                                             options, sink, r));
+      }
       out.remove_weight(old_weight);
       ++r.quantized_linears;
     } else if (n.op == ir::Op::kFullAttention) {

@@ -70,10 +70,12 @@ class QuantizeRtn final : public Pass {
     events::status("quant", "quantizing weights (round to nearest)");
     QBC_ASSIGN_OR_RETURN(QuantizeResult q,
                          quantize_rtn(*ctx.graph, *ctx.stats, ctx.weights->reader(), *ctx.options,
-                                      ctx.sink, ctx.fixed));
+                                      ctx.sink, ctx.fixed, {}, &ctx.second_images_chosen));
+    FixedWeightMap().swap(ctx.second_images_chosen);  // written: their memory goes
     *ctx.graph = std::move(q.graph);
     ctx.quantized_linears = q.quantized_linears;
     ctx.float_linears = q.float_linears;
+    ctx.second_images = q.second_images;
     return true;
   }
 };

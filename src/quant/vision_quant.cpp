@@ -25,6 +25,10 @@ config::CompileOptions vision_recipe(const config::CompileOptions& base) {
   bit.mutable_kv_cache()->set_value(8);
   for (const char* name : kVisionActivation16)
     bit.mutable_layer_overrides()->add_activation16_bits(name);
+  // One weight image: a tower runs once per image, in its prefill program (bit.prefill /
+  // bit.decode are the language model's phases).
+  bit.clear_prefill();
+  bit.clear_decode();
   return o;
 }
 

@@ -76,6 +76,10 @@ struct PassContext {
   /// Integer weights passes chose, by linear node name; quantize_rtn uses them instead
   /// of round-to-nearest. Null when the pipeline does not collect them.
   FixedWeightMap* fixed = nullptr;
+  /// The second weight images (bit.prefill / bit.decode) the phaseImages pass rounded from
+  /// the float weights before hessianQuant replaces them, by linear node name; quantizeRtn
+  /// writes them and empties the map.
+  FixedWeightMap second_images_chosen;
   /// Rewrites of the graph input (inputs_embeds, [seq, hidden] row-major) that a pass
   /// made part of the model's contract, e.g. spinR1's x ← x·R: the host embedding table
   /// is rewritten with them, but embeddings computed elsewhere (calibration .npy files,
@@ -90,6 +94,8 @@ struct PassContext {
   const CheckpointDir* checkpoints = nullptr;
   /// What quantizeRtn did.
   int quantized_linears = 0, float_linears = 0;
+  /// Linears with a second weight image for one phase (bit.prefill / bit.decode).
+  int second_images = 0;
 
   /// The resources the context holds now.
   pass::ResourceSet available() const;

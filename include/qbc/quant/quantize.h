@@ -7,11 +7,13 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "compile_options.pb.h"
 #include "qbc/ir/graph.h"
+#include "qbc/ir/phase_image.h"
 #include "qbc/ir/weight_reader.h"
 #include "qbc/quant/calibrate.h"
 #include "qbc/support/status.h"
@@ -25,6 +27,8 @@ struct QuantizeResult {
   std::vector<tensorfile::TensorToWrite> sidecar;  ///< Integer weights and scales, by sidecar name.
   int quantized_linears = 0;
   int float_linears = 0;  ///< Left in float (weight16Bits overrides).
+  /// Linears with a second weight image for one phase (bit.prefill / bit.decode).
+  int second_images = 0;
 };
 
 /// The weights the quantized graph of `r` reads: its sidecar tensors (int8 codes as their
@@ -83,16 +87,38 @@ struct RtnRules {
   bool per_channel_when_uneven = false;
 };
 
+/// A linear's second weight image (bit.prefill / bit.decode, docs/quantization.md "Precision
+/// per phase"): the phase whose programs read it, its width and its group (0: per channel).
+struct SecondImage {
+  ir::ImagePhase phase = ir::ImagePhase::kPrefill;
+  int bits = 8;
+  int64_t group = 0;
+};
+
+/// The second image linear `node` (of `cols` inputs, in the head or not, whose main image is
+/// `bits` wide) gets under `options`, if any: decoder-block linears only (the head keeps one
+/// image), and none when the main image already has the phase's width (a layer the main
+/// image keeps at 8 bits serves an 8-bit phase as it is) or is float (16).
+std::optional<SecondImage> second_image(const ir::Node& node, int bits, int64_t cols,
+                                        const config::CompileOptions& options,
+                                        const RtnRules& rules = {});
+
 /// Quantizes `g` with round-to-nearest weights (or the ones in `fixed`) and calibrated
 /// activation scales. Sidecar tensors go to `sink` when given, else to
 /// QuantizeResult::sidecar. An empty `weights` is a source without values (shape_only): the
 /// same graph with scales 1, offsets 0, no statistics read and no tensors written.
 /// full_attention nodes get static Q/K/V scales (docs/numerics.md "full_attention").
+/// A linear with a second image (second_image) takes its integers from `second` (the
+/// phaseImages pass rounded them from the float weights before a pass replaced those);
+/// without an entry there, round to nearest of the weights `weights` reads, which is
+/// kFailedPrecondition when `fixed` chose the linear's main image (its float weights may be
+/// gone).
 StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stats,
                                       const ir::WeightReader& weights,
                                       const config::CompileOptions& options,
                                       const TensorSink& sink = nullptr,
                                       const FixedWeightMap* fixed = nullptr,
-                                      const RtnRules& rules = {});
+                                      const RtnRules& rules = {},
+                                      const FixedWeightMap* second = nullptr);
 
 }  // namespace qbc::quant

@@ -26,4 +26,9 @@ std::unique_ptr<Pass> make_search_weight_scale(const config::SearchWeightScaleCo
 /// blocks and the final calibration see the quantized model.
 std::unique_ptr<Pass> make_hessian_quant(const config::HessianQuantConfig& config);
 
+/// phaseImages (bit.prefill / bit.decode): the round-to-nearest integers of each second
+/// weight image (quant::second_image) from the float weights, into ctx.second_images_chosen,
+/// before hessianQuant replaces those weights (src/quant/phase_images.cpp).
+std::unique_ptr<Pass> make_phase_images();
+
 }  // namespace qbc::quant

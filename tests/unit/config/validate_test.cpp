@@ -54,6 +54,23 @@ TEST(ConfigValidate, BitsOutOfRange) {
                {"bit.transformer.activation.query", "8 | 16"});
 }
 
+// bit.prefill / bit.decode: one phase at most gets its own weight image, a group size needs
+// the image, and the widths are 4 or 8.
+TEST(ConfigValidate, PhaseWeightImages) {
+  expect_error(resolve_yaml("bit:\n  prefill:\n    weight: 8\n  decode:\n    weight: 4\n"),
+               {"cfg.yaml:5", "bit.decode.weight", "bit.prefill.weight 8", "cfg.yaml:3",
+                "one phase at most"});
+  expect_error(resolve_yaml("", {"bit.decode.weightGroupSize=32"}),
+               {"bit.decode.weightGroupSize", "without bit.decode.weight"});
+  expect_error(resolve_yaml("bit:\n  decode:\n    weight: 2\n"),
+               {"cfg.yaml:3", "bit.decode.weight", "0 | 4 | 8"});
+  auto ok = resolve_yaml("bit:\n  decode:\n    weight: 4\n    weightGroupSize: 32\n");
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(ok->options.bit().decode().weight(), 4);
+  EXPECT_EQ(ok->options.bit().prefill().weight(), 0);
+  EXPECT_EQ(ok->options.bit().prefill().weight_group_size(), -1);
+}
+
 TEST(ConfigValidate, LengthsMustBePositive) {
   expect_error(resolve_yaml("llm:\n  attributes:\n    maxSequenceLength: 0\n"),
                {"cfg.yaml:3:24", "llm.attributes.maxSequenceLength", "out of range", ">= 1"});

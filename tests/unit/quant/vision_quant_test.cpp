@@ -169,9 +169,12 @@ TEST_F(VisionQuant, RecipeBitsOnTheGraph) {
   config::CompileOptions o = config::defaults();
   o.mutable_bit()->set_weight_group_size(32);
   o.mutable_bit()->mutable_transformer()->mutable_weight()->set_ffn(4);  // the recipe says 8
+  o.mutable_bit()->mutable_decode()->set_weight(4);  // the language model's phases, not the tower's
   auto q = quant::quantize_vision(graph_, reader_, calibration(), o);
   QBC_ASSERT_OK(q);
   const ir::Graph& g = q->graph;
+  EXPECT_EQ(q->second_images, 0);
+  for (const ir::Node& n : g.nodes()) EXPECT_FALSE(n.attrs.has("phase_image")) << n.name;
   auto node = [&](const std::string& name) -> const ir::Node& {
     const ir::ValueId id = g.find(name);
     EXPECT_GE(id, 0) << name;
