@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -15,6 +16,7 @@
 
 #include "qbc/ir/host_inputs.h"
 #include "qbc/ir/op_params.h"
+#include "qbc/ir/phase_image.h"
 #include "qbc/ir/verifier.h"
 #include "qbc/numerics/attention.h"
 #include "qbc/numerics/elementwise.h"
@@ -57,6 +59,11 @@ struct Step {
   int64_t div = 1;                  // the graph's rows over this value's rows (merge_rows upstream)
   int64_t heads = 0, head_dim = 0;  // rope_table
   ir::FullAttentionParams full;     // full_attention
+  // qlinear with a second weight image (qbc/ir/phase_image.h): the node as that phase's
+  // programs see it, and its prepared step; calls of that phase use second->ql.
+  std::unique_ptr<Node> second_node;
+  std::unique_ptr<Step> second;
+  ir::ImagePhase second_phase = ir::ImagePhase::kPrefill;
 };
 
 }  // namespace
@@ -82,6 +89,9 @@ struct FakeQuantSession::Impl {
   int64_t hidden = 0;
   bool keep = false;
   bool span = false;  ///< the current call is one bidirectional span (forward_embeds_span)
+  /// The current call's phase: one token runs the decode programs (and their weight image),
+  /// more tokens (or a span) the prefill programs, as the NPU runtime chooses.
+  ir::ImagePhase call_phase = ir::ImagePhase::kPrefill;
   std::map<std::string, std::pair<std::vector<float>, std::vector<int64_t>>> kept;
   std::set<std::string> keep_only;  // keep_activations_of's nodes; empty: every node
 
@@ -116,6 +126,16 @@ Status FakeQuantSession::Impl::prepare_step(Step& st) {
       st.w_zero = q.w_zero;
       st.min_at = q.w_min ? q.min_at : 0;
       st.bias_at = q.bias_at;
+      QBC_ASSIGN_OR_RETURN(const std::optional<ir::ImagePhase> phase, ir::second_image_phase(n));
+      if (phase && st.second_node == nullptr) {
+        QBC_ASSIGN_OR_RETURN(Node view, ir::node_for_phase(n, *phase));
+        st.second_node = std::make_unique<Node>(std::move(view));
+        st.second = std::make_unique<Step>();
+        st.second->node = st.second_node.get();
+        st.second->width = st.width;
+        st.second_phase = *phase;
+        QBC_RETURN_IF_ERROR(prepare_step(*st.second));
+      }
       break;
     }
     case Op::kRmsNorm: {
@@ -351,6 +371,11 @@ Status FakeQuantSession::Impl::load(const ir::WeightReader& reader) {
     const Node& n = *st.node;
     if (n.op == Op::kQLinear) {
       QBC_RETURN_IF_ERROR(load_qlinear(st, by_name));
+      if (st.second) {
+        QBC_RETURN_IF_ERROR(
+            load_qlinear(*st.second, by_name)
+                .with_context("its ", ir::image_phase_name(st.second_phase), " image"));
+      }
       continue;
     }
     int nw = 0;
@@ -380,7 +405,8 @@ void FakeQuantSession::Impl::exec(Step& st, std::vector<std::vector<float>>& val
     case Op::kInput:
       break;
     case Op::kQLinear:
-      numerics::qlinear(in(0), s, st.ql, out.data());
+      numerics::qlinear(
+          in(0), s, st.second && st.second_phase == call_phase ? st.second->ql : st.ql, out.data());
       break;
     case Op::kLinear:
       numerics::linear(in(0), s, st.w, st.bias, st.width, in_width(0), st.fp16, out.data());
@@ -504,6 +530,7 @@ Status FakeQuantSession::Impl::run(const std::vector<float>& x, int64_t s,
                               " values for ", s, " tokens of hidden size ", hidden);
     for (size_t i = 0; i < v.size(); ++i) v[i] = numerics::round_fp16(rows[j][i]);
   }
+  call_phase = s == 1 && !span ? ir::ImagePhase::kDecode : ir::ImagePhase::kPrefill;
   for (Step& st : steps) exec(st, values, s);
   position += s;
   keep_values(values, s);

@@ -333,7 +333,7 @@ Status NpuSession::run_chunks(const std::vector<float>& embeds, int64_t seq,
     }
     QBC_RETURN_IF_ERROR(call(embeds.data() + t * b.hidden, n,
                              logits != nullptr ? logits->data() + t * b.vocab : nullptr,
-                             mrope != nullptr ? &part : nullptr));
+                             mrope != nullptr ? &part : nullptr, false, seq > 1));
   }
   return ok_status();
 }
@@ -368,7 +368,7 @@ Status NpuSession::write_rope_tables(int64_t seq, const std::vector<int64_t>* mr
 }
 
 Status NpuSession::call(const float* embeds, int64_t seq, float* logits,
-                        const std::vector<int64_t>* mrope, bool span) {
+                        const std::vector<int64_t>* mrope, bool span, bool in_prompt) {
   const isa::Bundle& b = device_->bundle();
   ended_in_span_ = false;  // forward() sets it again after its calls
   if (b.rope_inputs.present()) QBC_RETURN_IF_ERROR(write_rope_tables(seq, mrope));
@@ -380,9 +380,9 @@ Status NpuSession::call(const float* embeds, int64_t seq, float* logits,
   std::vector<float> rounded(static_cast<size_t>(seq * b.hidden));
   for (size_t i = 0; i < rounded.size(); ++i) rounded[i] = numerics::round_fp16(embeds[i]);
   store_f16(rounded.data(), static_cast<int64_t>(rounded.size()), in);
-  const isa::Phase phase = span       ? isa::Phase::kSpan
-                           : seq == 1 ? isa::Phase::kDecode
-                                      : isa::Phase::kPrefill;
+  const isa::Phase phase = span                     ? isa::Phase::kSpan
+                           : seq == 1 && !in_prompt ? isa::Phase::kDecode
+                                                    : isa::Phase::kPrefill;
   QBC_RETURN_IF_ERROR(device_->run(phase, slot_, position_, seq)
                           .with_context("position ", position_, ", ", seq, " tokens"));
   position_ += seq;

@@ -123,9 +123,13 @@ class NpuSession final : public runner::Runner {
  private:
   NpuSession(std::shared_ptr<Device> device, int slot) : device_(std::move(device)), slot_(slot) {}
   /// One device call of `seq` <= chunk tokens from rows `embeds` [seq, hidden]; `mrope`, when
-  /// not null, holds the call's 3-stream positions, stream-major [3, seq].
+  /// not null, holds the call's 3-stream positions, stream-major [3, seq]. A call of one token
+  /// runs the decode program unless it is a chunk of a longer prompt (`in_prompt`): a model
+  /// with a second weight image per phase reads the decode image for generated tokens only,
+  /// as the fake-quant evaluator does (one token per forward call).
   Status call(const float* embeds, int64_t seq, float* logits,
-              const std::vector<int64_t>* mrope = nullptr, bool span = false);
+              const std::vector<int64_t>* mrope = nullptr, bool span = false,
+              bool in_prompt = false);
   /// forward() on a model with span programs: `x` [seq, hidden] with the spliced rows at
   /// `spliced` (true per token) run as text calls and one span call per run of spliced rows.
   Status forward_spans(const std::vector<float>& x, const std::vector<bool>& spliced,
