@@ -101,6 +101,10 @@ std::string plan_text(const Context& cx);
 /// than rms_norm and fp16-out qlinears, else fp16 (slices: their input's; plan_tiles.cpp).
 isa::DType value_type(const ir::Graph& g, int32_t id, int32_t output);
 
+/// Node `n` as the programs that read its second weight image see it (np.has_second()):
+/// ir::node_for_phase for np.second_for (plan_tiles.cpp).
+StatusOr<ir::Node> second_image_node(const ir::Node& n, const NodePlan& np);
+
 /// The DRAM buffers of the plan as the bundle's first buffers (plan-memory).
 void emit_buffers(const Plan& plan, isa::Bundle* b);
 

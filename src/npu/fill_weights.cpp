@@ -52,7 +52,7 @@ class Filler {
   Status norm(const Node& n, int id);
   Status layer_norm(const Node& n, int id);
   Status attention(const Node& n, int id);
-  Status linear(const Node& n, int id);
+  Status linear(const Node& n, const LinearPlan& li);
 
  private:
   Status codes(const Node& n, const LinearPlan& li, int64_t nt, const int8_t* raw);
@@ -225,8 +225,7 @@ Status Filler::scales(const Node& n, const LinearPlan& li, int64_t nt) {
   return ok_status();
 }
 
-Status Filler::linear(const Node& n, int id) {
-  const LinearPlan& li = cx_.plan.nodes[static_cast<size_t>(id)].linear;
+Status Filler::linear(const Node& n, const LinearPlan& li) {
   // The codes as stored (int8 in a sidecar) when the caller can view them, else as floats.
   const ir::Weight* cw = cx_.g.find_weight(n.operands[1].weight);
   if (cw == nullptr) return invalid_argument("unknown weight '", n.operands[1].weight, "'");
@@ -315,7 +314,12 @@ class FillWeights final : public pass::Pass<Context> {
       } else if (n.op == Op::kAttention || n.op == Op::kFullAttention) {
         QBC_RETURN_IF_ERROR(f.attention(n, id));
       } else if (n.op == Op::kQLinear) {
-        QBC_RETURN_IF_ERROR(f.linear(n, id));
+        const NodePlan& np = cx.plan.nodes[i];
+        QBC_RETURN_IF_ERROR(f.linear(n, np.linear));
+        if (np.has_second()) {  // the second weight image (bit.prefill / bit.decode)
+          QBC_ASSIGN_OR_RETURN(const Node view, second_image_node(n, np));
+          QBC_RETURN_IF_ERROR(f.linear(view, np.second));
+        }
       }
     }
     return true;

@@ -31,6 +31,7 @@ Status lower_program(Context& cx, const ModeRequest& m, isa::Phase phase, isa::P
     Stream s(&cp.code);
     CoreLowering L{cx, s, c, m.cores, prog->max_seq, prefix};
     L.span = phase == isa::Phase::kSpan;
+    L.phase = phase;
     // A feature graph (docs/npu.md "Feature bundles") has no decode program: its streams
     // stay empty.
     const bool empty = phase == isa::Phase::kDecode && cx.plan.features();
@@ -43,7 +44,7 @@ Status lower_program(Context& cx, const ModeRequest& m, isa::Phase phase, isa::P
         case Op::kMergeRows:  // views (plan-memory)
           continue;
         case Op::kQLinear:
-          lower_linear(n, id, L);
+          QBC_RETURN_IF_ERROR(lower_linear(n, id, L));
           break;
         case Op::kAttention:
         case Op::kFullAttention:

@@ -23,11 +23,13 @@ namespace {
 /// quantization and the core's channel tiles, each streamed through its K tiles.
 class LinearLowering {
  public:
-  LinearLowering(const Node& n, int id, CoreLowering& L)
+  /// `n` and `li`: the node and its linear plan as this program reads them (the second
+  /// weight image's when it is this phase's).
+  LinearLowering(const Node& n, const LinearPlan& li, int id, CoreLowering& L)
       : id_(id),
         L_(L),
         np_(L.cx.plan.nodes[static_cast<size_t>(id)]),
-        li_(np_.linear),
+        li_(li),
         x_(L.cx.plan.nodes[static_cast<size_t>(n.operands[0].value)].place),
         y_(np_.place),
         mt_(std::min(li_.t.mt, L.cap)),
@@ -211,11 +213,18 @@ void LinearLowering::run(const std::string& name, int64_t a, int64_t b) {
 
 }  // namespace
 
-void lower_linear(const Node& n, int id, CoreLowering& L) {
-  const LinearPlan& li = L.cx.plan.nodes[static_cast<size_t>(id)].linear;
+Status lower_linear(const Node& n, int id, CoreLowering& L) {
+  const NodePlan& np = L.cx.plan.nodes[static_cast<size_t>(id)];
+  const LinearPlan& li = np.linear_for(L.phase);
   const int64_t a = L.c * li.ntiles / L.P, b = (L.c + 1) * li.ntiles / L.P;
-  if (a == b) return;  // more cores than channel tiles: this core waits at the barrier
-  LinearLowering(n, id, L).run(n.name, a, b);
+  if (a == b) return ok_status();  // more cores than channel tiles: this core waits
+  if (&li == &np.linear) {
+    LinearLowering(n, li, id, L).run(n.name, a, b);
+  } else {  // the second weight image: the node as this phase sees it
+    QBC_ASSIGN_OR_RETURN(const Node view, second_image_node(n, np));
+    LinearLowering(view, li, id, L).run(n.name, a, b);
+  }
+  return ok_status();
 }
 
 }  // namespace qbc::npu

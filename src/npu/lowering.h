@@ -62,6 +62,8 @@ struct CoreLowering {
   int32_t bar = 0;     ///< the next barrier id
   int stage = 0;       ///< the current SRAM stage (buffer names)
   bool span = false;   ///< a span program: each call is one bidirectional span
+  /// The program's phase: which weight image a linear with two reads (NodePlan::linear_for).
+  isa::Phase phase = isa::Phase::kPrefill;
 
   /// A fresh SRAM stage of this core named after `name`, for stage `stage` of the plan
   /// (whose `used` bytes it records).
@@ -93,7 +95,7 @@ std::vector<int64_t> segment_lengths(const ir::Node& n);
 
 /// The op lowerings, one stage of node `id` on one core each.
 void lower_rows(const ir::Node& n, int id, CoreLowering& L);       // lower_rows.cpp
-void lower_linear(const ir::Node& n, int id, CoreLowering& L);     // lower_linear.cpp
+Status lower_linear(const ir::Node& n, int id, CoreLowering& L);   // lower_linear.cpp
 void lower_attention(const ir::Node& n, int id, CoreLowering& L);  // lower_attention.cpp
 
 }  // namespace qbc::npu

@@ -50,7 +50,8 @@ int32_t add_dram(Context& cx, Layout& lay, const std::string& name, isa::Purpose
 
 /// Per channel tile: its K tiles' weight blocks, then the scale (zero-point, offset) blocks
 /// (one per K tile when grouped), then the bias block.
-void layout_linear(Context& cx, Layout& lay, const Node& n, LinearPlan& li) {
+void layout_linear(Context& cx, Layout& lay, const Node& n, LinearPlan& li,
+                   const std::string& suffix = "") {
   const int64_t A = cx.o.target.dma_align;
   const LinearTiles& t = li.t;
   const DType wt = isa::code_type(li.w_bits);
@@ -80,11 +81,12 @@ void layout_linear(Context& cx, Layout& lay, const Node& n, LinearPlan& li) {
     li.b_off.push_back(at);
     at += bblk;
   }
-  li.buf = add_dram(cx, lay, n.name + ".w", isa::Purpose::kWeights, wt, at, {li.n, li.k}, false);
+  li.buf = add_dram(cx, lay, n.name + ".w" + suffix, isa::Purpose::kWeights, wt, at, {li.n, li.k},
+                    false);
 }
 
 /// The weight region: norm weights, attention parameter blocks, tiled qlinear weights.
-void layout_weights(Context& cx, Layout& lay) {
+Status layout_weights(Context& cx, Layout& lay) {
   const auto& nodes = cx.g.nodes();
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
@@ -104,10 +106,15 @@ void layout_weights(Context& cx, Layout& lay) {
                            ai.params_bytes, {ai.params_bytes / 4}, false);
     } else if (n.op == Op::kQLinear) {
       layout_linear(cx, lay, n, np.linear);
+      if (np.has_second()) {  // the second image's own buffer, after the first
+        QBC_ASSIGN_OR_RETURN(const ir::Node view, second_image_node(n, np));
+        layout_linear(cx, lay, view, np.second, std::string(".") + isa::phase_name(np.second_for));
+      }
     }
     for (size_t j = first; j < cx.plan.buffers.size(); ++j) cx.plan.buffers[j].block = n.block;
   }
   cx.plan.regions.weights = lay.weights_top;
+  return ok_status();
 }
 
 /// KV caches, per slot; returns their bytes for one slot.
@@ -407,7 +414,7 @@ class PlanMemory final : public pass::Pass<Context> {
   pass::ResourceSet provides() const override { return Context::kMemory; }
   StatusOr<bool> run(Context& cx) override {
     Layout lay;
-    layout_weights(cx, lay);
+    QBC_RETURN_IF_ERROR(layout_weights(cx, lay));
     QBC_RETURN_IF_ERROR(plan_dram(cx, lay));
     emit_dram(cx);
     cx.plan.placed = true;

@@ -257,6 +257,13 @@ Status node(Line& c, const Plan& p, NodePlan& n) {
   QBC_RETURN_IF_ERROR(c.num(&n.width));
   if (c.accept("row_div ")) QBC_RETURN_IF_ERROR(c.num(&n.row_div));
   if (n.kind == NodeKind::kLinear) QBC_RETURN_IF_ERROR(linear(c, n.linear));
+  for (const isa::Phase ph : {isa::Phase::kPrefill, isa::Phase::kDecode}) {
+    if (n.kind != NodeKind::kLinear) break;
+    if (!c.accept(std::string("; ") + isa::phase_name(ph) + " image")) continue;
+    n.second_for = ph;  // a second weight image (bit.prefill / bit.decode)
+    QBC_RETURN_IF_ERROR(linear(c, n.second));
+    break;
+  }
   if (n.kind == NodeKind::kAttention) QBC_RETURN_IF_ERROR(attention(c, n.attention));
   if (n.kind == NodeKind::kRows) {
     QBC_RETURN_IF_ERROR(c.lit(": rows"));

@@ -68,6 +68,10 @@ void print_node(const Plan& p, size_t i, std::ostringstream& os) {
      << n.width;
   if (n.row_div != 1) os << " row_div " << n.row_div;
   if (n.kind == NodeKind::kLinear) print_linear(n.linear, os);
+  if (n.kind == NodeKind::kLinear && n.has_second()) {  // bit.prefill / bit.decode
+    os << "; " << isa::phase_name(n.second_for) << " image";
+    print_linear(n.second, os);
+  }
   if (n.kind == NodeKind::kAttention) print_attention(n.attention, os);
   if (n.kind == NodeKind::kRows) os << ": rows " << n.rows_mt;
   if (n.rope >= 0) os << " rope " << n.rope;

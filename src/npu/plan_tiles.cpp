@@ -13,6 +13,7 @@
 #include "qbc/ir/builder.h"
 #include "qbc/ir/host_inputs.h"
 #include "qbc/ir/op_params.h"
+#include "qbc/ir/phase_image.h"
 #include "qbc/ir/verifier.h"
 #include "qbc/runner/mrope.h"
 
@@ -618,8 +619,20 @@ Status plan_node(Context& cx, const Node& n, int32_t id) {
   np.stage = static_cast<int32_t>(cx.plan.stages.size());
   if (np.kind == NodeKind::kLinear) {
     int64_t sram = 0;
-    QBC_RETURN_IF_ERROR(
-        plan_linear(cx, n, cx.plan.rows(static_cast<size_t>(id)), &np.linear, &sram));
+    const int64_t rows = cx.plan.rows(static_cast<size_t>(id));
+    QBC_RETURN_IF_ERROR(plan_linear(cx, n, rows, &np.linear, &sram));
+    // A second weight image (bit.prefill / bit.decode): its own tiles for its width and
+    // groups, in the same stage (the stage plans the larger of the two).
+    QBC_ASSIGN_OR_RETURN(const std::optional<ir::ImagePhase> phase, ir::second_image_phase(n));
+    if (phase) {
+      QBC_ASSIGN_OR_RETURN(const Node view, ir::node_for_phase(n, *phase));
+      int64_t second = 0;
+      QBC_RETURN_IF_ERROR(plan_linear(cx, view, rows, &np.second, &second)
+                              .with_context("its ", ir::image_phase_name(*phase), " image"));
+      np.second_for =
+          *phase == ir::ImagePhase::kPrefill ? isa::Phase::kPrefill : isa::Phase::kDecode;
+      sram = std::max(sram, second);
+    }
     cx.plan.stages.push_back({id, n.name, sram, 0});
     return ok_status();
   }
@@ -655,6 +668,11 @@ isa::DType value_type(const ir::Graph& g, int32_t id, int32_t output) {
   const bool f32 = n.part == ir::Part::kHead && n.op != Op::kRmsNorm && n.op != Op::kLayerNorm &&
                    !(n.op == Op::kQLinear && n.attrs.get_int("out_fp16") != 0);
   return f32 ? DType::kF32 : DType::kF16;
+}
+
+StatusOr<Node> second_image_node(const Node& n, const NodePlan& np) {
+  return ir::node_for_phase(
+      n, np.second_for == isa::Phase::kDecode ? ir::ImagePhase::kDecode : ir::ImagePhase::kPrefill);
 }
 
 int64_t kv_block(const isa::AttnDesc& d, int64_t align) {

@@ -90,7 +90,7 @@ Status p1_node(const Plan& p, size_t i) {
     return invalid_argument(kP1, ": ", node(p, i), ": a rope table");
   if (!p.placed) return ok_status();
   const size_t nb = p.buffers.size();
-  for (int32_t b : {n.place.buf, n.norm_weight, n.linear.buf, n.attention.params,
+  for (int32_t b : {n.place.buf, n.norm_weight, n.linear.buf, n.second.buf, n.attention.params,
                     n.attention.kcache, n.attention.vcache}) {
     if (b < -1 || b >= static_cast<int32_t>(nb))
       return invalid_argument(kP1, ": ", node(p, i), ": buffer #", b, " of ", nb);
@@ -150,10 +150,14 @@ Status p2(const Plan& p) {
     if (staged != (n.stage >= 0))
       return fail(kP2, node(p, i), (staged ? " has no SRAM stage" : " has a stage but no work"));
     if (n.kind == NodeKind::kLinear) {
-      const LinearPlan& l = n.linear;
-      if (l.t.nt < 1 || l.t.kt < 1 || l.t.mt < 1 || l.ntiles < 1 || l.ktiles < 1)
-        return fail(kP2, node(p, i), ": qlinear tiles nt ", l.t.nt, " kt ", l.t.kt, " mt ", l.t.mt,
-                    " (", l.ntiles, " x ", l.ktiles, ")");
+      for (const LinearPlan* lp : {&n.linear, n.has_second() ? &n.second : nullptr}) {
+        if (lp == nullptr) continue;
+        const LinearPlan& l = *lp;
+        if (l.t.nt < 1 || l.t.kt < 1 || l.t.mt < 1 || l.ntiles < 1 || l.ktiles < 1)
+          return fail(kP2, node(p, i), lp == &n.second ? ": its second image's" : ":",
+                      " qlinear tiles nt ", l.t.nt, " kt ", l.t.kt, " mt ", l.t.mt, " (", l.ntiles,
+                      " x ", l.ktiles, ")");
+      }
     } else if (n.kind == NodeKind::kAttention) {
       const AttentionPlan& a = n.attention;
       if (a.t.br < 1 || a.t.bc < 1 || a.append_mt < 1)
@@ -170,18 +174,19 @@ Status p2(const Plan& p) {
 
 constexpr const char* kP3 = "P3 (tiles cover the shape)";
 
-Status p3_blocks(const Plan& p, size_t i) {
-  const LinearPlan& l = p.nodes[i].linear;
+Status p3_blocks(const Plan& p, const std::string& who, const LinearPlan& l) {
+  if (l.buf < 0 || l.buf >= static_cast<int32_t>(p.buffers.size()))
+    return fail(kP3, who, ": weight buffer #", l.buf, " of ", p.buffers.size());
   const int64_t A = p.dma_align;
   const size_t sblocks = static_cast<size_t>(l.ntiles * (l.group > 0 ? l.ktiles : 1));
   if (l.w_off.size() != static_cast<size_t>(l.ntiles * l.ktiles) || l.ws_off.size() != sblocks ||
       l.wz_off.size() != (l.zero ? sblocks : 0) || l.wm_off.size() != (l.min ? sblocks : 0) ||
       l.b_off.size() != static_cast<size_t>(l.ntiles))
-    return fail(kP3, node(p, i), ": block tables of ", l.w_off.size(), ", ", l.ws_off.size(), ", ",
+    return fail(kP3, who, ": block tables of ", l.w_off.size(), ", ", l.ws_off.size(), ", ",
                 l.wz_off.size(), ", ", l.b_off.size(), " entries for ", l.ntiles, " x ", l.ktiles,
                 " tiles");
   if (l.w_bytes < l.t.nt * isa::dtype_bytes(isa::code_type(l.w_bits), l.t.kt))
-    return fail(kP3, node(p, i), ": a weight tile of ", l.w_bytes, " bytes");
+    return fail(kP3, who, ": a weight tile of ", l.w_bytes, " bytes");
   const int64_t size = p.buffers[static_cast<size_t>(l.buf)].bytes;
   const int64_t bblk = align_up(l.t.nt * 4, A);
   const auto inside = [&](const std::vector<int64_t>& offs, int64_t bytes) {
@@ -190,28 +195,27 @@ Status p3_blocks(const Plan& p, size_t i) {
   };
   if (!inside(l.w_off, l.w_bytes) || !inside(l.ws_off, l.ws_bytes) ||
       !inside(l.wz_off, l.wz_bytes) || !inside(l.wm_off, l.ws_bytes) || !inside(l.b_off, bblk))
-    return fail(kP3, node(p, i), ": a weight block outside ", buffer(p, l.buf), " (", size,
-                " bytes)");
+    return fail(kP3, who, ": a weight block outside ", buffer(p, l.buf), " (", size, " bytes)");
   return ok_status();
 }
 
-Status p3_linear(const Plan& p, size_t i) {
-  const LinearPlan& l = p.nodes[i].linear;
+/// `l`: node i's linear plan, or its second image's (bit.prefill / bit.decode: `second`).
+Status p3_linear(const Plan& p, size_t i, const LinearPlan& l, bool second) {
+  const std::string who = node(p, i) + (second ? ", its second weight image" : "");
   const LinearTiles& t = l.t;
   const int64_t yb = l.out_fp16 ? 2 : 4;
   if (l.n < 1 || l.k < 1 || l.ntiles != cdiv(l.n, t.nt) || l.ktiles != cdiv(l.k, t.kt) ||
       t.kt > l.k || t.mt > p.rows(i))
-    return fail(kP3, node(p, i), ": [", l.n, " x ", l.k, "] in tiles nt ", t.nt, " kt ", t.kt,
-                " mt ", t.mt, " counted ", l.ntiles, " x ", l.ktiles, " (", p.rows(i),
-                " rows per call)");
+    return fail(kP3, who, ": [", l.n, " x ", l.k, "] in tiles nt ", t.nt, " kt ", t.kt, " mt ",
+                t.mt, " counted ", l.ntiles, " x ", l.ktiles, " (", p.rows(i), " rows per call)");
   if ((t.nt * yb) % p.dma_align != 0)
-    return fail(kP3, node(p, i), ": channel tiles of ", t.nt * yb, " output bytes are not a ",
+    return fail(kP3, who, ": channel tiles of ", t.nt * yb, " output bytes are not a ",
                 "multiple of the DMA alignment ", p.dma_align);
   const int64_t gt = l.group > 0 ? cdiv(t.kt, l.group) : 1;
   if (l.gt != gt || (l.group > 0 && t.kt % l.group != 0 && t.kt != l.k))
-    return fail(kP3, node(p, i), ": K tile ", t.kt, " with ", l.gt, " groups of ", l.group);
-  if (l.min && l.group == 0) return fail(kP3, node(p, i), ": float offsets without groups");
-  return p.placed ? p3_blocks(p, i) : ok_status();
+    return fail(kP3, who, ": K tile ", t.kt, " with ", l.gt, " groups of ", l.group);
+  if (l.min && l.group == 0) return fail(kP3, who, ": float offsets without groups");
+  return p.placed ? p3_blocks(p, who, l) : ok_status();
 }
 
 Status p3_attention(const Plan& p, size_t i) {
@@ -237,7 +241,9 @@ Status p3_attention(const Plan& p, size_t i) {
 Status p3(const Plan& p) {
   for (size_t i = 0; i < p.nodes.size(); ++i) {
     const NodePlan& n = p.nodes[i];
-    if (n.kind == NodeKind::kLinear) QBC_RETURN_IF_ERROR(p3_linear(p, i));
+    if (n.kind == NodeKind::kLinear) QBC_RETURN_IF_ERROR(p3_linear(p, i, n.linear, false));
+    if (n.kind == NodeKind::kLinear && n.has_second())
+      QBC_RETURN_IF_ERROR(p3_linear(p, i, n.second, true));
     if (n.kind == NodeKind::kAttention) QBC_RETURN_IF_ERROR(p3_attention(p, i));
     if (n.kind == NodeKind::kRows && n.rows_mt > p.rows(i))
       return fail(kP3, node(p, i), ": ", n.rows_mt, " rows per tile for ", p.rows(i),
@@ -509,8 +515,10 @@ Status verify_plan_context(const Plan& a, const Plan& b) {
   for (size_t i = 0; i < a.nodes.size(); ++i) {
     const NodePlan &x = a.nodes[i], &y = b.nodes[i];
     const LinearTiles &lx = x.linear.t, &ly = y.linear.t;
+    const LinearTiles &sx = x.second.t, &sy = y.second.t;
     const AttnTiles &ax = x.attention.t, &ay = y.attention.t;
-    if (lx.nt != ly.nt || lx.kt != ly.kt || lx.mt != ly.mt || ax.br != ay.br || ax.bc != ay.bc ||
+    if (lx.nt != ly.nt || lx.kt != ly.kt || lx.mt != ly.mt || sx.nt != sy.nt || sx.kt != sy.kt ||
+        sx.mt != sy.mt || ax.br != ay.br || ax.bc != ay.bc ||
         x.attention.append_mt != y.attention.append_mt || x.rows_mt != y.rows_mt)
       return fail(kP10, node(a, i), ": its tiles differ at caches ", a.max_cache, " and ",
                   b.max_cache);

@@ -90,6 +90,21 @@ struct NodePlan {
   ValueLoc place;            ///< plan-memory; buf -1 for the positions input
   int32_t alias = -1;        ///< a view (slice, merge_rows): the node whose value it points into
   int32_t last_use = -1;     ///< the last node reading the value (slices extend their input)
+  /// kLinear with a second weight image (qbc/ir/phase_image.h): that image's plan, and the
+  /// phase whose programs read it (kPrefill: the prefill and span programs; kDecode: the
+  /// decode programs); kSpan (no reader) when the node has one image.
+  LinearPlan second;
+  isa::Phase second_for = isa::Phase::kSpan;
+
+  bool has_second() const { return second_for != isa::Phase::kSpan; }
+  /// The linear plan the programs of `phase` read: `second` when its image is theirs.
+  const LinearPlan& linear_for(isa::Phase phase) const {
+    const bool prefill_like = phase == isa::Phase::kPrefill || phase == isa::Phase::kSpan;
+    const bool second_reads = second_for == isa::Phase::kDecode
+                                  ? phase == isa::Phase::kDecode
+                                  : second_for == isa::Phase::kPrefill && prefill_like;
+    return second_reads ? second : linear;
+  }
 };
 
 /// One SRAM stage of one node: what the tile plan's size model needs, and the most the

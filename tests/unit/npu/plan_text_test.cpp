@@ -72,6 +72,40 @@ TEST_P(PlanText, PrintParsePrintIsIdenticalForEveryPlan) {
 INSTANTIATE_TEST_SUITE_P(Families, PlanText, ::testing::ValuesIn(testing::transform_cases()),
                          [](const auto& info) { return info.param.name; });
 
+// A plan with second weight images (bit.decode): each qlinear of a block prints its decode
+// image's plan after its own ("; decode image ..."), which reads back the same and verifies.
+TEST(PlanTextPhase, SecondImagesPrintParseAndVerify) {
+  const testing::TransformCase& c = testing::find_transform_case("llama32_gqa_tied");
+  QBC_REQUIRE_TRANSFORM_CASE(shared, c);
+  auto q = testing::quantize_transform_case_with(
+      c, "llm_fast", {}, {"bit.decode.weight=4", "bit.decode.weightGroupSize=32"}, "decode4",
+      "plan-text");
+  QBC_ASSERT_OK(q);
+  for (const char* pipeline : {"npu-plan", "npu-compile"}) {
+    auto plan = plan_of(q->model.graph, "aries-rb", 8, pipeline);
+    QBC_ASSERT_OK(plan);
+    int second = 0;
+    for (const npu::NodePlan& n : plan->nodes) second += n.has_second() ? 1 : 0;
+    EXPECT_GT(second, 0) << pipeline;
+    const std::string text = npu::print_plan(*plan);
+    EXPECT_TRUE(contains(text, "; decode image n ")) << pipeline;
+    auto parsed = npu::parse_plan(text, pipeline);
+    QBC_ASSERT_OK(parsed);
+    EXPECT_EQ(npu::print_plan(*parsed), text) << pipeline;
+    int parsed_second = 0;
+    for (const npu::NodePlan& n : parsed->nodes) {
+      parsed_second += n.has_second() ? 1 : 0;
+      if (n.has_second()) {
+        EXPECT_EQ(n.second_for, isa::Phase::kDecode) << n.name;
+        EXPECT_EQ(n.second.w_bits, 4) << n.name;
+      }
+    }
+    EXPECT_EQ(parsed_second, second) << pipeline;
+    const Status v = npu::verify_plan(*parsed);
+    EXPECT_TRUE(v.ok()) << pipeline << ": " << v.to_string();
+  }
+}
+
 /// The small case's compiled plan as text.
 std::string small_plan_text() {
   StatusOr<testing::Case> c = testing::small_case(512);

@@ -93,6 +93,19 @@ TEST_F(PlanVerify, P2NodeWithoutTiles) {
   expect_broken(Code::kFailedPrecondition, "P2", "blk.0.");
 }
 
+// A second weight image's plan (bit.prefill / bit.decode) is held to P2 and P3 like the first.
+TEST_F(PlanVerify, P2P3SecondWeightImage) {
+  npu::NodePlan& n = first(NodeKind::kLinear);
+  n.second = n.linear;
+  n.second_for = isa::Phase::kDecode;
+  QBC_ASSERT_OK(npu::verify_plan(plan_));
+  n.second.t.kt = 0;
+  expect_broken(Code::kFailedPrecondition, "P2", "its second image's qlinear tiles");
+  n.second = n.linear;
+  n.second.buf = -1;
+  expect_broken(Code::kFailedPrecondition, "P3", "weight buffer #-1");
+}
+
 TEST_F(PlanVerify, P3TilesDoNotCoverTheShape) {
   npu::LinearPlan& l = first(NodeKind::kLinear).linear;
   l.t.nt = l.t.nt / 2 > 0 ? l.t.nt / 2 : 1;  // the tile count no longer covers n
