@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "accuracy_json.h"
+#include "qbc/runner/reply_forward.h"
 #include "qbc/support/logging.h"
 
 namespace qbc::driver {
@@ -91,12 +92,16 @@ StatusOr<AccuracyReport> compare_models(runner::Runner& test, runner::Runner& re
   for (int64_t c = 0; c < chunks; ++c) {
     std::vector<int32_t> chunk(tokens.begin() + c * o.ctx, tokens.begin() + (c + 1) * o.ctx);
     if (bos_id >= 0) chunk[0] = bos_id;
-    const bool layers = c < o.layer_chunks && !nodes.empty();
+    // The per-layer table compares whole chunks' activations: not with as_reply, whose last
+    // call holds one token.
+    const bool layers = !o.as_reply && c < o.layer_chunks && !nodes.empty();
     test.set_keep_activations(layers);
     reference.set_keep_activations(layers);
     test.reset();
     reference.reset();
-    QBC_RETURN_IF_ERROR(test.forward(chunk, &lt).with_context("model, chunk ", c));
+    QBC_RETURN_IF_ERROR((o.as_reply ? runner::forward_chunk_as_reply(test, chunk, first, &lt)
+                                    : test.forward(chunk, &lt))
+                            .with_context("model, chunk ", c));
     QBC_RETURN_IF_ERROR(reference.forward(chunk, &lr).with_context("reference, chunk ", c));
     for (int64_t i = first; i < o.ctx - 1; ++i)
       cmp.add(lt.data() + i * vocab, lr.data() + i * vocab, vocab,
@@ -237,6 +242,7 @@ StatusOr<PerplexityResult> perplexity(runner::Runner& model, const std::vector<i
   po.max_chunks = request.max_chunks;
   po.logprobs_path = request.logprobs_path;
   po.write_logits = request.write_logits;
+  po.as_reply = request.as_reply;
   po.progress = [](int64_t chunk, int64_t n, double ppl) {
     events::progress("eval", chunk, n);
     log("eval").debug("chunk {}/{}: running perplexity {:.4f}", chunk, n, ppl);

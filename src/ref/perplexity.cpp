@@ -6,6 +6,8 @@
 #include <cstring>
 #include <fstream>
 
+#include "qbc/runner/reply_forward.h"
+
 namespace qbc::ref {
 namespace {
 
@@ -65,8 +67,10 @@ StatusOr<PerplexityResult> perplexity(runner::Runner& session, const std::vector
     std::copy(begin, begin + ctx, chunk.begin());
     if (bos_id >= 0) chunk[0] = bos_id;
     session.reset();
-    QBC_RETURN_IF_ERROR(
-        session.forward(chunk, &logits).with_context("perplexity: chunk ", c + 1, "/", n_chunks));
+    QBC_RETURN_IF_ERROR((options.as_reply
+                             ? runner::forward_chunk_as_reply(session, chunk, first, &logits)
+                             : session.forward(chunk, &logits))
+                            .with_context("perplexity: chunk ", c + 1, "/", n_chunks));
     for (int64_t i = first; i < ctx - 1; ++i) {
       // The target is the text's token, not the BOS-replaced one (i + 1 >= 1 anyway).
       const int32_t tok = tokens[static_cast<size_t>(c * ctx + i + 1)];

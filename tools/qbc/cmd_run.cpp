@@ -186,6 +186,7 @@ struct EvalOptions {
   std::string logprobs;
   std::string reference;
   bool logits = false;
+  bool as_reply = false;  ///< each chunk as a reply: prompt in one call, then a call per token
   bool json = false;
   int threads = 0;
   std::string backend = "auto";
@@ -216,6 +217,7 @@ Status run_compare(const EvalOptions& o, const ir::Graph* graph, runner::Runner&
   driver::CompareOptions co;
   co.ctx = o.ctx;
   co.max_chunks = o.chunks;
+  co.as_reply = o.as_reply;
   co.undo_spin_r1 = layers.undo_spin_r1;
   QBC_ASSIGN_OR_RETURN(driver::AccuracyReport rep,
                        driver::compare_models(test, *r.runner, tokens, bos, layers.nodes, co));
@@ -229,9 +231,9 @@ Status run_compare(const EvalOptions& o, const ir::Graph* graph, runner::Runner&
 Status run_image_eval(const EvalOptions& o) {
   if (o.reference.empty())
     return invalid_argument("--images needs --reference (the VLM's float HF folder)");
-  if (!o.text.empty() || !o.ctx_sweep.empty())
-    return invalid_argument("--images scores the text files beside the images; leave out --text ",
-                            "and --ctx-sweep");
+  if (!o.text.empty() || !o.ctx_sweep.empty() || o.as_reply)
+    return invalid_argument("--images scores the text files beside the images; leave out --text, ",
+                            "--ctx-sweep and --as-reply");
   QBC_ASSIGN_OR_RETURN(const std::vector<driver::ImageTextPair> pairs,
                        driver::list_image_text_pairs(o.images));
   QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_for_input(o.config, o.model));
@@ -258,6 +260,8 @@ Status run_eval(const EvalOptions& o) {
   QBC_ASSIGN_OR_RETURN(config::ResolvedConfig cfg, resolve_for_input(o.config, o.model));
   if (!o.ctx_sweep.empty() && o.reference.empty())
     return invalid_argument("--ctx-sweep needs --reference (KLD and top-1 against a float model)");
+  if (o.as_reply && !o.ctx_sweep.empty())
+    return invalid_argument("--as-reply scores one --ctx; it does not combine with --ctx-sweep");
   QBC_ASSIGN_OR_RETURN(
       driver::Runnable opened,
       driver::open_runnable(o.model, cfg, runnable_options(o.mxq, o.backend, o.threads)));
@@ -287,6 +291,7 @@ Status run_eval(const EvalOptions& o) {
   pr.max_chunks = o.chunks;
   pr.logprobs_path = o.logprobs;
   pr.write_logits = o.logits;
+  pr.as_reply = o.as_reply;
   QBC_ASSIGN_OR_RETURN(driver::PerplexityResult r,
                        driver::perplexity(*session, tokens, tok.bos_id(), pr));
   nlohmann::ordered_json j = {{"model", o.model},
@@ -401,6 +406,13 @@ void register_eval(CLI::App& app, Action& action) {
       "KL divergence, top-1 agreement and per-layer SQNR on the same token stream");
   cmd->add_flag("--logits", o->logits,
                 "With --logprobs, also write the full logits of scored positions");
+  cmd->add_flag("--as-reply", o->as_reply,
+                "Score each chunk as the runtime runs a reply: its first half, up to the first "
+                "scored position, as one prompt call (the prefill programs), then each later "
+                "token in a call of its own (the decode programs), teacher-forced. The same "
+                "numbers as one call per chunk unless the "
+                "model's phases read different weight images (bit.prefill / bit.decode, "
+                "docs/quantization.md \"Precision per phase\"); slower (a call per token)");
   cmd->add_flag("--json", o->json, "Print the result as JSON");
   cmd->add_option("--threads", o->threads, "Compute threads (0 = all cores)");
   cmd->add_option("--backend", o->backend,

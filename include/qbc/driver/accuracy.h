@@ -55,6 +55,9 @@ struct CompareOptions {
   /// Brings a test value of the rotated residual stream back to the reference's basis (for
   /// LayerError::undo_spin_r1 nodes; driver::select_layers makes it).
   std::function<Status(std::vector<float>*)> undo_spin_r1;
+  /// The model's chunks run as a reply (ref::PerplexityOptions::as_reply); the reference's
+  /// in one call each (a float model's numbers do not depend on it). No per-layer table.
+  bool as_reply = false;
 };
 
 /// Runs `tokens` through both runners chunk by chunk (llama.cpp protocol: BOS
@@ -72,6 +75,7 @@ struct PerplexityRequest {
   int64_t max_chunks = -1;    ///< -1 = all chunks of the text
   std::string logprobs_path;  ///< per-token log-probabilities to this file (empty: none)
   bool write_logits = false;  ///< with logprobs_path, the scored positions' logits too
+  bool as_reply = false;      ///< ref::PerplexityOptions::as_reply
 };
 using ref::PerplexityResult;
 

@@ -48,6 +48,11 @@ struct PerplexityOptions {
   bool write_logits = false;
   /// Evaluate at most this many chunks (llama.cpp --chunks); < 0 = all.
   int64_t max_chunks = -1;
+  /// Run each chunk as the runtime runs a reply (runner::forward_as_reply): tokens up to the
+  /// first scored position in one call, then each scored position's token in its own call.
+  /// The same numbers as one call per chunk unless the model's phases differ (bit.prefill /
+  /// bit.decode images).
+  bool as_reply = false;
 };
 
 /// The outcome of perplexity().
