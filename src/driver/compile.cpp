@@ -440,6 +440,7 @@ std::string summary_text(const CompileRequest& r, const CompileResult& res) {
                          : "wrote " + s.mblt + " (" + bytes_text(s.mblt_bytes) + ") and " +
                                s.sidecar + " (" + bytes_text(s.sidecar_bytes) + ") in " +
                                progress::format_duration(s.seconds) + "; " + figures;
+  if (!s.second_images.empty()) text += "; " + s.second_images;
   if (!s.imported_text.empty()) text += "; " + s.imported_text;
   if (r.compile) {
     int64_t total = 0;
@@ -500,6 +501,7 @@ std::string summary_json(const CompileRequest& r, const CompileResult& res) {
   nlohmann::json rest = {{"seconds", s.seconds},
                          {"quantized_linears", s.quantized_linears},
                          {"float_linears", s.float_linears},
+                         {"second_images", s.second_images},
                          {"samples", s.samples},
                          {"tokens", s.tokens},
                          {"source_types", source_types}};

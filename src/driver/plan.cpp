@@ -493,6 +493,29 @@ std::string training_warning(const PlanResult& r) {
          "works that long is another question";
 }
 
+/// The second weight images of a plan's bundle (bit.prefill / bit.decode): the phase that
+/// reads them (empty: none), how many linears have one and their DRAM bytes.
+struct SecondImages {
+  std::string phase;
+  int64_t linears = 0, bytes = 0;
+};
+
+SecondImages second_images(const isa::Bundle& b) {
+  SecondImages s;
+  for (const isa::Buffer& buf : b.buffers) {
+    for (const char* phase : {"prefill", "decode"}) {
+      const std::string tail = std::string(".w.") + phase;
+      if (buf.purpose != isa::Purpose::kWeights || buf.name.size() <= tail.size() ||
+          buf.name.compare(buf.name.size() - tail.size(), tail.size(), tail) != 0)
+        continue;
+      s.phase = phase;
+      ++s.linears;
+      s.bytes += buf.bytes;
+    }
+  }
+  return s;
+}
+
 std::string plan_json(const PlanResult& r) {
   nlohmann::ordered_json j;
   j["fits"] = r.limits.fits;
@@ -503,6 +526,9 @@ std::string plan_json(const PlanResult& r) {
   j["span_programs"] = r.span_programs;
   j["memory"] = nlohmann::ordered_json::parse(npu::memory_json(r.memory));
   j["memory"]["weights_bytes_by_part"] = r.weights_by_part;
+  if (const SecondImages si = second_images(r.bundle); si.linears > 0)
+    j["memory"]["second_weight_image"] = {
+        {"phase", si.phase}, {"linears", si.linears}, {"bytes", si.bytes}};
   if (r.host_embedding.rows > 0) {
     const HostEmbeddingPlan& e = r.host_embedding;
     j["memory"]["host_embedding"] = {{"rows", e.rows},
@@ -618,6 +644,12 @@ std::string plan_text(const PlanResult& r) {
     std::snprintf(line, sizeof(line), "  %-14s %14lld  %s\n", name, static_cast<long long>(bytes),
                   npu::human_bytes(bytes).c_str());
     os << line;
+  }
+  if (const SecondImages si = second_images(r.bundle); si.linears > 0) {
+    os << "  of the weights, " << npu::human_bytes(si.bytes) << " are the " << si.phase
+       << " programs' own image of " << si.linears << " linears (bit." << si.phase
+       << ".weight); the " << (si.phase == "decode" ? "prefill" : "decode")
+       << " programs read the bit.transformer image\n";
   }
   int64_t peak = 0;
   for (int64_t p : r.memory.sram_peak) peak = std::max(peak, p);

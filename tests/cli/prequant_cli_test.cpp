@@ -415,5 +415,21 @@ TEST(PrequantCliErrors, BitsByBudgetRefusesAPrequantizedCheckpoint) {
   EXPECT_FALSE(fs::exists(out));
 }
 
+// A second weight image per phase needs the float weights: on imported codes it is refused
+// (exit 3), naming the linear and the key, and nothing is written.
+TEST(PrequantCliErrors, PhaseImageRefusesImportedCodes) {
+  std::map<std::string, TestPacked> truth;
+  const fs::path hf =
+      packed_model("phase", {TestPackFormat::kCtPackedDense, 4, 32, true, false}, &truth);
+  const fs::path out = hf.parent_path() / "phase.mxq";
+  const auto r = run_qbc("compile " + shell_quote(hf) +
+                         " --preset llm_fast --use-random-calib --set bit.prefill.weight=8 -o " +
+                         shell_quote(out));
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_TRUE(contains(r.err, "bit.prefill.weight 8")) << r.err;
+  EXPECT_TRUE(contains(r.err, "imported from a pre-quantized checkpoint")) << r.err;
+  EXPECT_FALSE(fs::exists(out));
+}
+
 }  // namespace
 }  // namespace qbc

@@ -44,6 +44,9 @@ struct QuantizeSummary {
   std::string mblt, sidecar;
   int64_t mblt_bytes = 0, sidecar_bytes = 0;
   int quantized_linears = 0, float_linears = 0;
+  /// "30 with their own 8-bit prefill image (bit.prefill.weight)": the linears with a second
+  /// weight image (empty: none).
+  std::string second_images;
   size_t samples = 0;
   int64_t tokens = 0;  ///< Calibration tokens per pass over the samples.
   double seconds = 0;
