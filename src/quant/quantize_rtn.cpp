@@ -166,6 +166,19 @@ void set_kv_attrs(ir::Node& n, const config::CompileOptions& options, bool per_t
   if (options.bit().kv_cache().value_token_scale()) n.attrs.set("v_token_scale", int64_t{1});
 }
 
+/// `tensors` to `sink` when given, else to r.sidecar.
+Status write_tensors(std::vector<tensorfile::TensorToWrite> tensors, const TensorSink& sink,
+                     QuantizeResult& r) {
+  for (tensorfile::TensorToWrite& t : tensors) {
+    if (sink) {
+      QBC_RETURN_IF_ERROR(sink(std::move(t)));
+    } else {
+      r.sidecar.push_back(std::move(t));
+    }
+  }
+  return ok_status();
+}
+
 /// Writes linear `n`'s second image `s` [rows, cols]: the integers `q` (null: shapes only,
 /// the weights are declared and no tensor is written) as weights NAME.<phase>.wq / .wscale /
 /// .wzero, and the phase_* attributes (qbc/ir/phase_image.h).
@@ -194,13 +207,7 @@ Status add_second_image(ir::Node& n, ir::Graph& out, const SecondImage& s, const
     tensors.push_back(int8_tensor(wq, {rows, cols}, q->codes));
     tensors.push_back(tensorfile::make_tensor(ws, tensorfile::DType::kF32, scale_shape, q->scales));
     if (zero) tensors.push_back(int8_tensor(wz, scale_shape, q->zeros));
-    for (tensorfile::TensorToWrite& t : tensors) {
-      if (sink) {
-        QBC_RETURN_IF_ERROR(sink(std::move(t)));
-      } else {
-        r.sidecar.push_back(std::move(t));
-      }
-    }
+    QBC_RETURN_IF_ERROR(write_tensors(std::move(tensors), sink, r));
   }
   const ir::DType code_type = s.bits == 4 ? ir::DType::kI4 : ir::DType::kI8;
   out.add_weight(ir::Weight{wq, ir::TensorType{code_type, {rows, cols}}, ir::WeightSource::kSidecar,
@@ -387,13 +394,7 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
           tensors.push_back(
               tensorfile::make_tensor(wm, tensorfile::DType::kF32, scale_shape, mins));
       }
-      for (tensorfile::TensorToWrite& t : tensors) {
-        if (sink) {
-          QBC_RETURN_IF_ERROR(sink(std::move(t)));
-        } else {
-          r.sidecar.push_back(std::move(t));
-        }
-      }
+      QBC_RETURN_IF_ERROR(write_tensors(std::move(tensors), sink, r));
       const ir::DType code_type = bits.weight == 4 ? ir::DType::kI4 : ir::DType::kI8;
       out.add_weight(ir::Weight{wq, ir::TensorType{code_type, {rows, cols}},
                                 ir::WeightSource::kSidecar, wq, ir::WeightRole::kParameter});
