@@ -13,13 +13,7 @@ const char* const kPhaseAttrs[] = {"phase_image",  "phase_wq",         "phase_ws
 /// `n` without its phase_* attributes.
 Node without_phase_attrs(const Node& n) {
   Node out = n;
-  Attrs a;
-  for (const auto& [name, value] : n.attrs.all()) {
-    bool phase = false;
-    for (const char* p : kPhaseAttrs) phase = phase || name == p;
-    if (!phase) a.set(name, value);
-  }
-  out.attrs = std::move(a);
+  for (const char* p : kPhaseAttrs) out.attrs.erase(p);
   return out;
 }
 
@@ -67,15 +61,11 @@ StatusOr<Node> node_for_phase(const Node& n, ImagePhase phase) {
   out.operands = std::move(ops);
   out.attrs.set("w_bits", n.attrs.get_int("phase_w_bits"));
   for (const char* k : {"w_group", "w_zero", "w_scale_f16"}) {
-    const std::string pk = std::string("phase_") + k;
-    if (n.attrs.has(pk) && n.attrs.get_int(pk) != 0) {
-      out.attrs.set(k, n.attrs.get_int(pk));
+    const int64_t v = n.attrs.get_int(std::string("phase_") + k, 0);
+    if (v != 0) {
+      out.attrs.set(k, v);
     } else {
-      Attrs a;
-      for (const auto& [name, value] : out.attrs.all()) {
-        if (name != k) a.set(name, value);
-      }
-      out.attrs = std::move(a);
+      out.attrs.erase(k);
     }
   }
   return out;

@@ -11,7 +11,8 @@
 namespace qbc::ir {
 
 /// One attribute value.
-using AttrValue = std::variant<int64_t, double, std::string, std::vector<int64_t>, std::vector<double>>;
+using AttrValue =
+    std::variant<int64_t, double, std::string, std::vector<int64_t>, std::vector<double>>;
 
 /// The kind of an attribute value, matching AttrValue's alternatives.
 enum class AttrKind { kInt, kFloat, kString, kInts, kFloats };
@@ -26,6 +27,8 @@ class Attrs {
  public:
   void set(const std::string& name, AttrValue v) { values_[name] = std::move(v); }
   bool has(const std::string& name) const { return values_.count(name) > 0; }
+  /// Removes `name` (nothing when absent).
+  void erase(const std::string& name) { values_.erase(name); }
   const AttrValue* find(const std::string& name) const;
   /// A required attribute, for code that runs on checked nodes (ir::verify's I4, or
   /// ir::check_attr_kinds): absent or of another kind is an internal error (QBC_CHECK naming
