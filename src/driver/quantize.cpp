@@ -225,13 +225,11 @@ StatusOr<QuantizedModel> quantize(const LoadedModel& model, const config::Resolv
                       imported->imported(), nlohmann::json(imported->skipped_passes).dump());
   }
   QBC_RETURN_IF_ERROR(quant::check_supported(options));
-  const auto& bit = options.bit();
-  if (imported && imported->kept() > 0 &&
-      (bit.prefill().weight() != 0 || bit.decode().weight() != 0)) {
-    const char* phase = bit.prefill().weight() != 0 ? "prefill" : "decode";
-    return unimplemented("bit.", phase, ".weight ",
-                         phase[0] == 'p' ? bit.prefill().weight() : bit.decode().weight(), ": ",
-                         imported->kept(), " linears keep the codes imported from a pre-quantized ",
+  const std::optional<quant::PhaseWeightKeys> phase = quant::phase_weight_keys(options);
+  if (imported && imported->kept() > 0 && phase) {
+    return unimplemented("bit.", ir::image_phase_name(phase->phase), ".weight ",
+                         phase->keys->weight(), ": ", imported->kept(),
+                         " linears keep the codes imported from a pre-quantized ",
                          "checkpoint, and a second image needs the float weights (compile from "
                          "the float model)");
   }
@@ -332,13 +330,11 @@ StatusOr<QuantizedModel> quantize(const LoadedModel& model, const config::Resolv
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   summary.quantized_linears = ctx.quantized_linears;
   summary.float_linears = ctx.float_linears;
-  if (ctx.second_images > 0) {
-    const auto& b = config.options.bit();
-    const bool pre = b.prefill().weight() != 0;
-    const char* phase = pre ? "prefill" : "decode";
+  if (ctx.second_images > 0 && phase) {
+    const std::string name = ir::image_phase_name(phase->phase);
     summary.second_images = std::to_string(ctx.second_images) + " with their own " +
-                            std::to_string(pre ? b.prefill().weight() : b.decode().weight()) +
-                            "-bit " + phase + " image (bit." + phase + ".weight)";
+                            std::to_string(phase->keys->weight()) + "-bit " + name +
+                            " image (bit." + name + ".weight)";
   }
   summary.samples = n;
   summary.tokens = tokens;

@@ -8,7 +8,6 @@
 // would be a re-quantization of the main one (measured: an 8-bit prefill image of a
 // GPTQ-quantized 4-bit model then scored like the 4-bit one).
 //   %y = linear(%x, @W)  ==>  second_images_chosen["y"] = RTN(W; bits, group, zero points)
-#include "qbc/quant/gptq.h"
 #include "qbc/quant/quantize.h"
 #include "qbc/quant/weight_passes.h"
 #include "qbc/support/logging.h"
@@ -35,21 +34,11 @@ class PhaseImages final : public Pass {
       const std::optional<SecondImage> s = second_image(n, bits.weight, cols, o);
       if (!s) continue;
       QBC_RETURN_IF_ERROR(ctx.weights->reader()(*wt, &w).with_context(ir::describe(n)));
-      GptqOptions q;
-      q.bits = s->bits;
-      q.group_size = s->group;
-      q.zero_point = o.bit().weight_zero_point();
-      q.num_threads = 0;  // rows in parallel; the result does not depend on the thread count
-      StatusOr<GptqResult> r = rtn_quantize(w, rows, cols, q);
-      if (!r.ok())
-        return r.status().with_context(ir::describe(n), ", its ", ir::image_phase_name(s->phase),
+      StatusOr<FixedWeights> f = round_second_image(w, rows, cols, *s, o);
+      if (!f.ok())
+        return f.status().with_context(ir::describe(n), ", its ", ir::image_phase_name(s->phase),
                                        " image");
-      FixedWeights f;
-      f.bits = s->bits;
-      f.codes = std::move(r->codes);
-      f.scales = std::move(r->scales);
-      f.zeros = std::move(r->zeros);
-      ctx.second_images_chosen[n.name] = std::move(f);
+      ctx.second_images_chosen[n.name] = std::move(f).value();
       ++made;
     }
     log("quant").info("phaseImages: {} second weight images rounded", made);

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "qbc/quant/norm_smooth.h"
+#include "qbc/quant/quantize.h"
 #include "qbc/quant/stage_passes.h"
 #include "qbc/quant/transforms.h"
 #include "qbc/quant/weight_passes.h"
@@ -31,9 +32,7 @@ bool any_scale_migration(const Options& o) {
   return et(o).qk().apply() || et(o).vo().apply() || et(o).ud().apply() ||
          et(o).norm_smooth().apply();
 }
-bool second_images(const Options& o) {
-  return o.bit().prefill().weight() != 0 || o.bit().decode().weight() != 0;
-}
+bool second_images(const Options& o) { return phase_weight_keys(o).has_value(); }
 bool always(const Options&) { return true; }
 
 // clang-format off

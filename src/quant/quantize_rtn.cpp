@@ -232,24 +232,45 @@ Status add_second_image(ir::Node& n, ir::Graph& out, const SecondImage& s, const
 
 }  // namespace
 
+std::optional<PhaseWeightKeys> phase_weight_keys(const config::CompileOptions& options) {
+  const auto& b = options.bit();
+  if (b.prefill().weight() != 0) return PhaseWeightKeys{ir::ImagePhase::kPrefill, &b.prefill()};
+  if (b.decode().weight() != 0) return PhaseWeightKeys{ir::ImagePhase::kDecode, &b.decode()};
+  return std::nullopt;
+}
+
 std::optional<SecondImage> second_image(const ir::Node& n, int bits, int64_t cols,
                                         const config::CompileOptions& options,
                                         const RtnRules& rules) {
-  if (n.part != ir::Part::kBody || n.block < 0 || bits == 16) return std::nullopt;
+  const std::optional<PhaseWeightKeys> pk = phase_weight_keys(options);
+  if (!pk || n.part != ir::Part::kBody || n.block < 0 || bits == 16) return std::nullopt;
   const auto& b = options.bit();
-  for (const ir::ImagePhase phase : {ir::ImagePhase::kPrefill, ir::ImagePhase::kDecode}) {
-    const config::PhaseWeightBits& p = phase == ir::ImagePhase::kPrefill ? b.prefill() : b.decode();
-    if (p.weight() == 0) continue;
-    SecondImage s;
-    s.phase = phase;
-    s.bits = matches_any(b.layer_overrides().weight8_bits(), n.name) ? 8 : p.weight();
-    const int64_t g = p.weight_group_size() < 0 ? b.weight_group_size() : p.weight_group_size();
-    s.group = g > 0 && g < cols ? g : 0;
-    if (rules.per_channel_when_uneven && s.group > 0 && cols % s.group != 0) s.group = 0;
-    if (s.bits == bits) return std::nullopt;
-    return s;
-  }
-  return std::nullopt;
+  const config::PhaseWeightBits& p = *pk->keys;
+  SecondImage s;
+  s.phase = pk->phase;
+  s.bits = matches_any(b.layer_overrides().weight8_bits(), n.name) ? 8 : p.weight();
+  const int64_t g = p.weight_group_size() < 0 ? b.weight_group_size() : p.weight_group_size();
+  s.group = g > 0 && g < cols ? g : 0;
+  if (rules.per_channel_when_uneven && s.group > 0 && cols % s.group != 0) s.group = 0;
+  if (s.bits == bits) return std::nullopt;
+  return s;
+}
+
+StatusOr<FixedWeights> round_second_image(const std::vector<float>& w, int64_t rows, int64_t cols,
+                                          const SecondImage& s,
+                                          const config::CompileOptions& options) {
+  GptqOptions o;
+  o.bits = s.bits;
+  o.group_size = s.group;
+  o.zero_point = options.bit().weight_zero_point();
+  o.num_threads = 0;  // rows in parallel; the result does not depend on the thread count
+  QBC_ASSIGN_OR_RETURN(GptqResult r, rtn_quantize(w, rows, cols, o));
+  FixedWeights f;
+  f.bits = s.bits;
+  f.codes = std::move(r.codes);
+  f.scales = std::move(r.scales);
+  f.zeros = std::move(r.zeros);
+  return f;
 }
 
 int64_t weight_group(const config::CompileOptions& options, int64_t in) {
@@ -438,17 +459,10 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
               " image was rounded before a pass fixed its weights: the phaseImages pass must run "
               "before hessianQuant replaces them (is it in --disable-pass?)");
         } else {
-          GptqOptions o;
-          o.bits = second_image_here->bits;
-          o.group_size = second_image_here->group;
-          o.zero_point = options.bit().weight_zero_point();
-          o.num_threads = 0;
-          StatusOr<GptqResult> rq = rtn_quantize(w, rows, cols, o);
+          StatusOr<FixedWeights> rq =
+              round_second_image(w, rows, cols, *second_image_here, options);
           if (!rq.ok()) return rq.status().with_context("node '", n.name, "', its second image");
-          second_q.bits = o.bits;
-          second_q.codes = std::move(rq->codes);
-          second_q.scales = std::move(rq->scales);
-          second_q.zeros = std::move(rq->zeros);
+          second_q = std::move(rq).value();
           second_codes = &second_q;
         }
       }

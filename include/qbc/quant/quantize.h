@@ -95,6 +95,14 @@ struct SecondImage {
   int64_t group = 0;
 };
 
+/// The phase bit.prefill or bit.decode gives a second weight image, and its keys: the one whose
+/// `weight` is set (config validation refuses both); nullopt when neither is.
+struct PhaseWeightKeys {
+  ir::ImagePhase phase = ir::ImagePhase::kPrefill;
+  const config::PhaseWeightBits* keys = nullptr;
+};
+std::optional<PhaseWeightKeys> phase_weight_keys(const config::CompileOptions& options);
+
 /// The second image linear `node` (of `cols` inputs, in the head or not, whose main image is
 /// `bits` wide) gets under `options`, if any: decoder-block linears only (the head keeps one
 /// image), and none when the main image already has the phase's width (a layer the main
@@ -102,6 +110,13 @@ struct SecondImage {
 std::optional<SecondImage> second_image(const ir::Node& node, int bits, int64_t cols,
                                         const config::CompileOptions& options,
                                         const RtnRules& rules = {});
+
+/// Second image `s` of a linear's float weight `w` [rows, cols]: round to nearest at its bits
+/// and group, with zero points under bit.weightZeroPoint (the phaseImages pass, and
+/// quantize_rtn when that pass did not run).
+StatusOr<FixedWeights> round_second_image(const std::vector<float>& w, int64_t rows, int64_t cols,
+                                          const SecondImage& s,
+                                          const config::CompileOptions& options);
 
 /// Quantizes `g` with round-to-nearest weights (or the ones in `fixed`) and calibrated
 /// activation scales. Sidecar tensors go to `sink` when given, else to
