@@ -178,7 +178,7 @@ std::string pipeline_listing(const std::vector<pass::PipelineEntry>& entries) {
 }  // namespace
 
 bool is_fixed_stage(const std::string& pass) {
-  return pass == "calibrate" || pass == "quantizeRtn";
+  return pass == "calibrate" || pass == "quantizeRtn" || pass == "phaseImages";
 }
 
 Status check_disabled(const std::vector<pass::PipelineEntry>& entries,

@@ -179,6 +179,30 @@ Status write_tensors(std::vector<tensorfile::TensorToWrite> tensors, const Tenso
   return ok_status();
 }
 
+/// The integers of linear `name`'s second image `s` [rows, cols]: the phaseImages pass's
+/// (in `second`), which it rounded before any pass replaced the float weights; else round to
+/// nearest of the float weights `w` into `*rounded`, which are still the model's only when no
+/// pass chose the main image (`chosen` null).
+StatusOr<const FixedWeights*> second_image_codes(
+    const std::string& name, const SecondImage& s, const FixedWeightMap* second,
+    const FixedWeights* chosen, const std::vector<float>& w, int64_t rows, int64_t cols,
+    const config::CompileOptions& options, FixedWeights* rounded) {
+  if (second != nullptr) {
+    const auto it = second->find(name);
+    if (it != second->end()) return &it->second;
+  }
+  if (chosen != nullptr) {
+    return failed_precondition(
+        "node '", name, "': no ", ir::image_phase_name(s.phase),
+        " image was rounded before a pass fixed its weights: the phaseImages pass must run "
+        "before hessianQuant replaces them");
+  }
+  StatusOr<FixedWeights> rq = round_second_image(w, rows, cols, s, options);
+  if (!rq.ok()) return rq.status().with_context("node '", name, "', its second image");
+  *rounded = std::move(rq).value();
+  return static_cast<const FixedWeights*>(rounded);
+}
+
 /// Writes linear `n`'s second image `s` [rows, cols]: the integers `q` (null: shapes only,
 /// the weights are declared and no tensor is written) as weights NAME.<phase>.wq / .wscale /
 /// .wzero, and the phase_* attributes (qbc/ir/phase_image.h).
@@ -444,27 +468,12 @@ StatusOr<QuantizeResult> quantize_rtn(const ir::Graph& g, const CalibStats& stat
                              " on codes imported from a pre-quantized checkpoint; a second image "
                              "needs the float weights (compile from the float model)");
       }
-      // The second image's integers: the phaseImages pass chose them before any pass
-      // replaced the float weights; else round to nearest of the float weights, which are
-      // still the model's only when no pass chose the main image.
       FixedWeights second_q;
       const FixedWeights* second_codes = nullptr;
       if (second_image_here && !shapes) {
-        const auto it = second != nullptr ? second->find(n.name) : FixedWeightMap::const_iterator();
-        if (second != nullptr && it != second->end()) {
-          second_codes = &it->second;
-        } else if (chosen != nullptr) {
-          return failed_precondition(
-              "node '", n.name, "': no ", ir::image_phase_name(second_image_here->phase),
-              " image was rounded before a pass fixed its weights: the phaseImages pass must run "
-              "before hessianQuant replaces them (is it in --disable-pass?)");
-        } else {
-          StatusOr<FixedWeights> rq =
-              round_second_image(w, rows, cols, *second_image_here, options);
-          if (!rq.ok()) return rq.status().with_context("node '", n.name, "', its second image");
-          second_q = std::move(rq).value();
-          second_codes = &second_q;
-        }
+        QBC_ASSIGN_OR_RETURN(second_codes,
+                             second_image_codes(n.name, *second_image_here, second, chosen, w, rows,
+                                                cols, options, &second_q));
       }
       n.op = ir::Op::kQLinear;
       n.operands = std::move(ops);

@@ -149,10 +149,11 @@ void register_quantize_like(CLI::App& app, Action& action, const char* name, con
                 "Print the passes the configuration enables, in order, with the key that enables "
                 "each, and exit")
       ->group("Pipeline");
-  cmd->add_option("--disable-pass", o->instr.disabled,
-                  "Do not run pass NAME (a name of --print-pipeline; repeatable). calibrate and "
-                  "quantizeRtn are fixed; of the backend's passes (compile) only the checks "
-                  "check-fit and check-context can be disabled")
+  cmd->add_option(
+         "--disable-pass", o->instr.disabled,
+         "Do not run pass NAME (a name of --print-pipeline; repeatable). calibrate, "
+         "quantizeRtn and phaseImages are fixed; of the backend's passes (compile) only the checks "
+         "check-fit and check-context can be disabled")
       ->group("Pipeline");
   cmd->add_option("--dump-after", o->instr.dump_after,
                   "Write the graph as text MBLT after pass NAME, or after every pass with `all` "

@@ -25,8 +25,10 @@ const PassRegistry& quant_passes();
 /// Refuses inconsistent settings (spinR1 without normConv) before any work.
 StatusOr<std::vector<pass::PipelineEntry>> quant_pipeline(const config::CompileOptions& options);
 
-/// True for the pipeline's fixed stages (calibrate, quantizeRtn): always present, and
-/// --disable-pass refuses them (the output would be meaningless without them).
+/// True for the pipeline's fixed stages (calibrate, quantizeRtn, and phaseImages wherever
+/// bit.prefill / bit.decode put it): --disable-pass refuses them (the output would be
+/// meaningless without them: without phaseImages, the second image of a GPTQ model would be
+/// rounded from GPTQ's own integers).
 bool is_fixed_stage(const std::string& pass);
 
 /// Checks --disable-pass names against `entries`: an unknown name or a fixed stage is

@@ -133,6 +133,10 @@ TEST(QuantPipeline, DisablePassNamesAreChecked) {
   const Status fixed = check_disabled(entries, {"quantizeRtn"});
   ASSERT_FALSE(fixed.ok());
   EXPECT_TRUE(testing::contains(fixed.message(), "cannot be disabled")) << fixed.message();
+  // bit.prefill / bit.decode's second images are rounded only there, before GPTQ.
+  const Status phase = check_disabled(entries, {"phaseImages"});
+  ASSERT_FALSE(phase.ok());
+  EXPECT_TRUE(testing::contains(phase.message(), "--disable-pass phaseImages")) << phase.message();
 }
 
 }  // namespace
