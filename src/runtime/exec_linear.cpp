@@ -16,6 +16,7 @@
 
 #include "core.h"
 #include "fp16_rows.h"
+#include "group_stream.h"
 #include "int4_kernel.h"
 #include "matmul_kernel.h"
 #include "qbc/numerics/quantizer.h"
@@ -89,6 +90,7 @@ struct MatMulArgs {
   const int8_t* w;              ///< [n, kt] int8, or nullptr when w4 is set
   const int32_t* wz;            ///< [n, gt] or nullptr
   const uint8_t* w4 = nullptr;  ///< [n, kt] packed int4 (rows of kt/2 bytes), for matmul_u8
+  StreamZeros zeros = {};       ///< the zero points as stored (matmul_stream reads these)
 };
 
 /// Rows [rows, kt] of packed int4 codes (kt / 2 bytes a row, low nibble first) as int8, into
@@ -282,6 +284,48 @@ void matmul_u8(const MatMulArgs& a, const int8_t* x, ThreadPool& pool, uint8_t* 
       const int64_t je = std::min(j1, jb + kSub);
       unpack_i4_rows(a.w4 + jb * (kt / 2), je - jb, kt, wu);
       run(jb, je, wu);
+    }
+  });
+}
+
+/// Whether a matmul takes the grouped decode kernels (group_stream.h): at most kStreamRows
+/// rows, groups of 32 over whole rows (int4 weights, or int8 in groups), int32 sums and the
+/// rows' zero points within int8, on a host where those kernels are the fast path.
+bool stream_path(const MatMulArgs& a) {
+  return a.op.xtype == isa::DType::kI8 && a.op.acctype == isa::DType::kI32 &&
+         a.rows <= kStreamRows && a.group == kStreamGroup && a.op.kt % kStreamGroup == 0 &&
+         (a.w4 != nullptr || a.gt > 1) &&
+         std::all_of(a.xz, a.xz + a.rows, [](int32_t z) { return z >= -128 && z <= 127; }) &&
+         group_stream_fast();
+}
+
+/// Decode-shaped grouped matmuls on the stream kernels: each row laid out once, then every
+/// channel block's groups in one pass in address order, corrected and stored by the kernel.
+void matmul_stream(const MatMulArgs& a, const int8_t* x, ThreadPool& pool, uint8_t* acc_mem) {
+  const isa::MatMul& op = a.op;
+  const int64_t n = op.n, kt = op.kt, gt = a.gt;
+  thread_local StreamRow prepared[kStreamRows];  // the pool's threads read the caller's
+  for (int64_t m = 0; m < a.rows; ++m) {
+    if (a.w4 != nullptr) {
+      prepared[m].prepare_i4(x + m * op.ldx, kt, a.xz[m]);
+    } else {
+      prepared[m].prepare_i8(x + m * op.ldx, kt, a.xz[m]);
+    }
+  }
+  const StreamRow* rows = prepared;
+  // Blocks of whole channel pairs: a block's first zero point j0 * gt is then even, so packed
+  // int4 zero points start on a byte.
+  channel_blocks(pool, a.rows, (n + 1) / 2, 2 * kt, [&](int64_t p0, int64_t p1) {
+    const int64_t j0 = 2 * p0, j1 = std::min(n, 2 * p1);
+    StreamZeros wz = a.zeros;
+    wz.first = j0 * gt;
+    for (int64_t m = 0; m < a.rows; ++m) {
+      uint8_t* dst = acc_mem + (m * n + j0) * gt * static_cast<int64_t>(sizeof(int32_t));
+      if (a.w4 != nullptr) {
+        group_stream_i4(rows[m], a.w4 + j0 * (kt / 2), j1 - j0, wz, op.accumulate, dst);
+      } else {
+        group_stream_i8(rows[m], a.w + j0 * kt, j1 - j0, wz, op.accumulate, dst);
+      }
     }
   });
 }
@@ -595,6 +639,23 @@ Status exec(const isa::MatMul& op, Core& c) {
   std::fill(xz.begin(), xz.begin() + rows, 0);
   if (xzp != nullptr) load(xzp, rows, xz.data());
   if (xsum != nullptr) code_sums(op, rows, gt, x, xz.data(), xsum);
+  std::vector<int8_t> unpacked;
+  // The VNNI path unpacks int4 rows block by block on the host threads (matmul_u8); the
+  // others take the whole matrix as int8.
+  const bool packed = op.wtype == isa::DType::kI4 && (i4_path(op, group) || vnni_path(op, group));
+  StreamZeros zeros;
+  if (wzp != nullptr) {
+    zeros.p = wzp;
+    zeros.kind = wzt == isa::DType::kI4   ? StreamZeros::Kind::kI4
+                 : wzt == isa::DType::kI8 ? StreamZeros::Kind::kI8
+                                          : StreamZeros::Kind::kI32;
+  }
+  MatMulArgs args{op, rows, gt, group, xz.data(), nullptr, nullptr, packed ? wp : nullptr, zeros};
+  if (stream_path(args)) {  // reads the weights and zero points as stored
+    if (!packed) args.w = weights_i8(wp, op.wtype, n, kt, &unpacked);
+    matmul_stream(args, reinterpret_cast<const int8_t*>(x), c.pool, acc);
+    return ok_status();
+  }
   std::vector<int32_t>& wz = scratch<int32_t, 8>(wzp != nullptr ? static_cast<size_t>(n * gt) : 0);
   if (wzp != nullptr) {
     if (wzt == isa::DType::kI4 || wzt == isa::DType::kI8) {
@@ -603,18 +664,8 @@ Status exec(const isa::MatMul& op, Core& c) {
       load(wzp, n * gt, wz.data());
     }
   }
-  std::vector<int8_t> unpacked;
-  // The VNNI path unpacks int4 rows block by block on the host threads (matmul_u8); the
-  // others take the whole matrix as int8.
-  const bool packed = op.wtype == isa::DType::kI4 && (i4_path(op, group) || vnni_path(op, group));
-  const MatMulArgs args{op,
-                        rows,
-                        gt,
-                        group,
-                        xz.data(),
-                        packed ? nullptr : weights_i8(wp, op.wtype, n, kt, &unpacked),
-                        wzp != nullptr ? wz.data() : nullptr,
-                        packed ? wp : nullptr};
+  if (!packed) args.w = weights_i8(wp, op.wtype, n, kt, &unpacked);
+  if (wzp != nullptr) args.wz = wz.data();
   if (op.acctype == isa::DType::kI32) {
     matmul<int32_t>(args, x, c.pool, acc);
   } else {
