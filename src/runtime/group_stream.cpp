@@ -21,23 +21,70 @@
 
 namespace qbc::runtime {
 
-void StreamRow::prepare_sums(const int8_t* x, int64_t kt, int32_t xz) {
+#ifdef QBC_STREAM_SIMD
+namespace {
+
+/// prepare_i4's even/odd split and the group sums, a group (32 codes) a step with AVX2: each
+/// 128-bit lane's bytes shuffled to its 8 even then 8 odd codes, the two lanes' halves joined
+/// by a 64-bit permute; Σ x = Σ (x + 128) − 128 · 32 from vpsadbw.
+__attribute__((target("avx2"))) void split_groups_avx2(const int8_t* x, int64_t gt, int8_t* even,
+                                                       int8_t* odd, uint32_t* sums) {
+  const __m256i order = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2,
+                                         4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int64_t g = 0; g < gt; ++g) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32 * g));
+    const __m256i s = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(v, order), 0xD8);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(even + 16 * g), _mm256_castsi256_si128(s));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(odd + 16 * g), _mm256_extracti128_si256(s, 1));
+    const __m256i sad = _mm256_sad_epu8(_mm256_xor_si256(v, flip), _mm256_setzero_si256());
+    const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(sad), _mm256_extracti128_si256(sad, 1));
+    const uint64_t su = static_cast<uint64_t>(_mm_cvtsi128_si64(h)) +
+                        static_cast<uint64_t>(_mm_extract_epi64(h, 1));
+    sums[g] = static_cast<uint32_t>(su) - 128u * 32u;
+  }
+}
+
+bool host_avx2() {
+  static const bool on = (__builtin_cpu_init(), __builtin_cpu_supports("avx2") != 0);
+  return on;
+}
+
+}  // namespace
+#endif
+
+bool StreamRow::same(const int8_t* x, int64_t kt, int32_t xz, Layout layout) {
+  if (layout == layout_ && kt == kt_ && xz == xz_ &&
+      std::memcmp(x, x_.data(), static_cast<size_t>(kt)) == 0) {
+    return true;
+  }
+  layout_ = layout;
   kt_ = kt;
   xz_ = xz;
-  const int64_t gt = kt / kStreamGroup;
-  xs_.resize(static_cast<size_t>(gt + 16));
+  x_.assign(x, x + kt);
+  xs_.resize(static_cast<size_t>(kt / kStreamGroup + 16));
+  return false;
+}
+
+/// xs_[g] = Σ_{k in group g} x_k − 32 · xz for g < gt (with x null, xs_[g] already holds
+/// Σ x_k), then the repeat past gt.
+void StreamRow::prepare_sums(const int8_t* x) {
+  const int64_t gt = kt_ / kStreamGroup;
   for (int64_t g = 0; g < gt; ++g) {
-    int32_t s = 0;
-    for (int64_t k = g * kStreamGroup; k < (g + 1) * kStreamGroup; ++k) s += x[k];
-    xs_[static_cast<size_t>(g)] =
-        static_cast<uint32_t>(s) - static_cast<uint32_t>(xz) * uint32_t{kStreamGroup};
+    if (x != nullptr) {
+      int32_t s = 0;
+      for (int64_t k = g * kStreamGroup; k < (g + 1) * kStreamGroup; ++k) s += x[k];
+      xs_[static_cast<size_t>(g)] = static_cast<uint32_t>(s);
+    }
+    xs_[static_cast<size_t>(g)] -= static_cast<uint32_t>(xz_) * uint32_t{kStreamGroup};
   }
   for (int64_t i = gt; i < gt + 16; ++i)
     xs_[static_cast<size_t>(i)] = xs_[static_cast<size_t>(i % gt)];
 }
 
 void StreamRow::prepare_i8(const int8_t* x, int64_t kt, int32_t xz) {
-  prepare_sums(x, kt, xz);
+  if (same(x, kt, xz, Layout::kI8)) return;
+  prepare_sums(x);
   u_.resize(static_cast<size_t>(kt + 32));
   for (int64_t k = 0; k < kt; ++k)
     u_[static_cast<size_t>(k)] = static_cast<uint8_t>(static_cast<uint8_t>(x[k]) ^ 0x80u);
@@ -46,14 +93,24 @@ void StreamRow::prepare_i8(const int8_t* x, int64_t kt, int32_t xz) {
 }
 
 void StreamRow::prepare_i4(const int8_t* x, int64_t kt, int32_t xz) {
-  prepare_sums(x, kt, xz);
+  if (same(x, kt, xz, Layout::kI4)) return;
   const int64_t half = kt / 2;  // 16 bytes a group
   even_.resize(static_cast<size_t>(half + 48));
   odd_.resize(static_cast<size_t>(half + 48));
-  for (int64_t i = 0; i < half; ++i) {
-    even_[static_cast<size_t>(i)] = x[2 * i];
-    odd_[static_cast<size_t>(i)] = x[2 * i + 1];
+  bool summed = false;
+#ifdef QBC_STREAM_SIMD
+  if (host_avx2()) {
+    split_groups_avx2(x, kt / kStreamGroup, even_.data(), odd_.data(), xs_.data());
+    summed = true;
   }
+#endif
+  if (!summed) {
+    for (int64_t i = 0; i < half; ++i) {
+      even_[static_cast<size_t>(i)] = x[2 * i];
+      odd_[static_cast<size_t>(i)] = x[2 * i + 1];
+    }
+  }
+  prepare_sums(summed ? nullptr : x);
   for (int64_t i = half; i < half + 48; ++i) {
     even_[static_cast<size_t>(i)] = even_[static_cast<size_t>(i % half)];
     odd_[static_cast<size_t>(i)] = odd_[static_cast<size_t>(i % half)];

@@ -26,7 +26,9 @@ constexpr int64_t kStreamGroup = 32;
 class StreamRow {
  public:
   /// For group_stream_i8: x holds kt int8 codes (kt a positive multiple of 32), xz the row's
-  /// zero point in [-128, 127].
+  /// zero point in [-128, 127]. A row equal to the one last prepared (the same codes, zero
+  /// point and layout: every channel tile of a projection reads the same activations) keeps
+  /// its layout.
   void prepare_i8(const int8_t* x, int64_t kt, int32_t xz);
   /// For group_stream_i4: the same operands, laid out for packed 4-bit weights.
   void prepare_i4(const int8_t* x, int64_t kt, int32_t xz);
@@ -44,10 +46,15 @@ class StreamRow {
   const uint32_t* xs() const { return xs_.data(); }
 
  private:
-  void prepare_sums(const int8_t* x, int64_t kt, int32_t xz);
+  enum class Layout { kNone, kI8, kI4 };
+  /// Whether the row (x, kt, xz) in `layout` is the one already prepared; else records it.
+  bool same(const int8_t* x, int64_t kt, int32_t xz, Layout layout);
+  void prepare_sums(const int8_t* x);
 
   int64_t kt_ = 0;
   int32_t xz_ = 0;
+  Layout layout_ = Layout::kNone;
+  std::vector<int8_t> x_;  ///< the codes last prepared
   std::vector<uint8_t> u_;
   std::vector<int8_t> even_, odd_;
   std::vector<uint32_t> xs_;

@@ -172,14 +172,24 @@ __attribute__((target("avx2"))) void grouped_requant_avx2(const int32_t* acc, in
       transpose8(r);
       for (int k = 0; k < 8; ++k) add_column(r[k], fsum, j, &first, &s);
     }
-    for (; g < gt; ++g) {
-      float col[8];
+    if (g < gt) {  // the last gt − g < 8 groups: masked loads (zeros past them), same block
+      const int64_t left = gt - g;
+      const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(left)),
+                                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+      __m256 r[8];
       for (int i = 0; i < 8; ++i) {
         const int64_t row = j + i;
-        col[i] = requant_part(acc[row * gt + g], xm, ws[row * ws_stride + g], xsf,
-                              wm != nullptr ? wm + row * ws_stride : nullptr, g);
+        const __m256 a = _mm256_cvtepi32_ps(_mm256_maskload_epi32(acc + row * gt + g, mask));
+        __m256 p = _mm256_mul_ps(
+            a, _mm256_mul_ps(xmv, _mm256_maskload_ps(ws + row * ws_stride + g, mask)));
+        if (wm != nullptr) {
+          const __m256 m = _mm256_mul_ps(xmv, _mm256_maskload_ps(wm + row * ws_stride + g, mask));
+          p = _mm256_add_ps(p, _mm256_mul_ps(_mm256_maskload_ps(xsf + g, mask), m));
+        }
+        r[i] = p;
       }
-      add_column(_mm256_loadu_ps(col), fsum, j, &first, &s);
+      transpose8(r);
+      for (int64_t k = 0; k < left; ++k) add_column(r[k], fsum, j, &first, &s);  // real groups only
     }
     _mm256_storeu_ps(v + j, s);
   }

@@ -203,5 +203,44 @@ TEST(GroupStreamRow, LaysOutTheRowRepeatedPastItsEnd) {
   }
 }
 
+TEST(GroupStreamRow, APreparedRowIsReusedOnlyWhenCodesZeroPointAndLayoutAreTheSame) {
+  std::vector<int8_t> x(96), w(96);
+  for (size_t k = 0; k < x.size(); ++k) {
+    x[k] = static_cast<int8_t>(k * 7 - 50);
+    w[k] = static_cast<int8_t>(k * 3 - 40);
+  }
+  std::vector<uint8_t> w4(48);
+  for (size_t i = 0; i < w4.size(); ++i) w4[i] = static_cast<uint8_t>(i * 37);
+  // Σ (x − xz)(w − 0) of the row's three groups, as the kernels give it.
+  auto sums8 = [&](StreamRow& r) {
+    std::vector<int32_t> out(3);
+    group_stream_i8(r, w.data(), 1, StreamZeros{}, false, reinterpret_cast<uint8_t*>(out.data()));
+    return out;
+  };
+  auto sums4 = [&](StreamRow& r) {
+    std::vector<int32_t> out(3);
+    group_stream_i4(r, w4.data(), 1, StreamZeros{}, false, reinterpret_cast<uint8_t*>(out.data()));
+    return out;
+  };
+  StreamRow cached, fresh;
+  cached.prepare_i8(x.data(), 96, 4);
+  const std::vector<int32_t> first = sums8(cached);
+  x[40] = static_cast<int8_t>(x[40] + 1);  // one code changes in the same buffer
+  cached.prepare_i8(x.data(), 96, 4);
+  fresh.prepare_i8(x.data(), 96, 4);
+  EXPECT_EQ(sums8(cached), sums8(fresh));
+  EXPECT_NE(sums8(cached), first);
+  cached.prepare_i8(x.data(), 96, -9);  // the same codes, another zero point
+  fresh = StreamRow();
+  fresh.prepare_i8(x.data(), 96, -9);
+  EXPECT_EQ(sums8(cached), sums8(fresh));
+  cached.prepare_i4(x.data(), 96, -9);  // the same row, the other layout
+  fresh = StreamRow();
+  fresh.prepare_i4(x.data(), 96, -9);
+  EXPECT_EQ(sums4(cached), sums4(fresh));
+  cached.prepare_i4(x.data(), 64, -9);  // a shorter row: two groups
+  EXPECT_EQ(cached.gt(), 2);
+}
+
 }  // namespace
 }  // namespace qbc::runtime
