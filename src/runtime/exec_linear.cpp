@@ -288,23 +288,28 @@ void matmul_u8(const MatMulArgs& a, const int8_t* x, ThreadPool& pool, uint8_t* 
   });
 }
 
-/// Whether a matmul takes the grouped decode kernels (group_stream.h): at most kStreamRows
-/// rows, groups of 32 over whole rows (int4 weights, or int8 in groups), int32 sums and the
-/// rows' zero points within int8, on a host where those kernels are the fast path.
+/// Whether a matmul takes the grouped stream kernels (group_stream.h): groups of 32 over
+/// whole rows (int4 weights, or int8 in groups), int32 sums and the rows' zero points within
+/// int8, on a host where those kernels are the fast path. Prefill too: with 64 rows a
+/// SmolLM2-135M W4V8 matmul took 135 us on the older grouped kernels (a buffer of raw sums and
+/// a correction pass over it) and 84 us here (docs/performance.md).
 bool stream_path(const MatMulArgs& a) {
   return a.op.xtype == isa::DType::kI8 && a.op.acctype == isa::DType::kI32 &&
-         a.rows <= kStreamRows && a.group == kStreamGroup && a.op.kt % kStreamGroup == 0 &&
-         (a.w4 != nullptr || a.gt > 1) &&
+         a.group == kStreamGroup && a.op.kt % kStreamGroup == 0 && (a.w4 != nullptr || a.gt > 1) &&
          std::all_of(a.xz, a.xz + a.rows, [](int32_t z) { return z >= -128 && z <= 127; }) &&
          group_stream_fast();
 }
 
-/// Decode-shaped grouped matmuls on the stream kernels: each row laid out once, then every
-/// channel block's groups in one pass in address order, corrected and stored by the kernel.
+/// Grouped matmuls on the stream kernels: each row laid out once, then every channel block's
+/// groups in one pass in address order (int4: four rows a pass), corrected and stored by the
+/// kernel.
 void matmul_stream(const MatMulArgs& a, const int8_t* x, ThreadPool& pool, uint8_t* acc_mem) {
   const isa::MatMul& op = a.op;
   const int64_t n = op.n, kt = op.kt, gt = a.gt;
-  thread_local StreamRow prepared[kStreamRows];  // the pool's threads read the caller's
+  thread_local std::vector<StreamRow> prepared_v;  // the pool's threads read the caller's
+  if (prepared_v.size() < static_cast<size_t>(a.rows))
+    prepared_v.resize(static_cast<size_t>(a.rows));
+  StreamRow* prepared = prepared_v.data();
   for (int64_t m = 0; m < a.rows; ++m) {
     if (a.w4 != nullptr) {
       prepared[m].prepare_i4(x + m * op.ldx, kt, a.xz[m]);
@@ -319,14 +324,15 @@ void matmul_stream(const MatMulArgs& a, const int8_t* x, ThreadPool& pool, uint8
     const int64_t j0 = 2 * p0, j1 = std::min(n, 2 * p1);
     StreamZeros wz = a.zeros;
     wz.first = j0 * gt;
-    for (int64_t m = 0; m < a.rows; ++m) {
-      uint8_t* dst = acc_mem + (m * n + j0) * gt * static_cast<int64_t>(sizeof(int32_t));
-      if (a.w4 != nullptr) {
-        group_stream_i4(rows[m], a.w4 + j0 * (kt / 2), j1 - j0, wz, op.accumulate, dst);
-      } else {
-        group_stream_i8(rows[m], a.w + j0 * kt, j1 - j0, wz, op.accumulate, dst);
-      }
+    const int64_t ldo = n * gt * static_cast<int64_t>(sizeof(int32_t));  // acc bytes a row
+    uint8_t* dst = acc_mem + j0 * gt * static_cast<int64_t>(sizeof(int32_t));
+    if (a.w4 != nullptr) {
+      group_stream_i4_rows(rows, a.rows, a.w4 + j0 * (kt / 2), j1 - j0, wz, op.accumulate, dst,
+                           ldo);
+      return;
     }
+    for (int64_t m = 0; m < a.rows; ++m)
+      group_stream_i8(rows[m], a.w + j0 * kt, j1 - j0, wz, op.accumulate, dst + m * ldo);
   });
 }
 

@@ -249,18 +249,23 @@ QBC_STREAM_VNNI inline __m512i zero_points(const StreamZeros& wz, int64_t q, __m
   return _mm512_set1_epi32(bias);
 }
 
-/// The corrections, accumulate and store of a step's 16 sums (the first `count` of them):
-/// out = (out +) v − (bias + wz) · xs.
+/// One row's corrections, accumulate and store of a step's sums (lanes in `m`):
+/// o = (o +) v − off · xs, off = bias + wz.
+QBC_STREAM_VNNI inline void store_row(__m512i v, __m512i off, const uint32_t* xs, bool accumulate,
+                                      __mmask16 m, uint8_t* out) {
+  v = _mm512_sub_epi32(v, _mm512_mullo_epi32(off, _mm512_loadu_si512(xs)));
+  int32_t* o = reinterpret_cast<int32_t*>(out);  // unaligned lanes
+  if (accumulate) v = _mm512_add_epi32(v, _mm512_maskz_loadu_epi32(m, o));
+  _mm512_mask_storeu_epi32(o, m, v);
+}
+
+/// store_row for one row's step at stream group q (the first `count` of its 16 sums).
 QBC_STREAM_VNNI inline void store_step(__m512i v, const StreamZeros& wz, int64_t q,
                                        const uint32_t* xs, int32_t bias, bool accumulate,
                                        int64_t count, uint8_t* out) {
   count = count < 16 ? count : 16;
   const __mmask16 m = static_cast<__mmask16>((1u << count) - 1);
-  const __m512i off = zero_points(wz, q, m, count, bias);
-  v = _mm512_sub_epi32(v, _mm512_mullo_epi32(off, _mm512_loadu_si512(xs)));
-  int32_t* o = reinterpret_cast<int32_t*>(out + 4 * q);  // unaligned lanes
-  if (accumulate) v = _mm512_add_epi32(v, _mm512_maskz_loadu_epi32(m, o));
-  _mm512_mask_storeu_epi32(o, m, v);
+  store_row(v, zero_points(wz, q, m, count, bias), xs, accumulate, m, out + 4 * q);
 }
 
 /// (q + step) % gt from q % gt without a division when gt >= step.
@@ -302,34 +307,58 @@ QBC_STREAM_VNNI void stream_i8_vnni(const StreamRow& x, const int8_t* w, int64_t
   }
 }
 
-QBC_STREAM_VNNI void stream_i4_vnni(const StreamRow& x, const uint8_t* w, int64_t n,
-                                    const StreamZeros& wz, bool accumulate, uint8_t* out) {
-  const int64_t gt = x.gt(), total = n * gt, half = x.kt() / 2;
-  const __m512i low = _mm512_set1_epi8(0x0F), flip = _mm512_set1_epi8(static_cast<char>(0x88));
-  const __m512i xz = _mm512_set1_epi8(static_cast<char>(x.xz()));
-  const __m512i zero = _mm512_setzero_si512();
+/// R rows (1 to 4) against the same packed int4 stream: each weight register is split into
+/// its t nibbles once (t = (nibble & 15) ^ 8 in one ternary-logic op each) and serves every row;
+/// Σ (x − xz) t = Σ t_lo x_even + Σ t_hi x_odd − xz Σ t, with Σ t per group reduced once per
+/// step for all rows (one row: xz Σ t subtracted in the lanes, the cheaper order for decode).
+/// Row r's sums go to out + r * ldo bytes.
+template <int R>
+QBC_STREAM_VNNI void stream_i4_vnni(const StreamRow* x, const uint8_t* w, int64_t n,
+                                    const StreamZeros& wz, bool accumulate, uint8_t* out,
+                                    int64_t ldo) {
+  const int64_t gt = x[0].gt(), total = n * gt, half = x[0].kt() / 2;
+  const __m512i low = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
+  const __m512i ones = _mm512_set1_epi8(1), zero = _mm512_setzero_si512();
+  constexpr int kAndXor = 0x6A;  // (a & b) ^ c
   // lane_sums(d)[4 L + r] is group L of register r; group 4 r + L goes to lane 4 r + L.
   const __m512i perm = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-  int64_t g = 0;   // q % gt
+  __m512i xz[R];
+  for (int r = 0; r < R; ++r) xz[r] = _mm512_set1_epi32(x[r].xz());
+  const __m512i xzb = _mm512_set1_epi8(static_cast<char>(x[0].xz()));  // one row: within int8
+  int64_t g = 0;                                                       // q % gt
   int64_t eo = 0;  // (q % gt) * 16 for each register in turn
   for (int64_t q = 0; q < total; q += 16) {
     const int64_t left = (total - q) * (kStreamGroup / 2);
     const uint8_t* wq = w + q * (kStreamGroup / 2);
-    __m512i d[4];
+    __m512i d[R][4], ts[4];
     for (int i = 0; i < 4; ++i) {
       _mm_prefetch(reinterpret_cast<const char*>(wq + 64 * i + kAhead), _MM_HINT_T0);
-      const __m512i v = _mm512_xor_si512(load_part(wq + 64 * i, left - 64 * i), flip);
-      const __m512i tl = _mm512_and_si512(v, low);
-      const __m512i th = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
-      const __m512i xe = _mm512_loadu_si512(x.even() + eo);
-      const __m512i xo = _mm512_loadu_si512(x.odd() + eo);
-      const __m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, tl, xe), th, xo);
-      d[i] = _mm512_sub_epi32(s, _mm512_dpbusd_epi32(zero, _mm512_add_epi8(tl, th), xz));
+      const __m512i v = load_part(wq + 64 * i, left - 64 * i);
+      const __m512i tl = _mm512_ternarylogic_epi32(v, low, eight, kAndXor);
+      const __m512i th = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 4), low, eight, kAndXor);
+      const __m512i tt = _mm512_add_epi8(tl, th);
+      if constexpr (R > 1) ts[i] = _mm512_dpbusd_epi32(zero, tt, ones);
+      for (int r = 0; r < R; ++r) {
+        const __m512i xe = _mm512_loadu_si512(x[r].even() + eo);
+        const __m512i xo = _mm512_loadu_si512(x[r].odd() + eo);
+        d[r][i] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, tl, xe), th, xo);
+        // One row (decode): its xz Σ t before the reduction, not a second reduction of Σ t.
+        if constexpr (R == 1)
+          d[r][i] = _mm512_sub_epi32(d[r][i], _mm512_dpbusd_epi32(zero, tt, xzb));
+      }
       eo += 64;  // four groups on
       while (eo >= half) eo -= half;
     }
-    const __m512i v = _mm512_permutexvar_epi32(perm, lane_sums(d));
-    store_step(v, wz, q, x.xs() + g, 8, accumulate, total - q, out);
+    const int64_t count = total - q < 16 ? total - q : 16;
+    const __mmask16 m = static_cast<__mmask16>((1u << count) - 1);
+    const __m512i off = zero_points(wz, q, m, count, 8);
+    __m512i tsum = zero;
+    if constexpr (R > 1) tsum = _mm512_permutexvar_epi32(perm, lane_sums(ts));
+    for (int r = 0; r < R; ++r) {
+      __m512i v = _mm512_permutexvar_epi32(perm, lane_sums(d[r]));
+      if constexpr (R > 1) v = _mm512_sub_epi32(v, _mm512_mullo_epi32(xz[r], tsum));
+      store_row(v, off, x[r].xs() + g, accumulate, m, out + r * ldo + 4 * q);
+    }
     g = advance(g, 16, gt);
   }
 }
@@ -376,10 +405,35 @@ void group_stream_i8(const StreamRow& x, const int8_t* w, int64_t n, const Strea
 
 void group_stream_i4(const StreamRow& x, const uint8_t* w, int64_t n, const StreamZeros& wz,
                      bool accumulate, uint8_t* out) {
+  group_stream_i4_rows(&x, 1, w, n, wz, accumulate, out, 0);
+}
+
+void group_stream_i4_rows(const StreamRow* x, int64_t rows, const uint8_t* w, int64_t n,
+                          const StreamZeros& wz, bool accumulate, uint8_t* out, int64_t ldo) {
+  for (int64_t r0 = 0; r0 < rows; r0 += 4) {
+    const StreamRow* xr = x + r0;
+    uint8_t* o = out + r0 * ldo;
 #ifdef QBC_STREAM_SIMD
-  if (stream_vnni() && simd_zeros(wz)) return stream_i4_vnni(x, w, n, wz, accumulate, out);
+    if (stream_vnni() && simd_zeros(wz)) {
+      switch (rows - r0 < 4 ? rows - r0 : 4) {
+        case 1:
+          stream_i4_vnni<1>(xr, w, n, wz, accumulate, o, ldo);
+          continue;
+        case 2:
+          stream_i4_vnni<2>(xr, w, n, wz, accumulate, o, ldo);
+          continue;
+        case 3:
+          stream_i4_vnni<3>(xr, w, n, wz, accumulate, o, ldo);
+          continue;
+        default:
+          stream_i4_vnni<4>(xr, w, n, wz, accumulate, o, ldo);
+          continue;
+      }
+    }
 #endif
-  group_stream_i4_portable(x, w, n, wz, accumulate, out);
+    for (int64_t r = 0; r < rows - r0 && r < 4; ++r)
+      group_stream_i4_portable(xr[r], w, n, wz, accumulate, o + r * ldo);
+  }
 }
 
 }  // namespace qbc::runtime

@@ -86,6 +86,11 @@ void group_stream_i8(const StreamRow& x, const int8_t* w, int64_t n, const Strea
 void group_stream_i4(const StreamRow& x, const uint8_t* w, int64_t n, const StreamZeros& wz,
                      bool accumulate, uint8_t* out);
 
+/// group_stream_i4 for `rows` prepared rows against the same weights, row r's sums at
+/// out + r * ldo bytes: each weight register is decoded once for up to four rows (prefill).
+void group_stream_i4_rows(const StreamRow* x, int64_t rows, const uint8_t* w, int64_t n,
+                          const StreamZeros& wz, bool accumulate, uint8_t* out, int64_t ldo);
+
 /// group_stream_i8 / _i4 on the portable loops whatever the host (for tests that compare them).
 void group_stream_i8_portable(const StreamRow& x, const int8_t* w, int64_t n, const StreamZeros& wz,
                               bool accumulate, uint8_t* out);

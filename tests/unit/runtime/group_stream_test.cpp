@@ -182,6 +182,37 @@ INSTANTIATE_TEST_SUITE_P(Cases, GroupStream, ::testing::ValuesIn(kStreamCases),
                            return std::string(i.param.name);
                          });
 
+TEST(GroupStreamRows, SeveralRowsGiveEachRowsSingleRowSums) {
+  // 1 to 6 rows: the four-row, three-, two- and one-row passes and a second pass of four.
+  const int64_t n = 7, kt = 96, gt = 3;
+  std::mt19937 gen(5);
+  std::vector<uint8_t> w4(static_cast<size_t>(n * kt / 2));
+  for (uint8_t& v : w4) v = static_cast<uint8_t>(gen());
+  std::vector<uint8_t> zeros(static_cast<size_t>(n * gt + 1) / 2);
+  for (uint8_t& v : zeros) v = static_cast<uint8_t>(gen());
+  const StreamZeros wz{StreamZeros::Kind::kI4, zeros.data(), 0};
+  std::vector<StreamRow> rows(6);
+  std::vector<std::vector<int8_t>> xs(6, std::vector<int8_t>(static_cast<size_t>(kt)));
+  for (int64_t r = 0; r < 6; ++r) {
+    for (int8_t& v : xs[static_cast<size_t>(r)])
+      v = static_cast<int8_t>(static_cast<int>(gen() % 256) - 128);
+    rows[static_cast<size_t>(r)].prepare_i4(xs[static_cast<size_t>(r)].data(), kt,
+                                            static_cast<int32_t>(r * 37 % 256) - 128);
+  }
+  const int64_t ldo = (n * gt + 3) * 4 + 1;  // padded, odd: no alignment assumed
+  for (int64_t count = 1; count <= 6; ++count) {
+    for (bool accumulate : {false, true}) {
+      std::vector<uint8_t> got(static_cast<size_t>(6 * ldo), 0x5A), want = got;
+      group_stream_i4_rows(rows.data(), count, w4.data(), n, wz, accumulate, got.data(), ldo);
+      for (int64_t r = 0; r < count; ++r) {
+        group_stream_i4_portable(rows[static_cast<size_t>(r)], w4.data(), n, wz, accumulate,
+                                 want.data() + r * ldo);
+      }
+      EXPECT_EQ(got, want) << count << " rows, accumulate " << accumulate;
+    }
+  }
+}
+
 TEST(GroupStreamRow, LaysOutTheRowRepeatedPastItsEnd) {
   std::vector<int8_t> x(64);
   for (size_t k = 0; k < x.size(); ++k) x[k] = static_cast<int8_t>(k * 5 - 100);
