@@ -488,10 +488,12 @@ void grouped_sums(const isa::Requant& op, const AccT* __restrict am, float xm,
 /// numerics::qlinear's fp32 order for rows [m0, m1): part_g = fp32(acc) * fp32(xs * ws),
 /// v = part_0 or fsum + part_0, then + part_1 ..., + bias; fp16 or fp32 out, or fsum.
 /// With float offsets: `xsf` [rows, gt] the code sums as fp32, `wm` laid out like ws.
+/// With `ws16` (grouped int32 sums without float offsets), the scales are read as the
+/// binary16 bits SRAM holds and `ws` is not used.
 template <typename AccT>
 void requant_rows(const isa::Requant& op, const AccT* acc, const float* xs, const float* ws,
                   const float* bias, float* fsum, int64_t m0, int64_t m1, uint8_t* y,
-                  const float* xsf, const float* wm) {
+                  const float* xsf, const float* wm, const uint8_t* ws16) {
   const int64_t n = op.n, gt = op.gt;
   std::vector<float>& row = scratch<float, 7>(static_cast<size_t>(n));
   std::vector<float>& part = scratch<float, 14>(static_cast<size_t>(n * gt));
@@ -502,8 +504,13 @@ void requant_rows(const isa::Requant& op, const AccT* acc, const float* xs, cons
       for (int64_t j = 0; j < n; ++j)
         row[static_cast<size_t>(j)] = static_cast<float>(am[j]) * (xm * ws[j * op.ws_stride]);
     } else if constexpr (std::is_same_v<AccT, int32_t>) {
-      grouped_requant(am, n, gt, xm, ws, op.ws_stride, wm != nullptr ? xsf + m * gt : nullptr, wm,
-                      op.first ? nullptr : fsum + m * n, row.data());
+      if (ws16 != nullptr) {
+        grouped_requant_f16(am, n, gt, xm, ws16, op.ws_stride, op.first ? nullptr : fsum + m * n,
+                            row.data());
+      } else {
+        grouped_requant(am, n, gt, xm, ws, op.ws_stride, wm != nullptr ? xsf + m * gt : nullptr, wm,
+                        op.first ? nullptr : fsum + m * n, row.data());
+      }
     } else {
       grouped_sums(op, am, xm, ws, part.data(), op.first ? nullptr : fsum + m * n, row.data(),
                    wm != nullptr ? xsf + m * gt : nullptr, wm);
@@ -719,7 +726,12 @@ Status exec(const isa::Requant& op, Core& c) {
   std::vector<float>& bias = scratch<float, 11>(biasp != nullptr ? static_cast<size_t>(n) : 0);
   std::vector<float>& fsum = scratch<float, 12>(fsp != nullptr ? static_cast<size_t>(rows * n) : 0);
   load(xsp, rows, xs.data());
-  if (ws16) {
+  // Grouped int32 sums without float offsets read fp16 scales in place (grouped_requant_f16).
+  const bool f16_in_place =
+      ws16 && op.acctype == isa::DType::kI32 && !(gt == 1 && op.first) && !op.wmin.valid();
+  if (f16_in_place) {
+    // nothing to widen
+  } else if (ws16) {
     load_f16(wsp, ws_count, ws.data());  // fp16 scales widened exactly to fp32
   } else {
     load(wsp, ws_count, ws.data());
@@ -751,7 +763,8 @@ Status exec(const isa::Requant& op, Core& c) {
   auto run = [&](const auto* acc) {
     blocks(c.pool, rows, count, kParallelElements, 1, [&](int64_t m0, int64_t m1) {
       requant_rows(op, acc, xs.data(), ws.data(), biasp != nullptr ? bias.data() : nullptr,
-                   fsum.data(), m0, m1, yp, xsf.data(), wmp != nullptr ? wm.data() : nullptr);
+                   fsum.data(), m0, m1, yp, xsf.data(), wmp != nullptr ? wm.data() : nullptr,
+                   f16_in_place ? wsp : nullptr);
     });
   };
   if (op.acctype == isa::DType::kI32) {

@@ -4,7 +4,9 @@
 #include "vec_kernels.h"
 
 #include <cstdlib>
+#include <cstring>
 
+#include "fp16_rows.h"
 #include "qbc/numerics/fp16.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -54,6 +56,25 @@ void grouped_requant_portable(const int32_t* acc, int64_t j0, int64_t n, int64_t
     float s = requant_part(aj[0], xm, wj[0], xsf, mj, 0);
     if (fsum != nullptr) s = fsum[j] + s;
     for (int64_t g = 1; g < gt; ++g) s = s + requant_part(aj[g], xm, wj[g], xsf, mj, g);
+    v[j] = s;
+  }
+}
+
+/// grouped_requant_portable with binary16 scales, each widened exactly (no float offsets).
+void grouped_requant_f16_portable(const int32_t* acc, int64_t j0, int64_t n, int64_t gt, float xm,
+                                  const uint8_t* ws, int64_t ws_stride, const float* fsum,
+                                  float* v) {
+  auto scale = [&](int64_t i) {
+    uint16_t h;
+    std::memcpy(&h, ws + 2 * i, sizeof h);
+    return numerics::fp16_from_bits(h);
+  };
+  for (int64_t j = j0; j < n; ++j) {
+    const int32_t* aj = acc + j * gt;
+    float s = requant_part(aj[0], xm, scale(j * ws_stride), nullptr, nullptr, 0);
+    if (fsum != nullptr) s = fsum[j] + s;
+    for (int64_t g = 1; g < gt; ++g)
+      s = s + requant_part(aj[g], xm, scale(j * ws_stride + g), nullptr, nullptr, g);
     v[j] = s;
   }
 }
@@ -143,57 +164,114 @@ __attribute__((target("avx2"))) void sum_groups_avx2(const float* part, int64_t 
   sum_groups_portable(part, j, n, gt, fsum, v);
 }
 
+/// Eight scales from element i: fp32, or (kHalf) IEEE binary16 bits widened exactly.
+template <bool kHalf>
+__attribute__((target("avx2,f16c"))) inline __m256 load_scales(const void* ws, int64_t i) {
+  if constexpr (kHalf) {
+    return _mm256_cvtph_ps(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint8_t*>(ws) + 2 * i)));
+  } else {
+    return _mm256_loadu_ps(static_cast<const float*>(ws) + i);
+  }
+}
+
+/// The first `left` (< 8) scales from element i (the lanes after them are not used). fp32:
+/// a masked load. binary16: a whole 16-byte load while it stays inside the `count` scales,
+/// else (the buffer's last row) through a zeroed copy.
+template <bool kHalf>
+__attribute__((target("avx2,f16c"))) inline __m256 load_scales_part(const void* ws, int64_t i,
+                                                                    int64_t left, int64_t count,
+                                                                    __m256i mask) {
+  if constexpr (kHalf) {
+    if (i + 8 <= count) return load_scales<true>(ws, i);
+    uint16_t h[8] = {};
+    std::memcpy(h, static_cast<const uint8_t*>(ws) + 2 * i, static_cast<size_t>(2 * left));
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)));
+  } else {
+    (void)left;
+    (void)count;
+    return _mm256_maskload_ps(static_cast<const float*>(ws) + i, mask);
+  }
+}
+
+/// The parts of rows j .. j + 8, groups g .. g + 8 of a grouped requant, transposed (r[k]:
+/// group g + k of each row).
+template <bool kHalf>
+__attribute__((target("avx2,f16c"))) inline void requant_block(const int32_t* acc, int64_t gt,
+                                                               __m256 xmv, const void* ws,
+                                                               int64_t ws_stride, const float* xsf,
+                                                               const float* wm, int64_t j,
+                                                               int64_t g, __m256 r[8]) {
+  for (int i = 0; i < 8; ++i) {
+    const int64_t row = j + i, at = row * ws_stride + g;
+    const __m256 a = _mm256_cvtepi32_ps(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + row * gt + g)));
+    __m256 p = _mm256_mul_ps(a, _mm256_mul_ps(xmv, load_scales<kHalf>(ws, at)));
+    if (wm != nullptr) {  // float offsets (fp32 only)
+      const __m256 m = _mm256_mul_ps(xmv, _mm256_loadu_ps(wm + at));
+      p = _mm256_add_ps(p, _mm256_mul_ps(_mm256_loadu_ps(xsf + g), m));
+    }
+    r[i] = p;
+  }
+  transpose8(r);
+}
+
+/// requant_block for the last left < 8 groups: masked loads (the lanes after them are not
+/// added by the caller).
+template <bool kHalf>
+__attribute__((target("avx2,f16c"))) inline void requant_tail(
+    const int32_t* acc, int64_t gt, __m256 xmv, const void* ws, int64_t ws_stride, int64_t count,
+    const float* xsf, const float* wm, int64_t j, int64_t g, int64_t left, __m256 r[8]) {
+  const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(left)),
+                                          _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  for (int i = 0; i < 8; ++i) {
+    const int64_t row = j + i, at = row * ws_stride + g;
+    const __m256 a = _mm256_cvtepi32_ps(_mm256_maskload_epi32(acc + row * gt + g, mask));
+    __m256 p =
+        _mm256_mul_ps(a, _mm256_mul_ps(xmv, load_scales_part<kHalf>(ws, at, left, count, mask)));
+    if (wm != nullptr) {
+      const __m256 m = _mm256_mul_ps(xmv, _mm256_maskload_ps(wm + at, mask));
+      p = _mm256_add_ps(p, _mm256_mul_ps(_mm256_maskload_ps(xsf + g, mask), m));
+    }
+    r[i] = p;
+  }
+  transpose8(r);
+}
+
 /// grouped_requant, 8 channels a step: the parts of 8 rows x 8 groups are formed row-wise
 /// (each lane one element, the scalar expression), transposed, and added column by column.
-__attribute__((target("avx2"))) void grouped_requant_avx2(const int32_t* acc, int64_t n, int64_t gt,
-                                                          float xm, const float* ws,
-                                                          int64_t ws_stride, const float* xsf,
-                                                          const float* wm, const float* fsum,
-                                                          float* v) {
+/// The last gt mod 8 groups take masked loads through the same block, adding only their
+/// columns. Scales fp32 or (kHalf) binary16 bits, `count` of them.
+template <bool kHalf>
+__attribute__((target("avx2,f16c"))) void grouped_requant_avx2(const int32_t* acc, int64_t n,
+                                                               int64_t gt, float xm, const void* ws,
+                                                               int64_t ws_stride, int64_t count,
+                                                               const float* xsf, const float* wm,
+                                                               const float* fsum, float* v) {
   const __m256 xmv = _mm256_set1_ps(xm);
   int64_t j = 0;
   for (; j + 8 <= n; j += 8) {
     __m256 s = _mm256_setzero_ps();
     bool first = true;
     int64_t g = 0;
+    __m256 r[8];
     for (; g + 8 <= gt; g += 8) {
-      __m256 r[8];
-      for (int i = 0; i < 8; ++i) {
-        const int64_t row = j + i;
-        const __m256 a = _mm256_cvtepi32_ps(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + row * gt + g)));
-        __m256 p = _mm256_mul_ps(a, _mm256_mul_ps(xmv, _mm256_loadu_ps(ws + row * ws_stride + g)));
-        if (wm != nullptr) {
-          const __m256 m = _mm256_mul_ps(xmv, _mm256_loadu_ps(wm + row * ws_stride + g));
-          p = _mm256_add_ps(p, _mm256_mul_ps(_mm256_loadu_ps(xsf + g), m));
-        }
-        r[i] = p;
-      }
-      transpose8(r);
+      requant_block<kHalf>(acc, gt, xmv, ws, ws_stride, xsf, wm, j, g, r);
       for (int k = 0; k < 8; ++k) add_column(r[k], fsum, j, &first, &s);
     }
-    if (g < gt) {  // the last gt − g < 8 groups: masked loads (zeros past them), same block
-      const int64_t left = gt - g;
-      const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(left)),
-                                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-      __m256 r[8];
-      for (int i = 0; i < 8; ++i) {
-        const int64_t row = j + i;
-        const __m256 a = _mm256_cvtepi32_ps(_mm256_maskload_epi32(acc + row * gt + g, mask));
-        __m256 p = _mm256_mul_ps(
-            a, _mm256_mul_ps(xmv, _mm256_maskload_ps(ws + row * ws_stride + g, mask)));
-        if (wm != nullptr) {
-          const __m256 m = _mm256_mul_ps(xmv, _mm256_maskload_ps(wm + row * ws_stride + g, mask));
-          p = _mm256_add_ps(p, _mm256_mul_ps(_mm256_maskload_ps(xsf + g, mask), m));
-        }
-        r[i] = p;
-      }
-      transpose8(r);
-      for (int64_t k = 0; k < left; ++k) add_column(r[k], fsum, j, &first, &s);  // real groups only
+    if (g < gt) {
+      requant_tail<kHalf>(acc, gt, xmv, ws, ws_stride, count, xsf, wm, j, g, gt - g, r);
+      for (int64_t k = 0; k < gt - g; ++k) add_column(r[k], fsum, j, &first, &s);  // real groups
     }
     _mm256_storeu_ps(v + j, s);
   }
-  grouped_requant_portable(acc, j, n, gt, xm, ws, ws_stride, xsf, wm, fsum, v);
+  if constexpr (kHalf) {
+    grouped_requant_f16_portable(acc, j, n, gt, xm, static_cast<const uint8_t*>(ws), ws_stride,
+                                 fsum, v);
+  } else {
+    grouped_requant_portable(acc, j, n, gt, xm, static_cast<const float*>(ws), ws_stride, xsf, wm,
+                             fsum, v);
+  }
 }
 
 /// group_corrections, 8 groups of a channel a step (wrapping 32-bit lanes), the last few
@@ -342,9 +420,24 @@ void grouped_requant(const int32_t* acc, int64_t n, int64_t gt, float xm, const 
                      int64_t ws_stride, const float* xsf, const float* wm, const float* fsum,
                      float* v) {
 #ifdef QBC_RUNTIME_AVX
-  if (cpu_has_avx2()) return grouped_requant_avx2(acc, n, gt, xm, ws, ws_stride, xsf, wm, fsum, v);
+  if (cpu_has_avx2() && fp16_rows_use_f16c()) {
+    const int64_t count = (n - 1) * ws_stride + gt;
+    return grouped_requant_avx2<false>(acc, n, gt, xm, ws, ws_stride, count, xsf, wm, fsum, v);
+  }
 #endif
   grouped_requant_portable(acc, 0, n, gt, xm, ws, ws_stride, xsf, wm, fsum, v);
+}
+
+void grouped_requant_f16(const int32_t* acc, int64_t n, int64_t gt, float xm, const uint8_t* ws,
+                         int64_t ws_stride, const float* fsum, float* v) {
+#ifdef QBC_RUNTIME_AVX
+  if (cpu_has_avx2() && fp16_rows_use_f16c()) {
+    const int64_t count = (n - 1) * ws_stride + gt;
+    return grouped_requant_avx2<true>(acc, n, gt, xm, ws, ws_stride, count, nullptr, nullptr, fsum,
+                                      v);
+  }
+#endif
+  grouped_requant_f16_portable(acc, 0, n, gt, xm, ws, ws_stride, fsum, v);
 }
 
 void group_corrections(const int32_t* dots, const int32_t* ts, const uint32_t* off,

@@ -33,6 +33,12 @@ void grouped_requant(const int32_t* acc, int64_t n, int64_t gt, float xm, const 
                      int64_t ws_stride, const float* xsf, const float* wm, const float* fsum,
                      float* v);
 
+/// grouped_requant without float offsets, the scales as IEEE binary16 bits at any alignment
+/// (the compact image's fp16 scales as SRAM holds them), each widened exactly to fp32: the
+/// bits of grouped_requant over the widened scales, without a widened copy per instruction.
+void grouped_requant_f16(const int32_t* acc, int64_t n, int64_t gt, float xm, const uint8_t* ws,
+                         int64_t ws_stride, const float* fsum, float* v);
+
 /// The int4 matmul's corrections of one row, modulo 2^32 (exact int32 sums wrap the same way
 /// in any order): for channels i < n and groups g < gt, e = i·gt + g,
 /// out[e] = dots[e] − xz·ts[e] − off[e]·xs[g] (+ out[e] with `accumulate`); no off term

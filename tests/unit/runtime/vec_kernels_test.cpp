@@ -130,6 +130,49 @@ TEST(VecKernels, GroupedRequantIsTheScalarExpressionInGroupOrder) {
   }
 }
 
+TEST(VecKernels, GroupedRequantReadsBinary16ScalesInPlace) {
+  // The scales as SRAM holds the compact image's: binary16 bits at an odd address, the buffer
+  // ending right after the last row's last scale (the last row's short block must not read
+  // past it). Every bit pattern class: normals, subnormals, signed zeros, infinities, NaN.
+  std::mt19937 rng(13);
+  std::uniform_int_distribution<int32_t> acc_dist(-(1 << 30), 1 << 30);
+  for (int64_t n : {1, 7, 8, 9, 23, 96}) {
+    for (int64_t gt : {1, 2, 8, 9, 18, 33}) {
+      for (int64_t pad : {0, 3}) {
+        for (bool with_fsum : {false, true}) {
+          SCOPED_TRACE("n " + std::to_string(n) + " gt " + std::to_string(gt) + " pad " +
+                       std::to_string(pad) + (with_fsum ? " fsum" : ""));
+          const int64_t stride = gt + pad, count = (n - 1) * stride + gt;
+          std::vector<int32_t> acc(static_cast<size_t>(n * gt));
+          for (int32_t& a : acc) a = acc_dist(rng);
+          std::vector<uint16_t> bits(static_cast<size_t>(count));
+          for (uint16_t& b : bits) b = static_cast<uint16_t>(rng());
+          bits[0] = 0x0001;  // the smallest subnormal
+          bits[static_cast<size_t>(count - 1)] = 0x8000;
+          std::vector<uint8_t> ws(static_cast<size_t>(1 + 2 * count));
+          std::memcpy(ws.data() + 1, bits.data(), 2 * static_cast<size_t>(count));
+          const std::vector<float> fsum = hostile(static_cast<size_t>(n), 25);
+          const float xm = 0.0123f;
+          std::vector<float> want(static_cast<size_t>(n));
+          for (int64_t j = 0; j < n; ++j) {
+            float s = 0.0f;
+            for (int64_t g = 0; g < gt; ++g) {
+              const float w = numerics::fp16_from_bits(bits[static_cast<size_t>(j * stride + g)]);
+              const float p = static_cast<float>(acc[j * gt + g]) * (xm * w);
+              s = g == 0 ? (with_fsum ? fsum[j] + p : p) : s + p;
+            }
+            want[j] = s;
+          }
+          std::vector<float> got(static_cast<size_t>(n), -1.0f);
+          grouped_requant_f16(acc.data(), n, gt, xm, ws.data() + 1, stride,
+                              with_fsum ? fsum.data() : nullptr, got.data());
+          expect_same_bits(got, want);
+        }
+      }
+    }
+  }
+}
+
 TEST(VecKernels, GroupCorrectionsWrapLikeTheScalarLoop) {
   std::mt19937 rng(5);
   std::uniform_int_distribution<int32_t> any(std::numeric_limits<int32_t>::min(),
