@@ -2,7 +2,8 @@
 // linear: quantize + matmul + requant) on SmolLM2-135M- and Llama-3.2-1B-shaped projections,
 // decode (1 row) and prefill (128 rows), with 1 and 2 host threads. Prints GMAC/s. The "W4g32"
 // shapes time the matmul on packed int4 weights in groups of 32 with packed 4-bit zero points
-// (the compact 4-bit image, docs/numerics.md): the grouped kernel dot_u8_groups.
+// (the compact 4-bit image, docs/numerics.md): the grouped stream kernels
+// (src/runtime/group_stream.h) on VNNI hosts, QBC_EXEC_NO_STREAM=1 for the older ones.
 //
 //   build/tools/qbc-exec-matmul [reps [shape-substring]]
 #include <chrono>

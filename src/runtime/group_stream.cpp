@@ -1,12 +1,13 @@
-// The grouped decode kernels (see group_stream.h). A step covers 16 groups of the stream (512
+// The grouped stream kernels (see group_stream.h). A step covers 16 groups of the stream (512
 // int8 weight bytes, or 256 packed int4 bytes), so its 16 sums fill one 512-bit register in
 // stream order and the corrections, the accumulate and the store run on it directly.
 //
 // int8 weights: Σ (x − xz) w = Σ u w − c Σ w with u = x + 128 and c = xz + 128 in [0, 255], both
 // vpdpbusd against the same weight register (u8 × s8, four products a 32-bit lane), subtracted
-// before the reduction. int4 weights: each packed byte xored with 0x88 gives t = w + 8 in
-// [0, 15] in both nibbles; Σ (x − xz) t = Σ t_lo x_even + Σ t_hi x_odd − Σ (t_lo + t_hi) xz,
-// three vpdpbusd with t unsigned and the codes signed, and (w − wz) = t − (8 + wz).
+// before the reduction. int4 weights: each nibble n of a packed byte gives t = w + 8 = n ^ 8 in
+// [0, 15] (one ternary-logic op a nibble); Σ (x − xz) t = Σ t_lo x_even + Σ t_hi x_odd − xz Σ t,
+// vpdpbusd with t unsigned and the codes signed (one row: the xz Σ t term in the lanes; several
+// rows: Σ t reduced once a step for all of them), and (w − wz) = t − (8 + wz).
 // Every product and sum is an exact integer; the 32-bit lanes wrap modulo 2^32 as the
 // contract's result does, so the order of the adds does not matter.
 #include "group_stream.h"
@@ -45,8 +46,10 @@ __attribute__((target("avx2"))) void split_groups_avx2(const int8_t* x, int64_t 
   }
 }
 
+/// AVX2 for the row layouts (QBC_EXEC_NO_AVX2 selects the portable loops, as elsewhere).
 bool host_avx2() {
-  static const bool on = (__builtin_cpu_init(), __builtin_cpu_supports("avx2") != 0);
+  static const bool on = (__builtin_cpu_init(), __builtin_cpu_supports("avx2") != 0) &&
+                         std::getenv("QBC_EXEC_NO_AVX2") == nullptr;
   return on;
 }
 

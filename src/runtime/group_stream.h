@@ -1,4 +1,4 @@
-// The decode kernels of grouped weights in groups of 32 (the compact 4-bit image and the 8-bit
+// The stream kernels of grouped weights in groups of 32 (the compact 4-bit image and the 8-bit
 // groups of its V and head): one activation row against a block of weight rows stored back to
 // back, read as one stream of 32-code groups in address order, with the zero-point
 // corrections done in the kernel's store. Stream group q is channel q / gt's group q % gt; it
