@@ -19,7 +19,8 @@ if [ "${QBC_SKIP_ASAN:-0}" != 1 ]; then
               unit_support_quote_test unit_readers_reader_mutation_test unit_runtime_mxq_hostile_test
               unit_tokenizer_vocab_json_test unit_tokenizer_chat_template_test
               unit_frontend_gguf_dequant_k_test unit_frontend_gguf_dequant_iq_test
-              unit_frontend_prequant_test unit_frontend_tokenizer_ggml_vocab_test)
+              unit_frontend_prequant_test unit_frontend_tokenizer_ggml_vocab_test
+              unit_runtime_group_stream_test unit_runtime_vec_kernels_test)
   args=()
   for t in "${asan_tests[@]}"; do args+=(--target "$t"); done
   echo "== AddressSanitizer + UBSan: model readers on hostile input"

@@ -664,7 +664,9 @@ Status exec(const isa::MatMul& op, Core& c) {
                                           : StreamZeros::Kind::kI32;
   }
   MatMulArgs args{op, rows, gt, group, xz.data(), nullptr, nullptr, packed ? wp : nullptr, zeros};
-  if (stream_path(args)) {  // reads the weights and zero points as stored
+  // Reads the weights and zero points in place while it writes acc (V4: live SRAM buffers do
+  // not overlap).
+  if (stream_path(args)) {
     if (!packed) args.w = weights_i8(wp, op.wtype, n, kt, &unpacked);
     matmul_stream(args, reinterpret_cast<const int8_t*>(x), c.pool, acc);
     return ok_status();
@@ -726,7 +728,8 @@ Status exec(const isa::Requant& op, Core& c) {
   std::vector<float>& bias = scratch<float, 11>(biasp != nullptr ? static_cast<size_t>(n) : 0);
   std::vector<float>& fsum = scratch<float, 12>(fsp != nullptr ? static_cast<size_t>(rows * n) : 0);
   load(xsp, rows, xs.data());
-  // Grouped int32 sums without float offsets read fp16 scales in place (grouped_requant_f16).
+  // Grouped int32 sums without float offsets read fp16 scales in place (grouped_requant_f16)
+  // while the rows write y: safe because the verifier's V4 keeps live SRAM buffers apart.
   const bool f16_in_place =
       ws16 && op.acctype == isa::DType::kI32 && !(gt == 1 && op.first) && !op.wmin.valid();
   if (f16_in_place) {

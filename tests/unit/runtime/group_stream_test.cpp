@@ -135,6 +135,7 @@ TEST_P(GroupStream, EveryKernelMatchesTheContract) {
   r4.prepare_i4(x.data(), c.kt, c.xz);
   const std::vector<int32_t> want8 = reference(c, false, x, w8, w4, wz8, old);
   const std::vector<int32_t> want4 = reference(c, true, x, w8, w4, wz4, old);
+  const std::vector<int32_t> want8_z4 = reference(c, false, x, w8, w4, wz4, old);
   using Kind = StreamZeros::Kind;
   // Where the zero points are stored: none, or each kind from element 0, 6 and (packed int4:
   // the portable loops) 3 of its array.
@@ -146,13 +147,14 @@ TEST_P(GroupStream, EveryKernelMatchesTheContract) {
   for (const auto& [kind, first] : stores) {
     const StoredZeros z8(wz8, first), z4(wz4, first);
     const std::string where = std::to_string(static_cast<int>(kind)) + "@" + std::to_string(first);
-    if (kind != Kind::kI4) {  // int8 zero points do not fit 4 bits
-      for (Kernel8 k : {&group_stream_i8, &group_stream_i8_portable}) {
-        const StreamZeros wz = z8.as(kind, first);
-        EXPECT_EQ(run(old, [&](uint8_t* o) { k(r8, w8.data(), c.n, wz, c.accumulate, o); }), want8)
-            << (k == &group_stream_i8 ? "int8, dispatched, zeros " : "int8, portable, zeros ")
-            << where;
-      }
+    // int8 weights: their int8 zero points, or (stored as packed int4 codes: int4 weights
+    // unpacked to int8) the int4 ones.
+    const std::vector<int32_t>& want8z = kind == Kind::kI4 ? want8_z4 : want8;
+    for (Kernel8 k : {&group_stream_i8, &group_stream_i8_portable}) {
+      const StreamZeros wz = (kind == Kind::kI4 ? z4 : z8).as(kind, first);
+      EXPECT_EQ(run(old, [&](uint8_t* o) { k(r8, w8.data(), c.n, wz, c.accumulate, o); }), want8z)
+          << (k == &group_stream_i8 ? "int8, dispatched, zeros " : "int8, portable, zeros ")
+          << where;
     }
     for (Kernel4 k : {&group_stream_i4, &group_stream_i4_portable}) {
       const StreamZeros wz = z4.as(kind, first);
@@ -183,32 +185,41 @@ INSTANTIATE_TEST_SUITE_P(Cases, GroupStream, ::testing::ValuesIn(kStreamCases),
                          });
 
 TEST(GroupStreamRows, SeveralRowsGiveEachRowsSingleRowSums) {
-  // 1 to 6 rows: the four-row, three-, two- and one-row passes and a second pass of four.
-  const int64_t n = 7, kt = 96, gt = 3;
+  // 1 to 6 rows (the four-, three-, two- and one-row passes and a second pass of four), for
+  // one, two, three and 18 groups a row, every zero-point storage, from element 0 and 6.
+  using Kind = StreamZeros::Kind;
   std::mt19937 gen(5);
-  std::vector<uint8_t> w4(static_cast<size_t>(n * kt / 2));
-  for (uint8_t& v : w4) v = static_cast<uint8_t>(gen());
-  std::vector<uint8_t> zeros(static_cast<size_t>(n * gt + 1) / 2);
-  for (uint8_t& v : zeros) v = static_cast<uint8_t>(gen());
-  const StreamZeros wz{StreamZeros::Kind::kI4, zeros.data(), 0};
-  std::vector<StreamRow> rows(6);
-  std::vector<std::vector<int8_t>> xs(6, std::vector<int8_t>(static_cast<size_t>(kt)));
-  for (int64_t r = 0; r < 6; ++r) {
-    for (int8_t& v : xs[static_cast<size_t>(r)])
-      v = static_cast<int8_t>(static_cast<int>(gen() % 256) - 128);
-    rows[static_cast<size_t>(r)].prepare_i4(xs[static_cast<size_t>(r)].data(), kt,
-                                            static_cast<int32_t>(r * 37 % 256) - 128);
-  }
-  const int64_t ldo = (n * gt + 3) * 4 + 1;  // padded, odd: no alignment assumed
-  for (int64_t count = 1; count <= 6; ++count) {
-    for (bool accumulate : {false, true}) {
-      std::vector<uint8_t> got(static_cast<size_t>(6 * ldo), 0x5A), want = got;
-      group_stream_i4_rows(rows.data(), count, w4.data(), n, wz, accumulate, got.data(), ldo);
-      for (int64_t r = 0; r < count; ++r) {
-        group_stream_i4_portable(rows[static_cast<size_t>(r)], w4.data(), n, wz, accumulate,
-                                 want.data() + r * ldo);
+  for (int64_t gt : {1, 2, 3, 18}) {
+    const int64_t n = 7, kt = 32 * gt;
+    std::vector<uint8_t> w4(static_cast<size_t>(n * kt / 2));
+    for (uint8_t& v : w4) v = static_cast<uint8_t>(gen());
+    std::vector<int32_t> z(static_cast<size_t>(n * gt));
+    for (int32_t& v : z) v = static_cast<int32_t>(gen() % 16) - 8;
+    std::vector<StreamRow> rows(6);
+    std::vector<std::vector<int8_t>> xs(6, std::vector<int8_t>(static_cast<size_t>(kt)));
+    for (int64_t r = 0; r < 6; ++r) {
+      for (int8_t& v : xs[static_cast<size_t>(r)])
+        v = static_cast<int8_t>(static_cast<int>(gen() % 256) - 128);
+      rows[static_cast<size_t>(r)].prepare_i4(xs[static_cast<size_t>(r)].data(), kt,
+                                              static_cast<int32_t>(r * 37 % 256) - 128);
+    }
+    const int64_t ldo = (n * gt + 3) * 4 + 1;  // padded, odd: no alignment assumed
+    for (const auto& [kind, first] : std::vector<std::pair<Kind, int64_t>>{
+             {Kind::kNone, 0}, {Kind::kI32, 0}, {Kind::kI8, 6}, {Kind::kI4, 0}, {Kind::kI4, 6}}) {
+      const StoredZeros stored(z, first);
+      const StreamZeros wz = stored.as(kind, first);
+      for (int64_t count = 1; count <= 6; ++count) {
+        for (bool accumulate : {false, true}) {
+          std::vector<uint8_t> got(static_cast<size_t>(6 * ldo), 0x5A), want = got;
+          group_stream_i4_rows(rows.data(), count, w4.data(), n, wz, accumulate, got.data(), ldo);
+          for (int64_t r = 0; r < count; ++r) {
+            group_stream_i4_portable(rows[static_cast<size_t>(r)], w4.data(), n, wz, accumulate,
+                                     want.data() + r * ldo);
+          }
+          EXPECT_EQ(got, want) << "gt " << gt << ", zeros " << static_cast<int>(kind) << "@"
+                               << first << ", " << count << " rows, accumulate " << accumulate;
+        }
       }
-      EXPECT_EQ(got, want) << count << " rows, accumulate " << accumulate;
     }
   }
 }
