@@ -87,6 +87,23 @@ TEST(VecKernels, SumGroupsKeepsSpecialValues) {
   }
 }
 
+/// v[j] = ((fsum[j] +) part(j, 0)) + part(j, 1) + ... for j < n: a grouped requant's fp32 sums
+/// in group order, one element at a time (numerics::qlinear).
+template <typename Part>
+std::vector<float> group_order_sums(int64_t n, int64_t gt, const std::vector<float>* fsum,
+                                    const Part& part) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) {
+    float s = 0.0f;
+    for (int64_t g = 0; g < gt; ++g) {
+      const float p = part(j, g);
+      s = g == 0 ? (fsum != nullptr ? (*fsum)[static_cast<size_t>(j)] + p : p) : s + p;
+    }
+    v[static_cast<size_t>(j)] = s;
+  }
+  return v;
+}
+
 TEST(VecKernels, GroupedRequantIsTheScalarExpressionInGroupOrder) {
   std::mt19937 rng(11);
   std::uniform_int_distribution<int32_t> acc_dist(-(1 << 30), 1 << 30);
@@ -105,20 +122,12 @@ TEST(VecKernels, GroupedRequantIsTheScalarExpressionInGroupOrder) {
           const std::vector<float> xsf = hostile(static_cast<size_t>(gt), 23);
           const std::vector<float> fsum = hostile(static_cast<size_t>(n), 24);
           const float xm = 0.0123f;
-          std::vector<float> want(static_cast<size_t>(n));
-          for (int64_t j = 0; j < n; ++j) {
-            float s = 0.0f;
-            for (int64_t g = 0; g < gt; ++g) {
-              float p = static_cast<float>(acc[j * gt + g]) * (xm * ws[j * stride + g]);
-              if (with_wm) p = p + xsf[g] * (xm * wm[j * stride + g]);
-              if (g == 0) {
-                s = with_fsum ? fsum[j] + p : p;
-              } else {
-                s = s + p;
-              }
-            }
-            want[j] = s;
-          }
+          const std::vector<float> want =
+              group_order_sums(n, gt, with_fsum ? &fsum : nullptr, [&](int64_t j, int64_t g) {
+                float p = static_cast<float>(acc[j * gt + g]) * (xm * ws[j * stride + g]);
+                if (with_wm) p = p + xsf[g] * (xm * wm[j * stride + g]);
+                return p;
+              });
           std::vector<float> got(static_cast<size_t>(n), -1.0f);
           grouped_requant(acc.data(), n, gt, xm, ws.data(), stride, with_wm ? xsf.data() : nullptr,
                           with_wm ? wm.data() : nullptr, with_fsum ? fsum.data() : nullptr,
@@ -153,16 +162,11 @@ TEST(VecKernels, GroupedRequantReadsBinary16ScalesInPlace) {
           std::memcpy(ws.data() + 1, bits.data(), 2 * static_cast<size_t>(count));
           const std::vector<float> fsum = hostile(static_cast<size_t>(n), 25);
           const float xm = 0.0123f;
-          std::vector<float> want(static_cast<size_t>(n));
-          for (int64_t j = 0; j < n; ++j) {
-            float s = 0.0f;
-            for (int64_t g = 0; g < gt; ++g) {
-              const float w = numerics::fp16_from_bits(bits[static_cast<size_t>(j * stride + g)]);
-              const float p = static_cast<float>(acc[j * gt + g]) * (xm * w);
-              s = g == 0 ? (with_fsum ? fsum[j] + p : p) : s + p;
-            }
-            want[j] = s;
-          }
+          const std::vector<float> want =
+              group_order_sums(n, gt, with_fsum ? &fsum : nullptr, [&](int64_t j, int64_t g) {
+                const float w = numerics::fp16_from_bits(bits[static_cast<size_t>(j * stride + g)]);
+                return static_cast<float>(acc[j * gt + g]) * (xm * w);
+              });
           std::vector<float> got(static_cast<size_t>(n), -1.0f);
           grouped_requant_f16(acc.data(), n, gt, xm, ws.data() + 1, stride,
                               with_fsum ? fsum.data() : nullptr, got.data());
