@@ -732,11 +732,9 @@ Status exec(const isa::Requant& op, Core& c) {
   // while the rows write y: safe because the verifier's V4 keeps live SRAM buffers apart.
   const bool f16_in_place =
       ws16 && op.acctype == isa::DType::kI32 && !(gt == 1 && op.first) && !op.wmin.valid();
-  if (f16_in_place) {
-    // nothing to widen
-  } else if (ws16) {
+  if (ws16 && !f16_in_place) {
     load_f16(wsp, ws_count, ws.data());  // fp16 scales widened exactly to fp32
-  } else {
+  } else if (!ws16) {
     load(wsp, ws_count, ws.data());
   }
   if (biasp != nullptr) load(biasp, n, bias.data());

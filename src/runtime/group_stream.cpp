@@ -15,6 +15,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "matmul_kernel.h"
+#include "values.h"
+#include "vec_kernels.h"
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define QBC_STREAM_SIMD 1
@@ -44,13 +48,6 @@ __attribute__((target("avx2"))) void split_groups_avx2(const int8_t* x, int64_t 
                         static_cast<uint64_t>(_mm_extract_epi64(h, 1));
     sums[g] = static_cast<uint32_t>(su) - 128u * 32u;
   }
-}
-
-/// AVX2 for the row layouts (QBC_EXEC_NO_AVX2 selects the portable loops, as elsewhere).
-bool host_avx2() {
-  static const bool on = (__builtin_cpu_init(), __builtin_cpu_supports("avx2") != 0) &&
-                         std::getenv("QBC_EXEC_NO_AVX2") == nullptr;
-  return on;
 }
 
 }  // namespace
@@ -102,7 +99,7 @@ void StreamRow::prepare_i4(const int8_t* x, int64_t kt, int32_t xz) {
   odd_.resize(static_cast<size_t>(half + 48));
   bool summed = false;
 #ifdef QBC_STREAM_SIMD
-  if (host_avx2()) {
+  if (cpu_has_avx2()) {  // QBC_EXEC_NO_AVX2 selects the loops below, as elsewhere
     split_groups_avx2(x, kt / kStreamGroup, even_.data(), odd_.data(), xs_.data());
     summed = true;
   }
@@ -122,39 +119,34 @@ void StreamRow::prepare_i4(const int8_t* x, int64_t kt, int32_t xz) {
 
 int32_t StreamZeros::at(int64_t q) const {
   const int64_t i = first + q;
+  int32_t v[2] = {0, 0};
   switch (kind) {
     case Kind::kNone:
       return 0;
-    case Kind::kI32: {
-      int32_t v;
-      std::memcpy(&v, p + 4 * i, sizeof v);
-      return v;
-    }
+    case Kind::kI32:
+      load(p + 4 * i, 1, v);
+      return v[0];
     case Kind::kI8:
-      return static_cast<int8_t>(p[i]);
-    case Kind::kI4: {
-      const int32_t nib = i % 2 == 0 ? (p[i / 2] & 0xF) : (p[i / 2] >> 4);
-      return (nib ^ 8) - 8;
-    }
+      load_codes(p + i, isa::DType::kI8, 1, v);
+      return v[0];
+    case Kind::kI4:  // the byte holding code i, both its codes
+      load_codes(p + i / 2, isa::DType::kI4, 2, v);
+      return v[i % 2];
   }
   return 0;
 }
 
 namespace {
 
-int32_t load_i32(const uint8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-void store_i32(uint8_t* p, int32_t v) { std::memcpy(p, &v, sizeof v); }
-
 /// out[q] (+)= dot − off · xs[g], modulo 2^32 (the shared epilogue of the portable loops).
 void finish(uint8_t* out, int64_t q, uint32_t dot, uint32_t off, uint32_t xs, bool accumulate) {
   uint32_t v = dot - off * xs;
-  if (accumulate) v += static_cast<uint32_t>(load_i32(out + 4 * q));
-  store_i32(out + 4 * q, static_cast<int32_t>(v));
+  if (accumulate) {
+    uint32_t old = 0;
+    load(out + 4 * q, 1, &old);
+    v += old;
+  }
+  store(&v, 1, out + 4 * q);
 }
 
 }  // namespace
@@ -366,14 +358,9 @@ QBC_STREAM_VNNI void stream_i4_vnni(const StreamRow* x, const uint8_t* w, int64_
   }
 }
 
+/// The VNNI host check of dot_u8 (QBC_EXEC_NO_VNNI turns it off), and QBC_EXEC_NO_STREAM.
 bool stream_vnni() {
-  static const bool on = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
-           std::getenv("QBC_EXEC_NO_VNNI") == nullptr &&
-           std::getenv("QBC_EXEC_NO_STREAM") == nullptr;
-  }();
+  static const bool on = dot_u8_fast() && std::getenv("QBC_EXEC_NO_STREAM") == nullptr;
   return on;
 }
 

@@ -46,35 +46,31 @@ inline float requant_part(int32_t a, float xm, float w, const float* xsf, const 
   return p;
 }
 
-void grouped_requant_portable(const int32_t* acc, int64_t j0, int64_t n, int64_t gt, float xm,
-                              const float* ws, int64_t ws_stride, const float* xsf, const float* wm,
-                              const float* fsum, float* v) {
-  for (int64_t j = j0; j < n; ++j) {
-    const int32_t* aj = acc + j * gt;
-    const float* wj = ws + j * ws_stride;
-    const float* mj = wm != nullptr ? wm + j * ws_stride : nullptr;
-    float s = requant_part(aj[0], xm, wj[0], xsf, mj, 0);
-    if (fsum != nullptr) s = fsum[j] + s;
-    for (int64_t g = 1; g < gt; ++g) s = s + requant_part(aj[g], xm, wj[g], xsf, mj, g);
-    v[j] = s;
+/// Scale i of a grouped requant: fp32, or (kHalf) IEEE binary16 bits at any alignment, widened
+/// exactly.
+template <bool kHalf>
+float scale_at(const void* ws, int64_t i) {
+  if constexpr (kHalf) {
+    uint16_t h;
+    std::memcpy(&h, static_cast<const uint8_t*>(ws) + 2 * i, sizeof h);
+    return numerics::fp16_from_bits(h);
+  } else {
+    return static_cast<const float*>(ws)[i];
   }
 }
 
-/// grouped_requant_portable with binary16 scales, each widened exactly (no float offsets).
-void grouped_requant_f16_portable(const int32_t* acc, int64_t j0, int64_t n, int64_t gt, float xm,
-                                  const uint8_t* ws, int64_t ws_stride, const float* fsum,
-                                  float* v) {
-  auto scale = [&](int64_t i) {
-    uint16_t h;
-    std::memcpy(&h, ws + 2 * i, sizeof h);
-    return numerics::fp16_from_bits(h);
-  };
+/// grouped_requant's channels [j0, n) one element at a time (the scalar definition).
+template <bool kHalf>
+void grouped_requant_portable(const int32_t* acc, int64_t j0, int64_t n, int64_t gt, float xm,
+                              const void* ws, int64_t ws_stride, const float* xsf, const float* wm,
+                              const float* fsum, float* v) {
   for (int64_t j = j0; j < n; ++j) {
     const int32_t* aj = acc + j * gt;
-    float s = requant_part(aj[0], xm, scale(j * ws_stride), nullptr, nullptr, 0);
+    const float* mj = wm != nullptr ? wm + j * ws_stride : nullptr;
+    float s = requant_part(aj[0], xm, scale_at<kHalf>(ws, j * ws_stride), xsf, mj, 0);
     if (fsum != nullptr) s = fsum[j] + s;
     for (int64_t g = 1; g < gt; ++g)
-      s = s + requant_part(aj[g], xm, scale(j * ws_stride + g), nullptr, nullptr, g);
+      s = s + requant_part(aj[g], xm, scale_at<kHalf>(ws, j * ws_stride + g), xsf, mj, g);
     v[j] = s;
   }
 }
@@ -265,13 +261,7 @@ __attribute__((target("avx2,f16c"))) void grouped_requant_avx2(const int32_t* ac
     }
     _mm256_storeu_ps(v + j, s);
   }
-  if constexpr (kHalf) {
-    grouped_requant_f16_portable(acc, j, n, gt, xm, static_cast<const uint8_t*>(ws), ws_stride,
-                                 fsum, v);
-  } else {
-    grouped_requant_portable(acc, j, n, gt, xm, static_cast<const float*>(ws), ws_stride, xsf, wm,
-                             fsum, v);
-  }
+  grouped_requant_portable<kHalf>(acc, j, n, gt, xm, ws, ws_stride, xsf, wm, fsum, v);
 }
 
 /// group_corrections, 8 groups of a channel a step (wrapping 32-bit lanes), the last few
@@ -425,7 +415,7 @@ void grouped_requant(const int32_t* acc, int64_t n, int64_t gt, float xm, const 
     return grouped_requant_avx2<false>(acc, n, gt, xm, ws, ws_stride, count, xsf, wm, fsum, v);
   }
 #endif
-  grouped_requant_portable(acc, 0, n, gt, xm, ws, ws_stride, xsf, wm, fsum, v);
+  grouped_requant_portable<false>(acc, 0, n, gt, xm, ws, ws_stride, xsf, wm, fsum, v);
 }
 
 void grouped_requant_f16(const int32_t* acc, int64_t n, int64_t gt, float xm, const uint8_t* ws,
@@ -437,7 +427,7 @@ void grouped_requant_f16(const int32_t* acc, int64_t n, int64_t gt, float xm, co
                                       v);
   }
 #endif
-  grouped_requant_f16_portable(acc, 0, n, gt, xm, ws, ws_stride, fsum, v);
+  grouped_requant_portable<true>(acc, 0, n, gt, xm, ws, ws_stride, nullptr, nullptr, fsum, v);
 }
 
 void group_corrections(const int32_t* dots, const int32_t* ts, const uint32_t* off,
