@@ -1,20 +1,24 @@
 // The output error ||X·d||² of weight-row errors d on calibration rows X of one linear
-// input, batched through gemm_acc: shared by searchWeightScale (its scale and clip
-// searches) and the spinR1 check (round-to-nearest error as is and rotated).
+// input, batched: shared by searchWeightScale (its scale and clip searches) and the
+// spinR1 check (round-to-nearest error as is and rotated).
 // Internal to qbc_quant.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "f32_products.h"
+
 namespace qbc::quant {
 
 /// Calibration rows X [n, in] of one linear input, and ||X·d||² for weight-row errors d,
-/// a batch of rows at a time through gemm_acc: dᵀ(XᵀX)d through the Gram matrix when
-/// in ≤ min(n, kGramMaxIn) (all n rows), otherwise ||X'·d||² on at most kErrorRows
-/// evenly spaced rows X' of X. Per row that is at most max(kGramMaxIn, kErrorRows)·in
-/// multiply-adds, whatever the model size. fp64, every reduction in index order: the
-/// results do not depend on the thread count.
+/// a batch of rows at a time: dᵀ(XᵀX)d through the Gram matrix when in ≤ min(n,
+/// kGramMaxIn) (all n rows; fp64 through gemm_acc), otherwise ||X'·d||² on at most
+/// kErrorRows evenly spaced rows X' of X, with X'·d in fp32 (d rounded to fp32, each
+/// element one chain of fused multiply-adds in input order: f32_products.h) and its
+/// squares summed in fp64. Per row that is at most max(kGramMaxIn, kErrorRows)·in
+/// multiply-adds, whatever the model size. Every reduction in index order: the results
+/// depend neither on the thread count nor on the CPU's vector width.
 class OutputError {
  public:
   static constexpr int64_t kGramMaxIn = 512;  ///< Gram matrix up to this many inputs.
@@ -28,7 +32,8 @@ class OutputError {
   void errors(const double* D, int64_t rows, double* out) const;
 
  private:
-  std::vector<double> gram_, xt_;
+  std::vector<double> gram_;
+  f32_detail::PackedColumns xt_;  // X'ᵀ [in, m]
   int64_t n_, in_, m_ = 0;
 };
 

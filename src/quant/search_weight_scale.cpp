@@ -27,7 +27,8 @@
 // Folding into v rows / up rows does not change their own quantization: per-row
 // symmetric quantization is invariant to scaling a row. So every group of a block is
 // searched from one run of the block on the float stream, then all folds are applied,
-// then the clip searches run, then the stream advances with the rewritten weights.
+// then the clip searches run, then the stream advances to that run's outputs (the folded
+// block computes them up to the fp32 rounding of its folded weights).
 //
 // Not handled (left to RTN, with the float weights untouched): the LM head; norms that
 // feed anything but linears or per-head norms (group > 0). When v or up is a slice of a
@@ -36,17 +37,18 @@
 // (the fold is exact) but neither contribute to the error nor get fixed integers.
 //
 // Cost (what keeps it usable on real models): the output error of a candidate is
-// evaluated for a batch of weight rows with one gemm_acc product, through the input's
+// evaluated for a batch of weight rows with one product (OutputError), through the input's
 // Gram matrix when the input has at most 512 features (all kept calibration rows), or
 // on 512 evenly spaced calibration rows otherwise; the α search scores at most 256
 // evenly spaced output rows of each linear (α is one number per group). Per block that
 // is about 22 clip candidates × rows × in × 512 multiply-adds for the clip search and a
 // small fraction of it for the α search.
 //
-// Deterministic: fp64 arithmetic, fixed evenly spaced row subsamples, every reduction
-// in index order (gemm_acc's products do not depend on how they are split); threads
-// only split independent output rows (or Gram rows), whose results are combined in
-// index order.
+// Deterministic: fp64 arithmetic except OutputError's fp32 products past 512 inputs (each
+// element one fused multiply-add chain in input order, f32_products.h), fixed evenly spaced
+// row subsamples, every reduction in index order (neither gemm_acc's nor the fp32 products
+// depend on how they are split or on the CPU's vector width); threads only split
+// independent output rows (or Gram rows), whose results are combined in index order.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -83,6 +85,20 @@ void parallel_for(int64_t n, int threads, const F& f) {
 
 double code_of(double w, double s, int qm) {
   return std::clamp(std::nearbyint(w / s), static_cast<double>(-qm - 1), static_cast<double>(qm));
+}
+
+/// d[c] = (w[c] − q·code_of(w[c], q, qm))·inv[c] for c < in: one row's rounding error at
+/// scale q, weighted by the input's scale. The AVX2 clone computes the same operations a
+/// vector at a time (division, round to nearest even, clamp, multiply, subtract: each exact
+/// or correctly rounded, no fused multiply-adds in qbc_quant).
+__attribute__((target_clones("avx2", "default"))) void weighted_row_error(const double* w, double q,
+                                                                          int qm, const double* inv,
+                                                                          int64_t in, double* d) {
+  const double lo = static_cast<double>(-qm - 1), hi = static_cast<double>(qm);
+  for (int64_t c = 0; c < in; ++c) {
+    const double code = std::min(std::max(std::nearbyint(w[c] / q), lo), hi);
+    d[c] = (w[c] - q * code) * inv[c];
+  }
 }
 
 /// Rows of one activation, subsampled: at most `per_sample` evenly spaced tokens of each
@@ -170,12 +186,19 @@ class SearchWeightScale final : public Pass {
         continue;
       }
       QBC_ASSIGN_OR_RETURN(std::vector<Group> groups, plan_block(ctx, users, *b));
+      bool ran = false;
       if (!groups.empty()) {
         QBC_ASSIGN_OR_RETURN(bool c, run_block(ctx, runner, s, reader, std::move(groups)));
         changed = changed || c;
+        ran = true;
       }
       events::progress("awq", static_cast<int64_t>(++done), static_cast<int64_t>(blocks.size()));
-      if (s + 1 < runner.num_segments()) QBC_RETURN_IF_ERROR(runner.advance(s, reader));
+      // The next block reads this block's outputs from the run before the folds: the folds
+      // leave the block's function unchanged up to the fp32 rounding of the folded weights,
+      // and a second float run of the block would cost as much as the first.
+      if (s + 1 < runner.num_segments()) {
+        QBC_RETURN_IF_ERROR(ran ? runner.advance_from_last_run(s) : runner.advance(s, reader));
+      }
     }
     return changed;
   }
@@ -305,13 +328,16 @@ class SearchWeightScale final : public Pass {
         std::max<int64_t>(1, kMaxRows / static_cast<int64_t>(ctx.num_samples));
     std::vector<float> act;
     std::vector<int64_t> shape;
-    QBC_RETURN_IF_ERROR(runner.run(s, reader, [&](size_t, ref::Session& session) -> Status {
-      for (auto& [name, r] : rows) {
-        QBC_RETURN_IF_ERROR(session.activation(name, &act, &shape));
-        QBC_RETURN_IF_ERROR(add_rows(act, shape, per_sample, &r, name));
-      }
-      return ok_status();
-    }));
+    QBC_RETURN_IF_ERROR(runner.run(
+        s, reader,
+        [&](size_t, ref::Session& session) -> Status {
+          for (auto& [name, r] : rows) {
+            QBC_RETURN_IF_ERROR(session.activation(name, &act, &shape));
+            QBC_RETURN_IF_ERROR(add_rows(act, shape, per_sample, &r, name));
+          }
+          return ok_status();
+        },
+        /*keep_outputs=*/true));
 
     // 2. Working copies of every weight the block's groups touch.
     std::map<std::string, Matrix> w;
@@ -533,12 +559,11 @@ class SearchWeightScale final : public Pass {
           for (int64_t r = r0; r < r1; ++r) {
             q[r - r0] = extreme_scale(extreme[r - r0], 1.0 - 0.05 * i, bits, end);
             double* d = D.data() + (r - r0) * in;
-            for (int64_t c = 0; c < in; ++c) {
-              const double v = wm.at(r, c);
-              d[c] =
-                  extreme[r - r0] == 0
-                      ? 0.0
-                      : (v - static_cast<double>(q[r - r0]) * code_of(v, q[r - r0], qm)) * inv[c];
+            if (extreme[r - r0] == 0) {
+              std::fill(d, d + in, 0.0);
+            } else {
+              weighted_row_error(wm.v.data() + r * in, static_cast<double>(q[r - r0]), qm,
+                                 inv.data(), in, d);
             }
           }
           err.errors(D.data(), nr, e.data());
