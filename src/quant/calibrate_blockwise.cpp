@@ -321,6 +321,10 @@ Status BlockRunner::run_graph(size_t s, const ir::Graph& graph, const ir::Weight
                        ref::Session::create(graph, weights, session_));
   session->set_keep_activations(true);
   std::vector<float> out;
+  if (keep) {  // a run that keeps replaces what an earlier one kept
+    kept_outputs_.clear();
+    kept_segment_ = s;
+  }
   for (size_t i = 0; i < stream_.size(); ++i) {
     QBC_RETURN_IF_ERROR(cancel::check(sample_where(i, s)));
     session->reset();
@@ -342,7 +346,7 @@ Status BlockRunner::advance_from_last_run(size_t s) {
     return internal_error("BlockRunner: segment ", s, " advanced while the stream is at ",
                           current_);
   if (s + 1 < segments_.size()) {
-    if (kept_outputs_.size() != stream_.size()) {
+    if (kept_segment_ != s || kept_outputs_.size() != stream_.size()) {
       return internal_error("BlockRunner: segment ", s, " has no kept outputs to advance from");
     }
     stream_ = std::move(kept_outputs_);
@@ -356,6 +360,7 @@ Status BlockRunner::advance(size_t s, const ir::WeightReader& weights) {
   if (s != current_)
     return internal_error("BlockRunner: segment ", s, " advanced while the stream is at ",
                           current_);
+  kept_outputs_.clear();  // outputs kept by a run of this segment are not the next's
   if (s + 1 < segments_.size()) {
     QBC_ASSIGN_OR_RETURN(std::unique_ptr<ref::Session> session,
                          ref::Session::create(graphs_[s], weights, session_));

@@ -53,7 +53,8 @@ class BlockRunner {
   Status run_prefix(size_t s, const std::vector<std::string>& needed,
                     const ir::WeightReader& weights, const Visitor& visit);
   /// Makes the outputs of the last run(s, ..., keep_outputs = true) the next segment's
-  /// stream, without running the segment again.
+  /// stream, without running the segment again (kInternal when segment `s` kept none: outputs
+  /// kept for an earlier segment are dropped when it advances).
   Status advance_from_last_run(size_t s);
   /// Runs segment `s` once more with `weights` and makes its outputs the stream the next
   /// segment reads (call once per segment, after the last run()).
@@ -93,6 +94,7 @@ class BlockRunner {
   std::vector<ir::Graph> graphs_;
   std::vector<std::string> full_names_;  // node names of the full graph, by ValueId
   std::vector<std::vector<float>> stream_, kept_outputs_;
+  size_t kept_segment_ = static_cast<size_t>(-1);  ///< The segment kept_outputs_ came from.
   std::vector<int64_t> seqs_;
   std::vector<std::vector<HostRows>> deepstack_;  ///< Per sample, per level; empty: none.
   int64_t hidden_ = 0;

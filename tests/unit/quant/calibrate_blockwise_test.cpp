@@ -295,5 +295,45 @@ TEST(BlockRunnerPrefix, ComputesTheAskedNodesAsTheWholeSegment) {
   }
 }
 
+// advance_from_last_run gives the next segment the stream advance() would (the same weights:
+// bit for bit), and only from outputs its own segment kept: outputs kept for an earlier
+// segment that advance() moved past are refused, not reused.
+TEST(BlockRunnerKeep, AdvancesFromItsOwnSegmentsOutputsOnly) {
+  QBC_REQUIRE_SHARED(config, "model-configs-new/Qwen3-VL-4B-Instruct/config.json");
+  DeepStackModel m;
+  QBC_ASSERT_OK(make_deepstack_model(config, "qwen3_vl_keep", &m));
+  SampleSource samples = [&](size_t i, std::vector<float>* out, int64_t* s) {
+    *out = m.embeds[i];
+    *s = m.seq;
+    return ok_status();
+  };
+  DeepStackSource deepstack = [&](size_t i, int64_t, std::vector<std::vector<float>>* out) {
+    *out = m.rows[i];
+    return ok_status();
+  };
+  auto kept = BlockRunner::create(*m.g, 2, samples, {}, &deepstack);
+  auto rerun = BlockRunner::create(*m.g, 2, samples, {}, &deepstack);
+  QBC_ASSERT_OK(kept);
+  QBC_ASSERT_OK(rerun);
+  ASSERT_GE(kept->num_segments(), 4u);  // segment 2 is not the head: it has a next segment
+  QBC_ASSERT_OK(kept->run(0, m.reader, nullptr, /*keep_outputs=*/true));
+  QBC_ASSERT_OK(kept->advance_from_last_run(0));
+  QBC_ASSERT_OK(rerun->advance(0, m.reader));
+  ASSERT_EQ(kept->stream().size(), rerun->stream().size());
+  for (size_t i = 0; i < kept->stream().size(); ++i) {
+    const std::vector<float>& a = kept->stream()[i];
+    const std::vector<float>& b = rerun->stream()[i];
+    ASSERT_EQ(a.size(), b.size());
+    ASSERT_FALSE(a.empty());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << "sample " << i;
+  }
+  // Segment 1 keeps its outputs, then advances by running again: segment 2 has none.
+  QBC_ASSERT_OK(kept->run(1, m.reader, nullptr, /*keep_outputs=*/true));
+  QBC_ASSERT_OK(kept->advance(1, m.reader));
+  Status stale = kept->advance_from_last_run(2);
+  EXPECT_EQ(stale.code(), Code::kInternal) << stale.to_string();
+  EXPECT_TRUE(::qbc::testing::contains(stale.message(), "no kept outputs")) << stale.to_string();
+}
+
 }  // namespace
 }  // namespace qbc::quant

@@ -66,7 +66,11 @@ TEST(F32Products, EveryKernelIsOneFusedChainPerElement) {
       ASSERT_EQ(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)), 0);
     }
   }
-  EXPECT_GE(kernels_run, 2);  // kAuto and kPortable at least
+  // The dispatch sees what the CPU has (an AVX-512 host must not fall back unnoticed).
+  EXPECT_EQ(available(Kernel::kAvx512), __builtin_cpu_supports("avx512f") != 0);
+  EXPECT_EQ(available(Kernel::kAvx2),
+            __builtin_cpu_supports("avx2") != 0 && __builtin_cpu_supports("fma") != 0);
+  EXPECT_EQ(kernels_run, 2 + available(Kernel::kAvx512) + available(Kernel::kAvx2));
 }
 
 // Fused and unfused chains differ: the reference above is a real constraint (a kernel that
