@@ -211,6 +211,20 @@ TEST(BlockwiseCalibrationDeepStack, RowsReachTheirBlocksAsInTheWholeModel) {
       << bad.status().to_string();
 }
 
+/// A BlockRunner over the model's two samples with their DeepStack rows (create copies them).
+StatusOr<BlockRunner> runner_of(const DeepStackModel& m) {
+  SampleSource samples = [&m](size_t i, std::vector<float>* out, int64_t* s) {
+    *out = m.embeds[i];
+    *s = m.seq;
+    return ok_status();
+  };
+  DeepStackSource deepstack = [&m](size_t i, int64_t, std::vector<std::vector<float>>* out) {
+    *out = m.rows[i];
+    return ok_status();
+  };
+  return BlockRunner::create(*m.g, 2, samples, {}, &deepstack);
+}
+
 // BlockRunner::run_prefix runs only what computes the nodes asked for: their values (and
 // their ancestors') are those of the whole segment's run, bit for bit, with DeepStack rows fed
 // to a prefix that does not read them; a later node is not computed; an unknown node is
@@ -219,16 +233,7 @@ TEST(BlockRunnerPrefix, ComputesTheAskedNodesAsTheWholeSegment) {
   QBC_REQUIRE_SHARED(config, "model-configs-new/Qwen3-VL-4B-Instruct/config.json");
   DeepStackModel m;
   QBC_ASSERT_OK(make_deepstack_model(config, "qwen3_vl_prefix", &m));
-  SampleSource samples = [&](size_t i, std::vector<float>* out, int64_t* s) {
-    *out = m.embeds[i];
-    *s = m.seq;
-    return ok_status();
-  };
-  DeepStackSource deepstack = [&](size_t i, int64_t, std::vector<std::vector<float>>* out) {
-    *out = m.rows[i];
-    return ok_status();
-  };
-  auto runner = BlockRunner::create(*m.g, 2, samples, {}, &deepstack);
+  auto runner = runner_of(m);
   QBC_ASSERT_OK(runner);
   ASSERT_GE(runner->num_segments(), 3u);
   Status bad = runner->run_prefix(0, {"no.such.node"}, m.reader, nullptr);
@@ -302,17 +307,8 @@ TEST(BlockRunnerKeep, AdvancesFromItsOwnSegmentsOutputsOnly) {
   QBC_REQUIRE_SHARED(config, "model-configs-new/Qwen3-VL-4B-Instruct/config.json");
   DeepStackModel m;
   QBC_ASSERT_OK(make_deepstack_model(config, "qwen3_vl_keep", &m));
-  SampleSource samples = [&](size_t i, std::vector<float>* out, int64_t* s) {
-    *out = m.embeds[i];
-    *s = m.seq;
-    return ok_status();
-  };
-  DeepStackSource deepstack = [&](size_t i, int64_t, std::vector<std::vector<float>>* out) {
-    *out = m.rows[i];
-    return ok_status();
-  };
-  auto kept = BlockRunner::create(*m.g, 2, samples, {}, &deepstack);
-  auto rerun = BlockRunner::create(*m.g, 2, samples, {}, &deepstack);
+  auto kept = runner_of(m);
+  auto rerun = runner_of(m);
   QBC_ASSERT_OK(kept);
   QBC_ASSERT_OK(rerun);
   ASSERT_GE(kept->num_segments(), 4u);  // segment 2 is not the head: it has a next segment
