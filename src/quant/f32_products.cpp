@@ -108,6 +108,25 @@ void tile_rows(int mr, int64_t kc, const float* a, int64_t lda, const float* b, 
   }
 }
 
+/// A tile of `s` strips (at most Kn::kS) and `mr` rows.
+template <class Kn>
+void tile_any(int s, int mr, int64_t kc, const float* a, int64_t lda, const float* b, int64_t bstep,
+              float* y, int64_t ldy) {
+  if constexpr (Kn::kS == 4) {
+    switch (s) {
+      case 4:
+        return tile_rows<Kn, 4>(mr, kc, a, lda, b, bstep, y, ldy);
+      case 3:
+        return tile_rows<Kn, 3>(mr, kc, a, lda, b, bstep, y, ldy);
+      case 2:
+        return tile_rows<Kn, 2>(mr, kc, a, lda, b, bstep, y, ldy);
+      default:
+        break;
+    }
+  }
+  tile_rows<Kn, 1>(mr, kc, a, lda, b, bstep, y, ldy);
+}
+
 template <class Kn>
 void products_with(const float* A, int64_t rows, int64_t lda, const PackedColumns& x, float* Y) {
   const int64_t K = x.depth(), T = x.strips(), ldy = T * kStrip, bstep = K * kStrip;
@@ -121,21 +140,7 @@ void products_with(const float* A, int64_t rows, int64_t lda, const PackedColumn
         const int mr = static_cast<int>(std::min<int64_t>(kMr, rows - r0));
         const float* a = A + r0 * lda + k0;
         float* y = Y + r0 * ldy + t0 * kStrip;
-        if constexpr (Kn::kS == 4) {
-          if (s == 4) {
-            tile_rows<Kn, 4>(mr, kc, a, lda, b, bstep, y, ldy);
-            continue;
-          }
-          if (s == 3) {
-            tile_rows<Kn, 3>(mr, kc, a, lda, b, bstep, y, ldy);
-            continue;
-          }
-          if (s == 2) {
-            tile_rows<Kn, 2>(mr, kc, a, lda, b, bstep, y, ldy);
-            continue;
-          }
-        }
-        tile_rows<Kn, 1>(mr, kc, a, lda, b, bstep, y, ldy);
+        tile_any<Kn>(s, mr, kc, a, lda, b, bstep, y, ldy);
       }
     }
   }

@@ -90,15 +90,11 @@ double code_of(double w, double s, int qm) {
 /// d[c] = (w[c] − q·code_of(w[c], q, qm))·inv[c] for c < in: one row's rounding error at
 /// scale q, weighted by the input's scale. The AVX2 clone computes the same operations a
 /// vector at a time (division, round to nearest even, clamp, multiply, subtract: each exact
-/// or correctly rounded, no fused multiply-adds in qbc_quant).
+/// or correctly rounded, no fused multiply-adds in qbc_quant), with code_of inlined.
 __attribute__((target_clones("avx2", "default"))) void weighted_row_error(const double* w, double q,
                                                                           int qm, const double* inv,
                                                                           int64_t in, double* d) {
-  const double lo = static_cast<double>(-qm - 1), hi = static_cast<double>(qm);
-  for (int64_t c = 0; c < in; ++c) {
-    const double code = std::min(std::max(std::nearbyint(w[c] / q), lo), hi);
-    d[c] = (w[c] - q * code) * inv[c];
-  }
+  for (int64_t c = 0; c < in; ++c) d[c] = (w[c] - q * code_of(w[c], q, qm)) * inv[c];
 }
 
 /// Rows of one activation, subsampled: at most `per_sample` evenly spaced tokens of each
@@ -186,11 +182,10 @@ class SearchWeightScale final : public Pass {
         continue;
       }
       QBC_ASSIGN_OR_RETURN(std::vector<Group> groups, plan_block(ctx, users, *b));
-      bool ran = false;
-      if (!groups.empty()) {
+      const bool ran = !groups.empty();  // run_block ran the block and kept its outputs
+      if (ran) {
         QBC_ASSIGN_OR_RETURN(bool c, run_block(ctx, runner, s, reader, std::move(groups)));
         changed = changed || c;
-        ran = true;
       }
       events::progress("awq", static_cast<int64_t>(++done), static_cast<int64_t>(blocks.size()));
       // The next block reads this block's outputs from the run before the folds: the folds
