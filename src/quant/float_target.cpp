@@ -18,10 +18,7 @@
 namespace qbc::quant {
 
 using gptq_detail::gemm_acc;
-using gptq_detail::inverse_cholesky_upper;
-using gptq_detail::mirror_upper;
 using gptq_detail::parallel_chunks;
-using gptq_detail::permute_symmetric;
 using gptq_detail::resolve_threads;
 
 namespace {
@@ -34,7 +31,8 @@ CrossAccumulator::CrossAccumulator(int64_t f_dim, int64_t q_dim, int num_threads
       num_threads_(resolve_threads(num_threads)),
       sum_(static_cast<size_t>(f_dim_ * in_), 0.0) {}
 
-Status CrossAccumulator::add(const float* f, const float* q, int64_t rows) {
+template <typename F>
+Status CrossAccumulator::add_rows(const F* f, const float* q, int64_t rows) {
   if (rows < 0) return invalid_argument("cross moments: negative row count ", rows);
   if (rows == 0) return ok_status();
   if (f == nullptr || q == nullptr) return invalid_argument("cross moments: null rows");
@@ -64,6 +62,14 @@ Status CrossAccumulator::add(const float* f, const float* q, int64_t rows) {
   return ok_status();
 }
 
+Status CrossAccumulator::add(const float* f, const float* q, int64_t rows) {
+  return add_rows(f, q, rows);
+}
+
+Status CrossAccumulator::add(const double* f, const float* q, int64_t rows) {
+  return add_rows(f, q, rows);
+}
+
 StatusOr<std::vector<double>> CrossAccumulator::cross() const {
   if (samples_ == 0) return failed_precondition("cross moments: no calibration rows were added");
   const double factor = 2.0 / static_cast<double>(samples_);
@@ -77,29 +83,33 @@ StatusOr<RidgeSolver> RidgeSolver::factor(const std::vector<double>& H, double p
   const int64_t n = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(H.size()))));
   if (n <= 0 || static_cast<int64_t>(H.size()) != n * n)
     return invalid_argument("ridge solve: H (", H.size(), " values) is not square");
+  // GPTQ's factorisation in the original order (no act order): dead inputs (H_ii = 0) at a
+  // unit diagonal, λ = perc_damp · mean(diag H), ×10 on a failed factorisation.
+  GptqOptions o;
+  o.act_order = false;
+  o.perc_damp = perc_damp;
+  o.num_threads = num_threads;
+  QBC_ASSIGN_OR_RETURN(GptqFactor f, gptq_factor(H, o));
+  return from_factor(std::make_shared<const GptqFactor>(std::move(f)), num_threads);
+}
+
+StatusOr<RidgeSolver> RidgeSolver::from_factor(std::shared_ptr<const GptqFactor> factor,
+                                               int num_threads) {
+  if (factor == nullptr || factor->n <= 0 ||
+      static_cast<int64_t>(factor->U.size()) != factor->n * factor->n ||
+      static_cast<int64_t>(factor->perm.size()) != factor->n ||
+      static_cast<int64_t>(factor->dead.size()) != factor->n)
+    return invalid_argument("ridge solve: the factor is empty or mis-sized");
   RidgeSolver r;
+  const int64_t n = factor->n;
   r.n_ = n;
   r.threads_ = resolve_threads(num_threads);
-  // No correction through dead inputs (H_ii = 0).
-  r.dead_.assign(static_cast<size_t>(n), false);
-  for (int64_t i = 0; i < n; ++i) r.dead_[i] = H[i * n + i] == 0;
-  // U = chol((H + λI)⁻¹, upper) in original order: GPTQ's routine with the identity
-  // act order (it wants the Hessian reversed).
-  r.U_ = H;
-  for (int64_t i = 0; i < n; ++i) {
-    if (r.dead_[i]) r.U_[i * n + i] = 1;
-  }
-  std::vector<int64_t> rev(static_cast<size_t>(n));
-  std::iota(rev.rbegin(), rev.rend(), 0);
-  permute_symmetric(r.U_, n, rev, r.threads_);
-  GptqOptions o;
-  o.perc_damp = perc_damp;
-  QBC_RETURN_IF_ERROR(inverse_cholesky_upper(r.U_, n, o, rev, r.threads_).status());
+  for (int64_t i = 0; i < n; ++i) r.permuted_ = r.permuted_ || factor->perm[i] != i;
   r.Ut_.assign(static_cast<size_t>(n * n), 0.0);
   for (int64_t i = 0; i < n; ++i) {
-    for (int64_t j = 0; j < i; ++j) r.U_[i * n + j] = 0;  // the strict lower part is work space
-    for (int64_t j = i; j < n; ++j) r.Ut_[j * n + i] = r.U_[i * n + j];
+    for (int64_t j = i; j < n; ++j) r.Ut_[j * n + i] = factor->U[i * n + j];
   }
+  r.f_ = std::move(factor);
   return r;
 }
 
@@ -109,6 +119,8 @@ StatusOr<std::vector<double>> RidgeSolver::solve(std::vector<double> B, int64_t 
   if (rows < 0 || static_cast<int64_t>(B.size()) != rows * n)
     return invalid_argument("ridge solve: B (", B.size(), " values) is not [", rows, ", ", n, "]");
   if (block < 1) return invalid_argument("ridge solve: block ", block, " < 1");
+  const std::vector<bool>& dead = f_->dead;
+  const std::vector<int64_t>& perm = f_->perm;
   // The skipped terms below are products with exact zeros, which is an identity only for
   // finite factors (inf · 0 is NaN). Columns of dead inputs carry nothing.
   for (int64_t i = 0; i < rows; ++i) {
@@ -117,7 +129,16 @@ StatusOr<std::vector<double>> RidgeSolver::solve(std::vector<double> B, int64_t 
       if (!std::isfinite(v))
         return invalid_argument("ridge solve: right-hand side (", i, ", ", j, ") is not finite (",
                                 v, ")");
-      if (dead_[j]) v = 0.0;
+      if (dead[j]) v = 0.0;
+    }
+  }
+  // In the factor's order: column i of B Pᵀ is column perm[i] of B.
+  std::vector<double> row(static_cast<size_t>(permuted_ ? n : 0));
+  if (permuted_) {
+    for (int64_t i = 0; i < rows; ++i) {
+      double* b = B.data() + i * n;
+      for (int64_t j = 0; j < n; ++j) row[j] = b[perm[j]];
+      std::copy(row.begin(), row.end(), b);
     }
   }
   // B (H + λI)⁻¹ = (B Uᵀ) U; B's buffer takes the result. Both factors are triangular, so
@@ -128,6 +149,7 @@ StatusOr<std::vector<double>> RidgeSolver::solve(std::vector<double> B, int64_t 
   // that starts at +0 is never −0 (+0 + ±0 = +0, x + (−x) = +0), so the skipped ±0 terms
   // change nothing, first (T = B Uᵀ) or last (B = T U). Whole zero matrices are common here
   // (block 0's first inputs are the float model's: C = H, and the drift E is 0).
+  const double* U = f_->U.data();
   std::vector<double> T(static_cast<size_t>(rows * n), 0.0);
   parallel_chunks(rows, 64, threads_, [&](int64_t a, int64_t b) {
     for (int64_t j0 = 0; j0 < n; j0 += block) {
@@ -140,10 +162,17 @@ StatusOr<std::vector<double>> RidgeSolver::solve(std::vector<double> B, int64_t 
   parallel_chunks(rows, 64, threads_, [&](int64_t a, int64_t b) {
     for (int64_t j0 = 0; j0 < n; j0 += block) {
       const int64_t j1 = std::min(j0 + block, n);
-      gemm_acc(b - a, j1 - j0, j1, T.data() + a * n, n, U_.data() + j0, n, B.data() + a * n + j0,
-               n);
+      gemm_acc(b - a, j1 - j0, j1, T.data() + a * n, n, U + j0, n, B.data() + a * n + j0, n);
     }
   });
+  // Back to the original order: column perm[i] of the result is column i of (B Pᵀ)(Uᵀ U).
+  if (permuted_) {
+    for (int64_t i = 0; i < rows; ++i) {
+      double* b = B.data() + i * n;
+      for (int64_t j = 0; j < n; ++j) row[perm[j]] = b[j];
+      std::copy(row.begin(), row.end(), b);
+    }
+  }
   return B;
 }
 
@@ -155,12 +184,65 @@ StatusOr<std::vector<double>> RidgeSolver::correction(const std::vector<double>&
   }
   const int64_t n = n_;
   for (size_t k = 0; k < C.size(); ++k) C[k] -= H[k];  // D = C − H
-  // Rows of dead inputs carry no correction either.
-  for (int64_t i = 0; i < n; ++i) {
-    if (H[i * n + i] != 0) continue;
-    for (int64_t j = 0; j < n; ++j) C[i * n + j] = 0.0;
-  }
+  // A dead input's row keeps what the float model sent through it (the direct route's
+  // W (f − q) does too); solve() zeroes the dead columns.
   return solve(std::move(C), n);
+}
+
+OutputDriftAccumulator::OutputDriftAccumulator(const std::vector<float>& W, int64_t out,
+                                               int64_t in, int num_threads)
+    : out_(std::max<int64_t>(out, 0)),
+      in_(std::max<int64_t>(in, 0)),
+      num_threads_(resolve_threads(num_threads)),
+      cross_(out_, in_, num_threads) {
+  if (static_cast<int64_t>(W.size()) != out_ * in_) {
+    out_ = in_ = 0;  // add() refuses
+    return;
+  }
+  wt_.resize(W.size());
+  for (int64_t o = 0; o < out_; ++o) {
+    for (int64_t i = 0; i < in_; ++i) wt_[i * out_ + o] = W[o * in_ + i];
+  }
+}
+
+Status OutputDriftAccumulator::add(const float* f, const float* q, const float* drift,
+                                   int64_t rows) {
+  if (out_ == 0 || in_ == 0) return invalid_argument("output drift: the weight is empty or mis-sized");
+  if (rows < 0) return invalid_argument("output drift: negative row count ", rows);
+  if (rows == 0) return ok_status();
+  if (f == nullptr || q == nullptr) return invalid_argument("output drift: null rows");
+  const int64_t n = in_, m = out_;
+  std::vector<double> dx(static_cast<size_t>(rows * n));
+  for (int64_t k = 0; k < rows * n; ++k) {
+    if (!std::isfinite(f[k])) {
+      return invalid_argument("output drift: row ", samples() + k / n, " float feature ", k % n,
+                              " is not finite");
+    }
+    dx[k] = static_cast<double>(f[k]) - q[k];
+  }
+  // y = r + W (f − q), each element from the drift then the terms in increasing k.
+  std::vector<double> y(static_cast<size_t>(rows * m), 0.0);
+  if (drift != nullptr) {
+    for (int64_t k = 0; k < rows * m; ++k) y[k] = drift[k];
+  }
+  parallel_chunks(m, 128, num_threads_, [&](int64_t a, int64_t b) {
+    gemm_acc(rows, b - a, n, dx.data(), n, wt_.data() + a, m, y.data() + a, m);
+  });
+  return cross_.add(y.data(), q, rows);
+}
+
+FloatTargetCost float_target_cost(int64_t in, const std::vector<int64_t>& outs, int64_t rows,
+                                  bool writer) {
+  const double n = static_cast<double>(in), t = static_cast<double>(rows);
+  FloatTargetCost c;
+  c.correction = n * n * t + n * n * n;  // C, then M = (C − H)(H + λI)⁻¹ (two triangles)
+  for (int64_t out : outs) {
+    const double o = static_cast<double>(out);
+    c.correction += o * n * n;                     // W·M
+    c.direct += 2 * o * n * t + o * n * n;         // W (f − q), G, G (H + λI)⁻¹
+    if (writer) c.correction += o * n * t + o * n * n;  // E and its solve
+  }
+  return c;
 }
 
 StatusOr<std::vector<double>> ridge_right_solve(const std::vector<double>& H, std::vector<double> B,

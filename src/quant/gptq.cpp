@@ -27,6 +27,7 @@
 #include <thread>
 #include <utility>
 
+#include "clip_power.h"
 #include "gptq_linalg.h"
 #include "qbc/numerics/quantizer.h"
 
@@ -51,17 +52,46 @@ double code_of(double w, double s, int qm, double z = 0) {
                     static_cast<double>(qm));
 }
 
-/// Σ |s·(q(w) − z) − w|^norm over w[0, len), stopping early once it reaches `bound`.
-double clip_error(const double* w, int64_t len, float s, int qm, double norm, double bound,
-                  double z = 0) {
-  const double ds = s;
+/// Σ |s·(q(w) − z) − w|² over w[0, len), stopping early once it reaches `bound`.
+double clip_error2(const double* w, int64_t len, double s, int qm, double bound, double z) {
   double sum = 0;
   for (int64_t j = 0; j < len; ++j) {
-    const double d = std::fabs(ds * (code_of(w[j], ds, qm, z) - z) - w[j]);
-    sum += norm == 2.0 ? d * d : std::pow(d, norm);
+    const double d = std::fabs(s * (code_of(w[j], s, qm, z) - z) - w[j]);
+    sum += d * d;
     if (sum >= bound) break;
   }
   return sum;
+}
+
+/// The first of the candidates (scale s[c], zero point z[c]) with the least
+/// Σ |s·(q(w) − z) − w|^norm over w[0, len) (each sum in order from +0; norms other than 2
+/// through clip_power, eight candidates at a time).
+size_t best_candidate(const double* w, int64_t len, const std::vector<double>& s,
+                      const std::vector<double>& z, int qm, double norm) {
+  size_t best = 0;
+  double best_err = std::numeric_limits<double>::infinity();
+  if (norm == 2.0) {
+    for (size_t c = 0; c < s.size(); ++c) {
+      const double err = clip_error2(w, len, s[c], qm, best_err, z[c]);
+      if (err < best_err) {
+        best_err = err;
+        best = c;
+      }
+    }
+    return best;
+  }
+  double err[clip_detail::kBatch];
+  for (size_t c0 = 0; c0 < s.size(); c0 += clip_detail::kBatch) {
+    const int count = static_cast<int>(std::min<size_t>(clip_detail::kBatch, s.size() - c0));
+    clip_detail::power_errors(w, len, s.data() + c0, z.data() + c0, count, qm, norm, best_err, err);
+    for (int c = 0; c < count; ++c) {
+      if (err[c] < best_err) {
+        best_err = err[c];
+        best = c0 + static_cast<size_t>(c);
+      }
+    }
+  }
+  return best;
 }
 
 /// The asymmetric parameters of w[0, len) (docs/numerics.md): the range [lo, hi] =
@@ -82,20 +112,19 @@ numerics::AffineParams segment_affine(const double* w, int64_t len, int bits,
     return f16 ? numerics::affine_params_fp16(0, 0, bits) : numerics::AffineParams{};
   const double norm = o.mse_clip ? o.mse_norm : 2.0;
   const int steps = o.mse_clip ? static_cast<int>(o.mse_max_shrink * o.mse_grid + 1e-9) : 1;
-  numerics::AffineParams best;
-  double best_err = std::numeric_limits<double>::infinity();
+  thread_local std::vector<numerics::AffineParams> cand;
+  thread_local std::vector<double> cs, cz;
+  cand.clear();
+  cs.clear();
+  cz.clear();
   for (int i = 0; i < std::max(steps, 1); ++i) {
     const double p = 1.0 - static_cast<double>(i) / o.mse_grid;
-    const numerics::AffineParams a =
-        f16 ? numerics::affine_params_fp16(p * (hi - lo), -p * lo, bits)
-            : numerics::affine_params(p * (hi - lo), -p * lo, bits);
-    const double err = clip_error(w, len, a.scale, qm, norm, best_err, a.zero);
-    if (err < best_err) {
-      best_err = err;
-      best = a;
-    }
+    cand.push_back(f16 ? numerics::affine_params_fp16(p * (hi - lo), -p * lo, bits)
+                       : numerics::affine_params(p * (hi - lo), -p * lo, bits));
+    cs.push_back(cand.back().scale);
+    cz.push_back(cand.back().zero);
   }
-  return best;
+  return cand[best_candidate(w, len, cs, cz, qm, norm)];
 }
 
 /// The scale of the weights w[0, len) (docs/numerics.md): the candidates
@@ -112,20 +141,15 @@ float segment_scale(const double* w, int64_t len, int bits, const GptqOptions& o
   if (e == 0) return s0;
   const double norm = o.mse_clip ? o.mse_norm : 2.0;
   const int steps = o.mse_clip ? static_cast<int>(o.mse_max_shrink * o.mse_grid + 1e-9) : 1;
-  float best = s0;
-  double best_err = std::numeric_limits<double>::infinity();
+  thread_local std::vector<double> cs, cz;
+  cs.clear();
   for (int i = 0; i < std::max(steps, 1); ++i) {
     const double p = 1.0 - static_cast<double>(i) / o.mse_grid;
-    for (ScaleEnd end : {ScaleEnd::kQmax, ScaleEnd::kLongEnd}) {
-      const float s = rounded(extreme_scale(e, p, bits, end));
-      const double err = clip_error(w, len, s, qm, norm, best_err);
-      if (err < best_err) {
-        best_err = err;
-        best = s;
-      }
-    }
+    for (ScaleEnd end : {ScaleEnd::kQmax, ScaleEnd::kLongEnd})
+      cs.push_back(rounded(extreme_scale(e, p, bits, end)));
   }
-  return best;
+  cz.assign(cs.size(), 0.0);
+  return static_cast<float>(cs[best_candidate(w, len, cs, cz, qm, norm)]);
 }
 
 /// The scales (and, when o.zero_point, zero points) of the groups of one row w[0, in).
@@ -383,18 +407,17 @@ StatusOr<GptqResult> rtn_quantize(const std::vector<float>& W, int64_t out, int6
   return r;
 }
 
-StatusOr<GptqResult> gptq_quantize(const std::vector<float>& W, int64_t out, int64_t in,
-                                   std::vector<double> H, const GptqOptions& o) {
-  QBC_RETURN_IF_ERROR(check_inputs(W, out, in, o).with_context("gptq"));
-  const int64_t n = in;
-  if (static_cast<int64_t>(H.size()) != n * n) {
-    return invalid_argument("gptq: Hessian has ", H.size(), " entries, expected in x in = ", n * n);
-  }
+StatusOr<GptqFactor> gptq_factor(std::vector<double> H, const GptqOptions& o) {
+  const int64_t n = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(H.size()))));
+  if (n <= 0 || static_cast<int64_t>(H.size()) != n * n)
+    return invalid_argument("gptq: Hessian of ", H.size(), " entries is not square");
   if (o.block_size < 1) return invalid_argument("gptq: block_size = ", o.block_size, " < 1");
   if (!(o.perc_damp > 0) || o.perc_damp > 1) {
     return invalid_argument("gptq: perc_damp = ", o.perc_damp, " is outside (0, 1]");
   }
   if (o.max_damp_retries < 0) return invalid_argument("gptq: max_damp_retries is negative");
+  if (o.refine_sweeps < 0)
+    return invalid_argument("gptq: refine_sweeps = ", o.refine_sweeps, " is negative");
   // Only the upper triangle is read: check it, then mirror it.
   for (int64_t i = 0; i < n; ++i) {
     for (int64_t j = i; j < n; ++j) {
@@ -410,16 +433,64 @@ StatusOr<GptqResult> gptq_quantize(const std::vector<float>& W, int64_t out, int
   }
   mirror_upper(H.data(), n);
   const int threads = resolve_threads(o.num_threads);
-  GptqResult r = make_result(out, n, o);
-
+  GptqFactor f;
+  f.n = n;
   // Dead columns: no calibration input ever reached them (their weights count as 0).
-  std::vector<bool> dead(static_cast<size_t>(n), false);
+  f.dead.assign(static_cast<size_t>(n), false);
   for (int64_t i = 0; i < n; ++i) {
     if (H[i * n + i] != 0) continue;
     H[i * n + i] = 1;
-    dead[i] = true;
-    ++r.dead_columns;
+    f.dead[i] = true;
   }
+  f.perm.resize(static_cast<size_t>(n));
+  std::iota(f.perm.begin(), f.perm.end(), 0);
+  if (o.act_order) {
+    std::stable_sort(f.perm.begin(), f.perm.end(),
+                     [&](int64_t a, int64_t b) { return H[a * n + a] > H[b * n + b]; });
+  }
+  // refine_sweeps: H (mirrored, dead columns at 1) in the original order, + λI below.
+  if (o.refine_sweeps > 0) f.A = H;
+  std::vector<int64_t> q(f.perm.rbegin(), f.perm.rend());  // act order, reversed
+  permute_symmetric(H, n, q, threads);
+  QBC_ASSIGN_OR_RETURN(const Damping dmp, inverse_cholesky_upper(H, n, o, q, threads));
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < i; ++j) H[i * n + j] = 0;  // the strict lower part was work space
+  }
+  f.U = std::move(H);
+  f.lambda = dmp.lambda;
+  f.fraction = dmp.fraction;
+  f.retries = dmp.retries;
+  for (int64_t i = 0; i < n && !f.A.empty(); ++i) f.A[i * n + i] += dmp.lambda;
+  return f;
+}
+
+StatusOr<GptqResult> gptq_quantize(const std::vector<float>& W, int64_t out, int64_t in,
+                                   std::vector<double> H, const GptqOptions& o) {
+  QBC_RETURN_IF_ERROR(check_inputs(W, out, in, o).with_context("gptq"));
+  if (static_cast<int64_t>(H.size()) != in * in) {
+    return invalid_argument("gptq: Hessian has ", H.size(),
+                            " entries, expected in x in = ", in * in);
+  }
+  QBC_ASSIGN_OR_RETURN(const GptqFactor f, gptq_factor(std::move(H), o));
+  return gptq_quantize(W, out, in, f, o);
+}
+
+StatusOr<GptqResult> gptq_quantize(const std::vector<float>& W, int64_t out, int64_t in,
+                                   const GptqFactor& f, const GptqOptions& o) {
+  QBC_RETURN_IF_ERROR(check_inputs(W, out, in, o).with_context("gptq"));
+  const int64_t n = in;
+  if (f.n != n || static_cast<int64_t>(f.U.size()) != n * n ||
+      static_cast<int64_t>(f.perm.size()) != n || static_cast<int64_t>(f.dead.size()) != n) {
+    return invalid_argument("gptq: the factor is for ", f.n, " inputs, the weight has ", n);
+  }
+  if (o.block_size < 1) return invalid_argument("gptq: block_size = ", o.block_size, " < 1");
+  if (o.refine_sweeps > 0 && static_cast<int64_t>(f.A.size()) != n * n)
+    return invalid_argument("gptq: refine_sweeps needs a factor made with refine_sweeps");
+  const int threads = resolve_threads(o.num_threads);
+  GptqResult r = make_result(out, n, o);
+  const std::vector<bool>& dead = f.dead;
+  const std::vector<int64_t>& perm = f.perm;
+  for (int64_t i = 0; i < n; ++i) r.dead_columns += dead[i] ? 1 : 0;
   // Scales from the original-order rows (one fp64 row at a time: no fp64 copy of the
   // whole matrix beside the act-order one; an LM head is gigabytes).
   size_params(out, n, o, r);
@@ -434,32 +505,17 @@ StatusOr<GptqResult> gptq_quantize(const std::vector<float>& W, int64_t out, int
       }
     });
   }
-
-  std::vector<int64_t> perm(static_cast<size_t>(n));
-  std::iota(perm.begin(), perm.end(), 0);
-  if (o.act_order) {
-    std::stable_sort(perm.begin(), perm.end(),
-                     [&](int64_t a, int64_t b) { return H[a * n + a] > H[b * n + b]; });
-  }
   std::vector<double> wp(static_cast<size_t>(out * n));  // W in act order
   for (int64_t row = 0; row < out; ++row) {
     for (int64_t i = 0; i < n; ++i)
       wp[row * n + i] = dead[perm[i]] ? 0.0 : static_cast<double>(W[row * n + perm[i]]);
   }
-
-  // refine_sweeps: H (mirrored, dead columns at 1) in the original order, + λI below.
-  std::vector<double> A;
-  if (o.refine_sweeps > 0) A = H;
-
-  std::vector<int64_t> q(perm.rbegin(), perm.rend());  // act order, reversed
-  permute_symmetric(H, n, q, threads);
-  QBC_ASSIGN_OR_RETURN(const Damping dmp, inverse_cholesky_upper(H, n, o, q, threads));
-  r.damp = dmp.lambda;
-  r.damp_fraction = dmp.fraction;
-  r.damp_retries = dmp.retries;
+  r.damp = f.lambda;
+  r.damp_fraction = f.fraction;
+  r.damp_retries = f.retries;
 
   // The sweep. Rows of W are independent given U: each work item owns a chunk of rows.
-  const double* U = H.data();
+  const double* U = f.U.data();
   const int qm = static_cast<int>(numerics::quant_max(o.bits));
   const int64_t groups = r.groups();
   const int64_t bs = std::min(o.block_size, n);
@@ -497,9 +553,8 @@ StatusOr<GptqResult> gptq_quantize(const std::vector<float>& W, int64_t out, int
   for (double l : row_loss) loss += l;
   r.proxy_loss = r.sweep_proxy_loss = 0.5 * loss;
   if (o.refine_sweeps > 0) {
-    std::vector<double>().swap(H);  // U and the act-order weights are no longer needed
-    std::vector<double>().swap(wp);
-    for (int64_t i = 0; i < n; ++i) A[i * n + i] += dmp.lambda;
+    std::vector<double>().swap(wp);  // the act-order weights are no longer needed
+    const std::vector<double>& A = f.A;
     const size_t chunks = static_cast<size_t>((out + kSweepRows - 1) / kSweepRows);
     std::vector<double> refined(chunks, 0.0);  // per work item, summed in row order below
     std::vector<int64_t> moved(chunks, 0);

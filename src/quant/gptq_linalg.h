@@ -50,10 +50,11 @@ void parallel_chunks(int64_t n, int64_t chunk, int threads, const F& f) {
 void gemm_acc(int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, const double* B, int64_t ldb,
               double* C, int64_t ldc);
 
-/// Rows [t0, t0 + kt) of the row-major float matrix x[·, n], widened to fp64, as rows
+/// Rows [t0, t0 + kt) of the row-major float (or double) matrix x[·, n], in fp64, as rows
 /// (`rows`: [kt, n]) and/or transposed (`cols`: [n, kt]); a null target is skipped.
-inline void load_tile(const float* x, int64_t t0, int64_t kt, int64_t n, std::vector<double>* rows,
-                      std::vector<double>* cols) {
+template <typename T>
+void load_tile(const T* x, int64_t t0, int64_t kt, int64_t n, std::vector<double>* rows,
+               std::vector<double>* cols) {
   if (rows != nullptr) rows->resize(static_cast<size_t>(kt * n));
   if (cols != nullptr) cols->resize(static_cast<size_t>(kt * n));
   for (int64_t t = 0; t < kt; ++t) {

@@ -186,4 +186,28 @@ StatusOr<GptqResult> rtn_quantize(const std::vector<float>& W, int64_t out, int6
 StatusOr<GptqResult> gptq_quantize(const std::vector<float>& W, int64_t out, int64_t in,
                                    std::vector<double> H, const GptqOptions& options);
 
+/// The factorisation gptq_quantize() sweeps with, made once for every linear reading the same
+/// input (and the float target's ridge solve, RidgeSolver::from_factor): with P the act order
+/// (identity without act_order) and dead inputs at a unit diagonal,
+/// UᵀU = (P H Pᵀ + λI)⁻¹, U upper. Depends on H and the options' act_order, perc_damp,
+/// max_damp_retries and refine_sweeps only (not on bits or groups).
+struct GptqFactor {
+  int64_t n = 0;
+  std::vector<int64_t> perm;  ///< Act order: sweep position i is input perm[i].
+  std::vector<bool> dead;     ///< Inputs with H_ii = 0 (their weights count as 0).
+  std::vector<double> U;      ///< [n, n] row-major, upper; the strict lower part is +0.
+  double lambda = 0;          ///< The damping λ added to the diagonal.
+  double fraction = 0;        ///< λ / mean(diag H).
+  int retries = 0;            ///< Cholesky attempts that failed first.
+  std::vector<double> A;      ///< refine_sweeps > 0: H + λI in the original order, else empty.
+};
+
+/// The factor of H (as gptq_quantize(), whose errors it returns; H is consumed).
+StatusOr<GptqFactor> gptq_factor(std::vector<double> H, const GptqOptions& options);
+
+/// gptq_quantize() with a factor from gptq_factor() of the same n and options (the same bits
+/// as gptq_quantize(W, out, in, H, options) for that H).
+StatusOr<GptqResult> gptq_quantize(const std::vector<float>& W, int64_t out, int64_t in,
+                                   const GptqFactor& factor, const GptqOptions& options);
+
 }  // namespace qbc::quant

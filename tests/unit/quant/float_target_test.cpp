@@ -6,8 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -283,6 +285,129 @@ TEST(FloatTarget, ResidualDriftIsCancelledWhereTheInputsPredictIt) {
     return e;
   };
   EXPECT_LT(err(with_drift), 0.1 * err(*plain));
+}
+
+// The direct route (OutputDriftAccumulator): W + (W (C − H) + E)(H + λI)⁻¹ accumulated from the
+// output drift is the correction route's W + W·M + E (H + λI)⁻¹ up to rounding, with and
+// without a residual drift, with a dead input whose float signal is not zero (both routes move
+// it onto the live inputs); the same bits for any thread count; shape errors refused.
+TEST(OutputDriftAccumulator, EqualsTheCorrectionRoute) {
+  Data d = make_data(6, 40, 400, 0.3f, 21);
+  for (int64_t t = 0; t < d.rows; ++t) d.Xq[t * d.in + 5] = 0.0f;  // dead in the quantized model
+  std::mt19937 rng(22);
+  std::normal_distribution<float> nd(0.0f, 0.1f);
+  std::vector<float> drift(static_cast<size_t>(d.rows * d.out));
+  for (float& v : drift) v = nd(rng);
+  const std::vector<double> H = hessian(d, d.Xq);
+  const double damp = 0.01;
+  StatusOr<RidgeSolver> solver = RidgeSolver::factor(H, damp);
+  QBC_ASSERT_OK(solver);
+  for (const bool writer : {false, true}) {
+    // The correction route, as hessianQuant runs it.
+    StatusOr<std::vector<double>> M = solver->correction(H, cross(d));
+    QBC_ASSERT_OK(M);
+    StatusOr<std::vector<float>> want = apply_float_target(d.W, d.out, d.in, *M);
+    QBC_ASSERT_OK(want);
+    if (writer) {
+      CrossAccumulator e(d.out, d.in);
+      QBC_ASSERT_OK(e.add(drift.data(), d.Xq.data(), d.rows));
+      StatusOr<std::vector<double>> R = solver->solve(*e.cross(), d.out);
+      QBC_ASSERT_OK(R);
+      for (size_t k = 0; k < want->size(); ++k)
+        (*want)[k] = static_cast<float>(static_cast<double>((*want)[k]) + (*R)[k]);
+    }
+    std::vector<double> G1;
+    for (const int threads : {1, 3}) {
+      OutputDriftAccumulator acc(d.W, d.out, d.in, threads);
+      // Two add() calls: rows split anywhere give the same sums.
+      const int64_t half = 150;
+      QBC_ASSERT_OK(acc.add(d.Xf.data(), d.Xq.data(), writer ? drift.data() : nullptr, half));
+      QBC_ASSERT_OK(acc.add(d.Xf.data() + half * d.in, d.Xq.data() + half * d.in,
+                            writer ? drift.data() + half * d.out : nullptr, d.rows - half));
+      EXPECT_EQ(acc.samples(), d.rows);
+      StatusOr<std::vector<double>> G = acc.drift_cross();
+      QBC_ASSERT_OK(G);
+      if (threads == 1) {
+        G1 = *G;
+      } else {
+        ASSERT_EQ(G->size(), G1.size());
+        EXPECT_EQ(std::memcmp(G->data(), G1.data(), G1.size() * sizeof(double)), 0);
+      }
+    }
+    StatusOr<std::vector<double>> delta = solver->solve(G1, d.out);
+    QBC_ASSERT_OK(delta);
+    double moved = 0;
+    for (size_t k = 0; k < d.W.size(); ++k) {
+      const double got = static_cast<double>(d.W[k]) + (*delta)[k];
+      EXPECT_NEAR(got, (*want)[k], 2e-6 * (1 + std::fabs(got))) << "writer " << writer << " " << k;
+      moved = std::max(moved, std::fabs(got - d.W[k]));
+    }
+    EXPECT_GT(moved, 1e-3);  // the correction is not trivially zero
+    for (int64_t o = 0; o < d.out; ++o) EXPECT_EQ((*delta)[o * d.in + 5], 0.0);  // dead column
+  }
+  OutputDriftAccumulator empty(d.W, d.out, d.in);
+  EXPECT_FALSE(empty.drift_cross().ok());
+  OutputDriftAccumulator wrong(d.W, d.out + 1, d.in);
+  EXPECT_FALSE(wrong.add(d.Xf.data(), d.Xq.data(), nullptr, 1).ok());
+  std::vector<float> bad(d.Xf.begin(), d.Xf.begin() + d.in);
+  bad[3] = NAN;
+  EXPECT_FALSE(empty.add(bad.data(), d.Xq.data(), nullptr, 1).ok());
+}
+
+// Which route a group takes: the direct one for a writer with fewer outputs than inputs
+// (down_proj of a Llama-3.2-1B-shaped block), the correction for wide groups (gate/up, q/k/v,
+// the head).
+TEST(FloatTargetCost, ChoosesTheDirectRouteForNarrowWriters) {
+  const int64_t rows = 16 * 256;
+  EXPECT_TRUE(float_target_cost(8192, {2048}, rows, true).direct_is_cheaper());
+  EXPECT_TRUE(float_target_cost(2048, {2048}, rows, true).direct_is_cheaper());  // o_proj
+  EXPECT_FALSE(float_target_cost(2048, {8192, 8192}, rows, false).direct_is_cheaper());
+  EXPECT_FALSE(float_target_cost(2048, {2048, 512, 512}, rows, false).direct_is_cheaper());
+  EXPECT_FALSE(float_target_cost(2048, {128256}, rows, false).direct_is_cheaper());
+  const FloatTargetCost down = float_target_cost(8192, {2048}, rows, true);
+  EXPECT_LT(down.direct, 0.3 * down.correction);
+}
+
+// The ridge solver of GPTQ's act-order factor (RidgeSolver::from_factor) solves the same
+// system as factor(): within rounding of its solution, dead columns zero; with the identity
+// order (no act order) the bits of factor(); an empty factor refused.
+TEST(RidgeSolver, FromGptqsFactorSolvesTheSameSystem) {
+  Data d = make_data(4, 60, 500, 0.3f, 31);
+  for (int64_t t = 0; t < d.rows; ++t) d.Xq[t * d.in + 9] = 0.0f;  // a dead input
+  for (int64_t t = 0; t < d.rows; ++t) d.Xq[t * d.in + 40] *= 6.0f;  // act order moves it first
+  const std::vector<double> H = hessian(d, d.Xq);
+  const int64_t n = d.in, rows = 5;
+  const std::vector<double> B = normal_matrix(rows, n, 32);
+  const double damp = 0.01;
+  StatusOr<RidgeSolver> plain = RidgeSolver::factor(H, damp);
+  QBC_ASSERT_OK(plain);
+  StatusOr<std::vector<double>> want = plain->solve(B, rows);
+  QBC_ASSERT_OK(want);
+  GptqOptions o;
+  o.perc_damp = damp;
+  StatusOr<GptqFactor> f = gptq_factor(H, o);
+  QBC_ASSERT_OK(f);
+  ASSERT_NE(f->perm[0], 0);
+  for (const int threads : {1, 3}) {
+    StatusOr<RidgeSolver> r =
+        RidgeSolver::from_factor(std::make_shared<const GptqFactor>(*f), threads);
+    QBC_ASSERT_OK(r);
+    StatusOr<std::vector<double>> got = r->solve(B, rows, 16);
+    QBC_ASSERT_OK(got);
+    for (size_t k = 0; k < got->size(); ++k)
+      EXPECT_NEAR((*got)[k], (*want)[k], 1e-9 * (1 + std::fabs((*want)[k]))) << k;
+    for (int64_t i = 0; i < rows; ++i) EXPECT_EQ((*got)[i * n + 9], 0.0);
+  }
+  o.act_order = false;
+  StatusOr<GptqFactor> id = gptq_factor(H, o);
+  QBC_ASSERT_OK(id);
+  StatusOr<RidgeSolver> r = RidgeSolver::from_factor(std::make_shared<const GptqFactor>(*id));
+  QBC_ASSERT_OK(r);
+  StatusOr<std::vector<double>> same = r->solve(B, rows);
+  QBC_ASSERT_OK(same);
+  EXPECT_EQ(std::memcmp(same->data(), want->data(), want->size() * sizeof(double)), 0);
+  EXPECT_FALSE(RidgeSolver::from_factor(nullptr).ok());
+  EXPECT_FALSE(RidgeSolver::from_factor(std::make_shared<const GptqFactor>()).ok());
 }
 
 }  // namespace

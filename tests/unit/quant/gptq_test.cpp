@@ -628,6 +628,69 @@ TEST(Gptq, DeterministicAcrossRunsAndThreadCounts) {
   }
 }
 
+// One factor for every linear of a group (gptq_factor): each linear's result is the one
+// gptq_quantize(W, H) gives, bit for bit, for other bits and groups too, with refinement and
+// a dead input; the factor holds what GPTQ sweeps with (U upper, its lower part +0, UᵀU =
+// (P H Pᵀ + λI)⁻¹ in act order); a factor of another size or without refine_sweeps' A is
+// refused.
+TEST(GptqFactor, ServesEveryLinearOfTheGroupWithGptqsBits) {
+  Problem p = make_problem(40, 48, 300, 17);
+  for (int64_t t = 0; t < p.rows; ++t) p.X[t * p.in + 5] = 0.0f;  // a dead input
+  const std::vector<double> H = hessian_of(p);
+  GptqOptions o;
+  o.mse_clip = true;
+  o.zero_point = true;
+  o.refine_sweeps = 2;
+  StatusOr<GptqFactor> f = gptq_factor(H, o);
+  QBC_ASSERT_OK(f);
+  const int64_t n = p.in;
+  EXPECT_EQ(f->n, n);
+  EXPECT_TRUE(f->dead[5]);
+  EXPECT_EQ(std::count(f->dead.begin(), f->dead.end(), true), 1);
+  EXPECT_NE(f->perm[0], 0);  // act order moved the outlier features first
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < i; ++j) EXPECT_EQ(f->U[i * n + j], 0.0);
+  }
+  // UᵀU (P H Pᵀ + λI) = I, with the dead input at a unit diagonal.
+  double worst = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double v = 0;
+      for (int64_t k = 0; k < n; ++k) {
+        double uu = 0;
+        for (int64_t r = 0; r <= std::min(i, k); ++r) uu += f->U[r * n + i] * f->U[r * n + k];
+        const int64_t a = f->perm[k], b = f->perm[j];
+        double h = H[a * n + b];
+        if (a == b) h = (f->dead[a] ? 1.0 : h) + f->lambda;
+        v += uu * h;
+      }
+      worst = std::max(worst, std::fabs(v - (i == j ? 1.0 : 0.0)));
+    }
+  }
+  EXPECT_LT(worst, 1e-9);
+  for (const auto& [bits, group] : {std::pair<int, int64_t>{4, 16}, {8, 0}, {4, 0}}) {
+    GptqOptions ol = o;
+    ol.bits = bits;
+    ol.group_size = group;
+    StatusOr<GptqResult> shared = gptq_quantize(p.W, p.out, p.in, *f, ol);
+    StatusOr<GptqResult> alone = gptq_quantize(p.W, p.out, p.in, H, ol);
+    QBC_ASSERT_OK(shared);
+    QBC_ASSERT_OK(alone);
+    EXPECT_TRUE(same_result(*shared, *alone)) << bits << " bits, group " << group;
+    EXPECT_EQ(shared->zeros, alone->zeros);
+    EXPECT_EQ(shared->refined_codes, alone->refined_codes);
+  }
+  EXPECT_FALSE(gptq_quantize(std::vector<float>(p.out * (p.in - 1), 0.1f), p.out, p.in - 1, *f, o)
+                   .ok());
+  GptqOptions plain = o;
+  plain.refine_sweeps = 0;
+  StatusOr<GptqFactor> f0 = gptq_factor(H, plain);
+  QBC_ASSERT_OK(f0);
+  EXPECT_TRUE(f0->A.empty());
+  EXPECT_FALSE(gptq_quantize(p.W, p.out, p.in, *f0, o).ok());  // refine needs A
+  EXPECT_FALSE(gptq_factor(std::vector<double>(7, 1.0), o).ok());  // not square
+}
+
 // ---------------------------------------------------------------------------
 // Hessian accumulation.
 
