@@ -28,6 +28,16 @@ typedef int64_t M8 __attribute__((vector_size(64)));
 // overlaps K chains of the series instead of waiting on one.
 #define QBC_LANES for (int i = 0; i < K; ++i)
 
+/// u = c[0]·x^(n−1) + ... + c[n − 1] lane by lane for K vectors: u = c[0]·x + c[1], then
+/// u = u·x + c[j] (n >= 2).
+template <class V, int K>
+__attribute__((always_inline)) inline void horner(const double* c, int n, const V* x, V* u) {
+  QBC_LANES u[i] = x[i] * c[0] + c[1];
+  for (int j = 2; j < n; ++j) {
+    QBC_LANES u[i] = u[i] * x[i] + c[j];
+  }
+}
+
 /// out = |s·(clamp(rne(w / s) + z, lo, hi) − z) − w|^p lane by lane, for K vectors (each
 /// with its own weights, scales and zero points).
 template <class V, class M, int K>
@@ -61,13 +71,10 @@ __attribute__((always_inline)) inline void error_lanes(const V* w, const V* s, c
     t[i] = (m[i] - 1.0) / (m[i] + 1.0);
     t2[i] = t[i] * t[i];
   }
-  QBC_LANES u[i] = t2[i] * (1.0 / 15) + 1.0 / 13;  // ln m = 2t (1 + t²/3 + ... + t¹⁴/15)
-  QBC_LANES u[i] = u[i] * t2[i] + 1.0 / 11;
-  QBC_LANES u[i] = u[i] * t2[i] + 1.0 / 9;
-  QBC_LANES u[i] = u[i] * t2[i] + 1.0 / 7;
-  QBC_LANES u[i] = u[i] * t2[i] + 1.0 / 5;
-  QBC_LANES u[i] = u[i] * t2[i] + 1.0 / 3;
-  QBC_LANES u[i] = u[i] * t2[i] + 1.0;
+  // ln m = 2t (1 + t²/3 + ... + t¹⁴/15), by Horner in t² from the highest term.
+  static constexpr double kLn[] = {1.0 / 15, 1.0 / 13, 1.0 / 11, 1.0 / 9,
+                                   1.0 / 7,  1.0 / 5,  1.0 / 3,  1.0};
+  horner<V, K>(kLn, sizeof kLn / sizeof kLn[0], t2, u);
   QBC_LANES {  // y = p · log2 d = k + x / ln 2, k = round(y)
     y[i] = p * (e[i] + (2.0 * t[i] * u[i]) * kLog2e);
     y[i] = y[i] < -1100.0 ? V{} - 1100.0 : y[i];
@@ -75,19 +82,22 @@ __attribute__((always_inline)) inline void error_lanes(const V* w, const V* s, c
     k[i] = (y[i] + kRound) - kRound;
     y[i] = (y[i] - k[i]) * kLn2;
   }
-  QBC_LANES u[i] = y[i] * (1.0 / 6227020800.0) + 1.0 / 479001600.0;  // e^x to x^13 / 13!
-  QBC_LANES u[i] = u[i] * y[i] + 1.0 / 39916800.0;
-  QBC_LANES u[i] = u[i] * y[i] + 1.0 / 3628800.0;
-  QBC_LANES u[i] = u[i] * y[i] + 1.0 / 362880.0;
-  QBC_LANES u[i] = u[i] * y[i] + 1.0 / 40320.0;
-  QBC_LANES u[i] = u[i] * y[i] + 1.0 / 5040.0;
-  QBC_LANES u[i] = u[i] * y[i] + 1.0 / 720.0;
-  QBC_LANES u[i] = u[i] * y[i] + 1.0 / 120.0;
-  QBC_LANES u[i] = u[i] * y[i] + 1.0 / 24.0;
-  QBC_LANES u[i] = u[i] * y[i] + 1.0 / 6.0;
-  QBC_LANES u[i] = u[i] * y[i] + 0.5;
-  QBC_LANES u[i] = u[i] * y[i] + 1.0;
-  QBC_LANES u[i] = u[i] * y[i] + 1.0;
+  // e^x to x^13 / 13!, by Horner from the highest term.
+  static constexpr double kExp[] = {1.0 / 6227020800.0,
+                                    1.0 / 479001600.0,
+                                    1.0 / 39916800.0,
+                                    1.0 / 3628800.0,
+                                    1.0 / 362880.0,
+                                    1.0 / 40320.0,
+                                    1.0 / 5040.0,
+                                    1.0 / 720.0,
+                                    1.0 / 120.0,
+                                    1.0 / 24.0,
+                                    1.0 / 6.0,
+                                    0.5,
+                                    1.0,
+                                    1.0};
+  horner<V, K>(kExp, sizeof kExp / sizeof kExp[0], y, u);
   QBC_LANES {  // × 2^k through its bits, the biased exponent clamped to the normal range
     V kb = k[i] + 1023.0;
     kb = kb < 1.0 ? V{} + 1.0 : kb;
