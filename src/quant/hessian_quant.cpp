@@ -32,9 +32,10 @@
 // the in × in correction (for down_proj: 0.28 against 1.17 T multiply-adds at the 1B shape
 // with 4096 calibration rows). Cost: one more float forward of each
 // segment (its float inputs of every group are kept until their group is done: samples ×
-// seq × the segment's input widths floats), about four more in×in fp64 matrices (GPTQ's
-// factorisation of H + λI, in act order, serves M's and E's solves), and for a writer the float
-// residual of every sample (samples × seq × hidden floats) and an [out, in] matrix.
+// seq × the segment's input widths floats), on the correction route about three more in×in
+// fp64 matrices (C, M and the transpose of GPTQ's factor of H + λI, which serves M's and E's
+// solves), and for a writer the float residual of every sample (samples × seq × hidden floats)
+// and an [out, in] matrix.
 //
 // hessianDtype: the Hessian is always accumulated, factorised and applied in fp64
 // (HessianAccumulator, gptq_quantize), which is at least as precise as fp32 or bf16;
@@ -76,6 +77,15 @@ struct Group {
   /// down_proj), "" when it is not a residual writer.
   std::string residual_name;
 };
+
+/// W += d, each weight's sum in fp64 rounded to fp32 (a float-target term of W's shape).
+Status add_correction(const std::vector<double>& d, std::vector<float>* W) {
+  if (d.size() != W->size())
+    return internal_error("the correction has ", d.size(), " values, the weight ", W->size());
+  for (size_t k = 0; k < W->size(); ++k)
+    (*W)[k] = static_cast<float>(static_cast<double>((*W)[k]) + d[k]);
+  return ok_status();
+}
 
 const char* dtype_name(config::HessianDtype d) {
   switch (d) {
@@ -397,17 +407,10 @@ class HessianQuant final : public Pass {
           }
           std::vector<float> W(m.v.begin(), m.v.end());
           std::vector<double>().swap(m.v);  // an LM head is gigabytes in fp64
+          // Non-finite corrected weights are refused by gptq_quantize's input check below.
           if (direct) {
-            const std::vector<double>& d = direct_delta[li];
-            if (d.size() != W.size())
-              return internal_error("hessianQuant: float target of '", t.name, "' is mis-sized");
-            for (size_t k = 0; k < W.size(); ++k) {
-              const double v = static_cast<double>(W[k]) + d[k];
-              if (!std::isfinite(v))
-                return internal_error("hessianQuant: float target of '", t.name,
-                                      "': a corrected weight is not finite");
-              W[k] = static_cast<float>(v);
-            }
+            QBC_RETURN_IF_ERROR(add_correction(direct_delta[li], &W)
+                                    .with_context("hessianQuant: float target of '", t.name, "'"));
             std::vector<double>().swap(direct_delta[li]);
           } else if (float_runner) {
             StatusOr<std::vector<float>> wt = apply_float_target(W, m.rows, m.cols, M);
@@ -415,11 +418,8 @@ class HessianQuant final : public Pass {
               return wt.status().with_context("hessianQuant: float target of '", t.name, "'");
             W = std::move(wt).value();
             if (!R.empty()) {
-              if (R.size() != W.size())
-                return internal_error("hessianQuant: residual target of '", t.name,
-                                      "' is mis-sized");
-              for (size_t k = 0; k < W.size(); ++k)
-                W[k] = static_cast<float>(static_cast<double>(W[k]) + R[k]);
+              QBC_RETURN_IF_ERROR(add_correction(R, &W).with_context(
+                  "hessianQuant: residual target of '", t.name, "'"));
             }
           }
           GptqOptions o = gopt;
